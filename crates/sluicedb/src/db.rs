@@ -1,0 +1,1270 @@
+//! [`Db`]: the database handle, its write path, background work and recovery.
+//!
+//! Concurrency (`docs/design.md`, "Threads and locks"):
+//! - `state` (a mutex) guards the memtables, the current version, the writer
+//!   queue, snapshots and the bookkeeping of background work. It is never
+//!   held across table or journal I/O, except for the two syncs and one
+//!   create of a journal rotation.
+//! - Writers queue up; the one at the front is the leader: it takes the
+//!   batches behind it into one group, appends the group to the journal and
+//!   the memtable with `state` released, then wakes the group (group commit).
+//!   Only leaders touch `journal`, so journal order is sequence order.
+//! - `manifest` serialises version installation: base version, manifest
+//!   append + sync, then the swap under `state`.
+//! - Readers take `state` only to clone an `Arc<SuperVersion>`.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::batch::WriteBatch;
+use crate::compaction::{self, JobStats, MergeParams};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{CountingFs, FileLock, IoClass};
+use crate::index::leveled::Leveled;
+use crate::index::{CompactionPlan, IndexShape};
+use crate::iter::{DbIter, InternalIterator, MergingIterator};
+use crate::iterator::{DbIterator, Range};
+use crate::journal::{read_log, LogWriter};
+use crate::key::Kind;
+use crate::memtable::{Lookup, MemTable, WriteBuffer};
+use crate::options::{JournalRecovery, Options, ReadOptions, WriteOptions};
+use crate::stats::{LevelStats, Stats};
+use crate::table::builder::TableOptions;
+use crate::table::{BlockCache, TableCache};
+use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
+
+/// A handle to an open database. Cheap to clone; all clones share one
+/// database, which closes (background work stopped, journal synced, lock
+/// released) when the last clone is dropped. `Send + Sync`.
+#[derive(Clone)]
+pub struct Db {
+    handle: Arc<Handle>,
+}
+
+struct Handle {
+    core: Arc<Core>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    _lock: Box<dyn FileLock>,
+}
+
+/// What a reader needs: the memtables and the version, pinned together.
+pub(crate) struct SuperVersion {
+    pub(crate) mem: Arc<MemTable>,
+    pub(crate) imms: Vec<Arc<MemTable>>,
+    pub(crate) current: Arc<Version>,
+}
+
+struct WriterSlot {
+    batch: WriteBatch,
+    sync: bool,
+    /// Switch the memtable (for `flush`); carries no batch.
+    force_switch: bool,
+    done: Mutex<Option<Result<()>>>,
+}
+
+struct Journal {
+    writer: LogWriter,
+}
+
+struct Immutable {
+    mem: Arc<MemTable>,
+    journal: u64,
+}
+
+enum Job {
+    Flush,
+    Compaction(CompactionPlan),
+}
+
+struct State {
+    mem: Arc<MemTable>,
+    mem_journal: u64,
+    imms: VecDeque<Immutable>,
+    current: Arc<Version>,
+    sv: Arc<SuperVersion>,
+    log_number: u64,
+    last_sequence: u64,
+    writers: VecDeque<Arc<WriterSlot>>,
+    snapshots: BTreeMap<u64, usize>,
+    busy: HashSet<u64>,
+    pending_outputs: HashSet<u64>,
+    live_versions: Vec<Weak<Version>>,
+    flush_running: bool,
+    compactions_running: usize,
+    manual_compaction: bool,
+    memtables_switched: u64,
+    memtables_flushed: u64,
+    poisoned: Option<String>,
+    closing: bool,
+}
+
+impl State {
+    fn refresh_sv(&mut self) {
+        self.sv = Arc::new(SuperVersion {
+            mem: self.mem.clone(),
+            imms: self.imms.iter().rev().map(|i| i.mem.clone()).collect(),
+            current: self.current.clone(),
+        });
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        if self.closing {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn smallest_snapshot(&self, visible: u64) -> u64 {
+        self.snapshots.keys().next().copied().unwrap_or(visible)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    user_bytes: AtomicU64,
+    user_ops: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    trivial_moves: AtomicU64,
+    compaction_read: AtomicU64,
+    compaction_written: AtomicU64,
+    slowdowns: AtomicU64,
+    stalls: AtomicU64,
+    stall_micros: AtomicU64,
+    journal_syncs: AtomicU64,
+    write_groups: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+pub(crate) struct Core {
+    dir: PathBuf,
+    opts: Options,
+    fs: CountingFs,
+    shape: Arc<dyn IndexShape>,
+    tables: Arc<TableCache>,
+    versions: VersionSet,
+    manifest: Mutex<Option<ManifestState>>,
+    state: Mutex<State>,
+    /// Writers, stalled writers and waiters on background progress.
+    cv: Condvar,
+    /// Background workers.
+    bg_cv: Condvar,
+    journal: Mutex<Option<Journal>>,
+    visible_seq: AtomicU64,
+    shutting_down: AtomicBool,
+    counters: Counters,
+    table_opts: TableOptions,
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it if `options` allow.
+    ///
+    /// Recovery replays the journals into tables (`docs/design.md`,
+    /// "Recovery"). Errors: [`Error::Locked`] if another handle has the
+    /// directory, [`Error::NotFound`]/[`Error::AlreadyExists`] per the
+    /// create options, [`Error::Corruption`] naming file and offset if
+    /// the manifest or synced journal history is damaged.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        if dir.as_os_str().is_empty() {
+            return Err(Error::InvalidArgument("empty database path".into()));
+        }
+        let fs = CountingFs::new(options.fs.clone());
+        if options.create_if_missing {
+            fs.create_dir_all(&dir)?;
+        } else if !fs.exists(&dir) {
+            return Err(Error::NotFound(dir));
+        }
+        let lock = fs.lock(&filename::lock(&dir))?;
+        let core = Arc::new(Core::open(dir, options, fs)?);
+        let mut threads = Vec::new();
+        for i in 0..core.opts.background_threads {
+            let c = core.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("sluicedb-bg-{i}"))
+                .spawn(move || c.background_loop())
+                .map_err(|e| Error::io("spawn", "background thread", e))?;
+            threads.push(t);
+        }
+        core.bg_cv.notify_all();
+        Ok(Db {
+            handle: Arc::new(Handle {
+                core,
+                threads: Mutex::new(threads),
+                _lock: lock,
+            }),
+        })
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
+    /// Sets `key` to `value` (not synced; see [`Db::put_opt`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(&WriteOptions::default(), key, value)
+    }
+
+    /// Sets `key` to `value` with explicit write options.
+    pub fn put_opt(
+        &self,
+        opts: &WriteOptions,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write_opt(opts, b)
+    }
+
+    /// Deletes `key` (absent keys are fine).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(&WriteOptions::default(), key)
+    }
+
+    /// Deletes `key` with explicit write options.
+    pub fn delete_opt(&self, opts: &WriteOptions, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write_opt(opts, b)
+    }
+
+    /// Applies `batch` atomically (not synced).
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(&WriteOptions::default(), batch)
+    }
+
+    /// Applies `batch` atomically. With `opts.sync` the batch is durable when
+    /// this returns `Ok`. After `Err(Poisoned)` nothing more is accepted.
+    pub fn write_opt(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.core().write(opts.sync, false, batch)
+    }
+
+    /// The value of `key`, or `None` if it has none.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_opt(&ReadOptions::default(), key)
+    }
+
+    /// The value of `key` at `opts.snapshot` (latest if none).
+    pub fn get_opt(
+        &self,
+        opts: &ReadOptions<'_>,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.core()
+            .get(self.core().read_sequence(opts), key.as_ref())
+    }
+
+    /// A consistent point-in-time view for reads; released when dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        let core = self.core().clone();
+        let seq = {
+            let mut st = core.state.lock();
+            let seq = core.visible_seq.load(Ordering::Acquire);
+            *st.snapshots.entry(seq).or_insert(0) += 1;
+            seq
+        };
+        Snapshot { seq, core }
+    }
+
+    /// A cursor over all keys; position it with `seek*` before use.
+    pub fn iter(&self) -> DbIterator {
+        self.iter_opt(&ReadOptions::default())
+    }
+
+    /// A cursor over all keys at `opts.snapshot`.
+    pub fn iter_opt(&self, opts: &ReadOptions<'_>) -> DbIterator {
+        self.cursor(opts, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+    }
+
+    /// A cursor restricted to `range`.
+    pub fn iter_range<K: AsRef<[u8]>>(
+        &self,
+        opts: &ReadOptions<'_>,
+        range: impl std::ops::RangeBounds<K>,
+    ) -> DbIterator {
+        let own = |b: std::ops::Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        self.cursor(opts, own(range.start_bound()), own(range.end_bound()))
+    }
+
+    fn cursor(
+        &self,
+        opts: &ReadOptions<'_>,
+        lower: std::ops::Bound<Vec<u8>>,
+        upper: std::ops::Bound<Vec<u8>>,
+    ) -> DbIterator {
+        let core = self.core();
+        let seq = core.read_sequence(opts);
+        let sv = core.super_version();
+        let mut children: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
+        for m in &sv.imms {
+            children.push(m.clone().iter());
+        }
+        children.extend(core.shape.iterators(&sv.current, &core.tables));
+        let inner = DbIter::new(Box::new(MergingIterator::new(children)), seq);
+        DbIterator::new(inner, sv, lower, upper)
+    }
+
+    /// The key-value pairs in `range`, in order; `.rev()` walks backwards.
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl std::ops::RangeBounds<K>) -> Range {
+        self.range_opt(&ReadOptions::default(), range)
+    }
+
+    /// Like [`Db::range`] at `opts.snapshot`.
+    pub fn range_opt<K: AsRef<[u8]>>(
+        &self,
+        opts: &ReadOptions<'_>,
+        range: impl std::ops::RangeBounds<K>,
+    ) -> Range {
+        let own = |b: std::ops::Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        let (lo, hi) = (own(range.start_bound()), own(range.end_bound()));
+        Range::new(
+            self.cursor(opts, lo.clone(), hi.clone()),
+            self.cursor(opts, lo, hi),
+        )
+    }
+
+    /// The pairs whose key starts with `prefix`, in order.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Range {
+        self.prefix_opt(&ReadOptions::default(), prefix)
+    }
+
+    /// Like [`Db::prefix`] at `opts.snapshot`.
+    pub fn prefix_opt(&self, opts: &ReadOptions<'_>, prefix: impl AsRef<[u8]>) -> Range {
+        let p = prefix.as_ref().to_vec();
+        let upper = match crate::key::prefix_successor(&p) {
+            Some(s) => std::ops::Bound::Excluded(s),
+            None => std::ops::Bound::Unbounded,
+        };
+        let lower = std::ops::Bound::Included(p);
+        Range::new(
+            self.cursor(opts, lower.clone(), upper.clone()),
+            self.cursor(opts, lower, upper),
+        )
+    }
+
+    /// Writes the memtable to a table and waits until it is flushed.
+    pub fn flush(&self) -> Result<()> {
+        self.core().flush()
+    }
+
+    /// Compacts all tables overlapping `[begin, end]` (None: unbounded) down
+    /// the levels, dropping shadowed versions and tombstones no snapshot
+    /// needs. Flushes the memtable first. Waits until done.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.core().compact_range(begin, end)
+    }
+
+    /// Waits until no flush or compaction is pending or running (for
+    /// benchmarks and tests that want a settled tree).
+    pub fn wait_for_background(&self) -> Result<()> {
+        self.core().wait_idle()
+    }
+
+    /// Counters and the current shape of the index.
+    pub fn stats(&self) -> Stats {
+        self.core().stats()
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.core().dir
+    }
+
+    /// Checks every table block and entry; returns the entries checked.
+    pub fn verify(&self) -> Result<u64> {
+        let core = self.core();
+        let sv = core.super_version();
+        let mut n = 0;
+        for (_, f) in sv.current.all_files() {
+            n += core.tables.get(f.number, f.file_size)?.verify()?;
+        }
+        Ok(n)
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.core().dir)
+            .finish()
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let core = &self.core;
+        core.shutting_down.store(true, Ordering::SeqCst);
+        core.state.lock().closing = true;
+        core.bg_cv.notify_all();
+        core.cv.notify_all();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // A clean close keeps every acknowledged write, synced or not.
+        if let Some(j) = core.journal.lock().as_mut() {
+            let _ = j.writer.sync();
+        }
+    }
+}
+
+/// A point-in-time view. Reads through [`ReadOptions::at`] see the database
+/// as it was when the snapshot was taken. Compaction keeps the versions it
+/// needs until it is dropped.
+pub struct Snapshot {
+    seq: u64,
+    core: Arc<Core>,
+}
+
+impl Snapshot {
+    /// The sequence number the snapshot reads at.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut st = self.core.state.lock();
+        if let Some(c) = st.snapshots.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                st.snapshots.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl Core {
+    fn open(dir: PathBuf, opts: Options, fs: CountingFs) -> Result<Core> {
+        let shape: Arc<dyn IndexShape> = Arc::new(Leveled {
+            num_levels: opts.num_levels,
+            l0_compaction_trigger: opts.l0_compaction_trigger,
+            base_level_size_bytes: opts.base_level_size_bytes,
+            level_size_ratio: opts.level_size_ratio,
+            target_file_size_bytes: opts.target_file_size_bytes,
+        });
+        if VersionSet::exists(&fs, &dir) {
+            if opts.error_if_exists {
+                return Err(Error::AlreadyExists(dir));
+            }
+        } else {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound(dir));
+            }
+            let vs = VersionSet::new(
+                dir.clone(),
+                fs.clone(),
+                shape.clone(),
+                1,
+                opts.max_manifest_bytes,
+            );
+            vs.write_new_manifest(&Version::empty(shape.clone()), 0, 0)?;
+        }
+        let rec = VersionSet::recover(&fs, &dir, shape.clone())?;
+        let names = fs.list(&dir)?;
+        let mut present = HashSet::new();
+        let mut journals = Vec::new();
+        let mut max_number = rec.manifest_number;
+        for name in &names {
+            match filename::parse(name) {
+                Some(FileKind::Table(n)) => {
+                    present.insert(n);
+                    max_number = max_number.max(n);
+                }
+                Some(FileKind::Journal(n)) => {
+                    max_number = max_number.max(n);
+                    if n >= rec.log_number {
+                        journals.push(n);
+                    }
+                }
+                Some(FileKind::Manifest(n)) => max_number = max_number.max(n),
+                _ => {}
+            }
+        }
+        for (_, f) in rec.version.all_files() {
+            if !present.contains(&f.number) {
+                return Err(Error::corruption(
+                    filename::table(&dir, f.number),
+                    0,
+                    "table listed in the manifest is missing",
+                ));
+            }
+        }
+        journals.sort_unstable();
+        let versions = VersionSet::new(
+            dir.clone(),
+            fs.clone(),
+            shape.clone(),
+            rec.next_file_number.max(max_number + 1),
+            opts.max_manifest_bytes,
+        );
+        let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let tables = Arc::new(TableCache::new(
+            fs.clone(),
+            dir.clone(),
+            opts.max_open_tables,
+            block_cache,
+        ));
+        let table_opts = TableOptions {
+            block_size_bytes: opts.block_size_bytes,
+            restart_interval: opts.block_restart_interval,
+            bloom_bits_per_key: opts.bloom_bits_per_key,
+        };
+        let version = Arc::new(rec.version);
+        let mem = Arc::new(MemTable::new());
+        let state = State {
+            mem: mem.clone(),
+            mem_journal: 0,
+            imms: VecDeque::new(),
+            current: version.clone(),
+            sv: Arc::new(SuperVersion {
+                mem,
+                imms: Vec::new(),
+                current: version,
+            }),
+            log_number: rec.log_number,
+            last_sequence: rec.last_sequence,
+            writers: VecDeque::new(),
+            snapshots: BTreeMap::new(),
+            busy: HashSet::new(),
+            pending_outputs: HashSet::new(),
+            live_versions: Vec::new(),
+            flush_running: false,
+            compactions_running: 0,
+            manual_compaction: false,
+            memtables_switched: 0,
+            memtables_flushed: 0,
+            poisoned: None,
+            closing: false,
+        };
+        let core = Core {
+            dir,
+            opts,
+            fs,
+            shape,
+            tables,
+            versions,
+            manifest: Mutex::new(None),
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            bg_cv: Condvar::new(),
+            journal: Mutex::new(None),
+            visible_seq: AtomicU64::new(rec.last_sequence),
+            shutting_down: AtomicBool::new(false),
+            counters: Counters::default(),
+            table_opts,
+        };
+        core.recover_journals(&journals)?;
+        core.delete_obsolete_files();
+        Ok(core)
+    }
+
+    /// Replays journals into L0 tables, starts a new journal and writes a
+    /// fresh manifest that no longer needs the old journals.
+    fn recover_journals(&self, journals: &[u64]) -> Result<()> {
+        let mode = self.opts.journal_recovery;
+        let mut max_seq = self.state.lock().last_sequence;
+        let mut edit = VersionEdit::default();
+        let mut mem = Arc::new(MemTable::new());
+        // A torn tail must be the end of all history: records in a later
+        // journal mean synced data after it was lost.
+        let mut torn: Option<(PathBuf, u64)> = None;
+        'journals: for &n in journals {
+            let path = filename::journal(&self.dir, n);
+            let data = self.fs.read_all(&path, IoClass::Journal)?;
+            let log = read_log(&data);
+            if let Some((p, off)) = &torn {
+                if !log.records.is_empty() && mode != JournalRecovery::SkipAnyCorrupted {
+                    if mode == JournalRecovery::PointInTime {
+                        break 'journals;
+                    }
+                    return Err(Error::corruption(
+                        p,
+                        *off,
+                        "journal damaged before records of a later journal",
+                    ));
+                }
+            }
+            let stop_at = match (mode, log.damage.first()) {
+                (JournalRecovery::SkipAnyCorrupted, _) | (_, None) => u64::MAX,
+                (JournalRecovery::PointInTime, Some((off, _))) => *off,
+                (_, Some((off, why))) => {
+                    return Err(Error::corruption(&path, *off, why.clone()));
+                }
+            };
+            for (off, rec) in log.records {
+                if off >= stop_at {
+                    break;
+                }
+                let batch = match WriteBatch::from_record(rec) {
+                    Ok(b) => b,
+                    Err(why) => match mode {
+                        JournalRecovery::SkipAnyCorrupted => continue,
+                        JournalRecovery::PointInTime => break 'journals,
+                        _ => return Err(Error::corruption(&path, off, why)),
+                    },
+                };
+                let seq = batch.sequence();
+                mem.insert_batch(&batch, seq);
+                max_seq = max_seq.max(seq + batch.len() as u64 - 1);
+                if mem.approximate_memory_bytes() > self.opts.write_buffer_size_bytes {
+                    self.write_level0(&mem, max_seq, &mut edit)?;
+                    mem = Arc::new(MemTable::new());
+                }
+            }
+            if stop_at != u64::MAX {
+                break 'journals; // point-in-time: history ends at the damage
+            }
+            if let Some(off) = log.torn_tail_at {
+                if mode == JournalRecovery::AbsoluteConsistency {
+                    return Err(Error::corruption(
+                        &path,
+                        off,
+                        "incomplete record at the end",
+                    ));
+                }
+                torn = Some((path, off));
+            }
+        }
+        if !mem.is_empty() {
+            self.write_level0(&mem, max_seq, &mut edit)?;
+        }
+        let journal_number = self.versions.new_file_number();
+        let w = self.fs.create(
+            &filename::journal(&self.dir, journal_number),
+            IoClass::Journal,
+        )?;
+        self.fs.sync_dir(&self.dir)?;
+        let mut st = self.state.lock();
+        let version = st
+            .current
+            .apply(&edit)
+            .map_err(|e| Error::corruption(&self.dir, 0, e))?;
+        let ms = self
+            .versions
+            .write_new_manifest(&version, journal_number, max_seq)?;
+        *self.manifest.lock() = Some(ms);
+        st.current = Arc::new(version);
+        st.log_number = journal_number;
+        st.mem_journal = journal_number;
+        st.last_sequence = max_seq;
+        st.pending_outputs.clear();
+        st.refresh_sv();
+        self.visible_seq.store(max_seq, Ordering::Release);
+        *self.journal.lock() = Some(Journal {
+            writer: LogWriter::new(w),
+        });
+        Ok(())
+    }
+
+    fn write_level0(
+        &self,
+        mem: &Arc<MemTable>,
+        max_seq: u64,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let mut stats = JobStats::default();
+        let outputs = self.build_tables(mem.clone().iter(), max_seq, &mut stats)?;
+        for f in outputs {
+            edit.add_file(0, f);
+        }
+        Ok(())
+    }
+
+    fn new_output_number(&self) -> u64 {
+        let n = self.versions.new_file_number();
+        self.state.lock().pending_outputs.insert(n);
+        n
+    }
+
+    /// Writes a memtable's entries into one L0 table.
+    fn build_tables(
+        &self,
+        mut iter: Box<dyn InternalIterator>,
+        smallest_snapshot: u64,
+        stats: &mut JobStats,
+    ) -> Result<Vec<FileMeta>> {
+        let alloc = || self.new_output_number();
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Flush,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: u64::MAX,
+            bottom: None,
+            grandparents: &[],
+            max_grandparent_overlap_bytes: u64::MAX,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+        };
+        let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
+        if !out.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(out)
+    }
+
+    fn read_sequence(&self, opts: &ReadOptions<'_>) -> u64 {
+        match opts.snapshot {
+            Some(s) => s.seq,
+            None => self.visible_seq.load(Ordering::Acquire),
+        }
+    }
+
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        self.state.lock().sv.clone()
+    }
+
+    fn get(&self, seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let sv = self.super_version();
+        let mut found = sv.mem.get(key, seq);
+        for m in &sv.imms {
+            if found != Lookup::Absent {
+                break;
+            }
+            found = m.get(key, seq);
+        }
+        if found == Lookup::Absent {
+            found = self.shape.get(&sv.current, &self.tables, key, seq)?;
+        }
+        match found {
+            Lookup::Found(Kind::Value, v) => Ok(Some(v)),
+            Lookup::Found(k, _) => Err(Error::corruption(
+                &self.dir,
+                0,
+                format!("entry kind {k:?} is not readable by this preset"),
+            )),
+            Lookup::Deleted | Lookup::Absent => Ok(None),
+        }
+    }
+
+    // ---- write path ----
+
+    fn write(&self, sync: bool, force_switch: bool, batch: WriteBatch) -> Result<()> {
+        let slot = Arc::new(WriterSlot {
+            batch,
+            sync,
+            force_switch,
+            done: Mutex::new(None),
+        });
+        let mut st = self.state.lock();
+        st.writers.push_back(slot.clone());
+        loop {
+            if let Some(r) = slot.done.lock().take() {
+                return r;
+            }
+            if st.writers.front().is_some_and(|w| Arc::ptr_eq(w, &slot)) {
+                break;
+            }
+            self.cv.wait(&mut st);
+        }
+        // This writer leads a group.
+        let result = self.lead_group(&mut st, &slot);
+        self.cv.notify_all();
+        result
+    }
+
+    fn lead_group(&self, st: &mut MutexGuard<'_, State>, leader: &Arc<WriterSlot>) -> Result<()> {
+        if let Err(e) = self.make_room_for_write(st, leader.force_switch) {
+            st.writers.pop_front();
+            return Err(e);
+        }
+        if leader.force_switch {
+            st.writers.pop_front();
+            return Ok(());
+        }
+        let mut group = WriteBatch::new();
+        let mut members = 0usize;
+        let mut sync = false;
+        let limit = self.opts.max_write_group_bytes;
+        for w in st.writers.iter() {
+            if w.force_switch || (members > 0 && w.sync && !leader.sync) {
+                break;
+            }
+            if members > 0 && group.approximate_size() + w.batch.approximate_size() > limit {
+                break;
+            }
+            group.append(&w.batch);
+            sync |= w.sync;
+            members += 1;
+        }
+        let seq = st.last_sequence + 1;
+        let count = group.len() as u64;
+        group.set_sequence(seq);
+        st.last_sequence += count;
+        let mem = st.mem.clone();
+        let result = MutexGuard::unlocked(st, || {
+            let mut j = self.journal.lock();
+            let j = j.as_mut().ok_or(Error::Closed)?;
+            j.writer.add_record(group.data())?;
+            if sync {
+                j.writer.sync()?;
+                bump(&self.counters.journal_syncs, 1);
+            }
+            mem.insert_batch(&group, seq);
+            Ok(())
+        });
+        match &result {
+            Ok(()) => {
+                self.visible_seq.store(seq + count - 1, Ordering::Release);
+                bump(&self.counters.user_bytes, group.user_bytes());
+                bump(&self.counters.user_ops, count);
+                bump(&self.counters.write_groups, 1);
+            }
+            Err(e) => {
+                st.poisoned
+                    .get_or_insert_with(|| format!("journal write failed: {e}"));
+            }
+        }
+        for _ in 0..members {
+            let w = st.writers.pop_front().expect("group member");
+            if !Arc::ptr_eq(&w, leader) {
+                *w.done.lock() = Some(result.clone());
+            }
+        }
+        result
+    }
+
+    /// Ensures the active memtable has room, switching it (and the journal)
+    /// when full or when `force` asks; delays or stalls writes while
+    /// background work is behind.
+    fn make_room_for_write(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
+        let mut allow_delay = !force;
+        loop {
+            st.check_writable()?;
+            let l0 = st.current.num_files(0);
+            if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
+                let t = Instant::now();
+                MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                bump(&self.counters.slowdowns, 1);
+                bump(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                allow_delay = false;
+                continue;
+            }
+            if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
+                return Ok(());
+            }
+            if force && st.mem.is_empty() {
+                return Ok(());
+            }
+            if st.imms.len() + 1 >= self.opts.max_write_buffers || l0 >= self.opts.l0_stop_trigger {
+                let t = Instant::now();
+                bump(&self.counters.stalls, 1);
+                self.bg_cv.notify_all();
+                self.cv.wait_for(st, Duration::from_millis(100));
+                bump(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                continue;
+            }
+            self.switch_memtable(st)?;
+            force = false;
+        }
+    }
+
+    fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let number = self.versions.new_file_number();
+        let r = (|| {
+            let mut j = self.journal.lock();
+            let j = j.as_mut().ok_or(Error::Closed)?;
+            // Only the newest journal may end torn (recovery relies on it).
+            j.writer.sync()?;
+            let w = self
+                .fs
+                .create(&filename::journal(&self.dir, number), IoClass::Journal)?;
+            self.fs.sync_dir(&self.dir)?;
+            j.writer = LogWriter::new(w);
+            Ok(())
+        })();
+        if let Err(e) = r {
+            st.poisoned
+                .get_or_insert_with(|| format!("journal rotation failed: {e}"));
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new()));
+        let journal = std::mem::replace(&mut st.mem_journal, number);
+        st.imms.push_back(Immutable { mem: old, journal });
+        st.memtables_switched += 1;
+        st.refresh_sv();
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.write(false, true, WriteBatch::new())?;
+        let mut st = self.state.lock();
+        let target = st.memtables_switched;
+        while st.memtables_flushed < target {
+            st.check_writable()?;
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            st.check_writable()?;
+            let pending = !st.imms.is_empty()
+                || st.flush_running
+                || st.compactions_running > 0
+                || self.shape.pick_compaction(&st.current, &st.busy).is_some();
+            if !pending {
+                return Ok(());
+            }
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+
+    // ---- background work ----
+
+    fn background_loop(self: Arc<Self>) {
+        let mut st = self.state.lock();
+        loop {
+            if st.closing {
+                return;
+            }
+            match self.pick_job(&mut st) {
+                Some(job) => {
+                    let r = MutexGuard::unlocked(&mut st, || self.run_job(&job));
+                    self.finish_job(&mut st, job, r);
+                    self.cv.notify_all();
+                    self.bg_cv.notify_all();
+                }
+                None => self.bg_cv.wait(&mut st),
+            }
+        }
+    }
+
+    fn pick_job(&self, st: &mut State) -> Option<Job> {
+        if st.poisoned.is_some() {
+            return None;
+        }
+        if !st.imms.is_empty() && !st.flush_running {
+            st.flush_running = true;
+            return Some(Job::Flush);
+        }
+        let max_compactions = self.opts.background_threads.saturating_sub(1).max(1);
+        if st.manual_compaction || st.compactions_running >= max_compactions {
+            return None;
+        }
+        let plan = self.shape.pick_compaction(&st.current, &st.busy)?;
+        for f in plan.input_files() {
+            st.busy.insert(f.number);
+        }
+        st.compactions_running += 1;
+        Some(Job::Compaction(plan))
+    }
+
+    fn run_job(&self, job: &Job) -> Result<()> {
+        match job {
+            Job::Flush => self.run_flush(),
+            Job::Compaction(plan) => self.run_compaction(plan),
+        }
+    }
+
+    fn finish_job(&self, st: &mut MutexGuard<'_, State>, job: Job, r: Result<()>) {
+        match job {
+            Job::Flush => st.flush_running = false,
+            Job::Compaction(plan) => {
+                st.compactions_running -= 1;
+                for f in plan.input_files() {
+                    st.busy.remove(&f.number);
+                }
+            }
+        }
+        if let Err(e) = r {
+            if !self.shutting_down.load(Ordering::SeqCst) {
+                st.poisoned
+                    .get_or_insert_with(|| format!("background work failed: {e}"));
+            }
+        }
+        MutexGuard::unlocked(st, || self.delete_obsolete_files());
+    }
+
+    fn run_flush(&self) -> Result<()> {
+        let (imm, next_journal, smallest_snapshot) = {
+            let st = self.state.lock();
+            let front = st
+                .imms
+                .front()
+                .expect("flush picked with an immutable memtable");
+            let next = st.imms.get(1).map_or(st.mem_journal, |i| i.journal);
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (front.mem.clone(), next, st.smallest_snapshot(visible))
+        };
+        let mut stats = JobStats::default();
+        let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
+        let mut edit = VersionEdit::default();
+        let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        for f in outputs {
+            edit.add_file(0, f);
+        }
+        self.install(edit, Some(next_journal), &numbers, |st| {
+            let i = st.imms.pop_front().expect("flushed memtable");
+            debug_assert!(Arc::ptr_eq(&i.mem, &imm));
+            st.memtables_flushed += 1;
+        })?;
+        bump(&self.counters.flushes, 1);
+        Ok(())
+    }
+
+    fn run_compaction(&self, plan: &CompactionPlan) -> Result<()> {
+        if plan.trivial_move {
+            self.install(compaction::trivial_move_edit(plan), None, &[], |_| {})?;
+            bump(&self.counters.trivial_moves, 1);
+            bump(&self.counters.compactions, 1);
+            return Ok(());
+        }
+        let (version, smallest_snapshot) = {
+            let st = self.state.lock();
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (st.current.clone(), st.smallest_snapshot(visible))
+        };
+        let alloc = || self.new_output_number();
+        let leveled_overlap = self.opts.target_file_size_bytes.saturating_mul(10);
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Compaction,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: self.opts.target_file_size_bytes,
+            bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
+            grandparents: &plan.grandparents,
+            max_grandparent_overlap_bytes: leveled_overlap,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+        };
+        let mut stats = JobStats::default();
+        let edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
+        if !numbers.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        self.install(edit, None, &numbers, |_| {})?;
+        bump(&self.counters.compactions, 1);
+        bump(&self.counters.compaction_read, stats.bytes_read);
+        bump(&self.counters.compaction_written, stats.bytes_written);
+        Ok(())
+    }
+
+    /// Makes `edit` durable in the manifest and installs the version it
+    /// produces; `then` runs under the state lock with the new version in
+    /// place. A manifest failure poisons the database.
+    fn install(
+        &self,
+        mut edit: VersionEdit,
+        log_number: Option<u64>,
+        outputs: &[u64],
+        then: impl FnOnce(&mut State),
+    ) -> Result<()> {
+        let mut ms = self.manifest.lock();
+        let ms = ms.as_mut().ok_or(Error::Closed)?;
+        let (base, old_log, last_seq) = {
+            let st = self.state.lock();
+            (st.current.clone(), st.log_number, st.last_sequence)
+        };
+        let log_number = log_number.unwrap_or(old_log);
+        let version = base
+            .apply(&edit)
+            .map_err(|e| Error::corruption(filename::manifest(&self.dir, ms.number), 0, e))?;
+        if let Err(e) = self
+            .versions
+            .log_edit(ms, &mut edit, &version, log_number, last_seq)
+        {
+            let mut st = self.state.lock();
+            st.poisoned
+                .get_or_insert_with(|| format!("manifest write failed: {e}"));
+            return Err(e);
+        }
+        let mut st = self.state.lock();
+        let version = Arc::new(version);
+        let old = std::mem::replace(&mut st.current, version);
+        st.live_versions.retain(|w| w.strong_count() > 0);
+        st.live_versions.push(Arc::downgrade(&old));
+        st.log_number = log_number;
+        for n in outputs {
+            st.pending_outputs.remove(n);
+        }
+        then(&mut st);
+        st.refresh_sv();
+        Ok(())
+    }
+
+    /// Deletes files no version, snapshot or iterator can read: tables in no
+    /// live version and not being written, journals below the log number,
+    /// manifests other than the live one, and temporary files.
+    fn delete_obsolete_files(&self) {
+        let ms = self.manifest.lock();
+        let Some(manifest_number) = ms.as_ref().map(|m| m.number) else {
+            return;
+        };
+        // List first, then take the live set: a file created after the
+        // listing is not in it, and one in it got its number (and so its
+        // pending-output entry) before it was created.
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        let (live, log_number) = {
+            let mut st = self.state.lock();
+            st.live_versions.retain(|w| w.strong_count() > 0);
+            let mut live: HashSet<u64> = st.pending_outputs.clone();
+            let versions = st
+                .live_versions
+                .iter()
+                .filter_map(Weak::upgrade)
+                .chain(std::iter::once(st.current.clone()));
+            for v in versions {
+                live.extend(v.all_files().map(|(_, f)| f.number));
+            }
+            (live, st.log_number)
+        };
+        for name in names {
+            let delete = match filename::parse(&name) {
+                Some(FileKind::Table(n)) => {
+                    let dead = !live.contains(&n);
+                    if dead {
+                        self.tables.evict(n);
+                    }
+                    dead
+                }
+                Some(FileKind::Journal(n)) => n < log_number,
+                Some(FileKind::Manifest(n)) => n != manifest_number,
+                Some(FileKind::Temp) => true,
+                _ => false,
+            };
+            if delete {
+                // A failed delete leaves garbage that the next sweep retries.
+                let _ = self.fs.remove(&self.dir.join(&name));
+            }
+        }
+    }
+
+    fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        {
+            let mut st = self.state.lock();
+            while st.manual_compaction || st.compactions_running > 0 {
+                st.check_writable()?;
+                self.cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            st.manual_compaction = true;
+        }
+        let r = self.manual_compactions(begin, end);
+        self.state.lock().manual_compaction = false;
+        self.bg_cv.notify_all();
+        r
+    }
+
+    fn manual_compactions(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let lo = begin.unwrap_or(&[]);
+        let hi_owned;
+        let hi: &[u8] = match end {
+            Some(e) => e,
+            None => {
+                let st = self.state.lock();
+                hi_owned = st
+                    .current
+                    .all_files()
+                    .map(|(_, f)| f.largest_user_key().to_vec())
+                    .max()
+                    .unwrap_or_default();
+                &hi_owned
+            }
+        };
+        for level in 0..self.shape.num_levels() {
+            let plan = {
+                let mut st = self.state.lock();
+                st.check_writable()?;
+                let plan = self.shape.pick_range_compaction(&st.current, level, lo, hi);
+                if let Some(p) = &plan {
+                    for f in p.input_files() {
+                        st.busy.insert(f.number);
+                    }
+                }
+                plan
+            };
+            let Some(plan) = plan else { continue };
+            let r = self.run_compaction(&plan);
+            let mut st = self.state.lock();
+            for f in plan.input_files() {
+                st.busy.remove(&f.number);
+            }
+            if let Err(e) = &r {
+                st.poisoned
+                    .get_or_insert_with(|| format!("manual compaction failed: {e}"));
+            }
+            drop(st);
+            r?;
+            self.delete_obsolete_files();
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        let st = self.state.lock();
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let scores = self.shape.scores(&st.current);
+        let levels: Vec<LevelStats> = (0..st.current.levels.len())
+            .map(|l| LevelStats {
+                tables: st.current.num_files(l),
+                bytes: st.current.level_bytes(l),
+                score: scores[l],
+            })
+            .collect();
+        Stats {
+            io: self.fs.counters().snapshot(),
+            user_bytes_written: get(&c.user_bytes),
+            user_ops_written: get(&c.user_ops),
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            live_table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            levels,
+            memtable_bytes: (st.mem.approximate_memory_bytes()
+                + st.imms
+                    .iter()
+                    .map(|i| i.mem.approximate_memory_bytes())
+                    .sum::<usize>()) as u64,
+            immutable_memtables: st.imms.len(),
+            flushes: get(&c.flushes),
+            compactions: get(&c.compactions),
+            trivial_moves: get(&c.trivial_moves),
+            compaction_bytes_read: get(&c.compaction_read),
+            compaction_bytes_written: get(&c.compaction_written),
+            write_slowdowns: get(&c.slowdowns),
+            write_stalls: get(&c.stalls),
+            write_stall_micros: get(&c.stall_micros),
+            journal_syncs: get(&c.journal_syncs),
+            write_groups: get(&c.write_groups),
+            block_cache_bytes: self.tables.block_cache().usage_bytes(),
+            poisoned: st.poisoned.clone(),
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! [`MemFs`]: an in-memory [`Fs`] that can crash and can fail.
+//!
+//! Crash model (the assumptions of `docs/design.md`):
+//! - a file's content survives a crash only up to its last `sync`; the bytes
+//!   appended after it are lost, or (in torn images) a prefix of them survives;
+//! - a create, rename or delete survives only if `sync_dir` of the directory
+//!   followed it; otherwise the directory entry reverts to its synced state;
+//! - a file whose name did not survive is gone, whatever was synced into it.
+//!
+//! Every operation gets an index (1, 2, ...). Faults fire at the first
+//! matching operation at or after a chosen index, once or from then on.
+//! Crash images can be captured after every mutating operation, so one run
+//! of a workload yields a crash state per operation.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+
+/// An injected failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Any operation fails with EIO.
+    Eio,
+    /// Creates and appends fail with "no space left" (ENOSPC).
+    NoSpace,
+    /// File and directory syncs fail; the data is not made durable.
+    SyncFails,
+}
+
+impl Fault {
+    fn matches(self, op: Op) -> bool {
+        match self {
+            Fault::Eio => true,
+            Fault::NoSpace => matches!(op, Op::Create | Op::Append),
+            Fault::SyncFails => matches!(op, Op::Sync | Op::SyncDir),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Create,
+    Append,
+    Sync,
+    Read,
+    Rename,
+    Remove,
+    SyncDir,
+    Meta,
+}
+
+impl Op {
+    fn mutates(self) -> bool {
+        matches!(
+            self,
+            Op::Create | Op::Append | Op::Sync | Op::Rename | Op::Remove | Op::SyncDir
+        )
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Append => "append",
+            Op::Sync => "sync",
+            Op::Read => "read",
+            Op::Rename => "rename",
+            Op::Remove => "remove",
+            Op::SyncDir => "sync_dir",
+            Op::Meta => "metadata",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct FaultRule {
+    fault: Fault,
+    at_op: u64,
+    persistent: bool,
+    fired: bool,
+}
+
+#[derive(Debug, Default, Clone)]
+struct FileData {
+    data: Vec<u8>,
+    durable: Arc<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<u64, FileData>,
+    names: BTreeMap<PathBuf, u64>,
+    durable_names: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+    next_id: u64,
+    op_count: u64,
+    faults: Vec<FaultRule>,
+    capture: Option<Capture>,
+    locks: BTreeSet<PathBuf>,
+}
+
+struct Capture {
+    torn: bool,
+    images: Vec<(u64, MemFs)>,
+}
+
+/// A crash-able, fault-injecting in-memory file system. Cloning shares the
+/// same state.
+#[derive(Clone, Default)]
+pub struct MemFs {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for MemFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state.lock();
+        f.debug_struct("MemFs")
+            .field("files", &s.names.len())
+            .field("op_count", &s.op_count)
+            .finish()
+    }
+}
+
+/// Deterministic pseudo-random numbers for torn tails (splitmix64).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl State {
+    /// Counts one operation and returns the injected fault, if any.
+    fn begin(&mut self, op: Op, path: &Path) -> Result<()> {
+        self.op_count += 1;
+        let n = self.op_count;
+        for rule in &mut self.faults {
+            if n < rule.at_op || !rule.fault.matches(op) || (rule.fired && !rule.persistent) {
+                continue;
+            }
+            rule.fired = true;
+            let kind = match rule.fault {
+                Fault::NoSpace => std::io::ErrorKind::StorageFull,
+                _ => std::io::ErrorKind::Other,
+            };
+            return Err(Error::io(
+                op.name(),
+                path,
+                std::io::Error::new(kind, format!("injected {:?} at operation {n}", rule.fault)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records a crash image after a mutating operation when capturing.
+    fn end(&mut self, op: Op) {
+        if !op.mutates() {
+            return;
+        }
+        let torn = match &self.capture {
+            Some(c) => c.torn,
+            None => return,
+        };
+        let image = self.image(torn.then_some(self.op_count));
+        let n = self.op_count;
+        if let Some(c) = self.capture.as_mut() {
+            c.images.push((n, image));
+        }
+    }
+
+    /// The state a crash right now would leave. With `torn_seed`, each file
+    /// whose unsynced bytes extend its synced content keeps a pseudo-random
+    /// prefix of them.
+    fn image(&self, torn_seed: Option<u64>) -> MemFs {
+        let mut out = State {
+            dirs: self.dirs.clone(),
+            next_id: self.next_id,
+            ..State::default()
+        };
+        for (name, &id) in &self.durable_names {
+            let f = &self.files[&id];
+            let mut data: Vec<u8> = f.durable.as_ref().clone();
+            if let Some(seed) = torn_seed {
+                let tail = f.data.get(data.len()..).unwrap_or(&[]);
+                if !tail.is_empty() && f.data.starts_with(&data) {
+                    let keep = (mix(seed ^ id) % (tail.len() as u64 + 1)) as usize;
+                    data.extend_from_slice(&tail[..keep]);
+                }
+            }
+            let durable = Arc::new(data.clone());
+            out.files.insert(id, FileData { data, durable });
+            out.names.insert(name.clone(), id);
+            out.durable_names.insert(name.clone(), id);
+        }
+        MemFs {
+            state: Arc::new(Mutex::new(out)),
+        }
+    }
+
+    fn id_of(&self, path: &Path) -> Result<u64> {
+        self.names.get(path).copied().ok_or_else(|| {
+            Error::io(
+                "open",
+                path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+            )
+        })
+    }
+}
+
+impl MemFs {
+    /// An empty file system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Operations performed so far (the index of the last one).
+    pub fn op_count(&self) -> u64 {
+        self.state.lock().op_count
+    }
+
+    /// Injects `fault` at the first matching operation whose index is at
+    /// least `at_op`; `persistent` keeps failing every matching one after it.
+    pub fn inject(&self, fault: Fault, at_op: u64, persistent: bool) {
+        self.state.lock().faults.push(FaultRule {
+            fault,
+            at_op,
+            persistent,
+            fired: false,
+        });
+    }
+
+    /// Removes all injected faults.
+    pub fn clear_faults(&self) {
+        self.state.lock().faults.clear();
+    }
+
+    /// True if any injected fault has fired.
+    pub fn fault_fired(&self) -> bool {
+        self.state.lock().faults.iter().any(|f| f.fired)
+    }
+
+    /// The file system a crash right now would leave (no torn tails).
+    pub fn crash_image(&self) -> MemFs {
+        self.state.lock().image(None)
+    }
+
+    /// Like [`MemFs::crash_image`], keeping a pseudo-random prefix (chosen by
+    /// `seed`) of each file's unsynced appended bytes.
+    pub fn torn_crash_image(&self, seed: u64) -> MemFs {
+        self.state.lock().image(Some(seed))
+    }
+
+    /// From now on, records a crash image after every mutating operation;
+    /// with `torn`, images keep torn tails (seeded by the operation index).
+    pub fn capture_images(&self, torn: bool) {
+        self.state.lock().capture = Some(Capture {
+            torn,
+            images: Vec::new(),
+        });
+    }
+
+    /// Stops capturing and returns the images as (operation index, image).
+    pub fn take_images(&self) -> Vec<(u64, MemFs)> {
+        self.state
+            .lock()
+            .capture
+            .take()
+            .map(|c| c.images)
+            .unwrap_or_default()
+    }
+
+    /// Current content of a file (for tests that damage files).
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let s = self.state.lock();
+        let id = s.names.get(path)?;
+        Some(s.files[id].data.clone())
+    }
+
+    /// Replaces a file's content, durably (for tests that damage files).
+    pub fn set_contents(&self, path: &Path, data: Vec<u8>) {
+        let mut s = self.state.lock();
+        if let Some(&id) = s.names.get(path) {
+            let f = s.files.get_mut(&id).expect("named file exists");
+            f.durable = Arc::new(data.clone());
+            f.data = data;
+        }
+    }
+
+    /// Paths of all files, sorted.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.state.lock().names.keys().cloned().collect()
+    }
+
+    fn with<T>(&self, op: Op, path: &Path, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        let mut s = self.state.lock();
+        s.begin(op, path)?;
+        let out = f(&mut s);
+        if out.is_ok() {
+            s.end(op);
+        }
+        out
+    }
+}
+
+struct MemWritable {
+    fs: MemFs,
+    id: u64,
+    path: PathBuf,
+    len: u64,
+}
+
+impl WritableFile for MemWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        let id = self.id;
+        self.fs.with(Op::Append, &self.path, |s| {
+            s.files
+                .get_mut(&id)
+                .expect("open file exists")
+                .data
+                .extend_from_slice(data);
+            Ok(())
+        })?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        let id = self.id;
+        self.fs.with(Op::Sync, &self.path, |s| {
+            let f = s.files.get_mut(&id).expect("open file exists");
+            if f.durable.len() != f.data.len() || *f.durable != f.data {
+                f.durable = Arc::new(f.data.clone());
+            }
+            Ok(())
+        })
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct MemReadable {
+    fs: MemFs,
+    id: u64,
+    path: PathBuf,
+}
+
+impl RandomAccessFile for MemReadable {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let id = self.id;
+        self.fs.with(Op::Read, &self.path, |s| {
+            let data = &s.files[&id].data;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            match start.checked_add(len).and_then(|end| data.get(start..end)) {
+                Some(b) => Ok(b.to_vec()),
+                None => Err(Error::io(
+                    "read",
+                    &self.path,
+                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past end"),
+                )),
+            }
+        })
+    }
+    fn len(&self) -> u64 {
+        self.fs.state.lock().files[&self.id].data.len() as u64
+    }
+}
+
+struct MemLock {
+    fs: MemFs,
+    path: PathBuf,
+}
+impl FileLock for MemLock {}
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        self.fs.state.lock().locks.remove(&self.path);
+    }
+}
+
+fn not_found(op: &'static str, path: &Path) -> Error {
+    Error::io(
+        op,
+        path,
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+    )
+}
+
+impl Fs for MemFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let id = self.with(Op::Create, path, |s| {
+            let id = s.next_id;
+            s.next_id += 1;
+            s.files.insert(id, FileData::default());
+            s.names.insert(path.to_path_buf(), id);
+            Ok(id)
+        })?;
+        Ok(Box::new(MemWritable {
+            fs: self.clone(),
+            id,
+            path: path.to_path_buf(),
+            len: 0,
+        }))
+    }
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let id = self.with(Op::Meta, path, |s| s.id_of(path))?;
+        Ok(Arc::new(MemReadable {
+            fs: self.clone(),
+            id,
+            path: path.to_path_buf(),
+        }))
+    }
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        self.with(Op::Read, path, |s| {
+            let id = s.id_of(path)?;
+            Ok(s.files[&id].data.clone())
+        })
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.with(Op::Rename, from, |s| {
+            let id = s
+                .names
+                .remove(from)
+                .ok_or_else(|| not_found("rename", from))?;
+            s.names.insert(to.to_path_buf(), id);
+            Ok(())
+        })
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.with(Op::Remove, path, |s| {
+            s.names
+                .remove(path)
+                .map(|_| ())
+                .ok_or_else(|| not_found("remove", path))
+        })
+    }
+    fn exists(&self, path: &Path) -> bool {
+        let s = self.state.lock();
+        s.names.contains_key(path) || s.dirs.contains(path)
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.with(Op::Meta, dir, |s| {
+            if !s.dirs.contains(dir) {
+                return Err(not_found("list", dir));
+            }
+            Ok(s.names
+                .keys()
+                .filter(|p| p.parent() == Some(dir))
+                .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+                .collect())
+        })
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        // Directories themselves are assumed durable once created: the tests
+        // are about the files inside one database directory.
+        let mut s = self.state.lock();
+        for a in dir.ancestors() {
+            s.dirs.insert(a.to_path_buf());
+        }
+        Ok(())
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.with(Op::SyncDir, dir, |s| {
+            s.durable_names.retain(|p, _| p.parent() != Some(dir));
+            let entries: Vec<(PathBuf, u64)> = s
+                .names
+                .iter()
+                .filter(|(p, _)| p.parent() == Some(dir))
+                .map(|(p, &id)| (p.clone(), id))
+                .collect();
+            s.durable_names.extend(entries);
+            Ok(())
+        })
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut s = self.state.lock();
+        if !s.locks.insert(path.to_path_buf()) {
+            return Err(Error::Locked(path.parent().unwrap_or(path).to_path_buf()));
+        }
+        Ok(Box::new(MemLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+    fn allocated_len(&self, path: &Path) -> Result<u64> {
+        let s = self.state.lock();
+        let id = s.id_of(path)?;
+        Ok(s.files[&id].data.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn crash_keeps_synced_data_and_synced_names_only() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut a = fs.create(&p("/d/a")).unwrap();
+        a.append(b"hello").unwrap();
+        a.sync().unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        a.append(b" world").unwrap();
+        let mut b = fs.create(&p("/d/b")).unwrap();
+        b.append(b"x").unwrap();
+        b.sync().unwrap(); // data synced, but the name never was
+
+        let img = fs.crash_image();
+        assert_eq!(img.read_all(&p("/d/a")).unwrap(), b"hello");
+        assert!(!img.exists(&p("/d/b")));
+    }
+
+    #[test]
+    fn torn_image_keeps_a_prefix_of_the_unsynced_tail() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut a = fs.create(&p("/d/a")).unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        a.append(b"abc").unwrap();
+        a.sync().unwrap();
+        a.append(b"defghij").unwrap();
+        let mut lengths = BTreeSet::new();
+        for seed in 0..64 {
+            let data = fs.torn_crash_image(seed).read_all(&p("/d/a")).unwrap();
+            assert!(b"abcdefghij".starts_with(&data) && data.len() >= 3);
+            lengths.insert(data.len());
+        }
+        assert!(lengths.len() > 3, "torn lengths should vary: {lengths:?}");
+    }
+
+    #[test]
+    fn unsynced_rename_and_remove_revert() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut a = fs.create(&p("/d/a")).unwrap();
+        a.append(b"1").unwrap();
+        a.sync().unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        fs.rename(&p("/d/a"), &p("/d/b")).unwrap();
+        let img = fs.crash_image();
+        assert!(img.exists(&p("/d/a")) && !img.exists(&p("/d/b")));
+        fs.sync_dir(&p("/d")).unwrap();
+        fs.remove(&p("/d/b")).unwrap();
+        let img = fs.crash_image();
+        assert_eq!(img.read_all(&p("/d/b")).unwrap(), b"1");
+    }
+
+    #[test]
+    fn faults_fire_once_or_persistently() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let mut a = fs.create(&p("/d/a")).unwrap(); // op 1
+        fs.inject(Fault::SyncFails, 2, false);
+        a.append(b"x").unwrap(); // op 2: not a sync, no fault
+        assert!(a.sync().is_err()); // op 3
+        assert!(a.sync().is_ok());
+        fs.inject(Fault::NoSpace, 0, true);
+        assert!(a.append(b"y").is_err());
+        assert!(a.append(b"y").is_err());
+        fs.clear_faults();
+        assert!(a.append(b"y").is_ok());
+    }
+
+    #[test]
+    fn captured_images_follow_each_mutation() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        fs.capture_images(false);
+        let mut a = fs.create(&p("/d/a")).unwrap();
+        fs.sync_dir(&p("/d")).unwrap();
+        a.append(b"1").unwrap();
+        a.sync().unwrap();
+        let images = fs.take_images();
+        assert_eq!(images.len(), 4);
+        assert!(!images[0].1.exists(&p("/d/a")));
+        assert_eq!(images[2].1.read_all(&p("/d/a")).unwrap(), b"");
+        assert_eq!(images[3].1.read_all(&p("/d/a")).unwrap(), b"1");
+    }
+}

@@ -1,0 +1,278 @@
+//! All file access of sluicedb goes through [`Fs`].
+//!
+//! Two implementations ship: [`StdFs`] (the operating system) and [`MemFs`]
+//! (memory only, able to crash back to its last synced state and to inject
+//! I/O errors; used by the crash and fault tests). Byte counts per purpose
+//! ([`IoClass`]) are kept above the trait by [`CountingFs`], so every
+//! implementation is counted the same way; write and read amplification are
+//! derived from these counters.
+//!
+//! Contract the engine relies on (see `docs/design.md`, "Assumptions about the
+//! disk"): data appended to a file is durable once `sync` returns; a file's
+//! name (create, rename, delete) is durable once `sync_dir` on its directory
+//! returns; after a crash an unsynced append may be lost, or survive only as a
+//! prefix (a torn tail), but never as garbage in the middle of synced data.
+
+mod mem;
+mod std_fs;
+
+pub use mem::{Fault, MemFs};
+pub use std_fs::StdFs;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::Result;
+
+/// A file opened for writing. Writes append at the end unless `write_at` is
+/// used; nothing is durable before [`WritableFile::sync`].
+pub trait WritableFile: Send + Sync {
+    /// Appends `data` at the end of the file.
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Makes everything written so far durable (fsync / fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes written so far (the file's length).
+    fn len(&self) -> u64;
+    /// True when nothing has been written.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file opened for positional reads; shared between threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; a short file is an error.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A held directory lock; released when dropped.
+pub trait FileLock: Send + Sync {}
+
+/// The file system interface of sluicedb.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates (or truncates) `path` for writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens `path` for positional reads.
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads the whole file.
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let f = self.open(path)?;
+        f.read_at(0, f.len() as usize)
+    }
+    /// Renames `from` to `to`, replacing `to` atomically.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Deletes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// True when `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Names (not paths) of the entries of a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Makes the directory's entries (creates, renames, deletes) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path`, creating it if needed.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Bytes allocated on disk for `path` (for space amplification).
+    fn allocated_len(&self, path: &Path) -> Result<u64>;
+}
+
+/// What a read or write is for; amplification is reported per class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum IoClass {
+    /// Write-ahead journal appends and recovery reads.
+    Journal = 0,
+    /// Memtable flushes to tables.
+    Flush = 1,
+    /// Compaction reads and writes.
+    Compaction = 2,
+    /// Manifest and CURRENT.
+    Manifest = 3,
+    /// User reads (point lookups, iterators).
+    UserRead = 4,
+    /// Value store appends (later issues).
+    ValueStore = 5,
+    /// Value store garbage collection (later issues).
+    Gc = 6,
+}
+
+impl IoClass {
+    /// Every class, in index order.
+    pub const ALL: [IoClass; 7] = [
+        IoClass::Journal,
+        IoClass::Flush,
+        IoClass::Compaction,
+        IoClass::Manifest,
+        IoClass::UserRead,
+        IoClass::ValueStore,
+        IoClass::Gc,
+    ];
+    /// Lower-case name used in stats output.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoClass::Journal => "journal",
+            IoClass::Flush => "flush",
+            IoClass::Compaction => "compaction",
+            IoClass::Manifest => "manifest",
+            IoClass::UserRead => "user_read",
+            IoClass::ValueStore => "value_store",
+            IoClass::Gc => "gc",
+        }
+    }
+}
+
+const CLASSES: usize = IoClass::ALL.len();
+
+/// Bytes read and written per [`IoClass`], since the database was opened.
+#[derive(Debug, Default)]
+pub(crate) struct IoCounters {
+    read: [AtomicU64; CLASSES],
+    written: [AtomicU64; CLASSES],
+}
+
+impl IoCounters {
+    pub(crate) fn add_read(&self, class: IoClass, n: u64) {
+        self.read[class as usize].fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn add_written(&self, class: IoClass, n: u64) {
+        self.written[class as usize].fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn snapshot(&self) -> IoStats {
+        IoStats {
+            read: std::array::from_fn(|i| self.read[i].load(Ordering::Relaxed)),
+            written: std::array::from_fn(|i| self.written[i].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A copy of the I/O counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    read: [u64; CLASSES],
+    written: [u64; CLASSES],
+}
+
+impl IoStats {
+    /// Bytes read for `class`.
+    pub fn read(&self, class: IoClass) -> u64 {
+        self.read[class as usize]
+    }
+    /// Bytes written for `class`.
+    pub fn written(&self, class: IoClass) -> u64 {
+        self.written[class as usize]
+    }
+    /// Bytes written, all classes.
+    pub fn total_written(&self) -> u64 {
+        self.written.iter().sum()
+    }
+    /// Bytes read, all classes.
+    pub fn total_read(&self) -> u64 {
+        self.read.iter().sum()
+    }
+    /// Counters accumulated since `earlier` (saturating).
+    pub fn since(&self, earlier: &IoStats) -> IoStats {
+        IoStats {
+            read: std::array::from_fn(|i| self.read[i].saturating_sub(earlier.read[i])),
+            written: std::array::from_fn(|i| self.written[i].saturating_sub(earlier.written[i])),
+        }
+    }
+}
+
+/// The engine's view of a [`Fs`]: the same operations, with byte counting.
+#[derive(Clone)]
+pub(crate) struct CountingFs {
+    inner: Arc<dyn Fs>,
+    counters: Arc<IoCounters>,
+}
+
+impl CountingFs {
+    pub(crate) fn new(inner: Arc<dyn Fs>) -> Self {
+        CountingFs {
+            inner,
+            counters: Arc::new(IoCounters::default()),
+        }
+    }
+    pub(crate) fn inner(&self) -> &Arc<dyn Fs> {
+        &self.inner
+    }
+    pub(crate) fn counters(&self) -> &IoCounters {
+        &self.counters
+    }
+    pub(crate) fn create(&self, path: &Path, class: IoClass) -> Result<CountedWriter> {
+        Ok(CountedWriter {
+            inner: self.inner.create(path)?,
+            class,
+            counters: self.counters.clone(),
+            path: path.to_path_buf(),
+        })
+    }
+    pub(crate) fn open(&self, path: &Path) -> Result<CountedReader> {
+        Ok(CountedReader {
+            inner: self.inner.open(path)?,
+            counters: self.counters.clone(),
+        })
+    }
+    pub(crate) fn read_all(&self, path: &Path, class: IoClass) -> Result<Vec<u8>> {
+        let data = self.inner.read_all(path)?;
+        self.counters.add_read(class, data.len() as u64);
+        Ok(data)
+    }
+}
+
+impl std::ops::Deref for CountingFs {
+    type Target = dyn Fs;
+    fn deref(&self) -> &Self::Target {
+        &*self.inner
+    }
+}
+
+/// A writer whose appends are counted under one class.
+pub(crate) struct CountedWriter {
+    inner: Box<dyn WritableFile>,
+    class: IoClass,
+    counters: Arc<IoCounters>,
+    path: PathBuf,
+}
+
+impl CountedWriter {
+    pub(crate) fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.inner.append(data)?;
+        self.counters.add_written(self.class, data.len() as u64);
+        Ok(())
+    }
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+    pub(crate) fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A reader whose reads are counted under the class the caller names.
+#[derive(Clone)]
+pub(crate) struct CountedReader {
+    inner: Arc<dyn RandomAccessFile>,
+    counters: Arc<IoCounters>,
+}
+
+impl CountedReader {
+    pub(crate) fn read_at(&self, offset: u64, len: usize, class: IoClass) -> Result<Vec<u8>> {
+        let data = self.inner.read_at(offset, len)?;
+        self.counters.add_read(class, data.len() as u64);
+        Ok(data)
+    }
+    pub(crate) fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}

@@ -1,0 +1,168 @@
+//! [`Fs`] on the operating system's file system.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+
+/// The real file system. Appends go through a 64 KiB user-space buffer that
+/// `sync` (and drop) flush, so small journal records cost no system call each.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+struct StdWritable {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl StdWritable {
+    fn flush_buf(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for StdWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.flush_buf()?;
+        }
+        if data.len() >= WRITE_BUFFER_BYTES {
+            self.file
+                .write_all(data)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+        } else {
+            self.buf.extend_from_slice(data);
+        }
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.flush_buf()?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("sync", &self.path, e))
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for StdWritable {
+    fn drop(&mut self) {
+        // Best effort: unsynced data carries no durability promise anyway.
+        let _ = self.flush_buf();
+    }
+}
+
+struct StdReadable {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl RandomAccessFile for StdReadable {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::io("read", &self.path, e))?;
+        Ok(buf)
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct StdLock {
+    _file: File,
+}
+impl FileLock for StdLock {}
+
+impl Fs for StdFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(StdWritable {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len: 0,
+        }))
+    }
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        Ok(Arc::new(StdReadable {
+            file,
+            path: path.to_path_buf(),
+            len,
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync_dir", dir, e))
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("lock", path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(StdLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(Error::Locked(path.parent().unwrap_or(path).to_path_buf()))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+        }
+    }
+    fn allocated_len(&self, path: &Path) -> Result<u64> {
+        let m = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+        Ok(m.blocks() * 512)
+    }
+}

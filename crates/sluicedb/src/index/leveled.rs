@@ -1,0 +1,366 @@
+//! The leveled shape: LevelDB's L0..Ln (seed 001 §2.2, seed 000 §2.1).
+//!
+//! L0 holds flushed tables whose ranges may overlap, searched newest first;
+//! each deeper level is one sorted run of non-overlapping tables and is
+//! `level_size_ratio` times larger than the one above. Compaction merges an
+//! L0 batch (all of L0) or one Ln table with the overlapping tables of the
+//! next level. Among Ln tables it picks the one whose overlap with the next
+//! level is smallest relative to its size (RocksDB's min-overlapping-ratio),
+//! which writes less than LevelDB's round-robin pointer.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{CompactionPlan, IndexShape, LevelIter};
+use crate::error::{Error, Result};
+use crate::fs::IoClass;
+use crate::iter::InternalIterator;
+use crate::key::{self, Kind};
+use crate::memtable::Lookup;
+use crate::table::{bloom, TableCache};
+use crate::version::{FileMeta, Version};
+
+/// Parameters of the leveled shape (from `Options`).
+#[derive(Debug, Clone)]
+pub(crate) struct Leveled {
+    pub(crate) num_levels: usize,
+    pub(crate) l0_compaction_trigger: usize,
+    pub(crate) base_level_size_bytes: u64,
+    pub(crate) level_size_ratio: u64,
+    pub(crate) target_file_size_bytes: u64,
+}
+
+impl Leveled {
+    pub(crate) const NAME: &'static str = "leveled";
+
+    pub(crate) fn max_bytes_for_level(&self, level: usize) -> u64 {
+        let mut b = self.base_level_size_bytes;
+        for _ in 1..level {
+            b = b.saturating_mul(self.level_size_ratio);
+        }
+        b
+    }
+
+    /// Grandparent overlap above which an output table is cut (LevelDB).
+    pub(crate) fn max_grandparent_overlap_bytes(&self) -> u64 {
+        self.target_file_size_bytes.saturating_mul(10)
+    }
+
+    fn range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+        let lo = files
+            .iter()
+            .map(|f| f.smallest_user_key())
+            .min()
+            .unwrap_or_default();
+        let hi = files
+            .iter()
+            .map(|f| f.largest_user_key())
+            .max()
+            .unwrap_or_default();
+        (lo.to_vec(), hi.to_vec())
+    }
+
+    fn plan(
+        &self,
+        v: &Version,
+        level: usize,
+        inputs0: Vec<Arc<FileMeta>>,
+        busy: &HashSet<u64>,
+        reason: &'static str,
+    ) -> Option<CompactionPlan> {
+        let output_level = level + 1;
+        let (lo, hi) = Self::range(&inputs0);
+        let inputs1 = v.overlapping(output_level, &lo, &hi);
+        if inputs1.iter().any(|f| busy.contains(&f.number)) {
+            return None;
+        }
+        let mut all = inputs0.clone();
+        all.extend(inputs1.iter().cloned());
+        let (lo, hi) = Self::range(&all);
+        let grandparents = if output_level + 1 < self.num_levels {
+            v.overlapping(output_level + 1, &lo, &hi)
+        } else {
+            Vec::new()
+        };
+        let gp_bytes: u64 = grandparents.iter().map(|f| f.file_size).sum();
+        let trivial_move = inputs0.len() == 1
+            && inputs1.is_empty()
+            && gp_bytes <= self.max_grandparent_overlap_bytes();
+        Some(CompactionPlan {
+            level,
+            output_level,
+            inputs: [inputs0, inputs1],
+            grandparents,
+            trivial_move,
+            reason,
+        })
+    }
+
+    fn pick_level0(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let l0 = &v.levels[0];
+        // Newer L0 tables must never reach L1 before older ones with the
+        // same keys, so an L0 compaction takes all of L0 and runs alone.
+        if l0.is_empty() || l0.iter().any(|f| busy.contains(&f.number)) {
+            return None;
+        }
+        self.plan(v, 0, l0.clone(), busy, "l0 files")
+    }
+
+    fn pick_level(&self, v: &Version, level: usize, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let next = level + 1;
+        let mut best: Option<(u128, &Arc<FileMeta>)> = None;
+        for f in &v.levels[level] {
+            if busy.contains(&f.number) {
+                continue;
+            }
+            let overlap: u64 = v
+                .overlapping(next, f.smallest_user_key(), f.largest_user_key())
+                .iter()
+                .map(|o| o.file_size)
+                .sum();
+            // overlap / size, compared without floating point.
+            let ratio = (u128::from(overlap) << 32) / u128::from(f.file_size.max(1));
+            if best.is_none_or(|(r, _)| ratio < r) {
+                best = Some((ratio, f));
+            }
+        }
+        let mut order: Vec<&Arc<FileMeta>> = v.levels[level].iter().collect();
+        if let Some((_, f)) = best {
+            order.retain(|g| g.number != f.number);
+            order.insert(0, f);
+        }
+        order
+            .into_iter()
+            .filter(|f| !busy.contains(&f.number))
+            .find_map(|f| self.plan(v, level, vec![f.clone()], busy, "level size"))
+    }
+}
+
+impl IndexShape for Leveled {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn num_levels(&self) -> usize {
+        self.num_levels
+    }
+
+    fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]) {
+        levels[0].sort_by_key(|f| f.number);
+        for l in levels.iter_mut().skip(1) {
+            l.sort_by(|a, b| key::compare(&a.smallest, &b.smallest));
+        }
+    }
+
+    fn check(&self, v: &Version) -> Result<(), String> {
+        for (level, files) in v.levels.iter().enumerate().skip(1) {
+            for w in files.windows(2) {
+                if w[0].largest_user_key() >= w[1].smallest_user_key() {
+                    return Err(format!(
+                        "tables {} and {} overlap at level {level}",
+                        w[0].number, w[1].number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get(
+        &self,
+        v: &Version,
+        tables: &TableCache,
+        user_key: &[u8],
+        snapshot: u64,
+    ) -> Result<Lookup> {
+        let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
+        let hash = bloom::key_hash(user_key);
+        let probe = |f: &FileMeta| -> Result<Option<Lookup>> {
+            let t = tables.get(f.number, f.file_size)?;
+            let Some((ik, value)) = t.get(&seek, user_key, hash)? else {
+                return Ok(None);
+            };
+            Ok(Some(match Kind::from_u8(key::kind_byte(&ik)) {
+                Some(Kind::Delete) => Lookup::Deleted,
+                Some(k) => Lookup::Found(k, value),
+                None => {
+                    return Err(Error::corruption(
+                        crate::filename::table(Path::new(""), f.number),
+                        0,
+                        "entry of unknown kind",
+                    ))
+                }
+            }))
+        };
+        for f in v.levels[0].iter().rev() {
+            if f.smallest_user_key() <= user_key && user_key <= f.largest_user_key() {
+                if let Some(r) = probe(f)? {
+                    return Ok(r);
+                }
+            }
+        }
+        for files in v.levels.iter().skip(1) {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            if let Some(f) = files.get(i) {
+                if f.smallest_user_key() <= user_key {
+                    if let Some(r) = probe(f)? {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+        Ok(Lookup::Absent)
+    }
+
+    fn iterators(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for f in v.levels[0].iter().rev() {
+            out.push(Box::new(LevelIter::new(
+                vec![f.clone()],
+                tables.clone(),
+                IoClass::UserRead,
+                true,
+            )));
+        }
+        for files in v.levels.iter().skip(1).filter(|l| !l.is_empty()) {
+            out.push(Box::new(LevelIter::new(
+                files.clone(),
+                tables.clone(),
+                IoClass::UserRead,
+                true,
+            )));
+        }
+        out
+    }
+
+    fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let scores = self.scores(v);
+        let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+        levels.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        levels.into_iter().find_map(|l| {
+            if l == 0 {
+                self.pick_level0(v, busy)
+            } else {
+                self.pick_level(v, l, busy)
+            }
+        })
+    }
+
+    fn pick_range_compaction(
+        &self,
+        v: &Version,
+        level: usize,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Option<CompactionPlan> {
+        if level + 1 >= self.num_levels {
+            return None;
+        }
+        let inputs = v.overlapping(level, lo, hi);
+        if inputs.is_empty() {
+            return None;
+        }
+        let inputs = if level == 0 {
+            v.levels[0].clone()
+        } else {
+            inputs
+        };
+        let mut p = self.plan(v, level, inputs, &HashSet::new(), "manual")?;
+        // A manual compaction rewrites even a lone table, so that tombstones
+        // and shadowed versions in the range really go away.
+        p.trivial_move = p.trivial_move && level + 2 < self.num_levels;
+        Some(p)
+    }
+
+    fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {
+        v.levels.iter().skip(level + 1).all(|files| {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            files
+                .get(i)
+                .is_none_or(|f| f.smallest_user_key() > user_key)
+        })
+    }
+
+    fn scores(&self, v: &Version) -> Vec<f64> {
+        let mut s = vec![0.0; self.num_levels];
+        s[0] = v.num_files(0) as f64 / self.l0_compaction_trigger.max(1) as f64;
+        for (level, score) in s.iter_mut().enumerate().take(self.num_levels - 1).skip(1) {
+            *score = v.level_bytes(level) as f64 / self.max_bytes_for_level(level).max(1) as f64;
+        }
+        s
+    }
+}
+
+use std::path::Path;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::VersionEdit;
+
+    fn shape() -> Arc<Leveled> {
+        Arc::new(Leveled {
+            num_levels: 4,
+            l0_compaction_trigger: 1,
+            base_level_size_bytes: 1000,
+            level_size_ratio: 10,
+            target_file_size_bytes: 100,
+        })
+    }
+
+    fn file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
+        FileMeta {
+            number: n,
+            file_size: size,
+            smallest: key::encode(lo.as_bytes(), 1, 1),
+            largest: key::encode(hi.as_bytes(), 1, 1),
+            entries: 1,
+            deletions: 0,
+        }
+    }
+
+    #[test]
+    fn overlapping_tables_in_a_level_are_rejected() {
+        let v = Version::empty(shape());
+        let mut e = VersionEdit::default();
+        e.add_file(1, file(1, "a", "m", 10));
+        e.add_file(1, file(2, "k", "z", 10));
+        assert!(v.apply(&e).is_err());
+        let mut e = VersionEdit::default();
+        e.add_file(0, file(1, "a", "m", 10));
+        e.add_file(0, file(2, "k", "z", 10));
+        assert!(v.apply(&e).is_ok());
+    }
+
+    #[test]
+    fn picks_l0_then_sizes_and_respects_busy() {
+        let s = shape();
+        let v = Version::empty(s.clone());
+        let mut e = VersionEdit::default();
+        e.add_file(0, file(5, "c", "f", 10));
+        e.add_file(0, file(6, "a", "d", 10));
+        e.add_file(1, file(3, "a", "b", 600));
+        e.add_file(1, file(4, "e", "g", 600));
+        e.add_file(1, file(7, "x", "y", 600));
+        e.add_file(2, file(8, "a", "g", 100));
+        let v = v.apply(&e).unwrap();
+        let p = s.pick_compaction(&v, &HashSet::new()).unwrap();
+        assert_eq!(p.level, 0);
+        assert_eq!(p.inputs[0].len(), 2);
+        // x..y does not overlap L0's range a..f.
+        let l1: Vec<u64> = p.inputs[1].iter().map(|f| f.number).collect();
+        assert_eq!(l1, vec![3, 4]);
+        // L0 busy: fall through to L1 (1800 > 1000 bytes); x..y has no
+        // overlap below, so it is the cheapest and a trivial move.
+        let busy: HashSet<u64> = [5].into_iter().collect();
+        let p = s.pick_compaction(&v, &busy).unwrap();
+        assert_eq!((p.level, p.inputs[0][0].number), (1, 7));
+        assert!(p.trivial_move);
+        assert!(s.is_bottommost_for(&v, 1, b"x"));
+        assert!(!s.is_bottommost_for(&v, 0, b"a"));
+    }
+}

@@ -1,0 +1,90 @@
+//! Key index shapes: how the tables of a version are organised, searched and
+//! compacted (`../shared/DESIGN.md`, axis 1).
+//!
+//! [`IndexShape`] is the seam: the engine asks the shape for lookup order,
+//! iterators and the next compaction, and never assumes levels itself.
+//! `leveled` is the LevelDB design (seed 001 §2.2, seed 000 §2.1); UniKV's
+//! unified partitions and LightKV's radix partitions are later shapes.
+
+mod level_iter;
+pub(crate) mod leveled;
+
+pub(crate) use level_iter::LevelIter;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::memtable::Lookup;
+use crate::table::TableCache;
+use crate::version::{FileMeta, Version};
+
+/// A compaction chosen by a shape: merge `inputs` into `output_level`.
+#[derive(Debug, Clone)]
+pub(crate) struct CompactionPlan {
+    /// The level inputs come from, and the level outputs go to.
+    pub(crate) level: usize,
+    pub(crate) output_level: usize,
+    /// Input files per level: `inputs[0]` at `level`, `inputs[1]` at
+    /// `output_level`.
+    pub(crate) inputs: [Vec<Arc<FileMeta>>; 2],
+    /// Files of the level after the output level that overlap, to bound the
+    /// overlap of each output (LevelDB's grandparent rule).
+    pub(crate) grandparents: Vec<Arc<FileMeta>>,
+    /// A single input with nothing to merge: move it by a manifest edit.
+    pub(crate) trivial_move: bool,
+    /// Why it was chosen (for stats and logs).
+    pub(crate) reason: &'static str,
+}
+
+impl CompactionPlan {
+    pub(crate) fn input_files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        self.inputs.iter().flatten()
+    }
+    pub(crate) fn input_bytes(&self) -> u64 {
+        self.input_files().map(|f| f.file_size).sum()
+    }
+}
+
+/// The organisation of tables in a version.
+pub(crate) trait IndexShape: Send + Sync {
+    /// The name recorded in the manifest.
+    fn name(&self) -> &'static str;
+    /// Number of levels (or slots) a version has.
+    fn num_levels(&self) -> usize;
+    /// Puts a level's files in the shape's order after an edit.
+    fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]);
+    /// Checks the shape's invariants; the error explains the violation.
+    fn check(&self, v: &Version) -> Result<(), String>;
+    /// Newest visible entry of `user_key` at `snapshot` in the tables.
+    fn get(
+        &self,
+        v: &Version,
+        tables: &TableCache,
+        user_key: &[u8],
+        snapshot: u64,
+    ) -> Result<Lookup>;
+    /// Iterators over all tables, for user scans.
+    fn iterators(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+    ) -> Vec<Box<dyn InternalIterator>>;
+    /// The most urgent compaction whose files are not in `busy`, if any is
+    /// needed; `manual` asks for any useful compaction of the key range.
+    fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan>;
+    /// Compactions covering `[lo, hi]` level by level, for `compact_range`.
+    fn pick_range_compaction(
+        &self,
+        v: &Version,
+        level: usize,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Option<CompactionPlan>;
+    /// True when no file in levels deeper than `level` may hold `user_key`:
+    /// a tombstone compacted into `level` can then be dropped.
+    fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool;
+    /// How urgently compaction is needed (>= 1 means needed), per level.
+    fn scores(&self, v: &Version) -> Vec<f64>;
+}

@@ -1,0 +1,108 @@
+//! Iterators over internal keys, and the user-facing cursor built on them.
+//!
+//! Every source (memtable, table block, table, level) is an
+//! [`InternalIterator`]: a bidirectional cursor over internal keys. They are
+//! combined by [`MergingIterator`], and [`DbIter`] turns the merged stream
+//! into user keys: it hides versions newer than the snapshot, older versions
+//! of a key and deleted keys, in both directions.
+
+mod db_iter;
+mod merge;
+
+pub(crate) use db_iter::DbIter;
+pub(crate) use merge::MergingIterator;
+
+use crate::error::Result;
+
+/// A bidirectional cursor over entries ordered by internal key.
+///
+/// `key`/`value` may only be called while `valid()`. After an I/O or
+/// corruption error the iterator becomes invalid and `status` returns it.
+pub(crate) trait InternalIterator: Send {
+    fn valid(&self) -> bool;
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    /// Positions at the first entry at or after `target` (an internal key).
+    fn seek(&mut self, target: &[u8]);
+    fn next(&mut self);
+    fn prev(&mut self);
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    fn status(&self) -> Result<()>;
+}
+
+/// An iterator over nothing, or over an error.
+pub(crate) struct EmptyIterator(pub(crate) Result<()>);
+
+impl InternalIterator for EmptyIterator {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        unreachable!("key() on an empty iterator")
+    }
+    fn value(&self) -> &[u8] {
+        unreachable!("value() on an empty iterator")
+    }
+    fn status(&self) -> Result<()> {
+        self.0.clone()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::InternalIterator;
+    use crate::error::Result;
+    use crate::key;
+
+    /// An iterator over a sorted vector, for tests of combinators.
+    pub(crate) struct VecIter {
+        pub(crate) items: Vec<(Vec<u8>, Vec<u8>)>,
+        pub(crate) pos: Option<usize>,
+    }
+
+    impl VecIter {
+        pub(crate) fn new(mut items: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+            items.sort_by(|a, b| key::compare(&a.0, &b.0));
+            VecIter { items, pos: None }
+        }
+    }
+
+    impl InternalIterator for VecIter {
+        fn valid(&self) -> bool {
+            self.pos.is_some()
+        }
+        fn seek_to_first(&mut self) {
+            self.pos = (!self.items.is_empty()).then_some(0);
+        }
+        fn seek_to_last(&mut self) {
+            self.pos = self.items.len().checked_sub(1);
+        }
+        fn seek(&mut self, t: &[u8]) {
+            let i = self
+                .items
+                .partition_point(|(k, _)| key::compare(k, t).is_lt());
+            self.pos = (i < self.items.len()).then_some(i);
+        }
+        fn next(&mut self) {
+            self.pos = self.pos.map(|p| p + 1).filter(|&p| p < self.items.len());
+        }
+        fn prev(&mut self) {
+            self.pos = self.pos.and_then(|p| p.checked_sub(1));
+        }
+        fn key(&self) -> &[u8] {
+            &self.items[self.pos.unwrap()].0
+        }
+        fn value(&self) -> &[u8] {
+            &self.items[self.pos.unwrap()].1
+        }
+        fn status(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+}

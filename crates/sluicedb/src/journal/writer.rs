@@ -1,0 +1,71 @@
+//! Appends records to a log file (journal or manifest).
+
+use super::format::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
+use crate::error::Result;
+use crate::fs::CountedWriter;
+
+/// Writes logical records as block-framed fragments. Each `add_record` issues
+/// one append, so a crash tears at most the last record.
+pub(crate) struct LogWriter {
+    file: CountedWriter,
+    block_offset: usize,
+    scratch: Vec<u8>,
+}
+
+impl LogWriter {
+    /// A writer at the start of a new, empty file.
+    pub(crate) fn new(file: CountedWriter) -> Self {
+        let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
+        LogWriter {
+            file,
+            block_offset,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Frames and appends one record (not yet durable).
+    pub(crate) fn add_record(&mut self, mut data: &[u8]) -> Result<()> {
+        self.scratch.clear();
+        let mut first = true;
+        loop {
+            let left = BLOCK_SIZE - self.block_offset;
+            if left < HEADER_SIZE {
+                self.scratch.extend(std::iter::repeat_n(0u8, left));
+                self.block_offset = 0;
+                continue;
+            }
+            let avail = left - HEADER_SIZE;
+            let n = data.len().min(avail);
+            let last = n == data.len();
+            let ty = match (first, last) {
+                (true, true) => FragmentType::Full,
+                (true, false) => FragmentType::First,
+                (false, true) => FragmentType::Last,
+                (false, false) => FragmentType::Middle,
+            } as u8;
+            let payload = &data[..n];
+            self.scratch
+                .extend_from_slice(&fragment_crc(ty, payload).to_le_bytes());
+            self.scratch.extend_from_slice(&(n as u16).to_le_bytes());
+            self.scratch.push(ty);
+            self.scratch.extend_from_slice(payload);
+            self.block_offset += HEADER_SIZE + n;
+            data = &data[n..];
+            first = false;
+            if last {
+                break;
+            }
+        }
+        self.file.append(&self.scratch)
+    }
+
+    /// Makes all records durable.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// Bytes in the file.
+    pub(crate) fn len(&self) -> u64 {
+        self.file.len()
+    }
+}

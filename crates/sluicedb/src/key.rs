@@ -1,0 +1,165 @@
+//! Internal keys: a user key followed by an 8-byte trailer
+//! `(sequence << 8) | kind`, little-endian.
+//!
+//! Ordering: user key ascending, then sequence descending (newest first), then
+//! kind descending — so a lookup seeks to `(key, snapshot_seq, KIND_SEEK)` and
+//! lands on the newest version visible at the snapshot.
+
+use std::cmp::Ordering;
+
+use crate::coding::u64_at;
+
+/// Sequence numbers are 56 bits.
+pub(crate) const MAX_SEQUENCE: u64 = (1 << 56) - 1;
+
+/// Length of the internal-key trailer.
+pub(crate) const TRAILER_LEN: usize = 8;
+
+/// The kind of an index entry. The numbering is part of the table and journal
+/// formats (`docs/format/sstable.md`): never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// The key was deleted.
+    Delete = 0,
+    /// The value is stored inline after the key.
+    Value = 1,
+    /// The value lives in the value store; the entry holds a value pointer.
+    /// Reserved for the value store (seed 001 §3.2); not produced yet.
+    ValuePointer = 2,
+}
+
+/// The largest kind: seeks use it so that they land before every entry with
+/// the same user key and sequence.
+pub(crate) const KIND_SEEK: u8 = Kind::ValuePointer as u8;
+
+impl Kind {
+    pub(crate) fn from_u8(b: u8) -> Option<Kind> {
+        match b {
+            0 => Some(Kind::Delete),
+            1 => Some(Kind::Value),
+            2 => Some(Kind::ValuePointer),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn pack_trailer(seq: u64, kind: u8) -> u64 {
+    debug_assert!(seq <= MAX_SEQUENCE);
+    (seq << 8) | u64::from(kind)
+}
+
+/// Builds an internal key into `buf` (cleared first).
+pub(crate) fn encode_into(buf: &mut Vec<u8>, user_key: &[u8], seq: u64, kind: u8) {
+    buf.clear();
+    buf.reserve(user_key.len() + TRAILER_LEN);
+    buf.extend_from_slice(user_key);
+    buf.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+pub(crate) fn encode(user_key: &[u8], seq: u64, kind: u8) -> Vec<u8> {
+    let mut b = Vec::new();
+    encode_into(&mut b, user_key, seq, kind);
+    b
+}
+
+/// The user key of a valid internal key. Callers validate lengths of keys
+/// read from disk with [`is_valid`] first.
+pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len() - TRAILER_LEN]
+}
+
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
+    u64_at(ikey, ikey.len() - TRAILER_LEN)
+}
+
+pub(crate) fn sequence(ikey: &[u8]) -> u64 {
+    trailer(ikey) >> 8
+}
+
+pub(crate) fn kind_byte(ikey: &[u8]) -> u8 {
+    trailer(ikey) as u8
+}
+
+/// True when `ikey` is long enough and carries a known kind.
+pub(crate) fn is_valid(ikey: &[u8]) -> bool {
+    ikey.len() >= TRAILER_LEN && Kind::from_u8(kind_byte(ikey)).is_some()
+}
+
+/// The total order of internal keys.
+pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+/// An owned internal key with the internal order, for ordered containers.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct InternalKey(pub(crate) Vec<u8>);
+
+impl Ord for InternalKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare(&self.0, &other.0)
+    }
+}
+impl PartialOrd for InternalKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl std::fmt::Debug for InternalKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}#{},{}",
+            String::from_utf8_lossy(user_key(&self.0)),
+            sequence(&self.0),
+            kind_byte(&self.0)
+        )
+    }
+}
+
+/// The smallest key strictly greater than every key with prefix `p`, or
+/// `None` when no such key exists (`p` is empty or all 0xff).
+pub(crate) fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
+    let mut s = p.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xff {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_user_key_then_newest_first() {
+        let a = encode(b"a", 5, 1);
+        let a_old = encode(b"a", 3, 1);
+        let b = encode(b"b", 9, 1);
+        assert_eq!(compare(&a, &a_old), Ordering::Less);
+        assert_eq!(compare(&a_old, &b), Ordering::Less);
+        let seek = encode(b"a", 5, KIND_SEEK);
+        assert_ne!(compare(&seek, &a), Ordering::Greater);
+        assert_eq!(sequence(&a), 5);
+        assert_eq!(user_key(&a), b"a");
+        // A user key that is a prefix of another sorts first.
+        assert_eq!(
+            compare(&encode(b"a", 1, 1), &encode(b"ab", 9, 1)),
+            Ordering::Less
+        );
+    }
+
+    #[test]
+    fn prefix_successor_cases() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
+}

@@ -1,0 +1,45 @@
+//! sluicedb: a persistent, embeddable key-value storage engine for
+//! update-heavy workloads with real values.
+//!
+//! ```no_run
+//! use sluicedb::{Db, Options, WriteBatch, WriteOptions};
+//! # fn main() -> sluicedb::Result<()> {
+//! let db = Db::open("/tmp/example-db", Options::default())?;
+//! db.put("hello", "world")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put("a", "1").delete("hello");
+//! db.write_opt(&WriteOptions::synced(), batch)?;
+//! assert_eq!(db.get("a")?, Some(b"1".to_vec()));
+//! for pair in db.prefix("a") {
+//!     let (key, value) = pair?;
+//!     println!("{key:?} = {value:?}");
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The design is in `docs/design.md`; file formats in `docs/format/`.
+
+mod batch;
+mod coding;
+mod compaction;
+mod db;
+mod error;
+mod filename;
+pub mod fs;
+mod index;
+mod iter;
+mod iterator;
+mod journal;
+mod key;
+mod memtable;
+mod options;
+mod stats;
+mod table;
+mod version;
+
+pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use db::{Db, Snapshot};
+pub use error::{Error, Result};
+pub use iterator::{DbIterator, Range};
+pub use options::*;
+pub use stats::{LevelStats, Stats};

@@ -1,0 +1,355 @@
+//! Options of a database, their defaults, and presets.
+//!
+//! Every default is a named constant that docs refer to. Setters are
+//! builder-style: `Options::default().write_buffer_size_bytes(8 << 20)`.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fs::{Fs, StdFs};
+
+/// Default memtable size before it is switched and flushed: 64 MiB.
+pub const DEFAULT_WRITE_BUFFER_SIZE_BYTES: usize = 64 << 20;
+/// Default number of memtables in memory (1 active + immutable ones): 2.
+pub const DEFAULT_MAX_WRITE_BUFFERS: usize = 2;
+/// Default size of a table's data blocks: 4 KiB.
+pub const DEFAULT_BLOCK_SIZE_BYTES: usize = 4096;
+/// Default distance between restart points in a data block: 16 entries.
+pub const DEFAULT_BLOCK_RESTART_INTERVAL: usize = 16;
+/// Default bloom filter bits per key: 10 (about 1% false positives).
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = crate::table::bloom::DEFAULT_BLOOM_BITS_PER_KEY;
+/// Default block cache budget: 64 MiB.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
+/// Default bound on open table files: 1000.
+pub const DEFAULT_MAX_OPEN_TABLES: usize = 1000;
+/// Default number of L0 tables that triggers an L0 compaction: 4.
+pub const DEFAULT_L0_COMPACTION_TRIGGER: usize = 4;
+/// Default number of L0 tables at which each write is delayed by 1 ms: 8.
+pub const DEFAULT_L0_SLOWDOWN_TRIGGER: usize = 8;
+/// Default number of L0 tables at which writes wait for compaction: 12.
+pub const DEFAULT_L0_STOP_TRIGGER: usize = 12;
+/// Default number of levels: 7 (L0..L6).
+pub const DEFAULT_NUM_LEVELS: usize = 7;
+/// Default size ratio between adjacent levels: 10.
+pub const DEFAULT_LEVEL_SIZE_RATIO: u64 = 10;
+/// Default target size of L1: 256 MiB (four 64 MiB flushes).
+pub const DEFAULT_BASE_LEVEL_SIZE_BYTES: u64 = 256 << 20;
+/// Default target size of a compaction output table: 64 MiB.
+pub const DEFAULT_TARGET_FILE_SIZE_BYTES: u64 = 64 << 20;
+/// Default number of background threads for flushes and compactions: 2.
+pub const DEFAULT_BACKGROUND_THREADS: usize = 2;
+/// Default manifest size before it is rolled into a new one: 64 MiB.
+pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// Default largest group of writes committed together: 1 MiB.
+pub const DEFAULT_MAX_WRITE_GROUP_BYTES: usize = 1 << 20;
+
+/// How recovery treats damage in the journal (RocksDB's
+/// `WALRecoveryMode`, `docs/design.md` "Recovery").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum JournalRecovery {
+    /// An incomplete or damaged record at the end of the newest journal is
+    /// the end of history (a crash tore it); damage anywhere else is
+    /// `Corruption`. The default: never loses synced data silently.
+    #[default]
+    TolerateCorruptedTail,
+    /// Any incomplete or damaged record is `Corruption`, even a torn tail.
+    /// For applications that sync every write and want to know.
+    AbsoluteConsistency,
+    /// Stop at the first damage anywhere and open with the history before
+    /// it. Always a prefix of history; may drop synced writes after damage.
+    PointInTime,
+    /// Skip damaged records and keep going. Salvage only: the result may not
+    /// be a prefix of history.
+    SkipAnyCorrupted,
+}
+
+/// A complete configuration of the engine's design axes (DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Preset {
+    /// Plain leveled LSM tree with values inline (LevelDB, seed 001 §2.2).
+    #[default]
+    LevelDb,
+}
+
+impl Preset {
+    /// The preset's name as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::LevelDb => "leveldb",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn from_name(s: &str) -> Option<Preset> {
+        match s {
+            "leveldb" => Some(Preset::LevelDb),
+            _ => None,
+        }
+    }
+
+    /// Every preset.
+    pub fn all() -> &'static [Preset] {
+        &[Preset::LevelDb]
+    }
+}
+
+/// Options for [`crate::Db::open`].
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory holds none. Default: true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default: false.
+    pub error_if_exists: bool,
+    /// Bytes of memtable before it is switched to immutable and flushed
+    /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]). Larger: fewer, larger L0 tables
+    /// and less write amplification; more memory and longer recovery.
+    pub write_buffer_size_bytes: usize,
+    /// Memtables kept in memory, active plus immutable
+    /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
+    /// runs, at the cost of memory.
+    pub max_write_buffers: usize,
+    /// Data block size ([`DEFAULT_BLOCK_SIZE_BYTES`]). Larger blocks: smaller
+    /// index, faster scans; more bytes read per point lookup.
+    pub block_size_bytes: usize,
+    /// Entries between restart points ([`DEFAULT_BLOCK_RESTART_INTERVAL`]).
+    /// Larger: better key prefix compression, slower seeks within a block.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key, 0 for none ([`DEFAULT_BLOOM_BITS_PER_KEY`]).
+    pub bloom_bits_per_key: u32,
+    /// Block cache budget in bytes, 0 for none ([`DEFAULT_BLOCK_CACHE_BYTES`]).
+    pub block_cache_bytes: usize,
+    /// Open table files kept ([`DEFAULT_MAX_OPEN_TABLES`]).
+    pub max_open_tables: usize,
+    /// L0 tables that trigger compaction ([`DEFAULT_L0_COMPACTION_TRIGGER`]).
+    pub l0_compaction_trigger: usize,
+    /// L0 tables at which writes are slowed by 1 ms each
+    /// ([`DEFAULT_L0_SLOWDOWN_TRIGGER`]).
+    pub l0_slowdown_trigger: usize,
+    /// L0 tables at which writes stop until compaction catches up
+    /// ([`DEFAULT_L0_STOP_TRIGGER`]).
+    pub l0_stop_trigger: usize,
+    /// Number of levels ([`DEFAULT_NUM_LEVELS`]).
+    pub num_levels: usize,
+    /// Size ratio of adjacent levels ([`DEFAULT_LEVEL_SIZE_RATIO`]). Larger:
+    /// fewer levels and reads; more write amplification per level.
+    pub level_size_ratio: u64,
+    /// Target size of L1 in bytes ([`DEFAULT_BASE_LEVEL_SIZE_BYTES`]).
+    pub base_level_size_bytes: u64,
+    /// Target size of compaction outputs ([`DEFAULT_TARGET_FILE_SIZE_BYTES`]).
+    /// Smaller: finer-grained compactions, more files.
+    pub target_file_size_bytes: u64,
+    /// Background threads for flushes and compactions
+    /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
+    /// for flushes so that a long compaction never blocks a flush.
+    pub background_threads: usize,
+    /// How recovery treats journal damage ([`JournalRecovery`]).
+    pub journal_recovery: JournalRecovery,
+    /// Manifest size that triggers a roll ([`DEFAULT_MAX_MANIFEST_BYTES`]).
+    pub max_manifest_bytes: u64,
+    /// Largest group of concurrent writes committed with one journal write
+    /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
+    pub max_write_group_bytes: usize,
+    /// The file system. Default: [`StdFs`].
+    pub fs: Arc<dyn Fs>,
+    /// The preset these options came from.
+    pub preset: Preset,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("preset", &self.preset)
+            .field("write_buffer_size_bytes", &self.write_buffer_size_bytes)
+            .field("max_write_buffers", &self.max_write_buffers)
+            .field("block_size_bytes", &self.block_size_bytes)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("l0_compaction_trigger", &self.l0_compaction_trigger)
+            .field("base_level_size_bytes", &self.base_level_size_bytes)
+            .field("target_file_size_bytes", &self.target_file_size_bytes)
+            .field("background_threads", &self.background_threads)
+            .field("journal_recovery", &self.journal_recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options::preset(Preset::default())
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        impl Options {
+            $(
+                $(#[$m])*
+                #[must_use]
+                pub fn $name(mut self, v: $ty) -> Self {
+                    self.$name = v;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Sets [`Options::create_if_missing`].
+    create_if_missing: bool,
+    /// Sets [`Options::error_if_exists`].
+    error_if_exists: bool,
+    /// Sets [`Options::write_buffer_size_bytes`].
+    write_buffer_size_bytes: usize,
+    /// Sets [`Options::max_write_buffers`].
+    max_write_buffers: usize,
+    /// Sets [`Options::block_size_bytes`].
+    block_size_bytes: usize,
+    /// Sets [`Options::block_restart_interval`].
+    block_restart_interval: usize,
+    /// Sets [`Options::bloom_bits_per_key`].
+    bloom_bits_per_key: u32,
+    /// Sets [`Options::block_cache_bytes`].
+    block_cache_bytes: usize,
+    /// Sets [`Options::max_open_tables`].
+    max_open_tables: usize,
+    /// Sets [`Options::l0_compaction_trigger`].
+    l0_compaction_trigger: usize,
+    /// Sets [`Options::l0_slowdown_trigger`].
+    l0_slowdown_trigger: usize,
+    /// Sets [`Options::l0_stop_trigger`].
+    l0_stop_trigger: usize,
+    /// Sets [`Options::num_levels`].
+    num_levels: usize,
+    /// Sets [`Options::level_size_ratio`].
+    level_size_ratio: u64,
+    /// Sets [`Options::base_level_size_bytes`].
+    base_level_size_bytes: u64,
+    /// Sets [`Options::target_file_size_bytes`].
+    target_file_size_bytes: u64,
+    /// Sets [`Options::background_threads`].
+    background_threads: usize,
+    /// Sets [`Options::journal_recovery`].
+    journal_recovery: JournalRecovery,
+    /// Sets [`Options::max_manifest_bytes`].
+    max_manifest_bytes: u64,
+    /// Sets [`Options::max_write_group_bytes`].
+    max_write_group_bytes: usize,
+    /// Sets [`Options::fs`].
+    fs: Arc<dyn Fs>,
+}
+
+impl Options {
+    /// The options of a preset.
+    pub fn preset(preset: Preset) -> Options {
+        match preset {
+            Preset::LevelDb => Options {
+                create_if_missing: true,
+                error_if_exists: false,
+                write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
+                max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
+                block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
+                block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
+                bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
+                block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+                max_open_tables: DEFAULT_MAX_OPEN_TABLES,
+                l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
+                l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
+                l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
+                num_levels: DEFAULT_NUM_LEVELS,
+                level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
+                base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
+                target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
+                background_threads: DEFAULT_BACKGROUND_THREADS,
+                journal_recovery: JournalRecovery::default(),
+                max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
+                max_write_group_bytes: DEFAULT_MAX_WRITE_GROUP_BYTES,
+                fs: Arc::new(StdFs),
+                preset,
+            },
+        }
+    }
+
+    /// Checks that the options make sense together.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if self.write_buffer_size_bytes < 4096 {
+            return bad("write_buffer_size_bytes must be at least 4096".into());
+        }
+        if self.max_write_buffers < 2 {
+            return bad("max_write_buffers must be at least 2".into());
+        }
+        if self.block_size_bytes < 64 || self.block_restart_interval == 0 {
+            return bad("block_size_bytes must be >= 64 and block_restart_interval >= 1".into());
+        }
+        if !(1..=self.l0_slowdown_trigger).contains(&self.l0_compaction_trigger)
+            || self.l0_slowdown_trigger > self.l0_stop_trigger
+        {
+            return bad(format!(
+                "L0 triggers must satisfy 1 <= compaction ({}) <= slowdown ({}) <= stop ({})",
+                self.l0_compaction_trigger, self.l0_slowdown_trigger, self.l0_stop_trigger
+            ));
+        }
+        if !(2..=64).contains(&self.num_levels) || self.level_size_ratio < 2 {
+            return bad("num_levels must be in 2..=64 and level_size_ratio >= 2".into());
+        }
+        if self.base_level_size_bytes == 0 || self.target_file_size_bytes == 0 {
+            return bad("level and file sizes must be positive".into());
+        }
+        if self.background_threads == 0 {
+            return bad("background_threads must be at least 1".into());
+        }
+        if self.max_manifest_bytes == 0 || self.max_write_group_bytes == 0 {
+            return bad("max_manifest_bytes and max_write_group_bytes must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Sync the journal before acknowledging: the write survives power loss.
+    /// Without it a crash may lose the write (and those after it), but never
+    /// leaves a hole in history. Default: false.
+    pub sync: bool,
+}
+
+impl WriteOptions {
+    /// Write options with `sync` set.
+    pub fn synced() -> Self {
+        WriteOptions { sync: true }
+    }
+}
+
+/// Options of one read.
+#[derive(Clone, Default)]
+pub struct ReadOptions<'a> {
+    /// Read as of this snapshot instead of the latest state.
+    pub snapshot: Option<&'a crate::Snapshot>,
+}
+
+impl<'a> ReadOptions<'a> {
+    /// Reads at `snapshot`.
+    pub fn at(snapshot: &'a crate::Snapshot) -> Self {
+        ReadOptions {
+            snapshot: Some(snapshot),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_values_do_not() {
+        Options::default().validate().unwrap();
+        assert!(Options::default().l0_stop_trigger(2).validate().is_err());
+        assert!(Options::default().max_write_buffers(1).validate().is_err());
+        assert!(Options::default().background_threads(0).validate().is_err());
+        assert_eq!(Preset::from_name("leveldb"), Some(Preset::LevelDb));
+    }
+}

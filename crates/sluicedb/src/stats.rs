@@ -1,0 +1,124 @@
+//! [`Stats`]: a snapshot of the engine's counters.
+
+use crate::fs::IoStats;
+
+/// Per-level shape of the key index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelStats {
+    /// Tables in the level.
+    pub tables: usize,
+    /// Bytes of those tables.
+    pub bytes: u64,
+    /// Compaction score (>= 1 means the level wants compaction).
+    pub score: f64,
+}
+
+/// Counters since the database was opened, and its current shape.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Bytes read and written per purpose.
+    pub io: IoStats,
+    /// Bytes of keys and values written by the user (puts and deletes).
+    pub user_bytes_written: u64,
+    /// Operations written by the user.
+    pub user_ops_written: u64,
+    /// Newest sequence number.
+    pub last_sequence: u64,
+    /// Levels of the key index, L0 first.
+    pub levels: Vec<LevelStats>,
+    /// Bytes in the active and immutable memtables.
+    pub memtable_bytes: u64,
+    /// Immutable memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Compactions completed (trivial moves included).
+    pub compactions: u64,
+    /// Of which trivial moves.
+    pub trivial_moves: u64,
+    /// Bytes compactions read and wrote.
+    pub compaction_bytes_read: u64,
+    /// Bytes compactions wrote.
+    pub compaction_bytes_written: u64,
+    /// Writes delayed by the L0 slowdown trigger.
+    pub write_slowdowns: u64,
+    /// Times writes waited (full memtables or L0 stop trigger).
+    pub write_stalls: u64,
+    /// Microseconds writes spent delayed or stalled.
+    pub write_stall_micros: u64,
+    /// Journal syncs issued.
+    pub journal_syncs: u64,
+    /// Write groups committed (one journal append each).
+    pub write_groups: u64,
+    /// Bytes held by the block cache.
+    pub block_cache_bytes: u64,
+    /// Bytes of live table files.
+    pub live_table_bytes: u64,
+    /// The error that poisoned writes, if any.
+    pub poisoned: Option<String>,
+}
+
+impl Stats {
+    /// Bytes written to files per byte the user wrote (journal included).
+    pub fn write_amplification(&self) -> f64 {
+        ratio(self.io.total_written(), self.user_bytes_written)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "sequence {}  user writes {} ops / {} bytes  write amp {:.2}",
+            self.last_sequence,
+            self.user_ops_written,
+            self.user_bytes_written,
+            self.write_amplification()
+        )?;
+        for (i, l) in self.levels.iter().enumerate() {
+            if l.tables > 0 || i == 0 {
+                writeln!(
+                    f,
+                    "  L{i}: {:>4} tables {:>12} bytes  score {:.2}",
+                    l.tables, l.bytes, l.score
+                )?;
+            }
+        }
+        writeln!(
+            f,
+            "  memtables {} bytes ({} immutable)  flushes {}  compactions {} ({} trivial moves)",
+            self.memtable_bytes,
+            self.immutable_memtables,
+            self.flushes,
+            self.compactions,
+            self.trivial_moves
+        )?;
+        writeln!(
+            f,
+            "  compaction read {} written {}  stalls {} slowdowns {} ({} us)",
+            self.compaction_bytes_read,
+            self.compaction_bytes_written,
+            self.write_stalls,
+            self.write_slowdowns,
+            self.write_stall_micros
+        )?;
+        for c in crate::fs::IoClass::ALL {
+            let (r, w) = (self.io.read(c), self.io.written(c));
+            if r > 0 || w > 0 {
+                writeln!(f, "  io {:<12} read {:>14} written {:>14}", c.name(), r, w)?;
+            }
+        }
+        if let Some(p) = &self.poisoned {
+            writeln!(f, "  POISONED: {p}")?;
+        }
+        Ok(())
+    }
+}

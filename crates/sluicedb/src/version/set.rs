@@ -1,0 +1,251 @@
+//! The manifest: recovery of the current version and durable installation of
+//! edits.
+//!
+//! Protocol (`docs/design.md`, "Manifest"): an edit is appended to the live
+//! manifest and synced before the new version is used. When the manifest
+//! grows past `max_manifest_bytes` (and at every open), a new manifest is
+//! written with a snapshot of the version, synced, its name made durable by a
+//! directory sync, and then `CURRENT` is switched to it through a synced
+//! temporary file, a rename and another directory sync.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::edit::{VersionEdit, MANIFEST_FORMAT_VERSION};
+use super::version::Version;
+use crate::coding::masked_crc;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::{CountingFs, IoClass};
+use crate::index::IndexShape;
+use crate::journal::{read_log, LogWriter};
+
+/// The live manifest file; guarded by the database's manifest lock, which
+/// also serialises every version installation.
+pub(crate) struct ManifestState {
+    writer: LogWriter,
+    pub(crate) number: u64,
+}
+
+/// What recovery found in the manifest.
+pub(crate) struct Recovered {
+    pub(crate) version: Version,
+    pub(crate) log_number: u64,
+    pub(crate) next_file_number: u64,
+    pub(crate) last_sequence: u64,
+    pub(crate) manifest_number: u64,
+}
+
+/// File numbering and manifest I/O.
+pub(crate) struct VersionSet {
+    dir: PathBuf,
+    fs: CountingFs,
+    shape: Arc<dyn IndexShape>,
+    next_file_number: AtomicU64,
+    max_manifest_bytes: u64,
+}
+
+/// Encodes `CURRENT`: the manifest name and a checksum of it.
+fn current_contents(manifest_number: u64) -> Vec<u8> {
+    let name = filename::manifest_name(manifest_number);
+    format!("{name}\ncrc32c:{:08x}\n", masked_crc(name.as_bytes())).into_bytes()
+}
+
+fn parse_current(data: &[u8], path: &Path) -> Result<u64> {
+    let bad = |why: &str| Error::corruption(path, 0, format!("CURRENT: {why}"));
+    let text = std::str::from_utf8(data).map_err(|_| bad("not text"))?;
+    let mut lines = text.split('\n');
+    let name = lines.next().unwrap_or_default();
+    let crc_line = lines.next().ok_or_else(|| bad("missing checksum line"))?;
+    if lines.next() != Some("") || lines.next().is_some() {
+        return Err(bad("unexpected content"));
+    }
+    let hex = crc_line
+        .strip_prefix("crc32c:")
+        .ok_or_else(|| bad("malformed checksum line"))?;
+    // Compared as text so that every bit of the line is checked.
+    if hex != format!("{:08x}", masked_crc(name.as_bytes())) {
+        return Err(bad("checksum mismatch"));
+    }
+    match filename::parse(name) {
+        Some(filename::FileKind::Manifest(n)) => Ok(n),
+        _ => Err(bad("does not name a manifest")),
+    }
+}
+
+impl VersionSet {
+    pub(crate) fn new(
+        dir: PathBuf,
+        fs: CountingFs,
+        shape: Arc<dyn IndexShape>,
+        next_file_number: u64,
+        max_manifest_bytes: u64,
+    ) -> Self {
+        VersionSet {
+            dir,
+            fs,
+            shape,
+            next_file_number: AtomicU64::new(next_file_number),
+            max_manifest_bytes,
+        }
+    }
+
+    pub(crate) fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub(crate) fn next_file_number(&self) -> u64 {
+        self.next_file_number.load(Ordering::SeqCst)
+    }
+
+    /// True if `CURRENT` exists in `dir`.
+    pub(crate) fn exists(fs: &CountingFs, dir: &Path) -> bool {
+        fs.exists(&filename::current(dir))
+    }
+
+    /// Reads `CURRENT` and replays its manifest.
+    pub(crate) fn recover(
+        fs: &CountingFs,
+        dir: &Path,
+        shape: Arc<dyn IndexShape>,
+    ) -> Result<Recovered> {
+        let current = filename::current(dir);
+        let manifest_number = parse_current(&fs.read_all(&current, IoClass::Manifest)?, &current)?;
+        let path = filename::manifest(dir, manifest_number);
+        if !fs.exists(&path) {
+            return Err(Error::corruption(
+                &current,
+                0,
+                format!("CURRENT names {}, which does not exist", path.display()),
+            ));
+        }
+        let data = fs.read_all(&path, IoClass::Manifest)?;
+        let log = read_log(&data);
+        if let Some((offset, why)) = log.damage.first() {
+            return Err(Error::corruption(&path, *offset, why.clone()));
+        }
+        let mut version = Version::empty(shape.clone());
+        let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+        for (i, (offset, rec)) in log.records.iter().enumerate() {
+            let edit =
+                VersionEdit::decode(rec).map_err(|e| Error::corruption(&path, *offset, e))?;
+            if i == 0 {
+                match edit.format_version {
+                    Some(v) if v <= MANIFEST_FORMAT_VERSION && v > 0 => {}
+                    Some(v) => {
+                        return Err(Error::UnsupportedVersion {
+                            file: path,
+                            version: v,
+                        })
+                    }
+                    None => {
+                        return Err(Error::corruption(
+                            &path,
+                            *offset,
+                            "first manifest record lacks the format version",
+                        ))
+                    }
+                }
+                if let Some(s) = &edit.index_shape {
+                    if s != shape.name() {
+                        return Err(Error::InvalidArgument(format!(
+                            "database was created with index shape {s}, options ask for {}",
+                            shape.name()
+                        )));
+                    }
+                }
+            }
+            version = version
+                .apply(&edit)
+                .map_err(|e| Error::corruption(&path, *offset, e))?;
+            log_number = edit.log_number.or(log_number);
+            next_file = edit.next_file_number.or(next_file);
+            last_seq = edit.last_sequence.or(last_seq);
+        }
+        let missing = |what: &str| {
+            Error::corruption(&path, data.len() as u64, format!("manifest has no {what}"))
+        };
+        Ok(Recovered {
+            version,
+            log_number: log_number.ok_or_else(|| missing("journal number"))?,
+            next_file_number: next_file.ok_or_else(|| missing("next file number"))?,
+            last_sequence: last_seq.ok_or_else(|| missing("last sequence"))?,
+            manifest_number,
+        })
+    }
+
+    /// Writes a new manifest holding `version` and switches `CURRENT` to it.
+    pub(crate) fn write_new_manifest(
+        &self,
+        version: &Version,
+        log_number: u64,
+        last_sequence: u64,
+    ) -> Result<ManifestState> {
+        let number = self.new_file_number();
+        let path = filename::manifest(&self.dir, number);
+        let mut writer = LogWriter::new(self.fs.create(&path, IoClass::Manifest)?);
+        let mut edit = version.snapshot_edit();
+        edit.format_version = Some(MANIFEST_FORMAT_VERSION);
+        edit.index_shape = Some(self.shape.name().to_string());
+        edit.log_number = Some(log_number);
+        edit.last_sequence = Some(last_sequence);
+        edit.next_file_number = Some(self.next_file_number());
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
+        self.fs.sync_dir(&self.dir)?;
+        self.set_current(number)?;
+        Ok(ManifestState { writer, number })
+    }
+
+    fn set_current(&self, manifest_number: u64) -> Result<()> {
+        let tmp = filename::temp(&self.dir, self.new_file_number());
+        let mut f = self.fs.create(&tmp, IoClass::Manifest)?;
+        f.append(&current_contents(manifest_number))?;
+        f.sync()?;
+        drop(f);
+        self.fs.rename(&tmp, &filename::current(&self.dir))?;
+        self.fs.sync_dir(&self.dir)
+    }
+
+    /// Makes `edit` durable. `new_version` is the version it produces, used
+    /// instead when the manifest is rolled. Any error here means the state of
+    /// the manifest is unknown: callers poison the database.
+    pub(crate) fn log_edit(
+        &self,
+        ms: &mut ManifestState,
+        edit: &mut VersionEdit,
+        new_version: &Version,
+        log_number: u64,
+        last_sequence: u64,
+    ) -> Result<()> {
+        edit.next_file_number = Some(self.next_file_number());
+        edit.last_sequence = Some(last_sequence);
+        edit.log_number = Some(log_number);
+        if ms.writer.len() >= self.max_manifest_bytes {
+            *ms = self.write_new_manifest(new_version, log_number, last_sequence)?;
+            return Ok(());
+        }
+        ms.writer.add_record(&edit.encode())?;
+        ms.writer.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn current_round_trip_and_damage() {
+        let p = Path::new("CURRENT");
+        let c = current_contents(42);
+        assert_eq!(parse_current(&c, p).unwrap(), 42);
+        for i in 0..c.len() {
+            for bit in 0..8 {
+                let mut d = c.clone();
+                d[i] ^= 1 << bit;
+                assert!(parse_current(&d, p).unwrap_err().is_corruption());
+            }
+        }
+    }
+}

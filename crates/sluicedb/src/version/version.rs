@@ -1,0 +1,86 @@
+//! An immutable set of tables, organised in levels (or, for other index
+//! shapes, whatever "levels" mean to them: the shape interprets them).
+
+use std::sync::Arc;
+
+use super::edit::{FileMeta, VersionEdit};
+use crate::index::IndexShape;
+
+/// The tables of the key index at one moment. Shared by readers through
+/// `Arc`; a file is deleted only when no live `Version` lists it.
+pub(crate) struct Version {
+    pub(crate) levels: Vec<Vec<Arc<FileMeta>>>,
+    pub(crate) shape: Arc<dyn IndexShape>,
+}
+
+impl Version {
+    pub(crate) fn empty(shape: Arc<dyn IndexShape>) -> Self {
+        Version {
+            levels: vec![Vec::new(); shape.num_levels()],
+            shape,
+        }
+    }
+
+    /// The version after `edit`. Errors describe an edit that does not fit
+    /// (unknown file deleted, level out of range, overlapping tables).
+    pub(crate) fn apply(&self, edit: &VersionEdit) -> Result<Version, String> {
+        let mut levels = self.levels.clone();
+        for &(level, number) in &edit.deleted {
+            let files = levels
+                .get_mut(level as usize)
+                .ok_or_else(|| format!("deleted file {number} at level {level} out of range"))?;
+            let before = files.len();
+            files.retain(|f| f.number != number);
+            if files.len() == before {
+                return Err(format!("deleted file {number} is not at level {level}"));
+            }
+        }
+        for (level, f) in &edit.added {
+            levels
+                .get_mut(*level as usize)
+                .ok_or_else(|| format!("new file {} at level {level} out of range", f.number))?
+                .push(f.clone());
+        }
+        let v = Version {
+            levels,
+            shape: self.shape.clone(),
+        };
+        let mut v = v;
+        self.shape.normalize(&mut v.levels);
+        self.shape.check(&v)?;
+        Ok(v)
+    }
+
+    pub(crate) fn num_files(&self, level: usize) -> usize {
+        self.levels[level].len()
+    }
+
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.file_size).sum()
+    }
+
+    pub(crate) fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, fs)| fs.iter().map(move |f| (l, f)))
+    }
+
+    /// An edit that recreates this version from nothing (manifest roll).
+    pub(crate) fn snapshot_edit(&self) -> VersionEdit {
+        let mut e = VersionEdit::default();
+        for (l, f) in self.all_files() {
+            e.added.push((l as u32, f.clone()));
+        }
+        e
+    }
+
+    /// Files of `level` whose user-key range intersects `[lo, hi]`.
+    pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.largest_user_key() >= lo && f.smallest_user_key() <= hi)
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,193 @@
+//! The public API's contract on a small database.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+fn small(fs: &MemFs) -> Options {
+    Options::default()
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(8 * 1024)
+        .target_file_size_bytes(16 * 1024)
+        .base_level_size_bytes(64 * 1024)
+        .block_size_bytes(512)
+}
+
+fn k(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+#[test]
+fn put_get_delete_batch_and_reopen() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    db.put("a", "1").unwrap();
+    db.put("b", "2").unwrap();
+    db.delete("a").unwrap();
+    let mut b = WriteBatch::new();
+    b.put("c", "3").put("b", "22").delete("zz");
+    db.write_opt(&WriteOptions::synced(), b).unwrap();
+    assert_eq!(db.get("a").unwrap(), None);
+    assert_eq!(db.get("b").unwrap(), Some(b"22".to_vec()));
+    assert_eq!(db.get("c").unwrap(), Some(b"3".to_vec()));
+    drop(db);
+    let db = Db::open("/db", small(&fs)).unwrap();
+    assert_eq!(db.get("a").unwrap(), None);
+    assert_eq!(db.get("b").unwrap(), Some(b"22".to_vec()));
+    assert_eq!(db.get("c").unwrap(), Some(b"3".to_vec()));
+}
+
+#[test]
+fn lock_and_existence_options() {
+    let fs = MemFs::new();
+    assert!(matches!(
+        Db::open("/db", small(&fs).create_if_missing(false)),
+        Err(Error::NotFound(_))
+    ));
+    let db = Db::open("/db", small(&fs)).unwrap();
+    assert!(matches!(Db::open("/db", small(&fs)), Err(Error::Locked(_))));
+    drop(db);
+    assert!(matches!(
+        Db::open("/db", small(&fs).error_if_exists(true)),
+        Err(Error::AlreadyExists(_))
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let d1 = Db::open(dir.path(), Options::default()).unwrap();
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked(_))
+    ));
+    d1.put("x", "y").unwrap();
+    drop(d1);
+    let d2 = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(d2.get("x").unwrap(), Some(b"y".to_vec()));
+}
+
+#[test]
+fn bad_input_is_rejected_and_loses_nothing() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    db.put("keep", "me").unwrap();
+    let big_key = vec![0u8; sluicedb::MAX_KEY_BYTES + 1];
+    assert!(matches!(
+        db.put(&big_key, "v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Db::open("/x", small(&fs).max_write_buffers(1)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(db.get("keep").unwrap(), Some(b"me".to_vec()));
+    db.put("after", "ok").unwrap();
+}
+
+#[test]
+fn many_writes_flush_compact_and_survive_reopen() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    for i in 0..3000 {
+        db.put(k(i), format!("value-{i}-{}", "x".repeat(50)))
+            .unwrap();
+    }
+    for i in (0..3000).step_by(3) {
+        db.delete(k(i)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    assert!(s.flushes > 0, "{s}");
+    assert!(s.compactions > 0, "{s}");
+    assert!(s.levels.iter().skip(1).any(|l| l.tables > 0), "{s}");
+    let check = |db: &Db| {
+        for i in 0..3000 {
+            let want = (i % 3 != 0).then(|| format!("value-{i}-{}", "x".repeat(50)).into_bytes());
+            assert_eq!(db.get(k(i)).unwrap(), want, "key {i}");
+        }
+        assert_eq!(db.range(k(0)..k(3000)).count(), 2000);
+    };
+    check(&db);
+    db.compact_range(None, None).unwrap();
+    check(&db);
+    assert_eq!(db.verify().unwrap() > 0, true);
+    drop(db);
+    let db = Db::open("/db", small(&fs)).unwrap();
+    check(&db);
+}
+
+#[test]
+fn snapshots_see_the_past() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    db.put("k", "old").unwrap();
+    let snap = db.snapshot();
+    db.put("k", "new").unwrap();
+    db.delete("gone").unwrap();
+    for i in 0..2000 {
+        db.put(k(i), "filler-filler-filler").unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let at = ReadOptions::at(&snap);
+    assert_eq!(db.get_opt(&at, "k").unwrap(), Some(b"old".to_vec()));
+    assert_eq!(db.get("k").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(db.range_opt(&at, k(0)..k(9999)).count(), 0);
+    drop(snap);
+}
+
+#[test]
+fn iterators_ranges_prefixes_and_reverse() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    for i in 0..500 {
+        db.put(k(i), i.to_string()).unwrap();
+        if i == 250 {
+            db.flush().unwrap();
+        }
+    }
+    db.delete(k(10)).unwrap();
+    let keys: Vec<Vec<u8>> = db.range(k(5)..k(15)).map(|r| r.unwrap().0).collect();
+    let want: Vec<Vec<u8>> = (5..15).filter(|&i| i != 10).map(k).collect();
+    assert_eq!(keys, want);
+    let rev: Vec<Vec<u8>> = db.range(k(5)..=k(15)).rev().map(|r| r.unwrap().0).collect();
+    let mut want_rev: Vec<Vec<u8>> = (5..=15).filter(|&i| i != 10).map(k).collect();
+    want_rev.reverse();
+    assert_eq!(rev, want_rev);
+    // Both ends of one Range meet without repeating.
+    let mut r = db.range(k(0)..k(4));
+    let a = r.next().unwrap().unwrap().0;
+    let d = r.next_back().unwrap().unwrap().0;
+    let b = r.next().unwrap().unwrap().0;
+    let c = r.next_back().unwrap().unwrap().0;
+    assert_eq!([a, b, c, d], [k(0), k(1), k(2), k(3)]);
+    assert!(r.next().is_none() && r.next_back().is_none());
+    assert_eq!(db.prefix("key0001").count(), 100);
+    let mut it = db.iter();
+    it.seek("key000100x");
+    assert_eq!(it.key(), k(101).as_slice());
+    it.prev();
+    assert_eq!(it.key(), k(100).as_slice());
+    it.seek_for_prev("key000009z");
+    assert_eq!(it.key(), k(9).as_slice());
+    it.next();
+    assert_eq!(it.key(), k(11).as_slice());
+    it.seek_to_last();
+    assert_eq!(it.key(), k(499).as_slice());
+    assert!(it.status().is_ok());
+}
+
+#[test]
+fn real_disk_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p: &Path = dir.path();
+    let opts = Options::default().write_buffer_size_bytes(64 * 1024);
+    let db = Db::open(p, opts.clone()).unwrap();
+    for i in 0..2000 {
+        db.put(k(i), vec![b'v'; 100]).unwrap();
+    }
+    db.put_opt(&WriteOptions::synced(), "last", "x").unwrap();
+    drop(db);
+    let db = Db::open(p, opts).unwrap();
+    assert_eq!(db.range(k(0)..k(2000)).count(), 2000);
+    assert_eq!(db.get("last").unwrap(), Some(b"x".to_vec()));
+}
