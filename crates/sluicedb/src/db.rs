@@ -196,7 +196,25 @@ impl Db {
             let c = core.clone();
             let t = std::thread::Builder::new()
                 .name(format!("sluicedb-bg-{i}"))
-                .spawn(move || c.background_loop())
+                .spawn(move || {
+                    // A panic here is a bug; make it visible as a poisoned
+                    // database instead of a silently missing worker.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        c.clone().background_loop()
+                    }));
+                    if let Err(e) = r {
+                        let msg = e
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        c.state
+                            .lock()
+                            .poisoned
+                            .get_or_insert(format!("background thread panicked: {msg}"));
+                        c.cv.notify_all();
+                    }
+                })
                 .map_err(|e| Error::io("spawn", "background thread", e))?;
             threads.push(t);
         }

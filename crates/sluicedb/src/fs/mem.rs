@@ -83,9 +83,12 @@ struct FaultRule {
     fired: bool,
 }
 
+/// A file's bytes now and as of its last sync. Both are shared buffers:
+/// a sync or a crash image shares instead of copying, and the next append
+/// copies once (copy-on-write).
 #[derive(Debug, Default, Clone)]
 struct FileData {
-    data: Vec<u8>,
+    data: Arc<Vec<u8>>,
     durable: Arc<Vec<u8>>,
 }
 
@@ -182,16 +185,25 @@ impl State {
         };
         for (name, &id) in &self.durable_names {
             let f = &self.files[&id];
-            let mut data: Vec<u8> = f.durable.as_ref().clone();
+            let mut durable = f.durable.clone();
             if let Some(seed) = torn_seed {
-                let tail = f.data.get(data.len()..).unwrap_or(&[]);
-                if !tail.is_empty() && f.data.starts_with(&data) {
+                let tail = f.data.get(durable.len()..).unwrap_or(&[]);
+                if !tail.is_empty() && f.data.starts_with(&durable) {
                     let keep = (mix(seed ^ id) % (tail.len() as u64 + 1)) as usize;
-                    data.extend_from_slice(&tail[..keep]);
+                    if keep > 0 {
+                        let mut d = durable.as_ref().clone();
+                        d.extend_from_slice(&tail[..keep]);
+                        durable = Arc::new(d);
+                    }
                 }
             }
-            let durable = Arc::new(data.clone());
-            out.files.insert(id, FileData { data, durable });
+            out.files.insert(
+                id,
+                FileData {
+                    data: durable.clone(),
+                    durable,
+                },
+            );
             out.names.insert(name.clone(), id);
             out.durable_names.insert(name.clone(), id);
         }
@@ -277,7 +289,7 @@ impl MemFs {
     pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
         let s = self.state.lock();
         let id = s.names.get(path)?;
-        Some(s.files[id].data.clone())
+        Some(s.files[id].data.as_ref().clone())
     }
 
     /// Replaces a file's content, durably (for tests that damage files).
@@ -285,8 +297,8 @@ impl MemFs {
         let mut s = self.state.lock();
         if let Some(&id) = s.names.get(path) {
             let f = s.files.get_mut(&id).expect("named file exists");
-            f.durable = Arc::new(data.clone());
-            f.data = data;
+            f.data = Arc::new(data);
+            f.durable = f.data.clone();
         }
     }
 
@@ -317,11 +329,8 @@ impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         let id = self.id;
         self.fs.with(Op::Append, &self.path, |s| {
-            s.files
-                .get_mut(&id)
-                .expect("open file exists")
-                .data
-                .extend_from_slice(data);
+            let f = s.files.get_mut(&id).expect("open file exists");
+            Arc::make_mut(&mut f.data).extend_from_slice(data);
             Ok(())
         })?;
         self.len += data.len() as u64;
@@ -331,9 +340,7 @@ impl WritableFile for MemWritable {
         let id = self.id;
         self.fs.with(Op::Sync, &self.path, |s| {
             let f = s.files.get_mut(&id).expect("open file exists");
-            if f.durable.len() != f.data.len() || *f.durable != f.data {
-                f.durable = Arc::new(f.data.clone());
-            }
+            f.durable = f.data.clone();
             Ok(())
         })
     }
@@ -415,7 +422,7 @@ impl Fs for MemFs {
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         self.with(Op::Read, path, |s| {
             let id = s.id_of(path)?;
-            Ok(s.files[&id].data.clone())
+            Ok(s.files[&id].data.as_ref().clone())
         })
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

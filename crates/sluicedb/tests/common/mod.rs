@@ -1,0 +1,180 @@
+//! Helpers shared by the integration tests: small options, a history of
+//! writes with the states it passes through, and prefix matching after
+//! crashes.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, Options, WriteBatch};
+
+pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Options that make every mechanism run on tiny data: small memtables,
+/// tables, blocks and levels. `variant` picks among a few shapes so tests
+/// replay under several configurations (metamorphic testing).
+pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
+    let o = Options::default()
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(4096 + 2048 * (variant % 3) as usize)
+        .target_file_size_bytes(4096)
+        .base_level_size_bytes(16 * 1024)
+        .level_size_ratio(4)
+        .num_levels(4)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(4)
+        .l0_stop_trigger(8)
+        .block_size_bytes(if variant % 2 == 0 { 256 } else { 1024 })
+        .block_restart_interval(1 + (variant % 4) as usize * 5)
+        .block_cache_bytes(if variant % 5 == 4 { 0 } else { 64 * 1024 })
+        .max_manifest_bytes(if variant % 2 == 1 { 2048 } else { 1 << 20 })
+        .background_threads(1 + (variant % 2) as usize);
+    if variant % 3 == 2 {
+        o.bloom_bits_per_key(0)
+    } else {
+        o
+    }
+}
+
+/// One acknowledged or attempted write: a batch of puts (Some) and deletes.
+#[derive(Clone, Debug)]
+pub struct Write {
+    pub ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub sync: bool,
+}
+
+impl Write {
+    pub fn batch(&self) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        for (k, v) in &self.ops {
+            match v {
+                Some(v) => b.put(k, v),
+                None => b.delete(k),
+            };
+        }
+        b
+    }
+    pub fn apply(&self, s: &mut State) {
+        for (k, v) in &self.ops {
+            match v {
+                Some(v) => s.insert(k.clone(), v.clone()),
+                None => s.remove(k),
+            };
+        }
+    }
+}
+
+/// The state after the first `n` writes.
+pub fn state_after(writes: &[Write], n: usize) -> State {
+    let mut s = State::new();
+    for w in &writes[..n] {
+        w.apply(&mut s);
+    }
+    s
+}
+
+/// The smallest `n` in `lo..=hi` whose state equals `got`, if any.
+pub fn matching_prefix(writes: &[Write], lo: usize, hi: usize, got: &State) -> Option<usize> {
+    let mut s = state_after(writes, lo);
+    for n in lo..=hi {
+        if n > lo {
+            writes[n - 1].apply(&mut s);
+        }
+        if &s == got {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// Everything the database holds, read by a forward scan; also checks that
+/// a backward scan and point reads agree with it.
+pub fn read_all(db: &Db) -> sluicedb::Result<State> {
+    let mut s = State::new();
+    for r in db
+        .iter_range::<&[u8]>(&Default::default(), ..)
+        .into_range_all()
+    {
+        let (k, v) = r?;
+        s.insert(k, v);
+    }
+    Ok(s)
+}
+
+/// Extension to scan a cursor fully.
+pub trait CursorExt {
+    fn into_range_all(self) -> Vec<sluicedb::Result<(Vec<u8>, Vec<u8>)>>;
+}
+
+impl CursorExt for sluicedb::DbIterator {
+    fn into_range_all(mut self) -> Vec<sluicedb::Result<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.seek_to_first();
+        while self.valid() {
+            out.push(Ok((self.key().to_vec(), self.value().to_vec())));
+            self.next();
+        }
+        if let Err(e) = self.status() {
+            out.push(Err(e));
+        }
+        out
+    }
+}
+
+/// A small deterministic generator so failures replay from the seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x5851_f42d_4c95_7f2d)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Runs `f(seed)` for each seed, printing the seed of a failure.
+pub fn for_seeds(seeds: impl IntoIterator<Item = u64>, f: impl Fn(u64)) {
+    for seed in seeds {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(seed)));
+        if let Err(e) = r {
+            eprintln!("FAILED with seed {seed} (rerun with SLUICE_SEED={seed})");
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
+/// Seeds from `SLUICE_SEED` (one) or `base..base+n`.
+pub fn seeds(base: u64, n: u64) -> Vec<u64> {
+    match std::env::var("SLUICE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(s) => vec![s],
+        None => (base..base + n).collect(),
+    }
+}
+
+/// A random key from a small space (so keys are overwritten and deleted).
+pub fn key(rng: &mut Rng, space: u64) -> Vec<u8> {
+    format!("k{:05}", rng.below(space)).into_bytes()
+}
+
+/// A random value of 0..=max_len bytes that names its key and a serial.
+pub fn value(rng: &mut Rng, serial: u64, max_len: u64) -> Vec<u8> {
+    let len = rng.below(max_len + 1) as usize;
+    let mut v = format!("v{serial}:").into_bytes();
+    v.resize(len.max(v.len()), b'a' + (serial % 26) as u8);
+    v
+}

@@ -1,0 +1,161 @@
+//! Crash test: every mutating file operation of several workloads is a crash
+//! point. For each, the file system as a crash would leave it (unsynced bytes
+//! dropped or torn, unsynced directory entries lost) must recover to a prefix
+//! of the write history that includes every write acknowledged with `sync`.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, WriteOptions};
+
+/// A write as the workload saw it, with the file-operation counter before it
+/// started and after it was acknowledged.
+struct Logged {
+    write: Write,
+    issued_at: u64,
+    acked_at: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Workload {
+    /// Single puts, some synced; memtable rotations, flushes, compactions.
+    Puts,
+    /// Batches with deletes, explicit flushes and manual compactions.
+    BatchesFlushCompact,
+    /// Every write synced; a tiny manifest rolls often.
+    SyncedManifestRoll,
+    /// Reopens in the middle, so recovery itself is crashed.
+    Reopens,
+}
+
+fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged> {
+    let mut rng = Rng::new(seed);
+    let mut opts = tiny_options(fs, variant);
+    if let Workload::SyncedManifestRoll = w {
+        opts = opts.max_manifest_bytes(512);
+    }
+    let mut db = Db::open("/db", opts.clone()).unwrap();
+    let mut log = Vec::new();
+    let mut serial = 0;
+    let n = match w {
+        Workload::SyncedManifestRoll => 150,
+        _ => 300,
+    };
+    for i in 0..n {
+        let mut ops = Vec::new();
+        let count = match w {
+            Workload::BatchesFlushCompact => 1 + rng.below(4),
+            _ => 1,
+        };
+        for _ in 0..count {
+            serial += 1;
+            let k = key(&mut rng, 150);
+            let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
+            ops.push((k, v));
+        }
+        let sync = match w {
+            Workload::SyncedManifestRoll => true,
+            _ => rng.chance(10),
+        };
+        let write = Write { ops, sync };
+        let issued_at = fs.op_count();
+        db.write_opt(&WriteOptions { sync }, write.batch()).unwrap();
+        let acked_at = fs.op_count();
+        log.push(Logged {
+            write,
+            issued_at,
+            acked_at,
+        });
+        match w {
+            Workload::BatchesFlushCompact if i % 60 == 59 => db.flush().unwrap(),
+            Workload::BatchesFlushCompact if i % 100 == 99 => db.compact_range(None, None).unwrap(),
+            Workload::Reopens if i % 100 == 99 => {
+                drop(db);
+                db = Db::open("/db", opts.clone()).unwrap();
+            }
+            _ => {}
+        }
+    }
+    db.wait_for_background().unwrap();
+    drop(db);
+    log
+}
+
+fn check_image(log: &[Logged], op: u64, image: &MemFs, variant: u64, deep: bool) {
+    let writes: Vec<Write> = log.iter().map(|l| l.write.clone()).collect();
+    let lo = log
+        .iter()
+        .rposition(|l| l.write.sync && l.acked_at <= op)
+        .map_or(0, |i| i + 1);
+    let hi = log.iter().filter(|l| l.issued_at < op).count();
+    let db = Db::open("/db", tiny_options(image, variant))
+        .unwrap_or_else(|e| panic!("crash after op {op}: reopen failed: {e}"));
+    let got = read_all(&db).unwrap_or_else(|e| panic!("crash after op {op}: scan: {e}"));
+    let n = matching_prefix(&writes, lo, hi.max(lo), &got).unwrap_or_else(|| {
+        panic!("crash after op {op}: state is not a prefix of history in {lo}..={hi}")
+    });
+    if deep {
+        // The recovered database works: write, reopen, still there.
+        db.put_opt(&WriteOptions::synced(), "after-crash", "ok")
+            .unwrap();
+        drop(db);
+        let db = Db::open("/db", tiny_options(image, variant)).unwrap();
+        assert_eq!(db.get("after-crash").unwrap(), Some(b"ok".to_vec()));
+        let mut want = state_after(&writes, n);
+        want.insert(b"after-crash".to_vec(), b"ok".to_vec());
+        assert_eq!(read_all(&db).unwrap(), want, "crash after op {op}");
+    }
+}
+
+#[test]
+fn crash_after_every_file_operation() {
+    let total = AtomicUsize::new(0);
+    let workloads = [
+        Workload::Puts,
+        Workload::BatchesFlushCompact,
+        Workload::SyncedManifestRoll,
+        Workload::Reopens,
+    ];
+    for_seeds(seeds(100, 4), |seed| {
+        for (i, &w) in workloads.iter().enumerate() {
+            let variant = seed + i as u64;
+            let fs = MemFs::new();
+            let torn = (seed + i as u64) % 2 == 0;
+            fs.capture_images(torn);
+            let log = run_workload(w, seed * 10 + i as u64, &fs, variant);
+            let images = fs.take_images();
+            let next = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| loop {
+                        let j = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((op, image)) = images.get(j) else {
+                            break;
+                        };
+                        let deep = j % 16 == 0;
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            check_image(&log, *op, image, variant, deep)
+                        }));
+                        if let Err(e) = r {
+                            eprintln!("workload {w:?} seed {seed} torn {torn}");
+                            std::panic::resume_unwind(e);
+                        }
+                    });
+                }
+            });
+            eprintln!(
+                "workload {w:?} seed {seed} torn {torn}: {} crash states",
+                images.len()
+            );
+            total.fetch_add(images.len(), Ordering::Relaxed);
+        }
+    });
+    let total = total.into_inner();
+    println!("crash states checked: {total}");
+    if std::env::var("SLUICE_SEED").is_err() {
+        assert!(total >= 10_000, "only {total} crash states were checked");
+    }
+}

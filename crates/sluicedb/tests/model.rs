@@ -1,0 +1,223 @@
+//! Randomized model test: the database against a `BTreeMap`, with batches,
+//! snapshots, iterators in both directions, flushes, compactions, reopens
+//! and simulated crashes, under several option variants. A failure prints
+//! its seed; `SLUICE_SEED=n` replays it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use common::*;
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, ReadOptions, Snapshot, WriteOptions};
+
+const KEY_SPACE: u64 = 300;
+
+struct Model {
+    writes: Vec<Write>,
+    state: State,
+    /// Writes known durable (synced or followed by a clean close).
+    durable: usize,
+}
+
+fn random_write(rng: &mut Rng, serial: &mut u64) -> Write {
+    let n = if rng.chance(20) { 1 + rng.below(6) } else { 1 };
+    let mut ops = Vec::new();
+    for _ in 0..n {
+        *serial += 1;
+        let k = key(rng, KEY_SPACE);
+        let v = (!rng.chance(25)).then(|| value(rng, *serial, 120));
+        ops.push((k, v));
+    }
+    Write {
+        ops,
+        sync: rng.chance(5),
+    }
+}
+
+fn check_range(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, seed: u64) {
+    let a = key(rng, KEY_SPACE + 10);
+    let b = key(rng, KEY_SPACE + 10);
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let inclusive = rng.chance(50);
+    let want: Vec<(Vec<u8>, Vec<u8>)> = if inclusive {
+        model.range(lo.clone()..=hi.clone())
+    } else {
+        model.range(lo.clone()..hi.clone())
+    }
+    .map(|(k, v)| (k.clone(), v.clone()))
+    .collect();
+    let got: Vec<_> = if inclusive {
+        db.range_opt(opts, lo.clone()..=hi.clone())
+            .map(|r| r.unwrap())
+            .collect()
+    } else {
+        db.range_opt(opts, lo.clone()..hi.clone())
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    assert_eq!(got, want, "seed {seed}: forward range");
+    let mut rev: Vec<_> = if inclusive {
+        db.range_opt(opts, lo.clone()..=hi.clone())
+            .rev()
+            .map(|r| r.unwrap())
+            .collect()
+    } else {
+        db.range_opt(opts, lo..hi)
+            .rev()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    rev.reverse();
+    assert_eq!(rev, want, "seed {seed}: reverse range");
+}
+
+/// Walks a cursor with random direction changes and compares every step.
+fn check_cursor(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, seed: u64) {
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    let mut it = db.iter_opt(opts);
+    let start = key(rng, KEY_SPACE + 10);
+    it.seek(&start);
+    let mut pos = keys.partition_point(|k| **k < start);
+    for _ in 0..30 {
+        match keys.get(pos) {
+            Some(k) => {
+                assert!(it.valid(), "seed {seed}: cursor ended early");
+                assert_eq!(it.key(), k.as_slice(), "seed {seed}");
+                assert_eq!(it.value(), model[*k].as_slice(), "seed {seed}");
+            }
+            None => {
+                assert!(!it.valid(), "seed {seed}: cursor past the end is valid");
+                break;
+            }
+        }
+        if rng.chance(50) {
+            it.next();
+            pos += 1;
+        } else {
+            it.prev();
+            if pos == 0 {
+                assert!(!it.valid(), "seed {seed}");
+                break;
+            }
+            pos -= 1;
+        }
+    }
+    assert!(it.status().is_ok());
+}
+
+fn run(seed: u64) {
+    let mut rng = Rng::new(seed);
+    let variant = seed % 7;
+    let fs = MemFs::new();
+    let opts = tiny_options(&fs, variant);
+    let mut db = Db::open("/db", opts.clone()).unwrap();
+    let mut m = Model {
+        writes: Vec::new(),
+        state: State::new(),
+        durable: 0,
+    };
+    let mut serial = 0;
+    let mut snaps: Vec<(Snapshot, State)> = Vec::new();
+    for step in 0..1500 {
+        match rng.below(100) {
+            0..=59 => {
+                let w = random_write(&mut rng, &mut serial);
+                db.write_opt(&WriteOptions { sync: w.sync }, w.batch())
+                    .unwrap();
+                w.apply(&mut m.state);
+                m.writes.push(w.clone());
+                if w.sync {
+                    m.durable = m.writes.len();
+                }
+            }
+            60..=74 => {
+                let k = key(&mut rng, KEY_SPACE);
+                assert_eq!(
+                    db.get(&k).unwrap().as_ref(),
+                    m.state.get(&k),
+                    "seed {seed} step {step}: get {}",
+                    String::from_utf8_lossy(&k)
+                );
+            }
+            75..=79 => check_range(&db, &ReadOptions::default(), &m.state, &mut rng, seed),
+            80..=82 => check_cursor(&db, &ReadOptions::default(), &m.state, &mut rng, seed),
+            83..=85 => {
+                if snaps.len() < 4 {
+                    snaps.push((db.snapshot(), m.state.clone()));
+                } else {
+                    snaps.remove(rng.below(snaps.len() as u64) as usize);
+                }
+            }
+            86..=88 => {
+                if let Some((s, st)) = snaps.get(rng.below(snaps.len().max(1) as u64) as usize) {
+                    let o = ReadOptions::at(s);
+                    let k = key(&mut rng, KEY_SPACE);
+                    assert_eq!(
+                        db.get_opt(&o, &k).unwrap().as_ref(),
+                        st.get(&k),
+                        "seed {seed}"
+                    );
+                    check_range(&db, &o, st, &mut rng, seed);
+                    check_cursor(&db, &o, st, &mut rng, seed);
+                }
+            }
+            89..=91 => db.flush().unwrap(),
+            92 => {
+                let a = key(&mut rng, KEY_SPACE);
+                db.compact_range(Some(&a), None).unwrap();
+            }
+            93..=95 => {
+                // Clean reopen: nothing acknowledged is lost.
+                snaps.clear();
+                drop(db);
+                db = Db::open("/db", opts.clone()).unwrap();
+                m.durable = m.writes.len();
+                assert_eq!(read_all(&db).unwrap(), m.state, "seed {seed}: after reopen");
+            }
+            _ => {
+                // Crash: the state must be a prefix at least as long as
+                // what was synced.
+                snaps.clear();
+                let image = fs.torn_crash_image(rng.next());
+                drop(db);
+                let got = {
+                    let d = Db::open("/db", tiny_options(&image, variant)).unwrap();
+                    read_all(&d).unwrap()
+                };
+                let n = matching_prefix(&m.writes, m.durable, m.writes.len(), &got)
+                    .unwrap_or_else(|| panic!("seed {seed} step {step}: crash state is no prefix"));
+                // Continue from the crashed state.
+                m.writes.truncate(n);
+                m.state = state_after(&m.writes, n);
+                m.durable = n;
+                fs_replace(&fs, &image);
+                db = Db::open("/db", opts.clone()).unwrap();
+                assert_eq!(read_all(&db).unwrap(), m.state, "seed {seed}");
+            }
+        }
+    }
+    let _: BTreeMap<(), ()> = BTreeMap::new();
+    let _ = Bound::<()>::Unbounded;
+}
+
+/// Makes `fs` hold exactly what `image` holds.
+fn fs_replace(fs: &MemFs, image: &MemFs) {
+    use sluicedb::fs::Fs;
+    for p in fs.paths() {
+        fs.remove(&p).unwrap();
+    }
+    for p in image.paths() {
+        let data = image.contents(&p).unwrap();
+        let mut f = fs.create(&p).unwrap();
+        f.append(&data).unwrap();
+        f.sync().unwrap();
+    }
+    fs.sync_dir(std::path::Path::new("/db")).unwrap();
+}
+
+#[test]
+fn model_matches_btreemap() {
+    for_seeds(seeds(1, 12), run);
+}
