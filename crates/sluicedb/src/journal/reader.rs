@@ -18,6 +18,11 @@ pub(crate) struct LogRecords {
     /// The file ends in an incomplete or damaged record at this offset that
     /// nothing valid follows.
     pub(crate) torn_tail_at: Option<u64>,
+    /// Why the tail is torn when a complete fragment failed its checks
+    /// (rather than the file simply ending early, or zeros). Logs whose
+    /// records are each synced before anything relies on them (the
+    /// manifest) treat this as corruption: a crash tears by truncation.
+    pub(crate) torn_tail_damage: Option<String>,
     /// Damage in the middle of the file: the offset and why. Records after it
     /// are still returned (callers decide whether to use them).
     pub(crate) damage: Vec<(u64, String)>,
@@ -33,6 +38,31 @@ enum Fragment<'a> {
     Truncated,
 }
 
+/// True if a complete fragment that passes every check starts at `q`.
+fn valid_fragment_at(data: &[u8], q: usize) -> bool {
+    let block_left = BLOCK_SIZE - (q % BLOCK_SIZE);
+    if block_left < HEADER_SIZE || q + HEADER_SIZE > data.len() {
+        return false;
+    }
+    let h = &data[q..q + HEADER_SIZE];
+    let len = u16_at(h, 4) as usize;
+    let ty = h[6];
+    FragmentType::from_u8(ty).is_some()
+        && HEADER_SIZE + len <= block_left
+        && q + HEADER_SIZE + len <= data.len()
+        && fragment_crc(ty, &data[q + HEADER_SIZE..q + HEADER_SIZE + len]) == u32_at(h, 0)
+}
+
+/// After damage at `at`, the next position where a valid fragment starts,
+/// or the end of the data. Scanning byte by byte (instead of skipping to the
+/// next block) tells damage followed by valid data, which is corruption,
+/// from a torn tail, which is not; a false match needs a CRC collision.
+fn resync(data: &[u8], at: usize) -> usize {
+    (at + 1..data.len())
+        .find(|&q| valid_fragment_at(data, q))
+        .unwrap_or(data.len())
+}
+
 fn next_fragment<'a>(data: &'a [u8], pos: &mut usize) -> Fragment<'a> {
     loop {
         let block_left = BLOCK_SIZE - (*pos % BLOCK_SIZE);
@@ -46,33 +76,34 @@ fn next_fragment<'a>(data: &'a [u8], pos: &mut usize) -> Fragment<'a> {
         if data.len() - *pos < HEADER_SIZE {
             return Fragment::Truncated;
         }
-        let h = &data[*pos..*pos + HEADER_SIZE];
+        let at = *pos;
+        let h = &data[at..at + HEADER_SIZE];
         let crc = u32_at(h, 0);
         let len = u16_at(h, 4) as usize;
         let ty = h[6];
-        if ty == 0 && len == 0 && crc == 0 {
-            // Zeroes: never written by us; treat as damage for this block.
-            *pos += block_left;
-            return Fragment::Bad("zeroed fragment header".into());
-        }
-        if HEADER_SIZE + len > block_left {
-            *pos += block_left;
-            return Fragment::Bad(format!("fragment length {len} crosses the block end"));
-        }
-        if *pos + HEADER_SIZE + len > data.len() {
-            return Fragment::Truncated;
-        }
-        let payload = &data[*pos + HEADER_SIZE..*pos + HEADER_SIZE + len];
-        if fragment_crc(ty, payload) != crc {
-            *pos += block_left;
-            return Fragment::Bad("fragment checksum mismatch".into());
-        }
-        let Some(t) = FragmentType::from_u8(ty) else {
-            *pos += block_left;
-            return Fragment::Bad(format!("unknown fragment type {ty}"));
+        let why = if ty == 0 && len == 0 && crc == 0 {
+            "zeroed fragment header".to_string()
+        } else if HEADER_SIZE + len > block_left {
+            format!("fragment length {len} crosses the block end")
+        } else if at + HEADER_SIZE + len > data.len() {
+            // A record cut short by the end of the file is a torn write,
+            // unless valid data follows: then its length field is damaged.
+            let next = resync(data, at);
+            if next >= data.len() {
+                return Fragment::Truncated;
+            }
+            *pos = next;
+            return Fragment::Bad(format!("fragment length {len} runs past valid data"));
+        } else if fragment_crc(ty, &data[at + HEADER_SIZE..at + HEADER_SIZE + len]) != crc {
+            "fragment checksum mismatch".to_string()
+        } else if let Some(t) = FragmentType::from_u8(ty) {
+            *pos += HEADER_SIZE + len;
+            return Fragment::Ok(t, &data[at + HEADER_SIZE..at + HEADER_SIZE + len]);
+        } else {
+            format!("unknown fragment type {ty}")
         };
-        *pos += HEADER_SIZE + len;
-        return Fragment::Ok(t, payload);
+        *pos = resync(data, at);
+        return Fragment::Bad(why);
     }
 }
 
@@ -83,14 +114,14 @@ pub(crate) fn read_log(data: &[u8]) -> LogRecords {
     let mut partial: Option<(u64, Vec<u8>)> = None;
     // Damage seen since the last good record; it becomes mid-file damage if a
     // valid fragment follows, or the torn tail if nothing does.
-    let mut pending: Option<(u64, String)> = None;
+    let mut pending: Option<(u64, String, bool)> = None;
     loop {
         let at = pos as u64;
         let frag = next_fragment(data, &mut pos);
         match frag {
             Fragment::Ok(ty, payload) => {
-                if let Some(d) = pending.take() {
-                    out.damage.push(d);
+                if let Some((o, why, _)) = pending.take() {
+                    out.damage.push((o, why));
                 }
                 match ty {
                     FragmentType::Full => {
@@ -121,14 +152,20 @@ pub(crate) fn read_log(data: &[u8]) -> LogRecords {
             }
             Fragment::Bad(reason) => {
                 if pending.is_none() {
+                    let zeros = data
+                        .get(at as usize..(at as usize + HEADER_SIZE).min(data.len()))
+                        .is_some_and(|h| h.iter().all(|&b| b == 0));
                     let start = partial.take().map_or(at, |(s, _)| s);
-                    pending = Some((start, reason));
+                    pending = Some((start, reason, zeros));
                 }
             }
             Fragment::Eof | Fragment::Truncated => {
+                if let Some((_, why, false)) = &pending {
+                    out.torn_tail_damage = Some(why.clone());
+                }
                 let torn = pending
                     .take()
-                    .map(|(o, _)| o)
+                    .map(|(o, _, _)| o)
                     .or_else(|| partial.take().map(|(s, _)| s))
                     .or_else(|| matches!(frag, Fragment::Truncated).then_some(at));
                 out.torn_tail_at = torn;

@@ -125,6 +125,9 @@ impl VersionSet {
         if let Some((offset, why)) = log.damage.first() {
             return Err(Error::corruption(&path, *offset, why.clone()));
         }
+        if let (Some(offset), Some(why)) = (log.torn_tail_at, &log.torn_tail_damage) {
+            return Err(Error::corruption(&path, offset, why.clone()));
+        }
         let mut version = Version::empty(shape.clone());
         let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
         for (i, (offset, rec)) in log.records.iter().enumerate() {

@@ -1,0 +1,117 @@
+//! I/O-error test: each file operation of a workload fails once, and from
+//! then on, with EIO, ENOSPC or a failed sync. Nothing may panic; once a
+//! write fails no later write is acknowledged (a failed fsync poisons); and
+//! after the faults clear, reopening yields a prefix of history holding every
+//! synced, acknowledged write.
+
+mod common;
+
+use common::*;
+use sluicedb::fs::{Fault, MemFs};
+use sluicedb::{Db, Error, WriteOptions};
+
+const VARIANT: u64 = 3;
+
+struct Outcome {
+    writes: Vec<Write>,
+    /// Writes acknowledged (a prefix of `writes`).
+    acked: usize,
+    /// Writes acknowledged with sync: the durable lower bound.
+    synced: usize,
+}
+
+fn workload(fs: &MemFs) -> Outcome {
+    let mut rng = Rng::new(7);
+    let mut out = Outcome {
+        writes: Vec::new(),
+        acked: 0,
+        synced: 0,
+    };
+    let Ok(db) = Db::open("/db", tiny_options(fs, VARIANT)) else {
+        return out;
+    };
+    let mut failed = false;
+    for i in 0..80u64 {
+        let w = Write {
+            ops: vec![(key(&mut rng, 40), Some(value(&mut rng, i, 200)))],
+            sync: i % 7 == 0,
+        };
+        out.writes.push(w.clone());
+        let r = db.write_opt(&WriteOptions { sync: w.sync }, w.batch());
+        match r {
+            Ok(()) => {
+                assert!(
+                    !failed,
+                    "a write was acknowledged after an earlier one failed"
+                );
+                out.acked = out.writes.len();
+                if w.sync {
+                    out.synced = out.acked;
+                }
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::Io { .. } | Error::Poisoned(_)),
+                    "unexpected error kind: {e}"
+                );
+                failed = true;
+            }
+        }
+        if i % 30 == 29 && !failed && db.flush().is_err() {
+            failed = true;
+        }
+        if i == 60 && !failed && db.compact_range(None, None).is_err() {
+            failed = true;
+        }
+    }
+    if let Some(p) = db.stats().poisoned {
+        assert!(!p.contains("panicked"), "{p}");
+    }
+    drop(db);
+    out
+}
+
+fn check_recovery(fs: &MemFs, out: &Outcome, what: &str) {
+    let db = Db::open("/db", tiny_options(fs, VARIANT))
+        .unwrap_or_else(|e| panic!("{what}: reopen after faults failed: {e}"));
+    let got = read_all(&db).unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
+    assert!(
+        matching_prefix(&out.writes, out.synced, out.writes.len(), &got).is_some(),
+        "{what}: recovered state is not a prefix holding all synced writes"
+    );
+}
+
+#[test]
+fn every_operation_fails_once_and_persistently() {
+    let clean = MemFs::new();
+    workload(&clean);
+    let total_ops = clean.op_count();
+    assert!(total_ops > 300, "workload too small: {total_ops} ops");
+    let mut runs = 0;
+    let mut fired = 0;
+    for fault in [Fault::Eio, Fault::NoSpace, Fault::SyncFails] {
+        for persistent in [false, true] {
+            let step = if persistent { 3 } else { 1 };
+            for at in (1..=total_ops).step_by(step) {
+                let what = format!("{fault:?} at op {at} persistent {persistent}");
+                let fs = MemFs::new();
+                fs.inject(fault, at, persistent);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| workload(&fs)));
+                let out = r.unwrap_or_else(|e| {
+                    eprintln!("panic with {what}");
+                    std::panic::resume_unwind(e)
+                });
+                fired += usize::from(fs.fault_fired());
+                fs.clear_faults();
+                check_recovery(&fs.crash_image(), &out, &format!("{what} (crash image)"));
+                check_recovery(&fs, &out, &what);
+                runs += 1;
+            }
+        }
+    }
+    println!("fault runs: {runs}, faults fired: {fired}, ops per clean run: {total_ops}");
+    assert!(
+        fired > runs / 2,
+        "most injected faults should fire ({fired}/{runs})"
+    );
+}
