@@ -1,1 +1,405 @@
+//! `sluice bench`: db_bench-style workloads against sluicedb.
+//!
+//! Each workload prints db_bench's result line (`micros/op`, `ops/sec`,
+//! `MB/s`) plus write amplification (bytes written to files per user byte,
+//! from the engine's `Fs` counters) and space amplification (bytes of the
+//! files in the database directory per byte of live keys and values).
+//! Keys are 16 bytes by default (`%016d` of the key number); values are
+//! slices of a random buffer, so they do not compress.
 
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use sluicedb::{Db, Options, Preset, WriteOptions};
+
+/// A db_bench workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Keys 0..num in order.
+    FillSeq,
+    /// Keys 0..num, each once, in random order.
+    FillRandom,
+    /// num random keys of 0..num (with repeats), overwriting.
+    Overwrite,
+    /// num lookups of random keys of 0..num.
+    ReadRandom,
+    /// A forward scan over the whole database.
+    ReadSeq,
+    /// num seeks to random keys, reading the pair found.
+    SeekRandom,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 6] = [
+        Workload::FillSeq,
+        Workload::FillRandom,
+        Workload::Overwrite,
+        Workload::ReadRandom,
+        Workload::ReadSeq,
+        Workload::SeekRandom,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::FillSeq => "fillseq",
+            Workload::FillRandom => "fillrandom",
+            Workload::Overwrite => "overwrite",
+            Workload::ReadRandom => "readrandom",
+            Workload::ReadSeq => "readseq",
+            Workload::SeekRandom => "seekrandom",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    fn writes(self) -> bool {
+        matches!(
+            self,
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite
+        )
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub db_path: PathBuf,
+    pub preset: Preset,
+    pub workloads: Vec<Workload>,
+    pub num: u64,
+    /// Operations of read workloads (default: `num`).
+    pub reads: Option<u64>,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub seed: u64,
+    pub sync: bool,
+    /// Keep the existing database instead of starting empty.
+    pub use_existing: bool,
+    /// Flush and wait for compactions after each write workload.
+    pub settle: bool,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            db_path: PathBuf::from("sluice-data"),
+            preset: Preset::LevelDb,
+            workloads: vec![
+                Workload::FillRandom,
+                Workload::ReadRandom,
+                Workload::Overwrite,
+                Workload::ReadSeq,
+                Workload::SeekRandom,
+            ],
+            num: 100_000,
+            reads: None,
+            key_size: 16,
+            value_size: 1000,
+            seed: 301,
+            sync: false,
+            use_existing: false,
+            settle: true,
+        }
+    }
+}
+
+/// The measured result of one workload.
+#[derive(Debug, Clone)]
+pub struct PhaseResult {
+    pub workload: Workload,
+    pub ops: u64,
+    pub found: u64,
+    pub elapsed: Duration,
+    pub user_bytes: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub write_amp: f64,
+    pub space_amp: f64,
+    pub disk_bytes: u64,
+    pub settle: Option<Duration>,
+}
+
+impl PhaseResult {
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn micros_per_op(&self) -> f64 {
+        self.elapsed.as_secs_f64() * 1e6 / self.ops.max(1) as f64
+    }
+    pub fn mb_per_sec(&self) -> f64 {
+        self.user_bytes as f64 / 1048576.0 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// db_bench's result line, with amplification figures appended.
+    pub fn db_bench_line(&self) -> String {
+        let mut s = format!(
+            "{:<12} : {:>11.3} micros/op {:>8.0} ops/sec; {:>7.1} MB/s",
+            self.workload.name(),
+            self.micros_per_op(),
+            self.ops_per_sec(),
+            self.mb_per_sec()
+        );
+        if !self.workload.writes() {
+            s += &format!(" ({} of {} found)", self.found, self.ops);
+        }
+        s += &format!(
+            "  write-amp {:.2}  space-amp {:.2}",
+            self.write_amp, self.space_amp
+        );
+        if let Some(d) = self.settle {
+            s += &format!("  settle {:.2}s", d.as_secs_f64());
+        }
+        s
+    }
+}
+
+/// Key number `n` as a fixed-width key.
+pub fn make_key(n: u64, key_size: usize) -> Vec<u8> {
+    let mut k = format!("{n:0width$}", width = key_size).into_bytes();
+    k.truncate(key_size.max(1));
+    k
+}
+
+/// A source of incompressible values (db_bench's RandomGenerator).
+struct Values {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Values {
+    fn new(seed: u64, value_size: usize) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7a1e);
+        let len = (1 << 20).max(value_size * 2);
+        Values {
+            buf: (0..len).map(|_| rng.gen()).collect(),
+            pos: 0,
+        }
+    }
+    fn next(&mut self, n: usize) -> &[u8] {
+        if self.pos + n > self.buf.len() {
+            self.pos = 0;
+        }
+        let v = &self.buf[self.pos..self.pos + n];
+        self.pos += n.max(1) % 4099 + 1;
+        v
+    }
+}
+
+/// Bytes of all files in `dir` as allocated on disk.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.blocks() * 512)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the configured workloads, printing a line per workload to stdout.
+pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
+    if !cfg.use_existing && cfg.db_path.exists() {
+        std::fs::remove_dir_all(&cfg.db_path).map_err(|e| {
+            sluicedb::Error::InvalidArgument(format!("cannot clear {}: {e}", cfg.db_path.display()))
+        })?;
+    }
+    let db = Db::open(&cfg.db_path, Options::preset(cfg.preset))?;
+    println!(
+        "sluicedb bench: preset {}  keys {} B  values {} B  entries {}  db {}",
+        cfg.preset.name(),
+        cfg.key_size,
+        cfg.value_size,
+        cfg.num,
+        cfg.db_path.display()
+    );
+    let mut values = Values::new(cfg.seed, cfg.value_size);
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    // Distinct keys written so far, for space amplification.
+    let mut live_keys: u64 = if cfg.use_existing { cfg.num } else { 0 };
+    let mut results = Vec::new();
+    for &w in &cfg.workloads {
+        let before = db.stats().io;
+        let start = Instant::now();
+        let (ops, found, user_bytes) = match w {
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => {
+                let order: Vec<u64> = match w {
+                    Workload::FillSeq => (0..cfg.num).collect(),
+                    Workload::FillRandom => {
+                        let mut v: Vec<u64> = (0..cfg.num).collect();
+                        v.shuffle(&mut rng);
+                        v
+                    }
+                    _ => (0..cfg.num).map(|_| rng.gen_range(0..cfg.num)).collect(),
+                };
+                let wo = WriteOptions { sync: cfg.sync };
+                let start = Instant::now(); // exclude key generation
+                let mut bytes = 0;
+                for &n in &order {
+                    let k = make_key(n, cfg.key_size);
+                    let v = values.next(cfg.value_size);
+                    bytes += (k.len() + v.len()) as u64;
+                    db.put_opt(&wo, &k, v)?;
+                }
+                if w != Workload::Overwrite {
+                    live_keys = live_keys.max(cfg.num);
+                }
+                let elapsed = start.elapsed();
+                results.push(finish(
+                    &db,
+                    cfg,
+                    w,
+                    order.len() as u64,
+                    0,
+                    bytes,
+                    elapsed,
+                    &before,
+                    live_keys,
+                )?);
+                continue;
+            }
+            Workload::ReadRandom => {
+                let n = cfg.reads.unwrap_or(cfg.num);
+                let mut found = 0;
+                let mut bytes = 0;
+                for _ in 0..n {
+                    let k = make_key(rng.gen_range(0..cfg.num), cfg.key_size);
+                    if let Some(v) = db.get(&k)? {
+                        found += 1;
+                        bytes += (k.len() + v.len()) as u64;
+                    }
+                }
+                (n, found, bytes)
+            }
+            Workload::ReadSeq => {
+                let mut it = db.iter();
+                it.seek_to_first();
+                let (mut n, mut bytes) = (0, 0);
+                while it.valid() {
+                    n += 1;
+                    bytes += (it.key().len() + it.value().len()) as u64;
+                    it.next();
+                }
+                it.status()?;
+                (n, n, bytes)
+            }
+            Workload::SeekRandom => {
+                let n = cfg.reads.unwrap_or(cfg.num);
+                let mut it = db.iter();
+                let (mut found, mut bytes) = (0, 0);
+                for _ in 0..n {
+                    let k = make_key(rng.gen_range(0..cfg.num), cfg.key_size);
+                    it.seek(&k);
+                    if it.valid() {
+                        if it.key() == k.as_slice() {
+                            found += 1;
+                        }
+                        bytes += (it.key().len() + it.value().len()) as u64;
+                    }
+                }
+                it.status()?;
+                (n, found, bytes)
+            }
+        };
+        let elapsed = start.elapsed();
+        results.push(finish(
+            &db, cfg, w, ops, found, user_bytes, elapsed, &before, live_keys,
+        )?);
+    }
+    let s = db.stats();
+    println!("\n{s}");
+    Ok(results)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    db: &Db,
+    cfg: &BenchConfig,
+    w: Workload,
+    ops: u64,
+    found: u64,
+    user_bytes: u64,
+    elapsed: Duration,
+    before: &sluicedb::fs::IoStats,
+    live_keys: u64,
+) -> sluicedb::Result<PhaseResult> {
+    let settle = if w.writes() && cfg.settle {
+        let t = Instant::now();
+        db.flush()?;
+        db.wait_for_background()?;
+        Some(t.elapsed())
+    } else {
+        None
+    };
+    let io = db.stats().io.since(before);
+    let live = live_keys * (cfg.key_size + cfg.value_size) as u64;
+    let disk = dir_bytes(&cfg.db_path);
+    let r = PhaseResult {
+        workload: w,
+        ops,
+        found,
+        elapsed,
+        user_bytes,
+        bytes_written: io.total_written(),
+        bytes_read: io.total_read(),
+        write_amp: if user_bytes > 0 && w.writes() {
+            io.total_written() as f64 / user_bytes as f64
+        } else {
+            0.0
+        },
+        space_amp: if live > 0 {
+            disk as f64 / live as f64
+        } else {
+            0.0
+        },
+        disk_bytes: disk,
+        settle,
+    };
+    println!("{}", r.db_bench_line());
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_fixed_width_and_ordered() {
+        assert_eq!(make_key(42, 16), b"0000000000000042".to_vec());
+        assert!(make_key(9, 16) < make_key(10, 16));
+        assert_eq!(Workload::from_name("readseq"), Some(Workload::ReadSeq));
+    }
+
+    #[test]
+    fn tiny_run_reports_every_workload() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = BenchConfig {
+            db_path: dir.path().join("db"),
+            workloads: Workload::ALL.to_vec(),
+            num: 2000,
+            value_size: 100,
+            ..Default::default()
+        };
+        let r = run(&cfg).unwrap();
+        assert_eq!(r.len(), 6);
+        let read = r
+            .iter()
+            .find(|p| p.workload == Workload::ReadRandom)
+            .unwrap();
+        assert_eq!(read.found, read.ops, "every key was loaded");
+        let seq = r.iter().find(|p| p.workload == Workload::ReadSeq).unwrap();
+        assert_eq!(seq.ops, 2000);
+        let fill = r.iter().find(|p| p.workload == Workload::FillSeq).unwrap();
+        assert!(
+            fill.write_amp >= 1.0,
+            "journal alone writes every byte once"
+        );
+        assert!(fill.space_amp > 0.5);
+    }
+}

@@ -63,6 +63,13 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `bytes` of operations.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER_LEN + bytes);
+        rep.resize(HEADER_LEN, 0);
+        WriteBatch { rep }
+    }
+
     /// Adds a put of `key` to `value`. Panics never; over-long keys or values
     /// are rejected when the batch is written.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
@@ -219,7 +226,8 @@ mod tests {
         let round = WriteBatch::from_record(c.data().to_vec()).unwrap();
         assert_eq!(round.len(), 4);
         assert_eq!(round.sequence(), 42);
-        assert_eq!(round.user_bytes(), 2 + 4 + 2 + 0);
+        // "x"+"y", "k1"+"v1", "k2" (delete), ""+"": 2 + 4 + 2 bytes.
+        assert_eq!(round.user_bytes(), 8);
     }
 
     #[test]

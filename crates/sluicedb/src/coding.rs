@@ -4,9 +4,6 @@
 //! integers are the LevelDB-style varints inside data blocks, where they save
 //! real space per entry.
 
-pub(crate) fn put_u16(buf: &mut Vec<u8>, v: u16) {
-    buf.extend_from_slice(&v.to_le_bytes());
-}
 pub(crate) fn put_u32(buf: &mut Vec<u8>, v: u32) {
     buf.extend_from_slice(&v.to_le_bytes());
 }

@@ -62,7 +62,10 @@ pub(crate) struct SuperVersion {
 }
 
 struct WriterSlot {
-    batch: WriteBatch,
+    /// Taken by the leader when the group is committed.
+    batch: Mutex<WriteBatch>,
+    /// Size and sync flag, readable without taking the batch.
+    size: usize,
     sync: bool,
     /// Switch the memtable (for `flush`); carries no batch.
     force_switch: bool,
@@ -244,7 +247,8 @@ impl Db {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut b = WriteBatch::with_capacity(9 + key.len() + value.len());
         b.put(key, value);
         self.write_opt(opts, b)
     }
@@ -786,7 +790,8 @@ impl Core {
 
     fn write(&self, sync: bool, force_switch: bool, batch: WriteBatch) -> Result<()> {
         let slot = Arc::new(WriterSlot {
-            batch,
+            size: batch.approximate_size(),
+            batch: Mutex::new(batch),
             sync,
             force_switch,
             done: Mutex::new(None),
@@ -817,18 +822,19 @@ impl Core {
             st.writers.pop_front();
             return Ok(());
         }
-        let mut group = WriteBatch::new();
-        let mut members = 0usize;
-        let mut sync = false;
+        // The leader's own batch becomes the group (no copy when alone).
+        let mut group = std::mem::take(&mut *leader.batch.lock());
+        let mut members = 1usize;
+        let mut sync = leader.sync;
         let limit = self.opts.max_write_group_bytes;
-        for w in st.writers.iter() {
-            if w.force_switch || (members > 0 && w.sync && !leader.sync) {
+        for w in st.writers.iter().skip(1) {
+            if w.force_switch || (w.sync && !leader.sync) {
                 break;
             }
-            if members > 0 && group.approximate_size() + w.batch.approximate_size() > limit {
+            if group.approximate_size() + w.size > limit {
                 break;
             }
-            group.append(&w.batch);
+            group.append(&w.batch.lock());
             sync |= w.sync;
             members += 1;
         }
@@ -970,7 +976,13 @@ impl Core {
             }
             match self.pick_job(&mut st) {
                 Some(job) => {
-                    let r = MutexGuard::unlocked(&mut st, || self.run_job(&job));
+                    // The sweep runs before the job counts as finished, so
+                    // waiters on idle background work see the files gone.
+                    let r = MutexGuard::unlocked(&mut st, || {
+                        let r = self.run_job(&job);
+                        self.delete_obsolete_files();
+                        r
+                    });
                     self.finish_job(&mut st, job, r);
                     self.cv.notify_all();
                     self.bg_cv.notify_all();
@@ -1023,7 +1035,6 @@ impl Core {
                     .get_or_insert_with(|| format!("background work failed: {e}"));
             }
         }
-        MutexGuard::unlocked(st, || self.delete_obsolete_files());
     }
 
     fn run_flush(&self) -> Result<()> {

@@ -110,7 +110,7 @@ fn many_writes_flush_compact_and_survive_reopen() {
     check(&db);
     db.compact_range(None, None).unwrap();
     check(&db);
-    assert_eq!(db.verify().unwrap() > 0, true);
+    assert!(db.verify().unwrap() > 0);
     drop(db);
     let db = Db::open("/db", small(&fs)).unwrap();
     check(&db);

@@ -123,7 +123,7 @@ fn crash_after_every_file_operation() {
         for (i, &w) in workloads.iter().enumerate() {
             let variant = seed + i as u64;
             let fs = MemFs::new();
-            let torn = (seed + i as u64) % 2 == 0;
+            let torn = (seed + i as u64).is_multiple_of(2);
             fs.capture_images(torn);
             let log = run_workload(w, seed * 10 + i as u64, &fs, variant);
             let images = fs.take_images();
@@ -135,7 +135,7 @@ fn crash_after_every_file_operation() {
                         let Some((op, image)) = images.get(j) else {
                             break;
                         };
-                        let deep = j % 16 == 0;
+                        let deep = j.is_multiple_of(16);
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             check_image(&log, *op, image, variant, deep)
                         }));

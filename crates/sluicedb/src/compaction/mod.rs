@@ -96,7 +96,7 @@ pub(crate) fn write_merged(
         let ik = iter.key();
         let uk = key::user_key(ik);
         stats.entries_in += 1;
-        if stats.entries_in % 1024 == 0 && p.cancel.load(Ordering::Relaxed) {
+        if stats.entries_in.is_multiple_of(1024) && p.cancel.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
         if !has_user_key || uk != user_key.as_slice() {

@@ -19,7 +19,7 @@ mod std_fs;
 pub use mem::{Fault, MemFs};
 pub use std_fs::StdFs;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -200,9 +200,6 @@ impl CountingFs {
             counters: Arc::new(IoCounters::default()),
         }
     }
-    pub(crate) fn inner(&self) -> &Arc<dyn Fs> {
-        &self.inner
-    }
     pub(crate) fn counters(&self) -> &IoCounters {
         &self.counters
     }
@@ -211,7 +208,6 @@ impl CountingFs {
             inner: self.inner.create(path)?,
             class,
             counters: self.counters.clone(),
-            path: path.to_path_buf(),
         })
     }
     pub(crate) fn open(&self, path: &Path) -> Result<CountedReader> {
@@ -239,7 +235,6 @@ pub(crate) struct CountedWriter {
     inner: Box<dyn WritableFile>,
     class: IoClass,
     counters: Arc<IoCounters>,
-    path: PathBuf,
 }
 
 impl CountedWriter {
@@ -253,9 +248,6 @@ impl CountedWriter {
     }
     pub(crate) fn len(&self) -> u64 {
         self.inner.len()
-    }
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 }
 

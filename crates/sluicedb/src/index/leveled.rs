@@ -9,6 +9,7 @@
 //! which writes less than LevelDB's round-robin pointer.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::{CompactionPlan, IndexShape, LevelIter};
@@ -66,7 +67,6 @@ impl Leveled {
         level: usize,
         inputs0: Vec<Arc<FileMeta>>,
         busy: &HashSet<u64>,
-        reason: &'static str,
     ) -> Option<CompactionPlan> {
         let output_level = level + 1;
         let (lo, hi) = Self::range(&inputs0);
@@ -92,7 +92,6 @@ impl Leveled {
             inputs: [inputs0, inputs1],
             grandparents,
             trivial_move,
-            reason,
         })
     }
 
@@ -103,7 +102,7 @@ impl Leveled {
         if l0.is_empty() || l0.iter().any(|f| busy.contains(&f.number)) {
             return None;
         }
-        self.plan(v, 0, l0.clone(), busy, "l0 files")
+        self.plan(v, 0, l0.clone(), busy)
     }
 
     fn pick_level(&self, v: &Version, level: usize, busy: &HashSet<u64>) -> Option<CompactionPlan> {
@@ -132,7 +131,7 @@ impl Leveled {
         order
             .into_iter()
             .filter(|f| !busy.contains(&f.number))
-            .find_map(|f| self.plan(v, level, vec![f.clone()], busy, "level size"))
+            .find_map(|f| self.plan(v, level, vec![f.clone()], busy))
     }
 }
 
@@ -269,7 +268,7 @@ impl IndexShape for Leveled {
         } else {
             inputs
         };
-        let mut p = self.plan(v, level, inputs, &HashSet::new(), "manual")?;
+        let mut p = self.plan(v, level, inputs, &HashSet::new())?;
         // A manual compaction rewrites even a lone table, so that tombstones
         // and shadowed versions in the range really go away.
         p.trivial_move = p.trivial_move && level + 2 < self.num_levels;
@@ -294,8 +293,6 @@ impl IndexShape for Leveled {
         s
     }
 }
-
-use std::path::Path;
 
 #[cfg(test)]
 mod tests {

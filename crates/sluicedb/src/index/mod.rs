@@ -34,8 +34,6 @@ pub(crate) struct CompactionPlan {
     pub(crate) grandparents: Vec<Arc<FileMeta>>,
     /// A single input with nothing to merge: move it by a manifest edit.
     pub(crate) trivial_move: bool,
-    /// Why it was chosen (for stats and logs).
-    pub(crate) reason: &'static str,
 }
 
 impl CompactionPlan {

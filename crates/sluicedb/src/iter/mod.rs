@@ -31,29 +31,6 @@ pub(crate) trait InternalIterator: Send {
     fn status(&self) -> Result<()>;
 }
 
-/// An iterator over nothing, or over an error.
-pub(crate) struct EmptyIterator(pub(crate) Result<()>);
-
-impl InternalIterator for EmptyIterator {
-    fn valid(&self) -> bool {
-        false
-    }
-    fn seek_to_first(&mut self) {}
-    fn seek_to_last(&mut self) {}
-    fn seek(&mut self, _: &[u8]) {}
-    fn next(&mut self) {}
-    fn prev(&mut self) {}
-    fn key(&self) -> &[u8] {
-        unreachable!("key() on an empty iterator")
-    }
-    fn value(&self) -> &[u8] {
-        unreachable!("value() on an empty iterator")
-    }
-    fn status(&self) -> Result<()> {
-        self.0.clone()
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod testutil {
     use super::InternalIterator;

@@ -6,7 +6,7 @@
 //! single group-commit leader, reads from any thread concurrently.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 
@@ -42,8 +42,6 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Bytes of keys and values inserted (for amplification figures).
-    fn user_bytes(&self) -> u64;
 }
 
 /// Approximate skiplist node overhead per entry (pointers, tower, headers).
@@ -54,7 +52,6 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 pub(crate) struct MemTable {
     map: SkipMap<InternalKey, Vec<u8>>,
     memory: AtomicUsize,
-    user_bytes: AtomicU64,
 }
 
 impl MemTable {
@@ -68,8 +65,6 @@ impl MemTable {
             ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES,
             Ordering::Relaxed,
         );
-        self.user_bytes
-            .fetch_add((user_key.len() + value.len()) as u64, Ordering::Relaxed);
         self.map.insert(InternalKey(ikey), value.to_vec());
     }
 }
@@ -112,10 +107,6 @@ impl WriteBuffer for MemTable {
 
     fn len(&self) -> usize {
         self.map.len()
-    }
-
-    fn user_bytes(&self) -> u64 {
-        self.user_bytes.load(Ordering::Relaxed)
     }
 }
 

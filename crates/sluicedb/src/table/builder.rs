@@ -1,7 +1,5 @@
 //! Writes a table file from entries in increasing internal-key order.
 
-use std::path::Path;
-
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{block_trailer, BlockHandle, Footer, TABLE_FORMAT_VERSION};
@@ -168,10 +166,6 @@ impl TableBuilder {
         self.offset + self.data.size_estimate() as u64
     }
 
-    pub(crate) fn entries(&self) -> u64 {
-        self.props.entries
-    }
-
     fn write_block(&mut self, block: &[u8]) -> Result<BlockHandle> {
         let handle = BlockHandle {
             offset: self.offset,
@@ -229,9 +223,5 @@ impl TableBuilder {
             largest,
             properties: self.props,
         })
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        self.file.path()
     }
 }

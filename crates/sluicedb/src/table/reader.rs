@@ -86,14 +86,6 @@ impl Table {
         })
     }
 
-    pub(crate) fn number(&self) -> u64 {
-        self.number
-    }
-
-    pub(crate) fn properties(&self) -> &TableProperties {
-        &self.properties
-    }
-
     fn read_raw(&self, h: BlockHandle, class: IoClass) -> Result<Vec<u8>> {
         read_raw(&self.file, &self.path, self.file_size, h, class)
     }
@@ -409,7 +401,7 @@ mod tests {
         let mem = MemFs::new();
         let (fs, size, keys) = build(&mem, 500);
         let t = open(&fs, size).unwrap();
-        assert!(t.properties().data_blocks > 10);
+        assert!(t.properties.data_blocks > 10);
         for (i, k) in keys.iter().enumerate() {
             let uk = key::user_key(k);
             let seek = key::encode(uk, key::MAX_SEQUENCE, key::KIND_SEEK);
@@ -455,9 +447,8 @@ mod tests {
                     for (j, k) in keys.iter().enumerate() {
                         let uk = key::user_key(k);
                         let seek = key::encode(uk, key::MAX_SEQUENCE, key::KIND_SEEK);
-                        match t.get(&seek, uk, bloom::key_hash(uk)) {
-                            Ok(Some((_, v))) => assert_eq!(v, format!("value{j}").into_bytes()),
-                            Ok(None) | Err(_) => {}
+                        if let Ok(Some((_, v))) = t.get(&seek, uk, bloom::key_hash(uk)) {
+                            assert_eq!(v, format!("value{j}").into_bytes());
                         }
                     }
                     if t.verify().is_ok() {

@@ -166,19 +166,17 @@ impl VersionEdit {
                             && key::is_valid(&smallest)
                             && key::is_valid(&largest)
                             && key::compare(&smallest, &largest).is_le();
-                        ok.then(|| {
-                            (
-                                level,
-                                FileMeta {
-                                    number,
-                                    file_size,
-                                    smallest,
-                                    largest,
-                                    entries,
-                                    deletions,
-                                },
-                            )
-                        })
+                        ok.then_some((
+                            level,
+                            FileMeta {
+                                number,
+                                file_size,
+                                smallest,
+                                largest,
+                                entries,
+                                deletions,
+                            },
+                        ))
                     })()
                     .ok_or_else(bad)?;
                     e.added.push((f.0, Arc::new(f.1)));

@@ -25,7 +25,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .l0_compaction_trigger(2)
         .l0_slowdown_trigger(4)
         .l0_stop_trigger(8)
-        .block_size_bytes(if variant % 2 == 0 { 256 } else { 1024 })
+        .block_size_bytes(if variant.is_multiple_of(2) { 256 } else { 1024 })
         .block_restart_interval(1 + (variant % 4) as usize * 5)
         .block_cache_bytes(if variant % 5 == 4 { 0 } else { 64 * 1024 })
         .max_manifest_bytes(if variant % 2 == 1 { 2048 } else { 1 << 20 })
