@@ -243,3 +243,38 @@ mod tests {
         assert!(WriteBatch::from_record(vec![1, 2]).is_err());
     }
 }
+
+/// The worked example of `docs/format/journal.md`, byte for byte.
+#[cfg(test)]
+mod doc_example {
+    use super::*;
+    use crate::fs::{CountingFs, Fs, IoClass, MemFs};
+    use crate::journal::LogWriter;
+    use std::sync::Arc;
+
+    #[test]
+    fn journal_md_worked_example() {
+        let mut b = WriteBatch::new();
+        b.put("k", "v");
+        b.set_sequence(1);
+        let payload: Vec<u8> = [
+            &[1, 0, 0, 0, 0, 0, 0, 0][..],
+            &[1, 0, 0, 0],
+            &[1],
+            &[1, 0, 0, 0, 0x6b],
+            &[1, 0, 0, 0, 0x76],
+        ]
+        .concat();
+        assert_eq!(b.data(), payload.as_slice());
+        assert_eq!(payload.len(), 23);
+        let mem = MemFs::new();
+        let fs = CountingFs::new(Arc::new(mem.clone()));
+        let p = std::path::Path::new("/j");
+        let mut w = LogWriter::new(fs.create(p, IoClass::Journal).unwrap());
+        w.add_record(b.data()).unwrap();
+        let file = mem.read_all(p).unwrap();
+        assert_eq!(file.len(), 30);
+        assert_eq!(&file[4..7], &[0x17, 0x00, 0x01]);
+        assert_eq!(&file[7..], payload.as_slice());
+    }
+}

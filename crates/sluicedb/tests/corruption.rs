@@ -163,3 +163,46 @@ fn missing_table_is_reported_with_its_name() {
         Ok(_) => panic!("open succeeded without a table"),
     }
 }
+
+/// Flips a byte in the middle of the journal (damage with valid records
+/// after it) and checks what each recovery mode makes of it.
+#[test]
+fn journal_recovery_modes_on_mid_journal_damage() {
+    let (fs, writes) = build();
+    let journal = fs
+        .paths()
+        .into_iter()
+        .find(|p| kind(p) == "journal")
+        .unwrap();
+    let mut data = fs.contents(&journal).unwrap();
+    assert!(data.len() > 200, "journal should hold several records");
+    let at = data.len() / 2;
+    data[at] ^= 0x55;
+    fs.set_contents(&journal, data);
+    let open = |mode| {
+        Db::open(
+            "/db",
+            tiny_options(&fs.crash_image(), VARIANT).journal_recovery(mode),
+        )
+    };
+    for mode in [
+        JournalRecovery::TolerateCorruptedTail,
+        JournalRecovery::AbsoluteConsistency,
+    ] {
+        match open(mode) {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, journal),
+            Err(e) => panic!("{mode:?}: expected Corruption, got {e}"),
+            Ok(_) => panic!("{mode:?}: mid-journal damage accepted"),
+        }
+    }
+    // Point in time: a prefix of history, shorter than all of it.
+    let db = open(JournalRecovery::PointInTime).unwrap();
+    let got = read_all(&db).unwrap();
+    let n = matching_prefix(&writes, 0, writes.len(), &got).expect("point-in-time is a prefix");
+    assert!(n < writes.len());
+    drop(db);
+    // Salvage: opens, and keeps records after the damage (the last write).
+    let db = open(JournalRecovery::SkipAnyCorrupted).unwrap();
+    let last = &writes.last().unwrap().ops[0];
+    assert_eq!(db.get(&last.0).unwrap(), last.1);
+}

@@ -381,3 +381,28 @@ mod tests {
         }
     }
 }
+
+/// The worked example of `docs/format/sstable.md`, byte for byte.
+#[cfg(test)]
+mod doc_example {
+    use super::*;
+
+    #[test]
+    fn sstable_md_worked_example() {
+        let mut b = BlockBuilder::new(16);
+        let k = key::encode(b"k1", 5, 1);
+        assert_eq!(k, [0x6b, 0x31, 0x01, 0x05, 0, 0, 0, 0, 0, 0]);
+        b.add(&k, b"v1");
+        let block = b.finish();
+        let want: Vec<u8> = [
+            &[0x00, 0x0a, 0x02][..],
+            &k,
+            b"v1",
+            &[0, 0, 0, 0],
+            &[1, 0, 0, 0],
+        ]
+        .concat();
+        assert_eq!(block, want);
+        assert_eq!(block.len(), 23);
+    }
+}

@@ -227,3 +227,39 @@ mod tests {
         assert!(VersionEdit::decode(&unknown).is_err());
     }
 }
+
+/// The worked example of `docs/format/manifest.md`, byte for byte.
+#[cfg(test)]
+mod doc_example {
+    use super::*;
+
+    #[test]
+    fn manifest_md_worked_example() {
+        let mut e = VersionEdit::default();
+        e.add_file(
+            0,
+            FileMeta {
+                number: 12,
+                file_size: 4096,
+                smallest: key::encode(b"a", 3, 1),
+                largest: key::encode(b"z", 8, 1),
+                entries: 10,
+                deletions: 0,
+            },
+        );
+        e.log_number = Some(11);
+        let b = e.encode();
+        // Field order: log number first, then new files.
+        let log: Vec<u8> = [&[3, 0, 0, 0, 8, 0, 0, 0][..], &11u64.to_le_bytes()].concat();
+        assert_eq!(&b[..16], log.as_slice());
+        let mut file = vec![8, 0, 0, 0, 62, 0, 0, 0];
+        file.extend_from_slice(&0u32.to_le_bytes());
+        file.extend_from_slice(&12u64.to_le_bytes());
+        file.extend_from_slice(&4096u64.to_le_bytes());
+        file.extend_from_slice(&10u64.to_le_bytes());
+        file.extend_from_slice(&0u64.to_le_bytes());
+        file.extend_from_slice(&[9, 0, 0, 0, 0x61, 0x01, 0x03, 0, 0, 0, 0, 0, 0]);
+        file.extend_from_slice(&[9, 0, 0, 0, 0x7a, 0x01, 0x08, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[16..], file.as_slice());
+    }
+}
