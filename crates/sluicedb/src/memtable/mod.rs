@@ -96,8 +96,8 @@ impl WriteBuffer for MemTable {
 
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator> {
         Box::new(MemTableIter {
-            table: self,
             current: None,
+            table: self,
         })
     }
 
@@ -110,19 +110,25 @@ impl WriteBuffer for MemTable {
     }
 }
 
-/// Cursor over a memtable. It holds the current key (not a skiplist entry) and
-/// re-seeks on every step: entries never move and are never removed, so a
-/// bound search from the current key finds its neighbour, and the iterator
-/// stays valid while inserts go on.
-struct MemTableIter {
-    table: std::sync::Arc<MemTable>,
-    current: Option<(InternalKey, Vec<u8>)>,
-}
-
 type Entry<'a> = crossbeam_skiplist::map::Entry<'a, InternalKey, Vec<u8>>;
 
-fn owned(e: Option<Entry<'_>>) -> Option<(InternalKey, Vec<u8>)> {
-    e.map(|e| (e.key().clone(), e.value().clone()))
+/// Cursor over a memtable, holding a skiplist entry so that stepping is O(1).
+/// Entries are never removed and the map lives as long as `table`, so the
+/// iterator stays valid while inserts go on.
+struct MemTableIter {
+    // SAFETY: `current` borrows from `*table`. It is declared first so it is
+    // dropped before `table`, and `table` (an `Arc`) never moves the map, so
+    // the borrow, stretched to 'static, never outlives what it points into.
+    current: Option<Entry<'static>>,
+    table: std::sync::Arc<MemTable>,
+}
+
+impl MemTableIter {
+    fn map(&self) -> &'static SkipMap<InternalKey, Vec<u8>> {
+        // SAFETY: see the field comment: the map outlives every entry we
+        // keep, because the entries are dropped before the Arc that owns it.
+        unsafe { &*(&self.table.map as *const SkipMap<InternalKey, Vec<u8>>) }
+    }
 }
 
 impl InternalIterator for MemTableIter {
@@ -130,32 +136,26 @@ impl InternalIterator for MemTableIter {
         self.current.is_some()
     }
     fn seek_to_first(&mut self) {
-        self.current = owned(self.table.map.front());
+        self.current = self.map().front();
     }
     fn seek_to_last(&mut self) {
-        self.current = owned(self.table.map.back());
+        self.current = self.map().back();
     }
     fn seek(&mut self, target: &[u8]) {
         let t = InternalKey(target.to_vec());
-        self.current = owned(self.table.map.lower_bound(Bound::Included(&t)));
+        self.current = self.map().lower_bound(Bound::Included(&t));
     }
     fn next(&mut self) {
-        let Some((k, _)) = self.current.take() else {
-            return;
-        };
-        self.current = owned(self.table.map.lower_bound(Bound::Excluded(&k)));
+        self.current = self.current.take().and_then(|e| e.next());
     }
     fn prev(&mut self) {
-        let Some((k, _)) = self.current.take() else {
-            return;
-        };
-        self.current = owned(self.table.map.upper_bound(Bound::Excluded(&k)));
+        self.current = self.current.take().and_then(|e| e.prev());
     }
     fn key(&self) -> &[u8] {
-        &self.current.as_ref().expect("valid iterator").0 .0
+        &self.current.as_ref().expect("valid iterator").key().0
     }
     fn value(&self) -> &[u8] {
-        &self.current.as_ref().expect("valid iterator").1
+        self.current.as_ref().expect("valid iterator").value()
     }
     fn status(&self) -> Result<()> {
         Ok(())
