@@ -317,7 +317,10 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     Ok(results)
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, passing one phase's measurements"
+)]
 fn finish(
     db: &Db,
     cfg: &BenchConfig,

@@ -206,3 +206,22 @@ fn journal_recovery_modes_on_mid_journal_damage() {
     let last = &writes.last().unwrap().ops[0];
     assert_eq!(db.get(&last.0).unwrap(), last.1);
 }
+
+#[test]
+fn missing_current_with_data_is_refused_not_recreated() {
+    let (fs, writes) = build();
+    let current = std::path::Path::new("/db/CURRENT");
+    let saved = fs.contents(current).unwrap();
+    fs.remove(current).unwrap();
+    match Db::open("/db", tiny_options(&fs, VARIANT)) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, current),
+        Err(e) => panic!("expected Corruption, got {e}"),
+        Ok(_) => panic!("a new database was created over existing data"),
+    }
+    // Nothing was deleted: putting CURRENT back restores everything.
+    let mut f = fs.create(current).unwrap();
+    f.append(&saved).unwrap();
+    f.sync().unwrap();
+    let db = Db::open("/db", tiny_options(&fs, VARIANT)).unwrap();
+    assert_eq!(read_all(&db).unwrap(), state_after(&writes, writes.len()));
+}

@@ -121,8 +121,10 @@ impl TableBuilder {
 
     /// Adds an entry; `ikey` must be greater than every key added before.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        debug_assert!(
-            self.props.entries == 0 || key::compare(self.data_last_or_index(), ikey).is_lt()
+        #[cfg(any(debug_assertions, feature = "invariants"))]
+        assert!(
+            self.props.entries == 0 || key::compare(self.data_last_or_index(), ikey).is_lt(),
+            "table keys out of order"
         );
         if self.props.entries == 0 {
             self.smallest = ikey.to_vec();
@@ -148,17 +150,13 @@ impl TableBuilder {
         Ok(())
     }
 
-    #[cfg(debug_assertions)]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
     fn data_last_or_index(&self) -> &[u8] {
         if self.data.is_empty() {
             self.index.last_key()
         } else {
             self.data.last_key()
         }
-    }
-    #[cfg(not(debug_assertions))]
-    fn data_last_or_index(&self) -> &[u8] {
-        &[]
     }
 
     /// Bytes written so far plus the pending block.

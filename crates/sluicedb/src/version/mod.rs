@@ -3,7 +3,10 @@
 
 pub(crate) mod edit;
 pub(crate) mod set;
-#[allow(clippy::module_inception)]
+#[expect(
+    clippy::module_inception,
+    reason = "version::version holds the Version type; set and edit sit beside it"
+)]
 pub(crate) mod version;
 
 pub(crate) use edit::{FileMeta, VersionEdit};
