@@ -35,6 +35,7 @@ mod memtable;
 mod options;
 mod stats;
 mod table;
+mod value;
 mod version;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};

@@ -32,6 +32,11 @@ pub trait WritableFile: Send + Sync {
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Makes everything written so far durable (fsync / fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Hands buffered bytes to the operating system (no durability), so
+    /// that readers of the file see them. Default: nothing is buffered.
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Bytes written so far (the file's length).
     fn len(&self) -> u64;
     /// True when nothing has been written.
@@ -245,6 +250,9 @@ impl CountedWriter {
     }
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.inner.sync()
+    }
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.inner.flush()
     }
     pub(crate) fn len(&self) -> u64 {
         self.inner.len()

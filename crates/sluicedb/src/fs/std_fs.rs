@@ -50,6 +50,9 @@ impl WritableFile for StdWritable {
         self.len += data.len() as u64;
         Ok(())
     }
+    fn flush(&mut self) -> Result<()> {
+        self.flush_buf()
+    }
     fn sync(&mut self) -> Result<()> {
         self.flush_buf()?;
         self.file
