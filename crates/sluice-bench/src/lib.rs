@@ -283,7 +283,7 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
                 let (mut n, mut bytes) = (0, 0);
                 while it.valid() {
                     n += 1;
-                    bytes += (it.key().len() + it.value().len()) as u64;
+                    bytes += (it.key().len() + it.value()?.len()) as u64;
                     it.next();
                 }
                 it.status()?;
@@ -300,7 +300,7 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
                         if it.key() == k.as_slice() {
                             found += 1;
                         }
-                        bytes += (it.key().len() + it.value().len()) as u64;
+                        bytes += (it.key().len() + it.value()?.len()) as u64;
                     }
                 }
                 it.status()?;

@@ -88,6 +88,17 @@ impl WriteBatch {
         self
     }
 
+    /// Adds an operation of any kind (value pointers are internal: only the
+    /// write path creates them, when it separates values).
+    pub(crate) fn add_raw(&mut self, kind: Kind, key: &[u8], value: &[u8]) {
+        self.rep.push(kind as u8);
+        put_bytes(&mut self.rep, key);
+        if kind != Kind::Delete {
+            put_bytes(&mut self.rep, value);
+        }
+        self.bump();
+    }
+
     /// Removes every operation.
     pub fn clear(&mut self) {
         self.rep.truncate(HEADER_LEN);
@@ -188,14 +199,11 @@ impl WriteBatch {
             }
             let at = r.pos() + HEADER_LEN;
             let op = (|| {
-                let kind = match r.u8().and_then(Kind::from_u8)? {
-                    k @ (Kind::Value | Kind::Delete) => k,
-                    Kind::ValuePointer => return None,
-                };
+                let kind = r.u8().and_then(Kind::from_u8)?;
                 let key = r.len_prefixed()?;
                 let value = match kind {
-                    Kind::Value => r.len_prefixed()?,
-                    _ => &[],
+                    Kind::Value | Kind::ValuePointer => r.len_prefixed()?,
+                    Kind::Delete => &[],
                 };
                 Some(BatchOp { kind, key, value })
             })();

@@ -38,6 +38,9 @@ use crate::options::{JournalRecovery, Options, ReadOptions, WriteOptions};
 use crate::stats::{LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
+use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::log::store::{LogStore, PointerCheck};
+use crate::value::pointer::ValuePointer;
 use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
 
 /// A handle to an open database. Cheap to clone; all clones share one
@@ -170,6 +173,8 @@ pub(crate) struct Core {
     shutting_down: AtomicBool,
     counters: Counters,
     table_opts: TableOptions,
+    /// The value store, when values are separated.
+    values: Option<Arc<LogStore>>,
 }
 
 impl Db {
@@ -342,7 +347,7 @@ impl Db {
         }
         children.extend(core.shape.iterators(&sv.current, &core.tables));
         let inner = DbIter::new(Box::new(MergingIterator::new(children)), seq);
-        DbIterator::new(inner, sv, lower, upper)
+        DbIterator::new(inner, sv, core.values.clone(), lower, upper)
     }
 
     /// The key-value pairs in `range`, in order; `.rev()` walks backwards.
@@ -441,8 +446,10 @@ impl Drop for Handle {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        // A clean close keeps every acknowledged write, synced or not.
-        if let Some(j) = core.journal.lock().as_mut() {
+        // A clean close keeps every acknowledged write, synced or not:
+        // values first, then the journal that points at them.
+        let values_synced = core.values.as_ref().is_none_or(|v| v.sync().is_ok());
+        if let (true, Some(j)) = (values_synced, core.journal.lock().as_mut()) {
             let _ = j.writer.sync();
         }
     }
@@ -536,7 +543,9 @@ impl Core {
                         journals.push(n);
                     }
                 }
-                Some(FileKind::Manifest(n)) => max_number = max_number.max(n),
+                Some(FileKind::Manifest(n) | FileKind::ValueLog(n)) => {
+                    max_number = max_number.max(n)
+                }
                 _ => {}
             }
         }
@@ -568,6 +577,16 @@ impl Core {
             block_size_bytes: opts.block_size_bytes,
             restart_interval: opts.block_restart_interval,
             bloom_bits_per_key: opts.bloom_bits_per_key,
+        };
+        let values = match opts.separation_threshold_bytes {
+            Some(_) => Some(Arc::new(LogStore::open(
+                &dir,
+                fs.clone(),
+                versions.file_numbers(),
+                opts.value_log_file_size_bytes,
+                opts.value_log_buffer_bytes,
+            )?)),
+            None => None,
         };
         let version = Arc::new(rec.version);
         let mem = Arc::new(MemTable::new());
@@ -612,6 +631,7 @@ impl Core {
             shutting_down: AtomicBool::new(false),
             counters: Counters::default(),
             table_opts,
+            values,
         };
         core.recover_journals(&journals)?;
         core.delete_obsolete_files();
@@ -663,6 +683,26 @@ impl Core {
                         _ => return Err(Error::corruption(&path, off, why)),
                     },
                 };
+                match self.check_recovered_pointers(&batch, &path, off) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // The value log lost this write's values: history
+                        // ends before it (log appends are in order).
+                        if mode == JournalRecovery::AbsoluteConsistency {
+                            return Err(Error::corruption(
+                                &path,
+                                off,
+                                "journal record's values were lost from the value log",
+                            ));
+                        }
+                        break 'journals;
+                    }
+                    Err(e) => match mode {
+                        JournalRecovery::SkipAnyCorrupted => continue,
+                        JournalRecovery::PointInTime => break 'journals,
+                        _ => return Err(e),
+                    },
+                }
                 let seq = batch.sequence();
                 mem.insert_batch(&batch, seq);
                 max_seq = max_seq.max(seq + batch.len() as u64 - 1);
@@ -688,6 +728,8 @@ impl Core {
         if !mem.is_empty() {
             self.write_level0(&mem, max_seq, &mut edit)?;
         }
+        // Replayed pointers were checked against durable log records, so the
+        // recovered tables need no log sync here.
         let journal_number = self.versions.new_file_number();
         let w = self.fs.create(
             &filename::journal(&self.dir, journal_number),
@@ -714,6 +756,29 @@ impl Core {
             writer: LogWriter::new(w),
         });
         Ok(())
+    }
+
+    /// Checks every value pointer of a recovered batch: `Ok(false)` if one
+    /// lies past the durable end of the value log.
+    fn check_recovered_pointers(&self, batch: &WriteBatch, path: &Path, off: u64) -> Result<bool> {
+        for op in batch.iter() {
+            let op = op.map_err(|e| Error::corruption(path, off, e))?;
+            if op.kind != Kind::ValuePointer {
+                continue;
+            }
+            let Some(store) = &self.values else {
+                return Err(Error::InvalidArgument(
+                    "the journal holds separated values; open with a value store (separation_threshold_bytes)".into(),
+                ));
+            };
+            let p = ValuePointer::decode(op.value).ok_or_else(|| {
+                Error::corruption(path, off, "malformed value pointer in the journal")
+            })?;
+            if let PointerCheck::Lost = store.check_recovered(&p, op.key)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn write_level0(
@@ -789,13 +854,49 @@ impl Core {
         }
         match found {
             Lookup::Found(Kind::Value, v) => Ok(Some(v)),
-            Lookup::Found(k, _) => Err(Error::corruption(
-                &self.dir,
-                0,
-                format!("entry kind {k:?} is not readable by this preset"),
-            )),
+            Lookup::Found(Kind::ValuePointer, p) => {
+                self.resolve(key, &p, IoClass::UserRead).map(Some)
+            }
+            Lookup::Found(Kind::Delete, _) => unreachable!("a lookup returns deletes as Deleted"),
             Lookup::Deleted | Lookup::Absent => Ok(None),
         }
+    }
+
+    /// The value a pointer entry of `key` refers to.
+    pub(crate) fn resolve(&self, key: &[u8], pointer: &[u8], class: IoClass) -> Result<Vec<u8>> {
+        crate::value::resolve(self.values.as_deref(), key, pointer, class)
+    }
+
+    /// Moves the group's values at or above the separation threshold into
+    /// the value store; returns the batch to journal and insert (pointers
+    /// instead of those values), or `None` when nothing is separated.
+    fn separate(&self, group: &WriteBatch, seq: u64) -> Result<Option<WriteBatch>> {
+        let (Some(store), Some(threshold)) = (&self.values, self.opts.separation_threshold_bytes)
+        else {
+            return Ok(None);
+        };
+        let big =
+            |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Value && op.value.len() >= threshold;
+        if !group.iter().flatten().any(|op| big(&op)) {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::with_capacity(group.approximate_size());
+        out.set_sequence(seq);
+        for (i, op) in group.iter().enumerate() {
+            let op = op.expect("validated batch");
+            if big(&op) {
+                let p = store.append(&Record {
+                    seq: seq + i as u64,
+                    flags: KIND_PUT,
+                    key: op.key,
+                    value: op.value,
+                })?;
+                out.add_raw(Kind::ValuePointer, op.key, &p.encode());
+            } else {
+                out.add_raw(op.kind, op.key, op.value);
+            }
+        }
+        Ok(Some(out))
     }
 
     // ---- write path ----
@@ -856,14 +957,21 @@ impl Core {
         st.last_sequence += count;
         let mem = st.mem.clone();
         let result = MutexGuard::unlocked(st, || {
+            let separated = self.separate(&group, seq)?;
+            let record = separated.as_ref().unwrap_or(&group);
             let mut j = self.journal.lock();
             let j = j.as_mut().ok_or(Error::Closed)?;
-            j.writer.add_record(group.data())?;
+            j.writer.add_record(record.data())?;
             if sync {
+                // Values first: a synced journal record must never point at
+                // values that are not durable.
+                if let Some(v) = &self.values {
+                    v.sync()?;
+                }
                 j.writer.sync()?;
                 bump(&self.counters.journal_syncs, 1);
             }
-            mem.insert_batch(&group, seq);
+            mem.insert_batch(record, seq);
             Ok(())
         });
         match &result {
@@ -1060,6 +1168,12 @@ impl Core {
             let visible = self.visible_seq.load(Ordering::Acquire);
             (front.mem.clone(), next, st.smallest_snapshot(visible))
         };
+        // Tables are not replayed like the journal, so their pointers are
+        // never re-checked: the values they point at must be durable before
+        // the flush makes the journal obsolete.
+        if let Some(v) = &self.values {
+            v.sync()?;
+        }
         let mut stats = JobStats::default();
         let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
         let mut edit = VersionEdit::default();
@@ -1327,6 +1441,9 @@ impl Core {
             write_groups: get(&c.write_groups),
             block_cache_bytes: self.tables.block_cache().usage_bytes(),
             poisoned: st.poisoned.clone(),
+            value_log_files: self.values.as_ref().map_or(0, |v| v.size().0),
+            value_log_bytes: self.values.as_ref().map_or(0, |v| v.size().1),
+            value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! |---------------------|---------------------------------------|
 //! | `000007.log`        | journal number 7                      |
 //! | `000012.sst`        | table number 12                       |
+//! | `000013.vlog`       | value log file number 13              |
 //! | `MANIFEST-000005`   | manifest number 5                     |
 //! | `CURRENT`           | names the live manifest               |
 //! | `LOCK`              | held while a `Db` has the directory   |
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub(crate) enum FileKind {
     Journal(u64),
     Table(u64),
+    ValueLog(u64),
     Manifest(u64),
     Current,
     Lock,
@@ -26,6 +28,9 @@ pub(crate) fn journal(dir: &Path, n: u64) -> PathBuf {
 }
 pub(crate) fn table(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
+}
+pub(crate) fn value_log(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vlog"))
 }
 pub(crate) fn manifest(dir: &Path, n: u64) -> PathBuf {
     dir.join(manifest_name(n))
@@ -57,6 +62,7 @@ pub(crate) fn parse(name: &str) -> Option<FileKind> {
     match ext {
         "log" => Some(FileKind::Journal(n)),
         "sst" => Some(FileKind::Table(n)),
+        "vlog" => Some(FileKind::ValueLog(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }

@@ -8,10 +8,14 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use std::cell::OnceCell;
+
 use crate::db::SuperVersion;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::fs::IoClass;
 use crate::iter::DbIter;
 use crate::key::Kind;
+use crate::value::log::store::LogStore;
 
 /// A cursor over key-value pairs in a key range, in both directions.
 ///
@@ -22,6 +26,9 @@ use crate::key::Kind;
 pub struct DbIterator {
     inner: DbIter,
     _pinned: Arc<SuperVersion>,
+    values: Option<Arc<LogStore>>,
+    /// The separated value at the current position, once read.
+    fetched: OnceCell<Vec<u8>>,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     status: Result<()>,
@@ -31,12 +38,15 @@ impl DbIterator {
     pub(crate) fn new(
         inner: DbIter,
         pinned: Arc<SuperVersion>,
+        values: Option<Arc<LogStore>>,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
     ) -> Self {
         DbIterator {
             inner,
             _pinned: pinned,
+            values,
+            fetched: OnceCell::new(),
             lower,
             upper,
             status: Ok(()),
@@ -144,13 +154,28 @@ impl DbIterator {
         self.inner.key()
     }
 
-    /// The current value.
+    /// The current value. A value kept in the value store is read on the
+    /// first call at each position (so key-only scans read no values); that
+    /// read can fail, hence the `Result`.
     ///
     /// # Panics
     /// If the cursor is not `valid()`.
-    pub fn value(&self) -> &[u8] {
+    pub fn value(&self) -> Result<&[u8]> {
         assert!(self.valid(), "value() on an invalid iterator");
-        self.inner.entry().1
+        let (kind, raw) = self.inner.entry();
+        if kind != Kind::ValuePointer {
+            return Ok(raw);
+        }
+        if let Some(v) = self.fetched.get() {
+            return Ok(v);
+        }
+        let v = crate::value::resolve(
+            self.values.as_deref(),
+            self.inner.key(),
+            raw,
+            IoClass::UserRead,
+        )?;
+        Ok(self.fetched.get_or_init(|| v))
     }
 
     /// `Ok` unless reading failed (I/O error or corruption).
@@ -159,21 +184,14 @@ impl DbIterator {
         self.inner.status()
     }
 
+    /// Called after every move: the cached value belongs to the old position.
     fn check_value(&mut self) {
-        if self.inner.valid() {
-            if let (Kind::ValuePointer, _) = self.inner.entry() {
-                self.status = Err(Error::corruption(
-                    "",
-                    0,
-                    "value pointer found, but this preset has no value store",
-                ));
-            }
-        }
+        self.fetched = OnceCell::new();
     }
 
     fn current(&self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.valid() {
-            return Some(Ok((self.key().to_vec(), self.value().to_vec())));
+            return Some(self.value().map(|v| (self.key().to_vec(), v.to_vec())));
         }
         self.status().err().map(Err)
     }

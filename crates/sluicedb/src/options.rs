@@ -40,6 +40,15 @@ pub const DEFAULT_TARGET_FILE_SIZE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_BACKGROUND_THREADS: usize = 2;
 /// Default manifest size before it is rolled into a new one: 64 MiB.
 pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// Default size of a value log file before a new one is started: 64 MiB.
+pub const DEFAULT_VALUE_LOG_FILE_SIZE_BYTES: u64 = 64 << 20;
+/// Default value log write buffer: 256 KiB (seed 001 §3.4.1).
+pub const DEFAULT_VALUE_LOG_BUFFER_BYTES: usize = 256 << 10;
+/// Default bytes GC reads from the value log tail per run: 4 MiB (seed 001 §3.3.2).
+pub const DEFAULT_GC_CHUNK_BYTES: u64 = 4 << 20;
+/// Default garbage ratio of the value log that triggers GC: 0.3.
+pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.3;
+
 /// Default largest group of writes committed together: 1 MiB.
 pub const DEFAULT_MAX_WRITE_GROUP_BYTES: usize = 1 << 20;
 
@@ -71,6 +80,23 @@ pub enum Preset {
     /// Plain leveled LSM tree with values inline (LevelDB, seed 001 §2.2).
     #[default]
     LevelDb,
+    /// Key-value separation into a value log (WiscKey, seed 001 §3): every
+    /// value goes to the log (threshold 0), the log doubles as the journal.
+    WiscKey,
+}
+
+/// Where writes are made durable before they reach tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum JournalMode {
+    /// The engine's write-ahead journal (`NNNNNN.log`); separated values
+    /// are written to the value store and the journal holds pointers.
+    #[default]
+    Journal,
+    /// No journal: the value log is the journal (seed 001 §3.4.2). Every
+    /// operation is a value log record; small values stay inline in the
+    /// index too. Requires a value store (`separation_threshold_bytes`).
+    ValueLog,
 }
 
 impl Preset {
@@ -78,6 +104,7 @@ impl Preset {
     pub fn name(self) -> &'static str {
         match self {
             Preset::LevelDb => "leveldb",
+            Preset::WiscKey => "wisckey",
         }
     }
 
@@ -85,13 +112,14 @@ impl Preset {
     pub fn from_name(s: &str) -> Option<Preset> {
         match s {
             "leveldb" => Some(Preset::LevelDb),
+            "wisckey" => Some(Preset::WiscKey),
             _ => None,
         }
     }
 
     /// Every preset.
     pub fn all() -> &'static [Preset] {
-        &[Preset::LevelDb]
+        &[Preset::LevelDb, Preset::WiscKey]
     }
 }
 
@@ -151,6 +179,25 @@ pub struct Options {
     /// Largest group of concurrent writes committed with one journal write
     /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
     pub max_write_group_bytes: usize,
+    /// Values of at least this many bytes are stored in the value store and
+    /// the index keeps a pointer (selective KV separation, seed 000 §3.5);
+    /// `None` keeps every value inline. WiscKey's behaviour is `Some(0)`.
+    /// Default: `None` (preset `leveldb`).
+    pub separation_threshold_bytes: Option<usize>,
+    /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
+    pub journal_mode: JournalMode,
+    /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
+    /// GC frees space a whole file at a time: smaller files free space
+    /// sooner, larger ones mean fewer files.
+    pub value_log_file_size_bytes: u64,
+    /// Value log write buffer ([`DEFAULT_VALUE_LOG_BUFFER_BYTES`]): appends
+    /// reach the file system in writes of about this size.
+    pub value_log_buffer_bytes: usize,
+    /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
+    pub gc_chunk_bytes: u64,
+    /// Garbage ratio (garbage ÷ value log bytes) at which background GC
+    /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
+    pub gc_garbage_ratio: Option<f64>,
     /// The file system. Default: [`StdFs`].
     pub fs: Arc<dyn Fs>,
     /// The preset these options came from.
@@ -239,36 +286,68 @@ setters! {
     max_write_group_bytes: usize,
     /// Sets [`Options::fs`].
     fs: Arc<dyn Fs>,
+    /// Sets [`Options::separation_threshold_bytes`].
+    separation_threshold_bytes: Option<usize>,
+    /// Sets [`Options::journal_mode`].
+    journal_mode: JournalMode,
+    /// Sets [`Options::value_log_file_size_bytes`].
+    value_log_file_size_bytes: u64,
+    /// Sets [`Options::value_log_buffer_bytes`].
+    value_log_buffer_bytes: usize,
+    /// Sets [`Options::gc_chunk_bytes`].
+    gc_chunk_bytes: u64,
+    /// Sets [`Options::gc_garbage_ratio`].
+    gc_garbage_ratio: Option<f64>,
 }
 
 impl Options {
     /// The options of a preset.
     pub fn preset(preset: Preset) -> Options {
+        let base = Options::leveldb();
         match preset {
-            Preset::LevelDb => Options {
-                create_if_missing: true,
-                error_if_exists: false,
-                write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
-                max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
-                block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
-                block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
-                bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
-                block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
-                max_open_tables: DEFAULT_MAX_OPEN_TABLES,
-                l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
-                l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
-                l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
-                num_levels: DEFAULT_NUM_LEVELS,
-                level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
-                base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
-                target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
-                background_threads: DEFAULT_BACKGROUND_THREADS,
-                journal_recovery: JournalRecovery::default(),
-                max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
-                max_write_group_bytes: DEFAULT_MAX_WRITE_GROUP_BYTES,
-                fs: Arc::new(StdFs),
+            Preset::LevelDb => base,
+            Preset::WiscKey => Options {
+                separation_threshold_bytes: Some(0),
+                // Engine journal until value-log-as-journal is wired in.
+                journal_mode: JournalMode::Journal,
+                gc_garbage_ratio: Some(DEFAULT_GC_GARBAGE_RATIO),
                 preset,
+                ..base
             },
+        }
+    }
+
+    /// The `leveldb` preset: every default, values inline.
+    fn leveldb() -> Options {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
+            max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
+            block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
+            block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
+            bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            max_open_tables: DEFAULT_MAX_OPEN_TABLES,
+            l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
+            l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
+            l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
+            num_levels: DEFAULT_NUM_LEVELS,
+            level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
+            base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
+            target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
+            background_threads: DEFAULT_BACKGROUND_THREADS,
+            journal_recovery: JournalRecovery::default(),
+            max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
+            max_write_group_bytes: DEFAULT_MAX_WRITE_GROUP_BYTES,
+            fs: Arc::new(StdFs),
+            separation_threshold_bytes: None,
+            journal_mode: JournalMode::Journal,
+            value_log_file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
+            value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
+            gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
+            gc_garbage_ratio: None,
+            preset: Preset::LevelDb,
         }
     }
 
@@ -300,6 +379,17 @@ impl Options {
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());
+        }
+        if self.journal_mode == JournalMode::ValueLog && self.separation_threshold_bytes.is_none() {
+            return bad(
+                "journal_mode ValueLog needs a value store (separation_threshold_bytes)".into(),
+            );
+        }
+        if self.value_log_file_size_bytes < 4096 || self.gc_chunk_bytes == 0 {
+            return bad("value_log_file_size_bytes must be >= 4096 and gc_chunk_bytes > 0".into());
+        }
+        if self.gc_garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
+            return bad("gc_garbage_ratio must be in (0, 1)".into());
         }
         if self.max_manifest_bytes == 0 || self.max_write_group_bytes == 0 {
             return bad("max_manifest_bytes and max_write_group_bytes must be positive".into());

@@ -54,6 +54,12 @@ pub struct Stats {
     pub block_cache_bytes: u64,
     /// Bytes of live table files.
     pub live_table_bytes: u64,
+    /// Value log files (0 without a value store).
+    pub value_log_files: usize,
+    /// Bytes of value log files.
+    pub value_log_bytes: u64,
+    /// Bytes of value records appended since open (user writes and GC).
+    pub value_log_appended_bytes: u64,
     /// The error that poisoned writes, if any.
     pub poisoned: Option<String>,
 }
@@ -115,6 +121,13 @@ impl std::fmt::Display for Stats {
             if r > 0 || w > 0 {
                 writeln!(f, "  io {:<12} read {:>14} written {:>14}", c.name(), r, w)?;
             }
+        }
+        if self.value_log_files > 0 {
+            writeln!(
+                f,
+                "  value log: {} files {} bytes, {} bytes appended",
+                self.value_log_files, self.value_log_bytes, self.value_log_appended_bytes
+            )?;
         }
         if let Some(p) = &self.poisoned {
             writeln!(f, "  POISONED: {p}")?;

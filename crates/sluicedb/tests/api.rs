@@ -219,7 +219,7 @@ fn iterators_pin_their_tables_across_compaction() {
     db.compact_range(None, None).unwrap();
     let mut n = 0;
     while it.valid() {
-        assert_eq!(it.value(), vec![b'a'; 40].as_slice());
+        assert_eq!(it.value().unwrap(), vec![b'a'; 40].as_slice());
         n += 1;
         it.next();
     }

@@ -85,7 +85,7 @@ fn check_cursor(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, s
             Some(k) => {
                 assert!(it.valid(), "seed {seed}: cursor ended early");
                 assert_eq!(it.key(), k.as_slice(), "seed {seed}");
-                assert_eq!(it.value(), model[*k].as_slice(), "seed {seed}");
+                assert_eq!(it.value().unwrap(), model[*k].as_slice(), "seed {seed}");
             }
             None => {
                 assert!(!it.valid(), "seed {seed}: cursor past the end is valid");

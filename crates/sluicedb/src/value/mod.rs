@@ -6,8 +6,32 @@
 //! The write path and GC are wired in by issue 3 (`docs/design.md`, "Value
 //! store"); until then only the formats, writer and reader exist here.
 
-// Wired into the write path next (issue 3); the formats are tested now.
-#![allow(dead_code)]
-
 pub(crate) mod log;
 pub(crate) mod pointer;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::fs::IoClass;
+use log::store::LogStore;
+use pointer::ValuePointer;
+
+/// The value that the pointer entry `pointer` of `key` refers to.
+pub(crate) fn resolve(
+    store: Option<&LogStore>,
+    key: &[u8],
+    pointer: &[u8],
+    class: IoClass,
+) -> Result<Vec<u8>> {
+    let p = ValuePointer::decode(pointer).ok_or_else(|| {
+        Error::corruption(Path::new(""), 0, "malformed value pointer in the index")
+    })?;
+    match store {
+        Some(s) => Ok(s.read(&p, key, class)?.value),
+        None => Err(Error::InvalidArgument(
+            "the database holds separated values; open it with a value store \
+             (separation_threshold_bytes)"
+                .into(),
+        )),
+    }
+}

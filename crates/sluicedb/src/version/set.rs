@@ -42,7 +42,7 @@ pub(crate) struct VersionSet {
     dir: PathBuf,
     fs: CountingFs,
     shape: Arc<dyn IndexShape>,
-    next_file_number: AtomicU64,
+    next_file_number: Arc<AtomicU64>,
     max_manifest_bytes: u64,
 }
 
@@ -86,13 +86,18 @@ impl VersionSet {
             dir,
             fs,
             shape,
-            next_file_number: AtomicU64::new(next_file_number),
+            next_file_number: Arc::new(AtomicU64::new(next_file_number)),
             max_manifest_bytes,
         }
     }
 
     pub(crate) fn new_file_number(&self) -> u64 {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The shared counter, for other file allocators (the value log).
+    pub(crate) fn file_numbers(&self) -> Arc<AtomicU64> {
+        self.next_file_number.clone()
     }
 
     pub(crate) fn next_file_number(&self) -> u64 {

@@ -30,6 +30,17 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .block_cache_bytes(if variant % 5 == 4 { 0 } else { 64 * 1024 })
         .max_manifest_bytes(if variant % 2 == 1 { 2048 } else { 1 << 20 })
         .background_threads(1 + (variant % 2) as usize);
+    // Value separation: off, mixed (small values inline), or everything
+    // separated (WiscKey); tiny value log files so they rotate constantly.
+    let separation = match variant % 4 {
+        1 => Some(32),
+        3 => Some(0),
+        _ => None,
+    };
+    let o = o
+        .separation_threshold_bytes(separation)
+        .value_log_file_size_bytes(4096)
+        .value_log_buffer_bytes(512);
     if variant % 3 == 2 {
         o.bloom_bits_per_key(0)
     } else {
@@ -112,7 +123,13 @@ impl CursorExt for sluicedb::DbIterator {
         let mut out = Vec::new();
         self.seek_to_first();
         while self.valid() {
-            out.push(Ok((self.key().to_vec(), self.value().to_vec())));
+            match self.value() {
+                Ok(v) => out.push(Ok((self.key().to_vec(), v.to_vec()))),
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            }
             self.next();
         }
         if let Err(e) = self.status() {

@@ -4,4 +4,5 @@
 
 pub(crate) mod format;
 pub(crate) mod reader;
+pub(crate) mod store;
 pub(crate) mod writer;

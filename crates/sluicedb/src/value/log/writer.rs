@@ -7,9 +7,6 @@ use crate::error::Result;
 use crate::fs::CountedWriter;
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 
-/// Default size of the write buffer before it is written out: 256 KiB.
-pub(crate) const DEFAULT_VLOG_BUFFER_BYTES: usize = 256 << 10;
-
 pub(crate) struct VlogWriter {
     file: CountedWriter,
     number: u64,
@@ -35,6 +32,11 @@ impl VlogWriter {
 
     pub(crate) fn number(&self) -> u64 {
         self.number
+    }
+
+    /// Bytes handed to the file system (readable through the file).
+    pub(crate) fn written(&self) -> u64 {
+        self.written
     }
 
     /// Logical length of the file (written plus buffered bytes).
