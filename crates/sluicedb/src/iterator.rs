@@ -26,6 +26,7 @@ use crate::value::log::store::LogStore;
 pub struct DbIterator {
     inner: DbIter,
     _pinned: Arc<SuperVersion>,
+    _registered: Box<crate::db::ReadGuard>,
     values: Option<Arc<LogStore>>,
     /// The separated value at the current position, once read.
     fetched: OnceCell<Vec<u8>>,
@@ -39,12 +40,14 @@ impl DbIterator {
         inner: DbIter,
         pinned: Arc<SuperVersion>,
         values: Option<Arc<LogStore>>,
+        registered: Box<crate::db::ReadGuard>,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
     ) -> Self {
         DbIterator {
             inner,
             _pinned: pinned,
+            _registered: registered,
             values,
             fetched: OnceCell::new(),
             lower,

@@ -60,8 +60,38 @@ pub struct Stats {
     pub value_log_bytes: u64,
     /// Bytes of value records appended since open (user writes and GC).
     pub value_log_appended_bytes: u64,
+    /// Bytes of value log records known to be garbage (from flushes and
+    /// compactions that dropped their pointers).
+    pub value_log_garbage_bytes: u64,
+    /// GC steps run (one chunk each).
+    pub gc_runs: u64,
+    /// Bytes GC read from the value log.
+    pub gc_bytes_read: u64,
+    /// Bytes GC wrote to the value log (live values moved to the head).
+    pub gc_bytes_written: u64,
+    /// Relocations applied (the key still pointed at the moved record).
+    pub relocations_applied: u64,
+    /// Relocations dropped (the key was overwritten or deleted meanwhile).
+    pub relocations_dropped: u64,
     /// The error that poisoned writes, if any.
     pub poisoned: Option<String>,
+}
+
+/// What one `Db::gc` call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcStats {
+    /// Chunks processed.
+    pub chunks: u64,
+    /// Bytes read from the value log.
+    pub bytes_read: u64,
+    /// Records examined.
+    pub records: u64,
+    /// Live records copied to the head.
+    pub live_records: u64,
+    /// Relocations applied to the index.
+    pub relocations_applied: u64,
+    /// Relocations dropped because the key changed meanwhile.
+    pub relocations_dropped: u64,
 }
 
 impl Stats {
@@ -125,8 +155,20 @@ impl std::fmt::Display for Stats {
         if self.value_log_files > 0 {
             writeln!(
                 f,
-                "  value log: {} files {} bytes, {} bytes appended",
-                self.value_log_files, self.value_log_bytes, self.value_log_appended_bytes
+                "  value log: {} files {} bytes ({} garbage), {} bytes appended",
+                self.value_log_files,
+                self.value_log_bytes,
+                self.value_log_garbage_bytes,
+                self.value_log_appended_bytes
+            )?;
+            writeln!(
+                f,
+                "  gc: {} runs, read {} wrote {}, relocations applied {} dropped {}",
+                self.gc_runs,
+                self.gc_bytes_read,
+                self.gc_bytes_written,
+                self.relocations_applied,
+                self.relocations_dropped
             )?;
         }
         if let Some(p) = &self.poisoned {

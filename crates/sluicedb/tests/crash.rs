@@ -29,14 +29,27 @@ enum Workload {
     SyncedManifestRoll,
     /// Reopens in the middle, so recovery itself is crashed.
     Reopens,
+    /// Overwrites with value separation and GC steps, so GC is crashed at
+    /// every step (copies, relocation commit, tail edit, file deletion).
+    Gc,
+}
+
+/// The options a workload runs (and recovers) with.
+fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options {
+    let opts = tiny_options(fs, variant);
+    match w {
+        Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
+        Workload::Gc => opts
+            .separation_threshold_bytes(Some(0))
+            .value_log_file_size_bytes(4096)
+            .gc_chunk_bytes(1500),
+        _ => opts,
+    }
 }
 
 fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged> {
     let mut rng = Rng::new(seed);
-    let mut opts = tiny_options(fs, variant);
-    if let Workload::SyncedManifestRoll = w {
-        opts = opts.max_manifest_bytes(512);
-    }
+    let opts = workload_options(w, fs, variant);
     let mut db = Db::open("/db", opts.clone()).unwrap();
     let mut log = Vec::new();
     let mut serial = 0;
@@ -52,7 +65,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
         };
         for _ in 0..count {
             serial += 1;
-            let k = key(&mut rng, 150);
+            let k = key(&mut rng, if matches!(w, Workload::Gc) { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
             ops.push((k, v));
         }
@@ -76,6 +89,9 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                 drop(db);
                 db = Db::open("/db", opts.clone()).unwrap();
             }
+            Workload::Gc if i % 25 == 24 => {
+                db.gc().unwrap();
+            }
             _ => {}
         }
     }
@@ -84,14 +100,14 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
     log
 }
 
-fn check_image(log: &[Logged], op: u64, image: &MemFs, variant: u64, deep: bool) {
+fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64, deep: bool) {
     let writes: Vec<Write> = log.iter().map(|l| l.write.clone()).collect();
     let lo = log
         .iter()
         .rposition(|l| l.write.sync && l.acked_at <= op)
         .map_or(0, |i| i + 1);
     let hi = log.iter().filter(|l| l.issued_at < op).count();
-    let db = Db::open("/db", tiny_options(image, variant))
+    let db = Db::open("/db", workload_options(w, image, variant))
         .unwrap_or_else(|e| panic!("crash after op {op}: reopen failed: {e}"));
     let got = read_all(&db).unwrap_or_else(|e| panic!("crash after op {op}: scan: {e}"));
     let n = matching_prefix(&writes, lo, hi.max(lo), &got).unwrap_or_else(|| {
@@ -102,7 +118,7 @@ fn check_image(log: &[Logged], op: u64, image: &MemFs, variant: u64, deep: bool)
         db.put_opt(&WriteOptions::synced(), "after-crash", "ok")
             .unwrap();
         drop(db);
-        let db = Db::open("/db", tiny_options(image, variant)).unwrap();
+        let db = Db::open("/db", workload_options(w, image, variant)).unwrap();
         assert_eq!(db.get("after-crash").unwrap(), Some(b"ok".to_vec()));
         let mut want = state_after(&writes, n);
         want.insert(b"after-crash".to_vec(), b"ok".to_vec());
@@ -118,6 +134,7 @@ fn crash_after_every_file_operation() {
         Workload::BatchesFlushCompact,
         Workload::SyncedManifestRoll,
         Workload::Reopens,
+        Workload::Gc,
     ];
     for_seeds(seeds(100, 4), |seed| {
         for (i, &w) in workloads.iter().enumerate() {
@@ -137,7 +154,7 @@ fn crash_after_every_file_operation() {
                         };
                         let deep = j.is_multiple_of(16);
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            check_image(&log, *op, image, variant, deep)
+                            check_image(&log, *op, image, w, variant, deep)
                         }));
                         if let Err(e) = r {
                             eprintln!("workload {w:?} seed {seed} torn {torn}");

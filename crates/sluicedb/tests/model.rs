@@ -168,6 +168,10 @@ fn run(seed: u64) {
                 let a = key(&mut rng, KEY_SPACE);
                 db.compact_range(Some(&a), None).unwrap();
             }
+            // (no-op without a value store)
+            97 | 98 => {
+                db.gc().unwrap();
+            }
             93..=95 => {
                 // Clean reopen: nothing acknowledged is lost.
                 snaps.clear();

@@ -27,13 +27,15 @@ use crate::table::{TableBuilder, TableCache};
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Counters of one job.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct JobStats {
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
     pub(crate) entries_in: u64,
     pub(crate) entries_dropped: u64,
     pub(crate) tables_written: u64,
+    /// Bytes of value log records whose pointers were dropped, per file.
+    pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 /// What the merge loop needs to know.
@@ -137,6 +139,11 @@ pub(crate) fn write_merged(
         last_seq_for_key = seq;
         if drop {
             stats.entries_dropped += 1;
+            if key::kind_byte(ik) == Kind::ValuePointer as u8 {
+                if let Some(ptr) = crate::value::pointer::ValuePointer::decode(iter.value()) {
+                    *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
+                }
+            }
         } else {
             if current.is_none() {
                 let number = (p.new_file_number)();

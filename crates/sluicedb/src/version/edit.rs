@@ -22,6 +22,8 @@ mod tag {
     pub const COMPACT_POINTER: u32 = 6;
     pub const DELETED_FILE: u32 = 7;
     pub const NEW_FILE: u32 = 8;
+    pub const VALUE_LOG_TAIL: u32 = 9;
+    pub const VALUE_LOG_GARBAGE: u32 = 10;
 }
 
 /// A table in a version.
@@ -57,6 +59,10 @@ pub(crate) struct VersionEdit {
     pub(crate) compact_pointers: Vec<(u32, Vec<u8>)>,
     pub(crate) deleted: Vec<(u32, u64)>,
     pub(crate) added: Vec<(u32, Arc<FileMeta>)>,
+    /// Value log records before (file, offset) are no longer needed.
+    pub(crate) value_log_tail: Option<(u64, u64)>,
+    /// Bytes of value log records that became garbage, per file (deltas).
+    pub(crate) value_log_garbage: Vec<(u64, u64)>,
 }
 
 impl VersionEdit {
@@ -99,6 +105,18 @@ impl VersionEdit {
             put_u32(&mut p, *level);
             put_u64(&mut p, *n);
             field(tag::DELETED_FILE, &p);
+        }
+        if let Some((file, offset)) = self.value_log_tail {
+            let mut p = Vec::new();
+            put_u64(&mut p, file);
+            put_u64(&mut p, offset);
+            field(tag::VALUE_LOG_TAIL, &p);
+        }
+        for &(file, bytes) in &self.value_log_garbage {
+            let mut p = Vec::new();
+            put_u64(&mut p, file);
+            put_u64(&mut p, bytes);
+            field(tag::VALUE_LOG_GARBAGE, &p);
         }
         for (level, f) in &self.added {
             let mut p = Vec::new();
@@ -153,6 +171,16 @@ impl VersionEdit {
                     let n = u64_only(&mut p).ok_or_else(bad)?;
                     e.deleted.push((level, n));
                 }
+                tag::VALUE_LOG_TAIL => {
+                    let file = p.u64().ok_or_else(bad)?;
+                    let offset = u64_only(&mut p).ok_or_else(bad)?;
+                    e.value_log_tail = Some((file, offset));
+                }
+                tag::VALUE_LOG_GARBAGE => {
+                    let file = p.u64().ok_or_else(bad)?;
+                    let bytes = u64_only(&mut p).ok_or_else(bad)?;
+                    e.value_log_garbage.push((file, bytes));
+                }
                 tag::NEW_FILE => {
                     let f = (|| {
                         let level = p.u32()?;
@@ -204,6 +232,8 @@ mod tests {
         };
         e.compact_pointers.push((2, key::encode(b"m", 5, 1)));
         e.delete_file(1, 9);
+        e.value_log_tail = Some((12, 4096));
+        e.value_log_garbage.push((12, 777));
         e.add_file(
             2,
             FileMeta {

@@ -11,6 +11,18 @@ use crate::index::IndexShape;
 pub(crate) struct Version {
     pub(crate) levels: Vec<Vec<Arc<FileMeta>>>,
     pub(crate) shape: Arc<dyn IndexShape>,
+    pub(crate) value_log: ValueLogMeta,
+}
+
+/// What the manifest knows of the value log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ValueLogMeta {
+    /// Records before (file, offset) are collected; files before `file` may
+    /// be deleted once no reader needs them.
+    pub(crate) tail: Option<(u64, u64)>,
+    /// Bytes of garbage found per file (by flushes and compactions that
+    /// dropped pointers to it).
+    pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Version {
@@ -18,6 +30,7 @@ impl Version {
         Version {
             levels: vec![Vec::new(); shape.num_levels()],
             shape,
+            value_log: ValueLogMeta::default(),
         }
     }
 
@@ -41,9 +54,20 @@ impl Version {
                 .ok_or_else(|| format!("new file {} at level {level} out of range", f.number))?
                 .push(f.clone());
         }
+        let mut value_log = self.value_log.clone();
+        if let Some(t) = edit.value_log_tail {
+            value_log.tail = Some(t);
+            value_log.garbage.retain(|&f, _| f >= t.0);
+        }
+        for &(file, bytes) in &edit.value_log_garbage {
+            if value_log.tail.is_none_or(|t| file >= t.0) {
+                *value_log.garbage.entry(file).or_default() += bytes;
+            }
+        }
         let v = Version {
             levels,
             shape: self.shape.clone(),
+            value_log,
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -72,6 +96,13 @@ impl Version {
         for (l, f) in self.all_files() {
             e.added.push((l as u32, f.clone()));
         }
+        e.value_log_tail = self.value_log.tail;
+        e.value_log_garbage = self
+            .value_log
+            .garbage
+            .iter()
+            .map(|(&f, &b)| (f, b))
+            .collect();
         e
     }
 

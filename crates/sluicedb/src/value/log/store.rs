@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::format::{Record, FILE_HEADER_LEN};
+use super::format::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
 use super::reader::{check_record, read_record, OwnedRecord};
 use super::writer::VlogWriter;
 use crate::error::{Error, Result};
@@ -29,12 +29,39 @@ pub(crate) enum PointerCheck {
     /// The record lies past the durable end of the log (its append was
     /// lost in a crash): history ends before the write that made it.
     Lost,
+    /// The record's file was collected by GC. GC advances the tail only
+    /// after the journal holds, durably, a newer entry for every key in the
+    /// file (the relocation, or the write that made the record dead), so
+    /// replay may apply this entry: a later record shadows it.
+    Collected,
 }
 
 struct Inner {
     head: VlogWriter,
     /// Sealed files and their lengths.
     sealed: BTreeMap<u64, u64>,
+    /// Files below this number were collected (deleted or about to be).
+    collected_below: u64,
+}
+
+/// Outcome of a read by pointer.
+#[derive(Debug)]
+pub(crate) enum Read {
+    Found(OwnedRecord),
+    /// The pointer's file was collected by GC: the reader used an index
+    /// entry older than a relocation and must look the key up again.
+    Collected,
+}
+
+/// Records read from the tail by GC.
+#[derive(Debug, Default)]
+pub(crate) struct Chunk {
+    /// (pointer, record) for every record in the chunk.
+    pub(crate) records: Vec<(ValuePointer, OwnedRecord)>,
+    /// Where the next chunk starts: (file, offset).
+    pub(crate) next: (u64, u64),
+    /// Bytes read.
+    pub(crate) bytes: u64,
 }
 
 pub(crate) struct LogStore {
@@ -57,11 +84,19 @@ impl LogStore {
         file_numbers: Arc<AtomicU64>,
         file_size_limit: u64,
         buffer_bytes: usize,
+        tail: Option<(u64, u64)>,
     ) -> Result<LogStore> {
+        let collected_below = tail.map_or(0, |t| t.0);
         let mut sealed = BTreeMap::new();
         for name in fs.list(dir)? {
             if let Some(FileKind::ValueLog(n)) = filename::parse(&name) {
-                let len = fs.open(&filename::value_log(dir, n))?.len();
+                let path = filename::value_log(dir, n);
+                if n < collected_below {
+                    // Collected before a restart; no reader can need it now.
+                    fs.remove(&path)?;
+                    continue;
+                }
+                let len = fs.open(&path)?.len();
                 sealed.insert(n, len);
             }
         }
@@ -73,7 +108,11 @@ impl LogStore {
             file_numbers,
             file_size_limit,
             buffer_bytes,
-            inner: Mutex::new(Inner { head, sealed }),
+            inner: Mutex::new(Inner {
+                head,
+                sealed,
+                collected_below,
+            }),
             readers: Mutex::new(HashMap::new()),
             appended_bytes: AtomicU64::new(0),
         })
@@ -123,6 +162,23 @@ impl LogStore {
 
     /// Reads the record `p` points at and checks it belongs to `key`.
     pub(crate) fn read(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<OwnedRecord> {
+        match self.read_or_collected(p, key, class)? {
+            Read::Found(r) => Ok(r),
+            Read::Collected => Err(Error::corruption(
+                filename::value_log(&self.dir, p.file),
+                p.offset,
+                "index entry points into a value log file that GC collected",
+            )),
+        }
+    }
+
+    /// Like [`LogStore::read`], telling a collected file apart.
+    pub(crate) fn read_or_collected(
+        &self,
+        p: &ValuePointer,
+        key: &[u8],
+        class: IoClass,
+    ) -> Result<Read> {
         let path = filename::value_log(&self.dir, p.file);
         if p.store != STORE_LOG {
             return Err(Error::corruption(
@@ -135,11 +191,13 @@ impl LogStore {
             let inner = self.inner.lock();
             if p.file == inner.head.number() {
                 if let Some(raw) = inner.head.read_buffered(p.offset, p.record_len as usize) {
-                    return check_record(&raw, p, key, &path);
+                    return check_record(&raw, p, key, &path).map(Read::Found);
                 }
                 inner.head.written()
             } else if let Some(&len) = inner.sealed.get(&p.file) {
                 len
+            } else if p.file < inner.collected_below {
+                return Ok(Read::Collected);
             } else {
                 return Err(Error::corruption(
                     &path,
@@ -156,7 +214,7 @@ impl LogStore {
                 format!("value pointer ends at {end}, past the log file's {limit} bytes"),
             ));
         }
-        read_record(&self.reader(p.file)?, &path, p, key, class)
+        read_record(&self.reader(p.file)?, &path, p, key, class).map(Read::Found)
     }
 
     /// Checks a pointer found while replaying the journal: a record past the
@@ -176,6 +234,9 @@ impl LogStore {
                 .next_back();
             (inner.sealed.get(&p.file).copied(), newest)
         };
+        if p.file < self.inner.lock().collected_below {
+            return Ok(PointerCheck::Collected);
+        }
         let may_be_torn = newest_with_records.is_none_or(|n| p.file >= n);
         match len {
             None if may_be_torn => Ok(PointerCheck::Lost),
@@ -201,6 +262,114 @@ impl LogStore {
         }
     }
 
+    /// The oldest position GC may read from, given the manifest's tail: the
+    /// tail itself, or the start of the oldest sealed file. `None` when only
+    /// the head exists (GC never touches the head).
+    pub(crate) fn gc_start(&self, tail: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        let inner = self.inner.lock();
+        let (&first, _) = inner.sealed.range(tail.map_or(0, |t| t.0)..).next()?;
+        match tail {
+            Some((f, off)) if f == first => Some((f, off.max(FILE_HEADER_LEN as u64))),
+            _ => Some((first, FILE_HEADER_LEN as u64)),
+        }
+    }
+
+    /// Reads whole records from `(file, offset)` of a sealed file, about
+    /// `max_bytes` of them (at least one record).
+    pub(crate) fn read_chunk(&self, file: u64, offset: u64, max_bytes: u64) -> Result<Chunk> {
+        let path = filename::value_log(&self.dir, file);
+        let (len, next_file) = {
+            let inner = self.inner.lock();
+            let len = *inner.sealed.get(&file).ok_or_else(|| {
+                Error::corruption(&path, offset, "GC asked for a log file that is not sealed")
+            })?;
+            let next = inner
+                .sealed
+                .range(file + 1..)
+                .next()
+                .map_or(inner.head.number(), |(&n, _)| n);
+            (len, next)
+        };
+        let mut out = Chunk {
+            next: (next_file, FILE_HEADER_LEN as u64),
+            ..Chunk::default()
+        };
+        if offset >= len {
+            return Ok(out);
+        }
+        let reader = self.reader(file)?;
+        let mut want = max_bytes.min(len - offset).max(1);
+        let mut data = reader.read_at(offset, want as usize, IoClass::Gc)?;
+        if let Some(first) = claimed_len(&data).filter(|&l| l as u64 > want) {
+            // A record larger than the chunk: read it whole.
+            want = (first as u64).min(len - offset);
+            data = reader.read_at(offset, want as usize, IoClass::Gc)?;
+        }
+        out.bytes = data.len() as u64;
+        let mut pos = 0usize;
+        while pos < data.len() {
+            match decode_record(&data[pos..]) {
+                Ok((r, n)) => {
+                    let p = ValuePointer {
+                        store: STORE_LOG,
+                        file,
+                        offset: offset + pos as u64,
+                        record_len: n as u32,
+                        record_crc: crate::coding::u32_at(&data[pos..], 0),
+                    };
+                    out.records.push((
+                        p,
+                        OwnedRecord {
+                            seq: r.seq,
+                            flags: r.flags,
+                            key: r.key.to_vec(),
+                            value: r.value.to_vec(),
+                        },
+                    ));
+                    pos += n;
+                }
+                Err(super::format::Bad::Incomplete) if offset + (data.len() as u64) < len => break,
+                Err(super::format::Bad::Incomplete) => {
+                    // A torn tail of a sealed file (lost in a crash): the
+                    // file ends here; nothing after it was ever referenced.
+                    out.next = (next_file, FILE_HEADER_LEN as u64);
+                    return Ok(out);
+                }
+                Err(super::format::Bad::Damaged(why)) => {
+                    return Err(Error::corruption(&path, offset + pos as u64, why));
+                }
+            }
+        }
+        let end = offset + pos as u64;
+        if end < len {
+            out.next = (file, end);
+        }
+        Ok(out)
+    }
+
+    /// Marks files below `file` collected and deletes them. Callers ensure no
+    /// reader can still hold a pointer into them.
+    pub(crate) fn delete_below(&self, file: u64) -> Result<()> {
+        let doomed: Vec<u64> = {
+            let mut inner = self.inner.lock();
+            inner.collected_below = inner.collected_below.max(file);
+            let doomed = inner
+                .sealed
+                .range(..file)
+                .map(|(&n, _)| n)
+                .collect::<Vec<_>>();
+            for n in &doomed {
+                inner.sealed.remove(n);
+            }
+            doomed
+        };
+        for n in doomed {
+            self.readers.lock().remove(&n);
+            self.fs.remove(&filename::value_log(&self.dir, n))?;
+        }
+        Ok(())
+    }
+
     /// Number and total bytes of log files.
     pub(crate) fn size(&self) -> (usize, u64) {
         let inner = self.inner.lock();
@@ -223,7 +392,7 @@ mod tests {
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
         let fs = CountingFs::new(Arc::new(mem.clone()));
         fs.create_dir_all(Path::new("/db")).unwrap();
-        LogStore::open(Path::new("/db"), fs, counter.clone(), 4096, 512).unwrap()
+        LogStore::open(Path::new("/db"), fs, counter.clone(), 4096, 512, None).unwrap()
     }
 
     fn put(s: &LogStore, i: u64) -> ValuePointer {

@@ -35,13 +35,16 @@ use crate::journal::{read_log, LogWriter};
 use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
 use crate::options::{JournalRecovery, Options, ReadOptions, WriteOptions};
-use crate::stats::{LevelStats, Stats};
+use crate::stats::{GcStats, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
 use crate::value::log::format::{Record, KIND_PUT};
-use crate::value::log::store::{LogStore, PointerCheck};
+use crate::value::log::store::{LogStore, PointerCheck, Read};
 use crate::value::pointer::ValuePointer;
 use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
+
+mod gc;
+pub(crate) use gc::Relocation;
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock
@@ -72,6 +75,10 @@ struct WriterSlot {
     sync: bool,
     /// Switch the memtable (for `flush`); carries no batch.
     force_switch: bool,
+    /// GC relocations, committed as a group of their own.
+    relocations: Option<Vec<Relocation>>,
+    /// How many relocations were applied.
+    relocated: AtomicU64,
     done: Mutex<Option<Result<()>>>,
 }
 
@@ -84,9 +91,16 @@ struct Immutable {
     journal: u64,
 }
 
+/// What a point lookup found.
+enum Found {
+    Value(Vec<u8>),
+    Collected,
+}
+
 enum Job {
     Flush,
     Compaction(CompactionPlan),
+    Gc,
 }
 
 struct State {
@@ -109,6 +123,10 @@ struct State {
     memtables_flushed: u64,
     poisoned: Option<String>,
     closing: bool,
+    gc_running: bool,
+    /// Value log files below `.0` may be deleted once no registered reader
+    /// is older than sequence `.1` (`docs/design.md`, "Value store").
+    pending_log_deletes: Vec<(u64, u64)>,
 }
 
 impl State {
@@ -149,6 +167,11 @@ struct Counters {
     stall_micros: AtomicU64,
     journal_syncs: AtomicU64,
     write_groups: AtomicU64,
+    gc_runs: AtomicU64,
+    gc_bytes_read: AtomicU64,
+    gc_bytes_written: AtomicU64,
+    relocations_applied: AtomicU64,
+    relocations_dropped: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -175,6 +198,8 @@ pub(crate) struct Core {
     table_opts: TableOptions,
     /// The value store, when values are separated.
     values: Option<Arc<LogStore>>,
+    /// One GC at a time (background or `Db::gc`).
+    gc_lock: Mutex<()>,
 }
 
 impl Db {
@@ -296,8 +321,7 @@ impl Db {
         opts: &ReadOptions<'_>,
         key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>> {
-        self.core()
-            .get(self.core().read_sequence(opts), key.as_ref())
+        self.core().get(opts, key.as_ref())
     }
 
     /// A consistent point-in-time view for reads; released when dropped.
@@ -339,15 +363,34 @@ impl Db {
         upper: std::ops::Bound<Vec<u8>>,
     ) -> DbIterator {
         let core = self.core();
-        let seq = core.read_sequence(opts);
-        let sv = core.super_version();
+        let (seq, sv) = {
+            // Registered like a snapshot for the iterator's life: GC keeps
+            // the value log files its pointers may need.
+            let mut st = core.state.lock();
+            let seq = opts
+                .snapshot
+                .map_or_else(|| core.visible_seq.load(Ordering::Acquire), |s| s.seq);
+            *st.snapshots.entry(seq).or_insert(0) += 1;
+            (seq, st.sv.clone())
+        };
+        let guard = ReadGuard {
+            seq,
+            core: core.clone(),
+        };
         let mut children: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
         for m in &sv.imms {
             children.push(m.clone().iter());
         }
         children.extend(core.shape.iterators(&sv.current, &core.tables));
         let inner = DbIter::new(Box::new(MergingIterator::new(children)), seq);
-        DbIterator::new(inner, sv, core.values.clone(), lower, upper)
+        DbIterator::new(
+            inner,
+            sv,
+            core.values.clone(),
+            Box::new(guard),
+            lower,
+            upper,
+        )
     }
 
     /// The key-value pairs in `range`, in order; `.rev()` walks backwards.
@@ -404,6 +447,14 @@ impl Db {
     /// benchmarks and tests that want a settled tree).
     pub fn wait_for_background(&self) -> Result<()> {
         self.core().wait_idle()
+    }
+
+    /// Garbage-collects the oldest value log file (seed 001 §3.3.2): reads
+    /// it from the tail, relocates live values to the head, and frees the
+    /// file once no snapshot or iterator can need it. Returns what was done;
+    /// a database without a value store has nothing to collect.
+    pub fn gc(&self) -> Result<GcStats> {
+        self.core().gc_file()
     }
 
     /// Counters and the current shape of the index.
@@ -478,13 +529,19 @@ impl std::fmt::Debug for Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let mut st = self.core.state.lock();
-        if let Some(c) = st.snapshots.get_mut(&self.seq) {
-            *c -= 1;
-            if *c == 0 {
-                st.snapshots.remove(&self.seq);
-            }
-        }
+        self.core.release_read(self.seq);
+    }
+}
+
+/// Keeps an iterator's sequence registered while it lives.
+pub(crate) struct ReadGuard {
+    seq: u64,
+    core: Arc<Core>,
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        self.core.release_read(self.seq);
     }
 }
 
@@ -585,6 +642,7 @@ impl Core {
                 versions.file_numbers(),
                 opts.value_log_file_size_bytes,
                 opts.value_log_buffer_bytes,
+                rec.version.value_log.tail,
             )?)),
             None => None,
         };
@@ -614,6 +672,8 @@ impl Core {
             memtables_flushed: 0,
             poisoned: None,
             closing: false,
+            gc_running: false,
+            pending_log_deletes: Vec::new(),
         };
         let core = Core {
             dir,
@@ -632,6 +692,7 @@ impl Core {
             counters: Counters::default(),
             table_opts,
             values,
+            gc_lock: Mutex::new(()),
         };
         core.recover_journals(&journals)?;
         core.delete_obsolete_files();
@@ -774,8 +835,9 @@ impl Core {
             let p = ValuePointer::decode(op.value).ok_or_else(|| {
                 Error::corruption(path, off, "malformed value pointer in the journal")
             })?;
-            if let PointerCheck::Lost = store.check_recovered(&p, op.key)? {
-                return Ok(false);
+            match store.check_recovered(&p, op.key)? {
+                PointerCheck::Lost => return Ok(false),
+                PointerCheck::Valid | PointerCheck::Collected => {}
             }
         }
         Ok(true)
@@ -836,11 +898,46 @@ impl Core {
         }
     }
 
+    /// Unregisters a snapshot or iterator reading at `seq`.
+    fn release_read(&self, seq: u64) {
+        let mut st = self.state.lock();
+        if let Some(c) = st.snapshots.get_mut(&seq) {
+            *c -= 1;
+            if *c == 0 {
+                st.snapshots.remove(&seq);
+            }
+        }
+    }
+
     pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
         self.state.lock().sv.clone()
     }
 
-    fn get(&self, seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn get(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // Each retry follows a relocation that became visible before its old
+        // file was deleted, so one retry suffices; the bound turns a bug into
+        // an error instead of a spin.
+        for _ in 0..8 {
+            let seq = self.read_sequence(opts);
+            match self.get_at(seq, key)? {
+                Some(Found::Value(v)) => return Ok(Some(v)),
+                None => return Ok(None),
+                // GC relocated the value and collected its old file after
+                // this read chose the old pointer; the relocation is visible
+                // now, so a fresh lookup finds it. A snapshot read is
+                // registered and so never sees a collected file.
+                Some(Found::Collected) if opts.snapshot.is_none() => continue,
+                Some(Found::Collected) => break,
+            }
+        }
+        Err(Error::corruption(
+            &self.dir,
+            0,
+            "index entry points into a value log file that GC collected",
+        ))
+    }
+
+    fn get_at(&self, seq: u64, key: &[u8]) -> Result<Option<Found>> {
         let sv = self.super_version();
         let mut found = sv.mem.get(key, seq);
         for m in &sv.imms {
@@ -853,9 +950,20 @@ impl Core {
             found = self.shape.get(&sv.current, &self.tables, key, seq)?;
         }
         match found {
-            Lookup::Found(Kind::Value, v) => Ok(Some(v)),
+            Lookup::Found(Kind::Value, v) => Ok(Some(Found::Value(v))),
             Lookup::Found(Kind::ValuePointer, p) => {
-                self.resolve(key, &p, IoClass::UserRead).map(Some)
+                let ptr = ValuePointer::decode(&p).ok_or_else(|| {
+                    Error::corruption(&self.dir, 0, "malformed value pointer in the index")
+                })?;
+                let Some(store) = &self.values else {
+                    return self
+                        .resolve(key, &p, IoClass::UserRead)
+                        .map(|v| Some(Found::Value(v)));
+                };
+                match store.read_or_collected(&ptr, key, IoClass::UserRead)? {
+                    Read::Found(r) => Ok(Some(Found::Value(r.value))),
+                    Read::Collected => Ok(Some(Found::Collected)),
+                }
             }
             Lookup::Found(Kind::Delete, _) => unreachable!("a lookup returns deletes as Deleted"),
             Lookup::Deleted | Lookup::Absent => Ok(None),
@@ -902,18 +1010,27 @@ impl Core {
     // ---- write path ----
 
     fn write(&self, sync: bool, force_switch: bool, batch: WriteBatch) -> Result<()> {
-        let slot = Arc::new(WriterSlot {
+        self.enqueue(WriterSlot {
             size: batch.approximate_size(),
             batch: Mutex::new(batch),
             sync,
             force_switch,
+            relocations: None,
+            relocated: AtomicU64::new(0),
             done: Mutex::new(None),
-        });
+        })
+        .map(|_| ())
+    }
+
+    /// Queues a writer and waits until its group is committed; returns the
+    /// number of relocations applied (for relocation slots).
+    fn enqueue(&self, slot: WriterSlot) -> Result<u64> {
+        let slot = Arc::new(slot);
         let mut st = self.state.lock();
         st.writers.push_back(slot.clone());
         loop {
             if let Some(r) = slot.done.lock().take() {
-                return r;
+                return r.map(|()| slot.relocated.load(Ordering::Relaxed));
             }
             if st.writers.front().is_some_and(|w| Arc::ptr_eq(w, &slot)) {
                 break;
@@ -923,7 +1040,7 @@ impl Core {
         // This writer leads a group.
         let result = self.lead_group(&mut st, &slot);
         self.cv.notify_all();
-        result
+        result.map(|()| slot.relocated.load(Ordering::Relaxed))
     }
 
     fn lead_group(&self, st: &mut MutexGuard<'_, State>, leader: &Arc<WriterSlot>) -> Result<()> {
@@ -935,13 +1052,21 @@ impl Core {
             st.writers.pop_front();
             return Ok(());
         }
+        if let Some(relocations) = &leader.relocations {
+            let r = self.commit_relocations(st, relocations);
+            if let Ok(n) = r {
+                leader.relocated.store(n, Ordering::Relaxed);
+            }
+            st.writers.pop_front();
+            return r.map(|_| ());
+        }
         // The leader's own batch becomes the group (no copy when alone).
         let mut group = std::mem::take(&mut *leader.batch.lock());
         let mut members = 1usize;
         let mut sync = leader.sync;
         let limit = self.opts.max_write_group_bytes;
         for w in st.writers.iter().skip(1) {
-            if w.force_switch || (w.sync && !leader.sync) {
+            if w.force_switch || w.relocations.is_some() || (w.sync && !leader.sync) {
                 break;
             }
             if group.approximate_size() + w.size > limit {
@@ -1120,6 +1245,10 @@ impl Core {
             st.flush_running = true;
             return Some(Job::Flush);
         }
+        if !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
+            st.gc_running = true;
+            return Some(Job::Gc);
+        }
         let max_compactions = self.opts.background_threads.saturating_sub(1).max(1);
         if st.manual_compaction || st.compactions_running >= max_compactions {
             return None;
@@ -1136,12 +1265,14 @@ impl Core {
         match job {
             Job::Flush => self.run_flush(),
             Job::Compaction(plan) => self.run_compaction(plan),
+            Job::Gc => self.gc_once().map(|_| ()),
         }
     }
 
     fn finish_job(&self, st: &mut MutexGuard<'_, State>, job: Job, r: Result<()>) {
         match job {
             Job::Flush => st.flush_running = false,
+            Job::Gc => st.gc_running = false,
             Job::Compaction(plan) => {
                 st.compactions_running -= 1;
                 for f in plan.input_files() {
@@ -1176,7 +1307,10 @@ impl Core {
         }
         let mut stats = JobStats::default();
         let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
-        let mut edit = VersionEdit::default();
+        let mut edit = VersionEdit {
+            value_log_garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
+            ..VersionEdit::default()
+        };
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
         for f in outputs {
             edit.add_file(0, f);
@@ -1218,7 +1352,8 @@ impl Core {
             cancel: &self.shutting_down,
         };
         let mut stats = JobStats::default();
-        let edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        edit.value_log_garbage = std::mem::take(&mut stats.garbage).into_iter().collect();
         let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
         if !numbers.is_empty() {
             self.fs.sync_dir(&self.dir)?;
@@ -1444,6 +1579,12 @@ impl Core {
             value_log_files: self.values.as_ref().map_or(0, |v| v.size().0),
             value_log_bytes: self.values.as_ref().map_or(0, |v| v.size().1),
             value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
+            value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
+            gc_runs: get(&c.gc_runs),
+            gc_bytes_read: get(&c.gc_bytes_read),
+            gc_bytes_written: get(&c.gc_bytes_written),
+            relocations_applied: get(&c.relocations_applied),
+            relocations_dropped: get(&c.relocations_dropped),
         }
     }
 }

@@ -1,0 +1,258 @@
+//! Value log garbage collection (seed 001 §3.3.2) and the one rule of
+//! relocation (DESIGN.md; `docs/design.md`, "Value store").
+//!
+//! A GC step reads a chunk at the tail, keeps the records the index still
+//! points at, copies them to the head (marked as GC copies, which replay
+//! never applies), syncs the log, and submits the relocations through the
+//! write path. There, as a group of its own, each is applied only if the
+//! key's newest entry still points at the old record, with a fresh sequence
+//! number. Then the tail advances in the manifest, and files behind it are
+//! deleted once no registered reader is older than the relocations.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::{bump, Core, State, SuperVersion, WriterSlot};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::Kind;
+use crate::memtable::{Lookup, MemTable, WriteBuffer};
+use crate::stats::GcStats;
+use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::value::pointer::ValuePointer;
+use crate::version::VersionEdit;
+
+/// Moving `key`'s value from `old` to `new`.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocation {
+    pub(crate) key: Vec<u8>,
+    pub(crate) old: ValuePointer,
+    pub(crate) new: ValuePointer,
+}
+
+impl Core {
+    /// True if `key`'s newest entry at `seq` is a pointer to exactly `p`.
+    fn points_at(&self, sv: &SuperVersion, key: &[u8], seq: u64, p: &ValuePointer) -> Result<bool> {
+        let mut found = sv.mem.get(key, seq);
+        for m in &sv.imms {
+            if found != Lookup::Absent {
+                break;
+            }
+            found = m.get(key, seq);
+        }
+        if found == Lookup::Absent {
+            found = self.shape.get(&sv.current, &self.tables, key, seq)?;
+        }
+        Ok(match found {
+            Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes) == Some(*p),
+            _ => false,
+        })
+    }
+
+    /// Applies relocations as the group-commit leader (no other write can
+    /// interleave): keeps those whose key still points at the old record,
+    /// journals them with fresh sequence numbers (synced) and inserts them.
+    pub(super) fn commit_relocations(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        relocations: &[Relocation],
+    ) -> Result<u64> {
+        let base = st.last_sequence;
+        let sv = st.sv.clone();
+        let mem: Arc<MemTable> = st.mem.clone();
+        let r = MutexGuard::unlocked(st, || -> Result<u64> {
+            let mut batch = WriteBatch::new();
+            for r in relocations {
+                if self.points_at(&sv, &r.key, base, &r.old)? {
+                    batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
+                }
+            }
+            if batch.is_empty() {
+                return Ok(0);
+            }
+            batch.set_sequence(base + 1);
+            let mut j = self.journal.lock();
+            let j = j.as_mut().ok_or(Error::Closed)?;
+            j.writer.add_record(batch.data())?;
+            j.writer.sync()?;
+            mem.insert_batch(&batch, base + 1);
+            Ok(batch.len() as u64)
+        });
+        match &r {
+            Ok(n) => {
+                st.last_sequence += n;
+                self.visible_seq.store(st.last_sequence, Ordering::Release);
+                bump(&self.counters.relocations_applied, *n);
+                bump(
+                    &self.counters.relocations_dropped,
+                    relocations.len() as u64 - n,
+                );
+            }
+            Err(e) => {
+                st.poisoned
+                    .get_or_insert_with(|| format!("relocation commit failed: {e}"));
+            }
+        }
+        r
+    }
+
+    fn sync_journal(&self) -> Result<()> {
+        let r = match self.journal.lock().as_mut() {
+            Some(j) => j.writer.sync(),
+            None => Err(Error::Closed),
+        };
+        if let Err(e) = &r {
+            self.state
+                .lock()
+                .poisoned
+                .get_or_insert_with(|| format!("journal sync failed: {e}"));
+        }
+        r
+    }
+
+    /// True when background GC should run: the known garbage reached the
+    /// configured share of the value log.
+    pub(super) fn gc_wanted(&self, st: &State) -> bool {
+        let (Some(store), Some(ratio)) = (&self.values, self.opts.gc_garbage_ratio) else {
+            return false;
+        };
+        let garbage: u64 = st.current.value_log.garbage.values().sum();
+        let total = store.size().1;
+        total > 0
+            && garbage as f64 >= ratio * total as f64
+            && store.gc_start(st.current.value_log.tail).is_some()
+    }
+
+    /// One GC step: one chunk from the tail. `Ok(None)` when there is
+    /// nothing to collect (only the head file exists).
+    pub(super) fn gc_once(&self) -> Result<Option<GcStats>> {
+        let Some(store) = &self.values else {
+            return Ok(None);
+        };
+        let _one = self.gc_lock.lock();
+        self.delete_collected_log_files();
+        let tail = self.state.lock().current.value_log.tail;
+        let Some((file, offset)) = store.gc_start(tail) else {
+            return Ok(None);
+        };
+        let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        let sv = self.super_version();
+        let mut relocations = Vec::new();
+        let mut written = 0;
+        for (p, rec) in &chunk.records {
+            if rec.flags & 0x07 != KIND_PUT || !self.points_at(&sv, &rec.key, seq, p)? {
+                continue;
+            }
+            let new = store.append(&Record {
+                seq: rec.seq,
+                flags: KIND_PUT | FLAG_GC_COPY,
+                key: &rec.key,
+                value: &rec.value,
+            })?;
+            written += u64::from(new.record_len);
+            relocations.push(Relocation {
+                key: rec.key.clone(),
+                old: *p,
+                new,
+            });
+        }
+        drop(sv);
+        // The copies are durable before any index entry points at them.
+        store.sync()?;
+        let applied = if relocations.is_empty() {
+            0
+        } else {
+            self.enqueue(WriterSlot {
+                size: 0,
+                batch: Mutex::new(WriteBatch::new()),
+                sync: true,
+                force_switch: false,
+                relocated: AtomicU64::new(0),
+                relocations: Some(relocations.clone()),
+                done: Mutex::new(None),
+            })?
+        };
+        let barrier = self.visible_seq.load(Ordering::Acquire);
+        // Every write that made a record of this chunk dead must be durable
+        // before the tail moves past it: replay may meet the dead record's
+        // pointer and relies on a later journal entry to shadow it.
+        self.sync_journal()?;
+        let edit = VersionEdit {
+            value_log_tail: Some(chunk.next),
+            ..VersionEdit::default()
+        };
+        let next_file = chunk.next.0;
+        self.install(edit, None, &[], |st| {
+            if next_file > file {
+                st.pending_log_deletes.push((next_file, barrier));
+            }
+        })?;
+        self.delete_collected_log_files();
+        bump(&self.counters.gc_runs, 1);
+        bump(&self.counters.gc_bytes_read, chunk.bytes);
+        bump(&self.counters.gc_bytes_written, written);
+        Ok(Some(GcStats {
+            chunks: 1,
+            bytes_read: chunk.bytes,
+            records: chunk.records.len() as u64,
+            live_records: relocations.len() as u64,
+            relocations_applied: applied,
+            relocations_dropped: relocations.len() as u64 - applied,
+        }))
+    }
+
+    /// Collects the whole oldest value log file (`Db::gc`).
+    pub(super) fn gc_file(&self) -> Result<GcStats> {
+        let mut total = GcStats::default();
+        let Some(store) = &self.values else {
+            return Ok(total);
+        };
+        let start = store.gc_start(self.state.lock().current.value_log.tail);
+        let Some((file, _)) = start else {
+            return Ok(total);
+        };
+        loop {
+            self.state.lock().check_writable()?;
+            let Some(s) = self.gc_once()? else { break };
+            total.chunks += s.chunks;
+            total.bytes_read += s.bytes_read;
+            total.records += s.records;
+            total.live_records += s.live_records;
+            total.relocations_applied += s.relocations_applied;
+            total.relocations_dropped += s.relocations_dropped;
+            let tail = self.state.lock().current.value_log.tail;
+            if tail.is_some_and(|t| t.0 > file) {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Deletes value log files behind the tail once every registered reader
+    /// (snapshot or iterator) is at least as new as the relocations that
+    /// moved their live records.
+    pub(super) fn delete_collected_log_files(&self) {
+        let Some(store) = &self.values else { return };
+        let below = {
+            let mut st = self.state.lock();
+            let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);
+            let mut below = 0;
+            st.pending_log_deletes.retain(|&(file, barrier)| {
+                if oldest >= barrier {
+                    below = below.max(file);
+                    false
+                } else {
+                    true
+                }
+            });
+            below
+        };
+        if below > 0 {
+            // A failed delete leaves a file that the next open removes.
+            let _ = store.delete_below(below);
+        }
+    }
+}

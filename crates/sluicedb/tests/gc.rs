@@ -1,0 +1,195 @@
+//! Value log GC: space comes back, values stay right, snapshots and
+//! iterators keep what they need, and GC racing with overwrites and deletes
+//! never resurrects a key or returns a stale value.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, Options, ReadOptions};
+
+fn wisckey(fs: &MemFs) -> Options {
+    tiny_options(fs, 3)
+        .separation_threshold_bytes(Some(0))
+        .value_log_file_size_bytes(8 * 1024)
+        .gc_chunk_bytes(2048)
+        .gc_garbage_ratio(None)
+}
+
+fn val(key: u32, version: u32) -> Vec<u8> {
+    let mut v = format!("{key}:{version}:").into_bytes();
+    v.resize(200, b'x');
+    v
+}
+
+#[test]
+fn gc_reclaims_space_and_keeps_values() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", wisckey(&fs)).unwrap();
+    for round in 0..6 {
+        for k in 0..100u32 {
+            db.put(format!("k{k:03}"), val(k, round)).unwrap();
+        }
+    }
+    for k in (0..100u32).step_by(4) {
+        db.delete(format!("k{k:03}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let before = db.stats();
+    assert!(before.value_log_garbage_bytes > 0, "{before}");
+    for _ in 0..before.value_log_files {
+        db.gc().unwrap();
+    }
+    let after = db.stats();
+    assert!(
+        after.gc_runs > 0 && after.relocations_applied > 0,
+        "{after}"
+    );
+    assert!(
+        after.value_log_bytes < before.value_log_bytes / 2,
+        "GC should free most of the log: {} -> {}",
+        before.value_log_bytes,
+        after.value_log_bytes
+    );
+    let check = |db: &Db| {
+        for k in 0..100u32 {
+            let want = (k % 4 != 0).then(|| val(k, 5));
+            assert_eq!(db.get(format!("k{k:03}")).unwrap(), want, "key {k}");
+        }
+    };
+    check(&db);
+    drop(db);
+    let db = Db::open("/db", wisckey(&fs)).unwrap();
+    check(&db);
+    db.gc().unwrap();
+    check(&db);
+}
+
+#[test]
+fn snapshots_and_iterators_keep_collected_files_readable() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", wisckey(&fs)).unwrap();
+    for k in 0..60u32 {
+        db.put(format!("k{k:03}"), val(k, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    let mut it = db.iter();
+    it.seek_to_first();
+    for k in 0..60u32 {
+        db.put(format!("k{k:03}"), val(k, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    for _ in 0..10 {
+        db.gc().unwrap();
+    }
+    // Both still read the old values, from files GC moved past.
+    let at = ReadOptions::at(&snap);
+    for k in 0..60u32 {
+        assert_eq!(
+            db.get_opt(&at, format!("k{k:03}")).unwrap(),
+            Some(val(k, 0))
+        );
+    }
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.value().unwrap(), val(n, 0).as_slice());
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, 60);
+    let files_held = db.stats().value_log_files;
+    drop(it);
+    drop(snap);
+    db.gc().unwrap();
+    assert!(
+        db.stats().value_log_files < files_held,
+        "files freed after readers left"
+    );
+    for k in 0..60u32 {
+        assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(val(k, 1)));
+    }
+}
+
+#[test]
+fn gc_races_overwrites_and_deletes() {
+    for_seeds(seeds(500, 3), |seed| {
+        let fs = MemFs::new();
+        let db = Db::open("/db", wisckey(&fs).background_threads(2)).unwrap();
+        const KEYS: u32 = 40;
+        let stop = Arc::new(AtomicBool::new(false));
+        // Writer t owns keys with k % 2 == t; the final state is known.
+        let finals: Vec<Vec<(u32, Option<u32>)>> = std::thread::scope(|s| {
+            let gc = {
+                let db = db.clone();
+                let stop = stop.clone();
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        db.gc().unwrap();
+                    }
+                })
+            };
+            let writers: Vec<_> = (0..2u32)
+                .map(|t| {
+                    let db = db.clone();
+                    s.spawn(move || {
+                        let mut rng = Rng::new(seed * 10 + u64::from(t));
+                        let mut last = vec![None; KEYS as usize];
+                        for version in 1..=600u32 {
+                            let k = (rng.below(u64::from(KEYS / 2)) as u32) * 2 + t;
+                            let name = format!("k{k:03}");
+                            if rng.chance(20) {
+                                db.delete(&name).unwrap();
+                                last[k as usize] = None;
+                            } else {
+                                db.put(&name, val(k, version)).unwrap();
+                                last[k as usize] = Some(version);
+                            }
+                            // Reads never see another key's or a stale value.
+                            if let Some(v) = db.get(&name).unwrap() {
+                                assert_eq!(Some(v), last[k as usize].map(|ver| val(k, ver)));
+                            } else {
+                                assert_eq!(last[k as usize], None, "seed {seed}: key {k} lost");
+                            }
+                            if version % 200 == 0 {
+                                db.flush().unwrap();
+                            }
+                        }
+                        (0..KEYS)
+                            .filter(|k| k % 2 == t)
+                            .map(|k| (k, last[k as usize]))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            // Stop GC before looking at results, so a failing writer fails
+            // the test instead of leaving the GC thread spinning.
+            let results: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+            stop.store(true, Ordering::Relaxed);
+            gc.join().unwrap();
+            results
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        let s = db.stats();
+        assert!(s.gc_runs > 0, "seed {seed}: {s}");
+        let check = |db: &Db| {
+            for (k, last) in finals.iter().flatten() {
+                let got = db.get(format!("k{k:03}")).unwrap();
+                assert_eq!(got, last.map(|v| val(*k, v)), "seed {seed}: key {k}");
+            }
+        };
+        check(&db);
+        for _ in 0..5 {
+            db.gc().unwrap();
+        }
+        check(&db);
+        drop(db);
+        let db = Db::open("/db", wisckey(&fs)).unwrap();
+        check(&db);
+    });
+}
