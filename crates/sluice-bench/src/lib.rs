@@ -30,16 +30,21 @@ pub enum Workload {
     ReadSeq,
     /// num seeks to random keys, reading the pair found.
     SeekRandom,
+    /// HashKV §4.2 (seed 000): load num keys in random order (P0), then
+    /// three phases of num updates to keys drawn from a scrambled
+    /// Zipf(0.99) (P1-P3); the value store is capped at data + 30%.
+    Update,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
         Workload::ReadRandom,
         Workload::ReadSeq,
         Workload::SeekRandom,
+        Workload::Update,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +55,7 @@ impl Workload {
             Workload::ReadRandom => "readrandom",
             Workload::ReadSeq => "readseq",
             Workload::SeekRandom => "seekrandom",
+            Workload::Update => "update",
         }
     }
 
@@ -60,7 +66,7 @@ impl Workload {
     fn writes(self) -> bool {
         matches!(
             self,
-            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::Update
         )
     }
 }
@@ -112,6 +118,10 @@ impl Default for BenchConfig {
 #[derive(Debug, Clone)]
 pub struct PhaseResult {
     pub workload: Workload,
+    /// The workload's name, or `update.P1` style for a phase.
+    pub label: String,
+    /// Bytes GC read and wrote in the phase.
+    pub gc_bytes: u64,
     pub ops: u64,
     pub found: u64,
     pub elapsed: Duration,
@@ -139,7 +149,7 @@ impl PhaseResult {
     pub fn db_bench_line(&self) -> String {
         let mut s = format!(
             "{:<12} : {:>11.3} micros/op {:>8.0} ops/sec; {:>7.1} MB/s",
-            self.workload.name(),
+            self.label,
             self.micros_per_op(),
             self.ops_per_sec(),
             self.mb_per_sec()
@@ -151,6 +161,9 @@ impl PhaseResult {
             "  write-amp {:.2}  space-amp {:.2}",
             self.write_amp, self.space_amp
         );
+        if self.gc_bytes > 0 {
+            s += &format!("  gc {:.1} MB", self.gc_bytes as f64 / 1048576.0);
+        }
         if let Some(d) = self.settle {
             s += &format!("  settle {:.2}s", d.as_secs_f64());
         }
@@ -210,7 +223,17 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
             sluicedb::Error::InvalidArgument(format!("cannot clear {}: {e}", cfg.db_path.display()))
         })?;
     }
-    let db = Db::open(&cfg.db_path, Options::preset(cfg.preset))?;
+    let mut opts = Options::preset(cfg.preset);
+    if cfg.workloads.contains(&Workload::Update) && opts.separation_threshold_bytes.is_some() {
+        // HashKV §4.2: the value store holds the data plus a 30% reserve.
+        let record = (cfg.key_size + cfg.value_size + 21) as f64;
+        let capacity = (cfg.num as f64 * record * 1.3) as u64;
+        opts.value_log_capacity_bytes = Some(capacity);
+        // GC frees whole files: keep them small next to the capacity, so
+        // that small runs have files to collect too.
+        opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
+    }
+    let db = Db::open(&cfg.db_path, opts)?;
     println!(
         "sluicedb bench: preset {}  keys {} B  values {} B  entries {}  db {}",
         cfg.preset.name(),
@@ -225,6 +248,10 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     let mut live_keys: u64 = if cfg.use_existing { cfg.num } else { 0 };
     let mut results = Vec::new();
     for &w in &cfg.workloads {
+        if w == Workload::Update {
+            results.extend(run_update(&db, cfg, &mut values, &mut rng, &mut live_keys)?);
+            continue;
+        }
         let before = db.stats().io;
         let start = Instant::now();
         let (ops, found, user_bytes) = match w {
@@ -255,11 +282,13 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
                     &db,
                     cfg,
                     w,
+                    w.name(),
                     order.len() as u64,
                     0,
                     bytes,
                     elapsed,
                     &before,
+                    0,
                     live_keys,
                 )?);
                 continue;
@@ -306,10 +335,21 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
                 it.status()?;
                 (n, found, bytes)
             }
+            Workload::Update => unreachable!("update runs its own phases above"),
         };
         let elapsed = start.elapsed();
         results.push(finish(
-            &db, cfg, w, ops, found, user_bytes, elapsed, &before, live_keys,
+            &db,
+            cfg,
+            w,
+            w.name(),
+            ops,
+            found,
+            user_bytes,
+            elapsed,
+            &before,
+            0,
+            live_keys,
         )?);
     }
     let s = db.stats();
@@ -325,11 +365,13 @@ fn finish(
     db: &Db,
     cfg: &BenchConfig,
     w: Workload,
+    label: &str,
     ops: u64,
     found: u64,
     user_bytes: u64,
     elapsed: Duration,
     before: &sluicedb::fs::IoStats,
+    gc_before: u64,
     live_keys: u64,
 ) -> sluicedb::Result<PhaseResult> {
     let settle = if w.writes() && cfg.settle {
@@ -343,8 +385,11 @@ fn finish(
     let io = db.stats().io.since(before);
     let live = live_keys * (cfg.key_size + cfg.value_size) as u64;
     let disk = dir_bytes(&cfg.db_path);
+    let s = db.stats();
     let r = PhaseResult {
         workload: w,
+        label: label.to_string(),
+        gc_bytes: (s.gc_bytes_read + s.gc_bytes_written).saturating_sub(gc_before),
         ops,
         found,
         elapsed,
@@ -368,9 +413,110 @@ fn finish(
     Ok(r)
 }
 
+/// The update experiment: P0 load in random order, then P1-P3 of `num`
+/// scrambled-Zipf(0.99) updates each.
+fn run_update(
+    db: &Db,
+    cfg: &BenchConfig,
+    values: &mut Values,
+    rng: &mut StdRng,
+    live_keys: &mut u64,
+) -> sluicedb::Result<Vec<PhaseResult>> {
+    let zipf = ScrambledZipf::new(cfg.num, 0.99);
+    let wo = WriteOptions { sync: cfg.sync };
+    let mut out = Vec::new();
+    for phase in 0..4 {
+        let keys: Vec<u64> = if phase == 0 {
+            let mut v: Vec<u64> = (0..cfg.num).collect();
+            v.shuffle(rng);
+            v
+        } else {
+            (0..cfg.num).map(|_| zipf.sample(rng)).collect()
+        };
+        let s = db.stats();
+        let (before, gc_before) = (s.io, s.gc_bytes_read + s.gc_bytes_written);
+        let start = Instant::now();
+        let mut bytes = 0;
+        for &n in &keys {
+            let k = make_key(n, cfg.key_size);
+            let v = values.next(cfg.value_size);
+            bytes += (k.len() + v.len()) as u64;
+            db.put_opt(&wo, &k, v)?;
+        }
+        *live_keys = cfg.num;
+        let elapsed = start.elapsed();
+        let label = format!("update.P{phase}");
+        out.push(finish(
+            db,
+            cfg,
+            Workload::Update,
+            &label,
+            cfg.num,
+            0,
+            bytes,
+            elapsed,
+            &before,
+            gc_before,
+            *live_keys,
+        )?);
+    }
+    Ok(out)
+}
+
+/// YCSB's scrambled Zipfian: ranks drawn from Zipf(`theta`) over `n` items,
+/// then hashed, so that hot keys are spread over the key space.
+pub struct ScrambledZipf {
+    n: u64,
+    zipf: rand_distr::Zipf<f64>,
+}
+
+impl ScrambledZipf {
+    pub fn new(n: u64, theta: f64) -> Self {
+        ScrambledZipf {
+            n: n.max(1),
+            zipf: rand_distr::Zipf::new(n.max(1), theta).expect("valid Zipf parameters"),
+        }
+    }
+
+    pub fn sample(&self, rng: &mut impl Rng) -> u64 {
+        use rand::distributions::Distribution;
+        let rank = self.zipf.sample(rng) as u64 - 1;
+        // FNV-1a of the rank, as YCSB scrambles.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in rank.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h % self.n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrambled_zipf_is_skewed_and_deterministic() {
+        let z = ScrambledZipf::new(10_000, 0.99);
+        let mut a = StdRng::seed_from_u64(1);
+        let mut b = StdRng::seed_from_u64(1);
+        let xs: Vec<u64> = (0..20_000).map(|_| z.sample(&mut a)).collect();
+        let ys: Vec<u64> = (0..20_000).map(|_| z.sample(&mut b)).collect();
+        assert_eq!(xs, ys, "same seed, same keys");
+        assert!(xs.iter().all(|&x| x < 10_000));
+        let mut counts = std::collections::HashMap::new();
+        for x in &xs {
+            *counts.entry(x).or_insert(0u32) += 1;
+        }
+        let mut top: Vec<u32> = counts.values().copied().collect();
+        top.sort_unstable_by(|a, b| b.cmp(a));
+        let hottest_10: u32 = top.iter().take(10).sum();
+        // Zipf(0.99): the 10 hottest of 10,000 keys draw about a quarter.
+        assert!(hottest_10 > 3_000, "not skewed: top 10 drew {hottest_10}");
+        // Scrambling spreads the hot keys: the hottest is not key 0.
+        let hottest = counts.iter().max_by_key(|(_, &c)| c).unwrap().0;
+        assert_ne!(**hottest, 0);
+    }
 
     #[test]
     fn keys_are_fixed_width_and_ordered() {
@@ -380,11 +526,31 @@ mod tests {
     }
 
     #[test]
+    fn tiny_update_run_under_wisckey_collects_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = BenchConfig {
+            db_path: dir.path().join("db"),
+            preset: Preset::WiscKey,
+            workloads: vec![Workload::Update],
+            num: 3000,
+            key_size: 24,
+            value_size: 992,
+            ..Default::default()
+        };
+        let r = run(&cfg).unwrap();
+        let labels: Vec<&str> = r.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["update.P0", "update.P1", "update.P2", "update.P3"]);
+        // Updates beyond the 30% reserve force GC in the update phases.
+        assert!(r[1..].iter().any(|p| p.gc_bytes > 0), "GC never ran");
+        assert!(r.iter().all(|p| p.write_amp >= 1.0));
+    }
+
+    #[test]
     fn tiny_run_reports_every_workload() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = BenchConfig {
             db_path: dir.path().join("db"),
-            workloads: Workload::ALL.to_vec(),
+            workloads: Workload::ALL[..6].to_vec(),
             num: 2000,
             value_size: 100,
             ..Default::default()

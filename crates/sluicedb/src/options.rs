@@ -198,6 +198,9 @@ pub struct Options {
     /// Garbage ratio (garbage ÷ value log bytes) at which background GC
     /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
     pub gc_garbage_ratio: Option<f64>,
+    /// Space the value log may use; background GC runs while it is larger
+    /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
+    pub value_log_capacity_bytes: Option<u64>,
     /// The file system. Default: [`StdFs`].
     pub fs: Arc<dyn Fs>,
     /// The preset these options came from.
@@ -298,6 +301,8 @@ setters! {
     gc_chunk_bytes: u64,
     /// Sets [`Options::gc_garbage_ratio`].
     gc_garbage_ratio: Option<f64>,
+    /// Sets [`Options::value_log_capacity_bytes`].
+    value_log_capacity_bytes: Option<u64>,
 }
 
 impl Options {
@@ -347,6 +352,7 @@ impl Options {
             value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
             gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
             gc_garbage_ratio: None,
+            value_log_capacity_bytes: None,
             preset: Preset::LevelDb,
         }
     }

@@ -225,3 +225,74 @@ fn missing_current_with_data_is_refused_not_recreated() {
     let db = Db::open("/db", tiny_options(&fs, VARIANT)).unwrap();
     assert_eq!(read_all(&db).unwrap(), state_after(&writes, writes.len()));
 }
+
+/// Bit flips in value log files: every read either returns the right value
+/// or `Corruption` naming the log file (seed 001 §3.3.3: never a wrong value).
+#[test]
+fn bit_flips_in_value_log_files_are_detected_or_harmless() {
+    let fs = MemFs::new();
+    let opts = |fs: &MemFs| {
+        tiny_options(fs, VARIANT)
+            .separation_threshold_bytes(Some(0))
+            .value_log_file_size_bytes(4096)
+            .gc_garbage_ratio(None)
+    };
+    let db = Db::open("/db", opts(&fs)).unwrap();
+    let mut rng = Rng::new(9);
+    let mut writes = Vec::new();
+    for i in 0..150u64 {
+        let w = Write {
+            ops: vec![(key(&mut rng, 60), Some(value(&mut rng, i, 60)))],
+            sync: false,
+        };
+        db.write(w.batch()).unwrap();
+        writes.push(w);
+        if i == 100 {
+            db.flush().unwrap();
+        }
+    }
+    drop(db);
+    let full = state_after(&writes, writes.len());
+    let (mut detected, mut harmless) = (0, 0);
+    let logs: Vec<PathBuf> = fs
+        .paths()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "vlog"))
+        .collect();
+    assert!(logs.len() > 2, "several value log files");
+    for path in &logs {
+        let original = fs.contents(path).unwrap();
+        for pos in positions(original.len()) {
+            let image = fs.crash_image();
+            let mut data = original.clone();
+            data[pos] ^= 1 << (pos % 8);
+            image.set_contents(path, data);
+            let what = format!("{} byte {pos}", path.display());
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let db = Db::open("/db", opts(&image))?;
+                let all = read_all(&db)?;
+                for (k, v) in &all {
+                    assert_eq!(db.get(k)?.as_ref(), Some(v), "{what}");
+                }
+                Ok::<_, Error>(all)
+            }))
+            .unwrap_or_else(|_| panic!("panic with a flip at {what}"));
+            match r {
+                Err(Error::Corruption { file, .. }) => {
+                    assert!(
+                        file.to_string_lossy().ends_with(".vlog"),
+                        "{what}: {file:?}"
+                    );
+                    detected += 1;
+                }
+                Err(e) => panic!("{what}: expected Corruption, got {e}"),
+                Ok(state) => {
+                    assert_eq!(state, full, "{what}: wrong data without an error");
+                    harmless += 1;
+                }
+            }
+        }
+    }
+    println!("value log flips: {detected} detected, {harmless} harmless");
+    assert!(detected > harmless, "most flips hit live records");
+}

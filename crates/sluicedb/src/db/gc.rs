@@ -112,17 +112,32 @@ impl Core {
         r
     }
 
-    /// True when background GC should run: the known garbage reached the
-    /// configured share of the value log.
-    pub(super) fn gc_wanted(&self, st: &State) -> bool {
-        let (Some(store), Some(ratio)) = (&self.values, self.opts.gc_garbage_ratio) else {
+    /// True when the value log passed its capacity by more than 10% and
+    /// GC has a file it can collect: writes wait for GC then.
+    pub(super) fn log_over_capacity(&self, st: &State) -> bool {
+        let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
             return false;
         };
-        let garbage: u64 = st.current.value_log.garbage.values().sum();
+        store.size().1 > cap + cap / 10 && store.gc_start(st.current.value_log.tail).is_some()
+    }
+
+    /// True when background GC should run: the known garbage reached the
+    /// configured share of the value log, or the log outgrew its capacity.
+    pub(super) fn gc_wanted(&self, st: &State) -> bool {
+        let Some(store) = &self.values else {
+            return false;
+        };
         let total = store.size().1;
-        total > 0
-            && garbage as f64 >= ratio * total as f64
-            && store.gc_start(st.current.value_log.tail).is_some()
+        let garbage: u64 = st.current.value_log.garbage.values().sum();
+        let by_ratio = self
+            .opts
+            .gc_garbage_ratio
+            .is_some_and(|r| total > 0 && garbage as f64 >= r * total as f64);
+        let by_size = self
+            .opts
+            .value_log_capacity_bytes
+            .is_some_and(|c| total > c);
+        (by_ratio || by_size) && store.gc_start(st.current.value_log.tail).is_some()
     }
 
     /// One GC step: one chunk from the tail. `Ok(None)` when there is

@@ -1009,7 +1009,39 @@ impl Core {
 
     // ---- write path ----
 
+    /// Waits while the value log is over its capacity and GC can free some
+    /// (bounded, so a log of all live data cannot stop writes for good).
+    /// This happens before the writer queues up: GC's relocations go
+    /// through the queue and must never wait behind a writer waiting for
+    /// them.
+    fn wait_for_log_space(&self) {
+        if self.opts.value_log_capacity_bytes.is_none() {
+            return;
+        }
+        let start = Instant::now();
+        let mut st = self.state.lock();
+        let mut stalled = false;
+        while self.log_over_capacity(&st)
+            && st.check_writable().is_ok()
+            && start.elapsed() < Duration::from_secs(1)
+        {
+            stalled = true;
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(10));
+        }
+        if stalled {
+            bump(&self.counters.stalls, 1);
+            bump(
+                &self.counters.stall_micros,
+                start.elapsed().as_micros() as u64,
+            );
+        }
+    }
+
     fn write(&self, sync: bool, force_switch: bool, batch: WriteBatch) -> Result<()> {
+        if !force_switch {
+            self.wait_for_log_space();
+        }
         self.enqueue(WriterSlot {
             size: batch.approximate_size(),
             batch: Mutex::new(batch),
