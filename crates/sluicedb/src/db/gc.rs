@@ -35,17 +35,7 @@ pub(crate) struct Relocation {
 impl Core {
     /// True if `key`'s newest entry at `seq` is a pointer to exactly `p`.
     fn points_at(&self, sv: &SuperVersion, key: &[u8], seq: u64, p: &ValuePointer) -> Result<bool> {
-        let mut found = sv.mem.get(key, seq);
-        for m in &sv.imms {
-            if found != Lookup::Absent {
-                break;
-            }
-            found = m.get(key, seq);
-        }
-        if found == Lookup::Absent {
-            found = self.shape.get(&sv.current, &self.tables, key, seq)?;
-        }
-        Ok(match found {
+        Ok(match self.lookup(sv, key, seq)? {
             Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes) == Some(*p),
             _ => false,
         })

@@ -937,8 +937,9 @@ impl Core {
         ))
     }
 
-    fn get_at(&self, seq: u64, key: &[u8]) -> Result<Option<Found>> {
-        let sv = self.super_version();
+    /// The newest entry of `key` visible at `seq`: memtable, immutable
+    /// memtables newest first, then the tables (invariant I5).
+    pub(crate) fn lookup(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
         let mut found = sv.mem.get(key, seq);
         for m in &sv.imms {
             if found != Lookup::Absent {
@@ -949,7 +950,12 @@ impl Core {
         if found == Lookup::Absent {
             found = self.shape.get(&sv.current, &self.tables, key, seq)?;
         }
-        match found {
+        Ok(found)
+    }
+
+    fn get_at(&self, seq: u64, key: &[u8]) -> Result<Option<Found>> {
+        let sv = self.super_version();
+        match self.lookup(&sv, key, seq)? {
             Lookup::Found(Kind::Value, v) => Ok(Some(Found::Value(v))),
             Lookup::Found(Kind::ValuePointer, p) => {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {
