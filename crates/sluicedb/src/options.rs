@@ -201,6 +201,14 @@ pub struct Options {
     /// Space the value log may use; background GC runs while it is larger
     /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
     pub value_log_capacity_bytes: Option<u64>,
+    /// Run a GC step at least this often when the value log has a file to
+    /// collect (WiscKey's periodic mode). `None`: only on the triggers above
+    /// and `Db::gc`.
+    pub gc_interval_ms: Option<u64>,
+    /// Throttle: GC reads at most this many bytes per second, sleeping
+    /// between steps, so that it leaves the disk to foreground work. `None`:
+    /// as fast as it can.
+    pub gc_max_bytes_per_sec: Option<u64>,
     /// The file system. Default: [`StdFs`].
     pub fs: Arc<dyn Fs>,
     /// The preset these options came from.
@@ -303,6 +311,10 @@ setters! {
     gc_garbage_ratio: Option<f64>,
     /// Sets [`Options::value_log_capacity_bytes`].
     value_log_capacity_bytes: Option<u64>,
+    /// Sets [`Options::gc_interval_ms`].
+    gc_interval_ms: Option<u64>,
+    /// Sets [`Options::gc_max_bytes_per_sec`].
+    gc_max_bytes_per_sec: Option<u64>,
 }
 
 impl Options {
@@ -353,6 +365,8 @@ impl Options {
             gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
             gc_garbage_ratio: None,
             value_log_capacity_bytes: None,
+            gc_interval_ms: None,
+            gc_max_bytes_per_sec: None,
             preset: Preset::LevelDb,
         }
     }
@@ -393,6 +407,9 @@ impl Options {
         }
         if self.value_log_file_size_bytes < 4096 || self.gc_chunk_bytes == 0 {
             return bad("value_log_file_size_bytes must be >= 4096 and gc_chunk_bytes > 0".into());
+        }
+        if self.gc_interval_ms == Some(0) || self.gc_max_bytes_per_sec == Some(0) {
+            return bad("gc_interval_ms and gc_max_bytes_per_sec must be positive".into());
         }
         if self.gc_garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
             return bad("gc_garbage_ratio must be in (0, 1)".into());

@@ -193,3 +193,46 @@ fn gc_races_overwrites_and_deletes() {
         check(&db);
     });
 }
+
+#[test]
+fn periodic_gc_runs_without_being_asked() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", wisckey(&fs).gc_interval_ms(Some(5))).unwrap();
+    for round in 0..3 {
+        for k in 0..60u32 {
+            db.put(format!("k{k:03}"), val(k, round)).unwrap();
+        }
+    }
+    // Wait (bounded) for the background thread's periodic GC.
+    for _ in 0..400 {
+        if db.stats().gc_runs > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(db.stats().gc_runs > 0, "periodic GC never ran");
+    for k in 0..60u32 {
+        assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(val(k, 2)));
+    }
+}
+
+#[test]
+fn throttled_gc_reads_no_faster_than_its_rate() {
+    let fs = MemFs::new();
+    let rate = 200 * 1024; // bytes per second
+    let db = Db::open("/db", wisckey(&fs).gc_max_bytes_per_sec(Some(rate))).unwrap();
+    for k in 0..120u32 {
+        db.put(format!("k{k:03}"), val(k, 0)).unwrap();
+    }
+    let start = std::time::Instant::now();
+    let s = db.gc().unwrap();
+    let elapsed = start.elapsed().as_secs_f64();
+    assert!(s.bytes_read > 0);
+    // A lower bound only: sleeping guarantees at least this much time.
+    let floor = s.bytes_read as f64 / rate as f64;
+    assert!(
+        elapsed >= floor * 0.99,
+        "read {} bytes in {elapsed:.3}s, floor {floor:.3}s",
+        s.bytes_read
+    );
+}

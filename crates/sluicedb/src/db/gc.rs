@@ -127,7 +127,11 @@ impl Core {
             .opts
             .value_log_capacity_bytes
             .is_some_and(|c| total > c);
-        (by_ratio || by_size) && store.gc_start(st.current.value_log.tail).is_some()
+        let by_time = self
+            .opts
+            .gc_interval_ms
+            .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
+        (by_ratio || by_size || by_time) && store.gc_start(st.current.value_log.tail).is_some()
     }
 
     /// One GC step: one chunk from the tail. `Ok(None)` when there is
@@ -137,6 +141,7 @@ impl Core {
             return Ok(None);
         };
         let _one = self.gc_lock.lock();
+        let started = std::time::Instant::now();
         self.delete_collected_log_files();
         let tail = self.state.lock().current.value_log.tail;
         let Some((file, offset)) = store.gc_start(tail) else {
@@ -196,6 +201,14 @@ impl Core {
             }
         })?;
         self.delete_collected_log_files();
+        self.state.lock().last_gc = std::time::Instant::now();
+        if let Some(rate) = self.opts.gc_max_bytes_per_sec {
+            // Throttle: this step may take no less than bytes / rate.
+            let floor = std::time::Duration::from_secs_f64(chunk.bytes as f64 / rate as f64);
+            if let Some(rest) = floor.checked_sub(started.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
         bump(&self.counters.gc_runs, 1);
         bump(&self.counters.gc_bytes_read, chunk.bytes);
         bump(&self.counters.gc_bytes_written, written);

@@ -124,6 +124,8 @@ struct State {
     poisoned: Option<String>,
     closing: bool,
     gc_running: bool,
+    /// When the last GC step ended (for `gc_interval_ms`).
+    last_gc: Instant,
     /// Value log files below `.0` may be deleted once no registered reader
     /// is older than sequence `.1` (`docs/design.md`, "Value store").
     pending_log_deletes: Vec<(u64, u64)>,
@@ -673,6 +675,7 @@ impl Core {
             poisoned: None,
             closing: false,
             gc_running: false,
+            last_gc: Instant::now(),
             pending_log_deletes: Vec::new(),
         };
         let core = Core {
@@ -1270,7 +1273,13 @@ impl Core {
                     self.cv.notify_all();
                     self.bg_cv.notify_all();
                 }
-                None => self.bg_cv.wait(&mut st),
+                // With periodic GC, wake up to check the interval.
+                None => match self.opts.gc_interval_ms {
+                    Some(ms) => {
+                        self.bg_cv.wait_for(&mut st, Duration::from_millis(ms));
+                    }
+                    None => self.bg_cv.wait(&mut st),
+                },
             }
         }
     }
