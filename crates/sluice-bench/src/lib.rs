@@ -265,15 +265,8 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
                     }
                     _ => (0..cfg.num).map(|_| rng.gen_range(0..cfg.num)).collect(),
                 };
-                let wo = WriteOptions { sync: cfg.sync };
                 let start = Instant::now(); // exclude key generation
-                let mut bytes = 0;
-                for &n in &order {
-                    let k = make_key(n, cfg.key_size);
-                    let v = values.next(cfg.value_size);
-                    bytes += (k.len() + v.len()) as u64;
-                    db.put_opt(&wo, &k, v)?;
-                }
+                let bytes = put_keys(&db, cfg, &mut values, &order)?;
                 if w != Workload::Overwrite {
                     live_keys = live_keys.max(cfg.num);
                 }
@@ -413,6 +406,24 @@ fn finish(
     Ok(r)
 }
 
+/// Puts key numbers `keys` with fresh values; returns the user bytes.
+fn put_keys(
+    db: &Db,
+    cfg: &BenchConfig,
+    values: &mut Values,
+    keys: &[u64],
+) -> sluicedb::Result<u64> {
+    let wo = WriteOptions { sync: cfg.sync };
+    let mut bytes = 0;
+    for &n in keys {
+        let k = make_key(n, cfg.key_size);
+        let v = values.next(cfg.value_size);
+        bytes += (k.len() + v.len()) as u64;
+        db.put_opt(&wo, &k, v)?;
+    }
+    Ok(bytes)
+}
+
 /// The update experiment: P0 load in random order, then P1-P3 of `num`
 /// scrambled-Zipf(0.99) updates each.
 fn run_update(
@@ -423,7 +434,6 @@ fn run_update(
     live_keys: &mut u64,
 ) -> sluicedb::Result<Vec<PhaseResult>> {
     let zipf = ScrambledZipf::new(cfg.num, 0.99);
-    let wo = WriteOptions { sync: cfg.sync };
     let mut out = Vec::new();
     for phase in 0..4 {
         let keys: Vec<u64> = if phase == 0 {
@@ -436,13 +446,7 @@ fn run_update(
         let s = db.stats();
         let (before, gc_before) = (s.io, s.gc_bytes_read + s.gc_bytes_written);
         let start = Instant::now();
-        let mut bytes = 0;
-        for &n in &keys {
-            let k = make_key(n, cfg.key_size);
-            let v = values.next(cfg.value_size);
-            bytes += (k.len() + v.len()) as u64;
-            db.put_opt(&wo, &k, v)?;
-        }
+        let bytes = put_keys(db, cfg, values, &keys)?;
         *live_keys = cfg.num;
         let elapsed = start.elapsed();
         let label = format!("update.P{phase}");
