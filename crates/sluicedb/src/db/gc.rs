@@ -108,7 +108,7 @@ impl Core {
         let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
             return false;
         };
-        store.size().1 > cap + cap / 10 && store.gc_start(st.current.value_log.tail).is_some()
+        store.total_bytes() > cap + cap / 10 && store.gc_start(st.current.value_log.tail).is_some()
     }
 
     /// True when background GC should run: the known garbage reached the
@@ -117,7 +117,7 @@ impl Core {
         let Some(store) = &self.values else {
             return false;
         };
-        let total = store.size().1;
+        let total = store.total_bytes();
         let garbage: u64 = st.current.value_log.garbage.values().sum();
         let by_ratio = self
             .opts

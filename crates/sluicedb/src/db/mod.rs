@@ -831,9 +831,7 @@ impl Core {
                 continue;
             }
             let Some(store) = &self.values else {
-                return Err(Error::InvalidArgument(
-                    "the journal holds separated values; open with a value store (separation_threshold_bytes)".into(),
-                ));
+                return Err(crate::value::missing_store());
             };
             let p = ValuePointer::decode(op.value).ok_or_else(|| {
                 Error::corruption(path, off, "malformed value pointer in the journal")
@@ -964,11 +962,10 @@ impl Core {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {
                     Error::corruption(&self.dir, 0, "malformed value pointer in the index")
                 })?;
-                let Some(store) = &self.values else {
-                    return self
-                        .resolve(key, &p, IoClass::UserRead)
-                        .map(|v| Some(Found::Value(v)));
-                };
+                let store = self
+                    .values
+                    .as_ref()
+                    .ok_or_else(crate::value::missing_store)?;
                 match store.read_or_collected(&ptr, key, IoClass::UserRead)? {
                     Read::Found(r) => Ok(Some(Found::Value(r.value))),
                     Read::Collected => Ok(Some(Found::Collected)),
@@ -977,11 +974,6 @@ impl Core {
             Lookup::Found(Kind::Delete, _) => unreachable!("a lookup returns deletes as Deleted"),
             Lookup::Deleted | Lookup::Absent => Ok(None),
         }
-    }
-
-    /// The value a pointer entry of `key` refers to.
-    pub(crate) fn resolve(&self, key: &[u8], pointer: &[u8], class: IoClass) -> Result<Vec<u8>> {
-        crate::value::resolve(self.values.as_deref(), key, pointer, class)
     }
 
     /// Moves the group's values at or above the separation threshold into
@@ -1024,7 +1016,11 @@ impl Core {
     /// through the queue and must never wait behind a writer waiting for
     /// them.
     fn wait_for_log_space(&self) {
-        if self.opts.value_log_capacity_bytes.is_none() {
+        let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
+            return;
+        };
+        // The common case, under capacity, takes no lock.
+        if store.total_bytes() <= cap + cap / 10 {
             return;
         }
         let start = Instant::now();
@@ -1623,8 +1619,8 @@ impl Core {
             write_groups: get(&c.write_groups),
             block_cache_bytes: self.tables.block_cache().usage_bytes(),
             poisoned: st.poisoned.clone(),
-            value_log_files: self.values.as_ref().map_or(0, |v| v.size().0),
-            value_log_bytes: self.values.as_ref().map_or(0, |v| v.size().1),
+            value_log_files: self.values.as_ref().map_or(0, |v| v.file_count()),
+            value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
             value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
             value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
             gc_runs: get(&c.gc_runs),

@@ -28,10 +28,16 @@ pub(crate) fn resolve(
     })?;
     match store {
         Some(s) => Ok(s.read(&p, key, class)?.value),
-        None => Err(Error::InvalidArgument(
-            "the database holds separated values; open it with a value store \
-             (separation_threshold_bytes)"
-                .into(),
-        )),
+        None => Err(missing_store()),
     }
+}
+
+/// The error for an index entry pointing into a value store that the
+/// options did not open.
+pub(crate) fn missing_store() -> Error {
+    Error::InvalidArgument(
+        "the database holds separated values; open it with a value store \
+         (separation_threshold_bytes)"
+            .into(),
+    )
 }
