@@ -148,8 +148,7 @@ impl Core {
             return Ok(None);
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
-        let seq = self.visible_seq.load(Ordering::Acquire);
-        let sv = self.super_version();
+        let (seq, sv) = self.read_view(&Default::default());
         let mut relocations = Vec::new();
         let mut written = 0;
         for (p, rec) in &chunk.records {

@@ -910,6 +910,16 @@ impl Core {
         }
     }
 
+    /// The sequence to read at and the memtables and tables to read, taken
+    /// together under the state lock (as LevelDB's Get does). Taken apart, a
+    /// flush could install between them: it may drop an entry shadowed by a
+    /// newer one that the older sequence cannot see, and the reader would
+    /// then find neither (the GC race test found this).
+    pub(crate) fn read_view(&self, opts: &ReadOptions<'_>) -> (u64, Arc<SuperVersion>) {
+        let st = self.state.lock();
+        (self.read_sequence(opts), st.sv.clone())
+    }
+
     pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
         self.state.lock().sv.clone()
     }
@@ -919,8 +929,8 @@ impl Core {
         // file was deleted, so one retry suffices; the bound turns a bug into
         // an error instead of a spin.
         for _ in 0..8 {
-            let seq = self.read_sequence(opts);
-            match self.get_at(seq, key)? {
+            let (seq, sv) = self.read_view(opts);
+            match self.get_at(&sv, seq, key)? {
                 Some(Found::Value(v)) => return Ok(Some(v)),
                 None => return Ok(None),
                 // GC relocated the value and collected its old file after
@@ -954,9 +964,8 @@ impl Core {
         Ok(found)
     }
 
-    fn get_at(&self, seq: u64, key: &[u8]) -> Result<Option<Found>> {
-        let sv = self.super_version();
-        match self.lookup(&sv, key, seq)? {
+    fn get_at(&self, sv: &SuperVersion, seq: u64, key: &[u8]) -> Result<Option<Found>> {
+        match self.lookup(sv, key, seq)? {
             Lookup::Found(Kind::Value, v) => Ok(Some(Found::Value(v))),
             Lookup::Found(Kind::ValuePointer, p) => {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {
