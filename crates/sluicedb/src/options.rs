@@ -325,8 +325,8 @@ impl Options {
             Preset::LevelDb => base,
             Preset::WiscKey => Options {
                 separation_threshold_bytes: Some(0),
-                // Engine journal until value-log-as-journal is wired in.
-                journal_mode: JournalMode::Journal,
+                // No LSM-tree log (seed 001 §3.4.2).
+                journal_mode: JournalMode::ValueLog,
                 gc_garbage_ratio: Some(DEFAULT_GC_GARBAGE_RATIO),
                 preset,
                 ..base

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, WriteOptions};
+use sluicedb::{Db, JournalMode, WriteOptions};
 
 /// A write as the workload saw it, with the file-operation counter before it
 /// started and after it was acknowledged.
@@ -32,6 +32,8 @@ enum Workload {
     /// Overwrites with value separation and GC steps, so GC is crashed at
     /// every step (copies, relocation commit, tail edit, file deletion).
     Gc,
+    /// The same with the value log as the journal (seed 001 §3.4.2).
+    GcValueLog,
 }
 
 /// The options a workload runs (and recovers) with.
@@ -39,8 +41,13 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     let opts = tiny_options(fs, variant);
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
-        Workload::Gc => opts
+        Workload::Gc | Workload::GcValueLog => opts
             .separation_threshold_bytes(Some(0))
+            .journal_mode(if matches!(w, Workload::Gc) {
+                JournalMode::Journal
+            } else {
+                JournalMode::ValueLog
+            })
             .value_log_file_size_bytes(4096)
             .gc_chunk_bytes(1500),
         _ => opts,
@@ -65,7 +72,8 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
         };
         for _ in 0..count {
             serial += 1;
-            let k = key(&mut rng, if matches!(w, Workload::Gc) { 30 } else { 150 });
+            let gc = matches!(w, Workload::Gc | Workload::GcValueLog);
+            let k = key(&mut rng, if gc { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
             ops.push((k, v));
         }
@@ -89,7 +97,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                 drop(db);
                 db = Db::open("/db", opts.clone()).unwrap();
             }
-            Workload::Gc if i % 25 == 24 => {
+            Workload::Gc | Workload::GcValueLog if i % 25 == 24 => {
                 db.gc().unwrap();
             }
             _ => {}
@@ -135,6 +143,7 @@ fn crash_after_every_file_operation() {
         Workload::SyncedManifestRoll,
         Workload::Reopens,
         Workload::Gc,
+        Workload::GcValueLog,
     ];
     for_seeds(seeds(100, 4), |seed| {
         for (i, &w) in workloads.iter().enumerate() {

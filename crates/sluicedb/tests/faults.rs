@@ -10,7 +10,9 @@ use common::*;
 use sluicedb::fs::{Fault, MemFs};
 use sluicedb::{Db, Error, WriteOptions};
 
-const VARIANT: u64 = 3;
+/// Option variants (see `tiny_options`): mixed separation with the engine
+/// journal, and full separation with the value log as the journal.
+const VARIANTS: [u64; 2] = [1, 3];
 
 struct Outcome {
     writes: Vec<Write>,
@@ -20,14 +22,14 @@ struct Outcome {
     synced: usize,
 }
 
-fn workload(fs: &MemFs) -> Outcome {
+fn workload(fs: &MemFs, variant: u64) -> Outcome {
     let mut rng = Rng::new(7);
     let mut out = Outcome {
         writes: Vec::new(),
         acked: 0,
         synced: 0,
     };
-    let Ok(db) = Db::open("/db", tiny_options(fs, VARIANT)) else {
+    let Ok(db) = Db::open("/db", tiny_options(fs, variant)) else {
         return out;
     };
     let mut failed = false;
@@ -71,8 +73,8 @@ fn workload(fs: &MemFs) -> Outcome {
     out
 }
 
-fn check_recovery(fs: &MemFs, out: &Outcome, what: &str) {
-    let db = Db::open("/db", tiny_options(fs, VARIANT))
+fn check_recovery(fs: &MemFs, variant: u64, out: &Outcome, what: &str) {
+    let db = Db::open("/db", tiny_options(fs, variant))
         .unwrap_or_else(|e| panic!("{what}: reopen after faults failed: {e}"));
     let got = read_all(&db).unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
     assert!(
@@ -83,33 +85,45 @@ fn check_recovery(fs: &MemFs, out: &Outcome, what: &str) {
 
 #[test]
 fn every_operation_fails_once_and_persistently() {
+    for variant in VARIANTS {
+        fail_every_operation(variant);
+    }
+}
+
+fn fail_every_operation(variant: u64) {
     let clean = MemFs::new();
-    workload(&clean);
+    workload(&clean, variant);
     let total_ops = clean.op_count();
-    assert!(total_ops > 300, "workload too small: {total_ops} ops");
+    assert!(total_ops > 150, "workload too small: {total_ops} ops");
     let mut runs = 0;
     let mut fired = 0;
     for fault in [Fault::Eio, Fault::NoSpace, Fault::SyncFails] {
         for persistent in [false, true] {
             let step = if persistent { 3 } else { 1 };
             for at in (1..=total_ops).step_by(step) {
-                let what = format!("{fault:?} at op {at} persistent {persistent}");
+                let what =
+                    format!("variant {variant}: {fault:?} at op {at} persistent {persistent}");
                 let fs = MemFs::new();
                 fs.inject(fault, at, persistent);
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| workload(&fs)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    workload(&fs, variant)
+                }));
                 let out = r.unwrap_or_else(|e| {
                     eprintln!("panic with {what}");
                     std::panic::resume_unwind(e)
                 });
                 fired += usize::from(fs.fault_fired());
                 fs.clear_faults();
-                check_recovery(&fs.crash_image(), &out, &format!("{what} (crash image)"));
-                check_recovery(&fs, &out, &what);
+                let image = fs.crash_image();
+                check_recovery(&image, variant, &out, &format!("{what} (crash image)"));
+                check_recovery(&fs, variant, &out, &what);
                 runs += 1;
             }
         }
     }
-    println!("fault runs: {runs}, faults fired: {fired}, ops per clean run: {total_ops}");
+    println!(
+        "variant {variant}: fault runs: {runs}, faults fired: {fired}, ops per clean run: {total_ops}"
+    );
     assert!(
         fired > runs / 2,
         "most injected faults should fire ({fired}/{runs})"

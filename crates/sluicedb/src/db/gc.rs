@@ -21,6 +21,7 @@ use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
 use crate::stats::GcStats;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::value::log::store::LogStore;
 use crate::value::pointer::ValuePointer;
 use crate::version::VersionEdit;
 
@@ -63,11 +64,8 @@ impl Core {
                 return Ok(0);
             }
             batch.set_sequence(base + 1);
-            let mut j = self.journal.lock();
-            let j = j.as_mut().ok_or(Error::Closed)?;
-            j.writer.add_record(batch.data())?;
-            j.writer.sync()?;
-            mem.insert_batch(&batch, base + 1);
+            let logged = self.log_group(&batch, base + 1, true)?;
+            mem.insert_batch(logged.as_ref().unwrap_or(&batch), base + 1);
             Ok(batch.len() as u64)
         });
         match &r {
@@ -89,9 +87,12 @@ impl Core {
     }
 
     fn sync_journal(&self) -> Result<()> {
-        let r = match self.journal.lock().as_mut() {
-            Some(j) => j.writer.sync(),
-            None => Err(Error::Closed),
+        let r = match (self.journal_in_log, &self.values) {
+            (true, Some(store)) => store.sync(),
+            _ => match self.journal.lock().as_mut() {
+                Some(j) => j.writer.sync(),
+                None => Err(Error::Closed),
+            },
         };
         if let Err(e) = &r {
             self.state
@@ -108,7 +109,7 @@ impl Core {
         let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
             return false;
         };
-        store.total_bytes() > cap + cap / 10 && store.gc_start(st.current.value_log.tail).is_some()
+        store.total_bytes() > cap + cap / 10 && self.gc_start(store, st).is_some()
     }
 
     /// True when background GC should run: the known garbage reached the
@@ -131,7 +132,14 @@ impl Core {
             .opts
             .gc_interval_ms
             .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
-        (by_ratio || by_size || by_time) && store.gc_start(st.current.value_log.tail).is_some()
+        (by_ratio || by_size || by_time) && self.gc_start(store, st).is_some()
+    }
+
+    /// Where GC would start. When the value log is the journal, files from
+    /// the replay start on are out of its reach: recovery reads them.
+    fn gc_start(&self, store: &LogStore, st: &State) -> Option<(u64, u64)> {
+        let meta = &st.current.value_log;
+        store.gc_start(meta.tail, meta.journal_from.map(|j| j.0))
     }
 
     /// One GC step: one chunk from the tail. `Ok(None)` when there is
@@ -143,8 +151,8 @@ impl Core {
         let _one = self.gc_lock.lock();
         let started = std::time::Instant::now();
         self.delete_collected_log_files();
-        let tail = self.state.lock().current.value_log.tail;
-        let Some((file, offset)) = store.gc_start(tail) else {
+        let start = self.gc_start(store, &self.state.lock());
+        let Some((file, offset)) = start else {
             return Ok(None);
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
@@ -152,7 +160,7 @@ impl Core {
         let mut relocations = Vec::new();
         let mut written = 0;
         for (p, rec) in &chunk.records {
-            if rec.flags & 0x07 != KIND_PUT || !self.points_at(&sv, &rec.key, seq, p)? {
+            if !rec.may_be_live() || !self.points_at(&sv, &rec.key, seq, p)? {
                 continue;
             }
             let new = store.append(&Record {
@@ -227,7 +235,19 @@ impl Core {
         let Some(store) = &self.values else {
             return Ok(total);
         };
-        let start = store.gc_start(self.state.lock().current.value_log.tail);
+        if self.journal_in_log {
+            // Files the replay start has not passed cannot be collected:
+            // a flush moves it to the head.
+            let blocked = {
+                let st = self.state.lock();
+                let meta = &st.current.value_log;
+                store.gc_start(meta.tail, None).is_some() && self.gc_start(store, &st).is_none()
+            };
+            if blocked {
+                self.flush()?;
+            }
+        }
+        let start = self.gc_start(store, &self.state.lock());
         let Some((file, _)) = start else {
             return Ok(total);
         };

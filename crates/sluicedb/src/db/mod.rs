@@ -31,19 +31,22 @@ use crate::index::leveled::Leveled;
 use crate::index::{CompactionPlan, IndexShape};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
 use crate::iterator::{DbIterator, Range};
-use crate::journal::{read_log, LogWriter};
+use crate::journal::LogWriter;
 use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
-use crate::options::{JournalRecovery, Options, ReadOptions, WriteOptions};
+use crate::options::{JournalMode, Options, ReadOptions, WriteOptions};
 use crate::stats::{GcStats, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
-use crate::value::log::format::{Record, KIND_PUT};
-use crate::value::log::store::{LogStore, PointerCheck, Read};
+use crate::value::log::format::{
+    Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
+};
+use crate::value::log::store::{LogStore, Read};
 use crate::value::pointer::ValuePointer;
 use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
 
 mod gc;
+mod recover;
 pub(crate) use gc::Relocation;
 
 /// A handle to an open database. Cheap to clone; all clones share one
@@ -89,6 +92,8 @@ struct Journal {
 struct Immutable {
     mem: Arc<MemTable>,
     journal: u64,
+    /// Where its records start in the value log, when that is the journal.
+    log_start: (u64, u64),
 }
 
 /// What a point lookup found.
@@ -106,6 +111,9 @@ enum Job {
 struct State {
     mem: Arc<MemTable>,
     mem_journal: u64,
+    /// Where the active memtable's records start in the value log, when
+    /// that is the journal: the replay start once older ones are flushed.
+    mem_log_start: (u64, u64),
     imms: VecDeque<Immutable>,
     current: Arc<Version>,
     sv: Arc<SuperVersion>,
@@ -198,8 +206,10 @@ pub(crate) struct Core {
     shutting_down: AtomicBool,
     counters: Counters,
     table_opts: TableOptions,
-    /// The value store, when values are separated.
+    /// The value store, when values are separated (or were).
     values: Option<Arc<LogStore>>,
+    /// The value log is the journal (seed 001 §3.4.2): no engine journal.
+    journal_in_log: bool,
     /// One GC at a time (background or `Db::gc`).
     gc_lock: Mutex<()>,
 }
@@ -637,22 +647,33 @@ impl Core {
             restart_interval: opts.block_restart_interval,
             bloom_bits_per_key: opts.bloom_bits_per_key,
         };
-        let values = match opts.separation_threshold_bytes {
-            Some(_) => Some(Arc::new(LogStore::open(
+        // The store opens whenever the database has or had one, so that
+        // pointers written under other options still resolve.
+        let has_log = names
+            .iter()
+            .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
+        let values = if opts.separation_threshold_bytes.is_some()
+            || has_log
+            || rec.version.value_log.journal_from.is_some()
+        {
+            Some(Arc::new(LogStore::open(
                 &dir,
                 fs.clone(),
                 versions.file_numbers(),
                 opts.value_log_file_size_bytes,
                 opts.value_log_buffer_bytes,
                 rec.version.value_log.tail,
-            )?)),
-            None => None,
+            )?))
+        } else {
+            None
         };
+        let journal_in_log = opts.journal_mode == JournalMode::ValueLog;
         let version = Arc::new(rec.version);
         let mem = Arc::new(MemTable::new());
         let state = State {
             mem: mem.clone(),
             mem_journal: 0,
+            mem_log_start: (0, 0),
             imms: VecDeque::new(),
             current: version.clone(),
             sv: Arc::new(SuperVersion {
@@ -695,167 +716,12 @@ impl Core {
             counters: Counters::default(),
             table_opts,
             values,
+            journal_in_log,
             gc_lock: Mutex::new(()),
         };
-        core.recover_journals(&journals)?;
+        core.recover(&journals)?;
         core.delete_obsolete_files();
         Ok(core)
-    }
-
-    /// Replays journals into L0 tables, starts a new journal and writes a
-    /// fresh manifest that no longer needs the old journals.
-    fn recover_journals(&self, journals: &[u64]) -> Result<()> {
-        let mode = self.opts.journal_recovery;
-        let mut max_seq = self.state.lock().last_sequence;
-        let mut edit = VersionEdit::default();
-        let mut mem = Arc::new(MemTable::new());
-        // A torn tail must be the end of all history: records in a later
-        // journal mean synced data after it was lost.
-        let mut torn: Option<(PathBuf, u64)> = None;
-        'journals: for &n in journals {
-            let path = filename::journal(&self.dir, n);
-            let data = self.fs.read_all(&path, IoClass::Journal)?;
-            let log = read_log(&data);
-            if let Some((p, off)) = &torn {
-                if !log.records.is_empty() && mode != JournalRecovery::SkipAnyCorrupted {
-                    if mode == JournalRecovery::PointInTime {
-                        break 'journals;
-                    }
-                    return Err(Error::corruption(
-                        p,
-                        *off,
-                        "journal damaged before records of a later journal",
-                    ));
-                }
-            }
-            let stop_at = match (mode, log.damage.first()) {
-                (JournalRecovery::SkipAnyCorrupted, _) | (_, None) => u64::MAX,
-                (JournalRecovery::PointInTime, Some((off, _))) => *off,
-                (_, Some((off, why))) => {
-                    return Err(Error::corruption(&path, *off, why.clone()));
-                }
-            };
-            for (off, rec) in log.records {
-                if off >= stop_at {
-                    break;
-                }
-                let batch = match WriteBatch::from_record(rec) {
-                    Ok(b) => b,
-                    Err(why) => match mode {
-                        JournalRecovery::SkipAnyCorrupted => continue,
-                        JournalRecovery::PointInTime => break 'journals,
-                        _ => return Err(Error::corruption(&path, off, why)),
-                    },
-                };
-                match self.check_recovered_pointers(&batch, &path, off) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        // The value log lost this write's values: history
-                        // ends before it (log appends are in order).
-                        if mode == JournalRecovery::AbsoluteConsistency {
-                            return Err(Error::corruption(
-                                &path,
-                                off,
-                                "journal record's values were lost from the value log",
-                            ));
-                        }
-                        break 'journals;
-                    }
-                    Err(e) => match mode {
-                        JournalRecovery::SkipAnyCorrupted => continue,
-                        JournalRecovery::PointInTime => break 'journals,
-                        _ => return Err(e),
-                    },
-                }
-                let seq = batch.sequence();
-                mem.insert_batch(&batch, seq);
-                max_seq = max_seq.max(seq + batch.len() as u64 - 1);
-                if mem.approximate_memory_bytes() > self.opts.write_buffer_size_bytes {
-                    self.write_level0(&mem, max_seq, &mut edit)?;
-                    mem = Arc::new(MemTable::new());
-                }
-            }
-            if stop_at != u64::MAX {
-                break 'journals; // point-in-time: history ends at the damage
-            }
-            if let Some(off) = log.torn_tail_at {
-                if mode == JournalRecovery::AbsoluteConsistency {
-                    return Err(Error::corruption(
-                        &path,
-                        off,
-                        "incomplete record at the end",
-                    ));
-                }
-                torn = Some((path, off));
-            }
-        }
-        if !mem.is_empty() {
-            self.write_level0(&mem, max_seq, &mut edit)?;
-        }
-        // Replayed pointers were checked against durable log records, so the
-        // recovered tables need no log sync here.
-        let journal_number = self.versions.new_file_number();
-        let w = self.fs.create(
-            &filename::journal(&self.dir, journal_number),
-            IoClass::Journal,
-        )?;
-        self.fs.sync_dir(&self.dir)?;
-        let mut st = self.state.lock();
-        let version = st
-            .current
-            .apply(&edit)
-            .map_err(|e| Error::corruption(&self.dir, 0, e))?;
-        let ms = self
-            .versions
-            .write_new_manifest(&version, journal_number, max_seq)?;
-        *self.manifest.lock() = Some(ms);
-        st.current = Arc::new(version);
-        st.log_number = journal_number;
-        st.mem_journal = journal_number;
-        st.last_sequence = max_seq;
-        st.pending_outputs.clear();
-        st.refresh_sv();
-        self.visible_seq.store(max_seq, Ordering::Release);
-        *self.journal.lock() = Some(Journal {
-            writer: LogWriter::new(w),
-        });
-        Ok(())
-    }
-
-    /// Checks every value pointer of a recovered batch: `Ok(false)` if one
-    /// lies past the durable end of the value log.
-    fn check_recovered_pointers(&self, batch: &WriteBatch, path: &Path, off: u64) -> Result<bool> {
-        for op in batch.iter() {
-            let op = op.map_err(|e| Error::corruption(path, off, e))?;
-            if op.kind != Kind::ValuePointer {
-                continue;
-            }
-            let Some(store) = &self.values else {
-                return Err(crate::value::missing_store());
-            };
-            let p = ValuePointer::decode(op.value).ok_or_else(|| {
-                Error::corruption(path, off, "malformed value pointer in the journal")
-            })?;
-            match store.check_recovered(&p, op.key)? {
-                PointerCheck::Lost => return Ok(false),
-                PointerCheck::Valid | PointerCheck::Collected => {}
-            }
-        }
-        Ok(true)
-    }
-
-    fn write_level0(
-        &self,
-        mem: &Arc<MemTable>,
-        max_seq: u64,
-        edit: &mut VersionEdit,
-    ) -> Result<()> {
-        let mut stats = JobStats::default();
-        let outputs = self.build_tables(mem.clone().iter(), max_seq, &mut stats)?;
-        for f in outputs {
-            edit.add_file(0, f);
-        }
-        Ok(())
     }
 
     fn new_output_number(&self) -> u64 {
@@ -1017,6 +883,78 @@ impl Core {
         Ok(Some(out))
     }
 
+    /// Appends every operation of a group to the value log, the last one
+    /// flagged as the group's end (value log as journal, seed 001 §3.4.2).
+    /// Returns the batch for the memtable: pointers for values at or above
+    /// the threshold; small values inline, deletes and relocations as they
+    /// are.
+    fn append_group(&self, store: &LogStore, group: &WriteBatch, seq: u64) -> Result<WriteBatch> {
+        let threshold = self.opts.separation_threshold_bytes.unwrap_or(usize::MAX);
+        let mut out = WriteBatch::with_capacity(group.approximate_size());
+        out.set_sequence(seq);
+        let last = group.len().saturating_sub(1);
+        for (i, op) in group.iter().enumerate() {
+            let op = op.expect("validated batch");
+            let end = if i == last { FLAG_GROUP_END } else { 0 };
+            let (flags, separated) = match op.kind {
+                Kind::Value if op.value.len() >= threshold => (KIND_PUT, true),
+                Kind::Value => (KIND_PUT | FLAG_INLINE, false),
+                Kind::Delete => (KIND_DELETE, false),
+                Kind::ValuePointer => (KIND_RELOCATE, false),
+            };
+            let p = store.append(&Record {
+                seq: seq + i as u64,
+                flags: flags | end,
+                key: op.key,
+                value: op.value,
+            })?;
+            if separated {
+                out.add_raw(Kind::ValuePointer, op.key, &p.encode());
+            } else {
+                out.add_raw(op.kind, op.key, op.value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes a group durable as the journal mode says (synced when `sync`).
+    /// Returns the batch to insert into the memtable when it differs from
+    /// the group (pointers in place of separated values).
+    pub(super) fn log_group(
+        &self,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+    ) -> Result<Option<WriteBatch>> {
+        if self.journal_in_log {
+            let store = self
+                .values
+                .as_ref()
+                .ok_or_else(crate::value::missing_store)?;
+            let out = self.append_group(store, group, seq)?;
+            if sync {
+                store.sync()?;
+                bump(&self.counters.journal_syncs, 1);
+            }
+            return Ok(Some(out));
+        }
+        let separated = self.separate(group, seq)?;
+        let record = separated.as_ref().unwrap_or(group);
+        let mut j = self.journal.lock();
+        let j = j.as_mut().ok_or(Error::Closed)?;
+        j.writer.add_record(record.data())?;
+        if sync {
+            // Values first: a synced journal record must never point at
+            // values that are not durable.
+            if let Some(v) = &self.values {
+                v.sync()?;
+            }
+            j.writer.sync()?;
+            bump(&self.counters.journal_syncs, 1);
+        }
+        Ok(separated)
+    }
+
     // ---- write path ----
 
     /// Waits while the value log is over its capacity and GC can free some
@@ -1128,21 +1066,8 @@ impl Core {
         st.last_sequence += count;
         let mem = st.mem.clone();
         let result = MutexGuard::unlocked(st, || {
-            let separated = self.separate(&group, seq)?;
-            let record = separated.as_ref().unwrap_or(&group);
-            let mut j = self.journal.lock();
-            let j = j.as_mut().ok_or(Error::Closed)?;
-            j.writer.add_record(record.data())?;
-            if sync {
-                // Values first: a synced journal record must never point at
-                // values that are not durable.
-                if let Some(v) = &self.values {
-                    v.sync()?;
-                }
-                j.writer.sync()?;
-                bump(&self.counters.journal_syncs, 1);
-            }
-            mem.insert_batch(record, seq);
+            let logged = self.log_group(&group, seq, sync)?;
+            mem.insert_batch(logged.as_ref().unwrap_or(&group), seq);
             Ok(())
         });
         match &result {
@@ -1202,6 +1127,25 @@ impl Core {
     }
 
     fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        if let (true, Some(store)) = (self.journal_in_log, &self.values) {
+            // No journal to rotate: the new memtable's records start at the
+            // log's head, and that is where replay starts once it is the
+            // oldest unflushed one (the leader appends, so none is in
+            // flight).
+            let start = store.head_position();
+            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new()));
+            let log_start = std::mem::replace(&mut st.mem_log_start, start);
+            let journal = st.mem_journal;
+            st.imms.push_back(Immutable {
+                mem: old,
+                journal,
+                log_start,
+            });
+            st.memtables_switched += 1;
+            st.refresh_sv();
+            self.bg_cv.notify_all();
+            return Ok(());
+        }
         let number = self.versions.new_file_number();
         let r = (|| {
             let mut j = self.journal.lock();
@@ -1222,7 +1166,11 @@ impl Core {
         }
         let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new()));
         let journal = std::mem::replace(&mut st.mem_journal, number);
-        st.imms.push_back(Immutable { mem: old, journal });
+        st.imms.push_back(Immutable {
+            mem: old,
+            journal,
+            log_start: (0, 0),
+        });
         st.memtables_switched += 1;
         st.refresh_sv();
         self.bg_cv.notify_all();
@@ -1341,15 +1289,21 @@ impl Core {
     }
 
     fn run_flush(&self) -> Result<()> {
-        let (imm, next_journal, smallest_snapshot) = {
+        let (imm, next_journal, next_log_start, smallest_snapshot) = {
             let st = self.state.lock();
             let front = st
                 .imms
                 .front()
                 .expect("flush picked with an immutable memtable");
             let next = st.imms.get(1).map_or(st.mem_journal, |i| i.journal);
+            let next_log = st.imms.get(1).map_or(st.mem_log_start, |i| i.log_start);
             let visible = self.visible_seq.load(Ordering::Acquire);
-            (front.mem.clone(), next, st.smallest_snapshot(visible))
+            (
+                front.mem.clone(),
+                next,
+                next_log,
+                st.smallest_snapshot(visible),
+            )
         };
         // Tables are not replayed like the journal, so their pointers are
         // never re-checked: the values they point at must be durable before
@@ -1361,6 +1315,8 @@ impl Core {
         let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
         let mut edit = VersionEdit {
             value_log_garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
+            // Replay now starts where the next memtable's records do.
+            value_log_journal: self.journal_in_log.then_some(next_log_start),
             ..VersionEdit::default()
         };
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();

@@ -24,6 +24,7 @@ mod tag {
     pub const NEW_FILE: u32 = 8;
     pub const VALUE_LOG_TAIL: u32 = 9;
     pub const VALUE_LOG_GARBAGE: u32 = 10;
+    pub const VALUE_LOG_JOURNAL: u32 = 11;
 }
 
 /// A table in a version.
@@ -63,6 +64,9 @@ pub(crate) struct VersionEdit {
     pub(crate) value_log_tail: Option<(u64, u64)>,
     /// Bytes of value log records that became garbage, per file (deltas).
     pub(crate) value_log_garbage: Vec<(u64, u64)>,
+    /// When the value log is the journal: replay starts at (file, offset).
+    /// `(0, 0)` says the value log is not the journal (any more).
+    pub(crate) value_log_journal: Option<(u64, u64)>,
 }
 
 impl VersionEdit {
@@ -117,6 +121,12 @@ impl VersionEdit {
             put_u64(&mut p, file);
             put_u64(&mut p, bytes);
             field(tag::VALUE_LOG_GARBAGE, &p);
+        }
+        if let Some((file, offset)) = self.value_log_journal {
+            let mut p = Vec::new();
+            put_u64(&mut p, file);
+            put_u64(&mut p, offset);
+            field(tag::VALUE_LOG_JOURNAL, &p);
         }
         for (level, f) in &self.added {
             let mut p = Vec::new();
@@ -181,6 +191,11 @@ impl VersionEdit {
                     let bytes = u64_only(&mut p).ok_or_else(bad)?;
                     e.value_log_garbage.push((file, bytes));
                 }
+                tag::VALUE_LOG_JOURNAL => {
+                    let file = p.u64().ok_or_else(bad)?;
+                    let offset = u64_only(&mut p).ok_or_else(bad)?;
+                    e.value_log_journal = Some((file, offset));
+                }
                 tag::NEW_FILE => {
                     let f = (|| {
                         let level = p.u32()?;
@@ -234,6 +249,7 @@ mod tests {
         e.delete_file(1, 9);
         e.value_log_tail = Some((12, 4096));
         e.value_log_garbage.push((12, 777));
+        e.value_log_journal = Some((14, 16));
         e.add_file(
             2,
             FileMeta {

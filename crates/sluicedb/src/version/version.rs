@@ -23,6 +23,9 @@ pub(crate) struct ValueLogMeta {
     /// Bytes of garbage found per file (by flushes and compactions that
     /// dropped pointers to it).
     pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
+    /// When the value log is the journal, recovery replays it from
+    /// (file, offset): everything before is in tables.
+    pub(crate) journal_from: Option<(u64, u64)>,
 }
 
 impl Version {
@@ -58,6 +61,9 @@ impl Version {
         if let Some(t) = edit.value_log_tail {
             value_log.tail = Some(t);
             value_log.garbage.retain(|&f, _| f >= t.0);
+        }
+        if let Some(p) = edit.value_log_journal {
+            value_log.journal_from = (p != (0, 0)).then_some(p);
         }
         for &(file, bytes) in &edit.value_log_garbage {
             if value_log.tail.is_none_or(|t| file >= t.0) {
@@ -97,6 +103,7 @@ impl Version {
             e.added.push((l as u32, f.clone()));
         }
         e.value_log_tail = self.value_log.tail;
+        e.value_log_journal = self.value_log.journal_from;
         e.value_log_garbage = self
             .value_log
             .garbage

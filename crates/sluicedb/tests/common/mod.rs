@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, Options, WriteBatch};
+use sluicedb::{Db, JournalMode, Options, WriteBatch};
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -37,8 +37,16 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         3 => Some(0),
         _ => None,
     };
+    // The value log as journal under full separation, and for some of the
+    // mixed variants (so inline values go through it too).
+    let journal_mode = if variant % 4 == 3 || variant % 8 == 5 {
+        JournalMode::ValueLog
+    } else {
+        JournalMode::Journal
+    };
     let o = o
         .separation_threshold_bytes(separation)
+        .journal_mode(journal_mode)
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512);
     if variant % 3 == 2 {

@@ -6,9 +6,13 @@
 //! record: crc u32 | seq u64 | flags u8 | key_len u32 | value_len u32 | key | value
 //! ```
 //! `crc` is the masked CRC32C of everything after it in the record. `flags`
-//! holds the operation kind (bits 0..2: 0 delete, 1 put) and
-//! [`FLAG_GC_COPY`]: a record GC copied to the head, which replay never
-//! applies (`docs/design.md`, "Value store").
+//! holds the operation kind (bits 0..2: 0 delete, 1 put, 2 relocation) and
+//! three flags: [`FLAG_GC_COPY`] (a record GC copied to the head, which
+//! replay never applies), [`FLAG_INLINE`] (the index keeps this value
+//! inline; the record exists only for replay) and [`FLAG_GROUP_END`] (the
+//! last record of a write group). Deletes, inline puts, relocations and the
+//! group flag appear only when the value log is the journal
+//! (`docs/design.md`, "Value log as journal").
 
 use crate::coding::{masked_crc, put_u32, put_u64, u32_at, u64_at};
 
@@ -18,15 +22,22 @@ pub(crate) const FILE_HEADER_LEN: usize = 16;
 pub(crate) const RECORD_HEADER_LEN: usize = 4 + 8 + 1 + 4 + 4;
 const _: () = assert!(RECORD_HEADER_LEN == 21 && FILE_HEADER_LEN == 8 + 4 + 4);
 
-/// Record kind: the key was deleted (value-log-as-journal mode only).
-#[allow(dead_code, reason = "used by value log GC, wired next")]
+/// Record kind: the key was deleted (value log as journal only).
 pub(crate) const KIND_DELETE: u8 = 0;
 /// Record kind: a put.
 pub(crate) const KIND_PUT: u8 = 1;
+/// Record kind: GC moved the key's value; the record's value is the new
+/// [`crate::value::pointer::ValuePointer`] (value log as journal only).
+pub(crate) const KIND_RELOCATE: u8 = 2;
 const KIND_MASK: u8 = 0x07;
 /// A copy made by GC: data only, never applied by replay.
-#[allow(dead_code, reason = "used by value log GC, wired next")]
 pub(crate) const FLAG_GC_COPY: u8 = 0x80;
+/// A put whose value the index keeps inline (below the separation
+/// threshold): GC never copies it.
+pub(crate) const FLAG_INLINE: u8 = 0x40;
+/// The last record of a write group: replay applies a group only once it
+/// has read this record, so a batch is all or nothing.
+pub(crate) const FLAG_GROUP_END: u8 = 0x20;
 
 pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
@@ -60,10 +71,11 @@ impl Record<'_> {
     pub(crate) fn kind(&self) -> u8 {
         self.flags & KIND_MASK
     }
-    #[allow(dead_code, reason = "used by value log GC, wired next")]
-    pub(crate) fn is_gc_copy(&self) -> bool {
-        self.flags & FLAG_GC_COPY != 0
-    }
+}
+
+/// The kind bits of a record's flags.
+pub(crate) fn kind_of(flags: u8) -> u8 {
+    flags & KIND_MASK
 }
 
 /// Appends an encoded record to `out`; returns (record length, crc).
@@ -117,7 +129,7 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), Bad> {
         key: &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + k],
         value: &rec[RECORD_HEADER_LEN + k..],
     };
-    if r.kind() > KIND_PUT {
+    if r.kind() > KIND_RELOCATE {
         return Err(Bad::Damaged(format!(
             "unknown value record kind {}",
             r.kind()

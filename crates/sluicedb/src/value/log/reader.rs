@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use super::format::{check_file_header, claimed_len, decode_record, Bad, FILE_HEADER_LEN};
+use super::format::{
+    check_file_header, claimed_len, decode_record, kind_of, Bad, FILE_HEADER_LEN, FLAG_GC_COPY,
+    FLAG_INLINE, KIND_PUT,
+};
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
 use crate::value::pointer::ValuePointer;
@@ -15,6 +18,18 @@ pub(crate) struct OwnedRecord {
     pub(crate) flags: u8,
     pub(crate) key: Vec<u8>,
     pub(crate) value: Vec<u8>,
+}
+
+impl OwnedRecord {
+    /// A copy GC made; replay skips it.
+    pub(crate) fn is_gc_copy(&self) -> bool {
+        self.flags & FLAG_GC_COPY != 0
+    }
+    /// A put whose value the index may point at (not inline, not a delete
+    /// or relocation): the only records GC may have to keep.
+    pub(crate) fn may_be_live(&self) -> bool {
+        kind_of(self.flags) == KIND_PUT && self.flags & FLAG_INLINE == 0
+    }
 }
 
 /// Checks the record bytes read for `p` and that they belong to `key`.
@@ -84,7 +99,6 @@ pub(crate) struct Scan {
 
 /// Parses a whole file. After damage, the rest is searched for any valid
 /// record: one found means the damage is not a torn tail.
-#[allow(dead_code, reason = "used by value log GC, wired next")]
 pub(crate) fn scan_file(data: &[u8], path: &Path) -> Result<Scan> {
     check_file_header(data).map_err(|why| Error::corruption(path, 0, why))?;
     let mut out = Scan::default();

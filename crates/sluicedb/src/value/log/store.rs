@@ -278,12 +278,44 @@ impl LogStore {
         }
     }
 
+    /// Where the next append goes: (head file, its length). Every record
+    /// appended so far lies before this position.
+    pub(crate) fn head_position(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        (inner.head.number(), inner.head.len())
+    }
+
+    /// Sealed files numbered `from` or above, oldest first (replay).
+    pub(crate) fn sealed_from(&self, from: u64) -> Vec<u64> {
+        self.inner
+            .lock()
+            .sealed
+            .range(from..)
+            .map(|(&n, _)| n)
+            .collect()
+    }
+
+    /// A whole log file (replay reads the value log as its journal).
+    pub(crate) fn read_file(&self, file: u64) -> Result<Vec<u8>> {
+        self.fs
+            .read_all(&filename::value_log(&self.dir, file), IoClass::Journal)
+    }
+
     /// The oldest position GC may read from, given the manifest's tail: the
     /// tail itself, or the start of the oldest sealed file. `None` when only
-    /// the head exists (GC never touches the head).
-    pub(crate) fn gc_start(&self, tail: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    /// the head exists (GC never touches the head), or when the oldest
+    /// sealed file is numbered `before` or above (replay still needs it).
+    pub(crate) fn gc_start(
+        &self,
+        tail: Option<(u64, u64)>,
+        before: Option<u64>,
+    ) -> Option<(u64, u64)> {
         let inner = self.inner.lock();
-        let (&first, _) = inner.sealed.range(tail.map_or(0, |t| t.0)..).next()?;
+        let (&first, _) = inner
+            .sealed
+            .range(tail.map_or(0, |t| t.0)..)
+            .next()
+            .filter(|(&n, _)| before.is_none_or(|b| n < b))?;
         match tail {
             Some((f, off)) if f == first => Some((f, off.max(FILE_HEADER_LEN as u64))),
             _ => Some((first, FILE_HEADER_LEN as u64)),

@@ -1,0 +1,392 @@
+//! Recovery (`docs/design.md`, "Recovery" and "Value log as journal"):
+//! replays what the tables do not hold yet into L0 tables, then writes a
+//! fresh manifest. The source is the engine journals or, when the value log
+//! is the journal, the value log from the position the manifest records
+//! (seed 001 §3.4.2). Only one of them can hold unflushed writes: every
+//! open ends by flushing what it replayed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Core, Journal};
+use crate::batch::WriteBatch;
+use crate::compaction::JobStats;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::IoClass;
+use crate::journal::{read_log, LogWriter};
+use crate::key::Kind;
+use crate::memtable::{MemTable, WriteBuffer};
+use crate::options::JournalRecovery;
+use crate::value::log::format::{
+    file_header, kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT,
+    KIND_RELOCATE,
+};
+use crate::value::log::reader::{scan_file, OwnedRecord};
+use crate::value::log::store::{LogStore, PointerCheck};
+use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::version::VersionEdit;
+
+/// What replay gathers: the memtable being refilled, the highest sequence
+/// number seen, and the L0 tables written so far.
+struct Replay {
+    mem: Arc<MemTable>,
+    max_seq: u64,
+    edit: VersionEdit,
+}
+
+/// How replay of one source ended.
+#[derive(PartialEq, Eq)]
+enum Ended {
+    /// Every record was applied (a torn tail may have ended the last file).
+    Fully,
+    /// History ends earlier: a lost write, or point-in-time recovery
+    /// stopping at damage.
+    Early,
+}
+
+impl Core {
+    /// Replays the journals (or the value log), writes what they held to L0
+    /// and installs a manifest that no longer needs them.
+    pub(super) fn recover(&self, journals: &[u64]) -> Result<()> {
+        let (max_seq, journal_from) = {
+            let st = self.state.lock();
+            (st.last_sequence, st.current.value_log.journal_from)
+        };
+        let mut r = Replay {
+            mem: Arc::new(MemTable::new()),
+            max_seq,
+            edit: VersionEdit::default(),
+        };
+        let ended = self.replay_journals(journals, &mut r)?;
+        if let (Ended::Fully, Some(from)) = (ended, journal_from) {
+            let store = self
+                .values
+                .as_ref()
+                .ok_or_else(crate::value::missing_store)?;
+            self.replay_value_log(store, from, &mut r)?;
+        }
+        if !r.mem.is_empty() {
+            self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
+        }
+        // Replayed pointers were checked against durable log records, so the
+        // recovered tables need no log sync here.
+        let log_number = self.versions.new_file_number();
+        let mut mem_log_start = (0, 0);
+        let journal = match (&self.values, self.journal_in_log) {
+            (Some(store), true) => {
+                mem_log_start = store.head_position();
+                r.edit.value_log_journal = Some(mem_log_start);
+                None
+            }
+            _ => {
+                if journal_from.is_some() {
+                    r.edit.value_log_journal = Some((0, 0));
+                }
+                let w = self
+                    .fs
+                    .create(&filename::journal(&self.dir, log_number), IoClass::Journal)?;
+                self.fs.sync_dir(&self.dir)?;
+                Some(Journal {
+                    writer: LogWriter::new(w),
+                })
+            }
+        };
+        let mut st = self.state.lock();
+        let version = st
+            .current
+            .apply(&r.edit)
+            .map_err(|e| Error::corruption(&self.dir, 0, e))?;
+        let ms = self
+            .versions
+            .write_new_manifest(&version, log_number, r.max_seq)?;
+        *self.manifest.lock() = Some(ms);
+        st.current = Arc::new(version);
+        st.log_number = log_number;
+        st.mem_journal = log_number;
+        st.mem_log_start = mem_log_start;
+        st.last_sequence = r.max_seq;
+        st.pending_outputs.clear();
+        st.refresh_sv();
+        self.visible_seq.store(r.max_seq, Ordering::Release);
+        *self.journal.lock() = journal;
+        Ok(())
+    }
+
+    /// Applies one recovered batch; writes an L0 table when the memtable
+    /// fills.
+    fn replay_batch(&self, r: &mut Replay, batch: &WriteBatch) -> Result<()> {
+        let seq = batch.sequence();
+        r.mem.insert_batch(batch, seq);
+        r.max_seq = r.max_seq.max(seq + batch.len() as u64 - 1);
+        if r.mem.approximate_memory_bytes() > self.opts.write_buffer_size_bytes {
+            self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
+            r.mem = Arc::new(MemTable::new());
+        }
+        Ok(())
+    }
+
+    /// Replays engine journals in order, per the recovery mode.
+    fn replay_journals(&self, journals: &[u64], r: &mut Replay) -> Result<Ended> {
+        let mode = self.opts.journal_recovery;
+        // A torn tail must be the end of all history: records in a later
+        // journal mean synced data after it was lost.
+        let mut torn: Option<(PathBuf, u64)> = None;
+        for &n in journals {
+            let path = filename::journal(&self.dir, n);
+            let data = self.fs.read_all(&path, IoClass::Journal)?;
+            let log = read_log(&data);
+            if let Some((p, off)) = &torn {
+                if !log.records.is_empty() && mode != JournalRecovery::SkipAnyCorrupted {
+                    if mode == JournalRecovery::PointInTime {
+                        return Ok(Ended::Early);
+                    }
+                    return Err(Error::corruption(
+                        p,
+                        *off,
+                        "journal damaged before records of a later journal",
+                    ));
+                }
+            }
+            let stop_at = match (mode, log.damage.first()) {
+                (JournalRecovery::SkipAnyCorrupted, _) | (_, None) => u64::MAX,
+                (JournalRecovery::PointInTime, Some((off, _))) => *off,
+                (_, Some((off, why))) => {
+                    return Err(Error::corruption(&path, *off, why.clone()));
+                }
+            };
+            for (off, rec) in log.records {
+                if off >= stop_at {
+                    break;
+                }
+                let batch = match WriteBatch::from_record(rec) {
+                    Ok(b) => b,
+                    Err(why) => match mode {
+                        JournalRecovery::SkipAnyCorrupted => continue,
+                        JournalRecovery::PointInTime => return Ok(Ended::Early),
+                        _ => return Err(Error::corruption(&path, off, why)),
+                    },
+                };
+                match self.check_recovered_pointers(&batch, &path, off) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // The value log lost this write's values: history
+                        // ends before it (log appends are in order).
+                        if mode == JournalRecovery::AbsoluteConsistency {
+                            return Err(Error::corruption(
+                                &path,
+                                off,
+                                "journal record's values were lost from the value log",
+                            ));
+                        }
+                        return Ok(Ended::Early);
+                    }
+                    Err(e) => match mode {
+                        JournalRecovery::SkipAnyCorrupted => continue,
+                        JournalRecovery::PointInTime => return Ok(Ended::Early),
+                        _ => return Err(e),
+                    },
+                }
+                self.replay_batch(r, &batch)?;
+            }
+            if stop_at != u64::MAX {
+                return Ok(Ended::Early); // point-in-time: history ends at the damage
+            }
+            if let Some(off) = log.torn_tail_at {
+                if mode == JournalRecovery::AbsoluteConsistency {
+                    return Err(Error::corruption(
+                        &path,
+                        off,
+                        "incomplete record at the end",
+                    ));
+                }
+                torn = Some((path, off));
+            }
+        }
+        Ok(Ended::Fully)
+    }
+
+    /// Checks every value pointer of a recovered batch: `Ok(false)` if one
+    /// lies past the durable end of the value log.
+    fn check_recovered_pointers(&self, batch: &WriteBatch, path: &Path, off: u64) -> Result<bool> {
+        for op in batch.iter() {
+            let op = op.map_err(|e| Error::corruption(path, off, e))?;
+            if op.kind != Kind::ValuePointer {
+                continue;
+            }
+            let Some(store) = &self.values else {
+                return Err(crate::value::missing_store());
+            };
+            let p = ValuePointer::decode(op.value).ok_or_else(|| {
+                Error::corruption(path, off, "malformed value pointer in the journal")
+            })?;
+            match store.check_recovered(&p, op.key)? {
+                PointerCheck::Lost => return Ok(false),
+                PointerCheck::Valid | PointerCheck::Collected => {}
+            }
+        }
+        Ok(true)
+    }
+
+    /// Replays the value log from `from` to its end (seed 001 §3.4.2): each
+    /// write group becomes a batch once its last record (`FLAG_GROUP_END`)
+    /// is read, so a group cut by the crash is dropped whole. GC copies are
+    /// skipped; their relocations are records of their own.
+    fn replay_value_log(&self, store: &LogStore, from: (u64, u64), r: &mut Replay) -> Result<()> {
+        let mode = self.opts.journal_recovery;
+        let mut group: Option<WriteBatch> = None;
+        let mut torn: Option<(PathBuf, u64)> = None;
+        for file in store.sealed_from(from.0) {
+            let path = filename::value_log(&self.dir, file);
+            let data = store.read_file(file)?;
+            if data.len() <= FILE_HEADER_LEN && file_header().starts_with(&data) {
+                continue; // created, never written: holds no records
+            }
+            let scan = scan_file(&data, &path)?;
+            let start = if file == from.0 { from.1 } else { 0 };
+            let records: Vec<_> = scan
+                .records
+                .into_iter()
+                .filter(|(off, _, rec)| *off >= start && !rec.is_gc_copy())
+                .collect();
+            if let Some((p, off)) = &torn {
+                if !records.is_empty() {
+                    match mode {
+                        JournalRecovery::SkipAnyCorrupted => {}
+                        JournalRecovery::PointInTime => return Ok(()),
+                        _ => {
+                            return Err(Error::corruption(
+                                p,
+                                *off,
+                                "value log damaged before records of a later file",
+                            ))
+                        }
+                    }
+                }
+            }
+            for (off, len, rec) in records {
+                let crc = crate::coding::u32_at(&data, off as usize);
+                let here = ValuePointer {
+                    store: STORE_LOG,
+                    file,
+                    offset: off,
+                    record_len: len,
+                    record_crc: crc,
+                };
+                let g = group.get_or_insert_with(|| {
+                    let mut b = WriteBatch::new();
+                    b.set_sequence(rec.seq);
+                    b
+                });
+                if rec.seq != g.sequence() + g.len() as u64 {
+                    return Err(Error::corruption(
+                        &path,
+                        off,
+                        format!(
+                            "value log record has sequence {} inside a group expecting {}",
+                            rec.seq,
+                            g.sequence() + g.len() as u64
+                        ),
+                    ));
+                }
+                if !self.add_replayed(store, g, &rec, &here, &path)? {
+                    return Ok(()); // history ends before this group
+                }
+                if rec.flags & FLAG_GROUP_END != 0 {
+                    let batch = group.take().expect("group in progress");
+                    self.replay_batch(r, &batch)?;
+                }
+            }
+            if let Some((off, why)) = scan.damage {
+                match mode {
+                    JournalRecovery::SkipAnyCorrupted => {
+                        group = None;
+                        continue;
+                    }
+                    JournalRecovery::PointInTime => return Ok(()),
+                    _ => return Err(Error::corruption(&path, off, why)),
+                }
+            }
+            if let Some(off) = scan.torn_tail_at {
+                if mode == JournalRecovery::AbsoluteConsistency {
+                    return Err(Error::corruption(
+                        &path,
+                        off,
+                        "incomplete value record at the end",
+                    ));
+                }
+                torn = Some((path, off));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the operation a replayed record stands for to `group`. `false`
+    /// when history must end before the group.
+    fn add_replayed(
+        &self,
+        store: &LogStore,
+        group: &mut WriteBatch,
+        rec: &OwnedRecord,
+        here: &ValuePointer,
+        path: &Path,
+    ) -> Result<bool> {
+        let kind = kind_of(rec.flags);
+        match kind {
+            KIND_PUT if rec.flags & FLAG_INLINE != 0 => {
+                group.add_raw(Kind::Value, &rec.key, &rec.value)
+            }
+            KIND_PUT => group.add_raw(Kind::ValuePointer, &rec.key, &here.encode()),
+            KIND_DELETE => group.add_raw(Kind::Delete, &rec.key, &[]),
+            KIND_RELOCATE => {
+                let p = ValuePointer::decode(&rec.value).ok_or_else(|| {
+                    Error::corruption(
+                        path,
+                        here.offset,
+                        "malformed pointer in a relocation record",
+                    )
+                })?;
+                // The copy was made durable before this record was written,
+                // so it cannot have been lost; a collected one is shadowed
+                // by a later relocation.
+                match store.check_recovered(&p, &rec.key)? {
+                    PointerCheck::Valid | PointerCheck::Collected => {}
+                    PointerCheck::Lost => {
+                        if self.opts.journal_recovery == JournalRecovery::PointInTime {
+                            return Ok(false);
+                        }
+                        return Err(Error::corruption(
+                            path,
+                            here.offset,
+                            "relocation points past the durable end of the value log",
+                        ));
+                    }
+                }
+                group.add_raw(Kind::ValuePointer, &rec.key, &rec.value);
+            }
+            _ => {
+                return Err(Error::corruption(
+                    path,
+                    here.offset,
+                    format!("value record kind {kind} in the log"),
+                ))
+            }
+        }
+        Ok(true)
+    }
+
+    fn write_level0(
+        &self,
+        mem: &Arc<MemTable>,
+        max_seq: u64,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let mut stats = JobStats::default();
+        let outputs = self.build_tables(mem.clone().iter(), max_seq, &mut stats)?;
+        for f in outputs {
+            edit.add_file(0, f);
+        }
+        Ok(())
+    }
+}
