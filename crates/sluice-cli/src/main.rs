@@ -92,6 +92,10 @@ struct BenchArgs {
     /// Do not flush and wait for compactions after write workloads.
     #[arg(long)]
     no_settle: bool,
+    /// Threads reading values ahead in range scans (0: off; default: the
+    /// preset's).
+    #[arg(long)]
+    scan_prefetch_threads: Option<usize>,
 }
 
 fn bench(a: BenchArgs) -> Result<(), String> {
@@ -120,6 +124,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         sync: a.sync,
         use_existing: a.use_existing,
         settle: !a.no_settle,
+        scan_prefetch_threads: a.scan_prefetch_threads,
     };
     sluice_bench::run(&cfg)
         .map(|_| ())

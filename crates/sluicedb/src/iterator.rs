@@ -5,10 +5,10 @@
 //! were created. They pin the memtables and tables they read, so files they
 //! need are not deleted while they live.
 
+use std::cell::OnceCell;
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
-
-use std::cell::OnceCell;
 
 use crate::db::SuperVersion;
 use crate::error::Result;
@@ -16,6 +16,7 @@ use crate::fs::IoClass;
 use crate::iter::DbIter;
 use crate::key::Kind;
 use crate::value::log::store::LogStore;
+use crate::value::pointer::ValuePointer;
 
 /// A cursor over key-value pairs in a key range, in both directions.
 ///
@@ -192,6 +193,11 @@ impl DbIterator {
         self.fetched = OnceCell::new();
     }
 
+    /// The current entry as stored in the index: a value or a pointer.
+    fn raw_entry(&self) -> (Kind, &[u8]) {
+        self.inner.entry()
+    }
+
     fn current(&self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.valid() {
             return Some(self.value().map(|v| (self.key().to_vec(), v.to_vec())));
@@ -200,27 +206,166 @@ impl DbIterator {
     }
 }
 
+/// One `next()` or `next_back()` result.
+type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+/// Pairs returned in a row from one end before read-ahead starts (seed 001
+/// §3.3.1: "after a few Next() calls").
+const READAHEAD_AFTER: usize = 2;
+/// First read-ahead window, in pairs; it doubles up to the maximum.
+const READAHEAD_FIRST: usize = 16;
+const READAHEAD_MAX: usize = 256;
+/// Separated value bytes one window may read.
+const READAHEAD_MAX_BYTES: u64 = 4 << 20;
+
 /// The pairs of a key range as a standard iterator; `next_back` (and so
 /// `.rev()`) walks from the end. Yields `Err` once if reading fails.
+///
+/// Scans read separated values ahead (seed 001 §3.3.1): once an end has
+/// returned a few pairs in a row, it gathers the next pairs of the index
+/// (16, doubling to 256, at most 4 MiB of values) and reads their values
+/// together with [`LogStore::read_many`]: nearby records with one read,
+/// the reads in parallel ([`crate::Options::scan_prefetch_threads`]).
 pub struct Range {
-    front: DbIterator,
-    back: DbIterator,
-    front_started: bool,
-    back_started: bool,
+    front: End,
+    back: End,
     /// Last keys returned from each end; the ends stop when they meet.
     front_key: Option<Vec<u8>>,
     back_key: Option<Vec<u8>>,
     done: bool,
 }
 
+/// One end of a [`Range`]: a cursor and the pairs it has read ahead.
+struct End {
+    cursor: DbIterator,
+    forward: bool,
+    started: bool,
+    /// Values may be read ahead (there is a value store and threads).
+    prefetch: bool,
+    ahead: VecDeque<Item>,
+    /// Pairs returned so far; read-ahead starts after a few.
+    returned: usize,
+    window: usize,
+}
+
+impl End {
+    fn new(cursor: DbIterator, forward: bool, prefetch: bool) -> Self {
+        let prefetch = prefetch && cursor.values.is_some();
+        End {
+            cursor,
+            forward,
+            started: false,
+            prefetch,
+            ahead: VecDeque::new(),
+            returned: 0,
+            window: READAHEAD_FIRST,
+        }
+    }
+
+    fn step(&mut self) {
+        match (self.started, self.forward) {
+            (true, true) => self.cursor.next(),
+            (true, false) => self.cursor.prev(),
+            (false, true) => self.cursor.seek_to_first(),
+            (false, false) => self.cursor.seek_to_last(),
+        }
+        self.started = true;
+    }
+
+    /// The next pair from this end; `stop_at` is the other end's last key
+    /// (read-ahead does not go past it).
+    fn pull(&mut self, stop_at: Option<&[u8]>) -> Option<Item> {
+        if let Some(item) = self.ahead.pop_front() {
+            return Some(item);
+        }
+        self.returned += 1;
+        if !self.prefetch || self.returned <= READAHEAD_AFTER {
+            self.step();
+            return self.cursor.current();
+        }
+        self.read_ahead(stop_at);
+        self.ahead.pop_front()
+    }
+
+    /// Gathers the next window of pairs and reads their separated values
+    /// in one batch.
+    fn read_ahead(&mut self, stop_at: Option<&[u8]>) {
+        let mut entries: Vec<(Vec<u8>, Kind, Vec<u8>)> = Vec::new();
+        let mut bytes = 0u64;
+        while entries.len() < self.window && bytes < READAHEAD_MAX_BYTES {
+            self.step();
+            if !self.cursor.valid() {
+                break;
+            }
+            let key = self.cursor.key();
+            let met = stop_at.is_some_and(|b| if self.forward { key >= b } else { key <= b });
+            if met {
+                break;
+            }
+            let (kind, raw) = self.cursor.raw_entry();
+            bytes += match kind {
+                Kind::ValuePointer => ValuePointer::decode(raw).map_or(0, |p| p.record_len.into()),
+                _ => raw.len() as u64,
+            };
+            entries.push((key.to_vec(), kind, raw.to_vec()));
+        }
+        self.window = (self.window * 2).min(READAHEAD_MAX);
+        let mut values = self.resolve(&entries).into_iter();
+        for (key, kind, raw) in entries {
+            let value = match kind {
+                Kind::ValuePointer => values.next().expect("one value per pointer"),
+                _ => Ok(raw),
+            };
+            let failed = value.is_err();
+            self.ahead.push_back(value.map(|v| (key, v)));
+            if failed {
+                return; // the range ends at its first error
+            }
+        }
+        if let Err(e) = self.cursor.status() {
+            self.ahead.push_back(Err(e));
+        }
+    }
+
+    /// The values of the pointer entries among `entries`, in order.
+    fn resolve(&self, entries: &[(Vec<u8>, Kind, Vec<u8>)]) -> Vec<Result<Vec<u8>>> {
+        let mut requests = Vec::new();
+        let mut malformed = None;
+        for (key, kind, raw) in entries {
+            if *kind != Kind::ValuePointer {
+                continue;
+            }
+            match ValuePointer::decode(raw) {
+                Some(p) => requests.push((p, key.as_slice())),
+                None => {
+                    malformed = Some(requests.len());
+                    break;
+                }
+            }
+        }
+        let store = self
+            .cursor
+            .values
+            .as_ref()
+            .expect("read-ahead needs a value store");
+        let mut out = store.read_many(&requests, IoClass::UserRead);
+        if malformed.is_some() {
+            out.push(Err(crate::error::Error::corruption(
+                std::path::Path::new(""),
+                0,
+                "malformed value pointer in the index",
+            )));
+        }
+        out
+    }
+}
+
 impl Range {
     /// `front` and `back` are two cursors over the same pinned view.
-    pub(crate) fn new(front: DbIterator, back: DbIterator) -> Self {
+    pub(crate) fn new(front: DbIterator, back: DbIterator, prefetch: bool) -> Self {
         Range {
-            front,
-            back,
-            front_started: false,
-            back_started: false,
+            front: End::new(front, true, prefetch),
+            back: End::new(back, false, prefetch),
             front_key: None,
             back_key: None,
             done: false,
@@ -229,19 +374,13 @@ impl Range {
 }
 
 impl Iterator for Range {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    type Item = Item;
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next(&mut self) -> Option<Item> {
         if self.done {
             return None;
         }
-        if self.front_started {
-            self.front.next();
-        } else {
-            self.front.seek_to_first();
-            self.front_started = true;
-        }
-        let item = self.front.current();
+        let item = self.front.pull(self.back_key.as_deref());
         match &item {
             Some(Ok((k, _))) => {
                 if self.back_key.as_ref().is_some_and(|b| k >= b) {
@@ -257,17 +396,11 @@ impl Iterator for Range {
 }
 
 impl DoubleEndedIterator for Range {
-    fn next_back(&mut self) -> Option<Self::Item> {
+    fn next_back(&mut self) -> Option<Item> {
         if self.done {
             return None;
         }
-        if self.back_started {
-            self.back.prev();
-        } else {
-            self.back.seek_to_last();
-            self.back_started = true;
-        }
-        let item = self.back.current();
+        let item = self.back.pull(self.front_key.as_deref());
         match &item {
             Some(Ok((k, _))) => {
                 if self.front_key.as_ref().is_some_and(|f| k <= f) {

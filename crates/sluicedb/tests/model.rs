@@ -64,13 +64,44 @@ fn check_range(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, se
             .map(|r| r.unwrap())
             .collect()
     } else {
-        db.range_opt(opts, lo..hi)
+        db.range_opt(opts, lo.clone()..hi.clone())
             .rev()
             .map(|r| r.unwrap())
             .collect()
     };
     rev.reverse();
     assert_eq!(rev, want, "seed {seed}: reverse range");
+    // Both ends at once, in runs long enough for read-ahead to start on
+    // each side: the ends must meet exactly, whatever each read ahead.
+    let mut range = if inclusive {
+        db.range_opt(opts, lo.clone()..=hi.clone())
+    } else {
+        db.range_opt(opts, lo..hi)
+    };
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    loop {
+        let from_front = rng.chance(50);
+        let run = 1 + rng.below(8);
+        let mut ended = false;
+        for _ in 0..run {
+            let item = if from_front {
+                range.next()
+            } else {
+                range.next_back()
+            };
+            match item {
+                Some(r) if from_front => front.push(r.unwrap()),
+                Some(r) => back.push(r.unwrap()),
+                None => ended = true,
+            }
+        }
+        if ended {
+            break;
+        }
+    }
+    back.reverse();
+    front.extend(back);
+    assert_eq!(front, want, "seed {seed}: range from both ends");
 }
 
 /// Walks a cursor with random direction changes and compares every step.

@@ -421,6 +421,7 @@ impl Db {
         Range::new(
             self.cursor(opts, lo.clone(), hi.clone()),
             self.cursor(opts, lo, hi),
+            self.core().opts.scan_prefetch_threads > 0,
         )
     }
 
@@ -440,6 +441,7 @@ impl Db {
         Range::new(
             self.cursor(opts, lower.clone(), upper.clone()),
             self.cursor(opts, lower, upper),
+            self.core().opts.scan_prefetch_threads > 0,
         )
     }
 
@@ -663,6 +665,7 @@ impl Core {
                 opts.value_log_file_size_bytes,
                 opts.value_log_buffer_bytes,
                 rec.version.value_log.tail,
+                opts.scan_prefetch_threads.max(1),
             )?))
         } else {
             None
