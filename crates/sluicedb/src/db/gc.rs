@@ -33,6 +33,26 @@ pub(crate) struct Relocation {
     pub(crate) new: ValuePointer,
 }
 
+/// The relocations of one GC step and the view GC found them live in.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocations {
+    pub(crate) moves: Vec<Relocation>,
+    /// GC saw each key's newest entry at this sequence point at `old`.
+    pub(crate) seen_seq: u64,
+    /// Memtable flushes installed by then (see `commit_relocations`).
+    pub(crate) seen_flushes: u64,
+}
+
+/// True if a memtable of `sv` holds an entry for `key` newer than `seq`.
+fn newer_in_memtables(sv: &SuperVersion, key: &[u8], seq: u64) -> bool {
+    std::iter::once(&sv.mem)
+        .chain(&sv.imms)
+        .any(|m| m.newest_sequence(key).is_some_and(|s| s > seq))
+}
+
+/// Background GC runs once the log is within 1/this of its capacity.
+const GC_HEADROOM_DIVISOR: u64 = 16;
+
 impl Core {
     /// True if `key`'s newest entry at `seq` is a pointer to exactly `p`.
     fn points_at(&self, sv: &SuperVersion, key: &[u8], seq: u64, p: &ValuePointer) -> Result<bool> {
@@ -45,18 +65,29 @@ impl Core {
     /// Applies relocations as the group-commit leader (no other write can
     /// interleave): keeps those whose key still points at the old record,
     /// journals them with fresh sequence numbers (synced) and inserts them.
+    ///
+    /// The check is cheap when no memtable was flushed since GC's view: GC
+    /// saw the key's newest entry point at the old record, so it still does
+    /// unless a memtable now holds a newer entry (tables gain newer entries
+    /// only by flushes). Otherwise it is a full lookup.
     pub(super) fn commit_relocations(
         &self,
         st: &mut MutexGuard<'_, State>,
-        relocations: &[Relocation],
+        relocations: &Relocations,
     ) -> Result<u64> {
         let base = st.last_sequence;
         let sv = st.sv.clone();
+        let quick = st.memtables_flushed == relocations.seen_flushes;
         let mem: Arc<MemTable> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<u64> {
             let mut batch = WriteBatch::new();
-            for r in relocations {
-                if self.points_at(&sv, &r.key, base, &r.old)? {
+            for r in &relocations.moves {
+                let live = if quick {
+                    !newer_in_memtables(&sv, &r.key, relocations.seen_seq)
+                } else {
+                    self.points_at(&sv, &r.key, base, &r.old)?
+                };
+                if live {
                     batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
                 }
             }
@@ -75,7 +106,7 @@ impl Core {
                 bump(&self.counters.relocations_applied, *n);
                 bump(
                     &self.counters.relocations_dropped,
-                    relocations.len() as u64 - n,
+                    relocations.moves.len() as u64 - n,
                 );
             }
             Err(e) => {
@@ -103,13 +134,13 @@ impl Core {
         r
     }
 
-    /// True when the value log passed its capacity by more than 10% and
-    /// GC has a file it can collect: writes wait for GC then.
+    /// True when the value log passed its capacity and GC has a file it
+    /// can collect: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
         let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
             return false;
         };
-        store.total_bytes() > cap + cap / 10 && self.gc_start(store, st).is_some()
+        store.total_bytes() > cap && self.gc_start(store, st).is_some()
     }
 
     /// True when background GC should run: the known garbage reached the
@@ -124,10 +155,12 @@ impl Core {
             .opts
             .gc_garbage_ratio
             .is_some_and(|r| total > 0 && garbage as f64 >= r * total as f64);
+        // GC starts a little before the capacity, so that writes seldom
+        // reach it and wait.
         let by_size = self
             .opts
             .value_log_capacity_bytes
-            .is_some_and(|c| total > c);
+            .is_some_and(|c| total > c - c / GC_HEADROOM_DIVISOR);
         let by_time = self
             .opts
             .gc_interval_ms
@@ -156,7 +189,11 @@ impl Core {
             return Ok(None);
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
-        let (seq, sv) = self.read_view(&Default::default());
+        let (seq, sv, flushes) = {
+            let st = self.state.lock();
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            (seq, st.sv.clone(), st.memtables_flushed)
+        };
         let mut relocations = Vec::new();
         let mut written = 0;
         for (p, rec) in &chunk.records {
@@ -188,7 +225,11 @@ impl Core {
                 sync: true,
                 force_switch: false,
                 relocated: AtomicU64::new(0),
-                relocations: Some(relocations.clone()),
+                relocations: Some(Relocations {
+                    moves: relocations.clone(),
+                    seen_seq: seq,
+                    seen_flushes: flushes,
+                }),
                 done: Mutex::new(None),
             })?
         };

@@ -47,7 +47,7 @@ use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
 
 mod gc;
 mod recover;
-pub(crate) use gc::Relocation;
+pub(crate) use gc::Relocations;
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock
@@ -79,7 +79,7 @@ struct WriterSlot {
     /// Switch the memtable (for `flush`); carries no batch.
     force_switch: bool,
     /// GC relocations, committed as a group of their own.
-    relocations: Option<Vec<Relocation>>,
+    relocations: Option<Relocations>,
     /// How many relocations were applied.
     relocated: AtomicU64,
     done: Mutex<Option<Result<()>>>,
@@ -970,7 +970,7 @@ impl Core {
             return;
         };
         // The common case, under capacity, takes no lock.
-        if store.total_bytes() <= cap + cap / 10 {
+        if store.total_bytes() <= cap {
             return;
         }
         let start = Instant::now();

@@ -32,6 +32,8 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn insert_batch(&self, batch: &WriteBatch, seq: u64);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
+    /// Sequence number of the newest entry for `user_key`, if any.
+    fn newest_sequence(&self, user_key: &[u8]) -> Option<u64>;
     /// An iterator over all entries in internal-key order.
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator>;
     /// Memory used, in bytes (keys, values and per-entry overhead).
@@ -92,6 +94,13 @@ impl WriteBuffer for MemTable {
             Some(kind) => Lookup::Found(kind, e.value().clone()),
             None => unreachable!("memtable holds only valid kinds"),
         }
+    }
+
+    fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
+        let seek = InternalKey(key::encode(user_key, key::MAX_SEQUENCE, key::KIND_SEEK));
+        let e = self.map.lower_bound(Bound::Included(&seek))?;
+        let k = &e.key().0;
+        (key::user_key(k) == user_key).then(|| key::sequence(k))
     }
 
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator> {
