@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::fs::IoClass;
 use crate::iter::DbIter;
 use crate::key::Kind;
-use crate::value::log::store::LogStore;
 use crate::value::pointer::ValuePointer;
+use crate::value::ValueStore;
 
 /// A cursor over key-value pairs in a key range, in both directions.
 ///
@@ -28,7 +28,7 @@ pub struct DbIterator {
     inner: DbIter,
     _pinned: Arc<SuperVersion>,
     _registered: Box<crate::db::ReadGuard>,
-    values: Option<Arc<LogStore>>,
+    values: Option<Arc<dyn ValueStore>>,
     /// The separated value at the current position, once read.
     fetched: OnceCell<Vec<u8>>,
     lower: Bound<Vec<u8>>,
@@ -40,7 +40,7 @@ impl DbIterator {
     pub(crate) fn new(
         inner: DbIter,
         pinned: Arc<SuperVersion>,
-        values: Option<Arc<LogStore>>,
+        values: Option<Arc<dyn ValueStore>>,
         registered: Box<crate::db::ReadGuard>,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
@@ -224,7 +224,7 @@ const READAHEAD_MAX_BYTES: u64 = 4 << 20;
 /// Scans read separated values ahead (seed 001 §3.3.1): once an end has
 /// returned a few pairs in a row, it gathers the next pairs of the index
 /// (16, doubling to 256, at most 4 MiB of values) and reads their values
-/// together with [`LogStore::read_many`]: nearby records with one read,
+/// together with [`ValueStore::read_many`]: nearby records with one read,
 /// the reads in parallel ([`crate::Options::scan_prefetch_threads`]).
 pub struct Range {
     front: End,

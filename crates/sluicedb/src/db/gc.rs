@@ -23,6 +23,7 @@ use crate::stats::GcStats;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::store::LogStore;
 use crate::value::pointer::ValuePointer;
+use crate::value::ValueStore;
 use crate::version::VersionEdit;
 
 /// Moving `key`'s value from `old` to `new`.
@@ -137,7 +138,8 @@ impl Core {
     /// True when the value log passed its capacity and GC has a file it
     /// can collect: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
-        let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
+        let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_log_capacity_bytes)
+        else {
             return false;
         };
         store.total_bytes() > cap && self.gc_start(store, st).is_some()
@@ -146,7 +148,7 @@ impl Core {
     /// True when background GC should run: the known garbage reached the
     /// configured share of the value log, or the log outgrew its capacity.
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
-        let Some(store) = &self.values else {
+        let Some(store) = self.log_store() else {
             return false;
         };
         let total = store.total_bytes();
@@ -178,7 +180,7 @@ impl Core {
     /// One GC step: one chunk from the tail. `Ok(None)` when there is
     /// nothing to collect (only the head file exists).
     pub(super) fn gc_once(&self) -> Result<Option<GcStats>> {
-        let Some(store) = &self.values else {
+        let Some(store) = self.log_store() else {
             return Ok(None);
         };
         let _one = self.gc_lock.lock();
@@ -273,7 +275,7 @@ impl Core {
     /// Collects the whole oldest value log file (`Db::gc`).
     pub(super) fn gc_file(&self) -> Result<GcStats> {
         let mut total = GcStats::default();
-        let Some(store) = &self.values else {
+        let Some(store) = self.log_store() else {
             return Ok(total);
         };
         if self.journal_in_log {
@@ -313,7 +315,9 @@ impl Core {
     /// (snapshot or iterator) is at least as new as the relocations that
     /// moved their live records.
     pub(super) fn delete_collected_log_files(&self) {
-        let Some(store) = &self.values else { return };
+        let Some(store) = self.log_store() else {
+            return;
+        };
         let below = {
             let mut st = self.state.lock();
             let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);

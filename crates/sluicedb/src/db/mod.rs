@@ -41,8 +41,9 @@ use crate::table::{BlockCache, TableCache};
 use crate::value::log::format::{
     Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
 };
-use crate::value::log::store::{LogStore, Read};
+use crate::value::log::store::LogStore;
 use crate::value::pointer::ValuePointer;
+use crate::value::{Read, ValueStore};
 use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
 
 mod gc;
@@ -207,7 +208,7 @@ pub(crate) struct Core {
     counters: Counters,
     table_opts: TableOptions,
     /// The value store, when values are separated (or were).
-    values: Option<Arc<LogStore>>,
+    values: Option<Arc<dyn ValueStore>>,
     /// The value log is the journal (seed 001 §3.4.2): no engine journal.
     journal_in_log: bool,
     /// One GC at a time (background or `Db::gc`).
@@ -666,7 +667,7 @@ impl Core {
                 opts.value_log_buffer_bytes,
                 rec.version.value_log.tail,
                 opts.scan_prefetch_threads.max(1),
-            )?))
+            )?) as Arc<dyn ValueStore>)
         } else {
             None
         };
@@ -725,6 +726,12 @@ impl Core {
         core.recover(&journals)?;
         core.delete_obsolete_files();
         Ok(core)
+    }
+
+    /// The value store when its layout is the log (its GC, and the log as
+    /// journal, need the concrete type).
+    pub(crate) fn log_store(&self) -> Option<&LogStore> {
+        self.values.as_deref().and_then(|v| v.as_log())
     }
 
     fn new_output_number(&self) -> u64 {
@@ -891,7 +898,12 @@ impl Core {
     /// Returns the batch for the memtable: pointers for values at or above
     /// the threshold; small values inline, deletes and relocations as they
     /// are.
-    fn append_group(&self, store: &LogStore, group: &WriteBatch, seq: u64) -> Result<WriteBatch> {
+    fn append_group(
+        &self,
+        store: &dyn ValueStore,
+        group: &WriteBatch,
+        seq: u64,
+    ) -> Result<WriteBatch> {
         let threshold = self.opts.separation_threshold_bytes.unwrap_or(usize::MAX);
         let mut out = WriteBatch::with_capacity(group.approximate_size());
         out.set_sequence(seq);
@@ -932,7 +944,7 @@ impl Core {
         if self.journal_in_log {
             let store = self
                 .values
-                .as_ref()
+                .as_deref()
                 .ok_or_else(crate::value::missing_store)?;
             let out = self.append_group(store, group, seq)?;
             if sync {
@@ -1130,7 +1142,7 @@ impl Core {
     }
 
     fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        if let (true, Some(store)) = (self.journal_in_log, &self.values) {
+        if let (true, Some(store)) = (self.journal_in_log, self.log_store()) {
             // No journal to rotate: the new memtable's records start at the
             // log's head, and that is where replay starts once it is the
             // oldest unflushed one (the leader appends, so none is in

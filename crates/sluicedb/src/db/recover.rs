@@ -24,8 +24,9 @@ use crate::value::log::format::{
     KIND_RELOCATE,
 };
 use crate::value::log::reader::{scan_file, OwnedRecord};
-use crate::value::log::store::{LogStore, PointerCheck};
+use crate::value::log::store::LogStore;
 use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::value::{PointerCheck, ValueStore};
 use crate::version::VersionEdit;
 
 /// What replay gathers: the memtable being refilled, the highest sequence
@@ -61,10 +62,7 @@ impl Core {
         };
         let ended = self.replay_journals(journals, &mut r)?;
         if let (Ended::Fully, Some(from)) = (ended, journal_from) {
-            let store = self
-                .values
-                .as_ref()
-                .ok_or_else(crate::value::missing_store)?;
+            let store = self.log_store().ok_or_else(crate::value::missing_store)?;
             self.replay_value_log(store, from, &mut r)?;
         }
         if !r.mem.is_empty() {
@@ -74,7 +72,7 @@ impl Core {
         // recovered tables need no log sync here.
         let log_number = self.versions.new_file_number();
         let mut mem_log_start = (0, 0);
-        let journal = match (&self.values, self.journal_in_log) {
+        let journal = match (self.log_store(), self.journal_in_log) {
             (Some(store), true) => {
                 mem_log_start = store.head_position();
                 r.edit.value_log_journal = Some(mem_log_start);

@@ -13,12 +13,95 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
+use log::format::Record;
+use log::reader::OwnedRecord;
 use log::store::LogStore;
 use pointer::ValuePointer;
 
+/// A value store layout (DESIGN.md, axis 2). The engine's write path,
+/// reads, scans and recovery use only this trait, so a layout can place
+/// records where it likes (a log's head, a key's hash group, a value table)
+/// and reclaim space its own way. Each layout's GC reaches its concrete type
+/// (`as_log`), because GC is what the layouts differ in.
+pub(crate) trait ValueStore: Send + Sync {
+    /// Appends a record and returns where it is; it can be read at once,
+    /// and is durable after the next [`ValueStore::sync`].
+    fn append(&self, r: &Record<'_>) -> Result<ValuePointer>;
+
+    /// Makes every appended record durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Reads the record `p` points at and checks that it is intact and
+    /// belongs to `key` (seed 001 §3.3.3); tells a collected file apart.
+    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read>;
+
+    /// Like [`ValueStore::read_or_collected`]; a collected file is
+    /// `Corruption` (for readers that hold no older view).
+    fn read(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<OwnedRecord> {
+        match self.read_or_collected(p, key, class)? {
+            Read::Found(r) => Ok(r),
+            Read::Collected => Err(Error::corruption(
+                self.path_of(p.file),
+                p.offset,
+                "index entry points into a value store file that GC collected",
+            )),
+        }
+    }
+
+    /// Reads many values at once for scans (batched and parallel); results
+    /// in request order, each checked like [`ValueStore::read`].
+    fn read_many(&self, requests: &[(ValuePointer, &[u8])], class: IoClass)
+        -> Vec<Result<Vec<u8>>>;
+
+    /// Checks a pointer met while replaying the journal (see
+    /// [`PointerCheck`]).
+    fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck>;
+
+    /// The path of the store's file `number` (for error messages).
+    fn path_of(&self, number: u64) -> std::path::PathBuf;
+
+    /// Files the store holds.
+    fn file_count(&self) -> usize;
+
+    /// Bytes of all its files; cheap (no lock), for the write path.
+    fn total_bytes(&self) -> u64;
+
+    /// Bytes of records appended since open.
+    fn appended_bytes(&self) -> u64;
+
+    /// The log layout, for its GC and the value-log-as-journal mode.
+    fn as_log(&self) -> Option<&LogStore> {
+        None
+    }
+}
+
+/// What recovery learns from checking a journaled pointer.
+#[derive(Debug)]
+pub(crate) enum PointerCheck {
+    /// The record is there and belongs to the key.
+    Valid,
+    /// The record lies past the durable end of the log (its append was
+    /// lost in a crash): history ends before the write that made it.
+    Lost,
+    /// The record's file was collected by GC. GC advances the tail only
+    /// after the journal holds, durably, a newer entry for every key in the
+    /// file (the relocation, or the write that made the record dead), so
+    /// replay may apply this entry: a later record shadows it.
+    Collected,
+}
+
+/// Outcome of a read by pointer.
+#[derive(Debug)]
+pub(crate) enum Read {
+    Found(OwnedRecord),
+    /// The pointer's file was collected by GC: the reader used an index
+    /// entry older than a relocation and must look the key up again.
+    Collected,
+}
+
 /// The value that the pointer entry `pointer` of `key` refers to.
 pub(crate) fn resolve(
-    store: Option<&LogStore>,
+    store: Option<&dyn ValueStore>,
     key: &[u8],
     pointer: &[u8],
     class: IoClass,

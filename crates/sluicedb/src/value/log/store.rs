@@ -20,21 +20,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedReader, CountingFs, IoClass};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
-
-/// What recovery learns from checking a journaled pointer.
-#[derive(Debug)]
-pub(crate) enum PointerCheck {
-    /// The record is there and belongs to the key.
-    Valid,
-    /// The record lies past the durable end of the log (its append was
-    /// lost in a crash): history ends before the write that made it.
-    Lost,
-    /// The record's file was collected by GC. GC advances the tail only
-    /// after the journal holds, durably, a newer entry for every key in the
-    /// file (the relocation, or the write that made the record dead), so
-    /// replay may apply this entry: a later record shadows it.
-    Collected,
-}
+use crate::value::{PointerCheck, Read, ValueStore};
 
 struct Inner {
     head: VlogWriter,
@@ -94,15 +80,6 @@ fn coalesce<'a>(sorted: &[usize], ptr: impl Fn(usize) -> &'a ValuePointer) -> Ve
         }
     }
     runs
-}
-
-/// Outcome of a read by pointer.
-#[derive(Debug)]
-pub(crate) enum Read {
-    Found(OwnedRecord),
-    /// The pointer's file was collected by GC: the reader used an index
-    /// entry older than a relocation and must look the key up again.
-    Collected,
 }
 
 /// Records read from the tail by GC.
@@ -187,21 +164,6 @@ impl LogStore {
         Ok(VlogWriter::new(f, number, buffer))
     }
 
-    /// Appends a record at the head; the pointer is valid for reads at once.
-    pub(crate) fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
-        let mut inner = self.inner.lock();
-        if inner.head.len() >= self.file_size_limit {
-            self.rotate(&mut inner)?;
-        }
-        let before = inner.head.len();
-        let p = inner.head.append(r)?;
-        self.appended_bytes
-            .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
-        self.total_bytes
-            .fetch_add(inner.head.len() - before, Ordering::Relaxed);
-        Ok(p)
-    }
-
     fn rotate(&self, inner: &mut Inner) -> Result<()> {
         // The old head is synced first: only the newest file may end torn.
         inner.head.sync()?;
@@ -213,11 +175,6 @@ impl LogStore {
         Ok(())
     }
 
-    /// Makes every appended record durable.
-    pub(crate) fn sync(&self) -> Result<()> {
-        self.inner.lock().head.sync()
-    }
-
     fn reader(&self, number: u64) -> Result<CountedReader> {
         if let Some(r) = self.readers.lock().get(&number) {
             return Ok(r.clone());
@@ -225,14 +182,6 @@ impl LogStore {
         let r = self.fs.open(&filename::value_log(&self.dir, number))?;
         self.readers.lock().insert(number, r.clone());
         Ok(r)
-    }
-
-    /// Reads the record `p` points at and checks it belongs to `key`.
-    pub(crate) fn read(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<OwnedRecord> {
-        match self.read_or_collected(p, key, class)? {
-            Read::Found(r) => Ok(r),
-            Read::Collected => Err(collected_error(&filename::value_log(&self.dir, p.file), p)),
-        }
     }
 
     /// Where the record `p` points at can be read from, after checking the
@@ -285,67 +234,6 @@ impl LogStore {
         }
     }
 
-    /// Like [`LogStore::read`], telling a collected file apart.
-    pub(crate) fn read_or_collected(
-        &self,
-        p: &ValuePointer,
-        key: &[u8],
-        class: IoClass,
-    ) -> Result<Read> {
-        let path = filename::value_log(&self.dir, p.file);
-        match self.locate(p, key, &path)? {
-            Located::Buffered(r) => return Ok(Read::Found(r)),
-            Located::Collected => return Ok(Read::Collected),
-            Located::InFile => {}
-        }
-        let Some(reader) = self.reader_or_collected(p.file)? else {
-            return Ok(Read::Collected);
-        };
-        read_record(&reader, &path, p, key, class).map(Read::Found)
-    }
-
-    /// Reads many records at once, for scans (seed 001 §3.3.1): pointers
-    /// into the same file whose records lie close together are read with
-    /// one read, and the reads run in parallel on the store's prefetch
-    /// threads. Results are in request order; each is checked like
-    /// [`LogStore::read`].
-    pub(crate) fn read_many(
-        &self,
-        requests: &[(ValuePointer, &[u8])],
-        class: IoClass,
-    ) -> Vec<Result<Vec<u8>>> {
-        let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
-        // Requests that need the file, sorted by position.
-        let mut pending: Vec<usize> = Vec::new();
-        for (i, (p, key)) in requests.iter().enumerate() {
-            let path = filename::value_log(&self.dir, p.file);
-            match self.locate(p, key, &path) {
-                Ok(Located::InFile) => pending.push(i),
-                Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
-                Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
-                Err(e) => out[i] = Some(Err(e)),
-            }
-        }
-        pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
-        let runs = coalesce(&pending, |i| &requests[i].0);
-        let read_run = |run: &[usize]| -> Vec<(usize, Result<Vec<u8>>)> {
-            self.read_run(run, requests, class)
-        };
-        let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = if runs.len() <= 1 {
-            runs.iter().map(|r| read_run(r)).collect()
-        } else {
-            use rayon::prelude::*;
-            self.prefetch_pool()
-                .install(|| runs.par_iter().map(|r| read_run(r)).collect())
-        };
-        for (i, r) in done.into_iter().flatten() {
-            out[i] = Some(r);
-        }
-        out.into_iter()
-            .map(|r| r.expect("every request answered"))
-            .collect()
-    }
-
     /// Reads one run of nearby records of one file with a single read.
     fn read_run(
         &self,
@@ -389,51 +277,6 @@ impl LogStore {
                 .build()
                 .expect("prefetch threads start")
         })
-    }
-
-    /// Checks a pointer found while replaying the journal: a record past the
-    /// end of the newest files was lost in the crash; one that is there but
-    /// damaged, or in a file missing from the middle, is corruption.
-    pub(crate) fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck> {
-        let path = filename::value_log(&self.dir, p.file);
-        // Files created by an interrupted open hold no records; a torn file
-        // may only be followed by such empty ones.
-        let (len, newest_with_records) = {
-            let inner = self.inner.lock();
-            let newest = inner
-                .sealed
-                .iter()
-                .filter(|(_, &len)| len > FILE_HEADER_LEN as u64)
-                .map(|(&n, _)| n)
-                .next_back();
-            (inner.sealed.get(&p.file).copied(), newest)
-        };
-        if p.file < self.inner.lock().collected_below {
-            return Ok(PointerCheck::Collected);
-        }
-        let may_be_torn = newest_with_records.is_none_or(|n| p.file >= n);
-        match len {
-            None if may_be_torn => Ok(PointerCheck::Lost),
-            None => Err(Error::corruption(
-                &path,
-                p.offset,
-                "value log file referenced by the journal is missing",
-            )),
-            Some(len) if p.offset.saturating_add(u64::from(p.record_len)) > len => {
-                if may_be_torn {
-                    Ok(PointerCheck::Lost)
-                } else {
-                    Err(Error::corruption(
-                        &path,
-                        p.offset,
-                        "value pointer past the end of a sealed log file",
-                    ))
-                }
-            }
-            Some(_) => self
-                .read(p, key, IoClass::Journal)
-                .map(|_| PointerCheck::Valid),
-        }
     }
 
     /// Where the next append goes: (head file, its length). Every record
@@ -577,20 +420,151 @@ impl LogStore {
         }
         Ok(())
     }
+}
+
+impl ValueStore for LogStore {
+    /// Appends a record at the head; the pointer is valid for reads at once.
+    fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
+        let mut inner = self.inner.lock();
+        if inner.head.len() >= self.file_size_limit {
+            self.rotate(&mut inner)?;
+        }
+        let before = inner.head.len();
+        let p = inner.head.append(r)?;
+        self.appended_bytes
+            .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
+        self.total_bytes
+            .fetch_add(inner.head.len() - before, Ordering::Relaxed);
+        Ok(p)
+    }
+
+    /// Makes every appended record durable.
+    fn sync(&self) -> Result<()> {
+        self.inner.lock().head.sync()
+    }
+
+    /// Like [`LogStore::read`], telling a collected file apart.
+    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
+        let path = filename::value_log(&self.dir, p.file);
+        match self.locate(p, key, &path)? {
+            Located::Buffered(r) => return Ok(Read::Found(r)),
+            Located::Collected => return Ok(Read::Collected),
+            Located::InFile => {}
+        }
+        let Some(reader) = self.reader_or_collected(p.file)? else {
+            return Ok(Read::Collected);
+        };
+        read_record(&reader, &path, p, key, class).map(Read::Found)
+    }
+
+    /// Reads many records at once, for scans (seed 001 §3.3.1): pointers
+    /// into the same file whose records lie close together are read with
+    /// one read, and the reads run in parallel on the store's prefetch
+    /// threads. Results are in request order; each is checked like
+    /// [`LogStore::read`].
+    fn read_many(
+        &self,
+        requests: &[(ValuePointer, &[u8])],
+        class: IoClass,
+    ) -> Vec<Result<Vec<u8>>> {
+        let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
+        // Requests that need the file, sorted by position.
+        let mut pending: Vec<usize> = Vec::new();
+        for (i, (p, key)) in requests.iter().enumerate() {
+            let path = filename::value_log(&self.dir, p.file);
+            match self.locate(p, key, &path) {
+                Ok(Located::InFile) => pending.push(i),
+                Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
+                Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
+        let runs = coalesce(&pending, |i| &requests[i].0);
+        let read_run = |run: &[usize]| -> Vec<(usize, Result<Vec<u8>>)> {
+            self.read_run(run, requests, class)
+        };
+        let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = if runs.len() <= 1 {
+            runs.iter().map(|r| read_run(r)).collect()
+        } else {
+            use rayon::prelude::*;
+            self.prefetch_pool()
+                .install(|| runs.par_iter().map(|r| read_run(r)).collect())
+        };
+        for (i, r) in done.into_iter().flatten() {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.expect("every request answered"))
+            .collect()
+    }
+
+    /// Checks a pointer found while replaying the journal: a record past the
+    /// end of the newest files was lost in the crash; one that is there but
+    /// damaged, or in a file missing from the middle, is corruption.
+    fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck> {
+        let path = filename::value_log(&self.dir, p.file);
+        // Files created by an interrupted open hold no records; a torn file
+        // may only be followed by such empty ones.
+        let (len, newest_with_records) = {
+            let inner = self.inner.lock();
+            let newest = inner
+                .sealed
+                .iter()
+                .filter(|(_, &len)| len > FILE_HEADER_LEN as u64)
+                .map(|(&n, _)| n)
+                .next_back();
+            (inner.sealed.get(&p.file).copied(), newest)
+        };
+        if p.file < self.inner.lock().collected_below {
+            return Ok(PointerCheck::Collected);
+        }
+        let may_be_torn = newest_with_records.is_none_or(|n| p.file >= n);
+        match len {
+            None if may_be_torn => Ok(PointerCheck::Lost),
+            None => Err(Error::corruption(
+                &path,
+                p.offset,
+                "value log file referenced by the journal is missing",
+            )),
+            Some(len) if p.offset.saturating_add(u64::from(p.record_len)) > len => {
+                if may_be_torn {
+                    Ok(PointerCheck::Lost)
+                } else {
+                    Err(Error::corruption(
+                        &path,
+                        p.offset,
+                        "value pointer past the end of a sealed log file",
+                    ))
+                }
+            }
+            Some(_) => self
+                .read(p, key, IoClass::Journal)
+                .map(|_| PointerCheck::Valid),
+        }
+    }
 
     /// Number of log files (sealed and head).
-    pub(crate) fn file_count(&self) -> usize {
+    fn file_count(&self) -> usize {
         self.inner.lock().sealed.len() + 1
     }
 
     /// Bytes of all log files; no lock.
-    pub(crate) fn total_bytes(&self) -> u64 {
+    fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
     }
 
     /// Bytes of records appended since open.
-    pub(crate) fn appended_bytes(&self) -> u64 {
+    fn appended_bytes(&self) -> u64 {
         self.appended_bytes.load(Ordering::Relaxed)
+    }
+
+    fn path_of(&self, number: u64) -> PathBuf {
+        filename::value_log(&self.dir, number)
+    }
+
+    fn as_log(&self) -> Option<&LogStore> {
+        Some(self)
     }
 }
 
