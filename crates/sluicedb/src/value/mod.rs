@@ -6,6 +6,7 @@
 //! The write path, GC and the log as journal live in `crate::db`
 //! (`docs/design.md`, "Value store" and "Value log as journal").
 
+pub(crate) mod files;
 pub(crate) mod log;
 pub(crate) mod pointer;
 

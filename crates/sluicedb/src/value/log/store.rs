@@ -6,19 +6,20 @@
 //! any pointer into it can be journaled, so after a crash the log is a
 //! prefix of what was appended, across files as within one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::format::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
-use super::reader::{check_record, read_record, OwnedRecord};
+use super::reader::{check_record, OwnedRecord};
 use super::writer::VlogWriter;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::fs::{CountedReader, CountingFs, IoClass};
+use crate::fs::{CountingFs, IoClass};
+use crate::value::files::{self, check_within, read_one, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 use crate::value::{PointerCheck, Read, ValueStore};
 
@@ -28,58 +29,6 @@ struct Inner {
     sealed: BTreeMap<u64, u64>,
     /// Files below this number were collected (deleted or about to be).
     collected_below: u64,
-}
-
-/// Where a pointed-at record can be read from.
-enum Located {
-    /// Still in the head's write buffer (already checked).
-    Buffered(OwnedRecord),
-    /// In the file, within its valid range.
-    InFile,
-    /// In a file GC collected.
-    Collected,
-}
-
-/// The error for a registered reader meeting a collected file.
-fn collected_error(path: &Path, p: &ValuePointer) -> Error {
-    Error::corruption(
-        path,
-        p.offset,
-        "index entry points into a value log file that GC collected",
-    )
-}
-
-/// Records further apart than this are read separately.
-const COALESCE_GAP_BYTES: u64 = 4096;
-/// The largest single read of a run of records.
-const COALESCE_MAX_BYTES: u64 = 1 << 20;
-
-/// Groups `sorted` (requests ordered by file and offset) into runs, each
-/// read with one read: same file, gaps of at most [`COALESCE_GAP_BYTES`],
-/// at most [`COALESCE_MAX_BYTES`] (or one record, if larger).
-fn coalesce<'a>(sorted: &[usize], ptr: impl Fn(usize) -> &'a ValuePointer) -> Vec<Vec<usize>> {
-    let mut runs: Vec<Vec<usize>> = Vec::new();
-    let mut run_start = 0u64;
-    let mut run_end = 0u64;
-    for &i in sorted {
-        let p = ptr(i);
-        let end = p.offset + u64::from(p.record_len);
-        let joins = runs.last().is_some_and(|r| {
-            let last = ptr(*r.last().expect("runs are not empty"));
-            last.file == p.file
-                && p.offset <= run_end + COALESCE_GAP_BYTES
-                && end.max(run_end) - run_start <= COALESCE_MAX_BYTES
-        });
-        if joins {
-            runs.last_mut().expect("checked").push(i);
-            run_end = run_end.max(end);
-        } else {
-            runs.push(vec![i]);
-            run_start = p.offset;
-            run_end = end;
-        }
-    }
-    runs
 }
 
 /// Records read from the tail by GC.
@@ -100,14 +49,11 @@ pub(crate) struct LogStore {
     file_size_limit: u64,
     buffer_bytes: usize,
     inner: Mutex<Inner>,
-    readers: Mutex<HashMap<u64, CountedReader>>,
+    readers: FileReaders,
     appended_bytes: AtomicU64,
     /// Bytes of all log files (sealed and head), kept with every change so
     /// that the write path can check the capacity without a lock.
     total_bytes: AtomicU64,
-    /// Threads for parallel value reads of scans, started on first use.
-    prefetch: OnceLock<rayon::ThreadPool>,
-    prefetch_threads: usize,
 }
 
 impl LogStore {
@@ -141,7 +87,6 @@ impl LogStore {
         let total = sealed.values().sum::<u64>() + head.len();
         Ok(LogStore {
             dir: dir.to_path_buf(),
-            fs,
             file_numbers,
             file_size_limit,
             buffer_bytes,
@@ -150,11 +95,10 @@ impl LogStore {
                 sealed,
                 collected_below,
             }),
-            readers: Mutex::new(HashMap::new()),
+            readers: FileReaders::new(fs.clone(), prefetch_threads),
+            fs,
             appended_bytes: AtomicU64::new(0),
             total_bytes: AtomicU64::new(total),
-            prefetch: OnceLock::new(),
-            prefetch_threads,
         })
     }
 
@@ -173,110 +117,6 @@ impl LogStore {
         let old = std::mem::replace(&mut inner.head, head);
         inner.sealed.insert(old.number(), old.len());
         Ok(())
-    }
-
-    fn reader(&self, number: u64) -> Result<CountedReader> {
-        if let Some(r) = self.readers.lock().get(&number) {
-            return Ok(r.clone());
-        }
-        let r = self.fs.open(&filename::value_log(&self.dir, number))?;
-        self.readers.lock().insert(number, r.clone());
-        Ok(r)
-    }
-
-    /// Where the record `p` points at can be read from, after checking the
-    /// pointer against the log's valid range (seed 001 §3.3.3).
-    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
-        if p.store != STORE_LOG {
-            return Err(Error::corruption(
-                path,
-                p.offset,
-                format!("pointer to unknown value store {}", p.store),
-            ));
-        }
-        let limit = {
-            let inner = self.inner.lock();
-            if p.file == inner.head.number() {
-                if let Some(raw) = inner.head.read_buffered(p.offset, p.record_len as usize) {
-                    return check_record(&raw, p, key, path).map(Located::Buffered);
-                }
-                inner.head.written()
-            } else if let Some(&len) = inner.sealed.get(&p.file) {
-                len
-            } else if p.file < inner.collected_below {
-                return Ok(Located::Collected);
-            } else {
-                return Err(Error::corruption(
-                    path,
-                    p.offset,
-                    "pointer into a value log file that does not exist",
-                ));
-            }
-        };
-        let end = p.offset.saturating_add(u64::from(p.record_len));
-        if end > limit {
-            return Err(Error::corruption(
-                path,
-                p.offset,
-                format!("value pointer ends at {end}, past the log file's {limit} bytes"),
-            ));
-        }
-        Ok(Located::InFile)
-    }
-
-    /// The file's reader; GC may delete the file between `locate` and this
-    /// open, which is a collected file (`None`), not an I/O error.
-    fn reader_or_collected(&self, file: u64) -> Result<Option<CountedReader>> {
-        match self.reader(file) {
-            Ok(r) => Ok(Some(r)),
-            Err(_) if file < self.inner.lock().collected_below => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Reads one run of nearby records of one file with a single read.
-    fn read_run(
-        &self,
-        run: &[usize],
-        requests: &[(ValuePointer, &[u8])],
-        class: IoClass,
-    ) -> Vec<(usize, Result<Vec<u8>>)> {
-        let first = &requests[run[0]].0;
-        let path = filename::value_log(&self.dir, first.file);
-        let start = first.offset;
-        let end = run
-            .iter()
-            .map(|&i| requests[i].0.offset + u64::from(requests[i].0.record_len))
-            .max()
-            .expect("runs are not empty");
-        let data = match self.reader_or_collected(first.file) {
-            Ok(Some(r)) => r.read_at(start, (end - start) as usize, class),
-            Ok(None) => Err(collected_error(&path, first)),
-            Err(e) => Err(e),
-        };
-        run.iter()
-            .map(|&i| {
-                let (p, key) = &requests[i];
-                let r = data.as_ref().map_err(Clone::clone).and_then(|d| {
-                    let at = (p.offset - start) as usize;
-                    let raw = d.get(at..at + p.record_len as usize).ok_or_else(|| {
-                        Error::corruption(&path, p.offset, "value log file shorter than expected")
-                    })?;
-                    check_record(raw, p, key, &path).map(|r| r.value)
-                });
-                (i, r)
-            })
-            .collect()
-    }
-
-    fn prefetch_pool(&self) -> &rayon::ThreadPool {
-        self.prefetch.get_or_init(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(self.prefetch_threads)
-                .thread_name(|i| format!("sluice-prefetch-{i}"))
-                .build()
-                .expect("prefetch threads start")
-        })
     }
 
     /// Where the next append goes: (head file, its length). Every record
@@ -346,7 +186,7 @@ impl LogStore {
         if offset >= len {
             return Ok(out);
         }
-        let reader = self.reader(file)?;
+        let reader = self.readers.get(file, &self.file_path(file))?;
         let mut want = max_bytes.min(len - offset).max(1);
         let mut data = reader.read_at(offset, want as usize, IoClass::Gc)?;
         if let Some(first) = claimed_len(&data).filter(|&l| l as u64 > want) {
@@ -415,10 +255,57 @@ impl LogStore {
             doomed
         };
         for n in doomed {
-            self.readers.lock().remove(&n);
+            self.readers.forget(n);
             self.fs.remove(&filename::value_log(&self.dir, n))?;
         }
         Ok(())
+    }
+}
+
+impl RecordFiles for LogStore {
+    /// Where the record `p` points at can be read from, after checking the
+    /// pointer against the log's valid range (seed 001 §3.3.3).
+    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
+        if p.store != STORE_LOG {
+            return Err(Error::corruption(
+                path,
+                p.offset,
+                format!("pointer to unknown value store {}", p.store),
+            ));
+        }
+        let limit = {
+            let inner = self.inner.lock();
+            if p.file == inner.head.number() {
+                if let Some(raw) = inner.head.read_buffered(p.offset, p.record_len as usize) {
+                    return check_record(&raw, p, key, path).map(Located::Buffered);
+                }
+                inner.head.written()
+            } else if let Some(&len) = inner.sealed.get(&p.file) {
+                len
+            } else if p.file < inner.collected_below {
+                return Ok(Located::Collected);
+            } else {
+                return Err(Error::corruption(
+                    path,
+                    p.offset,
+                    "pointer into a value log file that does not exist",
+                ));
+            }
+        };
+        check_within(p, limit, path)?;
+        Ok(Located::InFile)
+    }
+
+    fn is_collected(&self, file: u64) -> bool {
+        file < self.inner.lock().collected_below
+    }
+
+    fn file_path(&self, file: u64) -> PathBuf {
+        filename::value_log(&self.dir, file)
+    }
+
+    fn readers(&self) -> &FileReaders {
+        &self.readers
     }
 }
 
@@ -445,58 +332,15 @@ impl ValueStore for LogStore {
 
     /// Like [`LogStore::read`], telling a collected file apart.
     fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
-        let path = filename::value_log(&self.dir, p.file);
-        match self.locate(p, key, &path)? {
-            Located::Buffered(r) => return Ok(Read::Found(r)),
-            Located::Collected => return Ok(Read::Collected),
-            Located::InFile => {}
-        }
-        let Some(reader) = self.reader_or_collected(p.file)? else {
-            return Ok(Read::Collected);
-        };
-        read_record(&reader, &path, p, key, class).map(Read::Found)
+        read_one(self, p, key, class)
     }
 
-    /// Reads many records at once, for scans (seed 001 §3.3.1): pointers
-    /// into the same file whose records lie close together are read with
-    /// one read, and the reads run in parallel on the store's prefetch
-    /// threads. Results are in request order; each is checked like
-    /// [`LogStore::read`].
     fn read_many(
         &self,
         requests: &[(ValuePointer, &[u8])],
         class: IoClass,
     ) -> Vec<Result<Vec<u8>>> {
-        let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
-        // Requests that need the file, sorted by position.
-        let mut pending: Vec<usize> = Vec::new();
-        for (i, (p, key)) in requests.iter().enumerate() {
-            let path = filename::value_log(&self.dir, p.file);
-            match self.locate(p, key, &path) {
-                Ok(Located::InFile) => pending.push(i),
-                Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
-                Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
-                Err(e) => out[i] = Some(Err(e)),
-            }
-        }
-        pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
-        let runs = coalesce(&pending, |i| &requests[i].0);
-        let read_run = |run: &[usize]| -> Vec<(usize, Result<Vec<u8>>)> {
-            self.read_run(run, requests, class)
-        };
-        let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = if runs.len() <= 1 {
-            runs.iter().map(|r| read_run(r)).collect()
-        } else {
-            use rayon::prelude::*;
-            self.prefetch_pool()
-                .install(|| runs.par_iter().map(|r| read_run(r)).collect())
-        };
-        for (i, r) in done.into_iter().flatten() {
-            out[i] = Some(r);
-        }
-        out.into_iter()
-            .map(|r| r.expect("every request answered"))
-            .collect()
+        files::read_many(self, requests, class)
     }
 
     /// Checks a pointer found while replaying the journal: a record past the
@@ -652,7 +496,7 @@ mod tests {
         // Neighbours coalesce into one read; other files or far records
         // start a new run.
         let sorted: Vec<usize> = (0..6).collect();
-        let runs = coalesce(&sorted, |i| &ptrs[i]);
+        let runs = files::coalesce(&sorted, |i| &ptrs[i]);
         assert!(runs.len() < sorted.len(), "{runs:?}");
         assert_eq!(runs.concat(), sorted);
         for run in &runs {

@@ -1,0 +1,247 @@
+//! Reading records from a value store's files, shared by the layouts: the
+//! checks of a read by pointer (seed 001 §3.3.3), and batched, parallel
+//! reads for scans (§3.3.1). A layout says where a pointer's record can be
+//! read from ([`RecordFiles::locate`]); the rest is here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+
+use super::log::reader::{check_record, read_record, OwnedRecord};
+use super::pointer::ValuePointer;
+use super::Read;
+use crate::error::{Error, Result};
+use crate::fs::{CountedReader, CountingFs, IoClass};
+
+/// Where a pointed-at record can be read from.
+pub(crate) enum Located {
+    /// Still in a write buffer (already checked).
+    Buffered(OwnedRecord),
+    /// In the file, within its valid range.
+    InFile,
+    /// In a file GC collected.
+    Collected,
+}
+
+/// A layout's files, as the shared read code needs them.
+pub(crate) trait RecordFiles: Sync {
+    /// Checks `p` against the layout's valid ranges and says where its
+    /// record is.
+    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located>;
+    /// True if GC collected `file` (a reader that fails to open such a file
+    /// met a deletion, not an I/O error).
+    fn is_collected(&self, file: u64) -> bool;
+    /// The file's path.
+    fn file_path(&self, file: u64) -> PathBuf;
+    /// Open readers and the prefetch threads.
+    fn readers(&self) -> &FileReaders;
+}
+
+/// Open readers of a store's files, and the threads that read values ahead
+/// for scans (started on first use).
+pub(crate) struct FileReaders {
+    fs: CountingFs,
+    open: Mutex<HashMap<u64, CountedReader>>,
+    pool: OnceLock<rayon::ThreadPool>,
+    threads: usize,
+}
+
+impl FileReaders {
+    pub(crate) fn new(fs: CountingFs, threads: usize) -> Self {
+        FileReaders {
+            fs,
+            open: Mutex::new(HashMap::new()),
+            pool: OnceLock::new(),
+            threads: threads.max(1),
+        }
+    }
+
+    /// The reader of file `number` at `path`, opened once.
+    pub(crate) fn get(&self, number: u64, path: &Path) -> Result<CountedReader> {
+        if let Some(r) = self.open.lock().get(&number) {
+            return Ok(r.clone());
+        }
+        let r = self.fs.open(path)?;
+        self.open.lock().insert(number, r.clone());
+        Ok(r)
+    }
+
+    /// Forgets the reader of a deleted file.
+    pub(crate) fn forget(&self, number: u64) {
+        self.open.lock().remove(&number);
+    }
+
+    fn pool(&self) -> &rayon::ThreadPool {
+        self.pool.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(self.threads)
+                .thread_name(|i| format!("sluice-prefetch-{i}"))
+                .build()
+                .expect("prefetch threads start")
+        })
+    }
+}
+
+/// The error for a registered reader meeting a collected file.
+pub(crate) fn collected_error(path: &Path, p: &ValuePointer) -> Error {
+    Error::corruption(
+        path,
+        p.offset,
+        "index entry points into a value store file that GC collected",
+    )
+}
+
+/// The file's reader; GC may delete the file between `locate` and this
+/// open, which is a collected file (`None`), not an I/O error.
+fn reader_or_collected<S: RecordFiles + ?Sized>(s: &S, file: u64) -> Result<Option<CountedReader>> {
+    match s.readers().get(file, &s.file_path(file)) {
+        Ok(r) => Ok(Some(r)),
+        Err(_) if s.is_collected(file) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads and checks the record `p` points at.
+pub(crate) fn read_one<S: RecordFiles + ?Sized>(
+    s: &S,
+    p: &ValuePointer,
+    key: &[u8],
+    class: IoClass,
+) -> Result<Read> {
+    let path = s.file_path(p.file);
+    match s.locate(p, key, &path)? {
+        Located::Buffered(r) => return Ok(Read::Found(r)),
+        Located::Collected => return Ok(Read::Collected),
+        Located::InFile => {}
+    }
+    let Some(reader) = reader_or_collected(s, p.file)? else {
+        return Ok(Read::Collected);
+    };
+    read_record(&reader, &path, p, key, class).map(Read::Found)
+}
+
+/// Records further apart than this are read separately.
+const COALESCE_GAP_BYTES: u64 = 4096;
+/// The largest single read of a run of records.
+const COALESCE_MAX_BYTES: u64 = 1 << 20;
+
+/// Reads many records at once (seed 001 §3.3.1): pointers into the same
+/// file whose records lie close together are read with one read, and the
+/// reads run in parallel on the prefetch threads. Results are in request
+/// order; each is checked like [`read_one`], a collected file being
+/// `Corruption` (scans are registered readers).
+pub(crate) fn read_many<S: RecordFiles + ?Sized>(
+    s: &S,
+    requests: &[(ValuePointer, &[u8])],
+    class: IoClass,
+) -> Vec<Result<Vec<u8>>> {
+    let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
+    let mut pending: Vec<usize> = Vec::new();
+    for (i, (p, key)) in requests.iter().enumerate() {
+        let path = s.file_path(p.file);
+        match s.locate(p, key, &path) {
+            Ok(Located::InFile) => pending.push(i),
+            Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
+            Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
+            Err(e) => out[i] = Some(Err(e)),
+        }
+    }
+    pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
+    let runs = coalesce(&pending, |i| &requests[i].0);
+    let read = |run: &Vec<usize>| read_run(s, run, requests, class);
+    let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = if runs.len() <= 1 {
+        runs.iter().map(read).collect()
+    } else {
+        use rayon::prelude::*;
+        s.readers()
+            .pool()
+            .install(|| runs.par_iter().map(read).collect())
+    };
+    for (i, r) in done.into_iter().flatten() {
+        out[i] = Some(r);
+    }
+    out.into_iter()
+        .map(|r| r.expect("every request answered"))
+        .collect()
+}
+
+/// Reads one run of nearby records of one file with a single read.
+fn read_run<S: RecordFiles + ?Sized>(
+    s: &S,
+    run: &[usize],
+    requests: &[(ValuePointer, &[u8])],
+    class: IoClass,
+) -> Vec<(usize, Result<Vec<u8>>)> {
+    let first = &requests[run[0]].0;
+    let path = s.file_path(first.file);
+    let start = first.offset;
+    let end = run
+        .iter()
+        .map(|&i| requests[i].0.offset + u64::from(requests[i].0.record_len))
+        .max()
+        .expect("runs are not empty");
+    let data = match reader_or_collected(s, first.file) {
+        Ok(Some(r)) => r.read_at(start, (end - start) as usize, class),
+        Ok(None) => Err(collected_error(&path, first)),
+        Err(e) => Err(e),
+    };
+    run.iter()
+        .map(|&i| {
+            let (p, key) = &requests[i];
+            let r = data.as_ref().map_err(Clone::clone).and_then(|d| {
+                let at = (p.offset - start) as usize;
+                let raw = d.get(at..at + p.record_len as usize).ok_or_else(|| {
+                    Error::corruption(&path, p.offset, "value store file shorter than expected")
+                })?;
+                check_record(raw, p, key, &path).map(|r| r.value)
+            });
+            (i, r)
+        })
+        .collect()
+}
+
+/// Groups `sorted` (requests ordered by file and offset) into runs, each
+/// read with one read: same file, gaps of at most [`COALESCE_GAP_BYTES`],
+/// at most [`COALESCE_MAX_BYTES`] (or one record, if larger).
+pub(crate) fn coalesce<'a>(
+    sorted: &[usize],
+    ptr: impl Fn(usize) -> &'a ValuePointer,
+) -> Vec<Vec<usize>> {
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut run_start = 0u64;
+    let mut run_end = 0u64;
+    for &i in sorted {
+        let p = ptr(i);
+        let end = p.offset + u64::from(p.record_len);
+        let joins = runs.last().is_some_and(|r| {
+            let last = ptr(*r.last().expect("runs are not empty"));
+            last.file == p.file
+                && p.offset <= run_end + COALESCE_GAP_BYTES
+                && end.max(run_end) - run_start <= COALESCE_MAX_BYTES
+        });
+        if joins {
+            runs.last_mut().expect("checked").push(i);
+            run_end = run_end.max(end);
+        } else {
+            runs.push(vec![i]);
+            run_start = p.offset;
+            run_end = end;
+        }
+    }
+    runs
+}
+
+/// Checks the valid range of a pointer into a file of `limit` bytes.
+pub(crate) fn check_within(p: &ValuePointer, limit: u64, path: &Path) -> Result<()> {
+    let end = p.offset.saturating_add(u64::from(p.record_len));
+    if end > limit {
+        return Err(Error::corruption(
+            path,
+            p.offset,
+            format!("value pointer ends at {end}, past the file's {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
