@@ -231,7 +231,7 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
         // HashKV §4.2: the value store holds the data plus a 30% reserve.
         let record = (cfg.key_size + cfg.value_size + 21) as f64;
         let capacity = (cfg.num as f64 * record * 1.3) as u64;
-        opts.value_log_capacity_bytes = Some(capacity);
+        opts.value_store_capacity_bytes = Some(capacity);
         // GC frees whole files: keep them small next to the capacity, so
         // that small runs have files to collect too.
         opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);

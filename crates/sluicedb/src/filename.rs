@@ -5,6 +5,7 @@
 //! | `000007.log`        | journal number 7                      |
 //! | `000012.sst`        | table number 12                       |
 //! | `000013.vlog`       | value log file number 13              |
+//! | `000014.vseg`       | hash layout segment group file 14     |
 //! | `MANIFEST-000005`   | manifest number 5                     |
 //! | `CURRENT`           | names the live manifest               |
 //! | `LOCK`              | held while a `Db` has the directory   |
@@ -17,6 +18,7 @@ pub(crate) enum FileKind {
     Journal(u64),
     Table(u64),
     ValueLog(u64),
+    ValueSegment(u64),
     Manifest(u64),
     Current,
     Lock,
@@ -31,6 +33,9 @@ pub(crate) fn table(dir: &Path, n: u64) -> PathBuf {
 }
 pub(crate) fn value_log(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
+}
+pub(crate) fn value_segment(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vseg"))
 }
 pub(crate) fn manifest(dir: &Path, n: u64) -> PathBuf {
     dir.join(manifest_name(n))
@@ -63,6 +68,7 @@ pub(crate) fn parse(name: &str) -> Option<FileKind> {
         "log" => Some(FileKind::Journal(n)),
         "sst" => Some(FileKind::Table(n)),
         "vlog" => Some(FileKind::ValueLog(n)),
+        "vseg" => Some(FileKind::ValueSegment(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }
@@ -78,6 +84,8 @@ mod tests {
         for (p, k) in [
             (journal(d, 7), FileKind::Journal(7)),
             (table(d, 1234567), FileKind::Table(1234567)),
+            (value_log(d, 3), FileKind::ValueLog(3)),
+            (value_segment(d, 4), FileKind::ValueSegment(4)),
             (manifest(d, 5), FileKind::Manifest(5)),
             (current(d), FileKind::Current),
         ] {

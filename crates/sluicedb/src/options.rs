@@ -56,6 +56,21 @@ pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.3;
 /// about 15%. The threads start on the first scan and sleep when idle.
 pub const DEFAULT_SCAN_PREFETCH_THREADS: usize = 16;
 
+/// Default main segment of a hash layout group: 64 MiB (seed 000 §3.2).
+pub const DEFAULT_HASH_MAIN_SEGMENT_BYTES: u64 = 64 << 20;
+/// Default log segment of the hash layout's reserve: 1 MiB (seed 000 §3.2).
+pub const DEFAULT_HASH_LOG_SEGMENT_BYTES: u64 = 1 << 20;
+/// Default share of the value store capacity kept as reserve for log
+/// segments: 0.3 (seed 000 §4.1).
+pub const DEFAULT_HASH_RESERVE_RATIO: f64 = 0.3;
+/// Default segment groups without a capacity to derive them from: 16.
+pub const DEFAULT_HASH_GROUPS: usize = 16;
+/// Default batch write threshold of the hash layout: 4 KiB (seed 000 §3.8).
+pub const DEFAULT_HASH_BATCH_BYTES: usize = 4 << 10;
+/// Default separation threshold of the `hashkv` preset: 192 B (seed 000
+/// §3.5).
+pub const DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES: usize = 192;
+
 /// Default largest group of writes committed together: 1 MiB.
 pub const DEFAULT_MAX_WRITE_GROUP_BYTES: usize = 1 << 20;
 
@@ -90,6 +105,22 @@ pub enum Preset {
     /// Key-value separation into a value log (WiscKey, seed 001 §3): every
     /// value goes to the log (threshold 0), the log doubles as the journal.
     WiscKey,
+    /// Hash-grouped value store (HashKV, seed 000 §3): values of 192 B and
+    /// more go to segment groups chosen by key hash. Work in progress
+    /// (issue 4): groups do not reclaim space yet.
+    HashKv,
+}
+
+/// How the value store lays out separated values (DESIGN.md axis 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ValueLayout {
+    /// One log: appends at the head, GC from the tail (WiscKey).
+    #[default]
+    Log,
+    /// Segment groups by key hash, each a main segment that grows into log
+    /// segments from a reserved pool (HashKV, seed 000 §3.2).
+    Hash,
 }
 
 /// Where writes are made durable before they reach tables.
@@ -112,6 +143,7 @@ impl Preset {
         match self {
             Preset::LevelDb => "leveldb",
             Preset::WiscKey => "wisckey",
+            Preset::HashKv => "hashkv",
         }
     }
 
@@ -120,13 +152,14 @@ impl Preset {
         match s {
             "leveldb" => Some(Preset::LevelDb),
             "wisckey" => Some(Preset::WiscKey),
+            "hashkv" => Some(Preset::HashKv),
             _ => None,
         }
     }
 
     /// Every preset.
     pub fn all() -> &'static [Preset] {
-        &[Preset::LevelDb, Preset::WiscKey]
+        &[Preset::LevelDb, Preset::WiscKey, Preset::HashKv]
     }
 }
 
@@ -193,6 +226,27 @@ pub struct Options {
     pub separation_threshold_bytes: Option<usize>,
     /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
     pub journal_mode: JournalMode,
+    /// Layout of the value store ([`ValueLayout`]). Default: log. A
+    /// database keeps the layout it was created with.
+    pub value_layout: ValueLayout,
+    /// Hash layout: bytes of a group's main segment
+    /// ([`DEFAULT_HASH_MAIN_SEGMENT_BYTES`]); beyond it a group takes log
+    /// segments from the reserve.
+    pub hash_main_segment_bytes: u64,
+    /// Hash layout: bytes of a log segment, the unit the reserve is handed
+    /// out in ([`DEFAULT_HASH_LOG_SEGMENT_BYTES`]).
+    pub hash_log_segment_bytes: u64,
+    /// Hash layout: share of `value_store_capacity_bytes` kept as the
+    /// reserve of log segments ([`DEFAULT_HASH_RESERVE_RATIO`]).
+    pub hash_reserve_ratio: f64,
+    /// Hash layout: number of segment groups, fixed when the database is
+    /// created. 0 derives it: capacity × (1 − reserve) ÷ main segment, or
+    /// [`DEFAULT_HASH_GROUPS`] without a capacity.
+    pub hash_groups: usize,
+    /// Hash layout: a group's buffered records are written out once they
+    /// reach this many bytes, one sequential write per batch
+    /// ([`DEFAULT_HASH_BATCH_BYTES`], seed 000 §3.8).
+    pub hash_batch_bytes: usize,
     /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
     /// GC frees space a whole file at a time: smaller files free space
     /// sooner, larger ones mean fewer files.
@@ -205,9 +259,9 @@ pub struct Options {
     /// Garbage ratio (garbage ÷ value log bytes) at which background GC
     /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
     pub gc_garbage_ratio: Option<f64>,
-    /// Space the value log may use; background GC runs while it is larger
+    /// Space the value store may use; background GC runs while it is larger
     /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
-    pub value_log_capacity_bytes: Option<u64>,
+    pub value_store_capacity_bytes: Option<u64>,
     /// Run a GC step at least this often when the value log has a file to
     /// collect (WiscKey's periodic mode). `None`: only on the triggers above
     /// and `Db::gc`.
@@ -315,6 +369,18 @@ setters! {
     separation_threshold_bytes: Option<usize>,
     /// Sets [`Options::journal_mode`].
     journal_mode: JournalMode,
+    /// Sets [`Options::value_layout`].
+    value_layout: ValueLayout,
+    /// Sets [`Options::hash_main_segment_bytes`].
+    hash_main_segment_bytes: u64,
+    /// Sets [`Options::hash_log_segment_bytes`].
+    hash_log_segment_bytes: u64,
+    /// Sets [`Options::hash_reserve_ratio`].
+    hash_reserve_ratio: f64,
+    /// Sets [`Options::hash_groups`].
+    hash_groups: usize,
+    /// Sets [`Options::hash_batch_bytes`].
+    hash_batch_bytes: usize,
     /// Sets [`Options::value_log_file_size_bytes`].
     value_log_file_size_bytes: u64,
     /// Sets [`Options::value_log_buffer_bytes`].
@@ -323,8 +389,8 @@ setters! {
     gc_chunk_bytes: u64,
     /// Sets [`Options::gc_garbage_ratio`].
     gc_garbage_ratio: Option<f64>,
-    /// Sets [`Options::value_log_capacity_bytes`].
-    value_log_capacity_bytes: Option<u64>,
+    /// Sets [`Options::value_store_capacity_bytes`].
+    value_store_capacity_bytes: Option<u64>,
     /// Sets [`Options::gc_interval_ms`].
     gc_interval_ms: Option<u64>,
     /// Sets [`Options::gc_max_bytes_per_sec`].
@@ -344,6 +410,12 @@ impl Options {
                 // No LSM-tree log (seed 001 §3.4.2).
                 journal_mode: JournalMode::ValueLog,
                 gc_garbage_ratio: Some(DEFAULT_GC_GARBAGE_RATIO),
+                preset,
+                ..base
+            },
+            Preset::HashKv => Options {
+                separation_threshold_bytes: Some(DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES),
+                value_layout: ValueLayout::Hash,
                 preset,
                 ..base
             },
@@ -376,11 +448,17 @@ impl Options {
             fs: Arc::new(StdFs),
             separation_threshold_bytes: None,
             journal_mode: JournalMode::Journal,
+            value_layout: ValueLayout::Log,
+            hash_main_segment_bytes: DEFAULT_HASH_MAIN_SEGMENT_BYTES,
+            hash_log_segment_bytes: DEFAULT_HASH_LOG_SEGMENT_BYTES,
+            hash_reserve_ratio: DEFAULT_HASH_RESERVE_RATIO,
+            hash_groups: 0,
+            hash_batch_bytes: DEFAULT_HASH_BATCH_BYTES,
             value_log_file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
             value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
             gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
             gc_garbage_ratio: None,
-            value_log_capacity_bytes: None,
+            value_store_capacity_bytes: None,
             gc_interval_ms: None,
             gc_max_bytes_per_sec: None,
             scan_prefetch_threads: DEFAULT_SCAN_PREFETCH_THREADS,
@@ -420,6 +498,19 @@ impl Options {
         if self.journal_mode == JournalMode::ValueLog && self.separation_threshold_bytes.is_none() {
             return bad(
                 "journal_mode ValueLog needs a value store (separation_threshold_bytes)".into(),
+            );
+        }
+        if self.journal_mode == JournalMode::ValueLog && self.value_layout != ValueLayout::Log {
+            return bad("journal_mode ValueLog needs value_layout Log".into());
+        }
+        if self.hash_log_segment_bytes < 4096
+            || self.hash_main_segment_bytes < self.hash_log_segment_bytes
+            || !(self.hash_reserve_ratio > 0.0 && self.hash_reserve_ratio < 1.0)
+        {
+            return bad(
+                "hash layout needs log segments >= 4096 B, main segments >= log segments \
+                 and a reserve ratio in (0, 1)"
+                    .into(),
             );
         }
         if self.value_log_file_size_bytes < 4096 || self.gc_chunk_bytes == 0 {

@@ -63,6 +63,10 @@ pub struct Stats {
     /// Bytes of value log records known to be garbage (from flushes and
     /// compactions that dropped their pointers).
     pub value_log_garbage_bytes: u64,
+    /// Hash layout: segment groups (0 for other layouts).
+    pub hash_groups: usize,
+    /// Hash layout: log segments of the reserve in use.
+    pub hash_log_segments_in_use: u64,
     /// GC steps run (one chunk each).
     pub gc_runs: u64,
     /// Bytes GC read from the value log.
@@ -161,6 +165,13 @@ impl std::fmt::Display for Stats {
                 self.value_log_garbage_bytes,
                 self.value_log_appended_bytes
             )?;
+            if self.hash_groups > 0 {
+                writeln!(
+                    f,
+                    "  hash layout: {} groups, {} log segments in use",
+                    self.hash_groups, self.hash_log_segments_in_use
+                )?;
+            }
             writeln!(
                 f,
                 "  gc: {} runs, read {} wrote {}, relocations applied {} dropped {}",

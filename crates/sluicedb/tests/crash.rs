@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, JournalMode, WriteOptions};
+use sluicedb::{Db, JournalMode, ValueLayout, WriteOptions};
 
 /// A write as the workload saw it, with the file-operation counter before it
 /// started and after it was acknowledged.
@@ -43,6 +43,7 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
         Workload::Gc | Workload::GcValueLog => opts
             .separation_threshold_bytes(Some(0))
+            .value_layout(ValueLayout::Log)
             .journal_mode(if matches!(w, Workload::Gc) {
                 JournalMode::Journal
             } else {

@@ -8,11 +8,19 @@ mod common;
 
 use common::*;
 use sluicedb::fs::{Fault, MemFs};
-use sluicedb::{Db, Error, WriteOptions};
+use sluicedb::{Db, Error, JournalMode, Options, WriteOptions};
 
-/// Option variants (see `tiny_options`): mixed separation with the engine
-/// journal, and full separation with the value log as the journal.
-const VARIANTS: [u64; 2] = [1, 3];
+/// The configurations: the hash layout (mixed separation), the value log
+/// as journal, and the value log with the engine journal.
+const CASES: [&str; 3] = ["hash", "log as journal", "log with journal"];
+
+fn options(fs: &MemFs, case: &str) -> Options {
+    match case {
+        "hash" => tiny_options(fs, 1),
+        "log as journal" => tiny_options(fs, 3),
+        _ => tiny_options(fs, 3).journal_mode(JournalMode::Journal),
+    }
+}
 
 struct Outcome {
     writes: Vec<Write>,
@@ -22,14 +30,14 @@ struct Outcome {
     synced: usize,
 }
 
-fn workload(fs: &MemFs, variant: u64) -> Outcome {
+fn workload(fs: &MemFs, case: &str) -> Outcome {
     let mut rng = Rng::new(7);
     let mut out = Outcome {
         writes: Vec::new(),
         acked: 0,
         synced: 0,
     };
-    let Ok(db) = Db::open("/db", tiny_options(fs, variant)) else {
+    let Ok(db) = Db::open("/db", options(fs, case)) else {
         return out;
     };
     let mut failed = false;
@@ -73,8 +81,8 @@ fn workload(fs: &MemFs, variant: u64) -> Outcome {
     out
 }
 
-fn check_recovery(fs: &MemFs, variant: u64, out: &Outcome, what: &str) {
-    let db = Db::open("/db", tiny_options(fs, variant))
+fn check_recovery(fs: &MemFs, case: &str, out: &Outcome, what: &str) {
+    let db = Db::open("/db", options(fs, case))
         .unwrap_or_else(|e| panic!("{what}: reopen after faults failed: {e}"));
     let got = read_all(&db).unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
     assert!(
@@ -85,14 +93,14 @@ fn check_recovery(fs: &MemFs, variant: u64, out: &Outcome, what: &str) {
 
 #[test]
 fn every_operation_fails_once_and_persistently() {
-    for variant in VARIANTS {
-        fail_every_operation(variant);
+    for case in CASES {
+        fail_every_operation(case);
     }
 }
 
-fn fail_every_operation(variant: u64) {
+fn fail_every_operation(case: &str) {
     let clean = MemFs::new();
-    workload(&clean, variant);
+    workload(&clean, case);
     let total_ops = clean.op_count();
     assert!(total_ops > 150, "workload too small: {total_ops} ops");
     let mut runs = 0;
@@ -101,13 +109,11 @@ fn fail_every_operation(variant: u64) {
         for persistent in [false, true] {
             let step = if persistent { 3 } else { 1 };
             for at in (1..=total_ops).step_by(step) {
-                let what =
-                    format!("variant {variant}: {fault:?} at op {at} persistent {persistent}");
+                let what = format!("{case}: {fault:?} at op {at} persistent {persistent}");
                 let fs = MemFs::new();
                 fs.inject(fault, at, persistent);
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    workload(&fs, variant)
-                }));
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| workload(&fs, case)));
                 let out = r.unwrap_or_else(|e| {
                     eprintln!("panic with {what}");
                     std::panic::resume_unwind(e)
@@ -115,15 +121,13 @@ fn fail_every_operation(variant: u64) {
                 fired += usize::from(fs.fault_fired());
                 fs.clear_faults();
                 let image = fs.crash_image();
-                check_recovery(&image, variant, &out, &format!("{what} (crash image)"));
-                check_recovery(&fs, variant, &out, &what);
+                check_recovery(&image, case, &out, &format!("{what} (crash image)"));
+                check_recovery(&fs, case, &out, &what);
                 runs += 1;
             }
         }
     }
-    println!(
-        "variant {variant}: fault runs: {runs}, faults fired: {fired}, ops per clean run: {total_ops}"
-    );
+    println!("{case}: fault runs: {runs}, faults fired: {fired}, ops per clean run: {total_ops}");
     assert!(
         fired > runs / 2,
         "most injected faults should fire ({fired}/{runs})"

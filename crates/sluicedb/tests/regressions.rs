@@ -71,7 +71,7 @@ fn regression_relocations_not_queued_behind_space_stall() {
     let opts = tiny_options(&fs, 3)
         .separation_threshold_bytes(Some(0))
         .value_log_file_size_bytes(4096)
-        .value_log_capacity_bytes(Some(32 * 1024))
+        .value_store_capacity_bytes(Some(32 * 1024))
         .gc_garbage_ratio(None)
         .background_threads(2);
     let db = Db::open("/db", opts).unwrap();

@@ -138,7 +138,7 @@ impl Core {
     /// True when the value log passed its capacity and GC has a file it
     /// can collect: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
-        let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_log_capacity_bytes)
+        let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_store_capacity_bytes)
         else {
             return false;
         };
@@ -161,7 +161,7 @@ impl Core {
         // reach it and wait.
         let by_size = self
             .opts
-            .value_log_capacity_bytes
+            .value_store_capacity_bytes
             .is_some_and(|c| total > c - c / GC_HEADROOM_DIVISOR);
         let by_time = self
             .opts

@@ -34,10 +34,11 @@ use crate::iterator::{DbIterator, Range};
 use crate::journal::LogWriter;
 use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
-use crate::options::{JournalMode, Options, ReadOptions, WriteOptions};
+use crate::options::{JournalMode, Options, ReadOptions, ValueLayout, WriteOptions};
 use crate::stats::{GcStats, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
+use crate::value::hash::{HashConfig, HashStore};
 use crate::value::log::format::{
     Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
 };
@@ -187,6 +188,26 @@ struct Counters {
 
 fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The hash layout's sizes from the options; the number of groups of a new
+/// store comes from the capacity when it is set.
+fn hash_config(opts: &Options) -> HashConfig {
+    let groups = match (opts.hash_groups, opts.value_store_capacity_bytes) {
+        (0, Some(cap)) => {
+            let main_area = cap as f64 * (1.0 - opts.hash_reserve_ratio);
+            (main_area / opts.hash_main_segment_bytes as f64).max(1.0) as u32
+        }
+        (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
+        (n, _) => n as u32,
+    };
+    HashConfig {
+        main_segment_bytes: opts.hash_main_segment_bytes,
+        log_segment_bytes: opts.hash_log_segment_bytes,
+        batch_bytes: opts.hash_batch_bytes,
+        new_groups: groups,
+        prefetch_threads: opts.scan_prefetch_threads.max(1),
+    }
 }
 
 pub(crate) struct Core {
@@ -615,7 +636,7 @@ impl Core {
                         journals.push(n);
                     }
                 }
-                Some(FileKind::Manifest(n) | FileKind::ValueLog(n)) => {
+                Some(FileKind::Manifest(n) | FileKind::ValueLog(n) | FileKind::ValueSegment(n)) => {
                     max_number = max_number.max(n)
                 }
                 _ => {}
@@ -655,11 +676,40 @@ impl Core {
         let has_log = names
             .iter()
             .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
-        let values = if opts.separation_threshold_bytes.is_some()
-            || has_log
-            || rec.version.value_log.journal_from.is_some()
-        {
-            Some(Arc::new(LogStore::open(
+        let layout = if !rec.version.hash.groups.is_empty() {
+            Some(ValueLayout::Hash)
+        } else if has_log || rec.version.value_log.journal_from.is_some() {
+            Some(ValueLayout::Log)
+        } else {
+            opts.separation_threshold_bytes.map(|_| opts.value_layout)
+        };
+        if let Some(l) = layout {
+            if opts.separation_threshold_bytes.is_some() && l != opts.value_layout {
+                return Err(Error::InvalidArgument(format!(
+                    "the database's value store has layout {l:?}; the options ask for {:?}",
+                    opts.value_layout
+                )));
+            }
+        }
+        let mut open_edit = VersionEdit::default();
+        let mut hash_store = None;
+        let values: Option<Arc<dyn ValueStore>> = match layout {
+            Some(ValueLayout::Hash) => {
+                let (store, e) = HashStore::open(
+                    &dir,
+                    fs.clone(),
+                    versions.file_numbers(),
+                    &rec.version.hash,
+                    hash_config(&opts),
+                )?;
+                open_edit.hash_groups = e.groups;
+                open_edit.hash_files_added = e.added;
+                open_edit.hash_files_dropped = e.dropped;
+                let store = Arc::new(store);
+                hash_store = Some(store.clone());
+                Some(store)
+            }
+            Some(_) => Some(Arc::new(LogStore::open(
                 &dir,
                 fs.clone(),
                 versions.file_numbers(),
@@ -667,9 +717,8 @@ impl Core {
                 opts.value_log_buffer_bytes,
                 rec.version.value_log.tail,
                 opts.scan_prefetch_threads.max(1),
-            )?) as Arc<dyn ValueStore>)
-        } else {
-            None
+            )?)),
+            None => None,
         };
         let journal_in_log = opts.journal_mode == JournalMode::ValueLog;
         let version = Arc::new(rec.version);
@@ -723,7 +772,10 @@ impl Core {
             journal_in_log,
             gc_lock: Mutex::new(()),
         };
-        core.recover(&journals)?;
+        core.recover(&journals, open_edit)?;
+        if let Some(h) = hash_store {
+            h.remove_dropped(&core.fs);
+        }
         core.delete_obsolete_files();
         Ok(core)
     }
@@ -871,7 +923,13 @@ impl Core {
         };
         let big =
             |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Value && op.value.len() >= threshold;
-        if !group.iter().flatten().any(|op| big(&op)) {
+        let recorded_delete =
+            |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Delete && store.records_deletes();
+        if !group
+            .iter()
+            .flatten()
+            .any(|op| big(&op) || recorded_delete(&op))
+        {
             return Ok(None);
         }
         let mut out = WriteBatch::with_capacity(group.approximate_size());
@@ -886,9 +944,17 @@ impl Core {
                     value: op.value,
                 })?;
                 out.add_raw(Kind::ValuePointer, op.key, &p.encode());
-            } else {
-                out.add_raw(op.kind, op.key, op.value);
+                continue;
             }
+            if recorded_delete(&op) {
+                store.append(&Record {
+                    seq: seq + i as u64,
+                    flags: KIND_DELETE,
+                    key: op.key,
+                    value: &[],
+                })?;
+            }
+            out.add_raw(op.kind, op.key, op.value);
         }
         Ok(Some(out))
     }
@@ -978,7 +1044,7 @@ impl Core {
     /// through the queue and must never wait behind a writer waiting for
     /// them.
     fn wait_for_log_space(&self) {
-        let (Some(store), Some(cap)) = (&self.values, self.opts.value_log_capacity_bytes) else {
+        let (Some(store), Some(cap)) = (&self.values, self.opts.value_store_capacity_bytes) else {
             return;
         };
         // The common case, under capacity, takes no lock.
@@ -1603,6 +1669,16 @@ impl Core {
             value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
             value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
             value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
+            hash_groups: self
+                .values
+                .as_deref()
+                .and_then(|v| v.as_hash())
+                .map_or(0, |h| h.groups()),
+            hash_log_segments_in_use: self
+                .values
+                .as_deref()
+                .and_then(|v| v.as_hash())
+                .map_or(0, |h| h.log_segments_in_use()),
             gc_runs: get(&c.gc_runs),
             gc_bytes_read: get(&c.gc_bytes_read),
             gc_bytes_written: get(&c.gc_bytes_written),

@@ -50,7 +50,9 @@ enum Ended {
 impl Core {
     /// Replays the journals (or the value log), writes what they held to L0
     /// and installs a manifest that no longer needs them.
-    pub(super) fn recover(&self, journals: &[u64]) -> Result<()> {
+    /// `opened` holds what opening the value store changed (new files of
+    /// the hash layout's groups); it goes into the same manifest.
+    pub(super) fn recover(&self, journals: &[u64], opened: VersionEdit) -> Result<()> {
         let (max_seq, journal_from) = {
             let st = self.state.lock();
             (st.last_sequence, st.current.value_log.journal_from)
@@ -58,7 +60,7 @@ impl Core {
         let mut r = Replay {
             mem: Arc::new(MemTable::new()),
             max_seq,
-            edit: VersionEdit::default(),
+            edit: opened,
         };
         let ended = self.replay_journals(journals, &mut r)?;
         if let (Ended::Fully, Some(from)) = (ended, journal_from) {

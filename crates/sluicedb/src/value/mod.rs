@@ -7,6 +7,7 @@
 //! (`docs/design.md`, "Value store" and "Value log as journal").
 
 pub(crate) mod files;
+pub(crate) mod hash;
 pub(crate) mod log;
 pub(crate) mod pointer;
 
@@ -70,8 +71,19 @@ pub(crate) trait ValueStore: Send + Sync {
     /// Bytes of records appended since open.
     fn appended_bytes(&self) -> u64;
 
+    /// True if deletes must be recorded in the store too (the hash layout:
+    /// GC finds dead versions by scanning a group, seed 000 §3.3).
+    fn records_deletes(&self) -> bool {
+        false
+    }
+
     /// The log layout, for its GC and the value-log-as-journal mode.
     fn as_log(&self) -> Option<&LogStore> {
+        None
+    }
+
+    /// The hash layout, for its GC and statistics.
+    fn as_hash(&self) -> Option<&hash::HashStore> {
         None
     }
 }

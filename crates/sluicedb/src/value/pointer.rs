@@ -13,8 +13,10 @@ use crate::coding::{u32_at, u64_at};
 pub(crate) const POINTER_LEN: usize = 1 + 8 + 8 + 4 + 4;
 const _: () = assert!(POINTER_LEN == 25);
 
-/// Which value store a pointer refers to.
+/// Which value store a pointer refers to: the log layout.
 pub(crate) const STORE_LOG: u8 = 1;
+/// The hash layout (HashKV segment groups).
+pub(crate) const STORE_HASH: u8 = 2;
 
 /// The location of one value record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -25,6 +25,9 @@ mod tag {
     pub const VALUE_LOG_TAIL: u32 = 9;
     pub const VALUE_LOG_GARBAGE: u32 = 10;
     pub const VALUE_LOG_JOURNAL: u32 = 11;
+    pub const HASH_GROUPS: u32 = 12;
+    pub const HASH_FILE_ADDED: u32 = 13;
+    pub const HASH_FILE_DROPPED: u32 = 14;
 }
 
 /// A table in a version.
@@ -67,6 +70,12 @@ pub(crate) struct VersionEdit {
     /// When the value log is the journal: replay starts at (file, offset).
     /// `(0, 0)` says the value log is not the journal (any more).
     pub(crate) value_log_journal: Option<(u64, u64)>,
+    /// Number of segment groups of the hash layout (set once).
+    pub(crate) hash_groups: Option<u32>,
+    /// Files that became part of a segment group: (group, file).
+    pub(crate) hash_files_added: Vec<(u32, u64)>,
+    /// Files that left their segment group: (group, file).
+    pub(crate) hash_files_dropped: Vec<(u32, u64)>,
 }
 
 impl VersionEdit {
@@ -127,6 +136,20 @@ impl VersionEdit {
             put_u64(&mut p, file);
             put_u64(&mut p, offset);
             field(tag::VALUE_LOG_JOURNAL, &p);
+        }
+        if let Some(g) = self.hash_groups {
+            field(tag::HASH_GROUPS, &g.to_le_bytes());
+        }
+        for (t, list) in [
+            (tag::HASH_FILE_DROPPED, &self.hash_files_dropped),
+            (tag::HASH_FILE_ADDED, &self.hash_files_added),
+        ] {
+            for &(group, file) in list {
+                let mut p = Vec::new();
+                put_u32(&mut p, group);
+                put_u64(&mut p, file);
+                field(t, &p);
+            }
         }
         for (level, f) in &self.added {
             let mut p = Vec::new();
@@ -196,6 +219,18 @@ impl VersionEdit {
                     let offset = u64_only(&mut p).ok_or_else(bad)?;
                     e.value_log_journal = Some((file, offset));
                 }
+                tag::HASH_GROUPS => {
+                    e.hash_groups = Some(p.u32().filter(|_| p.is_empty()).ok_or_else(bad)?)
+                }
+                tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED => {
+                    let group = p.u32().ok_or_else(bad)?;
+                    let file = u64_only(&mut p).ok_or_else(bad)?;
+                    if t == tag::HASH_FILE_ADDED {
+                        e.hash_files_added.push((group, file));
+                    } else {
+                        e.hash_files_dropped.push((group, file));
+                    }
+                }
                 tag::NEW_FILE => {
                     let f = (|| {
                         let level = p.u32()?;
@@ -250,6 +285,9 @@ mod tests {
         e.value_log_tail = Some((12, 4096));
         e.value_log_garbage.push((12, 777));
         e.value_log_journal = Some((14, 16));
+        e.hash_groups = Some(4);
+        e.hash_files_added.push((3, 21));
+        e.hash_files_dropped.push((3, 17));
         e.add_file(
             2,
             FileMeta {

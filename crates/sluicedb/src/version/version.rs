@@ -12,6 +12,15 @@ pub(crate) struct Version {
     pub(crate) levels: Vec<Vec<Arc<FileMeta>>>,
     pub(crate) shape: Arc<dyn IndexShape>,
     pub(crate) value_log: ValueLogMeta,
+    pub(crate) hash: HashMeta,
+}
+
+/// What the manifest knows of the hash layout's segment groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HashMeta {
+    /// Files of each group, oldest first; writes go to the last. Empty
+    /// until the hash layout is first opened.
+    pub(crate) groups: Vec<Vec<u64>>,
 }
 
 /// What the manifest knows of the value log.
@@ -28,12 +37,50 @@ pub(crate) struct ValueLogMeta {
     pub(crate) journal_from: Option<(u64, u64)>,
 }
 
+impl HashMeta {
+    fn apply(&self, edit: &VersionEdit) -> Result<HashMeta, String> {
+        let mut h = self.clone();
+        if let Some(n) = edit.hash_groups {
+            if !h.groups.is_empty() && h.groups.len() != n as usize {
+                return Err(format!(
+                    "hash layout has {} groups, an edit says {n}",
+                    h.groups.len()
+                ));
+            }
+            h.groups.resize(n as usize, Vec::new());
+        }
+        for &(g, file) in &edit.hash_files_dropped {
+            let files = h
+                .groups
+                .get_mut(g as usize)
+                .ok_or_else(|| format!("hash group {g} out of range"))?;
+            let before = files.len();
+            files.retain(|&f| f != file);
+            if files.len() == before {
+                return Err(format!("file {file} is not in hash group {g}"));
+            }
+        }
+        for &(g, file) in &edit.hash_files_added {
+            let files = h
+                .groups
+                .get_mut(g as usize)
+                .ok_or_else(|| format!("hash group {g} out of range"))?;
+            if files.last().is_some_and(|&l| l >= file) {
+                return Err(format!("file {file} added to hash group {g} out of order"));
+            }
+            files.push(file);
+        }
+        Ok(h)
+    }
+}
+
 impl Version {
     pub(crate) fn empty(shape: Arc<dyn IndexShape>) -> Self {
         Version {
             levels: vec![Vec::new(); shape.num_levels()],
             shape,
             value_log: ValueLogMeta::default(),
+            hash: HashMeta::default(),
         }
     }
 
@@ -70,10 +117,12 @@ impl Version {
                 *value_log.garbage.entry(file).or_default() += bytes;
             }
         }
+        let hash = self.hash.apply(edit)?;
         let v = Version {
             levels,
             shape: self.shape.clone(),
             value_log,
+            hash,
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -104,6 +153,13 @@ impl Version {
         }
         e.value_log_tail = self.value_log.tail;
         e.value_log_journal = self.value_log.journal_from;
+        if !self.hash.groups.is_empty() {
+            e.hash_groups = Some(self.hash.groups.len() as u32);
+        }
+        for (g, files) in self.hash.groups.iter().enumerate() {
+            e.hash_files_added
+                .extend(files.iter().map(|&f| (g as u32, f)));
+        }
         e.value_log_garbage = self
             .value_log
             .garbage

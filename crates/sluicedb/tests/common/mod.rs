@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, JournalMode, Options, WriteBatch};
+use sluicedb::{Db, JournalMode, Options, ValueLayout, WriteBatch};
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -31,22 +31,29 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .max_manifest_bytes(if variant % 2 == 1 { 2048 } else { 1 << 20 })
         .background_threads(1 + (variant % 2) as usize);
     // Value separation: off, mixed (small values inline), or everything
-    // separated (WiscKey); tiny value log files so they rotate constantly.
-    let separation = match variant % 4 {
-        1 => Some(32),
-        3 => Some(0),
-        _ => None,
+    // separated; tiny value log files and segments so they fill constantly.
+    //   variant % 8:  0, 4: off           2: off
+    //                 1: hash, mixed      5: log as journal, mixed
+    //                 6: hash, all        3, 7: log as journal, all
+    let (separation, layout) = match variant % 8 {
+        1 => (Some(32), ValueLayout::Hash),
+        5 => (Some(32), ValueLayout::Log),
+        6 => (Some(0), ValueLayout::Hash),
+        3 | 7 => (Some(0), ValueLayout::Log),
+        _ => (None, ValueLayout::Log),
     };
-    // The value log as journal under full separation, and for some of the
-    // mixed variants (so inline values go through it too).
-    let journal_mode = if variant % 4 == 3 || variant % 8 == 5 {
-        JournalMode::ValueLog
-    } else {
-        JournalMode::Journal
+    let journal_mode = match layout {
+        ValueLayout::Log if separation.is_some() => JournalMode::ValueLog,
+        _ => JournalMode::Journal,
     };
     let o = o
         .separation_threshold_bytes(separation)
         .journal_mode(journal_mode)
+        .value_layout(layout)
+        .hash_groups(4)
+        .hash_main_segment_bytes(8192)
+        .hash_log_segment_bytes(4096)
+        .hash_batch_bytes(512)
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512);
     if variant % 3 == 2 {

@@ -14,11 +14,26 @@ pub(crate) struct VlogWriter {
     written: u64,
     buf: Vec<u8>,
     buffer_limit: usize,
+    /// The store id its pointers carry.
+    store: u8,
+    /// Length made durable by the last sync.
+    synced: u64,
 }
 
 impl VlogWriter {
     /// Starts a new log file (writing its header into the buffer).
     pub(crate) fn new(file: CountedWriter, number: u64, buffer_limit: usize) -> Self {
+        Self::for_store(file, number, buffer_limit, STORE_LOG)
+    }
+
+    /// Like [`VlogWriter::new`], for a file of the store `store` (layouts
+    /// share the record format).
+    pub(crate) fn for_store(
+        file: CountedWriter,
+        number: u64,
+        buffer_limit: usize,
+        store: u8,
+    ) -> Self {
         let mut buf = Vec::with_capacity(buffer_limit.max(FILE_HEADER_LEN) + 1024);
         buf.extend_from_slice(&file_header());
         VlogWriter {
@@ -27,7 +42,14 @@ impl VlogWriter {
             written: 0,
             buf,
             buffer_limit,
+            store,
+            synced: 0,
         }
+    }
+
+    /// True when bytes were appended since the last sync.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.len() > self.synced
     }
 
     pub(crate) fn number(&self) -> u64 {
@@ -49,7 +71,7 @@ impl VlogWriter {
         let offset = self.len();
         let (record_len, record_crc) = encode_record(&mut self.buf, r);
         let p = ValuePointer {
-            store: STORE_LOG,
+            store: self.store,
             file: self.number,
             offset,
             record_len,
@@ -74,7 +96,9 @@ impl VlogWriter {
     /// Makes every appended record durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.write_out()?;
-        self.file.sync()
+        self.file.sync()?;
+        self.synced = self.written;
+        Ok(())
     }
 
     /// Bytes `[offset, offset + len)` if they are still in the buffer.

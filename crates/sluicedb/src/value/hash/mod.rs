@@ -1,0 +1,491 @@
+//! [`HashStore`]: HashKV's hash layout (seed 000 §3.2). Values go to the
+//! segment group `xxh3(key) mod G`, so every version of a key lands in one
+//! group and a group can be collected by scanning it alone (§3.3).
+//!
+//! A group is a short list of files (`NNNNNN.vseg`, the value log's record
+//! format, `docs/format/value-hash.md`); appends go to the newest. Its first
+//! `main_segment_bytes` are the main segment; each further
+//! `log_segment_bytes` is a log segment taken from the reserve, which is how
+//! the reserve is accounted. Each open starts a new file per group, so that
+//! only files from before the open can end torn. The manifest lists the
+//! files of every group (`docs/format/manifest.md`, tags 12-14).
+//!
+//! Not built yet (issue 4): GC per group, hotness tagging, capacity stalls.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::files::{self, check_within, read_one, FileReaders, Located, RecordFiles};
+use super::log::format::{Record, FILE_HEADER_LEN};
+use super::log::reader::check_record;
+use super::log::writer::VlogWriter;
+use super::pointer::{ValuePointer, STORE_HASH};
+use super::{PointerCheck, Read, ValueStore};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{CountingFs, IoClass};
+use crate::version::version::HashMeta;
+
+/// Sizes of the hash layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HashConfig {
+    pub(crate) main_segment_bytes: u64,
+    pub(crate) log_segment_bytes: u64,
+    pub(crate) batch_bytes: usize,
+    /// Groups of a new store (an existing one keeps its own).
+    pub(crate) new_groups: u32,
+    pub(crate) prefetch_threads: usize,
+}
+
+/// What opening changed in the group lists; the caller commits it to the
+/// manifest, then calls [`HashStore::remove_dropped`].
+#[derive(Debug, Default)]
+pub(crate) struct OpenEdit {
+    /// Set when the store was created by this open.
+    pub(crate) groups: Option<u32>,
+    pub(crate) added: Vec<(u32, u64)>,
+    pub(crate) dropped: Vec<(u32, u64)>,
+}
+
+struct Group {
+    /// The newest file; appends go here through a batch buffer.
+    head: VlogWriter,
+    /// Older files, oldest first, with their lengths.
+    sealed: Vec<(u64, u64)>,
+    /// The group's newest file before this open: the only one whose end
+    /// may have been torn by a crash.
+    newest_at_open: Option<u64>,
+}
+
+impl Group {
+    fn bytes(&self) -> u64 {
+        self.sealed.iter().map(|&(_, len)| len).sum::<u64>() + self.head.len()
+    }
+}
+
+struct Inner {
+    groups: Vec<Group>,
+    /// The group of every live file.
+    owner: HashMap<u64, u32>,
+    /// Files GC collected (deleted, or about to be).
+    collected: HashSet<u64>,
+    /// Files dropped by this open, deleted once the manifest says so.
+    dropped: Vec<u64>,
+}
+
+pub(crate) struct HashStore {
+    dir: PathBuf,
+    config: HashConfig,
+    inner: Mutex<Inner>,
+    readers: FileReaders,
+    appended_bytes: AtomicU64,
+    total_bytes: AtomicU64,
+}
+
+/// The group of `key` among `groups`.
+pub(crate) fn group_of(key: &[u8], groups: usize) -> u32 {
+    (xxh3_64(key) % groups as u64) as u32
+}
+
+impl HashStore {
+    /// Opens the groups `meta` lists (creating `config.new_groups` groups
+    /// for a new store): files holding no record are dropped, files no
+    /// group lists are removed (an interrupted open left them), and a new
+    /// head file is started in every group.
+    pub(crate) fn open(
+        dir: &Path,
+        fs: CountingFs,
+        file_numbers: Arc<AtomicU64>,
+        meta: &HashMeta,
+        config: HashConfig,
+    ) -> Result<(HashStore, OpenEdit)> {
+        let mut edit = OpenEdit::default();
+        let lists: Vec<Vec<u64>> = if meta.groups.is_empty() {
+            let n = config.new_groups.max(1);
+            edit.groups = Some(n);
+            vec![Vec::new(); n as usize]
+        } else {
+            meta.groups.clone()
+        };
+        let listed: HashSet<u64> = lists.iter().flatten().copied().collect();
+        for name in fs.list(dir)? {
+            if let Some(FileKind::ValueSegment(n)) = filename::parse(&name) {
+                if !listed.contains(&n) {
+                    fs.remove(&filename::value_segment(dir, n))?;
+                }
+            }
+        }
+        let mut groups = Vec::with_capacity(lists.len());
+        let mut owner = HashMap::new();
+        let mut dropped = Vec::new();
+        for (g, files) in lists.iter().enumerate() {
+            let g = g as u32;
+            let mut sealed = Vec::new();
+            for &n in files {
+                let path = filename::value_segment(dir, n);
+                if !fs.exists(&path) {
+                    return Err(Error::corruption(
+                        path,
+                        0,
+                        "segment group file listed in the manifest is missing",
+                    ));
+                }
+                let len = fs.open(&path)?.len();
+                if len <= FILE_HEADER_LEN as u64 {
+                    edit.dropped.push((g, n));
+                    dropped.push(n);
+                } else {
+                    sealed.push((n, len));
+                    owner.insert(n, g);
+                }
+            }
+            let number = file_numbers.fetch_add(1, Ordering::SeqCst);
+            let f = fs.create(&filename::value_segment(dir, number), IoClass::ValueStore)?;
+            edit.added.push((g, number));
+            owner.insert(number, g);
+            groups.push(Group {
+                head: VlogWriter::for_store(f, number, config.batch_bytes, STORE_HASH),
+                sealed,
+                newest_at_open: files.last().copied(),
+            });
+        }
+        fs.sync_dir(dir)?;
+        let total = groups.iter().map(Group::bytes).sum();
+        let store = HashStore {
+            dir: dir.to_path_buf(),
+            config,
+            inner: Mutex::new(Inner {
+                groups,
+                owner,
+                collected: HashSet::new(),
+                dropped,
+            }),
+            readers: FileReaders::new(fs, config.prefetch_threads),
+            appended_bytes: AtomicU64::new(0),
+            total_bytes: AtomicU64::new(total),
+        };
+        Ok((store, edit))
+    }
+
+    /// Deletes the empty files this open dropped, once the manifest no
+    /// longer lists them.
+    pub(crate) fn remove_dropped(&self, fs: &CountingFs) {
+        let dropped = std::mem::take(&mut self.inner.lock().dropped);
+        for n in dropped {
+            // A failed delete leaves an unlisted file the next open removes.
+            let _ = fs.remove(&filename::value_segment(&self.dir, n));
+        }
+    }
+
+    /// Number of segment groups.
+    pub(crate) fn groups(&self) -> usize {
+        self.inner.lock().groups.len()
+    }
+
+    /// Log segments of the reserve in use: each group's bytes beyond its
+    /// main segment, in whole log segments.
+    pub(crate) fn log_segments_in_use(&self) -> u64 {
+        let inner = self.inner.lock();
+        inner
+            .groups
+            .iter()
+            .map(|g| {
+                g.bytes()
+                    .saturating_sub(self.config.main_segment_bytes)
+                    .div_ceil(self.config.log_segment_bytes)
+            })
+            .sum()
+    }
+}
+
+impl RecordFiles for HashStore {
+    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
+        if p.store != STORE_HASH {
+            return Err(Error::corruption(
+                path,
+                p.offset,
+                format!("pointer to value store {} in the hash layout", p.store),
+            ));
+        }
+        let inner = self.inner.lock();
+        let Some(&g) = inner.owner.get(&p.file) else {
+            if inner.collected.contains(&p.file) {
+                return Ok(Located::Collected);
+            }
+            return Err(Error::corruption(
+                path,
+                p.offset,
+                "pointer into a segment group file that does not exist",
+            ));
+        };
+        let group = &inner.groups[g as usize];
+        let limit = if group.head.number() == p.file {
+            if let Some(raw) = group.head.read_buffered(p.offset, p.record_len as usize) {
+                return check_record(&raw, p, key, path).map(Located::Buffered);
+            }
+            group.head.written()
+        } else {
+            group
+                .sealed
+                .iter()
+                .find(|&&(n, _)| n == p.file)
+                .map(|&(_, len)| len)
+                .expect("owned files are the group's")
+        };
+        check_within(p, limit, path)?;
+        Ok(Located::InFile)
+    }
+
+    fn is_collected(&self, file: u64) -> bool {
+        self.inner.lock().collected.contains(&file)
+    }
+
+    fn file_path(&self, file: u64) -> PathBuf {
+        filename::value_segment(&self.dir, file)
+    }
+
+    fn readers(&self) -> &FileReaders {
+        &self.readers
+    }
+}
+
+impl ValueStore for HashStore {
+    fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
+        let mut inner = self.inner.lock();
+        let g = group_of(r.key, inner.groups.len());
+        let head = &mut inner.groups[g as usize].head;
+        let before = head.len();
+        let p = head.append(r)?;
+        let grown = head.len() - before;
+        self.appended_bytes
+            .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
+        self.total_bytes.fetch_add(grown, Ordering::Relaxed);
+        Ok(p)
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut inner = self.inner.lock();
+        for g in &mut inner.groups {
+            if g.head.is_dirty() {
+                g.head.sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
+        read_one(self, p, key, class)
+    }
+
+    fn read_many(
+        &self,
+        requests: &[(ValuePointer, &[u8])],
+        class: IoClass,
+    ) -> Vec<Result<Vec<u8>>> {
+        files::read_many(self, requests, class)
+    }
+
+    /// A record past the end of its group's newest file from before this
+    /// open was lost in the crash (groups are synced before the journal);
+    /// past the end of an older file, or in another group's file, it is
+    /// corruption.
+    fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck> {
+        let path = self.file_path(p.file);
+        let (len, may_be_torn) = {
+            let inner = self.inner.lock();
+            let g = group_of(key, inner.groups.len());
+            let group = &inner.groups[g as usize];
+            match inner.owner.get(&p.file) {
+                Some(&owner) if owner != g => {
+                    return Err(Error::corruption(
+                        &path,
+                        p.offset,
+                        format!("key of group {g} points into a file of group {owner}"),
+                    ))
+                }
+                Some(_) => {
+                    let len = group.sealed.iter().find(|&&(n, _)| n == p.file);
+                    (len.map(|&(_, l)| l), group.newest_at_open == Some(p.file))
+                }
+                None if group
+                    .sealed
+                    .first()
+                    .is_some_and(|&(first, _)| p.file < first)
+                    || inner.collected.contains(&p.file) =>
+                {
+                    return Ok(PointerCheck::Collected)
+                }
+                None => (None, group.newest_at_open == Some(p.file)),
+            }
+        };
+        match len {
+            Some(len) if p.offset.saturating_add(u64::from(p.record_len)) <= len => self
+                .read(p, key, IoClass::Journal)
+                .map(|_| PointerCheck::Valid),
+            _ if may_be_torn => Ok(PointerCheck::Lost),
+            _ => Err(Error::corruption(
+                &path,
+                p.offset,
+                "journaled pointer past the end of a segment group file",
+            )),
+        }
+    }
+
+    fn path_of(&self, number: u64) -> PathBuf {
+        self.file_path(number)
+    }
+
+    fn file_count(&self) -> usize {
+        let inner = self.inner.lock();
+        inner.groups.iter().map(|g| g.sealed.len() + 1).sum()
+    }
+
+    fn total_bytes(&self) -> u64 {
+        self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    fn appended_bytes(&self) -> u64 {
+        self.appended_bytes.load(Ordering::Relaxed)
+    }
+
+    fn records_deletes(&self) -> bool {
+        true
+    }
+
+    fn as_hash(&self) -> Option<&HashStore> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Fs, MemFs};
+    use crate::value::log::format::KIND_PUT;
+
+    fn config() -> HashConfig {
+        HashConfig {
+            main_segment_bytes: 8192,
+            log_segment_bytes: 4096,
+            batch_bytes: 512,
+            new_groups: 4,
+            prefetch_threads: 2,
+        }
+    }
+
+    fn open(mem: &MemFs, meta: &HashMeta, counter: &Arc<AtomicU64>) -> (HashStore, OpenEdit) {
+        let fs = CountingFs::new(Arc::new(mem.clone()));
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        HashStore::open(Path::new("/db"), fs, counter.clone(), meta, config()).unwrap()
+    }
+
+    fn apply(meta: &mut HashMeta, e: &OpenEdit) {
+        if let Some(n) = e.groups {
+            meta.groups = vec![Vec::new(); n as usize];
+        }
+        for &(g, f) in &e.dropped {
+            meta.groups[g as usize].retain(|&x| x != f);
+        }
+        for &(g, f) in &e.added {
+            meta.groups[g as usize].push(f);
+        }
+    }
+
+    #[test]
+    fn keys_stay_in_their_group_across_reopens() {
+        let mem = MemFs::new();
+        let counter = Arc::new(AtomicU64::new(10));
+        let mut meta = HashMeta::default();
+        let (s, e) = open(&mem, &meta, &counter);
+        apply(&mut meta, &e);
+        assert_eq!(s.groups(), 4);
+        let mut ptrs = Vec::new();
+        for i in 0..200u64 {
+            let k = format!("key{i}");
+            let p = s
+                .append(&Record {
+                    seq: i,
+                    flags: KIND_PUT,
+                    key: k.as_bytes(),
+                    value: &[b'v'; 200],
+                })
+                .unwrap();
+            // The file is the head of the key's group.
+            let g = group_of(k.as_bytes(), 4) as usize;
+            assert_eq!(p.file, meta.groups[g][0]);
+            ptrs.push((k, p));
+        }
+        assert!(s.log_segments_in_use() > 0, "groups grew past main");
+        for (k, p) in &ptrs {
+            let r = s.read(p, k.as_bytes(), IoClass::UserRead).unwrap();
+            assert_eq!(r.value, vec![b'v'; 200]);
+        }
+        s.sync().unwrap();
+        drop(s);
+        let (s, e) = open(&mem, &meta, &counter);
+        assert!(e.dropped.is_empty());
+        apply(&mut meta, &e);
+        for (k, p) in &ptrs {
+            assert!(matches!(
+                s.check_recovered(p, k.as_bytes()).unwrap(),
+                PointerCheck::Valid
+            ));
+        }
+        // A pointer checked under another key's group is corruption.
+        let (k, p) = &ptrs[0];
+        let other = (0..)
+            .map(|i| format!("other{i}"))
+            .find(|o| group_of(o.as_bytes(), 4) != group_of(k.as_bytes(), 4))
+            .unwrap();
+        assert!(s
+            .check_recovered(p, other.as_bytes())
+            .unwrap_err()
+            .is_corruption());
+        // Reopening with nothing written drops the empty heads.
+        drop(s);
+        let (_s, e) = open(&mem, &meta, &counter);
+        assert_eq!(e.dropped.len(), 4);
+    }
+
+    #[test]
+    fn lost_tails_only_in_the_newest_file_of_a_group() {
+        let mem = MemFs::new();
+        let counter = Arc::new(AtomicU64::new(10));
+        let mut meta = HashMeta::default();
+        let (s, e) = open(&mem, &meta, &counter);
+        apply(&mut meta, &e);
+        let put = |i: u64| {
+            let k = format!("k{i}");
+            let p = s
+                .append(&Record {
+                    seq: i,
+                    flags: KIND_PUT,
+                    key: k.as_bytes(),
+                    value: b"value",
+                })
+                .unwrap();
+            (k, p)
+        };
+        let synced = put(1);
+        s.sync().unwrap();
+        let unsynced = put(2);
+        let image = mem.crash_image();
+        drop(s);
+        let (s, _) = open(&image, &meta, &counter);
+        assert!(matches!(
+            s.check_recovered(&synced.1, synced.0.as_bytes()).unwrap(),
+            PointerCheck::Valid
+        ));
+        assert!(matches!(
+            s.check_recovered(&unsynced.1, unsynced.0.as_bytes())
+                .unwrap(),
+            PointerCheck::Lost
+        ));
+        let _ = image.exists(Path::new("/db"));
+    }
+}
