@@ -34,6 +34,9 @@ enum Workload {
     Gc,
     /// The same with the value log as the journal (seed 001 §3.4.2).
     GcValueLog,
+    /// GC of the hash layout's segment groups (seed 000 §3.3): new heads,
+    /// copies, relocations and retired files at every crash point.
+    GcHash,
 }
 
 /// The options a workload runs (and recovers) with.
@@ -41,6 +44,10 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     let opts = tiny_options(fs, variant);
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
+        Workload::GcHash => opts
+            .separation_threshold_bytes(Some(0))
+            .value_layout(ValueLayout::Hash)
+            .journal_mode(JournalMode::Journal),
         Workload::Gc | Workload::GcValueLog => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)
@@ -73,7 +80,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
         };
         for _ in 0..count {
             serial += 1;
-            let gc = matches!(w, Workload::Gc | Workload::GcValueLog);
+            let gc = matches!(w, Workload::Gc | Workload::GcValueLog | Workload::GcHash);
             let k = key(&mut rng, if gc { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
             ops.push((k, v));
@@ -98,7 +105,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                 drop(db);
                 db = Db::open("/db", opts.clone()).unwrap();
             }
-            Workload::Gc | Workload::GcValueLog if i % 25 == 24 => {
+            Workload::Gc | Workload::GcValueLog | Workload::GcHash if i % 25 == 24 => {
                 db.gc().unwrap();
             }
             _ => {}
@@ -145,6 +152,7 @@ fn crash_after_every_file_operation() {
         Workload::Reopens,
         Workload::Gc,
         Workload::GcValueLog,
+        Workload::GcHash,
     ];
     for_seeds(seeds(100, 4), |seed| {
         for (i, &w) in workloads.iter().enumerate() {

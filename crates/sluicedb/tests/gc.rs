@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, Options, ReadOptions};
+use sluicedb::{Db, JournalMode, Options, ReadOptions, ValueLayout};
 
 fn wisckey(fs: &MemFs) -> Options {
     tiny_options(fs, 3)
@@ -19,6 +19,18 @@ fn wisckey(fs: &MemFs) -> Options {
         .gc_garbage_ratio(None)
 }
 
+/// The hash layout with tiny segments (seed 000 §3.2).
+fn hashkv(fs: &MemFs) -> Options {
+    tiny_options(fs, 6)
+        .separation_threshold_bytes(Some(0))
+        .value_layout(ValueLayout::Hash)
+        .journal_mode(JournalMode::Journal)
+        .gc_garbage_ratio(None)
+}
+
+/// Both layouts that have GC.
+const LAYOUTS: [fn(&MemFs) -> Options; 2] = [wisckey, hashkv];
+
 fn val(key: u32, version: u32) -> Vec<u8> {
     let mut v = format!("{key}:{version}:").into_bytes();
     v.resize(200, b'x');
@@ -27,8 +39,14 @@ fn val(key: u32, version: u32) -> Vec<u8> {
 
 #[test]
 fn gc_reclaims_space_and_keeps_values() {
+    for layout in LAYOUTS {
+        reclaims_space(layout);
+    }
+}
+
+fn reclaims_space(layout: fn(&MemFs) -> Options) {
     let fs = MemFs::new();
-    let db = Db::open("/db", wisckey(&fs)).unwrap();
+    let db = Db::open("/db", layout(&fs)).unwrap();
     for round in 0..6 {
         for k in 0..100u32 {
             db.put(format!("k{k:03}"), val(k, round)).unwrap();
@@ -41,7 +59,7 @@ fn gc_reclaims_space_and_keeps_values() {
     db.compact_range(None, None).unwrap();
     let before = db.stats();
     assert!(before.value_log_garbage_bytes > 0, "{before}");
-    for _ in 0..before.value_log_files {
+    for _ in 0..before.value_log_files.max(before.hash_groups) {
         db.gc().unwrap();
     }
     let after = db.stats();
@@ -63,7 +81,7 @@ fn gc_reclaims_space_and_keeps_values() {
     };
     check(&db);
     drop(db);
-    let db = Db::open("/db", wisckey(&fs)).unwrap();
+    let db = Db::open("/db", layout(&fs)).unwrap();
     check(&db);
     db.gc().unwrap();
     check(&db);
@@ -116,9 +134,11 @@ fn snapshots_and_iterators_keep_collected_files_readable() {
 
 #[test]
 fn gc_races_overwrites_and_deletes() {
-    for_seeds(seeds(500, 3), |seed| {
+    for_seeds(seeds(500, 4), |seed| {
+        // Even seeds race the log's GC, odd ones the hash layout's.
+        let layout = LAYOUTS[seed as usize % 2];
         let fs = MemFs::new();
-        let db = Db::open("/db", wisckey(&fs).background_threads(2)).unwrap();
+        let db = Db::open("/db", layout(&fs).background_threads(2)).unwrap();
         const KEYS: u32 = 40;
         let stop = Arc::new(AtomicBool::new(false));
         // Writer t owns keys with k % 2 == t; the final state is known.
@@ -194,7 +214,7 @@ fn gc_races_overwrites_and_deletes() {
         }
         check(&db);
         drop(db);
-        let db = Db::open("/db", wisckey(&fs)).unwrap();
+        let db = Db::open("/db", layout(&fs)).unwrap();
         check(&db);
     });
 }

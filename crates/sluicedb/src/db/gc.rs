@@ -118,7 +118,7 @@ impl Core {
         r
     }
 
-    fn sync_journal(&self) -> Result<()> {
+    pub(super) fn sync_journal(&self) -> Result<()> {
         let r = match (self.journal_in_log, &self.values) {
             (true, Some(store)) => store.sync(),
             _ => match self.journal.lock().as_mut() {
@@ -135,9 +135,34 @@ impl Core {
         r
     }
 
+    /// Waits until every write that appended to the value store before this
+    /// call is visible: it passes through the writer queue behind them. GC
+    /// calls it between reading records and taking the view it judges them
+    /// in; otherwise a record appended by a group still being committed
+    /// would look dead and be collected (the hash GC race test found this).
+    pub(super) fn publish_barrier(&self) -> Result<()> {
+        self.enqueue(WriterSlot {
+            size: 0,
+            batch: Mutex::new(WriteBatch::new()),
+            sync: false,
+            force_switch: false,
+            relocated: AtomicU64::new(0),
+            relocations: Some(Relocations {
+                moves: Vec::new(),
+                seen_seq: 0,
+                seen_flushes: 0,
+            }),
+            done: Mutex::new(None),
+        })
+        .map(|_| ())
+    }
+
     /// True when the value log passed its capacity and GC has a file it
     /// can collect: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
+        if let Some(h) = self.hash_store() {
+            return self.hash_over_capacity(h);
+        }
         let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_store_capacity_bytes)
         else {
             return false;
@@ -148,6 +173,9 @@ impl Core {
     /// True when background GC should run: the known garbage reached the
     /// configured share of the value log, or the log outgrew its capacity.
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
+        if let Some(h) = self.hash_store() {
+            return self.hash_gc_wanted(h, st);
+        }
         let Some(store) = self.log_store() else {
             return false;
         };
@@ -180,6 +208,9 @@ impl Core {
     /// One GC step: one chunk from the tail. `Ok(None)` when there is
     /// nothing to collect (only the head file exists).
     pub(super) fn gc_once(&self) -> Result<Option<GcStats>> {
+        if let Some(h) = self.hash_store() {
+            return self.gc_group(h);
+        }
         let Some(store) = self.log_store() else {
             return Ok(None);
         };
@@ -191,6 +222,7 @@ impl Core {
             return Ok(None);
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
+        self.publish_barrier()?;
         let (seq, sv, flushes) = {
             let st = self.state.lock();
             let seq = self.visible_seq.load(Ordering::Acquire);
@@ -275,6 +307,10 @@ impl Core {
     /// Collects the whole oldest value log file (`Db::gc`).
     pub(super) fn gc_file(&self) -> Result<GcStats> {
         let mut total = GcStats::default();
+        if let Some(h) = self.hash_store() {
+            // One segment group: the greedy victim.
+            return Ok(self.gc_group(h)?.unwrap_or_default());
+        }
         let Some(store) = self.log_store() else {
             return Ok(total);
         };
@@ -315,6 +351,10 @@ impl Core {
     /// (snapshot or iterator) is at least as new as the relocations that
     /// moved their live records.
     pub(super) fn delete_collected_log_files(&self) {
+        if let Some(h) = self.hash_store() {
+            self.delete_retired_segments(h);
+            return;
+        }
         let Some(store) = self.log_store() else {
             return;
         };

@@ -48,6 +48,7 @@ use crate::value::{Read, ValueStore};
 use crate::version::{FileMeta, ManifestState, Version, VersionEdit, VersionSet};
 
 mod gc;
+mod gc_hash;
 mod recover;
 pub(crate) use gc::Relocations;
 
@@ -139,6 +140,9 @@ struct State {
     /// Value log files below `.0` may be deleted once no registered reader
     /// is older than sequence `.1` (`docs/design.md`, "Value store").
     pending_log_deletes: Vec<(u64, u64)>,
+    /// Hash layout: group files GC retired, deleted once no registered
+    /// reader is older than the sequence.
+    pending_segment_deletes: Vec<(Vec<u64>, u64)>,
 }
 
 impl State {
@@ -751,6 +755,7 @@ impl Core {
             gc_running: false,
             last_gc: Instant::now(),
             pending_log_deletes: Vec::new(),
+            pending_segment_deletes: Vec::new(),
         };
         let core = Core {
             dir,
@@ -778,6 +783,11 @@ impl Core {
         }
         core.delete_obsolete_files();
         Ok(core)
+    }
+
+    /// The value store when its layout is hash.
+    pub(crate) fn hash_store(&self) -> Option<&HashStore> {
+        self.values.as_deref().and_then(|v| v.as_hash())
     }
 
     /// The value store when its layout is the log (its GC, and the log as
@@ -923,13 +933,7 @@ impl Core {
         };
         let big =
             |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Value && op.value.len() >= threshold;
-        let recorded_delete =
-            |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Delete && store.records_deletes();
-        if !group
-            .iter()
-            .flatten()
-            .any(|op| big(&op) || recorded_delete(&op))
-        {
+        if !group.iter().flatten().any(|op| big(&op)) {
             return Ok(None);
         }
         let mut out = WriteBatch::with_capacity(group.approximate_size());
@@ -945,14 +949,6 @@ impl Core {
                 })?;
                 out.add_raw(Kind::ValuePointer, op.key, &p.encode());
                 continue;
-            }
-            if recorded_delete(&op) {
-                store.append(&Record {
-                    seq: seq + i as u64,
-                    flags: KIND_DELETE,
-                    key: op.key,
-                    value: &[],
-                })?;
             }
             out.add_raw(op.kind, op.key, op.value);
         }

@@ -71,12 +71,6 @@ pub(crate) trait ValueStore: Send + Sync {
     /// Bytes of records appended since open.
     fn appended_bytes(&self) -> u64;
 
-    /// True if deletes must be recorded in the store too (the hash layout:
-    /// GC finds dead versions by scanning a group, seed 000 §3.3).
-    fn records_deletes(&self) -> bool {
-        false
-    }
-
     /// The log layout, for its GC and the value-log-as-journal mode.
     fn as_log(&self) -> Option<&LogStore> {
         None

@@ -28,7 +28,7 @@ use super::pointer::{ValuePointer, STORE_HASH};
 use super::{PointerCheck, Read, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::fs::{CountingFs, IoClass};
+use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::version::version::HashMeta;
 
 /// Sizes of the hash layout.
@@ -57,12 +57,22 @@ struct Group {
     head: VlogWriter,
     /// Older files, oldest first, with their lengths.
     sealed: Vec<(u64, u64)>,
-    /// The group's newest file before this open: the only one whose end
-    /// may have been torn by a crash.
+    /// The group's newest file with records before this open: the only
+    /// one whose end may have been torn by a crash (a GC syncs a head before
+    /// the next one takes records).
     newest_at_open: Option<u64>,
+    /// Bytes appended since the group was last collected (greedy victim
+    /// choice, seed 000 §3.3).
+    written_since_gc: u64,
 }
 
 impl Group {
+    /// True if a crash may have cut `file` short: the newest file with
+    /// records before this open, or a later one (empty then).
+    fn may_be_torn(&self, file: u64) -> bool {
+        self.newest_at_open.is_some_and(|n| file >= n)
+    }
+
     fn bytes(&self) -> u64 {
         self.sealed.iter().map(|&(_, len)| len).sum::<u64>() + self.head.len()
     }
@@ -72,7 +82,9 @@ struct Inner {
     groups: Vec<Group>,
     /// The group of every live file.
     owner: HashMap<u64, u32>,
-    /// Files GC collected (deleted, or about to be).
+    /// Files GC collected that readers may still need: (group, length).
+    retiring: HashMap<u64, (u32, u64)>,
+    /// Files GC collected and deleted.
     collected: HashSet<u64>,
     /// Files dropped by this open, deleted once the manifest says so.
     dropped: Vec<u64>,
@@ -126,6 +138,10 @@ impl HashStore {
         for (g, files) in lists.iter().enumerate() {
             let g = g as u32;
             let mut sealed = Vec::new();
+            // Files made after the last one with records hold none: the
+            // crash came before anything reached them, so the last file
+            // with records is the one that may end torn.
+            let mut newest_with_records = files.last().copied();
             for &n in files {
                 let path = filename::value_segment(dir, n);
                 if !fs.exists(&path) {
@@ -142,6 +158,7 @@ impl HashStore {
                 } else {
                     sealed.push((n, len));
                     owner.insert(n, g);
+                    newest_with_records = Some(n);
                 }
             }
             let number = file_numbers.fetch_add(1, Ordering::SeqCst);
@@ -151,7 +168,8 @@ impl HashStore {
             groups.push(Group {
                 head: VlogWriter::for_store(f, number, config.batch_bytes, STORE_HASH),
                 sealed,
-                newest_at_open: files.last().copied(),
+                newest_at_open: newest_with_records,
+                written_since_gc: 0,
             });
         }
         fs.sync_dir(dir)?;
@@ -162,6 +180,7 @@ impl HashStore {
             inner: Mutex::new(Inner {
                 groups,
                 owner,
+                retiring: HashMap::new(),
                 collected: HashSet::new(),
                 dropped,
             }),
@@ -180,6 +199,107 @@ impl HashStore {
             // A failed delete leaves an unlisted file the next open removes.
             let _ = fs.remove(&filename::value_segment(&self.dir, n));
         }
+    }
+
+    /// The GC victim: the group with the most bytes written since its last
+    /// GC (greedy, seed 000 §3.3), among groups holding records.
+    pub(crate) fn victim(&self) -> Option<u32> {
+        let inner = self.inner.lock();
+        inner
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
+            .max_by_key(|(_, g)| g.written_since_gc)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Creates the file that will become group `g`'s head once the
+    /// manifest lists it ([`HashStore::switch_head`]).
+    pub(crate) fn create_group_file(
+        &self,
+        fs: &CountingFs,
+        file_numbers: &AtomicU64,
+    ) -> Result<(u64, CountedWriter)> {
+        let number = file_numbers.fetch_add(1, Ordering::SeqCst);
+        let f = fs.create(
+            &filename::value_segment(&self.dir, number),
+            IoClass::ValueStore,
+        )?;
+        fs.sync_dir(&self.dir)?;
+        Ok((number, f))
+    }
+
+    /// Makes `number` group `g`'s head; the files before it are frozen and
+    /// returned (file, length), for GC to scan.
+    pub(crate) fn switch_head(
+        &self,
+        g: u32,
+        number: u64,
+        f: CountedWriter,
+    ) -> Result<Vec<(u64, u64)>> {
+        let mut inner = self.inner.lock();
+        inner.owner.insert(number, g);
+        let group = &mut inner.groups[g as usize];
+        let head = VlogWriter::for_store(f, number, self.config.batch_bytes, STORE_HASH);
+        let mut old = std::mem::replace(&mut group.head, head);
+        // Synced first, like a log rotation: only a group's newest file may
+        // end torn (recovery relies on it).
+        old.sync()?;
+        group.sealed.push((old.number(), old.len()));
+        group.written_since_gc = 0;
+        self.total_bytes
+            .fetch_add(group.head.len(), Ordering::Relaxed);
+        let frozen = group.sealed.clone();
+        Ok(frozen)
+    }
+
+    /// Reads a frozen file whole.
+    pub(crate) fn read_file(&self, file: u64) -> Result<Vec<u8>> {
+        let path = self.file_path(file);
+        let r = self.readers.get(file, &path)?;
+        r.read_at(0, r.len() as usize, IoClass::Gc)
+    }
+
+    /// GC moved the live records of `files` out of group `g`: they leave
+    /// the group but stay readable until [`HashStore::delete_retired`].
+    pub(crate) fn retire(&self, g: u32, files: &[u64]) {
+        let mut inner = self.inner.lock();
+        let group = &mut inner.groups[g as usize];
+        let mut gone = Vec::new();
+        group.sealed.retain(|&(n, len)| {
+            let out = files.contains(&n);
+            if out {
+                gone.push((n, len));
+            }
+            !out
+        });
+        for (n, len) in gone {
+            inner.retiring.insert(n, (g, len));
+            self.total_bytes.fetch_sub(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Deletes retired files once no reader can need them.
+    pub(crate) fn delete_retired(&self, fs: &CountingFs, files: &[u64]) {
+        {
+            let mut inner = self.inner.lock();
+            for n in files {
+                inner.retiring.remove(n);
+                inner.owner.remove(n);
+                inner.collected.insert(*n);
+            }
+        }
+        for &n in files {
+            self.readers.forget(n);
+            // A failed delete leaves an unlisted file the next open removes.
+            let _ = fs.remove(&filename::value_segment(&self.dir, n));
+        }
+    }
+
+    /// Log segments of the reserve: its whole size in segments.
+    pub(crate) fn reserve_segments(&self, capacity: u64, ratio: f64) -> u64 {
+        ((capacity as f64 * ratio) as u64 / self.config.log_segment_bytes).max(1)
     }
 
     /// Number of segment groups.
@@ -223,6 +343,11 @@ impl RecordFiles for HashStore {
                 "pointer into a segment group file that does not exist",
             ));
         };
+        if let Some(&(_, len)) = inner.retiring.get(&p.file) {
+            drop(inner);
+            check_within(p, len, path)?;
+            return Ok(Located::InFile);
+        }
         let group = &inner.groups[g as usize];
         let limit = if group.head.number() == p.file {
             if let Some(raw) = group.head.read_buffered(p.offset, p.record_len as usize) {
@@ -258,10 +383,11 @@ impl ValueStore for HashStore {
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
         let mut inner = self.inner.lock();
         let g = group_of(r.key, inner.groups.len());
-        let head = &mut inner.groups[g as usize].head;
-        let before = head.len();
-        let p = head.append(r)?;
-        let grown = head.len() - before;
+        let group = &mut inner.groups[g as usize];
+        let before = group.head.len();
+        let p = group.head.append(r)?;
+        let grown = group.head.len() - before;
+        group.written_since_gc += grown;
         self.appended_bytes
             .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
         self.total_bytes.fetch_add(grown, Ordering::Relaxed);
@@ -310,7 +436,7 @@ impl ValueStore for HashStore {
                 }
                 Some(_) => {
                     let len = group.sealed.iter().find(|&&(n, _)| n == p.file);
-                    (len.map(|&(_, l)| l), group.newest_at_open == Some(p.file))
+                    (len.map(|&(_, l)| l), group.may_be_torn(p.file))
                 }
                 None if group
                     .sealed
@@ -320,7 +446,7 @@ impl ValueStore for HashStore {
                 {
                     return Ok(PointerCheck::Collected)
                 }
-                None => (None, group.newest_at_open == Some(p.file)),
+                None => (None, group.may_be_torn(p.file)),
             }
         };
         match len {
@@ -351,10 +477,6 @@ impl ValueStore for HashStore {
 
     fn appended_bytes(&self) -> u64 {
         self.appended_bytes.load(Ordering::Relaxed)
-    }
-
-    fn records_deletes(&self) -> bool {
-        true
     }
 
     fn as_hash(&self) -> Option<&HashStore> {

@@ -1,0 +1,218 @@
+//! GC of the hash layout, one segment group at a time (seed 000 §3.3;
+//! `docs/design.md`, "Hash layout").
+//!
+//! A step picks the group with the most bytes written since its last GC,
+//! gives it a new head file (listed in the manifest before any write goes
+//! there), and scans the frozen files. The scan narrows each key to the
+//! records of its own versions; one index lookup per key then says which
+//! record, if any, is live. The paper decides validity from the scan alone;
+//! here that is unsafe, because a group can hold records the index never
+//! got (their journal records were lost in a crash) and the index can hold
+//! newer inline values the group never saw (selective separation). Live
+//! records are copied to the new head, synced and relocated through the
+//! write path (the one rule of relocation); the frozen files then leave the
+//! group in the manifest and are deleted once no reader can need them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::gc::{Relocation, Relocations};
+use super::{bump, Core, State, WriterSlot};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::Kind;
+use crate::memtable::Lookup;
+use crate::stats::GcStats;
+use crate::value::hash::HashStore;
+use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::value::log::reader::{scan_file, OwnedRecord};
+use crate::value::pointer::{ValuePointer, STORE_HASH};
+use crate::value::ValueStore;
+use crate::version::VersionEdit;
+
+/// Background GC starts when fewer than 1/this of the reserve's log
+/// segments are free.
+const GC_LOW_WATER_DIVISOR: u64 = 8;
+
+impl Core {
+    /// Log segments of the reserve, when a capacity is set.
+    fn reserve_segments(&self, store: &HashStore) -> Option<u64> {
+        let cap = self.opts.value_store_capacity_bytes?;
+        Some(store.reserve_segments(cap, self.opts.hash_reserve_ratio))
+    }
+
+    /// True when the reserve is used up and a group can be collected:
+    /// writes wait for GC then ("value store full: waiting for GC").
+    pub(super) fn hash_over_capacity(&self, store: &HashStore) -> bool {
+        self.reserve_segments(store)
+            .is_some_and(|r| store.log_segments_in_use() >= r && store.victim().is_some())
+    }
+
+    /// True when background GC should run: free log segments are low, or
+    /// the GC interval passed.
+    pub(super) fn hash_gc_wanted(&self, store: &HashStore, st: &State) -> bool {
+        let low = self
+            .reserve_segments(store)
+            .is_some_and(|r| store.log_segments_in_use() > r - r / GC_LOW_WATER_DIVISOR);
+        let by_time = self
+            .opts
+            .gc_interval_ms
+            .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
+        (low || by_time) && store.victim().is_some()
+    }
+
+    /// One GC step: collects the victim group. `Ok(None)` when no group
+    /// holds records.
+    pub(super) fn gc_group(&self, store: &HashStore) -> Result<Option<GcStats>> {
+        let _one = self.gc_lock.lock();
+        self.delete_collected_log_files();
+        let Some(g) = store.victim() else {
+            return Ok(None);
+        };
+        // 1. A new head, listed in the manifest before any write goes to it.
+        let (number, writer) = store.create_group_file(&self.fs, &self.versions.file_numbers())?;
+        let added = VersionEdit {
+            hash_files_added: vec![(g, number)],
+            ..VersionEdit::default()
+        };
+        self.install(added, None, &[], |_| {})?;
+        let frozen = store.switch_head(g, number, writer)?;
+        // Writes that appended to the frozen files are visible from here on.
+        self.publish_barrier()?;
+        // 2. Scan the frozen files: every put record, by key.
+        let mut by_key: HashMap<Vec<u8>, Vec<(ValuePointer, OwnedRecord)>> = HashMap::new();
+        let mut bytes_read = 0;
+        let mut records = 0;
+        for &(file, _) in &frozen {
+            let path = store.path_of(file);
+            let data = store.read_file(file)?;
+            bytes_read += data.len() as u64;
+            let scan = scan_file(&data, &path)?;
+            if let Some((off, why)) = scan.damage {
+                return Err(Error::corruption(&path, off, why));
+            }
+            for (offset, len, rec) in scan.records {
+                records += 1;
+                if !rec.may_be_live() {
+                    continue;
+                }
+                let p = ValuePointer {
+                    store: STORE_HASH,
+                    file,
+                    offset,
+                    record_len: len,
+                    record_crc: crate::coding::u32_at(&data, offset as usize),
+                };
+                by_key.entry(rec.key.clone()).or_default().push((p, rec));
+            }
+        }
+        // 3. One lookup per key: the record the index points at is live.
+        let (seq, sv, flushes) = {
+            let st = self.state.lock();
+            (
+                self.visible_seq.load(Ordering::Acquire),
+                st.sv.clone(),
+                st.memtables_flushed,
+            )
+        };
+        let mut moves = Vec::new();
+        let mut written = 0;
+        for (key, versions) in &by_key {
+            let Lookup::Found(Kind::ValuePointer, bytes) = self.lookup(&sv, key, seq)? else {
+                continue;
+            };
+            let Some(old) = ValuePointer::decode(&bytes) else {
+                continue;
+            };
+            let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {
+                continue;
+            };
+            let new = store.append(&Record {
+                seq: rec.seq,
+                flags: KIND_PUT | FLAG_GC_COPY,
+                key,
+                value: &rec.value,
+            })?;
+            written += u64::from(new.record_len);
+            moves.push(Relocation {
+                key: key.clone(),
+                old,
+                new,
+            });
+        }
+        drop(sv);
+        // 4. Copies durable, then relocations through the write path.
+        store.sync()?;
+        let live = moves.len() as u64;
+        let applied = if moves.is_empty() {
+            0
+        } else {
+            self.enqueue(WriterSlot {
+                size: 0,
+                batch: Mutex::new(WriteBatch::new()),
+                sync: true,
+                force_switch: false,
+                relocated: AtomicU64::new(0),
+                relocations: Some(Relocations {
+                    moves,
+                    seen_seq: seq,
+                    seen_flushes: flushes,
+                }),
+                done: Mutex::new(None),
+            })?
+        };
+        let barrier = self.visible_seq.load(Ordering::Acquire);
+        // Writes that made frozen records dead must be durable before the
+        // records go: replay may meet their pointers (as for the log).
+        self.sync_journal()?;
+        // 5. The frozen files leave the group; deleted when no reader is
+        // older than the relocations.
+        let files: Vec<u64> = frozen.iter().map(|&(f, _)| f).collect();
+        let dropped = VersionEdit {
+            hash_files_dropped: files.iter().map(|&f| (g, f)).collect(),
+            ..VersionEdit::default()
+        };
+        let pending = files.clone();
+        self.install(dropped, None, &[], |st| {
+            st.pending_segment_deletes.push((pending, barrier));
+        })?;
+        store.retire(g, &files);
+        self.delete_collected_log_files();
+        self.state.lock().last_gc = std::time::Instant::now();
+        bump(&self.counters.gc_runs, 1);
+        bump(&self.counters.gc_bytes_read, bytes_read);
+        bump(&self.counters.gc_bytes_written, written);
+        Ok(Some(GcStats {
+            chunks: 1,
+            bytes_read,
+            records,
+            live_records: live,
+            relocations_applied: applied,
+            relocations_dropped: live - applied,
+        }))
+    }
+
+    /// Deletes retired group files whose barrier every registered reader
+    /// has passed.
+    pub(super) fn delete_retired_segments(&self, store: &HashStore) {
+        let doomed: Vec<u64> = {
+            let mut st = self.state.lock();
+            let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);
+            let mut doomed = HashSet::new();
+            st.pending_segment_deletes.retain(|(files, barrier)| {
+                if oldest >= *barrier {
+                    doomed.extend(files.iter().copied());
+                    false
+                } else {
+                    true
+                }
+            });
+            doomed.into_iter().collect()
+        };
+        if !doomed.is_empty() {
+            store.delete_retired(&self.fs, &doomed);
+        }
+    }
+}
