@@ -235,6 +235,11 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
         // GC frees whole files: keep them small next to the capacity, so
         // that small runs have files to collect too.
         opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
+        // Likewise at least 32 segment groups for the hash layout: a GC
+        // step then rewrites 1/32 of the data or less.
+        let main_area = capacity as f64 * (1.0 - opts.hash_reserve_ratio);
+        opts.hash_main_segment_bytes =
+            ((main_area / 32.0) as u64).clamp(opts.hash_log_segment_bytes, 64 << 20);
     }
     if let Some(t) = cfg.scan_prefetch_threads {
         opts.scan_prefetch_threads = t;
