@@ -106,8 +106,8 @@ pub enum Preset {
     /// value goes to the log (threshold 0), the log doubles as the journal.
     WiscKey,
     /// Hash-grouped value store (HashKV, seed 000 §3): values of 192 B and
-    /// more go to segment groups chosen by key hash. Work in progress
-    /// (issue 4): groups do not reclaim space yet.
+    /// more go to segment groups chosen by key hash, collected a group at a
+    /// time. Work in progress (issue 4): no hotness tagging yet.
     HashKv,
 }
 

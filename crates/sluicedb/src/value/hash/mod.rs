@@ -10,7 +10,8 @@
 //! only files from before the open can end torn. The manifest lists the
 //! files of every group (`docs/format/manifest.md`, tags 12-14).
 //!
-//! Not built yet (issue 4): GC per group, hotness tagging, capacity stalls.
+//! GC per group lives in `crate::db::gc_hash`. Not built yet (issue 4):
+//! hotness tagging into a cold log.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
