@@ -111,6 +111,25 @@ pub enum Preset {
     HashKv,
 }
 
+/// How the hash layout picks the segment group to collect (seed 000 §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HashGcPolicy {
+    /// The group with the most bytes written since its last GC (the
+    /// paper's default: it likely holds the most garbage).
+    #[default]
+    Greedy,
+    /// Cost-benefit (CBA): prefers old groups with a low estimated share
+    /// of valid data.
+    CostBenefit,
+    /// Greedy-random (GRA): a random one of the `d` groups with the most
+    /// writes; `d = 1` is greedy, `d` ≥ groups is random.
+    GreedyRandom {
+        /// How many of the most-written groups to choose among.
+        d: usize,
+    },
+}
+
 /// How the value store lays out separated values (DESIGN.md axis 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -247,6 +266,9 @@ pub struct Options {
     /// reach this many bytes, one sequential write per batch
     /// ([`DEFAULT_HASH_BATCH_BYTES`], seed 000 §3.8).
     pub hash_batch_bytes: usize,
+    /// Hash layout: how GC picks its victim group ([`HashGcPolicy`]).
+    /// Default: greedy.
+    pub hash_gc_policy: HashGcPolicy,
     /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
     /// GC frees space a whole file at a time: smaller files free space
     /// sooner, larger ones mean fewer files.
@@ -381,6 +403,8 @@ setters! {
     hash_groups: usize,
     /// Sets [`Options::hash_batch_bytes`].
     hash_batch_bytes: usize,
+    /// Sets [`Options::hash_gc_policy`].
+    hash_gc_policy: HashGcPolicy,
     /// Sets [`Options::value_log_file_size_bytes`].
     value_log_file_size_bytes: u64,
     /// Sets [`Options::value_log_buffer_bytes`].
@@ -454,6 +478,7 @@ impl Options {
             hash_reserve_ratio: DEFAULT_HASH_RESERVE_RATIO,
             hash_groups: 0,
             hash_batch_bytes: DEFAULT_HASH_BATCH_BYTES,
+            hash_gc_policy: HashGcPolicy::Greedy,
             value_log_file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
             value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
             gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,

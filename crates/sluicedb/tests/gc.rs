@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, JournalMode, Options, ReadOptions, ValueLayout};
+use sluicedb::{Db, HashGcPolicy, JournalMode, Options, ReadOptions, ValueLayout};
 
 fn wisckey(fs: &MemFs) -> Options {
     tiny_options(fs, 3)
@@ -25,6 +25,7 @@ fn hashkv(fs: &MemFs) -> Options {
         .separation_threshold_bytes(Some(0))
         .value_layout(ValueLayout::Hash)
         .journal_mode(JournalMode::Journal)
+        .hash_gc_policy(HashGcPolicy::CostBenefit)
         .gc_garbage_ratio(None)
 }
 

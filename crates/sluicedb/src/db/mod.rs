@@ -211,6 +211,7 @@ fn hash_config(opts: &Options) -> HashConfig {
         batch_bytes: opts.hash_batch_bytes,
         new_groups: groups,
         prefetch_threads: opts.scan_prefetch_threads.max(1),
+        policy: opts.hash_gc_policy,
     }
 }
 

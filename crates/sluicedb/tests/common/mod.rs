@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, JournalMode, Options, ValueLayout, WriteBatch};
+use sluicedb::{Db, HashGcPolicy, JournalMode, Options, ValueLayout, WriteBatch};
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -54,6 +54,11 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .hash_main_segment_bytes(8192)
         .hash_log_segment_bytes(4096)
         .hash_batch_bytes(512)
+        .hash_gc_policy(if variant % 8 == 6 {
+            HashGcPolicy::GreedyRandom { d: 2 }
+        } else {
+            HashGcPolicy::Greedy
+        })
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512);
     if variant % 3 == 2 {

@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
@@ -30,6 +31,7 @@ use super::{PointerCheck, Read, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
+use crate::options::HashGcPolicy;
 use crate::version::version::HashMeta;
 
 /// Sizes of the hash layout.
@@ -41,6 +43,7 @@ pub(crate) struct HashConfig {
     /// Groups of a new store (an existing one keeps its own).
     pub(crate) new_groups: u32,
     pub(crate) prefetch_threads: usize,
+    pub(crate) policy: HashGcPolicy,
 }
 
 /// What opening changed in the group lists; the caller commits it to the
@@ -65,6 +68,9 @@ struct Group {
     /// Bytes appended since the group was last collected (greedy victim
     /// choice, seed 000 §3.3).
     written_since_gc: u64,
+    /// When the group was last collected (or the store opened): its age
+    /// for the cost-benefit policy.
+    last_gc: Instant,
 }
 
 impl Group {
@@ -98,6 +104,19 @@ pub(crate) struct HashStore {
     readers: FileReaders,
     appended_bytes: AtomicU64,
     total_bytes: AtomicU64,
+    /// State of the greedy-random policy's generator.
+    random: AtomicU64,
+}
+
+/// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
+/// Ousterhout's LFS): `(1 - u) · age / (1 + u)`, with `u` the valid share
+/// estimated as (bytes − bytes written since the last GC) ÷ bytes, since
+/// each write invalidates at most its own size of older data.
+fn cost_benefit(g: &Group) -> f64 {
+    let bytes = g.bytes().max(1) as f64;
+    let u = ((bytes - g.written_since_gc as f64) / bytes).clamp(0.0, 1.0);
+    let age = g.last_gc.elapsed().as_secs_f64();
+    (1.0 - u) * age / (1.0 + u)
 }
 
 /// The group of `key` among `groups`.
@@ -171,6 +190,7 @@ impl HashStore {
                 sealed,
                 newest_at_open: newest_with_records,
                 written_since_gc: 0,
+                last_gc: Instant::now(),
             });
         }
         fs.sync_dir(dir)?;
@@ -188,6 +208,11 @@ impl HashStore {
             readers: FileReaders::new(fs, config.prefetch_threads),
             appended_bytes: AtomicU64::new(0),
             total_bytes: AtomicU64::new(total),
+            random: AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+            ),
         };
         Ok((store, edit))
     }
@@ -206,13 +231,43 @@ impl HashStore {
     /// GC (greedy, seed 000 §3.3), among groups holding records.
     pub(crate) fn victim(&self) -> Option<u32> {
         let inner = self.inner.lock();
-        inner
+        let mut candidates: Vec<(u32, &Group)> = inner
             .groups
             .iter()
             .enumerate()
             .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
-            .max_by_key(|(_, g)| g.written_since_gc)
-            .map(|(i, _)| i as u32)
+            .map(|(i, g)| (i as u32, g))
+            .collect();
+        match self.config.policy {
+            HashGcPolicy::Greedy => candidates
+                .iter()
+                .max_by_key(|(_, g)| g.written_since_gc)
+                .map(|&(i, _)| i),
+            HashGcPolicy::CostBenefit => candidates
+                .iter()
+                .max_by(|a, b| cost_benefit(a.1).total_cmp(&cost_benefit(b.1)))
+                .map(|&(i, _)| i),
+            HashGcPolicy::GreedyRandom { d } => {
+                candidates.sort_by_key(|(_, g)| std::cmp::Reverse(g.written_since_gc));
+                candidates.truncate(d.max(1));
+                if candidates.is_empty() {
+                    return None;
+                }
+                let pick = self.next_random() % candidates.len() as u64;
+                Some(candidates[pick as usize].0)
+            }
+        }
+    }
+
+    /// A pseudo-random number (splitmix64) for the greedy-random policy.
+    fn next_random(&self) -> u64 {
+        let mut z = self
+            .random
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 
     /// Creates the file that will become group `g`'s head once the
@@ -249,6 +304,7 @@ impl HashStore {
         old.sync()?;
         group.sealed.push((old.number(), old.len()));
         group.written_since_gc = 0;
+        group.last_gc = Instant::now();
         self.total_bytes
             .fetch_add(group.head.len(), Ordering::Relaxed);
         let frozen = group.sealed.clone();
@@ -498,6 +554,7 @@ mod tests {
             batch_bytes: 512,
             new_groups: 4,
             prefetch_threads: 2,
+            policy: HashGcPolicy::Greedy,
         }
     }
 
@@ -573,6 +630,44 @@ mod tests {
         drop(s);
         let (_s, e) = open(&mem, &meta, &counter);
         assert_eq!(e.dropped.len(), 4);
+    }
+
+    #[test]
+    fn victim_policies() {
+        let mem = MemFs::new();
+        let counter = Arc::new(AtomicU64::new(10));
+        let (mut s, _) = open(&mem, &HashMeta::default(), &counter);
+        assert_eq!(s.victim(), None, "nothing written, nothing to collect");
+        // Group g gets (g + 1) * 10 records.
+        let mut i = 0u64;
+        for g in 0..4u32 {
+            let mut n = 0;
+            while n < (g + 1) * 10 {
+                let k = format!("k{i}");
+                i += 1;
+                if group_of(k.as_bytes(), 4) != g {
+                    continue;
+                }
+                s.append(&Record {
+                    seq: i,
+                    flags: KIND_PUT,
+                    key: k.as_bytes(),
+                    value: b"v",
+                })
+                .unwrap();
+                n += 1;
+            }
+        }
+        assert_eq!(s.victim(), Some(3), "greedy: the most written group");
+        s.config.policy = HashGcPolicy::GreedyRandom { d: 1 };
+        assert_eq!(s.victim(), Some(3), "greedy-random with d = 1 is greedy");
+        s.config.policy = HashGcPolicy::GreedyRandom { d: 2 };
+        let picks: HashSet<u32> = (0..64).filter_map(|_| s.victim()).collect();
+        assert_eq!(picks, HashSet::from([2, 3]), "a random one of the top 2");
+        s.config.policy = HashGcPolicy::CostBenefit;
+        // All groups hold only fresh writes (valid share ~0, same age):
+        // any group is a fine answer, but there must be one.
+        assert!(s.victim().is_some());
     }
 
     #[test]
