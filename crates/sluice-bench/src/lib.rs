@@ -90,6 +90,8 @@ pub struct BenchConfig {
     pub settle: bool,
     /// Overrides [`Options::scan_prefetch_threads`] (0: no read-ahead).
     pub scan_prefetch_threads: Option<usize>,
+    /// Overrides [`Options::hash_gc_policy`].
+    pub hash_gc_policy: Option<sluicedb::HashGcPolicy>,
 }
 
 impl Default for BenchConfig {
@@ -113,6 +115,7 @@ impl Default for BenchConfig {
             use_existing: false,
             settle: true,
             scan_prefetch_threads: None,
+            hash_gc_policy: None,
         }
     }
 }
@@ -243,6 +246,9 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     }
     if let Some(t) = cfg.scan_prefetch_threads {
         opts.scan_prefetch_threads = t;
+    }
+    if let Some(p) = cfg.hash_gc_policy {
+        opts.hash_gc_policy = p;
     }
     let db = Db::open(&cfg.db_path, opts)?;
     println!(

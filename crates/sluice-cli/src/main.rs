@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sluice_bench::{BenchConfig, Workload};
-use sluicedb::{Db, Options, Preset};
+use sluicedb::{Db, HashGcPolicy, Options, Preset};
 
 #[derive(Parser)]
 #[command(
@@ -96,6 +96,24 @@ struct BenchArgs {
     /// preset's).
     #[arg(long)]
     scan_prefetch_threads: Option<usize>,
+    /// Hash layout GC victim policy: greedy, cba, or gra:D (greedy-random
+    /// among the D most written groups). Default: the preset's.
+    #[arg(long)]
+    hash_gc_policy: Option<String>,
+}
+
+/// Parses `--hash-gc-policy`.
+fn parse_policy(s: &str) -> Result<HashGcPolicy, String> {
+    match s {
+        "greedy" => Ok(HashGcPolicy::Greedy),
+        "cba" => Ok(HashGcPolicy::CostBenefit),
+        _ => s
+            .strip_prefix("gra:")
+            .and_then(|d| d.parse().ok())
+            .filter(|&d: &usize| d > 0)
+            .map(|d| HashGcPolicy::GreedyRandom { d })
+            .ok_or_else(|| format!("unknown GC policy {s:?}; use greedy, cba or gra:D (D >= 1)")),
+    }
 }
 
 fn bench(a: BenchArgs) -> Result<(), String> {
@@ -125,6 +143,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         use_existing: a.use_existing,
         settle: !a.no_settle,
         scan_prefetch_threads: a.scan_prefetch_threads,
+        hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
     };
     sluice_bench::run(&cfg)
         .map(|_| ())
