@@ -141,20 +141,27 @@ impl Core {
     /// in; otherwise a record appended by a group still being committed
     /// would look dead and be collected (the hash GC race test found this).
     pub(super) fn publish_barrier(&self) -> Result<()> {
+        self.submit_relocations(Relocations {
+            moves: Vec::new(),
+            seen_seq: 0,
+            seen_flushes: 0,
+        })
+        .map(|_| ())
+    }
+
+    /// Commits relocations as a write group of their own; returns how many
+    /// were applied (an empty set just passes through the queue).
+    pub(super) fn submit_relocations(&self, relocations: Relocations) -> Result<u64> {
+        let sync = !relocations.moves.is_empty();
         self.enqueue(WriterSlot {
             size: 0,
             batch: Mutex::new(WriteBatch::new()),
-            sync: false,
+            sync,
             force_switch: false,
             relocated: AtomicU64::new(0),
-            relocations: Some(Relocations {
-                moves: Vec::new(),
-                seen_seq: 0,
-                seen_flushes: 0,
-            }),
+            relocations: Some(relocations),
             done: Mutex::new(None),
         })
-        .map(|_| ())
     }
 
     /// True when the value log passed its capacity and GC has a file it
@@ -253,18 +260,10 @@ impl Core {
         let applied = if relocations.is_empty() {
             0
         } else {
-            self.enqueue(WriterSlot {
-                size: 0,
-                batch: Mutex::new(WriteBatch::new()),
-                sync: true,
-                force_switch: false,
-                relocated: AtomicU64::new(0),
-                relocations: Some(Relocations {
-                    moves: relocations.clone(),
-                    seen_seq: seq,
-                    seen_flushes: flushes,
-                }),
-                done: Mutex::new(None),
+            self.submit_relocations(Relocations {
+                moves: relocations.clone(),
+                seen_seq: seq,
+                seen_flushes: flushes,
             })?
         };
         let barrier = self.visible_seq.load(Ordering::Acquire);

@@ -14,13 +14,10 @@
 //! group in the manifest and are deleted once no reader can need them.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 
 use super::gc::{Relocation, Relocations};
-use super::{bump, Core, State, WriterSlot};
-use crate::batch::WriteBatch;
+use super::{bump, Core, State};
 use crate::error::{Error, Result};
 use crate::key::Kind;
 use crate::memtable::Lookup;
@@ -149,18 +146,10 @@ impl Core {
         let applied = if moves.is_empty() {
             0
         } else {
-            self.enqueue(WriterSlot {
-                size: 0,
-                batch: Mutex::new(WriteBatch::new()),
-                sync: true,
-                force_switch: false,
-                relocated: AtomicU64::new(0),
-                relocations: Some(Relocations {
-                    moves,
-                    seen_seq: seq,
-                    seen_flushes: flushes,
-                }),
-                done: Mutex::new(None),
+            self.submit_relocations(Relocations {
+                moves,
+                seen_seq: seq,
+                seen_flushes: flushes,
             })?
         };
         let barrier = self.visible_seq.load(Ordering::Acquire);

@@ -25,7 +25,7 @@ use pointer::ValuePointer;
 /// records where it likes (a log's head, a key's hash group, a value table)
 /// and reclaim space its own way. Each layout's GC reaches its concrete type
 /// (`as_log`), because GC is what the layouts differ in.
-pub(crate) trait ValueStore: Send + Sync {
+pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Appends a record and returns where it is; it can be read at once,
     /// and is durable after the next [`ValueStore::sync`].
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer>;
@@ -35,7 +35,9 @@ pub(crate) trait ValueStore: Send + Sync {
 
     /// Reads the record `p` points at and checks that it is intact and
     /// belongs to `key` (seed 001 §3.3.3); tells a collected file apart.
-    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read>;
+    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
+        files::read_one(self, p, key, class)
+    }
 
     /// Like [`ValueStore::read_or_collected`]; a collected file is
     /// `Corruption` (for readers that hold no older view).
@@ -52,15 +54,22 @@ pub(crate) trait ValueStore: Send + Sync {
 
     /// Reads many values at once for scans (batched and parallel); results
     /// in request order, each checked like [`ValueStore::read`].
-    fn read_many(&self, requests: &[(ValuePointer, &[u8])], class: IoClass)
-        -> Vec<Result<Vec<u8>>>;
+    fn read_many(
+        &self,
+        requests: &[(ValuePointer, &[u8])],
+        class: IoClass,
+    ) -> Vec<Result<Vec<u8>>> {
+        files::read_many(self, requests, class)
+    }
 
     /// Checks a pointer met while replaying the journal (see
     /// [`PointerCheck`]).
     fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck>;
 
     /// The path of the store's file `number` (for error messages).
-    fn path_of(&self, number: u64) -> std::path::PathBuf;
+    fn path_of(&self, number: u64) -> std::path::PathBuf {
+        self.file_path(number)
+    }
 
     /// Files the store holds.
     fn file_count(&self) -> usize;

@@ -22,12 +22,12 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::files::{self, check_within, read_one, FileReaders, Located, RecordFiles};
+use super::files::{check_within, FileReaders, Located, RecordFiles};
 use super::log::format::{Record, FILE_HEADER_LEN};
 use super::log::reader::check_record;
 use super::log::writer::VlogWriter;
 use super::pointer::{ValuePointer, STORE_HASH};
-use super::{PointerCheck, Read, ValueStore};
+use super::{PointerCheck, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
@@ -461,18 +461,6 @@ impl ValueStore for HashStore {
         Ok(())
     }
 
-    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
-        read_one(self, p, key, class)
-    }
-
-    fn read_many(
-        &self,
-        requests: &[(ValuePointer, &[u8])],
-        class: IoClass,
-    ) -> Vec<Result<Vec<u8>>> {
-        files::read_many(self, requests, class)
-    }
-
     /// A record past the end of its group's newest file from before this
     /// open was lost in the crash (groups are synced before the journal);
     /// past the end of an older file, or in another group's file, it is
@@ -517,10 +505,6 @@ impl ValueStore for HashStore {
                 "journaled pointer past the end of a segment group file",
             )),
         }
-    }
-
-    fn path_of(&self, number: u64) -> PathBuf {
-        self.file_path(number)
     }
 
     fn file_count(&self) -> usize {

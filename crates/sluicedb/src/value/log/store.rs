@@ -19,9 +19,9 @@ use super::writer::VlogWriter;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
-use crate::value::files::{self, check_within, read_one, FileReaders, Located, RecordFiles};
+use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::{PointerCheck, Read, ValueStore};
+use crate::value::{PointerCheck, ValueStore};
 
 struct Inner {
     head: VlogWriter,
@@ -331,18 +331,6 @@ impl ValueStore for LogStore {
     }
 
     /// Like [`LogStore::read`], telling a collected file apart.
-    fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
-        read_one(self, p, key, class)
-    }
-
-    fn read_many(
-        &self,
-        requests: &[(ValuePointer, &[u8])],
-        class: IoClass,
-    ) -> Vec<Result<Vec<u8>>> {
-        files::read_many(self, requests, class)
-    }
-
     /// Checks a pointer found while replaying the journal: a record past the
     /// end of the newest files was lost in the crash; one that is there but
     /// damaged, or in a file missing from the middle, is corruption.
@@ -401,10 +389,6 @@ impl ValueStore for LogStore {
     /// Bytes of records appended since open.
     fn appended_bytes(&self) -> u64 {
         self.appended_bytes.load(Ordering::Relaxed)
-    }
-
-    fn path_of(&self, number: u64) -> PathBuf {
-        filename::value_log(&self.dir, number)
     }
 
     fn as_log(&self) -> Option<&LogStore> {
@@ -496,7 +480,7 @@ mod tests {
         // Neighbours coalesce into one read; other files or far records
         // start a new run.
         let sorted: Vec<usize> = (0..6).collect();
-        let runs = files::coalesce(&sorted, |i| &ptrs[i]);
+        let runs = crate::value::files::coalesce(&sorted, |i| &ptrs[i]);
         assert!(runs.len() < sorted.len(), "{runs:?}");
         assert_eq!(runs.concat(), sorted);
         for run in &runs {
