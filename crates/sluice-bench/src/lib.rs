@@ -92,6 +92,9 @@ pub struct BenchConfig {
     pub scan_prefetch_threads: Option<usize>,
     /// Overrides [`Options::hash_gc_policy`].
     pub hash_gc_policy: Option<sluicedb::HashGcPolicy>,
+    /// Overrides [`Options::separation_threshold_bytes`] (`Some(None)`:
+    /// no separation).
+    pub separation_threshold: Option<Option<usize>>,
 }
 
 impl Default for BenchConfig {
@@ -116,6 +119,7 @@ impl Default for BenchConfig {
             settle: true,
             scan_prefetch_threads: None,
             hash_gc_policy: None,
+            separation_threshold: None,
         }
     }
 }
@@ -230,6 +234,9 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
         })?;
     }
     let mut opts = Options::preset(cfg.preset);
+    if let Some(t) = cfg.separation_threshold {
+        opts.separation_threshold_bytes = t;
+    }
     if cfg.workloads.contains(&Workload::Update) && opts.separation_threshold_bytes.is_some() {
         // HashKV §4.2: the value store holds the data plus a 30% reserve.
         let record = (cfg.key_size + cfg.value_size + 21) as f64;
@@ -238,9 +245,12 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
         // GC frees whole files: keep them small next to the capacity, so
         // that small runs have files to collect too.
         opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
-        // Likewise at least 32 segment groups for the hash layout: a GC
-        // step then rewrites 1/32 of the data or less.
-        let main_area = capacity as f64 * (1.0 - opts.hash_reserve_ratio);
+        // Likewise at least 32 segment groups for the hash layout, so a GC
+        // step rewrites 1/32 of the data or less, and at least 256 log
+        // segments in the reserve (1 MiB ones leave small runs only a few).
+        let reserve = capacity as f64 * opts.hash_reserve_ratio;
+        opts.hash_log_segment_bytes = ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
+        let main_area = capacity as f64 - reserve;
         opts.hash_main_segment_bytes =
             ((main_area / 32.0) as u64).clamp(opts.hash_log_segment_bytes, 64 << 20);
     }

@@ -100,6 +100,10 @@ struct BenchArgs {
     /// among the D most written groups). Default: the preset's.
     #[arg(long)]
     hash_gc_policy: Option<String>,
+    /// Separate values of at least this many bytes, or `none` (default:
+    /// the preset's).
+    #[arg(long)]
+    separation_threshold: Option<String>,
 }
 
 /// Parses `--hash-gc-policy`.
@@ -144,6 +148,17 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         settle: !a.no_settle,
         scan_prefetch_threads: a.scan_prefetch_threads,
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
+        separation_threshold: a
+            .separation_threshold
+            .as_deref()
+            .map(|s| match s {
+                "none" => Ok(None),
+                n => n
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| format!("--separation-threshold takes bytes or none, not {n:?}")),
+            })
+            .transpose()?,
     };
     sluice_bench::run(&cfg)
         .map(|_| ())
