@@ -223,7 +223,7 @@ impl Core {
         };
         let _one = self.gc_lock.lock();
         let started = std::time::Instant::now();
-        self.delete_collected_log_files();
+        self.delete_collected_files();
         let start = self.gc_start(store, &self.state.lock());
         let Some((file, offset)) = start else {
             return Ok(None);
@@ -281,7 +281,7 @@ impl Core {
                 st.pending_log_deletes.push((next_file, barrier));
             }
         })?;
-        self.delete_collected_log_files();
+        self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
         if let Some(rate) = self.opts.gc_max_bytes_per_sec {
             // Throttle: this step may take no less than bytes / rate.
@@ -346,10 +346,11 @@ impl Core {
         Ok(total)
     }
 
-    /// Deletes value log files behind the tail once every registered reader
-    /// (snapshot or iterator) is at least as new as the relocations that
-    /// moved their live records.
-    pub(super) fn delete_collected_log_files(&self) {
+    /// Deletes value store files GC collected (log files behind the tail,
+    /// retired segment group files) once every registered reader (snapshot
+    /// or iterator) is at least as new as the relocations that moved their
+    /// live records.
+    pub(super) fn delete_collected_files(&self) {
         if let Some(h) = self.hash_store() {
             self.delete_retired_segments(h);
             return;

@@ -64,12 +64,12 @@ impl Core {
     /// holds records.
     pub(super) fn gc_group(&self, store: &HashStore) -> Result<Option<GcStats>> {
         let _one = self.gc_lock.lock();
-        self.delete_collected_log_files();
+        self.delete_collected_files();
         let Some(g) = store.victim() else {
             return Ok(None);
         };
         // 1. A new head, listed in the manifest before any write goes to it.
-        let (number, writer) = store.create_group_file(&self.fs, &self.versions.file_numbers())?;
+        let (number, writer) = store.create_group_file()?;
         let added = VersionEdit {
             hash_files_added: vec![(g, number)],
             ..VersionEdit::default()
@@ -168,7 +168,7 @@ impl Core {
             st.pending_segment_deletes.push((pending, barrier));
         })?;
         store.retire(g, &files);
-        self.delete_collected_log_files();
+        self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
         bump(&self.counters.gc_runs, 1);
         bump(&self.counters.gc_bytes_read, bytes_read);
@@ -201,7 +201,7 @@ impl Core {
             doomed.into_iter().collect()
         };
         if !doomed.is_empty() {
-            store.delete_retired(&self.fs, &doomed);
+            store.delete_retired(&doomed);
         }
     }
 }

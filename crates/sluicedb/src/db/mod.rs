@@ -780,7 +780,7 @@ impl Core {
         };
         core.recover(&journals, open_edit)?;
         if let Some(h) = hash_store {
-            h.remove_dropped(&core.fs);
+            h.remove_dropped();
         }
         core.delete_obsolete_files();
         Ok(core)

@@ -47,6 +47,39 @@ enum Ended {
     Early,
 }
 
+/// The rule both replays share: a torn tail must be the end of all history,
+/// since records in a later file mean synced data after it was lost.
+struct TornTail {
+    mode: JournalRecovery,
+    at: Option<(PathBuf, u64)>,
+}
+
+impl TornTail {
+    fn new(mode: JournalRecovery) -> Self {
+        TornTail { mode, at: None }
+    }
+
+    /// Before applying records of a later file: `Ok(true)` to go on,
+    /// `Ok(false)` when point-in-time recovery ends history here.
+    fn later_records(&self, what: &str) -> Result<bool> {
+        match (&self.at, self.mode) {
+            (None, _) | (_, JournalRecovery::SkipAnyCorrupted) => Ok(true),
+            (_, JournalRecovery::PointInTime) => Ok(false),
+            (Some((p, off)), _) => Err(Error::corruption(p, *off, what.to_string())),
+        }
+    }
+
+    /// Notes that `path` ends torn at `off` (`Corruption` under
+    /// absolute consistency).
+    fn note(&mut self, path: PathBuf, off: u64, what: &str) -> Result<()> {
+        if self.mode == JournalRecovery::AbsoluteConsistency {
+            return Err(Error::corruption(&path, off, what.to_string()));
+        }
+        self.at = Some((path, off));
+        Ok(())
+    }
+}
+
 impl Core {
     /// Replays the journals (or the value log), writes what they held to L0
     /// and installs a manifest that no longer needs them.
@@ -130,24 +163,15 @@ impl Core {
     /// Replays engine journals in order, per the recovery mode.
     fn replay_journals(&self, journals: &[u64], r: &mut Replay) -> Result<Ended> {
         let mode = self.opts.journal_recovery;
-        // A torn tail must be the end of all history: records in a later
-        // journal mean synced data after it was lost.
-        let mut torn: Option<(PathBuf, u64)> = None;
+        let mut torn = TornTail::new(mode);
         for &n in journals {
             let path = filename::journal(&self.dir, n);
             let data = self.fs.read_all(&path, IoClass::Journal)?;
             let log = read_log(&data);
-            if let Some((p, off)) = &torn {
-                if !log.records.is_empty() && mode != JournalRecovery::SkipAnyCorrupted {
-                    if mode == JournalRecovery::PointInTime {
-                        return Ok(Ended::Early);
-                    }
-                    return Err(Error::corruption(
-                        p,
-                        *off,
-                        "journal damaged before records of a later journal",
-                    ));
-                }
+            if !log.records.is_empty()
+                && !torn.later_records("journal damaged before records of a later journal")?
+            {
+                return Ok(Ended::Early);
             }
             let stop_at = match (mode, log.damage.first()) {
                 (JournalRecovery::SkipAnyCorrupted, _) | (_, None) => u64::MAX,
@@ -194,14 +218,7 @@ impl Core {
                 return Ok(Ended::Early); // point-in-time: history ends at the damage
             }
             if let Some(off) = log.torn_tail_at {
-                if mode == JournalRecovery::AbsoluteConsistency {
-                    return Err(Error::corruption(
-                        &path,
-                        off,
-                        "incomplete record at the end",
-                    ));
-                }
-                torn = Some((path, off));
+                torn.note(path, off, "incomplete record at the end")?;
             }
         }
         Ok(Ended::Fully)
@@ -236,7 +253,7 @@ impl Core {
     fn replay_value_log(&self, store: &LogStore, from: (u64, u64), r: &mut Replay) -> Result<()> {
         let mode = self.opts.journal_recovery;
         let mut group: Option<WriteBatch> = None;
-        let mut torn: Option<(PathBuf, u64)> = None;
+        let mut torn = TornTail::new(mode);
         for file in store.sealed_from(from.0) {
             let path = filename::value_log(&self.dir, file);
             let data = store.read_file(file)?;
@@ -250,20 +267,10 @@ impl Core {
                 .into_iter()
                 .filter(|(off, _, rec)| *off >= start && !rec.is_gc_copy())
                 .collect();
-            if let Some((p, off)) = &torn {
-                if !records.is_empty() {
-                    match mode {
-                        JournalRecovery::SkipAnyCorrupted => {}
-                        JournalRecovery::PointInTime => return Ok(()),
-                        _ => {
-                            return Err(Error::corruption(
-                                p,
-                                *off,
-                                "value log damaged before records of a later file",
-                            ))
-                        }
-                    }
-                }
+            if !records.is_empty()
+                && !torn.later_records("value log damaged before records of a later file")?
+            {
+                return Ok(());
             }
             for (off, len, rec) in records {
                 let crc = crate::coding::u32_at(&data, off as usize);
@@ -309,14 +316,7 @@ impl Core {
                 }
             }
             if let Some(off) = scan.torn_tail_at {
-                if mode == JournalRecovery::AbsoluteConsistency {
-                    return Err(Error::corruption(
-                        &path,
-                        off,
-                        "incomplete value record at the end",
-                    ));
-                }
-                torn = Some((path, off));
+                torn.note(path, off, "incomplete value record at the end")?;
             }
         }
         Ok(())

@@ -99,6 +99,8 @@ struct Inner {
 
 pub(crate) struct HashStore {
     dir: PathBuf,
+    fs: CountingFs,
+    file_numbers: Arc<AtomicU64>,
     config: HashConfig,
     inner: Mutex<Inner>,
     readers: FileReaders,
@@ -197,6 +199,8 @@ impl HashStore {
         let total = groups.iter().map(Group::bytes).sum();
         let store = HashStore {
             dir: dir.to_path_buf(),
+            fs: fs.clone(),
+            file_numbers,
             config,
             inner: Mutex::new(Inner {
                 groups,
@@ -205,7 +209,7 @@ impl HashStore {
                 collected: HashSet::new(),
                 dropped,
             }),
-            readers: FileReaders::new(fs, config.prefetch_threads),
+            readers: FileReaders::new(fs.clone(), config.prefetch_threads),
             appended_bytes: AtomicU64::new(0),
             total_bytes: AtomicU64::new(total),
             random: AtomicU64::new(
@@ -219,11 +223,11 @@ impl HashStore {
 
     /// Deletes the empty files this open dropped, once the manifest no
     /// longer lists them.
-    pub(crate) fn remove_dropped(&self, fs: &CountingFs) {
+    pub(crate) fn remove_dropped(&self) {
         let dropped = std::mem::take(&mut self.inner.lock().dropped);
         for n in dropped {
             // A failed delete leaves an unlisted file the next open removes.
-            let _ = fs.remove(&filename::value_segment(&self.dir, n));
+            let _ = self.fs.remove(&filename::value_segment(&self.dir, n));
         }
     }
 
@@ -272,17 +276,11 @@ impl HashStore {
 
     /// Creates the file that will become group `g`'s head once the
     /// manifest lists it ([`HashStore::switch_head`]).
-    pub(crate) fn create_group_file(
-        &self,
-        fs: &CountingFs,
-        file_numbers: &AtomicU64,
-    ) -> Result<(u64, CountedWriter)> {
-        let number = file_numbers.fetch_add(1, Ordering::SeqCst);
-        let f = fs.create(
-            &filename::value_segment(&self.dir, number),
-            IoClass::ValueStore,
-        )?;
-        fs.sync_dir(&self.dir)?;
+    pub(crate) fn create_group_file(&self) -> Result<(u64, CountedWriter)> {
+        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let path = filename::value_segment(&self.dir, number);
+        let f = self.fs.create(&path, IoClass::ValueStore)?;
+        self.fs.sync_dir(&self.dir)?;
         Ok((number, f))
     }
 
@@ -338,7 +336,7 @@ impl HashStore {
     }
 
     /// Deletes retired files once no reader can need them.
-    pub(crate) fn delete_retired(&self, fs: &CountingFs, files: &[u64]) {
+    pub(crate) fn delete_retired(&self, files: &[u64]) {
         {
             let mut inner = self.inner.lock();
             for n in files {
@@ -350,7 +348,7 @@ impl HashStore {
         for &n in files {
             self.readers.forget(n);
             // A failed delete leaves an unlisted file the next open removes.
-            let _ = fs.remove(&filename::value_segment(&self.dir, n));
+            let _ = self.fs.remove(&filename::value_segment(&self.dir, n));
         }
     }
 
