@@ -34,24 +34,20 @@ use crate::version::VersionEdit;
 const GC_LOW_WATER_DIVISOR: u64 = 8;
 
 impl Core {
-    /// Log segments of the reserve, when a capacity is set.
-    fn reserve_segments(&self, store: &HashStore) -> Option<u64> {
-        let cap = self.opts.value_store_capacity_bytes?;
-        Some(store.reserve_segments(cap, self.opts.hash_reserve_ratio))
-    }
-
     /// True when the reserve is used up and a group can be collected:
     /// writes wait for GC then ("value store full: waiting for GC").
     pub(super) fn hash_over_capacity(&self, store: &HashStore) -> bool {
-        self.reserve_segments(store)
-            .is_some_and(|r| store.log_segments_in_use() >= r && store.victim().is_some())
+        self.opts
+            .value_store_capacity_bytes
+            .is_some_and(|cap| store.is_full(cap))
+            && store.victim().is_some()
     }
 
     /// True when background GC should run: free log segments are low, or
     /// the GC interval passed.
     pub(super) fn hash_gc_wanted(&self, store: &HashStore, st: &State) -> bool {
-        let low = self
-            .reserve_segments(store)
+        let low = store
+            .reserve_segments()
             .is_some_and(|r| store.log_segments_in_use() > r - r / GC_LOW_WATER_DIVISOR);
         let by_time = self
             .opts

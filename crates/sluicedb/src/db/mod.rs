@@ -212,6 +212,9 @@ fn hash_config(opts: &Options) -> HashConfig {
         new_groups: groups,
         prefetch_threads: opts.scan_prefetch_threads.max(1),
         policy: opts.hash_gc_policy,
+        reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
+            ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
+        }),
     }
 }
 
@@ -1045,7 +1048,7 @@ impl Core {
             return;
         };
         // The common case, under capacity, takes no lock.
-        if store.total_bytes() <= cap {
+        if !store.is_full(cap) {
             return;
         }
         let start = Instant::now();

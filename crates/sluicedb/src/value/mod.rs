@@ -80,6 +80,13 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Bytes of records appended since open.
     fn appended_bytes(&self) -> u64;
 
+    /// True when the store has used up `capacity` (its files' bytes, by
+    /// default; the hash layout counts its reserve's log segments). Cheap:
+    /// the write path asks before every write.
+    fn is_full(&self, capacity: u64) -> bool {
+        self.total_bytes() > capacity
+    }
+
     /// The log layout, for its GC and the value-log-as-journal mode.
     fn as_log(&self) -> Option<&LogStore> {
         None

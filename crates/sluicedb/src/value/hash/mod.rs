@@ -44,6 +44,8 @@ pub(crate) struct HashConfig {
     pub(crate) new_groups: u32,
     pub(crate) prefetch_threads: usize,
     pub(crate) policy: HashGcPolicy,
+    /// Log segments in the reserve, when a capacity is set.
+    pub(crate) reserve_segments: Option<u64>,
 }
 
 /// What opening changed in the group lists; the caller commits it to the
@@ -108,6 +110,9 @@ pub(crate) struct HashStore {
     total_bytes: AtomicU64,
     /// State of the greedy-random policy's generator.
     random: AtomicU64,
+    /// Log segments in use, kept with every change to a group's size so
+    /// that the write path checks the reserve without a lock.
+    segments_in_use: AtomicU64,
 }
 
 /// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
@@ -119,6 +124,14 @@ fn cost_benefit(g: &Group) -> f64 {
     let u = ((bytes - g.written_since_gc as f64) / bytes).clamp(0.0, 1.0);
     let age = g.last_gc.elapsed().as_secs_f64();
     (1.0 - u) * age / (1.0 + u)
+}
+
+/// Log segments a group takes from the reserve: its bytes beyond the main
+/// segment, in whole log segments.
+fn segments_of(g: &Group, config: &HashConfig) -> u64 {
+    g.bytes()
+        .saturating_sub(config.main_segment_bytes)
+        .div_ceil(config.log_segment_bytes)
 }
 
 /// The group of `key` among `groups`.
@@ -197,6 +210,7 @@ impl HashStore {
         }
         fs.sync_dir(dir)?;
         let total = groups.iter().map(Group::bytes).sum();
+        let segments = groups.iter().map(|g| segments_of(g, &config)).sum();
         let store = HashStore {
             dir: dir.to_path_buf(),
             fs: fs.clone(),
@@ -212,6 +226,7 @@ impl HashStore {
             readers: FileReaders::new(fs.clone(), config.prefetch_threads),
             appended_bytes: AtomicU64::new(0),
             total_bytes: AtomicU64::new(total),
+            segments_in_use: AtomicU64::new(segments),
             random: AtomicU64::new(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -295,6 +310,7 @@ impl HashStore {
         let mut inner = self.inner.lock();
         inner.owner.insert(number, g);
         let group = &mut inner.groups[g as usize];
+        let segments = segments_of(group, &self.config);
         let head = VlogWriter::for_store(f, number, self.config.batch_bytes, STORE_HASH);
         let mut old = std::mem::replace(&mut group.head, head);
         // Synced first, like a log rotation: only a group's newest file may
@@ -305,6 +321,7 @@ impl HashStore {
         group.last_gc = Instant::now();
         self.total_bytes
             .fetch_add(group.head.len(), Ordering::Relaxed);
+        self.resize(segments, segments_of(group, &self.config));
         let frozen = group.sealed.clone();
         Ok(frozen)
     }
@@ -321,6 +338,7 @@ impl HashStore {
     pub(crate) fn retire(&self, g: u32, files: &[u64]) {
         let mut inner = self.inner.lock();
         let group = &mut inner.groups[g as usize];
+        let segments = segments_of(group, &self.config);
         let mut gone = Vec::new();
         group.sealed.retain(|&(n, len)| {
             let out = files.contains(&n);
@@ -329,6 +347,7 @@ impl HashStore {
             }
             !out
         });
+        self.resize(segments, segments_of(group, &self.config));
         for (n, len) in gone {
             inner.retiring.insert(n, (g, len));
             self.total_bytes.fetch_sub(len, Ordering::Relaxed);
@@ -352,9 +371,20 @@ impl HashStore {
         }
     }
 
-    /// Log segments of the reserve: its whole size in segments.
-    pub(crate) fn reserve_segments(&self, capacity: u64, ratio: f64) -> u64 {
-        ((capacity as f64 * ratio) as u64 / self.config.log_segment_bytes).max(1)
+    /// Log segments of the reserve, when a capacity is set.
+    pub(crate) fn reserve_segments(&self) -> Option<u64> {
+        self.config.reserve_segments
+    }
+
+    /// Records that a group went from `before` to `after` log segments.
+    fn resize(&self, before: u64, after: u64) {
+        if after >= before {
+            self.segments_in_use
+                .fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.segments_in_use
+                .fetch_sub(before - after, Ordering::Relaxed);
+        }
     }
 
     /// Number of segment groups.
@@ -365,16 +395,7 @@ impl HashStore {
     /// Log segments of the reserve in use: each group's bytes beyond its
     /// main segment, in whole log segments.
     pub(crate) fn log_segments_in_use(&self) -> u64 {
-        let inner = self.inner.lock();
-        inner
-            .groups
-            .iter()
-            .map(|g| {
-                g.bytes()
-                    .saturating_sub(self.config.main_segment_bytes)
-                    .div_ceil(self.config.log_segment_bytes)
-            })
-            .sum()
+        self.segments_in_use.load(Ordering::Relaxed)
     }
 }
 
@@ -440,9 +461,11 @@ impl ValueStore for HashStore {
         let g = group_of(r.key, inner.groups.len());
         let group = &mut inner.groups[g as usize];
         let before = group.head.len();
+        let segments = segments_of(group, &self.config);
         let p = group.head.append(r)?;
         let grown = group.head.len() - before;
         group.written_since_gc += grown;
+        self.resize(segments, segments_of(group, &self.config));
         self.appended_bytes
             .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
         self.total_bytes.fetch_add(grown, Ordering::Relaxed);
@@ -518,6 +541,12 @@ impl ValueStore for HashStore {
         self.appended_bytes.load(Ordering::Relaxed)
     }
 
+    /// Full when no log segment of the reserve is free.
+    fn is_full(&self, _capacity: u64) -> bool {
+        self.reserve_segments()
+            .is_some_and(|r| self.log_segments_in_use() >= r)
+    }
+
     fn as_hash(&self) -> Option<&HashStore> {
         Some(self)
     }
@@ -537,6 +566,7 @@ mod tests {
             new_groups: 4,
             prefetch_threads: 2,
             policy: HashGcPolicy::Greedy,
+            reserve_segments: None,
         }
     }
 
@@ -583,6 +613,18 @@ mod tests {
             ptrs.push((k, p));
         }
         assert!(s.log_segments_in_use() > 0, "groups grew past main");
+        // The running count matches a recount over the groups.
+        let recount = |s: &HashStore| -> u64 {
+            let inner = s.inner.lock();
+            inner.groups.iter().map(|g| segments_of(g, &s.config)).sum()
+        };
+        assert_eq!(s.log_segments_in_use(), recount(&s));
+        let g = group_of(b"key0", 4);
+        let (n, f) = s.create_group_file().unwrap();
+        let frozen = s.switch_head(g, n, f).unwrap();
+        assert_eq!(s.log_segments_in_use(), recount(&s));
+        s.retire(g, &frozen.iter().map(|&(f, _)| f).collect::<Vec<_>>());
+        assert_eq!(s.log_segments_in_use(), recount(&s));
         for (k, p) in &ptrs {
             let r = s.read(p, k.as_bytes(), IoClass::UserRead).unwrap();
             assert_eq!(r.value, vec![b'v'; 200]);
