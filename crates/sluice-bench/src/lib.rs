@@ -95,6 +95,8 @@ pub struct BenchConfig {
     /// Overrides [`Options::separation_threshold_bytes`] (`Some(None)`:
     /// no separation).
     pub separation_threshold: Option<Option<usize>>,
+    /// Overrides [`Options::separate_at_flush`].
+    pub separate_at_flush: Option<bool>,
 }
 
 impl Default for BenchConfig {
@@ -120,6 +122,7 @@ impl Default for BenchConfig {
             scan_prefetch_threads: None,
             hash_gc_policy: None,
             separation_threshold: None,
+            separate_at_flush: None,
         }
     }
 }
@@ -259,6 +262,9 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     }
     if let Some(p) = cfg.hash_gc_policy {
         opts.hash_gc_policy = p;
+    }
+    if let Some(f) = cfg.separate_at_flush {
+        opts.separate_at_flush = f && opts.separation_threshold_bytes.is_some();
     }
     let db = Db::open(&cfg.db_path, opts)?;
     println!(

@@ -104,6 +104,11 @@ struct BenchArgs {
     /// the preset's).
     #[arg(long)]
     separation_threshold: Option<String>,
+    /// When values are separated: `write` (into the value store as they
+    /// are written) or `flush` (when the memtable is flushed, HashKV's
+    /// write cache). Default: the preset's.
+    #[arg(long, value_parser = ["write", "flush"])]
+    separate_at: Option<String>,
 }
 
 /// Parses `--hash-gc-policy`.
@@ -148,6 +153,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         settle: !a.no_settle,
         scan_prefetch_threads: a.scan_prefetch_threads,
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
+        separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
         separation_threshold: a
             .separation_threshold
             .as_deref()

@@ -30,7 +30,8 @@ enum Workload {
     /// Reopens in the middle, so recovery itself is crashed.
     Reopens,
     /// Overwrites with value separation and GC steps, so GC is crashed at
-    /// every step (copies, relocation commit, tail edit, file deletion).
+    /// every step (copies, relocation commit, tail edit, file deletion);
+    /// values separated when written or when flushed, by seed.
     Gc,
     /// The same with the value log as the journal (seed 001 §3.4.2).
     GcValueLog,
@@ -44,18 +45,24 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     let opts = tiny_options(fs, variant);
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
+        // Separation at write time or at flush (the write cache), by seed.
         Workload::GcHash => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Hash)
-            .journal_mode(JournalMode::Journal),
-        Workload::Gc | Workload::GcValueLog => opts
+            .journal_mode(JournalMode::Journal)
+            .separate_at_flush(variant.is_multiple_of(2)),
+        Workload::Gc => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)
-            .journal_mode(if matches!(w, Workload::Gc) {
-                JournalMode::Journal
-            } else {
-                JournalMode::ValueLog
-            })
+            .journal_mode(JournalMode::Journal)
+            .separate_at_flush(variant.is_multiple_of(2))
+            .value_log_file_size_bytes(4096)
+            .gc_chunk_bytes(1500),
+        Workload::GcValueLog => opts
+            .separation_threshold_bytes(Some(0))
+            .value_layout(ValueLayout::Log)
+            .journal_mode(JournalMode::ValueLog)
+            .separate_at_flush(false)
             .value_log_file_size_bytes(4096)
             .gc_chunk_bytes(1500),
         _ => opts,

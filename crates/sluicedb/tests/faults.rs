@@ -10,13 +10,20 @@ use common::*;
 use sluicedb::fs::{Fault, MemFs};
 use sluicedb::{Db, Error, JournalMode, Options, WriteOptions};
 
-/// The configurations: the hash layout (mixed separation), the value log
-/// as journal, and the value log with the engine journal.
-const CASES: [&str; 3] = ["hash", "log as journal", "log with journal"];
+/// The configurations: the hash layout (mixed separation; all values,
+/// separated at flush), the value log as journal, and the value log with
+/// the engine journal.
+const CASES: [&str; 4] = [
+    "hash",
+    "hash at flush",
+    "log as journal",
+    "log with journal",
+];
 
 fn options(fs: &MemFs, case: &str) -> Options {
     match case {
         "hash" => tiny_options(fs, 1),
+        "hash at flush" => tiny_options(fs, 6),
         "log as journal" => tiny_options(fs, 3),
         _ => tiny_options(fs, 3).journal_mode(JournalMode::Journal),
     }

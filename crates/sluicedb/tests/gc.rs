@@ -19,18 +19,25 @@ fn wisckey(fs: &MemFs) -> Options {
         .gc_garbage_ratio(None)
 }
 
-/// The hash layout with tiny segments (seed 000 §3.2).
+/// The hash layout with tiny segments (seed 000 §3.2), values separated
+/// when memtables are flushed (the write cache).
 fn hashkv(fs: &MemFs) -> Options {
     tiny_options(fs, 6)
         .separation_threshold_bytes(Some(0))
         .value_layout(ValueLayout::Hash)
         .journal_mode(JournalMode::Journal)
+        .separate_at_flush(true)
         .hash_gc_policy(HashGcPolicy::CostBenefit)
         .gc_garbage_ratio(None)
 }
 
-/// Both layouts that have GC.
-const LAYOUTS: [fn(&MemFs) -> Options; 2] = [wisckey, hashkv];
+/// The hash layout with values separated when written.
+fn hashkv_at_write(fs: &MemFs) -> Options {
+    hashkv(fs).separate_at_flush(false)
+}
+
+/// The layouts that have GC, and both separation points of the hash one.
+const LAYOUTS: [fn(&MemFs) -> Options; 3] = [wisckey, hashkv, hashkv_at_write];
 
 fn val(key: u32, version: u32) -> Vec<u8> {
     let mut v = format!("{key}:{version}:").into_bytes();

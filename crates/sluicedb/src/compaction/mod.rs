@@ -24,6 +24,8 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind, MAX_SEQUENCE};
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
+use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::ValueStore;
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Counters of one job.
@@ -34,6 +36,9 @@ pub(crate) struct JobStats {
     pub(crate) entries_in: u64,
     pub(crate) entries_dropped: u64,
     pub(crate) tables_written: u64,
+    /// Bytes of value records written to the value store (separation at
+    /// flush).
+    pub(crate) values_separated: u64,
     /// Bytes of value log records whose pointers were dropped, per file.
     pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
 }
@@ -58,6 +63,11 @@ pub(crate) struct MergeParams<'a> {
     /// Set when the database shuts down: the job stops early with an error
     /// (its outputs are never installed and are swept later).
     pub(crate) cancel: &'a AtomicBool,
+    /// Flushes under `separate_at_flush`: values at or above the threshold
+    /// go to this store and the table keeps pointers (HashKV's write cache,
+    /// seed 000 §3.2). Only entries that survive the merge are written, so
+    /// versions shadowed in the memtable never reach the store.
+    pub(crate) separate: Option<(&'a dyn ValueStore, usize)>,
 }
 
 struct Output {
@@ -92,6 +102,7 @@ pub(crate) fn write_merged(
     let mut has_user_key = false;
     let mut last_seq_for_key = MAX_SEQUENCE;
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
+    let mut pointer_key = Vec::new();
 
     iter.seek_to_first();
     while iter.valid() {
@@ -154,7 +165,23 @@ pub(crate) fn write_merged(
                 });
             }
             let out = current.as_mut().expect("current output");
-            out.builder.add(ik, iter.value())?;
+            let kind = key::kind_byte(ik);
+            match p.separate {
+                Some((store, threshold))
+                    if kind == Kind::Value as u8 && iter.value().len() >= threshold =>
+                {
+                    let ptr = store.append(&Record {
+                        seq,
+                        flags: KIND_PUT,
+                        key: uk,
+                        value: iter.value(),
+                    })?;
+                    stats.values_separated += u64::from(ptr.record_len);
+                    key::encode_into(&mut pointer_key, uk, seq, Kind::ValuePointer as u8);
+                    out.builder.add(&pointer_key, &ptr.encode())?;
+                }
+                _ => out.builder.add(ik, iter.value())?,
+            }
         }
         iter.next();
     }

@@ -140,13 +140,18 @@ impl Core {
     /// calls it between reading records and taking the view it judges them
     /// in; otherwise a record appended by a group still being committed
     /// would look dead and be collected (the hash GC race test found this).
+    ///
+    /// With separation at flush, a flush appends values too, and its
+    /// pointers become visible only when its tables are installed: the
+    /// barrier also waits for a flush in progress.
     pub(super) fn publish_barrier(&self) -> Result<()> {
         self.submit_relocations(Relocations {
             moves: Vec::new(),
             seen_seq: 0,
             seen_flushes: 0,
-        })
-        .map(|_| ())
+        })?;
+        drop(self.flush_appends.lock());
+        Ok(())
     }
 
     /// Commits relocations as a write group of their own; returns how many

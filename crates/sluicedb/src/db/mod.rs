@@ -242,6 +242,9 @@ pub(crate) struct Core {
     journal_in_log: bool,
     /// One GC at a time (background or `Db::gc`).
     gc_lock: Mutex<()>,
+    /// Held by a flush from before it appends values (separation at
+    /// flush) until its tables are installed; see `Core::publish_barrier`.
+    flush_appends: Mutex<()>,
 }
 
 impl Db {
@@ -780,6 +783,7 @@ impl Core {
             values,
             journal_in_log,
             gc_lock: Mutex::new(()),
+            flush_appends: Mutex::new(()),
         };
         core.recover(&journals, open_edit)?;
         if let Some(h) = hash_store {
@@ -826,6 +830,10 @@ impl Core {
             max_grandparent_overlap_bytes: u64::MAX,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
+            separate: match (&self.values, self.opts.separation_threshold_bytes) {
+                (Some(v), Some(t)) if self.opts.separate_at_flush => Some((v.as_ref(), t)),
+                _ => None,
+            },
         };
         let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
         if !out.is_empty() {
@@ -935,6 +943,9 @@ impl Core {
         else {
             return Ok(None);
         };
+        if self.opts.separate_at_flush {
+            return Ok(None);
+        }
         let big =
             |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Value && op.value.len() >= threshold;
         if !group.iter().flatten().any(|op| big(&op)) {
@@ -1386,14 +1397,19 @@ impl Core {
                 st.smallest_snapshot(visible),
             )
         };
+        // Held until the tables are installed: GC waits for it after
+        // freezing files, so that the pointers to values this flush
+        // appends are in the index before GC judges them.
+        let _appending = self.flush_appends.lock();
+        let mut stats = JobStats::default();
+        let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
         // Tables are not replayed like the journal, so their pointers are
-        // never re-checked: the values they point at must be durable before
-        // the flush makes the journal obsolete.
+        // never re-checked: the values they point at (appended at write
+        // time or by this flush) must be durable before the flush makes the
+        // journal obsolete.
         if let Some(v) = &self.values {
             v.sync()?;
         }
-        let mut stats = JobStats::default();
-        let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
         let mut edit = VersionEdit {
             value_log_garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
             // Replay now starts where the next memtable's records do.
@@ -1439,6 +1455,7 @@ impl Core {
             max_grandparent_overlap_bytes: leveled_overlap,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
+            separate: None,
         };
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;

@@ -103,8 +103,12 @@ impl Core {
         if !r.mem.is_empty() {
             self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
         }
-        // Replayed pointers were checked against durable log records, so the
-        // recovered tables need no log sync here.
+        // Replayed pointers were checked against durable records; values
+        // the recovered tables separated (separation at flush) are made
+        // durable here, before the edit lists the tables.
+        if let (true, Some(v)) = (self.opts.separate_at_flush, &self.values) {
+            v.sync()?;
+        }
         let log_number = self.versions.new_file_number();
         let mut mem_log_start = (0, 0);
         let journal = match (self.log_store(), self.journal_in_log) {

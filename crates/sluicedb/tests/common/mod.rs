@@ -32,23 +32,25 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .background_threads(1 + (variant % 2) as usize);
     // Value separation: off, mixed (small values inline), or everything
     // separated; tiny value log files and segments so they fill constantly.
-    //   variant % 8:  0, 4: off           2: off
-    //                 1: hash, mixed      5: log as journal, mixed
-    //                 6: hash, all        3, 7: log as journal, all
+    //   variant % 8:  0, 4: off
+    //                 1: hash, mixed      2: log + journal, mixed, at flush
+    //                 6: hash, all, at flush
+    //                 5: log as journal, mixed   3, 7: log as journal, all
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
-        5 => (Some(32), ValueLayout::Log),
+        2 | 5 => (Some(32), ValueLayout::Log),
         6 => (Some(0), ValueLayout::Hash),
         3 | 7 => (Some(0), ValueLayout::Log),
         _ => (None, ValueLayout::Log),
     };
-    let journal_mode = match layout {
-        ValueLayout::Log if separation.is_some() => JournalMode::ValueLog,
+    let journal_mode = match (layout, variant % 8) {
+        (ValueLayout::Log, 3 | 5 | 7) => JournalMode::ValueLog,
         _ => JournalMode::Journal,
     };
     let o = o
         .separation_threshold_bytes(separation)
         .journal_mode(journal_mode)
+        .separate_at_flush(matches!(variant % 8, 2 | 6))
         .value_layout(layout)
         .hash_groups(4)
         .hash_main_segment_bytes(8192)
