@@ -97,6 +97,8 @@ pub struct BenchConfig {
     pub separation_threshold: Option<Option<usize>>,
     /// Overrides [`Options::separate_at_flush`].
     pub separate_at_flush: Option<bool>,
+    /// Overrides [`Options::hash_hotness`].
+    pub hash_hotness: Option<bool>,
 }
 
 impl Default for BenchConfig {
@@ -123,6 +125,7 @@ impl Default for BenchConfig {
             hash_gc_policy: None,
             separation_threshold: None,
             separate_at_flush: None,
+            hash_hotness: None,
         }
     }
 }
@@ -262,6 +265,9 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     }
     if let Some(p) = cfg.hash_gc_policy {
         opts.hash_gc_policy = p;
+    }
+    if let Some(h) = cfg.hash_hotness {
+        opts.hash_hotness = h;
     }
     if let Some(f) = cfg.separate_at_flush {
         opts.separate_at_flush = f && opts.separation_threshold_bytes.is_some();

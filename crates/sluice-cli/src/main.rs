@@ -109,6 +109,10 @@ struct BenchArgs {
     /// write cache). Default: the preset's.
     #[arg(long, value_parser = ["write", "flush"])]
     separate_at: Option<String>,
+    /// Hash layout: move cold values to a cold log at GC (HashKV's hotness
+    /// awareness), `on` or `off`. Default: the preset's.
+    #[arg(long, value_parser = ["on", "off"])]
+    hotness: Option<String>,
 }
 
 /// Parses `--hash-gc-policy`.
@@ -154,6 +158,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         scan_prefetch_threads: a.scan_prefetch_threads,
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
+        hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         separation_threshold: a
             .separation_threshold
             .as_deref()

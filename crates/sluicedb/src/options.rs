@@ -279,6 +279,12 @@ pub struct Options {
     /// Hash layout: how GC picks its victim group ([`HashGcPolicy`]).
     /// Default: greedy.
     pub hash_gc_policy: HashGcPolicy,
+    /// Hash layout: hotness awareness (seed 000 §3.4). GC moves the values
+    /// of keys not updated since their group's last GC to a cold log, so
+    /// later GCs of the group no longer copy them; the cold log is
+    /// collected a file at a time, the file with the most known garbage
+    /// first. Default: false (preset `hashkv`: true).
+    pub hash_hotness: bool,
     /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
     /// GC frees space a whole file at a time: smaller files free space
     /// sooner, larger ones mean fewer files.
@@ -417,6 +423,8 @@ setters! {
     hash_batch_bytes: usize,
     /// Sets [`Options::hash_gc_policy`].
     hash_gc_policy: HashGcPolicy,
+    /// Sets [`Options::hash_hotness`].
+    hash_hotness: bool,
     /// Sets [`Options::value_log_file_size_bytes`].
     value_log_file_size_bytes: u64,
     /// Sets [`Options::value_log_buffer_bytes`].
@@ -455,6 +463,7 @@ impl Options {
                 // The write cache (§3.2): updates absorbed in the memtable
                 // never reach the groups.
                 separate_at_flush: true,
+                hash_hotness: true,
                 preset,
                 ..base
             },
@@ -495,6 +504,7 @@ impl Options {
             hash_groups: 0,
             hash_batch_bytes: DEFAULT_HASH_BATCH_BYTES,
             hash_gc_policy: HashGcPolicy::Greedy,
+            hash_hotness: false,
             value_log_file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
             value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
             gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,

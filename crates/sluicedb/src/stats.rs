@@ -67,6 +67,17 @@ pub struct Stats {
     pub hash_groups: usize,
     /// Hash layout: log segments of the reserve in use.
     pub hash_log_segments_in_use: u64,
+    /// Hash layout: groups by fill (bytes ÷ main segment), in tenths:
+    /// `[i]` counts groups filled `i`0–`i+1`0%, `[10]` those past their
+    /// main segment (using log segments).
+    pub hash_group_fill: [u64; 11],
+    /// Hash layout: bytes of the cold log (hotness awareness).
+    pub hash_cold_log_bytes: u64,
+    /// Hash layout: bytes GC wrote to the cold log (cold values moved out of
+    /// groups, and live records of collected cold log files).
+    pub hash_cold_moved_bytes: u64,
+    /// Hash layout: GC steps that collected a cold log file.
+    pub hash_cold_gc_runs: u64,
     /// GC steps run (one chunk each).
     pub gc_runs: u64,
     /// Bytes GC read from the value log.
@@ -168,8 +179,13 @@ impl std::fmt::Display for Stats {
             if self.hash_groups > 0 {
                 writeln!(
                     f,
-                    "  hash layout: {} groups, {} log segments in use",
-                    self.hash_groups, self.hash_log_segments_in_use
+                    "  hash layout: {} groups, {} log segments in use, fill by tenths {:?}",
+                    self.hash_groups, self.hash_log_segments_in_use, self.hash_group_fill
+                )?;
+                writeln!(
+                    f,
+                    "  cold log: {} bytes, {} bytes moved there by GC, {} cold GC runs",
+                    self.hash_cold_log_bytes, self.hash_cold_moved_bytes, self.hash_cold_gc_runs
                 )?;
             }
             writeln!(

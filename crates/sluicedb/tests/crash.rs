@@ -45,12 +45,14 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     let opts = tiny_options(fs, variant);
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
-        // Separation at write time or at flush (the write cache), by seed.
+        // Separation at write time or at flush (the write cache), and the
+        // cold log on or off, by seed.
         Workload::GcHash => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Hash)
             .journal_mode(JournalMode::Journal)
-            .separate_at_flush(variant.is_multiple_of(2)),
+            .separate_at_flush(variant.is_multiple_of(2))
+            .hash_hotness((variant / 2).is_multiple_of(2)),
         Workload::Gc => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)

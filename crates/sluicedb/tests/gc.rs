@@ -20,20 +20,21 @@ fn wisckey(fs: &MemFs) -> Options {
 }
 
 /// The hash layout with tiny segments (seed 000 §3.2), values separated
-/// when memtables are flushed (the write cache).
+/// when memtables are flushed (the write cache), and a cold log.
 fn hashkv(fs: &MemFs) -> Options {
     tiny_options(fs, 6)
         .separation_threshold_bytes(Some(0))
         .value_layout(ValueLayout::Hash)
         .journal_mode(JournalMode::Journal)
         .separate_at_flush(true)
+        .hash_hotness(true)
         .hash_gc_policy(HashGcPolicy::CostBenefit)
         .gc_garbage_ratio(None)
 }
 
-/// The hash layout with values separated when written.
+/// The hash layout with values separated when written, no cold log.
 fn hashkv_at_write(fs: &MemFs) -> Options {
-    hashkv(fs).separate_at_flush(false)
+    hashkv(fs).separate_at_flush(false).hash_hotness(false)
 }
 
 /// The layouts that have GC, and both separation points of the hash one.
@@ -268,4 +269,101 @@ fn throttled_gc_reads_no_faster_than_its_rate() {
         "read {} bytes in {elapsed:.3}s, floor {floor:.3}s",
         s.bytes_read
     );
+}
+
+/// Hotness awareness (seed 000 §3.4): values not updated since their
+/// group's last GC move to the cold log and stay readable there; hot values
+/// stay in their groups; updating a cold key makes its cold copy garbage,
+/// and the cold log's GC frees it.
+#[test]
+fn cold_values_move_to_the_cold_log_and_back_out() {
+    let fs = MemFs::new();
+    let opts = hashkv(&fs).hash_gc_policy(HashGcPolicy::Greedy);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    // Keys 0..80 written once (cold); keys 80..100 updated every round (hot).
+    for k in 0..100u32 {
+        db.put(format!("k{k:03}"), val(k, 0)).unwrap();
+    }
+    for round in 1..=4u32 {
+        for k in 80..100u32 {
+            db.put(format!("k{k:03}"), val(k, round)).unwrap();
+        }
+        db.flush().unwrap();
+        for _ in 0..db.stats().hash_groups {
+            db.gc().unwrap();
+        }
+    }
+    let want = |k: u32, cold_round: u32| {
+        if k < 80 {
+            val(k, cold_round)
+        } else {
+            val(k, 4)
+        }
+    };
+    let check = |db: &Db, cold_round: u32| {
+        for k in 0..100u32 {
+            let got = db.get(format!("k{k:03}")).unwrap();
+            assert_eq!(got, Some(want(k, cold_round)), "key {k}");
+        }
+    };
+    let s = db.stats();
+    // 80 cold records of about 240 bytes, at least once each.
+    assert!(s.hash_cold_moved_bytes >= 80 * 200, "{s}");
+    assert!(s.hash_cold_log_bytes >= 80 * 200, "{s}");
+    check(&db, 0);
+    drop(db);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    check(&db, 0);
+    // Cold keys updated: their cold copies become garbage once compaction
+    // drops the old pointers, and the cold log's GC frees them.
+    for k in 0..80u32 {
+        db.put(format!("k{k:03}"), val(k, 9)).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let before = db.stats();
+    for _ in 0..4 * before.hash_groups {
+        db.gc().unwrap();
+    }
+    let after = db.stats();
+    assert!(
+        after.hash_cold_gc_runs > before.hash_cold_gc_runs,
+        "{after}"
+    );
+    // The updated keys' new values turn cold too and move in; the cold
+    // log's GC must have freed space beyond that.
+    let moved = after.hash_cold_moved_bytes - before.hash_cold_moved_bytes;
+    assert!(
+        after.hash_cold_log_bytes < before.hash_cold_log_bytes + moved,
+        "{before}\n{after}"
+    );
+    check(&db, 9);
+    drop(db);
+    let db = Db::open("/db", opts).unwrap();
+    check(&db, 9);
+}
+
+/// With hotness off nothing goes to the cold log.
+#[test]
+fn without_hotness_there_is_no_cold_log() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", hashkv(&fs).hash_hotness(false)).unwrap();
+    for round in 0..3u32 {
+        for k in 0..60u32 {
+            if round == 0 || k >= 50 {
+                db.put(format!("k{k:03}"), val(k, round)).unwrap();
+            }
+        }
+        db.flush().unwrap();
+        for _ in 0..db.stats().hash_groups {
+            db.gc().unwrap();
+        }
+    }
+    let s = db.stats();
+    assert!(s.gc_runs > 0 && s.relocations_applied > 0, "{s}");
+    assert_eq!(s.hash_cold_moved_bytes, 0, "{s}");
+    for k in 0..60u32 {
+        let want = if k >= 50 { val(k, 2) } else { val(k, 0) };
+        assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want));
+    }
 }

@@ -12,6 +12,15 @@
 //! records are copied to the new head, synced and relocated through the
 //! write path (the one rule of relocation); the frozen files then leave the
 //! group in the manifest and are deleted once no reader can need them.
+//!
+//! Hotness awareness (§3.4): a live record that is its key's only record in
+//! the frozen files (the key was not updated since the group's last GC, or
+//! since it was written) is cold, and its copy goes to the cold log instead
+//! of the group. The paper leaves a tag (key and metadata) in the group so
+//! that its scan-only validity check knows the key; validity here comes
+//! from the index, which points at the cold copy, so no tag is needed. The
+//! cold log is collected like a group, one file at a time: the one with the
+//! most known garbage, once at least half of it is garbage.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -25,13 +34,28 @@ use crate::stats::GcStats;
 use crate::value::hash::HashStore;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{scan_file, OwnedRecord};
-use crate::value::pointer::{ValuePointer, STORE_HASH};
+use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
+use crate::version::version::COLD_GROUP;
 use crate::version::VersionEdit;
 
 /// Background GC starts when fewer than 1/this of the reserve's log
 /// segments are free.
 const GC_LOW_WATER_DIVISOR: u64 = 8;
+
+/// Background GC also starts when the store is within 1/this of its
+/// capacity (with a cold log, groups below their main segment leave the
+/// reserve untouched while the store as a whole fills up).
+const GC_HEADROOM_DIVISOR: u64 = 16;
+
+/// What one GC step collects.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Every file of a hash group but a new head.
+    Group(u32),
+    /// One sealed file of the cold log: (file, length).
+    Cold(u64, u64),
+}
 
 impl Core {
     /// True when the reserve is used up and a group can be collected:
@@ -40,7 +64,41 @@ impl Core {
         self.opts
             .value_store_capacity_bytes
             .is_some_and(|cap| store.is_full(cap))
-            && store.victim().is_some()
+            && self.hash_gc_target(store).is_some()
+    }
+
+    /// What the next GC step collects: a cold log file once at least half
+    /// of it is known garbage, else the victim group (by the policy), else
+    /// any cold log file with garbage.
+    fn hash_gc_target(&self, store: &HashStore) -> Option<Target> {
+        let cold = if store.hotness() {
+            let current = self.state.lock().current.clone();
+            store.cold_victim(&current.value_log.garbage)
+        } else {
+            None
+        };
+        match cold {
+            Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
+                Some(Target::Cold(file, len))
+            }
+            _ => store.victim().map(Target::Group).or_else(|| {
+                cold.filter(|&(_, _, garbage)| garbage > 0)
+                    .map(|(file, len, _)| Target::Cold(file, len))
+            }),
+        }
+    }
+
+    /// Starts a new head file for group `g` (or the cold log), listed in
+    /// the manifest before anything is written to it; returns the group's
+    /// files before it.
+    fn new_group_head(&self, store: &HashStore, g: u32) -> Result<Vec<(u64, u64)>> {
+        let (number, writer) = store.create_group_file()?;
+        let added = VersionEdit {
+            hash_files_added: vec![(g, number)],
+            ..VersionEdit::default()
+        };
+        self.install(added, None, &[], |_| {})?;
+        store.switch_head(g, number, writer)
     }
 
     /// True when background GC should run: free log segments are low, or
@@ -48,12 +106,16 @@ impl Core {
     pub(super) fn hash_gc_wanted(&self, store: &HashStore, st: &State) -> bool {
         let low = store
             .reserve_segments()
-            .is_some_and(|r| store.log_segments_in_use() > r - r / GC_LOW_WATER_DIVISOR);
+            .is_some_and(|r| store.log_segments_in_use() > r - r / GC_LOW_WATER_DIVISOR)
+            || self
+                .opts
+                .value_store_capacity_bytes
+                .is_some_and(|c| store.total_bytes() > c - c / GC_HEADROOM_DIVISOR);
         let by_time = self
             .opts
             .gc_interval_ms
             .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
-        (low || by_time) && store.victim().is_some()
+        (low || by_time) && self.hash_gc_target(store).is_some()
     }
 
     /// One GC step: collects the victim group. `Ok(None)` when no group
@@ -61,17 +123,20 @@ impl Core {
     pub(super) fn gc_group(&self, store: &HashStore) -> Result<Option<GcStats>> {
         let _one = self.gc_lock.lock();
         self.delete_collected_files();
-        let Some(g) = store.victim() else {
+        // Only GC appends to the cold log, so its head turns over here.
+        if store.cold_head_full() {
+            self.new_group_head(store, COLD_GROUP)?;
+        }
+        let Some(target) = self.hash_gc_target(store) else {
             return Ok(None);
         };
-        // 1. A new head, listed in the manifest before any write goes to it.
-        let (number, writer) = store.create_group_file()?;
-        let added = VersionEdit {
-            hash_files_added: vec![(g, number)],
-            ..VersionEdit::default()
+        // 1. A group gets a new head, listed in the manifest before any
+        // write goes to it; its older files are frozen. A cold log file is
+        // sealed already.
+        let (g, frozen) = match target {
+            Target::Group(g) => (g, self.new_group_head(store, g)?),
+            Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
         };
-        self.install(added, None, &[], |_| {})?;
-        let frozen = store.switch_head(g, number, writer)?;
         // Writes that appended to the frozen files are visible from here on.
         self.publish_barrier()?;
         // 2. Scan the frozen files: every put record, by key.
@@ -92,7 +157,11 @@ impl Core {
                     continue;
                 }
                 let p = ValuePointer {
-                    store: STORE_HASH,
+                    store: if g == COLD_GROUP {
+                        STORE_COLD
+                    } else {
+                        STORE_HASH
+                    },
                     file,
                     offset,
                     record_len: len,
@@ -112,6 +181,7 @@ impl Core {
         };
         let mut moves = Vec::new();
         let mut written = 0;
+        let mut cold_moved = 0;
         for (key, versions) in &by_key {
             let Lookup::Found(Kind::ValuePointer, bytes) = self.lookup(&sv, key, seq)? else {
                 continue;
@@ -122,12 +192,21 @@ impl Core {
             let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {
                 continue;
             };
-            let new = store.append(&Record {
+            let copy = Record {
                 seq: rec.seq,
                 flags: KIND_PUT | FLAG_GC_COPY,
                 key,
                 value: &rec.value,
-            })?;
+            };
+            // Cold: not updated since the last GC of its group (§3.4).
+            let cold = store.hotness() && (g == COLD_GROUP || versions.len() == 1);
+            let new = if cold {
+                let p = store.append_cold(&copy)?;
+                cold_moved += u64::from(p.record_len);
+                p
+            } else {
+                store.append(&copy)?
+            };
             written += u64::from(new.record_len);
             moves.push(Relocation {
                 key: key.clone(),
@@ -169,6 +248,10 @@ impl Core {
         bump(&self.counters.gc_runs, 1);
         bump(&self.counters.gc_bytes_read, bytes_read);
         bump(&self.counters.gc_bytes_written, written);
+        bump(&self.counters.cold_moved_bytes, cold_moved);
+        if g == COLD_GROUP {
+            bump(&self.counters.cold_gc_runs, 1);
+        }
         Ok(Some(GcStats {
             chunks: 1,
             bytes_read,

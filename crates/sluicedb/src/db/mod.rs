@@ -186,6 +186,8 @@ struct Counters {
     gc_runs: AtomicU64,
     gc_bytes_read: AtomicU64,
     gc_bytes_written: AtomicU64,
+    cold_moved_bytes: AtomicU64,
+    cold_gc_runs: AtomicU64,
     relocations_applied: AtomicU64,
     relocations_dropped: AtomicU64,
 }
@@ -212,6 +214,11 @@ fn hash_config(opts: &Options) -> HashConfig {
         new_groups: groups,
         prefetch_threads: opts.scan_prefetch_threads.max(1),
         policy: opts.hash_gc_policy,
+        // Cold log files of a quarter main segment: GC frees space a file
+        // at a time.
+        cold_file_bytes: opts
+            .hash_hotness
+            .then(|| (opts.hash_main_segment_bytes / 4).max(opts.hash_log_segment_bytes)),
         reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
             ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
         }),
@@ -1696,6 +1703,10 @@ impl Core {
                 .as_deref()
                 .and_then(|v| v.as_hash())
                 .map_or(0, |h| h.log_segments_in_use()),
+            hash_group_fill: self.hash_store().map_or([0; 11], |h| h.fill_histogram()),
+            hash_cold_log_bytes: self.hash_store().map_or(0, |h| h.cold_bytes()),
+            hash_cold_moved_bytes: get(&c.cold_moved_bytes),
+            hash_cold_gc_runs: get(&c.cold_gc_runs),
             gc_runs: get(&c.gc_runs),
             gc_bytes_read: get(&c.gc_bytes_read),
             gc_bytes_written: get(&c.gc_bytes_written),

@@ -17,6 +17,8 @@ const _: () = assert!(POINTER_LEN == 25);
 pub(crate) const STORE_LOG: u8 = 1;
 /// The hash layout (HashKV segment groups).
 pub(crate) const STORE_HASH: u8 = 2;
+/// The hash layout's cold log (HashKV §3.4).
+pub(crate) const STORE_COLD: u8 = 3;
 
 /// The location of one value record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

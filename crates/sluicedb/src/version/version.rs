@@ -21,7 +21,13 @@ pub(crate) struct HashMeta {
     /// Files of each group, oldest first; writes go to the last. Empty
     /// until the hash layout is first opened.
     pub(crate) groups: Vec<Vec<u64>>,
+    /// Files of the cold log (seed 000 §3.4), oldest first; edits name it
+    /// as group [`COLD_GROUP`].
+    pub(crate) cold: Vec<u64>,
 }
+
+/// The group id of the hash layout's cold log in manifest edits.
+pub(crate) const COLD_GROUP: u32 = u32::MAX;
 
 /// What the manifest knows of the value log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,6 +44,24 @@ pub(crate) struct ValueLogMeta {
 }
 
 impl HashMeta {
+    /// The file list of group id `g` (the cold log for [`COLD_GROUP`]).
+    fn list_mut(&mut self, g: u32) -> Result<&mut Vec<u64>, String> {
+        if g == COLD_GROUP {
+            return Ok(&mut self.cold);
+        }
+        self.groups
+            .get_mut(g as usize)
+            .ok_or_else(|| format!("hash group {g} out of range"))
+    }
+
+    /// True if a group or the cold log lists `file`.
+    fn lists(&self, file: u64) -> bool {
+        self.groups
+            .iter()
+            .chain(std::iter::once(&self.cold))
+            .any(|files| files.contains(&file))
+    }
+
     fn apply(&self, edit: &VersionEdit) -> Result<HashMeta, String> {
         let mut h = self.clone();
         if let Some(n) = edit.hash_groups {
@@ -50,10 +74,7 @@ impl HashMeta {
             h.groups.resize(n as usize, Vec::new());
         }
         for &(g, file) in &edit.hash_files_dropped {
-            let files = h
-                .groups
-                .get_mut(g as usize)
-                .ok_or_else(|| format!("hash group {g} out of range"))?;
+            let files = h.list_mut(g)?;
             let before = files.len();
             files.retain(|&f| f != file);
             if files.len() == before {
@@ -61,10 +82,7 @@ impl HashMeta {
             }
         }
         for &(g, file) in &edit.hash_files_added {
-            let files = h
-                .groups
-                .get_mut(g as usize)
-                .ok_or_else(|| format!("hash group {g} out of range"))?;
+            let files = h.list_mut(g)?;
             if files.last().is_some_and(|&l| l >= file) {
                 return Err(format!("file {file} added to hash group {g} out of order"));
             }
@@ -118,6 +136,11 @@ impl Version {
             }
         }
         let hash = self.hash.apply(edit)?;
+        // Garbage counts of hash layout files die with the files (a
+        // compaction may report garbage in a file GC already dropped).
+        if !hash.groups.is_empty() {
+            value_log.garbage.retain(|f, _| hash.lists(*f));
+        }
         let v = Version {
             levels,
             shape: self.shape.clone(),
@@ -160,6 +183,8 @@ impl Version {
             e.hash_files_added
                 .extend(files.iter().map(|&f| (g as u32, f)));
         }
+        e.hash_files_added
+            .extend(self.hash.cold.iter().map(|&f| (COLD_GROUP, f)));
         e.value_log_garbage = self
             .value_log
             .garbage

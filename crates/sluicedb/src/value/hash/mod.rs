@@ -10,8 +10,12 @@
 //! only files from before the open can end torn. The manifest lists the
 //! files of every group (`docs/format/manifest.md`, tags 12-14).
 //!
-//! GC per group lives in `crate::db::gc_hash`. Not built yet (issue 4):
-//! hotness tagging into a cold log.
+//! With hotness awareness (§3.4) GC moves the values of keys not updated
+//! since the group's last GC to the *cold log*: one more file list, after
+//! the groups, that only GC writes to. The manifest names it as group
+//! [`COLD_GROUP`].
+//!
+//! GC per group and of the cold log lives in `crate::db::gc_hash`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,13 +30,13 @@ use super::files::{check_within, FileReaders, Located, RecordFiles};
 use super::log::format::{Record, FILE_HEADER_LEN};
 use super::log::reader::check_record;
 use super::log::writer::VlogWriter;
-use super::pointer::{ValuePointer, STORE_HASH};
+use super::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use super::{PointerCheck, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::options::HashGcPolicy;
-use crate::version::version::HashMeta;
+use crate::version::version::{HashMeta, COLD_GROUP};
 
 /// Sizes of the hash layout.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +50,9 @@ pub(crate) struct HashConfig {
     pub(crate) policy: HashGcPolicy,
     /// Log segments in the reserve, when a capacity is set.
     pub(crate) reserve_segments: Option<u64>,
+    /// Hotness awareness (§3.4): GC moves cold values to the cold log,
+    /// whose files are started anew past this size.
+    pub(crate) cold_file_bytes: Option<u64>,
 }
 
 /// What opening changed in the group lists; the caller commits it to the
@@ -59,6 +66,8 @@ pub(crate) struct OpenEdit {
 }
 
 struct Group {
+    /// The cold log, not a hash group: it takes no log segments.
+    cold: bool,
     /// The newest file; appends go here through a batch buffer.
     head: VlogWriter,
     /// Older files, oldest first, with their lengths.
@@ -67,6 +76,9 @@ struct Group {
     /// one whose end may have been torn by a crash (a GC syncs a head before
     /// the next one takes records).
     newest_at_open: Option<u64>,
+    /// The group's oldest file when the store opened (listed or new):
+    /// files of the group below it were collected.
+    first_at_open: u64,
     /// Bytes appended since the group was last collected (greedy victim
     /// choice, seed 000 §3.3).
     written_since_gc: u64,
@@ -88,6 +100,7 @@ impl Group {
 }
 
 struct Inner {
+    /// The hash groups, then the cold log.
     groups: Vec<Group>,
     /// The group of every live file.
     owner: HashMap<u64, u32>,
@@ -97,6 +110,44 @@ struct Inner {
     collected: HashSet<u64>,
     /// Files dropped by this open, deleted once the manifest says so.
     dropped: Vec<u64>,
+}
+
+impl Inner {
+    /// Number of hash groups (the cold log comes after them).
+    fn hash_groups(&self) -> usize {
+        self.groups.len() - 1
+    }
+
+    /// Index into `groups` of the manifest's group id `id`.
+    fn index(&self, id: u32) -> usize {
+        if id == COLD_GROUP {
+            self.hash_groups()
+        } else {
+            id as usize
+        }
+    }
+
+    fn cold(&self) -> &Group {
+        &self.groups[self.hash_groups()]
+    }
+}
+
+/// The store id of pointers into a group's files.
+fn store_id(cold: bool) -> u8 {
+    if cold {
+        STORE_COLD
+    } else {
+        STORE_HASH
+    }
+}
+
+/// The manifest's id of group index `i` among `n` hash groups.
+fn group_id(i: usize, n: usize) -> u32 {
+    if i == n {
+        COLD_GROUP
+    } else {
+        i as u32
+    }
 }
 
 pub(crate) struct HashStore {
@@ -129,6 +180,9 @@ fn cost_benefit(g: &Group) -> f64 {
 /// Log segments a group takes from the reserve: its bytes beyond the main
 /// segment, in whole log segments.
 fn segments_of(g: &Group, config: &HashConfig) -> u64 {
+    if g.cold {
+        return 0;
+    }
     g.bytes()
         .saturating_sub(config.main_segment_bytes)
         .div_ceil(config.log_segment_bytes)
@@ -152,13 +206,15 @@ impl HashStore {
         config: HashConfig,
     ) -> Result<(HashStore, OpenEdit)> {
         let mut edit = OpenEdit::default();
-        let lists: Vec<Vec<u64>> = if meta.groups.is_empty() {
+        let mut lists: Vec<Vec<u64>> = if meta.groups.is_empty() {
             let n = config.new_groups.max(1);
             edit.groups = Some(n);
             vec![Vec::new(); n as usize]
         } else {
             meta.groups.clone()
         };
+        let n = lists.len();
+        lists.push(meta.cold.clone());
         let listed: HashSet<u64> = lists.iter().flatten().copied().collect();
         for name in fs.list(dir)? {
             if let Some(FileKind::ValueSegment(n)) = filename::parse(&name) {
@@ -170,8 +226,8 @@ impl HashStore {
         let mut groups = Vec::with_capacity(lists.len());
         let mut owner = HashMap::new();
         let mut dropped = Vec::new();
-        for (g, files) in lists.iter().enumerate() {
-            let g = g as u32;
+        for (i, files) in lists.iter().enumerate() {
+            let g = group_id(i, n);
             let mut sealed = Vec::new();
             // Files made after the last one with records hold none: the
             // crash came before anything reached them, so the last file
@@ -192,16 +248,18 @@ impl HashStore {
                     dropped.push(n);
                 } else {
                     sealed.push((n, len));
-                    owner.insert(n, g);
+                    owner.insert(n, i as u32);
                     newest_with_records = Some(n);
                 }
             }
             let number = file_numbers.fetch_add(1, Ordering::SeqCst);
             let f = fs.create(&filename::value_segment(dir, number), IoClass::ValueStore)?;
             edit.added.push((g, number));
-            owner.insert(number, g);
+            owner.insert(number, i as u32);
             groups.push(Group {
-                head: VlogWriter::for_store(f, number, config.batch_bytes, STORE_HASH),
+                first_at_open: files.first().copied().unwrap_or(number),
+                cold: i == n,
+                head: VlogWriter::for_store(f, number, config.batch_bytes, store_id(i == n)),
                 sealed,
                 newest_at_open: newest_with_records,
                 written_since_gc: 0,
@@ -250,8 +308,7 @@ impl HashStore {
     /// GC (greedy, seed 000 §3.3), among groups holding records.
     pub(crate) fn victim(&self) -> Option<u32> {
         let inner = self.inner.lock();
-        let mut candidates: Vec<(u32, &Group)> = inner
-            .groups
+        let mut candidates: Vec<(u32, &Group)> = inner.groups[..inner.hash_groups()]
             .iter()
             .enumerate()
             .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
@@ -308,10 +365,11 @@ impl HashStore {
         f: CountedWriter,
     ) -> Result<Vec<(u64, u64)>> {
         let mut inner = self.inner.lock();
-        inner.owner.insert(number, g);
-        let group = &mut inner.groups[g as usize];
+        let i = inner.index(g);
+        inner.owner.insert(number, i as u32);
+        let group = &mut inner.groups[i];
         let segments = segments_of(group, &self.config);
-        let head = VlogWriter::for_store(f, number, self.config.batch_bytes, STORE_HASH);
+        let head = VlogWriter::for_store(f, number, self.config.batch_bytes, store_id(group.cold));
         let mut old = std::mem::replace(&mut group.head, head);
         // Synced first, like a log rotation: only a group's newest file may
         // end torn (recovery relies on it).
@@ -337,7 +395,8 @@ impl HashStore {
     /// the group but stay readable until [`HashStore::delete_retired`].
     pub(crate) fn retire(&self, g: u32, files: &[u64]) {
         let mut inner = self.inner.lock();
-        let group = &mut inner.groups[g as usize];
+        let i = inner.index(g);
+        let group = &mut inner.groups[i];
         let segments = segments_of(group, &self.config);
         let mut gone = Vec::new();
         group.sealed.retain(|&(n, len)| {
@@ -349,7 +408,7 @@ impl HashStore {
         });
         self.resize(segments, segments_of(group, &self.config));
         for (n, len) in gone {
-            inner.retiring.insert(n, (g, len));
+            inner.retiring.insert(n, (i as u32, len));
             self.total_bytes.fetch_sub(len, Ordering::Relaxed);
         }
     }
@@ -389,7 +448,69 @@ impl HashStore {
 
     /// Number of segment groups.
     pub(crate) fn groups(&self) -> usize {
-        self.inner.lock().groups.len()
+        self.inner.lock().hash_groups()
+    }
+
+    /// True when GC moves cold values to the cold log.
+    pub(crate) fn hotness(&self) -> bool {
+        self.config.cold_file_bytes.is_some()
+    }
+
+    /// Appends a GC copy of a cold value to the cold log.
+    pub(crate) fn append_cold(&self, r: &Record<'_>) -> Result<ValuePointer> {
+        let mut inner = self.inner.lock();
+        let i = inner.hash_groups();
+        let head = &mut inner.groups[i].head;
+        let before = head.len();
+        let p = head.append(r)?;
+        let grown = head.len() - before;
+        self.appended_bytes
+            .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
+        self.total_bytes.fetch_add(grown, Ordering::Relaxed);
+        Ok(p)
+    }
+
+    /// True when the cold log's head has reached its size: GC starts a new
+    /// one (listed in the manifest first) before it appends more.
+    pub(crate) fn cold_head_full(&self) -> bool {
+        let inner = self.inner.lock();
+        self.config
+            .cold_file_bytes
+            .is_some_and(|limit| inner.cold().head.len() >= limit)
+    }
+
+    /// Groups by fill (bytes ÷ main segment) in tenths; the last bucket
+    /// counts groups past their main segment.
+    pub(crate) fn fill_histogram(&self) -> [u64; 11] {
+        let inner = self.inner.lock();
+        let mut h = [0; 11];
+        for g in &inner.groups[..inner.hash_groups()] {
+            let tenth = g.bytes() * 10 / self.config.main_segment_bytes.max(1);
+            h[tenth.min(10) as usize] += 1;
+        }
+        h
+    }
+
+    /// Bytes of the cold log's files.
+    pub(crate) fn cold_bytes(&self) -> u64 {
+        self.inner.lock().cold().bytes()
+    }
+
+    /// The sealed cold log file with the most known garbage (`garbage`:
+    /// bytes per file, from flushes and compactions that dropped pointers),
+    /// as (file, length, garbage). Any file may be collected, not just the
+    /// oldest: each is listed in the manifest on its own.
+    pub(crate) fn cold_victim(
+        &self,
+        garbage: &std::collections::BTreeMap<u64, u64>,
+    ) -> Option<(u64, u64, u64)> {
+        let inner = self.inner.lock();
+        inner
+            .cold()
+            .sealed
+            .iter()
+            .map(|&(f, len)| (f, len, garbage.get(&f).copied().unwrap_or(0)))
+            .max_by_key(|&(_, _, g)| g)
     }
 
     /// Log segments of the reserve in use: each group's bytes beyond its
@@ -401,7 +522,7 @@ impl HashStore {
 
 impl RecordFiles for HashStore {
     fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
-        if p.store != STORE_HASH {
+        if p.store != STORE_HASH && p.store != STORE_COLD {
             return Err(Error::corruption(
                 path,
                 p.offset,
@@ -419,6 +540,16 @@ impl RecordFiles for HashStore {
                 "pointer into a segment group file that does not exist",
             ));
         };
+        if inner.groups[g as usize].cold != (p.store == STORE_COLD) {
+            return Err(Error::corruption(
+                path,
+                p.offset,
+                format!(
+                    "pointer to value store {} into another store's file",
+                    p.store
+                ),
+            ));
+        }
         if let Some(&(_, len)) = inner.retiring.get(&p.file) {
             drop(inner);
             check_within(p, len, path)?;
@@ -458,7 +589,7 @@ impl RecordFiles for HashStore {
 impl ValueStore for HashStore {
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
         let mut inner = self.inner.lock();
-        let g = group_of(r.key, inner.groups.len());
+        let g = group_of(r.key, inner.hash_groups());
         let group = &mut inner.groups[g as usize];
         let before = group.head.len();
         let segments = segments_of(group, &self.config);
@@ -490,10 +621,18 @@ impl ValueStore for HashStore {
         let path = self.file_path(p.file);
         let (len, may_be_torn) = {
             let inner = self.inner.lock();
-            let g = group_of(key, inner.groups.len());
-            let group = &inner.groups[g as usize];
-            match inner.owner.get(&p.file) {
-                Some(&owner) if owner != g => {
+            let cold = inner.hash_groups();
+            // Cold log pointers come only from GC, which syncs its copies
+            // before their relocations are journaled: a file no list has
+            // was collected, and a short file is damage.
+            let g = if p.store == STORE_COLD {
+                cold
+            } else {
+                group_of(key, inner.hash_groups()) as usize
+            };
+            let group = &inner.groups[g];
+            match inner.owner.get(&p.file).map(|&o| o as usize) {
+                Some(owner) if owner != g => {
                     return Err(Error::corruption(
                         &path,
                         p.offset,
@@ -502,13 +641,14 @@ impl ValueStore for HashStore {
                 }
                 Some(_) => {
                     let len = group.sealed.iter().find(|&&(n, _)| n == p.file);
-                    (len.map(|&(_, l)| l), group.may_be_torn(p.file))
+                    (
+                        len.map(|&(_, l)| l),
+                        !group.cold && group.may_be_torn(p.file),
+                    )
                 }
-                None if group
-                    .sealed
-                    .first()
-                    .is_some_and(|&(first, _)| p.file < first)
-                    || inner.collected.contains(&p.file) =>
+                None if group.cold
+                    || inner.collected.contains(&p.file)
+                    || p.file < group.first_at_open =>
                 {
                     return Ok(PointerCheck::Collected)
                 }
@@ -541,10 +681,12 @@ impl ValueStore for HashStore {
         self.appended_bytes.load(Ordering::Relaxed)
     }
 
-    /// Full when no log segment of the reserve is free.
-    fn is_full(&self, _capacity: u64) -> bool {
+    /// Full when no log segment of the reserve is free, or the files
+    /// (cold log included) have reached the capacity.
+    fn is_full(&self, capacity: u64) -> bool {
         self.reserve_segments()
             .is_some_and(|r| self.log_segments_in_use() >= r)
+            || self.total_bytes() >= capacity
     }
 
     fn as_hash(&self) -> Option<&HashStore> {
@@ -567,6 +709,7 @@ mod tests {
             prefetch_threads: 2,
             policy: HashGcPolicy::Greedy,
             reserve_segments: None,
+            cold_file_bytes: None,
         }
     }
 
@@ -581,10 +724,18 @@ mod tests {
             meta.groups = vec![Vec::new(); n as usize];
         }
         for &(g, f) in &e.dropped {
-            meta.groups[g as usize].retain(|&x| x != f);
+            list(meta, g).retain(|&x| x != f);
         }
         for &(g, f) in &e.added {
-            meta.groups[g as usize].push(f);
+            list(meta, g).push(f);
+        }
+    }
+
+    fn list(meta: &mut HashMeta, g: u32) -> &mut Vec<u64> {
+        if g == COLD_GROUP {
+            &mut meta.cold
+        } else {
+            &mut meta.groups[g as usize]
         }
     }
 
@@ -632,7 +783,9 @@ mod tests {
         s.sync().unwrap();
         drop(s);
         let (s, e) = open(&mem, &meta, &counter);
-        assert!(e.dropped.is_empty());
+        // Only the cold log's head was never written to.
+        assert_eq!(e.dropped.len(), 1);
+        assert_eq!(e.dropped[0].0, COLD_GROUP);
         apply(&mut meta, &e);
         for (k, p) in &ptrs {
             assert!(matches!(
@@ -650,10 +803,11 @@ mod tests {
             .check_recovered(p, other.as_bytes())
             .unwrap_err()
             .is_corruption());
-        // Reopening with nothing written drops the empty heads.
+        // Reopening with nothing written drops the empty heads (4 groups
+        // and the cold log).
         drop(s);
         let (_s, e) = open(&mem, &meta, &counter);
-        assert_eq!(e.dropped.len(), 4);
+        assert_eq!(e.dropped.len(), 5);
     }
 
     #[test]
