@@ -367,3 +367,49 @@ fn without_hotness_there_is_no_cold_log() {
         assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want));
     }
 }
+
+/// With a capacity, background GC (groups and cold log) keeps the store
+/// near it without being asked, and writes wait rather than overrun it.
+#[test]
+fn background_gc_holds_the_hash_layout_to_its_capacity() {
+    for hotness in [true, false] {
+        let fs = MemFs::new();
+        let capacity = 96 * 1024;
+        let db = Db::open(
+            "/db",
+            hashkv(&fs)
+                .hash_hotness(hotness)
+                .value_store_capacity_bytes(Some(capacity)),
+        )
+        .unwrap();
+        let mut last = vec![0u32; 120];
+        let mut rng = Rng::new(5);
+        let mut peak = 0;
+        for version in 1..=3000u32 {
+            // Keys below 20 are hot; the rest are written now and then.
+            let k = if rng.chance(2) {
+                rng.below(20) as u32
+            } else {
+                rng.below(120) as u32
+            };
+            db.put(format!("k{k:03}"), val(k, version)).unwrap();
+            last[k as usize] = version;
+            peak = peak.max(db.stats().value_log_bytes);
+        }
+        let s = db.stats();
+        assert!(s.gc_runs > 0, "hotness {hotness}: {s}");
+        // A flush may pass the capacity by up to one memtable of values.
+        let slack = 3 * 8192;
+        assert!(
+            peak <= capacity + slack,
+            "hotness {hotness}: peak {peak} over {capacity}: {s}"
+        );
+        if hotness {
+            assert!(s.hash_cold_moved_bytes > 0, "{s}");
+        }
+        for (k, &v) in last.iter().enumerate() {
+            let want = (v > 0).then(|| val(k as u32, v));
+            assert_eq!(db.get(format!("k{k:03}")).unwrap(), want, "key {k}");
+        }
+    }
+}

@@ -173,7 +173,7 @@ impl Core {
     /// can collect: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
         if let Some(h) = self.hash_store() {
-            return self.hash_over_capacity(h);
+            return self.hash_over_capacity(h, st);
         }
         let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_store_capacity_bytes)
         else {

@@ -37,7 +37,7 @@ use crate::value::log::reader::{scan_file, OwnedRecord};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
 use crate::version::version::COLD_GROUP;
-use crate::version::VersionEdit;
+use crate::version::{Version, VersionEdit};
 
 /// Background GC starts when fewer than 1/this of the reserve's log
 /// segments are free.
@@ -57,35 +57,34 @@ enum Target {
     Cold(u64, u64),
 }
 
+/// What the next GC step collects: a cold log file once at least half of
+/// it is known garbage (`current` knows the garbage), else the victim group
+/// (by the policy), else any cold log file with garbage.
+fn hash_gc_target(store: &HashStore, current: &Version) -> Option<Target> {
+    let cold = if store.hotness() {
+        store.cold_victim(&current.value_log.garbage)
+    } else {
+        None
+    };
+    match cold {
+        Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
+            Some(Target::Cold(file, len))
+        }
+        _ => store.victim().map(Target::Group).or_else(|| {
+            cold.filter(|&(_, _, garbage)| garbage > 0)
+                .map(|(file, len, _)| Target::Cold(file, len))
+        }),
+    }
+}
+
 impl Core {
     /// True when the reserve is used up and a group can be collected:
     /// writes wait for GC then ("value store full: waiting for GC").
-    pub(super) fn hash_over_capacity(&self, store: &HashStore) -> bool {
+    pub(super) fn hash_over_capacity(&self, store: &HashStore, st: &State) -> bool {
         self.opts
             .value_store_capacity_bytes
             .is_some_and(|cap| store.is_full(cap))
-            && self.hash_gc_target(store).is_some()
-    }
-
-    /// What the next GC step collects: a cold log file once at least half
-    /// of it is known garbage, else the victim group (by the policy), else
-    /// any cold log file with garbage.
-    fn hash_gc_target(&self, store: &HashStore) -> Option<Target> {
-        let cold = if store.hotness() {
-            let current = self.state.lock().current.clone();
-            store.cold_victim(&current.value_log.garbage)
-        } else {
-            None
-        };
-        match cold {
-            Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
-                Some(Target::Cold(file, len))
-            }
-            _ => store.victim().map(Target::Group).or_else(|| {
-                cold.filter(|&(_, _, garbage)| garbage > 0)
-                    .map(|(file, len, _)| Target::Cold(file, len))
-            }),
-        }
+            && hash_gc_target(store, &st.current).is_some()
     }
 
     /// Starts a new head file for group `g` (or the cold log), listed in
@@ -104,18 +103,20 @@ impl Core {
     /// True when background GC should run: free log segments are low, or
     /// the GC interval passed.
     pub(super) fn hash_gc_wanted(&self, store: &HashStore, st: &State) -> bool {
+        // At or past the point where writes wait (`is_full`), whatever the
+        // divisors give for a small reserve.
         let low = store
             .reserve_segments()
-            .is_some_and(|r| store.log_segments_in_use() > r - r / GC_LOW_WATER_DIVISOR)
+            .is_some_and(|r| store.log_segments_in_use() >= r - r / GC_LOW_WATER_DIVISOR)
             || self
                 .opts
                 .value_store_capacity_bytes
-                .is_some_and(|c| store.total_bytes() > c - c / GC_HEADROOM_DIVISOR);
+                .is_some_and(|c| store.total_bytes() >= c - c / GC_HEADROOM_DIVISOR);
         let by_time = self
             .opts
             .gc_interval_ms
             .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
-        (low || by_time) && self.hash_gc_target(store).is_some()
+        (low || by_time) && hash_gc_target(store, &st.current).is_some()
     }
 
     /// One GC step: collects the victim group. `Ok(None)` when no group
@@ -127,7 +128,8 @@ impl Core {
         if store.cold_head_full() {
             self.new_group_head(store, COLD_GROUP)?;
         }
-        let Some(target) = self.hash_gc_target(store) else {
+        let current = self.state.lock().current.clone();
+        let Some(target) = hash_gc_target(store, &current) else {
             return Ok(None);
         };
         // 1. A group gets a new head, listed in the manifest before any
