@@ -80,6 +80,8 @@ pub struct BenchConfig {
     pub num: u64,
     /// Operations of read workloads (default: `num`).
     pub reads: Option<u64>,
+    /// Updates per phase of the update workload (default: `num`).
+    pub update_ops: Option<u64>,
     pub key_size: usize,
     pub value_size: usize,
     pub seed: u64,
@@ -115,6 +117,7 @@ impl Default for BenchConfig {
             ],
             num: 100_000,
             reads: None,
+            update_ops: None,
             key_size: 16,
             value_size: 1000,
             seed: 301,
@@ -461,8 +464,8 @@ fn put_keys(
     Ok(bytes)
 }
 
-/// The update experiment: P0 load in random order, then P1-P3 of `num`
-/// scrambled-Zipf(0.99) updates each.
+/// The update experiment: P0 load in random order, then P1-P3 of
+/// `update_ops` (default `num`) scrambled-Zipf(0.99) updates each.
 fn run_update(
     db: &Db,
     cfg: &BenchConfig,
@@ -478,7 +481,8 @@ fn run_update(
             v.shuffle(rng);
             v
         } else {
-            (0..cfg.num).map(|_| zipf.sample(rng)).collect()
+            let n = cfg.update_ops.unwrap_or(cfg.num);
+            (0..n).map(|_| zipf.sample(rng)).collect()
         };
         let s = db.stats();
         let (before, gc_before) = (s.io, s.gc_bytes_read + s.gc_bytes_written);
@@ -492,7 +496,7 @@ fn run_update(
             cfg,
             Workload::Update,
             &label,
-            cfg.num,
+            keys.len() as u64,
             0,
             bytes,
             elapsed,

@@ -68,6 +68,9 @@ struct BenchArgs {
     /// Operations of read workloads (default: --num).
     #[arg(long)]
     reads: Option<u64>,
+    /// Updates per phase of the update workload (default: --num).
+    #[arg(long)]
+    update_ops: Option<u64>,
     /// Value size in bytes.
     #[arg(long, default_value_t = 1000)]
     value_size: usize,
@@ -149,6 +152,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         workloads,
         num: a.num,
         reads: a.reads,
+        update_ops: a.update_ops,
         key_size: a.key_size.max(a.num.to_string().len()),
         value_size: a.value_size,
         seed: a.seed,
