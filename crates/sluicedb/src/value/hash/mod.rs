@@ -460,10 +460,17 @@ impl HashStore {
     pub(crate) fn append_cold(&self, r: &Record<'_>) -> Result<ValuePointer> {
         let mut inner = self.inner.lock();
         let i = inner.hash_groups();
-        let head = &mut inner.groups[i].head;
-        let before = head.len();
-        let p = head.append(r)?;
-        let grown = head.len() - before;
+        self.append_to(&mut inner.groups[i], r)
+    }
+
+    /// Appends to `group`'s head, keeping the byte and segment counts.
+    fn append_to(&self, group: &mut Group, r: &Record<'_>) -> Result<ValuePointer> {
+        let before = group.head.len();
+        let segments = segments_of(group, &self.config);
+        let p = group.head.append(r)?;
+        let grown = group.head.len() - before;
+        group.written_since_gc += grown;
+        self.resize(segments, segments_of(group, &self.config));
         self.appended_bytes
             .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
         self.total_bytes.fetch_add(grown, Ordering::Relaxed);
@@ -590,17 +597,7 @@ impl ValueStore for HashStore {
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
         let mut inner = self.inner.lock();
         let g = group_of(r.key, inner.hash_groups());
-        let group = &mut inner.groups[g as usize];
-        let before = group.head.len();
-        let segments = segments_of(group, &self.config);
-        let p = group.head.append(r)?;
-        let grown = group.head.len() - before;
-        group.written_since_gc += grown;
-        self.resize(segments, segments_of(group, &self.config));
-        self.appended_bytes
-            .fetch_add(u64::from(p.record_len), Ordering::Relaxed);
-        self.total_bytes.fetch_add(grown, Ordering::Relaxed);
-        Ok(p)
+        self.append_to(&mut inner.groups[g as usize], r)
     }
 
     fn sync(&self) -> Result<()> {
