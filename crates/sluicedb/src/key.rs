@@ -94,32 +94,6 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
-/// An owned internal key with the internal order, for ordered containers.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct InternalKey(pub(crate) Vec<u8>);
-
-impl Ord for InternalKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare(&self.0, &other.0)
-    }
-}
-impl PartialOrd for InternalKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl std::fmt::Debug for InternalKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}#{},{}",
-            String::from_utf8_lossy(user_key(&self.0)),
-            sequence(&self.0),
-            kind_byte(&self.0)
-        )
-    }
-}
-
 /// The smallest key strictly greater than every key with prefix `p`, or
 /// `None` when no such key exists (`p` is empty or all 0xff).
 pub(crate) fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {

@@ -43,4 +43,4 @@ pub use db::{Db, Snapshot};
 pub use error::{Error, Result};
 pub use iterator::{DbIterator, Range};
 pub use options::*;
-pub use stats::{GcStats, LevelStats, Stats};
+pub use stats::{GcStats, LevelStats, StallMicros, Stats};

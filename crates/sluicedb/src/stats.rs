@@ -46,6 +46,10 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Microseconds writes spent delayed or stalled.
     pub write_stall_micros: u64,
+    /// Of `write_stall_micros`, by reason: waiting for a memtable flush
+    /// (all write buffers full), for L0 compaction (stop trigger, or the
+    /// slowdown delay), and for value store GC (capacity reached).
+    pub write_stall_micros_by_reason: StallMicros,
     /// Journal syncs issued.
     pub journal_syncs: u64,
     /// Write groups committed (one journal append each).
@@ -161,6 +165,14 @@ impl std::fmt::Display for Stats {
             self.write_slowdowns,
             self.write_stall_micros
         )?;
+        let w = &self.write_stall_micros_by_reason;
+        if self.write_stall_micros > 0 {
+            writeln!(
+                f,
+                "  stalled us: memtables {} level 0 {} value store full {}",
+                w.memtables, w.level0, w.value_store
+            )?;
+        }
         for c in crate::fs::IoClass::ALL {
             let (r, w) = (self.io.read(c), self.io.written(c));
             if r > 0 || w > 0 {
@@ -203,4 +215,15 @@ impl std::fmt::Display for Stats {
         }
         Ok(())
     }
+}
+
+/// Microseconds writes waited, by what they waited for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallMicros {
+    /// Every write buffer full: waiting for a flush.
+    pub memtables: u64,
+    /// L0 at its stop trigger, or the slowdown delay.
+    pub level0: u64,
+    /// The value store at its capacity: waiting for GC.
+    pub value_store: u64,
 }

@@ -181,6 +181,9 @@ struct Counters {
     slowdowns: AtomicU64,
     stalls: AtomicU64,
     stall_micros: AtomicU64,
+    stall_memtable_micros: AtomicU64,
+    stall_l0_micros: AtomicU64,
+    stall_store_micros: AtomicU64,
     journal_syncs: AtomicU64,
     write_groups: AtomicU64,
     gc_runs: AtomicU64,
@@ -1081,11 +1084,10 @@ impl Core {
             self.cv.wait_for(&mut st, Duration::from_millis(10));
         }
         if stalled {
+            let us = start.elapsed().as_micros() as u64;
             bump(&self.counters.stalls, 1);
-            bump(
-                &self.counters.stall_micros,
-                start.elapsed().as_micros() as u64,
-            );
+            bump(&self.counters.stall_micros, us);
+            bump(&self.counters.stall_store_micros, us);
         }
     }
 
@@ -1201,8 +1203,10 @@ impl Core {
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                let us = t.elapsed().as_micros() as u64;
                 bump(&self.counters.slowdowns, 1);
-                bump(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                bump(&self.counters.stall_micros, us);
+                bump(&self.counters.stall_l0_micros, us);
                 allow_delay = false;
                 continue;
             }
@@ -1216,8 +1220,16 @@ impl Core {
                 let t = Instant::now();
                 bump(&self.counters.stalls, 1);
                 self.bg_cv.notify_all();
+                let l0_stop = l0 >= self.opts.l0_stop_trigger;
                 self.cv.wait_for(st, Duration::from_millis(100));
-                bump(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
+                let us = t.elapsed().as_micros() as u64;
+                bump(&self.counters.stall_micros, us);
+                let reason = if l0_stop {
+                    &self.counters.stall_l0_micros
+                } else {
+                    &self.counters.stall_memtable_micros
+                };
+                bump(reason, us);
                 continue;
             }
             self.switch_memtable(st)?;
@@ -1685,6 +1697,11 @@ impl Core {
             write_slowdowns: get(&c.slowdowns),
             write_stalls: get(&c.stalls),
             write_stall_micros: get(&c.stall_micros),
+            write_stall_micros_by_reason: crate::stats::StallMicros {
+                memtables: get(&c.stall_memtable_micros),
+                level0: get(&c.stall_l0_micros),
+                value_store: get(&c.stall_store_micros),
+            },
             journal_syncs: get(&c.journal_syncs),
             write_groups: get(&c.write_groups),
             block_cache_bytes: self.tables.block_cache().usage_bytes(),

@@ -52,6 +52,12 @@ pub(crate) fn check_record(
     if r.key != key {
         return Err(bad("value record belongs to another key".into()));
     }
+    if r.kind() != KIND_PUT {
+        return Err(bad(format!(
+            "pointer to a value record of kind {}, not a put",
+            r.kind()
+        )));
+    }
     Ok(OwnedRecord {
         seq: r.seq,
         flags: r.flags,
@@ -143,7 +149,7 @@ pub(crate) fn scan_file(data: &[u8], path: &Path) -> Result<Scan> {
 mod tests {
     use super::*;
     use crate::fs::{CountingFs, MemFs};
-    use crate::value::log::format::{Record, KIND_PUT};
+    use crate::value::log::format::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
     use crate::value::log::writer::VlogWriter;
     use std::sync::Arc;
 
@@ -171,6 +177,28 @@ mod tests {
             out.push((p, k, v));
         }
         (mem, fs, w, out)
+    }
+
+    #[test]
+    fn a_pointer_to_a_record_that_is_not_a_put_is_corruption() {
+        let (_mem, _fs, mut w, _) = setup();
+        let path = Path::new("/000009.vlog");
+        for kind in [KIND_DELETE, KIND_RELOCATE] {
+            let p = w
+                .append(&Record {
+                    seq: 7,
+                    flags: kind,
+                    key: b"k",
+                    value: b"",
+                })
+                .unwrap();
+            let raw = w.read_buffered(p.offset, p.record_len as usize).unwrap();
+            let e = check_record(&raw, &p, b"k", path).unwrap_err();
+            assert!(
+                e.is_corruption() && e.to_string().contains("not a put"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
