@@ -343,6 +343,35 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
     check(&db, 9);
 }
 
+/// A key is cold once it went a whole GC period without an update: the
+/// first GC after a write keeps it in its group, the next moves it.
+#[test]
+fn keys_go_cold_after_a_whole_gc_period_without_updates() {
+    let fs = MemFs::new();
+    // One group, so each `gc()` collects it.
+    let db = Db::open("/db", hashkv(&fs).hash_groups(1)).unwrap();
+    for k in 0..60u32 {
+        db.put(format!("k{k:03}"), val(k, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.gc().unwrap();
+    let s = db.stats();
+    assert_eq!(s.hash_cold_moved_bytes, 0, "just written is hot\n{s}");
+    // Keys 50..60 are updated in the next period; 0..50 are not.
+    for k in 50..60u32 {
+        db.put(format!("k{k:03}"), val(k, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    db.gc().unwrap();
+    let s = db.stats();
+    // Exactly the 50 unchanged records (21 B header, 4 B key, 200 B value).
+    assert_eq!(s.hash_cold_moved_bytes, 50 * (21 + 4 + 200), "{s}");
+    for k in 0..60u32 {
+        let want = val(k, u32::from(k >= 50));
+        assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want), "key {k}");
+    }
+}
+
 /// With hotness off nothing goes to the cold log.
 #[test]
 fn without_hotness_there_is_no_cold_log() {

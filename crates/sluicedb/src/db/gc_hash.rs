@@ -14,9 +14,9 @@
 //! group in the manifest and are deleted once no reader can need them.
 //!
 //! Hotness awareness (§3.4): a live record that is its key's only record in
-//! the frozen files (the key was not updated since the group's last GC, or
-//! since it was written) is cold, and its copy goes to the cold log instead
-//! of the group. The paper leaves a tag (key and metadata) in the group so
+//! the frozen files and is itself the copy the group's last GC made (the
+//! key was not updated for a whole GC period) is cold, and its copy goes to
+//! the cold log instead of the group. The paper leaves a tag (key and metadata) in the group so
 //! that its scan-only validity check knows the key; validity here comes
 //! from the index, which points at the cold copy, so no tag is needed. The
 //! cold log is collected like a group, one file at a time: the one with the
@@ -200,8 +200,14 @@ impl Core {
                 key,
                 value: &rec.value,
             };
-            // Cold: not updated since the last GC of its group (§3.4).
-            let cold = store.hotness() && (g == COLD_GROUP || versions.len() == 1);
+            // Cold (§3.4): the key's only record here is the copy the
+            // group's last GC made, so it was not updated for a whole GC
+            // period. A record written since then is hot at least once
+            // more: keys updated about once a period would otherwise move
+            // to the cold log and back each time (measured; see
+            // `docs/design.md`, "Hotness awareness").
+            let cold =
+                store.hotness() && (g == COLD_GROUP || (versions.len() == 1 && rec.is_gc_copy()));
             let new = if cold {
                 let p = store.append_cold(&copy)?;
                 cold_moved += u64::from(p.record_len);
