@@ -101,6 +101,8 @@ pub struct BenchConfig {
     pub separate_at_flush: Option<bool>,
     /// Overrides [`Options::hash_hotness`].
     pub hash_hotness: Option<bool>,
+    /// Overrides [`Options::gc_threads`].
+    pub gc_threads: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -129,6 +131,7 @@ impl Default for BenchConfig {
             separation_threshold: None,
             separate_at_flush: None,
             hash_hotness: None,
+            gc_threads: None,
         }
     }
 }
@@ -271,6 +274,9 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
     }
     if let Some(h) = cfg.hash_hotness {
         opts.hash_hotness = h;
+    }
+    if let Some(n) = cfg.gc_threads {
+        opts.gc_threads = n;
     }
     if let Some(f) = cfg.separate_at_flush {
         opts.separate_at_flush = f && opts.separation_threshold_bytes.is_some();

@@ -116,6 +116,10 @@ struct BenchArgs {
     /// awareness), `on` or `off`. Default: the preset's.
     #[arg(long, value_parser = ["on", "off"])]
     hotness: Option<String>,
+    /// Hash layout: threads a GC step reads its files and looks up its
+    /// keys with. Default: the preset's.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    gc_threads: Option<u64>,
 }
 
 /// Parses `--hash-gc-policy`.
@@ -163,6 +167,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
+        gc_threads: a.gc_threads.map(|n| n as usize),
         separation_threshold: a
             .separation_threshold
             .as_deref()

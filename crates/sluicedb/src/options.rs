@@ -280,7 +280,8 @@ pub struct Options {
     /// Default: greedy.
     pub hash_gc_policy: HashGcPolicy,
     /// Hash layout: hotness awareness (seed 000 §3.4). GC moves the values
-    /// of keys not updated since their group's last GC to a cold log, so
+    /// of keys not updated for a whole GC period of their group to a cold
+    /// log, so
     /// later GCs of the group no longer copy them; the cold log is
     /// collected a file at a time, the file with the most known garbage
     /// first. Default: false (preset `hashkv`: true).
@@ -315,6 +316,11 @@ pub struct Options {
     /// reads spread over these threads. 0 turns read-ahead off (one read
     /// per value). More threads help on devices with deep queues.
     pub scan_prefetch_threads: usize,
+    /// Threads a hash layout GC step uses to read its frozen files and to
+    /// look up their keys in the index (seed 000 §3.3 reads a group's
+    /// segments in parallel; here the lookups are the larger cost). 1 does
+    /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
+    pub gc_threads: usize,
     /// The file system. Default: [`StdFs`].
     pub fs: Arc<dyn Fs>,
     /// The preset these options came from.
@@ -441,6 +447,8 @@ setters! {
     gc_max_bytes_per_sec: Option<u64>,
     /// Sets [`Options::scan_prefetch_threads`].
     scan_prefetch_threads: usize,
+    /// Sets [`Options::gc_threads`].
+    gc_threads: usize,
 }
 
 impl Options {
@@ -464,6 +472,7 @@ impl Options {
                 // never reach the groups.
                 separate_at_flush: true,
                 hash_hotness: true,
+                gc_threads: 2,
                 preset,
                 ..base
             },
@@ -513,6 +522,7 @@ impl Options {
             gc_interval_ms: None,
             gc_max_bytes_per_sec: None,
             scan_prefetch_threads: DEFAULT_SCAN_PREFETCH_THREADS,
+            gc_threads: 1,
             preset: Preset::LevelDb,
         }
     }
@@ -542,6 +552,9 @@ impl Options {
         }
         if self.base_level_size_bytes == 0 || self.target_file_size_bytes == 0 {
             return bad("level and file sizes must be positive".into());
+        }
+        if self.gc_threads == 0 {
+            return bad("gc_threads must be at least 1".into());
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());

@@ -34,7 +34,10 @@ fn hashkv(fs: &MemFs) -> Options {
 
 /// The hash layout with values separated when written, no cold log.
 fn hashkv_at_write(fs: &MemFs) -> Options {
-    hashkv(fs).separate_at_flush(false).hash_hotness(false)
+    hashkv(fs)
+        .separate_at_flush(false)
+        .hash_hotness(false)
+        .gc_threads(1)
 }
 
 /// The layouts that have GC, and both separation points of the hash one.

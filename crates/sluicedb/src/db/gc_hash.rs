@@ -25,6 +25,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
+use rayon::prelude::*;
+
 use super::gc::{Relocation, Relocations};
 use super::{bump, Core, State};
 use crate::error::{Error, Result};
@@ -47,6 +49,20 @@ const GC_LOW_WATER_DIVISOR: u64 = 8;
 /// capacity (with a cold log, groups below their main segment leave the
 /// reserve untouched while the store as a whole fills up).
 const GC_HEADROOM_DIVISOR: u64 = 16;
+
+/// Keys a GC thread looks up per task.
+const LOOKUP_CHUNK: usize = 512;
+
+/// A key's put records in the frozen files, in file order.
+type Versions = Vec<(ValuePointer, OwnedRecord)>;
+
+/// One frozen file as a GC step read it.
+struct ScannedFile {
+    bytes: u64,
+    records: u64,
+    /// Its put records the index may point at, in file order.
+    puts: Versions,
+}
 
 /// What one GC step collects.
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +94,20 @@ fn hash_gc_target(store: &HashStore, current: &Version) -> Option<Target> {
 }
 
 impl Core {
+    /// The threads of a hash GC step; `None` with `gc_threads` 1.
+    fn gc_pool(&self) -> Option<&rayon::ThreadPool> {
+        let n = self.opts.gc_threads;
+        (n > 1).then(|| {
+            self.gc_pool.get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("sluice-gc-{i}"))
+                    .build()
+                    .expect("GC threads start")
+            })
+        })
+    }
+
     /// True when the reserve is used up and a group can be collected:
     /// writes wait for GC then ("value store full: waiting for GC").
     pub(super) fn hash_over_capacity(&self, store: &HashStore, st: &State) -> bool {
@@ -141,38 +171,59 @@ impl Core {
         };
         // Writes that appended to the frozen files are visible from here on.
         self.publish_barrier()?;
-        // 2. Scan the frozen files: every put record, by key.
-        let mut by_key: HashMap<Vec<u8>, Vec<(ValuePointer, OwnedRecord)>> = HashMap::new();
-        let mut bytes_read = 0;
-        let mut records = 0;
-        for &(file, _) in &frozen {
+        // 2. Scan the frozen files (in parallel with `gc_threads`): every
+        // put record, by key, in file order.
+        let store_id = if g == COLD_GROUP {
+            STORE_COLD
+        } else {
+            STORE_HASH
+        };
+        let scan_one = |&(file, _): &(u64, u64)| -> Result<ScannedFile> {
             let path = store.path_of(file);
             let data = store.read_file(file)?;
-            bytes_read += data.len() as u64;
             let scan = scan_file(&data, &path)?;
             if let Some((off, why)) = scan.damage {
                 return Err(Error::corruption(&path, off, why));
             }
-            for (offset, len, rec) in scan.records {
-                records += 1;
-                if !rec.may_be_live() {
-                    continue;
-                }
-                let p = ValuePointer {
-                    store: if g == COLD_GROUP {
-                        STORE_COLD
-                    } else {
-                        STORE_HASH
-                    },
-                    file,
-                    offset,
-                    record_len: len,
-                    record_crc: crate::coding::u32_at(&data, offset as usize),
-                };
+            let records = scan.records.len() as u64;
+            let puts = scan
+                .records
+                .into_iter()
+                .filter(|(_, _, rec)| rec.may_be_live())
+                .map(|(offset, len, rec)| {
+                    let p = ValuePointer {
+                        store: store_id,
+                        file,
+                        offset,
+                        record_len: len,
+                        record_crc: crate::coding::u32_at(&data, offset as usize),
+                    };
+                    (p, rec)
+                })
+                .collect();
+            Ok(ScannedFile {
+                bytes: data.len() as u64,
+                records,
+                puts,
+            })
+        };
+        let scanned: Vec<Result<ScannedFile>> = match self.gc_pool() {
+            Some(pool) => pool.install(|| frozen.par_iter().map(scan_one).collect()),
+            None => frozen.iter().map(scan_one).collect(),
+        };
+        let mut by_key: HashMap<Vec<u8>, Versions> = HashMap::new();
+        let mut bytes_read = 0;
+        let mut records = 0;
+        for file in scanned {
+            let file = file?;
+            bytes_read += file.bytes;
+            records += file.records;
+            for (p, rec) in file.puts {
                 by_key.entry(rec.key.clone()).or_default().push((p, rec));
             }
         }
-        // 3. One lookup per key: the record the index points at is live.
+        // 3. One lookup per key (in parallel with `gc_threads`): the record
+        // the index points at is live.
         let (seq, sv, flushes) = {
             let st = self.state.lock();
             (
@@ -181,14 +232,29 @@ impl Core {
                 st.memtables_flushed,
             )
         };
+        let keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
+        let look = |chunk: &[(&Vec<u8>, &Versions)]| {
+            chunk
+                .iter()
+                .map(|(key, _)| match self.lookup(&sv, key, seq)? {
+                    Lookup::Found(Kind::ValuePointer, bytes) => Ok(ValuePointer::decode(&bytes)),
+                    _ => Ok(None),
+                })
+                .collect::<Result<Vec<Option<ValuePointer>>>>()
+        };
+        let found: Vec<Result<Vec<Option<ValuePointer>>>> = match self.gc_pool() {
+            Some(pool) => pool.install(|| keyed.par_chunks(LOOKUP_CHUNK).map(look).collect()),
+            None => keyed.chunks(LOOKUP_CHUNK).map(look).collect(),
+        };
+        let mut now = Vec::with_capacity(keyed.len());
+        for chunk in found {
+            now.extend(chunk?);
+        }
         let mut moves = Vec::new();
         let mut written = 0;
         let mut cold_moved = 0;
-        for (key, versions) in &by_key {
-            let Lookup::Found(Kind::ValuePointer, bytes) = self.lookup(&sv, key, seq)? else {
-                continue;
-            };
-            let Some(old) = ValuePointer::decode(&bytes) else {
+        for (&(key, versions), old) in keyed.iter().zip(now) {
+            let Some(old) = old else {
                 continue;
             };
             let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {

@@ -237,6 +237,9 @@ pub(crate) struct Core {
     versions: VersionSet,
     manifest: Mutex<Option<ManifestState>>,
     state: Mutex<State>,
+    /// Threads of a hash GC step (`Options::gc_threads`), started on first
+    /// use.
+    gc_pool: std::sync::OnceLock<rayon::ThreadPool>,
     /// Writers, stalled writers and waiters on background progress.
     cv: Condvar,
     /// Background workers.
@@ -794,6 +797,7 @@ impl Core {
             journal_in_log,
             gc_lock: Mutex::new(()),
             flush_appends: Mutex::new(()),
+            gc_pool: std::sync::OnceLock::new(),
         };
         core.recover(&journals, open_edit)?;
         if let Some(h) = hash_store {

@@ -34,7 +34,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     // separated; tiny value log files and segments so they fill constantly.
     //   variant % 8:  0, 4: off
     //                 1: hash, mixed      2: log + journal, mixed, at flush
-    //                 6: hash, all, at flush, cold log
+    //                 6: hash, all, at flush, cold log, 2 GC threads
     //                 5: log as journal, mixed   3, 7: log as journal, all
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
@@ -52,6 +52,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .journal_mode(journal_mode)
         .separate_at_flush(matches!(variant % 8, 2 | 6))
         .hash_hotness(variant % 8 == 6)
+        .gc_threads(if variant % 8 == 6 { 2 } else { 1 })
         .value_layout(layout)
         .hash_groups(4)
         .hash_main_segment_bytes(8192)
