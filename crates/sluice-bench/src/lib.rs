@@ -279,8 +279,11 @@ pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
         opts.gc_threads = n;
     }
     if let Some(f) = cfg.separate_at_flush {
-        opts.separate_at_flush = f && opts.separation_threshold_bytes.is_some();
+        opts.separate_at_flush = f;
     }
+    // Separation at flush has nothing to do without separation (the
+    // threshold sweep's `--separation-threshold none` under `hashkv`).
+    opts.separate_at_flush &= opts.separation_threshold_bytes.is_some();
     let db = Db::open(&cfg.db_path, opts)?;
     println!(
         "sluicedb bench: preset {}  keys {} B  values {} B  entries {}  db {}",
@@ -594,6 +597,26 @@ mod tests {
         // Updates beyond the 30% reserve force GC in the update phases.
         assert!(r[1..].iter().any(|p| p.gc_bytes > 0), "GC never ran");
         assert!(r.iter().all(|p| p.write_amp >= 1.0));
+    }
+
+    #[test]
+    fn hashkv_without_separation_runs() {
+        // The threshold sweep's baseline: the hashkv preset with its
+        // separation (and so its separation at flush) turned off.
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = BenchConfig {
+            db_path: dir.path().join("db"),
+            preset: Preset::HashKv,
+            workloads: vec![Workload::Update],
+            num: 500,
+            update_ops: Some(500),
+            value_size: 64,
+            separation_threshold: Some(None),
+            ..Default::default()
+        };
+        let r = run(&cfg).unwrap();
+        assert_eq!(r.len(), 4);
+        assert!(r.iter().all(|p| p.gc_bytes == 0), "nothing separated");
     }
 
     #[test]
