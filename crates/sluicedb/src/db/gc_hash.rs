@@ -16,11 +16,12 @@
 //! Hotness awareness (§3.4): a live record that is its key's only record in
 //! the frozen files and is itself the copy the group's last GC made (the
 //! key was not updated for a whole GC period) is cold, and its copy goes to
-//! the cold log instead of the group. The paper leaves a tag (key and metadata) in the group so
-//! that its scan-only validity check knows the key; validity here comes
-//! from the index, which points at the cold copy, so no tag is needed. The
-//! cold log is collected like a group, one file at a time: the one with the
-//! most known garbage, once at least half of it is garbage.
+//! the cold log instead of the group. The paper leaves a tag (key and
+//! metadata) in the group so that its scan-only validity check knows the
+//! key; validity here comes from the index, which points at the cold copy,
+//! so no tag is needed (tags were measured: `docs/design.md`). The cold log
+//! is collected like a group, one file at a time: the one with the most
+//! known garbage, once at least half of it is garbage.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
