@@ -1,6 +1,6 @@
 //! The `sluice` command: benchmark and inspect sluicedb databases.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -38,18 +38,65 @@ enum Command {
         #[arg(long)]
         db: PathBuf,
         key: String,
+        /// KEY is hex; the value is printed as hex.
+        #[arg(long)]
+        hex: bool,
     },
-    /// Set a key (synced).
+    /// Set a key (synced). The database must exist unless --create.
     Put {
         #[arg(long)]
         db: PathBuf,
         key: String,
         value: String,
+        /// KEY and VALUE are hex.
+        #[arg(long)]
+        hex: bool,
+        /// Create the database if it does not exist.
+        #[arg(long)]
+        create: bool,
+    },
+    /// Delete a key (synced).
+    Delete {
+        #[arg(long)]
+        db: PathBuf,
+        key: String,
+        /// KEY is hex.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Print keys and values in order, one pair a line, tab-separated.
+    Scan {
+        #[arg(long)]
+        db: PathBuf,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// End key (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// Only keys with this prefix (combines with --from/--to).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// At most this many pairs.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Keys in the arguments are hex; keys and values are printed as
+        /// hex. Without it, bytes outside printable ASCII print as \xNN.
+        #[arg(long)]
+        hex: bool,
     },
     /// Compact the whole key range.
     Compact {
         #[arg(long)]
         db: PathBuf,
+    },
+    /// Run one value store GC step and print what it did; --dry-run prints
+    /// the value store's size and known garbage without collecting.
+    Gc {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -185,8 +232,119 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn open_existing(db: &PathBuf) -> Result<Db, String> {
-    Db::open(db, Options::default().create_if_missing(false)).map_err(|e| e.to_string())
+/// Opens an existing database; a missing one is an error, not created.
+fn open_existing(db: &Path) -> Result<Db, String> {
+    if !db.join("CURRENT").exists() {
+        return Err(format!("{}: no database here", db.display()));
+    }
+    Db::open(db, Options::default().create_if_missing(false))
+        .map_err(|e| format!("{}: {e}", db.display()))
+}
+
+/// A key or value argument: as given, or decoded from hex.
+fn arg_bytes(what: &str, s: &str, hex: bool) -> Result<Vec<u8>, String> {
+    if hex {
+        ::hex::decode(s).map_err(|e| format!("{what} {s:?} is not hex: {e}"))
+    } else {
+        Ok(s.as_bytes().to_vec())
+    }
+}
+
+/// Bytes for printing: hex, or printable ASCII with `\xNN` escapes.
+fn show(b: &[u8], hex: bool) -> String {
+    if hex {
+        return ::hex::encode(b);
+    }
+    let mut out = String::with_capacity(b.len());
+    for &c in b {
+        if (0x20..0x7f).contains(&c) && c != b'\\' {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+    out
+}
+
+fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
+    let k = arg_bytes("key", key, hex)?;
+    let d = open_existing(db)?;
+    match d.get(&k).map_err(|e| e.to_string())? {
+        Some(v) if hex => println!("{}", ::hex::encode(v)),
+        Some(v) => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&v)
+                .and_then(|_| out.write_all(b"\n"))
+                .map_err(|e| e.to_string())?;
+        }
+        None => return Err(format!("{}: not found", show(&k, hex))),
+    }
+    Ok(())
+}
+
+fn scan(
+    db: &Path,
+    from: Option<String>,
+    to: Option<String>,
+    prefix: Option<String>,
+    limit: Option<u64>,
+    hex: bool,
+) -> Result<(), String> {
+    use std::io::Write;
+    use std::ops::Bound;
+    let from = from.map(|s| arg_bytes("--from", &s, hex)).transpose()?;
+    let to = to.map(|s| arg_bytes("--to", &s, hex)).transpose()?;
+    let prefix = prefix.map(|s| arg_bytes("--prefix", &s, hex)).transpose()?;
+    let d = open_existing(db)?;
+    let lower = from.map_or(Bound::Unbounded, Bound::Included);
+    let upper = to.map_or(Bound::Unbounded, Bound::Excluded);
+    let mut out = std::io::stdout().lock();
+    let mut n = 0u64;
+    for pair in d.range::<Vec<u8>>((lower, upper)) {
+        if limit.is_some_and(|l| n >= l) {
+            break;
+        }
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        if let Some(p) = &prefix {
+            if !k.starts_with(p) {
+                if k.as_slice() > p.as_slice() {
+                    break;
+                }
+                continue;
+            }
+        }
+        writeln!(out, "{}\t{}", show(&k, hex), show(&v, hex)).map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    Ok(())
+}
+
+fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
+    let d = open_existing(db)?;
+    let s = d.stats();
+    if s.value_log_files == 0 {
+        println!("no value store: nothing to collect");
+        return Ok(());
+    }
+    println!(
+        "value store: {} files, {} bytes, {} bytes known garbage",
+        s.value_log_files, s.value_log_bytes, s.value_log_garbage_bytes
+    );
+    if dry_run {
+        return Ok(());
+    }
+    let g = d.gc().map_err(|e| e.to_string())?;
+    println!(
+        "gc: read {} bytes, {} records, {} live copied, {} relocations applied, {} dropped",
+        g.bytes_read, g.records, g.live_records, g.relocations_applied, g.relocations_dropped
+    );
+    let after = d.stats();
+    println!(
+        "value store: {} files, {} bytes",
+        after.value_log_files, after.value_log_bytes
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -205,20 +363,41 @@ fn main() -> ExitCode {
                 .map(|n| println!("ok: {n} entries checked"))
                 .map_err(|e| e.to_string())
         }),
-        Command::Get { db, key } => open_existing(&db).and_then(|d| match d.get(&key) {
-            Ok(Some(v)) => {
-                println!("{}", String::from_utf8_lossy(&v));
-                Ok(())
-            }
-            Ok(None) => Err(format!("{key}: not found")),
-            Err(e) => Err(e.to_string()),
+        Command::Get { db, key, hex } => get(&db, &key, hex),
+        Command::Put {
+            db,
+            key,
+            value,
+            hex,
+            create,
+        } => (|| {
+            let k = arg_bytes("key", &key, hex)?;
+            let v = arg_bytes("value", &value, hex)?;
+            let d = if create {
+                Db::open(&db, Options::default()).map_err(|e| format!("{}: {e}", db.display()))?
+            } else {
+                open_existing(&db)?
+            };
+            d.put_opt(&sluicedb::WriteOptions::synced(), k, v)
+                .map_err(|e| e.to_string())
+        })(),
+        Command::Delete { db, key, hex } => arg_bytes("key", &key, hex).and_then(|k| {
+            open_existing(&db)?
+                .delete_opt(&sluicedb::WriteOptions::synced(), k)
+                .map_err(|e| e.to_string())
         }),
-        Command::Put { db, key, value } => Db::open(&db, Options::default())
-            .and_then(|d| d.put_opt(&sluicedb::WriteOptions::synced(), key, value))
-            .map_err(|e| e.to_string()),
+        Command::Scan {
+            db,
+            from,
+            to,
+            prefix,
+            limit,
+            hex,
+        } => scan(&db, from, to, prefix, limit, hex),
         Command::Compact { db } => {
             open_existing(&db).and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string()))
         }
+        Command::Gc { db, dry_run } => gc(&db, dry_run),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,137 @@
+//! The `sluice` operator commands, run as a user runs them.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("sluice runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = sluice(args);
+    assert!(
+        o.status.success(),
+        "sluice {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 output")
+}
+
+/// Runs a command that must fail; returns its error output.
+fn fails(args: &[&str]) -> String {
+    let o = sluice(args);
+    assert!(!o.status.success(), "sluice {args:?} should have failed");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn db_arg(p: &Path) -> String {
+    p.to_str().expect("utf-8 temp path").to_string()
+}
+
+#[test]
+fn put_get_delete_and_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("db"));
+    let db = db.as_str();
+    // put needs an existing database unless --create.
+    let e = fails(&["put", "--db", db, "a", "1"]);
+    assert!(e.contains("no database here"), "{e}");
+    ok(&["put", "--db", db, "--create", "user:1", "ada"]);
+    ok(&["put", "--db", db, "user:2", "grace"]);
+    ok(&["put", "--db", db, "user:3", "linus"]);
+    ok(&["put", "--db", db, "zeta", "last"]);
+    // A binary key and value through --hex.
+    ok(&["put", "--db", db, "--hex", "00ff", "0a0b"]);
+    assert_eq!(ok(&["get", "--db", db, "user:2"]), "grace\n");
+    assert_eq!(ok(&["get", "--db", db, "--hex", "00ff"]), "0a0b\n");
+    let e = fails(&["get", "--db", db, "nobody"]);
+    assert!(e.contains("nobody: not found"), "{e}");
+
+    let all = ok(&["scan", "--db", db]);
+    assert_eq!(
+        all,
+        "\\x00\\xff\t\\x0a\\x0b\nuser:1\tada\nuser:2\tgrace\nuser:3\tlinus\nzeta\tlast\n"
+    );
+    let some = ok(&["scan", "--db", db, "--prefix", "user:", "--limit", "2"]);
+    assert_eq!(some, "user:1\tada\nuser:2\tgrace\n");
+    let range = ok(&["scan", "--db", db, "--from", "user:2", "--to", "zeta"]);
+    assert_eq!(range, "user:2\tgrace\nuser:3\tlinus\n");
+    let hex = ok(&["scan", "--db", db, "--hex", "--to", "75"]);
+    assert_eq!(hex, "00ff\t0a0b\n");
+
+    ok(&["delete", "--db", db, "user:2"]);
+    let e = fails(&["get", "--db", db, "user:2"]);
+    assert!(e.contains("not found"), "{e}");
+    let left = ok(&["scan", "--db", db, "--prefix", "user:"]);
+    assert_eq!(left, "user:1\tada\nuser:3\tlinus\n");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("db"));
+    let db = db.as_str();
+    let e = fails(&["get", "--db", db, "k"]);
+    assert!(e.contains("no database here"), "{e}");
+    ok(&["put", "--db", db, "--create", "k", "v"]);
+    for args in [
+        &["get", "--db", db, "--hex", "zz"][..],
+        &["put", "--db", db, "--hex", "00", "abc"],
+        &["scan", "--db", db, "--hex", "--from", "0g"],
+    ] {
+        let e = fails(args);
+        assert!(e.contains("is not hex"), "{args:?}: {e}");
+    }
+    // Nothing was written by the failed commands.
+    assert_eq!(ok(&["scan", "--db", db]), "k\tv\n");
+}
+
+#[test]
+fn a_database_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = db_arg(&path);
+    ok(&["put", "--db", &db, "--create", "k", "v"]);
+    let open = sluicedb::Db::open(&path, sluicedb::Options::default()).unwrap();
+    let e = fails(&["get", "--db", &db, "k"]);
+    assert!(e.to_lowercase().contains("lock"), "{e}");
+    drop(open);
+    assert_eq!(ok(&["get", "--db", &db, "k"]), "v\n");
+}
+
+#[test]
+fn gc_collects_a_wisckey_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = db_arg(&path);
+    {
+        let d = sluicedb::Db::open(
+            &path,
+            sluicedb::Options::preset(sluicedb::Preset::WiscKey)
+                .value_log_file_size_bytes(64 << 10)
+                .gc_garbage_ratio(None),
+        )
+        .unwrap();
+        for round in 0..4 {
+            for k in 0..200 {
+                d.put(format!("k{k:03}"), vec![b'a' + round; 1000]).unwrap();
+            }
+        }
+    }
+    let dry = ok(&["gc", "--db", &db, "--dry-run"]);
+    assert!(dry.starts_with("value store: "), "{dry}");
+    assert!(
+        !dry.contains("gc: read"),
+        "a dry run collects nothing: {dry}"
+    );
+    let run = ok(&["gc", "--db", &db]);
+    assert!(run.contains("gc: read"), "{run}");
+    // Every value survives GC, at its last version.
+    let all = ok(&["scan", "--db", &db, "--limit", "1000"]);
+    assert_eq!(all.lines().count(), 200);
+    let want = format!("k000\t{}", "d".repeat(1000));
+    assert_eq!(all.lines().next().unwrap(), want);
+}
