@@ -360,7 +360,7 @@ fn main() -> ExitCode {
         Command::Info { db } => open_existing(&db).map(|d| print!("{}", d.stats())),
         Command::Verify { db } => open_existing(&db).and_then(|d| {
             d.verify()
-                .map(|n| println!("ok: {n} entries checked"))
+                .map(|n| println!("ok: {n} table entries and value records checked"))
                 .map_err(|e| e.to_string())
         }),
         Command::Get { db, key, hex } => get(&db, &key, hex),

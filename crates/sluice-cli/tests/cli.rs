@@ -135,3 +135,61 @@ fn gc_collects_a_wisckey_database() {
     let want = format!("k000\t{}", "d".repeat(1000));
     assert_eq!(all.lines().next().unwrap(), want);
 }
+
+/// Copies the database directory `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// Flips one byte in the middle of the largest file whose name ends in
+/// `ext`; returns the file's name.
+fn damage_largest(dir: &Path, ext: &str) -> String {
+    let (path, len) = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .map(|p| {
+            let len = std::fs::metadata(&p).unwrap().len();
+            (p, len)
+        })
+        .max_by_key(|(_, len)| *len)
+        .expect("a file to damage");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[len as usize / 2] ^= 0x5a;
+    std::fs::write(&path, bytes).unwrap();
+    path.file_name().unwrap().to_str().unwrap().to_string()
+}
+
+#[test]
+fn verify_finds_damage_in_tables_and_value_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let d =
+            sluicedb::Db::open(&path, sluicedb::Options::preset(sluicedb::Preset::HashKv)).unwrap();
+        for k in 0..2000 {
+            d.put(format!("k{k:05}"), vec![b'v'; 400]).unwrap();
+        }
+        d.flush().unwrap();
+    }
+    let db = db_arg(&path);
+    let out = ok(&["verify", "--db", &db]);
+    // 2000 table entries and 2000 value records.
+    assert_eq!(out, "ok: 4000 table entries and value records checked\n");
+    for ext in ["sst", "vseg"] {
+        let copy = dir.path().join(format!("copy-{ext}"));
+        copy_dir(&path, &copy);
+        let name = damage_largest(&copy, ext);
+        let e = fails(&["verify", "--db", &db_arg(&copy)]);
+        assert!(
+            e.contains("corruption") && e.contains(&name) && e.contains("offset"),
+            "{ext}: {e}"
+        );
+    }
+    // The original is untouched.
+    ok(&["verify", "--db", &db]);
+}

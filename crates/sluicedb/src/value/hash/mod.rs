@@ -670,6 +670,16 @@ impl ValueStore for HashStore {
         inner.groups.iter().map(|g| g.sealed.len() + 1).sum()
     }
 
+    fn live_files(&self) -> Vec<(u64, bool)> {
+        let inner = self.inner.lock();
+        let mut out = Vec::new();
+        for g in &inner.groups {
+            out.extend(g.sealed.iter().map(|&(f, _)| (f, true)));
+            out.push((g.head.number(), false));
+        }
+        out
+    }
+
     fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
     }

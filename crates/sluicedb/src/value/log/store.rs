@@ -381,6 +381,13 @@ impl ValueStore for LogStore {
         self.inner.lock().sealed.len() + 1
     }
 
+    fn live_files(&self) -> Vec<(u64, bool)> {
+        let inner = self.inner.lock();
+        let mut out: Vec<(u64, bool)> = inner.sealed.keys().map(|&f| (f, true)).collect();
+        out.push((inner.head.number(), false));
+        out
+    }
+
     /// Bytes of all log files; no lock.
     fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
