@@ -232,13 +232,23 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Opens an existing database; a missing one is an error, not created.
+/// Opens an existing database with the preset it was created with (as
+/// its manifest records it); a missing one is an error, not created.
 fn open_existing(db: &Path) -> Result<Db, String> {
     if !db.join("CURRENT").exists() {
         return Err(format!("{}: no database here", db.display()));
     }
-    Db::open(db, Options::default().create_if_missing(false))
-        .map_err(|e| format!("{}: {e}", db.display()))
+    let open = |o: Options| {
+        Db::open(db, o.create_if_missing(false)).map_err(|e| format!("{}: {e}", db.display()))
+    };
+    let d = open(Options::default())?;
+    match d.created_with() {
+        Some(p) if p != Preset::LevelDb => {
+            drop(d);
+            open(Options::preset(p))
+        }
+        _ => Ok(d),
+    }
 }
 
 /// A key or value argument: as given, or decoded from hex.

@@ -177,6 +177,8 @@ fn verify_finds_damage_in_tables_and_value_files() {
         d.flush().unwrap();
     }
     let db = db_arg(&path);
+    let info = ok(&["info", "--db", &db]);
+    assert!(info.starts_with("created with preset hashkv\n"), "{info}");
     let out = ok(&["verify", "--db", &db]);
     // 2000 table entries and 2000 value records.
     assert_eq!(out, "ok: 4000 table entries and value records checked\n");

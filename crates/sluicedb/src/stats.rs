@@ -16,6 +16,8 @@ pub struct LevelStats {
 /// Counters since the database was opened, and its current shape.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// The preset the database was created with (`None`: not recorded).
+    pub created_with: Option<crate::Preset>,
     /// Bytes read and written per purpose.
     pub io: IoStats,
     /// Bytes of keys and values written by the user (puts and deletes).
@@ -130,6 +132,9 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(p) = self.created_with {
+            writeln!(f, "created with preset {}", p.name())?;
+        }
         writeln!(
             f,
             "sequence {}  user writes {} ops / {} bytes  write amp {:.2}",

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use sluicedb::{Db, Error, Options, Preset, ReadOptions, WriteBatch, WriteOptions};
 
 fn small(fs: &MemFs) -> Options {
     Options::default()
@@ -244,4 +244,34 @@ fn stats_count_user_bytes_and_io() {
     assert!(s.write_amplification() > 1.0, "{s}");
     assert!(s.io.written(sluicedb::fs::IoClass::Journal) >= s.user_bytes_written);
     assert!(s.io.written(sluicedb::fs::IoClass::Flush) > 0);
+}
+
+/// The manifest records the preset a database was created with, through
+/// reopens under other options and manifest rolls.
+#[test]
+fn the_creating_preset_is_recorded() {
+    let fs = MemFs::new();
+    let opts = |p: Preset| {
+        Options::preset(p)
+            .fs(Arc::new(fs.clone()))
+            .max_manifest_bytes(1024)
+    };
+    let db = Db::open("/db", opts(Preset::HashKv)).unwrap();
+    assert_eq!(db.created_with(), Some(Preset::HashKv));
+    // Enough flushes to roll the 1 KiB manifest several times.
+    for i in 0..40u32 {
+        db.put(format!("k{i}"), vec![b'x'; 300]).unwrap();
+        db.flush().unwrap();
+    }
+    drop(db);
+    let db = Db::open("/db", opts(Preset::LevelDb)).unwrap();
+    assert_eq!(db.created_with(), Some(Preset::HashKv));
+    assert_eq!(db.get("k7").unwrap(), Some(vec![b'x'; 300]));
+    assert!(db
+        .stats()
+        .to_string()
+        .starts_with("created with preset hashkv\n"));
+    drop(db);
+    let other = Db::open("/other", opts(Preset::WiscKey)).unwrap();
+    assert_eq!(other.created_with(), Some(Preset::WiscKey));
 }

@@ -34,7 +34,7 @@ use crate::iterator::{DbIterator, Range};
 use crate::journal::LogWriter;
 use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
-use crate::options::{JournalMode, Options, ReadOptions, ValueLayout, WriteOptions};
+use crate::options::{JournalMode, Options, Preset, ReadOptions, ValueLayout, WriteOptions};
 use crate::stats::{GcStats, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
@@ -522,6 +522,13 @@ impl Db {
         self.core().stats()
     }
 
+    /// The preset the database was created with, as its manifest records
+    /// it (`None` for databases created before it was recorded). Tools
+    /// that open a database they did not create open it with this preset.
+    pub fn created_with(&self) -> Option<Preset> {
+        self.core().stats().created_with
+    }
+
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.core().dir
@@ -646,7 +653,9 @@ impl Core {
                 1,
                 opts.max_manifest_bytes,
             );
-            vs.write_new_manifest(&Version::empty(shape.clone()), 0, 0)?;
+            let mut created = Version::empty(shape.clone());
+            created.preset = Some(opts.preset.name().to_string());
+            vs.write_new_manifest(&created, 0, 0)?;
         }
         let rec = VersionSet::recover(&fs, &dir, shape.clone())?;
         let names = fs.list(&dir)?;
@@ -1686,6 +1695,7 @@ impl Core {
             })
             .collect();
         Stats {
+            created_with: st.current.preset.as_deref().and_then(Preset::from_name),
             io: self.fs.counters().snapshot(),
             user_bytes_written: get(&c.user_bytes),
             user_ops_written: get(&c.user_ops),

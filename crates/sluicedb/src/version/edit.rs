@@ -28,6 +28,7 @@ mod tag {
     pub const HASH_GROUPS: u32 = 12;
     pub const HASH_FILE_ADDED: u32 = 13;
     pub const HASH_FILE_DROPPED: u32 = 14;
+    pub const PRESET: u32 = 15;
 }
 
 /// A table in a version.
@@ -76,6 +77,8 @@ pub(crate) struct VersionEdit {
     pub(crate) hash_files_added: Vec<(u32, u64)>,
     /// Files that left their segment group: (group, file).
     pub(crate) hash_files_dropped: Vec<(u32, u64)>,
+    /// The preset the database was created with (its CLI name).
+    pub(crate) preset: Option<String>,
 }
 
 impl VersionEdit {
@@ -97,6 +100,9 @@ impl VersionEdit {
         }
         if let Some(s) = &self.index_shape {
             field(tag::INDEX_SHAPE, s.as_bytes());
+        }
+        if let Some(s) = &self.preset {
+            field(tag::PRESET, s.as_bytes());
         }
         for (t, v) in [
             (tag::LOG_NUMBER, self.log_number),
@@ -185,6 +191,9 @@ impl VersionEdit {
                 }
                 tag::INDEX_SHAPE => {
                     e.index_shape = Some(String::from_utf8(payload.to_vec()).map_err(|_| bad())?)
+                }
+                tag::PRESET => {
+                    e.preset = Some(String::from_utf8(payload.to_vec()).map_err(|_| bad())?)
                 }
                 tag::LOG_NUMBER => e.log_number = Some(u64_only(&mut p).ok_or_else(bad)?),
                 tag::NEXT_FILE_NUMBER => {
@@ -275,6 +284,7 @@ mod tests {
         let mut e = VersionEdit {
             format_version: Some(1),
             index_shape: Some("leveled".into()),
+            preset: Some("hashkv".into()),
             log_number: Some(7),
             next_file_number: Some(20),
             last_sequence: Some(1234),

@@ -13,6 +13,9 @@ pub(crate) struct Version {
     pub(crate) shape: Arc<dyn IndexShape>,
     pub(crate) value_log: ValueLogMeta,
     pub(crate) hash: HashMeta,
+    /// The preset the database was created with (`None` for databases
+    /// created before the manifest recorded it).
+    pub(crate) preset: Option<String>,
 }
 
 /// What the manifest knows of the hash layout's segment groups.
@@ -99,6 +102,7 @@ impl Version {
             shape,
             value_log: ValueLogMeta::default(),
             hash: HashMeta::default(),
+            preset: None,
         }
     }
 
@@ -146,6 +150,7 @@ impl Version {
             shape: self.shape.clone(),
             value_log,
             hash,
+            preset: edit.preset.clone().or_else(|| self.preset.clone()),
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -176,6 +181,7 @@ impl Version {
         }
         e.value_log_tail = self.value_log.tail;
         e.value_log_journal = self.value_log.journal_from;
+        e.preset = self.preset.clone();
         if !self.hash.groups.is_empty() {
             e.hash_groups = Some(self.hash.groups.len() as u32);
         }
