@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sluice_bench::{BenchConfig, Workload};
+use sluicedb::dump::DumpOptions;
 use sluicedb::{Db, HashGcPolicy, Options, Preset};
 
 #[derive(Parser)]
@@ -84,6 +85,24 @@ enum Command {
         /// hex. Without it, bytes outside printable ASCII print as \xNN.
         #[arg(long)]
         hex: bool,
+    },
+    /// Print files of a database readably: table entries, journal batches,
+    /// manifest edits, value store records. Without FILEs, every file.
+    /// Reads the files only (no lock; the database may be open).
+    Dump {
+        #[arg(long)]
+        db: PathBuf,
+        /// File names inside the database directory (e.g. 000012.sst).
+        files: Vec<String>,
+        /// Keys and values as hex.
+        #[arg(long)]
+        hex: bool,
+        /// At most this many entries per file.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Bytes of each value to print (0: all).
+        #[arg(long, default_value_t = 32)]
+        max_value_bytes: usize,
     },
     /// Compact the whole key range.
     Compact {
@@ -262,18 +281,7 @@ fn arg_bytes(what: &str, s: &str, hex: bool) -> Result<Vec<u8>, String> {
 
 /// Bytes for printing: hex, or printable ASCII with `\xNN` escapes.
 fn show(b: &[u8], hex: bool) -> String {
-    if hex {
-        return ::hex::encode(b);
-    }
-    let mut out = String::with_capacity(b.len());
-    for &c in b {
-        if (0x20..0x7f).contains(&c) && c != b'\\' {
-            out.push(c as char);
-        } else {
-            out.push_str(&format!("\\x{c:02x}"));
-        }
-    }
-    out
+    sluicedb::dump::escape(b, hex)
 }
 
 fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
@@ -328,6 +336,41 @@ fn scan(
         n += 1;
     }
     Ok(())
+}
+
+fn dump(db: &Path, files: Vec<String>, opts: DumpOptions) -> Result<(), String> {
+    if !db.join("CURRENT").exists() {
+        return Err(format!("{}: no database here", db.display()));
+    }
+    let names = if files.is_empty() {
+        let mut all: Vec<String> = std::fs::read_dir(db)
+            .map_err(|e| format!("{}: {e}", db.display()))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n != "LOCK")
+            .collect();
+        all.sort();
+        all
+    } else {
+        files
+    };
+    let mut out = std::io::stdout().lock();
+    let mut damaged = Vec::new();
+    for name in names {
+        use std::io::Write;
+        writeln!(out, "== {name}").map_err(|e| e.to_string())?;
+        if let Err(e) = sluicedb::dump::dump_file(&db.join(&name), opts, &mut out) {
+            writeln!(out, "!! {e}").map_err(|e| e.to_string())?;
+            damaged.push(e.to_string());
+        }
+    }
+    match damaged.len() {
+        0 => Ok(()),
+        1 => Err(damaged.remove(0)),
+        n => Err(format!(
+            "{n} files could not be read whole; first: {}",
+            damaged[0]
+        )),
+    }
 }
 
 fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
@@ -408,6 +451,21 @@ fn main() -> ExitCode {
             open_existing(&db).and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string()))
         }
         Command::Gc { db, dry_run } => gc(&db, dry_run),
+        Command::Dump {
+            db,
+            files,
+            hex,
+            limit,
+            max_value_bytes,
+        } => dump(
+            &db,
+            files,
+            DumpOptions {
+                hex,
+                limit,
+                max_value_bytes,
+            },
+        ),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -195,3 +195,49 @@ fn verify_finds_damage_in_tables_and_value_files() {
     // The original is untouched.
     ok(&["verify", "--db", &db]);
 }
+
+#[test]
+fn dump_prints_every_kind_of_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let d =
+            sluicedb::Db::open(&path, sluicedb::Options::preset(sluicedb::Preset::HashKv)).unwrap();
+        d.put("user:1", vec![b'a'; 300]).unwrap();
+        d.put("user:2", "small").unwrap();
+        d.flush().unwrap();
+        d.delete("user:1").unwrap();
+        d.flush().unwrap();
+        d.put("user:3", "in the journal").unwrap();
+    }
+    let db = db_arg(&path);
+    let out = ok(&["dump", "--db", &db]);
+    // The tables: a pointer to the separated value, an inline value, and
+    // a deletion.
+    assert!(out.contains("user:1 @ 3 delete\n"), "{out}");
+    assert!(out.contains("user:1 @ 1 pointer ValuePointer"), "{out}");
+    assert!(out.contains("user:2 @ 2 value (5 B) small\n"), "{out}");
+    // The journal's last batch, the manifest's preset, the value record.
+    assert!(
+        out.contains("user:3 @ 4 value (14 B) in the journal\n"),
+        "{out}"
+    );
+    assert!(out.contains("preset: Some(\"hashkv\")"), "{out}");
+    let rec = format!("key user:1 value (300 B) {}...", "a".repeat(32));
+    assert!(out.contains(&rec), "{out}");
+    // One file by name, and damage reported with a non-zero exit.
+    // The first table (files are listed in name order, the oldest first).
+    let table = out
+        .lines()
+        .find_map(|l| l.strip_prefix("== ").filter(|n| n.ends_with(".sst")))
+        .unwrap()
+        .to_string();
+    let one = ok(&["dump", "--db", &db, &table, "--hex", "--limit", "1"]);
+    assert_eq!(one.lines().count(), 2, "{one}");
+    assert!(one.contains(&format!("{} @ ", "757365723a31")), "{one}");
+    let name = damage_largest(&path, "sst");
+    let e = fails(&["dump", "--db", &db, &name]);
+    assert!(e.contains("corruption") && e.contains(&name), "{e}");
+    let e = fails(&["dump", "--db", &db, "nonsense.txt"]);
+    assert!(e.contains("not a database file"), "{e}");
+}

@@ -23,6 +23,7 @@ mod batch;
 mod coding;
 mod compaction;
 mod db;
+pub mod dump;
 mod error;
 mod filename;
 pub mod fs;

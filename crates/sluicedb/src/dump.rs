@@ -1,0 +1,221 @@
+//! Readable dumps of a database's files, for `sluice dump` (in the manner of
+//! LevelDB's `ldb dump` and `sst_dump`): table entries, journal batches,
+//! manifest edits and value store records, one per line. The file's kind
+//! comes from its name (`docs/format/`). A dump prints everything it can
+//! read; damage is reported as a line and then as the returned
+//! `Corruption`, so a damaged file still shows what precedes the damage.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{CountingFs, IoClass, StdFs};
+use crate::iter::InternalIterator;
+use crate::journal::reader::read_log;
+use crate::key::{self, Kind};
+use crate::table::reader::Table;
+use crate::table::BlockCache;
+use crate::value::log::format::kind_of;
+use crate::value::log::reader::scan_file;
+use crate::value::pointer::ValuePointer;
+use crate::version::VersionEdit;
+
+/// How [`dump_file`] prints keys and values.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DumpOptions {
+    /// Keys and values as hex; otherwise printable ASCII with `\xNN`
+    /// escapes.
+    pub hex: bool,
+    /// Print at most this many entries (records, batches, edits).
+    pub limit: Option<u64>,
+    /// Print at most this many bytes of each value (its length is always
+    /// printed).
+    pub max_value_bytes: usize,
+}
+
+/// Bytes for a dump line: hex, or printable ASCII with `\xNN` escapes.
+pub fn escape(b: &[u8], hex: bool) -> String {
+    let mut out = String::with_capacity(b.len() * 2);
+    for &c in b {
+        if hex {
+            out.push_str(&format!("{c:02x}"));
+        } else if (0x20..0x7f).contains(&c) && c != b'\\' {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+    out
+}
+
+/// Writes a readable dump of the database file at `path` to `out`.
+pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::InvalidArgument(format!("{}: not a file name", path.display())))?;
+    let kind = filename::parse(name).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{}: not a database file (tables, journals, manifests, value files)",
+            path.display()
+        ))
+    })?;
+    let fs = CountingFs::new(Arc::new(StdFs));
+    let io = |e: std::io::Error| Error::io("read", path, e);
+    let mut d = Dumper {
+        out,
+        opts,
+        printed: 0,
+    };
+    match kind {
+        FileKind::Table(n) => {
+            let size = std::fs::metadata(path).map_err(io)?.len();
+            let cache = Arc::new(BlockCache::new(0));
+            let t = Arc::new(Table::open(&fs, path.to_path_buf(), n, size, cache)?);
+            let mut it = t.iter(IoClass::UserRead, false);
+            it.seek_to_first();
+            while it.valid() && d.more() {
+                d.entry(it.key(), it.value())?;
+                it.next();
+            }
+            it.status()
+        }
+        FileKind::Journal(_) => {
+            let data = fs.read_all(path, IoClass::UserRead)?;
+            let log = read_log(&data);
+            for (offset, rec) in log.records {
+                if !d.more() {
+                    break;
+                }
+                let b = WriteBatch::from_record(rec)
+                    .map_err(|why| Error::corruption(path, offset, why))?;
+                d.line(&format!(
+                    "batch at {offset}: seq {} ops {}",
+                    b.sequence(),
+                    b.len()
+                ))?;
+                for (i, op) in b.iter().enumerate() {
+                    let op = op.map_err(|why| Error::corruption(path, offset, why))?;
+                    let ik = key::encode(op.key, b.sequence() + i as u64, op.kind as u8);
+                    d.entry(&ik, op.value)?;
+                }
+            }
+            d.log_damage(path, log.damage, log.torn_tail_at)
+        }
+        FileKind::Manifest(_) => {
+            let data = fs.read_all(path, IoClass::UserRead)?;
+            let log = read_log(&data);
+            for (offset, rec) in log.records {
+                if !d.more() {
+                    break;
+                }
+                let e = VersionEdit::decode(&rec)
+                    .map_err(|why| Error::corruption(path, offset, why))?;
+                d.line(&format!("edit at {offset}: {e:?}"))?;
+            }
+            d.log_damage(path, log.damage, log.torn_tail_at)
+        }
+        FileKind::ValueLog(_) | FileKind::ValueSegment(_) => {
+            let data = fs.read_all(path, IoClass::UserRead)?;
+            let scan = scan_file(&data, path)?;
+            for (offset, len, rec) in scan.records {
+                if !d.more() {
+                    break;
+                }
+                let value = if kind_of(rec.flags) == crate::value::log::format::KIND_RELOCATE {
+                    ValuePointer::decode(&rec.value)
+                        .map_or_else(|| "malformed pointer".into(), |p| format!("-> {p:?}"))
+                } else {
+                    d.value(&rec.value)
+                };
+                d.line(&format!(
+                    "record at {offset} ({len} B): seq {} flags {:#04x} key {} value {value}",
+                    rec.seq,
+                    rec.flags,
+                    escape(&rec.key, opts.hex),
+                ))?;
+            }
+            if let Some(at) = scan.torn_tail_at {
+                d.line(&format!("torn tail at {at}"))?;
+            }
+            match scan.damage {
+                Some((off, why)) => Err(Error::corruption(path, off, why)),
+                None => Ok(()),
+            }
+        }
+        FileKind::Current | FileKind::Lock | FileKind::Temp => {
+            let data = std::fs::read(path).map_err(io)?;
+            d.line(&escape(&data, opts.hex))
+        }
+    }
+}
+
+struct Dumper<'a> {
+    out: &'a mut dyn Write,
+    opts: DumpOptions,
+    printed: u64,
+}
+
+impl Dumper<'_> {
+    fn more(&self) -> bool {
+        self.opts.limit.is_none_or(|l| self.printed < l)
+    }
+
+    fn line(&mut self, s: &str) -> Result<()> {
+        self.printed += 1;
+        writeln!(self.out, "{s}").map_err(|e| Error::io("write", "dump output", e))
+    }
+
+    fn value(&self, v: &[u8]) -> String {
+        let max = if self.opts.max_value_bytes == 0 {
+            v.len()
+        } else {
+            self.opts.max_value_bytes
+        };
+        let shown = escape(&v[..v.len().min(max)], self.opts.hex);
+        if v.len() > max {
+            format!("({} B) {shown}...", v.len())
+        } else {
+            format!("({} B) {shown}", v.len())
+        }
+    }
+
+    /// One index entry: `key @ seq kind => value`.
+    fn entry(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if !key::is_valid(ikey) {
+            return self.line(&format!("malformed key {}", escape(ikey, true)));
+        }
+        let what = match Kind::from_u8(key::kind_byte(ikey)) {
+            Some(Kind::Delete) => "delete".to_string(),
+            Some(Kind::Value) => format!("value {}", self.value(value)),
+            Some(Kind::ValuePointer) => match ValuePointer::decode(value) {
+                Some(p) => format!("pointer {p:?}"),
+                None => "malformed pointer".to_string(),
+            },
+            None => "unknown kind".to_string(),
+        };
+        self.line(&format!(
+            "{} @ {} {what}",
+            escape(key::user_key(ikey), self.opts.hex),
+            key::sequence(ikey)
+        ))
+    }
+
+    fn log_damage(
+        &mut self,
+        path: &Path,
+        damage: Vec<(u64, String)>,
+        torn_tail_at: Option<u64>,
+    ) -> Result<()> {
+        if let Some(at) = torn_tail_at {
+            self.line(&format!("torn tail at {at}"))?;
+        }
+        match damage.into_iter().next() {
+            Some((off, why)) => Err(Error::corruption(path, off, why)),
+            None => Ok(()),
+        }
+    }
+}
