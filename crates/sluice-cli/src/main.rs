@@ -257,17 +257,11 @@ fn open_existing(db: &Path) -> Result<Db, String> {
     if !db.join("CURRENT").exists() {
         return Err(format!("{}: no database here", db.display()));
     }
-    let open = |o: Options| {
-        Db::open(db, o.create_if_missing(false)).map_err(|e| format!("{}: {e}", db.display()))
-    };
-    let d = open(Options::default())?;
-    match d.created_with() {
-        Some(p) if p != Preset::LevelDb => {
-            drop(d);
-            open(Options::preset(p))
-        }
-        _ => Ok(d),
-    }
+    let at = |e: sluicedb::Error| format!("{}: {e}", db.display());
+    let preset = Db::recorded_preset(db)
+        .map_err(at)?
+        .unwrap_or(Preset::LevelDb);
+    Db::open(db, Options::preset(preset).create_if_missing(false)).map_err(at)
 }
 
 /// A key or value argument: as given, or decoded from hex.

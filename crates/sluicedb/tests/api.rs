@@ -274,4 +274,10 @@ fn the_creating_preset_is_recorded() {
     drop(db);
     let other = Db::open("/other", opts(Preset::WiscKey)).unwrap();
     assert_eq!(other.created_with(), Some(Preset::WiscKey));
+    // Read without opening, on the standard file system.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("db");
+    assert!(matches!(Db::recorded_preset(&p), Err(Error::NotFound(_))));
+    drop(Db::open(&p, Options::preset(Preset::HashKv)).unwrap());
+    assert_eq!(Db::recorded_preset(&p).unwrap(), Some(Preset::HashKv));
 }

@@ -522,6 +522,29 @@ impl Db {
         self.core().stats()
     }
 
+    /// The preset the database at `path` (on the standard file system)
+    /// was created with, read from its manifest without opening it: no
+    /// lock, no recovery, nothing written. Tools that open a database they
+    /// did not create use it to open with the right options. `None` for
+    /// databases created before the manifest recorded it.
+    pub fn recorded_preset(path: impl AsRef<Path>) -> Result<Option<Preset>> {
+        let dir = path.as_ref().to_path_buf();
+        let fs = CountingFs::new(Arc::new(crate::fs::StdFs));
+        if !VersionSet::exists(&fs, &dir) {
+            return Err(Error::NotFound(dir));
+        }
+        let o = Options::default();
+        let shape: Arc<dyn IndexShape> = Arc::new(Leveled {
+            num_levels: o.num_levels,
+            l0_compaction_trigger: o.l0_compaction_trigger,
+            base_level_size_bytes: o.base_level_size_bytes,
+            level_size_ratio: o.level_size_ratio,
+            target_file_size_bytes: o.target_file_size_bytes,
+        });
+        let rec = VersionSet::recover(&fs, &dir, shape)?;
+        Ok(rec.version.preset.as_deref().and_then(Preset::from_name))
+    }
+
     /// The preset the database was created with, as its manifest records
     /// it (`None` for databases created before it was recorded). Tools
     /// that open a database they did not create open it with this preset.
