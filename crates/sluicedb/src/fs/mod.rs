@@ -49,7 +49,8 @@ pub trait WritableFile: Send + Sync {
 pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short file is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
-    /// The file's length in bytes.
+    /// The file's length in bytes now: a file that is still being appended
+    /// to grows while it is open for reading.
     fn len(&self) -> u64;
     /// True for an empty file.
     fn is_empty(&self) -> bool {

@@ -85,8 +85,11 @@ impl RandomAccessFile for StdReadable {
             .map_err(|e| Error::io("read", &self.path, e))?;
         Ok(buf)
     }
+    /// The length now (one `fstat`), as `MemFs` reports it: a value store
+    /// head grows while its reader is cached. Should `fstat` fail, the
+    /// length at open.
     fn len(&self) -> u64 {
-        self.len
+        self.file.metadata().map_or(self.len, |m| m.len())
     }
 }
 

@@ -19,8 +19,9 @@ use crate::fs::{CountedReader, CountingFs, IoClass};
 pub(crate) enum Located {
     /// Still in a write buffer (already checked).
     Buffered(OwnedRecord),
-    /// In the file, within its valid range.
-    InFile,
+    /// In the file, within its valid range of `limit` bytes (the layout's
+    /// count: a head file grows while readers hold it open).
+    InFile { limit: u64 },
     /// In a file GC collected.
     Collected,
 }
@@ -112,14 +113,15 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
 ) -> Result<Read> {
     let path = s.file_path(p.file);
     match s.locate(p, key, &path)? {
-        Located::Buffered(r) => return Ok(Read::Found(r)),
-        Located::Collected => return Ok(Read::Collected),
-        Located::InFile => {}
+        Located::Buffered(r) => Ok(Read::Found(r)),
+        Located::Collected => Ok(Read::Collected),
+        Located::InFile { limit } => {
+            let Some(reader) = reader_or_collected(s, p.file)? else {
+                return Ok(Read::Collected);
+            };
+            read_record(&reader, &path, p, key, limit, class).map(Read::Found)
+        }
     }
-    let Some(reader) = reader_or_collected(s, p.file)? else {
-        return Ok(Read::Collected);
-    };
-    read_record(&reader, &path, p, key, class).map(Read::Found)
 }
 
 /// Records further apart than this are read separately.
@@ -142,7 +144,7 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
     for (i, (p, key)) in requests.iter().enumerate() {
         let path = s.file_path(p.file);
         match s.locate(p, key, &path) {
-            Ok(Located::InFile) => pending.push(i),
+            Ok(Located::InFile { .. }) => pending.push(i),
             Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
             Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
             Err(e) => out[i] = Some(Err(e)),

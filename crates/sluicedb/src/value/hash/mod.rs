@@ -560,7 +560,7 @@ impl RecordFiles for HashStore {
         if let Some(&(_, len)) = inner.retiring.get(&p.file) {
             drop(inner);
             check_within(p, len, path)?;
-            return Ok(Located::InFile);
+            return Ok(Located::InFile { limit: len });
         }
         let group = &inner.groups[g as usize];
         let limit = if group.head.number() == p.file {
@@ -577,7 +577,7 @@ impl RecordFiles for HashStore {
                 .expect("owned files are the group's")
         };
         check_within(p, limit, path)?;
-        Ok(Located::InFile)
+        Ok(Located::InFile { limit })
     }
 
     fn is_collected(&self, file: u64) -> bool {

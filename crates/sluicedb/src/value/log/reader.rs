@@ -66,24 +66,25 @@ pub(crate) fn check_record(
     })
 }
 
-/// Reads the record `p` points at from `file` and checks it.
+/// Reads the record `p` points at from `file`, whose valid bytes are the
+/// first `limit` (as the store counts them: not the length the reader saw
+/// when it was opened, since a head file grows), and checks it.
 pub(crate) fn read_record(
     file: &CountedReader,
     path: &Path,
     p: &ValuePointer,
     key: &[u8],
+    limit: u64,
     class: IoClass,
 ) -> Result<OwnedRecord> {
     let end = p.offset.checked_add(u64::from(p.record_len));
-    if p.offset < FILE_HEADER_LEN as u64 || end.is_none_or(|e| e > file.len()) {
+    if p.offset < FILE_HEADER_LEN as u64 || end.is_none_or(|e| e > limit) {
         return Err(Error::corruption(
             path,
             p.offset,
             format!(
                 "value pointer ({}, {}) outside the log file of {} bytes",
-                p.offset,
-                p.record_len,
-                file.len()
+                p.offset, p.record_len, limit
             ),
         ));
     }
@@ -212,19 +213,23 @@ mod tests {
         w.write_out().unwrap();
         let file = fs.open(path).unwrap();
         for (p, k, v) in &recs {
-            let r = read_record(&file, path, p, k, IoClass::UserRead).unwrap();
+            let r = read_record(&file, path, p, k, file.len(), IoClass::UserRead).unwrap();
             assert_eq!(&r.value, v);
         }
         // The wrong key, or a pointer past the end, is corruption.
         let (p, _, _) = &recs[3];
-        assert!(read_record(&file, path, p, b"other", IoClass::UserRead)
-            .unwrap_err()
-            .is_corruption());
+        assert!(
+            read_record(&file, path, p, b"other", file.len(), IoClass::UserRead)
+                .unwrap_err()
+                .is_corruption()
+        );
         let mut far = *p;
         far.offset = file.len();
-        assert!(read_record(&file, path, &far, b"key3", IoClass::UserRead)
-            .unwrap_err()
-            .is_corruption());
+        assert!(
+            read_record(&file, path, &far, b"key3", file.len(), IoClass::UserRead)
+                .unwrap_err()
+                .is_corruption()
+        );
     }
 
     #[test]

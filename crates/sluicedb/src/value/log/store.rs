@@ -293,7 +293,7 @@ impl RecordFiles for LogStore {
             }
         };
         check_within(p, limit, path)?;
-        Ok(Located::InFile)
+        Ok(Located::InFile { limit })
     }
 
     fn is_collected(&self, file: u64) -> bool {
