@@ -6,6 +6,6 @@ set -euo pipefail
 dir=${1:-sluice-data}
 cargo build --release -q
 for v in 1000 100; do
-  ./target/release/sluice bench --db "$dir" --benchmarks fillrandom,readrandom \
+  ./target/release/sluice bench --db "$dir" --engines leveldb --benchmarks fillrandom,readrandom \
     --num 1000000 --value-size "$v" --key-size 16
 done

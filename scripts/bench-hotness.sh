@@ -7,6 +7,6 @@ num=${1:-2000000}
 dir=${2:-sluice-data}
 cargo build --release -q
 for h in on off; do
-  ./target/release/sluice bench --db "$dir" --preset hashkv --benchmarks update \
+  ./target/release/sluice bench --db "$dir" --engines hashkv --benchmarks update \
     --num "$num" --key-size 24 --value-size 992 --hotness "$h"
 done

@@ -10,11 +10,11 @@ dir=${2:-sluice-data}
 cargo build --release -q
 bench() { ./target/release/sluice bench --db "$dir" --num "$num" --value-size 4096 "$@"; }
 for preset in leveldb wisckey; do
-  bench --preset "$preset" --benchmarks fillrandom | grep -E '^fillrandom'
+  bench --engines "$preset" --benchmarks fillrandom | grep -E ' fillrandom +:'
   for threads in 0 4 16; do
-    scripts/evict-page-cache.py "$dir"
+    scripts/evict-page-cache.py "$dir/$preset"
     echo -n "preset $preset, cold cache, scan-prefetch-threads $threads: "
-    bench --preset "$preset" --benchmarks readseq --use-existing \
-      --scan-prefetch-threads "$threads" | grep -E '^readseq'
+    bench --engines "$preset" --benchmarks readseq --use-existing \
+      --scan-prefetch-threads "$threads" | grep -E ' readseq +:'
   done
 done

@@ -13,8 +13,8 @@ for size in 64 128 192 256 512 1024; do
   num=$(( total / (24 + size) ))
   for threshold in none 0; do
     echo -n "value $size B, separation threshold $threshold: "
-    ./target/release/sluice bench --db "$dir" --preset hashkv --benchmarks update \
+    ./target/release/sluice bench --db "$dir" --engines hashkv --benchmarks update \
       --num "$num" --key-size 24 --value-size "$size" --separation-threshold "$threshold" \
-      | grep -E '^update.P3'
+      | grep -E ' update.P3 +:'
   done
 done

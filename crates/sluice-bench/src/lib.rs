@@ -1,107 +1,84 @@
-//! `sluice bench`: db_bench-style workloads against sluicedb.
+//! `sluice bench`: db_bench- and YCSB-style workloads against sluicedb and
+//! peer engines, on identical keys, values and operation sequences (the
+//! "unified framework" of HashKV's evaluation, seed 000 §4).
 //!
-//! Each workload prints db_bench's result line (`micros/op`, `ops/sec`,
-//! `MB/s`) plus write amplification (bytes written to files per user byte,
-//! from the engine's `Fs` counters) and space amplification (bytes of the
-//! files in the database directory per byte of live keys and values).
-//! Keys are 16 bytes by default (`%016d` of the key number); values are
-//! slices of a random buffer, so they do not compress.
+//! Every phase reports throughput, latency percentiles, and write, read and
+//! space amplification on two yardsticks: the engine's own I/O counters
+//! (sluicedb's `Fs` layer) and, for every engine alike, the process's
+//! `/proc/self/io` and the data directory's allocated size. Results print
+//! as db_bench result lines and a comparison table, and append to a JSON
+//! lines file that [`report`] turns into an SVG.
+//!
+//! Keys are fixed-width decimal numbers (`--key-size` bytes, default 24);
+//! values are slices of a random buffer, so they do not compress.
 
+pub mod engine;
+pub mod gen;
+pub mod measure;
+#[cfg(any(feature = "rocksdb", feature = "fjall"))]
+pub mod peers;
+pub mod report;
+pub mod workload;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use sluicedb::{Db, Options, Preset, WriteOptions};
+use serde::{Deserialize, Serialize};
 
-/// A db_bench workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Workload {
-    /// Keys 0..num in order.
-    FillSeq,
-    /// Keys 0..num, each once, in random order.
-    FillRandom,
-    /// num random keys of 0..num (with repeats), overwriting.
-    Overwrite,
-    /// num lookups of random keys of 0..num.
-    ReadRandom,
-    /// A forward scan over the whole database.
-    ReadSeq,
-    /// num seeks to random keys, reading the pair found.
-    SeekRandom,
-    /// HashKV §4.2 (seed 000): load num keys in random order (P0), then
-    /// three phases of num updates to keys drawn from a scrambled
-    /// Zipf(0.99) (P1-P3); the value store is capped at data + 30%.
-    Update,
-}
-
-impl Workload {
-    pub const ALL: [Workload; 7] = [
-        Workload::FillSeq,
-        Workload::FillRandom,
-        Workload::Overwrite,
-        Workload::ReadRandom,
-        Workload::ReadSeq,
-        Workload::SeekRandom,
-        Workload::Update,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::FillSeq => "fillseq",
-            Workload::FillRandom => "fillrandom",
-            Workload::Overwrite => "overwrite",
-            Workload::ReadRandom => "readrandom",
-            Workload::ReadSeq => "readseq",
-            Workload::SeekRandom => "seekrandom",
-            Workload::Update => "update",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Workload> {
-        Workload::ALL.into_iter().find(|w| w.name() == s)
-    }
-
-    fn writes(self) -> bool {
-        matches!(
-            self,
-            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::Update
-        )
-    }
-}
+pub use engine::{BoxError, Engine, EngineKind, Result};
+pub use gen::{make_key, Chooser, ValueSizes, Values};
+use measure::{dir_allocated_bytes, Latency, LatencySummary, ProcIo};
+pub use workload::{Body, Mix, Op, Phase, ScanLength, Workload, Ycsb};
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
+    /// Each engine runs in `<db_path>/<engine name>`, emptied first
+    /// unless `use_existing`.
     pub db_path: PathBuf,
-    pub preset: Preset,
+    pub engines: Vec<EngineKind>,
     pub workloads: Vec<Workload>,
+    /// Keys loaded.
     pub num: u64,
-    /// Operations of read workloads (default: `num`).
-    pub reads: Option<u64>,
-    /// Updates per phase of the update workload (default: `num`).
+    /// Operations of the read, overwrite, scan and YCSB workloads
+    /// (default: `num`).
+    pub ops: Option<u64>,
+    /// Updates per phase of the update and mixed workloads (default: `num`).
     pub update_ops: Option<u64>,
     pub key_size: usize,
     pub value_size: usize,
+    /// Pairs per scan of the `scan` workload (YCSB E draws 1..=100).
+    pub scan_length: usize,
+    pub threads: usize,
     pub seed: u64,
     pub sync: bool,
-    /// Keep the existing database instead of starting empty.
+    /// Keep the databases already there (assumed to hold keys 0..num).
     pub use_existing: bool,
-    /// Flush and wait for compactions after each write workload.
+    /// Flush and wait for background work after each writing phase.
     pub settle: bool,
-    /// Overrides [`Options::scan_prefetch_threads`] (0: no read-ahead).
+    /// Append a JSON line per phase here.
+    pub out: Option<PathBuf>,
+    /// Show a progress bar on stderr when it is a terminal.
+    pub progress: bool,
+    /// Overrides [`sluicedb::Options::scan_prefetch_threads`] (0: no
+    /// read-ahead).
     pub scan_prefetch_threads: Option<usize>,
-    /// Overrides [`Options::hash_gc_policy`].
+    /// Overrides [`sluicedb::Options::hash_gc_policy`].
     pub hash_gc_policy: Option<sluicedb::HashGcPolicy>,
-    /// Overrides [`Options::separation_threshold_bytes`] (`Some(None)`:
-    /// no separation).
+    /// Overrides [`sluicedb::Options::separation_threshold_bytes`]
+    /// (`Some(None)`: no separation); also the peers' blob threshold.
     pub separation_threshold: Option<Option<usize>>,
-    /// Overrides [`Options::separate_at_flush`].
+    /// Overrides [`sluicedb::Options::separate_at_flush`].
     pub separate_at_flush: Option<bool>,
-    /// Overrides [`Options::hash_hotness`].
+    /// Overrides [`sluicedb::Options::hash_hotness`].
     pub hash_hotness: Option<bool>,
-    /// Overrides [`Options::gc_threads`].
+    /// Overrides [`sluicedb::Options::gc_threads`].
     pub gc_threads: Option<usize>,
 }
 
@@ -109,23 +86,21 @@ impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
             db_path: PathBuf::from("sluice-data"),
-            preset: Preset::LevelDb,
-            workloads: vec![
-                Workload::FillRandom,
-                Workload::ReadRandom,
-                Workload::Overwrite,
-                Workload::ReadSeq,
-                Workload::SeekRandom,
-            ],
+            engines: vec![EngineKind::Sluice(sluicedb::Preset::LevelDb)],
+            workloads: vec![Workload::Update],
             num: 100_000,
-            reads: None,
+            ops: None,
             update_ops: None,
-            key_size: 16,
-            value_size: 1000,
+            key_size: 24,
+            value_size: 992,
+            scan_length: 100,
+            threads: 1,
             seed: 301,
             sync: false,
             use_existing: false,
             settle: true,
+            out: None,
+            progress: true,
             scan_prefetch_threads: None,
             hash_gc_policy: None,
             separation_threshold: None,
@@ -136,513 +111,698 @@ impl Default for BenchConfig {
     }
 }
 
-/// The measured result of one workload.
-#[derive(Debug, Clone)]
+impl BenchConfig {
+    fn ops(&self) -> u64 {
+        self.ops.unwrap_or(self.num)
+    }
+    fn update_ops(&self) -> u64 {
+        self.update_ops.unwrap_or(self.num)
+    }
+
+    /// The value store capacity the update (data + 30%, seed 000 §4.2) or
+    /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs.
+    pub fn value_store_capacity(&self) -> Option<u64> {
+        let data = |mean: f64| self.num as f64 * (self.key_size as f64 + mean + 21.0);
+        let mut cap = None;
+        if self.workloads.contains(&Workload::Update) {
+            cap = Some(data(self.value_size as f64) * 1.3);
+        }
+        if self.workloads.contains(&Workload::Mixed) {
+            let m = data(ValueSizes::Mixed.mean()) * 1.5;
+            cap = Some(cap.map_or(m, |c: f64| c.max(m)));
+        }
+        cap.map(|c| c as u64)
+    }
+
+    /// The peers' key-value separation threshold.
+    pub fn peer_separation_threshold(&self) -> usize {
+        match self.separation_threshold {
+            Some(Some(t)) => t,
+            _ => engine::PEER_SEPARATION_THRESHOLD_BYTES,
+        }
+    }
+
+    /// Where an engine's database lives.
+    pub fn engine_dir(&self, kind: EngineKind) -> PathBuf {
+        self.db_path.join(kind.name())
+    }
+
+    /// The most keys the run can insert (loads plus YCSB D and E inserts).
+    fn key_capacity(&self) -> u64 {
+        // Inserts are drawn at random: plan for every operation of an
+        // inserting phase being one.
+        let inserting = self
+            .workloads
+            .iter()
+            .filter(|w| matches!(w, Workload::Ycsb(y) if y.insert_share() > 0.0))
+            .count() as u64;
+        self.num + inserting * self.ops()
+    }
+}
+
+/// The measured result of one phase on one engine: a JSON line of
+/// `--out`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
-    pub workload: Workload,
-    /// The workload's name, or `update.P1` style for a phase.
-    pub label: String,
-    /// Bytes GC read and wrote in the phase.
-    pub gc_bytes: u64,
+    pub engine: String,
+    pub workload: String,
+    /// The workload's name, `update.P1` style for one of its phases, or
+    /// `closed` for the space taken after the engine was closed.
+    pub phase: String,
+    pub threads: usize,
+    pub num: u64,
+    pub key_size: usize,
+    /// Mean value size of the phase's writes (or of the run).
+    pub value_size: f64,
+    pub seed: u64,
     pub ops: u64,
+    /// Reads that found their key, or pairs scanned.
     pub found: u64,
-    pub elapsed: Duration,
-    pub user_bytes: u64,
-    pub bytes_written: u64,
-    pub bytes_read: u64,
-    pub write_amp: f64,
-    pub space_amp: f64,
+    pub elapsed_s: f64,
+    pub ops_per_sec: f64,
+    /// User bytes (keys and values) written and read per second.
+    pub mb_per_sec: f64,
+    pub user_bytes_written: u64,
+    pub user_bytes_read: u64,
+    pub latency: LatencySummary,
+    /// The engine's own count of bytes written and read in the phase
+    /// (settle included), where it keeps one.
+    pub engine_bytes_written: Option<u64>,
+    pub engine_bytes_read: Option<u64>,
+    /// `engine_bytes_written / user_bytes_written` (writing phases).
+    pub write_amp: Option<f64>,
+    /// `engine_bytes_read / user_bytes_read` (reading phases).
+    pub read_amp: Option<f64>,
+    /// The process's `/proc/self/io` over the phase (settle included).
+    pub proc_io: Option<ProcIo>,
+    /// `proc_io.net_written() / user_bytes_written` (writing phases).
+    pub proc_write_amp: Option<f64>,
+    /// Bytes allocated under the engine's directory after the phase.
     pub disk_bytes: u64,
-    pub settle: Option<Duration>,
+    /// Bytes of live keys and values after the phase.
+    pub live_bytes: u64,
+    /// `disk_bytes / live_bytes`.
+    pub space_amp: Option<f64>,
+    /// Seconds the settle step (flush, wait for background work) took.
+    pub settle_s: Option<f64>,
+    /// Bytes the engine's value GC read and wrote in the phase.
+    pub gc_bytes: u64,
 }
 
 impl PhaseResult {
-    pub fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-    pub fn micros_per_op(&self) -> f64 {
-        self.elapsed.as_secs_f64() * 1e6 / self.ops.max(1) as f64
-    }
-    pub fn mb_per_sec(&self) -> f64 {
-        self.user_bytes as f64 / 1048576.0 / self.elapsed.as_secs_f64().max(1e-9)
+    fn micros_per_op(&self) -> f64 {
+        self.elapsed_s * 1e6 / self.ops.max(1) as f64
     }
 
-    /// db_bench's result line, with amplification figures appended.
+    /// db_bench's result line, with latency and amplification appended.
     pub fn db_bench_line(&self) -> String {
-        let mut s = format!(
-            "{:<12} : {:>11.3} micros/op {:>8.0} ops/sec; {:>7.1} MB/s",
-            self.label,
-            self.micros_per_op(),
-            self.ops_per_sec(),
-            self.mb_per_sec()
-        );
-        if !self.workload.writes() {
-            s += &format!(" ({} of {} found)", self.found, self.ops);
+        let mut s = format!("{:<14} : ", self.phase);
+        if self.phase != "closed" {
+            s += &format!(
+                "{:>10.3} micros/op {:>9.0} ops/sec; {:>7.1} MB/s; p50 {:.1} p99 {:.1} p99.9 {:.1} us;",
+                self.micros_per_op(),
+                self.ops_per_sec,
+                self.mb_per_sec,
+                self.latency.p50_us,
+                self.latency.p99_us,
+                self.latency.p999_us,
+            );
+            if self.user_bytes_read > 0 || self.user_bytes_written == 0 {
+                s += &format!(" ({} found of {})", self.found, self.ops);
+            }
         }
-        s += &format!(
-            "  write-amp {:.2}  space-amp {:.2}",
-            self.write_amp, self.space_amp
-        );
+        let amp = |a: Option<f64>| a.map_or("-".to_string(), |a| format!("{a:.2}"));
+        if self.write_amp.is_some() || self.proc_write_amp.is_some() {
+            s += &format!(
+                " write-amp {} (io {})",
+                amp(self.write_amp),
+                amp(self.proc_write_amp)
+            );
+        }
+        s += &format!(" space-amp {}", amp(self.space_amp));
         if self.gc_bytes > 0 {
-            s += &format!("  gc {:.1} MB", self.gc_bytes as f64 / 1048576.0);
+            s += &format!(" gc {:.1} MB", self.gc_bytes as f64 / 1048576.0);
         }
-        if let Some(d) = self.settle {
-            s += &format!("  settle {:.2}s", d.as_secs_f64());
+        if let Some(d) = self.settle_s {
+            s += &format!(" settle {d:.2}s");
         }
         s
     }
 }
 
-/// Key number `n` as a fixed-width key.
-pub fn make_key(n: u64, key_size: usize) -> Vec<u8> {
-    let mut k = format!("{n:0width$}", width = key_size).into_bytes();
-    k.truncate(key_size.max(1));
-    k
+/// What all threads of a phase share.
+struct Shared<'a> {
+    engine: &'a dyn Engine,
+    cfg: &'a BenchConfig,
+    /// Keys 0..key_count exist (or are being inserted).
+    key_count: AtomicU64,
+    /// Current value size per key number; 0 for absent keys.
+    sizes: Vec<AtomicU32>,
+    values: Values,
 }
 
-/// A source of incompressible values (db_bench's RandomGenerator).
-struct Values {
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl Values {
-    fn new(seed: u64, value_size: usize) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x7a1e);
-        let len = (1 << 20).max(value_size * 2);
-        Values {
-            buf: (0..len).map(|_| rng.gen()).collect(),
-            pos: 0,
-        }
-    }
-    fn next(&mut self, n: usize) -> &[u8] {
-        if self.pos + n > self.buf.len() {
-            self.pos = 0;
-        }
-        let v = &self.buf[self.pos..self.pos + n];
-        self.pos += n.max(1) % 4099 + 1;
-        v
+impl Shared<'_> {
+    fn live_bytes(&self) -> u64 {
+        self.sizes
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&s| s > 0)
+            .map(|s| u64::from(s) + self.cfg.key_size as u64)
+            .sum()
     }
 }
 
-/// Bytes of all files in `dir` as allocated on disk.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.blocks() * 512)
-                .sum()
-        })
-        .unwrap_or(0)
+/// What one thread measured.
+#[derive(Default)]
+struct Tally {
+    ops: u64,
+    found: u64,
+    written: u64,
+    read: u64,
+    value_bytes: u64,
+    latency: Latency,
 }
 
-/// Runs the configured workloads, printing a line per workload to stdout.
-pub fn run(cfg: &BenchConfig) -> sluicedb::Result<Vec<PhaseResult>> {
-    if !cfg.use_existing && cfg.db_path.exists() {
-        std::fs::remove_dir_all(&cfg.db_path).map_err(|e| {
-            sluicedb::Error::InvalidArgument(format!("cannot clear {}: {e}", cfg.db_path.display()))
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.ops += o.ops;
+        self.found += o.found;
+        self.written += o.written;
+        self.read += o.read;
+        self.value_bytes += o.value_bytes;
+        self.latency.merge(&o.latency);
+    }
+}
+
+/// Runs every workload on every engine, printing as it goes; returns the
+/// results of all phases.
+pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
+    if cfg.num == 0 || cfg.key_size == 0 || cfg.threads == 0 {
+        return Err("--num, --key-size and --threads must be positive".into());
+    }
+    if cfg.key_size < cfg.key_capacity().to_string().len() {
+        return Err(format!(
+            "--key-size {} is too short for {} keys",
+            cfg.key_size,
+            cfg.key_capacity()
+        )
+        .into());
+    }
+    for &k in &cfg.engines {
+        if !k.available() {
+            engine::open(k, cfg, Path::new("/nonexistent"))?;
+        }
+    }
+    let mut out = match &cfg.out {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let mut all = Vec::new();
+    for &kind in &cfg.engines {
+        let results = run_engine(kind, cfg, &mut |r| {
+            println!("{:<12} {}", kind.name(), r.db_bench_line());
+            if let Some(f) = out.as_mut() {
+                let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+                writeln!(f, "{line}").map_err(|e| format!("--out: {e}"))?;
+            }
+            Ok(())
         })?;
+        all.extend(results);
     }
-    let mut opts = Options::preset(cfg.preset);
-    if let Some(t) = cfg.separation_threshold {
-        opts.separation_threshold_bytes = t;
+    if cfg.engines.len() > 1 {
+        println!("\n{}", report::table(&all));
     }
-    if cfg.workloads.contains(&Workload::Update) && opts.separation_threshold_bytes.is_some() {
-        // HashKV §4.2: the value store holds the data plus a 30% reserve.
-        let record = (cfg.key_size + cfg.value_size + 21) as f64;
-        let capacity = (cfg.num as f64 * record * 1.3) as u64;
-        opts.value_store_capacity_bytes = Some(capacity);
-        // GC frees whole files: keep them small next to the capacity, so
-        // that small runs have files to collect too.
-        opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
-        // Likewise at least 32 segment groups for the hash layout, so a GC
-        // step rewrites 1/32 of the data or less, and at least 256 log
-        // segments in the reserve (1 MiB ones leave small runs only a few).
-        let reserve = capacity as f64 * opts.hash_reserve_ratio;
-        opts.hash_log_segment_bytes = ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
-        let main_area = capacity as f64 - reserve;
-        opts.hash_main_segment_bytes =
-            ((main_area / 32.0) as u64).clamp(opts.hash_log_segment_bytes, 64 << 20);
+    Ok(all)
+}
+
+fn run_engine(
+    kind: EngineKind,
+    cfg: &BenchConfig,
+    emit: &mut dyn FnMut(&PhaseResult) -> Result<()>,
+) -> Result<Vec<PhaseResult>> {
+    let dir = cfg.engine_dir(kind);
+    if !cfg.use_existing && dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
-    if let Some(t) = cfg.scan_prefetch_threads {
-        opts.scan_prefetch_threads = t;
-    }
-    if let Some(p) = cfg.hash_gc_policy {
-        opts.hash_gc_policy = p;
-    }
-    if let Some(h) = cfg.hash_hotness {
-        opts.hash_hotness = h;
-    }
-    if let Some(n) = cfg.gc_threads {
-        opts.gc_threads = n;
-    }
-    if let Some(f) = cfg.separate_at_flush {
-        opts.separate_at_flush = f;
-    }
-    // Separation at flush has nothing to do without separation (the
-    // threshold sweep's `--separation-threshold none` under `hashkv`).
-    opts.separate_at_flush &= opts.separation_threshold_bytes.is_some();
-    let db = Db::open(&cfg.db_path, opts)?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let engine = engine::open(kind, cfg, &dir)?;
     println!(
-        "sluicedb bench: preset {}  keys {} B  values {} B  entries {}  db {}",
-        cfg.preset.name(),
+        "\n{} bench: keys {} B, values {} B, {} entries, {} thread(s), db {}",
+        kind.name(),
         cfg.key_size,
         cfg.value_size,
         cfg.num,
-        cfg.db_path.display()
+        cfg.threads,
+        dir.display()
     );
-    let mut values = Values::new(cfg.seed, cfg.value_size);
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
-    // Distinct keys written so far, for space amplification.
-    let mut live_keys: u64 = if cfg.use_existing { cfg.num } else { 0 };
-    let mut results = Vec::new();
-    for &w in &cfg.workloads {
-        if w == Workload::Update {
-            results.extend(run_update(&db, cfg, &mut values, &mut rng, &mut live_keys)?);
-            continue;
+    let max_value = cfg
+        .value_size
+        .max(if cfg.workloads.contains(&Workload::Mixed) {
+            ValueSizes::Mixed.max()
+        } else {
+            0
+        });
+    let shared = Shared {
+        engine: engine.as_ref(),
+        cfg,
+        key_count: AtomicU64::new(0),
+        sizes: (0..cfg.key_capacity()).map(|_| AtomicU32::new(0)).collect(),
+        values: Values::new(cfg.seed, max_value),
+    };
+    if cfg.use_existing {
+        shared.key_count.store(cfg.num, Ordering::Relaxed);
+        for s in &shared.sizes[..cfg.num as usize] {
+            s.store(cfg.value_size as u32, Ordering::Relaxed);
         }
-        let before = db.stats().io;
-        let start = Instant::now();
-        let (ops, found, user_bytes) = match w {
-            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => {
-                let order: Vec<u64> = match w {
-                    Workload::FillSeq => (0..cfg.num).collect(),
-                    Workload::FillRandom => {
-                        let mut v: Vec<u64> = (0..cfg.num).collect();
-                        v.shuffle(&mut rng);
-                        v
-                    }
-                    _ => (0..cfg.num).map(|_| rng.gen_range(0..cfg.num)).collect(),
-                };
-                let start = Instant::now(); // exclude key generation
-                let bytes = put_keys(&db, cfg, &mut values, &order)?;
-                if w != Workload::Overwrite {
-                    live_keys = live_keys.max(cfg.num);
-                }
-                let elapsed = start.elapsed();
-                results.push(finish(
-                    &db,
-                    cfg,
-                    w,
-                    w.name(),
-                    order.len() as u64,
-                    0,
-                    bytes,
-                    elapsed,
-                    &before,
-                    0,
-                    live_keys,
-                )?);
-                continue;
-            }
-            Workload::ReadRandom => {
-                let n = cfg.reads.unwrap_or(cfg.num);
-                let mut found = 0;
-                let mut bytes = 0;
-                for _ in 0..n {
-                    let k = make_key(rng.gen_range(0..cfg.num), cfg.key_size);
-                    if let Some(v) = db.get(&k)? {
-                        found += 1;
-                        bytes += (k.len() + v.len()) as u64;
-                    }
-                }
-                (n, found, bytes)
-            }
-            Workload::ReadSeq => {
-                // A range scan: values are read ahead (seed 001 §3.3.1).
-                let (mut n, mut bytes) = (0, 0);
-                for pair in db.range::<&[u8]>(..) {
-                    let (k, v) = pair?;
-                    n += 1;
-                    bytes += (k.len() + v.len()) as u64;
-                }
-                (n, n, bytes)
-            }
-            Workload::SeekRandom => {
-                let n = cfg.reads.unwrap_or(cfg.num);
-                let mut it = db.iter();
-                let (mut found, mut bytes) = (0, 0);
-                for _ in 0..n {
-                    let k = make_key(rng.gen_range(0..cfg.num), cfg.key_size);
-                    it.seek(&k);
-                    if it.valid() {
-                        if it.key() == k.as_slice() {
-                            found += 1;
-                        }
-                        bytes += (it.key().len() + it.value()?.len()) as u64;
-                    }
-                }
-                it.status()?;
-                (n, found, bytes)
-            }
-            Workload::Update => unreachable!("update runs its own phases above"),
-        };
-        let elapsed = start.elapsed();
-        results.push(finish(
-            &db,
-            cfg,
-            w,
-            w.name(),
-            ops,
-            found,
-            user_bytes,
-            elapsed,
-            &before,
-            0,
-            live_keys,
-        )?);
     }
-    let s = db.stats();
-    println!("\n{s}");
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut results = Vec::new();
+    let mut phase_no = 0u64;
+    for &w in &cfg.workloads {
+        for phase in phases(w, cfg, &shared, &mut rng) {
+            phase_no += 1;
+            let r = run_phase(kind, &shared, &phase, phase_no)?;
+            emit(&r)?;
+            results.push(r);
+        }
+    }
+    let report = engine.report();
+    let live = shared.live_bytes();
+    drop(shared);
+    drop(engine);
+    if !report.is_empty() {
+        println!("\n{report}");
+    }
+    // Space once closed: some engines drop obsolete files only then.
+    let disk = dir_allocated_bytes(&dir);
+    let closed = PhaseResult {
+        engine: kind.name().into(),
+        workload: "close".into(),
+        phase: "closed".into(),
+        threads: cfg.threads,
+        num: cfg.num,
+        key_size: cfg.key_size,
+        value_size: cfg.value_size as f64,
+        seed: cfg.seed,
+        ops: 0,
+        found: 0,
+        elapsed_s: 0.0,
+        ops_per_sec: 0.0,
+        mb_per_sec: 0.0,
+        user_bytes_written: 0,
+        user_bytes_read: 0,
+        latency: LatencySummary::default(),
+        engine_bytes_written: None,
+        engine_bytes_read: None,
+        write_amp: None,
+        read_amp: None,
+        proc_io: None,
+        proc_write_amp: None,
+        disk_bytes: disk,
+        live_bytes: live,
+        space_amp: (live > 0).then(|| disk as f64 / live as f64),
+        settle_s: None,
+        gc_bytes: 0,
+    };
+    emit(&closed)?;
+    results.push(closed);
     Ok(results)
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site, passing one phase's measurements"
-)]
-fn finish(
-    db: &Db,
-    cfg: &BenchConfig,
-    w: Workload,
-    label: &str,
-    ops: u64,
-    found: u64,
-    user_bytes: u64,
-    elapsed: Duration,
-    before: &sluicedb::fs::IoStats,
-    gc_before: u64,
-    live_keys: u64,
-) -> sluicedb::Result<PhaseResult> {
-    let settle = if w.writes() && cfg.settle {
+/// The phases workload `w` runs now, given what is loaded.
+fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> Vec<Phase> {
+    let shuffled = |rng: &mut StdRng| {
+        let mut v: Vec<u64> = (0..cfg.num).collect();
+        v.shuffle(rng);
+        v
+    };
+    let ops = |mix, chooser, scan_length| Body::Ops {
+        mix,
+        chooser,
+        scan_length,
+    };
+    let phase = |label: &str, ops: u64, body, mixed_sizes| Phase {
+        workload: w,
+        label: label.to_string(),
+        ops,
+        body,
+        mixed_sizes,
+    };
+    let loaded = shared.key_count.load(Ordering::Relaxed) > 0;
+    let one = ScanLength::Fixed(1);
+    match w {
+        Workload::FillSeq => vec![phase(
+            w.name(),
+            cfg.num,
+            Body::Load {
+                keys: (0..cfg.num).collect(),
+            },
+            false,
+        )],
+        Workload::FillRandom => vec![phase(
+            w.name(),
+            cfg.num,
+            Body::Load {
+                keys: shuffled(rng),
+            },
+            false,
+        )],
+        Workload::Overwrite => vec![phase(
+            w.name(),
+            cfg.ops(),
+            ops(Mix::only(Op::Update), Chooser::Uniform, one),
+            false,
+        )],
+        Workload::ReadRandom => vec![phase(
+            w.name(),
+            cfg.ops(),
+            ops(Mix::only(Op::Read), Chooser::Uniform, one),
+            false,
+        )],
+        Workload::SeekRandom => vec![phase(
+            w.name(),
+            cfg.ops(),
+            ops(Mix::only(Op::Scan), Chooser::Uniform, one),
+            false,
+        )],
+        Workload::Scan => vec![phase(
+            w.name(),
+            cfg.ops(),
+            ops(
+                Mix::only(Op::Scan),
+                Chooser::Uniform,
+                ScanLength::Fixed(cfg.scan_length),
+            ),
+            false,
+        )],
+        Workload::ReadSeq => vec![phase(
+            w.name(),
+            shared.key_count.load(Ordering::Relaxed),
+            Body::ReadAll,
+            false,
+        )],
+        Workload::Update | Workload::Mixed => {
+            let mixed = w == Workload::Mixed;
+            let mut v = vec![phase(
+                &format!("{}.{}", w.name(), if mixed { "load" } else { "P0" }),
+                cfg.num,
+                Body::Load {
+                    keys: shuffled(rng),
+                },
+                mixed,
+            )];
+            let zipf = Chooser::scrambled(cfg.num);
+            let rounds = if mixed { 1 } else { 3 };
+            for p in 1..=rounds {
+                let label = if mixed {
+                    format!("{}.update", w.name())
+                } else {
+                    format!("{}.P{p}", w.name())
+                };
+                v.push(phase(
+                    &label,
+                    cfg.update_ops(),
+                    ops(Mix::only(Op::Update), zipf.clone(), one),
+                    mixed,
+                ));
+            }
+            v
+        }
+        Workload::Ycsb(y) => {
+            let mut v = Vec::new();
+            if !loaded {
+                v.push(phase(
+                    "ycsb.load",
+                    cfg.num,
+                    Body::Load {
+                        keys: shuffled(rng),
+                    },
+                    false,
+                ));
+            }
+            let (mix, scan_length) = y.mix();
+            let count = shared.key_count.load(Ordering::Relaxed).max(cfg.num);
+            let chooser = if y == Ycsb::D {
+                Chooser::latest(count)
+            } else {
+                Chooser::scrambled(count)
+            };
+            v.push(phase(
+                w.name(),
+                cfg.ops(),
+                ops(mix, chooser, scan_length),
+                false,
+            ));
+            v
+        }
+    }
+}
+
+fn run_phase(
+    kind: EngineKind,
+    shared: &Shared,
+    phase: &Phase,
+    phase_no: u64,
+) -> Result<PhaseResult> {
+    let cfg = shared.cfg;
+    let engine = shared.engine;
+    let io_before = engine.io_bytes();
+    let proc_before = ProcIo::now();
+    let gc_before = engine.gc_bytes();
+    let bar = progress_bar(cfg, kind, phase);
+    let threads = match phase.body {
+        Body::ReadAll => 1,
+        _ => cfg.threads,
+    };
+    let start = Instant::now();
+    let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let bar = &bar;
+                s.spawn(move || run_thread(shared, phase, phase_no, t, threads, bar))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
+            })
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    let mut tally = Tally::default();
+    for t in tallies {
+        tally.add(&t?);
+    }
+    let writes = tally.written > 0;
+    let settle = if writes && cfg.settle {
         let t = Instant::now();
-        db.flush()?;
-        db.wait_for_background()?;
+        engine.settle()?;
         Some(t.elapsed())
     } else {
         None
     };
-    let io = db.stats().io.since(before);
-    let live = live_keys * (cfg.key_size + cfg.value_size) as u64;
-    let disk = dir_bytes(&cfg.db_path);
-    let s = db.stats();
-    let r = PhaseResult {
-        workload: w,
-        label: label.to_string(),
-        gc_bytes: (s.gc_bytes_read + s.gc_bytes_written).saturating_sub(gc_before),
-        ops,
-        found,
-        elapsed,
-        user_bytes,
-        bytes_written: io.total_written(),
-        bytes_read: io.total_read(),
-        write_amp: if user_bytes > 0 && w.writes() {
-            io.total_written() as f64 / user_bytes as f64
-        } else {
-            0.0
-        },
-        space_amp: if live > 0 {
-            disk as f64 / live as f64
-        } else {
-            0.0
-        },
-        disk_bytes: disk,
-        settle,
+    let io = match (io_before, engine.io_bytes()) {
+        (Some((w0, r0)), Some((w1, r1))) => Some((w1.saturating_sub(w0), r1.saturating_sub(r0))),
+        _ => None,
     };
-    println!("{}", r.db_bench_line());
-    Ok(r)
+    let proc_io = match (proc_before, ProcIo::now()) {
+        (Some(a), Some(b)) => Some(b.since(&a)),
+        _ => None,
+    };
+    let disk = dir_allocated_bytes(&cfg.engine_dir(kind));
+    let live = shared.live_bytes();
+    let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let value_size = if writes {
+        tally.value_bytes as f64 / tally.ops.max(1) as f64
+    } else {
+        cfg.value_size as f64
+    };
+    Ok(PhaseResult {
+        engine: kind.name().into(),
+        workload: phase.workload.name().into(),
+        phase: phase.label.clone(),
+        threads,
+        num: cfg.num,
+        key_size: cfg.key_size,
+        value_size,
+        seed: cfg.seed,
+        ops: tally.ops,
+        found: tally.found,
+        elapsed_s: elapsed.as_secs_f64(),
+        ops_per_sec: tally.ops as f64 / secs,
+        mb_per_sec: (tally.written + tally.read) as f64 / 1048576.0 / secs,
+        user_bytes_written: tally.written,
+        user_bytes_read: tally.read,
+        latency: tally.latency.summary(),
+        engine_bytes_written: io.map(|(w, _)| w),
+        engine_bytes_read: io.map(|(_, r)| r),
+        write_amp: io.and_then(|(w, _)| {
+            if writes {
+                ratio(w, tally.written)
+            } else {
+                None
+            }
+        }),
+        read_amp: io.and_then(|(_, r)| ratio(r, tally.read)),
+        proc_io,
+        proc_write_amp: proc_io.and_then(|p| {
+            if writes {
+                ratio(p.net_written(), tally.written)
+            } else {
+                None
+            }
+        }),
+        disk_bytes: disk,
+        live_bytes: live,
+        space_amp: ratio(disk, live),
+        settle_s: settle.map(|d: Duration| d.as_secs_f64()),
+        gc_bytes: engine.gc_bytes().saturating_sub(gc_before),
+    })
 }
 
-/// Puts key numbers `keys` with fresh values; returns the user bytes.
-fn put_keys(
-    db: &Db,
-    cfg: &BenchConfig,
-    values: &mut Values,
-    keys: &[u64],
-) -> sluicedb::Result<u64> {
-    let wo = WriteOptions { sync: cfg.sync };
-    let mut bytes = 0;
-    for &n in keys {
-        let k = make_key(n, cfg.key_size);
-        let v = values.next(cfg.value_size);
-        bytes += (k.len() + v.len()) as u64;
-        db.put_opt(&wo, &k, v)?;
+fn progress_bar(cfg: &BenchConfig, kind: EngineKind, phase: &Phase) -> ProgressBar {
+    if !cfg.progress {
+        return ProgressBar::hidden();
     }
-    Ok(bytes)
-}
-
-/// The update experiment: P0 load in random order, then P1-P3 of
-/// `update_ops` (default `num`) scrambled-Zipf(0.99) updates each.
-fn run_update(
-    db: &Db,
-    cfg: &BenchConfig,
-    values: &mut Values,
-    rng: &mut StdRng,
-    live_keys: &mut u64,
-) -> sluicedb::Result<Vec<PhaseResult>> {
-    let zipf = ScrambledZipf::new(cfg.num, 0.99);
-    let mut out = Vec::new();
-    for phase in 0..4 {
-        let keys: Vec<u64> = if phase == 0 {
-            let mut v: Vec<u64> = (0..cfg.num).collect();
-            v.shuffle(rng);
-            v
-        } else {
-            let n = cfg.update_ops.unwrap_or(cfg.num);
-            (0..n).map(|_| zipf.sample(rng)).collect()
-        };
-        let s = db.stats();
-        let (before, gc_before) = (s.io, s.gc_bytes_read + s.gc_bytes_written);
-        let start = Instant::now();
-        let bytes = put_keys(db, cfg, values, &keys)?;
-        *live_keys = cfg.num;
-        let elapsed = start.elapsed();
-        let label = format!("update.P{phase}");
-        out.push(finish(
-            db,
-            cfg,
-            Workload::Update,
-            &label,
-            keys.len() as u64,
-            0,
-            bytes,
-            elapsed,
-            &before,
-            gc_before,
-            *live_keys,
-        )?);
+    // Drawn only when stderr is a terminal.
+    let bar = ProgressBar::with_draw_target(Some(phase.ops), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>24} [{bar:30}] {human_pos}/{human_len} {per_sec:>14} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
     }
-    Ok(out)
+    bar.set_prefix(format!("{} {}", kind.name(), phase.label));
+    bar
 }
 
-/// YCSB's scrambled Zipfian: ranks drawn from Zipf(`theta`) over `n` items,
-/// then hashed, so that hot keys are spread over the key space.
-pub struct ScrambledZipf {
-    n: u64,
-    zipf: rand_distr::Zipf<f64>,
-}
+/// Ops between progress bar updates.
+const PROGRESS_STEP: u64 = 512;
 
-impl ScrambledZipf {
-    pub fn new(n: u64, theta: f64) -> Self {
-        ScrambledZipf {
-            n: n.max(1),
-            zipf: rand_distr::Zipf::new(n.max(1), theta).expect("valid Zipf parameters"),
+fn run_thread(
+    shared: &Shared,
+    phase: &Phase,
+    phase_no: u64,
+    thread: usize,
+    threads: usize,
+    bar: &ProgressBar,
+) -> Result<Tally> {
+    let cfg = shared.cfg;
+    let engine = shared.engine;
+    let mut rng = StdRng::seed_from_u64(
+        cfg.seed
+            ^ phase_no.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (thread as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9),
+    );
+    let mut values = shared.values.fork(rng.gen_range(0..1 << 20));
+    let sizes = if phase.mixed_sizes {
+        ValueSizes::Mixed
+    } else {
+        ValueSizes::Fixed(cfg.value_size)
+    };
+    let mut t = Tally::default();
+    let key_size = cfg.key_size;
+    let mut put = |t: &mut Tally, rng: &mut StdRng, n: u64| -> Result<()> {
+        let k = make_key(n, key_size);
+        let len = sizes.next(rng);
+        let v = values.next(len);
+        engine.put(&k, v)?;
+        shared.sizes[n as usize].store(len as u32, Ordering::Relaxed);
+        t.written += (k.len() + len) as u64;
+        t.value_bytes += len as u64;
+        Ok(())
+    };
+    match &phase.body {
+        Body::Load { keys } => {
+            let per = keys.len().div_ceil(threads);
+            let mine = keys.chunks(per.max(1)).nth(thread).unwrap_or(&[]);
+            for (i, &n) in mine.iter().enumerate() {
+                let op = Instant::now();
+                put(&mut t, &mut rng, n)?;
+                t.latency.record(op.elapsed().as_nanos() as u64);
+                t.ops += 1;
+                if i as u64 % PROGRESS_STEP == PROGRESS_STEP - 1 {
+                    bar.inc(PROGRESS_STEP);
+                }
+            }
+            shared
+                .key_count
+                .fetch_max(keys.iter().max().map_or(0, |m| m + 1), Ordering::Relaxed);
+        }
+        Body::ReadAll => {
+            let op = Instant::now();
+            let (n, bytes) = engine.scan(b"", usize::MAX)?;
+            t.latency.record(op.elapsed().as_nanos() as u64);
+            t.ops = n;
+            t.found = n;
+            t.read = bytes;
+        }
+        Body::Ops {
+            mix,
+            chooser,
+            scan_length,
+        } => {
+            let mut chooser = chooser.clone();
+            let n = phase.ops / threads as u64
+                + u64::from((thread as u64) < phase.ops % threads as u64);
+            for i in 0..n {
+                let kind = mix.pick(rng.gen());
+                let count = shared.key_count.load(Ordering::Relaxed);
+                let op = Instant::now();
+                match kind {
+                    Op::Read | Op::ReadModifyWrite => {
+                        let key = chooser.next(count, &mut rng);
+                        let k = make_key(key, key_size);
+                        if let Some(len) = engine.get(&k)? {
+                            t.found += 1;
+                            t.read += (k.len() + len) as u64;
+                        }
+                        if kind == Op::ReadModifyWrite {
+                            put(&mut t, &mut rng, key)?;
+                        }
+                    }
+                    Op::Update => {
+                        let key = chooser.next(count, &mut rng);
+                        put(&mut t, &mut rng, key)?;
+                    }
+                    Op::Insert => {
+                        let key = shared.key_count.fetch_add(1, Ordering::Relaxed);
+                        if key as usize >= shared.sizes.len() {
+                            return Err("more inserts than the run planned for".into());
+                        }
+                        put(&mut t, &mut rng, key)?;
+                    }
+                    Op::Scan => {
+                        let len = match *scan_length {
+                            ScanLength::Fixed(n) => n,
+                            ScanLength::Uniform(max) => rng.gen_range(1..=max.max(1)),
+                        };
+                        let start = make_key(chooser.next(count, &mut rng), key_size);
+                        let (pairs, bytes) = engine.scan(&start, len)?;
+                        t.found += pairs;
+                        t.read += bytes;
+                    }
+                }
+                t.latency.record(op.elapsed().as_nanos() as u64);
+                t.ops += 1;
+                if i % PROGRESS_STEP == PROGRESS_STEP - 1 {
+                    bar.inc(PROGRESS_STEP);
+                }
+            }
         }
     }
-
-    pub fn sample(&self, rng: &mut impl Rng) -> u64 {
-        use rand::distributions::Distribution;
-        let rank = self.zipf.sample(rng) as u64 - 1;
-        // FNV-1a of the rank, as YCSB scrambles.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in rank.to_le_bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h % self.n
-    }
+    Ok(t)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scrambled_zipf_is_skewed_and_deterministic() {
-        let z = ScrambledZipf::new(10_000, 0.99);
-        let mut a = StdRng::seed_from_u64(1);
-        let mut b = StdRng::seed_from_u64(1);
-        let xs: Vec<u64> = (0..20_000).map(|_| z.sample(&mut a)).collect();
-        let ys: Vec<u64> = (0..20_000).map(|_| z.sample(&mut b)).collect();
-        assert_eq!(xs, ys, "same seed, same keys");
-        assert!(xs.iter().all(|&x| x < 10_000));
-        let mut counts = std::collections::HashMap::new();
-        for x in &xs {
-            *counts.entry(x).or_insert(0u32) += 1;
-        }
-        let mut top: Vec<u32> = counts.values().copied().collect();
-        top.sort_unstable_by(|a, b| b.cmp(a));
-        let hottest_10: u32 = top.iter().take(10).sum();
-        // Zipf(0.99): the 10 hottest of 10,000 keys draw about a quarter.
-        assert!(hottest_10 > 3_000, "not skewed: top 10 drew {hottest_10}");
-        // Scrambling spreads the hot keys: the hottest is not key 0.
-        let hottest = counts.iter().max_by_key(|(_, &c)| c).unwrap().0;
-        assert_ne!(**hottest, 0);
-    }
-
-    #[test]
-    fn keys_are_fixed_width_and_ordered() {
-        assert_eq!(make_key(42, 16), b"0000000000000042".to_vec());
-        assert!(make_key(9, 16) < make_key(10, 16));
-        assert_eq!(Workload::from_name("readseq"), Some(Workload::ReadSeq));
-    }
-
-    #[test]
-    fn tiny_update_run_under_wisckey_collects_garbage() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = BenchConfig {
-            db_path: dir.path().join("db"),
-            preset: Preset::WiscKey,
-            workloads: vec![Workload::Update],
-            num: 3000,
-            key_size: 24,
-            value_size: 992,
-            ..Default::default()
-        };
-        let r = run(&cfg).unwrap();
-        let labels: Vec<&str> = r.iter().map(|p| p.label.as_str()).collect();
-        assert_eq!(labels, ["update.P0", "update.P1", "update.P2", "update.P3"]);
-        // Updates beyond the 30% reserve force GC in the update phases.
-        assert!(r[1..].iter().any(|p| p.gc_bytes > 0), "GC never ran");
-        assert!(r.iter().all(|p| p.write_amp >= 1.0));
-    }
-
-    #[test]
-    fn hashkv_without_separation_runs() {
-        // The threshold sweep's baseline: the hashkv preset with its
-        // separation (and so its separation at flush) turned off.
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = BenchConfig {
-            db_path: dir.path().join("db"),
-            preset: Preset::HashKv,
-            workloads: vec![Workload::Update],
-            num: 500,
-            update_ops: Some(500),
-            value_size: 64,
-            separation_threshold: Some(None),
-            ..Default::default()
-        };
-        let r = run(&cfg).unwrap();
-        assert_eq!(r.len(), 4);
-        assert!(r.iter().all(|p| p.gc_bytes == 0), "nothing separated");
-    }
-
-    #[test]
-    fn tiny_run_reports_every_workload() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = BenchConfig {
-            db_path: dir.path().join("db"),
-            workloads: Workload::ALL[..6].to_vec(),
-            num: 2000,
-            value_size: 100,
-            ..Default::default()
-        };
-        let r = run(&cfg).unwrap();
-        assert_eq!(r.len(), 6);
-        let read = r
-            .iter()
-            .find(|p| p.workload == Workload::ReadRandom)
-            .unwrap();
-        assert_eq!(read.found, read.ops, "every key was loaded");
-        let seq = r.iter().find(|p| p.workload == Workload::ReadSeq).unwrap();
-        assert_eq!(seq.ops, 2000);
-        let fill = r.iter().find(|p| p.workload == Workload::FillSeq).unwrap();
-        assert!(
-            fill.write_amp >= 1.0,
-            "journal alone writes every byte once"
-        );
-        assert!(fill.space_amp > 0.5);
-    }
-}
+mod tests;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sluice_bench::{BenchConfig, Workload};
+use sluice_bench::{BenchConfig, EngineKind, Workload};
 use sluicedb::dump::DumpOptions;
 use sluicedb::{Db, HashGcPolicy, Options, Preset};
 
@@ -21,9 +21,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run db_bench-style workloads (default: a short fill/read experiment
-    /// in ./sluice-data).
-    Bench(BenchArgs),
+    /// Run workloads on sluicedb presets and peer engines (default: the
+    /// update experiment, small, on leveldb, wisckey and hashkv in
+    /// ./sluice-data), or `bench report` a results file.
+    Bench(Box<BenchArgs>),
     /// Print levels, tables and counters of a database.
     Info {
         #[arg(long)]
@@ -120,47 +121,68 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct BenchArgs {
+    #[command(subcommand)]
+    report: Option<BenchCommand>,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite,
-    /// readrandom, readseq, seekrandom.
-    #[arg(
-        long,
-        default_value = "fillrandom,readrandom,overwrite,readseq,seekrandom"
-    )]
+    /// readrandom, readseq, seekrandom, scan, update, ycsb-a .. ycsb-f,
+    /// ycsb (all six), mixed.
+    #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
-    /// Number of keys.
+    /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
+    /// ...) and, when built with their features, rocksdb, rocksdb-blob,
+    /// fjall, fjall-kv.
+    #[arg(long, alias = "preset", default_value = "leveldb,wisckey,hashkv")]
+    engines: String,
+    /// Number of keys loaded.
     #[arg(long, default_value_t = 100_000)]
     num: u64,
-    /// Operations of read workloads (default: --num).
+    /// Size the dataset to this many GiB of keys and values instead of
+    /// --num.
     #[arg(long)]
-    reads: Option<u64>,
-    /// Updates per phase of the update workload (default: --num).
+    dataset_gib: Option<f64>,
+    /// Operations of the read, overwrite, scan and YCSB workloads (default:
+    /// --num).
+    #[arg(long, alias = "reads")]
+    ops: Option<u64>,
+    /// Updates per phase of the update and mixed workloads (default: --num).
     #[arg(long)]
     update_ops: Option<u64>,
     /// Value size in bytes.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 992)]
     value_size: usize,
     /// Key size in bytes.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 24)]
     key_size: usize,
-    /// Engine preset.
-    #[arg(long, default_value = "leveldb")]
-    preset: String,
-    /// Database directory (emptied first unless --use-existing).
+    /// Pairs per scan of the scan workload.
+    #[arg(long, default_value_t = 100)]
+    scan_length: usize,
+    /// Client threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Directory holding one database per engine (each emptied first
+    /// unless --use-existing).
     #[arg(long, default_value = "sluice-data")]
     db: PathBuf,
+    /// Append one JSON line per phase to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Random seed.
     #[arg(long, default_value_t = 301)]
     seed: u64,
     /// Sync every write.
     #[arg(long)]
     sync: bool,
-    /// Keep the database already in --db.
+    /// Keep the databases already in --db (holding keys 0..num).
     #[arg(long)]
     use_existing: bool,
-    /// Do not flush and wait for compactions after write workloads.
+    /// Do not flush and wait for background work after writing phases.
     #[arg(long)]
     no_settle: bool,
+    /// No progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    quiet: bool,
     /// Threads reading values ahead in range scans (0: off; default: the
     /// preset's).
     #[arg(long)]
@@ -170,7 +192,7 @@ struct BenchArgs {
     #[arg(long)]
     hash_gc_policy: Option<String>,
     /// Separate values of at least this many bytes, or `none` (default:
-    /// the preset's).
+    /// the preset's; peers: 512).
     #[arg(long)]
     separation_threshold: Option<String>,
     /// When values are separated: `write` (into the value store as they
@@ -188,6 +210,22 @@ struct BenchArgs {
     gc_threads: Option<u64>,
 }
 
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Print the comparison table of a results file and draw it as SVG.
+    Report {
+        /// JSON lines written by `sluice bench --out`.
+        results: PathBuf,
+        /// Draw grouped bars (throughput, write and space amplification)
+        /// and a latency CDF here.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Phase whose latency CDF is drawn (default: the last).
+        #[arg(long)]
+        cdf_phase: Option<String>,
+    },
+}
+
 /// Parses `--hash-gc-policy`.
 fn parse_policy(s: &str) -> Result<HashGcPolicy, String> {
     match s {
@@ -203,32 +241,60 @@ fn parse_policy(s: &str) -> Result<HashGcPolicy, String> {
 }
 
 fn bench(a: BenchArgs) -> Result<(), String> {
-    let preset = Preset::from_name(&a.preset).ok_or_else(|| {
-        let names: Vec<_> = Preset::all().iter().map(|p| p.name()).collect();
-        format!("unknown preset {:?}; known: {}", a.preset, names.join(", "))
-    })?;
-    let workloads = a
-        .benchmarks
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| Workload::from_name(s.trim()).ok_or_else(|| format!("unknown workload {s:?}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    if a.num == 0 || a.key_size == 0 {
-        return Err("--num and --key-size must be positive".into());
+    if let Some(BenchCommand::Report {
+        results,
+        svg,
+        cdf_phase,
+    }) = a.report
+    {
+        let r = sluice_bench::report::read_jsonl(&results).map_err(|e| e.to_string())?;
+        print!("{}", sluice_bench::report::table(&r));
+        if let Some(svg) = svg {
+            sluice_bench::report::write_svg(&r, &svg, cdf_phase.as_deref())
+                .map_err(|e| e.to_string())?;
+            eprintln!("wrote {}", svg.display());
+        }
+        return Ok(());
     }
+    let engines = a
+        .engines
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            EngineKind::from_name(s).ok_or_else(|| {
+                format!(
+                    "unknown engine {s:?}; known: {}",
+                    EngineKind::known_names().join(", ")
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let workloads = Workload::parse_list(&a.benchmarks)?;
+    let num = match a.dataset_gib {
+        Some(g) if g > 0.0 => {
+            ((g * (1u64 << 30) as f64) / (a.key_size + a.value_size) as f64) as u64
+        }
+        Some(g) => return Err(format!("--dataset-gib must be positive, not {g}")),
+        None => a.num,
+    };
     let cfg = BenchConfig {
         db_path: a.db,
-        preset,
+        engines,
         workloads,
-        num: a.num,
-        reads: a.reads,
+        num,
+        ops: a.ops,
         update_ops: a.update_ops,
-        key_size: a.key_size.max(a.num.to_string().len()),
+        key_size: a.key_size,
         value_size: a.value_size,
+        scan_length: a.scan_length,
+        threads: a.threads,
         seed: a.seed,
         sync: a.sync,
         use_existing: a.use_existing,
         settle: !a.no_settle,
+        out: a.out,
+        progress: !a.quiet,
         scan_prefetch_threads: a.scan_prefetch_threads,
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
@@ -403,7 +469,7 @@ fn main() -> ExitCode {
                 None => unreachable!("bench parses"),
             });
     let r = match command {
-        Command::Bench(a) => bench(a),
+        Command::Bench(a) => bench(*a),
         Command::Info { db } => open_existing(&db).map(|d| print!("{}", d.stats())),
         Command::Verify { db } => open_existing(&db).and_then(|d| {
             d.verify()

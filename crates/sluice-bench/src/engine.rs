@@ -1,0 +1,260 @@
+//! The engines a benchmark runs, behind one small trait: sluicedb under any
+//! preset, and peer engines behind cargo features (`rocksdb`, `fjall`).
+//!
+//! Settings shared by every engine where the engine has them: no
+//! compression, a 64 MiB write buffer, a 64 MiB block cache, 10 bloom bits
+//! per key, the journal on and synced only with `--sync`, two background
+//! threads.
+
+use std::path::Path;
+
+use sluicedb::{Db, Options, Preset, WriteOptions};
+
+use crate::BenchConfig;
+
+/// Errors of any engine.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, BoxError>;
+
+/// Write buffer (memtable) size for every engine.
+pub const WRITE_BUFFER_BYTES: usize = 64 << 20;
+/// Block cache size for every engine.
+pub const BLOCK_CACHE_BYTES: usize = 64 << 20;
+/// Background threads for every engine.
+pub const BACKGROUND_THREADS: usize = 2;
+/// Bloom filter bits per key for every engine.
+pub const BLOOM_BITS_PER_KEY: u32 = 10;
+/// Key-value separation threshold of the peers' separated variants when
+/// `--separation-threshold` gives none: below the 992-byte values of the
+/// update workload (fjall's default of 1 KiB would separate nothing), and
+/// above most of the small values of the mixed one.
+pub const PEER_SEPARATION_THRESHOLD_BYTES: usize = 512;
+
+/// A key-value engine under test. Implementations are shared by the
+/// benchmark's threads.
+pub trait Engine: Send + Sync {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// The value's length when the key is found.
+    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    /// Reads up to `limit` pairs from the first key at or after `start`;
+    /// returns the pairs and the bytes (keys and values) read.
+    fn scan(&self, start: &[u8], limit: usize) -> Result<(u64, u64)>;
+    /// Flushes the write buffer and waits for background work to finish.
+    fn settle(&self) -> Result<()>;
+    /// The engine's own count of bytes written and read, where it keeps one.
+    fn io_bytes(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// Bytes the engine's value GC read and wrote so far.
+    fn gc_bytes(&self) -> u64 {
+        0
+    }
+    /// The engine's counters, printed after its run.
+    fn report(&self) -> String {
+        String::new()
+    }
+}
+
+/// Which engine, and how configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Sluice(Preset),
+    /// RocksDB, leveled compaction, values inline.
+    RocksDb,
+    /// RocksDB's integrated BlobDB (`enable_blob_files`, blob GC on).
+    RocksDbBlob,
+    /// fjall v3, values inline.
+    Fjall,
+    /// fjall v3 with key-value separation.
+    FjallKv,
+}
+
+impl EngineKind {
+    pub const PEERS: [EngineKind; 4] = [
+        EngineKind::RocksDb,
+        EngineKind::RocksDbBlob,
+        EngineKind::Fjall,
+        EngineKind::FjallKv,
+    ];
+
+    /// The name used on the command line and in reports: a preset name for
+    /// sluicedb, `rocksdb`, `rocksdb-blob`, `fjall` or `fjall-kv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Sluice(p) => p.name(),
+            EngineKind::RocksDb => "rocksdb",
+            EngineKind::RocksDbBlob => "rocksdb-blob",
+            EngineKind::Fjall => "fjall",
+            EngineKind::FjallKv => "fjall-kv",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<EngineKind> {
+        let s = s.strip_prefix("sluice:").unwrap_or(s);
+        if let Some(p) = Preset::from_name(s) {
+            return Some(EngineKind::Sluice(p));
+        }
+        EngineKind::PEERS.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Whether this build can run the engine (peers need their feature).
+    pub fn available(self) -> bool {
+        match self {
+            EngineKind::Sluice(_) => true,
+            EngineKind::RocksDb | EngineKind::RocksDbBlob => cfg!(feature = "rocksdb"),
+            EngineKind::Fjall | EngineKind::FjallKv => cfg!(feature = "fjall"),
+        }
+    }
+
+    /// Every name `from_name` accepts.
+    pub fn known_names() -> Vec<&'static str> {
+        let mut v: Vec<&str> = Preset::all().iter().map(|p| p.name()).collect();
+        v.extend(EngineKind::PEERS.iter().map(|k| k.name()));
+        v
+    }
+}
+
+/// Opens (creating) the engine in `dir`.
+pub fn open(kind: EngineKind, cfg: &BenchConfig, dir: &Path) -> Result<Box<dyn Engine>> {
+    match kind {
+        EngineKind::Sluice(p) => Ok(Box::new(SluiceEngine::open(p, cfg, dir)?)),
+        #[cfg(feature = "rocksdb")]
+        EngineKind::RocksDb | EngineKind::RocksDbBlob => Ok(Box::new(
+            crate::peers::rocks::RocksEngine::open(kind == EngineKind::RocksDbBlob, cfg, dir)?,
+        )),
+        #[cfg(feature = "fjall")]
+        EngineKind::Fjall | EngineKind::FjallKv => Ok(Box::new(
+            crate::peers::fjall::FjallEngine::open(kind == EngineKind::FjallKv, cfg, dir)?,
+        )),
+        #[allow(unreachable_patterns, reason = "reachable in builds without peers")]
+        _ => Err(format!(
+            "engine {} is not in this build: build with `--features {}`",
+            kind.name(),
+            if matches!(kind, EngineKind::RocksDb | EngineKind::RocksDbBlob) {
+                "rocksdb"
+            } else {
+                "fjall"
+            }
+        )
+        .into()),
+    }
+}
+
+/// sluicedb under a preset, with the benchmark's overrides.
+pub struct SluiceEngine {
+    db: Db,
+    write: WriteOptions,
+}
+
+impl SluiceEngine {
+    pub fn options(preset: Preset, cfg: &BenchConfig) -> Options {
+        let mut opts = Options::preset(preset);
+        opts.write_buffer_size_bytes = WRITE_BUFFER_BYTES;
+        opts.block_cache_bytes = BLOCK_CACHE_BYTES;
+        opts.background_threads = BACKGROUND_THREADS;
+        opts.bloom_bits_per_key = BLOOM_BITS_PER_KEY;
+        if let Some(t) = cfg.separation_threshold {
+            opts.separation_threshold_bytes = t;
+        }
+        if let (Some(capacity), Some(_)) =
+            (cfg.value_store_capacity(), opts.separation_threshold_bytes)
+        {
+            // HashKV §4.2 (seed 000): the value store holds the data plus a
+            // 30% reserve.
+            opts.value_store_capacity_bytes = Some(capacity);
+            // GC frees whole files: keep them small next to the capacity,
+            // so that small runs have files to collect too.
+            opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
+            // Likewise at least 32 segment groups for the hash layout, so a
+            // GC step rewrites 1/32 of the data or less, and at least 256
+            // log segments in the reserve (1 MiB ones leave small runs only
+            // a few).
+            let reserve = capacity as f64 * opts.hash_reserve_ratio;
+            opts.hash_log_segment_bytes = ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
+            let main_area = capacity as f64 - reserve;
+            opts.hash_main_segment_bytes =
+                ((main_area / 32.0) as u64).clamp(opts.hash_log_segment_bytes, 64 << 20);
+        }
+        if let Some(t) = cfg.scan_prefetch_threads {
+            opts.scan_prefetch_threads = t;
+        }
+        if let Some(p) = cfg.hash_gc_policy {
+            opts.hash_gc_policy = p;
+        }
+        if let Some(h) = cfg.hash_hotness {
+            opts.hash_hotness = h;
+        }
+        if let Some(n) = cfg.gc_threads {
+            opts.gc_threads = n;
+        }
+        if let Some(f) = cfg.separate_at_flush {
+            opts.separate_at_flush = f;
+        }
+        // Separation at flush has nothing to do without separation (the
+        // threshold sweep's `--separation-threshold none` under `hashkv`).
+        opts.separate_at_flush &= opts.separation_threshold_bytes.is_some();
+        opts
+    }
+
+    pub fn open(preset: Preset, cfg: &BenchConfig, dir: &Path) -> Result<SluiceEngine> {
+        Ok(SluiceEngine {
+            db: Db::open(dir, Self::options(preset, cfg))?,
+            write: WriteOptions { sync: cfg.sync },
+        })
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Engine for SluiceEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(&self.write, key, value)?)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        Ok(self.db.get(key)?.map(|v| v.len()))
+    }
+
+    fn scan(&self, start: &[u8], limit: usize) -> Result<(u64, u64)> {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        if limit == 1 {
+            // A point seek: a cursor reads one value, no read-ahead.
+            let mut it = self.db.iter();
+            it.seek(start);
+            if it.valid() {
+                n = 1;
+                bytes = (it.key().len() + it.value()?.len()) as u64;
+            }
+            it.status()?;
+            return Ok((n, bytes));
+        }
+        // A range: values are read ahead (seed 001 §3.3.1).
+        for pair in self.db.range(start..).take(limit) {
+            let (k, v) = pair?;
+            n += 1;
+            bytes += (k.len() + v.len()) as u64;
+        }
+        Ok((n, bytes))
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(self.db.wait_for_background()?)
+    }
+
+    fn io_bytes(&self) -> Option<(u64, u64)> {
+        let io = self.db.stats().io;
+        Some((io.total_written(), io.total_read()))
+    }
+
+    fn gc_bytes(&self) -> u64 {
+        let s = self.db.stats();
+        s.gc_bytes_read + s.gc_bytes_written
+    }
+
+    fn report(&self) -> String {
+        self.db.stats().to_string()
+    }
+}

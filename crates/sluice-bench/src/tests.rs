@@ -1,0 +1,208 @@
+//! Tiny runs of every workload against sluicedb, checked through the JSON
+//! lines they write.
+
+use super::*;
+use sluicedb::Preset;
+
+fn tiny(dir: &Path, engines: &[Preset], workloads: &[Workload]) -> BenchConfig {
+    BenchConfig {
+        db_path: dir.to_path_buf(),
+        engines: engines.iter().map(|&p| EngineKind::Sluice(p)).collect(),
+        workloads: workloads.to_vec(),
+        num: 1500,
+        ops: Some(600),
+        update_ops: Some(1500),
+        key_size: 16,
+        value_size: 200,
+        scan_length: 20,
+        out: Some(dir.join("results.jsonl")),
+        progress: false,
+        ..Default::default()
+    }
+}
+
+fn by_phase<'a>(r: &'a [PhaseResult], engine: &str, phase: &str) -> &'a PhaseResult {
+    r.iter()
+        .find(|p| p.engine == engine && p.phase == phase)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {engine} {phase} in {:?}",
+                r.iter().map(|p| &p.phase).collect::<Vec<_>>()
+            )
+        })
+}
+
+#[test]
+fn every_workload_runs_tiny_and_its_json_lines_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tiny(dir.path(), &[Preset::WiscKey], &Workload::ALL);
+    let r = run(&cfg).unwrap();
+    let back = report::read_jsonl(&dir.path().join("results.jsonl")).unwrap();
+    assert_eq!(back, r, "the JSON lines hold every result, unchanged");
+    let phases: Vec<&str> = r.iter().map(|p| p.phase.as_str()).collect();
+    assert_eq!(
+        phases,
+        [
+            "fillseq",
+            "fillrandom",
+            "overwrite",
+            "readrandom",
+            "readseq",
+            "seekrandom",
+            "scan",
+            "update.P0",
+            "update.P1",
+            "update.P2",
+            "update.P3",
+            "ycsb-a",
+            "ycsb-b",
+            "ycsb-c",
+            "ycsb-d",
+            "ycsb-e",
+            "ycsb-f",
+            "mixed.load",
+            "mixed.update",
+            "closed"
+        ]
+    );
+    // Reads find what was loaded; readseq sees every key once.
+    let rr = by_phase(&r, "wisckey", "readrandom");
+    assert_eq!((rr.ops, rr.found), (600, 600));
+    assert_eq!(rr.user_bytes_read, 600 * (16 + 200));
+    assert_eq!(by_phase(&r, "wisckey", "readseq").found, 1500);
+    let scan = by_phase(&r, "wisckey", "scan");
+    assert!(
+        scan.found > 600 * 10,
+        "scans of 20 from uniform starts: {}",
+        scan.found
+    );
+    // YCSB D inserts 5% new keys; E's scans then see them too.
+    let d = by_phase(&r, "wisckey", "ycsb-d");
+    let inserts = d.user_bytes_written / (16 + 200);
+    assert!((10..60).contains(&inserts), "{inserts} inserts of 600 ops");
+    assert_eq!(by_phase(&r, "wisckey", "ycsb-c").user_bytes_written, 0);
+    // Writing phases have a write amplification on both yardsticks and
+    // were settled; reading phases were not.
+    for p in ["fillseq", "update.P1", "ycsb-a", "mixed.update"] {
+        let x = by_phase(&r, "wisckey", p);
+        assert!(x.write_amp.unwrap() >= 1.0, "{p}: {:?}", x.write_amp);
+        assert!(x.settle_s.is_some(), "{p}");
+        assert!(
+            x.latency.p50_us > 0.0 && x.latency.p50_us <= x.latency.p99_us,
+            "{p}"
+        );
+        assert!(x.space_amp.unwrap() > 0.5, "{p}");
+        if let Some(io) = x.proc_io {
+            assert!(io.wchar > 0, "{p}: the process wrote");
+        }
+    }
+    assert!(by_phase(&r, "wisckey", "ycsb-c").settle_s.is_none());
+    // The mixed phases write values of 16 KiB and 100-512 B, 1:1.
+    let m = by_phase(&r, "wisckey", "mixed.load");
+    assert!(
+        (6000.0..10500.0).contains(&m.value_size),
+        "mean {}",
+        m.value_size
+    );
+    // Update phases run the 30% reserve dry: GC runs.
+    assert!(["update.P1", "update.P2", "update.P3"]
+        .iter()
+        .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0));
+    let closed = by_phase(&r, "wisckey", "closed");
+    assert!(closed.disk_bytes > 0 && closed.space_amp.is_some());
+}
+
+#[test]
+fn engines_run_the_same_operations_and_compare_in_one_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny(
+        dir.path(),
+        &[Preset::LevelDb, Preset::HashKv],
+        &[Workload::Ycsb(Ycsb::A)],
+    );
+    cfg.threads = 2;
+    let r = run(&cfg).unwrap();
+    let a = by_phase(&r, "leveldb", "ycsb-a");
+    let b = by_phase(&r, "hashkv", "ycsb-a");
+    // Same seed, same keys: the same reads find the same keys (the loads
+    // precede, so every read finds its key on both).
+    assert_eq!((a.ops, a.found), (b.ops, b.found));
+    assert_eq!(a.found + a.user_bytes_written / (16 + 200), 600);
+    assert_eq!(a.threads, 2);
+    let t = report::table(&r);
+    assert!(
+        t.contains("| ycsb-a | leveldb |") && t.contains("| ycsb-a | hashkv |"),
+        "{t}"
+    );
+    assert!(t.contains("| closed | hashkv |"), "{t}");
+    assert!(dir.path().join("leveldb").join("CURRENT").exists());
+    assert!(dir.path().join("hashkv").join("CURRENT").exists());
+}
+
+#[test]
+fn the_report_draws_bars_and_a_cdf() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tiny(
+        dir.path(),
+        &[Preset::LevelDb, Preset::WiscKey],
+        &[Workload::FillRandom, Workload::ReadRandom],
+    );
+    run(&cfg).unwrap();
+    let r = report::read_jsonl(&dir.path().join("results.jsonl")).unwrap();
+    let svg = dir.path().join("report.svg");
+    report::write_svg(&r, &svg, None).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "{}", &text[..100.min(text.len())]);
+    for needle in [
+        "throughput",
+        "write amplification",
+        "space amplification",
+        "latency CDF, readrandom",
+        "fillrandom",
+        "leveldb",
+        "wisckey",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in the SVG");
+    }
+    // Bars: one rectangle per engine and phase at least.
+    assert!(text.matches("<rect").count() >= 4);
+    assert!(report::write_svg(&r, &svg, Some("nope")).is_err());
+    // A damaged line is named.
+    std::fs::write(dir.path().join("bad.jsonl"), "{\"engine\": 1}\n").unwrap();
+    let e = report::read_jsonl(&dir.path().join("bad.jsonl"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad.jsonl:1"), "{e}");
+}
+
+#[test]
+fn hashkv_without_separation_runs() {
+    // The threshold sweep's baseline: the hashkv preset with its
+    // separation (and so its separation at flush) turned off.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny(dir.path(), &[Preset::HashKv], &[Workload::Update]);
+    cfg.num = 500;
+    cfg.update_ops = Some(500);
+    cfg.value_size = 64;
+    cfg.separation_threshold = Some(None);
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.len(), 5);
+    assert!(r.iter().all(|p| p.gc_bytes == 0), "nothing separated");
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny(dir.path(), &[Preset::LevelDb], &[Workload::FillSeq]);
+    cfg.key_size = 2;
+    assert!(run(&cfg).unwrap_err().to_string().contains("--key-size"));
+    cfg.key_size = 16;
+    cfg.threads = 0;
+    assert!(run(&cfg).is_err());
+    if !EngineKind::RocksDb.available() {
+        cfg.threads = 1;
+        cfg.engines = vec![EngineKind::RocksDb];
+        let e = run(&cfg).unwrap_err().to_string();
+        assert!(e.contains("--features rocksdb"), "{e}");
+    }
+}
