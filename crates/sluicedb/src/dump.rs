@@ -114,7 +114,10 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                 }
                 let e = VersionEdit::decode(&rec)
                     .map_err(|why| Error::corruption(path, offset, why))?;
-                d.line(&format!("edit at {offset}: {e:?}"))?;
+                d.line(&format!(
+                    "edit at {offset}: {}",
+                    describe_edit(&e, d.opts.hex)
+                ))?;
             }
             d.log_damage(path, log.damage, log.torn_tail_at)
         }
@@ -126,8 +129,10 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                     break;
                 }
                 let value = if kind_of(rec.flags) == crate::value::log::format::KIND_RELOCATE {
-                    ValuePointer::decode(&rec.value)
-                        .map_or_else(|| "malformed pointer".into(), |p| format!("-> {p:?}"))
+                    ValuePointer::decode(&rec.value).map_or_else(
+                        || "malformed pointer".into(),
+                        |p| format!("-> {}", show_pointer(&p)),
+                    )
                 } else {
                     d.value(&rec.value)
                 };
@@ -150,6 +155,92 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
             let data = std::fs::read(path).map_err(io)?;
             d.line(&escape(&data, opts.hex))
         }
+    }
+}
+
+/// A value pointer as `#file@offset+length (store s, crc c)`.
+fn show_pointer(p: &ValuePointer) -> String {
+    format!(
+        "#{}@{}+{} (store {}, crc {:08x})",
+        p.file, p.offset, p.record_len, p.store, p.record_crc
+    )
+}
+
+/// An internal key as `user-key @ sequence`, as table entries print.
+fn show_ikey(ikey: &[u8], hex: bool) -> String {
+    if key::is_valid(ikey) {
+        format!(
+            "{} @ {}",
+            escape(key::user_key(ikey), hex),
+            key::sequence(ikey)
+        )
+    } else {
+        format!("malformed:{}", escape(ikey, true))
+    }
+}
+
+/// A manifest edit, only the fields it sets, comma-separated.
+fn describe_edit(e: &VersionEdit, hex: bool) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(v) = e.format_version {
+        parts.push(format!("format {v}"));
+    }
+    if let Some(s) = &e.index_shape {
+        parts.push(format!("index {s}"));
+    }
+    if let Some(s) = &e.preset {
+        parts.push(format!("preset {s}"));
+    }
+    for (name, v) in [
+        ("journal", e.log_number),
+        ("next file", e.next_file_number),
+        ("last sequence", e.last_sequence),
+    ] {
+        if let Some(v) = v {
+            parts.push(format!("{name} {v}"));
+        }
+    }
+    for (level, k) in &e.compact_pointers {
+        parts.push(format!("L{level} compact pointer {}", show_ikey(k, hex)));
+    }
+    for (level, n) in &e.deleted {
+        parts.push(format!("-L{level} #{n}"));
+    }
+    for (level, f) in &e.added {
+        parts.push(format!(
+            "+L{level} #{} ({} bytes, {} entries, {} deletions, {} .. {})",
+            f.number,
+            f.file_size,
+            f.entries,
+            f.deletions,
+            show_ikey(&f.smallest, hex),
+            show_ikey(&f.largest, hex)
+        ));
+    }
+    if let Some((file, offset)) = e.value_log_tail {
+        parts.push(format!("value log tail #{file}@{offset}"));
+    }
+    for (file, bytes) in &e.value_log_garbage {
+        parts.push(format!("garbage #{file} +{bytes}"));
+    }
+    match e.value_log_journal {
+        Some((0, 0)) => parts.push("value log is not the journal".into()),
+        Some((file, offset)) => parts.push(format!("journal replay from #{file}@{offset}")),
+        None => {}
+    }
+    if let Some(g) = e.hash_groups {
+        parts.push(format!("{g} hash groups"));
+    }
+    for (what, list) in [("+", &e.hash_files_added), ("-", &e.hash_files_dropped)] {
+        if !list.is_empty() {
+            let files: Vec<String> = list.iter().map(|(g, f)| format!("g{g}:#{f}")).collect();
+            parts.push(format!("{what}segments {}", files.join(" ")));
+        }
+    }
+    if parts.is_empty() {
+        "empty".into()
+    } else {
+        parts.join(", ")
     }
 }
 
@@ -192,7 +283,7 @@ impl Dumper<'_> {
             Some(Kind::Delete) => "delete".to_string(),
             Some(Kind::Value) => format!("value {}", self.value(value)),
             Some(Kind::ValuePointer) => match ValuePointer::decode(value) {
-                Some(p) => format!("pointer {p:?}"),
+                Some(p) => format!("pointer {}", show_pointer(&p)),
                 None => "malformed pointer".to_string(),
             },
             None => "unknown kind".to_string(),
