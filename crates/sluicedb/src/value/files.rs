@@ -124,6 +124,10 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
     }
 }
 
+/// A read of a run taking longer than this did not come from the page
+/// cache: the remaining runs of a batch are read in parallel.
+const SLOW_READ: std::time::Duration = std::time::Duration::from_micros(40);
+
 /// Records further apart than this are read separately.
 const COALESCE_GAP_BYTES: u64 = 4096;
 /// The largest single read of a run of records.
@@ -153,14 +157,28 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
     pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
     let runs = coalesce(&pending, |i| &requests[i].0);
     let read = |run: &Vec<usize>| read_run(s, run, requests, class);
-    let done: Vec<Vec<(usize, Result<Vec<u8>>)>> = if runs.len() <= 1 {
-        runs.iter().map(read).collect()
-    } else {
+    // Runs are read here, one after another, while they come back fast
+    // (from the page cache, where handing them to threads costs more than
+    // it saves on a few cores); from the first slow one on, the rest are
+    // read in parallel on the prefetch threads (a cold device, §3.3.1).
+    let mut done: Vec<Vec<(usize, Result<Vec<u8>>)>> = Vec::with_capacity(runs.len());
+    let mut next = 0;
+    while next < runs.len() {
+        let t = std::time::Instant::now();
+        done.push(read(&runs[next]));
+        next += 1;
+        if t.elapsed() > SLOW_READ {
+            break;
+        }
+    }
+    if next < runs.len() {
         use rayon::prelude::*;
-        s.readers()
+        let rest: Vec<_> = s
+            .readers()
             .pool()
-            .install(|| runs.par_iter().map(read).collect())
-    };
+            .install(|| runs[next..].par_iter().map(read).collect());
+        done.extend(rest);
+    }
     for (i, r) in done.into_iter().flatten() {
         out[i] = Some(r);
     }
