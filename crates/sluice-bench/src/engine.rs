@@ -127,17 +127,21 @@ pub fn open(kind: EngineKind, cfg: &BenchConfig, dir: &Path) -> Result<Box<dyn E
             crate::peers::fjall::FjallEngine::open(kind == EngineKind::FjallKv, cfg, dir)?,
         )),
         #[allow(unreachable_patterns, reason = "reachable in builds without peers")]
-        _ => Err(format!(
-            "engine {} is not in this build: build with `--features {}`",
-            kind.name(),
-            if matches!(kind, EngineKind::RocksDb | EngineKind::RocksDbBlob) {
-                "rocksdb"
-            } else {
-                "fjall"
-            }
-        )
-        .into()),
+        _ => Err(unavailable(kind)),
     }
+}
+
+/// The error for an engine this build does not have.
+pub fn unavailable(kind: EngineKind) -> BoxError {
+    let feature = match kind {
+        EngineKind::RocksDb | EngineKind::RocksDbBlob => "rocksdb",
+        _ => "fjall",
+    };
+    format!(
+        "engine {} is not in this build: build with `--features {feature}`",
+        kind.name()
+    )
+    .into()
 }
 
 /// sluicedb under a preset, with the benchmark's overrides.

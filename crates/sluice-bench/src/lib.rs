@@ -21,7 +21,7 @@ pub mod report;
 pub mod workload;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -162,7 +162,7 @@ impl BenchConfig {
 
 /// The measured result of one phase on one engine: a JSON line of
 /// `--out`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
     pub engine: String,
     pub workload: String,
@@ -308,10 +308,8 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
         )
         .into());
     }
-    for &k in &cfg.engines {
-        if !k.available() {
-            engine::open(k, cfg, Path::new("/nonexistent"))?;
-        }
+    if let Some(&k) = cfg.engines.iter().find(|k| !k.available()) {
+        return Err(engine::unavailable(k));
     }
     let mut out = match &cfg.out {
         Some(p) => Some(
@@ -411,25 +409,10 @@ fn run_engine(
         key_size: cfg.key_size,
         value_size: cfg.value_size as f64,
         seed: cfg.seed,
-        ops: 0,
-        found: 0,
-        elapsed_s: 0.0,
-        ops_per_sec: 0.0,
-        mb_per_sec: 0.0,
-        user_bytes_written: 0,
-        user_bytes_read: 0,
-        latency: LatencySummary::default(),
-        engine_bytes_written: None,
-        engine_bytes_read: None,
-        write_amp: None,
-        read_amp: None,
-        proc_io: None,
-        proc_write_amp: None,
         disk_bytes: disk,
         live_bytes: live,
         space_amp: (live > 0).then(|| disk as f64 / live as f64),
-        settle_s: None,
-        gc_bytes: 0,
+        ..PhaseResult::default()
     };
     emit(&closed)?;
     results.push(closed);

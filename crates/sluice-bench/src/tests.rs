@@ -3,6 +3,7 @@
 
 use super::*;
 use sluicedb::Preset;
+use std::path::Path;
 
 fn tiny(dir: &Path, engines: &[Preset], workloads: &[Workload]) -> BenchConfig {
     BenchConfig {
