@@ -8,12 +8,13 @@
 set -euo pipefail
 dir=${1:-/tmp/sluice-peer-smoke}
 cargo build --release -q -p sluice-cli --features rocksdb,fjall
+sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
 rm -rf "$dir" && mkdir -p "$dir"
-./target/release/sluice bench --quiet --db "$dir" --out "$dir/results.jsonl" \
+"$sluice" bench --quiet --db "$dir" --out "$dir/results.jsonl" \
   --engines hashkv,rocksdb,rocksdb-blob,fjall,fjall-kv \
   --benchmarks fillrandom,readrandom,readseq,seekrandom,scan,update,ycsb,mixed \
   --num 3000 --ops 1000 --key-size 24 --value-size 992 > "$dir/stdout.txt"
-./target/release/sluice bench report "$dir/results.jsonl" --svg "$dir/report.svg" > /dev/null
+"$sluice" bench report "$dir/results.jsonl" --svg "$dir/report.svg" > /dev/null
 python3 - "$dir" <<'PY'
 import json, os, sys
 d = sys.argv[1]

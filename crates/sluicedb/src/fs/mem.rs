@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// An injected failure.
@@ -337,15 +337,42 @@ impl WritableFile for MemWritable {
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
-        let id = self.id;
-        self.fs.with(Op::Sync, &self.path, |s| {
-            let f = s.files.get_mut(&id).expect("open file exists");
-            f.durable = f.data.clone();
-            Ok(())
-        })
+        sync_file(&self.fs, self.id, &self.path)
     }
     fn len(&self) -> u64 {
         self.len
+    }
+    fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
+        Ok(Arc::new(MemSyncer {
+            fs: self.fs.clone(),
+            id: self.id,
+            path: self.path.clone(),
+        }))
+    }
+}
+
+/// Makes the file's bytes so far its durable content. Files stay in the
+/// state after their name is removed, so a late sync finds them.
+fn sync_file(fs: &MemFs, id: u64, path: &Path) -> Result<()> {
+    fs.with(Op::Sync, path, |s| {
+        let f = s
+            .files
+            .get_mut(&id)
+            .expect("created files stay in the state");
+        f.durable = f.data.clone();
+        Ok(())
+    })
+}
+
+struct MemSyncer {
+    fs: MemFs,
+    id: u64,
+    path: PathBuf,
+}
+
+impl FileSyncer for MemSyncer {
+    fn sync(&self) -> Result<()> {
+        sync_file(&self.fs, self.id, &self.path)
     }
 }
 

@@ -43,6 +43,17 @@ pub trait WritableFile: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A handle that makes this file durable without the writer, so that a
+    /// store can fsync outside the lock guarding its writers (appends and
+    /// reads go on meanwhile).
+    fn syncer(&self) -> Result<Arc<dyn FileSyncer>>;
+}
+
+/// Syncs one file apart from its writer: see [`WritableFile::syncer`].
+pub trait FileSyncer: Send + Sync {
+    /// Makes durable every byte handed to the file system (appended and
+    /// flushed out of any user-space buffer) before the call.
+    fn sync(&self) -> Result<()>;
 }
 
 /// A file opened for positional reads; shared between threads.
@@ -257,6 +268,9 @@ impl CountedWriter {
     }
     pub(crate) fn len(&self) -> u64 {
         self.inner.len()
+    }
+    pub(crate) fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
+        self.inner.syncer()
     }
 }
 

@@ -6,7 +6,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// The real file system. Appends go through a 64 KiB user-space buffer that
@@ -17,7 +17,9 @@ pub struct StdFs;
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 struct StdWritable {
-    file: File,
+    /// Shared with the file's syncers: `fdatasync` through any descriptor
+    /// of the file covers all of its written data.
+    file: Arc<File>,
     path: PathBuf,
     buf: Vec<u8>,
     len: u64,
@@ -26,7 +28,7 @@ struct StdWritable {
 impl StdWritable {
     fn flush_buf(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            self.file
+            (&*self.file)
                 .write_all(&self.buf)
                 .map_err(|e| Error::io("write", &self.path, e))?;
             self.buf.clear();
@@ -41,7 +43,7 @@ impl WritableFile for StdWritable {
             self.flush_buf()?;
         }
         if data.len() >= WRITE_BUFFER_BYTES {
-            self.file
+            (&*self.file)
                 .write_all(data)
                 .map_err(|e| Error::io("write", &self.path, e))?;
         } else {
@@ -61,6 +63,25 @@ impl WritableFile for StdWritable {
     }
     fn len(&self) -> u64 {
         self.len
+    }
+    fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
+        Ok(Arc::new(StdSyncer {
+            file: self.file.clone(),
+            path: self.path.clone(),
+        }))
+    }
+}
+
+struct StdSyncer {
+    file: Arc<File>,
+    path: PathBuf,
+}
+
+impl FileSyncer for StdSyncer {
+    fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("sync", &self.path, e))
     }
 }
 
@@ -107,7 +128,7 @@ impl Fs for StdFs {
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
         Ok(Box::new(StdWritable {
-            file,
+            file: Arc::new(file),
             path: path.to_path_buf(),
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,

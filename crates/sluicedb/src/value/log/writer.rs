@@ -2,9 +2,11 @@
 //! buffer (seed 001 §3.4.1): small appends cost no system call, and reads of
 //! bytes still in the buffer are served from it.
 
+use std::sync::Arc;
+
 use super::format::{encode_record, file_header, Record, FILE_HEADER_LEN};
 use crate::error::Result;
-use crate::fs::CountedWriter;
+use crate::fs::{CountedWriter, FileSyncer};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 
 pub(crate) struct VlogWriter {
@@ -99,6 +101,20 @@ impl VlogWriter {
         self.file.sync()?;
         self.synced = self.written;
         Ok(())
+    }
+
+    /// First half of a sync run outside the lock that guards this writer:
+    /// writes the buffer out and returns a syncer for the file with the
+    /// length it will make durable. Hand that length to
+    /// [`VlogWriter::end_sync`] once the syncer returned.
+    pub(crate) fn begin_sync(&mut self) -> Result<(Arc<dyn FileSyncer>, u64)> {
+        self.write_out()?;
+        Ok((self.file.syncer()?, self.written))
+    }
+
+    /// Records that the first `len` bytes are durable.
+    pub(crate) fn end_sync(&mut self, len: u64) {
+        self.synced = self.synced.max(len);
     }
 
     /// Bytes `[offset, offset + len)` if they are still in the buffer.
