@@ -210,6 +210,12 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
+    /// The space-once-closed row (`<workload>.closed`; `closed` in files
+    /// written before it was named).
+    pub fn is_closed(&self) -> bool {
+        self.phase == "closed" || self.phase.ends_with(".closed")
+    }
+
     fn micros_per_op(&self) -> f64 {
         self.elapsed_s * 1e6 / self.ops.max(1) as f64
     }
@@ -217,7 +223,7 @@ impl PhaseResult {
     /// db_bench's result line, with latency and amplification appended.
     pub fn db_bench_line(&self) -> String {
         let mut s = format!("{:<14} : ", self.phase);
-        if self.phase != "closed" {
+        if !self.is_closed() {
             s += &format!(
                 "{:>10.3} micros/op {:>9.0} ops/sec; {:>7.1} MB/s; p50 {:.1} p99 {:.1} p99.9 {:.1} us;",
                 self.micros_per_op(),
@@ -403,7 +409,12 @@ fn run_engine(
     let closed = PhaseResult {
         engine: kind.name().into(),
         workload: "close".into(),
-        phase: "closed".into(),
+        // Named after the last workload, so that several invocations
+        // appended to one file (update, then YCSB) keep a row each.
+        phase: format!(
+            "{}.closed",
+            cfg.workloads.last().map_or("bench", |w| w.name())
+        ),
         threads: cfg.threads,
         num: cfg.num,
         key_size: cfg.key_size,

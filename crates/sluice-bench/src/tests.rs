@@ -63,7 +63,7 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             "ycsb-f",
             "mixed.load",
             "mixed.update",
-            "closed"
+            "mixed.closed"
         ]
     );
     // Reads find what was loaded; readseq sees every key once.
@@ -109,7 +109,7 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
     assert!(["update.P1", "update.P2", "update.P3"]
         .iter()
         .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0));
-    let closed = by_phase(&r, "wisckey", "closed");
+    let closed = by_phase(&r, "wisckey", "mixed.closed");
     assert!(closed.disk_bytes > 0 && closed.space_amp.is_some());
 }
 
@@ -135,7 +135,7 @@ fn engines_run_the_same_operations_and_compare_in_one_table() {
         t.contains("| ycsb-a | leveldb |") && t.contains("| ycsb-a | hashkv |"),
         "{t}"
     );
-    assert!(t.contains("| closed | hashkv |"), "{t}");
+    assert!(t.contains("| ycsb-a.closed | hashkv |"), "{t}");
     assert!(dir.path().join("leveldb").join("CURRENT").exists());
     assert!(dir.path().join("hashkv").join("CURRENT").exists());
 }
