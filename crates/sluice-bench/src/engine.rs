@@ -234,8 +234,9 @@ impl Engine for SluiceEngine {
             it.status()?;
             return Ok((n, bytes));
         }
-        // A range: values are read ahead (seed 001 §3.3.1).
-        for pair in self.db.range(start..).take(limit) {
+        // A range: values are read ahead (seed 001 §3.3.1), exactly the
+        // `limit` the scan will take.
+        for pair in self.db.range(start..).limit(limit) {
             let (k, v) = pair?;
             n += 1;
             bytes += (k.len() + v.len()) as u64;

@@ -226,6 +226,9 @@ const READAHEAD_MAX_BYTES: u64 = 4 << 20;
 /// (16, doubling to 256, at most 4 MiB of values) and reads their values
 /// together with [`ValueStore::read_many`]: nearby records with one read,
 /// the reads in parallel ([`crate::Options::scan_prefetch_threads`]).
+/// A caller that knows how many pairs it wants says so with
+/// [`Range::limit`]: the windows then cover exactly those pairs (growing
+/// windows read up to twice what a short scan takes).
 pub struct Range {
     front: End,
     back: End,
@@ -233,6 +236,8 @@ pub struct Range {
     front_key: Option<Vec<u8>>,
     back_key: Option<Vec<u8>>,
     done: bool,
+    /// Pairs still to return, if the caller set a [`Range::limit`].
+    remaining: Option<usize>,
 }
 
 /// One end of a [`Range`]: a cursor and the pairs it has read ahead.
@@ -273,26 +278,38 @@ impl End {
     }
 
     /// The next pair from this end; `stop_at` is the other end's last key
-    /// (read-ahead does not go past it).
-    fn pull(&mut self, stop_at: Option<&[u8]>) -> Option<Item> {
+    /// (read-ahead does not go past it), `budget` the most pairs the range
+    /// will still return if the caller set a [`Range::limit`].
+    fn pull(&mut self, stop_at: Option<&[u8]>, budget: Option<usize>) -> Option<Item> {
         if let Some(item) = self.ahead.pop_front() {
             return Some(item);
         }
         self.returned += 1;
-        if !self.prefetch || self.returned <= READAHEAD_AFTER {
+        // Without a limit, a range read for one or two pairs (a point
+        // lookup by seek) should not pay for a window; with one, the
+        // window is exactly what the caller will take.
+        let window = match budget {
+            Some(b) => b.min(READAHEAD_MAX),
+            None if self.returned > READAHEAD_AFTER => self.window,
+            None => 1,
+        };
+        if !self.prefetch || window <= 1 {
             self.step();
             return self.cursor.current();
         }
-        self.read_ahead(stop_at);
+        self.read_ahead(stop_at, window);
+        if budget.is_none() {
+            self.window = (self.window * 2).min(READAHEAD_MAX);
+        }
         self.ahead.pop_front()
     }
 
-    /// Gathers the next window of pairs and reads their separated values
-    /// in one batch.
-    fn read_ahead(&mut self, stop_at: Option<&[u8]>) {
+    /// Gathers the next `window` pairs and reads their separated values in
+    /// one batch.
+    fn read_ahead(&mut self, stop_at: Option<&[u8]>, window: usize) {
         let mut entries: Vec<(Vec<u8>, Kind, Vec<u8>)> = Vec::new();
         let mut bytes = 0u64;
-        while entries.len() < self.window && bytes < READAHEAD_MAX_BYTES {
+        while entries.len() < window && bytes < READAHEAD_MAX_BYTES {
             self.step();
             if !self.cursor.valid() {
                 break;
@@ -309,7 +326,6 @@ impl End {
             };
             entries.push((key.to_vec(), kind, raw.to_vec()));
         }
-        self.window = (self.window * 2).min(READAHEAD_MAX);
         let mut values = self.resolve(&entries).into_iter();
         for (key, kind, raw) in entries {
             let value = match kind {
@@ -369,6 +385,34 @@ impl Range {
             front_key: None,
             back_key: None,
             done: false,
+            remaining: None,
+        }
+    }
+
+    /// Returns at most `n` pairs (from both ends together), like
+    /// [`Iterator::take`], and tells the read-ahead: it then reads the
+    /// values of exactly the pairs still wanted, in one batch from the
+    /// first pair on, instead of growing windows that may read far past
+    /// what a short scan takes.
+    #[must_use]
+    pub fn limit(mut self, n: usize) -> Self {
+        self.remaining = Some(n);
+        self
+    }
+
+    /// Counts a pair about to be returned against the limit; false once
+    /// the limit is reached.
+    fn take_one(&mut self) -> bool {
+        match &mut self.remaining {
+            Some(0) => {
+                self.done = true;
+                false
+            }
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+            None => true,
         }
     }
 }
@@ -377,10 +421,11 @@ impl Iterator for Range {
     type Item = Item;
 
     fn next(&mut self) -> Option<Item> {
-        if self.done {
+        if self.done || !self.take_one() {
             return None;
         }
-        let item = self.front.pull(self.back_key.as_deref());
+        let budget = self.remaining.map(|n| n + 1);
+        let item = self.front.pull(self.back_key.as_deref(), budget);
         match &item {
             Some(Ok((k, _))) => {
                 if self.back_key.as_ref().is_some_and(|b| k >= b) {
@@ -397,10 +442,11 @@ impl Iterator for Range {
 
 impl DoubleEndedIterator for Range {
     fn next_back(&mut self) -> Option<Item> {
-        if self.done {
+        if self.done || !self.take_one() {
             return None;
         }
-        let item = self.back.pull(self.front_key.as_deref());
+        let budget = self.remaining.map(|n| n + 1);
+        let item = self.back.pull(self.front_key.as_deref(), budget);
         match &item {
             Some(Ok((k, _))) => {
                 if self.front_key.as_ref().is_some_and(|f| k <= f) {

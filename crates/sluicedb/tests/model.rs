@@ -71,6 +71,31 @@ fn check_range(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, se
     };
     rev.reverse();
     assert_eq!(rev, want, "seed {seed}: reverse range");
+    // A limit returns what `take` would, from either end (its read-ahead
+    // is sized by it).
+    let n = rng.below(want.len() as u64 + 3) as usize;
+    let limited = |r: sluicedb::Range, back: bool| -> Vec<(Vec<u8>, Vec<u8>)> {
+        if back {
+            r.limit(n).rev().map(|r| r.unwrap()).collect()
+        } else {
+            r.limit(n).map(|r| r.unwrap()).collect()
+        }
+    };
+    let fwd = limited(db.range_opt(opts, lo.clone()..hi.clone()), false);
+    let want_fwd: Vec<_> = model
+        .range(lo.clone()..hi.clone())
+        .take(n)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(fwd, want_fwd, "seed {seed}: limit({n}) forward");
+    let bwd = limited(db.range_opt(opts, lo.clone()..hi.clone()), true);
+    let want_bwd: Vec<_> = model
+        .range(lo.clone()..hi.clone())
+        .rev()
+        .take(n)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(bwd, want_bwd, "seed {seed}: limit({n}) backward");
     // Both ends at once, in runs long enough for read-ahead to start on
     // each side: the ends must meet exactly, whatever each read ahead.
     let mut range = if inclusive {
