@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
+use super::{CachedRead, FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// An injected failure.
@@ -103,6 +103,20 @@ struct State {
     faults: Vec<FaultRule>,
     capture: Option<Capture>,
     locks: BTreeSet<PathBuf>,
+    page_cache: PageCache,
+}
+
+/// What [`RandomAccessFile::read_at_cached`] answers on a [`MemFs`]: tests
+/// drive the paths of a real disk's page cache with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PageCache {
+    /// Every byte is cached (the default: it is all memory).
+    #[default]
+    Warm,
+    /// No byte is cached: every such read would wait.
+    Cold,
+    /// The file system cannot tell.
+    Unknown,
 }
 
 struct Capture {
@@ -227,6 +241,11 @@ impl MemFs {
     /// An empty file system.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets what reads that must not wait find (see [`PageCache`]).
+    pub fn set_page_cache(&self, page_cache: PageCache) {
+        self.state.lock().page_cache = page_cache;
     }
 
     /// Operations performed so far (the index of the last one).
@@ -397,6 +416,16 @@ impl RandomAccessFile for MemReadable {
                 )),
             }
         })
+    }
+    /// As [`MemFs::set_page_cache`] says; a warm read is a plain one
+    /// (faults included).
+    fn read_at_cached(&self, offset: u64, len: usize) -> Result<CachedRead> {
+        let page_cache = self.fs.state.lock().page_cache;
+        match page_cache {
+            PageCache::Warm => self.read_at(offset, len).map(CachedRead::Data),
+            PageCache::Cold => Ok(CachedRead::WouldWait),
+            PageCache::Unknown => Ok(CachedRead::Unsupported),
+        }
     }
     fn len(&self) -> u64 {
         self.fs.state.lock().files[&self.id].data.len() as u64

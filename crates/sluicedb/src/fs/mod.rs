@@ -16,7 +16,7 @@
 mod mem;
 mod std_fs;
 
-pub use mem::{Fault, MemFs};
+pub use mem::{Fault, MemFs, PageCache};
 pub use std_fs::StdFs;
 
 use std::path::Path;
@@ -56,10 +56,30 @@ pub trait FileSyncer: Send + Sync {
     fn sync(&self) -> Result<()>;
 }
 
+/// What a read that must not wait on the device found
+/// ([`RandomAccessFile::read_at_cached`]).
+#[derive(Debug)]
+pub enum CachedRead {
+    /// All the bytes, from memory.
+    Data(Vec<u8>),
+    /// Some bytes are not in memory: reading them would wait on the
+    /// device (or the file is shorter than asked; a plain read says which).
+    WouldWait,
+    /// The file system cannot tell.
+    Unsupported,
+}
+
 /// A file opened for positional reads; shared between threads.
 pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short file is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads `len` bytes at `offset` only if that needs no wait on the
+    /// device (they are in the page cache). Scans use it to read cached
+    /// values on their own thread and hand only the rest to threads.
+    fn read_at_cached(&self, offset: u64, len: usize) -> Result<CachedRead> {
+        let _ = (offset, len);
+        Ok(CachedRead::Unsupported)
+    }
     /// The file's length in bytes now: a file that is still being appended
     /// to grows while it is open for reading.
     fn len(&self) -> u64;
@@ -286,6 +306,19 @@ impl CountedReader {
         let data = self.inner.read_at(offset, len)?;
         self.counters.add_read(class, data.len() as u64);
         Ok(data)
+    }
+    /// [`RandomAccessFile::read_at_cached`], counted when it read.
+    pub(crate) fn read_at_cached(
+        &self,
+        offset: u64,
+        len: usize,
+        class: IoClass,
+    ) -> Result<CachedRead> {
+        let r = self.inner.read_at_cached(offset, len)?;
+        if let CachedRead::Data(d) = &r {
+            self.counters.add_read(class, d.len() as u64);
+        }
+        Ok(r)
     }
     pub(crate) fn len(&self) -> u64 {
         self.inner.len()

@@ -6,7 +6,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
+use super::{CachedRead, FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// The real file system. Appends go through a 64 KiB user-space buffer that
@@ -96,6 +96,9 @@ struct StdReadable {
     file: File,
     path: PathBuf,
     len: u64,
+    /// `preadv2(RWF_NOWAIT)` was refused once: the file system cannot tell.
+    #[cfg(target_os = "linux")]
+    no_nowait: std::sync::atomic::AtomicBool,
 }
 
 impl RandomAccessFile for StdReadable {
@@ -105,6 +108,31 @@ impl RandomAccessFile for StdReadable {
             .read_exact_at(&mut buf, offset)
             .map_err(|e| Error::io("read", &self.path, e))?;
         Ok(buf)
+    }
+    /// One `preadv2` with `RWF_NOWAIT` (Linux 4.14+): it returns only what
+    /// the page cache holds, so a short read or `EAGAIN` means the rest
+    /// would wait on the device.
+    #[cfg(target_os = "linux")]
+    fn read_at_cached(&self, offset: u64, len: usize) -> Result<CachedRead> {
+        use rustix::io::{preadv2, Errno, ReadWriteFlags};
+        use std::sync::atomic::Ordering;
+        if len == 0 {
+            return Ok(CachedRead::Data(Vec::new()));
+        }
+        if self.no_nowait.load(Ordering::Relaxed) {
+            return Ok(CachedRead::Unsupported);
+        }
+        let mut buf = vec![0u8; len];
+        let mut bufs = [std::io::IoSliceMut::new(&mut buf)];
+        match preadv2(&self.file, &mut bufs, offset, ReadWriteFlags::NOWAIT) {
+            Ok(n) if n == len => Ok(CachedRead::Data(buf)),
+            Ok(_) | Err(Errno::AGAIN) | Err(Errno::INTR) => Ok(CachedRead::WouldWait),
+            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
+                self.no_nowait.store(true, Ordering::Relaxed);
+                Ok(CachedRead::Unsupported)
+            }
+            Err(e) => Err(Error::io("read", &self.path, e.into())),
+        }
     }
     /// The length now (one `fstat`), as `MemFs` reports it: a value store
     /// head grows while its reader is cached. Should `fstat` fail, the
@@ -144,6 +172,8 @@ impl Fs for StdFs {
             file,
             path: path.to_path_buf(),
             len,
+            #[cfg(target_os = "linux")]
+            no_nowait: std::sync::atomic::AtomicBool::new(false),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -191,5 +221,32 @@ impl Fs for StdFs {
     fn allocated_len(&self, path: &Path) -> Result<u64> {
         let m = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
         Ok(m.blocks() * 512)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes just written are in the page cache: a read that must not
+    /// wait returns them (or the file system cannot tell); bytes past the
+    /// end never come back as data.
+    #[test]
+    fn cached_reads_return_cached_bytes_and_nothing_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut w = StdFs.create(&path).unwrap();
+        w.append(b"hello, page cache").unwrap();
+        w.sync().unwrap();
+        let r = StdFs.open(&path).unwrap();
+        match r.read_at_cached(7, 10).unwrap() {
+            CachedRead::Data(d) => assert_eq!(d, b"page cache"),
+            CachedRead::Unsupported => {}
+            CachedRead::WouldWait => panic!("bytes just written are cached"),
+        }
+        assert!(!matches!(
+            r.read_at_cached(7, 100).unwrap(),
+            CachedRead::Data(_)
+        ));
     }
 }

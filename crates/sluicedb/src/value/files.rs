@@ -13,7 +13,7 @@ use super::log::reader::{check_record, read_record, OwnedRecord};
 use super::pointer::ValuePointer;
 use super::Read;
 use crate::error::{Error, Result};
-use crate::fs::{CountedReader, CountingFs, IoClass};
+use crate::fs::{CachedRead, CountedReader, CountingFs, IoClass};
 
 /// Where a pointed-at record can be read from.
 pub(crate) enum Located {
@@ -124,8 +124,9 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
     }
 }
 
-/// A read of a run taking longer than this did not come from the page
-/// cache: the remaining runs of a batch are read in parallel.
+/// Where the page cache cannot be asked: a read of a run taking longer
+/// than this did not come from it, and the remaining runs of a batch are
+/// read in parallel.
 const SLOW_READ: std::time::Duration = std::time::Duration::from_micros(40);
 
 /// Records further apart than this are read separately.
@@ -135,9 +136,10 @@ const COALESCE_MAX_BYTES: u64 = 1 << 20;
 
 /// Reads many records at once (seed 001 §3.3.1): pointers into the same
 /// file whose records lie close together are read with one read, and the
-/// reads run in parallel on the prefetch threads. Results are in request
-/// order; each is checked like [`read_one`], a collected file being
-/// `Corruption` (scans are registered readers).
+/// reads that would wait on the device run in parallel on the prefetch
+/// threads. Results are in request order; each is checked like
+/// [`read_one`], a collected file being `Corruption` (scans are registered
+/// readers).
 pub(crate) fn read_many<S: RecordFiles + ?Sized>(
     s: &S,
     requests: &[(ValuePointer, &[u8])],
@@ -145,38 +147,63 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
 ) -> Vec<Result<Vec<u8>>> {
     let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = Vec::new();
+    // Neighbouring keys' values often share a file: format its path once.
+    let mut path: Option<(u64, PathBuf)> = None;
     for (i, (p, key)) in requests.iter().enumerate() {
-        let path = s.file_path(p.file);
-        match s.locate(p, key, &path) {
+        if path.as_ref().is_none_or(|(f, _)| *f != p.file) {
+            path = Some((p.file, s.file_path(p.file)));
+        }
+        let path = &path.as_ref().expect("set above").1;
+        match s.locate(p, key, path) {
             Ok(Located::InFile { .. }) => pending.push(i),
             Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
-            Ok(Located::Collected) => out[i] = Some(Err(collected_error(&path, p))),
+            Ok(Located::Collected) => out[i] = Some(Err(collected_error(path, p))),
             Err(e) => out[i] = Some(Err(e)),
         }
     }
     pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
     let runs = coalesce(&pending, |i| &requests[i].0);
-    let read = |run: &Vec<usize>| read_run(s, run, requests, class);
-    // Runs are read here, one after another, while they come back fast
-    // (from the page cache, where handing them to threads costs more than
-    // it saves on a few cores); from the first slow one on, the rest are
-    // read in parallel on the prefetch threads (a cold device, §3.3.1).
+    let read = |run: &Vec<usize>| answer_run(s, run, requests, fetch_run(s, run, requests, class));
+    // Runs whose bytes are in the page cache are read here, one after
+    // another: handing them to threads costs more than it saves on a few
+    // cores. Only runs that would wait on the device go to the prefetch
+    // threads, in parallel (a cold device, §3.3.1). The page cache is
+    // asked with a read that must not wait; where the file system cannot
+    // answer, the first read slower than `SLOW_READ` sends the rest over.
     let mut done: Vec<Vec<(usize, Result<Vec<u8>>)>> = Vec::with_capacity(runs.len());
-    let mut next = 0;
-    while next < runs.len() {
-        let t = std::time::Instant::now();
-        done.push(read(&runs[next]));
-        next += 1;
-        if t.elapsed() > SLOW_READ {
-            break;
+    let mut cold: Vec<&Vec<usize>> = Vec::new();
+    let mut ask_cache = true;
+    let mut slow = false;
+    for run in &runs {
+        if slow {
+            cold.push(run);
+            continue;
         }
+        if ask_cache {
+            match fetch_run_cached(s, run, requests, class) {
+                Some(CachedFetch::Got(data)) => {
+                    done.push(answer_run(s, run, requests, data));
+                    continue;
+                }
+                Some(CachedFetch::WouldWait) => {
+                    cold.push(run);
+                    continue;
+                }
+                None => ask_cache = false,
+            }
+        }
+        let t = std::time::Instant::now();
+        done.push(read(run));
+        slow = t.elapsed() > SLOW_READ;
     }
-    if next < runs.len() {
+    if cold.len() == 1 {
+        done.push(read(cold[0]));
+    } else if !cold.is_empty() {
         use rayon::prelude::*;
         let rest: Vec<_> = s
             .readers()
             .pool()
-            .install(|| runs[next..].par_iter().map(read).collect());
+            .install(|| cold.par_iter().map(|run| read(run)).collect());
         done.extend(rest);
     }
     for (i, r) in done.into_iter().flatten() {
@@ -187,26 +214,76 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
         .collect()
 }
 
-/// Reads one run of nearby records of one file with a single read.
-fn read_run<S: RecordFiles + ?Sized>(
-    s: &S,
-    run: &[usize],
-    requests: &[(ValuePointer, &[u8])],
-    class: IoClass,
-) -> Vec<(usize, Result<Vec<u8>>)> {
-    let first = &requests[run[0]].0;
-    let path = s.file_path(first.file);
-    let start = first.offset;
+/// The bytes of a run: from its first record's start to its last one's end.
+fn run_span(run: &[usize], requests: &[(ValuePointer, &[u8])]) -> (u64, usize) {
+    let start = requests[run[0]].0.offset;
     let end = run
         .iter()
         .map(|&i| requests[i].0.offset + u64::from(requests[i].0.record_len))
         .max()
         .expect("runs are not empty");
-    let data = match reader_or_collected(s, first.file) {
-        Ok(Some(r)) => r.read_at(start, (end - start) as usize, class),
-        Ok(None) => Err(collected_error(&path, first)),
+    (start, (end - start) as usize)
+}
+
+/// Reads one run of nearby records of one file with a single read.
+fn fetch_run<S: RecordFiles + ?Sized>(
+    s: &S,
+    run: &[usize],
+    requests: &[(ValuePointer, &[u8])],
+    class: IoClass,
+) -> Result<Vec<u8>> {
+    let first = &requests[run[0]].0;
+    let (start, len) = run_span(run, requests);
+    match reader_or_collected(s, first.file) {
+        Ok(Some(r)) => r.read_at(start, len, class),
+        Ok(None) => Err(collected_error(&s.file_path(first.file), first)),
         Err(e) => Err(e),
+    }
+}
+
+/// What [`fetch_run_cached`] found.
+enum CachedFetch {
+    /// The run's bytes (or the error that answers it).
+    Got(Result<Vec<u8>>),
+    /// Reading the run would wait on the device.
+    WouldWait,
+}
+
+/// Like [`fetch_run`], only if the bytes are in the page cache; `None`
+/// when the file system cannot tell.
+fn fetch_run_cached<S: RecordFiles + ?Sized>(
+    s: &S,
+    run: &[usize],
+    requests: &[(ValuePointer, &[u8])],
+    class: IoClass,
+) -> Option<CachedFetch> {
+    let first = &requests[run[0]].0;
+    let (start, len) = run_span(run, requests);
+    let reader = match reader_or_collected(s, first.file) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            let e = collected_error(&s.file_path(first.file), first);
+            return Some(CachedFetch::Got(Err(e)));
+        }
+        Err(e) => return Some(CachedFetch::Got(Err(e))),
     };
+    match reader.read_at_cached(start, len, class) {
+        Ok(CachedRead::Data(d)) => Some(CachedFetch::Got(Ok(d))),
+        Ok(CachedRead::WouldWait) => Some(CachedFetch::WouldWait),
+        Ok(CachedRead::Unsupported) => None,
+        Err(e) => Some(CachedFetch::Got(Err(e))),
+    }
+}
+
+/// Checks each record of a run in the run's bytes.
+fn answer_run<S: RecordFiles + ?Sized>(
+    s: &S,
+    run: &[usize],
+    requests: &[(ValuePointer, &[u8])],
+    data: Result<Vec<u8>>,
+) -> Vec<(usize, Result<Vec<u8>>)> {
+    let path = s.file_path(requests[run[0]].0.file);
+    let start = requests[run[0]].0.offset;
     run.iter()
         .map(|&i| {
             let (p, key) = &requests[i];

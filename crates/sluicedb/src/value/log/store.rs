@@ -422,7 +422,7 @@ impl ValueStore for LogStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::{Fs, MemFs};
+    use crate::fs::{Fs, MemFs, PageCache};
     use crate::value::log::format::KIND_PUT;
 
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
@@ -475,9 +475,18 @@ mod tests {
         }
     }
 
+    /// Under every page cache answer: runs read on the caller's thread
+    /// (warm), on the prefetch threads (cold), or timed (unknown).
     #[test]
     fn read_many_answers_in_request_order_with_errors_per_request() {
+        for page_cache in [PageCache::Warm, PageCache::Cold, PageCache::Unknown] {
+            read_many_answers_in_request_order(page_cache);
+        }
+    }
+
+    fn read_many_answers_in_request_order(page_cache: PageCache) {
         let mem = MemFs::new();
+        mem.set_page_cache(page_cache);
         let counter = Arc::new(AtomicU64::new(10));
         let s = store(&mem, &counter);
         let ptrs: Vec<_> = (0..60).map(|i| put(&s, i)).collect();
@@ -498,7 +507,11 @@ mod tests {
                 assert!(r.as_ref().unwrap_err().is_corruption());
                 continue;
             }
-            assert_eq!(r.as_ref().unwrap(), &vec![b'v'; 300], "{p:?}");
+            assert_eq!(
+                r.as_ref().unwrap(),
+                &vec![b'v'; 300],
+                "{page_cache:?} {p:?}"
+            );
         }
         // Neighbours coalesce into one read; other files or far records
         // start a new run.
