@@ -61,10 +61,20 @@ impl FileReaders {
 
     /// The reader of file `number` at `path`, opened once.
     pub(crate) fn get(&self, number: u64, path: &Path) -> Result<CountedReader> {
+        self.get_with(number, || path.to_path_buf())
+    }
+
+    /// Like [`FileReaders::get`], building the path only to open the file:
+    /// reads of a scan ask for open readers once per value.
+    pub(crate) fn get_with(
+        &self,
+        number: u64,
+        path: impl FnOnce() -> PathBuf,
+    ) -> Result<CountedReader> {
         if let Some(r) = self.open.lock().get(&number) {
             return Ok(r.clone());
         }
-        let r = self.fs.open(path)?;
+        let r = self.fs.open(&path())?;
         self.open.lock().insert(number, r.clone());
         Ok(r)
     }
@@ -97,7 +107,7 @@ pub(crate) fn collected_error(path: &Path, p: &ValuePointer) -> Error {
 /// The file's reader; GC may delete the file between `locate` and this
 /// open, which is a collected file (`None`), not an I/O error.
 fn reader_or_collected<S: RecordFiles + ?Sized>(s: &S, file: u64) -> Result<Option<CountedReader>> {
-    match s.readers().get(file, &s.file_path(file)) {
+    match s.readers().get_with(file, || s.file_path(file)) {
         Ok(r) => Ok(Some(r)),
         Err(_) if s.is_collected(file) => Ok(None),
         Err(e) => Err(e),
