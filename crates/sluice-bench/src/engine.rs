@@ -167,8 +167,10 @@ impl SluiceEngine {
             // 30% reserve.
             opts.value_store_capacity_bytes = Some(capacity);
             // GC frees whole files: keep them small next to the capacity,
-            // so that small runs have files to collect too.
-            opts.value_log_file_size_bytes = (capacity / 32).clamp(1 << 20, 64 << 20);
+            // so that small runs have files to collect too (with 1 MiB at
+            // least, the tiny test runs rotated a file only now and then,
+            // and whether GC ran in an update phase was a matter of timing).
+            opts.value_log_file_size_bytes = (capacity / 32).clamp(64 << 10, 64 << 20);
             // Likewise at least 32 segment groups for the hash layout, so a
             // GC step rewrites 1/32 of the data or less, and at least 256
             // log segments in the reserve (1 MiB ones leave small runs only

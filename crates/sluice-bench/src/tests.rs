@@ -106,9 +106,16 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
         m.value_size
     );
     // Update phases run the 30% reserve dry: GC runs.
-    assert!(["update.P1", "update.P2", "update.P3"]
+    let gc: Vec<_> = r
         .iter()
-        .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0));
+        .map(|p| (p.phase.as_str(), p.gc_bytes, p.disk_bytes))
+        .collect();
+    assert!(
+        ["update.P1", "update.P2", "update.P3"]
+            .iter()
+            .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0),
+        "{gc:?}"
+    );
     let closed = by_phase(&r, "wisckey", "mixed.closed");
     assert!(closed.disk_bytes > 0 && closed.space_amp.is_some());
 }
