@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
-use super::log::reader::{check_record, read_record, OwnedRecord};
+use super::log::reader::{checked_record, read_record, OwnedRecord};
 use super::pointer::ValuePointer;
 use super::Read;
 use crate::error::{Error, Result};
@@ -29,8 +29,9 @@ pub(crate) enum Located {
 /// A layout's files, as the shared read code needs them.
 pub(crate) trait RecordFiles: Sync {
     /// Checks `p` against the layout's valid ranges and says where its
-    /// record is.
-    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located>;
+    /// record is. (The file's path is built only for an error: scans call
+    /// this once per value.)
+    fn locate(&self, p: &ValuePointer, key: &[u8]) -> Result<Located>;
     /// True if GC collected `file` (a reader that fails to open such a file
     /// met a deletion, not an I/O error).
     fn is_collected(&self, file: u64) -> bool;
@@ -121,15 +122,14 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
     key: &[u8],
     class: IoClass,
 ) -> Result<Read> {
-    let path = s.file_path(p.file);
-    match s.locate(p, key, &path)? {
+    match s.locate(p, key)? {
         Located::Buffered(r) => Ok(Read::Found(r)),
         Located::Collected => Ok(Read::Collected),
         Located::InFile { limit } => {
             let Some(reader) = reader_or_collected(s, p.file)? else {
                 return Ok(Read::Collected);
             };
-            read_record(&reader, &path, p, key, limit, class).map(Read::Found)
+            read_record(&reader, &s.file_path(p.file), p, key, limit, class).map(Read::Found)
         }
     }
 }
@@ -157,17 +157,13 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
 ) -> Vec<Result<Vec<u8>>> {
     let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = Vec::new();
-    // Neighbouring keys' values often share a file: format its path once.
-    let mut path: Option<(u64, PathBuf)> = None;
     for (i, (p, key)) in requests.iter().enumerate() {
-        if path.as_ref().is_none_or(|(f, _)| *f != p.file) {
-            path = Some((p.file, s.file_path(p.file)));
-        }
-        let path = &path.as_ref().expect("set above").1;
-        match s.locate(p, key, path) {
+        match s.locate(p, key) {
             Ok(Located::InFile { .. }) => pending.push(i),
             Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
-            Ok(Located::Collected) => out[i] = Some(Err(collected_error(path, p))),
+            Ok(Located::Collected) => {
+                out[i] = Some(Err(collected_error(&s.file_path(p.file), p)));
+            }
             Err(e) => out[i] = Some(Err(e)),
         }
     }
@@ -292,17 +288,20 @@ fn answer_run<S: RecordFiles + ?Sized>(
     requests: &[(ValuePointer, &[u8])],
     data: Result<Vec<u8>>,
 ) -> Vec<(usize, Result<Vec<u8>>)> {
-    let path = s.file_path(requests[run[0]].0.file);
     let start = requests[run[0]].0.offset;
+    // The path only for an error: this runs once per value of a scan.
+    let bad = |p: &ValuePointer, why: String| Error::corruption(s.file_path(p.file), p.offset, why);
     run.iter()
         .map(|&i| {
             let (p, key) = &requests[i];
             let r = data.as_ref().map_err(Clone::clone).and_then(|d| {
                 let at = (p.offset - start) as usize;
-                let raw = d.get(at..at + p.record_len as usize).ok_or_else(|| {
-                    Error::corruption(&path, p.offset, "value store file shorter than expected")
-                })?;
-                check_record(raw, p, key, &path).map(|r| r.value)
+                let raw = d
+                    .get(at..at + p.record_len as usize)
+                    .ok_or_else(|| bad(p, "value store file shorter than expected".into()))?;
+                checked_record(raw, p, key)
+                    .map(|r| r.value.to_vec())
+                    .map_err(|why| bad(p, why))
             });
             (i, r)
         })
@@ -341,11 +340,15 @@ pub(crate) fn coalesce<'a>(
 }
 
 /// Checks the valid range of a pointer into a file of `limit` bytes.
-pub(crate) fn check_within(p: &ValuePointer, limit: u64, path: &Path) -> Result<()> {
+pub(crate) fn check_within(
+    p: &ValuePointer,
+    limit: u64,
+    path: impl FnOnce() -> PathBuf,
+) -> Result<()> {
     let end = p.offset.saturating_add(u64::from(p.record_len));
     if end > limit {
         return Err(Error::corruption(
-            path,
+            path(),
             p.offset,
             format!("value pointer ends at {end}, past the file's {limit} bytes"),
         ));

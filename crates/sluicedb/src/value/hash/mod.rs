@@ -528,10 +528,11 @@ impl HashStore {
 }
 
 impl RecordFiles for HashStore {
-    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
+    fn locate(&self, p: &ValuePointer, key: &[u8]) -> Result<Located> {
+        let path = || self.file_path(p.file);
         if p.store != STORE_HASH && p.store != STORE_COLD {
             return Err(Error::corruption(
-                path,
+                path(),
                 p.offset,
                 format!("pointer to value store {} in the hash layout", p.store),
             ));
@@ -542,14 +543,14 @@ impl RecordFiles for HashStore {
                 return Ok(Located::Collected);
             }
             return Err(Error::corruption(
-                path,
+                path(),
                 p.offset,
                 "pointer into a segment group file that does not exist",
             ));
         };
         if inner.groups[g as usize].cold != (p.store == STORE_COLD) {
             return Err(Error::corruption(
-                path,
+                path(),
                 p.offset,
                 format!(
                     "pointer to value store {} into another store's file",
@@ -565,7 +566,7 @@ impl RecordFiles for HashStore {
         let group = &inner.groups[g as usize];
         let limit = if group.head.number() == p.file {
             if let Some(raw) = group.head.read_buffered(p.offset, p.record_len as usize) {
-                return check_record(&raw, p, key, path).map(Located::Buffered);
+                return check_record(&raw, p, key, &path()).map(Located::Buffered);
             }
             group.head.written()
         } else {

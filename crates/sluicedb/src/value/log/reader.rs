@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::format::Record;
 use super::format::{
     check_file_header, claimed_len, decode_record, kind_of, Bad, FILE_HEADER_LEN, FLAG_GC_COPY,
     FLAG_INLINE, KIND_PUT,
@@ -41,29 +42,38 @@ pub(crate) fn check_record(
     key: &[u8],
     path: &Path,
 ) -> Result<OwnedRecord> {
-    let bad = |why: String| Error::corruption(path, p.offset, why);
-    let (r, len) = decode_record(raw).map_err(|b| match b {
-        Bad::Incomplete => bad("value record shorter than its pointer says".into()),
-        Bad::Damaged(why) => bad(why),
-    })?;
-    if len != p.record_len as usize || crate::coding::u32_at(raw, 0) != p.record_crc {
-        return Err(bad("value record does not match its pointer".into()));
-    }
-    if r.key != key {
-        return Err(bad("value record belongs to another key".into()));
-    }
-    if r.kind() != KIND_PUT {
-        return Err(bad(format!(
-            "pointer to a value record of kind {}, not a put",
-            r.kind()
-        )));
-    }
+    let r = checked_record(raw, p, key).map_err(|why| Error::corruption(path, p.offset, why))?;
     Ok(OwnedRecord {
         seq: r.seq,
         flags: r.flags,
         key: r.key.to_vec(),
         value: r.value.to_vec(),
     })
+}
+
+/// [`check_record`] without copying: the record, or why it is damaged.
+pub(crate) fn checked_record<'a>(
+    raw: &'a [u8],
+    p: &ValuePointer,
+    key: &[u8],
+) -> std::result::Result<Record<'a>, String> {
+    let (r, len) = decode_record(raw).map_err(|b| match b {
+        Bad::Incomplete => "value record shorter than its pointer says".to_string(),
+        Bad::Damaged(why) => why,
+    })?;
+    if len != p.record_len as usize || crate::coding::u32_at(raw, 0) != p.record_crc {
+        return Err("value record does not match its pointer".into());
+    }
+    if r.key != key {
+        return Err("value record belongs to another key".into());
+    }
+    if r.kind() != KIND_PUT {
+        return Err(format!(
+            "pointer to a value record of kind {}, not a put",
+            r.kind()
+        ));
+    }
+    Ok(r)
 }
 
 /// Reads the record `p` points at from `file`, whose valid bytes are the

@@ -265,10 +265,11 @@ impl LogStore {
 impl RecordFiles for LogStore {
     /// Where the record `p` points at can be read from, after checking the
     /// pointer against the log's valid range (seed 001 §3.3.3).
-    fn locate(&self, p: &ValuePointer, key: &[u8], path: &Path) -> Result<Located> {
+    fn locate(&self, p: &ValuePointer, key: &[u8]) -> Result<Located> {
+        let path = || self.file_path(p.file);
         if p.store != STORE_LOG {
             return Err(Error::corruption(
-                path,
+                path(),
                 p.offset,
                 format!("pointer to unknown value store {}", p.store),
             ));
@@ -277,7 +278,7 @@ impl RecordFiles for LogStore {
             let inner = self.inner.lock();
             if p.file == inner.head.number() {
                 if let Some(raw) = inner.head.read_buffered(p.offset, p.record_len as usize) {
-                    return check_record(&raw, p, key, path).map(Located::Buffered);
+                    return check_record(&raw, p, key, &path()).map(Located::Buffered);
                 }
                 inner.head.written()
             } else if let Some(&len) = inner.sealed.get(&p.file) {
@@ -286,7 +287,7 @@ impl RecordFiles for LogStore {
                 return Ok(Located::Collected);
             } else {
                 return Err(Error::corruption(
-                    path,
+                    path(),
                     p.offset,
                     "pointer into a value log file that does not exist",
                 ));
@@ -504,7 +505,12 @@ mod tests {
         assert_eq!(got.len(), requests.len());
         for (r, (p, key)) in got.iter().zip(&requests) {
             if *key == b"k6" {
-                assert!(r.as_ref().unwrap_err().is_corruption());
+                let e = r.as_ref().unwrap_err();
+                // The error names the file and offset of the record.
+                let file = format!("{:06}.vlog", p.file);
+                let (shown, offset) = (e.to_string(), p.offset.to_string());
+                assert!(e.is_corruption() && shown.contains(&file), "{shown}");
+                assert!(shown.contains(&offset), "{shown}");
                 continue;
             }
             assert_eq!(
