@@ -129,7 +129,7 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
             let Some(reader) = reader_or_collected(s, p.file)? else {
                 return Ok(Read::Collected);
             };
-            read_record(&reader, &s.file_path(p.file), p, key, limit, class).map(Read::Found)
+            read_record(&reader, || s.file_path(p.file), p, key, limit, class).map(Read::Found)
         }
     }
 }

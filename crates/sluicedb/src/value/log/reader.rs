@@ -1,7 +1,7 @@
 //! Reads value log records: one by pointer (lookups, with WiscKey's checks,
 //! seed 001 §3.3.3), or all of a file in order (GC and recovery).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::format::Record;
 use super::format::{
@@ -42,13 +42,18 @@ pub(crate) fn check_record(
     key: &[u8],
     path: &Path,
 ) -> Result<OwnedRecord> {
-    let r = checked_record(raw, p, key).map_err(|why| Error::corruption(path, p.offset, why))?;
-    Ok(OwnedRecord {
+    checked_record(raw, p, key)
+        .map(owned)
+        .map_err(|why| Error::corruption(path, p.offset, why))
+}
+
+fn owned(r: Record<'_>) -> OwnedRecord {
+    OwnedRecord {
         seq: r.seq,
         flags: r.flags,
         key: r.key.to_vec(),
         value: r.value.to_vec(),
-    })
+    }
 }
 
 /// [`check_record`] without copying: the record, or why it is damaged.
@@ -78,10 +83,12 @@ pub(crate) fn checked_record<'a>(
 
 /// Reads the record `p` points at from `file`, whose valid bytes are the
 /// first `limit` (as the store counts them: not the length the reader saw
-/// when it was opened, since a head file grows), and checks it.
+/// when it was opened, since a head file grows), and checks it. `path`
+/// builds the file's path for an error only (point reads call this once
+/// per value).
 pub(crate) fn read_record(
     file: &CountedReader,
-    path: &Path,
+    path: impl Fn() -> PathBuf,
     p: &ValuePointer,
     key: &[u8],
     limit: u64,
@@ -90,7 +97,7 @@ pub(crate) fn read_record(
     let end = p.offset.checked_add(u64::from(p.record_len));
     if p.offset < FILE_HEADER_LEN as u64 || end.is_none_or(|e| e > limit) {
         return Err(Error::corruption(
-            path,
+            path(),
             p.offset,
             format!(
                 "value pointer ({}, {}) outside the log file of {} bytes",
@@ -99,7 +106,9 @@ pub(crate) fn read_record(
         ));
     }
     let raw = file.read_at(p.offset, p.record_len as usize, class)?;
-    check_record(&raw, p, key, path)
+    checked_record(&raw, p, key)
+        .map(owned)
+        .map_err(|why| Error::corruption(path(), p.offset, why))
 }
 
 /// All records of a log file held in memory, in order.
@@ -223,23 +232,34 @@ mod tests {
         w.write_out().unwrap();
         let file = fs.open(path).unwrap();
         for (p, k, v) in &recs {
-            let r = read_record(&file, path, p, k, file.len(), IoClass::UserRead).unwrap();
+            let r =
+                read_record(&file, || path.into(), p, k, file.len(), IoClass::UserRead).unwrap();
             assert_eq!(&r.value, v);
         }
         // The wrong key, or a pointer past the end, is corruption.
         let (p, _, _) = &recs[3];
-        assert!(
-            read_record(&file, path, p, b"other", file.len(), IoClass::UserRead)
-                .unwrap_err()
-                .is_corruption()
-        );
+        assert!(read_record(
+            &file,
+            || path.into(),
+            p,
+            b"other",
+            file.len(),
+            IoClass::UserRead
+        )
+        .unwrap_err()
+        .is_corruption());
         let mut far = *p;
         far.offset = file.len();
-        assert!(
-            read_record(&file, path, &far, b"key3", file.len(), IoClass::UserRead)
-                .unwrap_err()
-                .is_corruption()
-        );
+        assert!(read_record(
+            &file,
+            || path.into(),
+            &far,
+            b"key3",
+            file.len(),
+            IoClass::UserRead
+        )
+        .unwrap_err()
+        .is_corruption());
     }
 
     #[test]
