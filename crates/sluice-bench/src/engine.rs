@@ -193,6 +193,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.gc_threads {
             opts.gc_threads = n;
         }
+        if let Some(n) = cfg.hash_batch_bytes {
+            opts.hash_batch_bytes = n;
+        }
         if let Some(f) = cfg.separate_at_flush {
             opts.separate_at_flush = f;
         }

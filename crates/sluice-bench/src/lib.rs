@@ -80,6 +80,8 @@ pub struct BenchConfig {
     pub hash_hotness: Option<bool>,
     /// Overrides [`sluicedb::Options::gc_threads`].
     pub gc_threads: Option<usize>,
+    /// Overrides [`sluicedb::Options::hash_batch_bytes`].
+    pub hash_batch_bytes: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -107,6 +109,7 @@ impl Default for BenchConfig {
             separate_at_flush: None,
             hash_hotness: None,
             gc_threads: None,
+            hash_batch_bytes: None,
         }
     }
 }

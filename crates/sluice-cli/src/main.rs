@@ -208,6 +208,10 @@ struct BenchArgs {
     /// keys with. Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     gc_threads: Option<u64>,
+    /// Hash layout: a group's records are written out in batches of this
+    /// many bytes (one write system call each). Default: the preset's.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
+    hash_batch_bytes: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -300,6 +304,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         gc_threads: a.gc_threads.map(|n| n as usize),
+        hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         separation_threshold: a
             .separation_threshold
             .as_deref()

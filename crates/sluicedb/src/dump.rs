@@ -15,6 +15,7 @@ use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass, StdFs};
 use crate::iter::InternalIterator;
 use crate::journal::reader::read_log;
+use crate::journal::Control;
 use crate::key::{self, Kind};
 use crate::table::reader::Table;
 use crate::table::BlockCache;
@@ -89,6 +90,16 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
             for (offset, rec) in log.records {
                 if !d.more() {
                     break;
+                }
+                if let Some(c) = Control::decode(&rec) {
+                    let c = c.map_err(|why| Error::corruption(path, offset, why))?;
+                    d.line(&match c {
+                        Control::Link { journal, len } => {
+                            format!("link at {offset}: follows journal {journal} of {len} bytes")
+                        }
+                        Control::Seal => format!("seal at {offset}: older journals synced"),
+                    })?;
+                    continue;
                 }
                 let b = WriteBatch::from_record(rec)
                     .map_err(|why| Error::corruption(path, offset, why))?;

@@ -122,7 +122,7 @@ impl Core {
         let r = match (self.journal_in_log, &self.values) {
             (true, Some(store)) => store.sync(),
             _ => match self.journal.lock().as_mut() {
-                Some(j) => j.writer.sync(),
+                Some(j) => j.sync(),
                 None => Err(Error::Closed),
             },
         };

@@ -3,8 +3,9 @@
 //! Concurrency (`docs/design.md`, "Threads and locks"):
 //! - `state` (a mutex) guards the memtables, the current version, the writer
 //!   queue, snapshots and the bookkeeping of background work. It is never
-//!   held across table or journal I/O, except for the two syncs and one
-//!   create of a journal rotation.
+//!   held across table or journal I/O, except for the create and directory
+//!   sync of a journal rotation (the old journal is not synced there:
+//!   `docs/design.md`, "Journal rotation").
 //! - Writers queue up; the one at the front is the leader: it takes the
 //!   batches behind it into one group, appends the group to the journal and
 //!   the memtable with `state` released, then wakes the group (group commit).
@@ -26,12 +27,12 @@ use crate::batch::WriteBatch;
 use crate::compaction::{self, JobStats, MergeParams};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::fs::{CountingFs, FileLock, IoClass};
+use crate::fs::{CountingFs, FileLock, FileSyncer, IoClass};
 use crate::index::leveled::Leveled;
 use crate::index::{CompactionPlan, IndexShape};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
 use crate::iterator::{DbIterator, Range};
-use crate::journal::LogWriter;
+use crate::journal::{Control, LogWriter};
 use crate::key::Kind;
 use crate::memtable::{Lookup, MemTable, WriteBuffer};
 use crate::options::{JournalMode, Options, Preset, ReadOptions, ValueLayout, WriteOptions};
@@ -88,8 +89,60 @@ struct WriterSlot {
     done: Mutex<Option<Result<()>>>,
 }
 
+/// The engine journal being written, and the older journals a rotation left
+/// unsynced (`docs/design.md`, "Journal rotation").
 struct Journal {
     writer: LogWriter,
+    /// Older journals, by number, with bytes not yet synced and memtables
+    /// not yet flushed. The next sync syncs them first and seals.
+    unsynced_older: Vec<(u64, Arc<dyn FileSyncer>)>,
+}
+
+impl Journal {
+    fn new(writer: LogWriter) -> Self {
+        Journal {
+            writer,
+            unsynced_older: Vec::new(),
+        }
+    }
+
+    /// Makes every record of this and older journals durable. Older
+    /// journals left unsynced by a rotation are synced first, then a seal
+    /// record in this journal (synced with it) tells recovery that they are
+    /// complete.
+    fn sync(&mut self) -> Result<()> {
+        if !self.unsynced_older.is_empty() {
+            for (_, s) in &self.unsynced_older {
+                s.sync()?;
+            }
+            self.writer.add_record(&Control::Seal.encode())?;
+            self.unsynced_older.clear();
+        }
+        self.writer.sync()
+    }
+
+    /// Starts `writer` as the next journal, numbered `number`'s successor:
+    /// the old one is handed to the file system but not synced. The new
+    /// journal opens with a link record naming the old one and its length.
+    fn rotate(&mut self, old_number: u64, writer: LogWriter) -> Result<()> {
+        self.writer.flush()?;
+        let link = Control::Link {
+            journal: old_number,
+            len: self.writer.len(),
+        };
+        if self.writer.is_dirty() {
+            self.unsynced_older
+                .push((old_number, self.writer.syncer()?));
+        }
+        self.writer = writer;
+        self.writer.add_record(&link.encode())
+    }
+
+    /// Forgets older journals below `log_number`: their memtables are in
+    /// tables, so they need no sync (and are about to be deleted).
+    fn forget_below(&mut self, log_number: u64) {
+        self.unsynced_older.retain(|&(n, _)| n >= log_number);
+    }
 }
 
 struct Immutable {
@@ -596,7 +649,7 @@ impl Drop for Handle {
         // values first, then the journal that points at them.
         let values_synced = core.values.as_ref().is_none_or(|v| v.sync().is_ok());
         if let (true, Some(j)) = (values_synced, core.journal.lock().as_mut()) {
-            let _ = j.writer.sync();
+            let _ = j.sync();
         }
     }
 }
@@ -1092,7 +1145,7 @@ impl Core {
             if let Some(v) = &self.values {
                 v.sync()?;
             }
-            j.writer.sync()?;
+            j.sync()?;
             bump(&self.counters.journal_syncs, 1);
         }
         Ok(separated)
@@ -1302,14 +1355,14 @@ impl Core {
         let r = (|| {
             let mut j = self.journal.lock();
             let j = j.as_mut().ok_or(Error::Closed)?;
-            // Only the newest journal may end torn (recovery relies on it).
-            j.writer.sync()?;
+            // The old journal is not synced here: its memtable's flush
+            // usually makes it obsolete before its pages reach the disk.
+            // The link record and seals keep recovery to a prefix.
             let w = self
                 .fs
                 .create(&filename::journal(&self.dir, number), IoClass::Journal)?;
             self.fs.sync_dir(&self.dir)?;
-            j.writer = LogWriter::new(w);
-            Ok(())
+            j.rotate(st.mem_journal, LogWriter::new(w))
         })();
         if let Err(e) = r {
             st.poisoned
@@ -1485,6 +1538,10 @@ impl Core {
             debug_assert!(Arc::ptr_eq(&i.mem, &imm));
             st.memtables_flushed += 1;
         })?;
+        // The flushed memtable's journal needs no sync any more.
+        if let Some(j) = self.journal.lock().as_mut() {
+            j.forget_below(next_journal);
+        }
         bump(&self.counters.flushes, 1);
         Ok(())
     }
@@ -1623,6 +1680,10 @@ impl Core {
             }
             (live, st.log_number)
         };
+        // No sync may reach a journal being deleted (`state` is not held).
+        if let Some(j) = self.journal.lock().as_mut() {
+            j.forget_below(log_number);
+        }
         for name in names {
             let delete = match filename::parse(&name) {
                 Some(FileKind::Table(n)) => {

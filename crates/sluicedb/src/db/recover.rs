@@ -15,7 +15,8 @@ use crate::compaction::JobStats;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::IoClass;
-use crate::journal::{read_log, LogWriter};
+use crate::journal::reader::LogRecords;
+use crate::journal::{read_log, Control, LogWriter};
 use crate::key::Kind;
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::JournalRecovery;
@@ -48,10 +49,15 @@ enum Ended {
 }
 
 /// The rule both replays share: a torn tail must be the end of all history,
-/// since records in a later file mean synced data after it was lost.
+/// since records in a later file mean synced data after it was lost. Engine
+/// journals refine it (`docs/design.md`, "Journal rotation"): a rotation
+/// leaves the old journal unsynced, so a torn journal followed by records is
+/// a crash point unless a later journal holds a seal.
 struct TornTail {
     mode: JournalRecovery,
-    at: Option<(PathBuf, u64)>,
+    /// Where history tore, and whether a later file proves the tear lost
+    /// synced data (a seal).
+    at: Option<(PathBuf, u64, bool)>,
 }
 
 impl TornTail {
@@ -60,23 +66,62 @@ impl TornTail {
     }
 
     /// Before applying records of a later file: `Ok(true)` to go on,
-    /// `Ok(false)` when point-in-time recovery ends history here.
+    /// `Ok(false)` when history ends at the tear.
     fn later_records(&self, what: &str) -> Result<bool> {
         match (&self.at, self.mode) {
             (None, _) | (_, JournalRecovery::SkipAnyCorrupted) => Ok(true),
-            (_, JournalRecovery::PointInTime) => Ok(false),
-            (Some((p, off)), _) => Err(Error::corruption(p, *off, what.to_string())),
+            (Some((_, _, false)), _) | (_, JournalRecovery::PointInTime) => Ok(false),
+            (Some((p, off, true)), _) => Err(Error::corruption(p, *off, what.to_string())),
         }
     }
 
     /// Notes that `path` ends torn at `off` (`Corruption` under
-    /// absolute consistency).
-    fn note(&mut self, path: PathBuf, off: u64, what: &str) -> Result<()> {
+    /// absolute consistency). `proven_lost`: a later file shows that the
+    /// lost bytes had been synced.
+    fn note(&mut self, path: PathBuf, off: u64, what: &str, proven_lost: bool) -> Result<()> {
         if self.mode == JournalRecovery::AbsoluteConsistency {
             return Err(Error::corruption(&path, off, what.to_string()));
         }
-        self.at = Some((path, off));
+        self.at = Some((path, off, proven_lost));
         Ok(())
+    }
+}
+
+/// One engine journal read for replay.
+struct ReadJournal {
+    number: u64,
+    len: u64,
+    log: LogRecords,
+}
+
+impl ReadJournal {
+    /// The link its first record holds (the journal before it and that
+    /// journal's length), if a rotation started it.
+    fn link(&self) -> Option<(u64, u64)> {
+        match self
+            .log
+            .records
+            .first()
+            .map(|(_, rec)| Control::decode(rec))
+        {
+            Some(Some(Ok(Control::Link { journal, len }))) => Some((journal, len)),
+            _ => None,
+        }
+    }
+
+    fn has_seal(&self) -> bool {
+        self.log
+            .records
+            .iter()
+            .any(|(_, rec)| matches!(Control::decode(rec), Some(Ok(Control::Seal))))
+    }
+
+    /// True when it holds write batches (not only control records).
+    fn has_batches(&self) -> bool {
+        self.log
+            .records
+            .iter()
+            .any(|(_, rec)| Control::decode(rec).is_none())
     }
 }
 
@@ -125,9 +170,7 @@ impl Core {
                     .fs
                     .create(&filename::journal(&self.dir, log_number), IoClass::Journal)?;
                 self.fs.sync_dir(&self.dir)?;
-                Some(Journal {
-                    writer: LogWriter::new(w),
-                })
+                Some(Journal::new(LogWriter::new(w)))
             }
         };
         let mut st = self.state.lock();
@@ -164,31 +207,84 @@ impl Core {
         Ok(())
     }
 
-    /// Replays engine journals in order, per the recovery mode.
+    fn read_journal(&self, number: u64) -> Result<ReadJournal> {
+        let data = self
+            .fs
+            .read_all(&filename::journal(&self.dir, number), IoClass::Journal)?;
+        Ok(ReadJournal {
+            number,
+            len: data.len() as u64,
+            log: read_log(&data),
+        })
+    }
+
+    /// Replays engine journals in order, per the recovery mode. A journal
+    /// ends early (torn, or shorter than the next journal's link says) at a
+    /// crash point unless a later journal holds a seal.
     fn replay_journals(&self, journals: &[u64], r: &mut Replay) -> Result<Ended> {
         let mode = self.opts.journal_recovery;
         let mut torn = TornTail::new(mode);
-        for &n in journals {
-            let path = filename::journal(&self.dir, n);
-            let data = self.fs.read_all(&path, IoClass::Journal)?;
-            let log = read_log(&data);
-            if !log.records.is_empty()
+        let mut next = match journals.first() {
+            Some(&n) => Some(self.read_journal(n)?),
+            None => None,
+        };
+        for i in 0..journals.len() {
+            let j = next.take().expect("journal read ahead");
+            next = match journals.get(i + 1) {
+                Some(&n) => Some(self.read_journal(n)?),
+                None => None,
+            };
+            let path = filename::journal(&self.dir, j.number);
+            if j.has_batches()
                 && !torn.later_records("journal damaged before records of a later journal")?
             {
                 return Ok(Ended::Early);
             }
-            let stop_at = match (mode, log.damage.first()) {
+            let strict = matches!(
+                mode,
+                JournalRecovery::TolerateCorruptedTail | JournalRecovery::AbsoluteConsistency
+            );
+            // The length this journal had when the rotation closed it.
+            let expected = match next.as_ref().and_then(ReadJournal::link) {
+                Some((n, len)) if n == j.number => Some(len),
+                Some((n, _)) if n > j.number && strict => {
+                    return Err(Error::corruption(
+                        filename::journal(&self.dir, n),
+                        0,
+                        "journal missing: the next journal's link names it",
+                    ));
+                }
+                _ => None,
+            };
+            if let (Some(len), true) = (expected, strict) {
+                if j.len > len {
+                    return Err(Error::corruption(
+                        &path,
+                        len,
+                        format!(
+                            "journal holds {} bytes, the next journal's link says {len}",
+                            j.len
+                        ),
+                    ));
+                }
+            }
+            let stop_at = match (mode, j.log.damage.first()) {
                 (JournalRecovery::SkipAnyCorrupted, _) | (_, None) => u64::MAX,
                 (JournalRecovery::PointInTime, Some((off, _))) => *off,
                 (_, Some((off, why))) => {
                     return Err(Error::corruption(&path, *off, why.clone()));
                 }
             };
-            for (off, rec) in log.records {
+            for (off, rec) in j.log.records {
                 if off >= stop_at {
                     break;
                 }
-                let batch = match WriteBatch::from_record(rec) {
+                let batch = match Control::decode(&rec) {
+                    Some(Ok(_)) => continue,
+                    Some(Err(why)) => Err(why),
+                    None => WriteBatch::from_record(rec),
+                };
+                let batch = match batch {
                     Ok(b) => b,
                     Err(why) => match mode {
                         JournalRecovery::SkipAnyCorrupted => continue,
@@ -221,11 +317,35 @@ impl Core {
             if stop_at != u64::MAX {
                 return Ok(Ended::Early); // point-in-time: history ends at the damage
             }
-            if let Some(off) = log.torn_tail_at {
-                torn.note(path, off, "incomplete record at the end")?;
+            let short = match (j.log.torn_tail_at, expected) {
+                (Some(off), _) => Some((off, "incomplete record at the end")),
+                (None, Some(len)) if j.len < len => Some((
+                    j.len,
+                    "journal ends before the length the next journal's link records",
+                )),
+                _ => None,
+            };
+            if let Some((off, what)) = short {
+                let proven_lost = match &next {
+                    Some(n) if n.has_seal() => true,
+                    Some(_) => self.sealed_after(&journals[i + 2..])?,
+                    None => false,
+                };
+                torn.note(path, off, what, proven_lost)?;
             }
         }
         Ok(Ended::Fully)
+    }
+
+    /// True when one of these journals holds a seal (older journals were
+    /// synced whole before it).
+    fn sealed_after(&self, journals: &[u64]) -> Result<bool> {
+        for &n in journals {
+            if self.read_journal(n)?.has_seal() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Checks every value pointer of a recovered batch: `Ok(false)` if one
@@ -320,7 +440,9 @@ impl Core {
                 }
             }
             if let Some(off) = scan.torn_tail_at {
-                torn.note(path, off, "incomplete value record at the end")?;
+                // Each value log file is synced before the next one starts,
+                // so records in a later file prove the tear lost synced data.
+                torn.note(path, off, "incomplete value record at the end", true)?;
             }
         }
         Ok(())
@@ -392,5 +514,166 @@ impl Core {
             edit.add_file(0, f);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Journal chains after rotations that left the old journal unsynced
+    //! (`docs/design.md`, "Journal rotation"), written record by record.
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use crate::batch::WriteBatch;
+    use crate::error::Error;
+    use crate::filename::{self, FileKind};
+    use crate::fs::{CountingFs, Fs, IoClass, MemFs};
+    use crate::journal::{Control, LogWriter};
+    use crate::options::{JournalRecovery, Options};
+    use crate::Db;
+
+    fn batch(seq: u64, key: &str) -> Vec<u8> {
+        let mut b = WriteBatch::new();
+        b.put(key, "v");
+        b.set_sequence(seq);
+        b.data().to_vec()
+    }
+
+    /// Writes `records` as journal `n` and returns its length.
+    fn write_journal(fs: &MemFs, n: u64, records: &[Vec<u8>]) -> u64 {
+        let cfs = CountingFs::new(Arc::new(fs.clone()));
+        let mut w = LogWriter::new(
+            cfs.create(&filename::journal(Path::new("/db"), n), IoClass::Journal)
+                .unwrap(),
+        );
+        for r in records {
+            w.add_record(r).unwrap();
+        }
+        w.sync().unwrap();
+        w.len()
+    }
+
+    /// A fresh database and the number of its (empty) journal.
+    fn fresh() -> (MemFs, u64) {
+        let fs = MemFs::new();
+        drop(Db::open("/db", Options::default().fs(Arc::new(fs.clone()))).unwrap());
+        let journal = fs
+            .list(Path::new("/db"))
+            .unwrap()
+            .iter()
+            .find_map(|name| match filename::parse(name) {
+                Some(FileKind::Journal(n)) => Some(n),
+                _ => None,
+            })
+            .unwrap();
+        (fs, journal)
+    }
+
+    fn open(fs: &MemFs, mode: JournalRecovery) -> crate::Result<Db> {
+        Db::open(
+            "/db",
+            Options::default()
+                .fs(Arc::new(fs.clone()))
+                .journal_recovery(mode),
+        )
+    }
+
+    fn keys(db: &Db) -> Vec<String> {
+        ["k1", "k2", "k3"]
+            .into_iter()
+            .filter(|k| db.get(k).unwrap().is_some())
+            .map(String::from)
+            .collect()
+    }
+
+    /// Journal `j0` holds k1 and k2 (the whole of it, or only k1 when
+    /// `cut`), journal `j0 + 1` links to its full length, optionally seals,
+    /// and holds k3.
+    fn chain(cut: bool, seal: bool) -> (MemFs, u64, u64) {
+        let (fs, j0) = fresh();
+        let short = write_journal(&fs, j0, &[batch(1, "k1")]);
+        let full = write_journal(&fs, j0, &[batch(1, "k1"), batch(2, "k2")]);
+        let mut next = vec![Control::Link {
+            journal: j0,
+            len: full,
+        }
+        .encode()];
+        if seal {
+            next.push(Control::Seal.encode());
+        }
+        next.push(batch(3, "k3"));
+        write_journal(&fs, j0 + 1, &next);
+        if cut {
+            write_journal(&fs, j0, &[batch(1, "k1")]);
+        }
+        (fs, j0, short)
+    }
+
+    #[test]
+    fn a_linked_chain_replays_whole() {
+        for seal in [false, true] {
+            let (fs, _, _) = chain(false, seal);
+            let db = open(&fs, JournalRecovery::TolerateCorruptedTail).unwrap();
+            assert_eq!(keys(&db), ["k1", "k2", "k3"], "seal {seal}");
+        }
+    }
+
+    /// The old journal lost its unsynced tail on a record boundary: without
+    /// the link this would replay k1 and k3, not a prefix.
+    #[test]
+    fn a_journal_shorter_than_its_link_ends_history_without_a_seal() {
+        let (fs, _, _) = chain(true, false);
+        let db = open(&fs, JournalRecovery::TolerateCorruptedTail).unwrap();
+        assert_eq!(keys(&db), ["k1"]);
+        drop(db);
+        // The recovered database no longer needs the dropped journal.
+        let db = open(&fs, JournalRecovery::TolerateCorruptedTail).unwrap();
+        assert_eq!(keys(&db), ["k1"]);
+        let (fs, j0, short) = chain(true, false);
+        match open(&fs, JournalRecovery::AbsoluteConsistency) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, filename::journal(Path::new("/db"), j0));
+                assert_eq!(offset, short);
+            }
+            other => panic!(
+                "absolute consistency accepted a short journal: {:?}",
+                other.err()
+            ),
+        }
+    }
+
+    /// A seal after it proves the lost bytes were synced: damage.
+    #[test]
+    fn a_short_journal_before_a_seal_is_corruption() {
+        let (fs, j0, short) = chain(true, true);
+        match open(&fs, JournalRecovery::TolerateCorruptedTail) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, filename::journal(Path::new("/db"), j0));
+                assert_eq!(offset, short);
+            }
+            other => panic!("a sealed short journal opened: {:?}", other.err()),
+        }
+        // Point in time keeps the prefix before the damage.
+        let db = open(&fs, JournalRecovery::PointInTime).unwrap();
+        assert_eq!(keys(&db), ["k1"]);
+    }
+
+    #[test]
+    fn a_journal_longer_than_its_link_is_corruption() {
+        let (fs, j0) = fresh();
+        let short = write_journal(&fs, j0, &[batch(1, "k1")]);
+        write_journal(&fs, j0, &[batch(1, "k1"), batch(2, "k2")]);
+        let link = Control::Link {
+            journal: j0,
+            len: short,
+        };
+        write_journal(&fs, j0 + 1, &[link.encode(), batch(3, "k3")]);
+        match open(&fs, JournalRecovery::TolerateCorruptedTail) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, filename::journal(Path::new("/db"), j0));
+                assert_eq!(offset, short);
+            }
+            other => panic!("a journal longer than its link opened: {:?}", other.err()),
+        }
     }
 }

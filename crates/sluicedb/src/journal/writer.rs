@@ -2,7 +2,9 @@
 
 use super::format::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
 use crate::error::Result;
-use crate::fs::CountedWriter;
+use std::sync::Arc;
+
+use crate::fs::{CountedWriter, FileSyncer};
 
 /// Writes logical records as block-framed fragments. Each `add_record` issues
 /// one append, so a crash tears at most the last record.
@@ -10,6 +12,8 @@ pub(crate) struct LogWriter {
     file: CountedWriter,
     block_offset: usize,
     scratch: Vec<u8>,
+    /// Length made durable by the last sync.
+    synced: u64,
 }
 
 impl LogWriter {
@@ -20,6 +24,7 @@ impl LogWriter {
             file,
             block_offset,
             scratch: Vec::new(),
+            synced: 0,
         }
     }
 
@@ -61,7 +66,25 @@ impl LogWriter {
 
     /// Makes all records durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.file.sync()
+        self.file.sync()?;
+        self.synced = self.file.len();
+        Ok(())
+    }
+
+    /// True when records were added since the last sync.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.file.len() > self.synced
+    }
+
+    /// Hands buffered records to the file system (not durable), so that a
+    /// process crash keeps them in order with later files' appends.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    /// A handle that syncs this file after the writer is gone.
+    pub(crate) fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
+        self.file.syncer()
     }
 
     /// Bytes in the file.
