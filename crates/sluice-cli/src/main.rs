@@ -8,6 +8,12 @@ use sluice_bench::{BenchConfig, EngineKind, Workload};
 use sluicedb::dump::DumpOptions;
 use sluicedb::{Db, HashGcPolicy, Options, Preset};
 
+/// mimalloc in place of the system allocator: GC and flushes allocate and
+/// free a buffer per record, where glibc's malloc spent about 10% of the
+/// CPU time of the update benchmark (`docs/design.md`, "Allocator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "sluice",
