@@ -121,9 +121,9 @@ impl Journal {
         self.writer.sync()
     }
 
-    /// Starts `writer` as the next journal, numbered `number`'s successor:
-    /// the old one is handed to the file system but not synced. The new
-    /// journal opens with a link record naming the old one and its length.
+    /// Makes `writer` the current journal. The old one, numbered
+    /// `old_number`, is handed to the file system but not synced; the new
+    /// one opens with a link record naming it and giving its length.
     fn rotate(&mut self, old_number: u64, writer: LogWriter) -> Result<()> {
         self.writer.flush()?;
         let link = Control::Link {

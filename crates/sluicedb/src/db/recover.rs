@@ -326,12 +326,22 @@ impl Core {
                 _ => None,
             };
             if let Some((off, what)) = short {
-                let proven_lost = match &next {
+                let sealed = match &next {
                     Some(n) if n.has_seal() => true,
                     Some(_) => self.sealed_after(&journals[i + 2..])?,
                     None => false,
                 };
-                torn.note(path, off, what, proven_lost)?;
+                // A seal after it: these bytes had been synced, so they were
+                // lost to damage, not to a crash (later batches or not).
+                if sealed && mode == JournalRecovery::TolerateCorruptedTail {
+                    return Err(Error::corruption(
+                        &path,
+                        off,
+                        format!("{what}, but a later journal's seal says it was synced"),
+                    ));
+                }
+                // Otherwise history ends here if later journals hold batches.
+                torn.note(path, off, what, false)?;
             }
         }
         Ok(Ended::Fully)
@@ -642,16 +652,38 @@ mod tests {
         }
     }
 
-    /// A seal after it proves the lost bytes were synced: damage.
+    /// A seal after it proves the lost bytes were synced: damage, whether
+    /// or not batches follow the seal.
     #[test]
     fn a_short_journal_before_a_seal_is_corruption() {
         let (fs, j0, short) = chain(true, true);
-        match open(&fs, JournalRecovery::TolerateCorruptedTail) {
-            Err(Error::Corruption { file, offset, .. }) => {
-                assert_eq!(file, filename::journal(Path::new("/db"), j0));
-                assert_eq!(offset, short);
+        // The same, with nothing but the link and the seal after the cut.
+        let sealed_only = fs.crash_image();
+        let full = write_journal(&sealed_only, j0, &[batch(1, "k1"), batch(2, "k2")]);
+        write_journal(
+            &sealed_only,
+            j0 + 1,
+            &[
+                Control::Link {
+                    journal: j0,
+                    len: full,
+                }
+                .encode(),
+                Control::Seal.encode(),
+            ],
+        );
+        write_journal(&sealed_only, j0, &[batch(1, "k1")]);
+        for (fs, what) in [
+            (&fs, "with a batch after the seal"),
+            (&sealed_only, "seal only"),
+        ] {
+            match open(fs, JournalRecovery::TolerateCorruptedTail) {
+                Err(Error::Corruption { file, offset, .. }) => {
+                    assert_eq!(file, filename::journal(Path::new("/db"), j0), "{what}");
+                    assert_eq!(offset, short, "{what}");
+                }
+                other => panic!("a sealed short journal opened ({what}): {:?}", other.err()),
             }
-            other => panic!("a sealed short journal opened: {:?}", other.err()),
         }
         // Point in time keeps the prefix before the damage.
         let db = open(&fs, JournalRecovery::PointInTime).unwrap();
