@@ -40,8 +40,48 @@ pub(crate) struct Relocations {
     pub(crate) moves: Vec<Relocation>,
     /// GC saw each key's newest entry at this sequence point at `old`.
     pub(crate) seen_seq: u64,
-    /// Memtable flushes installed by then (see `commit_relocations`).
-    pub(crate) seen_flushes: u64,
+    /// The view it looked in (`None` for the barrier's empty set).
+    pub(crate) seen: Option<SeenView>,
+}
+
+/// The view a GC step judged its records in, kept until its relocations
+/// are committed (see `commit_relocations`).
+#[derive(Clone)]
+pub(crate) struct SeenView {
+    pub(crate) sv: Arc<SuperVersion>,
+    /// Memtables switched and flushed when it was taken: its active
+    /// memtable is the `switched + 1`-th to be flushed.
+    pub(crate) switched: u64,
+    pub(crate) flushed: u64,
+}
+
+impl SeenView {
+    /// The view in `st` (taken with the sequence number GC reads at).
+    pub(super) fn of(st: &State) -> Self {
+        SeenView {
+            sv: st.sv.clone(),
+            switched: st.memtables_switched,
+            flushed: st.memtables_flushed,
+        }
+    }
+}
+
+impl std::fmt::Debug for SeenView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeenView")
+            .field("switched", &self.switched)
+            .field("flushed", &self.flushed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How `commit_relocations` tells whether a key got a newer entry.
+enum NewerCheck {
+    /// Only in the memtables of now and of GC's view, which together hold
+    /// every entry written since.
+    Memtables(Option<Arc<SuperVersion>>),
+    /// A full lookup.
+    Lookup,
 }
 
 /// True if a memtable of `sv` holds an entry for `key` newer than `seq`.
@@ -67,10 +107,14 @@ impl Core {
     /// interleave): keeps those whose key still points at the old record,
     /// journals them with fresh sequence numbers (synced) and inserts them.
     ///
-    /// The check is cheap when no memtable was flushed since GC's view: GC
-    /// saw the key's newest entry point at the old record, so it still does
-    /// unless a memtable now holds a newer entry (tables gain newer entries
-    /// only by flushes). Otherwise it is a full lookup.
+    /// GC saw the key's newest entry point at the old record, so it still
+    /// does unless an entry newer than `seen_seq` was written since. Those
+    /// entries went to the memtable active in GC's view or to later ones.
+    /// While none of the later ones was flushed (flushes go in order), all
+    /// of them are in the memtables of now or of GC's view (kept alive by
+    /// `SeenView`), so the check is a memtable probe per key: the common
+    /// case, since a GC step is shorter than a memtable's life. Otherwise
+    /// tables may hold such entries, and it is a full lookup.
     pub(super) fn commit_relocations(
         &self,
         st: &mut MutexGuard<'_, State>,
@@ -78,15 +122,26 @@ impl Core {
     ) -> Result<u64> {
         let base = st.last_sequence;
         let sv = st.sv.clone();
-        let quick = st.memtables_flushed == relocations.seen_flushes;
+        let check = match &relocations.seen {
+            Some(v) if st.memtables_flushed == v.flushed => NewerCheck::Memtables(None),
+            Some(v) if st.memtables_flushed <= v.switched + 1 => {
+                NewerCheck::Memtables(Some(v.sv.clone()))
+            }
+            _ => NewerCheck::Lookup,
+        };
         let mem: Arc<MemTable> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<u64> {
             let mut batch = WriteBatch::new();
+            let seen = relocations.seen_seq;
             for r in &relocations.moves {
-                let live = if quick {
-                    !newer_in_memtables(&sv, &r.key, relocations.seen_seq)
-                } else {
-                    self.points_at(&sv, &r.key, base, &r.old)?
+                let live = match &check {
+                    NewerCheck::Memtables(then) => {
+                        !newer_in_memtables(&sv, &r.key, seen)
+                            && !then
+                                .as_ref()
+                                .is_some_and(|t| newer_in_memtables(t, &r.key, seen))
+                    }
+                    NewerCheck::Lookup => self.points_at(&sv, &r.key, base, &r.old)?,
                 };
                 if live {
                     batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
@@ -148,7 +203,7 @@ impl Core {
         self.submit_relocations(Relocations {
             moves: Vec::new(),
             seen_seq: 0,
-            seen_flushes: 0,
+            seen: None,
         })?;
         drop(self.flush_appends.lock());
         Ok(())
@@ -235,15 +290,16 @@ impl Core {
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
         self.publish_barrier()?;
-        let (seq, sv, flushes) = {
+        let (seq, seen) = {
             let st = self.state.lock();
             let seq = self.visible_seq.load(Ordering::Acquire);
-            (seq, st.sv.clone(), st.memtables_flushed)
+            (seq, SeenView::of(&st))
         };
+        let sv = &seen.sv;
         let mut relocations = Vec::new();
         let mut written = 0;
         for (p, rec) in &chunk.records {
-            if !rec.may_be_live() || !self.points_at(&sv, &rec.key, seq, p)? {
+            if !rec.may_be_live() || !self.points_at(sv, &rec.key, seq, p)? {
                 continue;
             }
             let new = store.append(&Record {
@@ -259,7 +315,6 @@ impl Core {
                 new,
             });
         }
-        drop(sv);
         // The copies are durable before any index entry points at them.
         store.sync()?;
         let applied = if relocations.is_empty() {
@@ -268,7 +323,7 @@ impl Core {
             self.submit_relocations(Relocations {
                 moves: relocations.clone(),
                 seen_seq: seq,
-                seen_flushes: flushes,
+                seen: Some(seen),
             })?
         };
         let barrier = self.visible_seq.load(Ordering::Acquire);

@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::gc::{Relocation, Relocations};
+use super::gc::{Relocation, Relocations, SeenView};
 use super::{bump, Core, State};
 use crate::error::{Error, Result};
 use crate::key::Kind;
@@ -225,19 +225,16 @@ impl Core {
         }
         // 3. One lookup per key (in parallel with `gc_threads`): the record
         // the index points at is live.
-        let (seq, sv, flushes) = {
+        let (seq, seen) = {
             let st = self.state.lock();
-            (
-                self.visible_seq.load(Ordering::Acquire),
-                st.sv.clone(),
-                st.memtables_flushed,
-            )
+            (self.visible_seq.load(Ordering::Acquire), SeenView::of(&st))
         };
+        let sv = &seen.sv;
         let keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
             chunk
                 .iter()
-                .map(|(key, _)| match self.lookup(&sv, key, seq)? {
+                .map(|(key, _)| match self.lookup(sv, key, seq)? {
                     Lookup::Found(Kind::ValuePointer, bytes) => Ok(ValuePointer::decode(&bytes)),
                     _ => Ok(None),
                 })
@@ -289,7 +286,6 @@ impl Core {
                 new,
             });
         }
-        drop(sv);
         // 4. Copies durable, then relocations through the write path.
         store.sync()?;
         let live = moves.len() as u64;
@@ -299,7 +295,7 @@ impl Core {
             self.submit_relocations(Relocations {
                 moves,
                 seen_seq: seq,
-                seen_flushes: flushes,
+                seen: Some(seen),
             })?
         };
         let barrier = self.visible_seq.load(Ordering::Acquire);
