@@ -38,9 +38,8 @@ pub(crate) struct Relocation {
 #[derive(Debug, Clone)]
 pub(crate) struct Relocations {
     pub(crate) moves: Vec<Relocation>,
-    /// GC saw each key's newest entry at this sequence point at `old`.
-    pub(crate) seen_seq: u64,
-    /// The view it looked in (`None` for the barrier's empty set).
+    /// The view GC saw each key's newest entry point at `old` in (`None`
+    /// for the barrier's empty set).
     pub(crate) seen: Option<SeenView>,
 }
 
@@ -48,6 +47,8 @@ pub(crate) struct Relocations {
 /// are committed (see `commit_relocations`).
 #[derive(Clone)]
 pub(crate) struct SeenView {
+    /// The sequence number GC reads at.
+    pub(crate) seq: u64,
     pub(crate) sv: Arc<SuperVersion>,
     /// Memtables switched and flushed when it was taken: its active
     /// memtable is the `switched + 1`-th to be flushed.
@@ -55,20 +56,10 @@ pub(crate) struct SeenView {
     pub(crate) flushed: u64,
 }
 
-impl SeenView {
-    /// The view in `st` (taken with the sequence number GC reads at).
-    pub(super) fn of(st: &State) -> Self {
-        SeenView {
-            sv: st.sv.clone(),
-            switched: st.memtables_switched,
-            flushed: st.memtables_flushed,
-        }
-    }
-}
-
 impl std::fmt::Debug for SeenView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SeenView")
+            .field("seq", &self.seq)
             .field("switched", &self.switched)
             .field("flushed", &self.flushed)
             .finish_non_exhaustive()
@@ -77,9 +68,13 @@ impl std::fmt::Debug for SeenView {
 
 /// How `commit_relocations` tells whether a key got a newer entry.
 enum NewerCheck {
-    /// Only in the memtables of now and of GC's view, which together hold
-    /// every entry written since.
-    Memtables(Option<Arc<SuperVersion>>),
+    /// Entries newer than `seq` only in the memtables of now and of GC's
+    /// view (`then`, when it holds memtables flushed since), which together
+    /// hold every entry written since.
+    Memtables {
+        seq: u64,
+        then: Option<Arc<SuperVersion>>,
+    },
     /// A full lookup.
     Lookup,
 }
@@ -95,6 +90,18 @@ fn newer_in_memtables(sv: &SuperVersion, key: &[u8], seq: u64) -> bool {
 const GC_HEADROOM_DIVISOR: u64 = 16;
 
 impl Core {
+    /// The view a GC step judges its records in: the visible sequence
+    /// number with the super version and memtable counters of that moment.
+    pub(super) fn gc_view(&self) -> SeenView {
+        let st = self.state.lock();
+        SeenView {
+            seq: self.visible_seq.load(Ordering::Acquire),
+            sv: st.sv.clone(),
+            switched: st.memtables_switched,
+            flushed: st.memtables_flushed,
+        }
+    }
+
     /// True if `key`'s newest entry at `seq` is a pointer to exactly `p`.
     fn points_at(&self, sv: &SuperVersion, key: &[u8], seq: u64, p: &ValuePointer) -> Result<bool> {
         Ok(match self.lookup(sv, key, seq)? {
@@ -108,8 +115,8 @@ impl Core {
     /// journals them with fresh sequence numbers (synced) and inserts them.
     ///
     /// GC saw the key's newest entry point at the old record, so it still
-    /// does unless an entry newer than `seen_seq` was written since. Those
-    /// entries went to the memtable active in GC's view or to later ones.
+    /// does unless an entry newer than the view's `seq` was written since.
+    /// Those entries went to the memtable active in GC's view or to later ones.
     /// While none of the later ones was flushed (flushes go in order), all
     /// of them are in the memtables of now or of GC's view (kept alive by
     /// `SeenView`), so the check is a memtable probe per key: the common
@@ -123,23 +130,26 @@ impl Core {
         let base = st.last_sequence;
         let sv = st.sv.clone();
         let check = match &relocations.seen {
-            Some(v) if st.memtables_flushed == v.flushed => NewerCheck::Memtables(None),
-            Some(v) if st.memtables_flushed <= v.switched + 1 => {
-                NewerCheck::Memtables(Some(v.sv.clone()))
-            }
+            Some(v) if st.memtables_flushed == v.flushed => NewerCheck::Memtables {
+                seq: v.seq,
+                then: None,
+            },
+            Some(v) if st.memtables_flushed <= v.switched + 1 => NewerCheck::Memtables {
+                seq: v.seq,
+                then: Some(v.sv.clone()),
+            },
             _ => NewerCheck::Lookup,
         };
         let mem: Arc<MemTable> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<u64> {
             let mut batch = WriteBatch::new();
-            let seen = relocations.seen_seq;
             for r in &relocations.moves {
                 let live = match &check {
-                    NewerCheck::Memtables(then) => {
-                        !newer_in_memtables(&sv, &r.key, seen)
+                    NewerCheck::Memtables { seq, then } => {
+                        !newer_in_memtables(&sv, &r.key, *seq)
                             && !then
                                 .as_ref()
-                                .is_some_and(|t| newer_in_memtables(t, &r.key, seen))
+                                .is_some_and(|t| newer_in_memtables(t, &r.key, *seq))
                     }
                     NewerCheck::Lookup => self.points_at(&sv, &r.key, base, &r.old)?,
                 };
@@ -202,7 +212,6 @@ impl Core {
     pub(super) fn publish_barrier(&self) -> Result<()> {
         self.submit_relocations(Relocations {
             moves: Vec::new(),
-            seen_seq: 0,
             seen: None,
         })?;
         drop(self.flush_appends.lock());
@@ -290,12 +299,8 @@ impl Core {
         };
         let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
         self.publish_barrier()?;
-        let (seq, seen) = {
-            let st = self.state.lock();
-            let seq = self.visible_seq.load(Ordering::Acquire);
-            (seq, SeenView::of(&st))
-        };
-        let sv = &seen.sv;
+        let seen = self.gc_view();
+        let (seq, sv) = (seen.seq, &seen.sv);
         let mut relocations = Vec::new();
         let mut written = 0;
         for (p, rec) in &chunk.records {
@@ -322,7 +327,6 @@ impl Core {
         } else {
             self.submit_relocations(Relocations {
                 moves: relocations.clone(),
-                seen_seq: seq,
                 seen: Some(seen),
             })?
         };

@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::gc::{Relocation, Relocations, SeenView};
+use super::gc::{Relocation, Relocations};
 use super::{bump, Core, State};
 use crate::error::{Error, Result};
 use crate::key::Kind;
@@ -225,11 +225,8 @@ impl Core {
         }
         // 3. One lookup per key (in parallel with `gc_threads`): the record
         // the index points at is live.
-        let (seq, seen) = {
-            let st = self.state.lock();
-            (self.visible_seq.load(Ordering::Acquire), SeenView::of(&st))
-        };
-        let sv = &seen.sv;
+        let seen = self.gc_view();
+        let (seq, sv) = (seen.seq, &seen.sv);
         let keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
             chunk
@@ -294,7 +291,6 @@ impl Core {
         } else {
             self.submit_relocations(Relocations {
                 moves,
-                seen_seq: seq,
                 seen: Some(seen),
             })?
         };

@@ -1538,10 +1538,6 @@ impl Core {
             debug_assert!(Arc::ptr_eq(&i.mem, &imm));
             st.memtables_flushed += 1;
         })?;
-        // The flushed memtable's journal needs no sync any more.
-        if let Some(j) = self.journal.lock().as_mut() {
-            j.forget_below(next_journal);
-        }
         bump(&self.counters.flushes, 1);
         Ok(())
     }
@@ -1680,7 +1676,9 @@ impl Core {
             }
             (live, st.log_number)
         };
-        // No sync may reach a journal being deleted (`state` is not held).
+        // Journals of flushed memtables need no sync, and none may reach a
+        // journal being deleted (`state` is not held). This sweep follows
+        // every flush.
         if let Some(j) = self.journal.lock().as_mut() {
             j.forget_below(log_number);
         }

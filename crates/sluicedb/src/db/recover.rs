@@ -48,21 +48,25 @@ enum Ended {
     Early,
 }
 
-/// The rule both replays share: a torn tail must be the end of all history,
-/// since records in a later file mean synced data after it was lost. Engine
-/// journals refine it (`docs/design.md`, "Journal rotation"): a rotation
-/// leaves the old journal unsynced, so a torn journal followed by records is
-/// a crash point unless a later journal holds a seal.
+/// The rule both replays share: a torn tail ends history. Whether a torn
+/// file followed by records in a later file means lost synced data depends
+/// on the source: each value log file is synced before the next one starts,
+/// so there it does; a journal rotation leaves the old journal unsynced, so
+/// there it is a crash point (`docs/design.md`, "Journal rotation"; seals
+/// are checked by the caller).
 struct TornTail {
     mode: JournalRecovery,
-    /// Where history tore, and whether a later file proves the tear lost
-    /// synced data (a seal).
-    at: Option<(PathBuf, u64, bool)>,
+    later_records_prove_loss: bool,
+    at: Option<(PathBuf, u64)>,
 }
 
 impl TornTail {
-    fn new(mode: JournalRecovery) -> Self {
-        TornTail { mode, at: None }
+    fn new(mode: JournalRecovery, later_records_prove_loss: bool) -> Self {
+        TornTail {
+            mode,
+            later_records_prove_loss,
+            at: None,
+        }
     }
 
     /// Before applying records of a later file: `Ok(true)` to go on,
@@ -70,19 +74,22 @@ impl TornTail {
     fn later_records(&self, what: &str) -> Result<bool> {
         match (&self.at, self.mode) {
             (None, _) | (_, JournalRecovery::SkipAnyCorrupted) => Ok(true),
-            (Some((_, _, false)), _) | (_, JournalRecovery::PointInTime) => Ok(false),
-            (Some((p, off, true)), _) => Err(Error::corruption(p, *off, what.to_string())),
+            (Some((p, off)), JournalRecovery::TolerateCorruptedTail)
+                if self.later_records_prove_loss =>
+            {
+                Err(Error::corruption(p, *off, what.to_string()))
+            }
+            _ => Ok(false),
         }
     }
 
     /// Notes that `path` ends torn at `off` (`Corruption` under
-    /// absolute consistency). `proven_lost`: a later file shows that the
-    /// lost bytes had been synced.
-    fn note(&mut self, path: PathBuf, off: u64, what: &str, proven_lost: bool) -> Result<()> {
+    /// absolute consistency).
+    fn note(&mut self, path: PathBuf, off: u64, what: &str) -> Result<()> {
         if self.mode == JournalRecovery::AbsoluteConsistency {
             return Err(Error::corruption(&path, off, what.to_string()));
         }
-        self.at = Some((path, off, proven_lost));
+        self.at = Some((path, off));
         Ok(())
     }
 }
@@ -223,7 +230,11 @@ impl Core {
     /// crash point unless a later journal holds a seal.
     fn replay_journals(&self, journals: &[u64], r: &mut Replay) -> Result<Ended> {
         let mode = self.opts.journal_recovery;
-        let mut torn = TornTail::new(mode);
+        let mut torn = TornTail::new(mode, false);
+        let strict = matches!(
+            mode,
+            JournalRecovery::TolerateCorruptedTail | JournalRecovery::AbsoluteConsistency
+        );
         let mut next = match journals.first() {
             Some(&n) => Some(self.read_journal(n)?),
             None => None,
@@ -240,10 +251,6 @@ impl Core {
             {
                 return Ok(Ended::Early);
             }
-            let strict = matches!(
-                mode,
-                JournalRecovery::TolerateCorruptedTail | JournalRecovery::AbsoluteConsistency
-            );
             // The length this journal had when the rotation closed it.
             let expected = match next.as_ref().and_then(ReadJournal::link) {
                 Some((n, len)) if n == j.number => Some(len),
@@ -341,7 +348,7 @@ impl Core {
                     ));
                 }
                 // Otherwise history ends here if later journals hold batches.
-                torn.note(path, off, what, false)?;
+                torn.note(path, off, what)?;
             }
         }
         Ok(Ended::Fully)
@@ -387,7 +394,7 @@ impl Core {
     fn replay_value_log(&self, store: &LogStore, from: (u64, u64), r: &mut Replay) -> Result<()> {
         let mode = self.opts.journal_recovery;
         let mut group: Option<WriteBatch> = None;
-        let mut torn = TornTail::new(mode);
+        let mut torn = TornTail::new(mode, true);
         for file in store.sealed_from(from.0) {
             let path = filename::value_log(&self.dir, file);
             let data = store.read_file(file)?;
@@ -450,9 +457,7 @@ impl Core {
                 }
             }
             if let Some(off) = scan.torn_tail_at {
-                // Each value log file is synced before the next one starts,
-                // so records in a later file prove the tear lost synced data.
-                torn.note(path, off, "incomplete value record at the end", true)?;
+                torn.note(path, off, "incomplete value record at the end")?;
             }
         }
         Ok(())
