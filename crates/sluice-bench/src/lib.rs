@@ -348,6 +348,33 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
     Ok(all)
 }
 
+/// The file beside an engine's directory saying the benchmark made it
+/// (and may empty it).
+fn bench_marker(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".sluice-bench");
+    dir.with_file_name(name)
+}
+
+/// The benchmark empties an engine's directory before it runs: only one it
+/// made, an empty one, or a sluicedb database; anything else (a user's
+/// files under the same name) is refused.
+fn check_clearable(dir: &std::path::Path) -> Result<()> {
+    if bench_marker(dir).exists() || (dir.join("CURRENT").exists() && dir.join("LOCK").exists()) {
+        return Ok(());
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} holds files the benchmark did not make; it empties the directory of each \
+         engine before a run: choose another --db, or remove them yourself",
+        dir.display()
+    )
+    .into())
+}
+
 fn run_engine(
     kind: EngineKind,
     cfg: &BenchConfig,
@@ -355,10 +382,13 @@ fn run_engine(
 ) -> Result<Vec<PhaseResult>> {
     let dir = cfg.engine_dir(kind);
     if !cfg.use_existing && dir.exists() {
+        check_clearable(&dir)?;
         std::fs::remove_dir_all(&dir)
             .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(bench_marker(&dir), b"")
+        .map_err(|e| format!("{}: {e}", bench_marker(&dir).display()))?;
     let engine = engine::open(kind, cfg, &dir)?;
     println!(
         "\n{} bench: keys {} B, values {} B, {} entries, {} thread(s), db {}",

@@ -328,17 +328,65 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// How an operator command opens a database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// `info`, `get`, `scan`, `verify`: recovery in memory, nothing on
+    /// disk changes, no background work (`Options::read_only`).
+    ReadOnly,
+    /// `put`, `delete`, `compact`, `gc`.
+    Write,
+}
+
 /// Opens an existing database with the preset it was created with (as
 /// its manifest records it); a missing one is an error, not created.
-fn open_existing(db: &Path) -> Result<Db, String> {
-    if !db.join("CURRENT").exists() {
-        return Err(format!("{}: no database here", db.display()));
-    }
+fn open_existing(db: &Path, access: Access) -> Result<Db, String> {
+    check_database(db)?;
     let at = |e: sluicedb::Error| format!("{}: {e}", db.display());
     let preset = Db::recorded_preset(db)
         .map_err(at)?
         .unwrap_or(Preset::LevelDb);
-    Db::open(db, Options::preset(preset).create_if_missing(false)).map_err(at)
+    let opts = Options::preset(preset)
+        .create_if_missing(false)
+        .read_only(access == Access::ReadOnly);
+    Db::open(db, opts).map_err(at)
+}
+
+/// An error unless `db` holds a database: says whether the directory is
+/// missing, holds no database, or holds one whose `CURRENT` was lost.
+fn check_database(db: &Path) -> Result<(), String> {
+    if db.join("CURRENT").exists() {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(db) else {
+        return Err(format!(
+            "{}: no database here (no such directory)",
+            db.display()
+        ));
+    };
+    let mut manifests: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("MANIFEST-"))
+        .collect();
+    manifests.sort();
+    match manifests.last() {
+        Some(m) => Err(format!(
+            "{}: CURRENT is missing, but the directory holds a database ({m}); \
+             CURRENT names the live manifest in one line (e.g. \"{m}\\n\"): \
+             restore it to open the database",
+            db.display()
+        )),
+        None => Err(format!("{}: no database here", db.display())),
+    }
+}
+
+/// Bytes for an error message: at most 64 of them, then the length.
+fn show_short(b: &[u8], hex: bool) -> String {
+    const SHOWN: usize = 64;
+    if b.len() <= SHOWN {
+        return show(b, hex);
+    }
+    format!("{}... ({} bytes)", show(&b[..SHOWN], hex), b.len())
 }
 
 /// A key or value argument: as given, or decoded from hex.
@@ -357,7 +405,7 @@ fn show(b: &[u8], hex: bool) -> String {
 
 fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
     let k = arg_bytes("key", key, hex)?;
-    let d = open_existing(db)?;
+    let d = open_existing(db, Access::ReadOnly)?;
     match d.get(&k).map_err(|e| e.to_string())? {
         Some(v) if hex => println!("{}", ::hex::encode(v)),
         Some(v) => {
@@ -367,7 +415,7 @@ fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
                 .and_then(|_| out.write_all(b"\n"))
                 .map_err(|e| e.to_string())?;
         }
-        None => return Err(format!("{}: not found", show(&k, hex))),
+        None => return Err(format!("{}: not found", show_short(&k, hex))),
     }
     Ok(())
 }
@@ -385,7 +433,7 @@ fn scan(
     let from = from.map(|s| arg_bytes("--from", &s, hex)).transpose()?;
     let to = to.map(|s| arg_bytes("--to", &s, hex)).transpose()?;
     let prefix = prefix.map(|s| arg_bytes("--prefix", &s, hex)).transpose()?;
-    let d = open_existing(db)?;
+    let d = open_existing(db, Access::ReadOnly)?;
     let lower = from.map_or(Bound::Unbounded, Bound::Included);
     let upper = to.map_or(Bound::Unbounded, Bound::Excluded);
     let mut out = std::io::stdout().lock();
@@ -410,10 +458,9 @@ fn scan(
 }
 
 fn dump(db: &Path, files: Vec<String>, opts: DumpOptions) -> Result<(), String> {
-    if !db.join("CURRENT").exists() {
-        return Err(format!("{}: no database here", db.display()));
-    }
-    let names = if files.is_empty() {
+    check_database(db)?;
+    let listed = files.is_empty();
+    let names = if listed {
         let mut all: Vec<String> = std::fs::read_dir(db)
             .map_err(|e| format!("{}: {e}", db.display()))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -429,7 +476,15 @@ fn dump(db: &Path, files: Vec<String>, opts: DumpOptions) -> Result<(), String> 
     for name in names {
         use std::io::Write;
         writeln!(out, "== {name}").map_err(|e| e.to_string())?;
-        if let Err(e) = sluicedb::dump::dump_file(&db.join(&name), opts, &mut out) {
+        let path = db.join(&name);
+        if let Err(e) = sluicedb::dump::dump_file(&path, opts, &mut out) {
+            // `dump` takes no lock: a database open elsewhere may delete a
+            // journal or a collected file while it is read.
+            if listed && !path.exists() {
+                writeln!(out, "-- deleted while being read (the database is open)")
+                    .map_err(|e| e.to_string())?;
+                continue;
+            }
             writeln!(out, "!! {e}").map_err(|e| e.to_string())?;
             damaged.push(e.to_string());
         }
@@ -450,7 +505,7 @@ fn dump(db: &Path, files: Vec<String>, opts: DumpOptions) -> Result<(), String> 
 /// not counted).
 fn info(db: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    let d = open_existing(db)?;
+    let d = open_existing(db, Access::ReadOnly)?;
     let s = d.stats();
     print!("{s}");
     let mut by_kind: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
@@ -488,7 +543,12 @@ fn info(db: &Path) -> Result<(), String> {
 }
 
 fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
-    let d = open_existing(db)?;
+    let access = if dry_run {
+        Access::ReadOnly
+    } else {
+        Access::Write
+    };
+    let d = open_existing(db, access)?;
     let s = d.stats();
     if s.value_log_files == 0 {
         println!("no value store: nothing to collect");
@@ -525,9 +585,9 @@ fn main() -> ExitCode {
     let r = match command {
         Command::Bench(a) => bench(*a),
         Command::Info { db } => info(&db),
-        Command::Verify { db } => open_existing(&db).and_then(|d| {
+        Command::Verify { db } => open_existing(&db, Access::ReadOnly).and_then(|d| {
             d.verify()
-                .map(|n| println!("ok: {n} table entries and value records checked"))
+                .map(|n| println!("ok: {n} table entries, value records and pairs checked"))
                 .map_err(|e| e.to_string())
         }),
         Command::Get { db, key, hex } => get(&db, &key, hex),
@@ -543,13 +603,13 @@ fn main() -> ExitCode {
             let d = if create {
                 Db::open(&db, Options::default()).map_err(|e| format!("{}: {e}", db.display()))?
             } else {
-                open_existing(&db)?
+                open_existing(&db, Access::Write)?
             };
             d.put_opt(&sluicedb::WriteOptions::synced(), k, v)
                 .map_err(|e| e.to_string())
         })(),
         Command::Delete { db, key, hex } => arg_bytes("key", &key, hex).and_then(|k| {
-            open_existing(&db)?
+            open_existing(&db, Access::Write)?
                 .delete_opt(&sluicedb::WriteOptions::synced(), k)
                 .map_err(|e| e.to_string())
         }),
@@ -561,9 +621,8 @@ fn main() -> ExitCode {
             limit,
             hex,
         } => scan(&db, from, to, prefix, limit, hex),
-        Command::Compact { db } => {
-            open_existing(&db).and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string()))
-        }
+        Command::Compact { db } => open_existing(&db, Access::Write)
+            .and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string())),
         Command::Gc { db, dry_run } => gc(&db, dry_run),
         Command::Dump {
             db,

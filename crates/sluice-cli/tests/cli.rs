@@ -206,8 +206,11 @@ fn verify_finds_damage_in_tables_and_value_files() {
     let info = ok(&["info", "--db", &db]);
     assert!(info.starts_with("created with preset hashkv\n"), "{info}");
     let out = ok(&["verify", "--db", &db]);
-    // 2000 table entries and 2000 value records.
-    assert_eq!(out, "ok: 4000 table entries and value records checked\n");
+    // 2000 table entries, 2000 value records and 2000 pairs.
+    assert_eq!(
+        out,
+        "ok: 6000 table entries, value records and pairs checked\n"
+    );
     for ext in ["sst", "vseg"] {
         let copy = dir.path().join(format!("copy-{ext}"));
         copy_dir(&path, &copy);
@@ -330,4 +333,132 @@ fn bench_runs_engines_writes_json_and_reports() {
         &db_arg(&dir.path().join("missing.jsonl")),
     ]);
     assert!(e.contains("missing.jsonl"), "{e}");
+}
+
+/// Every file of `dir` with its bytes and modification time.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, std::time::SystemTime)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            let bytes = std::fs::read(e.path()).unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                bytes,
+                m.modified().unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `info`, `get`, `scan`, `verify`, `dump` and `gc --dry-run` leave the
+/// directory byte for byte as they found it, for every preset, also when
+/// the journals still hold writes (issue 15: they rolled the manifest,
+/// started journals, left a value log head per open and ran GC).
+#[test]
+fn read_only_commands_change_nothing() {
+    for preset in sluicedb::Preset::all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            let d = sluicedb::Db::open(&path, sluicedb::Options::preset(*preset)).unwrap();
+            for k in 0..300 {
+                d.put(format!("k{k:04}"), vec![b'v'; 700]).unwrap();
+            }
+            d.flush().unwrap();
+            for k in 0..100 {
+                d.put(format!("k{k:04}"), vec![b'w'; 700]).unwrap();
+            }
+            // Not flushed: the next open replays these.
+        }
+        let db = db_arg(&path);
+        let before = snapshot(&path);
+        for args in [
+            vec!["info", "--db", &db],
+            vec!["get", "--db", &db, "k0005"],
+            vec!["scan", "--db", &db, "--limit", "3"],
+            vec!["verify", "--db", &db],
+            vec!["dump", "--db", &db],
+            vec!["gc", "--db", &db, "--dry-run"],
+        ] {
+            let out = ok(&args);
+            if args[0] == "get" {
+                assert_eq!(out, format!("{}\n", "w".repeat(700)), "{preset:?}");
+            }
+            assert!(
+                snapshot(&path) == before,
+                "{preset:?}: {args:?} changed the directory"
+            );
+        }
+        // A writing command may change it.
+        ok(&["put", "--db", &db, "x", "y"]);
+        assert!(snapshot(&path) != before);
+    }
+}
+
+#[test]
+fn messages_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = db_arg(&path);
+    ok(&["put", "--db", &db, "--create", "a", "1"]);
+    // A long key is not echoed whole.
+    let long = "k".repeat(100_000);
+    let e = fails(&["get", "--db", &db, &long]);
+    assert!(
+        e.len() < 1000 && e.contains("(100000 bytes)"),
+        "{}",
+        &e[..e.len().min(300)]
+    );
+    // CURRENT lost: the message says so, and nothing is created over it.
+    std::fs::remove_file(path.join("CURRENT")).unwrap();
+    for cmd in ["info", "get", "dump"] {
+        let mut args = vec![cmd, "--db", &db];
+        if cmd == "get" {
+            args.push("a");
+        }
+        let e = fails(&args);
+        assert!(
+            e.contains("CURRENT is missing") && e.contains("MANIFEST-"),
+            "{cmd}: {e}"
+        );
+    }
+    let e = fails(&["put", "--db", &db, "--create", "b", "2"]);
+    assert!(e.contains("CURRENT"), "{e}");
+}
+
+/// `bench --db D` empties `D/<engine>` first: never a directory of
+/// someone else's files.
+#[test]
+fn bench_refuses_to_empty_a_foreign_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine_dir = dir.path().join("leveldb");
+    std::fs::create_dir_all(&engine_dir).unwrap();
+    std::fs::write(engine_dir.join("thesis.tex"), "precious").unwrap();
+    let db = db_arg(dir.path());
+    let args = [
+        "bench",
+        "--db",
+        &db,
+        "--engines",
+        "leveldb",
+        "--benchmarks",
+        "fillseq",
+        "--num",
+        "100",
+        "--quiet",
+    ];
+    let e = fails(&args);
+    assert!(e.contains("did not make"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(engine_dir.join("thesis.tex")).unwrap(),
+        "precious"
+    );
+    // Once removed, the benchmark runs, and runs again over its own output.
+    std::fs::remove_file(engine_dir.join("thesis.tex")).unwrap();
+    ok(&args);
+    ok(&args);
 }

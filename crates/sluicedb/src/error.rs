@@ -48,6 +48,9 @@ pub enum Error {
     UnsupportedVersion { file: PathBuf, version: u32 },
     /// The database has been closed.
     Closed,
+    /// A write, flush, compaction or GC on a database opened with
+    /// [`crate::Options::read_only`].
+    ReadOnly,
 }
 
 impl Error {
@@ -115,6 +118,7 @@ impl fmt::Display for Error {
                 file.display()
             ),
             Error::Closed => write!(f, "database is closed"),
+            Error::ReadOnly => write!(f, "database is open read-only"),
         }
     }
 }

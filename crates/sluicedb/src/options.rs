@@ -194,6 +194,13 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if a database already exists. Default: false.
     pub error_if_exists: bool,
+    /// Open without changing a byte of the directory: no new journal or
+    /// value store file, no manifest roll, no deletions, no flushes,
+    /// compactions or GC; writes fail with [`Error::ReadOnly`]. Recovery
+    /// still runs, in memory: writes the journals hold are visible, and a
+    /// crashed database reads as the next writable open would recover it.
+    /// The database must exist. Default: false.
+    pub read_only: bool,
     /// Bytes of memtable before it is switched to immutable and flushed
     /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]). Larger: fewer, larger L0 tables
     /// and less write amplification; more memory and longer recovery.
@@ -376,6 +383,8 @@ setters! {
     create_if_missing: bool,
     /// Sets [`Options::error_if_exists`].
     error_if_exists: bool,
+    /// Sets [`Options::read_only`].
+    read_only: bool,
     /// Sets [`Options::write_buffer_size_bytes`].
     write_buffer_size_bytes: usize,
     /// Sets [`Options::max_write_buffers`].
@@ -489,6 +498,7 @@ impl Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
+            read_only: false,
             write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
             max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
             block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,

@@ -135,6 +135,9 @@ fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64
     let db = Db::open("/db", workload_options(w, image, variant))
         .unwrap_or_else(|e| panic!("crash after op {op}: reopen failed: {e}"));
     let got = read_all(&db).unwrap_or_else(|e| panic!("crash after op {op}: scan: {e}"));
+    // Recovery cut or removed whatever the crash tore: every file checks.
+    db.verify()
+        .unwrap_or_else(|e| panic!("crash after op {op}: verify after recovery: {e}"));
     let n = matching_prefix(&writes, lo, hi.max(lo), &got).unwrap_or_else(|| {
         panic!("crash after op {op}: state is not a prefix of history in {lo}..={hi}")
     });

@@ -369,6 +369,9 @@ impl Core {
 
     /// Collects the whole oldest value log file (`Db::gc`).
     pub(super) fn gc_file(&self) -> Result<GcStats> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         let mut total = GcStats::default();
         if let Some(h) = self.hash_store() {
             // One segment group: the greedy victim.

@@ -186,6 +186,15 @@ impl Core {
             if let Some((off, why)) = scan.damage {
                 return Err(Error::corruption(&path, off, why));
             }
+            // Recovery cut what a crash tore, and a frozen head was synced
+            // whole: an incomplete record is damage, never garbage.
+            if let Some(off) = scan.torn_tail_at {
+                return Err(Error::corruption(
+                    &path,
+                    off,
+                    "a segment group file ends in an incomplete record",
+                ));
+            }
             let records = scan.records.len() as u64;
             let puts = scan
                 .records

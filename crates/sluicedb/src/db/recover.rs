@@ -137,7 +137,13 @@ impl Core {
     /// and installs a manifest that no longer needs them.
     /// `opened` holds what opening the value store changed (new files of
     /// the hash layout's groups); it goes into the same manifest.
-    pub(super) fn recover(&self, journals: &[u64], opened: VersionEdit) -> Result<()> {
+    /// `manifest` is the manifest recovered from (for errors).
+    pub(super) fn recover(
+        &self,
+        journals: &[u64],
+        opened: VersionEdit,
+        manifest: &Path,
+    ) -> Result<()> {
         let (max_seq, journal_from) = {
             let st = self.state.lock();
             (st.last_sequence, st.current.value_log.journal_from)
@@ -161,6 +167,16 @@ impl Core {
         if let (true, Some(v)) = (self.opts.separate_at_flush, &self.values) {
             v.sync()?;
         }
+        if let Some(store) = self.log_store() {
+            // The replayed history is settled: what the crash tore at the
+            // log's end goes, and the manifest names every sealed file.
+            let named = self.state.lock().current.value_log.sealed.clone();
+            store.cut_torn_tail(&named)?;
+            r.edit.value_log_sealed = store.unnamed_sealed(&named);
+        }
+        if let Some(store) = self.hash_store() {
+            store.cut_torn_tails()?;
+        }
         let log_number = self.versions.new_file_number();
         let mut mem_log_start = (0, 0);
         let journal = match (self.log_store(), self.journal_in_log) {
@@ -181,10 +197,10 @@ impl Core {
             }
         };
         let mut st = self.state.lock();
-        let version = st
-            .current
-            .apply(&r.edit)
-            .map_err(|e| Error::corruption(&self.dir, 0, e))?;
+        let version = st.current.apply(&r.edit).map_err(|e| {
+            let why = format!("the recovered state does not apply to this manifest: {e}");
+            Error::corruption(manifest, 0, why)
+        })?;
         let ms = self
             .versions
             .write_new_manifest(&version, log_number, r.max_seq)?;

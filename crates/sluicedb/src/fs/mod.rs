@@ -14,9 +14,11 @@
 //! prefix (a torn tail), but never as garbage in the middle of synced data.
 
 mod mem;
+mod overlay;
 mod std_fs;
 
 pub use mem::{Fault, MemFs, PageCache};
+pub(crate) use overlay::OverlayFs;
 pub use std_fs::StdFs;
 
 use std::path::Path;

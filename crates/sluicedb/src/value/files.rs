@@ -355,3 +355,39 @@ pub(crate) fn check_within(
     }
     Ok(())
 }
+
+/// Cuts a torn tail off the value store file `number` of `len` bytes
+/// (recovery): a crash may leave an incomplete record at the end of the
+/// newest file, and a sealed file must end on a record boundary so that GC
+/// and `verify` can treat any incomplete record as damage. The whole
+/// records are copied to a temporary file (numbered `tmp_number`) that
+/// replaces the torn one by rename, so a crash meanwhile leaves one or the
+/// other. Returns the new length, or `None` when there was nothing to cut
+/// (a file whose damage is no torn tail stays for replay and `verify`).
+pub(crate) fn cut_torn_tail<S: RecordFiles + ?Sized>(
+    s: &S,
+    fs: &CountingFs,
+    number: u64,
+    len: u64,
+    tmp_number: u64,
+) -> Result<Option<u64>> {
+    let path = s.file_path(number);
+    let data = fs.read_all(&path, IoClass::ValueStore)?;
+    let cut = match super::log::reader::scan_file(&data, &path) {
+        Ok(scan) if scan.damage.is_none() => scan.torn_tail_at.filter(|&c| c < len),
+        _ => None,
+    };
+    let Some(cut) = cut else {
+        return Ok(None);
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = crate::filename::temp(dir, tmp_number);
+    let mut f = fs.create(&tmp, IoClass::ValueStore)?;
+    f.append(&data[..cut as usize])?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &path)?;
+    fs.sync_dir(dir)?;
+    s.readers().forget(number);
+    Ok(Some(cut))
+}

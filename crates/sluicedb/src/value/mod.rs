@@ -92,6 +92,12 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
                 Ok(r) => r,
                 // Collected since the list was taken.
                 Err(_) if self.is_collected(file) => continue,
+                Err(Error::Io {
+                    kind: std::io::ErrorKind::NotFound,
+                    ..
+                }) => {
+                    return Err(Error::corruption(&path, 0, "value store file is missing"));
+                }
                 Err(e) => return Err(e),
             };
             let data = r.read_at(0, r.len() as usize, IoClass::UserRead)?;

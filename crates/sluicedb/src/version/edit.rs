@@ -29,6 +29,7 @@ mod tag {
     pub const HASH_FILE_ADDED: u32 = 13;
     pub const HASH_FILE_DROPPED: u32 = 14;
     pub const PRESET: u32 = 15;
+    pub const VALUE_LOG_SEALED: u32 = 16;
 }
 
 /// A table in a version.
@@ -71,6 +72,9 @@ pub(crate) struct VersionEdit {
     /// When the value log is the journal: replay starts at (file, offset).
     /// `(0, 0)` says the value log is not the journal (any more).
     pub(crate) value_log_journal: Option<(u64, u64)>,
+    /// Value log files sealed (complete, never written again) with their
+    /// lengths: (file, bytes).
+    pub(crate) value_log_sealed: Vec<(u64, u64)>,
     /// Number of segment groups of the hash layout (set once).
     pub(crate) hash_groups: Option<u32>,
     /// Files that became part of a segment group: (group, file).
@@ -131,11 +135,16 @@ impl VersionEdit {
             put_u64(&mut p, offset);
             field(tag::VALUE_LOG_TAIL, &p);
         }
-        for &(file, bytes) in &self.value_log_garbage {
-            let mut p = Vec::new();
-            put_u64(&mut p, file);
-            put_u64(&mut p, bytes);
-            field(tag::VALUE_LOG_GARBAGE, &p);
+        for (t, list) in [
+            (tag::VALUE_LOG_GARBAGE, &self.value_log_garbage),
+            (tag::VALUE_LOG_SEALED, &self.value_log_sealed),
+        ] {
+            for &(file, bytes) in list {
+                let mut p = Vec::new();
+                put_u64(&mut p, file);
+                put_u64(&mut p, bytes);
+                field(t, &p);
+            }
         }
         if let Some((file, offset)) = self.value_log_journal {
             let mut p = Vec::new();
@@ -218,10 +227,14 @@ impl VersionEdit {
                     let offset = u64_only(&mut p).ok_or_else(bad)?;
                     e.value_log_tail = Some((file, offset));
                 }
-                tag::VALUE_LOG_GARBAGE => {
+                tag::VALUE_LOG_GARBAGE | tag::VALUE_LOG_SEALED => {
                     let file = p.u64().ok_or_else(bad)?;
                     let bytes = u64_only(&mut p).ok_or_else(bad)?;
-                    e.value_log_garbage.push((file, bytes));
+                    if t == tag::VALUE_LOG_GARBAGE {
+                        e.value_log_garbage.push((file, bytes));
+                    } else {
+                        e.value_log_sealed.push((file, bytes));
+                    }
                 }
                 tag::VALUE_LOG_JOURNAL => {
                     let file = p.u64().ok_or_else(bad)?;
@@ -294,6 +307,7 @@ mod tests {
         e.delete_file(1, 9);
         e.value_log_tail = Some((12, 4096));
         e.value_log_garbage.push((12, 777));
+        e.value_log_sealed.push((13, 4 << 20));
         e.value_log_journal = Some((14, 16));
         e.hash_groups = Some(4);
         e.hash_files_added.push((3, 21));

@@ -44,6 +44,9 @@ pub(crate) struct ValueLogMeta {
     /// When the value log is the journal, recovery replays it from
     /// (file, offset): everything before is in tables.
     pub(crate) journal_from: Option<(u64, u64)>,
+    /// Sealed files at or past the tail, with their lengths: an open finds
+    /// each of them, whole (`docs/design.md`, "Value store").
+    pub(crate) sealed: std::collections::BTreeMap<u64, u64>,
 }
 
 impl HashMeta {
@@ -127,9 +130,17 @@ impl Version {
                 .push(f.clone());
         }
         let mut value_log = self.value_log.clone();
+        for &(file, len) in &edit.value_log_sealed {
+            if value_log.sealed.insert(file, len).is_some_and(|l| l != len) {
+                return Err(format!("value log file {file} sealed twice"));
+            }
+        }
         if let Some(t) = edit.value_log_tail {
             value_log.tail = Some(t);
             value_log.garbage.retain(|&f, _| f >= t.0);
+        }
+        if let Some(t) = value_log.tail {
+            value_log.sealed.retain(|&f, _| f >= t.0);
         }
         if let Some(p) = edit.value_log_journal {
             value_log.journal_from = (p != (0, 0)).then_some(p);
@@ -181,6 +192,12 @@ impl Version {
         }
         e.value_log_tail = self.value_log.tail;
         e.value_log_journal = self.value_log.journal_from;
+        e.value_log_sealed = self
+            .value_log
+            .sealed
+            .iter()
+            .map(|(&f, &l)| (f, l))
+            .collect();
         e.preset = self.preset.clone();
         if !self.hash.groups.is_empty() {
             e.hash_groups = Some(self.hash.groups.len() as u32);

@@ -26,7 +26,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::files::{check_within, FileReaders, Located, RecordFiles};
+use super::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use super::log::format::{Record, FILE_HEADER_LEN};
 use super::log::reader::check_record;
 use super::log::writer::VlogWriter;
@@ -292,6 +292,36 @@ impl HashStore {
             ),
         };
         Ok((store, edit))
+    }
+
+    /// Cuts a torn tail off each group's newest file from before the open
+    /// (recovery, once replay is done; see [`cut_torn_tail`]): the only
+    /// files a crash may have cut short.
+    pub(crate) fn cut_torn_tails(&self) -> Result<()> {
+        let candidates: Vec<(usize, u64, u64)> = {
+            let inner = self.inner.lock();
+            inner
+                .groups
+                .iter()
+                .enumerate()
+                .filter_map(|(i, g)| {
+                    let n = g.newest_at_open?;
+                    let &(_, len) = g.sealed.iter().find(|&&(f, _)| f == n)?;
+                    Some((i, n, len))
+                })
+                .collect()
+        };
+        for (i, file, len) in candidates {
+            let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+            if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, tmp)? {
+                let mut inner = self.inner.lock();
+                if let Some(entry) = inner.groups[i].sealed.iter_mut().find(|e| e.0 == file) {
+                    entry.1 = cut;
+                }
+                self.total_bytes.fetch_sub(len - cut, Ordering::Relaxed);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the empty files this open dropped, once the manifest no

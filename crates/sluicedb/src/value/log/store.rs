@@ -19,9 +19,20 @@ use super::writer::VlogWriter;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
-use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
+use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 use crate::value::{PointerCheck, ValueStore};
+
+/// Sizes of the log layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogConfig {
+    /// A new head file is started past this size.
+    pub(crate) file_size_bytes: u64,
+    /// The head's write buffer.
+    pub(crate) buffer_bytes: usize,
+    /// Threads reading values ahead for scans.
+    pub(crate) prefetch_threads: usize,
+}
 
 struct Inner {
     head: VlogWriter,
@@ -58,15 +69,18 @@ pub(crate) struct LogStore {
 
 impl LogStore {
     /// Opens the log in `dir`: existing files (from `tail_file` on) become
-    /// sealed, and a new head file is started.
+    /// sealed, and a new head file is started. `named` holds the sealed
+    /// files the manifest records with their lengths: each must be there,
+    /// whole. Files holding no record (a crash came before their header
+    /// was synced) are removed; the newest file may still end torn until
+    /// [`LogStore::cut_torn_tail`].
     pub(crate) fn open(
         dir: &Path,
         fs: CountingFs,
         file_numbers: Arc<AtomicU64>,
-        file_size_limit: u64,
-        buffer_bytes: usize,
+        config: LogConfig,
         tail: Option<(u64, u64)>,
-        prefetch_threads: usize,
+        named: &BTreeMap<u64, u64>,
     ) -> Result<LogStore> {
         let collected_below = tail.map_or(0, |t| t.0);
         let mut sealed = BTreeMap::new();
@@ -79,9 +93,38 @@ impl LogStore {
                     continue;
                 }
                 let len = fs.open(&path)?.len();
+                if len <= FILE_HEADER_LEN as u64 && !named.contains_key(&n) {
+                    // No record fits: nothing can point into it.
+                    fs.remove(&path)?;
+                    continue;
+                }
                 sealed.insert(n, len);
             }
         }
+        for (&n, &len) in named.range(collected_below..) {
+            let path = filename::value_log(dir, n);
+            match sealed.get(&n) {
+                None => {
+                    return Err(Error::corruption(
+                        path,
+                        0,
+                        "value log file named in the manifest is missing",
+                    ))
+                }
+                Some(&have) if have != len => {
+                    return Err(Error::corruption(
+                        path,
+                        have.min(len),
+                        format!(
+                            "value log file holds {have} bytes; the manifest sealed it at {len}"
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let (file_size_limit, buffer_bytes) = (config.file_size_bytes, config.buffer_bytes);
+        let prefetch_threads = config.prefetch_threads;
         let number = file_numbers.fetch_add(1, Ordering::SeqCst);
         let head = Self::create_head(dir, &fs, number, buffer_bytes)?;
         let total = sealed.values().sum::<u64>() + head.len();
@@ -117,6 +160,37 @@ impl LogStore {
         let old = std::mem::replace(&mut inner.head, head);
         inner.sealed.insert(old.number(), old.len());
         Ok(())
+    }
+
+    /// Cuts a torn tail off the newest file with records (recovery, once
+    /// replay is done; see [`cut_torn_tail`]). A file the manifest names
+    /// (`named`) was checked whole at open and is left alone.
+    pub(crate) fn cut_torn_tail(&self, named: &BTreeMap<u64, u64>) -> Result<()> {
+        let newest = {
+            let inner = self.inner.lock();
+            inner.sealed.iter().next_back().map(|(&n, &len)| (n, len))
+        };
+        let Some((file, len)) = newest.filter(|(n, _)| !named.contains_key(n)) else {
+            return Ok(());
+        };
+        let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, tmp)? {
+            self.inner.lock().sealed.insert(file, cut);
+            self.total_bytes.fetch_sub(len - cut, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Sealed files holding records that `named` (the manifest) does not
+    /// list yet, with their lengths: an install records them.
+    pub(crate) fn unnamed_sealed(&self, named: &BTreeMap<u64, u64>) -> Vec<(u64, u64)> {
+        let inner = self.inner.lock();
+        inner
+            .sealed
+            .range(inner.collected_below..)
+            .filter(|(n, &len)| len > FILE_HEADER_LEN as u64 && !named.contains_key(n))
+            .map(|(&n, &len)| (n, len))
+            .collect()
     }
 
     /// Where the next append goes: (head file, its length). Every record
@@ -219,10 +293,14 @@ impl LogStore {
                 }
                 Err(super::format::Bad::Incomplete) if offset + (data.len() as u64) < len => break,
                 Err(super::format::Bad::Incomplete) => {
-                    // A torn tail of a sealed file (lost in a crash): the
-                    // file ends here; nothing after it was ever referenced.
-                    out.next = (next_file, FILE_HEADER_LEN as u64);
-                    return Ok(out);
+                    // Recovery cuts what a crash tore (`cut_torn_tail`), so
+                    // a sealed file ends on a record boundary: this is
+                    // damage, never garbage to collect.
+                    return Err(Error::corruption(
+                        &path,
+                        offset + pos as u64,
+                        "a sealed value log file ends in an incomplete record",
+                    ));
                 }
                 Err(super::format::Bad::Damaged(why)) => {
                     return Err(Error::corruption(&path, offset + pos as u64, why));
@@ -429,7 +507,20 @@ mod tests {
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
         let fs = CountingFs::new(Arc::new(mem.clone()));
         fs.create_dir_all(Path::new("/db")).unwrap();
-        LogStore::open(Path::new("/db"), fs, counter.clone(), 4096, 512, None, 2).unwrap()
+        let config = LogConfig {
+            file_size_bytes: 4096,
+            buffer_bytes: 512,
+            prefetch_threads: 2,
+        };
+        LogStore::open(
+            Path::new("/db"),
+            fs,
+            counter.clone(),
+            config,
+            None,
+            &BTreeMap::new(),
+        )
+        .unwrap()
     }
 
     fn put(s: &LogStore, i: u64) -> ValuePointer {

@@ -1,0 +1,206 @@
+//! [`OverlayFs`]: a read-only view of a file system for read-only opens
+//! ([`crate::Options::read_only`]).
+//!
+//! Reads go to the real file system; everything an open would write — a
+//! new journal, a value store head, L0 tables of replayed journals, a
+//! fresh manifest, deletions of obsolete files — lands in memory and is
+//! gone when the database closes. So a read-only open runs the very code of
+//! a normal open (recovery included) and leaves the directory byte for byte
+//! as it found it.
+//!
+//! Rules: a path written, renamed over or removed through the overlay is
+//! *shadowed*: the real file of that name is never read again, and what the
+//! overlay holds (if anything) answers instead.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{FileLock, Fs, MemFs, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+
+pub(crate) struct OverlayFs {
+    lower: Arc<dyn Fs>,
+    upper: MemFs,
+    /// Paths whose file in `lower` is hidden (removed, or replaced by one
+    /// in `upper`).
+    shadowed: Mutex<HashSet<PathBuf>>,
+}
+
+impl OverlayFs {
+    pub(crate) fn new(lower: Arc<dyn Fs>) -> Self {
+        OverlayFs {
+            lower,
+            upper: MemFs::new(),
+            shadowed: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn in_lower(&self, path: &Path) -> bool {
+        !self.shadowed.lock().contains(path) && self.lower.exists(path)
+    }
+}
+
+fn not_found(op: &'static str, path: &Path) -> Error {
+    Error::io(
+        op,
+        path,
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+    )
+}
+
+impl Fs for OverlayFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        if let Some(dir) = path.parent() {
+            self.upper.create_dir_all(dir)?;
+        }
+        self.shadowed.lock().insert(path.to_path_buf());
+        self.upper.create(path)
+    }
+
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        if self.upper.exists(path) {
+            return self.upper.open(path);
+        }
+        if self.shadowed.lock().contains(path) {
+            return Err(not_found("open", path));
+        }
+        self.lower.open(path)
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        if self.upper.exists(path) {
+            return self.upper.read_all(path);
+        }
+        if self.shadowed.lock().contains(path) {
+            return Err(not_found("read", path));
+        }
+        self.lower.read_all(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        if !self.upper.exists(from) {
+            // A real file renamed: its bytes move into memory.
+            if !self.in_lower(from) {
+                return Err(not_found("rename", from));
+            }
+            let data = self.lower.read_all(from)?;
+            let mut f = self.create(from)?;
+            f.append(&data)?;
+        }
+        self.upper.rename(from, to)?;
+        let mut shadowed = self.shadowed.lock();
+        shadowed.insert(from.to_path_buf());
+        shadowed.insert(to.to_path_buf());
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        if self.upper.exists(path) {
+            return self.upper.remove(path);
+        }
+        if !self.in_lower(path) {
+            return Err(not_found("remove", path));
+        }
+        self.shadowed.lock().insert(path.to_path_buf());
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.upper.exists(path) || self.in_lower(path)
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .lower
+            .list(dir)?
+            .into_iter()
+            .filter(|n| !self.shadowed.lock().contains(&dir.join(n)))
+            .collect();
+        if self.upper.exists(dir) {
+            names.extend(self.upper.list(dir)?);
+        }
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        if self.lower.exists(dir) {
+            return Ok(());
+        }
+        self.upper.create_dir_all(dir)
+    }
+
+    fn sync_dir(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// The real lock when the database has a lock file (a writer elsewhere
+    /// makes a read-only open fail with `Locked` rather than read files
+    /// being changed under it); otherwise one in memory, since taking the
+    /// real one would create the file.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        if self.in_lower(path) {
+            self.lower.lock(path)
+        } else {
+            self.upper.lock(path)
+        }
+    }
+
+    fn allocated_len(&self, path: &Path) -> Result<u64> {
+        if self.upper.exists(path) {
+            return self.upper.allocated_len(path);
+        }
+        if self.shadowed.lock().contains(path) {
+            return Err(not_found("stat", path));
+        }
+        self.lower.allocated_len(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    /// Every change stays in memory: the lower file system's files and
+    /// names are untouched, while the overlay shows the changes.
+    #[test]
+    fn changes_stay_in_memory() {
+        let lower = MemFs::new();
+        lower.create_dir_all(&p("/d")).unwrap();
+        for (name, data) in [("a", b"aaa".as_slice()), ("b", b"bb"), ("c", b"c")] {
+            let mut f = lower.create(&p("/d").join(name)).unwrap();
+            f.append(data).unwrap();
+        }
+        let files = |fs: &MemFs| {
+            let mut v: Vec<_> = fs
+                .paths()
+                .into_iter()
+                .map(|q| (q.clone(), fs.contents(&q)))
+                .collect();
+            v.sort();
+            v
+        };
+        let before = files(&lower);
+        let o = OverlayFs::new(Arc::new(lower.clone()));
+        o.create(&p("/d/new")).unwrap().append(b"n").unwrap();
+        o.create(&p("/d/a")).unwrap().append(b"A").unwrap();
+        o.rename(&p("/d/b"), &p("/d/c")).unwrap();
+        o.remove(&p("/d/new")).unwrap();
+        assert_eq!(o.read_all(&p("/d/a")).unwrap(), b"A");
+        assert_eq!(o.read_all(&p("/d/c")).unwrap(), b"bb");
+        assert!(!o.exists(&p("/d/b")) && !o.exists(&p("/d/new")));
+        assert!(o.open(&p("/d/b")).is_err() && o.remove(&p("/d/b")).is_err());
+        assert_eq!(o.list(&p("/d")).unwrap(), ["a", "c"]);
+        o.remove(&p("/d/c")).unwrap();
+        assert_eq!(o.list(&p("/d")).unwrap(), ["a"]);
+        assert_eq!(before, files(&lower));
+    }
+}
