@@ -14,6 +14,7 @@
 
 pub mod engine;
 pub mod gen;
+pub mod kill;
 pub mod measure;
 #[cfg(any(feature = "rocksdb", feature = "fjall"))]
 pub mod peers;

@@ -124,6 +124,19 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Writes the kill test's history until killed (`tests/kill.rs`,
+    /// `scripts/kill-test.sh`): prints the index of every acknowledged
+    /// write, synced ones marked.
+    #[command(hide = true)]
+    KillWriter {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        preset: String,
+        /// Round number: the keys' namespace.
+        #[arg(long)]
+        round: u64,
+    },
 }
 
 #[derive(clap::Args)]
@@ -574,6 +587,27 @@ fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The kill test's writer: `sluice_bench::kill::op` says what write `i`
+/// of a round does; every tenth is synced. Runs until killed.
+fn kill_writer(db: &Path, preset: &str, round: u64) -> Result<(), String> {
+    use std::io::Write;
+    let preset = Preset::from_name(preset).ok_or_else(|| format!("unknown preset {preset:?}"))?;
+    let d = Db::open(db, sluice_bench::kill::options(preset)).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        let sync = sluice_bench::kill::synced(i);
+        d.write_opt(
+            &sluicedb::WriteOptions { sync },
+            sluice_bench::kill::op(round, i).batch(),
+        )
+        .map_err(|e| e.to_string())?;
+        writeln!(out, "{i}{}", if sync { " s" } else { "" })
+            .and_then(|_| out.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let command =
@@ -624,6 +658,7 @@ fn main() -> ExitCode {
         Command::Compact { db } => open_existing(&db, Access::Write)
             .and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string())),
         Command::Gc { db, dry_run } => gc(&db, dry_run),
+        Command::KillWriter { db, preset, round } => kill_writer(&db, &preset, round),
         Command::Dump {
             db,
             files,
