@@ -1,7 +1,8 @@
-//! `Options::read_only`: an open that recovers in memory and leaves the
-//! directory byte for byte as it was, under every separation variant
-//! (issue 15: `info`, `get`, `scan` and `verify` used to roll the manifest,
-//! start a journal, leave a value log head per open and start GC).
+//! Read-only commands wrote: `info`, `get`, `scan` and `verify` rolled the
+//! manifest, started a journal, left a value log head per open and started
+//! GC (issue 15). They now open with `Options::read_only`: recovery in
+//! memory, the directory byte for byte as it was, under every separation
+//! variant.
 
 mod common;
 
