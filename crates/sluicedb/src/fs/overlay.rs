@@ -41,6 +41,17 @@ impl OverlayFs {
     fn in_lower(&self, path: &Path) -> bool {
         !self.shadowed.lock().contains(path) && self.lower.exists(path)
     }
+
+    /// The layer that answers for `path`, `None` for a shadowed one.
+    fn layer(&self, path: &Path, op: &'static str) -> Result<&dyn Fs> {
+        if self.upper.exists(path) {
+            Ok(&self.upper)
+        } else if self.shadowed.lock().contains(path) {
+            Err(not_found(op, path))
+        } else {
+            Ok(self.lower.as_ref())
+        }
+    }
 }
 
 fn not_found(op: &'static str, path: &Path) -> Error {
@@ -61,23 +72,11 @@ impl Fs for OverlayFs {
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        if self.upper.exists(path) {
-            return self.upper.open(path);
-        }
-        if self.shadowed.lock().contains(path) {
-            return Err(not_found("open", path));
-        }
-        self.lower.open(path)
+        self.layer(path, "open")?.open(path)
     }
 
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
-        if self.upper.exists(path) {
-            return self.upper.read_all(path);
-        }
-        if self.shadowed.lock().contains(path) {
-            return Err(not_found("read", path));
-        }
-        self.lower.read_all(path)
+        self.layer(path, "read")?.read_all(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -151,13 +150,7 @@ impl Fs for OverlayFs {
     }
 
     fn allocated_len(&self, path: &Path) -> Result<u64> {
-        if self.upper.exists(path) {
-            return self.upper.allocated_len(path);
-        }
-        if self.shadowed.lock().contains(path) {
-            return Err(not_found("stat", path));
-        }
-        self.lower.allocated_len(path)
+        self.layer(path, "stat")?.allocated_len(path)
     }
 }
 
