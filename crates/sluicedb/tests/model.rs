@@ -163,11 +163,11 @@ fn check_cursor(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, s
     assert!(it.status().is_ok());
 }
 
-fn run(seed: u64) {
+/// The model run of `seed` with the options `make` gives for a file system.
+fn run(seed: u64, make: &dyn Fn(&MemFs) -> sluicedb::Options) {
     let mut rng = Rng::new(seed);
-    let variant = seed % 7;
     let fs = MemFs::new();
-    let opts = tiny_options(&fs, variant);
+    let opts = make(&fs);
     let mut db = Db::open("/db", opts.clone()).unwrap();
     let mut m = Model {
         writes: Vec::new(),
@@ -243,7 +243,7 @@ fn run(seed: u64) {
                 let image = fs.torn_crash_image(rng.next());
                 drop(db);
                 let got = {
-                    let d = Db::open("/db", tiny_options(&image, variant)).unwrap();
+                    let d = Db::open("/db", make(&image)).unwrap();
                     read_all(&d).unwrap()
                 };
                 let n = matching_prefix(&m.writes, m.durable, m.writes.len(), &got)
@@ -277,7 +277,21 @@ fn fs_replace(fs: &MemFs, image: &MemFs) {
     fs.sync_dir(std::path::Path::new("/db")).unwrap();
 }
 
+/// Every variant of `tiny_options` (`seed % 8`), twice.
 #[test]
 fn model_matches_btreemap() {
-    for_seeds(seeds(1, 12), run);
+    for_seeds(seeds(1, 16), |seed| {
+        run(seed, &|fs| tiny_options(fs, seed % 8))
+    });
+}
+
+/// Every preset as a user opens it, on tiny sizes.
+#[test]
+fn model_matches_btreemap_under_every_preset() {
+    for (i, &preset) in sluicedb::Preset::all().iter().enumerate() {
+        for_seeds(seeds(1000 + i as u64 * 10, 2), |seed| {
+            eprintln!("preset {}", preset.name());
+            run(seed, &|fs| preset_options(fs, preset))
+        });
+    }
 }

@@ -72,6 +72,28 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     }
 }
 
+/// A preset as a user opens it (its layout, journal and GC choices), with
+/// the sizes of [`tiny_options`] so that every mechanism runs on tiny data.
+pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
+    Options::preset(preset)
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(4096)
+        .target_file_size_bytes(4096)
+        .base_level_size_bytes(16 * 1024)
+        .level_size_ratio(4)
+        .num_levels(4)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(4)
+        .l0_stop_trigger(8)
+        .block_size_bytes(256)
+        .hash_groups(4)
+        .hash_main_segment_bytes(8192)
+        .hash_log_segment_bytes(4096)
+        .hash_batch_bytes(512)
+        .value_log_file_size_bytes(4096)
+        .value_log_buffer_bytes(512)
+}
+
 /// One acknowledged or attempted write: a batch of puts (Some) and deletes.
 #[derive(Clone, Debug)]
 pub struct Write {
