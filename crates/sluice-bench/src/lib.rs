@@ -361,7 +361,8 @@ fn bench_marker(dir: &std::path::Path) -> std::path::PathBuf {
 /// made, an empty one, or a sluicedb database; anything else (a user's
 /// files under the same name) is refused.
 fn check_clearable(dir: &std::path::Path) -> Result<()> {
-    if bench_marker(dir).exists() || (dir.join("CURRENT").exists() && dir.join("LOCK").exists()) {
+    // A sluicedb database: its manifest reads (another engine's does not).
+    if bench_marker(dir).exists() || sluicedb::Db::recorded_preset(dir).is_ok() {
         return Ok(());
     }
     let mut entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
