@@ -15,16 +15,8 @@ pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 /// tables, blocks and levels. `variant` picks among a few shapes so tests
 /// replay under several configurations (metamorphic testing).
 pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
-    let o = Options::default()
-        .fs(Arc::new(fs.clone()))
+    let o = tiny_tree(Options::default().fs(Arc::new(fs.clone())))
         .write_buffer_size_bytes(4096 + 2048 * (variant % 3) as usize)
-        .target_file_size_bytes(4096)
-        .base_level_size_bytes(16 * 1024)
-        .level_size_ratio(4)
-        .num_levels(4)
-        .l0_compaction_trigger(2)
-        .l0_slowdown_trigger(4)
-        .l0_stop_trigger(8)
         .block_size_bytes(if variant.is_multiple_of(2) { 256 } else { 1024 })
         .block_restart_interval(1 + (variant % 4) as usize * 5)
         .block_cache_bytes(if variant % 5 == 4 { 0 } else { 64 * 1024 })
@@ -72,19 +64,22 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     }
 }
 
-/// A preset as a user opens it (its layout, journal and GC choices), with
-/// the sizes of [`tiny_options`] so that every mechanism runs on tiny data.
-pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
-    Options::preset(preset)
-        .fs(Arc::new(fs.clone()))
-        .write_buffer_size_bytes(4096)
-        .target_file_size_bytes(4096)
+/// Tiny tables and levels, and L0 triggers to match.
+fn tiny_tree(o: Options) -> Options {
+    o.target_file_size_bytes(4096)
         .base_level_size_bytes(16 * 1024)
         .level_size_ratio(4)
         .num_levels(4)
         .l0_compaction_trigger(2)
         .l0_slowdown_trigger(4)
         .l0_stop_trigger(8)
+}
+
+/// A preset as a user opens it (its layout, journal and GC choices), with
+/// the sizes of [`tiny_options`] so that every mechanism runs on tiny data.
+pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
+    tiny_tree(Options::preset(preset).fs(Arc::new(fs.clone())))
+        .write_buffer_size_bytes(4096)
         .block_size_bytes(256)
         .hash_groups(4)
         .hash_main_segment_bytes(8192)
