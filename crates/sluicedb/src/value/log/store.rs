@@ -621,6 +621,39 @@ mod tests {
         }
     }
 
+    /// A whole file is left as it is (found whole from its last bytes); a
+    /// torn one loses exactly its incomplete record, whatever the tear.
+    #[test]
+    fn cut_torn_tail_keeps_whole_records_only() {
+        let mem = MemFs::new();
+        let counter = Arc::new(AtomicU64::new(10));
+        let s = store(&mem, &counter);
+        let ptrs: Vec<_> = (0..8).map(|i| put(&s, i)).collect();
+        s.sync().unwrap();
+        let file = ptrs[0].file;
+        assert!(ptrs.iter().all(|p| p.file == file), "one file");
+        let path = filename::value_log(Path::new("/db"), file);
+        let whole = mem.contents(&path).unwrap();
+        drop(s);
+        for cut_at in [whole.len(), whole.len() - 1, whole.len() - 200, 40] {
+            let image = mem.crash_image();
+            image.set_contents(&path, whole[..cut_at].to_vec());
+            let s = store(&image, &counter);
+            s.cut_torn_tail(&BTreeMap::new()).unwrap();
+            let got = image.contents(&path).unwrap();
+            let kept = ptrs
+                .iter()
+                .filter(|p| p.offset + u64::from(p.record_len) <= cut_at as u64);
+            let end = kept
+                .map(|p| p.offset + u64::from(p.record_len))
+                .max()
+                .unwrap_or(16);
+            assert_eq!(got.len() as u64, end, "cut at {cut_at}");
+            assert_eq!(got[..], whole[..end as usize], "cut at {cut_at}");
+            s.verify().unwrap();
+        }
+    }
+
     #[test]
     fn recovery_tells_lost_tails_from_damage() {
         let mem = MemFs::new();
