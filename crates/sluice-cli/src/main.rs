@@ -31,12 +31,13 @@ enum Command {
     /// update experiment, small, on leveldb, wisckey and hashkv in
     /// ./sluice-data), or `bench report` a results file.
     Bench(Box<BenchArgs>),
-    /// Print levels, tables and counters of a database.
+    /// Print levels, tables and counters of a database (opens read-only).
     Info {
         #[arg(long)]
         db: PathBuf,
     },
-    /// Read every table block and check every checksum.
+    /// Check every table block and value record against its checksum, and
+    /// read every live pair through its pointer (opens read-only).
     Verify {
         #[arg(long)]
         db: PathBuf,
@@ -344,8 +345,9 @@ fn bench(a: BenchArgs) -> Result<(), String> {
 /// How an operator command opens a database.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Access {
-    /// `info`, `get`, `scan`, `verify`: recovery in memory, nothing on
-    /// disk changes, no background work (`Options::read_only`).
+    /// `info`, `get`, `scan`, `verify`, `gc --dry-run`: recovery in
+    /// memory, nothing on disk changes, no background work
+    /// (`Options::read_only`).
     ReadOnly,
     /// `put`, `delete`, `compact`, `gc`.
     Write,
