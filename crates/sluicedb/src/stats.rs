@@ -1,5 +1,7 @@
 //! [`Stats`]: a snapshot of the engine's counters.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::fs::IoStats;
 
 /// Per-level shape of the key index.
@@ -231,4 +233,35 @@ pub struct StallMicros {
     pub level0: u64,
     /// The value store at its capacity: waiting for GC.
     pub value_store: u64,
+}
+
+/// The engine's running counters, behind [`Stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) user_bytes: AtomicU64,
+    pub(crate) user_ops: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) trivial_moves: AtomicU64,
+    pub(crate) compaction_read: AtomicU64,
+    pub(crate) compaction_written: AtomicU64,
+    pub(crate) slowdowns: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) stall_micros: AtomicU64,
+    pub(crate) stall_memtable_micros: AtomicU64,
+    pub(crate) stall_l0_micros: AtomicU64,
+    pub(crate) stall_store_micros: AtomicU64,
+    pub(crate) journal_syncs: AtomicU64,
+    pub(crate) write_groups: AtomicU64,
+    pub(crate) gc_runs: AtomicU64,
+    pub(crate) gc_bytes_read: AtomicU64,
+    pub(crate) gc_bytes_written: AtomicU64,
+    pub(crate) cold_moved_bytes: AtomicU64,
+    pub(crate) cold_gc_runs: AtomicU64,
+    pub(crate) relocations_applied: AtomicU64,
+    pub(crate) relocations_dropped: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
 }

@@ -18,7 +18,7 @@ use super::{bump, Core, State, SuperVersion, WriterSlot};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::Kind;
-use crate::memtable::{Lookup, MemTable, WriteBuffer};
+use crate::memtable::{Lookup, WriteBuffer};
 use crate::stats::GcStats;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::store::LogStore;
@@ -140,7 +140,7 @@ impl Core {
             },
             _ => NewerCheck::Lookup,
         };
-        let mem: Arc<MemTable> = st.mem.clone();
+        let mem: Arc<dyn WriteBuffer> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<u64> {
             let mut batch = WriteBatch::new();
             for r in &relocations.moves {
@@ -184,13 +184,7 @@ impl Core {
     }
 
     pub(super) fn sync_journal(&self) -> Result<()> {
-        let r = match (self.journal_in_log, &self.values) {
-            (true, Some(store)) => store.sync(),
-            _ => match self.journal.lock().as_mut() {
-                Some(j) => j.sync(),
-                None => Err(Error::Closed),
-            },
-        };
+        let r = self.journal().and_then(|j| j.sync());
         if let Err(e) = &r {
             self.state
                 .lock()
@@ -380,17 +374,15 @@ impl Core {
         let Some(store) = self.log_store() else {
             return Ok(total);
         };
-        if self.journal_in_log {
-            // Files the replay start has not passed cannot be collected:
-            // a flush moves it to the head.
-            let blocked = {
-                let st = self.state.lock();
-                let meta = &st.current.value_log;
-                store.gc_start(meta.tail, None).is_some() && self.gc_start(store, &st).is_none()
-            };
-            if blocked {
-                self.flush()?;
-            }
+        // With the value log as the journal, files the replay start has not
+        // passed cannot be collected: a flush moves it to the head.
+        let blocked = {
+            let st = self.state.lock();
+            let meta = &st.current.value_log;
+            store.gc_start(meta.tail, None).is_some() && self.gc_start(store, &st).is_none()
+        };
+        if blocked {
+            self.flush()?;
         }
         let start = self.gc_start(store, &self.state.lock());
         let Some((file, _)) = start else {

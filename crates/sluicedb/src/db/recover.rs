@@ -9,14 +9,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Core, Journal};
+use super::Core;
 use crate::batch::WriteBatch;
 use crate::compaction::JobStats;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::IoClass;
+use crate::journal::engine::EngineJournal;
 use crate::journal::reader::LogRecords;
-use crate::journal::{read_log, Control, LogWriter};
+use crate::journal::{read_log, Control};
+use crate::journal::{Journal, JournalMark};
 use crate::key::Kind;
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::JournalRecovery;
@@ -24,6 +26,7 @@ use crate::value::log::format::{
     file_header, kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT,
     KIND_RELOCATE,
 };
+use crate::value::log::journal::LogJournal;
 use crate::value::log::reader::{scan_file, OwnedRecord};
 use crate::value::log::store::LogStore;
 use crate::value::pointer::{ValuePointer, STORE_LOG};
@@ -138,11 +141,14 @@ impl Core {
     /// `opened` holds what opening the value store changed (new files of
     /// the hash layout's groups); it goes into the same manifest.
     /// `manifest` is the manifest recovered from (for errors).
+    /// `log_journal` is the value log as journal, when the options ask for
+    /// it; otherwise a new engine journal is created.
     pub(super) fn recover(
         &self,
         journals: &[u64],
         opened: VersionEdit,
         manifest: &Path,
+        log_journal: Option<LogJournal>,
     ) -> Result<()> {
         let (max_seq, journal_from) = {
             let st = self.state.lock();
@@ -178,22 +184,30 @@ impl Core {
             store.cut_torn_tails()?;
         }
         let log_number = self.versions.new_file_number();
-        let mut mem_log_start = (0, 0);
-        let journal = match (self.log_store(), self.journal_in_log) {
-            (Some(store), true) => {
-                mem_log_start = store.head_position();
-                r.edit.value_log_journal = Some(mem_log_start);
-                None
+        let (journal, mark): (Box<dyn Journal>, JournalMark) = match log_journal {
+            Some(j) => {
+                let mark = j.head_mark();
+                j.replay_from(mark, &mut r.edit);
+                (Box::new(j), mark)
             }
-            _ => {
+            None => {
                 if journal_from.is_some() {
+                    // No longer the journal: nothing replays from it.
                     r.edit.value_log_journal = Some((0, 0));
                 }
-                let w = self
-                    .fs
-                    .create(&filename::journal(&self.dir, log_number), IoClass::Journal)?;
-                self.fs.sync_dir(&self.dir)?;
-                Some(Journal::new(LogWriter::new(w)))
+                let threshold = match self.opts.separate_at_flush {
+                    true => None,
+                    false => self.opts.separation_threshold_bytes,
+                };
+                let j = EngineJournal::create(
+                    self.dir.clone(),
+                    self.fs.clone(),
+                    self.versions.file_numbers(),
+                    log_number,
+                    self.values.clone(),
+                    threshold,
+                )?;
+                (Box::new(j), JournalMark::File(log_number))
             }
         };
         let mut st = self.state.lock();
@@ -207,13 +221,14 @@ impl Core {
         *self.manifest.lock() = Some(ms);
         st.current = Arc::new(version);
         st.log_number = log_number;
-        st.mem_journal = log_number;
-        st.mem_log_start = mem_log_start;
+        st.mem_mark = mark;
         st.last_sequence = r.max_seq;
         st.pending_outputs.clear();
         st.refresh_sv();
         self.visible_seq.store(r.max_seq, Ordering::Release);
-        *self.journal.lock() = journal;
+        if self.journal.set(journal).is_err() {
+            unreachable!("recovery runs once per open");
+        }
         Ok(())
     }
 

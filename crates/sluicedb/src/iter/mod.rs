@@ -6,9 +6,11 @@
 //! into user keys: it hides versions newer than the snapshot, older versions
 //! of a key and deleted keys, in both directions.
 
+mod cursor;
 mod db_iter;
 mod merge;
 
+pub use cursor::{DbIterator, Range};
 pub(crate) use db_iter::DbIter;
 pub(crate) use merge::MergingIterator;
 

@@ -1,7 +1,14 @@
-//! The write-ahead journal: a block-framed log of write batches
-//! (`docs/format/journal.md`). The same framing carries the manifest.
+//! The write-ahead journal: where a write group is made durable before it
+//! enters the write buffer (DESIGN.md, "Journal").
+//!
+//! [`Journal`] is the seam: the engine journal (`engine.rs`, a block-framed
+//! log of write batches, `docs/format/journal.md`) is one implementation;
+//! the value log as journal (seed 001 §3.4.2, `value/log/journal.rs`) is
+//! the other; a persistent write buffer (LightKV, seed 002) would be a
+//! third. The block framing also carries the manifest.
 
 pub(crate) mod control;
+pub(crate) mod engine;
 pub(crate) mod format;
 pub(crate) mod reader;
 pub(crate) mod writer;
@@ -9,3 +16,43 @@ pub(crate) mod writer;
 pub(crate) use control::Control;
 pub(crate) use reader::read_log;
 pub(crate) use writer::LogWriter;
+
+use crate::batch::WriteBatch;
+use crate::error::Result;
+use crate::version::VersionEdit;
+
+/// Where a write buffer's records begin in the journal. Once every older
+/// buffer is flushed, replay starts at its mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JournalMark {
+    /// An engine journal file, by number (the manifest's log number).
+    File(u64),
+    /// A position in the value log: file and offset.
+    ValueLog(u64, u64),
+}
+
+/// A write-ahead journal. The group-commit leader is the only writer, so
+/// journal order is sequence order; `sync` may come from any thread.
+pub(crate) trait Journal: Send + Sync {
+    /// Journals a write group whose first operation has sequence `seq`,
+    /// durably when `sync`. Values the separation policy picks go to the
+    /// value store first; the returned batch (pointers in their place) is
+    /// what the write buffer gets, `None` when that is `group` itself.
+    fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>>;
+
+    /// Makes every appended group durable, with the values it points at.
+    fn sync(&self) -> Result<()>;
+
+    /// Starts the records of a new write buffer (the old one, marked
+    /// `current`, was switched out); returns where they begin.
+    fn rotate(&self, current: JournalMark) -> Result<JournalMark>;
+
+    /// Records in `edit` that replay now starts at `next` (every buffer
+    /// before it is flushed). Returns the manifest's new log number when
+    /// the mark is one; `None` keeps it.
+    fn replay_from(&self, next: JournalMark, edit: &mut VersionEdit) -> Option<u64>;
+
+    /// Journals below `log_number` hold only flushed writes: they need no
+    /// sync and are about to be deleted.
+    fn forget_below(&self, _log_number: u64) {}
+}

@@ -13,8 +13,10 @@ pub(crate) mod pointer;
 
 use std::path::Path;
 
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
+use crate::key::Kind;
 use log::format::Record;
 use log::reader::OwnedRecord;
 use log::store::LogStore;
@@ -139,6 +141,40 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn as_hash(&self) -> Option<&hash::HashStore> {
         None
     }
+}
+
+/// Moves the group's values of at least `threshold` bytes into `store`
+/// (key-value separation, seed 001 §3.1); returns the batch to journal and
+/// insert, with pointers in place of those values, or `None` when no value
+/// is that large.
+pub(crate) fn separate(
+    store: &dyn ValueStore,
+    threshold: usize,
+    group: &WriteBatch,
+    seq: u64,
+) -> Result<Option<WriteBatch>> {
+    let big =
+        |op: &crate::batch::BatchOp<'_>| op.kind == Kind::Value && op.value.len() >= threshold;
+    if !group.iter().flatten().any(|op| big(&op)) {
+        return Ok(None);
+    }
+    let mut out = WriteBatch::with_capacity(group.approximate_size());
+    out.set_sequence(seq);
+    for (i, op) in group.iter().enumerate() {
+        let op = op.expect("validated batch");
+        if big(&op) {
+            let p = store.append(&Record {
+                seq: seq + i as u64,
+                flags: log::format::KIND_PUT,
+                key: op.key,
+                value: op.value,
+            })?;
+            out.add_raw(Kind::ValuePointer, op.key, &p.encode());
+            continue;
+        }
+        out.add_raw(op.kind, op.key, op.value);
+    }
+    Ok(Some(out))
 }
 
 /// What recovery learns from checking a journaled pointer.

@@ -10,10 +10,9 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::db::SuperVersion;
+use super::DbIter;
 use crate::error::Result;
 use crate::fs::IoClass;
-use crate::iter::DbIter;
 use crate::key::Kind;
 use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
@@ -26,8 +25,10 @@ use crate::value::ValueStore;
 /// the range or an error.
 pub struct DbIterator {
     inner: DbIter,
-    _pinned: Arc<SuperVersion>,
-    _registered: Box<crate::db::ReadGuard>,
+    /// What the cursor reads, kept alive while it lives: the memtables and
+    /// tables, and its registration as a reader (so GC keeps the value
+    /// files its pointers may need).
+    _pinned: Box<dyn Send + Sync>,
     values: Option<Arc<dyn ValueStore>>,
     /// The separated value at the current position, once read.
     fetched: OnceCell<Vec<u8>>,
@@ -39,16 +40,14 @@ pub struct DbIterator {
 impl DbIterator {
     pub(crate) fn new(
         inner: DbIter,
-        pinned: Arc<SuperVersion>,
+        pinned: Box<dyn Send + Sync>,
         values: Option<Arc<dyn ValueStore>>,
-        registered: Box<crate::db::ReadGuard>,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
     ) -> Self {
         DbIterator {
             inner,
             _pinned: pinned,
-            _registered: registered,
             values,
             fetched: OnceCell::new(),
             lower,

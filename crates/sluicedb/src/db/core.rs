@@ -1,0 +1,258 @@
+//! `Core`: the state every flow of the database shares (`docs/design.md`,
+//! "Threads and locks"), and the small helpers all of them use.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::write::WriterSlot;
+use crate::error::{Error, Result};
+use crate::fs::CountingFs;
+use crate::index::IndexShape;
+use crate::journal::{Journal, JournalMark};
+use crate::memtable::{MemTable, WriteBuffer};
+use crate::options::{Options, Preset, ReadOptions};
+use crate::stats::Counters;
+use crate::stats::{LevelStats, Stats};
+use crate::table::builder::TableOptions;
+use crate::table::TableCache;
+use crate::value::hash::HashStore;
+use crate::value::log::store::LogStore;
+use crate::value::ValueStore;
+use crate::version::{ManifestState, Version, VersionSet};
+
+/// What a reader needs: the memtables and the version, pinned together.
+pub(crate) struct SuperVersion {
+    pub(crate) mem: Arc<dyn WriteBuffer>,
+    pub(crate) imms: Vec<Arc<dyn WriteBuffer>>,
+    pub(crate) current: Arc<Version>,
+}
+
+pub(super) struct Immutable {
+    pub(super) mem: Arc<dyn WriteBuffer>,
+    /// Where its records begin in the journal.
+    pub(super) mark: JournalMark,
+}
+
+pub(super) struct State {
+    pub(super) mem: Arc<dyn WriteBuffer>,
+    /// Where the active memtable's records begin in the journal: the
+    /// replay start once older ones are flushed.
+    pub(super) mem_mark: JournalMark,
+    pub(super) imms: VecDeque<Immutable>,
+    pub(super) current: Arc<Version>,
+    pub(super) sv: Arc<SuperVersion>,
+    pub(super) log_number: u64,
+    pub(super) last_sequence: u64,
+    pub(super) writers: VecDeque<Arc<WriterSlot>>,
+    pub(super) snapshots: BTreeMap<u64, usize>,
+    pub(super) busy: HashSet<u64>,
+    pub(super) pending_outputs: HashSet<u64>,
+    pub(super) live_versions: Vec<Weak<Version>>,
+    pub(super) flush_running: bool,
+    pub(super) compactions_running: usize,
+    pub(super) manual_compaction: bool,
+    pub(super) memtables_switched: u64,
+    pub(super) memtables_flushed: u64,
+    pub(super) poisoned: Option<String>,
+    pub(super) closing: bool,
+    pub(super) gc_running: bool,
+    /// When the last GC step ended (for `gc_interval_ms`).
+    pub(super) last_gc: Instant,
+    /// Value log files below `.0` may be deleted once no registered reader
+    /// is older than sequence `.1` (`docs/design.md`, "Value store").
+    pub(super) pending_log_deletes: Vec<(u64, u64)>,
+    /// Hash layout: group files GC retired, deleted once no registered
+    /// reader is older than the sequence.
+    pub(super) pending_segment_deletes: Vec<(Vec<u64>, u64)>,
+}
+
+impl State {
+    pub(super) fn refresh_sv(&mut self) {
+        self.sv = Arc::new(SuperVersion {
+            mem: self.mem.clone(),
+            imms: self.imms.iter().rev().map(|i| i.mem.clone()).collect(),
+            current: self.current.clone(),
+        });
+    }
+
+    pub(super) fn check_writable(&self) -> Result<()> {
+        if let Some(p) = &self.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        if self.closing {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    pub(super) fn smallest_snapshot(&self, visible: u64) -> u64 {
+        self.snapshots.keys().next().copied().unwrap_or(visible)
+    }
+}
+
+pub(crate) struct Core {
+    pub(super) dir: PathBuf,
+    pub(super) opts: Options,
+    pub(super) fs: CountingFs,
+    pub(super) shape: Arc<dyn IndexShape>,
+    pub(super) tables: Arc<TableCache>,
+    pub(super) versions: VersionSet,
+    pub(super) manifest: Mutex<Option<ManifestState>>,
+    pub(super) state: Mutex<State>,
+    /// Threads of a hash GC step (`Options::gc_threads`), started on first
+    /// use.
+    pub(super) gc_pool: std::sync::OnceLock<rayon::ThreadPool>,
+    /// Writers, stalled writers and waiters on background progress.
+    pub(super) cv: Condvar,
+    /// Background workers.
+    pub(super) bg_cv: Condvar,
+    /// Set by recovery, which creates it once the journals it read are
+    /// replayed.
+    pub(super) journal: OnceLock<Box<dyn Journal>>,
+    pub(super) visible_seq: AtomicU64,
+    pub(super) shutting_down: AtomicBool,
+    pub(super) counters: Counters,
+    pub(super) table_opts: TableOptions,
+    /// The value store, when values are separated (or were).
+    pub(super) values: Option<Arc<dyn ValueStore>>,
+    /// One GC at a time (background or `Db::gc`).
+    pub(super) gc_lock: Mutex<()>,
+    /// Held by a flush from before it appends values (separation at
+    /// flush) until its tables are installed; see `Core::publish_barrier`.
+    pub(super) flush_appends: Mutex<()>,
+}
+
+impl Core {
+    /// An empty write buffer for the next writes.
+    pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
+        Arc::new(MemTable::new())
+    }
+
+    /// The journal (`Closed` before recovery created it).
+    pub(super) fn journal(&self) -> Result<&dyn Journal> {
+        self.journal.get().map(|j| j.as_ref()).ok_or(Error::Closed)
+    }
+
+    /// The value store when its layout is hash.
+    pub(crate) fn hash_store(&self) -> Option<&HashStore> {
+        self.values.as_deref().and_then(|v| v.as_hash())
+    }
+
+    /// The value store when its layout is the log (its GC, and the log as
+    /// journal, need the concrete type).
+    pub(crate) fn log_store(&self) -> Option<&LogStore> {
+        self.values.as_deref().and_then(|v| v.as_log())
+    }
+
+    pub(super) fn new_output_number(&self) -> u64 {
+        let n = self.versions.new_file_number();
+        self.state.lock().pending_outputs.insert(n);
+        n
+    }
+
+    pub(super) fn read_sequence(&self, opts: &ReadOptions<'_>) -> u64 {
+        match opts.snapshot {
+            Some(s) => s.seq,
+            None => self.visible_seq.load(Ordering::Acquire),
+        }
+    }
+
+    /// Unregisters a snapshot or iterator reading at `seq`.
+    pub(super) fn release_read(&self, seq: u64) {
+        let mut st = self.state.lock();
+        if let Some(c) = st.snapshots.get_mut(&seq) {
+            *c -= 1;
+            if *c == 0 {
+                st.snapshots.remove(&seq);
+            }
+        }
+    }
+
+    /// The sequence to read at and the memtables and tables to read, taken
+    /// together under the state lock (as LevelDB's Get does). Taken apart, a
+    /// flush could install between them: it may drop an entry shadowed by a
+    /// newer one that the older sequence cannot see, and the reader would
+    /// then find neither (the GC race test found this).
+    pub(crate) fn read_view(&self, opts: &ReadOptions<'_>) -> (u64, Arc<SuperVersion>) {
+        let st = self.state.lock();
+        (self.read_sequence(opts), st.sv.clone())
+    }
+
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        self.state.lock().sv.clone()
+    }
+
+    pub(super) fn stats(&self) -> Stats {
+        let st = self.state.lock();
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let scores = self.shape.scores(&st.current);
+        let levels: Vec<LevelStats> = (0..st.current.levels.len())
+            .map(|l| LevelStats {
+                tables: st.current.num_files(l),
+                bytes: st.current.level_bytes(l),
+                score: scores[l],
+            })
+            .collect();
+        Stats {
+            created_with: st.current.preset.as_deref().and_then(Preset::from_name),
+            io: self.fs.counters().snapshot(),
+            user_bytes_written: get(&c.user_bytes),
+            user_ops_written: get(&c.user_ops),
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            live_table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            levels,
+            memtable_bytes: (st.mem.approximate_memory_bytes()
+                + st.imms
+                    .iter()
+                    .map(|i| i.mem.approximate_memory_bytes())
+                    .sum::<usize>()) as u64,
+            immutable_memtables: st.imms.len(),
+            flushes: get(&c.flushes),
+            compactions: get(&c.compactions),
+            trivial_moves: get(&c.trivial_moves),
+            compaction_bytes_read: get(&c.compaction_read),
+            compaction_bytes_written: get(&c.compaction_written),
+            write_slowdowns: get(&c.slowdowns),
+            write_stalls: get(&c.stalls),
+            write_stall_micros: get(&c.stall_micros),
+            write_stall_micros_by_reason: crate::stats::StallMicros {
+                memtables: get(&c.stall_memtable_micros),
+                level0: get(&c.stall_l0_micros),
+                value_store: get(&c.stall_store_micros),
+            },
+            journal_syncs: get(&c.journal_syncs),
+            write_groups: get(&c.write_groups),
+            block_cache_bytes: self.tables.block_cache().usage_bytes(),
+            poisoned: st.poisoned.clone(),
+            value_log_files: self.values.as_ref().map_or(0, |v| v.file_count()),
+            value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
+            value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
+            value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
+            hash_groups: self
+                .values
+                .as_deref()
+                .and_then(|v| v.as_hash())
+                .map_or(0, |h| h.groups()),
+            hash_log_segments_in_use: self
+                .values
+                .as_deref()
+                .and_then(|v| v.as_hash())
+                .map_or(0, |h| h.log_segments_in_use()),
+            hash_group_fill: self.hash_store().map_or([0; 11], |h| h.fill_histogram()),
+            hash_cold_log_bytes: self.hash_store().map_or(0, |h| h.cold_bytes()),
+            hash_cold_moved_bytes: get(&c.cold_moved_bytes),
+            hash_cold_gc_runs: get(&c.cold_gc_runs),
+            gc_runs: get(&c.gc_runs),
+            gc_bytes_read: get(&c.gc_bytes_read),
+            gc_bytes_written: get(&c.gc_bytes_written),
+            relocations_applied: get(&c.relocations_applied),
+            relocations_dropped: get(&c.relocations_dropped),
+        }
+    }
+}

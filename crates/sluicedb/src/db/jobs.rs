@@ -1,0 +1,434 @@
+//! Background work: the worker loop, flushes, compactions, manifest
+//! installs, the obsolete file sweep and manual compaction.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::MutexGuard;
+
+use super::core::{Core, State};
+use crate::compaction::{self, JobStats, MergeParams};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::IoClass;
+use crate::index::CompactionPlan;
+use crate::iter::InternalIterator;
+use crate::stats::bump;
+use crate::version::{FileMeta, VersionEdit};
+
+pub(super) enum Job {
+    Flush,
+    Compaction(CompactionPlan),
+    Gc,
+}
+
+impl Core {
+    /// Writes a memtable's entries into one L0 table.
+    pub(super) fn build_tables(
+        &self,
+        mut iter: Box<dyn InternalIterator>,
+        smallest_snapshot: u64,
+        stats: &mut JobStats,
+    ) -> Result<Vec<FileMeta>> {
+        let alloc = || self.new_output_number();
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Flush,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: u64::MAX,
+            bottom: None,
+            grandparents: &[],
+            max_grandparent_overlap_bytes: u64::MAX,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+            separate: match (&self.values, self.opts.separation_threshold_bytes) {
+                (Some(v), Some(t)) if self.opts.separate_at_flush => Some((v.as_ref(), t)),
+                _ => None,
+            },
+        };
+        let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
+        if !out.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(out)
+    }
+
+    pub(super) fn wait_idle(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(()); // no background work runs
+        }
+        let mut st = self.state.lock();
+        loop {
+            st.check_writable()?;
+            let pending = !st.imms.is_empty()
+                || st.flush_running
+                || st.compactions_running > 0
+                || self.shape.pick_compaction(&st.current, &st.busy).is_some();
+            if !pending {
+                return Ok(());
+            }
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+
+    // ---- background work ----
+
+    pub(super) fn background_loop(self: Arc<Self>) {
+        let mut st = self.state.lock();
+        loop {
+            if st.closing {
+                return;
+            }
+            match self.pick_job(&mut st) {
+                Some(job) => {
+                    // The sweep runs before the job counts as finished, so
+                    // waiters on idle background work see the files gone.
+                    let r = MutexGuard::unlocked(&mut st, || {
+                        let r = self.run_job(&job);
+                        self.delete_obsolete_files();
+                        r
+                    });
+                    self.finish_job(&mut st, job, r);
+                    self.cv.notify_all();
+                    self.bg_cv.notify_all();
+                }
+                // With periodic GC, wake up to check the interval.
+                None => match self.opts.gc_interval_ms {
+                    Some(ms) => {
+                        self.bg_cv.wait_for(&mut st, Duration::from_millis(ms));
+                    }
+                    None => self.bg_cv.wait(&mut st),
+                },
+            }
+        }
+    }
+
+    pub(super) fn pick_job(&self, st: &mut State) -> Option<Job> {
+        if st.poisoned.is_some() {
+            return None;
+        }
+        if !st.imms.is_empty() && !st.flush_running {
+            st.flush_running = true;
+            return Some(Job::Flush);
+        }
+        if !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
+            st.gc_running = true;
+            return Some(Job::Gc);
+        }
+        let max_compactions = self.opts.background_threads.saturating_sub(1).max(1);
+        if st.manual_compaction || st.compactions_running >= max_compactions {
+            return None;
+        }
+        let plan = self.shape.pick_compaction(&st.current, &st.busy)?;
+        for f in plan.input_files() {
+            st.busy.insert(f.number);
+        }
+        st.compactions_running += 1;
+        Some(Job::Compaction(plan))
+    }
+
+    pub(super) fn run_job(&self, job: &Job) -> Result<()> {
+        match job {
+            Job::Flush => self.run_flush(),
+            Job::Compaction(plan) => self.run_compaction(plan),
+            Job::Gc => self.gc_once().map(|_| ()),
+        }
+    }
+
+    pub(super) fn finish_job(&self, st: &mut MutexGuard<'_, State>, job: Job, r: Result<()>) {
+        match job {
+            Job::Flush => st.flush_running = false,
+            Job::Gc => st.gc_running = false,
+            Job::Compaction(plan) => {
+                st.compactions_running -= 1;
+                for f in plan.input_files() {
+                    st.busy.remove(&f.number);
+                }
+            }
+        }
+        if let Err(e) = r {
+            if !self.shutting_down.load(Ordering::SeqCst) {
+                st.poisoned
+                    .get_or_insert_with(|| format!("background work failed: {e}"));
+            }
+        }
+    }
+
+    pub(super) fn run_flush(&self) -> Result<()> {
+        let (imm, next_mark, smallest_snapshot) = {
+            let st = self.state.lock();
+            let front = st
+                .imms
+                .front()
+                .expect("flush picked with an immutable memtable");
+            let next = st.imms.get(1).map_or(st.mem_mark, |i| i.mark);
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (front.mem.clone(), next, st.smallest_snapshot(visible))
+        };
+        // Held until the tables are installed: GC waits for it after
+        // freezing files, so that the pointers to values this flush
+        // appends are in the index before GC judges them.
+        let _appending = self.flush_appends.lock();
+        let mut stats = JobStats::default();
+        let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
+        // Tables are not replayed like the journal, so their pointers are
+        // never re-checked: the values they point at (appended at write
+        // time or by this flush) must be durable before the flush makes the
+        // journal obsolete.
+        if let Some(v) = &self.values {
+            v.sync()?;
+        }
+        let mut edit = VersionEdit {
+            value_log_garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
+            ..VersionEdit::default()
+        };
+        // Replay now starts where the next memtable's records do.
+        let log_number = self.journal()?.replay_from(next_mark, &mut edit);
+        let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        for f in outputs {
+            edit.add_file(0, f);
+        }
+        self.install(edit, log_number, &numbers, |st| {
+            let i = st.imms.pop_front().expect("flushed memtable");
+            debug_assert!(Arc::ptr_eq(&i.mem, &imm));
+            st.memtables_flushed += 1;
+        })?;
+        bump(&self.counters.flushes, 1);
+        Ok(())
+    }
+
+    pub(super) fn run_compaction(&self, plan: &CompactionPlan) -> Result<()> {
+        if plan.trivial_move {
+            self.install(compaction::trivial_move_edit(plan), None, &[], |_| {})?;
+            bump(&self.counters.trivial_moves, 1);
+            bump(&self.counters.compactions, 1);
+            return Ok(());
+        }
+        let (version, smallest_snapshot) = {
+            let st = self.state.lock();
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (st.current.clone(), st.smallest_snapshot(visible))
+        };
+        let alloc = || self.new_output_number();
+        let leveled_overlap = self.opts.target_file_size_bytes.saturating_mul(10);
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Compaction,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: self.opts.target_file_size_bytes,
+            bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
+            grandparents: &plan.grandparents,
+            max_grandparent_overlap_bytes: leveled_overlap,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+            separate: None,
+        };
+        let mut stats = JobStats::default();
+        let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        edit.value_log_garbage = std::mem::take(&mut stats.garbage).into_iter().collect();
+        let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
+        if !numbers.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        self.install(edit, None, &numbers, |_| {})?;
+        bump(&self.counters.compactions, 1);
+        bump(&self.counters.compaction_read, stats.bytes_read);
+        bump(&self.counters.compaction_written, stats.bytes_written);
+        Ok(())
+    }
+
+    /// Makes `edit` durable in the manifest and installs the version it
+    /// produces; `then` runs under the state lock with the new version in
+    /// place. A manifest failure poisons the database.
+    pub(super) fn install(
+        &self,
+        mut edit: VersionEdit,
+        log_number: Option<u64>,
+        outputs: &[u64],
+        then: impl FnOnce(&mut State),
+    ) -> Result<()> {
+        let mut ms = self.manifest.lock();
+        let ms = ms.as_mut().ok_or(Error::Closed)?;
+        let (base, old_log, last_seq) = {
+            let st = self.state.lock();
+            (st.current.clone(), st.log_number, st.last_sequence)
+        };
+        let log_number = log_number.unwrap_or(old_log);
+        if let Some(store) = self.log_store() {
+            // Files sealed since the last install: an open checks them.
+            edit.value_log_sealed = store.unnamed_sealed(&base.value_log.sealed);
+        }
+        let version = base
+            .apply(&edit)
+            .map_err(|e| Error::corruption(filename::manifest(&self.dir, ms.number), 0, e))?;
+        if let Err(e) = self
+            .versions
+            .log_edit(ms, &mut edit, &version, log_number, last_seq)
+        {
+            let mut st = self.state.lock();
+            st.poisoned
+                .get_or_insert_with(|| format!("manifest write failed: {e}"));
+            return Err(e);
+        }
+        #[cfg(feature = "invariants")]
+        self.check_version(&version);
+        let mut st = self.state.lock();
+        let version = Arc::new(version);
+        let old = std::mem::replace(&mut st.current, version);
+        st.live_versions.retain(|w| w.strong_count() > 0);
+        st.live_versions.push(Arc::downgrade(&old));
+        st.log_number = log_number;
+        for n in outputs {
+            st.pending_outputs.remove(n);
+        }
+        then(&mut st);
+        st.refresh_sv();
+        Ok(())
+    }
+
+    /// Expensive whole-version check (feature `invariants`): every table
+    /// reads back in order with the entry count and key range the manifest
+    /// records.
+    #[cfg(feature = "invariants")]
+    pub(super) fn check_version(&self, v: &Version) {
+        for (level, f) in v.all_files() {
+            let t = self
+                .tables
+                .get(f.number, f.file_size)
+                .expect("invariants: table opens");
+            let n = t.verify().expect("invariants: table verifies");
+            assert_eq!(
+                n, f.entries,
+                "invariants: entries of table {} at L{level}",
+                f.number
+            );
+        }
+    }
+
+    /// Deletes files no version, snapshot or iterator can read: tables in no
+    /// live version and not being written, journals below the log number,
+    /// manifests other than the live one, and temporary files.
+    pub(super) fn delete_obsolete_files(&self) {
+        let ms = self.manifest.lock();
+        let Some(manifest_number) = ms.as_ref().map(|m| m.number) else {
+            return;
+        };
+        // List first, then take the live set: a file created after the
+        // listing is not in it, and one in it got its number (and so its
+        // pending-output entry) before it was created.
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        let (live, log_number) = {
+            let mut st = self.state.lock();
+            st.live_versions.retain(|w| w.strong_count() > 0);
+            let mut live: HashSet<u64> = st.pending_outputs.clone();
+            let versions = st
+                .live_versions
+                .iter()
+                .filter_map(Weak::upgrade)
+                .chain(std::iter::once(st.current.clone()));
+            for v in versions {
+                live.extend(v.all_files().map(|(_, f)| f.number));
+            }
+            (live, st.log_number)
+        };
+        // Journals of flushed memtables need no sync, and none may reach a
+        // journal being deleted (`state` is not held). This sweep follows
+        // every flush.
+        if let Some(j) = self.journal.get() {
+            j.forget_below(log_number);
+        }
+        for name in names {
+            let delete = match filename::parse(&name) {
+                Some(FileKind::Table(n)) => {
+                    let dead = !live.contains(&n);
+                    if dead {
+                        self.tables.evict(n);
+                    }
+                    dead
+                }
+                Some(FileKind::Journal(n)) => n < log_number,
+                Some(FileKind::Manifest(n)) => n != manifest_number,
+                Some(FileKind::Temp) => true,
+                _ => false,
+            };
+            if delete {
+                // A failed delete leaves garbage that the next sweep retries.
+                let _ = self.fs.remove(&self.dir.join(&name));
+            }
+        }
+    }
+
+    pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        {
+            let mut st = self.state.lock();
+            while st.manual_compaction || st.compactions_running > 0 {
+                st.check_writable()?;
+                self.cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            st.manual_compaction = true;
+        }
+        let r = self.manual_compactions(begin, end);
+        self.state.lock().manual_compaction = false;
+        self.bg_cv.notify_all();
+        r
+    }
+
+    pub(super) fn manual_compactions(
+        &self,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        let lo = begin.unwrap_or(&[]);
+        let hi_owned;
+        let hi: &[u8] = match end {
+            Some(e) => e,
+            None => {
+                let st = self.state.lock();
+                hi_owned = st
+                    .current
+                    .all_files()
+                    .map(|(_, f)| f.largest_user_key().to_vec())
+                    .max()
+                    .unwrap_or_default();
+                &hi_owned
+            }
+        };
+        for level in 0..self.shape.num_levels() {
+            let plan = {
+                let mut st = self.state.lock();
+                st.check_writable()?;
+                let plan = self.shape.pick_range_compaction(&st.current, level, lo, hi);
+                if let Some(p) = &plan {
+                    for f in p.input_files() {
+                        st.busy.insert(f.number);
+                    }
+                }
+                plan
+            };
+            let Some(plan) = plan else { continue };
+            let r = self.run_compaction(&plan);
+            let mut st = self.state.lock();
+            for f in plan.input_files() {
+                st.busy.remove(&f.number);
+            }
+            if let Err(e) = &r {
+                st.poisoned
+                    .get_or_insert_with(|| format!("manual compaction failed: {e}"));
+            }
+            drop(st);
+            r?;
+            self.delete_obsolete_files();
+        }
+        Ok(())
+    }
+}

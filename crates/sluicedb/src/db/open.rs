@@ -1,0 +1,281 @@
+//! Opening a database: creating or finding its manifest, opening the value
+//! store its files call for, then recovery (`recover.rs`).
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::core::{Core, State, SuperVersion};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::CountingFs;
+use crate::index::leveled::Leveled;
+use crate::index::IndexShape;
+use crate::journal::JournalMark;
+use crate::memtable::{MemTable, WriteBuffer};
+use crate::options::{JournalMode, Options, ValueLayout};
+use crate::stats::Counters;
+use crate::table::builder::TableOptions;
+use crate::table::{BlockCache, TableCache};
+use crate::value::hash::{HashConfig, HashStore};
+use crate::value::log::journal::LogJournal;
+use crate::value::log::store::{LogConfig, LogStore};
+use crate::value::ValueStore;
+use crate::version::{Version, VersionEdit, VersionSet};
+
+/// The hash layout's sizes from the options; the number of groups of a new
+/// store comes from the capacity when it is set.
+fn hash_config(opts: &Options) -> HashConfig {
+    let groups = match (opts.hash_groups, opts.value_store_capacity_bytes) {
+        (0, Some(cap)) => {
+            let main_area = cap as f64 * (1.0 - opts.hash_reserve_ratio);
+            (main_area / opts.hash_main_segment_bytes as f64).max(1.0) as u32
+        }
+        (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
+        (n, _) => n as u32,
+    };
+    HashConfig {
+        main_segment_bytes: opts.hash_main_segment_bytes,
+        log_segment_bytes: opts.hash_log_segment_bytes,
+        batch_bytes: opts.hash_batch_bytes,
+        new_groups: groups,
+        prefetch_threads: opts.scan_prefetch_threads.max(1),
+        policy: opts.hash_gc_policy,
+        // Cold log files of a quarter main segment: GC frees space a file
+        // at a time.
+        cold_file_bytes: opts
+            .hash_hotness
+            .then(|| (opts.hash_main_segment_bytes / 4).max(opts.hash_log_segment_bytes)),
+        reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
+            ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
+        }),
+    }
+}
+
+impl Core {
+    pub(super) fn open(dir: PathBuf, opts: Options, fs: CountingFs) -> Result<Core> {
+        let shape: Arc<dyn IndexShape> = Arc::new(Leveled {
+            num_levels: opts.num_levels,
+            l0_compaction_trigger: opts.l0_compaction_trigger,
+            base_level_size_bytes: opts.base_level_size_bytes,
+            level_size_ratio: opts.level_size_ratio,
+            target_file_size_bytes: opts.target_file_size_bytes,
+        });
+        if VersionSet::exists(&fs, &dir) {
+            if opts.error_if_exists {
+                return Err(Error::AlreadyExists(dir));
+            }
+        } else {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound(dir));
+            }
+            // Creation writes only a manifest and CURRENT before any table,
+            // journal or value store file exists; finding one without
+            // CURRENT means CURRENT was lost, and creating anew would sweep
+            // the data away (with the value log as the journal, the value
+            // log files alone may hold every write).
+            for name in fs.list(&dir)? {
+                if let Some(
+                    FileKind::Table(_)
+                    | FileKind::Journal(_)
+                    | FileKind::ValueLog(_)
+                    | FileKind::ValueSegment(_),
+                ) = filename::parse(&name)
+                {
+                    return Err(Error::corruption(
+                        filename::current(&dir),
+                        0,
+                        format!("CURRENT is missing but {name} exists; refusing to create a new database over it"),
+                    ));
+                }
+            }
+            let vs = VersionSet::new(
+                dir.clone(),
+                fs.clone(),
+                shape.clone(),
+                1,
+                opts.max_manifest_bytes,
+            );
+            let mut created = Version::empty(shape.clone());
+            created.preset = Some(opts.preset.name().to_string());
+            vs.write_new_manifest(&created, 0, 0)?;
+        }
+        let rec = VersionSet::recover(&fs, &dir, shape.clone())?;
+        let manifest = filename::manifest(&dir, rec.manifest_number);
+        let names = fs.list(&dir)?;
+        let mut present = HashSet::new();
+        let mut journals = Vec::new();
+        let mut max_number = rec.manifest_number;
+        for name in &names {
+            match filename::parse(name) {
+                Some(FileKind::Table(n)) => {
+                    present.insert(n);
+                    max_number = max_number.max(n);
+                }
+                Some(FileKind::Journal(n)) => {
+                    max_number = max_number.max(n);
+                    if n >= rec.log_number {
+                        journals.push(n);
+                    }
+                }
+                Some(FileKind::Manifest(n) | FileKind::ValueLog(n) | FileKind::ValueSegment(n)) => {
+                    max_number = max_number.max(n)
+                }
+                _ => {}
+            }
+        }
+        for (_, f) in rec.version.all_files() {
+            if !present.contains(&f.number) {
+                return Err(Error::corruption(
+                    filename::table(&dir, f.number),
+                    0,
+                    "table listed in the manifest is missing",
+                ));
+            }
+        }
+        journals.sort_unstable();
+        let versions = VersionSet::new(
+            dir.clone(),
+            fs.clone(),
+            shape.clone(),
+            rec.next_file_number.max(max_number + 1),
+            opts.max_manifest_bytes,
+        );
+        let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let tables = Arc::new(TableCache::new(
+            fs.clone(),
+            dir.clone(),
+            opts.max_open_tables,
+            block_cache,
+        ));
+        let table_opts = TableOptions {
+            block_size_bytes: opts.block_size_bytes,
+            restart_interval: opts.block_restart_interval,
+            bloom_bits_per_key: opts.bloom_bits_per_key,
+        };
+        // The store opens whenever the database has or had one, so that
+        // pointers written under other options still resolve.
+        let has_log = names
+            .iter()
+            .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
+        let layout = if !rec.version.hash.groups.is_empty() {
+            Some(ValueLayout::Hash)
+        } else if has_log || rec.version.value_log.journal_from.is_some() {
+            Some(ValueLayout::Log)
+        } else {
+            opts.separation_threshold_bytes.map(|_| opts.value_layout)
+        };
+        if let Some(l) = layout {
+            if opts.separation_threshold_bytes.is_some() && l != opts.value_layout {
+                return Err(Error::InvalidArgument(format!(
+                    "the database's value store has layout {l:?}; the options ask for {:?}",
+                    opts.value_layout
+                )));
+            }
+        }
+        let mut open_edit = VersionEdit::default();
+        let mut hash_store = None;
+        let mut log_journal = None;
+        let values: Option<Arc<dyn ValueStore>> = match layout {
+            Some(ValueLayout::Hash) => {
+                let (store, e) = HashStore::open(
+                    &dir,
+                    fs.clone(),
+                    versions.file_numbers(),
+                    &rec.version.hash,
+                    hash_config(&opts),
+                )?;
+                open_edit.hash_groups = e.groups;
+                open_edit.hash_files_added = e.added;
+                open_edit.hash_files_dropped = e.dropped;
+                let store = Arc::new(store);
+                hash_store = Some(store.clone());
+                Some(store)
+            }
+            Some(_) => {
+                let store = Arc::new(LogStore::open(
+                    &dir,
+                    fs.clone(),
+                    versions.file_numbers(),
+                    LogConfig {
+                        file_size_bytes: opts.value_log_file_size_bytes,
+                        buffer_bytes: opts.value_log_buffer_bytes,
+                        prefetch_threads: opts.scan_prefetch_threads.max(1),
+                    },
+                    rec.version.value_log.tail,
+                    &rec.version.value_log.sealed,
+                )?);
+                if opts.journal_mode == JournalMode::ValueLog {
+                    log_journal = Some(LogJournal::new(
+                        store.clone(),
+                        opts.separation_threshold_bytes,
+                    ));
+                }
+                Some(store)
+            }
+            None => None,
+        };
+        let version = Arc::new(rec.version);
+        let mem: Arc<dyn WriteBuffer> = Arc::new(MemTable::new());
+        let state = State {
+            mem: mem.clone(),
+            mem_mark: JournalMark::File(0),
+            imms: VecDeque::new(),
+            current: version.clone(),
+            sv: Arc::new(SuperVersion {
+                mem,
+                imms: Vec::new(),
+                current: version,
+            }),
+            log_number: rec.log_number,
+            last_sequence: rec.last_sequence,
+            writers: VecDeque::new(),
+            snapshots: BTreeMap::new(),
+            busy: HashSet::new(),
+            pending_outputs: HashSet::new(),
+            live_versions: Vec::new(),
+            flush_running: false,
+            compactions_running: 0,
+            manual_compaction: false,
+            memtables_switched: 0,
+            memtables_flushed: 0,
+            poisoned: None,
+            closing: false,
+            gc_running: false,
+            last_gc: Instant::now(),
+            pending_log_deletes: Vec::new(),
+            pending_segment_deletes: Vec::new(),
+        };
+        let core = Core {
+            dir,
+            opts,
+            fs,
+            shape,
+            tables,
+            versions,
+            manifest: Mutex::new(None),
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            bg_cv: Condvar::new(),
+            journal: OnceLock::new(),
+            visible_seq: AtomicU64::new(rec.last_sequence),
+            shutting_down: AtomicBool::new(false),
+            counters: Counters::default(),
+            table_opts,
+            values,
+            gc_lock: Mutex::new(()),
+            flush_appends: Mutex::new(()),
+            gc_pool: std::sync::OnceLock::new(),
+        };
+        core.recover(&journals, open_edit, &manifest, log_journal)?;
+        if let Some(h) = hash_store {
+            h.remove_dropped();
+        }
+        core.delete_obsolete_files();
+        Ok(core)
+    }
+}

@@ -1,0 +1,272 @@
+//! The write path: writers queue, the leader commits a group (journal,
+//! value separation, memtable), and memtables switch when full; writes
+//! slow down or stall while background work is behind.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::core::{Core, Immutable, State};
+use super::Relocations;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::stats::bump;
+
+pub(super) struct WriterSlot {
+    /// Taken by the leader when the group is committed.
+    pub(super) batch: Mutex<WriteBatch>,
+    /// Size and sync flag, readable without taking the batch.
+    pub(super) size: usize,
+    pub(super) sync: bool,
+    /// Switch the memtable (for `flush`); carries no batch.
+    pub(super) force_switch: bool,
+    /// GC relocations, committed as a group of their own.
+    pub(super) relocations: Option<Relocations>,
+    /// How many relocations were applied.
+    pub(super) relocated: AtomicU64,
+    pub(super) done: Mutex<Option<Result<()>>>,
+}
+
+impl Core {
+    /// Journals a group (synced when `sync`); returns the batch for the
+    /// memtable when it differs from the group (pointers in place of
+    /// separated values).
+    pub(super) fn log_group(
+        &self,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+    ) -> Result<Option<WriteBatch>> {
+        let out = self.journal()?.append(group, seq, sync)?;
+        if sync {
+            bump(&self.counters.journal_syncs, 1);
+        }
+        Ok(out)
+    }
+
+    // ---- write path ----
+
+    /// Waits while the value log is over its capacity and GC can free some
+    /// (bounded, so a log of all live data cannot stop writes for good).
+    /// This happens before the writer queues up: GC's relocations go
+    /// through the queue and must never wait behind a writer waiting for
+    /// them.
+    pub(super) fn wait_for_log_space(&self) {
+        let (Some(store), Some(cap)) = (&self.values, self.opts.value_store_capacity_bytes) else {
+            return;
+        };
+        // The common case, under capacity, takes no lock.
+        if !store.is_full(cap) {
+            return;
+        }
+        let start = Instant::now();
+        let mut st = self.state.lock();
+        let mut stalled = false;
+        while self.log_over_capacity(&st)
+            && st.check_writable().is_ok()
+            && start.elapsed() < Duration::from_secs(1)
+        {
+            stalled = true;
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(10));
+        }
+        if stalled {
+            let us = start.elapsed().as_micros() as u64;
+            bump(&self.counters.stalls, 1);
+            bump(&self.counters.stall_micros, us);
+            bump(&self.counters.stall_store_micros, us);
+        }
+    }
+
+    pub(super) fn write(&self, sync: bool, force_switch: bool, batch: WriteBatch) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if !force_switch {
+            self.wait_for_log_space();
+        }
+        self.enqueue(WriterSlot {
+            size: batch.approximate_size(),
+            batch: Mutex::new(batch),
+            sync,
+            force_switch,
+            relocations: None,
+            relocated: AtomicU64::new(0),
+            done: Mutex::new(None),
+        })
+        .map(|_| ())
+    }
+
+    /// Queues a writer and waits until its group is committed; returns the
+    /// number of relocations applied (for relocation slots).
+    pub(super) fn enqueue(&self, slot: WriterSlot) -> Result<u64> {
+        let slot = Arc::new(slot);
+        let mut st = self.state.lock();
+        st.writers.push_back(slot.clone());
+        loop {
+            if let Some(r) = slot.done.lock().take() {
+                return r.map(|()| slot.relocated.load(Ordering::Relaxed));
+            }
+            if st.writers.front().is_some_and(|w| Arc::ptr_eq(w, &slot)) {
+                break;
+            }
+            self.cv.wait(&mut st);
+        }
+        // This writer leads a group.
+        let result = self.lead_group(&mut st, &slot);
+        self.cv.notify_all();
+        result.map(|()| slot.relocated.load(Ordering::Relaxed))
+    }
+
+    pub(super) fn lead_group(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        leader: &Arc<WriterSlot>,
+    ) -> Result<()> {
+        if let Err(e) = self.make_room_for_write(st, leader.force_switch) {
+            st.writers.pop_front();
+            return Err(e);
+        }
+        if leader.force_switch {
+            st.writers.pop_front();
+            return Ok(());
+        }
+        if let Some(relocations) = &leader.relocations {
+            let r = self.commit_relocations(st, relocations);
+            if let Ok(n) = r {
+                leader.relocated.store(n, Ordering::Relaxed);
+            }
+            st.writers.pop_front();
+            return r.map(|_| ());
+        }
+        // The leader's own batch becomes the group (no copy when alone).
+        let mut group = std::mem::take(&mut *leader.batch.lock());
+        let mut members = 1usize;
+        let mut sync = leader.sync;
+        let limit = self.opts.max_write_group_bytes;
+        for w in st.writers.iter().skip(1) {
+            if w.force_switch || w.relocations.is_some() || (w.sync && !leader.sync) {
+                break;
+            }
+            if group.approximate_size() + w.size > limit {
+                break;
+            }
+            group.append(&w.batch.lock());
+            sync |= w.sync;
+            members += 1;
+        }
+        let seq = st.last_sequence + 1;
+        let count = group.len() as u64;
+        group.set_sequence(seq);
+        st.last_sequence += count;
+        let mem = st.mem.clone();
+        let result = MutexGuard::unlocked(st, || {
+            let logged = self.log_group(&group, seq, sync)?;
+            mem.insert_batch(logged.as_ref().unwrap_or(&group), seq);
+            Ok(())
+        });
+        match &result {
+            Ok(()) => {
+                self.visible_seq.store(seq + count - 1, Ordering::Release);
+                bump(&self.counters.user_bytes, group.user_bytes());
+                bump(&self.counters.user_ops, count);
+                bump(&self.counters.write_groups, 1);
+            }
+            Err(e) => {
+                st.poisoned
+                    .get_or_insert_with(|| format!("journal write failed: {e}"));
+            }
+        }
+        for _ in 0..members {
+            let w = st.writers.pop_front().expect("group member");
+            if !Arc::ptr_eq(&w, leader) {
+                *w.done.lock() = Some(result.clone());
+            }
+        }
+        result
+    }
+
+    /// Ensures the active memtable has room, switching it (and the journal)
+    /// when full or when `force` asks; delays or stalls writes while
+    /// background work is behind.
+    pub(super) fn make_room_for_write(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        mut force: bool,
+    ) -> Result<()> {
+        let mut allow_delay = !force;
+        loop {
+            st.check_writable()?;
+            let l0 = st.current.num_files(0);
+            if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
+                let t = Instant::now();
+                MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                let us = t.elapsed().as_micros() as u64;
+                bump(&self.counters.slowdowns, 1);
+                bump(&self.counters.stall_micros, us);
+                bump(&self.counters.stall_l0_micros, us);
+                allow_delay = false;
+                continue;
+            }
+            if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
+                return Ok(());
+            }
+            if force && st.mem.is_empty() {
+                return Ok(());
+            }
+            if st.imms.len() + 1 >= self.opts.max_write_buffers || l0 >= self.opts.l0_stop_trigger {
+                let t = Instant::now();
+                bump(&self.counters.stalls, 1);
+                self.bg_cv.notify_all();
+                let l0_stop = l0 >= self.opts.l0_stop_trigger;
+                self.cv.wait_for(st, Duration::from_millis(100));
+                let us = t.elapsed().as_micros() as u64;
+                bump(&self.counters.stall_micros, us);
+                let reason = if l0_stop {
+                    &self.counters.stall_l0_micros
+                } else {
+                    &self.counters.stall_memtable_micros
+                };
+                bump(reason, us);
+                continue;
+            }
+            self.switch_memtable(st)?;
+            force = false;
+        }
+    }
+
+    pub(super) fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let mark = match self.journal().and_then(|j| j.rotate(st.mem_mark)) {
+            Ok(m) => m,
+            Err(e) => {
+                st.poisoned
+                    .get_or_insert_with(|| format!("journal rotation failed: {e}"));
+                return Err(e);
+            }
+        };
+        let old = std::mem::replace(&mut st.mem, self.new_write_buffer());
+        let old_mark = std::mem::replace(&mut st.mem_mark, mark);
+        st.imms.push_back(Immutable {
+            mem: old,
+            mark: old_mark,
+        });
+        st.memtables_switched += 1;
+        st.refresh_sv();
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    pub(super) fn flush(&self) -> Result<()> {
+        self.write(false, true, WriteBatch::new())?;
+        let mut st = self.state.lock();
+        let target = st.memtables_switched;
+        while st.memtables_flushed < target {
+            st.check_writable()?;
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+}

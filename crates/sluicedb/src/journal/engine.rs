@@ -1,0 +1,146 @@
+//! The engine journal: a file of write batches per write buffer, rotated
+//! with it (`docs/design.md`, "Journal rotation"; format in
+//! `docs/format/journal.md`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Control, Journal, JournalMark, LogWriter};
+use crate::batch::WriteBatch;
+use crate::error::Result;
+use crate::filename;
+use crate::fs::{CountingFs, FileSyncer, IoClass};
+use crate::value::{separate, ValueStore};
+use crate::version::VersionEdit;
+
+/// The engine journal being written, and the older journals a rotation left
+/// unsynced.
+pub(crate) struct EngineJournal {
+    dir: PathBuf,
+    fs: CountingFs,
+    file_numbers: Arc<AtomicU64>,
+    /// Where separated values go before their pointers are journaled, and
+    /// the smallest value that goes there (`None`: nothing is separated at
+    /// write time).
+    values: Option<Arc<dyn ValueStore>>,
+    separation_threshold_bytes: Option<usize>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    writer: LogWriter,
+    /// Older journals, by number, with bytes not yet synced and memtables
+    /// not yet flushed. The next sync syncs them first and seals.
+    unsynced_older: Vec<(u64, Arc<dyn FileSyncer>)>,
+}
+
+impl EngineJournal {
+    /// Creates journal file `number` (and syncs the directory).
+    pub(crate) fn create(
+        dir: PathBuf,
+        fs: CountingFs,
+        file_numbers: Arc<AtomicU64>,
+        number: u64,
+        values: Option<Arc<dyn ValueStore>>,
+        separation_threshold_bytes: Option<usize>,
+    ) -> Result<EngineJournal> {
+        let w = fs.create(&filename::journal(&dir, number), IoClass::Journal)?;
+        fs.sync_dir(&dir)?;
+        Ok(EngineJournal {
+            dir,
+            fs,
+            file_numbers,
+            values,
+            separation_threshold_bytes,
+            inner: Mutex::new(Inner {
+                writer: LogWriter::new(w),
+                unsynced_older: Vec::new(),
+            }),
+        })
+    }
+
+    /// Syncs the values, then this and older journals: a synced journal
+    /// record must never point at values that are not durable. Older
+    /// journals left unsynced by a rotation are synced first, then a seal
+    /// record in this journal (synced with it) tells recovery that they are
+    /// complete.
+    fn sync_inner(&self, j: &mut Inner) -> Result<()> {
+        if let Some(v) = &self.values {
+            v.sync()?;
+        }
+        if !j.unsynced_older.is_empty() {
+            for (_, s) in &j.unsynced_older {
+                s.sync()?;
+            }
+            j.writer.add_record(&Control::Seal.encode())?;
+            j.unsynced_older.clear();
+        }
+        j.writer.sync()
+    }
+}
+
+impl Journal for EngineJournal {
+    fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>> {
+        let separated = match (&self.values, self.separation_threshold_bytes) {
+            (Some(store), Some(t)) => separate(store.as_ref(), t, group, seq)?,
+            _ => None,
+        };
+        let record = separated.as_ref().unwrap_or(group);
+        let mut j = self.inner.lock();
+        j.writer.add_record(record.data())?;
+        if sync {
+            self.sync_inner(&mut j)?;
+        }
+        Ok(separated)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.sync_inner(&mut self.inner.lock())
+    }
+
+    /// A new journal file takes the new buffer's records. The old one is
+    /// not synced here: its memtable's flush usually makes it obsolete
+    /// before its pages reach the disk. The new journal opens with a link
+    /// record naming the old one and giving its length, and the next sync
+    /// seals it, which keeps recovery to a prefix.
+    fn rotate(&self, current: JournalMark) -> Result<JournalMark> {
+        let JournalMark::File(old_number) = current else {
+            unreachable!("an engine journal marks buffers by file number")
+        };
+        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let mut j = self.inner.lock();
+        let w = self
+            .fs
+            .create(&filename::journal(&self.dir, number), IoClass::Journal)?;
+        self.fs.sync_dir(&self.dir)?;
+        j.writer.flush()?;
+        let link = Control::Link {
+            journal: old_number,
+            len: j.writer.len(),
+        };
+        if j.writer.is_dirty() {
+            let syncer = j.writer.syncer()?;
+            j.unsynced_older.push((old_number, syncer));
+        }
+        j.writer = LogWriter::new(w);
+        j.writer.add_record(&link.encode())?;
+        Ok(JournalMark::File(number))
+    }
+
+    fn replay_from(&self, next: JournalMark, _edit: &mut VersionEdit) -> Option<u64> {
+        match next {
+            JournalMark::File(n) => Some(n),
+            JournalMark::ValueLog(..) => None,
+        }
+    }
+
+    fn forget_below(&self, log_number: u64) {
+        self.inner
+            .lock()
+            .unsynced_older
+            .retain(|&(n, _)| n >= log_number);
+    }
+}
