@@ -27,6 +27,7 @@ pub mod dump;
 mod error;
 mod filename;
 pub mod fs;
+mod gc;
 mod index;
 mod iter;
 mod journal;

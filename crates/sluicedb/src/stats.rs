@@ -256,8 +256,6 @@ pub(crate) struct Counters {
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_bytes_read: AtomicU64,
     pub(crate) gc_bytes_written: AtomicU64,
-    pub(crate) cold_moved_bytes: AtomicU64,
-    pub(crate) cold_gc_runs: AtomicU64,
     pub(crate) relocations_applied: AtomicU64,
     pub(crate) relocations_dropped: AtomicU64,
 }

@@ -20,8 +20,6 @@ use crate::stats::Counters;
 use crate::stats::{LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
-use crate::value::hash::HashStore;
-use crate::value::log::store::LogStore;
 use crate::value::ValueStore;
 use crate::version::{ManifestState, Version, VersionSet};
 
@@ -63,12 +61,9 @@ pub(super) struct State {
     pub(super) gc_running: bool,
     /// When the last GC step ended (for `gc_interval_ms`).
     pub(super) last_gc: Instant,
-    /// Value log files below `.0` may be deleted once no registered reader
-    /// is older than sequence `.1` (`docs/design.md`, "Value store").
-    pub(super) pending_log_deletes: Vec<(u64, u64)>,
-    /// Hash layout: group files GC retired, deleted once no registered
-    /// reader is older than the sequence.
-    pub(super) pending_segment_deletes: Vec<(Vec<u64>, u64)>,
+    /// Value store files GC freed, deleted once no registered reader is
+    /// older than the sequence (`docs/design.md`, "Value store").
+    pub(super) pending_deletes: Vec<(Vec<u64>, u64)>,
 }
 
 impl State {
@@ -138,17 +133,6 @@ impl Core {
         self.journal.get().map(|j| j.as_ref()).ok_or(Error::Closed)
     }
 
-    /// The value store when its layout is hash.
-    pub(crate) fn hash_store(&self) -> Option<&HashStore> {
-        self.values.as_deref().and_then(|v| v.as_hash())
-    }
-
-    /// The value store when its layout is the log (its GC, and the log as
-    /// journal, need the concrete type).
-    pub(crate) fn log_store(&self) -> Option<&LogStore> {
-        self.values.as_deref().and_then(|v| v.as_log())
-    }
-
     pub(super) fn new_output_number(&self) -> u64 {
         let n = self.versions.new_file_number();
         self.state.lock().pending_outputs.insert(n);
@@ -199,7 +183,7 @@ impl Core {
                 score: scores[l],
             })
             .collect();
-        Stats {
+        let mut stats = Stats {
             created_with: st.current.preset.as_deref().and_then(Preset::from_name),
             io: self.fs.counters().snapshot(),
             user_bytes_written: get(&c.user_bytes),
@@ -234,25 +218,16 @@ impl Core {
             value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
             value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
             value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
-            hash_groups: self
-                .values
-                .as_deref()
-                .and_then(|v| v.as_hash())
-                .map_or(0, |h| h.groups()),
-            hash_log_segments_in_use: self
-                .values
-                .as_deref()
-                .and_then(|v| v.as_hash())
-                .map_or(0, |h| h.log_segments_in_use()),
-            hash_group_fill: self.hash_store().map_or([0; 11], |h| h.fill_histogram()),
-            hash_cold_log_bytes: self.hash_store().map_or(0, |h| h.cold_bytes()),
-            hash_cold_moved_bytes: get(&c.cold_moved_bytes),
-            hash_cold_gc_runs: get(&c.cold_gc_runs),
             gc_runs: get(&c.gc_runs),
             gc_bytes_read: get(&c.gc_bytes_read),
             gc_bytes_written: get(&c.gc_bytes_written),
             relocations_applied: get(&c.relocations_applied),
             relocations_dropped: get(&c.relocations_dropped),
+            ..Stats::default()
+        };
+        if let Some(v) = &self.values {
+            v.layout_stats(&mut stats);
         }
+        stats
     }
 }

@@ -1,70 +1,29 @@
-//! Value log garbage collection (seed 001 §3.3.2) and the one rule of
-//! relocation (DESIGN.md; `docs/design.md`, "Value store").
+//! The engine's GC driver (`crate::gc` lists its steps) and the one rule
+//! of relocation (DESIGN.md; `docs/design.md`, "Value store").
 //!
-//! A GC step reads a chunk at the tail, keeps the records the index still
-//! points at, copies them to the head (marked as GC copies, which replay
-//! never applies), syncs the log, and submits the relocations through the
-//! write path. There, as a group of its own, each is applied only if the
-//! key's newest entry still points at the old record, with a fresh sequence
-//! number. Then the tail advances in the manifest, and files behind it are
-//! deleted once no registered reader is older than the relocations.
+//! A layout's victim is frozen, the barrier makes every write that appended
+//! to it visible, the layout collects it in a view taken then, and its
+//! relocations are submitted through the write path. There, as a group of
+//! their own, each is applied only if the key's newest entry still points
+//! at the old record, with a fresh sequence number. Then the journal is
+//! synced, the layout's edit installed, and the files it frees deleted once
+//! no registered reader is older than the relocations.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{bump, Core, State, SuperVersion, WriterSlot};
+use super::core::{Core, State, SuperVersion};
+use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::gc::{GcHost, GcTrigger, Relocations, SeenView};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
-use crate::stats::GcStats;
-use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
-use crate::value::log::store::LogStore;
+use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
-use crate::value::ValueStore;
-use crate::version::VersionEdit;
-
-/// Moving `key`'s value from `old` to `new`.
-#[derive(Debug, Clone)]
-pub(crate) struct Relocation {
-    pub(crate) key: Vec<u8>,
-    pub(crate) old: ValuePointer,
-    pub(crate) new: ValuePointer,
-}
-
-/// The relocations of one GC step and the view GC found them live in.
-#[derive(Debug, Clone)]
-pub(crate) struct Relocations {
-    pub(crate) moves: Vec<Relocation>,
-    /// The view GC saw each key's newest entry point at `old` in (`None`
-    /// for the barrier's empty set).
-    pub(crate) seen: Option<SeenView>,
-}
-
-/// The view a GC step judged its records in, kept until its relocations
-/// are committed (see `commit_relocations`).
-#[derive(Clone)]
-pub(crate) struct SeenView {
-    /// The sequence number GC reads at.
-    pub(crate) seq: u64,
-    pub(crate) sv: Arc<SuperVersion>,
-    /// Memtables switched and flushed when it was taken: its active
-    /// memtable is the `switched + 1`-th to be flushed.
-    pub(crate) switched: u64,
-    pub(crate) flushed: u64,
-}
-
-impl std::fmt::Debug for SeenView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SeenView")
-            .field("seq", &self.seq)
-            .field("switched", &self.switched)
-            .field("flushed", &self.flushed)
-            .finish_non_exhaustive()
-    }
-}
+use crate::version::{Version, VersionEdit};
 
 /// How `commit_relocations` tells whether a key got a newer entry.
 enum NewerCheck {
@@ -86,9 +45,6 @@ fn newer_in_memtables(sv: &SuperVersion, key: &[u8], seq: u64) -> bool {
         .any(|m| m.newest_sequence(key).is_some_and(|s| s > seq))
 }
 
-/// Background GC runs once the log is within 1/this of its capacity.
-const GC_HEADROOM_DIVISOR: u64 = 16;
-
 impl Core {
     /// The view a GC step judges its records in: the visible sequence
     /// number with the super version and memtable counters of that moment.
@@ -102,11 +58,11 @@ impl Core {
         }
     }
 
-    /// True if `key`'s newest entry at `seq` is a pointer to exactly `p`.
-    fn points_at(&self, sv: &SuperVersion, key: &[u8], seq: u64, p: &ValuePointer) -> Result<bool> {
+    /// The pointer `key`'s newest entry at `seq` holds, if it is one.
+    fn pointer_at(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Option<ValuePointer>> {
         Ok(match self.lookup(sv, key, seq)? {
-            Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes) == Some(*p),
-            _ => false,
+            Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes),
+            _ => None,
         })
     }
 
@@ -151,7 +107,7 @@ impl Core {
                                 .as_ref()
                                 .is_some_and(|t| newer_in_memtables(t, &r.key, *seq))
                     }
-                    NewerCheck::Lookup => self.points_at(&sv, &r.key, base, &r.old)?,
+                    NewerCheck::Lookup => self.pointer_at(&sv, &r.key, base)? == Some(r.old),
                 };
                 if live {
                     batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
@@ -227,213 +183,184 @@ impl Core {
         })
     }
 
-    /// True when the value log passed its capacity and GC has a file it
-    /// can collect: writes wait for GC then.
+    /// True when the value store passed its capacity and GC can free
+    /// some: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
-        if let Some(h) = self.hash_store() {
-            return self.hash_over_capacity(h, st);
+        match (&self.values, self.opts.value_store_capacity_bytes) {
+            (Some(store), Some(cap)) => store.gc_over_capacity(&st.current, cap),
+            _ => false,
         }
-        let (Some(store), Some(cap)) = (self.log_store(), self.opts.value_store_capacity_bytes)
-        else {
-            return false;
-        };
-        store.total_bytes() > cap && self.gc_start(store, st).is_some()
     }
 
-    /// True when background GC should run: the known garbage reached the
-    /// configured share of the value log, or the log outgrew its capacity.
+    /// True when background GC should run (the layout's triggers).
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
-        if let Some(h) = self.hash_store() {
-            return self.hash_gc_wanted(h, st);
-        }
-        let Some(store) = self.log_store() else {
+        let Some(store) = &self.values else {
             return false;
         };
-        let total = store.total_bytes();
-        let garbage: u64 = st.current.value_log.garbage.values().sum();
-        let by_ratio = self
-            .opts
-            .gc_garbage_ratio
-            .is_some_and(|r| total > 0 && garbage as f64 >= r * total as f64);
-        // GC starts a little before the capacity, so that writes seldom
-        // reach it and wait.
-        let by_size = self
-            .opts
-            .value_store_capacity_bytes
-            .is_some_and(|c| total > c - c / GC_HEADROOM_DIVISOR);
-        let by_time = self
-            .opts
-            .gc_interval_ms
-            .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms));
-        (by_ratio || by_size || by_time) && self.gc_start(store, st).is_some()
+        store.gc_wanted(&GcTrigger {
+            current: &st.current,
+            capacity_bytes: self.opts.value_store_capacity_bytes,
+            garbage_ratio: self.opts.gc_garbage_ratio,
+            interval_due: self
+                .opts
+                .gc_interval_ms
+                .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms)),
+        })
     }
 
-    /// Where GC would start. When the value log is the journal, files from
-    /// the replay start on are out of its reach: recovery reads them.
-    fn gc_start(&self, store: &LogStore, st: &State) -> Option<(u64, u64)> {
-        let meta = &st.current.value_log;
-        store.gc_start(meta.tail, meta.journal_from.map(|j| j.0))
+    /// The threads of a GC step; `None` with `gc_threads` 1.
+    fn gc_threads(&self) -> Option<&rayon::ThreadPool> {
+        let n = self.opts.gc_threads;
+        (n > 1).then(|| {
+            self.gc_pool.get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("sluice-gc-{i}"))
+                    .build()
+                    .expect("GC threads start")
+            })
+        })
     }
 
-    /// One GC step: one chunk from the tail. `Ok(None)` when there is
-    /// nothing to collect (only the head file exists).
-    pub(super) fn gc_once(&self) -> Result<Option<GcStats>> {
-        if let Some(h) = self.hash_store() {
-            return self.gc_group(h);
-        }
-        let Some(store) = self.log_store() else {
+    /// One GC step of the value store's layout; `Ok(None)` when it has
+    /// nothing to collect. Also returns how many files the step freed.
+    pub(super) fn gc_once(&self) -> Result<Option<(GcStats, usize)>> {
+        let Some(store) = &self.values else {
             return Ok(None);
         };
         let _one = self.gc_lock.lock();
         let started = std::time::Instant::now();
         self.delete_collected_files();
-        let start = self.gc_start(store, &self.state.lock());
-        let Some((file, offset)) = start else {
+        // 1. The victim, frozen.
+        let Some(mut victim) = store.gc_victim(self)? else {
             return Ok(None);
         };
-        let chunk = store.read_chunk(file, offset, self.opts.gc_chunk_bytes)?;
+        // 2. Writes that appended to it are visible from here on.
         self.publish_barrier()?;
         let seen = self.gc_view();
-        let (seq, sv) = (seen.seq, &seen.sv);
-        let mut relocations = Vec::new();
-        let mut written = 0;
-        for (p, rec) in &chunk.records {
-            if !rec.may_be_live() || !self.points_at(sv, &rec.key, seq, p)? {
-                continue;
-            }
-            let new = store.append(&Record {
-                seq: rec.seq,
-                flags: KIND_PUT | FLAG_GC_COPY,
-                key: &rec.key,
-                value: &rec.value,
-            })?;
-            written += u64::from(new.record_len);
-            relocations.push(Relocation {
-                key: rec.key.clone(),
-                old: *p,
-                new,
-            });
-        }
-        // The copies are durable before any index entry points at them.
-        store.sync()?;
-        let applied = if relocations.is_empty() {
+        // 3. Live records copied, copies durable.
+        let c = victim.collect(self, &seen)?;
+        // 4. Relocations through the write path.
+        let live = c.moves.len() as u64;
+        let applied = if c.moves.is_empty() {
             0
         } else {
             self.submit_relocations(Relocations {
-                moves: relocations.clone(),
+                moves: c.moves,
                 seen: Some(seen),
             })?
         };
         let barrier = self.visible_seq.load(Ordering::Acquire);
-        // Every write that made a record of this chunk dead must be durable
-        // before the tail moves past it: replay may meet the dead record's
-        // pointer and relies on a later journal entry to shadow it.
+        // 5. Every write that made a collected record dead is durable
+        // before the record goes: replay may meet the dead record's pointer
+        // and relies on a later journal entry to shadow it.
         self.sync_journal()?;
-        let edit = VersionEdit {
-            value_log_tail: Some(chunk.next),
-            ..VersionEdit::default()
-        };
-        let next_file = chunk.next.0;
-        self.install(edit, None, &[], |st| {
-            if next_file > file {
-                st.pending_log_deletes.push((next_file, barrier));
+        // 6. The layout lets go of the records; 7. their files go once no
+        // reader is older than the relocations.
+        let freed = c.frees.len();
+        let frees = c.frees;
+        self.install(c.edit, None, &[], |st| {
+            if !frees.is_empty() {
+                st.pending_deletes.push((frees, barrier));
             }
         })?;
+        victim.installed();
         self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
         if let Some(rate) = self.opts.gc_max_bytes_per_sec {
             // Throttle: this step may take no less than bytes / rate.
-            let floor = std::time::Duration::from_secs_f64(chunk.bytes as f64 / rate as f64);
+            let floor = std::time::Duration::from_secs_f64(c.bytes_read as f64 / rate as f64);
             if let Some(rest) = floor.checked_sub(started.elapsed()) {
                 std::thread::sleep(rest);
             }
         }
         bump(&self.counters.gc_runs, 1);
-        bump(&self.counters.gc_bytes_read, chunk.bytes);
-        bump(&self.counters.gc_bytes_written, written);
-        Ok(Some(GcStats {
+        bump(&self.counters.gc_bytes_read, c.bytes_read);
+        bump(&self.counters.gc_bytes_written, c.bytes_written);
+        let stats = GcStats {
             chunks: 1,
-            bytes_read: chunk.bytes,
-            records: chunk.records.len() as u64,
-            live_records: relocations.len() as u64,
+            bytes_read: c.bytes_read,
+            records: c.records,
+            live_records: live,
             relocations_applied: applied,
-            relocations_dropped: relocations.len() as u64 - applied,
-        }))
+            relocations_dropped: live - applied,
+        };
+        Ok(Some((stats, freed)))
     }
 
-    /// Collects the whole oldest value log file (`Db::gc`).
+    /// Collects until a file is freed (`Db::gc`): the log's oldest file,
+    /// or one hash group.
     pub(super) fn gc_file(&self) -> Result<GcStats> {
         if self.opts.read_only {
             return Err(Error::ReadOnly);
         }
         let mut total = GcStats::default();
-        if let Some(h) = self.hash_store() {
-            // One segment group: the greedy victim.
-            return Ok(self.gc_group(h)?.unwrap_or_default());
-        }
-        let Some(store) = self.log_store() else {
+        let Some(store) = &self.values else {
             return Ok(total);
         };
-        // With the value log as the journal, files the replay start has not
-        // passed cannot be collected: a flush moves it to the head.
-        let blocked = {
-            let st = self.state.lock();
-            let meta = &st.current.value_log;
-            store.gc_start(meta.tail, None).is_some() && self.gc_start(store, &st).is_none()
-        };
-        if blocked {
+        let current = self.state.lock().current.clone();
+        if store.gc_needs_flush(&current) {
             self.flush()?;
         }
-        let start = self.gc_start(store, &self.state.lock());
-        let Some((file, _)) = start else {
-            return Ok(total);
-        };
         loop {
             self.state.lock().check_writable()?;
-            let Some(s) = self.gc_once()? else { break };
+            let Some((s, freed)) = self.gc_once()? else {
+                break;
+            };
             total.chunks += s.chunks;
             total.bytes_read += s.bytes_read;
             total.records += s.records;
             total.live_records += s.live_records;
             total.relocations_applied += s.relocations_applied;
             total.relocations_dropped += s.relocations_dropped;
-            let tail = self.state.lock().current.value_log.tail;
-            if tail.is_some_and(|t| t.0 > file) {
+            if freed > 0 {
                 break;
             }
         }
         Ok(total)
     }
 
-    /// Deletes value store files GC collected (log files behind the tail,
-    /// retired segment group files) once every registered reader (snapshot
-    /// or iterator) is at least as new as the relocations that moved their
-    /// live records.
+    /// Deletes value store files GC freed once every registered reader
+    /// (snapshot or iterator) is at least as new as the relocations that
+    /// moved their live records.
     pub(super) fn delete_collected_files(&self) {
-        if let Some(h) = self.hash_store() {
-            self.delete_retired_segments(h);
-            return;
-        }
-        let Some(store) = self.log_store() else {
+        let Some(store) = &self.values else {
             return;
         };
-        let below = {
+        let doomed: Vec<u64> = {
             let mut st = self.state.lock();
             let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);
-            let mut below = 0;
-            st.pending_log_deletes.retain(|&(file, barrier)| {
-                if oldest >= barrier {
-                    below = below.max(file);
+            let mut doomed = Vec::new();
+            st.pending_deletes.retain(|(files, barrier)| {
+                if oldest >= *barrier {
+                    doomed.extend(files.iter().copied());
                     false
                 } else {
                     true
                 }
             });
-            below
+            doomed
         };
-        if below > 0 {
-            // A failed delete leaves a file that the next open removes.
-            let _ = store.delete_below(below);
+        if !doomed.is_empty() {
+            store.delete_collected(&doomed);
         }
+    }
+}
+
+impl GcHost for Core {
+    fn current(&self) -> Arc<Version> {
+        self.state.lock().current.clone()
+    }
+
+    fn install(&self, edit: VersionEdit) -> Result<()> {
+        Core::install(self, edit, None, &[], |_| {})
+    }
+
+    fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>> {
+        self.pointer_at(&view.sv, key, view.seq)
+    }
+
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.gc_threads()
     }
 }

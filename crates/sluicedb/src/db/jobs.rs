@@ -261,9 +261,8 @@ impl Core {
             (st.current.clone(), st.log_number, st.last_sequence)
         };
         let log_number = log_number.unwrap_or(old_log);
-        if let Some(store) = self.log_store() {
-            // Files sealed since the last install: an open checks them.
-            edit.value_log_sealed = store.unnamed_sealed(&base.value_log.sealed);
+        if let Some(store) = &self.values {
+            store.before_install(&base, &mut edit);
         }
         let version = base
             .apply(&edit)

@@ -35,18 +35,13 @@ use crate::version::VersionSet;
 
 mod core;
 mod gc;
-mod gc_hash;
 mod jobs;
 mod open;
 mod read;
 mod recover;
 mod write;
 
-use self::core::State;
 pub(crate) use self::core::{Core, SuperVersion};
-use self::write::WriterSlot;
-use crate::stats::bump;
-pub(crate) use gc::Relocations;
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock

@@ -178,7 +178,7 @@ impl Core {
             }
         }
         let mut open_edit = VersionEdit::default();
-        let mut hash_store = None;
+        let mut value_log = None;
         let mut log_journal = None;
         let values: Option<Arc<dyn ValueStore>> = match layout {
             Some(ValueLayout::Hash) => {
@@ -193,7 +193,6 @@ impl Core {
                 open_edit.hash_files_added = e.added;
                 open_edit.hash_files_dropped = e.dropped;
                 let store = Arc::new(store);
-                hash_store = Some(store.clone());
                 Some(store)
             }
             Some(_) => {
@@ -205,6 +204,7 @@ impl Core {
                         file_size_bytes: opts.value_log_file_size_bytes,
                         buffer_bytes: opts.value_log_buffer_bytes,
                         prefetch_threads: opts.scan_prefetch_threads.max(1),
+                        gc_chunk_bytes: opts.gc_chunk_bytes,
                     },
                     rec.version.value_log.tail,
                     &rec.version.value_log.sealed,
@@ -215,6 +215,7 @@ impl Core {
                         opts.separation_threshold_bytes,
                     ));
                 }
+                value_log = Some(store.clone());
                 Some(store)
             }
             None => None,
@@ -247,8 +248,7 @@ impl Core {
             closing: false,
             gc_running: false,
             last_gc: Instant::now(),
-            pending_log_deletes: Vec::new(),
-            pending_segment_deletes: Vec::new(),
+            pending_deletes: Vec::new(),
         };
         let core = Core {
             dir,
@@ -271,9 +271,9 @@ impl Core {
             flush_appends: Mutex::new(()),
             gc_pool: std::sync::OnceLock::new(),
         };
-        core.recover(&journals, open_edit, &manifest, log_journal)?;
-        if let Some(h) = hash_store {
-            h.remove_dropped();
+        core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;
+        if let Some(v) = &core.values {
+            v.after_open();
         }
         core.delete_obsolete_files();
         Ok(core)

@@ -141,13 +141,16 @@ impl Core {
     /// `opened` holds what opening the value store changed (new files of
     /// the hash layout's groups); it goes into the same manifest.
     /// `manifest` is the manifest recovered from (for errors).
-    /// `log_journal` is the value log as journal, when the options ask for
-    /// it; otherwise a new engine journal is created.
+    /// `value_log` is the log layout's store when the database has one (the
+    /// value log may hold writes to replay), and `log_journal` the value
+    /// log as journal, when the options ask for it; otherwise a new engine
+    /// journal is created.
     pub(super) fn recover(
         &self,
         journals: &[u64],
         opened: VersionEdit,
         manifest: &Path,
+        value_log: Option<Arc<LogStore>>,
         log_journal: Option<LogJournal>,
     ) -> Result<()> {
         let (max_seq, journal_from) = {
@@ -161,8 +164,8 @@ impl Core {
         };
         let ended = self.replay_journals(journals, &mut r)?;
         if let (Ended::Fully, Some(from)) = (ended, journal_from) {
-            let store = self.log_store().ok_or_else(crate::value::missing_store)?;
-            self.replay_value_log(store, from, &mut r)?;
+            let store = value_log.ok_or_else(crate::value::missing_store)?;
+            self.replay_value_log(&store, from, &mut r)?;
         }
         if !r.mem.is_empty() {
             self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
@@ -173,15 +176,11 @@ impl Core {
         if let (true, Some(v)) = (self.opts.separate_at_flush, &self.values) {
             v.sync()?;
         }
-        if let Some(store) = self.log_store() {
-            // The replayed history is settled: what the crash tore at the
-            // log's end goes, and the manifest names every sealed file.
-            let named = self.state.lock().current.value_log.sealed.clone();
-            store.cut_torn_tail(&named)?;
-            r.edit.value_log_sealed = store.unnamed_sealed(&named);
-        }
-        if let Some(store) = self.hash_store() {
-            store.cut_torn_tails()?;
+        if let Some(store) = &self.values {
+            // The replayed history is settled: the store cuts what the
+            // crash tore off its newest files.
+            let current = self.state.lock().current.clone();
+            store.after_replay(&current, &mut r.edit)?;
         }
         let log_number = self.versions.new_file_number();
         let (journal, mark): (Box<dyn Journal>, JournalMark) = match log_journal {

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
-use super::Relocations;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::gc::Relocations;
 use crate::stats::bump;
 
 pub(super) struct WriterSlot {

@@ -16,17 +16,20 @@ use std::path::Path;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
+use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::key::Kind;
+use crate::stats::Stats;
+use crate::version::{Version, VersionEdit};
 use log::format::Record;
 use log::reader::OwnedRecord;
-use log::store::LogStore;
 use pointer::ValuePointer;
 
 /// A value store layout (DESIGN.md, axis 2). The engine's write path,
 /// reads, scans and recovery use only this trait, so a layout can place
 /// records where it likes (a log's head, a key's hash group, a value table)
-/// and reclaim space its own way. Each layout's GC reaches its concrete type
-/// (`as_log`), because GC is what the layouts differ in.
+/// and reclaim space its own way: its GC step, triggers, recovery hooks and
+/// statistics are methods here too, so no code outside a layout's folder
+/// names its concrete type.
 pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Appends a record and returns where it is; it can be read at once,
     /// and is durable after the next [`ValueStore::sync`].
@@ -132,15 +135,47 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         self.total_bytes() > capacity
     }
 
-    /// The log layout, for its GC and the value-log-as-journal mode.
-    fn as_log(&self) -> Option<&LogStore> {
-        None
+    /// Picks what the next GC step collects and freezes it (no append
+    /// reaches it afterwards); `None` when there is nothing to collect.
+    /// The engine's driver runs the step (`crate::gc`).
+    fn gc_victim<'a>(&'a self, _host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        Ok(None)
     }
 
-    /// The hash layout, for its GC and statistics.
-    fn as_hash(&self) -> Option<&hash::HashStore> {
-        None
+    /// True when background GC should run now.
+    fn gc_wanted(&self, _trigger: &GcTrigger<'_>) -> bool {
+        false
     }
+
+    /// True when the store is past `capacity` and GC can free some: writes
+    /// wait for GC then.
+    fn gc_over_capacity(&self, _current: &Version, _capacity: u64) -> bool {
+        false
+    }
+
+    /// True when a flush would let GC collect what it cannot now (the
+    /// value log as journal keeps its replay start).
+    fn gc_needs_flush(&self, _current: &Version) -> bool {
+        false
+    }
+
+    /// Deletes files a GC step freed; no registered reader can need them.
+    fn delete_collected(&self, _files: &[u64]) {}
+
+    /// Adds what the layout's state needs to an edit about to be installed.
+    fn before_install(&self, _base: &Version, _edit: &mut VersionEdit) {}
+
+    /// After recovery replayed the journal: cuts what a crash tore off the
+    /// newest files, and adds to `edit` what the manifest should record.
+    fn after_replay(&self, _current: &Version, _edit: &mut VersionEdit) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the recovered manifest is written: removes files it dropped.
+    fn after_open(&self) {}
+
+    /// Fills the layout's section of [`Stats`].
+    fn layout_stats(&self, _stats: &mut Stats) {}
 }
 
 /// Moves the group's values of at least `threshold` bytes into `store`

@@ -3,6 +3,7 @@
 //! number, flags and CRC, appended at the head; GC reads from the tail.
 
 pub(crate) mod format;
+mod gc;
 pub(crate) mod journal;
 pub(crate) mod reader;
 pub(crate) mod store;

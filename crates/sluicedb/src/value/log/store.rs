@@ -19,9 +19,11 @@ use super::writer::VlogWriter;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
+use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 use crate::value::{PointerCheck, ValueStore};
+use crate::version::{Version, VersionEdit};
 
 /// Sizes of the log layout.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,8 @@ pub(crate) struct LogConfig {
     pub(crate) buffer_bytes: usize,
     /// Threads reading values ahead for scans.
     pub(crate) prefetch_threads: usize,
+    /// Bytes a GC step reads from the tail (`Options::gc_chunk_bytes`).
+    pub(crate) gc_chunk_bytes: u64,
 }
 
 struct Inner {
@@ -59,6 +63,7 @@ pub(crate) struct LogStore {
     file_numbers: Arc<AtomicU64>,
     file_size_limit: u64,
     buffer_bytes: usize,
+    pub(super) gc_chunk_bytes: u64,
     inner: Mutex<Inner>,
     readers: FileReaders,
     appended_bytes: AtomicU64,
@@ -133,6 +138,7 @@ impl LogStore {
             file_numbers,
             file_size_limit,
             buffer_bytes,
+            gc_chunk_bytes: config.gc_chunk_bytes,
             inner: Mutex::new(Inner {
                 head,
                 sealed,
@@ -314,6 +320,12 @@ impl LogStore {
         Ok(out)
     }
 
+    /// Sealed files numbered `from` up to `to` (excluded).
+    pub(crate) fn sealed_between(&self, from: u64, to: u64) -> Vec<u64> {
+        let inner = self.inner.lock();
+        inner.sealed.range(from..to).map(|(&n, _)| n).collect()
+    }
+
     /// Marks files below `file` collected and deletes them. Callers ensure no
     /// reader can still hold a pointer into them.
     pub(crate) fn delete_below(&self, file: u64) -> Result<()> {
@@ -493,8 +505,43 @@ impl ValueStore for LogStore {
         self.appended_bytes.load(Ordering::Relaxed)
     }
 
-    fn as_log(&self) -> Option<&LogStore> {
-        Some(self)
+    fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        self.gc_victim_log(host)
+    }
+
+    fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
+        self.gc_wanted_log(t)
+    }
+
+    fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
+        self.over_capacity_log(current, capacity)
+    }
+
+    fn gc_needs_flush(&self, current: &Version) -> bool {
+        self.gc_needs_flush_log(current)
+    }
+
+    /// Files behind the tail go in order: everything below the newest.
+    fn delete_collected(&self, files: &[u64]) {
+        if let Some(&newest) = files.iter().max() {
+            // A failed delete leaves a file that the next open removes.
+            let _ = self.delete_below(newest + 1);
+        }
+    }
+
+    /// Sealed files the manifest does not name yet: the install names them
+    /// (an open checks each is there, whole).
+    fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
+        edit.value_log_sealed = self.unnamed_sealed(&base.value_log.sealed);
+    }
+
+    /// The replayed history is settled: what the crash tore at the log's
+    /// end goes, and the manifest names every sealed file.
+    fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
+        let named = &current.value_log.sealed;
+        self.cut_torn_tail(named)?;
+        edit.value_log_sealed = self.unnamed_sealed(named);
+        Ok(())
     }
 }
 
@@ -511,6 +558,7 @@ mod tests {
             file_size_bytes: 4096,
             buffer_bytes: 512,
             prefetch_threads: 2,
+            gc_chunk_bytes: 4096,
         };
         LogStore::open(
             Path::new("/db"),

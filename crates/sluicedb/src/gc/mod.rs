@@ -1,0 +1,125 @@
+//! Garbage collection of the value store: what every layout's GC shares
+//! (DESIGN.md, "GC"; `docs/design.md`, "Value store").
+//!
+//! A layout decides *what* to collect and *how* to read it: WiscKey's log
+//! collects a chunk at its tail (seed 001 §3.3.2), HashKV a whole segment
+//! group (seed 000 §3.3). It does so through two calls of its
+//! [`ValueStore`](crate::value::ValueStore): `gc_victim` picks and freezes
+//! what to collect (no append reaches it afterwards), and
+//! [`GcVictim::collect`] reads it, keeps the records the index still points
+//! at, copies them into the store and syncs the copies. The engine's one
+//! driver (`db/gc.rs`) runs the steps every layout needs, in this order:
+//!
+//! 1. victim frozen (layout);
+//! 2. publish barrier: every write that appended to the frozen records is
+//!    visible, then the view the records are judged in is taken;
+//! 3. collect (layout): live records copied, copies durable;
+//! 4. relocations committed through the write path under the one rule of
+//!    relocation (applied only where the key still points at the old
+//!    record, with a fresh sequence number);
+//! 5. journal synced: every write that made a collected record dead is
+//!    durable before the record goes;
+//! 6. the layout's edit installed (the records leave the manifest);
+//! 7. the freed files deleted once no registered reader is older than the
+//!    relocations.
+
+use std::sync::Arc;
+
+use crate::db::SuperVersion;
+use crate::error::Result;
+use crate::value::pointer::ValuePointer;
+use crate::version::{Version, VersionEdit};
+
+/// Moving `key`'s value from `old` to `new`.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocation {
+    pub(crate) key: Vec<u8>,
+    pub(crate) old: ValuePointer,
+    pub(crate) new: ValuePointer,
+}
+
+/// The relocations of one GC step and the view GC found them live in.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocations {
+    pub(crate) moves: Vec<Relocation>,
+    /// The view GC saw each key's newest entry point at `old` in (`None`
+    /// for the barrier's empty set).
+    pub(crate) seen: Option<SeenView>,
+}
+
+/// The view a GC step judged its records in, kept until its relocations
+/// are committed (the commit's check for newer entries relies on it).
+#[derive(Clone)]
+pub(crate) struct SeenView {
+    /// The sequence number GC reads at.
+    pub(crate) seq: u64,
+    pub(crate) sv: Arc<SuperVersion>,
+    /// Memtables switched and flushed when it was taken: its active
+    /// memtable is the `switched + 1`-th to be flushed.
+    pub(crate) switched: u64,
+    pub(crate) flushed: u64,
+}
+
+impl std::fmt::Debug for SeenView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeenView")
+            .field("seq", &self.seq)
+            .field("switched", &self.switched)
+            .field("flushed", &self.flushed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a layout's GC may ask of the engine.
+pub(crate) trait GcHost: Sync {
+    /// The current version (the layout's manifest state is in it).
+    fn current(&self) -> Arc<Version>;
+
+    /// Makes a layout edit durable in the manifest and installs it (a new
+    /// head file is listed before anything is written to it).
+    fn install(&self, edit: VersionEdit) -> Result<()>;
+
+    /// The pointer `key`'s newest entry holds in `view`; `None` when that
+    /// entry is an inline value, a deletion, or absent.
+    fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>>;
+
+    /// Threads for a step's parallel parts (`Options::gc_threads`); `None`
+    /// with one thread.
+    fn pool(&self) -> Option<&rayon::ThreadPool>;
+}
+
+/// What starts background GC and makes writes wait for it.
+pub(crate) struct GcTrigger<'a> {
+    pub(crate) current: &'a Version,
+    /// `Options::value_store_capacity_bytes`.
+    pub(crate) capacity_bytes: Option<u64>,
+    /// `Options::gc_garbage_ratio`.
+    pub(crate) garbage_ratio: Option<f64>,
+    /// `Options::gc_interval_ms` passed since the last step ended.
+    pub(crate) interval_due: bool,
+}
+
+/// A frozen victim: records no append reaches any more.
+pub(crate) trait GcVictim {
+    /// Reads the victim, keeps the records whose key still points at them
+    /// in `view`, appends their copies to the store and syncs them.
+    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected>;
+
+    /// Called once the step's edit is installed.
+    fn installed(self: Box<Self>) {}
+}
+
+/// What one GC step read, moved and frees.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    pub(crate) moves: Vec<Relocation>,
+    pub(crate) bytes_read: u64,
+    pub(crate) records: u64,
+    pub(crate) bytes_written: u64,
+    /// The manifest edit that lets go of the collected records; installed
+    /// after the relocations are committed and the journal is synced.
+    pub(crate) edit: VersionEdit,
+    /// Files the edit frees: deleted once no registered reader is older
+    /// than the relocations.
+    pub(crate) frees: Vec<u64>,
+}

@@ -1,0 +1,303 @@
+//! GC of the hash layout, one segment group at a time (seed 000 §3.3;
+//! `docs/design.md`, "Hash layout").
+//!
+//! A step picks the group with the most bytes written since its last GC,
+//! gives it a new head file (listed in the manifest before any write goes
+//! there), and scans the frozen files. The scan narrows each key to the
+//! records of its own versions; one index lookup per key then says which
+//! record, if any, is live. The paper decides validity from the scan alone;
+//! here that is unsafe, because a group can hold records the index never
+//! got (their journal records were lost in a crash) and the index can hold
+//! newer inline values the group never saw (selective separation). Live
+//! records are copied to the new head and synced; the engine's driver
+//! (`crate::gc`) relocates them through the write path, and the frozen
+//! files then leave the group in the manifest and are deleted once no
+//! reader can need them.
+//!
+//! Hotness awareness (§3.4): a live record that is its key's only record in
+//! the frozen files and is itself the copy the group's last GC made (the
+//! key was not updated for a whole GC period) is cold, and its copy goes to
+//! the cold log instead of the group. The paper leaves a tag (key and
+//! metadata) in the group so that its scan-only validity check knows the
+//! key; validity here comes from the index, which points at the cold copy,
+//! so no tag is needed (tags were measured: `docs/design.md`). The cold log
+//! is collected like a group, one file at a time: the one with the most
+//! known garbage, once at least half of it is garbage.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use rayon::prelude::*;
+
+use super::HashStore;
+use crate::error::{Error, Result};
+use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::value::log::reader::{scan_file, OwnedRecord};
+use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
+use crate::value::ValueStore;
+use crate::version::version::COLD_GROUP;
+use crate::version::{Version, VersionEdit};
+
+/// Background GC starts when fewer than 1/this of the reserve's log
+/// segments are free.
+const GC_LOW_WATER_DIVISOR: u64 = 8;
+
+/// Background GC also starts when the store is within 1/this of its
+/// capacity (with a cold log, groups below their main segment leave the
+/// reserve untouched while the store as a whole fills up).
+const GC_HEADROOM_DIVISOR: u64 = 16;
+
+/// Keys a GC thread looks up per task.
+const LOOKUP_CHUNK: usize = 512;
+
+/// A key's put records in the frozen files, in file order.
+type Versions = Vec<(ValuePointer, OwnedRecord)>;
+
+/// One frozen file as a GC step read it.
+struct ScannedFile {
+    bytes: u64,
+    records: u64,
+    /// Its put records the index may point at, in file order.
+    puts: Versions,
+}
+
+/// What one GC step collects.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Every file of a hash group but a new head.
+    Group(u32),
+    /// One sealed file of the cold log: (file, length).
+    Cold(u64, u64),
+}
+
+/// The frozen files of a group (or one cold log file).
+struct HashVictim<'a> {
+    store: &'a HashStore,
+    group: u32,
+    frozen: Vec<(u64, u64)>,
+}
+
+impl HashStore {
+    /// What the next GC step collects: a cold log file once at least half
+    /// of it is known garbage (`current` knows the garbage), else the
+    /// victim group (by the policy), else any cold log file with garbage.
+    fn gc_target(&self, current: &Version) -> Option<Target> {
+        let cold = if self.hotness() {
+            self.cold_victim(&current.value_log.garbage)
+        } else {
+            None
+        };
+        match cold {
+            Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
+                Some(Target::Cold(file, len))
+            }
+            _ => self.victim().map(Target::Group).or_else(|| {
+                cold.filter(|&(_, _, garbage)| garbage > 0)
+                    .map(|(file, len, _)| Target::Cold(file, len))
+            }),
+        }
+    }
+
+    /// True when the reserve is used up and a group can be collected:
+    /// writes wait for GC then ("value store full: waiting for GC").
+    pub(super) fn over_capacity_hash(&self, current: &Version, capacity: u64) -> bool {
+        self.is_full(capacity) && self.gc_target(current).is_some()
+    }
+
+    /// True when background GC should run: free log segments are low, the
+    /// store nears its capacity, or the GC interval passed.
+    pub(super) fn gc_wanted_hash(&self, t: &GcTrigger<'_>) -> bool {
+        // At or past the point where writes wait (`is_full`), whatever the
+        // divisors give for a small reserve.
+        let low = self
+            .reserve_segments()
+            .is_some_and(|r| self.log_segments_in_use() >= r - r / GC_LOW_WATER_DIVISOR)
+            || t.capacity_bytes
+                .is_some_and(|c| self.total_bytes() >= c - c / GC_HEADROOM_DIVISOR);
+        (low || t.interval_due) && self.gc_target(t.current).is_some()
+    }
+
+    /// Starts a new head file for group `g` (or the cold log), listed in
+    /// the manifest before anything is written to it; returns the group's
+    /// files before it.
+    fn new_group_head(&self, host: &dyn GcHost, g: u32) -> Result<Vec<(u64, u64)>> {
+        let (number, writer) = self.create_group_file()?;
+        host.install(VersionEdit {
+            hash_files_added: vec![(g, number)],
+            ..VersionEdit::default()
+        })?;
+        self.switch_head(g, number, writer)
+    }
+
+    /// Picks the victim group and freezes it behind a new head.
+    pub(super) fn gc_victim_hash<'a>(
+        &'a self,
+        host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        // Only GC appends to the cold log, so its head turns over here.
+        if self.cold_head_full() {
+            self.new_group_head(host, COLD_GROUP)?;
+        }
+        let Some(target) = self.gc_target(&host.current()) else {
+            return Ok(None);
+        };
+        // A group gets a new head, listed in the manifest before any write
+        // goes to it; its older files are frozen. A cold log file is
+        // sealed already.
+        let (group, frozen) = match target {
+            Target::Group(g) => (g, self.new_group_head(host, g)?),
+            Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
+        };
+        Ok(Some(Box::new(HashVictim {
+            store: self,
+            group,
+            frozen,
+        })))
+    }
+
+    /// Reads one frozen file: every put record the index may point at.
+    fn scan_frozen(&self, file: u64, store_id: u8) -> Result<ScannedFile> {
+        let path = self.path_of(file);
+        let data = self.read_file(file)?;
+        let scan = scan_file(&data, &path)?;
+        if let Some((off, why)) = scan.damage {
+            return Err(Error::corruption(&path, off, why));
+        }
+        // Recovery cut what a crash tore, and a frozen head was synced
+        // whole: an incomplete record is damage, never garbage.
+        if let Some(off) = scan.torn_tail_at {
+            return Err(Error::corruption(
+                &path,
+                off,
+                "a segment group file ends in an incomplete record",
+            ));
+        }
+        let records = scan.records.len() as u64;
+        let puts = scan
+            .records
+            .into_iter()
+            .filter(|(_, _, rec)| rec.may_be_live())
+            .map(|(offset, len, rec)| {
+                let p = ValuePointer {
+                    store: store_id,
+                    file,
+                    offset,
+                    record_len: len,
+                    record_crc: crate::coding::u32_at(&data, offset as usize),
+                };
+                (p, rec)
+            })
+            .collect();
+        Ok(ScannedFile {
+            bytes: data.len() as u64,
+            records,
+            puts,
+        })
+    }
+}
+
+impl GcVictim for HashVictim<'_> {
+    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected> {
+        let store = self.store;
+        let g = self.group;
+        // 1. Scan the frozen files (in parallel with `gc_threads`): every
+        // put record, by key, in file order.
+        let store_id = if g == COLD_GROUP {
+            STORE_COLD
+        } else {
+            STORE_HASH
+        };
+        let scan_one = |&(file, _): &(u64, u64)| store.scan_frozen(file, store_id);
+        let scanned: Vec<Result<ScannedFile>> = match host.pool() {
+            Some(pool) => pool.install(|| self.frozen.par_iter().map(scan_one).collect()),
+            None => self.frozen.iter().map(scan_one).collect(),
+        };
+        let mut out = Collected::default();
+        let mut by_key: HashMap<Vec<u8>, Versions> = HashMap::new();
+        for file in scanned {
+            let file = file?;
+            out.bytes_read += file.bytes;
+            out.records += file.records;
+            for (p, rec) in file.puts {
+                by_key.entry(rec.key.clone()).or_default().push((p, rec));
+            }
+        }
+        // 2. One lookup per key (in parallel with `gc_threads`): the record
+        // the index points at is live.
+        let keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
+        let look = |chunk: &[(&Vec<u8>, &Versions)]| {
+            chunk
+                .iter()
+                .map(|(key, _)| host.pointer_of(view, key))
+                .collect::<Result<Vec<Option<ValuePointer>>>>()
+        };
+        let found: Vec<Result<Vec<Option<ValuePointer>>>> = match host.pool() {
+            Some(pool) => pool.install(|| keyed.par_chunks(LOOKUP_CHUNK).map(look).collect()),
+            None => keyed.chunks(LOOKUP_CHUNK).map(look).collect(),
+        };
+        let mut now = Vec::with_capacity(keyed.len());
+        for chunk in found {
+            now.extend(chunk?);
+        }
+        // 3. Live records copied: to the group's new head, or to the cold
+        // log when cold.
+        let mut cold_moved = 0;
+        for (&(key, versions), old) in keyed.iter().zip(now) {
+            let Some(old) = old else {
+                continue;
+            };
+            let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {
+                continue;
+            };
+            let copy = Record {
+                seq: rec.seq,
+                flags: KIND_PUT | FLAG_GC_COPY,
+                key,
+                value: &rec.value,
+            };
+            // Cold (§3.4): the key's only record here is the copy the
+            // group's last GC made, so it was not updated for a whole GC
+            // period. A record written since then is hot at least once
+            // more: keys updated about once a period would otherwise move
+            // to the cold log and back each time (measured; see
+            // `docs/design.md`, "Hotness awareness").
+            let cold =
+                store.hotness() && (g == COLD_GROUP || (versions.len() == 1 && rec.is_gc_copy()));
+            let new = if cold {
+                let p = store.append_cold(&copy)?;
+                cold_moved += u64::from(p.record_len);
+                p
+            } else {
+                store.append(&copy)?
+            };
+            out.bytes_written += u64::from(new.record_len);
+            out.moves.push(Relocation {
+                key: key.clone(),
+                old,
+                new,
+            });
+        }
+        // Copies durable before any index entry points at them.
+        store.sync()?;
+        store
+            .cold_moved_bytes
+            .fetch_add(cold_moved, Ordering::Relaxed);
+        if g == COLD_GROUP {
+            store.cold_gc_runs.fetch_add(1, Ordering::Relaxed);
+        }
+        // 4. The frozen files leave the group.
+        out.frees = self.frozen.iter().map(|&(f, _)| f).collect();
+        out.edit = VersionEdit {
+            hash_files_dropped: out.frees.iter().map(|&f| (g, f)).collect(),
+            ..VersionEdit::default()
+        };
+        Ok(out)
+    }
+
+    /// Out of the group in memory too; readable until deleted.
+    fn installed(self: Box<Self>) {
+        let files: Vec<u64> = self.frozen.iter().map(|&(f, _)| f).collect();
+        self.store.retire(self.group, &files);
+    }
+}

@@ -1,0 +1,113 @@
+//! GC of the value log (seed 001 §3.3.2): a step reads a chunk at the
+//! tail, keeps the records the index still points at and appends their
+//! copies at the head; installing the step moves the tail past the chunk
+//! and frees the files behind it. The engine's driver does the rest
+//! (`crate::gc`).
+
+use super::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use super::store::{Chunk, LogStore};
+use crate::error::Result;
+use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::value::ValueStore;
+use crate::version::{Version, VersionEdit};
+
+/// Background GC runs once the log is within 1/this of its capacity, so
+/// that writes seldom reach it and wait.
+const GC_HEADROOM_DIVISOR: u64 = 16;
+
+/// A chunk at the tail, read before the barrier (it lies in sealed files,
+/// which no append reaches).
+struct LogVictim<'a> {
+    store: &'a LogStore,
+    file: u64,
+    chunk: Chunk,
+}
+
+impl LogStore {
+    /// Where GC would start. When the value log is the journal, files from
+    /// the replay start on are out of its reach: recovery reads them.
+    fn gc_start_in(&self, current: &Version) -> Option<(u64, u64)> {
+        let meta = &current.value_log;
+        self.gc_start(meta.tail, meta.journal_from.map(|j| j.0))
+    }
+
+    /// Reads the chunk at the tail.
+    pub(super) fn gc_victim_log(
+        &self,
+        host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + '_>>> {
+        let Some((file, offset)) = self.gc_start_in(&host.current()) else {
+            return Ok(None);
+        };
+        let chunk = self.read_chunk(file, offset, self.gc_chunk_bytes)?;
+        Ok(Some(Box::new(LogVictim {
+            store: self,
+            file,
+            chunk,
+        })))
+    }
+
+    /// Known garbage reached the ratio, the log neared its capacity, or
+    /// the interval passed; and there is a sealed file to collect.
+    pub(super) fn gc_wanted_log(&self, t: &GcTrigger<'_>) -> bool {
+        let total = self.total_bytes();
+        let garbage: u64 = t.current.value_log.garbage.values().sum();
+        let by_ratio = t
+            .garbage_ratio
+            .is_some_and(|r| total > 0 && garbage as f64 >= r * total as f64);
+        let by_size = t
+            .capacity_bytes
+            .is_some_and(|c| total > c - c / GC_HEADROOM_DIVISOR);
+        (by_ratio || by_size || t.interval_due) && self.gc_start_in(t.current).is_some()
+    }
+
+    /// Past its capacity with a file GC can collect: writes wait for GC.
+    pub(super) fn over_capacity_log(&self, current: &Version, capacity: u64) -> bool {
+        self.total_bytes() > capacity && self.gc_start_in(current).is_some()
+    }
+
+    /// True when only the replay start (value log as journal) keeps GC from
+    /// a sealed file: a flush moves it to the head.
+    pub(super) fn gc_needs_flush_log(&self, current: &Version) -> bool {
+        let meta = &current.value_log;
+        self.gc_start(meta.tail, None).is_some() && self.gc_start_in(current).is_none()
+    }
+}
+
+impl GcVictim for LogVictim<'_> {
+    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected> {
+        let mut out = Collected {
+            bytes_read: self.chunk.bytes,
+            records: self.chunk.records.len() as u64,
+            ..Collected::default()
+        };
+        for (p, rec) in &self.chunk.records {
+            if !rec.may_be_live() || host.pointer_of(view, &rec.key)? != Some(*p) {
+                continue;
+            }
+            let new = self.store.append(&Record {
+                seq: rec.seq,
+                flags: KIND_PUT | FLAG_GC_COPY,
+                key: &rec.key,
+                value: &rec.value,
+            })?;
+            out.bytes_written += u64::from(new.record_len);
+            out.moves.push(Relocation {
+                key: rec.key.clone(),
+                old: *p,
+                new,
+            });
+        }
+        // The copies are durable before any index entry points at them.
+        self.store.sync()?;
+        let next = self.chunk.next;
+        out.edit = VersionEdit {
+            value_log_tail: Some(next),
+            ..VersionEdit::default()
+        };
+        if next.0 > self.file {
+            out.frees = self.store.sealed_between(self.file, next.0);
+        }
+        Ok(out)
+    }
+}
