@@ -364,3 +364,6 @@ impl GcHost for Core {
         self.gc_threads()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -191,7 +191,7 @@ impl Core {
         let log_number = self.journal()?.replay_from(next_mark, &mut edit);
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
         for f in outputs {
-            edit.add_file(0, f);
+            edit.add_file(self.shape.flush_level(), f);
         }
         self.install(edit, log_number, &numbers, |st| {
             let i = st.imms.pop_front().expect("flushed memtable");

@@ -25,8 +25,6 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{CountingFs, FileLock};
-use crate::index::leveled::Leveled;
-use crate::index::IndexShape;
 use crate::iter::{DbIter, DbIterator, InternalIterator, MergingIterator, Range};
 
 use crate::options::{Options, Preset, ReadOptions, WriteOptions};
@@ -338,14 +336,7 @@ impl Db {
         if !VersionSet::exists(&fs, &dir) {
             return Err(Error::NotFound(dir));
         }
-        let o = Options::default();
-        let shape: Arc<dyn IndexShape> = Arc::new(Leveled {
-            num_levels: o.num_levels,
-            l0_compaction_trigger: o.l0_compaction_trigger,
-            base_level_size_bytes: o.base_level_size_bytes,
-            level_size_ratio: o.level_size_ratio,
-            target_file_size_bytes: o.target_file_size_bytes,
-        });
+        let shape = crate::index::shape_for(&Options::default());
         let rec = VersionSet::recover(&fs, &dir, shape)?;
         Ok(rec.version.preset.as_deref().and_then(Preset::from_name))
     }

@@ -13,8 +13,6 @@ use super::core::{Core, State, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::CountingFs;
-use crate::index::leveled::Leveled;
-use crate::index::IndexShape;
 use crate::journal::JournalMark;
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{JournalMode, Options, ValueLayout};
@@ -58,13 +56,7 @@ fn hash_config(opts: &Options) -> HashConfig {
 
 impl Core {
     pub(super) fn open(dir: PathBuf, opts: Options, fs: CountingFs) -> Result<Core> {
-        let shape: Arc<dyn IndexShape> = Arc::new(Leveled {
-            num_levels: opts.num_levels,
-            l0_compaction_trigger: opts.l0_compaction_trigger,
-            base_level_size_bytes: opts.base_level_size_bytes,
-            level_size_ratio: opts.level_size_ratio,
-            target_file_size_bytes: opts.target_file_size_bytes,
-        });
+        let shape = crate::index::shape_for(&opts);
         if VersionSet::exists(&fs, &dir) {
             if opts.error_if_exists {
                 return Err(Error::AlreadyExists(dir));

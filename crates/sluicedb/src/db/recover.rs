@@ -556,7 +556,7 @@ impl Core {
         let mut stats = JobStats::default();
         let outputs = self.build_tables(mem.clone().iter(), max_seq, &mut stats)?;
         for f in outputs {
-            edit.add_file(0, f);
+            edit.add_file(self.shape.flush_level(), f);
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ use super::core::{Core, Immutable, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::gc::Relocations;
+use crate::index::WritePressure;
 use crate::stats::bump;
 
 pub(super) struct WriterSlot {
@@ -199,8 +200,10 @@ impl Core {
         let mut allow_delay = !force;
         loop {
             st.check_writable()?;
-            let l0 = st.current.num_files(0);
-            if allow_delay && l0 >= self.opts.l0_slowdown_trigger {
+            // The shape says how far compaction is behind (L0 for leveled).
+            let pressure = self.shape.write_pressure(&st.current);
+            let stop = pressure == WritePressure::Stop;
+            if allow_delay && pressure != WritePressure::None {
                 let t = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 let us = t.elapsed().as_micros() as u64;
@@ -216,15 +219,14 @@ impl Core {
             if force && st.mem.is_empty() {
                 return Ok(());
             }
-            if st.imms.len() + 1 >= self.opts.max_write_buffers || l0 >= self.opts.l0_stop_trigger {
+            if st.imms.len() + 1 >= self.opts.max_write_buffers || stop {
                 let t = Instant::now();
                 bump(&self.counters.stalls, 1);
                 self.bg_cv.notify_all();
-                let l0_stop = l0 >= self.opts.l0_stop_trigger;
                 self.cv.wait_for(st, Duration::from_millis(100));
                 let us = t.elapsed().as_micros() as u64;
                 bump(&self.counters.stall_micros, us);
-                let reason = if l0_stop {
+                let reason = if stop {
                     &self.counters.stall_l0_micros
                 } else {
                     &self.counters.stall_memtable_micros

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{CompactionPlan, IndexShape, LevelIter};
+use super::{CompactionPlan, IndexShape, LevelIter, WritePressure};
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
@@ -26,6 +26,9 @@ use crate::version::{FileMeta, Version};
 pub(crate) struct Leveled {
     pub(crate) num_levels: usize,
     pub(crate) l0_compaction_trigger: usize,
+    /// L0 tables at which writes slow down, and stop.
+    pub(crate) l0_slowdown_trigger: usize,
+    pub(crate) l0_stop_trigger: usize,
     pub(crate) base_level_size_bytes: u64,
     pub(crate) level_size_ratio: u64,
     pub(crate) target_file_size_bytes: u64,
@@ -292,6 +295,19 @@ impl IndexShape for Leveled {
         }
         s
     }
+
+    /// LevelDB's L0 triggers: L0 tables are searched one by one, so reads
+    /// slow down as they pile up.
+    fn write_pressure(&self, v: &Version) -> WritePressure {
+        let l0 = v.num_files(0);
+        if l0 >= self.l0_stop_trigger {
+            WritePressure::Stop
+        } else if l0 >= self.l0_slowdown_trigger {
+            WritePressure::Slowdown
+        } else {
+            WritePressure::None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -303,6 +319,8 @@ mod tests {
         Arc::new(Leveled {
             num_levels: 4,
             l0_compaction_trigger: 1,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
             base_level_size_bytes: 1000,
             level_size_ratio: 10,
             target_file_size_bytes: 100,

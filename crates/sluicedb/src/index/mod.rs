@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::memtable::Lookup;
+use crate::options::Options;
 use crate::table::TableCache;
 use crate::version::{FileMeta, Version};
 
@@ -43,6 +44,29 @@ impl CompactionPlan {
     pub(crate) fn input_bytes(&self) -> u64 {
         self.input_files().map(|f| f.file_size).sum()
     }
+}
+
+/// How far compaction is behind, as the write path sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WritePressure {
+    None,
+    /// Delay each write group a little (LevelDB's 1 ms slowdown).
+    Slowdown,
+    /// Stop writes until compaction catches up.
+    Stop,
+}
+
+/// The index shape the options ask for.
+pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
+    Arc::new(leveled::Leveled {
+        num_levels: opts.num_levels,
+        l0_compaction_trigger: opts.l0_compaction_trigger,
+        l0_slowdown_trigger: opts.l0_slowdown_trigger,
+        l0_stop_trigger: opts.l0_stop_trigger,
+        base_level_size_bytes: opts.base_level_size_bytes,
+        level_size_ratio: opts.level_size_ratio,
+        target_file_size_bytes: opts.target_file_size_bytes,
+    })
 }
 
 /// The organisation of tables in a version.
@@ -85,4 +109,10 @@ pub(crate) trait IndexShape: Send + Sync {
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool;
     /// How urgently compaction is needed (>= 1 means needed), per level.
     fn scores(&self, v: &Version) -> Vec<f64>;
+    /// The level a flush's tables go to.
+    fn flush_level(&self) -> usize {
+        0
+    }
+    /// Whether writes must slow down or stop for compaction.
+    fn write_pressure(&self, v: &Version) -> WritePressure;
 }

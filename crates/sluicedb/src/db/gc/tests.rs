@@ -1,0 +1,288 @@
+//! Data-driven tests of the relocation rule and of GC's validity check
+//! (`testdata/relocation/*.txt`; the notation is described in
+//! `testdata/relocation/README.md`).
+//!
+//! Each file is a series of commands, each followed by `----` and the
+//! output it must give, then a blank line. The test runs every command
+//! against a database on the in-memory file system and compares.
+//! `SLUICE_REWRITE=1` rewrites the expected outputs instead (check the diff
+//! before committing it).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::fs::{IoClass, MemFs};
+use crate::gc::{Relocation, Relocations, SeenView};
+use crate::options::{JournalMode, Options, ValueLayout};
+use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::{Db, Snapshot};
+
+/// Values shorter than this stay inline in the index.
+const THRESHOLD: usize = 4;
+
+struct Harness {
+    db: Option<Db>,
+    view: Option<SeenView>,
+    moves: Vec<Relocation>,
+    snapshots: HashMap<String, Snapshot>,
+}
+
+fn options(fs: &MemFs, kind: &str) -> Result<Options, String> {
+    let o = Options::default()
+        .fs(Arc::new(fs.clone()))
+        .separation_threshold_bytes(Some(THRESHOLD))
+        .gc_garbage_ratio(None)
+        .value_log_file_size_bytes(4096)
+        .background_threads(1);
+    Ok(match kind {
+        "log" => o,
+        "log-journal" => o.journal_mode(JournalMode::ValueLog),
+        "hash" => o
+            .value_layout(ValueLayout::Hash)
+            .hash_groups(1)
+            .hash_main_segment_bytes(8192)
+            .hash_log_segment_bytes(4096),
+        _ => return Err(format!("unknown database kind {kind}")),
+    })
+}
+
+impl Harness {
+    fn db(&self) -> &Db {
+        self.db.as_ref().expect("`open` comes first")
+    }
+
+    fn run(&mut self, cmd: &str, args: &[&str]) -> Result<String, String> {
+        let e = |e: crate::Error| e.to_string();
+        let arg = |i: usize| -> Result<&str, String> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| format!("{cmd}: argument {} missing", i + 1))
+        };
+        Ok(match cmd {
+            "open" => {
+                self.snapshots.clear();
+                self.view = None;
+                self.moves.clear();
+                self.db = None;
+                let fs = MemFs::new();
+                self.db = Some(Db::open("/db", options(&fs, arg(0)?)?).map_err(e)?);
+                "ok".into()
+            }
+            "put" => {
+                let mut value = arg(1)?.as_bytes().to_vec();
+                if let Some(size) = args.get(2) {
+                    let size: usize = size.parse().map_err(|_| "put: bad size")?;
+                    value.resize(size.max(value.len()), b'.');
+                }
+                self.db().put(arg(0)?, value).map_err(e)?;
+                "ok".into()
+            }
+            "delete" => {
+                self.db().delete(arg(0)?).map_err(e)?;
+                "ok".into()
+            }
+            "flush" => {
+                self.db().flush().map_err(e)?;
+                "ok".into()
+            }
+            "get" => match self.db().get(arg(0)?).map_err(e)? {
+                Some(v) => format!("{} = {}", arg(0)?, show(&v)),
+                None => format!("{}: absent", arg(0)?),
+            },
+            "snapshot" => {
+                let s = self.db().snapshot();
+                self.snapshots.insert(arg(0)?.to_string(), s);
+                "ok".into()
+            }
+            "release" => {
+                self.snapshots.remove(arg(0)?);
+                "ok".into()
+            }
+            // GC's view, taken after the publish barrier as a GC step does.
+            "view" => {
+                let core = self.db().core();
+                core.publish_barrier().map_err(e)?;
+                let v = core.gc_view();
+                let out = format!("view at sequence {}", v.seq);
+                self.view = Some(v);
+                out
+            }
+            // Copies the record `key` points at in the view, as GC's collect
+            // does, and queues its relocation.
+            "copy" => {
+                let key = arg(0)?;
+                let core = self.db().core();
+                let view = self.view.as_ref().ok_or("copy: no view")?;
+                let Some(old) = core
+                    .pointer_at(&view.sv, key.as_bytes(), view.seq)
+                    .map_err(e)?
+                else {
+                    return Ok(format!("{key}: no pointer in the view"));
+                };
+                let store = core.values.as_ref().ok_or("copy: no value store")?;
+                let rec = store.read(&old, key.as_bytes(), IoClass::Gc).map_err(e)?;
+                let new = store
+                    .append(&Record {
+                        seq: rec.seq,
+                        flags: KIND_PUT | FLAG_GC_COPY,
+                        key: key.as_bytes(),
+                        value: &rec.value,
+                    })
+                    .map_err(e)?;
+                store.sync().map_err(e)?;
+                self.moves.push(Relocation {
+                    key: key.as_bytes().to_vec(),
+                    old,
+                    new,
+                });
+                format!("{key}: copied {}", show(&rec.value))
+            }
+            "commit" => {
+                let moves = std::mem::take(&mut self.moves);
+                let n = moves.len() as u64;
+                let seen = self.view.take();
+                let core = self.db().core();
+                let applied = core
+                    .submit_relocations(Relocations { moves, seen })
+                    .map_err(e)?;
+                format!("applied {applied} dropped {}", n - applied)
+            }
+            "gc" => match self.db().core().gc_once().map_err(e)? {
+                None => "nothing to collect".into(),
+                Some((s, freed)) => format!(
+                    "records {} live {} applied {} dropped {} files freed {freed}",
+                    s.records, s.live_records, s.relocations_applied, s.relocations_dropped
+                ),
+            },
+            // Value store files on disk.
+            "files" => {
+                let core = self.db().core();
+                let store = core.values.as_ref().ok_or("files: no value store")?;
+                format!("value files {}", store.file_count())
+            }
+            "reopen" => {
+                let fs = match self.db.take() {
+                    Some(db) => {
+                        let o = db.core().opts.clone();
+                        self.snapshots.clear();
+                        drop(db);
+                        o
+                    }
+                    None => return Err("reopen: nothing open".into()),
+                };
+                self.db = Some(Db::open("/db", fs).map_err(e)?);
+                "ok".into()
+            }
+            other => return Err(format!("unknown command {other}")),
+        })
+    }
+}
+
+/// A value as the notation writes it: padding shown as its size.
+fn show(v: &[u8]) -> String {
+    let text = String::from_utf8_lossy(v);
+    let trimmed = text.trim_end_matches('.');
+    if trimmed.len() == v.len() {
+        trimmed.to_string()
+    } else {
+        format!("{trimmed} ({} bytes)", v.len())
+    }
+}
+
+/// One command of a test file, its expected output, and where it is.
+struct Case {
+    /// Comment lines before it (kept by a rewrite).
+    comments: String,
+    line: usize,
+    command: String,
+    expected: String,
+}
+
+fn parse(text: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    let mut comments = String::new();
+    while let Some((n, line)) = lines.next() {
+        if line.starts_with('#') {
+            comments.push_str(line);
+            comments.push('\n');
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let sep = lines.next().map(|(_, l)| l);
+        assert_eq!(sep, Some("----"), "line {}: `----` after a command", n + 2);
+        let mut expected = Vec::new();
+        while let Some((_, l)) = lines.peek() {
+            if l.trim().is_empty() {
+                break;
+            }
+            expected.push(*l);
+            lines.next();
+        }
+        cases.push(Case {
+            comments: std::mem::take(&mut comments),
+            line: n + 1,
+            command: line.to_string(),
+            expected: expected.join("\n"),
+        });
+    }
+    cases
+}
+
+fn run_file(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut h = Harness {
+        db: None,
+        view: None,
+        moves: Vec::new(),
+        snapshots: HashMap::new(),
+    };
+    let rewrite = std::env::var_os("SLUICE_REWRITE").is_some();
+    let mut out = String::new();
+    let mut failures = Vec::new();
+    for case in parse(&text) {
+        // Printed so that a panic shows where it happened.
+        println!("{}:{}: {}", path.display(), case.line, case.command);
+        let words: Vec<&str> = case.command.split_whitespace().collect();
+        let got = match h.run(words[0], &words[1..]) {
+            Ok(s) => s,
+            Err(s) => format!("error: {s}"),
+        };
+        if got != case.expected {
+            failures.push(format!(
+                "{}:{}: {}\n  expected: {}\n  got:      {}",
+                path.display(),
+                case.line,
+                case.command,
+                case.expected,
+                got
+            ));
+        }
+        out.push_str(&format!(
+            "{}{}\n----\n{}\n\n",
+            case.comments, case.command, got
+        ));
+    }
+    if rewrite {
+        std::fs::write(path, format!("{}\n", out.trim_end_matches('\n'))).unwrap();
+        return;
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/relocation")
+}
+
+#[test]
+fn relocation_rule() {
+    run_file(&testdata().join("rule.txt"));
+}
+
+#[test]
+fn gc_keeps_what_the_index_points_at() {
+    run_file(&testdata().join("gc.txt"));
+}
