@@ -228,21 +228,24 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
             show_ikey(&f.largest, hex)
         ));
     }
-    if let Some((file, offset)) = e.value_log_tail {
+    if let Some((file, offset)) = e.values.log.tail {
         parts.push(format!("value log tail #{file}@{offset}"));
     }
-    for (file, bytes) in &e.value_log_garbage {
+    for (file, bytes) in &e.values.garbage {
         parts.push(format!("garbage #{file} +{bytes}"));
     }
-    match e.value_log_journal {
+    for (file, len) in &e.values.log.sealed {
+        parts.push(format!("sealed #{file} {len} bytes"));
+    }
+    match e.values.log.journal {
         Some((0, 0)) => parts.push("value log is not the journal".into()),
         Some((file, offset)) => parts.push(format!("journal replay from #{file}@{offset}")),
         None => {}
     }
-    if let Some(g) = e.hash_groups {
+    if let Some(g) = e.values.hash.groups {
         parts.push(format!("{g} hash groups"));
     }
-    for (what, list) in [("+", &e.hash_files_added), ("-", &e.hash_files_dropped)] {
+    for (what, list) in [("+", &e.values.hash.added), ("-", &e.values.hash.dropped)] {
         if !list.is_empty() {
             let files: Vec<String> = list.iter().map(|(g, f)| format!("g{g}:#{f}")).collect();
             parts.push(format!("{what}segments {}", files.join(" ")));

@@ -217,7 +217,7 @@ impl Core {
             value_log_files: self.values.as_ref().map_or(0, |v| v.file_count()),
             value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
             value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
-            value_log_garbage_bytes: st.current.value_log.garbage.values().sum(),
+            value_log_garbage_bytes: st.current.values.garbage.values().sum(),
             gc_runs: get(&c.gc_runs),
             gc_bytes_read: get(&c.gc_bytes_read),
             gc_bytes_written: get(&c.gc_bytes_written),

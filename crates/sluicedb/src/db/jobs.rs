@@ -16,6 +16,7 @@ use crate::fs::IoClass;
 use crate::index::CompactionPlan;
 use crate::iter::InternalIterator;
 use crate::stats::bump;
+use crate::value::meta::ValueEdit;
 use crate::version::{FileMeta, VersionEdit};
 
 pub(super) enum Job {
@@ -184,7 +185,10 @@ impl Core {
             v.sync()?;
         }
         let mut edit = VersionEdit {
-            value_log_garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
+            values: ValueEdit {
+                garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
+                ..ValueEdit::default()
+            },
             ..VersionEdit::default()
         };
         // Replay now starts where the next memtable's records do.
@@ -232,7 +236,7 @@ impl Core {
         };
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
-        edit.value_log_garbage = std::mem::take(&mut stats.garbage).into_iter().collect();
+        edit.values.garbage = std::mem::take(&mut stats.garbage).into_iter().collect();
         let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
         if !numbers.is_empty() {
             self.fs.sync_dir(&self.dir)?;

@@ -154,9 +154,9 @@ impl Core {
         let has_log = names
             .iter()
             .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
-        let layout = if !rec.version.hash.groups.is_empty() {
+        let layout = if !rec.version.values.hash.groups.is_empty() {
             Some(ValueLayout::Hash)
-        } else if has_log || rec.version.value_log.journal_from.is_some() {
+        } else if has_log || rec.version.values.log.journal_from.is_some() {
             Some(ValueLayout::Log)
         } else {
             opts.separation_threshold_bytes.map(|_| opts.value_layout)
@@ -178,12 +178,12 @@ impl Core {
                     &dir,
                     fs.clone(),
                     versions.file_numbers(),
-                    &rec.version.hash,
+                    &rec.version.values.hash,
                     hash_config(&opts),
                 )?;
-                open_edit.hash_groups = e.groups;
-                open_edit.hash_files_added = e.added;
-                open_edit.hash_files_dropped = e.dropped;
+                open_edit.values.hash.groups = e.groups;
+                open_edit.values.hash.added = e.added;
+                open_edit.values.hash.dropped = e.dropped;
                 let store = Arc::new(store);
                 Some(store)
             }
@@ -198,8 +198,8 @@ impl Core {
                         prefetch_threads: opts.scan_prefetch_threads.max(1),
                         gc_chunk_bytes: opts.gc_chunk_bytes,
                     },
-                    rec.version.value_log.tail,
-                    &rec.version.value_log.sealed,
+                    rec.version.values.log.tail,
+                    &rec.version.values.log.sealed,
                 )?);
                 if opts.journal_mode == JournalMode::ValueLog {
                     log_journal = Some(LogJournal::new(

@@ -155,7 +155,7 @@ impl Core {
     ) -> Result<()> {
         let (max_seq, journal_from) = {
             let st = self.state.lock();
-            (st.last_sequence, st.current.value_log.journal_from)
+            (st.last_sequence, st.current.values.log.journal_from)
         };
         let mut r = Replay {
             mem: Arc::new(MemTable::new()),
@@ -192,7 +192,7 @@ impl Core {
             None => {
                 if journal_from.is_some() {
                     // No longer the journal: nothing replays from it.
-                    r.edit.value_log_journal = Some((0, 0));
+                    r.edit.values.log.journal = Some((0, 0));
                 }
                 let threshold = match self.opts.separate_at_flush {
                     true => None,

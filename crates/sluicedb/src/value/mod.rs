@@ -9,6 +9,7 @@
 pub(crate) mod files;
 pub(crate) mod hash;
 pub(crate) mod log;
+pub(crate) mod meta;
 pub(crate) mod pointer;
 
 use std::path::Path;

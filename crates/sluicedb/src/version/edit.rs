@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::key;
+use crate::value::meta::ValueEdit;
 
 /// The manifest format this build writes.
 pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 1;
 
-mod tag {
+/// Field tags; each layout's record uses its own (`crate::value::meta`).
+pub(crate) mod tag {
     pub const FORMAT_VERSION: u32 = 1;
     pub const INDEX_SHAPE: u32 = 2;
     pub const LOG_NUMBER: u32 = 3;
@@ -65,22 +67,8 @@ pub(crate) struct VersionEdit {
     pub(crate) compact_pointers: Vec<(u32, Vec<u8>)>,
     pub(crate) deleted: Vec<(u32, u64)>,
     pub(crate) added: Vec<(u32, Arc<FileMeta>)>,
-    /// Value log records before (file, offset) are no longer needed.
-    pub(crate) value_log_tail: Option<(u64, u64)>,
-    /// Bytes of value log records that became garbage, per file (deltas).
-    pub(crate) value_log_garbage: Vec<(u64, u64)>,
-    /// When the value log is the journal: replay starts at (file, offset).
-    /// `(0, 0)` says the value log is not the journal (any more).
-    pub(crate) value_log_journal: Option<(u64, u64)>,
-    /// Value log files sealed (complete, never written again) with their
-    /// lengths: (file, bytes).
-    pub(crate) value_log_sealed: Vec<(u64, u64)>,
-    /// Number of segment groups of the hash layout (set once).
-    pub(crate) hash_groups: Option<u32>,
-    /// Files that became part of a segment group: (group, file).
-    pub(crate) hash_files_added: Vec<(u32, u64)>,
-    /// Files that left their segment group: (group, file).
-    pub(crate) hash_files_dropped: Vec<(u32, u64)>,
+    /// The value store's layouts' records.
+    pub(crate) values: ValueEdit,
     /// The preset the database was created with (its CLI name).
     pub(crate) preset: Option<String>,
 }
@@ -129,43 +117,7 @@ impl VersionEdit {
             put_u64(&mut p, *n);
             field(tag::DELETED_FILE, &p);
         }
-        if let Some((file, offset)) = self.value_log_tail {
-            let mut p = Vec::new();
-            put_u64(&mut p, file);
-            put_u64(&mut p, offset);
-            field(tag::VALUE_LOG_TAIL, &p);
-        }
-        for (t, list) in [
-            (tag::VALUE_LOG_GARBAGE, &self.value_log_garbage),
-            (tag::VALUE_LOG_SEALED, &self.value_log_sealed),
-        ] {
-            for &(file, bytes) in list {
-                let mut p = Vec::new();
-                put_u64(&mut p, file);
-                put_u64(&mut p, bytes);
-                field(t, &p);
-            }
-        }
-        if let Some((file, offset)) = self.value_log_journal {
-            let mut p = Vec::new();
-            put_u64(&mut p, file);
-            put_u64(&mut p, offset);
-            field(tag::VALUE_LOG_JOURNAL, &p);
-        }
-        if let Some(g) = self.hash_groups {
-            field(tag::HASH_GROUPS, &g.to_le_bytes());
-        }
-        for (t, list) in [
-            (tag::HASH_FILE_DROPPED, &self.hash_files_dropped),
-            (tag::HASH_FILE_ADDED, &self.hash_files_added),
-        ] {
-            for &(group, file) in list {
-                let mut p = Vec::new();
-                put_u32(&mut p, group);
-                put_u64(&mut p, file);
-                field(t, &p);
-            }
-        }
+        self.values.encode(&mut field);
         for (level, f) in &self.added {
             let mut p = Vec::new();
             put_u32(&mut p, *level);
@@ -222,37 +174,6 @@ impl VersionEdit {
                     let n = u64_only(&mut p).ok_or_else(bad)?;
                     e.deleted.push((level, n));
                 }
-                tag::VALUE_LOG_TAIL => {
-                    let file = p.u64().ok_or_else(bad)?;
-                    let offset = u64_only(&mut p).ok_or_else(bad)?;
-                    e.value_log_tail = Some((file, offset));
-                }
-                tag::VALUE_LOG_GARBAGE | tag::VALUE_LOG_SEALED => {
-                    let file = p.u64().ok_or_else(bad)?;
-                    let bytes = u64_only(&mut p).ok_or_else(bad)?;
-                    if t == tag::VALUE_LOG_GARBAGE {
-                        e.value_log_garbage.push((file, bytes));
-                    } else {
-                        e.value_log_sealed.push((file, bytes));
-                    }
-                }
-                tag::VALUE_LOG_JOURNAL => {
-                    let file = p.u64().ok_or_else(bad)?;
-                    let offset = u64_only(&mut p).ok_or_else(bad)?;
-                    e.value_log_journal = Some((file, offset));
-                }
-                tag::HASH_GROUPS => {
-                    e.hash_groups = Some(p.u32().filter(|_| p.is_empty()).ok_or_else(bad)?)
-                }
-                tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED => {
-                    let group = p.u32().ok_or_else(bad)?;
-                    let file = u64_only(&mut p).ok_or_else(bad)?;
-                    if t == tag::HASH_FILE_ADDED {
-                        e.hash_files_added.push((group, file));
-                    } else {
-                        e.hash_files_dropped.push((group, file));
-                    }
-                }
                 tag::NEW_FILE => {
                     let f = (|| {
                         let level = p.u32()?;
@@ -281,7 +202,10 @@ impl VersionEdit {
                     .ok_or_else(bad)?;
                     e.added.push((f.0, Arc::new(f.1)));
                 }
-                _ => return Err(format!("unknown field tag {t} at byte {at}")),
+                _ => match e.values.decode(t, payload) {
+                    Some(r) => r.map_err(|()| bad())?,
+                    None => return Err(format!("unknown field tag {t} at byte {at}")),
+                },
             }
         }
         Ok(e)
@@ -305,13 +229,13 @@ mod tests {
         };
         e.compact_pointers.push((2, key::encode(b"m", 5, 1)));
         e.delete_file(1, 9);
-        e.value_log_tail = Some((12, 4096));
-        e.value_log_garbage.push((12, 777));
-        e.value_log_sealed.push((13, 4 << 20));
-        e.value_log_journal = Some((14, 16));
-        e.hash_groups = Some(4);
-        e.hash_files_added.push((3, 21));
-        e.hash_files_dropped.push((3, 17));
+        e.values.log.tail = Some((12, 4096));
+        e.values.garbage.push((12, 777));
+        e.values.log.sealed.push((13, 4 << 20));
+        e.values.log.journal = Some((14, 16));
+        e.values.hash.groups = Some(4);
+        e.values.hash.added.push((3, 21));
+        e.values.hash.dropped.push((3, 17));
         e.add_file(
             2,
             FileMeta {

@@ -32,11 +32,11 @@ use rayon::prelude::*;
 use super::HashStore;
 use crate::error::{Error, Result};
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{scan_file, OwnedRecord};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
-use crate::version::version::COLD_GROUP;
 use crate::version::{Version, VersionEdit};
 
 /// Background GC starts when fewer than 1/this of the reserve's log
@@ -84,7 +84,7 @@ impl HashStore {
     /// victim group (by the policy), else any cold log file with garbage.
     fn gc_target(&self, current: &Version) -> Option<Target> {
         let cold = if self.hotness() {
-            self.cold_victim(&current.value_log.garbage)
+            self.cold_victim(&current.values.garbage)
         } else {
             None
         };
@@ -123,10 +123,9 @@ impl HashStore {
     /// files before it.
     fn new_group_head(&self, host: &dyn GcHost, g: u32) -> Result<Vec<(u64, u64)>> {
         let (number, writer) = self.create_group_file()?;
-        host.install(VersionEdit {
-            hash_files_added: vec![(g, number)],
-            ..VersionEdit::default()
-        })?;
+        let mut edit = VersionEdit::default();
+        edit.values.hash.added.push((g, number));
+        host.install(edit)?;
         self.switch_head(g, number, writer)
     }
 
@@ -288,10 +287,7 @@ impl GcVictim for HashVictim<'_> {
         }
         // 4. The frozen files leave the group.
         out.frees = self.frozen.iter().map(|&(f, _)| f).collect();
-        out.edit = VersionEdit {
-            hash_files_dropped: out.frees.iter().map(|&f| (g, f)).collect(),
-            ..VersionEdit::default()
-        };
+        out.edit.values.hash.dropped = out.frees.iter().map(|&f| (g, f)).collect();
         Ok(out)
     }
 

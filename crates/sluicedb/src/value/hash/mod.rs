@@ -18,6 +18,7 @@
 //! GC per group and of the cold log lives in `gc.rs`.
 
 mod gc;
+pub(crate) mod meta;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -40,8 +41,8 @@ use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::HashGcPolicy;
 use crate::stats::Stats;
-use crate::version::version::{HashMeta, COLD_GROUP};
 use crate::version::{Version, VersionEdit};
+use meta::{HashEdit, HashMeta, COLD_GROUP};
 
 /// Sizes of the hash layout.
 #[derive(Debug, Clone, Copy)]
@@ -58,16 +59,6 @@ pub(crate) struct HashConfig {
     /// Hotness awareness (§3.4): GC moves cold values to the cold log,
     /// whose files are started anew past this size.
     pub(crate) cold_file_bytes: Option<u64>,
-}
-
-/// What opening changed in the group lists; the caller commits it to the
-/// manifest, then calls [`HashStore::remove_dropped`].
-#[derive(Debug, Default)]
-pub(crate) struct OpenEdit {
-    /// Set when the store was created by this open.
-    pub(crate) groups: Option<u32>,
-    pub(crate) added: Vec<(u32, u64)>,
-    pub(crate) dropped: Vec<(u32, u64)>,
 }
 
 struct Group {
@@ -213,8 +204,8 @@ impl HashStore {
         file_numbers: Arc<AtomicU64>,
         meta: &HashMeta,
         config: HashConfig,
-    ) -> Result<(HashStore, OpenEdit)> {
-        let mut edit = OpenEdit::default();
+    ) -> Result<(HashStore, HashEdit)> {
+        let mut edit = HashEdit::default();
         let mut lists: Vec<Vec<u64>> = if meta.groups.is_empty() {
             let n = config.new_groups.max(1);
             edit.groups = Some(n);

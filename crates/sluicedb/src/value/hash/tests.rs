@@ -17,13 +17,13 @@ fn config() -> HashConfig {
     }
 }
 
-fn open(mem: &MemFs, meta: &HashMeta, counter: &Arc<AtomicU64>) -> (HashStore, OpenEdit) {
+fn open(mem: &MemFs, meta: &HashMeta, counter: &Arc<AtomicU64>) -> (HashStore, HashEdit) {
     let fs = CountingFs::new(Arc::new(mem.clone()));
     fs.create_dir_all(Path::new("/db")).unwrap();
     HashStore::open(Path::new("/db"), fs, counter.clone(), meta, config()).unwrap()
 }
 
-fn apply(meta: &mut HashMeta, e: &OpenEdit) {
+fn apply(meta: &mut HashMeta, e: &HashEdit) {
     if let Some(n) = e.groups {
         meta.groups = vec![Vec::new(); n as usize];
     }

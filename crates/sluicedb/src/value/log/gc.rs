@@ -9,7 +9,7 @@ use super::store::{Chunk, LogStore};
 use crate::error::Result;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
 use crate::value::ValueStore;
-use crate::version::{Version, VersionEdit};
+use crate::version::Version;
 
 /// Background GC runs once the log is within 1/this of its capacity, so
 /// that writes seldom reach it and wait.
@@ -27,7 +27,7 @@ impl LogStore {
     /// Where GC would start. When the value log is the journal, files from
     /// the replay start on are out of its reach: recovery reads them.
     fn gc_start_in(&self, current: &Version) -> Option<(u64, u64)> {
-        let meta = &current.value_log;
+        let meta = &current.values.log;
         self.gc_start(meta.tail, meta.journal_from.map(|j| j.0))
     }
 
@@ -51,7 +51,7 @@ impl LogStore {
     /// the interval passed; and there is a sealed file to collect.
     pub(super) fn gc_wanted_log(&self, t: &GcTrigger<'_>) -> bool {
         let total = self.total_bytes();
-        let garbage: u64 = t.current.value_log.garbage.values().sum();
+        let garbage: u64 = t.current.values.garbage.values().sum();
         let by_ratio = t
             .garbage_ratio
             .is_some_and(|r| total > 0 && garbage as f64 >= r * total as f64);
@@ -69,7 +69,7 @@ impl LogStore {
     /// True when only the replay start (value log as journal) keeps GC from
     /// a sealed file: a flush moves it to the head.
     pub(super) fn gc_needs_flush_log(&self, current: &Version) -> bool {
-        let meta = &current.value_log;
+        let meta = &current.values.log;
         self.gc_start(meta.tail, None).is_some() && self.gc_start_in(current).is_none()
     }
 }
@@ -101,10 +101,7 @@ impl GcVictim for LogVictim<'_> {
         // The copies are durable before any index entry points at them.
         self.store.sync()?;
         let next = self.chunk.next;
-        out.edit = VersionEdit {
-            value_log_tail: Some(next),
-            ..VersionEdit::default()
-        };
+        out.edit.values.log.tail = Some(next);
         if next.0 > self.file {
             out.frees = self.store.sealed_between(self.file, next.0);
         }

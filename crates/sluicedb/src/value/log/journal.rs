@@ -86,7 +86,7 @@ impl Journal for LogJournal {
 
     fn replay_from(&self, next: JournalMark, edit: &mut VersionEdit) -> Option<u64> {
         if let JournalMark::ValueLog(file, offset) = next {
-            edit.value_log_journal = Some((file, offset));
+            edit.values.log.journal = Some((file, offset));
         }
         None
     }

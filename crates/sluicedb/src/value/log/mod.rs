@@ -5,6 +5,7 @@
 pub(crate) mod format;
 mod gc;
 pub(crate) mod journal;
+pub(crate) mod meta;
 pub(crate) mod reader;
 pub(crate) mod store;
 pub(crate) mod writer;

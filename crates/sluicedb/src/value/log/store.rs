@@ -532,15 +532,15 @@ impl ValueStore for LogStore {
     /// Sealed files the manifest does not name yet: the install names them
     /// (an open checks each is there, whole).
     fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
-        edit.value_log_sealed = self.unnamed_sealed(&base.value_log.sealed);
+        edit.values.log.sealed = self.unnamed_sealed(&base.values.log.sealed);
     }
 
     /// The replayed history is settled: what the crash tore at the log's
     /// end goes, and the manifest names every sealed file.
     fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
-        let named = &current.value_log.sealed;
+        let named = &current.values.log.sealed;
         self.cut_torn_tail(named)?;
-        edit.value_log_sealed = self.unnamed_sealed(named);
+        edit.values.log.sealed = self.unnamed_sealed(named);
         Ok(())
     }
 }

@@ -1,0 +1,134 @@
+//! What the manifest records of the hash layout (`docs/format/manifest.md`,
+//! tags 12-14): the files of every segment group and of the cold log.
+
+use crate::coding::{put_u32, put_u64, Reader};
+use crate::version::edit::tag;
+
+/// The group id of the hash layout's cold log in manifest edits.
+pub(crate) const COLD_GROUP: u32 = u32::MAX;
+
+/// The hash layout's state in a version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HashMeta {
+    /// Files of each group, oldest first; writes go to the last. Empty
+    /// until the hash layout is first opened.
+    pub(crate) groups: Vec<Vec<u64>>,
+    /// Files of the cold log (seed 000 §3.4), oldest first; edits name it
+    /// as group [`COLD_GROUP`].
+    pub(crate) cold: Vec<u64>,
+}
+
+/// A change to [`HashMeta`], part of a manifest record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HashEdit {
+    /// Number of segment groups (set once, when the store is created).
+    pub(crate) groups: Option<u32>,
+    /// Files that became part of a segment group: (group, file).
+    pub(crate) added: Vec<(u32, u64)>,
+    /// Files that left their segment group: (group, file).
+    pub(crate) dropped: Vec<(u32, u64)>,
+}
+
+impl HashMeta {
+    /// The file list of group id `g` (the cold log for [`COLD_GROUP`]).
+    fn list_mut(&mut self, g: u32) -> Result<&mut Vec<u64>, String> {
+        if g == COLD_GROUP {
+            return Ok(&mut self.cold);
+        }
+        self.groups
+            .get_mut(g as usize)
+            .ok_or_else(|| format!("hash group {g} out of range"))
+    }
+
+    /// True if a group or the cold log lists `file`.
+    pub(crate) fn lists(&self, file: u64) -> bool {
+        self.groups
+            .iter()
+            .chain(std::iter::once(&self.cold))
+            .any(|files| files.contains(&file))
+    }
+
+    pub(crate) fn apply(&self, edit: &HashEdit) -> Result<HashMeta, String> {
+        let mut h = self.clone();
+        if let Some(n) = edit.groups {
+            if !h.groups.is_empty() && h.groups.len() != n as usize {
+                return Err(format!(
+                    "hash layout has {} groups, an edit says {n}",
+                    h.groups.len()
+                ));
+            }
+            h.groups.resize(n as usize, Vec::new());
+        }
+        for &(g, file) in &edit.dropped {
+            let files = h.list_mut(g)?;
+            let before = files.len();
+            files.retain(|&f| f != file);
+            if files.len() == before {
+                return Err(format!("file {file} is not in hash group {g}"));
+            }
+        }
+        for &(g, file) in &edit.added {
+            let files = h.list_mut(g)?;
+            if files.last().is_some_and(|&l| l >= file) {
+                return Err(format!("file {file} added to hash group {g} out of order"));
+            }
+            files.push(file);
+        }
+        Ok(h)
+    }
+
+    /// The edit that recreates this state from nothing (manifest roll).
+    pub(crate) fn snapshot(&self) -> HashEdit {
+        let mut e = HashEdit::default();
+        if !self.groups.is_empty() {
+            e.groups = Some(self.groups.len() as u32);
+        }
+        for (g, files) in self.groups.iter().enumerate() {
+            e.added.extend(files.iter().map(|&f| (g as u32, f)));
+        }
+        e.added.extend(self.cold.iter().map(|&f| (COLD_GROUP, f)));
+        e
+    }
+}
+
+impl HashEdit {
+    pub(crate) fn encode(&self, field: &mut dyn FnMut(u32, &[u8])) {
+        if let Some(g) = self.groups {
+            field(tag::HASH_GROUPS, &g.to_le_bytes());
+        }
+        for (t, list) in [
+            (tag::HASH_FILE_DROPPED, &self.dropped),
+            (tag::HASH_FILE_ADDED, &self.added),
+        ] {
+            for &(group, file) in list {
+                let mut p = Vec::with_capacity(12);
+                put_u32(&mut p, group);
+                put_u64(&mut p, file);
+                field(t, &p);
+            }
+        }
+    }
+
+    /// Decodes a field of one of its tags; `None` for other tags.
+    pub(crate) fn decode(&mut self, t: u32, payload: &[u8]) -> Option<Result<(), ()>> {
+        let mut p = Reader::new(payload);
+        let ok = match t {
+            tag::HASH_GROUPS => p
+                .u32()
+                .filter(|_| p.is_empty())
+                .map(|g| self.groups = Some(g)),
+            tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED => (|| {
+                let group = p.u32()?;
+                let file = p.u64().filter(|_| p.is_empty())?;
+                let list = match t {
+                    tag::HASH_FILE_ADDED => &mut self.added,
+                    _ => &mut self.dropped,
+                };
+                list.push((group, file));
+                Some(())
+            })(),
+            _ => return None,
+        };
+        Some(ok.ok_or(()))
+    }
+}

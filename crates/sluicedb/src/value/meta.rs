@@ -1,0 +1,88 @@
+//! The value store's state in the manifest: each layout's own record
+//! (`log/meta.rs`, `hash/meta.rs`), applied and checkpointed by the
+//! layout, plus the garbage per file that flushes and compactions report
+//! for any layout (tag 10). A new layout adds its record here and its tags
+//! to `version::edit::tag`.
+
+use std::collections::BTreeMap;
+
+use super::hash::meta::{HashEdit, HashMeta};
+use super::log::meta::{LogEdit, LogMeta};
+use crate::coding::{put_u64, Reader};
+use crate::version::edit::tag;
+
+/// What a version knows of the value store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ValueMeta {
+    pub(crate) log: LogMeta,
+    pub(crate) hash: HashMeta,
+    /// Bytes of garbage found per file (by flushes and compactions that
+    /// dropped pointers to it).
+    pub(crate) garbage: BTreeMap<u64, u64>,
+}
+
+/// A change to [`ValueMeta`], part of a manifest record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ValueEdit {
+    pub(crate) log: LogEdit,
+    pub(crate) hash: HashEdit,
+    /// Bytes of records that became garbage, per file (deltas).
+    pub(crate) garbage: Vec<(u64, u64)>,
+}
+
+impl ValueMeta {
+    pub(crate) fn apply(&self, e: &ValueEdit) -> Result<ValueMeta, String> {
+        let log = self.log.apply(&e.log)?;
+        let hash = self.hash.apply(&e.hash)?;
+        let mut garbage = self.garbage.clone();
+        if let Some(t) = e.log.tail {
+            garbage.retain(|&f, _| f >= t.0);
+        }
+        for &(file, bytes) in &e.garbage {
+            if log.tail.is_none_or(|t| file >= t.0) {
+                *garbage.entry(file).or_default() += bytes;
+            }
+        }
+        // Garbage counts of hash layout files die with the files (a
+        // compaction may report garbage in a file GC already dropped).
+        if !hash.groups.is_empty() {
+            garbage.retain(|f, _| hash.lists(*f));
+        }
+        Ok(ValueMeta { log, hash, garbage })
+    }
+
+    /// The edit that recreates this state from nothing (manifest roll).
+    pub(crate) fn snapshot(&self) -> ValueEdit {
+        ValueEdit {
+            log: self.log.snapshot(),
+            hash: self.hash.snapshot(),
+            garbage: self.garbage.iter().map(|(&f, &b)| (f, b)).collect(),
+        }
+    }
+}
+
+impl ValueEdit {
+    pub(crate) fn encode(&self, field: &mut dyn FnMut(u32, &[u8])) {
+        for &(file, bytes) in &self.garbage {
+            let mut p = Vec::with_capacity(16);
+            put_u64(&mut p, file);
+            put_u64(&mut p, bytes);
+            field(tag::VALUE_LOG_GARBAGE, &p);
+        }
+        self.log.encode(field);
+        self.hash.encode(field);
+    }
+
+    /// Decodes a field of one of the value store's tags; `None` for other
+    /// tags, `Some(Err(()))` for a malformed one.
+    pub(crate) fn decode(&mut self, t: u32, payload: &[u8]) -> Option<Result<(), ()>> {
+        if t == tag::VALUE_LOG_GARBAGE {
+            let mut p = Reader::new(payload);
+            let pair = p.u64().zip(p.u64()).filter(|_| p.is_empty());
+            return Some(pair.map(|g| self.garbage.push(g)).ok_or(()));
+        }
+        self.log
+            .decode(t, payload)
+            .or_else(|| self.hash.decode(t, payload))
+    }
+}
