@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::gc::{GcHost, GcTrigger, Relocations, SeenView};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
+use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
 use crate::version::{Version, VersionEdit};
@@ -267,12 +268,11 @@ impl Core {
         victim.installed();
         self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
-        if let Some(rate) = self.opts.gc_max_bytes_per_sec {
-            // Throttle: this step may take no less than bytes / rate.
-            let floor = std::time::Duration::from_secs_f64(c.bytes_read as f64 / rate as f64);
-            if let Some(rest) = floor.checked_sub(started.elapsed()) {
-                std::thread::sleep(rest);
-            }
+        let throttle = GcThrottle {
+            max_bytes_per_sec: self.opts.gc_max_bytes_per_sec,
+        };
+        if let Some(rest) = throttle.pause(c.bytes_read, started.elapsed()) {
+            std::thread::sleep(rest);
         }
         bump(&self.counters.gc_runs, 1);
         bump(&self.counters.gc_bytes_read, c.bytes_read);

@@ -15,6 +15,7 @@ use crate::filename::{self, FileKind};
 use crate::fs::IoClass;
 use crate::index::CompactionPlan;
 use crate::iter::InternalIterator;
+use crate::policy::Separation;
 use crate::stats::bump;
 use crate::value::meta::ValueEdit;
 use crate::version::{FileMeta, VersionEdit};
@@ -46,8 +47,11 @@ impl Core {
             max_grandparent_overlap_bytes: u64::MAX,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
-            separate: match (&self.values, self.opts.separation_threshold_bytes) {
-                (Some(v), Some(t)) if self.opts.separate_at_flush => Some((v.as_ref(), t)),
+            separate: match (
+                &self.values,
+                Separation::from_options(&self.opts).at_flush(),
+            ) {
+                (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
             },
         };

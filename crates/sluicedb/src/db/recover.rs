@@ -22,6 +22,7 @@ use crate::journal::{Journal, JournalMark};
 use crate::key::Kind;
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::JournalRecovery;
+use crate::policy::Separation;
 use crate::value::log::format::{
     file_header, kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT,
     KIND_RELOCATE,
@@ -194,10 +195,7 @@ impl Core {
                     // No longer the journal: nothing replays from it.
                     r.edit.values.log.journal = Some((0, 0));
                 }
-                let threshold = match self.opts.separate_at_flush {
-                    true => None,
-                    false => self.opts.separation_threshold_bytes,
-                };
+                let threshold = Separation::from_options(&self.opts).at_write();
                 let j = EngineJournal::create(
                     self.dir.clone(),
                     self.fs.clone(),

@@ -32,6 +32,7 @@ use rayon::prelude::*;
 use super::HashStore;
 use crate::error::{Error, Result};
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::policy::is_cold;
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{scan_file, OwnedRecord};
@@ -255,14 +256,9 @@ impl GcVictim for HashVictim<'_> {
                 key,
                 value: &rec.value,
             };
-            // Cold (§3.4): the key's only record here is the copy the
-            // group's last GC made, so it was not updated for a whole GC
-            // period. A record written since then is hot at least once
-            // more: keys updated about once a period would otherwise move
-            // to the cold log and back each time (measured; see
-            // `docs/design.md`, "Hotness awareness").
+            // Cold (§3.4): see `policy::is_cold`.
             let cold =
-                store.hotness() && (g == COLD_GROUP || (versions.len() == 1 && rec.is_gc_copy()));
+                store.hotness() && is_cold(g == COLD_GROUP, versions.len(), rec.is_gc_copy());
             let new = if cold {
                 let p = store.append_cold(&copy)?;
                 cold_moved += u64::from(p.record_len);

@@ -40,6 +40,7 @@ use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::HashGcPolicy;
+use crate::policy::GroupCandidate;
 use crate::stats::Stats;
 use crate::version::{Version, VersionEdit};
 use meta::{HashEdit, HashMeta, COLD_GROUP};
@@ -164,17 +165,6 @@ pub(crate) struct HashStore {
     /// log file (statistics).
     cold_moved_bytes: AtomicU64,
     cold_gc_runs: AtomicU64,
-}
-
-/// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
-/// Ousterhout's LFS): `(1 - u) · age / (1 + u)`, with `u` the valid share
-/// estimated as (bytes − bytes written since the last GC) ÷ bytes, since
-/// each write invalidates at most its own size of older data.
-fn cost_benefit(g: &Group) -> f64 {
-    let bytes = g.bytes().max(1) as f64;
-    let u = ((bytes - g.written_since_gc as f64) / bytes).clamp(0.0, 1.0);
-    let age = g.last_gc.elapsed().as_secs_f64();
-    (1.0 - u) * age / (1.0 + u)
 }
 
 /// Log segments a group takes from the reserve: its bytes beyond the main
@@ -336,35 +326,24 @@ impl HashStore {
         }
     }
 
-    /// The GC victim: the group with the most bytes written since its last
-    /// GC (greedy, seed 000 §3.3), among groups holding records.
+    /// The GC victim among groups holding records, by the configured
+    /// policy (`crate::policy`; greedy by default, seed 000 §3.3).
     pub(crate) fn victim(&self) -> Option<u32> {
-        let inner = self.inner.lock();
-        let mut candidates: Vec<(u32, &Group)> = inner.groups[..inner.hash_groups()]
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
-            .map(|(i, g)| (i as u32, g))
-            .collect();
-        match self.config.policy {
-            HashGcPolicy::Greedy => candidates
+        let candidates: Vec<GroupCandidate> = {
+            let inner = self.inner.lock();
+            inner.groups[..inner.hash_groups()]
                 .iter()
-                .max_by_key(|(_, g)| g.written_since_gc)
-                .map(|&(i, _)| i),
-            HashGcPolicy::CostBenefit => candidates
-                .iter()
-                .max_by(|a, b| cost_benefit(a.1).total_cmp(&cost_benefit(b.1)))
-                .map(|&(i, _)| i),
-            HashGcPolicy::GreedyRandom { d } => {
-                candidates.sort_by_key(|(_, g)| std::cmp::Reverse(g.written_since_gc));
-                candidates.truncate(d.max(1));
-                if candidates.is_empty() {
-                    return None;
-                }
-                let pick = self.next_random() % candidates.len() as u64;
-                Some(candidates[pick as usize].0)
-            }
-        }
+                .enumerate()
+                .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
+                .map(|(i, g)| GroupCandidate {
+                    group: i as u32,
+                    bytes: g.bytes(),
+                    written_since_gc: g.written_since_gc,
+                    age_secs: g.last_gc.elapsed().as_secs_f64(),
+                })
+                .collect()
+        };
+        self.config.policy.choose(candidates, || self.next_random())
     }
 
     /// A pseudo-random number (splitmix64) for the greedy-random policy.

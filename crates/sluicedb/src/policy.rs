@@ -1,0 +1,201 @@
+//! Policies: the small decisions the papers vary, in one place (DESIGN.md,
+//! axis 4). Each is an enum or a function over plain numbers, so a new
+//! design adds a variant here rather than a branch in the engine.
+//!
+//! - [`Separation`]: which values leave the index, and when (WiscKey seed
+//!   001 §3.1 separates every value at write time; HashKV seed 000 §3.2
+//!   buffers values and separates at flush, §3.5 only large ones).
+//! - [`HashGcPolicy::choose`]: which segment group GC collects (seed 000
+//!   §3.3: greedy, cost-benefit, greedy-random).
+//! - [`is_cold`]: which live values go to the cold log (seed 000 §3.4).
+//! - [`GcThrottle`]: how fast GC may read (seed 003, Scavenger, throttles
+//!   GC against user writes; here a plain rate cap).
+
+use std::time::Duration;
+
+use crate::options::{HashGcPolicy, Options};
+
+/// Which values are separated into the value store, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Separation {
+    /// Values of at least this many bytes are separated; `None`: none.
+    pub(crate) threshold_bytes: Option<usize>,
+    /// Separated when the memtable is flushed instead of when written.
+    pub(crate) at_flush: bool,
+}
+
+impl Separation {
+    pub(crate) fn from_options(opts: &Options) -> Self {
+        Separation {
+            threshold_bytes: opts.separation_threshold_bytes,
+            at_flush: opts.separate_at_flush,
+        }
+    }
+
+    /// The threshold a write applies (`None` when writes separate nothing).
+    pub(crate) fn at_write(&self) -> Option<usize> {
+        self.threshold_bytes.filter(|_| !self.at_flush)
+    }
+
+    /// The threshold a flush applies (`None` when flushes separate nothing).
+    pub(crate) fn at_flush(&self) -> Option<usize> {
+        self.threshold_bytes.filter(|_| self.at_flush)
+    }
+}
+
+/// What a victim policy may look at of a segment group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GroupCandidate {
+    pub(crate) group: u32,
+    /// Bytes of its files.
+    pub(crate) bytes: u64,
+    /// Bytes appended since its last GC.
+    pub(crate) written_since_gc: u64,
+    /// Seconds since its last GC.
+    pub(crate) age_secs: f64,
+}
+
+/// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
+/// Ousterhout's LFS): `(1 - u) · age / (1 + u)`, with `u` the valid share
+/// estimated as (bytes − bytes written since the last GC) ÷ bytes, since
+/// each write invalidates at most its own size of older data.
+pub(crate) fn cost_benefit(c: &GroupCandidate) -> f64 {
+    let bytes = c.bytes.max(1) as f64;
+    let u = ((bytes - c.written_since_gc as f64) / bytes).clamp(0.0, 1.0);
+    (1.0 - u) * c.age_secs / (1.0 + u)
+}
+
+impl HashGcPolicy {
+    /// The group to collect among `candidates` (groups holding records);
+    /// `random` is drawn only by the greedy-random policy.
+    pub(crate) fn choose(
+        &self,
+        mut candidates: Vec<GroupCandidate>,
+        random: impl FnOnce() -> u64,
+    ) -> Option<u32> {
+        match *self {
+            HashGcPolicy::Greedy => candidates
+                .iter()
+                .max_by_key(|c| c.written_since_gc)
+                .map(|c| c.group),
+            HashGcPolicy::CostBenefit => candidates
+                .iter()
+                .max_by(|a, b| cost_benefit(a).total_cmp(&cost_benefit(b)))
+                .map(|c| c.group),
+            HashGcPolicy::GreedyRandom { d } => {
+                candidates.sort_by_key(|c| std::cmp::Reverse(c.written_since_gc));
+                candidates.truncate(d.max(1));
+                if candidates.is_empty() {
+                    return None;
+                }
+                let pick = random() % candidates.len() as u64;
+                Some(candidates[pick as usize].group)
+            }
+        }
+    }
+}
+
+/// True when GC should move a live record to the cold log (seed 000 §3.4):
+/// it comes from the cold log already, or it is its key's only record in
+/// the victim and is itself the copy the group's last GC made (the key was
+/// not updated for a whole GC period). A record written since then is hot
+/// at least once more: keys updated about once a period would otherwise
+/// move to the cold log and back each time (measured; `docs/design.md`,
+/// "Hotness awareness").
+pub(crate) fn is_cold(from_cold_log: bool, versions_in_victim: usize, is_gc_copy: bool) -> bool {
+    from_cold_log || (versions_in_victim == 1 && is_gc_copy)
+}
+
+/// A cap on GC's read rate (`Options::gc_max_bytes_per_sec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GcThrottle {
+    pub(crate) max_bytes_per_sec: Option<u64>,
+}
+
+impl GcThrottle {
+    /// How long a step that read `bytes` in `elapsed` must still wait: a
+    /// step may take no less than bytes ÷ rate.
+    pub(crate) fn pause(&self, bytes: u64, elapsed: Duration) -> Option<Duration> {
+        let rate = self.max_bytes_per_sec?;
+        Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64).checked_sub(elapsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(group: u32, bytes: u64, written: u64, age_secs: f64) -> GroupCandidate {
+        GroupCandidate {
+            group,
+            bytes,
+            written_since_gc: written,
+            age_secs,
+        }
+    }
+
+    #[test]
+    fn victim_policies_pick_as_the_paper_says() {
+        let groups = vec![
+            group(0, 1000, 900, 1.0),
+            group(1, 1000, 500, 100.0),
+            group(2, 1000, 100, 1.0),
+        ];
+        let never = || -> u64 { unreachable!("only greedy-random draws") };
+        assert_eq!(HashGcPolicy::Greedy.choose(groups.clone(), never), Some(0));
+        // Group 1: u = 0.5, age 100 -> 33; group 0: u = 0.1, age 1 -> 0.8.
+        assert_eq!(
+            HashGcPolicy::CostBenefit.choose(groups.clone(), never),
+            Some(1)
+        );
+        // d = 2: the two most written (0 and 1), picked by the draw.
+        let gra = HashGcPolicy::GreedyRandom { d: 2 };
+        assert_eq!(gra.choose(groups.clone(), || 0), Some(0));
+        assert_eq!(gra.choose(groups.clone(), || 3), Some(1));
+        assert_eq!(gra.choose(Vec::new(), || 0), None);
+        assert_eq!(HashGcPolicy::Greedy.choose(Vec::new(), never), None);
+    }
+
+    #[test]
+    fn separation_happens_at_write_or_at_flush() {
+        let s = Separation {
+            threshold_bytes: Some(64),
+            at_flush: false,
+        };
+        assert_eq!((s.at_write(), s.at_flush()), (Some(64), None));
+        let f = Separation {
+            at_flush: true,
+            ..s
+        };
+        assert_eq!((f.at_write(), f.at_flush()), (None, Some(64)));
+        let off = Separation {
+            threshold_bytes: None,
+            at_flush: true,
+        };
+        assert_eq!((off.at_write(), off.at_flush()), (None, None));
+    }
+
+    #[test]
+    fn throttle_pauses_for_the_rest_of_the_step() {
+        let t = GcThrottle {
+            max_bytes_per_sec: Some(1000),
+        };
+        assert_eq!(
+            t.pause(500, Duration::from_millis(100)),
+            Some(Duration::from_millis(400))
+        );
+        assert_eq!(t.pause(500, Duration::from_millis(600)), None);
+        let off = GcThrottle {
+            max_bytes_per_sec: None,
+        };
+        assert_eq!(off.pause(1 << 30, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn cold_means_untouched_for_a_gc_period() {
+        assert!(is_cold(true, 3, false));
+        assert!(is_cold(false, 1, true));
+        assert!(!is_cold(false, 1, false));
+        assert!(!is_cold(false, 2, true));
+    }
+}
