@@ -25,35 +25,6 @@ use crate::value::log::store::{LogConfig, LogStore};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit, VersionSet};
 
-/// The hash layout's sizes from the options; the number of groups of a new
-/// store comes from the capacity when it is set.
-fn hash_config(opts: &Options) -> HashConfig {
-    let groups = match (opts.hash_groups, opts.value_store_capacity_bytes) {
-        (0, Some(cap)) => {
-            let main_area = cap as f64 * (1.0 - opts.hash_reserve_ratio);
-            (main_area / opts.hash_main_segment_bytes as f64).max(1.0) as u32
-        }
-        (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
-        (n, _) => n as u32,
-    };
-    HashConfig {
-        main_segment_bytes: opts.hash_main_segment_bytes,
-        log_segment_bytes: opts.hash_log_segment_bytes,
-        batch_bytes: opts.hash_batch_bytes,
-        new_groups: groups,
-        prefetch_threads: opts.scan_prefetch_threads.max(1),
-        policy: opts.hash_gc_policy,
-        // Cold log files of a quarter main segment: GC frees space a file
-        // at a time.
-        cold_file_bytes: opts
-            .hash_hotness
-            .then(|| (opts.hash_main_segment_bytes / 4).max(opts.hash_log_segment_bytes)),
-        reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
-            ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
-        }),
-    }
-}
-
 impl Core {
     pub(super) fn open(dir: PathBuf, opts: Options, fs: CountingFs) -> Result<Core> {
         let shape = crate::index::shape_for(&opts);
@@ -179,7 +150,7 @@ impl Core {
                     fs.clone(),
                     versions.file_numbers(),
                     &rec.version.values.hash,
-                    hash_config(&opts),
+                    HashConfig::from_options(&opts),
                 )?;
                 open_edit.values.hash.groups = e.groups;
                 open_edit.values.hash.added = e.added;
@@ -192,12 +163,7 @@ impl Core {
                     &dir,
                     fs.clone(),
                     versions.file_numbers(),
-                    LogConfig {
-                        file_size_bytes: opts.value_log_file_size_bytes,
-                        buffer_bytes: opts.value_log_buffer_bytes,
-                        prefetch_threads: opts.scan_prefetch_threads.max(1),
-                        gc_chunk_bytes: opts.gc_chunk_bytes,
-                    },
+                    LogConfig::from_options(&opts),
                     rec.version.values.log.tail,
                     &rec.version.values.log.sealed,
                 )?);

@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
-use crate::options::HashGcPolicy;
+use crate::options::{HashGcPolicy, Options};
 use crate::policy::GroupCandidate;
 use crate::stats::Stats;
 use crate::version::{Version, VersionEdit};
@@ -60,6 +60,37 @@ pub(crate) struct HashConfig {
     /// Hotness awareness (§3.4): GC moves cold values to the cold log,
     /// whose files are started anew past this size.
     pub(crate) cold_file_bytes: Option<u64>,
+}
+
+impl HashConfig {
+    /// The hash layout's sizes from the options; the number of groups of a new
+    /// store comes from the capacity when it is set.
+    pub(crate) fn from_options(opts: &Options) -> HashConfig {
+        let groups = match (opts.hash_groups, opts.value_store_capacity_bytes) {
+            (0, Some(cap)) => {
+                let main_area = cap as f64 * (1.0 - opts.hash_reserve_ratio);
+                (main_area / opts.hash_main_segment_bytes as f64).max(1.0) as u32
+            }
+            (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
+            (n, _) => n as u32,
+        };
+        HashConfig {
+            main_segment_bytes: opts.hash_main_segment_bytes,
+            log_segment_bytes: opts.hash_log_segment_bytes,
+            batch_bytes: opts.hash_batch_bytes,
+            new_groups: groups,
+            prefetch_threads: opts.scan_prefetch_threads.max(1),
+            policy: opts.hash_gc_policy,
+            // Cold log files of a quarter main segment: GC frees space a file
+            // at a time.
+            cold_file_bytes: opts
+                .hash_hotness
+                .then(|| (opts.hash_main_segment_bytes / 4).max(opts.hash_log_segment_bytes)),
+            reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
+                ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
+            }),
+        }
+    }
 }
 
 struct Group {

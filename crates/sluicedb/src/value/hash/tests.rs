@@ -152,25 +152,34 @@ fn victim_policies() {
     assert!(s.victim().is_some());
 }
 
-#[test]
-fn lost_tails_only_in_the_newest_file_of_a_group() {
+/// A new store on a new file system, with the manifest state it created.
+fn fresh_store() -> (MemFs, Arc<AtomicU64>, HashMeta, HashStore) {
     let mem = MemFs::new();
     let counter = Arc::new(AtomicU64::new(10));
     let mut meta = HashMeta::default();
     let (s, e) = open(&mem, &meta, &counter);
     apply(&mut meta, &e);
-    let put = |i: u64| {
-        let k = format!("k{i}");
-        let p = s
-            .append(&Record {
-                seq: i,
-                flags: KIND_PUT,
-                key: k.as_bytes(),
-                value: b"value",
-            })
-            .unwrap();
-        (k, p)
-    };
+    (mem, counter, meta, s)
+}
+
+/// Appends key `k{i}` with `value`; returns the key and its pointer.
+fn put_key(s: &HashStore, i: u64, value: &[u8]) -> (String, ValuePointer) {
+    let k = format!("k{i}");
+    let p = s
+        .append(&Record {
+            seq: i,
+            flags: KIND_PUT,
+            key: k.as_bytes(),
+            value,
+        })
+        .unwrap();
+    (k, p)
+}
+
+#[test]
+fn lost_tails_only_in_the_newest_file_of_a_group() {
+    let (mem, counter, meta, s) = fresh_store();
+    let put = |i: u64| put_key(&s, i, b"value");
     let synced = put(1);
     s.sync().unwrap();
     let unsynced = put(2);
@@ -195,21 +204,8 @@ fn lost_tails_only_in_the_newest_file_of_a_group() {
 #[test]
 fn sync_covers_records_appended_before_it_while_others_append() {
     use std::sync::atomic::AtomicBool;
-    let mem = MemFs::new();
-    let counter = Arc::new(AtomicU64::new(10));
-    let mut meta = HashMeta::default();
-    let (s, e) = open(&mem, &meta, &counter);
-    apply(&mut meta, &e);
-    let put = |i: u64| {
-        let k = format!("k{i}");
-        let r = Record {
-            seq: i,
-            flags: KIND_PUT,
-            key: k.as_bytes(),
-            value: b"a value of some length",
-        };
-        (k.clone(), s.append(&r).unwrap())
-    };
+    let (mem, counter, meta, s) = fresh_store();
+    let put = |i: u64| put_key(&s, i, b"a value of some length");
     let stop = AtomicBool::new(false);
     let mut checks = Vec::new();
     std::thread::scope(|t| {

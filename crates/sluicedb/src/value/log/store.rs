@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
+use crate::options::Options;
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 use crate::value::{PointerCheck, ValueStore};
@@ -36,6 +37,17 @@ pub(crate) struct LogConfig {
     pub(crate) prefetch_threads: usize,
     /// Bytes a GC step reads from the tail (`Options::gc_chunk_bytes`).
     pub(crate) gc_chunk_bytes: u64,
+}
+
+impl LogConfig {
+    pub(crate) fn from_options(opts: &Options) -> LogConfig {
+        LogConfig {
+            file_size_bytes: opts.value_log_file_size_bytes,
+            buffer_bytes: opts.value_log_buffer_bytes,
+            prefetch_threads: opts.scan_prefetch_threads.max(1),
+            gc_chunk_bytes: opts.gc_chunk_bytes,
+        }
+    }
 }
 
 struct Inner {
