@@ -45,23 +45,11 @@ fn list(meta: &mut HashMeta, g: u32) -> &mut Vec<u64> {
 
 #[test]
 fn keys_stay_in_their_group_across_reopens() {
-    let mem = MemFs::new();
-    let counter = Arc::new(AtomicU64::new(10));
-    let mut meta = HashMeta::default();
-    let (s, e) = open(&mem, &meta, &counter);
-    apply(&mut meta, &e);
+    let (mem, counter, mut meta, s) = fresh_store();
     assert_eq!(s.groups(), 4);
     let mut ptrs = Vec::new();
     for i in 0..200u64 {
-        let k = format!("key{i}");
-        let p = s
-            .append(&Record {
-                seq: i,
-                flags: KIND_PUT,
-                key: k.as_bytes(),
-                value: &[b'v'; 200],
-            })
-            .unwrap();
+        let (k, p) = put_key(&s, i, &[b'v'; 200]);
         // The file is the head of the key's group.
         let g = group_of(k.as_bytes(), 4) as usize;
         assert_eq!(p.file, meta.groups[g][0]);
@@ -74,7 +62,7 @@ fn keys_stay_in_their_group_across_reopens() {
         inner.groups.iter().map(|g| segments_of(g, &s.config)).sum()
     };
     assert_eq!(s.log_segments_in_use(), recount(&s));
-    let g = group_of(b"key0", 4);
+    let g = group_of(b"k0", 4);
     let (n, f) = s.create_group_file().unwrap();
     let frozen = s.switch_head(g, n, f).unwrap();
     assert_eq!(s.log_segments_in_use(), recount(&s));
