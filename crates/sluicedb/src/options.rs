@@ -187,8 +187,11 @@ impl Preset {
     }
 }
 
-/// Options for [`crate::Db::open`].
+/// Options for [`crate::Db::open`]. Build them with [`Options::default`]
+/// or [`Options::preset`] and the setters; fields may be added in any
+/// release (`#[non_exhaustive]`).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Create the database if the directory holds none. Default: true.
     pub create_if_missing: bool,

@@ -6,6 +6,7 @@ use crate::fs::IoStats;
 
 /// Per-level shape of the key index.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LevelStats {
     /// Tables in the level.
     pub tables: usize,
@@ -17,6 +18,7 @@ pub struct LevelStats {
 
 /// Counters since the database was opened, and its current shape.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// The preset the database was created with (`None`: not recorded).
     pub created_with: Option<crate::Preset>,
@@ -102,6 +104,7 @@ pub struct Stats {
 
 /// What one `Db::gc` call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GcStats {
     /// Chunks processed.
     pub chunks: u64,
@@ -226,6 +229,7 @@ impl std::fmt::Display for Stats {
 
 /// Microseconds writes waited, by what they waited for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StallMicros {
     /// Every write buffer full: waiting for a flush.
     pub memtables: u64,
