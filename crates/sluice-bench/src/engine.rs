@@ -154,54 +154,56 @@ impl SluiceEngine {
     pub fn options(preset: Preset, cfg: &BenchConfig) -> Options {
         let mut opts = Options::preset(preset);
         opts.write_buffer_size_bytes = WRITE_BUFFER_BYTES;
-        opts.block_cache_bytes = BLOCK_CACHE_BYTES;
+        opts.index.block_cache_bytes = BLOCK_CACHE_BYTES;
         opts.background_threads = BACKGROUND_THREADS;
-        opts.bloom_bits_per_key = BLOOM_BITS_PER_KEY;
+        opts.index.bloom_bits_per_key = BLOOM_BITS_PER_KEY;
         if let Some(t) = cfg.separation_threshold {
-            opts.separation_threshold_bytes = t;
+            opts.values.separation_threshold_bytes = t;
         }
-        if let (Some(capacity), Some(_)) =
-            (cfg.value_store_capacity(), opts.separation_threshold_bytes)
-        {
+        if let (Some(capacity), Some(_)) = (
+            cfg.value_store_capacity(),
+            opts.values.separation_threshold_bytes,
+        ) {
             // HashKV §4.2 (seed 000): the value store holds the data plus a
             // 30% reserve.
-            opts.value_store_capacity_bytes = Some(capacity);
+            opts.values.capacity_bytes = Some(capacity);
             // GC frees whole files: keep them small next to the capacity,
             // so that small runs have files to collect too (with 1 MiB at
             // least, the tiny test runs rotated a file only now and then,
             // and whether GC ran in an update phase was a matter of timing).
-            opts.value_log_file_size_bytes = (capacity / 32).clamp(64 << 10, 64 << 20);
+            opts.values.log.file_size_bytes = (capacity / 32).clamp(64 << 10, 64 << 20);
             // Likewise at least 32 segment groups for the hash layout, so a
             // GC step rewrites 1/32 of the data or less, and at least 256
             // log segments in the reserve (1 MiB ones leave small runs only
             // a few).
-            let reserve = capacity as f64 * opts.hash_reserve_ratio;
-            opts.hash_log_segment_bytes = ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
+            let reserve = capacity as f64 * opts.values.hash.reserve_ratio;
+            opts.values.hash.log_segment_bytes =
+                ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
             let main_area = capacity as f64 - reserve;
-            opts.hash_main_segment_bytes =
-                ((main_area / 32.0) as u64).clamp(opts.hash_log_segment_bytes, 64 << 20);
+            opts.values.hash.main_segment_bytes =
+                ((main_area / 32.0) as u64).clamp(opts.values.hash.log_segment_bytes, 64 << 20);
         }
         if let Some(t) = cfg.scan_prefetch_threads {
-            opts.scan_prefetch_threads = t;
+            opts.values.scan_prefetch_threads = t;
         }
         if let Some(p) = cfg.hash_gc_policy {
-            opts.hash_gc_policy = p;
+            opts.values.hash.gc_policy = p;
         }
         if let Some(h) = cfg.hash_hotness {
-            opts.hash_hotness = h;
+            opts.values.hash.hotness = h;
         }
         if let Some(n) = cfg.gc_threads {
-            opts.gc_threads = n;
+            opts.gc.threads = n;
         }
         if let Some(n) = cfg.hash_batch_bytes {
-            opts.hash_batch_bytes = n;
+            opts.values.hash.batch_bytes = n;
         }
         if let Some(f) = cfg.separate_at_flush {
-            opts.separate_at_flush = f;
+            opts.values.separate_at_flush = f;
         }
         // Separation at flush has nothing to do without separation (the
         // threshold sweep's `--separation-threshold none` under `hashkv`).
-        opts.separate_at_flush &= opts.separation_threshold_bytes.is_some();
+        opts.values.separate_at_flush &= opts.values.separation_threshold_bytes.is_some();
         opts
     }
 

@@ -67,21 +67,21 @@ pub struct BenchConfig {
     pub out: Option<PathBuf>,
     /// Show a progress bar on stderr when it is a terminal.
     pub progress: bool,
-    /// Overrides [`sluicedb::Options::scan_prefetch_threads`] (0: no
+    /// Overrides [`sluicedb::ValueOptions::scan_prefetch_threads`] (0: no
     /// read-ahead).
     pub scan_prefetch_threads: Option<usize>,
-    /// Overrides [`sluicedb::Options::hash_gc_policy`].
+    /// Overrides [`sluicedb::HashOptions::gc_policy`].
     pub hash_gc_policy: Option<sluicedb::HashGcPolicy>,
-    /// Overrides [`sluicedb::Options::separation_threshold_bytes`]
+    /// Overrides [`sluicedb::ValueOptions::separation_threshold_bytes`]
     /// (`Some(None)`: no separation); also the peers' blob threshold.
     pub separation_threshold: Option<Option<usize>>,
-    /// Overrides [`sluicedb::Options::separate_at_flush`].
+    /// Overrides [`sluicedb::ValueOptions::separate_at_flush`].
     pub separate_at_flush: Option<bool>,
-    /// Overrides [`sluicedb::Options::hash_hotness`].
+    /// Overrides [`sluicedb::HashOptions::hotness`].
     pub hash_hotness: Option<bool>,
-    /// Overrides [`sluicedb::Options::gc_threads`].
+    /// Overrides [`sluicedb::GcOptions::threads`].
     pub gc_threads: Option<usize>,
-    /// Overrides [`sluicedb::Options::hash_batch_bytes`].
+    /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
 }
 

@@ -187,9 +187,13 @@ impl Preset {
     }
 }
 
-/// Options for [`crate::Db::open`]. Build them with [`Options::default`]
-/// or [`Options::preset`] and the setters; fields may be added in any
-/// release (`#[non_exhaustive]`).
+/// Options for [`crate::Db::open`], grouped by the design's axes: the key
+/// index ([`IndexOptions`]), the value store ([`ValueOptions`], with each
+/// layout's own options) and GC ([`GcOptions`]); the write buffer, journal
+/// and threads at the top. Build them with [`Options::default`] or
+/// [`Options::preset`] and the setters (one per field, named as before the
+/// grouping: `hash_groups` sets `values.hash.groups`); fields may be added
+/// in any release (`#[non_exhaustive]`).
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Options {
@@ -212,6 +216,37 @@ pub struct Options {
     /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
     /// runs, at the cost of memory.
     pub max_write_buffers: usize,
+    /// Background threads for flushes and compactions
+    /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
+    /// for flushes so that a long compaction never blocks a flush.
+    pub background_threads: usize,
+    /// How recovery treats journal damage ([`JournalRecovery`]).
+    pub journal_recovery: JournalRecovery,
+    /// Manifest size that triggers a roll ([`DEFAULT_MAX_MANIFEST_BYTES`]).
+    pub max_manifest_bytes: u64,
+    /// Largest group of concurrent writes committed with one journal write
+    /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
+    pub max_write_group_bytes: usize,
+    /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
+    pub journal_mode: JournalMode,
+    /// The key index: levels, compaction triggers and tables (DESIGN.md,
+    /// axis 1).
+    pub index: IndexOptions,
+    /// The value store: separation and its layout (axis 2).
+    pub values: ValueOptions,
+    /// Garbage collection of the value store (axis 4).
+    pub gc: GcOptions,
+    /// The file system. Default: [`StdFs`].
+    pub fs: Arc<dyn Fs>,
+    /// The preset these options came from.
+    pub preset: Preset,
+}
+
+/// The key index's options ([`Options::index`]): the leveled shape and
+/// its tables.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct IndexOptions {
     /// Data block size ([`DEFAULT_BLOCK_SIZE_BYTES`]). Larger blocks: smaller
     /// index, faster scans; more bytes read per point lookup.
     pub block_size_bytes: usize,
@@ -242,24 +277,17 @@ pub struct Options {
     /// Target size of compaction outputs ([`DEFAULT_TARGET_FILE_SIZE_BYTES`]).
     /// Smaller: finer-grained compactions, more files.
     pub target_file_size_bytes: u64,
-    /// Background threads for flushes and compactions
-    /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
-    /// for flushes so that a long compaction never blocks a flush.
-    pub background_threads: usize,
-    /// How recovery treats journal damage ([`JournalRecovery`]).
-    pub journal_recovery: JournalRecovery,
-    /// Manifest size that triggers a roll ([`DEFAULT_MAX_MANIFEST_BYTES`]).
-    pub max_manifest_bytes: u64,
-    /// Largest group of concurrent writes committed with one journal write
-    /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
-    pub max_write_group_bytes: usize,
+}
+
+/// The value store's options ([`Options::values`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ValueOptions {
     /// Values of at least this many bytes are stored in the value store and
     /// the index keeps a pointer (selective KV separation, seed 000 §3.5);
     /// `None` keeps every value inline. WiscKey's behaviour is `Some(0)`.
     /// Default: `None` (preset `leveldb`).
     pub separation_threshold_bytes: Option<usize>,
-    /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
-    pub journal_mode: JournalMode,
     /// Separate values when a memtable is flushed instead of when they are
     /// written: HashKV's write cache (seed 000 §3.2). The journal and the
     /// memtable hold whole values, and a flush writes to the value store
@@ -272,58 +300,10 @@ pub struct Options {
     pub separate_at_flush: bool,
     /// Layout of the value store ([`ValueLayout`]). Default: log. A
     /// database keeps the layout it was created with.
-    pub value_layout: ValueLayout,
-    /// Hash layout: bytes of a group's main segment
-    /// ([`DEFAULT_HASH_MAIN_SEGMENT_BYTES`]); beyond it a group takes log
-    /// segments from the reserve.
-    pub hash_main_segment_bytes: u64,
-    /// Hash layout: bytes of a log segment, the unit the reserve is handed
-    /// out in ([`DEFAULT_HASH_LOG_SEGMENT_BYTES`]).
-    pub hash_log_segment_bytes: u64,
-    /// Hash layout: share of `value_store_capacity_bytes` kept as the
-    /// reserve of log segments ([`DEFAULT_HASH_RESERVE_RATIO`]).
-    pub hash_reserve_ratio: f64,
-    /// Hash layout: number of segment groups, fixed when the database is
-    /// created. 0 derives it: capacity × (1 − reserve) ÷ main segment, or
-    /// [`DEFAULT_HASH_GROUPS`] without a capacity.
-    pub hash_groups: usize,
-    /// Hash layout: a group's buffered records are written out once they
-    /// reach this many bytes, one sequential write per batch
-    /// ([`DEFAULT_HASH_BATCH_BYTES`], seed 000 §3.8).
-    pub hash_batch_bytes: usize,
-    /// Hash layout: how GC picks its victim group ([`HashGcPolicy`]).
-    /// Default: greedy.
-    pub hash_gc_policy: HashGcPolicy,
-    /// Hash layout: hotness awareness (seed 000 §3.4). GC moves the values
-    /// of keys not updated for a whole GC period of their group to a cold
-    /// log, so
-    /// later GCs of the group no longer copy them; the cold log is
-    /// collected a file at a time, the file with the most known garbage
-    /// first. Default: false (preset `hashkv`: true).
-    pub hash_hotness: bool,
-    /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
-    /// GC frees space a whole file at a time: smaller files free space
-    /// sooner, larger ones mean fewer files.
-    pub value_log_file_size_bytes: u64,
-    /// Value log write buffer ([`DEFAULT_VALUE_LOG_BUFFER_BYTES`]): appends
-    /// reach the file system in writes of about this size.
-    pub value_log_buffer_bytes: usize,
-    /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
-    pub gc_chunk_bytes: u64,
-    /// Garbage ratio (garbage ÷ value log bytes) at which background GC
-    /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
-    pub gc_garbage_ratio: Option<f64>,
+    pub layout: ValueLayout,
     /// Space the value store may use; background GC runs while it is larger
     /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
-    pub value_store_capacity_bytes: Option<u64>,
-    /// Run a GC step at least this often when the value log has a file to
-    /// collect (WiscKey's periodic mode). `None`: only on the triggers above
-    /// and `Db::gc`.
-    pub gc_interval_ms: Option<u64>,
-    /// Throttle: GC reads at most this many bytes per second, sleeping
-    /// between steps, so that it leaves the disk to foreground work. `None`:
-    /// as fast as it can.
-    pub gc_max_bytes_per_sec: Option<u64>,
+    pub capacity_bytes: Option<u64>,
     /// Threads that read separated values in parallel for range scans
     /// ([`DEFAULT_SCAN_PREFETCH_THREADS`]; seed 001 §3.3.1). A [`crate::Range`]
     /// that has returned a few pairs in a row reads the next values ahead in
@@ -331,15 +311,78 @@ pub struct Options {
     /// reads spread over these threads. 0 turns read-ahead off (one read
     /// per value). More threads help on devices with deep queues.
     pub scan_prefetch_threads: usize,
+    /// The log layout's sizes.
+    pub log: LogOptions,
+    /// The hash layout's sizes and choices (seed 000).
+    pub hash: HashOptions,
+}
+
+/// The log layout's options ([`ValueOptions::log`]; seed 001 §3.3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LogOptions {
+    /// Size of a value log file ([`DEFAULT_VALUE_LOG_FILE_SIZE_BYTES`]).
+    /// GC frees space a whole file at a time: smaller files free space
+    /// sooner, larger ones mean fewer files.
+    pub file_size_bytes: u64,
+    /// Value log write buffer ([`DEFAULT_VALUE_LOG_BUFFER_BYTES`]): appends
+    /// reach the file system in writes of about this size.
+    pub buffer_bytes: usize,
+}
+
+/// The hash layout's options ([`ValueOptions::hash`]; seed 000).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HashOptions {
+    /// Bytes of a group's main segment ([`DEFAULT_HASH_MAIN_SEGMENT_BYTES`]);
+    /// beyond it a group takes log segments from the reserve.
+    pub main_segment_bytes: u64,
+    /// Bytes of a log segment, the unit the reserve is handed out in
+    /// ([`DEFAULT_HASH_LOG_SEGMENT_BYTES`]).
+    pub log_segment_bytes: u64,
+    /// Share of [`ValueOptions::capacity_bytes`] kept as the reserve of
+    /// log segments ([`DEFAULT_HASH_RESERVE_RATIO`]).
+    pub reserve_ratio: f64,
+    /// Number of segment groups, fixed when the database is created. 0
+    /// derives it: capacity × (1 − reserve) ÷ main segment, or
+    /// [`DEFAULT_HASH_GROUPS`] without a capacity.
+    pub groups: usize,
+    /// A group's buffered records are written out once they reach this
+    /// many bytes, one sequential write per batch
+    /// ([`DEFAULT_HASH_BATCH_BYTES`], seed 000 §3.8).
+    pub batch_bytes: usize,
+    /// How GC picks its victim group ([`HashGcPolicy`]). Default: greedy.
+    pub gc_policy: HashGcPolicy,
+    /// Hotness awareness (seed 000 §3.4). GC moves the values of keys not
+    /// updated for a whole GC period of their group to a cold log, so later
+    /// GCs of the group no longer copy them; the cold log is collected a
+    /// file at a time, the file with the most known garbage first.
+    /// Default: false (preset `hashkv`: true).
+    pub hotness: bool,
+}
+
+/// Garbage collection's options ([`Options::gc`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GcOptions {
+    /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
+    pub chunk_bytes: u64,
+    /// Garbage ratio (garbage ÷ value log bytes) at which background GC
+    /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
+    pub garbage_ratio: Option<f64>,
+    /// Run a GC step at least this often when the value log has a file to
+    /// collect (WiscKey's periodic mode). `None`: only on the triggers above
+    /// and `Db::gc`.
+    pub interval_ms: Option<u64>,
+    /// Throttle: GC reads at most this many bytes per second, sleeping
+    /// between steps, so that it leaves the disk to foreground work. `None`:
+    /// as fast as it can.
+    pub max_bytes_per_sec: Option<u64>,
     /// Threads a hash layout GC step uses to read its frozen files and to
     /// look up their keys in the index (seed 000 §3.3 reads a group's
     /// segments in parallel; here the lookups are the larger cost). 1 does
     /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
-    pub gc_threads: usize,
-    /// The file system. Default: [`StdFs`].
-    pub fs: Arc<dyn Fs>,
-    /// The preset these options came from.
-    pub preset: Preset,
+    pub threads: usize,
 }
 
 impl std::fmt::Debug for Options {
@@ -348,14 +391,12 @@ impl std::fmt::Debug for Options {
             .field("preset", &self.preset)
             .field("write_buffer_size_bytes", &self.write_buffer_size_bytes)
             .field("max_write_buffers", &self.max_write_buffers)
-            .field("block_size_bytes", &self.block_size_bytes)
-            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
-            .field("block_cache_bytes", &self.block_cache_bytes)
-            .field("l0_compaction_trigger", &self.l0_compaction_trigger)
-            .field("base_level_size_bytes", &self.base_level_size_bytes)
-            .field("target_file_size_bytes", &self.target_file_size_bytes)
             .field("background_threads", &self.background_threads)
             .field("journal_recovery", &self.journal_recovery)
+            .field("journal_mode", &self.journal_mode)
+            .field("index", &self.index)
+            .field("values", &self.values)
+            .field("gc", &self.gc)
             .finish_non_exhaustive()
     }
 }
@@ -367,13 +408,13 @@ impl Default for Options {
 }
 
 macro_rules! setters {
-    ($($(#[$m:meta])* $name:ident: $ty:ty),* $(,)?) => {
+    ($($(#[$m:meta])* $name:ident => $($field:ident).+ : $ty:ty),* $(,)?) => {
         impl Options {
             $(
                 $(#[$m])*
                 #[must_use]
                 pub fn $name(mut self, v: $ty) -> Self {
-                    self.$name = v;
+                    self.$($field).+ = v;
                     self
                 }
             )*
@@ -383,117 +424,116 @@ macro_rules! setters {
 
 setters! {
     /// Sets [`Options::create_if_missing`].
-    create_if_missing: bool,
+    create_if_missing => create_if_missing: bool,
     /// Sets [`Options::error_if_exists`].
-    error_if_exists: bool,
+    error_if_exists => error_if_exists: bool,
     /// Sets [`Options::read_only`].
-    read_only: bool,
+    read_only => read_only: bool,
     /// Sets [`Options::write_buffer_size_bytes`].
-    write_buffer_size_bytes: usize,
+    write_buffer_size_bytes => write_buffer_size_bytes: usize,
     /// Sets [`Options::max_write_buffers`].
-    max_write_buffers: usize,
-    /// Sets [`Options::block_size_bytes`].
-    block_size_bytes: usize,
-    /// Sets [`Options::block_restart_interval`].
-    block_restart_interval: usize,
-    /// Sets [`Options::bloom_bits_per_key`].
-    bloom_bits_per_key: u32,
-    /// Sets [`Options::block_cache_bytes`].
-    block_cache_bytes: usize,
-    /// Sets [`Options::max_open_tables`].
-    max_open_tables: usize,
-    /// Sets [`Options::l0_compaction_trigger`].
-    l0_compaction_trigger: usize,
-    /// Sets [`Options::l0_slowdown_trigger`].
-    l0_slowdown_trigger: usize,
-    /// Sets [`Options::l0_stop_trigger`].
-    l0_stop_trigger: usize,
-    /// Sets [`Options::num_levels`].
-    num_levels: usize,
-    /// Sets [`Options::level_size_ratio`].
-    level_size_ratio: u64,
-    /// Sets [`Options::base_level_size_bytes`].
-    base_level_size_bytes: u64,
-    /// Sets [`Options::target_file_size_bytes`].
-    target_file_size_bytes: u64,
+    max_write_buffers => max_write_buffers: usize,
+    /// Sets [`IndexOptions::block_size_bytes`].
+    block_size_bytes => index.block_size_bytes: usize,
+    /// Sets [`IndexOptions::block_restart_interval`].
+    block_restart_interval => index.block_restart_interval: usize,
+    /// Sets [`IndexOptions::bloom_bits_per_key`].
+    bloom_bits_per_key => index.bloom_bits_per_key: u32,
+    /// Sets [`IndexOptions::block_cache_bytes`].
+    block_cache_bytes => index.block_cache_bytes: usize,
+    /// Sets [`IndexOptions::max_open_tables`].
+    max_open_tables => index.max_open_tables: usize,
+    /// Sets [`IndexOptions::l0_compaction_trigger`].
+    l0_compaction_trigger => index.l0_compaction_trigger: usize,
+    /// Sets [`IndexOptions::l0_slowdown_trigger`].
+    l0_slowdown_trigger => index.l0_slowdown_trigger: usize,
+    /// Sets [`IndexOptions::l0_stop_trigger`].
+    l0_stop_trigger => index.l0_stop_trigger: usize,
+    /// Sets [`IndexOptions::num_levels`].
+    num_levels => index.num_levels: usize,
+    /// Sets [`IndexOptions::level_size_ratio`].
+    level_size_ratio => index.level_size_ratio: u64,
+    /// Sets [`IndexOptions::base_level_size_bytes`].
+    base_level_size_bytes => index.base_level_size_bytes: u64,
+    /// Sets [`IndexOptions::target_file_size_bytes`].
+    target_file_size_bytes => index.target_file_size_bytes: u64,
     /// Sets [`Options::background_threads`].
-    background_threads: usize,
+    background_threads => background_threads: usize,
     /// Sets [`Options::journal_recovery`].
-    journal_recovery: JournalRecovery,
+    journal_recovery => journal_recovery: JournalRecovery,
     /// Sets [`Options::max_manifest_bytes`].
-    max_manifest_bytes: u64,
+    max_manifest_bytes => max_manifest_bytes: u64,
     /// Sets [`Options::max_write_group_bytes`].
-    max_write_group_bytes: usize,
+    max_write_group_bytes => max_write_group_bytes: usize,
     /// Sets [`Options::fs`].
-    fs: Arc<dyn Fs>,
-    /// Sets [`Options::separation_threshold_bytes`].
-    separation_threshold_bytes: Option<usize>,
+    fs => fs: Arc<dyn Fs>,
+    /// Sets [`ValueOptions::separation_threshold_bytes`].
+    separation_threshold_bytes => values.separation_threshold_bytes: Option<usize>,
     /// Sets [`Options::journal_mode`].
-    journal_mode: JournalMode,
-    /// Sets [`Options::separate_at_flush`].
-    separate_at_flush: bool,
-    /// Sets [`Options::value_layout`].
-    value_layout: ValueLayout,
-    /// Sets [`Options::hash_main_segment_bytes`].
-    hash_main_segment_bytes: u64,
-    /// Sets [`Options::hash_log_segment_bytes`].
-    hash_log_segment_bytes: u64,
-    /// Sets [`Options::hash_reserve_ratio`].
-    hash_reserve_ratio: f64,
-    /// Sets [`Options::hash_groups`].
-    hash_groups: usize,
-    /// Sets [`Options::hash_batch_bytes`].
-    hash_batch_bytes: usize,
-    /// Sets [`Options::hash_gc_policy`].
-    hash_gc_policy: HashGcPolicy,
-    /// Sets [`Options::hash_hotness`].
-    hash_hotness: bool,
-    /// Sets [`Options::value_log_file_size_bytes`].
-    value_log_file_size_bytes: u64,
-    /// Sets [`Options::value_log_buffer_bytes`].
-    value_log_buffer_bytes: usize,
-    /// Sets [`Options::gc_chunk_bytes`].
-    gc_chunk_bytes: u64,
-    /// Sets [`Options::gc_garbage_ratio`].
-    gc_garbage_ratio: Option<f64>,
-    /// Sets [`Options::value_store_capacity_bytes`].
-    value_store_capacity_bytes: Option<u64>,
-    /// Sets [`Options::gc_interval_ms`].
-    gc_interval_ms: Option<u64>,
-    /// Sets [`Options::gc_max_bytes_per_sec`].
-    gc_max_bytes_per_sec: Option<u64>,
-    /// Sets [`Options::scan_prefetch_threads`].
-    scan_prefetch_threads: usize,
-    /// Sets [`Options::gc_threads`].
-    gc_threads: usize,
+    journal_mode => journal_mode: JournalMode,
+    /// Sets [`ValueOptions::separate_at_flush`].
+    separate_at_flush => values.separate_at_flush: bool,
+    /// Sets [`ValueOptions::layout`].
+    value_layout => values.layout: ValueLayout,
+    /// Sets [`HashOptions::main_segment_bytes`].
+    hash_main_segment_bytes => values.hash.main_segment_bytes: u64,
+    /// Sets [`HashOptions::log_segment_bytes`].
+    hash_log_segment_bytes => values.hash.log_segment_bytes: u64,
+    /// Sets [`HashOptions::reserve_ratio`].
+    hash_reserve_ratio => values.hash.reserve_ratio: f64,
+    /// Sets [`HashOptions::groups`].
+    hash_groups => values.hash.groups: usize,
+    /// Sets [`HashOptions::batch_bytes`].
+    hash_batch_bytes => values.hash.batch_bytes: usize,
+    /// Sets [`HashOptions::gc_policy`].
+    hash_gc_policy => values.hash.gc_policy: HashGcPolicy,
+    /// Sets [`HashOptions::hotness`].
+    hash_hotness => values.hash.hotness: bool,
+    /// Sets [`LogOptions::file_size_bytes`].
+    value_log_file_size_bytes => values.log.file_size_bytes: u64,
+    /// Sets [`LogOptions::buffer_bytes`].
+    value_log_buffer_bytes => values.log.buffer_bytes: usize,
+    /// Sets [`GcOptions::chunk_bytes`].
+    gc_chunk_bytes => gc.chunk_bytes: u64,
+    /// Sets [`GcOptions::garbage_ratio`].
+    gc_garbage_ratio => gc.garbage_ratio: Option<f64>,
+    /// Sets [`ValueOptions::capacity_bytes`].
+    value_store_capacity_bytes => values.capacity_bytes: Option<u64>,
+    /// Sets [`GcOptions::interval_ms`].
+    gc_interval_ms => gc.interval_ms: Option<u64>,
+    /// Sets [`GcOptions::max_bytes_per_sec`].
+    gc_max_bytes_per_sec => gc.max_bytes_per_sec: Option<u64>,
+    /// Sets [`ValueOptions::scan_prefetch_threads`].
+    scan_prefetch_threads => values.scan_prefetch_threads: usize,
+    /// Sets [`GcOptions::threads`].
+    gc_threads => gc.threads: usize,
 }
 
 impl Options {
     /// The options of a preset.
     pub fn preset(preset: Preset) -> Options {
-        let base = Options::leveldb();
+        let mut o = Options::leveldb();
+        o.preset = preset;
         match preset {
-            Preset::LevelDb => base,
-            Preset::WiscKey => Options {
-                separation_threshold_bytes: Some(0),
+            Preset::LevelDb => {}
+            Preset::WiscKey => {
+                o.values.separation_threshold_bytes = Some(0);
                 // No LSM-tree log (seed 001 §3.4.2).
-                journal_mode: JournalMode::ValueLog,
-                gc_garbage_ratio: Some(DEFAULT_GC_GARBAGE_RATIO),
-                preset,
-                ..base
-            },
-            Preset::HashKv => Options {
-                separation_threshold_bytes: Some(DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES),
-                value_layout: ValueLayout::Hash,
+                o.journal_mode = JournalMode::ValueLog;
+                o.gc.garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
+            }
+            Preset::HashKv => {
+                o.values.separation_threshold_bytes =
+                    Some(DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES);
+                o.values.layout = ValueLayout::Hash;
                 // The write cache (§3.2): updates absorbed in the memtable
                 // never reach the groups.
-                separate_at_flush: true,
-                hash_hotness: true,
-                gc_threads: 2,
-                preset,
-                ..base
-            },
+                o.values.separate_at_flush = true;
+                o.values.hash.hotness = true;
+                o.gc.threads = 2;
+            }
         }
+        o
     }
 
     /// The `leveldb` preset: every default, values inline.
@@ -504,44 +544,54 @@ impl Options {
             read_only: false,
             write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
             max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
-            block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
-            block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
-            bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
-            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
-            max_open_tables: DEFAULT_MAX_OPEN_TABLES,
-            l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
-            l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
-            l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
-            num_levels: DEFAULT_NUM_LEVELS,
-            level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
-            base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
-            target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
             background_threads: DEFAULT_BACKGROUND_THREADS,
             journal_recovery: JournalRecovery::default(),
             max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
             max_write_group_bytes: DEFAULT_MAX_WRITE_GROUP_BYTES,
-            fs: Arc::new(StdFs),
-            separation_threshold_bytes: None,
             journal_mode: JournalMode::Journal,
-            separate_at_flush: false,
-            value_layout: ValueLayout::Log,
-            hash_main_segment_bytes: DEFAULT_HASH_MAIN_SEGMENT_BYTES,
-            hash_log_segment_bytes: DEFAULT_HASH_LOG_SEGMENT_BYTES,
-            hash_reserve_ratio: DEFAULT_HASH_RESERVE_RATIO,
-            hash_groups: 0,
-            hash_batch_bytes: DEFAULT_HASH_BATCH_BYTES,
-            hash_gc_policy: HashGcPolicy::Greedy,
-            hash_hotness: false,
-            value_log_file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
-            value_log_buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
-            gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
-            gc_garbage_ratio: None,
-            value_store_capacity_bytes: None,
-            gc_interval_ms: None,
-            gc_max_bytes_per_sec: None,
-            scan_prefetch_threads: DEFAULT_SCAN_PREFETCH_THREADS,
-            gc_threads: 1,
+            fs: Arc::new(StdFs),
             preset: Preset::LevelDb,
+            index: IndexOptions {
+                block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
+                block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
+                bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
+                block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+                max_open_tables: DEFAULT_MAX_OPEN_TABLES,
+                l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
+                l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
+                l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
+                num_levels: DEFAULT_NUM_LEVELS,
+                level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
+                base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
+                target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
+            },
+            values: ValueOptions {
+                separation_threshold_bytes: None,
+                separate_at_flush: false,
+                layout: ValueLayout::Log,
+                capacity_bytes: None,
+                scan_prefetch_threads: DEFAULT_SCAN_PREFETCH_THREADS,
+                log: LogOptions {
+                    file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
+                    buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
+                },
+                hash: HashOptions {
+                    main_segment_bytes: DEFAULT_HASH_MAIN_SEGMENT_BYTES,
+                    log_segment_bytes: DEFAULT_HASH_LOG_SEGMENT_BYTES,
+                    reserve_ratio: DEFAULT_HASH_RESERVE_RATIO,
+                    groups: 0,
+                    batch_bytes: DEFAULT_HASH_BATCH_BYTES,
+                    gc_policy: HashGcPolicy::Greedy,
+                    hotness: false,
+                },
+            },
+            gc: GcOptions {
+                chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
+                garbage_ratio: None,
+                interval_ms: None,
+                max_bytes_per_sec: None,
+                threads: 1,
+            },
         }
     }
 
@@ -554,40 +604,44 @@ impl Options {
         if self.max_write_buffers < 2 {
             return bad("max_write_buffers must be at least 2".into());
         }
-        if self.block_size_bytes < 64 || self.block_restart_interval == 0 {
+        if self.index.block_size_bytes < 64 || self.index.block_restart_interval == 0 {
             return bad("block_size_bytes must be >= 64 and block_restart_interval >= 1".into());
         }
-        if !(1..=self.l0_slowdown_trigger).contains(&self.l0_compaction_trigger)
-            || self.l0_slowdown_trigger > self.l0_stop_trigger
+        if !(1..=self.index.l0_slowdown_trigger).contains(&self.index.l0_compaction_trigger)
+            || self.index.l0_slowdown_trigger > self.index.l0_stop_trigger
         {
             return bad(format!(
                 "L0 triggers must satisfy 1 <= compaction ({}) <= slowdown ({}) <= stop ({})",
-                self.l0_compaction_trigger, self.l0_slowdown_trigger, self.l0_stop_trigger
+                self.index.l0_compaction_trigger,
+                self.index.l0_slowdown_trigger,
+                self.index.l0_stop_trigger
             ));
         }
-        if !(2..=64).contains(&self.num_levels) || self.level_size_ratio < 2 {
+        if !(2..=64).contains(&self.index.num_levels) || self.index.level_size_ratio < 2 {
             return bad("num_levels must be in 2..=64 and level_size_ratio >= 2".into());
         }
-        if self.base_level_size_bytes == 0 || self.target_file_size_bytes == 0 {
+        if self.index.base_level_size_bytes == 0 || self.index.target_file_size_bytes == 0 {
             return bad("level and file sizes must be positive".into());
         }
-        if self.gc_threads == 0 {
+        if self.gc.threads == 0 {
             return bad("gc_threads must be at least 1".into());
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());
         }
-        if self.journal_mode == JournalMode::ValueLog && self.separation_threshold_bytes.is_none() {
+        if self.journal_mode == JournalMode::ValueLog
+            && self.values.separation_threshold_bytes.is_none()
+        {
             return bad(
                 "journal_mode ValueLog needs a value store (separation_threshold_bytes)".into(),
             );
         }
-        if self.journal_mode == JournalMode::ValueLog && self.value_layout != ValueLayout::Log {
+        if self.journal_mode == JournalMode::ValueLog && self.values.layout != ValueLayout::Log {
             return bad("journal_mode ValueLog needs value_layout Log".into());
         }
-        if self.separate_at_flush
+        if self.values.separate_at_flush
             && (self.journal_mode != JournalMode::Journal
-                || self.separation_threshold_bytes.is_none())
+                || self.values.separation_threshold_bytes.is_none())
         {
             return bad(
                 "separate_at_flush needs journal_mode Journal and a value store \
@@ -595,9 +649,9 @@ impl Options {
                     .into(),
             );
         }
-        if self.hash_log_segment_bytes < 4096
-            || self.hash_main_segment_bytes < self.hash_log_segment_bytes
-            || !(self.hash_reserve_ratio > 0.0 && self.hash_reserve_ratio < 1.0)
+        if self.values.hash.log_segment_bytes < 4096
+            || self.values.hash.main_segment_bytes < self.values.hash.log_segment_bytes
+            || !(self.values.hash.reserve_ratio > 0.0 && self.values.hash.reserve_ratio < 1.0)
         {
             return bad(
                 "hash layout needs log segments >= 4096 B, main segments >= log segments \
@@ -605,13 +659,13 @@ impl Options {
                     .into(),
             );
         }
-        if self.value_log_file_size_bytes < 4096 || self.gc_chunk_bytes == 0 {
+        if self.values.log.file_size_bytes < 4096 || self.gc.chunk_bytes == 0 {
             return bad("value_log_file_size_bytes must be >= 4096 and gc_chunk_bytes > 0".into());
         }
-        if self.gc_interval_ms == Some(0) || self.gc_max_bytes_per_sec == Some(0) {
+        if self.gc.interval_ms == Some(0) || self.gc.max_bytes_per_sec == Some(0) {
             return bad("gc_interval_ms and gc_max_bytes_per_sec must be positive".into());
         }
-        if self.gc_garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
+        if self.gc.garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
             return bad("gc_garbage_ratio must be in (0, 1)".into());
         }
         if self.max_manifest_bytes == 0 || self.max_write_group_bytes == 0 {

@@ -27,8 +27,8 @@ pub(crate) struct Separation {
 impl Separation {
     pub(crate) fn from_options(opts: &Options) -> Self {
         Separation {
-            threshold_bytes: opts.separation_threshold_bytes,
-            at_flush: opts.separate_at_flush,
+            threshold_bytes: opts.values.separation_threshold_bytes,
+            at_flush: opts.values.separate_at_flush,
         }
     }
 
@@ -106,7 +106,7 @@ pub(crate) fn is_cold(from_cold_log: bool, versions_in_victim: usize, is_gc_copy
     from_cold_log || (versions_in_victim == 1 && is_gc_copy)
 }
 
-/// A cap on GC's read rate (`Options::gc_max_bytes_per_sec`).
+/// A cap on GC's read rate (`GcOptions::max_bytes_per_sec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GcThrottle {
     pub(crate) max_bytes_per_sec: Option<u64>,

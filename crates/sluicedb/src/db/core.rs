@@ -99,7 +99,7 @@ pub(crate) struct Core {
     pub(super) versions: VersionSet,
     pub(super) manifest: Mutex<Option<ManifestState>>,
     pub(super) state: Mutex<State>,
-    /// Threads of a hash GC step (`Options::gc_threads`), started on first
+    /// Threads of a hash GC step (`GcOptions::threads`), started on first
     /// use.
     pub(super) gc_pool: std::sync::OnceLock<rayon::ThreadPool>,
     /// Writers, stalled writers and waiters on background progress.

@@ -187,7 +187,7 @@ impl Core {
     /// True when the value store passed its capacity and GC can free
     /// some: writes wait for GC then.
     pub(super) fn log_over_capacity(&self, st: &State) -> bool {
-        match (&self.values, self.opts.value_store_capacity_bytes) {
+        match (&self.values, self.opts.values.capacity_bytes) {
             (Some(store), Some(cap)) => store.gc_over_capacity(&st.current, cap),
             _ => false,
         }
@@ -200,18 +200,19 @@ impl Core {
         };
         store.gc_wanted(&GcTrigger {
             current: &st.current,
-            capacity_bytes: self.opts.value_store_capacity_bytes,
-            garbage_ratio: self.opts.gc_garbage_ratio,
+            capacity_bytes: self.opts.values.capacity_bytes,
+            garbage_ratio: self.opts.gc.garbage_ratio,
             interval_due: self
                 .opts
-                .gc_interval_ms
+                .gc
+                .interval_ms
                 .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms)),
         })
     }
 
     /// The threads of a GC step; `None` with `gc_threads` 1.
     fn gc_threads(&self) -> Option<&rayon::ThreadPool> {
-        let n = self.opts.gc_threads;
+        let n = self.opts.gc.threads;
         (n > 1).then(|| {
             self.gc_pool.get_or_init(|| {
                 rayon::ThreadPoolBuilder::new()
@@ -269,7 +270,7 @@ impl Core {
         self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
         let throttle = GcThrottle {
-            max_bytes_per_sec: self.opts.gc_max_bytes_per_sec,
+            max_bytes_per_sec: self.opts.gc.max_bytes_per_sec,
         };
         if let Some(rest) = throttle.pause(c.bytes_read, started.elapsed()) {
             std::thread::sleep(rest);

@@ -103,7 +103,7 @@ impl Core {
                     self.bg_cv.notify_all();
                 }
                 // With periodic GC, wake up to check the interval.
-                None => match self.opts.gc_interval_ms {
+                None => match self.opts.gc.interval_ms {
                     Some(ms) => {
                         self.bg_cv.wait_for(&mut st, Duration::from_millis(ms));
                     }
@@ -223,14 +223,14 @@ impl Core {
             (st.current.clone(), st.smallest_snapshot(visible))
         };
         let alloc = || self.new_output_number();
-        let leveled_overlap = self.opts.target_file_size_bytes.saturating_mul(10);
+        let leveled_overlap = self.opts.index.target_file_size_bytes.saturating_mul(10);
         let params = MergeParams {
             fs: &self.fs,
             dir: &self.dir,
             class: IoClass::Compaction,
             table: self.table_opts,
             smallest_snapshot,
-            target_file_size_bytes: self.opts.target_file_size_bytes,
+            target_file_size_bytes: self.opts.index.target_file_size_bytes,
             bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
             grandparents: &plan.grandparents,
             max_grandparent_overlap_bytes: leveled_overlap,

@@ -270,7 +270,7 @@ impl Db {
         Range::new(
             self.cursor(opts, lo.clone(), hi.clone()),
             self.cursor(opts, lo, hi),
-            self.core().opts.scan_prefetch_threads > 0,
+            self.core().opts.values.scan_prefetch_threads > 0,
         )
     }
 
@@ -290,7 +290,7 @@ impl Db {
         Range::new(
             self.cursor(opts, lower.clone(), upper.clone()),
             self.cursor(opts, lower, upper),
-            self.core().opts.scan_prefetch_threads > 0,
+            self.core().opts.values.scan_prefetch_threads > 0,
         )
     }
 

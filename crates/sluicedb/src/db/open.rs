@@ -108,17 +108,17 @@ impl Core {
             rec.next_file_number.max(max_number + 1),
             opts.max_manifest_bytes,
         );
-        let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let block_cache = Arc::new(BlockCache::new(opts.index.block_cache_bytes));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
             dir.clone(),
-            opts.max_open_tables,
+            opts.index.max_open_tables,
             block_cache,
         ));
         let table_opts = TableOptions {
-            block_size_bytes: opts.block_size_bytes,
-            restart_interval: opts.block_restart_interval,
-            bloom_bits_per_key: opts.bloom_bits_per_key,
+            block_size_bytes: opts.index.block_size_bytes,
+            restart_interval: opts.index.block_restart_interval,
+            bloom_bits_per_key: opts.index.bloom_bits_per_key,
         };
         // The store opens whenever the database has or had one, so that
         // pointers written under other options still resolve.
@@ -130,13 +130,15 @@ impl Core {
         } else if has_log || rec.version.values.log.journal_from.is_some() {
             Some(ValueLayout::Log)
         } else {
-            opts.separation_threshold_bytes.map(|_| opts.value_layout)
+            opts.values
+                .separation_threshold_bytes
+                .map(|_| opts.values.layout)
         };
         if let Some(l) = layout {
-            if opts.separation_threshold_bytes.is_some() && l != opts.value_layout {
+            if opts.values.separation_threshold_bytes.is_some() && l != opts.values.layout {
                 return Err(Error::InvalidArgument(format!(
                     "the database's value store has layout {l:?}; the options ask for {:?}",
-                    opts.value_layout
+                    opts.values.layout
                 )));
             }
         }
@@ -170,7 +172,7 @@ impl Core {
                 if opts.journal_mode == JournalMode::ValueLog {
                     log_journal = Some(LogJournal::new(
                         store.clone(),
-                        opts.separation_threshold_bytes,
+                        opts.values.separation_threshold_bytes,
                     ));
                 }
                 value_log = Some(store.clone());

@@ -174,7 +174,7 @@ impl Core {
         // Replayed pointers were checked against durable records; values
         // the recovered tables separated (separation at flush) are made
         // durable here, before the edit lists the tables.
-        if let (true, Some(v)) = (self.opts.separate_at_flush, &self.values) {
+        if let (true, Some(v)) = (self.opts.values.separate_at_flush, &self.values) {
             v.sync()?;
         }
         if let Some(store) = &self.values {

@@ -55,7 +55,7 @@ impl Core {
     /// through the queue and must never wait behind a writer waiting for
     /// them.
     pub(super) fn wait_for_log_space(&self) {
-        let (Some(store), Some(cap)) = (&self.values, self.opts.value_store_capacity_bytes) else {
+        let (Some(store), Some(cap)) = (&self.values, self.opts.values.capacity_bytes) else {
             return;
         };
         // The common case, under capacity, takes no lock.

@@ -3,7 +3,7 @@
 //! Two implementations ship: [`StdFs`] (the operating system) and [`MemFs`]
 //! (memory only, able to crash back to its last synced state and to inject
 //! I/O errors; used by the crash and fault tests). Byte counts per purpose
-//! ([`IoClass`]) are kept above the trait by [`CountingFs`], so every
+//! ([`IoClass`]) are kept above the trait by `CountingFs`, so every
 //! implementation is counted the same way; write and read amplification are
 //! derived from these counters.
 //!

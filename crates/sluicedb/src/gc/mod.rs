@@ -83,7 +83,7 @@ pub(crate) trait GcHost: Sync {
     /// entry is an inline value, a deletion, or absent.
     fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>>;
 
-    /// Threads for a step's parallel parts (`Options::gc_threads`); `None`
+    /// Threads for a step's parallel parts (`GcOptions::threads`); `None`
     /// with one thread.
     fn pool(&self) -> Option<&rayon::ThreadPool>;
 }
@@ -91,11 +91,11 @@ pub(crate) trait GcHost: Sync {
 /// What starts background GC and makes writes wait for it.
 pub(crate) struct GcTrigger<'a> {
     pub(crate) current: &'a Version,
-    /// `Options::value_store_capacity_bytes`.
+    /// `ValueOptions::capacity_bytes`.
     pub(crate) capacity_bytes: Option<u64>,
-    /// `Options::gc_garbage_ratio`.
+    /// `GcOptions::garbage_ratio`.
     pub(crate) garbage_ratio: Option<f64>,
-    /// `Options::gc_interval_ms` passed since the last step ended.
+    /// `GcOptions::interval_ms` passed since the last step ended.
     pub(crate) interval_due: bool,
 }
 

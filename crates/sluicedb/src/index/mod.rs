@@ -59,13 +59,13 @@ pub(crate) enum WritePressure {
 /// The index shape the options ask for.
 pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
     Arc::new(leveled::Leveled {
-        num_levels: opts.num_levels,
-        l0_compaction_trigger: opts.l0_compaction_trigger,
-        l0_slowdown_trigger: opts.l0_slowdown_trigger,
-        l0_stop_trigger: opts.l0_stop_trigger,
-        base_level_size_bytes: opts.base_level_size_bytes,
-        level_size_ratio: opts.level_size_ratio,
-        target_file_size_bytes: opts.target_file_size_bytes,
+        num_levels: opts.index.num_levels,
+        l0_compaction_trigger: opts.index.l0_compaction_trigger,
+        l0_slowdown_trigger: opts.index.l0_slowdown_trigger,
+        l0_stop_trigger: opts.index.l0_stop_trigger,
+        base_level_size_bytes: opts.index.base_level_size_bytes,
+        level_size_ratio: opts.index.level_size_ratio,
+        target_file_size_bytes: opts.index.target_file_size_bytes,
     })
 }
 

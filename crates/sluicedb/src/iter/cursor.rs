@@ -223,8 +223,8 @@ const READAHEAD_MAX_BYTES: u64 = 4 << 20;
 /// Scans read separated values ahead (seed 001 §3.3.1): once an end has
 /// returned a few pairs in a row, it gathers the next pairs of the index
 /// (16, doubling to 256, at most 4 MiB of values) and reads their values
-/// together with [`ValueStore::read_many`]: nearby records with one read,
-/// the reads in parallel ([`crate::Options::scan_prefetch_threads`]).
+/// together with `ValueStore::read_many`: nearby records with one read,
+/// the reads in parallel ([`crate::ValueOptions::scan_prefetch_threads`]).
 /// A caller that knows how many pairs it wants says so with
 /// [`Range::limit`]: the windows then cover exactly those pairs (growing
 /// windows read up to twice what a short scan takes).

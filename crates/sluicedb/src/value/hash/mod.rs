@@ -66,28 +66,30 @@ impl HashConfig {
     /// The hash layout's sizes from the options; the number of groups of a new
     /// store comes from the capacity when it is set.
     pub(crate) fn from_options(opts: &Options) -> HashConfig {
-        let groups = match (opts.hash_groups, opts.value_store_capacity_bytes) {
+        let groups = match (opts.values.hash.groups, opts.values.capacity_bytes) {
             (0, Some(cap)) => {
-                let main_area = cap as f64 * (1.0 - opts.hash_reserve_ratio);
-                (main_area / opts.hash_main_segment_bytes as f64).max(1.0) as u32
+                let main_area = cap as f64 * (1.0 - opts.values.hash.reserve_ratio);
+                (main_area / opts.values.hash.main_segment_bytes as f64).max(1.0) as u32
             }
             (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
             (n, _) => n as u32,
         };
         HashConfig {
-            main_segment_bytes: opts.hash_main_segment_bytes,
-            log_segment_bytes: opts.hash_log_segment_bytes,
-            batch_bytes: opts.hash_batch_bytes,
+            main_segment_bytes: opts.values.hash.main_segment_bytes,
+            log_segment_bytes: opts.values.hash.log_segment_bytes,
+            batch_bytes: opts.values.hash.batch_bytes,
             new_groups: groups,
-            prefetch_threads: opts.scan_prefetch_threads.max(1),
-            policy: opts.hash_gc_policy,
+            prefetch_threads: opts.values.scan_prefetch_threads.max(1),
+            policy: opts.values.hash.gc_policy,
             // Cold log files of a quarter main segment: GC frees space a file
             // at a time.
-            cold_file_bytes: opts
-                .hash_hotness
-                .then(|| (opts.hash_main_segment_bytes / 4).max(opts.hash_log_segment_bytes)),
-            reserve_segments: opts.value_store_capacity_bytes.map(|cap| {
-                ((cap as f64 * opts.hash_reserve_ratio) as u64 / opts.hash_log_segment_bytes).max(1)
+            cold_file_bytes: opts.values.hash.hotness.then(|| {
+                (opts.values.hash.main_segment_bytes / 4).max(opts.values.hash.log_segment_bytes)
+            }),
+            reserve_segments: opts.values.capacity_bytes.map(|cap| {
+                ((cap as f64 * opts.values.hash.reserve_ratio) as u64
+                    / opts.values.hash.log_segment_bytes)
+                    .max(1)
             }),
         }
     }

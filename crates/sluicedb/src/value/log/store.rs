@@ -35,17 +35,17 @@ pub(crate) struct LogConfig {
     pub(crate) buffer_bytes: usize,
     /// Threads reading values ahead for scans.
     pub(crate) prefetch_threads: usize,
-    /// Bytes a GC step reads from the tail (`Options::gc_chunk_bytes`).
+    /// Bytes a GC step reads from the tail (`GcOptions::chunk_bytes`).
     pub(crate) gc_chunk_bytes: u64,
 }
 
 impl LogConfig {
     pub(crate) fn from_options(opts: &Options) -> LogConfig {
         LogConfig {
-            file_size_bytes: opts.value_log_file_size_bytes,
-            buffer_bytes: opts.value_log_buffer_bytes,
-            prefetch_threads: opts.scan_prefetch_threads.max(1),
-            gc_chunk_bytes: opts.gc_chunk_bytes,
+            file_size_bytes: opts.values.log.file_size_bytes,
+            buffer_bytes: opts.values.log.buffer_bytes,
+            prefetch_threads: opts.values.scan_prefetch_threads.max(1),
+            gc_chunk_bytes: opts.gc.chunk_bytes,
         }
     }
 }
