@@ -263,7 +263,7 @@ impl Engine for SluiceEngine {
 
     fn gc_bytes(&self) -> u64 {
         let s = self.db.stats();
-        s.gc_bytes_read + s.gc_bytes_written
+        s.gc.bytes_read + s.gc.bytes_written
     }
 
     fn report(&self) -> String {

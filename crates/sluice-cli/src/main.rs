@@ -545,12 +545,12 @@ fn info(db: &Path) -> Result<(), String> {
         .map(|(k, (n, b))| format!("{k} {b} in {n}"))
         .collect();
     println!("disk: {total} bytes allocated ({})", kinds.join(", "));
-    if s.value_log_bytes > 0 {
-        let garbage = s.value_log_garbage_bytes.min(total);
+    if s.values.bytes > 0 {
+        let garbage = s.values.garbage_bytes.min(total);
         println!(
             "value store garbage: {garbage} of {} bytes ({:.1}%); space amplification at least {:.2}",
-            s.value_log_bytes,
-            100.0 * garbage as f64 / s.value_log_bytes as f64,
+            s.values.bytes,
+            100.0 * garbage as f64 / s.values.bytes as f64,
             total as f64 / (total - garbage).max(1) as f64
         );
     }
@@ -565,13 +565,13 @@ fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
     };
     let d = open_existing(db, access)?;
     let s = d.stats();
-    if s.value_log_files == 0 {
+    if s.values.files == 0 {
         println!("no value store: nothing to collect");
         return Ok(());
     }
     println!(
         "value store: {} files, {} bytes, {} bytes known garbage",
-        s.value_log_files, s.value_log_bytes, s.value_log_garbage_bytes
+        s.values.files, s.values.bytes, s.values.garbage_bytes
     );
     if dry_run {
         return Ok(());
@@ -584,7 +584,7 @@ fn gc(db: &Path, dry_run: bool) -> Result<(), String> {
     let after = d.stats();
     println!(
         "value store: {} files, {} bytes",
-        after.value_log_files, after.value_log_bytes
+        after.values.files, after.values.bytes
     );
     Ok(())
 }

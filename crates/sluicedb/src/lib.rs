@@ -45,4 +45,4 @@ pub use db::{Db, Snapshot};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, Range};
 pub use options::*;
-pub use stats::{GcStats, LevelStats, StallMicros, Stats};
+pub use stats::{GcStats, GcTotals, HashStats, LevelStats, StallMicros, Stats, ValueStats};

@@ -64,42 +64,67 @@ pub struct Stats {
     pub block_cache_bytes: u64,
     /// Bytes of live table files.
     pub live_table_bytes: u64,
-    /// Value log files (0 without a value store).
-    pub value_log_files: usize,
-    /// Bytes of value log files.
-    pub value_log_bytes: u64,
+    /// The value store (all zero without one), with its layout's section.
+    pub values: ValueStats,
+    /// Value store GC since open.
+    pub gc: GcTotals,
+    /// The error that poisoned writes, if any.
+    pub poisoned: Option<String>,
+}
+
+/// The value store's files and bytes ([`Stats::values`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ValueStats {
+    /// Files of the value store (value log files, or segment group and
+    /// cold log files).
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
     /// Bytes of value records appended since open (user writes and GC).
-    pub value_log_appended_bytes: u64,
-    /// Bytes of value log records known to be garbage (from flushes and
-    /// compactions that dropped their pointers).
-    pub value_log_garbage_bytes: u64,
-    /// Hash layout: segment groups (0 for other layouts).
-    pub hash_groups: usize,
-    /// Hash layout: log segments of the reserve in use.
-    pub hash_log_segments_in_use: u64,
-    /// Hash layout: groups by fill (bytes ÷ main segment), in tenths:
-    /// `[i]` counts groups filled `i`0–`i+1`0%, `[10]` those past their
-    /// main segment (using log segments).
-    pub hash_group_fill: [u64; 11],
-    /// Hash layout: bytes of the cold log (hotness awareness).
-    pub hash_cold_log_bytes: u64,
-    /// Hash layout: bytes GC wrote to the cold log (cold values moved out of
-    /// groups, and live records of collected cold log files).
-    pub hash_cold_moved_bytes: u64,
-    /// Hash layout: GC steps that collected a cold log file.
-    pub hash_cold_gc_runs: u64,
-    /// GC steps run (one chunk each).
-    pub gc_runs: u64,
-    /// Bytes GC read from the value log.
-    pub gc_bytes_read: u64,
-    /// Bytes GC wrote to the value log (live values moved to the head).
-    pub gc_bytes_written: u64,
+    pub appended_bytes: u64,
+    /// Bytes of records known to be garbage (from flushes and compactions
+    /// that dropped their pointers).
+    pub garbage_bytes: u64,
+    /// The hash layout's section (all zero for other layouts).
+    pub hash: HashStats,
+}
+
+/// The hash layout's statistics ([`ValueStats::hash`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HashStats {
+    /// Segment groups.
+    pub groups: usize,
+    /// Log segments of the reserve in use.
+    pub log_segments_in_use: u64,
+    /// Groups by fill (bytes ÷ main segment), in tenths: `[i]` counts
+    /// groups filled `i`0–`i+1`0%, `[10]` those past their main segment
+    /// (using log segments).
+    pub group_fill: [u64; 11],
+    /// Bytes of the cold log (hotness awareness).
+    pub cold_log_bytes: u64,
+    /// Bytes GC wrote to the cold log (cold values moved out of groups, and
+    /// live records of collected cold log files).
+    pub cold_moved_bytes: u64,
+    /// GC steps that collected a cold log file.
+    pub cold_gc_runs: u64,
+}
+
+/// Value store GC since open ([`Stats::gc`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcTotals {
+    /// GC steps run.
+    pub runs: u64,
+    /// Bytes GC read from the value store.
+    pub bytes_read: u64,
+    /// Bytes GC wrote to the value store (live values copied).
+    pub bytes_written: u64,
     /// Relocations applied (the key still pointed at the moved record).
     pub relocations_applied: u64,
     /// Relocations dropped (the key was overwritten or deleted meanwhile).
     pub relocations_dropped: u64,
-    /// The error that poisoned writes, if any.
-    pub poisoned: Option<String>,
 }
 
 /// What one `Db::gc` call did.
@@ -189,35 +214,39 @@ impl std::fmt::Display for Stats {
                 writeln!(f, "  io {:<12} read {:>14} written {:>14}", c.name(), r, w)?;
             }
         }
-        if self.value_log_files > 0 {
+        if self.values.files > 0 {
             writeln!(
                 f,
                 "  value log: {} files {} bytes ({} garbage), {} bytes appended",
-                self.value_log_files,
-                self.value_log_bytes,
-                self.value_log_garbage_bytes,
-                self.value_log_appended_bytes
+                self.values.files,
+                self.values.bytes,
+                self.values.garbage_bytes,
+                self.values.appended_bytes
             )?;
-            if self.hash_groups > 0 {
+            if self.values.hash.groups > 0 {
                 writeln!(
                     f,
                     "  hash layout: {} groups, {} log segments in use, fill by tenths {:?}",
-                    self.hash_groups, self.hash_log_segments_in_use, self.hash_group_fill
+                    self.values.hash.groups,
+                    self.values.hash.log_segments_in_use,
+                    self.values.hash.group_fill
                 )?;
                 writeln!(
                     f,
                     "  cold log: {} bytes, {} bytes moved there by GC, {} cold GC runs",
-                    self.hash_cold_log_bytes, self.hash_cold_moved_bytes, self.hash_cold_gc_runs
+                    self.values.hash.cold_log_bytes,
+                    self.values.hash.cold_moved_bytes,
+                    self.values.hash.cold_gc_runs
                 )?;
             }
             writeln!(
                 f,
                 "  gc: {} runs, read {} wrote {}, relocations applied {} dropped {}",
-                self.gc_runs,
-                self.gc_bytes_read,
-                self.gc_bytes_written,
-                self.relocations_applied,
-                self.relocations_dropped
+                self.gc.runs,
+                self.gc.bytes_read,
+                self.gc.bytes_written,
+                self.gc.relocations_applied,
+                self.gc.relocations_dropped
             )?;
         }
         if let Some(p) = &self.poisoned {

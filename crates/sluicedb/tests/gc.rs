@@ -70,20 +70,20 @@ fn reclaims_space(layout: fn(&MemFs) -> Options) {
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     let before = db.stats();
-    assert!(before.value_log_garbage_bytes > 0, "{before}");
-    for _ in 0..before.value_log_files.max(before.hash_groups) {
+    assert!(before.values.garbage_bytes > 0, "{before}");
+    for _ in 0..before.values.files.max(before.values.hash.groups) {
         db.gc().unwrap();
     }
     let after = db.stats();
     assert!(
-        after.gc_runs > 0 && after.relocations_applied > 0,
+        after.gc.runs > 0 && after.gc.relocations_applied > 0,
         "{after}"
     );
     assert!(
-        after.value_log_bytes < before.value_log_bytes / 2,
+        after.values.bytes < before.values.bytes / 2,
         "GC should free most of the log: {} -> {}",
-        before.value_log_bytes,
-        after.value_log_bytes
+        before.values.bytes,
+        after.values.bytes
     );
     let check = |db: &Db| {
         for k in 0..100u32 {
@@ -131,12 +131,12 @@ fn snapshots_and_iterators_keep_collected_files_readable() {
         it.next();
     }
     assert_eq!(n, 60);
-    let files_held = db.stats().value_log_files;
+    let files_held = db.stats().values.files;
     drop(it);
     drop(snap);
     db.gc().unwrap();
     assert!(
-        db.stats().value_log_files < files_held,
+        db.stats().values.files < files_held,
         "files freed after readers left"
     );
     for k in 0..60u32 {
@@ -213,7 +213,7 @@ fn gc_races_overwrites_and_deletes() {
                 .collect()
         });
         let s = db.stats();
-        assert!(s.gc_runs > 0, "seed {seed}: {s}");
+        assert!(s.gc.runs > 0, "seed {seed}: {s}");
         let check = |db: &Db| {
             for (k, last) in finals.iter().flatten() {
                 let got = db.get(format!("k{k:03}")).unwrap();
@@ -242,12 +242,12 @@ fn periodic_gc_runs_without_being_asked() {
     }
     // Wait (bounded) for the background thread's periodic GC.
     for _ in 0..400 {
-        if db.stats().gc_runs > 0 {
+        if db.stats().gc.runs > 0 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    assert!(db.stats().gc_runs > 0, "periodic GC never ran");
+    assert!(db.stats().gc.runs > 0, "periodic GC never ran");
     for k in 0..60u32 {
         assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(val(k, 2)));
     }
@@ -292,7 +292,7 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
             db.put(format!("k{k:03}"), val(k, round)).unwrap();
         }
         db.flush().unwrap();
-        for _ in 0..db.stats().hash_groups {
+        for _ in 0..db.stats().values.hash.groups {
             db.gc().unwrap();
         }
     }
@@ -311,8 +311,8 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
     };
     let s = db.stats();
     // 80 cold records of about 240 bytes, at least once each.
-    assert!(s.hash_cold_moved_bytes >= 80 * 200, "{s}");
-    assert!(s.hash_cold_log_bytes >= 80 * 200, "{s}");
+    assert!(s.values.hash.cold_moved_bytes >= 80 * 200, "{s}");
+    assert!(s.values.hash.cold_log_bytes >= 80 * 200, "{s}");
     check(&db, 0);
     drop(db);
     let db = Db::open("/db", opts.clone()).unwrap();
@@ -325,19 +325,19 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     let before = db.stats();
-    for _ in 0..4 * before.hash_groups {
+    for _ in 0..4 * before.values.hash.groups {
         db.gc().unwrap();
     }
     let after = db.stats();
     assert!(
-        after.hash_cold_gc_runs > before.hash_cold_gc_runs,
+        after.values.hash.cold_gc_runs > before.values.hash.cold_gc_runs,
         "{after}"
     );
     // The updated keys' new values turn cold too and move in; the cold
     // log's GC must have freed space beyond that.
-    let moved = after.hash_cold_moved_bytes - before.hash_cold_moved_bytes;
+    let moved = after.values.hash.cold_moved_bytes - before.values.hash.cold_moved_bytes;
     assert!(
-        after.hash_cold_log_bytes < before.hash_cold_log_bytes + moved,
+        after.values.hash.cold_log_bytes < before.values.hash.cold_log_bytes + moved,
         "{before}\n{after}"
     );
     check(&db, 9);
@@ -359,7 +359,10 @@ fn keys_go_cold_after_a_whole_gc_period_without_updates() {
     db.flush().unwrap();
     db.gc().unwrap();
     let s = db.stats();
-    assert_eq!(s.hash_cold_moved_bytes, 0, "just written is hot\n{s}");
+    assert_eq!(
+        s.values.hash.cold_moved_bytes, 0,
+        "just written is hot\n{s}"
+    );
     // Keys 50..60 are updated in the next period; 0..50 are not.
     for k in 50..60u32 {
         db.put(format!("k{k:03}"), val(k, 1)).unwrap();
@@ -368,7 +371,7 @@ fn keys_go_cold_after_a_whole_gc_period_without_updates() {
     db.gc().unwrap();
     let s = db.stats();
     // Exactly the 50 unchanged records (21 B header, 4 B key, 200 B value).
-    assert_eq!(s.hash_cold_moved_bytes, 50 * (21 + 4 + 200), "{s}");
+    assert_eq!(s.values.hash.cold_moved_bytes, 50 * (21 + 4 + 200), "{s}");
     for k in 0..60u32 {
         let want = val(k, u32::from(k >= 50));
         assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want), "key {k}");
@@ -387,13 +390,13 @@ fn without_hotness_there_is_no_cold_log() {
             }
         }
         db.flush().unwrap();
-        for _ in 0..db.stats().hash_groups {
+        for _ in 0..db.stats().values.hash.groups {
             db.gc().unwrap();
         }
     }
     let s = db.stats();
-    assert!(s.gc_runs > 0 && s.relocations_applied > 0, "{s}");
-    assert_eq!(s.hash_cold_moved_bytes, 0, "{s}");
+    assert!(s.gc.runs > 0 && s.gc.relocations_applied > 0, "{s}");
+    assert_eq!(s.values.hash.cold_moved_bytes, 0, "{s}");
     for k in 0..60u32 {
         let want = if k >= 50 { val(k, 2) } else { val(k, 0) };
         assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want));
@@ -426,10 +429,10 @@ fn background_gc_holds_the_hash_layout_to_its_capacity() {
             };
             db.put(format!("k{k:03}"), val(k, version)).unwrap();
             last[k as usize] = version;
-            peak = peak.max(db.stats().value_log_bytes);
+            peak = peak.max(db.stats().values.bytes);
         }
         let s = db.stats();
-        assert!(s.gc_runs > 0, "hotness {hotness}: {s}");
+        assert!(s.gc.runs > 0, "hotness {hotness}: {s}");
         // A flush may pass the capacity by up to one memtable of values.
         let slack = 3 * 8192;
         assert!(
@@ -437,7 +440,7 @@ fn background_gc_holds_the_hash_layout_to_its_capacity() {
             "hotness {hotness}: peak {peak} over {capacity}: {s}"
         );
         if hotness {
-            assert!(s.hash_cold_moved_bytes > 0, "{s}");
+            assert!(s.values.hash.cold_moved_bytes > 0, "{s}");
         }
         for (k, &v) in last.iter().enumerate() {
             let want = (v > 0).then(|| val(k as u32, v));

@@ -17,7 +17,7 @@ use crate::journal::{Journal, JournalMark};
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{Options, Preset, ReadOptions};
 use crate::stats::Counters;
-use crate::stats::{LevelStats, Stats};
+use crate::stats::{GcTotals, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
 use crate::value::ValueStore;
@@ -214,19 +214,21 @@ impl Core {
             write_groups: get(&c.write_groups),
             block_cache_bytes: self.tables.block_cache().usage_bytes(),
             poisoned: st.poisoned.clone(),
-            value_log_files: self.values.as_ref().map_or(0, |v| v.file_count()),
-            value_log_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
-            value_log_appended_bytes: self.values.as_ref().map_or(0, |v| v.appended_bytes()),
-            value_log_garbage_bytes: st.current.values.garbage.values().sum(),
-            gc_runs: get(&c.gc_runs),
-            gc_bytes_read: get(&c.gc_bytes_read),
-            gc_bytes_written: get(&c.gc_bytes_written),
-            relocations_applied: get(&c.relocations_applied),
-            relocations_dropped: get(&c.relocations_dropped),
+            gc: GcTotals {
+                runs: get(&c.gc_runs),
+                bytes_read: get(&c.gc_bytes_read),
+                bytes_written: get(&c.gc_bytes_written),
+                relocations_applied: get(&c.relocations_applied),
+                relocations_dropped: get(&c.relocations_dropped),
+            },
             ..Stats::default()
         };
+        stats.values.garbage_bytes = st.current.values.garbage.values().sum();
         if let Some(v) = &self.values {
-            v.layout_stats(&mut stats);
+            stats.values.files = v.file_count();
+            stats.values.bytes = v.total_bytes();
+            stats.values.appended_bytes = v.appended_bytes();
+            v.layout_stats(&mut stats.values);
         }
         stats
     }

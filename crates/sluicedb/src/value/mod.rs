@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::key::Kind;
-use crate::stats::Stats;
+use crate::stats::ValueStats;
 use crate::version::{Version, VersionEdit};
 use log::format::Record;
 use log::reader::OwnedRecord;
@@ -175,8 +175,8 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// After the recovered manifest is written: removes files it dropped.
     fn after_open(&self) {}
 
-    /// Fills the layout's section of [`Stats`].
-    fn layout_stats(&self, _stats: &mut Stats) {}
+    /// Fills the layout's section of [`ValueStats`].
+    fn layout_stats(&self, _stats: &mut ValueStats) {}
 }
 
 /// Moves the group's values of at least `threshold` bytes into `store`

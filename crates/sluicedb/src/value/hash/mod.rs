@@ -41,7 +41,7 @@ use crate::fs::{CountedWriter, CountingFs, IoClass};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::{HashGcPolicy, Options};
 use crate::policy::GroupCandidate;
-use crate::stats::Stats;
+use crate::stats::ValueStats;
 use crate::version::{Version, VersionEdit};
 use meta::{HashEdit, HashMeta, COLD_GROUP};
 
@@ -790,13 +790,13 @@ impl ValueStore for HashStore {
         self.remove_dropped();
     }
 
-    fn layout_stats(&self, stats: &mut Stats) {
-        stats.hash_groups = self.groups();
-        stats.hash_log_segments_in_use = self.log_segments_in_use();
-        stats.hash_group_fill = self.fill_histogram();
-        stats.hash_cold_log_bytes = self.cold_bytes();
-        stats.hash_cold_moved_bytes = self.cold_moved_bytes.load(Ordering::Relaxed);
-        stats.hash_cold_gc_runs = self.cold_gc_runs.load(Ordering::Relaxed);
+    fn layout_stats(&self, stats: &mut ValueStats) {
+        stats.hash.groups = self.groups();
+        stats.hash.log_segments_in_use = self.log_segments_in_use();
+        stats.hash.group_fill = self.fill_histogram();
+        stats.hash.cold_log_bytes = self.cold_bytes();
+        stats.hash.cold_moved_bytes = self.cold_moved_bytes.load(Ordering::Relaxed);
+        stats.hash.cold_gc_runs = self.cold_gc_runs.load(Ordering::Relaxed);
     }
 }
 
