@@ -11,6 +11,7 @@ pub(crate) mod control;
 pub(crate) mod engine;
 pub(crate) mod format;
 pub(crate) mod reader;
+pub(crate) mod replay;
 pub(crate) mod writer;
 
 pub(crate) use control::Control;

@@ -7,5 +7,6 @@ mod gc;
 pub(crate) mod journal;
 pub(crate) mod meta;
 pub(crate) mod reader;
+pub(crate) mod replay;
 pub(crate) mod store;
 pub(crate) mod writer;

@@ -1,0 +1,155 @@
+//! Replay of the value log as the journal at recovery (seed 001 §3.4.2;
+//! `docs/design.md`, "Value log as journal"): from the position the
+//! manifest records to the log's end, one write group at a time.
+
+use std::path::Path;
+
+use super::format::{
+    file_header, kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT,
+    KIND_RELOCATE,
+};
+use super::reader::{scan_file, OwnedRecord};
+use super::store::LogStore;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::journal::replay::{Source, TornTail};
+use crate::key::Kind;
+use crate::options::JournalRecovery;
+use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::value::{PointerCheck, ValueStore};
+
+/// Replays the value log from `from` to its end (seed 001 §3.4.2): each
+/// write group becomes a batch once its last record (`FLAG_GROUP_END`)
+/// is read, so a group cut by the crash is dropped whole. GC copies are
+/// skipped; their relocations are records of their own.
+pub(crate) fn replay_value_log(
+    src: &Source<'_>,
+    store: &LogStore,
+    from: (u64, u64),
+    sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
+) -> Result<()> {
+    let mode = src.mode;
+    let mut group: Option<WriteBatch> = None;
+    let mut torn = TornTail::new(mode, true);
+    for file in store.sealed_from(from.0) {
+        let path = filename::value_log(src.dir, file);
+        let data = store.read_file(file)?;
+        if data.len() <= FILE_HEADER_LEN && file_header().starts_with(&data) {
+            continue; // created, never written: holds no records
+        }
+        let scan = scan_file(&data, &path)?;
+        let start = if file == from.0 { from.1 } else { 0 };
+        let records: Vec<_> = scan
+            .records
+            .into_iter()
+            .filter(|(off, _, rec)| *off >= start && !rec.is_gc_copy())
+            .collect();
+        if !records.is_empty()
+            && !torn.later_records("value log damaged before records of a later file")?
+        {
+            return Ok(());
+        }
+        for (off, len, rec) in records {
+            let crc = crate::coding::u32_at(&data, off as usize);
+            let here = ValuePointer {
+                store: STORE_LOG,
+                file,
+                offset: off,
+                record_len: len,
+                record_crc: crc,
+            };
+            let g = group.get_or_insert_with(|| {
+                let mut b = WriteBatch::new();
+                b.set_sequence(rec.seq);
+                b
+            });
+            if rec.seq != g.sequence() + g.len() as u64 {
+                return Err(Error::corruption(
+                    &path,
+                    off,
+                    format!(
+                        "value log record has sequence {} inside a group expecting {}",
+                        rec.seq,
+                        g.sequence() + g.len() as u64
+                    ),
+                ));
+            }
+            if !add_replayed(src, store, g, &rec, &here, &path)? {
+                return Ok(()); // history ends before this group
+            }
+            if rec.flags & FLAG_GROUP_END != 0 {
+                let batch = group.take().expect("group in progress");
+                sink(&batch)?;
+            }
+        }
+        if let Some((off, why)) = scan.damage {
+            match mode {
+                JournalRecovery::SkipAnyCorrupted => {
+                    group = None;
+                    continue;
+                }
+                JournalRecovery::PointInTime => return Ok(()),
+                _ => return Err(Error::corruption(&path, off, why)),
+            }
+        }
+        if let Some(off) = scan.torn_tail_at {
+            torn.note(path, off, "incomplete value record at the end")?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds the operation a replayed record stands for to `group`. `false`
+/// when history must end before the group.
+fn add_replayed(
+    src: &Source<'_>,
+    store: &LogStore,
+    group: &mut WriteBatch,
+    rec: &OwnedRecord,
+    here: &ValuePointer,
+    path: &Path,
+) -> Result<bool> {
+    let kind = kind_of(rec.flags);
+    match kind {
+        KIND_PUT if rec.flags & FLAG_INLINE != 0 => {
+            group.add_raw(Kind::Value, &rec.key, &rec.value)
+        }
+        KIND_PUT => group.add_raw(Kind::ValuePointer, &rec.key, &here.encode()),
+        KIND_DELETE => group.add_raw(Kind::Delete, &rec.key, &[]),
+        KIND_RELOCATE => {
+            let p = ValuePointer::decode(&rec.value).ok_or_else(|| {
+                Error::corruption(
+                    path,
+                    here.offset,
+                    "malformed pointer in a relocation record",
+                )
+            })?;
+            // The copy was made durable before this record was written,
+            // so it cannot have been lost; a collected one is shadowed
+            // by a later relocation.
+            match store.check_recovered(&p, &rec.key)? {
+                PointerCheck::Valid | PointerCheck::Collected => {}
+                PointerCheck::Lost => {
+                    if src.mode == JournalRecovery::PointInTime {
+                        return Ok(false);
+                    }
+                    return Err(Error::corruption(
+                        path,
+                        here.offset,
+                        "relocation points past the durable end of the value log",
+                    ));
+                }
+            }
+            group.add_raw(Kind::ValuePointer, &rec.key, &rec.value);
+        }
+        _ => {
+            return Err(Error::corruption(
+                path,
+                here.offset,
+                format!("value record kind {kind} in the log"),
+            ))
+        }
+    }
+    Ok(true)
+}
