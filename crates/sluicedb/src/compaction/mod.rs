@@ -200,40 +200,29 @@ pub(crate) fn run_compaction(
     stats: &mut JobStats,
 ) -> Result<VersionEdit> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    if plan.level == 0 {
-        for f in &plan.inputs[0] {
-            children.push(Box::new(LevelIter::new(
-                vec![f.clone()],
-                tables.clone(),
-                IoClass::Compaction,
-                false,
-            )));
+    let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn InternalIterator> {
+        Box::new(LevelIter::new(
+            files,
+            tables.clone(),
+            IoClass::Compaction,
+            false,
+        ))
+    };
+    for input in plan.inputs.iter().filter(|i| !i.files.is_empty()) {
+        if input.sorted_run {
+            children.push(run(input.files.clone()));
+        } else {
+            children.extend(input.files.iter().map(|f| run(vec![f.clone()])));
         }
-    } else {
-        children.push(Box::new(LevelIter::new(
-            plan.inputs[0].clone(),
-            tables.clone(),
-            IoClass::Compaction,
-            false,
-        )));
-    }
-    if !plan.inputs[1].is_empty() {
-        children.push(Box::new(LevelIter::new(
-            plan.inputs[1].clone(),
-            tables.clone(),
-            IoClass::Compaction,
-            false,
-        )));
     }
     let mut iter = MergingIterator::new(children);
     stats.bytes_read += plan.input_bytes();
     let outputs = write_merged(&mut iter, &params, stats)?;
     let mut edit = VersionEdit::default();
-    for f in &plan.inputs[0] {
-        edit.delete_file(plan.level, f.number);
-    }
-    for f in &plan.inputs[1] {
-        edit.delete_file(plan.output_level, f.number);
+    for input in &plan.inputs {
+        for f in &input.files {
+            edit.delete_file(input.level, f.number);
+        }
     }
     for f in outputs {
         edit.add_file(plan.output_level, f);
@@ -241,12 +230,15 @@ pub(crate) fn run_compaction(
     Ok(edit)
 }
 
-/// The edit of a trivial move: the file changes level, nothing is rewritten.
+/// The edit of a trivial move: the files change level, nothing is
+/// rewritten.
 pub(crate) fn trivial_move_edit(plan: &CompactionPlan) -> VersionEdit {
     let mut edit = VersionEdit::default();
-    for f in &plan.inputs[0] {
-        edit.delete_file(plan.level, f.number);
-        edit.added.push((plan.output_level as u32, f.clone()));
+    for input in &plan.inputs {
+        for f in &input.files {
+            edit.delete_file(input.level, f.number);
+            edit.added.push((plan.output_level as u32, f.clone()));
+        }
     }
     edit
 }

@@ -223,17 +223,16 @@ impl Core {
             (st.current.clone(), st.smallest_snapshot(visible))
         };
         let alloc = || self.new_output_number();
-        let leveled_overlap = self.opts.index.target_file_size_bytes.saturating_mul(10);
         let params = MergeParams {
             fs: &self.fs,
             dir: &self.dir,
             class: IoClass::Compaction,
             table: self.table_opts,
             smallest_snapshot,
-            target_file_size_bytes: self.opts.index.target_file_size_bytes,
+            target_file_size_bytes: plan.target_file_size_bytes,
             bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
-            grandparents: &plan.grandparents,
-            max_grandparent_overlap_bytes: leveled_overlap,
+            grandparents: &plan.overlap_limit,
+            max_grandparent_overlap_bytes: plan.max_overlap_bytes,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
             separate: None,

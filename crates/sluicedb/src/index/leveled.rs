@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{CompactionPlan, IndexShape, LevelIter, WritePressure};
+use super::{CompactionInput, CompactionPlan, IndexShape, LevelIter, WritePressure};
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
@@ -90,10 +90,23 @@ impl Leveled {
             && inputs1.is_empty()
             && gp_bytes <= self.max_grandparent_overlap_bytes();
         Some(CompactionPlan {
-            level,
+            inputs: vec![
+                CompactionInput {
+                    level,
+                    files: inputs0,
+                    // L0 tables overlap each other; deeper levels do not.
+                    sorted_run: level > 0,
+                },
+                CompactionInput {
+                    level: output_level,
+                    files: inputs1,
+                    sorted_run: true,
+                },
+            ],
             output_level,
-            inputs: [inputs0, inputs1],
-            grandparents,
+            target_file_size_bytes: self.target_file_size_bytes,
+            overlap_limit: grandparents,
+            max_overlap_bytes: self.max_grandparent_overlap_bytes(),
             trivial_move,
         })
     }
@@ -364,16 +377,16 @@ mod tests {
         e.add_file(2, file(8, "a", "g", 100));
         let v = v.apply(&e).unwrap();
         let p = s.pick_compaction(&v, &HashSet::new()).unwrap();
-        assert_eq!(p.level, 0);
-        assert_eq!(p.inputs[0].len(), 2);
+        assert_eq!(p.inputs[0].level, 0);
+        assert_eq!(p.inputs[0].files.len(), 2);
         // x..y does not overlap L0's range a..f.
-        let l1: Vec<u64> = p.inputs[1].iter().map(|f| f.number).collect();
+        let l1: Vec<u64> = p.inputs[1].files.iter().map(|f| f.number).collect();
         assert_eq!(l1, vec![3, 4]);
         // L0 busy: fall through to L1 (1800 > 1000 bytes); x..y has no
         // overlap below, so it is the cheapest and a trivial move.
         let busy: HashSet<u64> = [5].into_iter().collect();
         let p = s.pick_compaction(&v, &busy).unwrap();
-        assert_eq!((p.level, p.inputs[0][0].number), (1, 7));
+        assert_eq!((p.inputs[0].level, p.inputs[0].files[0].number), (1, 7));
         assert!(p.trivial_move);
         assert!(s.is_bottommost_for(&v, 1, b"x"));
         assert!(!s.is_bottommost_for(&v, 0, b"a"));

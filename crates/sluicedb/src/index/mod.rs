@@ -21,25 +21,38 @@ use crate::options::Options;
 use crate::table::TableCache;
 use crate::version::{FileMeta, Version};
 
-/// A compaction chosen by a shape: merge `inputs` into `output_level`.
+/// Tables a compaction reads from one slot of the version (a level, for
+/// the leveled shape; whatever the shape makes of slots otherwise).
+#[derive(Debug, Clone)]
+pub(crate) struct CompactionInput {
+    pub(crate) level: usize,
+    pub(crate) files: Vec<Arc<FileMeta>>,
+    /// The files' key ranges do not overlap (one iterator reads them in
+    /// order); otherwise each gets its own, newest first.
+    pub(crate) sorted_run: bool,
+}
+
+/// A compaction chosen by a shape: merge `inputs` into new tables at
+/// `output_level`, cut at `target_file_size_bytes` and wherever an output
+/// would overlap more than `max_overlap_bytes` of `overlap_limit`. The
+/// engine runs it the same way for every shape.
 #[derive(Debug, Clone)]
 pub(crate) struct CompactionPlan {
-    /// The level inputs come from, and the level outputs go to.
-    pub(crate) level: usize,
+    pub(crate) inputs: Vec<CompactionInput>,
     pub(crate) output_level: usize,
-    /// Input files per level: `inputs[0]` at `level`, `inputs[1]` at
-    /// `output_level`.
-    pub(crate) inputs: [Vec<Arc<FileMeta>>; 2],
-    /// Files of the level after the output level that overlap, to bound the
-    /// overlap of each output (LevelDB's grandparent rule).
-    pub(crate) grandparents: Vec<Arc<FileMeta>>,
-    /// A single input with nothing to merge: move it by a manifest edit.
+    pub(crate) target_file_size_bytes: u64,
+    /// Tables whose overlap with each output is bounded (LevelDB's
+    /// grandparents: the level after the output level).
+    pub(crate) overlap_limit: Vec<Arc<FileMeta>>,
+    pub(crate) max_overlap_bytes: u64,
+    /// Nothing to merge: the inputs move to `output_level` by a manifest
+    /// edit alone.
     pub(crate) trivial_move: bool,
 }
 
 impl CompactionPlan {
     pub(crate) fn input_files(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
-        self.inputs.iter().flatten()
+        self.inputs.iter().flat_map(|i| &i.files)
     }
     pub(crate) fn input_bytes(&self) -> u64 {
         self.input_files().map(|f| f.file_size).sum()
