@@ -303,7 +303,7 @@ impl Core {
     /// reads back in order with the entry count and key range the manifest
     /// records.
     #[cfg(feature = "invariants")]
-    pub(super) fn check_version(&self, v: &Version) {
+    pub(super) fn check_version(&self, v: &crate::version::Version) {
         for (level, f) in v.all_files() {
             let t = self
                 .tables
