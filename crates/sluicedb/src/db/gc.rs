@@ -9,7 +9,7 @@
 //! synced, the layout's edit installed, and the files it frees deleted once
 //! no registered reader is older than the relocations.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -18,7 +18,7 @@ use super::core::{Core, State, SuperVersion};
 use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::gc::{GcHost, GcTrigger, Relocations, SeenView};
+use crate::gc::{Collected, Committed, GcHost, GcTrigger, Relocations, SeenView};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
 use crate::policy::GcThrottle;
@@ -83,7 +83,7 @@ impl Core {
         &self,
         st: &mut MutexGuard<'_, State>,
         relocations: &Relocations,
-    ) -> Result<u64> {
+    ) -> Result<Committed> {
         let base = st.last_sequence;
         let sv = st.sv.clone();
         let check = match &relocations.seen {
@@ -98,8 +98,9 @@ impl Core {
             _ => NewerCheck::Lookup,
         };
         let mem: Arc<dyn WriteBuffer> = st.mem.clone();
-        let r = MutexGuard::unlocked(st, || -> Result<u64> {
+        let r = MutexGuard::unlocked(st, || -> Result<Committed> {
             let mut batch = WriteBatch::new();
+            let mut dropped_copies = Vec::new();
             for r in &relocations.moves {
                 let live = match &check {
                     NewerCheck::Memtables { seq, then } => {
@@ -112,24 +113,29 @@ impl Core {
                 };
                 if live {
                     batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
+                } else {
+                    dropped_copies.push((r.new.file, u64::from(r.new.record_len)));
                 }
             }
-            if batch.is_empty() {
-                return Ok(0);
+            let applied = batch.len() as u64;
+            if applied > 0 {
+                batch.set_sequence(base + 1);
+                let logged = self.log_group(&batch, base + 1, true)?;
+                mem.insert_batch(logged.as_ref().unwrap_or(&batch), base + 1);
             }
-            batch.set_sequence(base + 1);
-            let logged = self.log_group(&batch, base + 1, true)?;
-            mem.insert_batch(logged.as_ref().unwrap_or(&batch), base + 1);
-            Ok(batch.len() as u64)
+            Ok(Committed {
+                applied,
+                dropped_copies,
+            })
         });
         match &r {
-            Ok(n) => {
-                st.last_sequence += n;
+            Ok(c) => {
+                st.last_sequence += c.applied;
                 self.visible_seq.store(st.last_sequence, Ordering::Release);
-                bump(&self.counters.relocations_applied, *n);
+                bump(&self.counters.relocations_applied, c.applied);
                 bump(
                     &self.counters.relocations_dropped,
-                    relocations.moves.len() as u64 - n,
+                    c.dropped_copies.len() as u64,
                 );
             }
             Err(e) => {
@@ -169,16 +175,16 @@ impl Core {
         Ok(())
     }
 
-    /// Commits relocations as a write group of their own; returns how many
-    /// were applied (an empty set just passes through the queue).
-    pub(super) fn submit_relocations(&self, relocations: Relocations) -> Result<u64> {
+    /// Commits relocations as a write group of their own; returns what was
+    /// applied and dropped (an empty set just passes through the queue).
+    pub(super) fn submit_relocations(&self, relocations: Relocations) -> Result<Committed> {
         let sync = !relocations.moves.is_empty();
         self.enqueue(WriterSlot {
             size: 0,
             batch: Mutex::new(WriteBatch::new()),
             sync,
             force_switch: false,
-            relocated: AtomicU64::new(0),
+            committed: Mutex::new(Committed::default()),
             relocations: Some(relocations),
             done: Mutex::new(None),
         })
@@ -242,16 +248,43 @@ impl Core {
         let seen = self.gc_view();
         // 3. Live records copied, copies durable.
         let c = victim.collect(self, &seen)?;
+        let (bytes_read, bytes_written) = (c.bytes_read, c.bytes_written);
+        let out = self.finish_gc_step(c, seen, || victim.installed())?;
+        let throttle = GcThrottle {
+            max_bytes_per_sec: self.opts.gc.max_bytes_per_sec,
+        };
+        if let Some(rest) = throttle.pause(bytes_read, started.elapsed()) {
+            std::thread::sleep(rest);
+        }
+        bump(&self.counters.gc_runs, 1);
+        bump(&self.counters.gc_bytes_read, bytes_read);
+        bump(&self.counters.gc_bytes_written, bytes_written);
+        Ok(Some(out))
+    }
+
+    /// Steps 4-7 of a GC step, once the layout collected `c` in the view
+    /// `seen`; `installed` runs right after the layout's edit is installed.
+    /// Returns the step's statistics and how many files it freed.
+    pub(super) fn finish_gc_step(
+        &self,
+        c: Collected,
+        seen: SeenView,
+        installed: impl FnOnce(),
+    ) -> Result<(GcStats, usize)> {
         // 4. Relocations through the write path.
         let live = c.moves.len() as u64;
-        let applied = if c.moves.is_empty() {
-            0
+        let committed = if c.moves.is_empty() {
+            Committed::default()
         } else {
             self.submit_relocations(Relocations {
                 moves: c.moves,
                 seen: Some(seen),
             })?
         };
+        let mut edit = c.edit;
+        // Copies no entry points at are garbage from the start (exact space
+        // accounting: `docs/design.md`, "Space accounting").
+        edit.values.garbage.extend(committed.dropped_copies);
         let barrier = self.visible_seq.load(Ordering::Acquire);
         // 5. Every write that made a collected record dead is durable
         // before the record goes: replay may meet the dead record's pointer
@@ -261,32 +294,23 @@ impl Core {
         // reader is older than the relocations.
         let freed = c.frees.len();
         let frees = c.frees;
-        self.install(c.edit, None, &[], |st| {
+        self.install(edit, None, &[], |st| {
             if !frees.is_empty() {
                 st.pending_deletes.push((frees, barrier));
             }
         })?;
-        victim.installed();
+        installed();
         self.delete_collected_files();
         self.state.lock().last_gc = std::time::Instant::now();
-        let throttle = GcThrottle {
-            max_bytes_per_sec: self.opts.gc.max_bytes_per_sec,
-        };
-        if let Some(rest) = throttle.pause(c.bytes_read, started.elapsed()) {
-            std::thread::sleep(rest);
-        }
-        bump(&self.counters.gc_runs, 1);
-        bump(&self.counters.gc_bytes_read, c.bytes_read);
-        bump(&self.counters.gc_bytes_written, c.bytes_written);
         let stats = GcStats {
             chunks: 1,
             bytes_read: c.bytes_read,
             records: c.records,
             live_records: live,
-            relocations_applied: applied,
-            relocations_dropped: live - applied,
+            relocations_applied: committed.applied,
+            relocations_dropped: live - committed.applied,
         };
-        Ok(Some((stats, freed)))
+        Ok((stats, freed))
     }
 
     /// Collects until a file is freed (`Db::gc`): the log's oldest file,

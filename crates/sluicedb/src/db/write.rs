@@ -2,7 +2,7 @@
 //! value separation, memtable), and memtables switch when full; writes
 //! slow down or stall while background work is behind.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::core::{Core, Immutable, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::gc::Relocations;
+use crate::gc::{Committed, Relocations};
 use crate::index::WritePressure;
 use crate::stats::bump;
 
@@ -25,8 +25,8 @@ pub(super) struct WriterSlot {
     pub(super) force_switch: bool,
     /// GC relocations, committed as a group of their own.
     pub(super) relocations: Option<Relocations>,
-    /// How many relocations were applied.
-    pub(super) relocated: AtomicU64,
+    /// What committing the relocations did.
+    pub(super) committed: Mutex<Committed>,
     pub(super) done: Mutex<Option<Result<()>>>,
 }
 
@@ -94,21 +94,21 @@ impl Core {
             sync,
             force_switch,
             relocations: None,
-            relocated: AtomicU64::new(0),
+            committed: Mutex::new(Committed::default()),
             done: Mutex::new(None),
         })
         .map(|_| ())
     }
 
-    /// Queues a writer and waits until its group is committed; returns the
-    /// number of relocations applied (for relocation slots).
-    pub(super) fn enqueue(&self, slot: WriterSlot) -> Result<u64> {
+    /// Queues a writer and waits until its group is committed; returns what
+    /// committing its relocations did (for relocation slots).
+    pub(super) fn enqueue(&self, slot: WriterSlot) -> Result<Committed> {
         let slot = Arc::new(slot);
         let mut st = self.state.lock();
         st.writers.push_back(slot.clone());
         loop {
             if let Some(r) = slot.done.lock().take() {
-                return r.map(|()| slot.relocated.load(Ordering::Relaxed));
+                return r.map(|()| std::mem::take(&mut *slot.committed.lock()));
             }
             if st.writers.front().is_some_and(|w| Arc::ptr_eq(w, &slot)) {
                 break;
@@ -118,7 +118,7 @@ impl Core {
         // This writer leads a group.
         let result = self.lead_group(&mut st, &slot);
         self.cv.notify_all();
-        result.map(|()| slot.relocated.load(Ordering::Relaxed))
+        result.map(|()| std::mem::take(&mut *slot.committed.lock()))
     }
 
     pub(super) fn lead_group(
@@ -136,11 +136,8 @@ impl Core {
         }
         if let Some(relocations) = &leader.relocations {
             let r = self.commit_relocations(st, relocations);
-            if let Ok(n) = r {
-                leader.relocated.store(n, Ordering::Relaxed);
-            }
             st.writers.pop_front();
-            return r.map(|_| ());
+            return r.map(|c| *leader.committed.lock() = c);
         }
         // The leader's own batch becomes the group (no copy when alone).
         let mut group = std::mem::take(&mut *leader.batch.lock());

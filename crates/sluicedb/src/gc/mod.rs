@@ -70,6 +70,17 @@ impl std::fmt::Debug for SeenView {
     }
 }
 
+/// What committing a step's relocations did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Committed {
+    /// Relocations applied: the index points at the copies now.
+    pub(crate) applied: u64,
+    /// The copies of relocations dropped (the key changed meanwhile): no
+    /// entry will ever point at them, so they are garbage from the start,
+    /// as (file, bytes).
+    pub(crate) dropped_copies: Vec<(u64, u64)>,
+}
+
 /// What a layout's GC may ask of the engine.
 pub(crate) trait GcHost: Sync {
     /// The current version (the layout's manifest state is in it).

@@ -145,8 +145,29 @@ impl Harness {
                 let core = self.db().core();
                 let applied = core
                     .submit_relocations(Relocations { moves, seen })
-                    .map_err(e)?;
+                    .map_err(e)?
+                    .applied;
                 format!("applied {applied} dropped {}", n - applied)
+            }
+            // Steps 4-7 of a GC step (relocation commit, journal sync,
+            // install, deletes) for the queued copies, as `gc` runs them.
+            "finish" => {
+                let moves = std::mem::take(&mut self.moves);
+                let seen = self.view.take().ok_or("finish: no view")?;
+                let collected = crate::gc::Collected {
+                    moves,
+                    ..Default::default()
+                };
+                let core = self.db().core();
+                let (s, _) = core.finish_gc_step(collected, seen, || {}).map_err(e)?;
+                format!(
+                    "applied {} dropped {}",
+                    s.relocations_applied, s.relocations_dropped
+                )
+            }
+            "garbage" => {
+                let s = self.db().stats();
+                format!("value garbage {} bytes", s.values.garbage_bytes)
             }
             "gc" => match self.db().core().gc_once().map_err(e)? {
                 None => "nothing to collect".into(),
