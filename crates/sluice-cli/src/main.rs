@@ -622,9 +622,25 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench(*a),
         Command::Info { db } => info(&db),
         Command::Verify { db } => open_existing(&db, Access::ReadOnly).and_then(|d| {
-            d.verify()
-                .map(|n| println!("ok: {n} table entries, value records and pairs checked"))
-                .map_err(|e| e.to_string())
+            let n = d.verify().map_err(|e| e.to_string())?;
+            println!("ok: {n} table entries, value records and pairs checked");
+            // Not damage: reported, not failed (see `Db::check_space`).
+            let m = d.check_space().map_err(|e| e.to_string())?;
+            if m.is_empty() {
+                println!("space accounting: exact");
+            } else {
+                println!(
+                    "space accounting: {} value files differ from a recount:",
+                    m.len()
+                );
+                for x in m {
+                    println!(
+                        "  file {}: {} bytes, {} referenced, {} counted as garbage",
+                        x.file, x.bytes, x.referenced, x.garbage
+                    );
+                }
+            }
+            Ok(())
         }),
         Command::Get { db, key, hex } => get(&db, &key, hex),
         Command::Put {

@@ -206,10 +206,11 @@ fn verify_finds_damage_in_tables_and_value_files() {
     let info = ok(&["info", "--db", &db]);
     assert!(info.starts_with("created with preset hashkv\n"), "{info}");
     let out = ok(&["verify", "--db", &db]);
-    // 2000 table entries, 2000 value records and 2000 pairs.
+    // 2000 table entries, 2000 value records and 2000 pairs; every value
+    // file's bytes add up.
     assert_eq!(
         out,
-        "ok: 6000 table entries, value records and pairs checked\n"
+        "ok: 6000 table entries, value records and pairs checked\nspace accounting: exact\n"
     );
     for ext in ["sst", "vseg"] {
         let copy = dir.path().join(format!("copy-{ext}"));

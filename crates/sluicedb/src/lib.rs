@@ -45,4 +45,6 @@ pub use db::{Db, Snapshot};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, Range};
 pub use options::*;
-pub use stats::{GcStats, GcTotals, HashStats, LevelStats, StallMicros, Stats, ValueStats};
+pub use stats::{
+    GcStats, GcTotals, HashStats, LevelStats, SpaceMismatch, StallMicros, Stats, ValueStats,
+};

@@ -83,9 +83,12 @@ pub struct ValueStats {
     pub bytes: u64,
     /// Bytes of value records appended since open (user writes and GC).
     pub appended_bytes: u64,
-    /// Bytes of records known to be garbage (from flushes and compactions
-    /// that dropped their pointers).
+    /// Bytes of records no index entry points at (`docs/design.md`,
+    /// "Space accounting"): exact, except for records a crash orphaned.
     pub garbage_bytes: u64,
+    /// Bytes of records some index entry points at (any version, tables
+    /// and memtables).
+    pub live_bytes: u64,
     /// The hash layout's section (all zero for other layouts).
     pub hash: HashStats,
 }
@@ -125,6 +128,21 @@ pub struct GcTotals {
     pub relocations_applied: u64,
     /// Relocations dropped (the key was overwritten or deleted meanwhile).
     pub relocations_dropped: u64,
+}
+
+/// A value file whose bytes are not its header plus the records the index
+/// points at plus the garbage counted for it ([`crate::Db::check_space`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpaceMismatch {
+    /// The file's number.
+    pub file: u64,
+    /// Its length.
+    pub bytes: u64,
+    /// Bytes of its records some index entry points at.
+    pub referenced: u64,
+    /// Bytes counted as garbage.
+    pub garbage: u64,
 }
 
 /// What one `Db::gc` call did.
@@ -217,9 +235,10 @@ impl std::fmt::Display for Stats {
         if self.values.files > 0 {
             writeln!(
                 f,
-                "  value log: {} files {} bytes ({} garbage), {} bytes appended",
+                "  value store: {} files {} bytes ({} live, {} garbage), {} bytes appended",
                 self.values.files,
                 self.values.bytes,
+                self.values.live_bytes,
                 self.values.garbage_bytes,
                 self.values.appended_bytes
             )?;

@@ -5,6 +5,7 @@
 //! (seed 001 §3.4.2). Only one of them can hold unflushed writes: every
 //! open ends by flushing what it replayed.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -63,12 +64,22 @@ impl Core {
             mode: self.opts.journal_recovery,
             values: self.values.as_deref(),
         };
+        let mut replayed_garbage = BTreeMap::new();
         let mut sink = |batch: &WriteBatch| self.replay_batch(&mut r, batch);
         let ended = replay::replay_journals(&source, journals, &mut sink)?;
         if let (Ended::Fully, Some(from)) = (ended, journal_from) {
             let store = value_log.ok_or_else(crate::value::missing_store)?;
-            crate::value::log::replay::replay_value_log(&source, &store, from, &mut sink)?;
+            crate::value::log::replay::replay_value_log(
+                &source,
+                &store,
+                from,
+                &mut sink,
+                &mut replayed_garbage,
+            )?;
         }
+        // Replayed records no entry points at are garbage once the replay
+        // is flushed below (`docs/design.md`, "Space accounting").
+        r.edit.values.garbage.extend(replayed_garbage);
         if !r.mem.is_empty() {
             self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
         }

@@ -18,6 +18,8 @@ pub(crate) use control::Control;
 pub(crate) use reader::read_log;
 pub(crate) use writer::LogWriter;
 
+use std::collections::BTreeMap;
+
 use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::version::VersionEdit;
@@ -56,4 +58,11 @@ pub(crate) trait Journal: Send + Sync {
     /// Journals below `log_number` hold only flushed writes: they need no
     /// sync and are about to be deleted.
     fn forget_below(&self, _log_number: u64) {}
+
+    /// Value store bytes, per file, that the journal wrote and no index
+    /// entry will point at, not yet counted in the manifest (they are, by
+    /// the flush that makes them unnecessary for replay).
+    fn pending_garbage(&self) -> BTreeMap<u64, u64> {
+        BTreeMap::new()
+    }
 }

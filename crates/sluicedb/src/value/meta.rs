@@ -51,6 +51,15 @@ impl ValueMeta {
         Ok(ValueMeta { log, hash, garbage })
     }
 
+    /// True when the version still accounts for file `f`'s bytes: not
+    /// behind the log's tail, or listed by the hash layout.
+    pub(crate) fn accounts_for(&self, f: u64) -> bool {
+        if !self.hash.groups.is_empty() {
+            return self.hash.lists(f);
+        }
+        self.log.tail.is_none_or(|t| f >= t.0)
+    }
+
     /// The edit that recreates this state from nothing (manifest roll).
     pub(crate) fn snapshot(&self) -> ValueEdit {
         ValueEdit {

@@ -84,6 +84,10 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// and `false` for heads still taking appends.
     fn live_files(&self) -> Vec<(u64, bool)>;
 
+    /// Every file the store holds with its length in bytes (appends not yet
+    /// written out included).
+    fn file_lengths(&self) -> Vec<(u64, u64)>;
+
     /// Reads every record of every file and checks its checksum (after
     /// writing out buffered appends); returns the records checked. Damage
     /// is `Corruption` naming the file and offset. A head may end in a

@@ -740,6 +740,16 @@ impl ValueStore for HashStore {
         inner.groups.iter().map(|g| g.sealed.len() + 1).sum()
     }
 
+    fn file_lengths(&self) -> Vec<(u64, u64)> {
+        let inner = self.inner.lock();
+        let mut out = Vec::new();
+        for g in &inner.groups {
+            out.extend(g.sealed.iter().copied());
+            out.push((g.head.number(), g.head.len()));
+        }
+        out
+    }
+
     fn live_files(&self) -> Vec<(u64, bool)> {
         let inner = self.inner.lock();
         let mut out = Vec::new();

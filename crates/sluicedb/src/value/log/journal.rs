@@ -4,7 +4,10 @@
 //! recovery replays the log from the position the manifest records
 //! (`docs/design.md`, "Value log as journal").
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::format::{Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
 use super::store::LogStore;
@@ -21,6 +24,18 @@ pub(crate) struct LogJournal {
     /// Values at least this large stay in the log and the index points at
     /// them; smaller ones are copied into the index too.
     separation_threshold_bytes: usize,
+    /// Bytes of records no index entry points at (inline values, deletes,
+    /// relocation records), per file: garbage once the write buffer they
+    /// belong to is flushed (`docs/design.md`, "Space accounting").
+    unpointed: Mutex<Unpointed>,
+}
+
+#[derive(Default)]
+struct Unpointed {
+    /// The active write buffer's.
+    active: BTreeMap<u64, u64>,
+    /// Switched-out buffers', with where the next buffer's records begin.
+    switched: VecDeque<((u64, u64), BTreeMap<u64, u64>)>,
 }
 
 impl LogJournal {
@@ -28,6 +43,7 @@ impl LogJournal {
         LogJournal {
             store,
             separation_threshold_bytes: separation_threshold_bytes.unwrap_or(usize::MAX),
+            unpointed: Mutex::new(Unpointed::default()),
         }
     }
 
@@ -47,6 +63,7 @@ impl Journal for LogJournal {
         let mut out = WriteBatch::with_capacity(group.approximate_size());
         out.set_sequence(seq);
         let last = group.len().saturating_sub(1);
+        let mut unpointed = self.unpointed.lock();
         for (i, op) in group.iter().enumerate() {
             let op = op.expect("validated batch");
             let end = if i == last { FLAG_GROUP_END } else { 0 };
@@ -66,8 +83,10 @@ impl Journal for LogJournal {
                 out.add_raw(Kind::ValuePointer, op.key, &p.encode());
             } else {
                 out.add_raw(op.kind, op.key, op.value);
+                *unpointed.active.entry(p.file).or_default() += u64::from(p.record_len);
             }
         }
+        drop(unpointed);
         if sync {
             self.store.sync()?;
         }
@@ -81,12 +100,38 @@ impl Journal for LogJournal {
     /// No file to rotate: the new buffer's records start at the log's head
     /// (the leader appends, so none is in flight).
     fn rotate(&self, _current: JournalMark) -> Result<JournalMark> {
-        Ok(self.head_mark())
+        let (file, offset) = self.store.head_position();
+        let mut u = self.unpointed.lock();
+        let done = std::mem::take(&mut u.active);
+        u.switched.push_back(((file, offset), done));
+        Ok(JournalMark::ValueLog(file, offset))
     }
 
+    fn pending_garbage(&self) -> BTreeMap<u64, u64> {
+        let u = self.unpointed.lock();
+        let mut out = u.active.clone();
+        for (_, bytes) in &u.switched {
+            for (&f, &b) in bytes {
+                *out.entry(f).or_default() += b;
+            }
+        }
+        out
+    }
+
+    /// The replay start moves to `next`; the records before it that no
+    /// entry points at become garbage in the same edit.
     fn replay_from(&self, next: JournalMark, edit: &mut VersionEdit) -> Option<u64> {
         if let JournalMark::ValueLog(file, offset) = next {
             edit.values.log.journal = Some((file, offset));
+            let mut u = self.unpointed.lock();
+            while u
+                .switched
+                .front()
+                .is_some_and(|(end, _)| *end <= (file, offset))
+            {
+                let (_, bytes) = u.switched.pop_front().expect("front checked");
+                edit.values.garbage.extend(bytes);
+            }
         }
         None
     }

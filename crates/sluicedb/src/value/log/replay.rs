@@ -2,6 +2,7 @@
 //! `docs/design.md`, "Value log as journal"): from the position the
 //! manifest records to the log's end, one write group at a time.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::format::{
@@ -23,14 +24,59 @@ use crate::value::{PointerCheck, ValueStore};
 /// write group becomes a batch once its last record (`FLAG_GROUP_END`)
 /// is read, so a group cut by the crash is dropped whole. GC copies are
 /// skipped; their relocations are records of their own.
+///
+/// Adds to `garbage` (bytes per file) every replayed record no index entry
+/// will point at once the replay is flushed: inline values, deletes and
+/// relocation records, and the records of a group the crash cut (`docs/
+/// design.md`, "Space accounting"). When history ends early, records after
+/// that point are not counted.
 pub(crate) fn replay_value_log(
     src: &Source<'_>,
     store: &LogStore,
     from: (u64, u64),
     sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
+    garbage: &mut BTreeMap<u64, u64>,
+) -> Result<()> {
+    let mut group: Option<WriteBatch> = None;
+    // Bytes of the records read, and of the pointed-at ones in the group
+    // being read and in the groups applied.
+    let mut read: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut pointed_in_group: Vec<(u64, u64)> = Vec::new();
+    let mut pointed: BTreeMap<u64, u64> = BTreeMap::new();
+    let r = replay_records(
+        src,
+        store,
+        from,
+        sink,
+        &mut group,
+        &mut read,
+        &mut pointed_in_group,
+        &mut pointed,
+    );
+    for (file, bytes) in read {
+        let unpointed = bytes - pointed.get(&file).copied().unwrap_or(0);
+        if unpointed > 0 {
+            *garbage.entry(file).or_default() += unpointed;
+        }
+    }
+    r
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the replay's running state, kept by its caller for the garbage count"
+)]
+fn replay_records(
+    src: &Source<'_>,
+    store: &LogStore,
+    from: (u64, u64),
+    sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
+    group: &mut Option<WriteBatch>,
+    read: &mut BTreeMap<u64, u64>,
+    pointed_in_group: &mut Vec<(u64, u64)>,
+    pointed: &mut BTreeMap<u64, u64>,
 ) -> Result<()> {
     let mode = src.mode;
-    let mut group: Option<WriteBatch> = None;
     let mut torn = TornTail::new(mode, true);
     for file in store.sealed_from(from.0) {
         let path = filename::value_log(src.dir, file);
@@ -75,18 +121,26 @@ pub(crate) fn replay_value_log(
                     ),
                 ));
             }
+            *read.entry(file).or_default() += u64::from(len);
             if !add_replayed(src, store, g, &rec, &here, &path)? {
                 return Ok(()); // history ends before this group
+            }
+            if kind_of(rec.flags) == KIND_PUT && rec.flags & FLAG_INLINE == 0 {
+                pointed_in_group.push((file, u64::from(len)));
             }
             if rec.flags & FLAG_GROUP_END != 0 {
                 let batch = group.take().expect("group in progress");
                 sink(&batch)?;
+                for (f, bytes) in pointed_in_group.drain(..) {
+                    *pointed.entry(f).or_default() += bytes;
+                }
             }
         }
         if let Some((off, why)) = scan.damage {
             match mode {
                 JournalRecovery::SkipAnyCorrupted => {
-                    group = None;
+                    *group = None;
+                    pointed_in_group.clear();
                     continue;
                 }
                 JournalRecovery::PointInTime => return Ok(()),

@@ -507,6 +507,13 @@ impl ValueStore for LogStore {
         out
     }
 
+    fn file_lengths(&self) -> Vec<(u64, u64)> {
+        let inner = self.inner.lock();
+        let mut out: Vec<(u64, u64)> = inner.sealed.iter().map(|(&f, &l)| (f, l)).collect();
+        out.push((inner.head.number(), inner.head.len()));
+        out
+    }
+
     /// Bytes of all log files; no lock.
     fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
