@@ -48,6 +48,36 @@ pub const DEFAULT_VALUE_LOG_BUFFER_BYTES: usize = 256 << 10;
 pub const DEFAULT_GC_CHUNK_BYTES: u64 = 4 << 20;
 /// Default garbage ratio of the value log that triggers GC: 0.3.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.3;
+
+/// Space amplification (bytes of every file ÷ live bytes) at which GC takes
+/// priority and writes slow down in proportion (seed 003 §3.5's low ratio).
+pub const DEFAULT_SPACE_LOW_RATIO: f64 = 1.3;
+
+/// Space amplification at which writes wait for GC (seed 003 §3.5's high
+/// ratio; its evaluation limits space to 1.5× the dataset).
+pub const DEFAULT_SPACE_HIGH_RATIO: f64 = 1.5;
+
+/// Space-aware throttling (seed 003 §3.5): the low and high space
+/// amplification ratios. Space amplification is the bytes of every file the
+/// database holds (tables, value files, journals, files not deleted yet)
+/// over its live bytes (tables, and the value records the index points at).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpaceLimit {
+    /// From here GC runs whatever the garbage ratio, and writes slow down
+    /// in proportion to how far the ratio is toward `high`.
+    pub low: f64,
+    /// From here writes wait for GC while it can free space.
+    pub high: f64,
+}
+
+impl Default for SpaceLimit {
+    fn default() -> Self {
+        SpaceLimit {
+            low: DEFAULT_SPACE_LOW_RATIO,
+            high: DEFAULT_SPACE_HIGH_RATIO,
+        }
+    }
+}
 /// Default threads reading separated values in parallel for range scans:
 /// 16 (seed 001 §3.3.1 uses 32). Measured with `scripts/bench-scan.sh` on
 /// this project's 2-core machine, a cold-cache scan of 4 KiB values ran at
@@ -383,6 +413,10 @@ pub struct GcOptions {
     /// segments in parallel; here the lookups are the larger cost). 1 does
     /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
     pub threads: usize,
+    /// Space-aware throttling ([`SpaceLimit`]); `None` turns it off.
+    /// Default: the [`SpaceLimit::default`] ratios. It acts only on a
+    /// database with a value store.
+    pub space_limit: Option<SpaceLimit>,
 }
 
 impl std::fmt::Debug for Options {
@@ -507,6 +541,8 @@ setters! {
     scan_prefetch_threads => values.scan_prefetch_threads: usize,
     /// Sets [`GcOptions::threads`].
     gc_threads => gc.threads: usize,
+    /// Sets [`GcOptions::space_limit`].
+    space_limit => gc.space_limit: Option<SpaceLimit>,
 }
 
 impl Options {
@@ -591,6 +627,7 @@ impl Options {
                 interval_ms: None,
                 max_bytes_per_sec: None,
                 threads: 1,
+                space_limit: Some(SpaceLimit::default()),
             },
         }
     }
@@ -664,6 +701,13 @@ impl Options {
         }
         if self.gc.interval_ms == Some(0) || self.gc.max_bytes_per_sec == Some(0) {
             return bad("gc_interval_ms and gc_max_bytes_per_sec must be positive".into());
+        }
+        if self
+            .gc
+            .space_limit
+            .is_some_and(|l| !(l.low > 1.0 && l.low <= l.high))
+        {
+            return bad("space_limit needs 1 < low <= high".into());
         }
         if self.gc.garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
             return bad("gc_garbage_ratio must be in (0, 1)".into());

@@ -68,6 +68,14 @@ pub struct Stats {
     pub values: ValueStats,
     /// Value store GC since open.
     pub gc: GcTotals,
+    /// Space amplification when last measured (after each flush,
+    /// compaction and GC step): bytes of every file ÷ live bytes (tables,
+    /// and value records the index points at). 0 before the first
+    /// measurement, and without a value store.
+    pub space_amplification: f64,
+    /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
+    /// it is not (nothing GC can reclaim).
+    pub space_limit_note: Option<String>,
     /// The error that poisoned writes, if any.
     pub poisoned: Option<String>,
 }
@@ -285,6 +293,9 @@ pub struct StallMicros {
     pub level0: u64,
     /// The value store at its capacity: waiting for GC.
     pub value_store: u64,
+    /// Space amplification between the low and high limits (slowed) or at
+    /// the high limit (waiting for GC).
+    pub space_limit: u64,
 }
 
 /// The engine's running counters, behind [`Stats`].
@@ -303,6 +314,7 @@ pub(crate) struct Counters {
     pub(crate) stall_memtable_micros: AtomicU64,
     pub(crate) stall_l0_micros: AtomicU64,
     pub(crate) stall_store_micros: AtomicU64,
+    pub(crate) stall_space_micros: AtomicU64,
     pub(crate) journal_syncs: AtomicU64,
     pub(crate) write_groups: AtomicU64,
     pub(crate) gc_runs: AtomicU64,

@@ -257,6 +257,8 @@ fn flip_value_log_bits(mode: JournalMode) {
             .journal_mode(mode)
             .value_log_file_size_bytes(4096)
             .gc_garbage_ratio(None)
+            // No background GC: the files written must stay to be damaged.
+            .space_limit(None)
     };
     let db = Db::open("/db", opts(&fs)).unwrap();
     let mut rng = Rng::new(9);

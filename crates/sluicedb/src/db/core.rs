@@ -20,7 +20,6 @@ use crate::stats::Counters;
 use crate::stats::{GcTotals, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
-use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::ValueStore;
 use crate::version::{ManifestState, Version, VersionSet};
 
@@ -65,6 +64,8 @@ pub(super) struct State {
     /// Value store files GC freed, deleted once no registered reader is
     /// older than the sequence (`docs/design.md`, "Value store").
     pub(super) pending_deletes: Vec<(Vec<u64>, u64)>,
+    /// Why the space limit cannot be held, when it cannot (for `Stats`).
+    pub(super) space_note: Option<String>,
 }
 
 impl State {
@@ -111,6 +112,15 @@ pub(crate) struct Core {
     /// replayed.
     pub(super) journal: OnceLock<Box<dyn Journal>>,
     pub(super) visible_seq: AtomicU64,
+    /// The last measured space amplification, in thousandths (0: not
+    /// measured yet); see `Core::measure_space`.
+    pub(super) space_ratio_milli: AtomicU64,
+    /// The same, of the bytes beyond the space limit's slack: what the
+    /// limit compares.
+    pub(super) space_pressure_milli: AtomicU64,
+    /// The value store's garbage share when space was last measured, in
+    /// thousandths.
+    pub(super) garbage_share_milli: AtomicU64,
     pub(super) shutting_down: AtomicBool,
     pub(super) counters: Counters,
     pub(super) table_opts: TableOptions,
@@ -210,6 +220,7 @@ impl Core {
                 memtables: get(&c.stall_memtable_micros),
                 level0: get(&c.stall_l0_micros),
                 value_store: get(&c.stall_store_micros),
+                space_limit: get(&c.stall_space_micros),
             },
             journal_syncs: get(&c.journal_syncs),
             write_groups: get(&c.write_groups),
@@ -224,31 +235,15 @@ impl Core {
             },
             ..Stats::default()
         };
+        stats.space_amplification = self.space_ratio();
+        stats.space_limit_note = st.space_note.clone();
         if let Some(v) = &self.values {
             stats.values.files = v.file_count();
             stats.values.bytes = v.total_bytes();
             stats.values.appended_bytes = v.appended_bytes();
-            // Exact garbage: counted in the manifest, plus what the journal
-            // wrote that no entry will point at (`docs/design.md`, "Space
-            // accounting"); live is the rest of the files the version
-            // accounts for.
-            let meta = &st.current.values;
-            let pending = self
-                .journal
-                .get()
-                .map(|j| j.pending_garbage())
-                .unwrap_or_default();
-            for (file, len) in v.file_lengths() {
-                if !meta.accounts_for(file) {
-                    continue;
-                }
-                let garbage = meta.garbage.get(&file).copied().unwrap_or(0)
-                    + pending.get(&file).copied().unwrap_or(0);
-                stats.values.garbage_bytes += garbage;
-                stats.values.live_bytes += len
-                    .saturating_sub(FILE_HEADER_LEN as u64)
-                    .saturating_sub(garbage);
-            }
+            let (live, garbage) = self.value_space(&st.current);
+            stats.values.live_bytes = live;
+            stats.values.garbage_bytes = garbage;
             v.layout_stats(&mut stats.values);
         }
         stats

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, State, SuperVersion};
+use super::space::SpacePressure;
 use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -199,11 +200,16 @@ impl Core {
         }
     }
 
-    /// True when background GC should run (the layout's triggers).
+    /// True when background GC should run: the space limit's low ratio is
+    /// passed and GC can reclaim space (seed 003 §3.5), or the layout's own
+    /// triggers fire.
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
         let Some(store) = &self.values else {
             return false;
         };
+        if self.space_pressure() != SpacePressure::Below && self.space_reclaimable(&st.current) {
+            return true;
+        }
         store.gc_wanted(&GcTrigger {
             current: &st.current,
             capacity_bytes: self.opts.values.capacity_bytes,
@@ -301,6 +307,7 @@ impl Core {
         })?;
         installed();
         self.delete_collected_files();
+        self.measure_space();
         self.state.lock().last_gc = std::time::Instant::now();
         let stats = GcStats {
             chunks: 1,

@@ -96,6 +96,7 @@ impl Core {
                     let r = MutexGuard::unlocked(&mut st, || {
                         let r = self.run_job(&job);
                         self.delete_obsolete_files();
+                        self.measure_space();
                         r
                     });
                     self.finish_job(&mut st, job, r);

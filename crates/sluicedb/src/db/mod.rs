@@ -37,7 +37,7 @@ mod jobs;
 mod open;
 mod read;
 mod recover;
-mod space;
+pub(crate) mod space;
 mod write;
 
 pub(crate) use self::core::{Core, SuperVersion};

@@ -209,6 +209,7 @@ impl Core {
             gc_running: false,
             last_gc: Instant::now(),
             pending_deletes: Vec::new(),
+            space_note: None,
         };
         let core = Core {
             dir,
@@ -223,6 +224,9 @@ impl Core {
             bg_cv: Condvar::new(),
             journal: OnceLock::new(),
             visible_seq: AtomicU64::new(rec.last_sequence),
+            space_ratio_milli: AtomicU64::new(0),
+            space_pressure_milli: AtomicU64::new(0),
+            garbage_share_milli: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             counters: Counters::default(),
             table_opts,
@@ -236,6 +240,7 @@ impl Core {
             v.after_open();
         }
         core.delete_obsolete_files();
+        core.measure_space();
         Ok(core)
     }
 }

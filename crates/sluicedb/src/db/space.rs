@@ -3,6 +3,7 @@
 //! records some index entry points at, and the garbage the manifest counts.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use super::core::Core;
 use crate::error::Result;
@@ -11,8 +12,120 @@ use crate::key::{self, Kind};
 use crate::stats::SpaceMismatch;
 use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
+use crate::version::Version;
+
+/// Space pressure relative to the space limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum SpacePressure {
+    Below,
+    /// Between the low and high ratios: how far, from 0 to 1.
+    Between(f64),
+    High,
+}
+
+/// Bytes of small files (manifest, `CURRENT`, lock) the space limit allows
+/// beyond its ratio, with the journals of `max_write_buffers` memtables.
+pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 1 << 20;
+
+/// Under space pressure GC runs only while at least 1/this of the value
+/// store's record bytes are garbage.
+pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 
 impl Core {
+    /// Live and garbage bytes of the value files `current` accounts for:
+    /// garbage counted in the manifest plus what the journal wrote that no
+    /// entry will point at; live is the rest of each file but its header.
+    pub(crate) fn value_space(&self, current: &Version) -> (u64, u64) {
+        let Some(store) = &self.values else {
+            return (0, 0);
+        };
+        let meta = &current.values;
+        let pending = self
+            .journal
+            .get()
+            .map(|j| j.pending_garbage())
+            .unwrap_or_default();
+        let (mut live, mut garbage) = (0, 0);
+        for (file, len) in store.file_lengths() {
+            if !meta.accounts_for(file) {
+                continue;
+            }
+            let g = meta.garbage.get(&file).copied().unwrap_or(0)
+                + pending.get(&file).copied().unwrap_or(0);
+            garbage += g;
+            live += len.saturating_sub(FILE_HEADER_LEN as u64).saturating_sub(g);
+        }
+        (live, garbage)
+    }
+
+    /// Measures space amplification, the bytes of every file in the
+    /// directory over the live bytes (tables, and value records the index
+    /// points at), for the write path's throttle (`space_ratio`).
+    pub(crate) fn measure_space(&self) {
+        if self.opts.read_only || self.values.is_none() {
+            return;
+        }
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        let used: u64 = names
+            .iter()
+            .filter_map(|n| self.fs.allocated_len(&self.dir.join(n)).ok())
+            .sum();
+        let current = self.super_version().current.clone();
+        let tables: u64 = current.all_files().map(|(_, f)| f.file_size).sum();
+        let (live_values, garbage) = self.value_space(&current);
+        let live = (tables + live_values).max(1);
+        let milli = (used as f64 / live as f64 * 1000.0) as u64;
+        self.space_ratio_milli
+            .store(milli.max(1), Ordering::Relaxed);
+        // The limit applies past a slack for what is not data: journals of
+        // unflushed memtables, the manifest and small files. Without it a
+        // small database would always be over (its journal alone can
+        // outweigh its data).
+        let slack = (self.opts.max_write_buffers * self.opts.write_buffer_size_bytes) as u64
+            + SPACE_SLACK_FIXED_BYTES;
+        let pressure = (used.saturating_sub(slack) as f64 / live as f64 * 1000.0) as u64;
+        self.space_pressure_milli.store(pressure, Ordering::Relaxed);
+        let share = garbage * 1000 / (live_values + garbage).max(1);
+        self.garbage_share_milli.store(share, Ordering::Relaxed);
+    }
+
+    /// Where the space limit stands (`Options::gc.space_limit`, seed 003
+    /// §3.5): below its low ratio, between low and high (how far, 0..1),
+    /// or at high.
+    pub(crate) fn space_pressure(&self) -> SpacePressure {
+        let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
+            return SpacePressure::Below;
+        };
+        let r = self.space_pressure_milli.load(Ordering::Relaxed) as f64 / 1000.0;
+        if r >= limit.high {
+            SpacePressure::High
+        } else if r >= limit.low {
+            SpacePressure::Between(((r - limit.low) / (limit.high - limit.low)).clamp(0.0, 1.0))
+        } else {
+            SpacePressure::Below
+        }
+    }
+
+    /// True when GC can bring space down: the value store holds enough
+    /// garbage (at least 1/[`MIN_RECLAIMABLE_SHARE_DIVISOR`] of its record
+    /// bytes) and the layout has a victim. Otherwise collecting would copy
+    /// live data over and over without freeing space.
+    pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
+        let share = self.garbage_share_milli.load(Ordering::Relaxed);
+        share * MIN_RECLAIMABLE_SHARE_DIVISOR >= 1000
+            && self
+                .values
+                .as_ref()
+                .is_some_and(|v| v.gc_has_victim(current))
+    }
+
+    /// The last measured space amplification (0 before the first).
+    pub(crate) fn space_ratio(&self) -> f64 {
+        self.space_ratio_milli.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
     /// Bytes of records each value file holds that some index entry (any
     /// version, in a table or a memtable) points at.
     pub(crate) fn referenced_value_bytes(&self) -> Result<BTreeMap<u64, u64>> {
@@ -91,6 +204,7 @@ mod tests {
             .hash_log_segment_bytes(4 << 10)
             .separation_threshold_bytes(Some(64))
             .gc_garbage_ratio(None)
+            .space_limit(None)
             .background_threads(1);
         let db = Db::open("/db", o).unwrap();
         let value =

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
+use super::space::SpacePressure;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::gc::{Committed, Relocations};
@@ -30,6 +31,10 @@ pub(super) struct WriterSlot {
     pub(super) done: Mutex<Option<Result<()>>>,
 }
 
+/// The longest delay a write gets between the space limit's low and high
+/// ratios (in proportion to how far the ratio is toward high).
+const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
+
 impl Core {
     /// Journals a group (synced when `sync`); returns the batch for the
     /// memtable when it differs from the group (pointers in place of
@@ -49,12 +54,67 @@ impl Core {
 
     // ---- write path ----
 
-    /// Waits while the value log is over its capacity and GC can free some
-    /// (bounded, so a log of all live data cannot stop writes for good).
-    /// This happens before the writer queues up: GC's relocations go
-    /// through the queue and must never wait behind a writer waiting for
-    /// them.
-    pub(super) fn wait_for_log_space(&self) {
+    /// Holds a writer back while space is short, before it queues up: GC's
+    /// relocations go through the queue and must never wait behind a
+    /// writer waiting for them. Waits are bounded (1 s), so a store of all
+    /// live data cannot stop writes for good.
+    ///
+    /// - Over `value_store_capacity_bytes` while GC can free some: waits.
+    /// - Space amplification between the space limit's low and high ratios:
+    ///   a delay in proportion, up to [`MAX_SPACE_DELAY_MICROS`] (seed 003
+    ///   §3.5 slows writes there).
+    /// - At the high ratio while GC can reclaim space: waits. When it
+    ///   cannot (too little garbage, or no victim), writes go on and
+    ///   `Stats::space_limit_note` says why.
+    pub(super) fn wait_for_space(&self) {
+        self.wait_for_capacity();
+        match self.space_pressure() {
+            SpacePressure::Below => {}
+            SpacePressure::Between(f) => {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_micros((f * MAX_SPACE_DELAY_MICROS) as u64));
+                let us = t.elapsed().as_micros() as u64;
+                bump(&self.counters.slowdowns, 1);
+                bump(&self.counters.stall_micros, us);
+                bump(&self.counters.stall_space_micros, us);
+            }
+            SpacePressure::High => self.wait_for_space_limit(),
+        }
+    }
+
+    fn wait_for_space_limit(&self) {
+        let start = Instant::now();
+        let mut st = self.state.lock();
+        if !self.space_reclaimable(&st.current) {
+            let note = format!(
+                "space amplification {:.2} is at the limit, but GC has too little to reclaim",
+                self.space_ratio()
+            );
+            st.space_note = Some(note);
+            return;
+        }
+        st.space_note = None;
+        let mut stalled = false;
+        while self.space_pressure() == SpacePressure::High
+            && self.space_reclaimable(&st.current)
+            && st.check_writable().is_ok()
+            && start.elapsed() < Duration::from_secs(1)
+        {
+            stalled = true;
+            self.bg_cv.notify_all();
+            self.cv.wait_for(&mut st, Duration::from_millis(10));
+        }
+        if stalled {
+            let us = start.elapsed().as_micros() as u64;
+            bump(&self.counters.stalls, 1);
+            bump(&self.counters.stall_micros, us);
+            bump(&self.counters.stall_space_micros, us);
+        }
+    }
+
+    /// Waits while the value store is over its capacity and GC can free
+    /// some.
+    fn wait_for_capacity(&self) {
         let (Some(store), Some(cap)) = (&self.values, self.opts.values.capacity_bytes) else {
             return;
         };
@@ -86,7 +146,7 @@ impl Core {
             return Err(Error::ReadOnly);
         }
         if !force_switch {
-            self.wait_for_log_space();
+            self.wait_for_space();
         }
         self.enqueue(WriterSlot {
             size: batch.approximate_size(),

@@ -158,6 +158,11 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         false
     }
 
+    /// True when the layout has something to collect (a GC step would run).
+    fn gc_has_victim(&self, _current: &Version) -> bool {
+        false
+    }
+
     /// True when a flush would let GC collect what it cannot now (the
     /// value log as journal keeps its replay start).
     fn gc_needs_flush(&self, _current: &Version) -> bool {

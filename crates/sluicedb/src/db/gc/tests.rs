@@ -33,6 +33,8 @@ fn options(fs: &MemFs, kind: &str) -> Result<Options, String> {
         .fs(Arc::new(fs.clone()))
         .separation_threshold_bytes(Some(THRESHOLD))
         .gc_garbage_ratio(None)
+        // GC runs only when a command asks.
+        .space_limit(None)
         .value_log_file_size_bytes(4096)
         .background_threads(1);
     Ok(match kind {

@@ -100,6 +100,11 @@ impl HashStore {
         }
     }
 
+    /// True when a GC step has something to collect.
+    pub(super) fn gc_target_exists(&self, current: &Version) -> bool {
+        self.gc_target(current).is_some()
+    }
+
     /// True when the reserve is used up and a group can be collected:
     /// writes wait for GC then ("value store full: waiting for GC").
     pub(super) fn over_capacity_hash(&self, current: &Version, capacity: u64) -> bool {

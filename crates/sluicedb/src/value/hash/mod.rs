@@ -792,6 +792,10 @@ impl ValueStore for HashStore {
         self.delete_retired(files);
     }
 
+    fn gc_has_victim(&self, current: &Version) -> bool {
+        self.gc_target_exists(current)
+    }
+
     fn after_replay(&self, _current: &Version, _edit: &mut VersionEdit) -> Result<()> {
         self.cut_torn_tails()
     }

@@ -26,7 +26,7 @@ struct LogVictim<'a> {
 impl LogStore {
     /// Where GC would start. When the value log is the journal, files from
     /// the replay start on are out of its reach: recovery reads them.
-    fn gc_start_in(&self, current: &Version) -> Option<(u64, u64)> {
+    pub(super) fn gc_start_in(&self, current: &Version) -> Option<(u64, u64)> {
         let meta = &current.values.log;
         self.gc_start(meta.tail, meta.journal_from.map(|j| j.0))
     }

@@ -536,6 +536,10 @@ impl ValueStore for LogStore {
         self.over_capacity_log(current, capacity)
     }
 
+    fn gc_has_victim(&self, current: &Version) -> bool {
+        self.gc_start_in(current).is_some()
+    }
+
     fn gc_needs_flush(&self, current: &Version) -> bool {
         self.gc_needs_flush_log(current)
     }
