@@ -230,8 +230,8 @@ impl std::fmt::Display for Stats {
         if self.write_stall_micros > 0 {
             writeln!(
                 f,
-                "  stalled us: memtables {} level 0 {} value store full {}",
-                w.memtables, w.level0, w.value_store
+                "  stalled us: memtables {} level 0 {} value store full {} space limit {}",
+                w.memtables, w.level0, w.value_store, w.space_limit
             )?;
         }
         for c in crate::fs::IoClass::ALL {
@@ -275,6 +275,12 @@ impl std::fmt::Display for Stats {
                 self.gc.relocations_applied,
                 self.gc.relocations_dropped
             )?;
+        }
+        if self.space_amplification > 0.0 {
+            writeln!(f, "  space amplification {:.2}", self.space_amplification)?;
+        }
+        if let Some(n) = &self.space_limit_note {
+            writeln!(f, "  space limit: {n}")?;
         }
         if let Some(p) = &self.poisoned {
             writeln!(f, "  POISONED: {p}")?;

@@ -115,9 +115,8 @@ pub(crate) struct Core {
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,
-    /// The same, of the bytes beyond the space limit's slack: what the
-    /// limit compares.
-    pub(super) space_pressure_milli: AtomicU64,
+    /// What the space limit compares (`db/space.rs`).
+    pub(super) space_measure: super::space::SpaceMeasure,
     /// The value store's garbage share when space was last measured, in
     /// thousandths.
     pub(super) garbage_share_milli: AtomicU64,

@@ -3,7 +3,7 @@
 //! records some index entry points at, and the garbage the manifest counts.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::core::Core;
 use crate::error::Result;
@@ -12,6 +12,7 @@ use crate::key::{self, Kind};
 use crate::stats::SpaceMismatch;
 use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
+use crate::value::ValueStore;
 use crate::version::Version;
 
 /// Space pressure relative to the space limit.
@@ -21,6 +22,36 @@ pub(crate) enum SpacePressure {
     /// Between the low and high ratios: how far, from 0 to 1.
     Between(f64),
     High,
+}
+
+/// The last space measurement, as the write path reads it.
+#[derive(Default)]
+pub(crate) struct SpaceMeasure {
+    /// Bytes of all files beyond the slack.
+    over_slack: AtomicU64,
+    /// Live bytes.
+    live: AtomicU64,
+    /// The value store's bytes then.
+    store_bytes: AtomicU64,
+}
+
+impl SpaceMeasure {
+    /// The space amplification the limit compares: the bytes beyond the
+    /// slack over live bytes, counting what the value store grew since the
+    /// measurement as not live (so that writes between flushes, which may
+    /// be megabytes of separated values, are held back in time). Cheap: no
+    /// lock.
+    fn pressure(&self, values: Option<&dyn ValueStore>) -> f64 {
+        let live = self.live.load(Ordering::Relaxed);
+        if live == 0 {
+            return 0.0;
+        }
+        let grown = values.map_or(0, |v| {
+            v.total_bytes()
+                .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
+        });
+        (self.over_slack.load(Ordering::Relaxed) + grown) as f64 / live as f64
+    }
 }
 
 /// Bytes of small files (manifest, `CURRENT`, lock) the space limit allows
@@ -85,8 +116,14 @@ impl Core {
         // outweigh its data).
         let slack = (self.opts.max_write_buffers * self.opts.write_buffer_size_bytes) as u64
             + SPACE_SLACK_FIXED_BYTES;
-        let pressure = (used.saturating_sub(slack) as f64 / live as f64 * 1000.0) as u64;
-        self.space_pressure_milli.store(pressure, Ordering::Relaxed);
+        let m = &self.space_measure;
+        m.over_slack
+            .store(used.saturating_sub(slack), Ordering::Relaxed);
+        m.live.store(live, Ordering::Relaxed);
+        m.store_bytes.store(
+            self.values.as_ref().map_or(0, |v| v.total_bytes()),
+            Ordering::Relaxed,
+        );
         let share = garbage * 1000 / (live_values + garbage).max(1);
         self.garbage_share_milli.store(share, Ordering::Relaxed);
     }
@@ -98,7 +135,7 @@ impl Core {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
             return SpacePressure::Below;
         };
-        let r = self.space_pressure_milli.load(Ordering::Relaxed) as f64 / 1000.0;
+        let r = self.space_measure.pressure(self.values.as_deref());
         if r >= limit.high {
             SpacePressure::High
         } else if r >= limit.low {

@@ -71,6 +71,8 @@ impl Core {
         match self.space_pressure() {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
+                // GC takes priority: wake the background work to run it.
+                self.bg_cv.notify_one();
                 let t = Instant::now();
                 std::thread::sleep(Duration::from_micros((f * MAX_SPACE_DELAY_MICROS) as u64));
                 let us = t.elapsed().as_micros() as u64;
