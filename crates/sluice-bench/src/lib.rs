@@ -83,6 +83,11 @@ pub struct BenchConfig {
     pub gc_threads: Option<usize>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
+    /// Give the separated presets a value store capacity derived from the
+    /// workload (HashKV §4.2's setup: the data plus a 30% reserve). Off by
+    /// default: a user cannot know the data size, so the presets run as
+    /// shipped and bound space themselves (issue 17).
+    pub capacity: bool,
 }
 
 impl Default for BenchConfig {
@@ -111,6 +116,7 @@ impl Default for BenchConfig {
             hash_hotness: None,
             gc_threads: None,
             hash_batch_bytes: None,
+            capacity: false,
         }
     }
 }
@@ -124,8 +130,12 @@ impl BenchConfig {
     }
 
     /// The value store capacity the update (data + 30%, seed 000 §4.2) or
-    /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs.
+    /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs and
+    /// [`BenchConfig::capacity`] is set.
     pub fn value_store_capacity(&self) -> Option<u64> {
+        if !self.capacity {
+            return None;
+        }
         let data = |mean: f64| self.num as f64 * (self.key_size as f64 + mean + 21.0);
         let mut cap = None;
         if self.workloads.contains(&Workload::Update) {

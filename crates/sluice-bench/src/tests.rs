@@ -36,7 +36,10 @@ fn by_phase<'a>(r: &'a [PhaseResult], engine: &str, phase: &str) -> &'a PhaseRes
 #[test]
 fn every_workload_runs_tiny_and_its_json_lines_read_back() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = tiny(dir.path(), &[Preset::WiscKey], &Workload::ALL);
+    // With HashKV's fixed capacity (`--capacity`), so that the tiny update
+    // phases run its reserve dry and GC runs.
+    let mut cfg = tiny(dir.path(), &[Preset::WiscKey], &Workload::ALL);
+    cfg.capacity = true;
     let r = run(&cfg).unwrap();
     let back = report::read_jsonl(&dir.path().join("results.jsonl")).unwrap();
     assert_eq!(back, r, "the JSON lines hold every result, unchanged");

@@ -232,6 +232,11 @@ struct BenchArgs {
     /// many bytes (one write system call each). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
     hash_batch_bytes: Option<u64>,
+    /// Give the separated presets a value store capacity from the workload
+    /// (the data plus a 30% reserve, HashKV §4.2). Without it they run as
+    /// shipped and bound space with their space limit.
+    #[arg(long)]
+    capacity: bool,
 }
 
 #[derive(Subcommand)]
@@ -325,6 +330,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         gc_threads: a.gc_threads.map(|n| n as usize),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
+        capacity: a.capacity,
         separation_threshold: a
             .separation_threshold
             .as_deref()
