@@ -68,7 +68,11 @@ impl Core {
     ///   `Stats::space_limit_note` says why.
     pub(super) fn wait_for_space(&self) {
         self.wait_for_capacity();
-        match self.space_pressure() {
+        let pressure = self.space_pressure();
+        if pressure != SpacePressure::Below {
+            self.flush_for_gc();
+        }
+        match pressure {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
                 // GC takes priority: wake the background work to run it.
@@ -81,6 +85,25 @@ impl Core {
                 bump(&self.counters.stall_space_micros, us);
             }
             SpacePressure::High => self.wait_for_space_limit(),
+        }
+    }
+
+    /// With the value log as the journal, GC cannot collect files from the
+    /// replay start on, and a memtable of pointers may take the whole store
+    /// to fill: under space pressure, a flush moves the replay start to the
+    /// head so that GC can reach the files. A flush already under way does.
+    fn flush_for_gc(&self) {
+        let Some(store) = &self.values else {
+            return;
+        };
+        let (needed, flushing) = {
+            let st = self.state.lock();
+            (store.gc_needs_flush(&st.current), !st.imms.is_empty())
+        };
+        if needed && !flushing {
+            // An error here is the database's (poisoned or closed): the
+            // write that follows reports it.
+            let _ = self.flush();
         }
     }
 
