@@ -2,7 +2,7 @@
 //! value separation, memtable), and memtables switch when full; writes
 //! slow down or stall while background work is behind.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -108,7 +108,6 @@ impl Core {
     }
 
     fn wait_for_space_limit(&self) {
-        let start = Instant::now();
         let mut st = self.state.lock();
         if !self.space_reclaimable(&st.current) {
             let note = format!(
@@ -119,22 +118,13 @@ impl Core {
             return;
         }
         st.space_note = None;
-        let mut stalled = false;
-        while self.space_pressure() == SpacePressure::High
-            && self.space_reclaimable(&st.current)
-            && st.check_writable().is_ok()
-            && start.elapsed() < Duration::from_secs(1)
-        {
-            stalled = true;
-            self.bg_cv.notify_all();
-            self.cv.wait_for(&mut st, Duration::from_millis(10));
-        }
-        if stalled {
-            let us = start.elapsed().as_micros() as u64;
-            bump(&self.counters.stalls, 1);
-            bump(&self.counters.stall_micros, us);
-            bump(&self.counters.stall_space_micros, us);
-        }
+        self.wait_for_gc(
+            &mut st,
+            |st| {
+                self.space_pressure() == SpacePressure::High && self.space_reclaimable(&st.current)
+            },
+            &self.counters.stall_space_micros,
+        );
     }
 
     /// Waits while the value store is over its capacity and GC can free
@@ -147,22 +137,34 @@ impl Core {
         if !store.is_full(cap) {
             return;
         }
-        let start = Instant::now();
         let mut st = self.state.lock();
+        self.wait_for_gc(
+            &mut st,
+            |st| self.log_over_capacity(st),
+            &self.counters.stall_store_micros,
+        );
+    }
+
+    /// Waits, waking background GC, while `short(state)` holds, at most
+    /// 1 s; counts the stall under `reason`.
+    fn wait_for_gc(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        short: impl Fn(&State) -> bool,
+        reason: &AtomicU64,
+    ) {
+        let start = Instant::now();
         let mut stalled = false;
-        while self.log_over_capacity(&st)
-            && st.check_writable().is_ok()
-            && start.elapsed() < Duration::from_secs(1)
-        {
+        while short(st) && st.check_writable().is_ok() && start.elapsed() < Duration::from_secs(1) {
             stalled = true;
             self.bg_cv.notify_all();
-            self.cv.wait_for(&mut st, Duration::from_millis(10));
+            self.cv.wait_for(st, Duration::from_millis(10));
         }
         if stalled {
             let us = start.elapsed().as_micros() as u64;
             bump(&self.counters.stalls, 1);
             bump(&self.counters.stall_micros, us);
-            bump(&self.counters.stall_store_micros, us);
+            bump(reason, us);
         }
     }
 
