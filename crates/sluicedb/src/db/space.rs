@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::core::Core;
 use crate::error::Result;
+use crate::filename::{self, FileKind};
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::stats::SpaceMismatch;
@@ -55,7 +56,7 @@ impl SpaceMeasure {
 }
 
 /// Bytes of small files (manifest, `CURRENT`, lock) the space limit allows
-/// beyond its ratio, with the journals of `max_write_buffers` memtables.
+/// beyond its ratio, with the engine journals.
 pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 1 << 20;
 
 /// Under space pressure GC runs only while at least 1/this of the value
@@ -99,10 +100,17 @@ impl Core {
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
         };
-        let used: u64 = names
-            .iter()
-            .filter_map(|n| self.fs.allocated_len(&self.dir.join(n)).ok())
-            .sum();
+        let (mut used, mut journals) = (0, 0);
+        for name in &names {
+            // A file deleted since the listing holds nothing.
+            let Ok(len) = self.fs.allocated_len(&self.dir.join(name)) else {
+                continue;
+            };
+            used += len;
+            if let Some(FileKind::Journal(_)) = filename::parse(name) {
+                journals += len;
+            }
+        }
         let current = self.super_version().current.clone();
         let tables: u64 = current.all_files().map(|(_, f)| f.file_size).sum();
         let (live_values, garbage) = self.value_space(&current);
@@ -110,12 +118,11 @@ impl Core {
         let milli = (used as f64 / live as f64 * 1000.0) as u64;
         self.space_ratio_milli
             .store(milli.max(1), Ordering::Relaxed);
-        // The limit applies past a slack for what is not data: journals of
-        // unflushed memtables, the manifest and small files. Without it a
-        // small database would always be over (its journal alone can
-        // outweigh its data).
-        let slack = (self.opts.max_write_buffers * self.opts.write_buffer_size_bytes) as u64
-            + SPACE_SLACK_FIXED_BYTES;
+        // The limit applies past a slack for what is not data: the engine
+        // journals (they hold unflushed memtables, and go at the flush), the
+        // manifest and small files. Without it a small database would always
+        // be over (its journal alone can outweigh its data).
+        let slack = journals + SPACE_SLACK_FIXED_BYTES;
         let m = &self.space_measure;
         m.over_slack
             .store(used.saturating_sub(slack), Ordering::Relaxed);
