@@ -28,8 +28,9 @@ pub(crate) enum SpacePressure {
 /// The last space measurement, as the write path reads it.
 #[derive(Default)]
 pub(crate) struct SpaceMeasure {
-    /// Bytes of all files beyond the slack.
-    over_slack: AtomicU64,
+    /// Bytes of all files, and the slack the limit allows beyond its ratio.
+    used: AtomicU64,
+    slack: AtomicU64,
     /// Live bytes.
     live: AtomicU64,
     /// The value store's bytes then.
@@ -40,8 +41,9 @@ impl SpaceMeasure {
     /// The space amplification the limit compares: the bytes beyond the
     /// slack over live bytes, counting what the value store grew since the
     /// measurement as not live (so that writes between flushes, which may
-    /// be megabytes of separated values, are held back in time). Cheap: no
-    /// lock.
+    /// be megabytes of separated values, are held back in time) and as
+    /// taking up the slack first (so that a database still smaller than the
+    /// slack is never over). Cheap: no lock.
     fn pressure(&self, values: Option<&dyn ValueStore>) -> f64 {
         let live = self.live.load(Ordering::Relaxed);
         if live == 0 {
@@ -51,7 +53,8 @@ impl SpaceMeasure {
             v.total_bytes()
                 .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
         });
-        (self.over_slack.load(Ordering::Relaxed) + grown) as f64 / live as f64
+        let used = self.used.load(Ordering::Relaxed) + grown;
+        used.saturating_sub(self.slack.load(Ordering::Relaxed)) as f64 / live as f64
     }
 }
 
@@ -124,8 +127,8 @@ impl Core {
         // be over (its journal alone can outweigh its data).
         let slack = journals + SPACE_SLACK_FIXED_BYTES;
         let m = &self.space_measure;
-        m.over_slack
-            .store(used.saturating_sub(slack), Ordering::Relaxed);
+        m.used.store(used, Ordering::Relaxed);
+        m.slack.store(slack, Ordering::Relaxed);
         m.live.store(live, Ordering::Relaxed);
         m.store_bytes.store(
             self.values.as_ref().map_or(0, |v| v.total_bytes()),
@@ -133,6 +136,15 @@ impl Core {
         );
         let share = garbage * 1000 / (live_values + garbage).max(1);
         self.garbage_share_milli.store(share, Ordering::Relaxed);
+        // Why the limit cannot be held, while it cannot (for `Stats`).
+        let mut st = self.state.lock();
+        st.space_note = match self.space_pressure() {
+            SpacePressure::High if !self.space_reclaimable(&st.current) => Some(format!(
+                "space amplification {:.2} is at the limit, but GC has too little to reclaim",
+                self.space_ratio()
+            )),
+            _ => None,
+        };
     }
 
     /// Where the space limit stands (`Options::gc.space_limit`, seed 003
@@ -152,17 +164,18 @@ impl Core {
         }
     }
 
-    /// True when GC can bring space down: the value store holds enough
+    /// True when GC can bring space down: the layout has a victim, and it
+    /// finds garbage by itself or the value store holds enough known
     /// garbage (at least 1/[`MIN_RECLAIMABLE_SHARE_DIVISOR`] of its record
-    /// bytes) and the layout has a victim. Otherwise collecting would copy
+    /// bytes). Otherwise collecting would copy
     /// live data over and over without freeing space.
     pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
+        let Some(store) = &self.values else {
+            return false;
+        };
         let share = self.garbage_share_milli.load(Ordering::Relaxed);
-        share * MIN_RECLAIMABLE_SHARE_DIVISOR >= 1000
-            && self
-                .values
-                .as_ref()
-                .is_some_and(|v| v.gc_has_victim(current))
+        (store.gc_finds_garbage() || share * MIN_RECLAIMABLE_SHARE_DIVISOR >= 1000)
+            && store.gc_has_victim(current)
     }
 
     /// The last measured space amplification (0 before the first).

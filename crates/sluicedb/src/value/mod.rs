@@ -158,6 +158,15 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         false
     }
 
+    /// True when the layout's GC finds garbage by itself (it reads what it
+    /// collects and keeps only what the index points at, choosing victims
+    /// by writes since their last GC), rather than relying on the garbage
+    /// flushes and compactions report. Space pressure then lets it run
+    /// before that garbage is known.
+    fn gc_finds_garbage(&self) -> bool {
+        false
+    }
+
     /// True when the layout has something to collect (a GC step would run).
     fn gc_has_victim(&self, _current: &Version) -> bool {
         false

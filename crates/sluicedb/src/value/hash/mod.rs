@@ -253,9 +253,11 @@ impl HashStore {
             let g = group_id(i, n);
             let mut sealed = Vec::new();
             // Files made after the last one with records hold none: the
-            // crash came before anything reached them, so the last file
-            // with records is the one that may end torn.
-            let mut newest_with_records = files.last().copied();
+            // crash (or a failed write) came before anything reached them,
+            // so the last file with records is the one that may end torn,
+            // with every later one. When none holds records, any of them
+            // may have lost what was written to it.
+            let mut newest_with_records = files.first().copied();
             for &n in files {
                 let path = filename::value_segment(dir, n);
                 if !fs.exists(&path) {
@@ -413,11 +415,14 @@ impl HashStore {
         inner.owner.insert(number, i as u32);
         let group = &mut inner.groups[i];
         let segments = segments_of(group, &self.config);
+        // Synced first, while it is still the head, like a log rotation:
+        // only a group's newest file may end torn (recovery relies on it),
+        // and a writer whose value is in it relies on this sync once it is
+        // no longer a head (`sync` syncs heads only). If the sync fails,
+        // nothing changes and the head fails every later sync.
+        group.head.sync()?;
         let head = VlogWriter::for_store(f, number, self.config.batch_bytes, store_id(group.cold));
-        let mut old = std::mem::replace(&mut group.head, head);
-        // Synced first, like a log rotation: only a group's newest file may
-        // end torn (recovery relies on it).
-        old.sync()?;
+        let old = std::mem::replace(&mut group.head, head);
         group.sealed.push((old.number(), old.len()));
         group.written_since_gc = 0;
         group.last_gc = Instant::now();
@@ -663,8 +668,20 @@ impl ValueStore for HashStore {
             }
             pending
         };
-        for (_, _, syncer, _) in &pending {
-            syncer.sync()?;
+        for (i, number, syncer, _) in &pending {
+            if let Err(e) = syncer.sync() {
+                // The unsynced bytes may be gone; a later sync must not
+                // vouch for them.
+                let mut inner = self.inner.lock();
+                if let Some(g) = inner
+                    .groups
+                    .get_mut(*i)
+                    .filter(|g| g.head.number() == *number)
+                {
+                    g.head.sync_failed();
+                }
+                return Err(e);
+            }
         }
         let mut inner = self.inner.lock();
         for (i, number, _, len) in pending {
@@ -790,6 +807,10 @@ impl ValueStore for HashStore {
 
     fn delete_collected(&self, files: &[u64]) {
         self.delete_retired(files);
+    }
+
+    fn gc_finds_garbage(&self) -> bool {
+        true
     }
 
     fn gc_has_victim(&self, current: &Version) -> bool {

@@ -223,3 +223,34 @@ fn sync_covers_records_appended_before_it_while_others_append() {
         }
     }
 }
+
+/// A head switch whose sync of the old head fails must leave the old head
+/// in place, failing every later sync: a writer whose value sits in it
+/// relies on that sync (`sync` syncs heads only). The switch used to put
+/// the new head in first, so a later sync "succeeded" without the old
+/// head's bytes, and a synced journal record pointed past a file's end
+/// (the fault suite found it once space pressure made GC run there).
+#[test]
+fn a_failed_switch_keeps_the_old_head_and_every_later_sync_fails() {
+    for fault in [crate::fs::Fault::Eio, crate::fs::Fault::SyncFails] {
+        let (mem, _counter, _meta, s) = fresh_store();
+        let (k, p) = put_key(&s, 1, b"value");
+        let g = group_of(k.as_bytes(), 4);
+        let before = s.inner.lock().groups[g as usize].head.number();
+        assert_eq!(p.file, before);
+        let (n, f) = s.create_group_file().unwrap();
+        mem.inject(fault, mem.op_count() + 1, false);
+        assert!(
+            s.switch_head(g, n, f).is_err(),
+            "{fault:?}: the switch failed"
+        );
+        assert!(mem.fault_fired(), "{fault:?}");
+        mem.clear_faults();
+        assert_eq!(s.inner.lock().groups[g as usize].head.number(), before);
+        // The fault was one-off, but the head's bytes may be gone.
+        assert!(
+            s.sync().is_err(),
+            "{fault:?}: a later sync vouched for lost bytes"
+        );
+    }
+}

@@ -440,13 +440,18 @@ impl ValueStore for LogStore {
             let (syncer, len) = inner.head.begin_sync()?;
             (inner.head.number(), syncer, len)
         };
-        syncer.sync()?;
+        let r = syncer.sync();
         let mut inner = self.inner.lock();
         // A rotation meanwhile synced the old head itself.
         if inner.head.number() == number {
-            inner.head.end_sync(len);
+            match &r {
+                Ok(()) => inner.head.end_sync(len),
+                // The unsynced bytes may be gone; a later sync must not
+                // vouch for them.
+                Err(_) => inner.head.sync_failed(),
+            }
         }
-        Ok(())
+        r
     }
 
     /// Like [`LogStore::read`], telling a collected file apart.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::format::{encode_record, file_header, Record, FILE_HEADER_LEN};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fs::{CountedWriter, FileSyncer};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 
@@ -20,6 +20,11 @@ pub(crate) struct VlogWriter {
     store: u8,
     /// Length made durable by the last sync.
     synced: u64,
+    /// A write, flush or sync of the file failed: what the file holds is
+    /// unknown from here on, so every later write-out and sync fails too
+    /// (a later success must never vouch for bytes a failure may have
+    /// dropped).
+    failed: bool,
 }
 
 impl VlogWriter {
@@ -46,6 +51,7 @@ impl VlogWriter {
             buffer_limit,
             store,
             synced: 0,
+            failed: false,
         }
     }
 
@@ -85,20 +91,36 @@ impl VlogWriter {
         Ok(p)
     }
 
+    /// Fails when an earlier operation on the file failed; otherwise runs
+    /// `op`, remembering its failure.
+    fn guarded<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.failed {
+            return Err(Error::Poisoned(format!(
+                "an earlier write to value file {} failed",
+                self.number
+            )));
+        }
+        let r = op(self);
+        self.failed = r.is_err();
+        r
+    }
+
     /// Hands the buffer to the file system (readable by others, not durable).
     pub(crate) fn write_out(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            self.file.append(&self.buf)?;
-            self.written += self.buf.len() as u64;
-            self.buf.clear();
-        }
-        self.file.flush()
+        self.guarded(|w| {
+            if !w.buf.is_empty() {
+                w.file.append(&w.buf)?;
+                w.written += w.buf.len() as u64;
+                w.buf.clear();
+            }
+            w.file.flush()
+        })
     }
 
     /// Makes every appended record durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.write_out()?;
-        self.file.sync()?;
+        self.guarded(|w| w.file.sync())?;
         self.synced = self.written;
         Ok(())
     }
@@ -109,7 +131,15 @@ impl VlogWriter {
     /// [`VlogWriter::end_sync`] once the syncer returned.
     pub(crate) fn begin_sync(&mut self) -> Result<(Arc<dyn FileSyncer>, u64)> {
         self.write_out()?;
-        Ok((self.file.syncer()?, self.written))
+        let syncer = self.guarded(|w| w.file.syncer())?;
+        Ok((syncer, self.written))
+    }
+
+    /// Records that a sync begun with [`VlogWriter::begin_sync`] failed:
+    /// the file's unsynced bytes may be lost, so the writer fails from here
+    /// on.
+    pub(crate) fn sync_failed(&mut self) {
+        self.failed = true;
     }
 
     /// Records that the first `len` bytes are durable.
