@@ -254,3 +254,25 @@ fn a_failed_switch_keeps_the_old_head_and_every_later_sync_fails() {
         );
     }
 }
+
+/// A group whose listed files all hold no record (a crash, or a failed
+/// write, came before anything reached them; a GC listed a new head that
+/// never took one): a journaled pointer into any of them was lost, not
+/// damage. Only the last listed file used to count as possibly torn.
+#[test]
+fn a_pointer_into_a_group_of_empty_files_was_lost() {
+    let (mem, counter, mut meta, s) = fresh_store();
+    // Buffered only: the file holds nothing yet.
+    let (k, p) = put_key(&s, 1, b"value");
+    let g = group_of(k.as_bytes(), 4);
+    // A GC listed a new head in the manifest, then stopped.
+    let (n, _f) = s.create_group_file().unwrap();
+    list(&mut meta, g).push(n);
+    let image = mem.crash_image();
+    drop(s);
+    let (s, _) = open(&image, &meta, &counter);
+    assert!(matches!(
+        s.check_recovered(&p, k.as_bytes()).unwrap(),
+        PointerCheck::Lost
+    ));
+}
