@@ -9,6 +9,7 @@ use std::time::Duration;
 use parking_lot::MutexGuard;
 
 use super::core::{Core, State};
+use super::space::SpacePressure;
 use crate::compaction::{self, JobStats, MergeParams};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -130,7 +131,16 @@ impl Core {
         if st.manual_compaction || st.compactions_running >= max_compactions {
             return None;
         }
-        let plan = self.shape.pick_compaction(&st.current, &st.busy)?;
+        let plan = self
+            .shape
+            .pick_compaction(&st.current, &st.busy)
+            .or_else(|| {
+                // Under space pressure, shadowed pointers keep their values
+                // counted live until a compaction drops them.
+                (self.space_pressure() != SpacePressure::Below)
+                    .then(|| self.shape.pick_shadow_compaction(&st.current, &st.busy))
+                    .flatten()
+            })?;
         for f in plan.input_files() {
             st.busy.insert(f.number);
         }

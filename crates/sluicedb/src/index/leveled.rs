@@ -265,6 +265,12 @@ impl IndexShape for Leveled {
         })
     }
 
+    /// L0 into L1: the newest entries (flushed memtables) meet the older
+    /// versions they shadow.
+    fn pick_shadow_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        self.pick_level0(v, busy)
+    }
+
     fn pick_range_compaction(
         &self,
         v: &Version,

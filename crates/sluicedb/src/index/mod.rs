@@ -122,6 +122,13 @@ pub(crate) trait IndexShape: Send + Sync {
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool;
     /// How urgently compaction is needed (>= 1 means needed), per level.
     fn scores(&self, v: &Version) -> Vec<f64>;
+    /// Under space pressure: a compaction that drops entries shadowed by
+    /// newer ones soonest, since the separated values they point at count
+    /// as live until then (compaction-triggered garbage discovery, as
+    /// BlobDB and Titan do); `None` when none would help.
+    fn pick_shadow_compaction(&self, _v: &Version, _busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        None
+    }
     /// The level a flush's tables go to.
     fn flush_level(&self) -> usize {
         0
