@@ -32,7 +32,7 @@ fn stays_bounded(preset: Preset) {
         .hash_groups(16);
     let max_write_buffers = o.max_write_buffers as u64;
     let db = Db::open("/db", o).unwrap();
-    // The engine's slack (journals of its memtables, 1 MiB of small files)
+    // The engine's slack (its journals, at most `max_write_buffers` memtables' worth, and 1 MiB of small files)
     // and the granularity of a check: one memtable's flush and a value file
     // or group head in progress per group.
     let slack = max_write_buffers * WRITE_BUFFER as u64

@@ -71,11 +71,7 @@ impl Core {
     ///   `Stats::space_limit_note` says why.
     pub(super) fn wait_for_space(&self) {
         self.wait_for_capacity();
-        let pressure = self.space_pressure();
-        if pressure != SpacePressure::Below {
-            self.flush_for_gc();
-        }
-        match pressure {
+        match self.space_pressure() {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
                 // GC takes priority: wake the background work to run it.
@@ -87,14 +83,18 @@ impl Core {
                 bump(&self.counters.stall_micros, us);
                 bump(&self.counters.stall_space_micros, us);
             }
-            SpacePressure::High => self.wait_for_space_limit(),
+            SpacePressure::High => {
+                self.flush_for_gc();
+                self.wait_for_space_limit();
+            }
         }
     }
 
     /// With the value log as the journal, GC cannot collect files from the
     /// replay start on, and a memtable of pointers may take the whole store
-    /// to fill: under space pressure, a flush moves the replay start to the
-    /// head so that GC can reach the files. A flush already under way does.
+    /// to fill: at the space limit, a flush moves the replay start to the
+    /// head so that GC can reach the files (below it, writes take no lock
+    /// here). A flush already under way does.
     fn flush_for_gc(&self) {
         let Some(store) = &self.values else {
             return;

@@ -37,24 +37,11 @@ pub(crate) fn replay_value_log(
     sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
     garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<()> {
-    let mut group: Option<WriteBatch> = None;
-    // Bytes of the records read, and of the pointed-at ones in the group
-    // being read and in the groups applied.
-    let mut read: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut pointed_in_group: Vec<(u64, u64)> = Vec::new();
-    let mut pointed: BTreeMap<u64, u64> = BTreeMap::new();
-    let r = replay_records(
-        src,
-        store,
-        from,
-        sink,
-        &mut group,
-        &mut read,
-        &mut pointed_in_group,
-        &mut pointed,
-    );
-    for (file, bytes) in read {
-        let unpointed = bytes - pointed.get(&file).copied().unwrap_or(0);
+    // Counted whichever way the replay ends (history may end early).
+    let mut bytes = ReplayedBytes::default();
+    let r = replay_records(src, store, from, sink, &mut bytes);
+    for (file, read) in bytes.read {
+        let unpointed = read - bytes.pointed.get(&file).copied().unwrap_or(0);
         if unpointed > 0 {
             *garbage.entry(file).or_default() += unpointed;
         }
@@ -62,21 +49,24 @@ pub(crate) fn replay_value_log(
     r
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the replay's running state, kept by its caller for the garbage count"
-)]
+/// Bytes per file of the records a replay read, of the pointed-at ones in
+/// the group being read, and of those in the groups it applied.
+#[derive(Default)]
+struct ReplayedBytes {
+    read: BTreeMap<u64, u64>,
+    pointed_in_group: Vec<(u64, u64)>,
+    pointed: BTreeMap<u64, u64>,
+}
+
 fn replay_records(
     src: &Source<'_>,
     store: &LogStore,
     from: (u64, u64),
     sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
-    group: &mut Option<WriteBatch>,
-    read: &mut BTreeMap<u64, u64>,
-    pointed_in_group: &mut Vec<(u64, u64)>,
-    pointed: &mut BTreeMap<u64, u64>,
+    bytes: &mut ReplayedBytes,
 ) -> Result<()> {
     let mode = src.mode;
+    let mut group: Option<WriteBatch> = None;
     let mut torn = TornTail::new(mode, true);
     for file in store.sealed_from(from.0) {
         let path = filename::value_log(src.dir, file);
@@ -121,26 +111,26 @@ fn replay_records(
                     ),
                 ));
             }
-            *read.entry(file).or_default() += u64::from(len);
+            *bytes.read.entry(file).or_default() += u64::from(len);
             if !add_replayed(src, store, g, &rec, &here, &path)? {
                 return Ok(()); // history ends before this group
             }
             if kind_of(rec.flags) == KIND_PUT && rec.flags & FLAG_INLINE == 0 {
-                pointed_in_group.push((file, u64::from(len)));
+                bytes.pointed_in_group.push((file, u64::from(len)));
             }
             if rec.flags & FLAG_GROUP_END != 0 {
                 let batch = group.take().expect("group in progress");
                 sink(&batch)?;
-                for (f, bytes) in pointed_in_group.drain(..) {
-                    *pointed.entry(f).or_default() += bytes;
+                for (f, n) in bytes.pointed_in_group.drain(..) {
+                    *bytes.pointed.entry(f).or_default() += n;
                 }
             }
         }
         if let Some((off, why)) = scan.damage {
             match mode {
                 JournalRecovery::SkipAnyCorrupted => {
-                    *group = None;
-                    pointed_in_group.clear();
+                    group = None;
+                    bytes.pointed_in_group.clear();
                     continue;
                 }
                 JournalRecovery::PointInTime => return Ok(()),
