@@ -389,6 +389,13 @@ pub struct HashOptions {
     /// file at a time, the file with the most known garbage first.
     /// Default: false (preset `hashkv`: true).
     pub hotness: bool,
+    /// Elastic groups (`docs/design.md`, "Hash layout: elastic groups"):
+    /// without a capacity, GC splits a group holding more than a main
+    /// segment of live data by the next hash bits, so that the groups grow
+    /// in number with the data and a GC step stays about one main segment.
+    /// With [`ValueOptions::capacity_bytes`] the groups stay fixed, as in
+    /// HashKV (seed 000 §3.2). Default: true.
+    pub elastic: bool,
 }
 
 /// Garbage collection's options ([`Options::gc`]).
@@ -523,6 +530,8 @@ setters! {
     hash_gc_policy => values.hash.gc_policy: HashGcPolicy,
     /// Sets [`HashOptions::hotness`].
     hash_hotness => values.hash.hotness: bool,
+    /// Sets [`HashOptions::elastic`].
+    hash_elastic => values.hash.elastic: bool,
     /// Sets [`LogOptions::file_size_bytes`].
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
@@ -619,6 +628,7 @@ impl Options {
                     batch_bytes: DEFAULT_HASH_BATCH_BYTES,
                     gc_policy: HashGcPolicy::Greedy,
                     hotness: false,
+                    elastic: true,
                 },
             },
             gc: GcOptions {
@@ -686,12 +696,12 @@ impl Options {
                     .into(),
             );
         }
-        if self.values.hash.log_segment_bytes < 4096
+        if self.values.hash.log_segment_bytes < 1024
             || self.values.hash.main_segment_bytes < self.values.hash.log_segment_bytes
             || !(self.values.hash.reserve_ratio > 0.0 && self.values.hash.reserve_ratio < 1.0)
         {
             return bad(
-                "hash layout needs log segments >= 4096 B, main segments >= log segments \
+                "hash layout needs log segments >= 1024 B, main segments >= log segments \
                  and a reserve ratio in (0, 1)"
                     .into(),
             );

@@ -120,6 +120,8 @@ pub struct HashStats {
     pub cold_moved_bytes: u64,
     /// GC steps that collected a cold log file.
     pub cold_gc_runs: u64,
+    /// Groups made by splits since open (elastic groups).
+    pub splits: u64,
 }
 
 /// Value store GC since open ([`Stats::gc`]).
@@ -253,8 +255,10 @@ impl std::fmt::Display for Stats {
             if self.values.hash.groups > 0 {
                 writeln!(
                     f,
-                    "  hash layout: {} groups, {} log segments in use, fill by tenths {:?}",
+                    "  hash layout: {} groups ({} made by splits since open), {} log segments \
+                     in use, fill by tenths {:?}",
                     self.values.hash.groups,
+                    self.values.hash.splits,
                     self.values.hash.log_segments_in_use,
                     self.values.hash.group_fill
                 )?;

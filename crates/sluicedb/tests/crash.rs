@@ -46,8 +46,12 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
         // Separation at write time or at flush (the write cache), and the
-        // cold log on or off, by seed.
+        // cold log on or off, by seed. One root group of 1 KiB main
+        // segments: elastic splits at most GC steps.
         Workload::GcHash => opts
+            .hash_groups(1)
+            .hash_main_segment_bytes(1024)
+            .hash_log_segment_bytes(1024)
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Hash)
             .journal_mode(JournalMode::Journal)
@@ -121,6 +125,10 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
         }
     }
     db.wait_for_background().unwrap();
+    if matches!(w, Workload::GcHash) {
+        let groups = db.stats().values.hash.groups;
+        assert!(groups > 1, "seed {seed}: {groups} hash group, no split ran");
+    }
     drop(db);
     log
 }

@@ -351,8 +351,8 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
 #[test]
 fn keys_go_cold_after_a_whole_gc_period_without_updates() {
     let fs = MemFs::new();
-    // One group, so each `gc()` collects it.
-    let db = Db::open("/db", hashkv(&fs).hash_groups(1)).unwrap();
+    // One group that never splits, so each `gc()` collects it.
+    let db = Db::open("/db", hashkv(&fs).hash_groups(1).hash_elastic(false)).unwrap();
     for k in 0..60u32 {
         db.put(format!("k{k:03}"), val(k, 0)).unwrap();
     }
@@ -447,4 +447,49 @@ fn background_gc_holds_the_hash_layout_to_its_capacity() {
             assert_eq!(db.get(format!("k{k:03}")).unwrap(), want, "key {k}");
         }
     }
+}
+
+/// Elastic groups (no capacity): a GC step whose group holds more than a
+/// main segment (8 KiB here) of live data splits it first, so the groups
+/// grow in number with the data. Values stay right across the splits and a
+/// reopen, the reopened store has the same groups, and the space accounting
+/// stays exact.
+#[test]
+fn elastic_groups_split_as_the_data_grows() {
+    let fs = MemFs::new();
+    let opts = hashkv_at_write(&fs).hash_groups(2).space_limit(None);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    // 400 keys of 225-byte records: about 88 KiB live, 11 main segments.
+    let keys = 400u32;
+    for round in 0..4u32 {
+        for k in 0..keys {
+            db.put(format!("k{k:03}"), val(k, round)).unwrap();
+        }
+        db.flush().unwrap();
+        for _ in 0..db.stats().values.hash.groups {
+            db.gc().unwrap();
+        }
+    }
+    let s = db.stats();
+    let groups = s.values.hash.groups;
+    assert!(
+        groups >= 8,
+        "{groups} groups for 11 main segments of data\n{s}"
+    );
+    assert_eq!(s.values.hash.splits as usize, groups - 2, "{s}");
+    let check = |db: &Db| {
+        for k in 0..keys {
+            let got = db.get(format!("k{k:03}")).unwrap();
+            assert_eq!(got, Some(val(k, 3)), "key {k}");
+        }
+        assert_eq!(db.check_space().unwrap(), vec![], "space accounting");
+    };
+    check(&db);
+    drop(db);
+    let db = Db::open("/db", opts).unwrap();
+    assert_eq!(db.stats().values.hash.groups, groups, "groups after reopen");
+    check(&db);
+    // Entries, records and pairs checked: at least every live pair.
+    let checked = db.verify().unwrap();
+    assert!(checked >= u64::from(keys), "verify checked {checked}");
 }

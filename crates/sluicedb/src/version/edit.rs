@@ -32,6 +32,7 @@ pub(crate) mod tag {
     pub const HASH_FILE_DROPPED: u32 = 14;
     pub const PRESET: u32 = 15;
     pub const VALUE_LOG_SEALED: u32 = 16;
+    pub const HASH_GROUP_SPLIT: u32 = 17;
 }
 
 /// A table in a version.
@@ -236,6 +237,7 @@ mod tests {
         e.values.hash.groups = Some(4);
         e.values.hash.added.push((3, 21));
         e.values.hash.dropped.push((3, 17));
+        e.values.hash.splits.push((2, 4));
         e.add_file(
             2,
             FileMeta {

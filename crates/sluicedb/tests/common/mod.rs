@@ -46,8 +46,10 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .hash_hotness(variant % 8 == 6)
         .gc_threads(if variant % 8 == 6 { 2 } else { 1 })
         .value_layout(layout)
-        .hash_groups(4)
-        .hash_main_segment_bytes(8192)
+        // Variant 1 starts from one group of tiny main segments, so that
+        // elastic splits happen constantly.
+        .hash_groups(if variant % 8 == 1 { 1 } else { 4 })
+        .hash_main_segment_bytes(if variant % 8 == 1 { 4096 } else { 8192 })
         .hash_log_segment_bytes(4096)
         .hash_batch_bytes(512)
         .hash_gc_policy(if variant % 8 == 6 {
@@ -81,8 +83,8 @@ pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
     tiny_tree(Options::preset(preset).fs(Arc::new(fs.clone())))
         .write_buffer_size_bytes(4096)
         .block_size_bytes(256)
-        .hash_groups(4)
-        .hash_main_segment_bytes(8192)
+        .hash_groups(2)
+        .hash_main_segment_bytes(4096)
         .hash_log_segment_bytes(4096)
         .hash_batch_bytes(512)
         .value_log_file_size_bytes(4096)

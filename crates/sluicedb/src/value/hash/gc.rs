@@ -49,6 +49,9 @@ const GC_LOW_WATER_DIVISOR: u64 = 8;
 /// reserve untouched while the store as a whole fills up).
 const GC_HEADROOM_DIVISOR: u64 = 16;
 
+/// Most hash bits one GC step splits its group by (16 groups from one).
+const MAX_SPLIT_BITS: u32 = 4;
+
 /// Keys a GC thread looks up per task.
 const LOOKUP_CHUNK: usize = 512;
 
@@ -151,7 +154,10 @@ impl HashStore {
         // goes to it; its older files are frozen. A cold log file is
         // sealed already.
         let (group, frozen) = match target {
-            Target::Group(g) => (g, self.new_group_head(host, g)?),
+            Target::Group(g) => match self.split_bits(g, &host.current()) {
+                0 => (g, self.new_group_head(host, g)?),
+                bits => (g, self.split_group(host, g, bits)?),
+            },
             Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
         };
         Ok(Some(Box::new(HashVictim {
@@ -159,6 +165,25 @@ impl HashStore {
             group,
             frozen,
         })))
+    }
+
+    /// Hash bits to split group `g` by before its GC step, so that each
+    /// part holds about a main segment of live data (elastic groups only;
+    /// `docs/design.md`, "Hash layout: elastic groups"). Live bytes are the
+    /// group's bytes less its known garbage: shadowed pointers that no
+    /// compaction dropped yet count as live, so a split may come early.
+    fn split_bits(&self, g: u32, current: &Version) -> u32 {
+        let Some(limit) = self.split_bytes() else {
+            return 0;
+        };
+        let (live, depth) = self.live_estimate(g, &current.values.garbage);
+        if live <= limit {
+            return 0;
+        }
+        let parts = live.div_ceil(limit.max(1));
+        let bits = u64::BITS - (parts - 1).leading_zeros();
+        bits.min(MAX_SPLIT_BITS)
+            .min(super::meta::MAX_SPLIT_DEPTH.saturating_sub(depth))
     }
 
     /// Reads one frozen file: every put record the index may point at.

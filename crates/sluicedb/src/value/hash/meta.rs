@@ -1,5 +1,6 @@
 //! What the manifest records of the hash layout (`docs/format/manifest.md`,
-//! tags 12-14): the files of every segment group and of the cold log.
+//! tags 12-14 and 17): the files of every segment group and of the cold
+//! log, and the splits that made the groups past the first ones.
 
 use crate::coding::{put_u32, put_u64, Reader};
 use crate::version::edit::tag;
@@ -16,7 +17,25 @@ pub(crate) struct HashMeta {
     /// Files of the cold log (seed 000 §3.4), oldest first; edits name it
     /// as group [`COLD_GROUP`].
     pub(crate) cold: Vec<u64>,
+    /// The group each group past the roots was split from, in the order
+    /// of the splits: group `roots + i` was split from `parents[i]`.
+    pub(crate) parents: Vec<u32>,
 }
+
+/// Where a group sits in the elastic hash layout (`docs/design.md`, "Hash
+/// layout: elastic groups"): a key with hash `h` belongs to the group whose
+/// `root` is `h mod roots` and whose `pattern` equals the low `depth` bits
+/// of `h / roots`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GroupShape {
+    pub(crate) root: u32,
+    pub(crate) depth: u32,
+    pub(crate) pattern: u64,
+}
+
+/// Deepest a group may be split: 2^24 groups per root is far past any
+/// store this layout is meant for, and keeps patterns and directories small.
+pub(crate) const MAX_SPLIT_DEPTH: u32 = 24;
 
 /// A change to [`HashMeta`], part of a manifest record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +46,9 @@ pub(crate) struct HashEdit {
     pub(crate) added: Vec<(u32, u64)>,
     /// Files that left their segment group: (group, file).
     pub(crate) dropped: Vec<(u32, u64)>,
+    /// Group splits, in order: (parent, child). The child is the next
+    /// group id; the parent keeps the keys whose next hash bit is 0.
+    pub(crate) splits: Vec<(u32, u32)>,
 }
 
 impl HashMeta {
@@ -48,16 +70,58 @@ impl HashMeta {
             .any(|files| files.contains(&file))
     }
 
+    /// Number of root groups, the ones made when the store was created.
+    pub(crate) fn roots(&self) -> usize {
+        self.groups.len() - self.parents.len()
+    }
+
+    /// The shape of every group, from the roots and the splits in order.
+    pub(crate) fn shapes(&self) -> Vec<GroupShape> {
+        let roots = self.roots();
+        let mut shapes: Vec<GroupShape> = (0..roots)
+            .map(|r| GroupShape {
+                root: r as u32,
+                depth: 0,
+                pattern: 0,
+            })
+            .collect();
+        for &parent in &self.parents {
+            let p = &mut shapes[parent as usize];
+            let child = GroupShape {
+                root: p.root,
+                depth: p.depth + 1,
+                pattern: p.pattern | 1 << p.depth,
+            };
+            p.depth += 1;
+            shapes.push(child);
+        }
+        shapes
+    }
+
     pub(crate) fn apply(&self, edit: &HashEdit) -> Result<HashMeta, String> {
         let mut h = self.clone();
         if let Some(n) = edit.groups {
-            if !h.groups.is_empty() && h.groups.len() != n as usize {
+            if !h.groups.is_empty() && h.roots() != n as usize {
                 return Err(format!(
-                    "hash layout has {} groups, an edit says {n}",
+                    "hash layout has {} root groups, an edit says {n}",
+                    h.roots()
+                ));
+            }
+            h.groups.resize(n as usize + h.parents.len(), Vec::new());
+        }
+        for &(parent, child) in &edit.splits {
+            if child as usize != h.groups.len() || parent >= child {
+                return Err(format!(
+                    "hash group {child} split from {parent}, but the next group is {}",
                     h.groups.len()
                 ));
             }
-            h.groups.resize(n as usize, Vec::new());
+            let depth = h.shapes()[parent as usize].depth;
+            if depth >= MAX_SPLIT_DEPTH {
+                return Err(format!("hash group {parent} split past depth {depth}"));
+            }
+            h.groups.push(Vec::new());
+            h.parents.push(parent);
         }
         for &(g, file) in &edit.dropped {
             let files = h.list_mut(g)?;
@@ -81,8 +145,12 @@ impl HashMeta {
     pub(crate) fn snapshot(&self) -> HashEdit {
         let mut e = HashEdit::default();
         if !self.groups.is_empty() {
-            e.groups = Some(self.groups.len() as u32);
+            e.groups = Some(self.roots() as u32);
         }
+        let roots = self.roots() as u32;
+        e.splits = (self.parents.iter().enumerate())
+            .map(|(i, &p)| (p, roots + i as u32))
+            .collect();
         for (g, files) in self.groups.iter().enumerate() {
             e.added.extend(files.iter().map(|&f| (g as u32, f)));
         }
@@ -95,6 +163,12 @@ impl HashEdit {
     pub(crate) fn encode(&self, field: &mut dyn FnMut(u32, &[u8])) {
         if let Some(g) = self.groups {
             field(tag::HASH_GROUPS, &g.to_le_bytes());
+        }
+        for &(parent, child) in &self.splits {
+            let mut p = Vec::with_capacity(8);
+            put_u32(&mut p, parent);
+            put_u32(&mut p, child);
+            field(tag::HASH_GROUP_SPLIT, &p);
         }
         for (t, list) in [
             (tag::HASH_FILE_DROPPED, &self.dropped),
@@ -117,6 +191,12 @@ impl HashEdit {
                 .u32()
                 .filter(|_| p.is_empty())
                 .map(|g| self.groups = Some(g)),
+            tag::HASH_GROUP_SPLIT => (|| {
+                let parent = p.u32()?;
+                let child = p.u32().filter(|_| p.is_empty())?;
+                self.splits.push((parent, child));
+                Some(())
+            })(),
             tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED => (|| {
                 let group = p.u32()?;
                 let file = p.u64().filter(|_| p.is_empty())?;

@@ -15,6 +15,13 @@
 //! the groups, that only GC writes to. The manifest names it as group
 //! [`COLD_GROUP`].
 //!
+//! Without a capacity the layout is elastic (`docs/design.md`, "Hash
+//! layout: elastic groups"): a GC step whose group holds more than a main
+//! segment of live data first splits it by the next hash bits (extendible
+//! hashing under each root group), so a step stays about one main segment
+//! whatever the store holds. A split moves nothing: the parent's files stay
+//! its own and its GC copies each live record to the key's group.
+//!
 //! GC per group and of the cold log lives in `gc.rs`.
 
 mod gc;
@@ -43,7 +50,7 @@ use crate::options::{HashGcPolicy, Options};
 use crate::policy::GroupCandidate;
 use crate::stats::ValueStats;
 use crate::version::{Version, VersionEdit};
-use meta::{HashEdit, HashMeta, COLD_GROUP};
+use meta::{GroupShape, HashEdit, HashMeta, COLD_GROUP};
 
 /// Sizes of the hash layout.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +67,9 @@ pub(crate) struct HashConfig {
     /// Hotness awareness (§3.4): GC moves cold values to the cold log,
     /// whose files are started anew past this size.
     pub(crate) cold_file_bytes: Option<u64>,
+    /// Elastic groups: GC splits a group holding more live bytes than
+    /// this. None with a capacity (HashKV's fixed groups, §3.2).
+    pub(crate) split_bytes: Option<u64>,
 }
 
 impl HashConfig {
@@ -86,6 +96,8 @@ impl HashConfig {
             cold_file_bytes: opts.values.hash.hotness.then(|| {
                 (opts.values.hash.main_segment_bytes / 4).max(opts.values.hash.log_segment_bytes)
             }),
+            split_bytes: (opts.values.hash.elastic && opts.values.capacity_bytes.is_none())
+                .then_some(opts.values.hash.main_segment_bytes),
             reserve_segments: opts.values.capacity_bytes.map(|cap| {
                 ((cap as f64 * opts.values.hash.reserve_ratio) as u64
                     / opts.values.hash.log_segment_bytes)
@@ -129,10 +141,115 @@ impl Group {
     }
 }
 
+/// Which group a key belongs to: extendible hashing under each root group
+/// (`docs/design.md`, "Hash layout: elastic groups"). A key with hash `h`
+/// has root `h mod roots`; under it a directory of `2^d` entries maps the
+/// low `d` bits of `h / roots` to a group, several entries sharing a group
+/// shallower than `d`.
+struct Directory {
+    roots: u64,
+    /// Shape of each hash group.
+    shapes: Vec<GroupShape>,
+    /// The group each hash group was split from (None for roots).
+    parents: Vec<Option<u32>>,
+    /// Per root, the group of each pattern of its directory's depth.
+    dirs: Vec<Vec<u32>>,
+}
+
+impl Directory {
+    fn new(meta: &HashMeta, groups: usize) -> Directory {
+        let roots = groups - meta.parents.len();
+        let shapes = if meta.groups.is_empty() {
+            (0..groups as u32)
+                .map(|root| GroupShape {
+                    root,
+                    depth: 0,
+                    pattern: 0,
+                })
+                .collect()
+        } else {
+            meta.shapes()
+        };
+        let mut parents = vec![None; roots];
+        parents.extend(meta.parents.iter().map(|&p| Some(p)));
+        let mut dirs: Vec<Vec<u32>> = (0..roots)
+            .map(|r| {
+                let depth = (shapes.iter().filter(|s| s.root as usize == r))
+                    .map(|s| s.depth)
+                    .max()
+                    .unwrap_or(0);
+                vec![0; 1 << depth]
+            })
+            .collect();
+        for (i, s) in shapes.iter().enumerate() {
+            let dir = &mut dirs[s.root as usize];
+            let mut e = s.pattern as usize;
+            while e < dir.len() {
+                dir[e] = i as u32;
+                e += 1 << s.depth;
+            }
+        }
+        Directory {
+            roots: roots as u64,
+            shapes,
+            parents,
+            dirs,
+        }
+    }
+
+    /// The group of `key`.
+    fn route(&self, key: &[u8]) -> u32 {
+        let h = xxh3_64(key);
+        let dir = &self.dirs[(h % self.roots) as usize];
+        dir[((h / self.roots) as usize) & (dir.len() - 1)]
+    }
+
+    /// Splits `parent` by its next hash bit into itself and a new group
+    /// (the next id), whose keys are those with that bit set.
+    fn split(&mut self, parent: u32) -> u32 {
+        let child = self.shapes.len() as u32;
+        let p = &mut self.shapes[parent as usize];
+        let shape = GroupShape {
+            root: p.root,
+            depth: p.depth + 1,
+            pattern: p.pattern | 1 << p.depth,
+        };
+        p.depth += 1;
+        let dir = &mut self.dirs[shape.root as usize];
+        if dir.len() < 1 << shape.depth {
+            dir.extend_from_within(..);
+        }
+        let mut e = shape.pattern as usize;
+        while e < dir.len() {
+            dir[e] = child;
+            e += 1 << shape.depth;
+        }
+        self.shapes.push(shape);
+        self.parents.push(Some(parent));
+        child
+    }
+
+    /// True if a record of a key of group `g` may sit in a file of group
+    /// `owner`: `owner` is `g` or one of the groups it was split from.
+    fn may_hold(&self, owner: u32, mut g: u32) -> bool {
+        loop {
+            if g == owner {
+                return true;
+            }
+            match self.parents[g as usize] {
+                Some(p) => g = p,
+                None => return false,
+            }
+        }
+    }
+}
+
 struct Inner {
     /// The hash groups, then the cold log.
     groups: Vec<Group>,
-    /// The group of every live file.
+    /// The group of every key.
+    dir: Directory,
+    /// The group (manifest id) of every live file.
     owner: HashMap<u64, u32>,
     /// Files GC collected that readers may still need: (group, length).
     retiring: HashMap<u64, (u32, u64)>,
@@ -159,6 +276,16 @@ impl Inner {
 
     fn cold(&self) -> &Group {
         &self.groups[self.hash_groups()]
+    }
+
+    /// The group of manifest id `id`.
+    fn group(&self, id: u32) -> &Group {
+        &self.groups[self.index(id)]
+    }
+
+    /// The group whose head is file `number`.
+    fn by_head(&mut self, number: u64) -> Option<&mut Group> {
+        self.groups.iter_mut().find(|g| g.head.number() == number)
     }
 }
 
@@ -198,6 +325,8 @@ pub(crate) struct HashStore {
     /// log file (statistics).
     cold_moved_bytes: AtomicU64,
     cold_gc_runs: AtomicU64,
+    /// Group splits since the store opened (statistics).
+    splits: AtomicU64,
 }
 
 /// Log segments a group takes from the reserve: its bytes beyond the main
@@ -212,6 +341,7 @@ fn segments_of(g: &Group, config: &HashConfig) -> u64 {
 }
 
 /// The group of `key` among `groups`.
+#[cfg(test)]
 pub(crate) fn group_of(key: &[u8], groups: usize) -> u32 {
     (xxh3_64(key) % groups as u64) as u32
 }
@@ -273,14 +403,14 @@ impl HashStore {
                     dropped.push(n);
                 } else {
                     sealed.push((n, len));
-                    owner.insert(n, i as u32);
+                    owner.insert(n, g);
                     newest_with_records = Some(n);
                 }
             }
             let number = file_numbers.fetch_add(1, Ordering::SeqCst);
             let f = fs.create(&filename::value_segment(dir, number), IoClass::ValueStore)?;
             edit.added.push((g, number));
-            owner.insert(number, i as u32);
+            owner.insert(number, g);
             groups.push(Group {
                 first_at_open: files.first().copied().unwrap_or(number),
                 cold: i == n,
@@ -293,6 +423,7 @@ impl HashStore {
         }
         fs.sync_dir(dir)?;
         let total = groups.iter().map(Group::bytes).sum();
+        let directory = Directory::new(meta, n);
         let segments = groups.iter().map(|g| segments_of(g, &config)).sum();
         let store = HashStore {
             dir: dir.to_path_buf(),
@@ -301,6 +432,7 @@ impl HashStore {
             config,
             inner: Mutex::new(Inner {
                 groups,
+                dir: directory,
                 owner,
                 retiring: HashMap::new(),
                 collected: HashSet::new(),
@@ -312,6 +444,7 @@ impl HashStore {
             segments_in_use: AtomicU64::new(segments),
             cold_moved_bytes: AtomicU64::new(0),
             cold_gc_runs: AtomicU64::new(0),
+            splits: AtomicU64::new(0),
             random: AtomicU64::new(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -325,24 +458,26 @@ impl HashStore {
     /// (recovery, once replay is done; see [`cut_torn_tail`]): the only
     /// files a crash may have cut short.
     pub(crate) fn cut_torn_tails(&self) -> Result<()> {
-        let candidates: Vec<(usize, u64, u64)> = {
+        let candidates: Vec<(u64, u64)> = {
             let inner = self.inner.lock();
             inner
                 .groups
                 .iter()
-                .enumerate()
-                .filter_map(|(i, g)| {
+                .filter_map(|g| {
                     let n = g.newest_at_open?;
                     let &(_, len) = g.sealed.iter().find(|&&(f, _)| f == n)?;
-                    Some((i, n, len))
+                    Some((n, len))
                 })
                 .collect()
         };
-        for (i, file, len) in candidates {
+        for (file, len) in candidates {
             let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
             if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, tmp)? {
                 let mut inner = self.inner.lock();
-                if let Some(entry) = inner.groups[i].sealed.iter_mut().find(|e| e.0 == file) {
+                let found = inner.owner.get(&file).map(|&g| inner.index(g));
+                if let Some(entry) =
+                    found.and_then(|i| inner.groups[i].sealed.iter_mut().find(|e| e.0 == file))
+                {
                     entry.1 = cut;
                 }
                 self.total_bytes.fetch_sub(len - cut, Ordering::Relaxed);
@@ -411,8 +546,19 @@ impl HashStore {
         f: CountedWriter,
     ) -> Result<Vec<(u64, u64)>> {
         let mut inner = self.inner.lock();
+        self.switch_head_locked(&mut inner, g, number, f)
+    }
+
+    /// [`HashStore::switch_head`] under the store's lock.
+    fn switch_head_locked(
+        &self,
+        inner: &mut Inner,
+        g: u32,
+        number: u64,
+        f: CountedWriter,
+    ) -> Result<Vec<(u64, u64)>> {
         let i = inner.index(g);
-        inner.owner.insert(number, i as u32);
+        inner.owner.insert(number, g);
         let group = &mut inner.groups[i];
         let segments = segments_of(group, &self.config);
         // Synced first, while it is still the head, like a log rotation:
@@ -431,6 +577,101 @@ impl HashStore {
         self.resize(segments, segments_of(group, &self.config));
         let frozen = group.sealed.clone();
         Ok(frozen)
+    }
+
+    /// Creates `n` files for new group heads, with one directory sync.
+    fn create_group_files(&self, n: usize) -> Result<Vec<(u64, CountedWriter)>> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+            let path = filename::value_segment(&self.dir, number);
+            out.push((number, self.fs.create(&path, IoClass::ValueStore)?));
+        }
+        self.fs.sync_dir(&self.dir)?;
+        Ok(out)
+    }
+
+    /// Splits group `g` by `bits` more hash bits into `2^bits` groups (it
+    /// and `2^bits - 1` new ones) and gives it a new head (`docs/design.md`,
+    /// "Hash layout: elastic groups"). One manifest edit lists the splits
+    /// and every new head before anything is written to them; then the
+    /// directory routes keys to the new groups. Nothing is moved: `g`'s
+    /// files before the new head are returned for its GC step, which copies
+    /// each live record to its key's group.
+    pub(crate) fn split_group(
+        &self,
+        host: &dyn GcHost,
+        g: u32,
+        bits: u32,
+    ) -> Result<Vec<(u64, u64)>> {
+        // Only GC splits, one step at a time: the next ids are free.
+        let mut next = self.groups() as u32;
+        let mut splits = Vec::new();
+        let mut members = vec![g];
+        for _ in 0..bits {
+            for m in members.clone() {
+                splits.push((m, next));
+                members.push(next);
+                next += 1;
+            }
+        }
+        let mut files = self.create_group_files(1 + splits.len())?.into_iter();
+        let (head, head_file) = files.next().expect("one file per head");
+        let children: Vec<(u64, CountedWriter)> = files.collect();
+        let mut edit = VersionEdit::default();
+        edit.values.hash.splits.clone_from(&splits);
+        edit.values.hash.added.push((g, head));
+        for (&(_, child), &(number, _)) in splits.iter().zip(&children) {
+            edit.values.hash.added.push((child, number));
+        }
+        host.install(edit)?;
+        let mut inner = self.inner.lock();
+        for (&(parent, child), (number, f)) in splits.iter().zip(children) {
+            let made = inner.dir.split(parent);
+            debug_assert_eq!(made, child, "split ids follow the manifest's");
+            inner.owner.insert(number, child);
+            let group = Group {
+                cold: false,
+                head: VlogWriter::for_store(f, number, self.config.batch_bytes, STORE_HASH),
+                sealed: Vec::new(),
+                newest_at_open: None,
+                first_at_open: number,
+                written_since_gc: 0,
+                last_gc: Instant::now(),
+            };
+            self.total_bytes
+                .fetch_add(group.head.len(), Ordering::Relaxed);
+            let at = inner.hash_groups();
+            inner.groups.insert(at, group);
+        }
+        self.splits
+            .fetch_add(splits.len() as u64, Ordering::Relaxed);
+        self.switch_head_locked(&mut inner, g, head, head_file)
+    }
+
+    /// Group `g`'s bytes not known to be garbage (`garbage`: bytes per
+    /// file), and its split depth.
+    pub(crate) fn live_estimate(
+        &self,
+        g: u32,
+        garbage: &std::collections::BTreeMap<u64, u64>,
+    ) -> (u64, u32) {
+        let inner = self.inner.lock();
+        let group = inner.group(g);
+        let files = group
+            .sealed
+            .iter()
+            .copied()
+            .chain(std::iter::once((group.head.number(), group.head.len())));
+        let live = files
+            .map(|(f, len)| len - garbage.get(&f).copied().unwrap_or(0).min(len))
+            .sum();
+        (live, inner.dir.shapes[g as usize].depth)
+    }
+
+    /// Bytes past which an elastic group is split (None: groups fixed).
+    pub(crate) fn split_bytes(&self) -> Option<u64> {
+        self.config.split_bytes
     }
 
     /// Reads a frozen file whole.
@@ -457,7 +698,7 @@ impl HashStore {
         });
         self.resize(segments, segments_of(group, &self.config));
         for (n, len) in gone {
-            inner.retiring.insert(n, (i as u32, len));
+            inner.retiring.insert(n, (g, len));
             self.total_bytes.fetch_sub(len, Ordering::Relaxed);
         }
     }
@@ -587,7 +828,7 @@ impl RecordFiles for HashStore {
             ));
         }
         let inner = self.inner.lock();
-        let Some(&g) = inner.owner.get(&p.file) else {
+        let Some(g) = inner.owner.get(&p.file).map(|&g| inner.index(g)) else {
             if inner.collected.contains(&p.file) {
                 return Ok(Located::Collected);
             }
@@ -597,7 +838,7 @@ impl RecordFiles for HashStore {
                 "pointer into a segment group file that does not exist",
             ));
         };
-        if inner.groups[g as usize].cold != (p.store == STORE_COLD) {
+        if inner.groups[g].cold != (p.store == STORE_COLD) {
             return Err(Error::corruption(
                 path(),
                 p.offset,
@@ -612,7 +853,7 @@ impl RecordFiles for HashStore {
             check_within(p, len, path)?;
             return Ok(Located::InFile { limit: len });
         }
-        let group = &inner.groups[g as usize];
+        let group = &inner.groups[g];
         let limit = if group.head.number() == p.file {
             if let Some(raw) = group.head.read_buffered(p.offset, p.record_len as usize) {
                 return check_record(&raw, p, key, &path()).map(Located::Buffered);
@@ -646,7 +887,7 @@ impl RecordFiles for HashStore {
 impl ValueStore for HashStore {
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer> {
         let mut inner = self.inner.lock();
-        let g = group_of(r.key, inner.hash_groups());
+        let g = inner.dir.route(r.key);
         self.append_to(&mut inner.groups[g as usize], r)
     }
 
@@ -660,37 +901,28 @@ impl ValueStore for HashStore {
         let pending = {
             let mut inner = self.inner.lock();
             let mut pending = Vec::new();
-            for (i, g) in inner.groups.iter_mut().enumerate() {
+            for g in inner.groups.iter_mut() {
                 if g.head.is_dirty() {
                     let (syncer, len) = g.head.begin_sync()?;
-                    pending.push((i, g.head.number(), syncer, len));
+                    pending.push((g.head.number(), syncer, len));
                 }
             }
             pending
         };
-        for (i, number, syncer, _) in &pending {
+        for (number, syncer, _) in &pending {
             if let Err(e) = syncer.sync() {
                 // The unsynced bytes may be gone; a later sync must not
                 // vouch for them.
-                let mut inner = self.inner.lock();
-                if let Some(g) = inner
-                    .groups
-                    .get_mut(*i)
-                    .filter(|g| g.head.number() == *number)
-                {
+                if let Some(g) = self.inner.lock().by_head(*number) {
                     g.head.sync_failed();
                 }
                 return Err(e);
             }
         }
         let mut inner = self.inner.lock();
-        for (i, number, _, len) in pending {
+        for (number, _, len) in pending {
             // A head switched meanwhile was synced by the switch.
-            if let Some(g) = inner
-                .groups
-                .get_mut(i)
-                .filter(|g| g.head.number() == number)
-            {
+            if let Some(g) = inner.by_head(number) {
                 g.head.end_sync(len);
             }
         }
@@ -705,25 +937,31 @@ impl ValueStore for HashStore {
         let path = self.file_path(p.file);
         let (len, may_be_torn) = {
             let inner = self.inner.lock();
-            let cold = inner.hash_groups();
             // Cold log pointers come only from GC, which syncs its copies
             // before their relocations are journaled: a file no list has
             // was collected, and a short file is damage.
             let g = if p.store == STORE_COLD {
-                cold
+                COLD_GROUP
             } else {
-                group_of(key, inner.hash_groups()) as usize
+                inner.dir.route(key)
             };
-            let group = &inner.groups[g];
-            match inner.owner.get(&p.file).map(|&o| o as usize) {
-                Some(owner) if owner != g => {
+            let group = inner.group(g);
+            // A key's record sits in its group's files or, after splits,
+            // in those of a group it was split from.
+            let may_hold = |owner: u32| {
+                owner == g
+                    || (g != COLD_GROUP && owner != COLD_GROUP && inner.dir.may_hold(owner, g))
+            };
+            match inner.owner.get(&p.file).copied() {
+                Some(owner) if !may_hold(owner) => {
                     return Err(Error::corruption(
                         &path,
                         p.offset,
                         format!("key of group {g} points into a file of group {owner}"),
                     ))
                 }
-                Some(_) => {
+                Some(owner) => {
+                    let group = inner.group(owner);
                     let len = group.sealed.iter().find(|&&(n, _)| n == p.file);
                     (
                         len.map(|&(_, l)| l),
@@ -827,6 +1065,7 @@ impl ValueStore for HashStore {
 
     fn layout_stats(&self, stats: &mut ValueStats) {
         stats.hash.groups = self.groups();
+        stats.hash.splits = self.splits.load(Ordering::Relaxed);
         stats.hash.log_segments_in_use = self.log_segments_in_use();
         stats.hash.group_fill = self.fill_histogram();
         stats.hash.cold_log_bytes = self.cold_bytes();

@@ -14,6 +14,7 @@ fn config() -> HashConfig {
         policy: HashGcPolicy::Greedy,
         reserve_segments: None,
         cold_file_bytes: None,
+        split_bytes: None,
     }
 }
 
@@ -24,15 +25,7 @@ fn open(mem: &MemFs, meta: &HashMeta, counter: &Arc<AtomicU64>) -> (HashStore, H
 }
 
 fn apply(meta: &mut HashMeta, e: &HashEdit) {
-    if let Some(n) = e.groups {
-        meta.groups = vec![Vec::new(); n as usize];
-    }
-    for &(g, f) in &e.dropped {
-        list(meta, g).retain(|&x| x != f);
-    }
-    for &(g, f) in &e.added {
-        list(meta, g).push(f);
-    }
+    *meta = meta.apply(e).unwrap();
 }
 
 fn list(meta: &mut HashMeta, g: u32) -> &mut Vec<u64> {
@@ -275,4 +268,124 @@ fn a_pointer_into_a_group_of_empty_files_was_lost() {
         s.check_recovered(&p, k.as_bytes()).unwrap(),
         PointerCheck::Lost
     ));
+}
+
+/// The group a brute-force search finds for `key`: the one whose root and
+/// pattern match its hash.
+fn matching_group(shapes: &[GroupShape], roots: u64, key: &[u8]) -> Vec<u32> {
+    let h = xxh3_64(key);
+    (shapes.iter().enumerate())
+        .filter(|(_, s)| {
+            u64::from(s.root) == h % roots && (h / roots) & ((1 << s.depth) - 1) == s.pattern
+        })
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
+/// Random splits, as the manifest records them: the directory routes each
+/// key to the one group whose shape matches it, a manifest roll recreates
+/// the same groups, and a key's group descends from the group it had
+/// before the splits (so its old records may sit there).
+#[test]
+fn splits_route_every_key_to_the_one_group_that_matches_it() {
+    for seed in 0..20u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let roots = 1 + next() % 5;
+        let mut meta = HashMeta::default();
+        let mut e = HashEdit {
+            groups: Some(roots as u32),
+            ..HashEdit::default()
+        };
+        meta = meta.apply(&e).unwrap();
+        let before = Directory::new(&meta, roots as usize);
+        let mut dir = Directory::new(&meta, roots as usize);
+        for _ in 0..(next() % 40) {
+            let parent = (next() % meta.groups.len() as u64) as u32;
+            e = HashEdit::default();
+            e.splits.push((parent, meta.groups.len() as u32));
+            meta = meta.apply(&e).unwrap();
+            assert_eq!(dir.split(parent), meta.groups.len() as u32 - 1);
+        }
+        assert_eq!(dir.shapes, meta.shapes(), "seed {seed}");
+        let rolled = HashMeta::default().apply(&meta.snapshot()).unwrap();
+        assert_eq!(
+            rolled, meta,
+            "seed {seed}: a manifest roll changed the groups"
+        );
+        let reopened = Directory::new(&meta, meta.groups.len());
+        for i in 0..2000u64 {
+            let key = format!("key{i}");
+            let g = dir.route(key.as_bytes());
+            assert_eq!(
+                matching_group(&dir.shapes, roots, key.as_bytes()),
+                vec![g],
+                "seed {seed} key {key}"
+            );
+            assert_eq!(reopened.route(key.as_bytes()), g, "seed {seed} key {key}");
+            let old = before.route(key.as_bytes());
+            assert!(dir.may_hold(old, g), "seed {seed} key {key}");
+            if g != old {
+                assert!(!dir.may_hold(g, old), "seed {seed} key {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_split_naming_the_wrong_child_is_refused() {
+    let meta = HashMeta::default()
+        .apply(&HashEdit {
+            groups: Some(2),
+            ..HashEdit::default()
+        })
+        .unwrap();
+    for split in [(0, 3), (2, 2), (5, 2)] {
+        let e = HashEdit {
+            splits: vec![split],
+            ..HashEdit::default()
+        };
+        assert!(meta.apply(&e).is_err(), "{split:?}");
+    }
+    let e = HashEdit {
+        splits: vec![(1, 2), (1, 3), (2, 4)],
+        ..HashEdit::default()
+    };
+    let m = meta.apply(&e).unwrap();
+    assert_eq!(m.roots(), 2);
+    // Group 1 split into 1 and 2 by bit 0, then 1 into 1 and 3 and 2
+    // into 2 and 4 by bit 1: root 1's four patterns of two bits.
+    let want = vec![
+        GroupShape {
+            root: 0,
+            depth: 0,
+            pattern: 0,
+        },
+        GroupShape {
+            root: 1,
+            depth: 2,
+            pattern: 0,
+        },
+        GroupShape {
+            root: 1,
+            depth: 2,
+            pattern: 1,
+        },
+        GroupShape {
+            root: 1,
+            depth: 2,
+            pattern: 2,
+        },
+        GroupShape {
+            root: 1,
+            depth: 2,
+            pattern: 3,
+        },
+    ];
+    assert_eq!(m.shapes(), want);
 }
