@@ -34,6 +34,8 @@ pub const PEER_SEPARATION_THRESHOLD_BYTES: usize = 512;
 /// benchmark's threads.
 pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Removes the key (a tombstone; absent keys too).
+    fn delete(&self, key: &[u8]) -> Result<()>;
     /// The value's length when the key is found.
     fn get(&self, key: &[u8]) -> Result<Option<usize>>;
     /// Reads up to `limit` pairs from the first key at or after `start`;
@@ -195,6 +197,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.gc_threads {
             opts.gc.threads = n;
         }
+        if let Some(l) = cfg.space_limit {
+            opts.gc.space_limit = l;
+        }
         if let Some(n) = cfg.hash_batch_bytes {
             opts.values.hash.batch_bytes = n;
         }
@@ -222,6 +227,10 @@ impl SluiceEngine {
 impl Engine for SluiceEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.db.put_opt(&self.write, key, value)?)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        Ok(self.db.delete_opt(&self.write, key)?)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {

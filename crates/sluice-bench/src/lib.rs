@@ -83,6 +83,8 @@ pub struct BenchConfig {
     pub gc_threads: Option<usize>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
+    /// Overrides [`sluicedb::GcOptions::space_limit`] (`Some(None)`: off).
+    pub space_limit: Option<Option<sluicedb::SpaceLimit>>,
     /// Give the separated presets a value store capacity derived from the
     /// workload (HashKV §4.2's setup: the data plus a 30% reserve). Off by
     /// default: a user cannot know the data size, so the presets run as
@@ -115,6 +117,7 @@ impl Default for BenchConfig {
             separate_at_flush: None,
             hash_hotness: None,
             gc_threads: None,
+            space_limit: None,
             hash_batch_bytes: None,
             capacity: false,
         }
@@ -129,7 +132,8 @@ impl BenchConfig {
         self.update_ops.unwrap_or(self.num)
     }
 
-    /// The value store capacity the update (data + 30%, seed 000 §4.2) or
+    /// The value store capacity the update or churn (data + 30%, seed 000
+    /// §4.2) or
     /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs and
     /// [`BenchConfig::capacity`] is set.
     pub fn value_store_capacity(&self) -> Option<u64> {
@@ -138,7 +142,7 @@ impl BenchConfig {
         }
         let data = |mean: f64| self.num as f64 * (self.key_size as f64 + mean + 21.0);
         let mut cap = None;
-        if self.workloads.contains(&Workload::Update) {
+        if self.workloads.contains(&Workload::Update) || self.workloads.contains(&Workload::Churn) {
             cap = Some(data(self.value_size as f64) * 1.3);
         }
         if self.workloads.contains(&Workload::Mixed) {
@@ -170,7 +174,12 @@ impl BenchConfig {
             .iter()
             .filter(|w| matches!(w, Workload::Ycsb(y) if y.insert_share() > 0.0))
             .count() as u64;
-        self.num + inserting * self.ops()
+        let churning = self
+            .workloads
+            .iter()
+            .filter(|&&w| w == Workload::Churn)
+            .count() as u64;
+        self.num + inserting * self.ops() + churning * 3 * self.update_ops()
     }
 }
 
@@ -278,6 +287,9 @@ struct Shared<'a> {
     key_count: AtomicU64,
     /// Current value size per key number; 0 for absent keys.
     sizes: Vec<AtomicU32>,
+    /// The churn workload's live keys: one key number per slot (empty
+    /// unless it runs).
+    slots: Vec<AtomicU64>,
     values: Values,
 }
 
@@ -423,6 +435,11 @@ fn run_engine(
         cfg,
         key_count: AtomicU64::new(0),
         sizes: (0..cfg.key_capacity()).map(|_| AtomicU32::new(0)).collect(),
+        slots: if cfg.workloads.contains(&Workload::Churn) {
+            (0..cfg.num).map(AtomicU64::new).collect()
+        } else {
+            Vec::new()
+        },
         values: Values::new(cfg.seed, max_value),
     };
     if cfg.use_existing {
@@ -570,6 +587,25 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
                     cfg.update_ops(),
                     ops(Mix::only(Op::Update), zipf.clone(), one),
                     mixed,
+                ));
+            }
+            v
+        }
+        Workload::Churn => {
+            let mut v = vec![phase(
+                "churn.P0",
+                cfg.num,
+                Body::Load {
+                    keys: shuffled(rng),
+                },
+                false,
+            )];
+            for p in 1..=3 {
+                v.push(phase(
+                    &format!("churn.P{p}"),
+                    cfg.update_ops(),
+                    Body::Churn,
+                    false,
                 ));
             }
             v
@@ -777,6 +813,29 @@ fn run_thread(
             shared
                 .key_count
                 .fetch_max(keys.iter().max().map_or(0, |m| m + 1), Ordering::Relaxed);
+        }
+        Body::Churn => {
+            let n = phase.ops / threads as u64
+                + u64::from((thread as u64) < phase.ops % threads as u64);
+            for i in 0..n {
+                let op = Instant::now();
+                let slot = rng.gen_range(0..shared.slots.len());
+                let new = shared.key_count.fetch_add(1, Ordering::Relaxed);
+                if new as usize >= shared.sizes.len() {
+                    return Err("more inserts than the run planned for".into());
+                }
+                let old = shared.slots[slot].swap(new, Ordering::Relaxed);
+                let k = make_key(old, key_size);
+                engine.delete(&k)?;
+                shared.sizes[old as usize].store(0, Ordering::Relaxed);
+                t.written += k.len() as u64;
+                put(&mut t, &mut rng, new)?;
+                t.latency.record(op.elapsed().as_nanos() as u64);
+                t.ops += 1;
+                if i % PROGRESS_STEP == PROGRESS_STEP - 1 {
+                    bar.inc(PROGRESS_STEP);
+                }
+            }
         }
         Body::ReadAll => {
             let op = Instant::now();

@@ -66,7 +66,11 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             "ycsb-f",
             "mixed.load",
             "mixed.update",
-            "mixed.closed"
+            "churn.P0",
+            "churn.P1",
+            "churn.P2",
+            "churn.P3",
+            "churn.closed"
         ]
     );
     // Reads find what was loaded; readseq sees every key once.
@@ -119,7 +123,16 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0),
         "{gc:?}"
     );
-    let closed = by_phase(&r, "wisckey", "mixed.closed");
+    // Churn deletes one key and inserts one per operation: the live data
+    // stays what its load left, and each operation writes two keys and a
+    // value.
+    let loaded = by_phase(&r, "wisckey", "churn.P0").live_bytes;
+    for p in ["churn.P1", "churn.P2", "churn.P3"] {
+        let x = by_phase(&r, "wisckey", p);
+        assert_eq!(x.live_bytes, loaded, "{p}");
+        assert_eq!(x.user_bytes_written, 1500 * (16 + 16 + 200), "{p}");
+    }
+    let closed = by_phase(&r, "wisckey", "churn.closed");
     assert!(closed.disk_bytes > 0 && closed.space_amp.is_some());
 }
 

@@ -47,10 +47,16 @@ pub enum Workload {
     /// values 1:1 of 16 KiB and 100-512 B, then `update_ops` Zipfian
     /// updates of the same mix; the value store is capped at data + 50%.
     Mixed,
+    /// Delete-heavy with a constant live set (issue 17): load num keys
+    /// (P0), then three phases of `update_ops` operations, each deleting a
+    /// uniformly random live key and inserting a new one (the next key
+    /// number), so that each phase of `num` operations replaces about
+    /// 63% of the keys while the live data stays the same.
+    Churn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 15] = [
+    pub const ALL: [Workload; 16] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
@@ -66,6 +72,7 @@ impl Workload {
         Workload::Ycsb(Ycsb::E),
         Workload::Ycsb(Ycsb::F),
         Workload::Mixed,
+        Workload::Churn,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,6 +92,7 @@ impl Workload {
             Workload::Ycsb(Ycsb::E) => "ycsb-e",
             Workload::Ycsb(Ycsb::F) => "ycsb-f",
             Workload::Mixed => "mixed",
+            Workload::Churn => "churn",
         }
     }
 
@@ -210,6 +218,9 @@ pub enum Body {
     },
     /// One scan over everything, on one thread.
     ReadAll,
+    /// Each operation deletes a random live key and inserts a new one
+    /// ([`Workload::Churn`]).
+    Churn,
 }
 
 /// One measured phase of a workload.

@@ -147,7 +147,7 @@ struct BenchArgs {
     report: Option<BenchCommand>,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite,
     /// readrandom, readseq, seekrandom, scan, update, ycsb-a .. ycsb-f,
-    /// ycsb (all six), mixed.
+    /// ycsb (all six), mixed, churn.
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
@@ -166,7 +166,8 @@ struct BenchArgs {
     /// --num).
     #[arg(long, alias = "reads")]
     ops: Option<u64>,
-    /// Updates per phase of the update and mixed workloads (default: --num).
+    /// Updates per phase of the update and mixed workloads, and delete +
+    /// insert pairs per phase of churn (default: --num).
     #[arg(long)]
     update_ops: Option<u64>,
     /// Value size in bytes.
@@ -232,6 +233,11 @@ struct BenchArgs {
     /// many bytes (one write system call each). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
     hash_batch_bytes: Option<u64>,
+    /// The separated presets' space limit (space amplification relative to
+    /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low =
+    /// high − 0.2, at least 1.05), or `off`. Default: the preset's (1.3,1.5).
+    #[arg(long)]
+    space_limit: Option<String>,
     /// Give the separated presets a value store capacity from the workload
     /// (the data plus a 30% reserve, HashKV §4.2). Without it they run as
     /// shipped and bound space with their space limit.
@@ -256,6 +262,31 @@ enum BenchCommand {
 }
 
 /// Parses `--hash-gc-policy`.
+/// `--space-limit`: `off`, `HIGH` or `LOW,HIGH`.
+fn parse_space_limit(s: &str) -> Result<Option<sluicedb::SpaceLimit>, String> {
+    if s == "off" {
+        return Ok(None);
+    }
+    let num = |x: &str| {
+        x.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("--space-limit: {x:?} is not a ratio"))
+    };
+    let (low, high) = match s.split_once(',') {
+        Some((l, h)) => (num(l)?, num(h)?),
+        None => {
+            let h = num(s)?;
+            ((h - 0.2).max(1.05).min(h), h)
+        }
+    };
+    if !(low > 1.0 && low <= high) {
+        return Err(format!(
+            "--space-limit needs 1 < low <= high, not {low},{high}"
+        ));
+    }
+    Ok(Some(sluicedb::SpaceLimit { low, high }))
+}
+
 fn parse_policy(s: &str) -> Result<HashGcPolicy, String> {
     match s {
         "greedy" => Ok(HashGcPolicy::Greedy),
@@ -331,6 +362,11 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         gc_threads: a.gc_threads.map(|n| n as usize),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         capacity: a.capacity,
+        space_limit: a
+            .space_limit
+            .as_deref()
+            .map(parse_space_limit)
+            .transpose()?,
         separation_threshold: a
             .separation_threshold
             .as_deref()

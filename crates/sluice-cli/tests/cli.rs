@@ -87,6 +87,24 @@ fn bad_arguments_are_clear_errors() {
     }
     // Nothing was written by the failed commands.
     assert_eq!(ok(&["scan", "--db", db]), "k\tv\n");
+    let bench = dir.path().join("bench");
+    let bench = db_arg(&bench);
+    for (limit, says) in [
+        ("0.9", "1 < low <= high"),
+        ("1.5,1.2", "1 < low <= high"),
+        ("x", "not a ratio"),
+    ] {
+        let e = fails(&[
+            "bench",
+            "--db",
+            &bench,
+            "--num",
+            "10",
+            "--space-limit",
+            limit,
+        ]);
+        assert!(e.contains(says), "--space-limit {limit}: {e}");
+    }
 }
 
 #[test]

@@ -67,6 +67,14 @@ impl Engine for FjallEngine {
         Ok(())
     }
 
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.tree.remove(key)?;
+        if self.sync {
+            self.db.persist(PersistMode::SyncAll)?;
+        }
+        Ok(())
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         Ok(self.tree.get(key)?.map(|v| v.len()))
     }

@@ -53,6 +53,12 @@ impl Engine for RocksEngine {
         Ok(self.db.put_opt(key, value, &wo)?)
     }
 
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(self.sync);
+        Ok(self.db.delete_opt(key, &wo)?)
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         Ok(self.db.get_pinned(key)?.map(|v| v.len()))
     }
