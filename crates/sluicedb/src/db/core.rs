@@ -63,7 +63,9 @@ pub(super) struct State {
     pub(super) last_gc: Instant,
     /// Value store files GC freed, deleted once no registered reader is
     /// older than the sequence (`docs/design.md`, "Value store").
-    pub(super) pending_deletes: Vec<(Vec<u64>, u64)>,
+    /// What GC steps freed, waiting for readers older than their
+    /// relocations: (files, release position, barrier).
+    pub(super) pending_deletes: Vec<PendingFree>,
     /// Why the space limit cannot be held, when it cannot (for `Stats`).
     pub(super) space_note: Option<String>,
 }
@@ -90,6 +92,14 @@ impl State {
     pub(super) fn smallest_snapshot(&self, visible: u64) -> u64 {
         self.snapshots.keys().next().copied().unwrap_or(visible)
     }
+}
+
+/// What one GC step freed, released once no reader is older than its
+/// relocations (`barrier`).
+pub(super) struct PendingFree {
+    pub(super) files: Vec<u64>,
+    pub(super) release_to: Option<(u64, u64)>,
+    pub(super) barrier: u64,
 }
 
 pub(crate) struct Core {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::core::{Core, State, SuperVersion};
+use super::core::{Core, PendingFree, State, SuperVersion};
 use super::space::SpacePressure;
 use super::write::WriterSlot;
 use crate::batch::WriteBatch;
@@ -299,10 +299,14 @@ impl Core {
         // 6. The layout lets go of the records; 7. their files go once no
         // reader is older than the relocations.
         let freed = c.frees.len();
-        let frees = c.frees;
+        let free = PendingFree {
+            files: c.frees,
+            release_to: c.release_to,
+            barrier,
+        };
         self.install(edit, None, &[], |st| {
-            if !frees.is_empty() {
-                st.pending_deletes.push((frees, barrier));
+            if !free.files.is_empty() || free.release_to.is_some() {
+                st.pending_deletes.push(free);
             }
         })?;
         installed();
@@ -359,22 +363,28 @@ impl Core {
         let Some(store) = &self.values else {
             return;
         };
-        let doomed: Vec<u64> = {
+        let (doomed, release) = {
             let mut st = self.state.lock();
             let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);
             let mut doomed = Vec::new();
-            st.pending_deletes.retain(|(files, barrier)| {
-                if oldest >= *barrier {
-                    doomed.extend(files.iter().copied());
+            let mut release = None;
+            st.pending_deletes.retain(|free| {
+                if oldest >= free.barrier {
+                    doomed.extend(free.files.iter().copied());
+                    release = release.max(free.release_to);
                     false
                 } else {
                     true
                 }
             });
-            doomed
+            (doomed, release)
         };
         if !doomed.is_empty() {
             store.delete_collected(&doomed);
+        }
+        if let Some(to) = release {
+            // A failed punch leaves the space allocated until the file goes.
+            let _ = store.release_collected(to);
         }
     }
 }

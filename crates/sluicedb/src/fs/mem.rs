@@ -52,13 +52,14 @@ enum Op {
     Remove,
     SyncDir,
     Meta,
+    Punch,
 }
 
 impl Op {
     fn mutates(self) -> bool {
         matches!(
             self,
-            Op::Create | Op::Append | Op::Sync | Op::Rename | Op::Remove | Op::SyncDir
+            Op::Create | Op::Append | Op::Sync | Op::Rename | Op::Remove | Op::SyncDir | Op::Punch
         )
     }
     fn name(self) -> &'static str {
@@ -71,6 +72,7 @@ impl Op {
             Op::Remove => "remove",
             Op::SyncDir => "sync_dir",
             Op::Meta => "metadata",
+            Op::Punch => "punch_hole",
         }
     }
 }
@@ -90,6 +92,9 @@ struct FaultRule {
 struct FileData {
     data: Arc<Vec<u8>>,
     durable: Arc<Vec<u8>>,
+    /// Blocks ([`super::PUNCH_BLOCK`]) freed by hole punching: not
+    /// allocated, read as zeros.
+    holes: std::collections::BTreeSet<u64>,
 }
 
 #[derive(Default)]
@@ -216,6 +221,7 @@ impl State {
                 FileData {
                     data: durable.clone(),
                     durable,
+                    holes: f.holes.clone(),
                 },
             );
             out.names.insert(name.clone(), id);
@@ -550,7 +556,35 @@ impl Fs for MemFs {
     fn allocated_len(&self, path: &Path) -> Result<u64> {
         let s = self.state.lock();
         let id = s.id_of(path)?;
-        Ok(s.files[&id].data.len() as u64)
+        let f = &s.files[&id];
+        let holes = f.holes.len() as u64 * super::PUNCH_BLOCK;
+        Ok((f.data.len() as u64).saturating_sub(holes))
+    }
+    /// Zeroes the whole blocks inside the range, now and in what is
+    /// durable (a punch needs no sync: the blocks hold nothing anyone
+    /// reads), and stops counting them as allocated.
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
+        self.with(Op::Punch, path, |s| {
+            let id = s.id_of(path)?;
+            let f = s.files.get_mut(&id).expect("named file exists");
+            let block = super::PUNCH_BLOCK;
+            let first = offset.div_ceil(block);
+            let end = (offset + len) / block;
+            for b in first..end {
+                if b * block >= f.data.len() as u64 {
+                    break;
+                }
+                for buf in [&mut f.data, &mut f.durable] {
+                    let lo = ((b * block) as usize).min(buf.len());
+                    let hi = (((b + 1) * block) as usize).min(buf.len());
+                    if lo < hi {
+                        Arc::make_mut(buf)[lo..hi].fill(0);
+                    }
+                }
+                f.holes.insert(b);
+            }
+            Ok(true)
+        })
     }
 }
 

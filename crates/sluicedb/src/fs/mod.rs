@@ -121,7 +121,20 @@ pub trait Fs: Send + Sync + 'static {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     /// Bytes allocated on disk for `path` (for space amplification).
     fn allocated_len(&self, path: &Path) -> Result<u64>;
+    /// Frees the disk blocks of `path` inside `offset..offset + len`
+    /// without changing its length; reads of them return zeros after
+    /// (WiscKey's hole punching, seed 001 §3.3.2). Callers pass whole
+    /// blocks ([`PUNCH_BLOCK`]). Returns false where the file system cannot:
+    /// the space stays allocated and nothing else changes.
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
+        let _ = (path, offset, len);
+        Ok(false)
+    }
 }
+
+/// The block size holes are punched in: 4 KiB, the file systems' usual
+/// block (a punch frees only whole blocks).
+pub const PUNCH_BLOCK: u64 = 4096;
 
 /// What a read or write is for; amplification is reported per class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -222,11 +222,49 @@ impl Fs for StdFs {
         let m = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
         Ok(m.blocks() * 512)
     }
+    fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        use rustix::io::Errno;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        match fallocate(&f, flags, offset, len) {
+            Ok(()) => Ok(true),
+            Err(Errno::OPNOTSUPP | Errno::NOSYS) => Ok(false),
+            Err(e) => Err(Error::io("fallocate", path, e.into())),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A punched hole keeps the length, reads as zeros and is no longer
+    /// allocated; where the file system cannot punch, nothing changes.
+    #[test]
+    fn a_punched_hole_reads_zeros_and_frees_its_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let fs = StdFs;
+        let mut f = fs.create(&path).unwrap();
+        f.append(&[7u8; 16384]).unwrap();
+        f.sync().unwrap();
+        drop(f);
+        let before = fs.allocated_len(&path).unwrap();
+        let punched = fs.punch_hole(&path, 4096, 8192).unwrap();
+        let data = fs.read_all(&path).unwrap();
+        assert_eq!(data.len(), 16384, "same length");
+        if punched {
+            assert!(data[4096..12288].iter().all(|&b| b == 0));
+            assert!(fs.allocated_len(&path).unwrap() <= before - 8192);
+        } else {
+            assert!(data.iter().all(|&b| b == 7));
+        }
+        assert!(data[..4096].iter().chain(&data[12288..]).all(|&b| b == 7));
+    }
 
     /// Bytes just written are in the page cache: a read that must not
     /// wait returns them (or the file system cannot tell); bytes past the

@@ -133,4 +133,7 @@ pub(crate) struct Collected {
     /// Files the edit frees: deleted once no registered reader is older
     /// than the relocations.
     pub(crate) frees: Vec<u64>,
+    /// Every record before this (file, offset) is collected: its space
+    /// within the file is released at the same time as `frees`.
+    pub(crate) release_to: Option<(u64, u64)>,
 }

@@ -35,6 +35,13 @@ pub(crate) trait RecordFiles: Sync {
     /// True if GC collected `file` (a reader that fails to open such a file
     /// met a deletion, not an I/O error).
     fn is_collected(&self, file: u64) -> bool;
+    /// True if GC collected the record at `offset` of `file`: the file, or
+    /// the part of it a release punched out. A read that met damage there
+    /// met the release, not damage.
+    fn is_collected_at(&self, file: u64, offset: u64) -> bool {
+        let _ = offset;
+        self.is_collected(file)
+    }
     /// The file's path.
     fn file_path(&self, file: u64) -> PathBuf;
     /// Open readers and the prefetch threads.
@@ -129,7 +136,12 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
             let Some(reader) = reader_or_collected(s, p.file)? else {
                 return Ok(Read::Collected);
             };
-            read_record(&reader, || s.file_path(p.file), p, key, limit, class).map(Read::Found)
+            match read_record(&reader, || s.file_path(p.file), p, key, limit, class) {
+                Ok(r) => Ok(Read::Found(r)),
+                // Released (punched) since `locate`: the reader retries.
+                Err(_) if s.is_collected_at(p.file, p.offset) => Ok(Read::Collected),
+                Err(e) => Err(e),
+            }
         }
     }
 }

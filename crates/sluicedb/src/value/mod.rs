@@ -111,7 +111,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
                 Err(e) => return Err(e),
             };
             let data = r.read_at(0, r.len() as usize, IoClass::UserRead)?;
-            let scan = log::reader::scan_file(&data, &path)?;
+            let scan = log::reader::scan_file_from(&data, &path, self.scan_start(file))?;
             if let Some((off, why)) = scan.damage {
                 return Err(Error::corruption(&path, off, why));
             }
@@ -180,6 +180,19 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
 
     /// Deletes files a GC step freed; no registered reader can need them.
     fn delete_collected(&self, _files: &[u64]) {}
+
+    /// GC collected every record before `to` (file, offset) and no reader
+    /// needs them: the layout may free their space within the file (the
+    /// log punches holes, `LogStore::release_to`).
+    fn release_collected(&self, _to: (u64, u64)) -> Result<()> {
+        Ok(())
+    }
+
+    /// Where the records of `file` that may be read start: past its header,
+    /// or past what [`ValueStore::release_collected`] freed.
+    fn scan_start(&self, _file: u64) -> u64 {
+        log::format::FILE_HEADER_LEN as u64
+    }
 
     /// Adds what the layout's state needs to an edit about to be installed.
     fn before_install(&self, _base: &Version, _edit: &mut VersionEdit) {}

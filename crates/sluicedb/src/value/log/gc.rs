@@ -102,6 +102,7 @@ impl GcVictim for LogVictim<'_> {
         self.store.sync()?;
         let next = self.chunk.next;
         out.edit.values.log.tail = Some(next);
+        out.release_to = Some(next);
         if next.0 > self.file {
             out.frees = self.store.sealed_between(self.file, next.0);
         }

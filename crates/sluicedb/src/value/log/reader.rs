@@ -126,9 +126,15 @@ pub(crate) struct Scan {
 /// Parses a whole file. After damage, the rest is searched for any valid
 /// record: one found means the damage is not a torn tail.
 pub(crate) fn scan_file(data: &[u8], path: &Path) -> Result<Scan> {
+    scan_file_from(data, path, FILE_HEADER_LEN as u64)
+}
+
+/// [`scan_file`] from offset `start` (a record boundary past the header):
+/// what lies before it was collected, and may be a punched hole.
+pub(crate) fn scan_file_from(data: &[u8], path: &Path, start: u64) -> Result<Scan> {
     check_file_header(data).map_err(|why| Error::corruption(path, 0, why))?;
     let mut out = Scan::default();
-    let mut pos = FILE_HEADER_LEN;
+    let mut pos = (start as usize).clamp(FILE_HEADER_LEN, data.len().max(FILE_HEADER_LEN));
     while pos < data.len() {
         match decode_record(&data[pos..]) {
             Ok((r, len)) => {
