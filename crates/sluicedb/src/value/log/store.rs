@@ -645,10 +645,15 @@ mod tests {
     use crate::value::log::format::KIND_PUT;
 
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
+        store_of(mem, counter, 4096)
+    }
+
+    /// A log of `file_size_bytes` files in `/db`.
+    fn store_of(mem: &MemFs, counter: &Arc<AtomicU64>, file_size_bytes: u64) -> LogStore {
         let fs = CountingFs::new(Arc::new(mem.clone()));
         fs.create_dir_all(Path::new("/db")).unwrap();
         let config = LogConfig {
-            file_size_bytes: 4096,
+            file_size_bytes,
             buffer_bytes: 512,
             prefetch_threads: 2,
             gc_chunk_bytes: 4096,
@@ -717,23 +722,7 @@ mod tests {
     fn a_release_punches_the_blocks_before_the_tail() {
         let mem = MemFs::new();
         let counter = Arc::new(AtomicU64::new(10));
-        let fs = CountingFs::new(Arc::new(mem.clone()));
-        fs.create_dir_all(Path::new("/db")).unwrap();
-        let config = LogConfig {
-            file_size_bytes: 64 << 10,
-            buffer_bytes: 512,
-            prefetch_threads: 2,
-            gc_chunk_bytes: 4096,
-        };
-        let s = LogStore::open(
-            Path::new("/db"),
-            fs,
-            counter.clone(),
-            config,
-            None,
-            &BTreeMap::new(),
-        )
-        .unwrap();
+        let s = store_of(&mem, &counter, 64 << 10);
         // About 11 KiB of records in the first file, then sealed.
         let ptrs: Vec<_> = (0..35).map(|i| put(&s, i)).collect();
         let file = ptrs[0].file;
@@ -741,7 +730,7 @@ mod tests {
         let path = filename::value_log(Path::new("/db"), file);
         let len = mem.contents(&path).unwrap().len() as u64;
         assert_eq!(mem.allocated_len(&path).unwrap(), len);
-        // The tail at the record that starts past 8 KiB: blocks 1 is freed
+        // The tail at the record that starts past 8 KiB: block 1 is freed
         // (block 0 holds the header, block 2 holds the tail).
         let (cut, _) = ptrs
             .iter()
