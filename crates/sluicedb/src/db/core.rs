@@ -61,10 +61,8 @@ pub(super) struct State {
     pub(super) gc_running: bool,
     /// When the last GC step ended (for `gc_interval_ms`).
     pub(super) last_gc: Instant,
-    /// Value store files GC freed, deleted once no registered reader is
-    /// older than the sequence (`docs/design.md`, "Value store").
-    /// What GC steps freed, waiting for readers older than their
-    /// relocations: (files, release position, barrier).
+    /// What GC steps freed, released once no registered reader is older
+    /// than their relocations (`docs/design.md`, "Value store").
     pub(super) pending_deletes: Vec<PendingFree>,
     /// Why the space limit cannot be held, when it cannot (for `Stats`).
     pub(super) space_note: Option<String>,

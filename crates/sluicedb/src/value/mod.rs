@@ -183,7 +183,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
 
     /// GC collected every record before `to` (file, offset) and no reader
     /// needs them: the layout may free their space within the file (the
-    /// log punches holes, `LogStore::release_to`).
+    /// log punches holes, `LogStore::release_collected`).
     fn release_collected(&self, _to: (u64, u64)) -> Result<()> {
         Ok(())
     }

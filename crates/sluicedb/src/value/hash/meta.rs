@@ -33,6 +33,31 @@ pub(crate) struct GroupShape {
     pub(crate) pattern: u64,
 }
 
+impl GroupShape {
+    /// The shapes of `roots` root groups, none split yet.
+    pub(crate) fn roots(roots: usize) -> Vec<GroupShape> {
+        (0..roots as u32)
+            .map(|root| GroupShape {
+                root,
+                depth: 0,
+                pattern: 0,
+            })
+            .collect()
+    }
+
+    /// Splits this group by its next hash bit: it keeps the keys whose bit
+    /// is 0, the returned child takes those whose bit is 1.
+    pub(crate) fn split(&mut self) -> GroupShape {
+        let child = GroupShape {
+            root: self.root,
+            depth: self.depth + 1,
+            pattern: self.pattern | 1 << self.depth,
+        };
+        self.depth += 1;
+        child
+    }
+}
+
 /// Deepest a group may be split: 2^24 groups per root is far past any
 /// store this layout is meant for, and keeps patterns and directories small.
 pub(crate) const MAX_SPLIT_DEPTH: u32 = 24;
@@ -77,22 +102,9 @@ impl HashMeta {
 
     /// The shape of every group, from the roots and the splits in order.
     pub(crate) fn shapes(&self) -> Vec<GroupShape> {
-        let roots = self.roots();
-        let mut shapes: Vec<GroupShape> = (0..roots)
-            .map(|r| GroupShape {
-                root: r as u32,
-                depth: 0,
-                pattern: 0,
-            })
-            .collect();
+        let mut shapes = GroupShape::roots(self.roots());
         for &parent in &self.parents {
-            let p = &mut shapes[parent as usize];
-            let child = GroupShape {
-                root: p.root,
-                depth: p.depth + 1,
-                pattern: p.pattern | 1 << p.depth,
-            };
-            p.depth += 1;
+            let child = shapes[parent as usize].split();
             shapes.push(child);
         }
         shapes
@@ -109,6 +121,11 @@ impl HashMeta {
             }
             h.groups.resize(n as usize + h.parents.len(), Vec::new());
         }
+        let mut shapes = if edit.splits.is_empty() {
+            Vec::new()
+        } else {
+            h.shapes()
+        };
         for &(parent, child) in &edit.splits {
             if child as usize != h.groups.len() || parent >= child {
                 return Err(format!(
@@ -116,10 +133,12 @@ impl HashMeta {
                     h.groups.len()
                 ));
             }
-            let depth = h.shapes()[parent as usize].depth;
+            let depth = shapes[parent as usize].depth;
             if depth >= MAX_SPLIT_DEPTH {
                 return Err(format!("hash group {parent} split past depth {depth}"));
             }
+            let shape = shapes[parent as usize].split();
+            shapes.push(shape);
             h.groups.push(Vec::new());
             h.parents.push(parent);
         }

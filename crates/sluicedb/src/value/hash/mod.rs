@@ -157,44 +157,20 @@ struct Directory {
 }
 
 impl Directory {
+    /// The roots of a store of `groups` groups, split as `meta` records
+    /// (in order, as at run time).
     fn new(meta: &HashMeta, groups: usize) -> Directory {
         let roots = groups - meta.parents.len();
-        let shapes = if meta.groups.is_empty() {
-            (0..groups as u32)
-                .map(|root| GroupShape {
-                    root,
-                    depth: 0,
-                    pattern: 0,
-                })
-                .collect()
-        } else {
-            meta.shapes()
-        };
-        let mut parents = vec![None; roots];
-        parents.extend(meta.parents.iter().map(|&p| Some(p)));
-        let mut dirs: Vec<Vec<u32>> = (0..roots)
-            .map(|r| {
-                let depth = (shapes.iter().filter(|s| s.root as usize == r))
-                    .map(|s| s.depth)
-                    .max()
-                    .unwrap_or(0);
-                vec![0; 1 << depth]
-            })
-            .collect();
-        for (i, s) in shapes.iter().enumerate() {
-            let dir = &mut dirs[s.root as usize];
-            let mut e = s.pattern as usize;
-            while e < dir.len() {
-                dir[e] = i as u32;
-                e += 1 << s.depth;
-            }
-        }
-        Directory {
+        let mut d = Directory {
             roots: roots as u64,
-            shapes,
-            parents,
-            dirs,
+            shapes: GroupShape::roots(roots),
+            parents: vec![None; roots],
+            dirs: (0..roots as u32).map(|r| vec![r]).collect(),
+        };
+        for &parent in &meta.parents {
+            d.split(parent);
         }
+        d
     }
 
     /// The group of `key`.
@@ -208,13 +184,7 @@ impl Directory {
     /// (the next id), whose keys are those with that bit set.
     fn split(&mut self, parent: u32) -> u32 {
         let child = self.shapes.len() as u32;
-        let p = &mut self.shapes[parent as usize];
-        let shape = GroupShape {
-            root: p.root,
-            depth: p.depth + 1,
-            pattern: p.pattern | 1 << p.depth,
-        };
-        p.depth += 1;
+        let shape = self.shapes[parent as usize].split();
         let dir = &mut self.dirs[shape.root as usize];
         if dir.len() < 1 << shape.depth {
             dir.extend_from_within(..);

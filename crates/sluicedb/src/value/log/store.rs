@@ -62,6 +62,14 @@ struct Inner {
     released_to: (u64, u64),
 }
 
+impl Inner {
+    /// True if the record at `offset` of `file` lies behind the last
+    /// release: in a deleted file, or in the released part of the tail's.
+    fn behind_release(&self, file: u64, offset: u64) -> bool {
+        file < self.collected_below || (file == self.released_to.0 && offset < self.released_to.1)
+    }
+}
+
 /// Records read from the tail by GC.
 #[derive(Debug, Default)]
 pub(crate) struct Chunk {
@@ -352,36 +360,6 @@ impl LogStore {
 
     /// Marks files below `file` collected and deletes them. Callers ensure no
     /// reader can still hold a pointer into them.
-    /// GC's tail reached `tail` and no reader needs what lies before it:
-    /// the whole blocks of `tail`'s file between its header's block and
-    /// the tail are punched out, so space comes back a chunk at a time
-    /// rather than a file at a time (WiscKey, seed 001 §3.3.2). Where the
-    /// file system cannot punch, the file goes whole once the tail passes
-    /// it, as before.
-    pub(crate) fn release_to(&self, tail: (u64, u64)) -> Result<()> {
-        {
-            let mut inner = self.inner.lock();
-            if tail <= inner.released_to {
-                return Ok(());
-            }
-            inner.released_to = tail;
-            if !inner.sealed.contains_key(&tail.0) {
-                return Ok(());
-            }
-        }
-        // From the file's second block (the first holds the header, which
-        // names the format) to the tail's block. Blocks punched by earlier
-        // releases are punched again, which costs nothing: a release the
-        // crash cut short is so made up for.
-        let lo = PUNCH_BLOCK;
-        let hi = tail.1 / PUNCH_BLOCK * PUNCH_BLOCK;
-        if hi > lo {
-            self.fs
-                .punch_hole(&filename::value_log(&self.dir, tail.0), lo, hi - lo)?;
-        }
-        Ok(())
-    }
-
     pub(crate) fn delete_below(&self, file: u64) -> Result<()> {
         let doomed: Vec<u64> = {
             let mut inner = self.inner.lock();
@@ -425,12 +403,10 @@ impl RecordFiles for LogStore {
                     return check_record(&raw, p, key, &path()).map(Located::Buffered);
                 }
                 inner.head.written()
-            } else if p.file == inner.released_to.0 && p.offset < inner.released_to.1 {
+            } else if inner.behind_release(p.file, p.offset) {
                 return Ok(Located::Collected);
             } else if let Some(&len) = inner.sealed.get(&p.file) {
                 len
-            } else if p.file < inner.collected_below {
-                return Ok(Located::Collected);
             } else {
                 return Err(Error::corruption(
                     path(),
@@ -448,9 +424,7 @@ impl RecordFiles for LogStore {
     }
 
     fn is_collected_at(&self, file: u64, offset: u64) -> bool {
-        let inner = self.inner.lock();
-        file < inner.collected_below
-            || (file == inner.released_to.0 && offset < inner.released_to.1)
+        self.inner.lock().behind_release(file, offset)
     }
 
     fn file_path(&self, file: u64) -> PathBuf {
@@ -602,8 +576,34 @@ impl ValueStore for LogStore {
     }
 
     /// Files behind the tail go in order: everything below the newest.
-    fn release_collected(&self, to: (u64, u64)) -> Result<()> {
-        self.release_to(to)
+    /// GC's tail reached `tail` and no reader needs what lies before it:
+    /// the whole blocks of `tail`'s file between its header's block and
+    /// the tail are punched out, so space comes back a chunk at a time
+    /// rather than a file at a time (WiscKey, seed 001 §3.3.2). Where the
+    /// file system cannot punch, the file goes whole once the tail passes
+    /// it, as before.
+    fn release_collected(&self, tail: (u64, u64)) -> Result<()> {
+        {
+            let mut inner = self.inner.lock();
+            if tail <= inner.released_to {
+                return Ok(());
+            }
+            inner.released_to = tail;
+            if !inner.sealed.contains_key(&tail.0) {
+                return Ok(());
+            }
+        }
+        // From the file's second block (the first holds the header, which
+        // names the format) to the tail's block. Blocks punched by earlier
+        // releases are punched again, which costs nothing: a release the
+        // crash cut short is so made up for.
+        let lo = PUNCH_BLOCK;
+        let hi = tail.1 / PUNCH_BLOCK * PUNCH_BLOCK;
+        if hi > lo {
+            self.fs
+                .punch_hole(&filename::value_log(&self.dir, tail.0), lo, hi - lo)?;
+        }
+        Ok(())
     }
 
     fn scan_start(&self, file: u64) -> u64 {
@@ -738,7 +738,7 @@ mod tests {
             .find(|(_, p)| p.offset > 8192)
             .unwrap();
         let tail = (file, ptrs[cut].offset);
-        s.release_to(tail).unwrap();
+        s.release_collected(tail).unwrap();
         assert_eq!(
             mem.contents(&path).unwrap().len() as u64,
             len,
@@ -764,7 +764,7 @@ mod tests {
         assert!(s.verify().unwrap() >= (35 - cut) as u64);
         // An older tail changes nothing; a file the tail is not in is not
         // punched.
-        s.release_to((file, 20)).unwrap();
+        s.release_collected((file, 20)).unwrap();
         assert_eq!(mem.allocated_len(&path).unwrap(), len - PUNCH_BLOCK);
     }
 
