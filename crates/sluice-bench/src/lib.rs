@@ -604,7 +604,7 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
                 v.push(phase(
                     &format!("churn.P{p}"),
                     cfg.update_ops(),
-                    Body::Churn,
+                    ops(Mix::only(Op::Churn), Chooser::Uniform, one),
                     false,
                 ));
             }
@@ -814,29 +814,6 @@ fn run_thread(
                 .key_count
                 .fetch_max(keys.iter().max().map_or(0, |m| m + 1), Ordering::Relaxed);
         }
-        Body::Churn => {
-            let n = phase.ops / threads as u64
-                + u64::from((thread as u64) < phase.ops % threads as u64);
-            for i in 0..n {
-                let op = Instant::now();
-                let slot = rng.gen_range(0..shared.slots.len());
-                let new = shared.key_count.fetch_add(1, Ordering::Relaxed);
-                if new as usize >= shared.sizes.len() {
-                    return Err("more inserts than the run planned for".into());
-                }
-                let old = shared.slots[slot].swap(new, Ordering::Relaxed);
-                let k = make_key(old, key_size);
-                engine.delete(&k)?;
-                shared.sizes[old as usize].store(0, Ordering::Relaxed);
-                t.written += k.len() as u64;
-                put(&mut t, &mut rng, new)?;
-                t.latency.record(op.elapsed().as_nanos() as u64);
-                t.ops += 1;
-                if i % PROGRESS_STEP == PROGRESS_STEP - 1 {
-                    bar.inc(PROGRESS_STEP);
-                }
-            }
-        }
         Body::ReadAll => {
             let op = Instant::now();
             let (n, bytes) = engine.scan(b"", usize::MAX)?;
@@ -873,10 +850,18 @@ fn run_thread(
                         let key = chooser.next(count, &mut rng);
                         put(&mut t, &mut rng, key)?;
                     }
-                    Op::Insert => {
+                    Op::Insert | Op::Churn => {
                         let key = shared.key_count.fetch_add(1, Ordering::Relaxed);
                         if key as usize >= shared.sizes.len() {
                             return Err("more inserts than the run planned for".into());
+                        }
+                        if kind == Op::Churn {
+                            let slot = rng.gen_range(0..shared.slots.len());
+                            let old = shared.slots[slot].swap(key, Ordering::Relaxed);
+                            let k = make_key(old, key_size);
+                            engine.delete(&k)?;
+                            shared.sizes[old as usize].store(0, Ordering::Relaxed);
+                            t.written += k.len() as u64;
                         }
                         put(&mut t, &mut rng, key)?;
                     }

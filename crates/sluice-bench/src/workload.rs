@@ -155,6 +155,7 @@ pub struct Mix {
     pub insert: f64,
     pub scan: f64,
     pub read_modify_write: f64,
+    pub churn: f64,
 }
 
 /// One kind of operation.
@@ -165,6 +166,8 @@ pub enum Op {
     Insert,
     Scan,
     ReadModifyWrite,
+    /// Delete a random live key and insert a new one ([`Workload::Churn`]).
+    Churn,
 }
 
 impl Mix {
@@ -179,6 +182,7 @@ impl Mix {
             Op::Insert => &mut self.insert,
             Op::Scan => &mut self.scan,
             Op::ReadModifyWrite => &mut self.read_modify_write,
+            Op::Churn => &mut self.churn,
         } = share;
         self
     }
@@ -201,6 +205,10 @@ impl Mix {
         if u < acc {
             return Op::Scan;
         }
+        acc += self.churn;
+        if u < acc {
+            return Op::Churn;
+        }
         Op::ReadModifyWrite
     }
 }
@@ -218,9 +226,6 @@ pub enum Body {
     },
     /// One scan over everything, on one thread.
     ReadAll,
-    /// Each operation deletes a random live key and inserts a new one
-    /// ([`Workload::Churn`]).
-    Churn,
 }
 
 /// One measured phase of a workload.
