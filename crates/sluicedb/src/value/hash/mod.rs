@@ -253,9 +253,12 @@ impl Inner {
         &self.groups[self.index(id)]
     }
 
-    /// The group whose head is file `number`.
+    /// The group whose head is file `number` (None once it is not a
+    /// head): found through the file's owner, since splits shift the
+    /// cold log's place in `groups`.
     fn by_head(&mut self, number: u64) -> Option<&mut Group> {
-        self.groups.iter_mut().find(|g| g.head.number() == number)
+        let i = self.index(*self.owner.get(&number)?);
+        Some(&mut self.groups[i]).filter(|g| g.head.number() == number)
     }
 }
 
