@@ -302,8 +302,14 @@ impl Dumper<'_> {
             },
             None => "unknown kind".to_string(),
         };
+        // The version below this one was counted as garbage already.
+        let counted = if key::shadow_counted(ikey) {
+            " (shadows counted)"
+        } else {
+            ""
+        };
         self.line(&format!(
-            "{} @ {} {what}",
+            "{} @ {} {what}{counted}",
             escape(key::user_key(ikey), self.opts.hex),
             key::sequence(ikey)
         ))

@@ -29,9 +29,23 @@ pub(crate) enum Kind {
     ValuePointer = 2,
 }
 
-/// The largest kind: seeks use it so that they land before every entry with
-/// the same user key and sequence.
-pub(crate) const KIND_SEEK: u8 = Kind::ValuePointer as u8;
+/// Flag bit of the kind byte (table format version 2, never in a memtable
+/// or journal): the version this entry shadows has been counted as
+/// garbage already. A flush sets it on the oldest version it writes of a
+/// key when it counted the tables' newest version of that key (the value
+/// that version points at is garbage from then on); a compaction that drops
+/// a version shadowed by a flagged one does not count it again, and a
+/// version that survives the drop of the one below it takes over that
+/// one's flag (`compaction::write_merged`; `docs/design.md`, "Space
+/// accounting").
+pub(crate) const SHADOW_COUNTED: u8 = 0x80;
+
+/// The kind bits of the kind byte.
+const KIND_MASK: u8 = 0x7f;
+
+/// The largest kind byte: seeks use it so that they land before every entry
+/// with the same user key and sequence, whatever its flags.
+pub(crate) const KIND_SEEK: u8 = 0xff;
 
 impl Kind {
     pub(crate) fn from_u8(b: u8) -> Option<Kind> {
@@ -77,11 +91,27 @@ pub(crate) fn sequence(ikey: &[u8]) -> u64 {
     trailer(ikey) >> 8
 }
 
+/// The entry's kind, without its flags.
 pub(crate) fn kind_byte(ikey: &[u8]) -> u8 {
-    trailer(ikey) as u8
+    trailer(ikey) as u8 & KIND_MASK
 }
 
-/// True when `ikey` is long enough and carries a known kind.
+/// True when the entry carries [`SHADOW_COUNTED`].
+pub(crate) fn shadow_counted(ikey: &[u8]) -> bool {
+    trailer(ikey) as u8 & SHADOW_COUNTED != 0
+}
+
+/// Sets or clears [`SHADOW_COUNTED`] on a valid internal key in place.
+pub(crate) fn set_shadow_counted(ikey: &mut [u8], counted: bool) {
+    let at = ikey.len() - TRAILER_LEN;
+    if counted {
+        ikey[at] |= SHADOW_COUNTED;
+    } else {
+        ikey[at] &= !SHADOW_COUNTED;
+    }
+}
+
+/// True when `ikey` is long enough and carries a known kind (flags aside).
 pub(crate) fn is_valid(ikey: &[u8]) -> bool {
     ikey.len() >= TRAILER_LEN && Kind::from_u8(kind_byte(ikey)).is_some()
 }
@@ -121,6 +151,17 @@ mod tests {
         let seek = encode(b"a", 5, KIND_SEEK);
         assert_ne!(compare(&seek, &a), Ordering::Greater);
         assert_eq!(sequence(&a), 5);
+        // A flagged entry keeps its kind and sequence, and a seek at its
+        // sequence still lands before it.
+        let mut flagged = encode(b"a", 5, Kind::ValuePointer as u8);
+        set_shadow_counted(&mut flagged, true);
+        assert!(shadow_counted(&flagged) && is_valid(&flagged));
+        assert_eq!(kind_byte(&flagged), Kind::ValuePointer as u8);
+        assert_eq!(sequence(&flagged), 5);
+        assert_eq!(compare(&seek, &flagged), Ordering::Less);
+        set_shadow_counted(&mut flagged, false);
+        assert!(!shadow_counted(&flagged));
+        assert!(!is_valid(&encode(b"a", 5, 3)));
         assert_eq!(user_key(&a), b"a");
         // A user key that is a prefix of another sorts first.
         assert_eq!(

@@ -38,6 +38,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Flushes completed.
     pub flushes: u64,
+    /// Memtables switched early under space pressure, so that their flush
+    /// counts the garbage their overwrites and deletes made.
+    pub discovery_flushes: u64,
     /// Compactions completed (trivial moves included).
     pub compactions: u64,
     /// Of which trivial moves.
@@ -212,10 +215,11 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {}  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} to find garbage)  compactions {} ({} trivial moves)",
             self.memtable_bytes,
             self.immutable_memtables,
             self.flushes,
+            self.discovery_flushes,
             self.compactions,
             self.trivial_moves
         )?;
@@ -314,6 +318,7 @@ pub(crate) struct Counters {
     pub(crate) user_bytes: AtomicU64,
     pub(crate) user_ops: AtomicU64,
     pub(crate) flushes: AtomicU64,
+    pub(crate) discovery_flushes: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) compaction_read: AtomicU64,

@@ -22,9 +22,11 @@ use crate::fs::{CountingFs, IoClass};
 use crate::index::{CompactionPlan, IndexShape, LevelIter};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind, MAX_SEQUENCE};
+use crate::memtable::Lookup;
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
 use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
 use crate::version::{FileMeta, Version, VersionEdit};
 
@@ -68,6 +70,17 @@ pub(crate) struct MergeParams<'a> {
     /// seed 000 §3.2). Only entries that survive the merge are written, so
     /// versions shadowed in the memtable never reach the store.
     pub(crate) separate: Option<(&'a dyn ValueStore, usize)>,
+    /// Flushes into a database with a value store: the tables below the
+    /// memtable, whose newest version of each key the flush counts as
+    /// garbage (see [`write_merged`]).
+    pub(crate) older: Option<OlderTables<'a>>,
+}
+
+/// The tables a flush's memtable lies above.
+pub(crate) struct OlderTables<'a> {
+    pub(crate) version: &'a Version,
+    pub(crate) shape: &'a dyn IndexShape,
+    pub(crate) tables: &'a TableCache,
 }
 
 struct Output {
@@ -89,20 +102,42 @@ fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
     })
 }
 
+/// The kept entry of the current user key, held back until the next kept
+/// entry or the next user key: dropping an older version of its key may
+/// still change its [`key::SHADOW_COUNTED`] flag.
+struct Held {
+    ikey: Vec<u8>,
+    value: Vec<u8>,
+}
+
 /// Writes the entries of `iter` into new tables, dropping what no reader
 /// needs. Returns the tables written (synced, not yet in any version).
+///
+/// Garbage accounting (`docs/design.md`, "Space accounting"): a dropped
+/// pointer counts as garbage unless the nearest newer version of its key
+/// carries [`key::SHADOW_COUNTED`] (a flush counted it already); the kept
+/// version above a dropped one takes over the dropped one's flag, since the
+/// versions below now lie right under it. A flush (`p.older`) also looks up
+/// each key's newest version in the tables below and counts it, flagging
+/// the oldest version it writes.
 pub(crate) fn write_merged(
     iter: &mut dyn InternalIterator,
     p: &MergeParams<'_>,
     stats: &mut JobStats,
 ) -> Result<Vec<FileMeta>> {
-    let mut outputs = Vec::new();
-    let mut current: Option<Output> = None;
+    let mut w = Writer {
+        p,
+        outputs: Vec::new(),
+        current: None,
+        pointer_key: Vec::new(),
+    };
     let mut user_key: Vec<u8> = Vec::new();
     let mut has_user_key = false;
     let mut last_seq_for_key = MAX_SEQUENCE;
+    // The flag of the nearest newer version of the key in the stream.
+    let mut shadow_counted = false;
+    let mut held: Option<Held> = None;
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
-    let mut pointer_key = Vec::new();
 
     iter.seek_to_first();
     while iter.valid() {
@@ -113,6 +148,9 @@ pub(crate) fn write_merged(
             return Err(Error::Closed);
         }
         if !has_user_key || uk != user_key.as_slice() {
+            if let Some(h) = held.take() {
+                w.finish_key(h, shadow_counted, stats)?;
+            }
             // Between user keys: the only place an output may be cut.
             let mut cut = false;
             while gp_index < p.grandparents.len()
@@ -127,9 +165,10 @@ pub(crate) fn write_merged(
             if gp_overlap > p.max_grandparent_overlap_bytes {
                 cut = true;
             }
-            if let Some(out) = &current {
+            if let Some(out) = &w.current {
                 if cut || out.builder.estimated_size() >= p.target_file_size_bytes {
-                    outputs.push(finish(current.take().expect("current output"), stats)?);
+                    let out = w.current.take().expect("current output");
+                    w.outputs.push(finish(out, stats)?);
                     gp_overlap = 0;
                 }
             }
@@ -137,6 +176,7 @@ pub(crate) fn write_merged(
             user_key.extend_from_slice(uk);
             has_user_key = true;
             last_seq_for_key = MAX_SEQUENCE;
+            shadow_counted = false;
         }
         let seq = key::sequence(ik);
         let drop = if last_seq_for_key <= p.smallest_snapshot {
@@ -148,48 +188,126 @@ pub(crate) fn write_merged(
                     .is_some_and(|(v, shape, level)| shape.is_bottommost_for(v, level, uk))
         };
         last_seq_for_key = seq;
+        let flag = key::shadow_counted(ik);
         if drop {
             stats.entries_dropped += 1;
-            if key::kind_byte(ik) == Kind::ValuePointer as u8 {
-                if let Some(ptr) = crate::value::pointer::ValuePointer::decode(iter.value()) {
-                    *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
-                }
+            if !shadow_counted {
+                count_garbage(ik, iter.value(), stats);
+            }
+            if let Some(h) = &mut held {
+                key::set_shadow_counted(&mut h.ikey, flag);
             }
         } else {
-            if current.is_none() {
-                let number = (p.new_file_number)();
-                let file = p.fs.create(&filename::table(p.dir, number), p.class)?;
-                current = Some(Output {
-                    number,
-                    builder: TableBuilder::new(file, p.table),
-                });
+            if let Some(h) = held.take() {
+                w.emit(h, stats)?;
             }
-            let out = current.as_mut().expect("current output");
-            let kind = key::kind_byte(ik);
-            match p.separate {
-                Some((store, threshold))
-                    if kind == Kind::Value as u8 && iter.value().len() >= threshold =>
-                {
-                    let ptr = store.append(&Record {
-                        seq,
-                        flags: KIND_PUT,
-                        key: uk,
-                        value: iter.value(),
-                    })?;
-                    stats.values_separated += u64::from(ptr.record_len);
-                    key::encode_into(&mut pointer_key, uk, seq, Kind::ValuePointer as u8);
-                    out.builder.add(&pointer_key, &ptr.encode())?;
-                }
-                _ => out.builder.add(ik, iter.value())?,
-            }
+            held = Some(Held {
+                ikey: ik.to_vec(),
+                value: iter.value().to_vec(),
+            });
         }
+        shadow_counted = flag;
         iter.next();
     }
     iter.status()?;
-    if let Some(out) = current.take() {
-        outputs.push(finish(out, stats)?);
+    if let Some(h) = held.take() {
+        w.finish_key(h, shadow_counted, stats)?;
     }
-    Ok(outputs)
+    if let Some(out) = w.current.take() {
+        w.outputs.push(finish(out, stats)?);
+    }
+    Ok(w.outputs)
+}
+
+/// Counts the record a dropped entry points at, if any, as garbage.
+fn count_garbage(ikey: &[u8], value: &[u8], stats: &mut JobStats) {
+    if key::kind_byte(ikey) == Kind::ValuePointer as u8 {
+        count_pointer(value, stats);
+    }
+}
+
+/// Counts the record an encoded pointer points at as garbage.
+fn count_pointer(pointer: &[u8], stats: &mut JobStats) {
+    if let Some(ptr) = ValuePointer::decode(pointer) {
+        *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
+    }
+}
+
+/// The output side of [`write_merged`].
+struct Writer<'a, 'p> {
+    p: &'a MergeParams<'p>,
+    outputs: Vec<FileMeta>,
+    current: Option<Output>,
+    pointer_key: Vec<u8>,
+}
+
+impl Writer<'_, '_> {
+    /// Writes the last kept entry of a user key. A flush first counts the
+    /// tables' newest version of the key, which the entry shadows, unless
+    /// a snapshot still reads it (it is counted when a compaction drops
+    /// it) or it was counted already (`shadow_counted`).
+    fn finish_key(
+        &mut self,
+        mut h: Held,
+        shadow_counted: bool,
+        stats: &mut JobStats,
+    ) -> Result<()> {
+        if let Some(older) = &self.p.older {
+            if !shadow_counted && key::sequence(&h.ikey) <= self.p.smallest_snapshot {
+                // A table that cannot be read leaves the entry unflagged: the
+                // compaction that drops the version counts it instead.
+                let found = older.shape.get(
+                    older.version,
+                    older.tables,
+                    key::user_key(&h.ikey),
+                    MAX_SEQUENCE,
+                );
+                let counted = match found {
+                    Ok(Lookup::Found(Kind::ValuePointer, v)) => {
+                        count_pointer(&v, stats);
+                        true
+                    }
+                    Ok(Lookup::Found(..) | Lookup::Deleted) => true,
+                    Ok(Lookup::Absent) | Err(_) => false,
+                };
+                key::set_shadow_counted(&mut h.ikey, counted);
+            }
+        }
+        self.emit(h, stats)
+    }
+
+    /// Adds an entry to the current output (opening one if needed),
+    /// separating its value first when the flush separates values.
+    fn emit(&mut self, h: Held, stats: &mut JobStats) -> Result<()> {
+        let p = self.p;
+        if self.current.is_none() {
+            let number = (p.new_file_number)();
+            let file = p.fs.create(&filename::table(p.dir, number), p.class)?;
+            self.current = Some(Output {
+                number,
+                builder: TableBuilder::new(file, p.table),
+            });
+        }
+        let out = self.current.as_mut().expect("current output");
+        let kind = key::kind_byte(&h.ikey);
+        match p.separate {
+            Some((store, threshold)) if kind == Kind::Value as u8 && h.value.len() >= threshold => {
+                let seq = key::sequence(&h.ikey);
+                let uk = key::user_key(&h.ikey);
+                let ptr = store.append(&Record {
+                    seq,
+                    flags: KIND_PUT,
+                    key: uk,
+                    value: &h.value,
+                })?;
+                stats.values_separated += u64::from(ptr.record_len);
+                key::encode_into(&mut self.pointer_key, uk, seq, Kind::ValuePointer as u8);
+                key::set_shadow_counted(&mut self.pointer_key, key::shadow_counted(&h.ikey));
+                out.builder.add(&self.pointer_key, &ptr.encode())
+            }
+            _ => out.builder.add(&h.ikey, &h.value),
+        }
+    }
 }
 
 /// Runs a (non-trivial) compaction and returns the edit that installs it.

@@ -216,6 +216,7 @@ impl Core {
                     .sum::<usize>()) as u64,
             immutable_memtables: st.imms.len(),
             flushes: get(&c.flushes),
+            discovery_flushes: get(&c.discovery_flushes),
             compactions: get(&c.compactions),
             trivial_moves: get(&c.trivial_moves),
             compaction_bytes_read: get(&c.compaction_read),

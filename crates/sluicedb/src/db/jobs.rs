@@ -10,7 +10,7 @@ use parking_lot::MutexGuard;
 
 use super::core::{Core, State};
 use super::space::SpacePressure;
-use crate::compaction::{self, JobStats, MergeParams};
+use crate::compaction::{self, JobStats, MergeParams, OlderTables};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::IoClass;
@@ -19,7 +19,7 @@ use crate::iter::InternalIterator;
 use crate::policy::Separation;
 use crate::stats::bump;
 use crate::value::meta::ValueEdit;
-use crate::version::{FileMeta, VersionEdit};
+use crate::version::{FileMeta, Version, VersionEdit};
 
 pub(super) enum Job {
     Flush,
@@ -28,11 +28,15 @@ pub(super) enum Job {
 }
 
 impl Core {
-    /// Writes a memtable's entries into one L0 table.
+    /// Writes a memtable's entries into one L0 table. With `below`, the
+    /// version whose tables hold everything older than the memtable, the
+    /// flush counts the versions its entries shadow there as garbage
+    /// (`compaction::write_merged`).
     pub(super) fn build_tables(
         &self,
         mut iter: Box<dyn InternalIterator>,
         smallest_snapshot: u64,
+        below: Option<&Version>,
         stats: &mut JobStats,
     ) -> Result<Vec<FileMeta>> {
         let alloc = || self.new_output_number();
@@ -55,6 +59,13 @@ impl Core {
                 (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
             },
+            older: below
+                .filter(|_| self.values.is_some())
+                .map(|version| OlderTables {
+                    version,
+                    shape: self.shape.as_ref(),
+                    tables: &self.tables,
+                }),
         };
         let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
         if !out.is_empty() {
@@ -176,7 +187,7 @@ impl Core {
     }
 
     pub(super) fn run_flush(&self) -> Result<()> {
-        let (imm, next_mark, smallest_snapshot) = {
+        let (imm, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();
             let front = st
                 .imms
@@ -184,14 +195,28 @@ impl Core {
                 .expect("flush picked with an immutable memtable");
             let next = st.imms.get(1).map_or(st.mem_mark, |i| i.mark);
             let visible = self.visible_seq.load(Ordering::Acquire);
-            (front.mem.clone(), next, st.smallest_snapshot(visible))
+            (
+                front.mem.clone(),
+                next,
+                st.smallest_snapshot(visible),
+                st.current.clone(),
+            )
         };
         // Held until the tables are installed: GC waits for it after
         // freezing files, so that the pointers to values this flush
         // appends are in the index before GC judges them.
         let _appending = self.flush_appends.lock();
         let mut stats = JobStats::default();
-        let outputs = self.build_tables(imm.clone().iter(), smallest_snapshot, &mut stats)?;
+        // Flushes run one at a time, oldest memtable first, so `below` holds
+        // every version older than this memtable's: a compaction running
+        // meanwhile drops none of the newest ones (only shadowed versions
+        // and bottom tombstones, which point at nothing).
+        let outputs = self.build_tables(
+            imm.clone().iter(),
+            smallest_snapshot,
+            Some(&below),
+            &mut stats,
+        )?;
         // Tables are not replayed like the journal, so their pointers are
         // never re-checked: the values they point at (appended at write
         // time or by this flush) must be durable before the flush makes the
@@ -199,6 +224,7 @@ impl Core {
         if let Some(v) = &self.values {
             v.sync()?;
         }
+        self.note_flushed_shadows(imm.shadow_candidates(), stats.garbage.values().sum());
         let mut edit = VersionEdit {
             values: ValueEdit {
                 garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
@@ -247,6 +273,7 @@ impl Core {
             new_file_number: &alloc,
             cancel: &self.shutting_down,
             separate: None,
+            older: None,
         };
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;

@@ -161,7 +161,10 @@ impl Core {
         edit: &mut VersionEdit,
     ) -> Result<()> {
         let mut stats = JobStats::default();
-        let outputs = self.build_tables(mem.clone().iter(), max_seq, &mut stats)?;
+        // The tables recovery writes are not in a version yet, so its flushes
+        // count only the versions they drop; compactions count the rest.
+        let outputs = self.build_tables(mem.clone().iter(), max_seq, None, &mut stats)?;
+        edit.values.garbage.extend(stats.garbage);
         for f in outputs {
             edit.add_file(self.shape.flush_level(), f);
         }

@@ -5,11 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::core::Core;
+use super::core::{Core, State};
+use super::write::MIN_DISCOVERY_FLUSH_BYTES;
 use crate::error::Result;
 use crate::filename::{self, FileKind};
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
+use crate::memtable::ShadowCandidates;
 use crate::stats::SpaceMismatch;
 use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
@@ -26,7 +28,6 @@ pub(crate) enum SpacePressure {
 }
 
 /// The last space measurement, as the write path reads it.
-#[derive(Default)]
 pub(crate) struct SpaceMeasure {
     /// Bytes of all files, and the slack the limit allows beyond its ratio.
     used: AtomicU64,
@@ -35,6 +36,26 @@ pub(crate) struct SpaceMeasure {
     live: AtomicU64,
     /// The value store's bytes then.
     store_bytes: AtomicU64,
+    /// Of the bytes the last flushed memtable's writes could have made
+    /// garbage ([`ShadowCandidates::bytes`]), the share its flush counted,
+    /// in thousandths (1000 before the first flush): how much garbage a
+    /// memtable hides per byte written.
+    shadow_share_milli: AtomicU64,
+    /// The mean value size of the last flushed memtable's puts.
+    mean_value_bytes: AtomicU64,
+}
+
+impl Default for SpaceMeasure {
+    fn default() -> Self {
+        SpaceMeasure {
+            used: AtomicU64::new(0),
+            slack: AtomicU64::new(0),
+            live: AtomicU64::new(0),
+            store_bytes: AtomicU64::new(0),
+            shadow_share_milli: AtomicU64::new(1000),
+            mean_value_bytes: AtomicU64::new(0),
+        }
+    }
 }
 
 impl SpaceMeasure {
@@ -147,6 +168,46 @@ impl Core {
         };
     }
 
+    /// Learns from a flush how much of what its memtable's writes could
+    /// have made garbage (`candidates`) they did (`counted` bytes).
+    pub(crate) fn note_flushed_shadows(&self, candidates: ShadowCandidates, counted: u64) {
+        let m = &self.space_measure;
+        if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
+            m.mean_value_bytes.store(mean, Ordering::Relaxed);
+        }
+        let bytes = candidates.bytes(m.mean_value_bytes.load(Ordering::Relaxed));
+        if let Some(share) = counted.saturating_mul(1000).checked_div(bytes) {
+            m.shadow_share_milli
+                .store(share.min(1000), Ordering::Relaxed);
+        }
+    }
+
+    /// True when the active memtable should be switched although it is not
+    /// full, because its flush would count enough garbage to matter: the
+    /// garbage it likely hides (its shadow candidates times the share the
+    /// last flush found) reached `(high - 1) / 2` of the live bytes (a
+    /// quarter with the default high of 1.5). A memtable of pointers may
+    /// stand for gigabytes of values, more than a small store holds;
+    /// without this its overwrites and deletes stay uncounted until it
+    /// fills, and the space limit cannot see them. Never below
+    /// [`MIN_DISCOVERY_FLUSH_BYTES`] of memtable, nor while a flush is
+    /// queued.
+    pub(super) fn hidden_garbage_due(&self, st: &State) -> bool {
+        let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
+            return false;
+        };
+        if !st.imms.is_empty() || st.mem.approximate_memory_bytes() < MIN_DISCOVERY_FLUSH_BYTES {
+            return false;
+        }
+        let m = &self.space_measure;
+        let candidates = st.mem.shadow_candidates();
+        let hidden = candidates.bytes(m.mean_value_bytes.load(Ordering::Relaxed)) as f64
+            * m.shadow_share_milli.load(Ordering::Relaxed) as f64
+            / 1000.0;
+        let live = m.live.load(Ordering::Relaxed) as f64;
+        live > 0.0 && hidden >= (limit.high - 1.0).max(0.0) / 2.0 * live
+    }
+
     /// Where the space limit stands (`Options::gc.space_limit`, seed 003
     /// §3.5): below its low ratio, between low and high (how far, 0..1),
     /// or at high.
@@ -184,25 +245,35 @@ impl Core {
     }
 
     /// Bytes of records each value file holds that some index entry (any
-    /// version, in a table or a memtable) points at.
+    /// version, in a table or a memtable) points at and no one counted as
+    /// garbage yet: a version right below one flagged
+    /// [`key::SHADOW_COUNTED`] was counted by that one's flush.
     pub(crate) fn referenced_value_bytes(&self) -> Result<BTreeMap<u64, u64>> {
         let sv = self.super_version();
         let mut sources: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
         sources.extend(sv.imms.iter().map(|m| m.clone().iter()));
         sources.extend(self.shape.iterators(&sv.current, &self.tables));
+        let mut it = MergingIterator::new(sources);
         let mut out = BTreeMap::new();
-        for mut it in sources {
-            it.seek_to_first();
-            while it.valid() {
-                if key::kind_byte(it.key()) == Kind::ValuePointer as u8 {
-                    if let Some(p) = ValuePointer::decode(it.value()) {
-                        *out.entry(p.file).or_default() += u64::from(p.record_len);
-                    }
-                }
-                it.next();
+        let mut user_key = Vec::new();
+        let mut counted_above = false;
+        it.seek_to_first();
+        while it.valid() {
+            let ik = it.key();
+            if key::user_key(ik) != user_key.as_slice() {
+                user_key.clear();
+                user_key.extend_from_slice(key::user_key(ik));
+                counted_above = false;
             }
-            it.status()?;
+            if !counted_above && key::kind_byte(ik) == Kind::ValuePointer as u8 {
+                if let Some(p) = ValuePointer::decode(it.value()) {
+                    *out.entry(p.file).or_default() += u64::from(p.record_len);
+                }
+            }
+            counted_above = key::shadow_counted(ik);
+            it.next();
         }
+        it.status()?;
         Ok(out)
     }
 
@@ -325,5 +396,65 @@ mod tests {
     #[test]
     fn value_file_bytes_add_up_hashkv() {
         bytes_add_up(Preset::HashKv, JournalMode::Journal);
+    }
+
+    /// A flush counts the table version each key it writes shadows (an
+    /// overwrite's or a delete's old value) at once, unless a snapshot
+    /// still reads it; the compaction that later drops the versions counts
+    /// each of the others exactly once.
+    #[test]
+    fn flushes_count_what_they_shadow_once() {
+        let fs = MemFs::new();
+        let o = Options::preset(Preset::WiscKey)
+            .journal_mode(JournalMode::Journal)
+            .fs(Arc::new(fs.clone()))
+            .separation_threshold_bytes(Some(64))
+            .gc_garbage_ratio(None)
+            .space_limit(None)
+            .l0_compaction_trigger(8)
+            .background_threads(1);
+        let db = Db::open("/db", o).unwrap();
+        let v = |n: u8| vec![n; 100];
+        let space = |db: &Db| {
+            db.wait_for_background().unwrap();
+            let m = db.check_space().unwrap();
+            assert!(m.is_empty(), "{m:?}");
+            let s = db.stats();
+            (s.values.live_bytes, s.values.garbage_bytes)
+        };
+        db.put("a", v(1)).unwrap();
+        db.put("b", v(1)).unwrap();
+        db.flush().unwrap();
+        let (live, garbage) = space(&db);
+        assert_eq!(garbage, 0);
+        // Every record has the same length.
+        let r = live / 2;
+        assert_eq!(live, 2 * r);
+        // An overwrite and a delete: both old values are garbage once flushed.
+        db.put("a", v(2)).unwrap();
+        db.delete("b").unwrap();
+        assert_eq!(
+            space(&db),
+            (3 * r, 0),
+            "nothing is counted before the flush"
+        );
+        db.flush().unwrap();
+        assert_eq!(space(&db), (r, 2 * r));
+        // A snapshot reads a@2: the flush of a@3 leaves it live.
+        let snap = db.snapshot();
+        db.put("a", v(3)).unwrap();
+        db.flush().unwrap();
+        assert_eq!(space(&db), (2 * r, 2 * r));
+        let at = crate::ReadOptions::at(&snap);
+        assert_eq!(db.get_opt(&at, "a").unwrap(), Some(v(2)));
+        drop(snap);
+        // a@4 counts a@3; a@2 waits for the compaction that drops it.
+        db.put("a", v(4)).unwrap();
+        db.flush().unwrap();
+        assert_eq!(space(&db), (2 * r, 3 * r));
+        db.compact_range(None, None).unwrap();
+        assert_eq!(space(&db), (r, 4 * r));
+        assert_eq!(db.get("a").unwrap(), Some(v(4)));
+        assert_eq!(db.get("b").unwrap(), None);
     }
 }

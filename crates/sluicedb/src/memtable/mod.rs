@@ -6,7 +6,7 @@
 //! single group-commit leader, reads from any thread concurrently.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
@@ -15,6 +15,7 @@ use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
+use crate::value::pointer::ValuePointer;
 
 /// What a point lookup found in one source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator>;
     /// Memory used, in bytes (keys, values and per-entry overhead).
     fn approximate_memory_bytes(&self) -> usize;
+    /// The writes that may shadow older versions.
+    fn shadow_candidates(&self) -> ShadowCandidates;
     /// Number of entries.
     fn len(&self) -> usize;
     /// True when nothing was inserted.
@@ -82,11 +85,41 @@ impl PartialOrd for MemKey {
     }
 }
 
+/// What a write buffer's writes may have made garbage of: each overwrite
+/// or delete shadows an older version, whose value is counted as garbage
+/// only when the buffer is flushed (`docs/design.md`, "Counting at
+/// flush"). The engine estimates from these how much garbage a buffer
+/// hides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ShadowCandidates {
+    /// Puts and the bytes of their values (for a pointer, the record it
+    /// points at).
+    pub(crate) puts: u64,
+    pub(crate) value_bytes: u64,
+    pub(crate) deletes: u64,
+}
+
+impl ShadowCandidates {
+    /// The bytes these writes would make garbage if every one shadowed a
+    /// value: a delete counts as a put of the mean value size (of these
+    /// puts, or `mean_value_bytes` when there are none).
+    pub(crate) fn bytes(&self, mean_value_bytes: u64) -> u64 {
+        let mean = match self.puts {
+            0 => mean_value_bytes,
+            n => self.value_bytes / n,
+        };
+        self.value_bytes + self.deletes * mean
+    }
+}
+
 /// The skiplist memtable.
 #[derive(Default)]
 pub(crate) struct MemTable {
     map: SkipMap<MemKey, Vec<u8>>,
     memory: AtomicUsize,
+    puts: AtomicU64,
+    value_bytes: AtomicU64,
+    deletes: AtomicU64,
 }
 
 impl MemTable {
@@ -101,6 +134,18 @@ impl MemTable {
             Ordering::Relaxed,
         );
         self.map.insert(ikey, value.to_vec());
+        let value_bytes = match kind {
+            Kind::Delete => {
+                self.deletes.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Kind::Value => value.len() as u64,
+            Kind::ValuePointer => {
+                ValuePointer::decode(value).map_or(0, |p| u64::from(p.record_len))
+            }
+        };
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.value_bytes.fetch_add(value_bytes, Ordering::Relaxed);
     }
 }
 
@@ -145,6 +190,14 @@ impl WriteBuffer for MemTable {
 
     fn approximate_memory_bytes(&self) -> usize {
         self.memory.load(Ordering::Relaxed)
+    }
+
+    fn shadow_candidates(&self) -> ShadowCandidates {
+        ShadowCandidates {
+            puts: self.puts.load(Ordering::Relaxed),
+            value_bytes: self.value_bytes.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+        }
     }
 
     fn len(&self) -> usize {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// "sluicetb" little-endian: identifies a sluicedb table.
 pub(crate) const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"sluicetb");
 /// The table format this build writes. Readers accept versions up to it.
-pub(crate) const TABLE_FORMAT_VERSION: u32 = 1;
+pub(crate) const TABLE_FORMAT_VERSION: u32 = 2;
 /// Bytes of the block trailer.
 pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
 /// Bytes of the footer.
