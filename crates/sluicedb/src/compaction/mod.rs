@@ -360,3 +360,105 @@ pub(crate) fn trivial_move_edit(plan: &CompactionPlan) -> VersionEdit {
     }
     edit
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::iter::testutil::VecIter;
+    use crate::table::reader::Table;
+    use crate::table::BlockCache;
+
+    /// A pointer entry of key `a` at `seq` into file `seq` (so the garbage
+    /// map names the versions), flagged or not.
+    fn pointer(seq: u64, flagged: bool) -> (Vec<u8>, Vec<u8>) {
+        let mut ik = key::encode(b"a", seq, Kind::ValuePointer as u8);
+        key::set_shadow_counted(&mut ik, flagged);
+        let p = ValuePointer {
+            store: 0,
+            file: seq,
+            offset: 16,
+            record_len: 100,
+            record_crc: 0,
+        };
+        (ik, p.encode().to_vec())
+    }
+
+    /// Runs the merge loop as a compaction (every version visible to all
+    /// readers, no bottom) over `entries`; returns the sequences and
+    /// flags written, and the files whose records it counted as garbage.
+    fn merge(entries: Vec<(Vec<u8>, Vec<u8>)>) -> (Vec<(u64, bool)>, Vec<u64>) {
+        let fs = CountingFs::new(Arc::new(MemFs::new()));
+        let dir = PathBuf::from("/");
+        let next = AtomicU64::new(1);
+        let alloc = || next.fetch_add(1, Ordering::Relaxed);
+        let cancel = AtomicBool::new(false);
+        let p = MergeParams {
+            fs: &fs,
+            dir: &dir,
+            class: IoClass::Compaction,
+            table: TableOptions {
+                block_size_bytes: 4096,
+                restart_interval: 16,
+                bloom_bits_per_key: 10,
+            },
+            smallest_snapshot: 1000,
+            target_file_size_bytes: u64::MAX,
+            bottom: None,
+            grandparents: &[],
+            max_grandparent_overlap_bytes: u64::MAX,
+            new_file_number: &alloc,
+            cancel: &cancel,
+            separate: None,
+            older: None,
+        };
+        let mut stats = JobStats::default();
+        let out = write_merged(&mut VecIter::new(entries), &p, &mut stats).unwrap();
+        let mut written = Vec::new();
+        for f in out {
+            let t = Table::open(
+                &fs,
+                filename::table(&dir, f.number),
+                f.number,
+                f.file_size,
+                Arc::new(BlockCache::new(0)),
+            )
+            .unwrap();
+            let mut it = Arc::new(t).iter(IoClass::Compaction, false);
+            it.seek_to_first();
+            while it.valid() {
+                written.push((key::sequence(it.key()), key::shadow_counted(it.key())));
+                it.next();
+            }
+        }
+        (written, stats.garbage.into_keys().collect())
+    }
+
+    /// The rule "a version right below a flagged one is counted already":
+    /// a job counts a dropped version only under an unflagged one, and the
+    /// kept version takes over the flag of the versions it drops, so the
+    /// versions left below it (in deeper tables) are judged as before.
+    #[test]
+    fn dropped_versions_are_counted_once_and_flags_pass_on() {
+        // Under a flagged newest version the next is counted already; the
+        // one under it (unflagged above) is counted here.
+        let (w, g) = merge(vec![pointer(9, true), pointer(7, false), pointer(5, false)]);
+        assert_eq!((w, g), (vec![(9, false)], vec![5]));
+        // The kept version takes the last dropped one's flag: the version
+        // below, elsewhere, was counted by that one's flush.
+        let (w, g) = merge(vec![pointer(9, false), pointer(7, true)]);
+        assert_eq!((w, g), (vec![(9, true)], vec![7]));
+        let (w, g) = merge(vec![pointer(9, true), pointer(7, false)]);
+        assert_eq!((w, g), (vec![(9, false)], vec![]));
+        // A chain of flagged versions: nothing below the newest is counted
+        // again, and the newest stays flagged.
+        let (w, g) = merge(vec![pointer(9, true), pointer(7, true), pointer(5, true)]);
+        assert_eq!((w, g), (vec![(9, true)], vec![]));
+        // Nothing dropped: flags stay as they are.
+        let (w, g) = merge(vec![pointer(9, true)]);
+        assert_eq!((w, g), (vec![(9, true)], vec![]));
+    }
+}

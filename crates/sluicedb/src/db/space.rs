@@ -284,6 +284,8 @@ impl Core {
         let Some(store) = &self.values else {
             return Ok(Vec::new());
         };
+        // No GC step between its copies and their relocation.
+        let _gc = self.gc_lock.lock();
         let referenced = self.referenced_value_bytes()?;
         let pending = self.journal()?.pending_garbage();
         let current = self.super_version().current.clone();
