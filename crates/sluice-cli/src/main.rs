@@ -208,8 +208,9 @@ struct BenchArgs {
     /// preset's).
     #[arg(long)]
     scan_prefetch_threads: Option<usize>,
-    /// Hash layout GC victim policy: greedy, cba, or gra:D (greedy-random
-    /// among the D most written groups). Default: the preset's.
+    /// Hash layout GC victim policy: greedy, cba, garbage (the most known
+    /// garbage), or gra:D (greedy-random among the D most written groups).
+    /// Default: the preset's.
     #[arg(long)]
     hash_gc_policy: Option<String>,
     /// Separate values of at least this many bytes, or `none` (default:
@@ -291,12 +292,15 @@ fn parse_policy(s: &str) -> Result<HashGcPolicy, String> {
     match s {
         "greedy" => Ok(HashGcPolicy::Greedy),
         "cba" => Ok(HashGcPolicy::CostBenefit),
+        "garbage" => Ok(HashGcPolicy::MostGarbage),
         _ => s
             .strip_prefix("gra:")
             .and_then(|d| d.parse().ok())
             .filter(|&d: &usize| d > 0)
             .map(|d| HashGcPolicy::GreedyRandom { d })
-            .ok_or_else(|| format!("unknown GC policy {s:?}; use greedy, cba or gra:D (D >= 1)")),
+            .ok_or_else(|| {
+                format!("unknown GC policy {s:?}; use greedy, cba, garbage or gra:D (D >= 1)")
+            }),
     }
 }
 

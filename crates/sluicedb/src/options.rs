@@ -163,6 +163,13 @@ pub enum HashGcPolicy {
         /// How many of the most-written groups to choose among.
         d: usize,
     },
+    /// The group with the most garbage the space accounting knows of
+    /// (flushes count an overwrite's or delete's old value at once;
+    /// `docs/design.md`, "Space accounting"); by bytes written since its
+    /// last GC among groups with none known. Not in the paper, whose
+    /// greedy policy uses writes as the proxy for garbage because it has no
+    /// count of it.
+    MostGarbage,
 }
 
 /// How the value store lays out separated values (DESIGN.md axis 2).

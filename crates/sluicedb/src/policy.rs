@@ -53,6 +53,8 @@ pub(crate) struct GroupCandidate {
     pub(crate) written_since_gc: u64,
     /// Seconds since its last GC.
     pub(crate) age_secs: f64,
+    /// Bytes of garbage its files hold, as the space accounting knows.
+    pub(crate) garbage: u64,
 }
 
 /// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
@@ -81,6 +83,10 @@ impl HashGcPolicy {
             HashGcPolicy::CostBenefit => candidates
                 .iter()
                 .max_by(|a, b| cost_benefit(a).total_cmp(&cost_benefit(b)))
+                .map(|c| c.group),
+            HashGcPolicy::MostGarbage => candidates
+                .iter()
+                .max_by_key(|c| (c.garbage, c.written_since_gc))
                 .map(|c| c.group),
             HashGcPolicy::GreedyRandom { d } => {
                 candidates.sort_by_key(|c| std::cmp::Reverse(c.written_since_gc));
@@ -131,6 +137,7 @@ mod tests {
             bytes,
             written_since_gc: written,
             age_secs,
+            garbage: 0,
         }
     }
 
@@ -154,6 +161,13 @@ mod tests {
         assert_eq!(gra.choose(groups.clone(), || 3), Some(1));
         assert_eq!(gra.choose(Vec::new(), || 0), None);
         assert_eq!(HashGcPolicy::Greedy.choose(Vec::new(), never), None);
+        // Most garbage: by known garbage, then by writes.
+        let most = HashGcPolicy::MostGarbage;
+        assert_eq!(most.choose(groups.clone(), never), Some(0));
+        let mut known = groups.clone();
+        known[2].garbage = 300;
+        known[1].garbage = 200;
+        assert_eq!(most.choose(known, never), Some(2));
     }
 
     #[test]

@@ -105,9 +105,22 @@ fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
 /// The kept entry of the current user key, held back until the next kept
 /// entry or the next user key: dropping an older version of its key may
 /// still change its [`key::SHADOW_COUNTED`] flag.
+/// Its buffers are reused from entry to entry.
+#[derive(Default)]
 struct Held {
     ikey: Vec<u8>,
     value: Vec<u8>,
+    present: bool,
+}
+
+impl Held {
+    fn set(&mut self, ikey: &[u8], value: &[u8]) {
+        self.ikey.clear();
+        self.ikey.extend_from_slice(ikey);
+        self.value.clear();
+        self.value.extend_from_slice(value);
+        self.present = true;
+    }
 }
 
 /// Writes the entries of `iter` into new tables, dropping what no reader
@@ -136,7 +149,7 @@ pub(crate) fn write_merged(
     let mut last_seq_for_key = MAX_SEQUENCE;
     // The flag of the nearest newer version of the key in the stream.
     let mut shadow_counted = false;
-    let mut held: Option<Held> = None;
+    let mut held = Held::default();
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
 
     iter.seek_to_first();
@@ -148,8 +161,8 @@ pub(crate) fn write_merged(
             return Err(Error::Closed);
         }
         if !has_user_key || uk != user_key.as_slice() {
-            if let Some(h) = held.take() {
-                w.finish_key(h, shadow_counted, stats)?;
+            if std::mem::take(&mut held.present) {
+                w.finish_key(&mut held, shadow_counted, stats)?;
             }
             // Between user keys: the only place an output may be cut.
             let mut cut = false;
@@ -194,24 +207,21 @@ pub(crate) fn write_merged(
             if !shadow_counted {
                 count_garbage(ik, iter.value(), stats);
             }
-            if let Some(h) = &mut held {
-                key::set_shadow_counted(&mut h.ikey, flag);
+            if held.present {
+                key::set_shadow_counted(&mut held.ikey, flag);
             }
         } else {
-            if let Some(h) = held.take() {
-                w.emit(h, stats)?;
+            if held.present {
+                w.emit(&held, stats)?;
             }
-            held = Some(Held {
-                ikey: ik.to_vec(),
-                value: iter.value().to_vec(),
-            });
+            held.set(ik, iter.value());
         }
         shadow_counted = flag;
         iter.next();
     }
     iter.status()?;
-    if let Some(h) = held.take() {
-        w.finish_key(h, shadow_counted, stats)?;
+    if held.present {
+        w.finish_key(&mut held, shadow_counted, stats)?;
     }
     if let Some(out) = w.current.take() {
         w.outputs.push(finish(out, stats)?);
@@ -248,7 +258,7 @@ impl Writer<'_, '_> {
     /// it) or it was counted already (`shadow_counted`).
     fn finish_key(
         &mut self,
-        mut h: Held,
+        h: &mut Held,
         shadow_counted: bool,
         stats: &mut JobStats,
     ) -> Result<()> {
@@ -278,7 +288,7 @@ impl Writer<'_, '_> {
 
     /// Adds an entry to the current output (opening one if needed),
     /// separating its value first when the flush separates values.
-    fn emit(&mut self, h: Held, stats: &mut JobStats) -> Result<()> {
+    fn emit(&mut self, h: &Held, stats: &mut JobStats) -> Result<()> {
         let p = self.p;
         if self.current.is_none() {
             let number = (p.new_file_number)();

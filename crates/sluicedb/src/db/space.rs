@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::core::{Core, State};
 use super::write::MIN_DISCOVERY_FLUSH_BYTES;
 use crate::error::Result;
-use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
-use crate::memtable::ShadowCandidates;
+use crate::memtable::{ShadowCandidates, WriteBuffer};
+use crate::options::JournalMode;
 use crate::stats::SpaceMismatch;
 use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
@@ -79,9 +79,14 @@ impl SpaceMeasure {
     }
 }
 
-/// Bytes of small files (manifest, `CURRENT`, lock) the space limit allows
-/// beyond its ratio, with the engine journals.
-pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 1 << 20;
+/// Bytes the space limit allows beyond its ratio: the manifest, `CURRENT`,
+/// the lock, and the journal of the smallest memtable the write path
+/// switches early ([`MIN_DISCOVERY_FLUSH_BYTES`]) with the one flushing.
+pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
+
+/// A memtable is switched early once the garbage it likely hides reaches
+/// `(high - 1) / this` of the live bytes (see `Core::hidden_garbage_due`).
+const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
 
 /// Under space pressure GC runs only while at least 1/this of the value
 /// store's record bytes are garbage.
@@ -124,29 +129,33 @@ impl Core {
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
         };
-        let (mut used, mut journals) = (0, 0);
+        let mut used = 0;
         for name in &names {
             // A file deleted since the listing holds nothing.
             let Ok(len) = self.fs.allocated_len(&self.dir.join(name)) else {
                 continue;
             };
             used += len;
-            if let Some(FileKind::Journal(_)) = filename::parse(name) {
-                journals += len;
-            }
         }
-        let current = self.super_version().current.clone();
+        let sv = self.super_version();
+        let current = sv.current.clone();
         let tables: u64 = current.all_files().map(|(_, f)| f.file_size).sum();
         let (live_values, garbage) = self.value_space(&current);
-        let live = (tables + live_values).max(1);
+        // What the memtables likely hide is garbage already, though no flush
+        // counted it yet: the limit judges by the estimate.
+        let hidden: u64 = std::iter::once(&sv.mem)
+            .chain(sv.imms.iter())
+            .map(|m| self.hidden_garbage(m.as_ref()))
+            .sum();
+        let live = (tables + live_values.saturating_sub(hidden)).max(1);
         let milli = (used as f64 / live as f64 * 1000.0) as u64;
         self.space_ratio_milli
             .store(milli.max(1), Ordering::Relaxed);
-        // The limit applies past a slack for what is not data: the engine
-        // journals (they hold unflushed memtables, and go at the flush), the
-        // manifest and small files. Without it a small database would always
-        // be over (its journal alone can outweigh its data).
-        let slack = journals + SPACE_SLACK_FIXED_BYTES;
+        // The limit applies past a small slack for the manifest and small
+        // files. The journals count like any file: the write path switches
+        // a memtable early when its journal would weigh too much against a
+        // small store (`hidden_garbage_due`), and they go at the flush.
+        let slack = SPACE_SLACK_FIXED_BYTES;
         let m = &self.space_measure;
         m.used.store(used, Ordering::Relaxed);
         m.slack.store(slack, Ordering::Relaxed);
@@ -182,14 +191,25 @@ impl Core {
         }
     }
 
+    /// The garbage a memtable likely hides: its shadow candidates times the
+    /// share of them the last flush found to shadow something.
+    fn hidden_garbage(&self, mem: &dyn WriteBuffer) -> u64 {
+        let m = &self.space_measure;
+        let bytes = mem
+            .shadow_candidates()
+            .bytes(m.mean_value_bytes.load(Ordering::Relaxed));
+        bytes.saturating_mul(m.shadow_share_milli.load(Ordering::Relaxed)) / 1000
+    }
+
     /// True when the active memtable should be switched although it is not
-    /// full, because its flush would count enough garbage to matter: the
-    /// garbage it likely hides (its shadow candidates times the share the
-    /// last flush found) reached `(high - 1) / 2` of the live bytes (a
-    /// quarter with the default high of 1.5). A memtable of pointers may
-    /// stand for gigabytes of values, more than a small store holds;
-    /// without this its overwrites and deletes stay uncounted until it
-    /// fills, and the space limit cannot see them. Never below
+    /// full, because its flush would free or count enough to matter: the
+    /// garbage it likely hides ([`Core::hidden_garbage`]) and, with the
+    /// engine journal, the journal it keeps (about its own size) reached
+    /// `(high - 1) / `[`HIDDEN_GARBAGE_DIVISOR`] of the live bytes (a
+    /// sixteenth with the default high of 1.5). A memtable of pointers may stand for
+    /// gigabytes of values, more than a small store holds; without this its
+    /// overwrites and deletes stay uncounted until it fills, and the space
+    /// limit sees them only as an estimate. Never below
     /// [`MIN_DISCOVERY_FLUSH_BYTES`] of memtable, nor while a flush is
     /// queued.
     pub(super) fn hidden_garbage_due(&self, st: &State) -> bool {
@@ -199,13 +219,13 @@ impl Core {
         if !st.imms.is_empty() || st.mem.approximate_memory_bytes() < MIN_DISCOVERY_FLUSH_BYTES {
             return false;
         }
-        let m = &self.space_measure;
-        let candidates = st.mem.shadow_candidates();
-        let hidden = candidates.bytes(m.mean_value_bytes.load(Ordering::Relaxed)) as f64
-            * m.shadow_share_milli.load(Ordering::Relaxed) as f64
-            / 1000.0;
-        let live = m.live.load(Ordering::Relaxed) as f64;
-        live > 0.0 && hidden >= (limit.high - 1.0).max(0.0) / 2.0 * live
+        let mut hidden = self.hidden_garbage(st.mem.as_ref());
+        if self.opts.journal_mode == JournalMode::Journal {
+            // Its journal holds what the memtable holds, about.
+            hidden += st.mem.approximate_memory_bytes() as u64;
+        }
+        let live = self.space_measure.live.load(Ordering::Relaxed) as f64;
+        live > 0.0 && hidden as f64 >= (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live
     }
 
     /// Where the space limit stands (`Options::gc.space_limit`, seed 003

@@ -96,10 +96,13 @@ impl HashStore {
             Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
                 Some(Target::Cold(file, len))
             }
-            _ => self.victim().map(Target::Group).or_else(|| {
-                cold.filter(|&(_, _, garbage)| garbage > 0)
-                    .map(|(file, len, _)| Target::Cold(file, len))
-            }),
+            _ => self
+                .victim(&current.values.garbage)
+                .map(Target::Group)
+                .or_else(|| {
+                    cold.filter(|&(_, _, garbage)| garbage > 0)
+                        .map(|(file, len, _)| Target::Cold(file, len))
+                }),
         }
     }
 

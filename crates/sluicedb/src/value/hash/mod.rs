@@ -27,7 +27,7 @@
 mod gc;
 pub(crate) mod meta;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -471,7 +471,7 @@ impl HashStore {
 
     /// The GC victim among groups holding records, by the configured
     /// policy (`crate::policy`; greedy by default, seed 000 §3.3).
-    pub(crate) fn victim(&self) -> Option<u32> {
+    pub(crate) fn victim(&self, garbage: &BTreeMap<u64, u64>) -> Option<u32> {
         let candidates: Vec<GroupCandidate> = {
             let inner = self.inner.lock();
             inner.groups[..inner.hash_groups()]
@@ -483,6 +483,13 @@ impl HashStore {
                     bytes: g.bytes(),
                     written_since_gc: g.written_since_gc,
                     age_secs: g.last_gc.elapsed().as_secs_f64(),
+                    garbage: g
+                        .sealed
+                        .iter()
+                        .map(|&(f, _)| f)
+                        .chain(std::iter::once(g.head.number()))
+                        .map(|f| garbage.get(&f).copied().unwrap_or(0))
+                        .sum(),
                 })
                 .collect()
         };

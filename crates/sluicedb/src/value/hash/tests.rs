@@ -1,5 +1,7 @@
 //! Unit tests of the hash layout's store.
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::fs::{Fs, MemFs};
 use crate::value::log::format::KIND_PUT;
@@ -100,7 +102,12 @@ fn victim_policies() {
     let mem = MemFs::new();
     let counter = Arc::new(AtomicU64::new(10));
     let (mut s, _) = open(&mem, &HashMeta::default(), &counter);
-    assert_eq!(s.victim(), None, "nothing written, nothing to collect");
+    let mut garbage = BTreeMap::new();
+    assert_eq!(
+        s.victim(&garbage),
+        None,
+        "nothing written, nothing to collect"
+    );
     // Group g gets (g + 1) * 10 records.
     let mut i = 0u64;
     for g in 0..4u32 {
@@ -121,16 +128,32 @@ fn victim_policies() {
             n += 1;
         }
     }
-    assert_eq!(s.victim(), Some(3), "greedy: the most written group");
+    assert_eq!(
+        s.victim(&garbage),
+        Some(3),
+        "greedy: the most written group"
+    );
     s.config.policy = HashGcPolicy::GreedyRandom { d: 1 };
-    assert_eq!(s.victim(), Some(3), "greedy-random with d = 1 is greedy");
+    assert_eq!(
+        s.victim(&garbage),
+        Some(3),
+        "greedy-random with d = 1 is greedy"
+    );
     s.config.policy = HashGcPolicy::GreedyRandom { d: 2 };
-    let picks: HashSet<u32> = (0..64).filter_map(|_| s.victim()).collect();
+    let picks: HashSet<u32> = (0..64).filter_map(|_| s.victim(&garbage)).collect();
     assert_eq!(picks, HashSet::from([2, 3]), "a random one of the top 2");
     s.config.policy = HashGcPolicy::CostBenefit;
     // All groups hold only fresh writes (valid share ~0, same age):
     // any group is a fine answer, but there must be one.
-    assert!(s.victim().is_some());
+    assert!(s.victim(&garbage).is_some());
+    // Most garbage: the group whose files hold the most known garbage,
+    // however little it was written to; by writes when none is known.
+    s.config.policy = HashGcPolicy::MostGarbage;
+    assert_eq!(s.victim(&garbage), Some(3), "no garbage known: by writes");
+    let file_of = |g: u32| s.inner.lock().groups[g as usize].head.number();
+    garbage.insert(file_of(1), 7);
+    garbage.insert(file_of(2), 5);
+    assert_eq!(s.victim(&garbage), Some(1), "the most garbage");
 }
 
 /// A new store on a new file system, with the manifest state it created.
