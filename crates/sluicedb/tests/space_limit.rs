@@ -89,3 +89,59 @@ fn wisckey_stays_under_its_space_limit() {
 fn hashkv_stays_under_its_space_limit() {
     stays_bounded(Preset::HashKv);
 }
+
+/// With the default 64 MiB memtable, a 20 MB store churns (each write
+/// deletes a live key and adds a new one): a memtable of pointers could
+/// hide all of the deleted values from the limit until it fills, far past
+/// the data. The write path switches it early instead, and the directory
+/// stays under the high ratio times the data the test itself counts.
+#[test]
+fn a_large_memtable_hides_no_garbage_from_the_limit() {
+    for preset in [Preset::WiscKey, Preset::HashKv] {
+        let fs = MemFs::new();
+        let o = Options::preset(preset)
+            .fs(Arc::new(fs.clone()))
+            .value_log_file_size_bytes(1 << 20)
+            .hash_main_segment_bytes(1 << 20)
+            .hash_log_segment_bytes(256 << 10);
+        let db = Db::open("/db", o).unwrap();
+        let (keys, size) = (20_000u64, 1000usize);
+        let value = |k: u64| vec![b'a' + (k % 26) as u8; size];
+        for k in 0..keys {
+            db.put(format!("key{k:08}"), value(k)).unwrap();
+        }
+        // Live data as the test counts it: keys and values.
+        let live = keys * (11 + size as u64);
+        // The fixed slack, a value file or group head in progress per
+        // group, and the smallest memtable switched early with its journal.
+        let slack = (4 << 20) + 2 * (1 << 20) + 2 * (1 << 20);
+        let bound = (DEFAULT_SPACE_HIGH_RATIO * live as f64) as u64 + slack;
+        let mut next = keys;
+        let mut state = 7u64;
+        let mut alive: Vec<u64> = (0..keys).collect();
+        for round in 0..3 {
+            for i in 0..keys {
+                // xorshift: which live key goes.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let at = (state % alive.len() as u64) as usize;
+                db.delete(format!("key{:08}", alive[at])).unwrap();
+                db.put(format!("key{next:08}"), value(next)).unwrap();
+                alive[at] = next;
+                next += 1;
+                if i % 2000 == 1999 {
+                    let used = used_bytes(&fs);
+                    assert!(
+                        used <= bound,
+                        "{preset:?} round {round} write {i}: {used} bytes for {live} live, bound {bound}\n{}",
+                        db.stats()
+                    );
+                }
+            }
+        }
+        let s = db.stats();
+        assert!(s.discovery_flushes > 0, "{preset:?}: no early switch\n{s}");
+        assert!(s.gc.runs > 0, "{preset:?}: GC never ran\n{s}");
+    }
+}
