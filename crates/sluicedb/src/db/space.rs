@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::core::{Core, State};
-use super::write::MIN_DISCOVERY_FLUSH_BYTES;
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
@@ -29,9 +28,8 @@ pub(crate) enum SpacePressure {
 
 /// The last space measurement, as the write path reads it.
 pub(crate) struct SpaceMeasure {
-    /// Bytes of all files, and the slack the limit allows beyond its ratio.
+    /// Bytes of all files.
     used: AtomicU64,
-    slack: AtomicU64,
     /// Live bytes.
     live: AtomicU64,
     /// The value store's bytes then.
@@ -49,7 +47,6 @@ impl Default for SpaceMeasure {
     fn default() -> Self {
         SpaceMeasure {
             used: AtomicU64::new(0),
-            slack: AtomicU64::new(0),
             live: AtomicU64::new(0),
             store_bytes: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
@@ -75,17 +72,21 @@ impl SpaceMeasure {
                 .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
         });
         let used = self.used.load(Ordering::Relaxed) + grown;
-        used.saturating_sub(self.slack.load(Ordering::Relaxed)) as f64 / live as f64
+        used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
     }
 }
 
 /// Bytes the space limit allows beyond its ratio: the manifest, `CURRENT`,
 /// the lock, and the journal of the smallest memtable the write path
-/// switches early ([`MIN_DISCOVERY_FLUSH_BYTES`]) with the one flushing.
+/// switches early ([`MIN_EARLY_SWITCH_BYTES`]) with the one flushing.
 pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
 
+/// The smallest memtable (approximate memory) the space limit switches
+/// early: below it a flush would write a tiny table for little.
+const MIN_EARLY_SWITCH_BYTES: usize = 1 << 20;
+
 /// A memtable is switched early once the garbage it likely hides reaches
-/// `(high - 1) / this` of the live bytes (see `Core::hidden_garbage_due`).
+/// `(high - 1) / this` of the live bytes (see `Core::early_switch_due`).
 const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
 
 /// Under space pressure GC runs only while at least 1/this of the value
@@ -152,13 +153,12 @@ impl Core {
         self.space_ratio_milli
             .store(milli.max(1), Ordering::Relaxed);
         // The limit applies past a small slack for the manifest and small
-        // files. The journals count like any file: the write path switches
-        // a memtable early when its journal would weigh too much against a
-        // small store (`hidden_garbage_due`), and they go at the flush.
-        let slack = SPACE_SLACK_FIXED_BYTES;
+        // files (`SpaceMeasure::pressure`). The journals count like any
+        // file: the write path switches a memtable early when its journal
+        // would weigh too much against a small store (`early_switch_due`),
+        // and they go at the flush.
         let m = &self.space_measure;
         m.used.store(used, Ordering::Relaxed);
-        m.slack.store(slack, Ordering::Relaxed);
         m.live.store(live, Ordering::Relaxed);
         m.store_bytes.store(
             self.values.as_ref().map_or(0, |v| v.total_bytes()),
@@ -202,30 +202,35 @@ impl Core {
     }
 
     /// True when the active memtable should be switched although it is not
-    /// full, because its flush would free or count enough to matter: the
-    /// garbage it likely hides ([`Core::hidden_garbage`]) and, with the
-    /// engine journal, the journal it keeps (about its own size) reached
-    /// `(high - 1) / `[`HIDDEN_GARBAGE_DIVISOR`] of the live bytes (a
-    /// sixteenth with the default high of 1.5). A memtable of pointers may stand for
-    /// gigabytes of values, more than a small store holds; without this its
-    /// overwrites and deletes stay uncounted until it fills, and the space
-    /// limit sees them only as an estimate. Never below
-    /// [`MIN_DISCOVERY_FLUSH_BYTES`] of memtable, nor while a flush is
-    /// queued.
-    pub(super) fn hidden_garbage_due(&self, st: &State) -> bool {
+    /// full (the write group's leader asks, `make_room_for_write`), because
+    /// its flush would free or count enough to matter; never below
+    /// [`MIN_EARLY_SWITCH_BYTES`] of memtable, nor while a flush is queued:
+    /// - the garbage it likely hides ([`Core::hidden_garbage`]) and, with
+    ///   the engine journal, the journal it keeps (about its own size)
+    ///   reached `(high - 1) / `[`HIDDEN_GARBAGE_DIVISOR`] of the live bytes
+    ///   (a sixteenth with the default high of 1.5). A memtable of pointers
+    ///   may stand for gigabytes of values, more than a small store holds;
+    ///   without this its overwrites and deletes stay uncounted until it
+    ///   fills, and the limit sees them only as an estimate;
+    /// - or space is at the low ratio or above and GC has too little known
+    ///   garbage to reclaim: what the memtable hides may be all there is.
+    pub(super) fn early_switch_due(&self, st: &State) -> bool {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
             return false;
         };
-        if !st.imms.is_empty() || st.mem.approximate_memory_bytes() < MIN_DISCOVERY_FLUSH_BYTES {
+        let mem = st.mem.approximate_memory_bytes();
+        if !st.imms.is_empty() || mem < MIN_EARLY_SWITCH_BYTES {
             return false;
         }
         let mut hidden = self.hidden_garbage(st.mem.as_ref());
         if self.opts.journal_mode == JournalMode::Journal {
             // Its journal holds what the memtable holds, about.
-            hidden += st.mem.approximate_memory_bytes() as u64;
+            hidden += mem as u64;
         }
         let live = self.space_measure.live.load(Ordering::Relaxed) as f64;
-        live > 0.0 && hidden as f64 >= (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live
+        (live > 0.0 && hidden as f64 >= (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live)
+            || (self.space_pressure() != SpacePressure::Below
+                && !self.space_reclaimable(&st.current))
     }
 
     /// Where the space limit stands (`Options::gc.space_limit`, seed 003

@@ -31,10 +31,6 @@ pub(super) struct WriterSlot {
     pub(super) done: Mutex<Option<Result<()>>>,
 }
 
-/// The smallest memtable (approximate memory) the space limit switches to
-/// find garbage: below it a flush would write a tiny table for little.
-pub(crate) const MIN_DISCOVERY_FLUSH_BYTES: usize = 1 << 20;
-
 /// The most 1 s slices a write waits at the space limit's high ratio.
 const MAX_SPACE_WAIT_SLICES: usize = 10;
 
@@ -78,7 +74,6 @@ impl Core {
         match self.space_pressure() {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
-                self.flush_to_find_garbage();
                 // GC takes priority: wake the background work to run it.
                 self.bg_cv.notify_one();
                 let t = Instant::now();
@@ -89,36 +84,9 @@ impl Core {
                 bump(&self.counters.stall_space_micros, us);
             }
             SpacePressure::High => {
-                self.flush_to_find_garbage();
                 self.flush_for_gc();
                 self.wait_for_space_limit();
             }
-        }
-    }
-
-    /// Under space pressure with too little known garbage for GC, the
-    /// garbage may be hidden behind the memtable: the old values of the
-    /// keys it overwrote or deleted are counted only when it is flushed
-    /// (`docs/design.md`, "Counting at flush"), and a memtable of pointers
-    /// can stand for gigabytes of values. Then the memtable is switched, if
-    /// it holds at least [`MIN_DISCOVERY_FLUSH_BYTES`] and no flush is
-    /// queued, without waiting for the flush.
-    fn flush_to_find_garbage(&self) {
-        if self.values.is_none() {
-            return;
-        }
-        let wanted = {
-            let st = self.state.lock();
-            st.imms.is_empty()
-                && !st.flush_running
-                && st.mem.approximate_memory_bytes() >= MIN_DISCOVERY_FLUSH_BYTES
-                && !self.space_reclaimable(&st.current)
-        };
-        if wanted {
-            bump(&self.counters.discovery_flushes, 1);
-            // An error here is the database's (poisoned or closed): the
-            // write that follows reports it.
-            let _ = self.write(false, true, WriteBatch::new());
         }
     }
 
@@ -337,7 +305,7 @@ impl Core {
             }
             if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
                 // Switching early never waits for compaction.
-                if stop || !self.hidden_garbage_due(st) {
+                if stop || !self.early_switch_due(st) {
                     return Ok(());
                 }
                 bump(&self.counters.discovery_flushes, 1);
