@@ -25,12 +25,76 @@ struct Cli {
     command: Option<Command>,
 }
 
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Database directory (created if missing).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Preset for a new database (an existing one keeps its own).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Addresses to listen on, space separated (default 127.0.0.1 only).
+    #[arg(long)]
+    bind: Option<String>,
+    #[arg(long)]
+    port: Option<u16>,
+    /// Every command but AUTH, HELLO and QUIT needs this password first.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// always: acknowledge only synced writes; everysec: sync once a
+    /// second (default); no: leave syncing to the engine.
+    #[arg(long)]
+    appendfsync: Option<String>,
+    #[arg(long)]
+    maxclients: Option<usize>,
+    /// Close clients idle for this many seconds (0: never).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// A redis.conf-style file of the same settings (dir, preset, bind,
+    /// port, requirepass, appendfsync, maxclients, timeout,
+    /// proto-max-bulk-len, client-query-buffer-limit).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+fn serve(a: ServeArgs) -> Result<(), String> {
+    let mut c = sluice_server::Config::new("sluice-serve-data");
+    if let Some(path) = &a.config {
+        c.load_file(path)?;
+    }
+    let mut set = |name: &str, v: Option<String>| match v {
+        Some(v) => c.set(name, &v),
+        None => Ok(()),
+    };
+    set("dir", a.db.map(|p| p.display().to_string()))?;
+    set("preset", a.preset)?;
+    set("bind", a.bind)?;
+    set("port", a.port.map(|p| p.to_string()))?;
+    set("requirepass", a.requirepass)?;
+    set("appendfsync", a.appendfsync)?;
+    set("maxclients", a.maxclients.map(|n| n.to_string()))?;
+    set("timeout", a.timeout.map(|n| n.to_string()))?;
+    c.handle_signals = true;
+    let dir = c.dir.clone();
+    let running = sluice_server::start(c)?;
+    for addr in running.addrs() {
+        eprintln!("sluice serve: {} on {addr}", dir.display());
+    }
+    running.wait()?;
+    eprintln!("sluice serve: shut down");
+    Ok(())
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run workloads on sluicedb presets and peer engines (default: the
     /// update experiment, small, on leveldb, wisckey and hashkv in
     /// ./sluice-data), or `bench report` a results file.
     Bench(Box<BenchArgs>),
+    /// Serve a database over the Redis protocol (redis-cli, redis-py,
+    /// redis-benchmark...). Settings come from --config (redis.conf style:
+    /// `name value` lines), then the flags.
+    Serve(Box<ServeArgs>),
     /// Print levels, tables and counters of a database (opens read-only).
     Info {
         #[arg(long)]
@@ -666,6 +730,7 @@ fn main() -> ExitCode {
             });
     let r = match command {
         Command::Bench(a) => bench(*a),
+        Command::Serve(a) => serve(*a),
         Command::Info { db } => info(&db),
         Command::Verify { db } => open_existing(&db, Access::ReadOnly).and_then(|d| {
             let n = d.verify().map_err(|e| e.to_string())?;

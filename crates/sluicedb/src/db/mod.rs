@@ -178,6 +178,14 @@ impl Db {
         self.core().write(opts.sync, false, batch)
     }
 
+    /// Makes every write accepted before this call durable, as if each
+    /// had been written with `WriteOptions::synced()`: one journal sync
+    /// (servers call it once a second, Redis's `appendfsync everysec`).
+    /// After `Err` the database is poisoned like after a failed synced write.
+    pub fn sync(&self) -> Result<()> {
+        self.core().sync_journal()
+    }
+
     /// The value of `key`, or `None` if it has none.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.get_opt(&ReadOptions::default(), key)

@@ -35,7 +35,7 @@ use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
 use crate::policy::is_cold;
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
-use crate::value::log::reader::{scan_file, OwnedRecord};
+use crate::value::log::reader::{checked_record, scan_file, OwnedRecord};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit};
@@ -57,6 +57,9 @@ const LOOKUP_CHUNK: usize = 512;
 
 /// A key's put records in the frozen files, in file order.
 type Versions = Vec<(ValuePointer, OwnedRecord)>;
+
+/// A live record to copy: its key, where it is, and whether it is cold.
+type LiveRecord<'a> = (&'a Vec<u8>, ValuePointer, bool);
 
 /// One frozen file as a GC step read it.
 struct ScannedFile {
@@ -207,11 +210,15 @@ impl HashStore {
             ));
         }
         let records = scan.records.len() as u64;
+        // Keys and pointers only: a step holds no values (the live ones
+        // are read again, a file at a time, when they are copied), so its
+        // memory is the group's keys, not its bytes.
         let puts = scan
             .records
             .into_iter()
             .filter(|(_, _, rec)| rec.may_be_live())
-            .map(|(offset, len, rec)| {
+            .map(|(offset, len, mut rec)| {
+                rec.value = Vec::new();
                 let p = ValuePointer {
                     store: store_id,
                     file,
@@ -273,9 +280,10 @@ impl GcVictim for HashVictim<'_> {
         for chunk in found {
             now.extend(chunk?);
         }
-        // 3. Live records copied: to the group's new head, or to the cold
-        // log when cold.
-        let mut cold_moved = 0;
+        // 3. Live records copied, a frozen file at a time (read again whole:
+        // one sequential read): to the group's new head, or to the cold log
+        // when cold.
+        let mut live_in: HashMap<u64, Vec<LiveRecord<'_>>> = HashMap::new();
         for (&(key, versions), old) in keyed.iter().zip(now) {
             let Some(old) = old else {
                 continue;
@@ -283,28 +291,51 @@ impl GcVictim for HashVictim<'_> {
             let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {
                 continue;
             };
-            let copy = Record {
-                seq: rec.seq,
-                flags: KIND_PUT | FLAG_GC_COPY,
-                key,
-                value: &rec.value,
-            };
             // Cold (§3.4): see `policy::is_cold`.
             let cold =
                 store.hotness() && is_cold(g == COLD_GROUP, versions.len(), rec.is_gc_copy());
-            let new = if cold {
-                let p = store.append_cold(&copy)?;
-                cold_moved += u64::from(p.record_len);
-                p
-            } else {
-                store.append(&copy)?
+            live_in.entry(old.file).or_default().push((key, old, cold));
+        }
+        let mut cold_moved = 0;
+        for &(file, _) in &self.frozen {
+            let Some(mut live) = live_in.remove(&file) else {
+                continue;
             };
-            out.bytes_written += u64::from(new.record_len);
-            out.moves.push(Relocation {
-                key: key.clone(),
-                old,
-                new,
-            });
+            live.sort_by_key(|(_, p, _)| p.offset);
+            let data = store.read_file(file)?;
+            out.bytes_read += data.len() as u64;
+            let path = store.path_of(file);
+            for (key, old, cold) in live {
+                let end = old.offset as usize + old.record_len as usize;
+                let raw = data.get(old.offset as usize..end).ok_or_else(|| {
+                    Error::corruption(
+                        &path,
+                        old.offset,
+                        "a live record lies past the end of its file",
+                    )
+                })?;
+                let rec = checked_record(raw, &old, key)
+                    .map_err(|why| Error::corruption(&path, old.offset, why))?;
+                let copy = Record {
+                    seq: rec.seq,
+                    flags: KIND_PUT | FLAG_GC_COPY,
+                    key,
+                    value: rec.value,
+                };
+                let new = if cold {
+                    let p = store.append_cold(&copy)?;
+                    cold_moved += u64::from(p.record_len);
+                    p
+                } else {
+                    store.append(&copy)?
+                };
+                out.bytes_written += u64::from(new.record_len);
+                out.moves.push(Relocation {
+                    key: key.clone(),
+                    old,
+                    new,
+                });
+            }
         }
         // Copies durable before any index entry points at them.
         store.sync()?;

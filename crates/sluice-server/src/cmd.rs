@@ -1,0 +1,936 @@
+//! The command table and dispatch: arity checks, authentication, `MULTI`
+//! queueing, the locks each command takes, and the connection and server
+//! commands. String and key commands are in `data.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::data::{self, int_arg, CmdResult, Ctx, SYNTAX};
+use crate::glob;
+use crate::resp::Out;
+use crate::server::{Client, Server};
+use crate::store::{Fsync, Held, Txn};
+
+/// How a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Reads keys: no lock.
+    Read,
+    /// Writes keys: the stripes of its keys.
+    Write,
+    /// Reads the whole keyspace (`KEYS`, `SCAN`): no lock.
+    ReadAll,
+    /// Empties the keyspace: held exclusively.
+    Flush,
+    /// Connection, server and transaction commands.
+    Admin,
+}
+
+/// One command's entry (its `COMMAND` reply comes from here too).
+pub struct Spec {
+    pub name: &'static str,
+    /// redis-server's convention: N exactly, -N at least N.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub kind: Kind,
+}
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    keys: (i32, i32, i32),
+    kind: Kind,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        kind,
+    }
+}
+
+const R: &[&str] = &["readonly", "fast"];
+const W: &[&str] = &["write", "denyoom", "fast"];
+const WS: &[&str] = &["write"];
+const A: &[&str] = &["admin", "noscript", "loading", "stale"];
+const C: &[&str] = &["noscript", "loading", "stale", "fast"];
+const NA: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+const NONE: (i32, i32, i32) = (0, 0, 0);
+const K1: (i32, i32, i32) = (1, 1, 1);
+
+/// Every command the server knows, as redis-server 7.0 declares them.
+pub static COMMANDS: &[Spec] = &[
+    // Strings.
+    spec("get", 2, R, K1, Kind::Read),
+    spec("set", -3, &["write", "denyoom"], K1, Kind::Write),
+    spec("setnx", 3, W, K1, Kind::Write),
+    spec("setex", 4, &["write", "denyoom"], K1, Kind::Write),
+    spec("psetex", 4, &["write", "denyoom"], K1, Kind::Write),
+    spec("getset", 3, W, K1, Kind::Write),
+    spec("getdel", 2, &["write", "fast"], K1, Kind::Write),
+    spec("getex", -2, &["write", "fast"], K1, Kind::Write),
+    spec("mget", -2, R, (1, -1, 1), Kind::Read),
+    spec("mset", -3, &["write", "denyoom"], (1, -1, 2), Kind::Write),
+    spec("msetnx", -3, &["write", "denyoom"], (1, -1, 2), Kind::Write),
+    spec("append", 3, W, K1, Kind::Write),
+    spec("strlen", 2, R, K1, Kind::Read),
+    spec("getrange", 4, &["readonly"], K1, Kind::Read),
+    spec("substr", 4, &["readonly"], K1, Kind::Read),
+    spec("setrange", 4, &["write", "denyoom"], K1, Kind::Write),
+    spec("incr", 2, W, K1, Kind::Write),
+    spec("decr", 2, W, K1, Kind::Write),
+    spec("incrby", 3, W, K1, Kind::Write),
+    spec("decrby", 3, W, K1, Kind::Write),
+    spec("incrbyfloat", 3, W, K1, Kind::Write),
+    // Keys.
+    spec("del", -2, WS, (1, -1, 1), Kind::Write),
+    spec("unlink", -2, &["write", "fast"], (1, -1, 1), Kind::Write),
+    spec("exists", -2, R, (1, -1, 1), Kind::Read),
+    spec("type", 2, R, K1, Kind::Read),
+    spec("rename", 3, WS, (1, 2, 1), Kind::Write),
+    spec("renamenx", 3, &["write", "fast"], (1, 2, 1), Kind::Write),
+    spec("expire", -3, &["write", "fast"], K1, Kind::Write),
+    spec("pexpire", -3, &["write", "fast"], K1, Kind::Write),
+    spec("expireat", -3, &["write", "fast"], K1, Kind::Write),
+    spec("pexpireat", -3, &["write", "fast"], K1, Kind::Write),
+    spec("ttl", 2, R, K1, Kind::Read),
+    spec("pttl", 2, R, K1, Kind::Read),
+    spec("persist", 2, &["write", "fast"], K1, Kind::Write),
+    spec("scan", -2, &["readonly"], NONE, Kind::ReadAll),
+    spec("keys", 2, &["readonly"], NONE, Kind::ReadAll),
+    spec("dbsize", 1, R, NONE, Kind::ReadAll),
+    spec("randomkey", 1, &["readonly"], NONE, Kind::ReadAll),
+    spec("flushdb", -1, WS, NONE, Kind::Flush),
+    spec("flushall", -1, WS, NONE, Kind::Flush),
+    // Transactions.
+    spec(
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        (1, -1, 1),
+        Kind::Admin,
+    ),
+    spec(
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        NONE,
+        Kind::Admin,
+    ),
+    // Connection.
+    spec("ping", -1, &["fast"], NONE, Kind::Admin),
+    spec("echo", 2, &["fast"], NONE, Kind::Admin),
+    spec(
+        "quit",
+        -1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy",
+        ],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "reset",
+        1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy",
+        ],
+        NONE,
+        Kind::Admin,
+    ),
+    spec("hello", -1, NA, NONE, Kind::Admin),
+    spec(
+        "auth",
+        -2,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "sentinel",
+            "allow_busy",
+        ],
+        NONE,
+        Kind::Admin,
+    ),
+    spec("select", 2, C, NONE, Kind::Admin),
+    spec(
+        "client",
+        -2,
+        &["noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec("command", -1, &["loading", "stale"], NONE, Kind::Admin),
+    // Server.
+    spec("info", -1, &["loading", "stale"], NONE, Kind::Admin),
+    spec("config", -2, A, NONE, Kind::Admin),
+    spec(
+        "save",
+        1,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no_async_loading"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "lastsave",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec("time", 1, &["loading", "stale", "fast"], NONE, Kind::Admin),
+    spec("wait", 3, &["noscript"], NONE, Kind::Admin),
+    spec(
+        "shutdown",
+        -1,
+        &[
+            "admin",
+            "noscript",
+            "loading",
+            "stale",
+            "no_multi",
+            "allow_busy",
+        ],
+        NONE,
+        Kind::Admin,
+    ),
+];
+
+/// The spec of `name` (lowercase).
+pub fn lookup(name: &str) -> Option<&'static Spec> {
+    static INDEX: std::sync::OnceLock<HashMap<&'static str, usize>> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name, i))
+            .collect()
+    });
+    index.get(name).map(|&i| &COMMANDS[i])
+}
+
+/// The key arguments of a command, by its spec's first/last/step.
+pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    if spec.first_key == 0 {
+        return Vec::new();
+    }
+    let last = if spec.last_key < 0 {
+        args.len() as i32 + spec.last_key
+    } else {
+        spec.last_key.min(args.len() as i32 - 1)
+    };
+    (spec.first_key..=last)
+        .step_by(spec.step.max(1) as usize)
+        .map(|i| &args[i as usize][..])
+        .collect()
+}
+
+/// What the connection does after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    Continue,
+    /// Send the replies, then close (`QUIT`).
+    Close,
+    /// Close without a reply and shut the server down (`SHUTDOWN`).
+    Shutdown,
+}
+
+fn arity_ok(spec: &Spec, n: usize) -> bool {
+    let n = n as i32;
+    if spec.arity >= 0 {
+        n == spec.arity
+    } else {
+        n >= -spec.arity
+    }
+}
+
+/// redis-server's error for a subcommand: unknown, or known with the
+/// wrong number of arguments (`known` lists its subcommands).
+fn subcommand_error(cmd: &str, sub: &[u8], known: &[&str]) -> String {
+    let lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    if known.contains(&lower.as_str()) {
+        format!("ERR wrong number of arguments for '{cmd}|{lower}' command")
+    } else {
+        format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(sub),
+            cmd.to_ascii_uppercase()
+        )
+    }
+}
+
+fn wrong_args(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+fn unknown_command(args: &[Bytes]) -> String {
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let s = String::from_utf8_lossy(a);
+        let room = 128 - rest.len();
+        let s: String = s.chars().take(room).collect();
+        rest.push_str(&format!("'{s}' "));
+    }
+    let name: String = String::from_utf8_lossy(&args[0])
+        .chars()
+        .take(128)
+        .collect();
+    format!("ERR unknown command '{name}', with args beginning with: {rest}")
+}
+
+/// Runs one command from `client`, writing its reply to `out`.
+pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut Out) -> After {
+    let started = Instant::now();
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let spec = lookup(&name);
+    client.last_command = spec.map_or("unknown", |s| s.name);
+    let after = dispatch(server, client, &name, spec, &args, out);
+    server.record(spec.map(|s| s.name), started.elapsed());
+    after
+}
+
+fn dispatch(
+    server: &Server,
+    client: &mut Client,
+    name: &str,
+    spec: Option<&'static Spec>,
+    args: &[Bytes],
+    out: &mut Out,
+) -> After {
+    let Some(spec) = spec else {
+        client.flag_multi_error();
+        out.error(&unknown_command(args));
+        return After::Continue;
+    };
+    if !arity_ok(spec, args.len()) {
+        client.flag_multi_error();
+        out.error(&wrong_args(spec.name));
+        return After::Continue;
+    }
+    if !client.authenticated && !spec.flags.contains(&"no_auth") {
+        client.flag_multi_error();
+        out.error("NOAUTH Authentication required.");
+        return After::Continue;
+    }
+    if client.multi.is_some()
+        && !matches!(
+            name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        )
+    {
+        if spec.flags.contains(&"no_multi") {
+            client.flag_multi_error();
+            out.error("ERR Command not allowed inside a transaction");
+            return After::Continue;
+        }
+        if let Some(q) = client.multi.as_mut() {
+            q.push(args.to_vec());
+        }
+        out.simple("QUEUED");
+        return After::Continue;
+    }
+    match spec.kind {
+        Kind::Admin => admin(server, client, name, args, out),
+        _ => {
+            single(server, spec, args, out);
+            After::Continue
+        }
+    }
+}
+
+fn ctx(server: &Server) -> Ctx {
+    Ctx {
+        max_bulk_bytes: server.config.read().max_bulk_bytes,
+    }
+}
+
+/// Runs one data command under its locks, committing its writes.
+fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
+    let ks = &server.ks;
+    let ctx = ctx(server);
+    let mut held = match spec.kind {
+        Kind::Write => ks.lock_keys(&keys_of(spec, args)),
+        Kind::Flush => ks.lock_all(),
+        _ => Held::None,
+    };
+    let mut txn = if matches!(spec.name, "mget" | "exists") && args.len() > 2 {
+        Txn::at_snapshot(ks)
+    } else {
+        Txn::new(ks)
+    };
+    let start = out.buf.len();
+    let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
+        if txn.has_writes() {
+            txn.commit(&mut held).map_err(data::engine)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = r {
+        // Nothing was applied (a command checks before it stages, and a
+        // batch commits whole or not at all): the reply is the error alone.
+        out.buf.truncate(start);
+        out.error(&e);
+    }
+}
+
+fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: &mut Out) -> After {
+    let r: CmdResult = match name {
+        "ping" => {
+            match args.len() {
+                1 => out.simple("PONG"),
+                2 => out.bulk(&args[1]),
+                _ => {
+                    out.error(&wrong_args("ping"));
+                }
+            }
+            Ok(())
+        }
+        "echo" => {
+            out.bulk(&args[1]);
+            Ok(())
+        }
+        "quit" => {
+            out.ok();
+            return After::Close;
+        }
+        "reset" => {
+            client.reset(server);
+            out.simple("RESET");
+            Ok(())
+        }
+        "select" => int_arg(&args[1]).and_then(|db| {
+            if db == 0 {
+                out.ok();
+                Ok(())
+            } else {
+                Err("ERR DB index is out of range".to_owned())
+            }
+        }),
+        "auth" => auth(server, client, &args[1..], out),
+        "hello" => hello(server, client, args, out),
+        "client" => client_cmd(server, client, args, out),
+        "command" => command(args, out),
+        "multi" => {
+            if client.multi.is_some() {
+                Err("ERR MULTI calls can not be nested".to_owned())
+            } else {
+                client.multi = Some(Vec::new());
+                client.multi_error = false;
+                out.ok();
+                Ok(())
+            }
+        }
+        "discard" => {
+            if client.multi.take().is_none() {
+                Err("ERR DISCARD without MULTI".to_owned())
+            } else {
+                client.unwatch_all(server);
+                out.ok();
+                Ok(())
+            }
+        }
+        "exec" => exec(server, client, out),
+        "watch" => {
+            if client.multi.is_some() {
+                Err("ERR WATCH inside MULTI is not allowed".to_owned())
+            } else {
+                let now = crate::store::now_ms();
+                let mut r = Ok(());
+                for k in &args[1..] {
+                    if let Err(e) = client.watch(server, k, now) {
+                        r = Err(data::engine(e));
+                        break;
+                    }
+                }
+                r.map(|()| out.ok())
+            }
+        }
+        "unwatch" => {
+            client.unwatch_all(server);
+            out.ok();
+            Ok(())
+        }
+        "info" => {
+            let text = server.info(&args[1..]);
+            out.verbatim(&text);
+            Ok(())
+        }
+        "config" => config(server, args, out),
+        "save" | "bgsave" => server
+            .save()
+            .map(|()| {
+                if name == "save" {
+                    out.ok();
+                } else {
+                    out.simple("Background saving started");
+                }
+            })
+            .map_err(data::engine),
+        "lastsave" => {
+            out.int(server.last_save_unix.load(Ordering::Relaxed) as i64);
+            Ok(())
+        }
+        "time" => {
+            let t = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            out.array(2);
+            out.bulk(t.as_secs().to_string().as_bytes());
+            out.bulk(t.subsec_micros().to_string().as_bytes());
+            Ok(())
+        }
+        "wait" => int_arg(&args[1]).and_then(|replicas| {
+            let timeout = int_arg(&args[2])?;
+            if timeout < 0 {
+                return Err("ERR timeout is negative".to_owned());
+            }
+            // No replicas: with some asked for, wait out the timeout (a
+            // zero timeout would block forever in redis-server; here it
+            // answers at once).
+            if replicas > 0 && timeout > 0 {
+                std::thread::sleep(Duration::from_millis(timeout as u64));
+            }
+            out.int(0);
+            Ok(())
+        }),
+        "shutdown" => {
+            for a in &args[1..] {
+                let a = a.to_ascii_lowercase();
+                if !matches!(&a[..], b"nosave" | b"save" | b"now" | b"force" | b"abort") {
+                    out.error(SYNTAX);
+                    return After::Continue;
+                }
+            }
+            if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"abort")) {
+                out.error("ERR No shutdown in progress.");
+                return After::Continue;
+            }
+            return After::Shutdown;
+        }
+        _ => Err(format!("ERR unknown command '{name}'")),
+    };
+    if let Err(e) = r {
+        out.error(&e);
+    }
+    After::Continue
+}
+
+fn auth(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let pass = server.config.read().requirepass.clone();
+    let (user, given) = match args {
+        [p] => {
+            if pass.is_none() {
+                return Err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_owned());
+            }
+            (&b"default"[..], &p[..])
+        }
+        [u, p] => (&u[..], &p[..]),
+        _ => return Err(SYNTAX.to_owned()),
+    };
+    if check_password(pass.as_deref(), user, given) {
+        client.authenticated = true;
+        out.ok();
+        Ok(())
+    } else {
+        Err("WRONGPASS invalid username-password pair or user is disabled.".to_owned())
+    }
+}
+
+/// Only the `default` user exists; without `requirepass` it takes any
+/// password (redis-server's `nopass`).
+fn check_password(pass: Option<&str>, user: &[u8], given: &[u8]) -> bool {
+    user == b"default" && pass.is_none_or(|p| constant_time_eq(p.as_bytes(), given))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, &x) in a.iter().enumerate() {
+        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`.
+fn hello(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let mut proto = None;
+    if args.len() > 1 {
+        let v = data::parse_i64(&args[1])
+            .ok_or("ERR Protocol version is not an integer or out of range")?;
+        if !(2..=3).contains(&v) {
+            return Err("NOPROTO unsupported protocol version".to_owned());
+        }
+        proto = Some(v);
+    }
+    let mut i = 2;
+    let (mut auth_pair, mut setname) = (None, None);
+    while i < args.len() {
+        let opt = args[i].to_ascii_lowercase();
+        match &opt[..] {
+            b"auth" if i + 2 < args.len() => {
+                auth_pair = Some((args[i + 1].clone(), args[i + 2].clone()));
+                i += 3;
+            }
+            b"setname" if i + 1 < args.len() => {
+                setname = Some(args[i + 1].clone());
+                i += 2;
+            }
+            _ => {
+                return Err(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(&args[i])
+                ));
+            }
+        }
+    }
+    if let Some((u, p)) = auth_pair {
+        let pass = server.config.read().requirepass.clone();
+        if !check_password(pass.as_deref(), &u, &p) {
+            return Err("WRONGPASS invalid username-password pair or user is disabled.".to_owned());
+        }
+        client.authenticated = true;
+    }
+    if !client.authenticated {
+        return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".to_owned());
+    }
+    if let Some(name) = setname {
+        client.set_name(server, &name)?;
+    }
+    if let Some(v) = proto {
+        out.resp3 = v == 3;
+        client.resp3 = v == 3;
+    }
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(if client.resp3 { 3 } else { 2 });
+    out.bulk(b"id");
+    out.int(client.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let sub = args[1].to_ascii_lowercase();
+    let wrong = || {
+        Err(subcommand_error(
+            "client",
+            &args[1],
+            &[
+                "setname", "getname", "id", "info", "list", "setinfo", "help",
+            ],
+        ))
+    };
+    match (&sub[..], args.len()) {
+        (b"setname", 3) => {
+            client.set_name(server, &args[2])?;
+            out.ok();
+        }
+        (b"getname", 2) => out.opt_bulk(client.name.as_deref()),
+        (b"id", 2) => out.int(client.id as i64),
+        (b"info", 2) => out.verbatim(&format!("{}\n", server.client_line(client))),
+        (b"list", _) => {
+            let text = server.client_list(client);
+            out.verbatim(&text);
+        }
+        // Client libraries announce themselves (redis-py, go-redis).
+        (b"setinfo", 4) => out.ok(),
+        (b"help", 2) => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "LIST",
+                "    Return information about client connections.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "HELP",
+                "    Print this help.",
+            ];
+            out.array(lines.len());
+            for l in lines {
+                out.simple(l);
+            }
+        }
+        _ => return wrong(),
+    }
+    Ok(())
+}
+
+/// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST`.
+fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    match sub.as_deref() {
+        None => {
+            out.array(COMMANDS.len());
+            for s in COMMANDS {
+                command_info(s, out);
+            }
+        }
+        Some(b"count") if args.len() == 2 => out.int(COMMANDS.len() as i64),
+        Some(b"list") if args.len() == 2 => {
+            out.array(COMMANDS.len());
+            for s in COMMANDS {
+                out.bulk(s.name.as_bytes());
+            }
+        }
+        Some(b"info") => {
+            out.array(args.len() - 2);
+            for a in &args[2..] {
+                match lookup(&String::from_utf8_lossy(a).to_ascii_lowercase()) {
+                    Some(s) => command_info(s, out),
+                    None => out.null_array(),
+                }
+            }
+        }
+        // Documentation is not kept: an empty map (redis-cli then gives no
+        // hints, which it handles).
+        Some(b"docs") => out.map(0),
+        _ => {
+            return Err(subcommand_error(
+                "command",
+                &args[1],
+                &["count", "list", "info", "docs"],
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn command_info(s: &Spec, out: &mut Out) {
+    out.array(10);
+    out.bulk(s.name.as_bytes());
+    out.int(i64::from(s.arity));
+    out.set(s.flags.len());
+    for f in s.flags {
+        out.simple(f);
+    }
+    out.int(i64::from(s.first_key));
+    out.int(i64::from(s.last_key));
+    out.int(i64::from(s.step));
+    out.set(0); // ACL categories
+    out.set(0); // tips
+    out.array(0); // key specs
+    out.array(0); // subcommands
+}
+
+fn exec(server: &Server, client: &mut Client, out: &mut Out) -> CmdResult {
+    let Some(queued) = client.multi.take() else {
+        return Err("ERR EXEC without MULTI".to_owned());
+    };
+    // The watches end with this EXEC whatever happens; they are dropped
+    // once the stripe locks are released (dropping takes a stripe lock).
+    let watched = std::mem::take(&mut client.watched);
+    let r = if client.multi_error {
+        client.multi_error = false;
+        Err("EXECABORT Transaction discarded because of previous errors.".to_owned())
+    } else {
+        exec_locked(server, client, &queued, &watched, out)
+    };
+    for w in &watched {
+        server.ks.unwatch(&w.key);
+    }
+    r
+}
+
+/// Runs a transaction under its locks: the whole keyspace when a command
+/// empties or reads all of it, else the stripes of every key of every
+/// command and of the watched keys.
+fn exec_locked(
+    server: &Server,
+    client: &mut Client,
+    queued: &[Vec<Bytes>],
+    watched: &[crate::server::Watched],
+    out: &mut Out,
+) -> CmdResult {
+    let ks = &server.ks;
+    let specs: Vec<&Spec> = queued
+        .iter()
+        .filter_map(|a| lookup(&String::from_utf8_lossy(&a[0]).to_ascii_lowercase()))
+        .collect();
+    if specs.len() != queued.len() {
+        return Err("ERR a queued command is unknown".to_owned());
+    }
+    let global = specs
+        .iter()
+        .any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll));
+    let mut held = if global {
+        ks.lock_all()
+    } else {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (s, a) in specs.iter().zip(queued) {
+            keys.extend(keys_of(s, a));
+        }
+        keys.extend(watched.iter().map(|w| &w.key[..]));
+        ks.lock_keys(&keys)
+    };
+    let now = crate::store::now_ms();
+    let touched = watched.iter().any(|w| {
+        ks.watched_version(&held, &w.key) != Some(w.version)
+            || w.expire_at_ms.is_some_and(|at| at <= now)
+    });
+    if touched {
+        out.null_array();
+        return Ok(());
+    }
+    let ctx = ctx(server);
+    let mut txn = Txn::new(ks);
+    let start = out.buf.len();
+    out.array(queued.len());
+    for (s, a) in specs.iter().zip(queued) {
+        let at = out.buf.len();
+        let r = match s.kind {
+            Kind::Admin => {
+                // Connection and server commands queued in a transaction
+                // run as they would alone.
+                admin(server, client, s.name, a, out);
+                Ok(())
+            }
+            _ => data::run(s.name, a, &mut txn, &ctx, out),
+        };
+        if let Err(e) = r {
+            out.buf.truncate(at);
+            out.error(&e);
+        }
+    }
+    if txn.has_writes() {
+        if let Err(e) = txn.commit(&mut held) {
+            // Nothing of the batch was applied: the reply is the error.
+            out.buf.truncate(start);
+            return Err(data::engine(e));
+        }
+    }
+    Ok(())
+}
+
+/// Parameters `CONFIG GET` reports and `CONFIG SET` changes.
+fn config(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let sub = args[1].to_ascii_lowercase();
+    match &sub[..] {
+        b"get" if args.len() >= 3 => {
+            let all = server.config_pairs();
+            let mut hits: Vec<(String, String)> = Vec::new();
+            for (k, v) in &all {
+                if args[2..]
+                    .iter()
+                    .any(|p| glob::matches(p, k.as_bytes(), true))
+                {
+                    hits.push((k.clone(), v.clone()));
+                }
+            }
+            out.map(hits.len());
+            for (k, v) in hits {
+                out.bulk(k.as_bytes());
+                out.bulk(v.as_bytes());
+            }
+            Ok(())
+        }
+        b"set" if args.len() >= 4 && args.len().is_multiple_of(2) => {
+            let pairs: Vec<(String, String)> = args[2..]
+                .chunks(2)
+                .map(|p| {
+                    (
+                        String::from_utf8_lossy(&p[0]).to_ascii_lowercase(),
+                        String::from_utf8_lossy(&p[1]).into_owned(),
+                    )
+                })
+                .collect();
+            server.config_set(&pairs)?;
+            out.ok();
+            Ok(())
+        }
+        b"resetstat" if args.len() == 2 => {
+            server.reset_stats();
+            out.ok();
+            Ok(())
+        }
+        b"rewrite" if args.len() == 2 => {
+            server.config_rewrite()?;
+            out.ok();
+            Ok(())
+        }
+        _ => Err(subcommand_error(
+            "config",
+            &args[1],
+            &["get", "set", "resetstat", "rewrite"],
+        )),
+    }
+}
+
+/// Parses an `appendfsync` value.
+pub fn parse_fsync(s: &str) -> Option<Fsync> {
+    match s.to_ascii_lowercase().as_str() {
+        "always" => Some(Fsync::Always),
+        "everysec" => Some(Fsync::EverySec),
+        "no" => Some(Fsync::No),
+        _ => None,
+    }
+}
+
+/// Client ids, from 1 as in redis-server.
+pub static NEXT_CLIENT_ID: AtomicU64 = AtomicU64::new(1);

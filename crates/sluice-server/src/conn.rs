@@ -1,0 +1,304 @@
+//! The network side: accepting, one task per connection, the background
+//! tasks (journal sync each second, the expiry reaper), and shutdown.
+//!
+//! A connection reads what the client sent, parses every whole command in
+//! it (pipelining), runs them on the worker thread with `block_in_place`
+//! (engine calls block: reads may go to the disk, synced writes wait for
+//! the journal), and writes the replies in one go. Replies are written out
+//! whenever 64 KiB have gathered, so a client that reads slowly holds back
+//! only itself and the server never buffers more than that plus one reply
+//! for it. Shutdown: no new connections; each connection finishes the
+//! commands it is running, sends their replies and closes; then the journal
+//! is synced and the database closed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::cmd::{self, After};
+use crate::resp::{Out, Parsed, RequestLimits, RequestParser};
+use crate::server::{Client, Server};
+use crate::store::{now_ms, Fsync};
+
+/// Replies gathered before they are written out mid-pipeline.
+const OUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Bytes read per system call at least.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Serves until `stopped` turns true; then closes the database.
+pub async fn serve(
+    server: Arc<Server>,
+    listeners: Vec<std::net::TcpListener>,
+    stop: watch::Sender<bool>,
+    stopped: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mut accepts = JoinSet::new();
+    let conns = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
+    for l in listeners {
+        let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+        accepts.spawn(accept_loop(
+            server.clone(),
+            l,
+            stop.clone(),
+            stopped.clone(),
+            conns.clone(),
+        ));
+    }
+    let background = tokio::spawn(background(server.clone(), stopped.clone()));
+    if server.config.read().handle_signals {
+        tokio::spawn(signals(stop.clone()));
+    }
+    let mut wait = stopped.clone();
+    let _ = wait.wait_for(|s| *s).await;
+    while accepts.join_next().await.is_some() {}
+    // Connections finish what they run and close.
+    let mut set = std::mem::take(&mut *conns.lock().await);
+    while set.join_next().await.is_some() {}
+    let _ = background.await;
+    let ks = &server.ks;
+    tokio::task::block_in_place(|| ks.db.sync()).map_err(|e| format!("final sync: {e}"))
+}
+
+async fn signals(stop: watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    let _ = stop.send(true);
+}
+
+async fn accept_loop(
+    server: Arc<Server>,
+    listener: TcpListener,
+    stop: watch::Sender<bool>,
+    mut stopped: watch::Receiver<bool>,
+    conns: Arc<tokio::sync::Mutex<JoinSet<()>>>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopped.wait_for(|s| *s) => return,
+        };
+        let Ok((stream, addr)) = accepted else {
+            // Out of descriptors and the like: back off a little.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        server.connections_received.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        let maxclients = server.config.read().maxclients;
+        if server.clients.lock().len() >= maxclients {
+            server.connections_rejected.fetch_add(1, Ordering::Relaxed);
+            let mut stream = stream;
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
+        let laddr = stream.local_addr().unwrap_or(addr);
+        let client = Client::new(&server, addr, laddr);
+        let mut set = conns.lock().await;
+        // Reap finished connections so the set does not grow.
+        while set.try_join_next().is_some() {}
+        set.spawn(connection(
+            server.clone(),
+            stream,
+            client,
+            stop.clone(),
+            stopped.clone(),
+        ));
+    }
+}
+
+/// Everything one connection does; the client leaves the registry at the end.
+async fn connection(
+    server: Arc<Server>,
+    mut stream: TcpStream,
+    mut client: Client,
+    stop: watch::Sender<bool>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let after = serve_client(&server, &mut stream, &mut client, &mut stopped).await;
+    client.close(&server);
+    let _ = stream.shutdown().await;
+    if after == After::Shutdown {
+        let _ = stop.send(true);
+    }
+}
+
+async fn serve_client(
+    server: &Server,
+    stream: &mut TcpStream,
+    client: &mut Client,
+    stopped: &mut watch::Receiver<bool>,
+) -> After {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut parser = RequestParser::default();
+    let mut out = Out::default();
+    let mut queue: VecDeque<Vec<Bytes>> = VecDeque::new();
+    loop {
+        let (limits, timeout_secs) = {
+            let c = server.config.read();
+            (
+                RequestLimits {
+                    max_bulk_bytes: c.max_bulk_bytes,
+                    max_args: c.max_args,
+                    max_query_buffer_bytes: c.max_query_buffer_bytes,
+                    unauthenticated: !client.authenticated,
+                },
+                c.timeout_secs,
+            )
+        };
+        // Parse what is buffered. Limits depend on authentication, so
+        // before AUTH one command is parsed and run at a time.
+        let mut protocol_error = None;
+        let mut need_read = false;
+        loop {
+            match parser.parse(&mut buf, &limits) {
+                Parsed::Command(args) => {
+                    queue.push_back(args);
+                    if !client.authenticated {
+                        break;
+                    }
+                }
+                Parsed::Incomplete => {
+                    need_read = true;
+                    break;
+                }
+                Parsed::Error(e) => {
+                    protocol_error = Some(e);
+                    break;
+                }
+            }
+        }
+        if buf.len() + parser.pending_bytes() > limits.max_query_buffer_bytes {
+            protocol_error =
+                Some("ERR client query buffer limit reached; closing the connection".into());
+        }
+        // Run the queued commands, writing out every 64 KiB of replies.
+        while !queue.is_empty() {
+            let after = tokio::task::block_in_place(|| {
+                out.resp3 = client.resp3;
+                while let Some(args) = queue.pop_front() {
+                    let after = cmd::execute(server, client, args, &mut out);
+                    if after != After::Continue || out.len() >= OUT_FLUSH_BYTES {
+                        return after;
+                    }
+                }
+                After::Continue
+            });
+            client
+                .shared
+                .last_active_ms
+                .store(now_ms(), Ordering::Relaxed);
+            *client.shared.last_command.lock() = client.last_command;
+            if after == After::Shutdown {
+                return after;
+            }
+            if !out.is_empty() {
+                if stream.write_all(&out.buf).await.is_err() {
+                    return After::Close;
+                }
+                out.buf.clear();
+                if out.buf.capacity() > 4 * OUT_FLUSH_BYTES {
+                    out.buf.shrink_to(OUT_FLUSH_BYTES);
+                }
+            }
+            if after == After::Close {
+                return after;
+            }
+        }
+        if let Some(e) = protocol_error {
+            out.error(&e);
+            let _ = stream.write_all(&out.buf).await;
+            return After::Close;
+        }
+        if !need_read {
+            // Parsed one command before AUTH: parse the rest with the
+            // limits of the state now.
+            continue;
+        }
+        if *stopped.borrow() {
+            return After::Close;
+        }
+        // Read more.
+        let want = parser.wanted_bytes(buf.len()).max(READ_CHUNK_BYTES);
+        if buf.capacity() - buf.len() < want {
+            buf.reserve(want);
+        }
+        let read = async {
+            tokio::select! {
+                r = stream.read_buf(&mut buf) => Some(r),
+                _ = stopped.wait_for(|s| *s) => None,
+            }
+        };
+        let r = if timeout_secs > 0 {
+            match tokio::time::timeout(Duration::from_secs(timeout_secs), read).await {
+                Ok(r) => r,
+                Err(_) => return After::Close, // idle too long
+            }
+        } else {
+            read.await
+        };
+        match r {
+            Some(Ok(n)) if n > 0 => {}
+            _ => return After::Close,
+        }
+    }
+}
+
+/// Journal sync once a second under `appendfsync everysec`, and the
+/// expiry reaper, until shutdown.
+async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(crate::REAP_INTERVAL);
+    let mut last_sync = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        let s = server.clone();
+        let everysec = server.config.read().appendfsync == Fsync::EverySec;
+        let sync_due = everysec && last_sync.elapsed() >= Duration::from_secs(1);
+        if sync_due {
+            last_sync = std::time::Instant::now();
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            if sync_due && s.ks.dirty.swap(false, Ordering::Relaxed) {
+                // A failed sync poisons the database; writes then fail
+                // with that error, so nothing more is needed here.
+                let _ = s.ks.db.sync();
+            }
+            // Reap in rounds of 1000 while keys are due, yielding to
+            // the tick between when there are many.
+            for _ in 0..10 {
+                match s.ks.reap(1000) {
+                    Ok((n, more)) => {
+                        s.expired_keys.fetch_add(n, Ordering::Relaxed);
+                        if !more {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        })
+        .await;
+    }
+}

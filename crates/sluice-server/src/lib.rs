@@ -1,0 +1,242 @@
+//! `sluice serve`: a Redis-protocol server over a sluicedb database, for
+//! the clients people already have (redis-cli, redis-benchmark, redis-py,
+//! go-redis). Strings and keys with redis-server's replies, transactions,
+//! expiry, RESP2 and RESP3; see the README's "Server" section for what it
+//! does and does not do, and `docs/format/server-keyspace.md` for how it
+//! stores keys.
+//!
+//! ```no_run
+//! let mut config = sluice_server::Config::new("/tmp/sluice-serve");
+//! config.port = 0; // any free port
+//! let server = sluice_server::start(config).unwrap();
+//! println!("listening on {}", server.addr());
+//! server.shutdown().unwrap();
+//! ```
+
+mod cmd;
+mod conn;
+mod data;
+mod glob;
+pub mod resp;
+mod server;
+mod store;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluicedb::{Db, Options, Preset};
+use tokio::sync::watch;
+
+pub use store::Fsync;
+
+/// The version reported as `redis_version` (the redis-server release
+/// whose replies this server follows).
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// Defaults, named so that docs and code agree.
+pub const DEFAULT_PORT: u16 = 6379;
+pub const DEFAULT_MAXCLIENTS: usize = 10_000;
+/// redis-server's `proto-max-bulk-len`.
+pub const DEFAULT_MAX_BULK_BYTES: usize = 512 << 20;
+/// redis-server's `client-query-buffer-limit`.
+pub const DEFAULT_MAX_QUERY_BUFFER_BYTES: usize = 1 << 30;
+/// Most arguments in one command (redis-server takes up to 2^31 - 1 and
+/// grows its array as they arrive; a bound here refuses `*2147483647`).
+pub const DEFAULT_MAX_ARGS: usize = 1 << 20;
+
+/// The server's settings: flags of `sluice serve`, or a config file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    /// Used when the database is created; an existing one keeps its own.
+    pub preset: Preset,
+    pub bind: Vec<String>,
+    /// 0 picks a free port (tests).
+    pub port: u16,
+    pub requirepass: Option<String>,
+    pub appendfsync: Fsync,
+    pub maxclients: usize,
+    /// Close clients idle this long (0: never).
+    pub timeout_secs: u64,
+    pub max_bulk_bytes: usize,
+    pub max_query_buffer_bytes: usize,
+    pub max_args: usize,
+    /// Where the config file was read from (`CONFIG REWRITE` writes it).
+    pub config_file: Option<PathBuf>,
+    /// Shut down on SIGTERM and SIGINT (the command; not tests).
+    pub handle_signals: bool,
+}
+
+impl Config {
+    pub fn new(dir: impl AsRef<Path>) -> Config {
+        Config {
+            dir: dir.as_ref().to_path_buf(),
+            preset: Preset::default(),
+            bind: vec!["127.0.0.1".to_owned()],
+            port: DEFAULT_PORT,
+            requirepass: None,
+            appendfsync: Fsync::EverySec,
+            maxclients: DEFAULT_MAXCLIENTS,
+            timeout_secs: 0,
+            max_bulk_bytes: DEFAULT_MAX_BULK_BYTES,
+            max_query_buffer_bytes: DEFAULT_MAX_QUERY_BUFFER_BYTES,
+            max_args: DEFAULT_MAX_ARGS,
+            config_file: None,
+            handle_signals: false,
+        }
+    }
+
+    /// Applies a redis.conf-style file: `name value` lines, `#` comments.
+    /// Known names: dir, preset, bind (several addresses), port,
+    /// requirepass, appendfsync, maxclients, timeout, proto-max-bulk-len,
+    /// client-query-buffer-limit.
+    pub fn load_file(&mut self, path: &Path) -> Result<(), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let value = value.trim().trim_matches('"');
+            self.set(&name.to_ascii_lowercase(), value)
+                .map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        }
+        self.config_file = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Sets one setting by its config-file name.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let int = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{name}: not a number: {v:?}"))
+        };
+        let size =
+            |v: &str| server::parse_size(v).ok_or_else(|| format!("{name}: not a size: {v:?}"));
+        match name {
+            "dir" => self.dir = PathBuf::from(value),
+            "preset" => {
+                self.preset =
+                    Preset::from_name(value).ok_or_else(|| format!("unknown preset {value:?}"))?;
+            }
+            "bind" => self.bind = value.split_whitespace().map(str::to_owned).collect(),
+            "port" => {
+                self.port =
+                    u16::try_from(int(value)?).map_err(|_| format!("port {value} out of range"))?
+            }
+            "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_owned()),
+            "appendfsync" => {
+                self.appendfsync = cmd::parse_fsync(value).ok_or_else(|| {
+                    format!("appendfsync must be always, everysec or no, not {value:?}")
+                })?;
+            }
+            "maxclients" => self.maxclients = int(value)? as usize,
+            "timeout" => self.timeout_secs = int(value)?,
+            "proto-max-bulk-len" => self.max_bulk_bytes = size(value)?,
+            "client-query-buffer-limit" => self.max_query_buffer_bytes = size(value)?,
+            _ => return Err(format!("unknown setting {name:?}")),
+        }
+        Ok(())
+    }
+}
+
+/// A running server.
+pub struct Running {
+    addrs: Vec<SocketAddr>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl Running {
+    /// The first address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Stops it as `SHUTDOWN` does and waits: no new connections, the
+    /// commands being run finish, the journal is synced, the database closed.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        let _ = self.stop.send(true);
+        self.join()
+    }
+
+    /// Waits until it stops (`SHUTDOWN`, or a signal with `handle_signals`).
+    pub fn wait(mut self) -> Result<(), String> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), String> {
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| "the server thread panicked".to_owned())?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        let _ = self.join();
+    }
+}
+
+/// Opens the database, binds, and serves on a thread of its own.
+pub fn start(mut config: Config) -> Result<Running, String> {
+    // An existing database is opened with the preset it was created with.
+    let preset = Db::recorded_preset(&config.dir)
+        .ok()
+        .flatten()
+        .unwrap_or(config.preset);
+    config.preset = preset;
+    let opts = Options::preset(preset);
+    let db = Db::open(&config.dir, opts)
+        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice-serve")
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let mut listeners = Vec::new();
+    for host in &config.bind {
+        let addr = format!("{host}:{}", config.port);
+        let std_listener =
+            std::net::TcpListener::bind(&addr).map_err(|e| format!("binding {addr}: {e}"))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        listeners.push(std_listener);
+    }
+    let addrs: Vec<SocketAddr> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+    let ks = store::Keyspace::new(db, config.appendfsync);
+    let server = Arc::new(server::Server::new(ks, config));
+    server.tcp_port.store(
+        u64::from(addrs.first().map_or(0, |a| a.port())),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let (stop, stopped) = watch::channel(false);
+    let stop_inner = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("sluice-serve-main".into())
+        .spawn(move || runtime.block_on(conn::serve(server, listeners, stop_inner, stopped)))
+        .map_err(|e| e.to_string())?;
+    Ok(Running {
+        addrs,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// How often the expiry reaper looks for keys past their time.
+pub const REAP_INTERVAL: Duration = Duration::from_millis(100);

@@ -1,0 +1,538 @@
+//! Server-wide state: settings, the keyspace, the client registry and
+//! counters; and the per-connection client state.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+use crate::cmd::{self, COMMANDS};
+use crate::store::{now_ms, Fsync, Keyspace};
+use crate::Config;
+
+/// What other connections may read of a client (`CLIENT LIST`).
+#[derive(Debug)]
+pub struct ClientShared {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    pub last_active_ms: AtomicU64,
+    pub name: Mutex<Option<Bytes>>,
+    pub last_command: Mutex<&'static str>,
+}
+
+/// A key a client watches, as it was when watched.
+#[derive(Debug)]
+pub struct Watched {
+    pub key: Vec<u8>,
+    pub version: u64,
+    /// Its expiry if it had one then (an expiry passing aborts `EXEC`).
+    pub expire_at_ms: Option<u64>,
+}
+
+/// One connection's state.
+#[derive(Debug)]
+pub struct Client {
+    pub id: u64,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub name: Option<Bytes>,
+    /// Commands queued since `MULTI`.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A command was refused while queueing: `EXEC` aborts.
+    pub multi_error: bool,
+    pub watched: Vec<Watched>,
+    pub last_command: &'static str,
+    pub shared: Arc<ClientShared>,
+}
+
+impl Client {
+    pub fn new(server: &Server, addr: SocketAddr, laddr: SocketAddr) -> Client {
+        let id = cmd::NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(ClientShared {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            last_active_ms: AtomicU64::new(now_ms()),
+            name: Mutex::new(None),
+            last_command: Mutex::new("NULL"),
+        });
+        server.clients.lock().insert(id, shared.clone());
+        Client {
+            id,
+            resp3: false,
+            authenticated: server.config.read().requirepass.is_none(),
+            name: None,
+            multi: None,
+            multi_error: false,
+            watched: Vec::new(),
+            last_command: "NULL",
+            shared,
+        }
+    }
+
+    /// Marks the open transaction as failed (a command was refused).
+    pub fn flag_multi_error(&mut self) {
+        if self.multi.is_some() {
+            self.multi_error = true;
+        }
+    }
+
+    pub fn set_name(&mut self, server: &Server, name: &[u8]) -> Result<(), String> {
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            return Err(
+                "ERR Client names cannot contain spaces, newlines or special characters."
+                    .to_owned(),
+            );
+        }
+        let _ = server;
+        self.name = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
+        *self.shared.name.lock() = self.name.clone();
+        Ok(())
+    }
+
+    pub fn watch(&mut self, server: &Server, key: &[u8], now: u64) -> sluicedb::Result<()> {
+        if self.watched.iter().any(|w| w.key == key) {
+            return Ok(());
+        }
+        let version = server.ks.watch(key);
+        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms);
+        self.watched.push(Watched {
+            key: key.to_vec(),
+            version,
+            expire_at_ms,
+        });
+        Ok(())
+    }
+
+    pub fn unwatch_all(&mut self, server: &Server) {
+        for w in self.watched.drain(..) {
+            server.ks.unwatch(&w.key);
+        }
+    }
+
+    /// `RESET`: back to a new connection's state (same id).
+    pub fn reset(&mut self, server: &Server) {
+        self.multi = None;
+        self.multi_error = false;
+        self.unwatch_all(server);
+        self.resp3 = false;
+        self.name = None;
+        *self.shared.name.lock() = None;
+        self.authenticated = server.config.read().requirepass.is_none();
+    }
+
+    /// Leaves the registry and drops its watches (on disconnect).
+    pub fn close(&mut self, server: &Server) {
+        self.unwatch_all(server);
+        server.clients.lock().remove(&self.id);
+    }
+}
+
+/// Per-command counters (`INFO commandstats`, metrics).
+#[derive(Debug, Default)]
+pub struct CommandCounters {
+    pub calls: AtomicU64,
+    pub micros: AtomicU64,
+}
+
+/// The state every connection shares.
+pub struct Server {
+    pub ks: Keyspace,
+    pub config: RwLock<Config>,
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientShared>>>,
+    pub last_save_unix: AtomicU64,
+    pub started: Instant,
+    pub connections_received: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub per_command: Vec<CommandCounters>,
+    pub unknown_commands: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub tcp_port: AtomicU64,
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn fsync_name(f: Fsync) -> &'static str {
+    match f {
+        Fsync::Always => "always",
+        Fsync::EverySec => "everysec",
+        Fsync::No => "no",
+    }
+}
+
+/// A size as redis.conf writes it (`512mb`, `1gb`, `100`).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim().to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().ok()?;
+    let mul: usize = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+impl Server {
+    pub fn new(ks: Keyspace, config: Config) -> Server {
+        Server {
+            ks,
+            config: RwLock::new(config),
+            clients: Mutex::new(BTreeMap::new()),
+            last_save_unix: AtomicU64::new(now_ms() / 1000),
+            started: Instant::now(),
+            connections_received: AtomicU64::new(0),
+            connections_rejected: AtomicU64::new(0),
+            commands_processed: AtomicU64::new(0),
+            per_command: COMMANDS
+                .iter()
+                .map(|_| CommandCounters::default())
+                .collect(),
+            unknown_commands: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
+            tcp_port: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one command and its time.
+    pub fn record(&self, name: Option<&'static str>, took: Duration) {
+        self.commands_processed.fetch_add(1, Ordering::Relaxed);
+        match name.and_then(|n| COMMANDS.iter().position(|s| s.name == n)) {
+            Some(i) => {
+                let c = &self.per_command[i];
+                c.calls.fetch_add(1, Ordering::Relaxed);
+                c.micros
+                    .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            }
+            None => {
+                self.unknown_commands.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn reset_stats(&self) {
+        for c in &self.per_command {
+            c.calls.store(0, Ordering::Relaxed);
+            c.micros.store(0, Ordering::Relaxed);
+        }
+        self.commands_processed.store(0, Ordering::Relaxed);
+        self.connections_received.store(0, Ordering::Relaxed);
+        self.connections_rejected.store(0, Ordering::Relaxed);
+        self.expired_keys.store(0, Ordering::Relaxed);
+    }
+
+    /// `SAVE`: the memtable flushed to tables and the journal synced.
+    pub fn save(&self) -> sluicedb::Result<()> {
+        self.ks.db.flush()?;
+        self.ks.db.sync()?;
+        self.last_save_unix
+            .store(now_ms() / 1000, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The settings `CONFIG GET` knows, with their values now.
+    pub fn config_pairs(&self) -> Vec<(String, String)> {
+        let c = self.config.read();
+        vec![
+            ("bind".into(), c.bind.join(" ")),
+            ("port".into(), c.port.to_string()),
+            ("dir".into(), c.dir.display().to_string()),
+            (
+                "requirepass".into(),
+                c.requirepass.clone().unwrap_or_default(),
+            ),
+            ("appendonly".into(), "yes".into()),
+            ("appendfsync".into(), fsync_name(c.appendfsync).into()),
+            ("maxclients".into(), c.maxclients.to_string()),
+            ("timeout".into(), c.timeout_secs.to_string()),
+            ("proto-max-bulk-len".into(), c.max_bulk_bytes.to_string()),
+            (
+                "client-query-buffer-limit".into(),
+                c.max_query_buffer_bytes.to_string(),
+            ),
+            ("databases".into(), "1".into()),
+            ("save".into(), String::new()),
+            ("maxmemory".into(), "0".into()),
+            ("preset".into(), c.preset.name().into()),
+        ]
+    }
+
+    /// `CONFIG SET`: all pairs checked first, then applied together.
+    pub fn config_set(&self, pairs: &[(String, String)]) -> Result<(), String> {
+        let mut next = self.config.read().clone();
+        for (k, v) in pairs {
+            let bad = |why: &str| {
+                format!("ERR CONFIG SET failed (possibly related to argument '{k}') - {why}")
+            };
+            match k.as_str() {
+                "requirepass" => next.requirepass = (!v.is_empty()).then(|| v.clone()),
+                "appendfsync" => {
+                    next.appendfsync = cmd::parse_fsync(v).ok_or_else(|| {
+                        bad("argument(s) must be one of the following: always, everysec, no")
+                    })?;
+                }
+                "maxclients" => {
+                    next.maxclients = v
+                        .parse()
+                        .map_err(|_| bad("argument couldn't be parsed into an integer"))?
+                }
+                "timeout" => {
+                    next.timeout_secs = v
+                        .parse()
+                        .map_err(|_| bad("argument couldn't be parsed into an integer"))?
+                }
+                "proto-max-bulk-len" => {
+                    next.max_bulk_bytes = parse_size(v)
+                        .filter(|&n| n >= 1024 * 1024)
+                        .ok_or_else(|| bad("argument must be a memory value of at least 1mb"))?;
+                }
+                "client-query-buffer-limit" => {
+                    next.max_query_buffer_bytes = parse_size(v)
+                        .filter(|&n| n >= 1024 * 1024)
+                        .ok_or_else(|| bad("argument must be a memory value of at least 1mb"))?;
+                }
+                // Read by redis-benchmark and some clients; nothing to change.
+                "save" | "appendonly" if v.is_empty() || v == "yes" => {}
+                _ => {
+                    return Err(format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{k}'"
+                    ))
+                }
+            }
+        }
+        self.ks.set_fsync(next.appendfsync);
+        *self.config.write() = next;
+        Ok(())
+    }
+
+    /// `CONFIG REWRITE`: the settings back into the config file.
+    pub fn config_rewrite(&self) -> Result<(), String> {
+        let path: Option<PathBuf> = self.config.read().config_file.clone();
+        let Some(path) = path else {
+            return Err("ERR The server is running without a config file".to_owned());
+        };
+        let mut text = String::from("# Written by CONFIG REWRITE.\n");
+        for (k, v) in self.config_pairs() {
+            if k == "databases" || k == "save" || k == "appendonly" || k == "maxmemory" {
+                continue;
+            }
+            if k == "requirepass" && v.is_empty() {
+                continue;
+            }
+            let _ = writeln!(text, "{k} {v}");
+        }
+        std::fs::write(&path, text).map_err(|e| format!("ERR Rewriting config file: {e}"))
+    }
+
+    /// One client's `CLIENT LIST` line.
+    pub fn client_line(&self, c: &Client) -> String {
+        self.shared_line(&c.shared, Some(c))
+    }
+
+    fn shared_line(&self, s: &ClientShared, me: Option<&Client>) -> String {
+        let now = now_ms();
+        let idle = now.saturating_sub(s.last_active_ms.load(Ordering::Relaxed)) / 1000;
+        let name = s.name.lock().clone().unwrap_or_default();
+        let (flags, multi, cmd, resp) = match me {
+            Some(c) => (
+                if c.multi.is_some() { "x" } else { "N" },
+                c.multi.as_ref().map_or(-1, |q| q.len() as i64),
+                c.last_command,
+                if c.resp3 { 3 } else { 2 },
+            ),
+            None => ("N", -1, *s.last_command.lock(), 2),
+        };
+        format!(
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            s.id,
+            s.addr,
+            s.laddr,
+            String::from_utf8_lossy(&name),
+            s.created.elapsed().as_secs(),
+            idle,
+            flags,
+            multi,
+            cmd,
+            resp
+        )
+    }
+
+    pub fn client_list(&self, me: &Client) -> String {
+        let clients: Vec<Arc<ClientShared>> = self.clients.lock().values().cloned().collect();
+        let mut out = String::new();
+        for s in clients {
+            let line = if s.id == me.id {
+                self.client_line(me)
+            } else {
+                self.shared_line(&s, None)
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `INFO [section ...]`: redis-server's sections with its field names,
+    /// and a `sluicedb` section from the engine's `Stats`.
+    pub fn info(&self, sections: &[Bytes]) -> String {
+        let wanted: Vec<String> = sections
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+            .collect();
+        let all = wanted.iter().any(|w| w == "all" || w == "everything");
+        let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+        let want = |name: &str| {
+            all || wanted.iter().any(|w| w == name) || (default && name != "commandstats")
+        };
+        let mut out = String::new();
+        let c = self.config.read().clone();
+        let up = self.started.elapsed().as_secs();
+        if want("server") {
+            let _ = write!(
+                out,
+                "# Server\r\nredis_version:{}\r\nsluicedb_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\npreset:{}\r\nconfig_file:{}\r\n\r\n",
+                crate::REDIS_VERSION,
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                self.tcp_port.load(Ordering::Relaxed),
+                up,
+                up / 86400,
+                c.preset.name(),
+                c.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            );
+        }
+        if want("clients") {
+            let _ = write!(
+                out,
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+                self.clients.lock().len(),
+                c.maxclients
+            );
+        }
+        if want("memory") {
+            let rss = resident_bytes();
+            let _ = write!(
+                out,
+                "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+            );
+        }
+        let stats = self.ks.db.stats();
+        if want("persistence") {
+            let _ = write!(
+                out,
+                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                self.last_save_unix.load(Ordering::Relaxed),
+                fsync_name(c.appendfsync),
+                stats.journal_syncs,
+            );
+        }
+        if want("stats") {
+            let _ = write!(
+                out,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nunknown_commands:{}\r\n\r\n",
+                self.connections_received.load(Ordering::Relaxed),
+                self.commands_processed.load(Ordering::Relaxed),
+                self.connections_rejected.load(Ordering::Relaxed),
+                self.expired_keys.load(Ordering::Relaxed),
+                self.unknown_commands.load(Ordering::Relaxed),
+            );
+        }
+        if want("replication") {
+            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+        }
+        if want("commandstats") {
+            out.push_str("# Commandstats\r\n");
+            for (s, n) in COMMANDS.iter().zip(&self.per_command) {
+                let calls = n.calls.load(Ordering::Relaxed);
+                if calls > 0 {
+                    let us = n.micros.load(Ordering::Relaxed);
+                    let _ = write!(
+                        out,
+                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2}\r\n",
+                        s.name,
+                        calls,
+                        us,
+                        us as f64 / calls as f64
+                    );
+                }
+            }
+            out.push_str("\r\n");
+        }
+        if want("keyspace") {
+            // A full count: the engine keeps no key count (see README).
+            let (mut keys, mut expires) = (0u64, 0u64);
+            let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
+                keys += 1;
+                expires += u64::from(e.expire_at_ms.is_some());
+                true
+            });
+            out.push_str("# Keyspace\r\n");
+            if keys > 0 {
+                let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+            out.push_str("\r\n");
+        }
+        if want("sluicedb") {
+            let _ = write!(
+                out,
+                "# Sluicedb\r\ncreated_with:{}\r\nuser_bytes_written:{}\r\nuser_ops_written:{}\r\nmemtable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\nlive_table_bytes:{}\r\nvalue_store_bytes:{}\r\nvalue_live_bytes:{}\r\nvalue_garbage_bytes:{}\r\ngc_runs:{}\r\nspace_amplification:{:.3}\r\npoisoned:{}\r\n\r\n",
+                stats.created_with.map_or("unknown", |p| p.name()),
+                stats.user_bytes_written,
+                stats.user_ops_written,
+                stats.memtable_bytes,
+                stats.flushes,
+                stats.compactions,
+                stats.write_stalls,
+                stats.write_stall_micros,
+                stats.live_table_bytes,
+                stats.values.bytes,
+                stats.values.live_bytes,
+                stats.values.garbage_bytes,
+                stats.gc.runs,
+                stats.space_amplification,
+                yes_no(stats.poisoned.is_some()),
+            );
+        }
+        // redis-server ends without the last blank line.
+        while out.ends_with("\r\n\r\n") {
+            out.truncate(out.len() - 2);
+        }
+        out
+    }
+}
+
+/// The process's resident set size, from /proc (0 where there is none).
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
