@@ -65,6 +65,14 @@ const WS: &[&str] = &["write"];
 const A: &[&str] = &["admin", "noscript", "loading", "stale"];
 const C: &[&str] = &["noscript", "loading", "stale", "fast"];
 const NA: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+const NA_BUSY: &[&str] = &[
+    "noscript",
+    "loading",
+    "stale",
+    "fast",
+    "no_auth",
+    "allow_busy",
+];
 const NONE: (i32, i32, i32) = (0, 0, 0);
 const K1: (i32, i32, i32) = (1, 1, 1);
 
@@ -151,34 +159,8 @@ pub static COMMANDS: &[Spec] = &[
     // Connection.
     spec("ping", -1, &["fast"], NONE, Kind::Admin),
     spec("echo", 2, &["fast"], NONE, Kind::Admin),
-    spec(
-        "quit",
-        -1,
-        &[
-            "noscript",
-            "loading",
-            "stale",
-            "fast",
-            "no_auth",
-            "allow_busy",
-        ],
-        NONE,
-        Kind::Admin,
-    ),
-    spec(
-        "reset",
-        1,
-        &[
-            "noscript",
-            "loading",
-            "stale",
-            "fast",
-            "no_auth",
-            "allow_busy",
-        ],
-        NONE,
-        Kind::Admin,
-    ),
+    spec("quit", -1, NA_BUSY, NONE, Kind::Admin),
+    spec("reset", 1, NA_BUSY, NONE, Kind::Admin),
     spec("hello", -1, NA, NONE, Kind::Admin),
     spec(
         "auth",

@@ -353,6 +353,17 @@ fn put_expiring(txn: &mut Txn<'_>, key: &[u8], value: Vec<u8>, at_ms: i64) {
     }
 }
 
+/// An expiry option (`EX`, `PX`, `EXAT`, `PXAT`, lowercased) with its
+/// argument: (argument, ms per unit, absolute).
+fn expiry_option<'a>(opt: &[u8], next: Option<&'a Bytes>) -> Option<(&'a [u8], i64, bool)> {
+    let unit = match opt {
+        b"ex" | b"exat" => 1000,
+        b"px" | b"pxat" => 1,
+        _ => return None,
+    };
+    next.map(|arg| (&arg[..], unit, opt.len() == 4))
+}
+
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
 fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
@@ -366,13 +377,8 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             b"xx" if !nx => xx = true,
             b"get" => get = true,
             b"keepttl" if expire.is_none() => keepttl = true,
-            b"ex" | b"px" | b"exat" | b"pxat" if expire.is_none() && !keepttl && next.is_some() => {
-                let unit = if opt[0] == b'e' { 1000 } else { 1 };
-                expire = Some((
-                    next.map(|b| &b[..]).unwrap_or_default(),
-                    unit,
-                    opt.len() == 4,
-                ));
+            _ if expire.is_none() && !keepttl && expiry_option(&opt, next).is_some() => {
+                expire = expiry_option(&opt, next);
                 i += 1;
             }
             _ => return Err(SYNTAX.to_owned()),
@@ -429,13 +435,10 @@ fn getex(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         let next = args.get(i + 1);
         match (&opt[..], &change) {
             (b"persist", Change::Keep) => change = Change::Persist,
-            (b"ex" | b"px" | b"exat" | b"pxat", Change::Keep) if next.is_some() => {
-                let unit = if opt[0] == b'e' { 1000 } else { 1 };
-                change = Change::At(
-                    next.map(|b| &b[..]).unwrap_or_default(),
-                    unit,
-                    opt.len() == 4,
-                );
+            (_, Change::Keep) if expiry_option(&opt, next).is_some() => {
+                if let Some((arg, unit, abs)) = expiry_option(&opt, next) {
+                    change = Change::At(arg, unit, abs);
+                }
                 i += 1;
             }
             _ => return Err(SYNTAX.to_owned()),
