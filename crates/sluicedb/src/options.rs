@@ -142,7 +142,7 @@ pub enum Preset {
     WiscKey,
     /// Hash-grouped value store (HashKV, seed 000 §3): values of 192 B and
     /// more go to segment groups chosen by key hash, collected a group at a
-    /// time. Work in progress (issue 4): no hotness tagging yet.
+    /// time, with hotness awareness (cold values to a cold log, §3.4).
     HashKv,
 }
 
