@@ -228,8 +228,8 @@ pub static COMMANDS: &[Spec] = &[
     ),
 ];
 
-/// The spec of `name` (lowercase).
-pub fn lookup(name: &str) -> Option<&'static Spec> {
+/// The position in [`COMMANDS`] of `name` (lowercase).
+fn lookup_index(name: &str) -> Option<usize> {
     static INDEX: std::sync::OnceLock<HashMap<&'static str, usize>> = std::sync::OnceLock::new();
     let index = INDEX.get_or_init(|| {
         COMMANDS
@@ -238,7 +238,12 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
             .map(|(i, s)| (s.name, i))
             .collect()
     });
-    index.get(name).map(|&i| &COMMANDS[i])
+    index.get(name).copied()
+}
+
+/// The spec of `name` (lowercase).
+pub fn lookup(name: &str) -> Option<&'static Spec> {
+    lookup_index(name).map(|i| &COMMANDS[i])
 }
 
 /// The key arguments of a command, by its spec's first/last/step.
@@ -317,10 +322,11 @@ fn unknown_command(args: &[Bytes]) -> String {
 pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut Out) -> After {
     let started = Instant::now();
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let spec = lookup(&name);
+    let index = lookup_index(&name);
+    let spec = index.map(|i| &COMMANDS[i]);
     client.last_command = spec.map_or("unknown", |s| s.name);
     let after = dispatch(server, client, &name, spec, &args, out);
-    server.record(spec.map(|s| s.name), started.elapsed());
+    server.record(index, started.elapsed());
     after
 }
 
@@ -629,7 +635,7 @@ fn hello(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Out) ->
         return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".to_owned());
     }
     if let Some(name) = setname {
-        client.set_name(server, &name)?;
+        client.set_name(&name)?;
     }
     if let Some(v) = proto {
         out.resp3 = v == 3;
@@ -666,7 +672,7 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
     };
     match (&sub[..], args.len()) {
         (b"setname", 3) => {
-            client.set_name(server, &args[2])?;
+            client.set_name(&args[2])?;
             out.ok();
         }
         (b"getname", 2) => out.opt_bulk(client.name.as_deref()),

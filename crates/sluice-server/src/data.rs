@@ -67,8 +67,8 @@ fn lower(b: &[u8]) -> Vec<u8> {
     b.to_ascii_lowercase()
 }
 
-/// The longest string a command may make (redis-server's
-/// `proto-max-bulk-len` check in `APPEND` and `SETRANGE`).
+/// The settings data commands read: the longest string `APPEND` and
+/// `SETRANGE` may make (redis-server's `proto-max-bulk-len` check).
 pub struct Ctx {
     pub max_bulk_bytes: usize,
 }
@@ -592,10 +592,9 @@ fn expire(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRe
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`. The cursor is the
 /// key hash to resume at (keys are stored in hash order), so it needs no
-/// server state: every key present for the whole iteration is returned,
-/// keys sharing a hash are returned together, and a key may come twice
-/// only if keys were written with a hash the scan already passed... which
-/// cannot happen: a resumed scan starts at the next unseen hash.
+/// server state. Every key present for the whole iteration is returned,
+/// exactly once: a call visits COUNT keys, then finishes the hash it is
+/// in, and the next call starts at the next hash.
 fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let cursor: u64 = std::str::from_utf8(&args[1])
         .ok()

@@ -76,10 +76,6 @@ fn protocol_error(what: &str) -> Parsed {
 
 /// Position of the `\r\n` ending the line at the start of `buf`.
 fn line_end(buf: &[u8]) -> Option<usize> {
-    memchr_crlf(buf)
-}
-
-fn memchr_crlf(buf: &[u8]) -> Option<usize> {
     let mut from = 0;
     while let Some(i) = buf[from..].iter().position(|&b| b == b'\r') {
         let at = from + i;

@@ -86,14 +86,13 @@ impl Client {
         }
     }
 
-    pub fn set_name(&mut self, server: &Server, name: &[u8]) -> Result<(), String> {
+    pub fn set_name(&mut self, name: &[u8]) -> Result<(), String> {
         if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
             return Err(
                 "ERR Client names cannot contain spaces, newlines or special characters."
                     .to_owned(),
             );
         }
-        let _ = server;
         self.name = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
         *self.shared.name.lock() = self.name.clone();
         Ok(())
@@ -216,10 +215,11 @@ impl Server {
         }
     }
 
-    /// Counts one command and its time.
-    pub fn record(&self, name: Option<&'static str>, took: Duration) {
+    /// Counts one command (by its position in `COMMANDS`; `None` for an
+    /// unknown one) and its time.
+    pub fn record(&self, index: Option<usize>, took: Duration) {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
-        match name.and_then(|n| COMMANDS.iter().position(|s| s.name == n)) {
+        match index {
             Some(i) => {
                 let c = &self.per_command[i];
                 c.calls.fetch_add(1, Ordering::Relaxed);
