@@ -50,9 +50,14 @@ struct ServeArgs {
     /// Close clients idle for this many seconds (0: never).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9121): per-command latency histograms, connections, and
+    /// the engine's statistics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// A redis.conf-style file of the same settings (dir, preset, bind,
     /// port, requirepass, appendfsync, maxclients, timeout,
-    /// proto-max-bulk-len, client-query-buffer-limit).
+    /// proto-max-bulk-len, client-query-buffer-limit, metrics).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -74,11 +79,15 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     set("appendfsync", a.appendfsync)?;
     set("maxclients", a.maxclients.map(|n| n.to_string()))?;
     set("timeout", a.timeout.map(|n| n.to_string()))?;
+    set("metrics", a.metrics)?;
     c.handle_signals = true;
     let dir = c.dir.clone();
     let running = sluice_server::start(c)?;
     for addr in running.addrs() {
         eprintln!("sluice serve: {} on {addr}", dir.display());
+    }
+    if let Some(addr) = running.metrics_addr() {
+        eprintln!("sluice serve: metrics on http://{addr}/metrics");
     }
     running.wait()?;
     eprintln!("sluice serve: shut down");

@@ -36,6 +36,7 @@ const READ_CHUNK_BYTES: usize = 16 * 1024;
 pub async fn serve(
     server: Arc<Server>,
     listeners: Vec<std::net::TcpListener>,
+    metrics: Option<std::net::TcpListener>,
     stop: watch::Sender<bool>,
     stopped: watch::Receiver<bool>,
 ) -> Result<(), String> {
@@ -50,6 +51,10 @@ pub async fn serve(
             stopped.clone(),
             conns.clone(),
         ));
+    }
+    if let Some(l) = metrics {
+        let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+        tokio::spawn(crate::metrics::serve(server.clone(), l, stopped.clone()));
     }
     let background = tokio::spawn(background(server.clone(), stopped.clone()));
     if server.config.read().handle_signals {

@@ -17,6 +17,7 @@ mod cmd;
 mod conn;
 mod data;
 mod glob;
+mod metrics;
 pub mod resp;
 mod server;
 mod store;
@@ -63,6 +64,8 @@ pub struct Config {
     pub max_bulk_bytes: usize,
     pub max_query_buffer_bytes: usize,
     pub max_args: usize,
+    /// Where to serve Prometheus metrics (`host:port`; none: off).
+    pub metrics: Option<String>,
     /// Where the config file was read from (`CONFIG REWRITE` writes it).
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
@@ -83,6 +86,7 @@ impl Config {
             max_bulk_bytes: DEFAULT_MAX_BULK_BYTES,
             max_query_buffer_bytes: DEFAULT_MAX_QUERY_BUFFER_BYTES,
             max_args: DEFAULT_MAX_ARGS,
+            metrics: None,
             config_file: None,
             handle_signals: false,
         }
@@ -91,7 +95,7 @@ impl Config {
     /// Applies a redis.conf-style file: `name value` lines, `#` comments.
     /// Known names: dir, preset, bind (several addresses), port,
     /// requirepass, appendfsync, maxclients, timeout, proto-max-bulk-len,
-    /// client-query-buffer-limit.
+    /// client-query-buffer-limit, metrics.
     pub fn load_file(&mut self, path: &Path) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         for (n, line) in text.lines().enumerate() {
@@ -137,6 +141,7 @@ impl Config {
             "timeout" => self.timeout_secs = int(value)?,
             "proto-max-bulk-len" => self.max_bulk_bytes = size(value)?,
             "client-query-buffer-limit" => self.max_query_buffer_bytes = size(value)?,
+            "metrics" => self.metrics = (!value.is_empty()).then(|| value.to_owned()),
             _ => return Err(format!("unknown setting {name:?}")),
         }
         Ok(())
@@ -146,6 +151,7 @@ impl Config {
 /// A running server.
 pub struct Running {
     addrs: Vec<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
@@ -158,6 +164,11 @@ impl Running {
 
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Where `GET /metrics` is served, when it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Stops it as `SHUTDOWN` does and waits: no new connections, the
@@ -215,6 +226,16 @@ pub fn start(mut config: Config) -> Result<Running, String> {
             .map_err(|e| e.to_string())?;
         listeners.push(std_listener);
     }
+    let metrics_listener = match &config.metrics {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("binding the metrics address {addr}: {e}"))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Some(l)
+        }
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let addrs: Vec<SocketAddr> = listeners
         .iter()
         .filter_map(|l| l.local_addr().ok())
@@ -229,10 +250,19 @@ pub fn start(mut config: Config) -> Result<Running, String> {
     let stop_inner = stop.clone();
     let thread = std::thread::Builder::new()
         .name("sluice-serve-main".into())
-        .spawn(move || runtime.block_on(conn::serve(server, listeners, stop_inner, stopped)))
+        .spawn(move || {
+            runtime.block_on(conn::serve(
+                server,
+                listeners,
+                metrics_listener,
+                stop_inner,
+                stopped,
+            ))
+        })
         .map_err(|e| e.to_string())?;
     Ok(Running {
         addrs,
+        metrics_addr,
         stop,
         thread: Some(thread),
     })

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use crate::cmd::{self, COMMANDS};
+use crate::metrics::Metrics;
 use crate::store::{now_ms, Fsync, Keyspace};
 use crate::Config;
 
@@ -157,6 +158,8 @@ pub struct Server {
     pub unknown_commands: AtomicU64,
     pub expired_keys: AtomicU64,
     pub tcp_port: AtomicU64,
+    /// Latency histograms, when the metrics endpoint is on.
+    pub metrics: Option<Metrics>,
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -196,6 +199,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
 
 impl Server {
     pub fn new(ks: Keyspace, config: Config) -> Server {
+        let metrics = config.metrics.is_some().then(Metrics::new);
         Server {
             ks,
             config: RwLock::new(config),
@@ -212,6 +216,7 @@ impl Server {
             unknown_commands: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             tcp_port: AtomicU64::new(0),
+            metrics,
         }
     }
 
@@ -225,6 +230,9 @@ impl Server {
                 c.calls.fetch_add(1, Ordering::Relaxed);
                 c.micros
                     .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+                if let Some(m) = &self.metrics {
+                    m.observe(i, took);
+                }
             }
             None => {
                 self.unknown_commands.fetch_add(1, Ordering::Relaxed);
@@ -276,6 +284,7 @@ impl Server {
             ("save".into(), String::new()),
             ("maxmemory".into(), "0".into()),
             ("preset".into(), c.preset.name().into()),
+            ("metrics".into(), c.metrics.clone().unwrap_or_default()),
         ]
     }
 
@@ -338,7 +347,7 @@ impl Server {
             if k == "databases" || k == "save" || k == "appendonly" || k == "maxmemory" {
                 continue;
             }
-            if k == "requirepass" && v.is_empty() {
+            if (k == "requirepass" || k == "metrics") && v.is_empty() {
                 continue;
             }
             let _ = writeln!(text, "{k} {v}");

@@ -492,3 +492,95 @@ fn data_survives_shutdown_and_restart() {
     );
     running.shutdown().unwrap();
 }
+
+/// One HTTP/1.1 request to the metrics endpoint: (status line, body).
+fn http_get(addr: std::net::SocketAddr, method: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// The sample of `name` with exactly `labels` (`{..}` text or ""), parsed.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{labels} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().expect("a number"))
+}
+
+#[test]
+fn metrics_endpoint_reports_commands_connections_and_engine_stats() {
+    let s = TestServer::start(|c| c.metrics = Some("127.0.0.1:0".into()));
+    let addr = s
+        .running
+        .as_ref()
+        .unwrap()
+        .metrics_addr()
+        .expect("metrics on");
+    let mut c = s.client();
+    for i in 0..7 {
+        let _: () = c.set(format!("k{i}"), "v").unwrap();
+    }
+    for i in 0..3 {
+        let _: Option<String> = c.get(format!("k{i}")).unwrap();
+    }
+    let _: RedisResult<()> = redis::cmd("NOSUCHCMD").query(&mut c);
+    let (status, body) = http_get(addr, "GET", "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let count = |cmd: &str| {
+        sample(
+            &body,
+            "sluice_command_duration_seconds_count",
+            &format!("{{cmd=\"{cmd}\"}}"),
+        )
+    };
+    assert_eq!(count("set"), Some(7.0), "{body}");
+    assert_eq!(count("get"), Some(3.0));
+    assert_eq!(count("incr"), None, "unused commands are not listed");
+    // Every observation lands in the +Inf bucket.
+    assert_eq!(
+        sample(
+            &body,
+            "sluice_command_duration_seconds_bucket",
+            "{cmd=\"get\",le=\"+Inf\"}"
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&body, "sluice_unknown_commands_total", ""),
+        Some(1.0)
+    );
+    assert_eq!(sample(&body, "sluice_connected_clients", ""), Some(1.0));
+    assert!(sample(&body, "sluice_connections_received_total", "").unwrap() >= 1.0);
+    assert_eq!(
+        sample(&body, "sluice_engine_user_written_ops_total", ""),
+        Some(7.0),
+        "seven SETs, one engine write each"
+    );
+    assert!(
+        sample(
+            &body,
+            "sluice_engine_written_bytes_total",
+            "{class=\"journal\"}"
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert!(body.contains("# TYPE sluice_engine_flushes_total counter"));
+    assert!(sample(&body, "sluice_resident_memory_bytes", "").unwrap() > 0.0);
+    assert_eq!(http_get(addr, "GET", "/other").0, "HTTP/1.1 404 Not Found");
+    assert_eq!(
+        http_get(addr, "POST", "/metrics").0,
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+    let (status, body) = http_get(addr, "HEAD", "/metrics");
+    assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", ""));
+}
