@@ -389,7 +389,15 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         Some((arg, unit, abs)) => Some(expire_at(arg, unit, abs, txn.now, "set")?),
         None => None,
     };
-    let old = txn.get(&args[1]).map_err(engine)?;
+    // A plain SET replaces whatever was there without looking: reading
+    // the old value would cost a value-store read per write for the
+    // separated presets. (A stale expiry index entry of the old value is
+    // dropped by the reaper, which checks the record before deleting.)
+    let old = if nx || xx || get || keepttl {
+        txn.get(&args[1]).map_err(engine)?
+    } else {
+        None
+    };
     let blocked = (nx && old.is_some()) || (xx && old.is_none());
     if !blocked {
         let value = args[2].to_vec();

@@ -210,6 +210,11 @@ impl Keyspace {
             .store(fsync == Fsync::Always, Ordering::Relaxed);
     }
 
+    /// `appendfsync always`: every write waits for a journal sync.
+    pub fn syncs_every_write(&self) -> bool {
+        self.sync_always.load(Ordering::Relaxed)
+    }
+
     fn stripe_of(key: &[u8]) -> usize {
         (key_hash(key) as usize) % STRIPES
     }

@@ -157,11 +157,23 @@ fn set_options_and_expiry() {
         .unwrap();
     assert_eq!(gx, "v");
     assert_eq!(c.ttl::<_, i64>("s").unwrap(), -1);
+    // A plain SET over an expiring key drops its expiry; the reaper, when
+    // it reaches the old expiry's index entry, leaves the key alone.
+    let _: () = redis::cmd("SET")
+        .arg("over")
+        .arg("v")
+        .arg("PX")
+        .arg(50)
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("over", "v2").unwrap();
+    assert_eq!(c.ttl::<_, i64>("over").unwrap(), -1);
     thread::sleep(Duration::from_millis(1200));
     assert_eq!(c.get::<_, Option<String>>("t0").unwrap(), None);
     assert_eq!(c.get::<_, Option<String>>("k").unwrap(), None);
+    assert_eq!(c.get::<_, String>("over").unwrap(), "v2");
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
-    assert_eq!(n, 1, "only s is left");
+    assert_eq!(n, 2, "only s and over are left");
     // The reaper deleted them from the engine, not just from view.
     let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
     let expired: u64 = info

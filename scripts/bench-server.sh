@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# `sluice serve` against redis-server with Redis's own tools (issue 20):
+#
+#  1. redis-benchmark: SET, GET, INCR, MSET (10 keys); 1000-byte values;
+#     50 clients; pipeline 1 and 16; keys drawn from KEYSPACE.
+#  2. go-ycsb's redis binding (v1.0.1 from the Go module proxy, built here
+#     with only its redis and basic bindings): load YCSB_RECORDS records of
+#     one 1000-byte field (1 GiB by default), then YCSB A, B, C, F, D, E
+#     with YCSB's request distributions (zipfian; latest for D). go-ycsb
+#     stores a record as a JSON string (`redis.datatype=string`, since
+#     sluice serve has strings only); its redis binding has no SCAN, so E's
+#     scans are errors on both servers and only E's inserts count.
+#  3. A redis-py smoke run (scripts/redis_py_smoke.py, RESP2 and RESP3).
+#
+# Servers, each on a fresh directory: redis-server 7 with `appendonly yes`,
+# `appendfsync everysec` and no RDB snapshots; `sluice serve` with each of
+# PRESETS, `--appendfsync everysec`. Each server's peak RSS (VmHWM) is
+# read after the redis-benchmark run and after the YCSB run.
+#
+# Usage: scripts/bench-server.sh [DATA_DIR] [OUT_DIR]
+# Env: REQUESTS (200000 per redis-benchmark test), KEYSPACE (100000),
+#      YCSB_RECORDS (1048576), YCSB_OPS (500000 per workload),
+#      PRESETS ("leveldb hashkv"), SKIP_YCSB=1, TOOLS_DIR (where go-ycsb and
+#      the redis-py venv are kept; default ~/.cache/sluicedb-bench),
+#      CARGO_TARGET_DIR.
+# Writes OUT_DIR/results.tsv, OUT_DIR/rss.tsv, OUT_DIR/summary.md and the
+# tools' logs; prints the summary.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+DATA=${1:-/tmp/sluice-bench-server}
+OUT=${2:-bench-server-out}
+REQUESTS=${REQUESTS:-200000}
+KEYSPACE=${KEYSPACE:-100000}
+YCSB_RECORDS=${YCSB_RECORDS:-1048576}
+YCSB_OPS=${YCSB_OPS:-500000}
+PRESETS=${PRESETS:-leveldb hashkv}
+TOOLS=${TOOLS_DIR:-$HOME/.cache/sluicedb-bench}
+GOYCSB_VERSION=v1.0.1
+REDIS_PY_VERSION=8.1.0
+PORT=6390
+TARGET=${CARGO_TARGET_DIR:-target}
+
+for tool in redis-server redis-benchmark redis-cli python3; do
+    command -v "$tool" >/dev/null || { echo "bench-server: $tool is needed" >&2; exit 1; }
+done
+mkdir -p "$OUT" "$TOOLS" "$DATA"
+OUT=$(cd "$OUT" && pwd)
+: >"$OUT/results.tsv"
+: >"$OUT/rss.tsv"
+
+cargo build --release --locked -p sluice-cli
+SLUICE=$TARGET/release/sluice
+
+# go-ycsb from the module proxy. `go install ...@v1.0.1` needs the
+# module's version list, which this proxy refuses, so the module is
+# downloaded by its exact version and built in a copy; dropping the other
+# bindings' imports keeps the build to seconds.
+build_goycsb() {
+    GOYCSB=$TOOLS/go-ycsb-$GOYCSB_VERSION
+    [[ -x $GOYCSB ]] && return
+    command -v go >/dev/null || { echo "bench-server: go is needed for go-ycsb (or SKIP_YCSB=1)" >&2; exit 1; }
+    local dir src=$TOOLS/go-ycsb-src
+    dir=$(cd "$TOOLS" && go mod download -json "github.com/pingcap/go-ycsb@$GOYCSB_VERSION" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    rm -rf "$src"
+    cp -r "$dir" "$src"
+    chmod -R u+w "$src"
+    sed -i -E '/"github.com\/pingcap\/go-ycsb\/db\//{/db\/(redis|basic)"/!d}' "$src/cmd/go-ycsb/main.go"
+    (cd "$src" && go build -o "$GOYCSB" ./cmd/go-ycsb)
+}
+
+# redis-py in a venv of its own.
+setup_redis_py() {
+    PY=$TOOLS/venv/bin/python
+    if ! "$PY" -c "import redis; assert redis.__version__ == '$REDIS_PY_VERSION'" 2>/dev/null; then
+        python3 -m venv "$TOOLS/venv"
+        "$TOOLS/venv/bin/pip" install -q "redis==$REDIS_PY_VERSION"
+    fi
+}
+
+SERVER_PID=
+start_server() { # name dir
+    local name=$1 dir=$2
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    case $name in
+    redis)
+        redis-server --port $PORT --dir "$dir" --appendonly yes --appendfsync everysec \
+            --save "" --logfile "$dir/redis.log" &
+        ;;
+    sluice-*)
+        "$SLUICE" serve --db "$dir" --preset "${name#sluice-}" --port $PORT \
+            --appendfsync everysec 2>"$OUT/$name-serve.log" &
+        ;;
+    esac
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        redis-cli -p $PORT ping >/dev/null 2>&1 && return
+        sleep 0.1
+    done
+    echo "bench-server: $name did not start" >&2
+    exit 1
+}
+
+record_rss() { # name phase
+    local kib
+    kib=$(awk '/^VmHWM:/ {print $2}' "/proc/$SERVER_PID/status")
+    printf '%s\t%s\t%s\n' "$1" "$2" "$kib" >>"$OUT/rss.tsv"
+}
+
+stop_server() {
+    redis-cli -p $PORT shutdown >/dev/null 2>&1 || true
+    wait "$SERVER_PID" || true
+    SERVER_PID=
+}
+trap '[[ -n $SERVER_PID ]] && kill $SERVER_PID 2>/dev/null; true' EXIT
+
+# redis-benchmark's CSV: "test","rps","avg_latency_ms","min_latency_ms",
+# "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+run_redis_benchmark() { # name
+    local name=$1 p
+    for p in 1 16; do
+        redis-benchmark -p $PORT -c 50 -n "$REQUESTS" -r "$KEYSPACE" -d 1000 -P $p \
+            -t set,get,incr,mset --csv >"$OUT/$name-redis-benchmark-P$p.csv"
+        tail -n +2 "$OUT/$name-redis-benchmark-P$p.csv" | tr -d '"' |
+            awk -F, -v s="$name" -v p="$p" -v OFS='\t' \
+                '{split($1, t, " "); print s, "redis-benchmark", t[1], p, $2, $5, $7}' >>"$OUT/results.tsv"
+    done
+}
+
+run_ycsb() { # name
+    local name=$1 w dist phase
+    local common=(-p "redis.addr=127.0.0.1:$PORT" -p redis.datatype=string
+        -p redis.pool_size=50 -p threadcount=50 -p "recordcount=$YCSB_RECORDS"
+        -p "operationcount=$YCSB_OPS" -p fieldcount=1 -p fieldlength=1000)
+    local workloads=$TOOLS/go-ycsb-src/workloads
+    for w in load a b c f d e; do
+        case $w in
+        d) dist=latest ;;
+        *) dist=zipfian ;;
+        esac
+        if [[ $w == load ]]; then phase=load; wl=a; else phase=run; wl=$w; fi
+        "$GOYCSB" $phase redis -P "$workloads/workload$wl" "${common[@]}" \
+            -p "requestdistribution=$dist" >"$OUT/$name-ycsb-$w.log" 2>&1
+        # "OP - Takes(s): 10.0, Count: N, OPS: X, ..., 50th(us): A, ..., 99th(us): B, ..."
+        grep -E '^[A-Z_]+ +- Takes' "$OUT/$name-ycsb-$w.log" |
+            awk -v s="$name" -v w="$w" -v OFS='\t' '
+                { op = $1; ops = ""; p50 = ""; p99 = ""
+                  for (i = 1; i <= NF; i++) {
+                      if ($i == "OPS:") ops = $(i + 1)
+                      if ($i == "50th(us):") p50 = $(i + 1)
+                      if ($i == "99th(us):") p99 = $(i + 1) }
+                  gsub(",", "", ops); gsub(",", "", p50); gsub(",", "", p99)
+                  seen[op] = s "\tycsb-" w "\t" op "\t1\t" ops "\t" p50 / 1000 "\t" p99 / 1000 }
+                END { for (op in seen) print seen[op] }' >>"$OUT/results.tsv"
+    done
+}
+
+[[ ${SKIP_YCSB:-} == 1 ]] || build_goycsb
+setup_redis_py
+
+SERVERS=(redis)
+for p in $PRESETS; do SERVERS+=("sluice-$p"); done
+for s in "${SERVERS[@]}"; do
+    echo "== $s: redis-benchmark, redis-py"
+    start_server "$s" "$DATA/$s"
+    run_redis_benchmark "$s"
+    "$PY" scripts/redis_py_smoke.py $PORT
+    "$PY" scripts/redis_py_smoke.py $PORT --resp3
+    record_rss "$s" redis-benchmark
+    stop_server
+    if [[ ${SKIP_YCSB:-} != 1 ]]; then
+        echo "== $s: go-ycsb A-F, $YCSB_RECORDS records"
+        start_server "$s" "$DATA/$s"
+        run_ycsb "$s"
+        record_rss "$s" ycsb
+        echo "   data directory: $(du -sh "$DATA/$s" | cut -f1)"
+        stop_server
+    fi
+    rm -rf "${DATA:?}/$s"
+done
+
+python3 - "$OUT" <<'EOF' | tee "$OUT/summary.md"
+import collections, sys
+out = sys.argv[1]
+rows = collections.defaultdict(dict)
+servers = []
+for line in open(f"{out}/results.tsv"):
+    s, tool, test, p, rps, p50, p99 = line.rstrip("\n").split("\t")
+    if s not in servers:
+        servers.append(s)
+    rows[(tool, test, p)][s] = (float(rps or 0), float(p50 or 0), float(p99 or 0))
+head = "| tool | test | pipeline | " + " | ".join(
+    f"{s} ops/s (×redis) p50/p99 ms" for s in servers) + " |"
+print(head)
+print("|" + "---|" * (3 + len(servers)))
+for (tool, test, p), by in rows.items():
+    base = by.get("redis", (0, 0, 0))[0]
+    cells = []
+    for s in servers:
+        if s not in by:
+            cells.append("")
+            continue
+        rps, p50, p99 = by[s]
+        ratio = f" ({rps / base:.2f}×)" if base and s != "redis" else ""
+        cells.append(f"{rps:,.0f}{ratio} {p50:g}/{p99:g}")
+    print(f"| {tool} | {test} | {p} | " + " | ".join(cells) + " |")
+print()
+print("| server | phase | peak RSS MiB |")
+print("|---|---|---|")
+for line in open(f"{out}/rss.tsv"):
+    s, phase, kib = line.split()
+    print(f"| {s} | {phase} | {int(kib) / 1024:,.0f} |")
+EOF
