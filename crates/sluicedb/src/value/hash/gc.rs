@@ -31,11 +31,12 @@ use rayon::prelude::*;
 
 use super::HashStore;
 use crate::error::{Error, Result};
+use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
 use crate::policy::is_cold;
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
-use crate::value::log::reader::{checked_record, scan_file, OwnedRecord};
+use crate::value::log::reader::{checked_record, visit_file, OwnedRecord};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit};
@@ -51,6 +52,9 @@ const GC_HEADROOM_DIVISOR: u64 = 16;
 
 /// Most hash bits one GC step splits its group by (16 groups from one).
 const MAX_SPLIT_BITS: u32 = 4;
+
+/// Bytes GC reads of a file at a time (scanning, and copying live records).
+const GC_READ_CHUNK_BYTES: usize = 4 << 20;
 
 /// Keys a GC thread looks up per task.
 const LOOKUP_CHUNK: usize = 512;
@@ -192,45 +196,55 @@ impl HashStore {
             .min(super::meta::MAX_SPLIT_DEPTH.saturating_sub(depth))
     }
 
-    /// Reads one frozen file: every put record the index may point at.
+    /// Reads one frozen file: every put record the index may point at,
+    /// keys and pointers only. The file is read a chunk at a time
+    /// ([`GC_READ_CHUNK_BYTES`]), so a step's memory is the group's keys,
+    /// not its bytes (the live values are read again when copied).
     fn scan_frozen(&self, file: u64, store_id: u8) -> Result<ScannedFile> {
         let path = self.path_of(file);
-        let data = self.read_file(file)?;
-        let scan = scan_file(&data, &path)?;
-        if let Some((off, why)) = scan.damage {
+        let reader = self.reader_of(file)?;
+        let len = reader.len();
+        let mut records = 0;
+        let mut puts = Vec::new();
+        let end = visit_file(
+            len,
+            &path,
+            GC_READ_CHUNK_BYTES,
+            |off, n| reader.read_at(off, n, IoClass::Gc),
+            |offset, raw, rec| {
+                records += 1;
+                let rec = OwnedRecord {
+                    seq: rec.seq,
+                    flags: rec.flags,
+                    key: rec.key.to_vec(),
+                    value: Vec::new(),
+                };
+                if rec.may_be_live() {
+                    let p = ValuePointer {
+                        store: store_id,
+                        file,
+                        offset,
+                        record_len: raw.len() as u32,
+                        record_crc: crate::coding::u32_at(raw, 0),
+                    };
+                    puts.push((p, rec));
+                }
+            },
+        )?;
+        if let Some((off, why)) = end.damage {
             return Err(Error::corruption(&path, off, why));
         }
         // Recovery cut what a crash tore, and a frozen head was synced
         // whole: an incomplete record is damage, never garbage.
-        if let Some(off) = scan.torn_tail_at {
+        if let Some(off) = end.torn_tail_at {
             return Err(Error::corruption(
                 &path,
                 off,
                 "a segment group file ends in an incomplete record",
             ));
         }
-        let records = scan.records.len() as u64;
-        // Keys and pointers only: a step holds no values (the live ones
-        // are read again, a file at a time, when they are copied), so its
-        // memory is the group's keys, not its bytes.
-        let puts = scan
-            .records
-            .into_iter()
-            .filter(|(_, _, rec)| rec.may_be_live())
-            .map(|(offset, len, mut rec)| {
-                rec.value = Vec::new();
-                let p = ValuePointer {
-                    store: store_id,
-                    file,
-                    offset,
-                    record_len: len,
-                    record_crc: crate::coding::u32_at(&data, offset as usize),
-                };
-                (p, rec)
-            })
-            .collect();
         Ok(ScannedFile {
-            bytes: data.len() as u64,
+            bytes: len,
             records,
             puts,
         })
@@ -302,18 +316,32 @@ impl GcVictim for HashVictim<'_> {
                 continue;
             };
             live.sort_by_key(|(_, p, _)| p.offset);
-            let data = store.read_file(file)?;
-            out.bytes_read += data.len() as u64;
             let path = store.path_of(file);
+            let reader = store.reader_of(file)?;
+            let len = reader.len();
+            // Read in windows of up to a chunk (or one record), each
+            // spanning the live records that fit: sequential reads, and
+            // memory of one window.
+            let mut window: Vec<u8> = Vec::new();
+            let mut window_at = 0u64;
             for (key, old, cold) in live {
-                let end = old.offset as usize + old.record_len as usize;
-                let raw = data.get(old.offset as usize..end).ok_or_else(|| {
-                    Error::corruption(
+                let end = old.offset + u64::from(old.record_len);
+                if end > len {
+                    return Err(Error::corruption(
                         &path,
                         old.offset,
                         "a live record lies past the end of its file",
-                    )
-                })?;
+                    ));
+                }
+                if old.offset < window_at || end > window_at + window.len() as u64 {
+                    let n = (end - old.offset).max(GC_READ_CHUNK_BYTES as u64);
+                    let n = n.min(len - old.offset) as usize;
+                    window = reader.read_at(old.offset, n, IoClass::Gc)?;
+                    window_at = old.offset;
+                    out.bytes_read += n as u64;
+                }
+                let at = (old.offset - window_at) as usize;
+                let raw = &window[at..at + old.record_len as usize];
                 let rec = checked_record(raw, &old, key)
                     .map_err(|why| Error::corruption(&path, old.offset, why))?;
                 let copy = Record {

@@ -654,11 +654,9 @@ impl HashStore {
         self.config.split_bytes
     }
 
-    /// Reads a frozen file whole.
-    pub(crate) fn read_file(&self, file: u64) -> Result<Vec<u8>> {
-        let path = self.file_path(file);
-        let r = self.readers.get(file, &path)?;
-        r.read_at(0, r.len() as usize, IoClass::Gc)
+    /// A reader of a frozen file (GC reads it in chunks).
+    pub(crate) fn reader_of(&self, file: u64) -> Result<crate::fs::CountedReader> {
+        self.readers.get(file, &self.file_path(file))
     }
 
     /// GC moved the live records of `files` out of group `g`: they leave

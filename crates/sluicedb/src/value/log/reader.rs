@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::format::Record;
 use super::format::{
     check_file_header, claimed_len, decode_record, kind_of, Bad, FILE_HEADER_LEN, FLAG_GC_COPY,
-    FLAG_INLINE, KIND_PUT,
+    FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
@@ -151,24 +151,86 @@ pub(crate) fn scan_file_from(data: &[u8], path: &Path, start: u64) -> Result<Sca
                 pos += len;
             }
             Err(b) => {
-                let valid_after = (pos + 1..data.len()).any(|q| {
-                    claimed_len(&data[q..]).is_some_and(|l| q + l <= data.len())
-                        && decode_record(&data[q..]).is_ok()
-                });
-                if valid_after {
-                    let why = match b {
-                        Bad::Incomplete => "value record length runs past valid data".into(),
-                        Bad::Damaged(w) => w,
-                    };
-                    out.damage = Some((pos as u64, why));
-                } else {
-                    out.torn_tail_at = Some(pos as u64);
-                }
+                (out.torn_tail_at, out.damage) = classify_bad(&data[pos..], pos as u64, b);
                 return Ok(out);
             }
         }
     }
     Ok(out)
+}
+
+/// A record that does not decode at file offset `at` (`rest`: the file
+/// from there to its end): a torn tail if no valid record follows, else
+/// damage. Returns (torn tail at, damage).
+fn classify_bad(rest: &[u8], at: u64, b: Bad) -> (Option<u64>, Option<(u64, String)>) {
+    let valid_after = (1..rest.len()).any(|q| {
+        claimed_len(&rest[q..]).is_some_and(|l| q + l <= rest.len())
+            && decode_record(&rest[q..]).is_ok()
+    });
+    if valid_after {
+        let why = match b {
+            Bad::Incomplete => "value record length runs past valid data".into(),
+            Bad::Damaged(w) => w,
+        };
+        (None, Some((at, why)))
+    } else {
+        (Some(at), None)
+    }
+}
+
+/// How a [`visit_file`] ended: as [`Scan`], without the records.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ScanEnd {
+    pub(crate) torn_tail_at: Option<u64>,
+    pub(crate) damage: Option<(u64, String)>,
+}
+
+/// Visits every record of a file of `len` bytes in order, as
+/// [`scan_file`] sees them, reading it `chunk` bytes at a time through
+/// `read(offset, len)`: memory is one chunk (or one record, if larger), not
+/// the file. `f` gets (offset, the record's bytes, the record). On a record
+/// that does not decode, the rest of the file is read whole to tell a torn
+/// tail from damage (the rare path).
+pub(crate) fn visit_file(
+    len: u64,
+    path: &Path,
+    chunk: usize,
+    read: impl Fn(u64, usize) -> Result<Vec<u8>>,
+    mut f: impl FnMut(u64, &[u8], Record<'_>),
+) -> Result<ScanEnd> {
+    let header = read(0, FILE_HEADER_LEN.min(len as usize))?;
+    check_file_header(&header).map_err(|why| Error::corruption(path, 0, why))?;
+    let chunk = chunk.max(RECORD_HEADER_LEN);
+    let mut pos = FILE_HEADER_LEN as u64;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_at = pos; // file offset of buf[0]
+    while pos < len {
+        let rel = (pos - buf_at) as usize;
+        let have = &buf[rel..];
+        match decode_record(have) {
+            Ok((r, n)) => {
+                f(pos, &have[..n], r);
+                pos += n as u64;
+            }
+            Err(Bad::Incomplete) if buf_at + (buf.len() as u64) < len => {
+                // Read on from `pos`: a chunk, or the whole record if the
+                // header claims more (never past the file's end).
+                let need = claimed_len(have).unwrap_or(RECORD_HEADER_LEN).max(chunk);
+                let n = (need as u64).min(len - pos) as usize;
+                buf = read(pos, n)?;
+                buf_at = pos;
+            }
+            Err(b) => {
+                let rest = read(pos, (len - pos) as usize)?;
+                let (torn_tail_at, damage) = classify_bad(&rest, pos, b);
+                return Ok(ScanEnd {
+                    torn_tail_at,
+                    damage,
+                });
+            }
+        }
+    }
+    Ok(ScanEnd::default())
 }
 
 #[cfg(test)]
@@ -287,5 +349,53 @@ mod tests {
         let s = scan_file(&d, path).unwrap();
         assert_eq!(s.records.len(), 5);
         assert_eq!(s.damage.unwrap().0, recs[5].0.offset);
+    }
+
+    /// [`visit_file`] read in chunks sees what [`scan_file`] sees of the
+    /// whole file: the same records at the same offsets and the same end,
+    /// for every chunk size, cut and flipped byte tried.
+    #[test]
+    fn chunked_visits_match_whole_file_scans() {
+        let (mem, _fs, mut w, _) = setup();
+        w.sync().unwrap();
+        let data = mem.contents(Path::new("/000009.vlog")).unwrap();
+        let path = Path::new("x");
+        let check = |d: &[u8], chunk: usize, what: &str| {
+            let whole = scan_file(d, path).unwrap();
+            let mut seen = Vec::new();
+            let end = visit_file(
+                d.len() as u64,
+                path,
+                chunk,
+                |off, n| Ok(d[off as usize..off as usize + n].to_vec()),
+                |off, raw, r| {
+                    assert_eq!(raw.len(), claimed_len(raw).unwrap());
+                    seen.push((off, raw.len() as u32, r.key.to_vec(), r.value.to_vec()));
+                },
+            )
+            .unwrap();
+            let want: Vec<_> = whole
+                .records
+                .iter()
+                .map(|(o, n, r)| (*o, *n, r.key.clone(), r.value.clone()))
+                .collect();
+            assert_eq!(seen, want, "{what}, chunk {chunk}");
+            assert_eq!(
+                (end.torn_tail_at, end.damage),
+                (whole.torn_tail_at, whole.damage),
+                "{what}, chunk {chunk}"
+            );
+        };
+        for chunk in [1, 7, 64, 300, 1 << 20] {
+            check(&data, chunk, "whole file");
+            for cut in (FILE_HEADER_LEN..data.len()).step_by(29) {
+                check(&data[..cut], chunk, &format!("cut at {cut}"));
+            }
+            for flip in (FILE_HEADER_LEN..data.len()).step_by(37) {
+                let mut d = data.clone();
+                d[flip] ^= 0x10;
+                check(&d, chunk, &format!("byte {flip} flipped"));
+            }
+        }
     }
 }
