@@ -150,37 +150,41 @@ impl Families {
 
 fn server_families(server: &Server) -> Vec<MetricFamily> {
     let mut f = Families::default();
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     f.gauge(
         "sluice_connected_clients",
         "Client connections open",
         server.clients.lock().len() as f64,
     );
-    f.counter(
-        "sluice_connections_received_total",
-        "Connections accepted",
-        load(&server.connections_received),
-    );
-    f.counter(
-        "sluice_connections_rejected_total",
-        "Connections refused at maxclients",
-        load(&server.connections_rejected),
-    );
-    f.counter(
-        "sluice_commands_processed_total",
-        "Commands run",
-        load(&server.commands_processed),
-    );
-    f.counter(
-        "sluice_unknown_commands_total",
-        "Commands refused as unknown",
-        load(&server.unknown_commands),
-    );
-    f.counter(
-        "sluice_expired_keys_total",
-        "Keys the expiry reaper deleted",
-        load(&server.expired_keys),
-    );
+    let counters = [
+        (
+            "sluice_connections_received_total",
+            "Connections accepted",
+            &server.connections_received,
+        ),
+        (
+            "sluice_connections_rejected_total",
+            "Connections refused at maxclients",
+            &server.connections_rejected,
+        ),
+        (
+            "sluice_commands_processed_total",
+            "Commands run",
+            &server.commands_processed,
+        ),
+        (
+            "sluice_unknown_commands_total",
+            "Commands refused as unknown",
+            &server.unknown_commands,
+        ),
+        (
+            "sluice_expired_keys_total",
+            "Keys the expiry reaper deleted",
+            &server.expired_keys,
+        ),
+    ];
+    for (name, help, value) in counters {
+        f.counter(name, help, value.load(Ordering::Relaxed));
+    }
     f.gauge(
         "sluice_resident_memory_bytes",
         "The process's resident set size",
