@@ -100,16 +100,7 @@ async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
     conns: Arc<tokio::sync::Mutex<JoinSet<()>>>,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stopped.wait_for(|s| *s) => return,
-        };
-        let Ok((stream, addr)) = accepted else {
-            // Out of descriptors and the like: back off a little.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
+    while let Some((stream, addr)) = accept(&listener, &mut stopped).await {
         server.connections_received.fetch_add(1, Ordering::Relaxed);
         let _ = stream.set_nodelay(true);
         let maxclients = server.config.read().maxclients;
@@ -135,6 +126,24 @@ async fn accept_loop(
             stop.clone(),
             stopped.clone(),
         ));
+    }
+}
+
+/// The next connection, or `None` once `stopped` turns true. A failed
+/// accept (out of descriptors and the like) backs off a little and retries.
+pub async fn accept(
+    listener: &TcpListener,
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<(TcpStream, std::net::SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopped.wait_for(|s| *s) => return None,
+        };
+        match accepted {
+            Ok(a) => return Some(a),
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
     }
 }
 

@@ -414,15 +414,7 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
 
 /// Serves scrapes on `listener` until shutdown.
 pub async fn serve(server: Arc<Server>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stopped.wait_for(|s| *s) => return,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
+    while let Some((stream, _)) = crate::conn::accept(&listener, &mut stopped).await {
         let server = server.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(REQUEST_TIMEOUT, scrape(&server, stream)).await;

@@ -1,6 +1,7 @@
 //! Reads value log records: one by pointer (lookups, with WiscKey's checks,
 //! seed 001 §3.3.3), or all of a file in order (GC and recovery).
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use super::format::Record;
@@ -132,31 +133,31 @@ pub(crate) fn scan_file(data: &[u8], path: &Path) -> Result<Scan> {
 /// [`scan_file`] from offset `start` (a record boundary past the header):
 /// what lies before it was collected, and may be a punched hole.
 pub(crate) fn scan_file_from(data: &[u8], path: &Path, start: u64) -> Result<Scan> {
-    check_file_header(data).map_err(|why| Error::corruption(path, 0, why))?;
-    let mut out = Scan::default();
-    let mut pos = (start as usize).clamp(FILE_HEADER_LEN, data.len().max(FILE_HEADER_LEN));
-    while pos < data.len() {
-        match decode_record(&data[pos..]) {
-            Ok((r, len)) => {
-                out.records.push((
-                    pos as u64,
-                    len as u32,
-                    OwnedRecord {
-                        seq: r.seq,
-                        flags: r.flags,
-                        key: r.key.to_vec(),
-                        value: r.value.to_vec(),
-                    },
-                ));
-                pos += len;
-            }
-            Err(b) => {
-                (out.torn_tail_at, out.damage) = classify_bad(&data[pos..], pos as u64, b);
-                return Ok(out);
-            }
-        }
-    }
-    Ok(out)
+    let mut records = Vec::new();
+    let end = visit_file_from(
+        data.len() as u64,
+        path,
+        start,
+        usize::MAX, // all of it at once: it is in memory
+        |off, n| Ok(Cow::Borrowed(&data[off as usize..off as usize + n])),
+        |off, raw, r| {
+            records.push((
+                off,
+                raw.len() as u32,
+                OwnedRecord {
+                    seq: r.seq,
+                    flags: r.flags,
+                    key: r.key.to_vec(),
+                    value: r.value.to_vec(),
+                },
+            ))
+        },
+    )?;
+    Ok(Scan {
+        records,
+        torn_tail_at: end.torn_tail_at,
+        damage: end.damage,
+    })
 }
 
 /// A record that does not decode at file offset `at` (`rest`: the file
@@ -196,13 +197,27 @@ pub(crate) fn visit_file(
     path: &Path,
     chunk: usize,
     read: impl Fn(u64, usize) -> Result<Vec<u8>>,
+    f: impl FnMut(u64, &[u8], Record<'_>),
+) -> Result<ScanEnd> {
+    let read = |off, n| read(off, n).map(Cow::Owned);
+    visit_file_from(len, path, FILE_HEADER_LEN as u64, chunk, read, f)
+}
+
+/// [`visit_file`] from offset `start` (as [`scan_file_from`]), with reads
+/// that may borrow (a file already in memory).
+fn visit_file_from<'d>(
+    len: u64,
+    path: &Path,
+    start: u64,
+    chunk: usize,
+    read: impl Fn(u64, usize) -> Result<Cow<'d, [u8]>>,
     mut f: impl FnMut(u64, &[u8], Record<'_>),
 ) -> Result<ScanEnd> {
     let header = read(0, FILE_HEADER_LEN.min(len as usize))?;
     check_file_header(&header).map_err(|why| Error::corruption(path, 0, why))?;
     let chunk = chunk.max(RECORD_HEADER_LEN);
-    let mut pos = FILE_HEADER_LEN as u64;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut pos = start.clamp(FILE_HEADER_LEN as u64, len.max(FILE_HEADER_LEN as u64));
+    let mut buf: Cow<'d, [u8]> = Cow::Borrowed(&[]);
     let mut buf_at = pos; // file offset of buf[0]
     while pos < len {
         let rel = (pos - buf_at) as usize;
