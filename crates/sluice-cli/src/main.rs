@@ -10,7 +10,10 @@ use sluicedb::{Db, HashGcPolicy, Options, Preset};
 
 /// mimalloc in place of the system allocator: GC and flushes allocate and
 /// free a buffer per record, where glibc's malloc spent about 10% of the
-/// CPU time of the update benchmark (`docs/design.md`, "Allocator").
+/// CPU time of the update benchmark (`docs/design.md`, "Allocator"). Built
+/// with `no_thp`: mimalloc otherwise `madvise`s its segments for transparent
+/// huge pages, which under a memory cgroup counted 250 MB of half-empty huge
+/// pages and got a capped benchmark killed (design.md, "Allocator").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
