@@ -23,6 +23,9 @@
 //! 7. the freed files deleted once no registered reader is older than the
 //!    relocations.
 
+#[allow(dead_code)] // Used by the table layout, which is being built (issue 18).
+pub(crate) mod drop_cache;
+
 use std::sync::Arc;
 
 use crate::db::SuperVersion;

@@ -62,6 +62,12 @@ pub(crate) struct Footer {
 
 impl Footer {
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_as(TABLE_MAGIC)
+    }
+
+    /// Encodes the footer of a file whose kind `magic` names (value tables
+    /// share the layout, `docs/format/value-table.md`).
+    pub(crate) fn encode_as(&self, magic: u64) -> Vec<u8> {
         let mut b = Vec::with_capacity(FOOTER_LEN);
         self.filter.encode_to(&mut b);
         self.properties.encode_to(&mut b);
@@ -69,25 +75,31 @@ impl Footer {
         put_u32(&mut b, self.format_version);
         let crc = masked_crc(&b);
         put_u32(&mut b, crc);
-        put_u64(&mut b, TABLE_MAGIC);
+        put_u64(&mut b, magic);
         debug_assert_eq!(b.len(), FOOTER_LEN);
         b
     }
 
     /// Decodes and checks a footer read at `offset` of `file`.
     pub(crate) fn decode(b: &[u8], file: &Path, offset: u64) -> Result<Self> {
-        let bad = |why: &str| Error::corruption(file, offset, format!("table footer: {why}"));
+        Self::decode_as(b, file, offset, FooterKind::TABLE)
+    }
+
+    /// Decodes and checks the footer of a file of kind `kind`.
+    pub(crate) fn decode_as(b: &[u8], file: &Path, offset: u64, kind: FooterKind) -> Result<Self> {
+        let what = kind.what;
+        let bad = |why: &str| Error::corruption(file, offset, format!("{what} footer: {why}"));
         if b.len() != FOOTER_LEN {
             return Err(bad("file too short"));
         }
-        if u64_at(b, 56) != TABLE_MAGIC {
-            return Err(bad("bad magic number (not a sluicedb table)"));
+        if u64_at(b, 56) != kind.magic {
+            return Err(bad(&format!("bad magic number (not a sluicedb {what})")));
         }
         if masked_crc(&b[..52]) != u32_at(b, 52) {
             return Err(bad("checksum mismatch"));
         }
         let version = u32_at(b, 48);
-        if version == 0 || version > TABLE_FORMAT_VERSION {
+        if version == 0 || version > kind.max_version {
             return Err(Error::UnsupportedVersion {
                 file: file.to_path_buf(),
                 version,
@@ -101,6 +113,25 @@ impl Footer {
             format_version: version,
         })
     }
+}
+
+/// What a footer must say to be one of a given file kind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FooterKind {
+    pub(crate) magic: u64,
+    /// The newest format version this build reads.
+    pub(crate) max_version: u32,
+    /// The kind's name in error messages.
+    pub(crate) what: &'static str,
+}
+
+impl FooterKind {
+    /// A key table (`.sst`).
+    pub(crate) const TABLE: FooterKind = FooterKind {
+        magic: TABLE_MAGIC,
+        max_version: TABLE_FORMAT_VERSION,
+        what: "table",
+    };
 }
 
 /// Appends the trailer of `block` to `out`.

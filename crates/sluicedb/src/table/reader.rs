@@ -186,7 +186,7 @@ impl Table {
 }
 
 /// Reads and checks a block (without the cache).
-fn read_raw(
+pub(crate) fn read_raw(
     file: &CountedReader,
     path: &Arc<PathBuf>,
     file_size: u64,

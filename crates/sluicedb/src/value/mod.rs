@@ -11,6 +11,7 @@ pub(crate) mod hash;
 pub(crate) mod log;
 pub(crate) mod meta;
 pub(crate) mod pointer;
+pub(crate) mod table;
 
 use std::path::Path;
 

@@ -1,0 +1,164 @@
+//! Byte layout of value tables (`docs/format/value-table.md`).
+//!
+//! ```text
+//! header (16 B)  : magic "sluicevt" | format_version u32 | reserved u32 (0)
+//! record*        : value-log records (docs/format/value-log.md), internal-key order
+//! index partition: block of (internal key -> offset u64 | record_len u32) + trailer
+//! ...
+//! top index      : block of (partition's last internal key -> handle) + trailer
+//! filter         : bloom over user keys + trailer
+//! properties     : named u64 counters + trailer
+//! footer (64 B)  : filter | properties | top index | version | crc | magic
+//! ```
+//! The index partitions are written back to back, so GC reads every key of
+//! a table in one sequential read of `[first partition, top index)` (seed
+//! 003 §3.2.2, lazy read), without touching a value.
+
+use crate::coding::{put_bytes, put_u32, put_u64, u32_at, u64_at, Reader};
+use crate::table::format::FooterKind;
+
+/// "sluicevt": the first eight bytes of a value table.
+pub(crate) const VT_HEADER_MAGIC: [u8; 8] = *b"sluicevt";
+/// The same bytes as the footer's little-endian magic.
+pub(crate) const VT_MAGIC: u64 = u64::from_le_bytes(VT_HEADER_MAGIC);
+/// The value table format this build writes; readers accept up to it.
+pub(crate) const VT_FORMAT_VERSION: u32 = 1;
+/// Bytes of the file header.
+pub(crate) const VT_HEADER_LEN: usize = 16;
+/// Bytes of an index entry's value: offset u64 | record_len u32.
+pub(crate) const ENTRY_VALUE_LEN: usize = 12;
+
+/// The footer kind of value tables.
+pub(crate) const VT_FOOTER: FooterKind = FooterKind {
+    magic: VT_MAGIC,
+    max_version: VT_FORMAT_VERSION,
+    what: "value table",
+};
+
+/// The file header. (What a table is, hot or cold, is in its
+/// checksummed properties, not here: a flipped header bit would go unseen.)
+pub(crate) fn header() -> [u8; VT_HEADER_LEN] {
+    let mut h = [0u8; VT_HEADER_LEN];
+    h[..8].copy_from_slice(&VT_HEADER_MAGIC);
+    h[8..12].copy_from_slice(&VT_FORMAT_VERSION.to_le_bytes());
+    h
+}
+
+/// Checks a header; the error says what is wrong.
+pub(crate) fn check_header(h: &[u8]) -> Result<(), String> {
+    if h.len() < VT_HEADER_LEN || h[..8] != VT_HEADER_MAGIC {
+        return Err("not a sluicedb value table (bad header magic)".into());
+    }
+    let v = u32_at(h, 8);
+    if v == 0 || v > VT_FORMAT_VERSION {
+        return Err(format!("value table format version {v} is unknown"));
+    }
+    if u32_at(h, 12) != 0 {
+        return Err("value table header: reserved bytes are not zero".into());
+    }
+    Ok(())
+}
+
+/// Where a record is, as the dense index says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordHandle {
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
+}
+
+impl RecordHandle {
+    pub(crate) fn encode(&self) -> [u8; ENTRY_VALUE_LEN] {
+        let mut b = [0u8; ENTRY_VALUE_LEN];
+        b[..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..].copy_from_slice(&self.len.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<Self> {
+        (b.len() == ENTRY_VALUE_LEN).then(|| RecordHandle {
+            offset: u64_at(b, 0),
+            len: u32_at(b, 8),
+        })
+    }
+
+    /// One past the record's last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + u64::from(self.len)
+    }
+}
+
+/// Counters in the properties block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ValueTableProperties {
+    pub(crate) records: u64,
+    pub(crate) raw_key_bytes: u64,
+    pub(crate) raw_value_bytes: u64,
+    /// Where the records end and the first index partition starts.
+    pub(crate) records_end: u64,
+    pub(crate) index_partitions: u64,
+    pub(crate) smallest_seq: u64,
+    pub(crate) largest_seq: u64,
+    /// 1 when the table holds hot values (seed 003 §3.4.2), else 0.
+    pub(crate) hot: u64,
+}
+
+impl ValueTableProperties {
+    const FIELDS: [&'static str; 8] = [
+        "records",
+        "raw_key_bytes",
+        "raw_value_bytes",
+        "records_end",
+        "index_partitions",
+        "smallest_seq",
+        "largest_seq",
+        "hot",
+    ];
+
+    fn values(&self) -> [u64; 8] {
+        [
+            self.records,
+            self.raw_key_bytes,
+            self.raw_value_bytes,
+            self.records_end,
+            self.index_partitions,
+            self.smallest_seq,
+            self.largest_seq,
+            self.hot,
+        ]
+    }
+
+    /// `count: u32 | count × (name: u32-length-prefixed | value: u64)`, as
+    /// key tables' properties; readers skip names they do not know.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_u32(&mut b, Self::FIELDS.len() as u32);
+        for (name, v) in Self::FIELDS.iter().zip(self.values()) {
+            put_bytes(&mut b, name.as_bytes());
+            put_u64(&mut b, v);
+        }
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<Self> {
+        let mut r = Reader::new(b);
+        let n = r.u32()?;
+        let mut p = ValueTableProperties::default();
+        for _ in 0..n {
+            let name = r.len_prefixed()?;
+            let v = r.u64()?;
+            let field = match name {
+                b"records" => &mut p.records,
+                b"raw_key_bytes" => &mut p.raw_key_bytes,
+                b"raw_value_bytes" => &mut p.raw_value_bytes,
+                b"records_end" => &mut p.records_end,
+                b"index_partitions" => &mut p.index_partitions,
+                b"smallest_seq" => &mut p.smallest_seq,
+                b"largest_seq" => &mut p.largest_seq,
+                b"hot" => &mut p.hot,
+                _ => continue,
+            };
+            *field = v;
+        }
+        r.is_empty().then_some(p)
+    }
+}

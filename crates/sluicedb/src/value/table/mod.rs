@@ -1,0 +1,21 @@
+//! Value tables: Scavenger's RecordBasedTable (seed 003 §3.2.1, Fig. 7),
+//! the files of the `table` value layout (issue 18).
+//!
+//! A value table holds key-value records sorted by internal key and a
+//! *dense* index with an entry per record (internal key → offset, length),
+//! unlike a key table's sparse index of blocks. GC reads only the index to
+//! learn every key of a victim, checks validity, then reads just the live
+//! records (lazy read, §3.2.2); a point read finds its record through one
+//! cached index partition and reads exactly the record. The format is in
+//! `docs/format/value-table.md`.
+//!
+//! This module is the file format alone: the layout that writes tables at
+//! flush and GC, follows inheritance edges and collects them comes next.
+#![allow(dead_code)] // Used by the table layout, which is being built (issue 18).
+
+pub(crate) mod builder;
+pub(crate) mod format;
+pub(crate) mod reader;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+//! Opens a value table: point lookups through the dense index, the whole
+//! index in one read for lazy GC, and coalesced reads of chosen records
+//! (seed 003 §3.2.2).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::format::{check_header, RecordHandle, ValueTableProperties, VT_FOOTER, VT_HEADER_LEN};
+use crate::error::{Error, Result};
+use crate::fs::{CountedReader, CountingFs, IoClass};
+use crate::iter::InternalIterator;
+use crate::key::{self, Kind};
+use crate::table::block::Block;
+use crate::table::bloom;
+use crate::table::cache::BlockCache;
+use crate::table::format::{verify_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use crate::table::reader::read_raw;
+use crate::value::log::format::{decode_record, Bad, Record, KIND_PUT};
+use crate::value::log::reader::OwnedRecord;
+
+/// Most bytes one coalesced read of records covers.
+pub(crate) const MAX_COALESCED_READ: u64 = 4 << 20;
+
+/// One entry of the dense index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IndexEntry {
+    pub(crate) key: Vec<u8>,
+    pub(crate) seq: u64,
+    pub(crate) handle: RecordHandle,
+}
+
+/// An open value table. The top index, filter and properties stay in
+/// memory; index partitions go through the block cache.
+pub(crate) struct ValueTable {
+    number: u64,
+    path: Arc<PathBuf>,
+    file: CountedReader,
+    file_size: u64,
+    top: Arc<Block>,
+    /// Where the top index block starts: the partitions end there.
+    top_at: u64,
+    filter: Vec<u8>,
+    properties: ValueTableProperties,
+    hot: bool,
+    cache: Arc<BlockCache>,
+}
+
+impl ValueTable {
+    pub(crate) fn open(
+        fs: &CountingFs,
+        path: PathBuf,
+        number: u64,
+        file_size: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<ValueTable> {
+        let file = fs.open(&path)?;
+        let path = Arc::new(path);
+        let bad = |at: u64, why: String| Error::corruption(path.as_path(), at, why);
+        if file.len() != file_size {
+            return Err(bad(
+                file.len(),
+                format!(
+                    "value table is {} bytes, the manifest says {file_size}",
+                    file.len()
+                ),
+            ));
+        }
+        if file_size < (VT_HEADER_LEN + FOOTER_LEN) as u64 {
+            return Err(bad(
+                0,
+                "value table shorter than its header and footer".into(),
+            ));
+        }
+        check_header(&file.read_at(0, VT_HEADER_LEN, IoClass::UserRead)?)
+            .map_err(|why| bad(0, why))?;
+        let footer_at = file_size - FOOTER_LEN as u64;
+        let raw = file.read_at(footer_at, FOOTER_LEN, IoClass::UserRead)?;
+        let footer = Footer::decode_as(&raw, &path, footer_at, VT_FOOTER)?;
+        let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, IoClass::UserRead);
+        let top = Arc::new(Block::new(
+            read(footer.index)?,
+            path.clone(),
+            footer.index.offset,
+        )?);
+        let filter = read(footer.filter)?;
+        let properties = ValueTableProperties::decode(&read(footer.properties)?)
+            .ok_or_else(|| bad(footer.properties.offset, "bad properties block".into()))?;
+        if properties.hot > 1 {
+            return Err(bad(
+                footer.properties.offset,
+                format!("hot property {} is neither 0 nor 1", properties.hot),
+            ));
+        }
+        if properties.records_end < VT_HEADER_LEN as u64
+            || properties.records_end > footer.index.offset
+        {
+            return Err(bad(
+                footer.properties.offset,
+                format!(
+                    "records end at {} outside the file's record area",
+                    properties.records_end
+                ),
+            ));
+        }
+        Ok(ValueTable {
+            number,
+            path,
+            file,
+            file_size,
+            top,
+            top_at: footer.index.offset,
+            filter,
+            hot: properties.hot == 1,
+            properties,
+            cache,
+        })
+    }
+
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    pub(crate) fn properties(&self) -> &ValueTableProperties {
+        &self.properties
+    }
+
+    /// True for a table of hot values (seed 003 §3.4.2).
+    pub(crate) fn is_hot(&self) -> bool {
+        self.hot
+    }
+
+    fn corruption(&self, at: u64, why: impl Into<String>) -> Error {
+        Error::corruption(self.path.as_path(), at, why.into())
+    }
+
+    fn handle_at(&self, v: &[u8]) -> Result<BlockHandle> {
+        BlockHandle::decode(v)
+            .ok_or_else(|| self.corruption(self.top_at, "bad partition handle in the top index"))
+    }
+
+    fn partition(&self, h: BlockHandle, class: IoClass) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.number, h.offset) {
+            return Ok(b);
+        }
+        let data = read_raw(&self.file, &self.path, self.file_size, h, class)?;
+        let b = Arc::new(Block::new(data, self.path.clone(), h.offset)?);
+        self.cache.insert(self.number, h.offset, b.clone());
+        Ok(b)
+    }
+
+    /// Where the record of `key` at sequence `seq` is, if the table holds
+    /// it: the filter answers most misses, then one partition (cached).
+    pub(crate) fn find(
+        &self,
+        key: &[u8],
+        seq: u64,
+        class: IoClass,
+    ) -> Result<Option<RecordHandle>> {
+        if !bloom::may_contain(&self.filter, bloom::key_hash(key)) {
+            return Ok(None);
+        }
+        let target = key::encode(key, seq, key::KIND_SEEK);
+        let mut top = self.top.iter();
+        top.seek(&target);
+        top.status()?;
+        if !top.valid() {
+            return Ok(None);
+        }
+        let h = self.handle_at(top.value())?;
+        let block = self.partition(h, class)?;
+        let mut it = block.iter();
+        it.seek(&target);
+        it.status()?;
+        if !it.valid() || key::user_key(it.key()) != key || key::sequence(it.key()) != seq {
+            return Ok(None);
+        }
+        RecordHandle::decode(it.value())
+            .map(Some)
+            .ok_or_else(|| self.corruption(h.offset, "bad record handle in the dense index"))
+    }
+
+    /// Every entry of the dense index, in key order, from one sequential
+    /// read of the partitions (lazy read's first step, seed 003 §3.2.2).
+    /// Returns the entries and the bytes read.
+    pub(crate) fn index_entries(&self, class: IoClass) -> Result<(Vec<IndexEntry>, u64)> {
+        let start = self.properties.records_end;
+        let raw = self
+            .file
+            .read_at(start, (self.top_at - start) as usize, class)?;
+        let mut out = Vec::with_capacity(self.properties.records as usize);
+        let mut top = self.top.iter();
+        top.seek_to_first();
+        let mut expect_at = start;
+        while top.valid() {
+            let h = self.handle_at(top.value())?;
+            if h.offset != expect_at {
+                return Err(self.corruption(
+                    h.offset,
+                    format!(
+                        "index partition at {} where {expect_at} was expected",
+                        h.offset
+                    ),
+                ));
+            }
+            let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+            if end > self.top_at {
+                return Err(self.corruption(h.offset, "index partition runs past the top index"));
+            }
+            let slice = raw[(h.offset - start) as usize..(end - start) as usize].to_vec();
+            let block = Arc::new(Block::new(
+                verify_block(slice, &self.path, h.offset)?,
+                self.path.clone(),
+                h.offset,
+            )?);
+            let mut it = block.iter();
+            it.seek_to_first();
+            while it.valid() {
+                let ik = it.key();
+                let handle = RecordHandle::decode(it.value()).ok_or_else(|| {
+                    self.corruption(h.offset, "bad record handle in the dense index")
+                })?;
+                if key::kind_byte(ik) != Kind::Value as u8 {
+                    return Err(self.corruption(h.offset, "dense index entry of a kind not a put"));
+                }
+                out.push(IndexEntry {
+                    key: key::user_key(ik).to_vec(),
+                    seq: key::sequence(ik),
+                    handle,
+                });
+                it.next();
+            }
+            it.status()?;
+            expect_at = end;
+            top.next();
+        }
+        top.status()?;
+        if expect_at != self.top_at {
+            return Err(self.corruption(expect_at, "the index partitions end before the top index"));
+        }
+        if out.len() as u64 != self.properties.records {
+            return Err(self.corruption(
+                self.properties.records_end,
+                format!(
+                    "the dense index lists {} records, the properties {}",
+                    out.len(),
+                    self.properties.records
+                ),
+            ));
+        }
+        Ok((out, self.top_at - start))
+    }
+
+    /// Reads the record `e` names and checks it is intact and is `e`'s.
+    pub(crate) fn read(&self, e: &IndexEntry, class: IoClass) -> Result<OwnedRecord> {
+        let mut out = None;
+        self.read_coalesced(std::slice::from_ref(e), 0, class, |_, r| {
+            out = Some(OwnedRecord {
+                seq: r.seq,
+                flags: r.flags,
+                key: r.key.to_vec(),
+                value: r.value.to_vec(),
+            });
+            Ok(())
+        })?;
+        Ok(out.expect("one record visited"))
+    }
+
+    /// Visits the records of `entries` (in increasing offset order): runs
+    /// of records with gaps of at most `gap` bytes come from one read of up
+    /// to [`MAX_COALESCED_READ`] (seed 003 §3.2.2: GC reads only valid
+    /// values). Each record is checked against its entry. Returns the bytes
+    /// read.
+    pub(crate) fn read_coalesced(
+        &self,
+        entries: &[IndexEntry],
+        gap: u64,
+        class: IoClass,
+        mut f: impl FnMut(&IndexEntry, Record<'_>) -> Result<()>,
+    ) -> Result<u64> {
+        let limit = self.properties.records_end;
+        let mut read = 0;
+        let mut i = 0;
+        while i < entries.len() {
+            let first = entries[i].handle;
+            let mut end = first.end();
+            let mut j = i + 1;
+            while j < entries.len() {
+                let h = entries[j].handle;
+                if h.offset < end
+                    || h.offset - end > gap
+                    || h.end() - first.offset > MAX_COALESCED_READ
+                {
+                    break;
+                }
+                end = h.end();
+                j += 1;
+            }
+            if first.offset < VT_HEADER_LEN as u64 || end > limit {
+                return Err(self.corruption(
+                    first.offset,
+                    "a record handle points outside the table's records",
+                ));
+            }
+            let buf = self
+                .file
+                .read_at(first.offset, (end - first.offset) as usize, class)?;
+            read += buf.len() as u64;
+            for e in &entries[i..j] {
+                let at = (e.handle.offset - first.offset) as usize;
+                let raw = &buf[at..at + e.handle.len as usize];
+                let r = self.check(raw, e)?;
+                f(e, r)?;
+            }
+            i = j;
+        }
+        Ok(read)
+    }
+
+    fn check<'a>(&self, raw: &'a [u8], e: &IndexEntry) -> Result<Record<'a>> {
+        let bad = |why: String| self.corruption(e.handle.offset, why);
+        let (r, len) = decode_record(raw).map_err(|b| match b {
+            Bad::Incomplete => bad("value record shorter than its index entry says".into()),
+            Bad::Damaged(why) => bad(why),
+        })?;
+        if len != raw.len() {
+            return Err(bad("value record shorter than its index entry says".into()));
+        }
+        if r.key != e.key.as_slice() || r.seq != e.seq || r.kind() != KIND_PUT {
+            return Err(bad("value record does not match its index entry".into()));
+        }
+        Ok(r)
+    }
+
+    /// Reads the whole table and checks every block, every record against
+    /// its index entry (the records tile the record area exactly, in
+    /// order), the filter and the properties. Returns the records checked.
+    pub(crate) fn verify(&self) -> Result<u64> {
+        let (entries, _) = self.index_entries(IoClass::UserRead)?;
+        let mut at = VT_HEADER_LEN as u64;
+        let mut prev: Option<&IndexEntry> = None;
+        let (mut keys, mut values) = (0u64, 0u64);
+        for e in &entries {
+            if e.handle.offset != at {
+                return Err(self.corruption(
+                    e.handle.offset,
+                    format!(
+                        "dense index entry at {} where a record starts at {at}",
+                        e.handle.offset
+                    ),
+                ));
+            }
+            if let Some(p) = prev {
+                let a = key::encode(&p.key, p.seq, Kind::Value as u8);
+                let b = key::encode(&e.key, e.seq, Kind::Value as u8);
+                if !key::compare(&a, &b).is_lt() {
+                    return Err(self.corruption(e.handle.offset, "dense index out of key order"));
+                }
+            }
+            if !bloom::may_contain(&self.filter, bloom::key_hash(&e.key)) {
+                return Err(
+                    self.corruption(e.handle.offset, "the filter does not hold a record's key")
+                );
+            }
+            at = e.handle.end();
+            prev = Some(e);
+        }
+        if at != self.properties.records_end {
+            return Err(self.corruption(at, "records do not end where the properties say"));
+        }
+        self.read_coalesced(&entries, 0, IoClass::UserRead, |_, r| {
+            keys += r.key.len() as u64;
+            values += r.value.len() as u64;
+            Ok(())
+        })?;
+        let p = &self.properties;
+        if keys != p.raw_key_bytes || values != p.raw_value_bytes {
+            return Err(self.corruption(
+                p.records_end,
+                "record key or value bytes differ from the properties",
+            ));
+        }
+        Ok(entries.len() as u64)
+    }
+}

@@ -1,0 +1,279 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::builder::{BuiltValueTable, ValueTableBuilder, ValueTableOptions};
+use super::format::{RecordHandle, VT_HEADER_LEN};
+use super::reader::{IndexEntry, ValueTable};
+use crate::fs::{CountingFs, IoClass, MemFs};
+use crate::table::cache::BlockCache;
+use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
+
+const OPTS: ValueTableOptions = ValueTableOptions {
+    index_block_bytes: 256,
+    restart_interval: 4,
+    bloom_bits_per_key: 10,
+};
+
+fn fs() -> CountingFs {
+    CountingFs::new(Arc::new(MemFs::new()))
+}
+
+/// Builds `/t.vst` from `(key, seq, value)` in the given order.
+fn build(
+    fs: &CountingFs,
+    records: &[(Vec<u8>, u64, Vec<u8>)],
+    hot: bool,
+) -> (BuiltValueTable, Vec<RecordHandle>) {
+    let file = fs.create(&path(), IoClass::Flush).unwrap();
+    let mut b = ValueTableBuilder::new(file, OPTS, hot).unwrap();
+    let handles = records
+        .iter()
+        .map(|(k, seq, v)| {
+            b.add(&Record {
+                seq: *seq,
+                flags: KIND_PUT,
+                key: k,
+                value: v,
+            })
+            .unwrap()
+        })
+        .collect();
+    (b.finish().unwrap(), handles)
+}
+
+fn path() -> PathBuf {
+    PathBuf::from("/t.vst")
+}
+
+fn open(fs: &CountingFs, size: u64) -> crate::error::Result<ValueTable> {
+    ValueTable::open(fs, path(), 9, size, Arc::new(BlockCache::new(1 << 20)))
+}
+
+/// Sorted records: keys with one to three versions (newest first), values
+/// of 0..300 bytes.
+fn records(rng: &mut StdRng, keys: usize) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for i in 0..keys {
+        let key = format!("key{:06}", i * 7).into_bytes();
+        let versions = rng.gen_range(1..=3u64);
+        let top = rng.gen_range(10..1_000_000u64);
+        for v in 0..versions {
+            let len = rng.gen_range(0..300);
+            let value: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            out.push((key.clone(), top - v * 3, value));
+        }
+    }
+    out
+}
+
+#[test]
+fn lookups_index_and_coalesced_reads_match_what_was_written() {
+    for seed in 0..8u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let fs = fs();
+        let recs = records(&mut rng, 1 + seed as usize * 40);
+        let (built, handles) = build(&fs, &recs, seed % 2 == 0);
+        let t = open(&fs, built.file_size).unwrap();
+        assert_eq!(t.is_hot(), seed % 2 == 0, "seed {seed}");
+        assert_eq!(t.properties().records, recs.len() as u64, "seed {seed}");
+        assert_eq!(t.verify().unwrap(), recs.len() as u64, "seed {seed}");
+        for ((k, seq, _), h) in recs.iter().zip(&handles) {
+            assert_eq!(
+                t.find(k, *seq, IoClass::UserRead).unwrap(),
+                Some(*h),
+                "seed {seed}"
+            );
+            // Another sequence of the same key, and an absent key.
+            assert_eq!(
+                t.find(k, seq + 1, IoClass::UserRead).unwrap(),
+                None,
+                "seed {seed}"
+            );
+            let mut absent = k.clone();
+            absent.push(b'x');
+            assert_eq!(
+                t.find(&absent, *seq, IoClass::UserRead).unwrap(),
+                None,
+                "seed {seed}"
+            );
+        }
+        let (entries, index_bytes) = t.index_entries(IoClass::Gc).unwrap();
+        assert!(index_bytes > 0, "seed {seed}");
+        let expect: Vec<IndexEntry> = recs
+            .iter()
+            .zip(&handles)
+            .map(|((k, seq, _), h)| IndexEntry {
+                key: k.clone(),
+                seq: *seq,
+                handle: *h,
+            })
+            .collect();
+        assert_eq!(entries, expect, "seed {seed}");
+        // A random subset, read with coalescing: every chosen value, in
+        // order, and fewer bytes than the whole record area when sparse.
+        let chosen: Vec<IndexEntry> = entries
+            .iter()
+            .filter(|_| rng.gen_bool(0.3))
+            .cloned()
+            .collect();
+        let mut seen = Vec::new();
+        let read = t
+            .read_coalesced(&chosen, 64, IoClass::Gc, |e, r| {
+                seen.push((e.key.clone(), r.seq, r.value.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        let want: Vec<_> = recs
+            .iter()
+            .filter(|(k, seq, _)| chosen.iter().any(|e| &e.key == k && e.seq == *seq))
+            .cloned()
+            .collect();
+        assert_eq!(seen, want, "seed {seed}");
+        let chosen_bytes: u64 = chosen.iter().map(|e| u64::from(e.handle.len)).sum();
+        assert!(read >= chosen_bytes, "seed {seed}");
+        assert!(read <= built.properties.records_end, "seed {seed}");
+        for e in chosen.iter().take(5) {
+            let r = t.read(e, IoClass::UserRead).unwrap();
+            assert_eq!(
+                (r.key.as_slice(), r.seq),
+                (e.key.as_slice(), e.seq),
+                "seed {seed}"
+            );
+        }
+    }
+}
+
+#[test]
+fn builder_refuses_disorder_non_puts_and_empty_tables() {
+    let fs = fs();
+    let mut b =
+        ValueTableBuilder::new(fs.create(&path(), IoClass::Flush).unwrap(), OPTS, false).unwrap();
+    let put = |key: &'static [u8], seq| Record {
+        seq,
+        flags: KIND_PUT | FLAG_GC_COPY,
+        key,
+        value: b"v",
+    };
+    b.add(&put(b"b", 5)).unwrap();
+    // Same key: only an older sequence may follow.
+    assert!(b.add(&put(b"b", 5)).is_err());
+    assert!(b.add(&put(b"b", 6)).is_err());
+    b.add(&put(b"b", 4)).unwrap();
+    assert!(b.add(&put(b"a", 9)).is_err());
+    let del = Record {
+        seq: 1,
+        flags: KIND_DELETE,
+        key: b"c",
+        value: b"",
+    };
+    assert!(b.add(&del).is_err());
+    assert_eq!(b.records(), 2);
+    let empty =
+        ValueTableBuilder::new(fs.create(&path(), IoClass::Flush).unwrap(), OPTS, false).unwrap();
+    assert!(empty.finish().is_err());
+}
+
+/// Every single-byte change is caught by `open` or `verify` as
+/// `Corruption` (never a panic, never a table that verifies).
+#[test]
+fn every_flipped_byte_is_corruption() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let fs = fs();
+    let recs = records(&mut rng, 12);
+    let (built, _) = build(&fs, &recs, true);
+    let good = fs.read_all(&path(), IoClass::UserRead).unwrap();
+    assert_eq!(good.len() as u64, built.file_size);
+    for i in 0..good.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut bad = good.clone();
+            bad[i] ^= bit;
+            let fs = fs_with(&bad);
+            let outcome = open(&fs, bad.len() as u64).and_then(|t| t.verify());
+            match outcome {
+                Err(e) => assert!(
+                    e.is_corruption()
+                        || matches!(e, crate::error::Error::UnsupportedVersion { .. }),
+                    "byte {i} bit {bit:#x}: {e}"
+                ),
+                Ok(_) => panic!("byte {i} bit {bit:#x}: a damaged table verified"),
+            }
+        }
+    }
+    // A cut table.
+    for cut in [0, 10, good.len() / 2, good.len() - 1] {
+        let fs = fs_with(&good[..cut]);
+        assert!(open(&fs, cut as u64).is_err(), "cut at {cut}");
+    }
+}
+
+fn fs_with(bytes: &[u8]) -> CountingFs {
+    let fs = fs();
+    let mut f = fs.create(&path(), IoClass::Flush).unwrap();
+    f.append(bytes).unwrap();
+    f.sync().unwrap();
+    fs
+}
+
+/// The worked example of `docs/format/value-table.md`, byte for byte.
+#[test]
+fn worked_example_of_the_format_doc() {
+    let fs = fs();
+    let recs = vec![
+        (b"apple".to_vec(), 7, b"red".to_vec()),
+        (b"pear".to_vec(), 9, b"green".to_vec()),
+    ];
+    let (built, handles) = build(&fs, &recs, false);
+    let bytes = fs.read_all(&path(), IoClass::UserRead).unwrap();
+    // Header.
+    assert_eq!(&bytes[..16], b"sluicevt\x01\x00\x00\x00\x00\x00\x00\x00");
+    // Records: 21-byte header + key + value each.
+    assert_eq!(
+        handles[0],
+        RecordHandle {
+            offset: 16,
+            len: 29
+        }
+    );
+    assert_eq!(
+        handles[1],
+        RecordHandle {
+            offset: 45,
+            len: 30
+        }
+    );
+    let r0 = &bytes[16..45];
+    assert_eq!(&r0[4..12], &7u64.to_le_bytes()); // seq
+    assert_eq!(r0[12], 1); // flags: put
+    assert_eq!(&r0[13..21], b"\x05\x00\x00\x00\x03\x00\x00\x00"); // key_len 5, value_len 3
+    assert_eq!(&r0[21..], b"applered");
+    assert_eq!(built.properties.records_end, 75);
+    // The one index partition: two entries, restart interval 4.
+    // Entry 0: shared 0 | unshared 13 | value_len 12 | "apple" + trailer | offset 16, len 29.
+    let p = &bytes[75..];
+    assert_eq!(&p[..3], &[0, 13, 12]);
+    assert_eq!(&p[3..8], b"apple");
+    assert_eq!(&p[8..16], &((7u64 << 8) | 1).to_le_bytes());
+    assert_eq!(&p[16..28], &[16, 0, 0, 0, 0, 0, 0, 0, 29, 0, 0, 0]);
+    // Entry 1 shares nothing with "apple".
+    assert_eq!(&p[28..31], &[0, 12, 12]);
+    assert_eq!(&p[31..35], b"pear");
+    assert_eq!(&p[35..43], &((9u64 << 8) | 1).to_le_bytes());
+    assert_eq!(&p[43..55], &[45, 0, 0, 0, 0, 0, 0, 0, 30, 0, 0, 0]);
+    // Partition = 2 entries (28 + 27 bytes) + restarts [0] + count 1 = 63
+    // bytes, then the trailer (compression 0, crc): the top index at 143.
+    assert_eq!(&p[55..63], &[0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(p[63], 0);
+    assert_eq!(built.file_size, bytes.len() as u64);
+    let t = open(&fs, built.file_size).unwrap();
+    assert_eq!(t.index_entries(IoClass::Gc).unwrap().1, 143 - 75);
+    assert_eq!(t.properties().index_partitions, 1);
+    assert_eq!(
+        t.find(b"pear", 9, IoClass::UserRead).unwrap(),
+        Some(handles[1])
+    );
+    assert_eq!(&bytes[bytes.len() - 8..], b"sluicevt");
+    assert_eq!(VT_HEADER_LEN, 16);
+}
