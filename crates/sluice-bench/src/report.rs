@@ -47,33 +47,40 @@ fn find<'a>(results: &'a [PhaseResult], phase: &str, engine: &str) -> Option<&'a
 }
 
 /// A Markdown table comparing engines phase by phase; `×` is throughput
-/// relative to the first engine in the same phase.
+/// relative to the first engine in the same phase, `with settle` the
+/// throughput counting the settle step (flush and background work left
+/// behind) as part of the phase.
 pub fn table(results: &[PhaseResult]) -> String {
     let (phases, engines) = axes(results);
     let mut s = String::from(
-        "| phase | engine | ops/s | × | p50 us | p99 us | p99.9 us | write amp | write amp (io) | space amp | GC MB | settle s |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| phase | engine | ops/s | × | with settle | × | p50 us | p99 us | p99.9 us | write amp | write amp (io) | space amp | GC MB | settle s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let amp = |a: Option<f64>| a.map_or("-".to_string(), |a| format!("{a:.2}"));
     for p in &phases {
-        let base = engines
-            .iter()
-            .find_map(|e| find(results, p, e))
-            .map(|r| r.ops_per_sec);
+        let base = engines.iter().find_map(|e| find(results, p, e));
         for e in &engines {
             let Some(r) = find(results, p, e) else {
                 continue;
             };
             if r.is_closed() {
-                s += &format!("| {p} | {e} | | | | | | | | {} | | |\n", amp(r.space_amp));
+                s += &format!(
+                    "| {p} | {e} | | | | | | | | | | {} | | |\n",
+                    amp(r.space_amp)
+                );
                 continue;
             }
-            let rel = base
-                .filter(|&b| b > 0.0)
-                .map_or("-".to_string(), |b| format!("{:.2}", r.ops_per_sec / b));
+            let rel = |of: fn(&PhaseResult) -> f64| {
+                base.map(of)
+                    .filter(|&b| b > 0.0)
+                    .map_or("-".to_string(), |b| format!("{:.2}", of(r) / b))
+            };
             s += &format!(
-                "| {p} | {e} | {:.0} | {rel} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {:.0} | {} |\n",
+                "| {p} | {e} | {:.0} | {} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {:.0} | {} |\n",
                 r.ops_per_sec,
+                rel(|r| r.ops_per_sec),
+                r.sustained_ops_per_sec(),
+                rel(PhaseResult::sustained_ops_per_sec),
                 r.latency.p50_us,
                 r.latency.p99_us,
                 r.latency.p999_us,

@@ -159,6 +159,14 @@ fn engines_run_the_same_operations_and_compare_in_one_table() {
         "{t}"
     );
     assert!(t.contains("| ycsb-a.closed | hashkv |"), "{t}");
+    let cells = |l: &str| l.matches('|').count();
+    let header = cells(t.lines().next().unwrap());
+    assert!(t.lines().all(|l| cells(l) == header), "{t}");
+    // Throughput with settle counts the settle step as part of the phase.
+    let settle = a.settle_s.unwrap();
+    let with = a.ops as f64 / (a.elapsed_s + settle);
+    assert!((a.sustained_ops_per_sec() - with).abs() < 1e-6);
+    assert!(a.sustained_ops_per_sec() <= a.ops_per_sec);
     assert!(dir.path().join("leveldb").join("CURRENT").exists());
     assert!(dir.path().join("hashkv").join("CURRENT").exists());
 }

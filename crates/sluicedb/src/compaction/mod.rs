@@ -26,8 +26,9 @@ use crate::memtable::Lookup;
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
 use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
-use crate::value::ValueStore;
+use crate::value::{ValueSink, ValueStore};
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Counters of one job.
@@ -43,6 +44,8 @@ pub(crate) struct JobStats {
     pub(crate) values_separated: u64,
     /// Bytes of value log records whose pointers were dropped, per file.
     pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
+    /// What the value store's flush sink adds to the job's edit.
+    pub(crate) value_edit: ValueEdit,
 }
 
 /// What the merge loop needs to know.
@@ -140,6 +143,7 @@ pub(crate) fn write_merged(
 ) -> Result<Vec<FileMeta>> {
     let mut w = Writer {
         p,
+        sink: p.separate.map(|(store, _)| store.flush_sink()),
         outputs: Vec::new(),
         current: None,
         pointer_key: Vec::new(),
@@ -226,6 +230,9 @@ pub(crate) fn write_merged(
     if let Some(out) = w.current.take() {
         w.outputs.push(finish(out, stats)?);
     }
+    if let Some(sink) = w.sink.take() {
+        sink.finish(&mut stats.value_edit)?;
+    }
     Ok(w.outputs)
 }
 
@@ -246,6 +253,8 @@ fn count_pointer(pointer: &[u8], stats: &mut JobStats) {
 /// The output side of [`write_merged`].
 struct Writer<'a, 'p> {
     p: &'a MergeParams<'p>,
+    /// Where separated values go (with `p.separate`).
+    sink: Option<Box<dyn ValueSink + 'p>>,
     outputs: Vec<FileMeta>,
     current: Option<Output>,
     pointer_key: Vec<u8>,
@@ -300,11 +309,13 @@ impl Writer<'_, '_> {
         }
         let out = self.current.as_mut().expect("current output");
         let kind = key::kind_byte(&h.ikey);
-        match p.separate {
-            Some((store, threshold)) if kind == Kind::Value as u8 && h.value.len() >= threshold => {
+        match (p.separate, self.sink.as_mut()) {
+            (Some((_, threshold)), Some(sink))
+                if kind == Kind::Value as u8 && h.value.len() >= threshold =>
+            {
                 let seq = key::sequence(&h.ikey);
                 let uk = key::user_key(&h.ikey);
-                let ptr = store.append(&Record {
+                let ptr = sink.append(&Record {
                     seq,
                     flags: KIND_PUT,
                     key: uk,

@@ -228,7 +228,7 @@ impl Core {
         let mut edit = VersionEdit {
             values: ValueEdit {
                 garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
-                ..ValueEdit::default()
+                ..std::mem::take(&mut stats.value_edit)
             },
             ..VersionEdit::default()
         };

@@ -165,6 +165,12 @@ impl Core {
         // count only the versions they drop; compactions count the rest.
         let outputs = self.build_tables(mem.clone().iter(), max_seq, None, &mut stats)?;
         edit.values.garbage.extend(stats.garbage);
+        // The shared-head layouts' sinks add nothing to an edit; the table
+        // layout's (issue 18) will add its value tables here.
+        assert!(
+            stats.value_edit == crate::value::meta::ValueEdit::default(),
+            "a flush sink's edit is not merged into recovery's yet"
+        );
         for f in outputs {
             edit.add_file(self.shape.flush_level(), f);
         }

@@ -23,7 +23,10 @@
 //! 7. the freed files deleted once no registered reader is older than the
 //!    relocations.
 
-#[allow(dead_code)] // Used by the table layout, which is being built (issue 18).
+#[expect(
+    dead_code,
+    reason = "used by the table layout, which is being built (issue 18)"
+)]
 pub(crate) mod drop_cache;
 
 use std::sync::Arc;

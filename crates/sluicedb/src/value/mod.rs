@@ -37,6 +37,14 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// and is durable after the next [`ValueStore::sync`].
     fn append(&self, r: &Record<'_>) -> Result<ValuePointer>;
 
+    /// Where one flush writes the values it separates, in key order. The
+    /// log and hash layouts append to their shared heads; a layout whose
+    /// files belong to one job (Scavenger's value tables, seed 003 §3.1)
+    /// writes its own and names them in the job's edit.
+    fn flush_sink(&self) -> Box<dyn ValueSink + '_> {
+        Box::new(SharedHeads(self))
+    }
+
     /// Makes every appended record durable.
     fn sync(&self) -> Result<()>;
 
@@ -209,6 +217,32 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
 
     /// Fills the layout's section of [`ValueStats`].
     fn layout_stats(&self, _stats: &mut ValueStats) {}
+}
+
+/// Where one flush job writes the values it separates
+/// ([`ValueStore::flush_sink`]).
+pub(crate) trait ValueSink {
+    /// Appends a record (keys in increasing internal-key order) and
+    /// returns where it is.
+    fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer>;
+
+    /// Ends the job's appends, durably, and adds to `edit` what the
+    /// manifest must learn together with the job's tables.
+    fn finish(self: Box<Self>, edit: &mut meta::ValueEdit) -> Result<()>;
+}
+
+/// The sink of layouts with shared heads: appends go to the store, and
+/// the flush syncs the store before it installs (`Core::run_flush`).
+struct SharedHeads<'a, S: ValueStore + ?Sized>(&'a S);
+
+impl<S: ValueStore + ?Sized> ValueSink for SharedHeads<'_, S> {
+    fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer> {
+        self.0.append(r)
+    }
+
+    fn finish(self: Box<Self>, _edit: &mut meta::ValueEdit) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Moves the group's values of at least `threshold` bytes into `store`

@@ -11,7 +11,10 @@
 //!
 //! This module is the file format alone: the layout that writes tables at
 //! flush and GC, follows inheritance edges and collects them comes next.
-#![allow(dead_code)] // Used by the table layout, which is being built (issue 18).
+#![expect(
+    dead_code,
+    reason = "used by the table layout, which is being built (issue 18)"
+)]
 
 pub(crate) mod builder;
 pub(crate) mod format;
