@@ -2,8 +2,9 @@
 
 use super::block::BlockBuilder;
 use super::bloom;
-use super::format::{block_trailer, BlockHandle, Footer, TABLE_FORMAT_VERSION};
-use crate::coding::{put_bytes, put_u32, put_u64};
+use super::format::{
+    block_trailer, decode_properties, encode_properties, BlockHandle, Footer, TABLE_FORMAT_VERSION,
+};
 use crate::error::Result;
 use crate::fs::CountedWriter;
 use crate::key::{self, Kind};
@@ -28,55 +29,28 @@ pub(crate) struct TableProperties {
 }
 
 impl TableProperties {
-    const FIELDS: [&'static str; 6] = [
-        "entries",
-        "deletions",
-        "value_pointers",
-        "raw_key_bytes",
-        "raw_value_bytes",
-        "data_blocks",
-    ];
-
-    fn values(&self) -> [u64; 6] {
-        [
-            self.entries,
-            self.deletions,
-            self.value_pointers,
-            self.raw_key_bytes,
-            self.raw_value_bytes,
-            self.data_blocks,
-        ]
-    }
-
-    /// `count: u32 | count × (name: len-prefixed | value: u64)`; unknown names
-    /// are ignored by readers, so properties can be added freely.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::new();
-        put_u32(&mut b, Self::FIELDS.len() as u32);
-        for (name, v) in Self::FIELDS.iter().zip(self.values()) {
-            put_bytes(&mut b, name.as_bytes());
-            put_u64(&mut b, v);
-        }
-        b
+        encode_properties(&[
+            ("entries", self.entries),
+            ("deletions", self.deletions),
+            ("value_pointers", self.value_pointers),
+            ("raw_key_bytes", self.raw_key_bytes),
+            ("raw_value_bytes", self.raw_value_bytes),
+            ("data_blocks", self.data_blocks),
+        ])
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {
-        let mut r = crate::coding::Reader::new(b);
-        let n = r.u32()?;
         let mut p = TableProperties::default();
-        for _ in 0..n {
-            let name = r.len_prefixed()?;
-            let v = r.u64()?;
-            match name {
-                b"entries" => p.entries = v,
-                b"deletions" => p.deletions = v,
-                b"value_pointers" => p.value_pointers = v,
-                b"raw_key_bytes" => p.raw_key_bytes = v,
-                b"raw_value_bytes" => p.raw_value_bytes = v,
-                b"data_blocks" => p.data_blocks = v,
-                _ => {}
-            }
-        }
+        decode_properties(b, |name, v| match name {
+            b"entries" => p.entries = v,
+            b"deletions" => p.deletions = v,
+            b"value_pointers" => p.value_pointers = v,
+            b"raw_key_bytes" => p.raw_key_bytes = v,
+            b"raw_value_bytes" => p.raw_value_bytes = v,
+            b"data_blocks" => p.data_blocks = v,
+            _ => {}
+        })?;
         Some(p)
     }
 }

@@ -80,12 +80,8 @@ impl Footer {
         b
     }
 
-    /// Decodes and checks a footer read at `offset` of `file`.
-    pub(crate) fn decode(b: &[u8], file: &Path, offset: u64) -> Result<Self> {
-        Self::decode_as(b, file, offset, FooterKind::TABLE)
-    }
-
-    /// Decodes and checks the footer of a file of kind `kind`.
+    /// Decodes and checks the footer of a file of kind `kind`, read at
+    /// `offset` of `file`.
     pub(crate) fn decode_as(b: &[u8], file: &Path, offset: u64, kind: FooterKind) -> Result<Self> {
         let what = kind.what;
         let bad = |why: &str| Error::corruption(file, offset, format!("{what} footer: {why}"));
@@ -113,6 +109,31 @@ impl Footer {
             format_version: version,
         })
     }
+}
+
+/// Encodes a properties block: `count u32 | count × (name: u32-length-
+/// prefixed | value u64)`. Readers skip names they do not know, so
+/// properties can be added freely (key and value tables alike).
+pub(crate) fn encode_properties(fields: &[(&str, u64)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_u32(&mut b, fields.len() as u32);
+    for (name, v) in fields {
+        crate::coding::put_bytes(&mut b, name.as_bytes());
+        put_u64(&mut b, *v);
+    }
+    b
+}
+
+/// Decodes a properties block, handing each (name, value) to `set`;
+/// `None` when the block is malformed.
+pub(crate) fn decode_properties(b: &[u8], mut set: impl FnMut(&[u8], u64)) -> Option<()> {
+    let mut r = crate::coding::Reader::new(b);
+    let n = r.u32()?;
+    for _ in 0..n {
+        let name = r.len_prefixed()?;
+        set(name, r.u64()?);
+    }
+    Some(())
 }
 
 /// What a footer must say to be one of a given file kind.
@@ -182,11 +203,14 @@ mod tests {
         };
         let b = f.encode();
         let p = Path::new("t.sst");
-        assert_eq!(Footer::decode(&b, p, 0).unwrap(), f);
+        assert_eq!(Footer::decode_as(&b, p, 0, FooterKind::TABLE).unwrap(), f);
         for i in 0..b.len() {
             let mut d = b.clone();
             d[i] ^= 0x10;
-            assert!(Footer::decode(&d, p, 0).is_err(), "flip at {i} accepted");
+            assert!(
+                Footer::decode_as(&d, p, 0, FooterKind::TABLE).is_err(),
+                "flip at {i} accepted"
+            );
         }
     }
 

@@ -7,7 +7,7 @@ use super::block::{Block, BlockIter};
 use super::bloom;
 use super::builder::TableProperties;
 use super::cache::BlockCache;
-use super::format::{verify_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::format::{verify_block, BlockHandle, Footer, FooterKind, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, CountingFs, IoClass};
 use crate::iter::InternalIterator;
@@ -34,28 +34,7 @@ impl Table {
         file_size: u64,
         cache: Arc<BlockCache>,
     ) -> Result<Table> {
-        let file = fs.open(&path)?;
-        let path = Arc::new(path);
-        if file.len() != file_size {
-            return Err(Error::corruption(
-                path.as_path(),
-                file.len(),
-                format!(
-                    "table is {} bytes, the manifest says {file_size}",
-                    file.len()
-                ),
-            ));
-        }
-        if file_size < FOOTER_LEN as u64 {
-            return Err(Error::corruption(
-                path.as_path(),
-                0,
-                "table shorter than its footer",
-            ));
-        }
-        let footer_at = file_size - FOOTER_LEN as u64;
-        let raw = file.read_at(footer_at, FOOTER_LEN, IoClass::UserRead)?;
-        let footer = Footer::decode(&raw, &path, footer_at)?;
+        let (file, path, footer) = open_footer(fs, path, file_size, FooterKind::TABLE, 0)?;
         let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, IoClass::UserRead);
         let index = Arc::new(Block::new(
             read(footer.index)?,
@@ -183,6 +162,42 @@ impl Table {
         }
         Ok(n)
     }
+}
+
+/// Opens a table-shaped file (a key table, or a value table with its
+/// `header_len` bytes of header): checks its length against the manifest's
+/// and reads and checks its footer.
+pub(crate) fn open_footer(
+    fs: &CountingFs,
+    path: PathBuf,
+    file_size: u64,
+    kind: FooterKind,
+    header_len: usize,
+) -> Result<(CountedReader, Arc<PathBuf>, Footer)> {
+    let file = fs.open(&path)?;
+    let path = Arc::new(path);
+    let what = kind.what;
+    if file.len() != file_size {
+        return Err(Error::corruption(
+            path.as_path(),
+            file.len(),
+            format!(
+                "{what} is {} bytes, the manifest says {file_size}",
+                file.len()
+            ),
+        ));
+    }
+    if file_size < (header_len + FOOTER_LEN) as u64 {
+        return Err(Error::corruption(
+            path.as_path(),
+            0,
+            format!("{what} shorter than its header and footer"),
+        ));
+    }
+    let footer_at = file_size - FOOTER_LEN as u64;
+    let raw = file.read_at(footer_at, FOOTER_LEN, IoClass::UserRead)?;
+    let footer = Footer::decode_as(&raw, &path, footer_at, kind)?;
+    Ok((file, path, footer))
 }
 
 /// Reads and checks a block (without the cache).

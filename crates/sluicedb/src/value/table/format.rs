@@ -14,8 +14,8 @@
 //! a table in one sequential read of `[first partition, top index)` (seed
 //! 003 §3.2.2, lazy read), without touching a value.
 
-use crate::coding::{put_bytes, put_u32, put_u64, u32_at, u64_at, Reader};
-use crate::table::format::FooterKind;
+use crate::coding::{u32_at, u64_at};
+use crate::table::format::{decode_properties, encode_properties, FooterKind};
 
 /// "sluicevt": the first eight bytes of a value table.
 pub(crate) const VT_HEADER_MAGIC: [u8; 8] = *b"sluicevt";
@@ -103,62 +103,33 @@ pub(crate) struct ValueTableProperties {
 }
 
 impl ValueTableProperties {
-    const FIELDS: [&'static str; 8] = [
-        "records",
-        "raw_key_bytes",
-        "raw_value_bytes",
-        "records_end",
-        "index_partitions",
-        "smallest_seq",
-        "largest_seq",
-        "hot",
-    ];
-
-    fn values(&self) -> [u64; 8] {
-        [
-            self.records,
-            self.raw_key_bytes,
-            self.raw_value_bytes,
-            self.records_end,
-            self.index_partitions,
-            self.smallest_seq,
-            self.largest_seq,
-            self.hot,
-        ]
-    }
-
-    /// `count: u32 | count × (name: u32-length-prefixed | value: u64)`, as
-    /// key tables' properties; readers skip names they do not know.
+    /// The key table's properties encoding (`table::format::encode_properties`).
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::new();
-        put_u32(&mut b, Self::FIELDS.len() as u32);
-        for (name, v) in Self::FIELDS.iter().zip(self.values()) {
-            put_bytes(&mut b, name.as_bytes());
-            put_u64(&mut b, v);
-        }
-        b
+        encode_properties(&[
+            ("records", self.records),
+            ("raw_key_bytes", self.raw_key_bytes),
+            ("raw_value_bytes", self.raw_value_bytes),
+            ("records_end", self.records_end),
+            ("index_partitions", self.index_partitions),
+            ("smallest_seq", self.smallest_seq),
+            ("largest_seq", self.largest_seq),
+            ("hot", self.hot),
+        ])
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {
-        let mut r = Reader::new(b);
-        let n = r.u32()?;
         let mut p = ValueTableProperties::default();
-        for _ in 0..n {
-            let name = r.len_prefixed()?;
-            let v = r.u64()?;
-            let field = match name {
-                b"records" => &mut p.records,
-                b"raw_key_bytes" => &mut p.raw_key_bytes,
-                b"raw_value_bytes" => &mut p.raw_value_bytes,
-                b"records_end" => &mut p.records_end,
-                b"index_partitions" => &mut p.index_partitions,
-                b"smallest_seq" => &mut p.smallest_seq,
-                b"largest_seq" => &mut p.largest_seq,
-                b"hot" => &mut p.hot,
-                _ => continue,
-            };
-            *field = v;
-        }
-        r.is_empty().then_some(p)
+        decode_properties(b, |name, v| match name {
+            b"records" => p.records = v,
+            b"raw_key_bytes" => p.raw_key_bytes = v,
+            b"raw_value_bytes" => p.raw_value_bytes = v,
+            b"records_end" => p.records_end = v,
+            b"index_partitions" => p.index_partitions = v,
+            b"smallest_seq" => p.smallest_seq = v,
+            b"largest_seq" => p.largest_seq = v,
+            b"hot" => p.hot = v,
+            _ => {}
+        })?;
+        Some(p)
     }
 }

@@ -13,8 +13,8 @@ use crate::key::{self, Kind};
 use crate::table::block::Block;
 use crate::table::bloom;
 use crate::table::cache::BlockCache;
-use crate::table::format::{verify_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
-use crate::table::reader::read_raw;
+use crate::table::format::{verify_block, BlockHandle, BLOCK_TRAILER_LEN};
+use crate::table::reader::{open_footer, read_raw};
 use crate::value::log::format::{decode_record, Bad, Record, KIND_PUT};
 use crate::value::log::reader::OwnedRecord;
 
@@ -53,29 +53,10 @@ impl ValueTable {
         file_size: u64,
         cache: Arc<BlockCache>,
     ) -> Result<ValueTable> {
-        let file = fs.open(&path)?;
-        let path = Arc::new(path);
+        let (file, path, footer) = open_footer(fs, path, file_size, VT_FOOTER, VT_HEADER_LEN)?;
         let bad = |at: u64, why: String| Error::corruption(path.as_path(), at, why);
-        if file.len() != file_size {
-            return Err(bad(
-                file.len(),
-                format!(
-                    "value table is {} bytes, the manifest says {file_size}",
-                    file.len()
-                ),
-            ));
-        }
-        if file_size < (VT_HEADER_LEN + FOOTER_LEN) as u64 {
-            return Err(bad(
-                0,
-                "value table shorter than its header and footer".into(),
-            ));
-        }
         check_header(&file.read_at(0, VT_HEADER_LEN, IoClass::UserRead)?)
             .map_err(|why| bad(0, why))?;
-        let footer_at = file_size - FOOTER_LEN as u64;
-        let raw = file.read_at(footer_at, FOOTER_LEN, IoClass::UserRead)?;
-        let footer = Footer::decode_as(&raw, &path, footer_at, VT_FOOTER)?;
         let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, IoClass::UserRead);
         let top = Arc::new(Block::new(
             read(footer.index)?,
