@@ -112,8 +112,10 @@ impl Core {
 
     /// At the high ratio writes pause (seed 003 §3.5) while GC makes
     /// progress: in slices of at most 1 s, for as long as each slice brought
-    /// the ratio down, up to [`MAX_SPACE_WAIT_SLICES`]. When GC cannot
-    /// reclaim or stops gaining, writes go on (`measure_space` notes why).
+    /// the ratio down or ended with a GC step still running (on a busy
+    /// machine a step can outlast a slice), up to [`MAX_SPACE_WAIT_SLICES`].
+    /// When GC cannot reclaim or stops gaining, writes go on
+    /// (`measure_space` notes why).
     fn wait_for_space_limit(&self) {
         let mut st = self.state.lock();
         for _ in 0..MAX_SPACE_WAIT_SLICES {
@@ -127,7 +129,8 @@ impl Core {
                 &self.counters.stall_space_micros,
             );
             let still_high = self.space_pressure() == SpacePressure::High;
-            if !still_high || self.space_ratio() >= before || st.check_writable().is_err() {
+            let gained = self.space_ratio() < before || st.gc_running;
+            if !still_high || !gained || st.check_writable().is_err() {
                 break;
             }
         }
