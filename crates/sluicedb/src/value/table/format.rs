@@ -81,9 +81,10 @@ impl RecordHandle {
         })
     }
 
-    /// One past the record's last byte.
+    /// One past the record's last byte (saturating: a handle from a
+    /// damaged file must fail the bounds checks, not overflow).
     pub(crate) fn end(&self) -> u64 {
-        self.offset + u64::from(self.len)
+        self.offset.saturating_add(u64::from(self.len))
     }
 }
 
