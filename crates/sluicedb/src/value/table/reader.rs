@@ -191,7 +191,11 @@ impl ValueTable {
                     ),
                 ));
             }
-            let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+            let end = h
+                .offset
+                .checked_add(h.size)
+                .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
+                .unwrap_or(u64::MAX);
             if end > self.top_at {
                 return Err(self.corruption(h.offset, "index partition runs past the top index"));
             }
