@@ -143,7 +143,9 @@ pub(crate) fn write_merged(
 ) -> Result<Vec<FileMeta>> {
     let mut w = Writer {
         p,
-        sink: p.separate.map(|(store, _)| store.flush_sink()),
+        sink: p
+            .separate
+            .map(|(store, threshold)| (store.flush_sink(), threshold)),
         outputs: Vec::new(),
         current: None,
         pointer_key: Vec::new(),
@@ -230,7 +232,7 @@ pub(crate) fn write_merged(
     if let Some(out) = w.current.take() {
         w.outputs.push(finish(out, stats)?);
     }
-    if let Some(sink) = w.sink.take() {
+    if let Some((sink, _)) = w.sink.take() {
         sink.finish(&mut stats.value_edit)?;
     }
     Ok(w.outputs)
@@ -253,8 +255,8 @@ fn count_pointer(pointer: &[u8], stats: &mut JobStats) {
 /// The output side of [`write_merged`].
 struct Writer<'a, 'p> {
     p: &'a MergeParams<'p>,
-    /// Where separated values go (with `p.separate`).
-    sink: Option<Box<dyn ValueSink + 'p>>,
+    /// Where separated values go, and the threshold (with `p.separate`).
+    sink: Option<(Box<dyn ValueSink + 'p>, usize)>,
     outputs: Vec<FileMeta>,
     current: Option<Output>,
     pointer_key: Vec<u8>,
@@ -309,10 +311,8 @@ impl Writer<'_, '_> {
         }
         let out = self.current.as_mut().expect("current output");
         let kind = key::kind_byte(&h.ikey);
-        match (p.separate, self.sink.as_mut()) {
-            (Some((_, threshold)), Some(sink))
-                if kind == Kind::Value as u8 && h.value.len() >= threshold =>
-            {
+        match self.sink.as_mut() {
+            Some((sink, threshold)) if kind == Kind::Value as u8 && h.value.len() >= *threshold => {
                 let seq = key::sequence(&h.ikey);
                 let uk = key::user_key(&h.ikey);
                 let ptr = sink.append(&Record {

@@ -42,6 +42,25 @@ impl BlockCache {
         self.cache.as_ref()?.get(&(table, offset))
     }
 
+    /// The cached block at `offset` of `table`, else `read()`'s (cached
+    /// when `fill`): key and value tables read their blocks through here.
+    pub(crate) fn get_or_read(
+        &self,
+        table: u64,
+        offset: u64,
+        fill: bool,
+        read: impl FnOnce() -> Result<Arc<Block>>,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self.get(table, offset) {
+            return Ok(b);
+        }
+        let b = read()?;
+        if fill {
+            self.insert(table, offset, b.clone());
+        }
+        Ok(b)
+    }
+
     pub(crate) fn insert(&self, table: u64, offset: u64, block: Arc<Block>) {
         if let Some(c) = &self.cache {
             c.insert((table, offset), block);

@@ -70,15 +70,11 @@ impl Table {
     }
 
     fn read_block(&self, h: BlockHandle, class: IoClass, fill_cache: bool) -> Result<Arc<Block>> {
-        if let Some(b) = self.cache.get(self.number, h.offset) {
-            return Ok(b);
-        }
-        let data = self.read_raw(h, class)?;
-        let b = Arc::new(Block::new(data, self.path.clone(), h.offset)?);
-        if fill_cache {
-            self.cache.insert(self.number, h.offset, b.clone());
-        }
-        Ok(b)
+        self.cache
+            .get_or_read(self.number, h.offset, fill_cache, || {
+                let data = self.read_raw(h, class)?;
+                Ok(Arc::new(Block::new(data, self.path.clone(), h.offset)?))
+            })
     }
 
     /// The first entry at or after `seek` (an internal key) if it has user

@@ -128,13 +128,10 @@ impl ValueTable {
     }
 
     fn partition(&self, h: BlockHandle, class: IoClass) -> Result<Arc<Block>> {
-        if let Some(b) = self.cache.get(self.number, h.offset) {
-            return Ok(b);
-        }
-        let data = read_raw(&self.file, &self.path, self.file_size, h, class)?;
-        let b = Arc::new(Block::new(data, self.path.clone(), h.offset)?);
-        self.cache.insert(self.number, h.offset, b.clone());
-        Ok(b)
+        self.cache.get_or_read(self.number, h.offset, true, || {
+            let data = read_raw(&self.file, &self.path, self.file_size, h, class)?;
+            Ok(Arc::new(Block::new(data, self.path.clone(), h.offset)?))
+        })
     }
 
     /// Where the record of `key` at sequence `seq` is, if the table holds
