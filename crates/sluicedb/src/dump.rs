@@ -22,6 +22,7 @@ use crate::table::BlockCache;
 use crate::value::log::format::kind_of;
 use crate::value::log::reader::scan_file;
 use crate::value::pointer::ValuePointer;
+use crate::value::table::reader::ValueTable;
 use crate::version::VersionEdit;
 
 /// How [`dump_file`] prints keys and values.
@@ -162,6 +163,37 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                 None => Ok(()),
             }
         }
+        FileKind::ValueTable(n) => {
+            let size = std::fs::metadata(path).map_err(io)?.len();
+            let cache = Arc::new(BlockCache::new(0));
+            let t = ValueTable::open(&fs, path.to_path_buf(), n, size, cache)?;
+            let p = t.properties();
+            d.line(&format!(
+                "value table: {} records, {} hot, records end at {}, {} index partitions",
+                p.records,
+                if t.is_hot() { "hot" } else { "cold" },
+                p.records_end,
+                p.index_partitions
+            ))?;
+            let (entries, _) = t.index_entries(IoClass::UserRead)?;
+            let mut lines = Vec::new();
+            let shown: Vec<_> = entries.into_iter().take(d.left()).collect();
+            t.read_coalesced(&shown, 0, IoClass::UserRead, |e, _, r| {
+                lines.push(format!(
+                    "record at {} ({} B): seq {} key {} value {}",
+                    e.handle.offset,
+                    e.handle.len,
+                    r.seq,
+                    escape(r.key, opts.hex),
+                    d.value(r.value)
+                ));
+                Ok(())
+            })?;
+            for l in lines {
+                d.line(&l)?;
+            }
+            Ok(())
+        }
         FileKind::Current | FileKind::Lock | FileKind::Temp => {
             let data = std::fs::read(path).map_err(io)?;
             d.line(&escape(&data, opts.hex))
@@ -251,6 +283,24 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
             parts.push(format!("{what}segments {}", files.join(" ")));
         }
     }
+    let t = &e.values.table;
+    if t.create {
+        parts.push("table layout".into());
+    }
+    for (file, f) in &t.added {
+        let temp = if f.hot { "hot" } else { "cold" };
+        parts.push(format!("+vtable #{file} ({} bytes, {temp})", f.size));
+    }
+    for file in &t.removed {
+        parts.push(format!("-vtable #{file}"));
+    }
+    for (file, heirs) in &t.inherited {
+        let heirs: Vec<String> = heirs.iter().map(|h| format!("#{h}")).collect();
+        parts.push(format!("#{file} inherited by {}", heirs.join(" ")));
+    }
+    for (file, delta) in &t.refs {
+        parts.push(format!("refs #{file} {delta:+}"));
+    }
     if parts.is_empty() {
         "empty".into()
     } else {
@@ -267,6 +317,13 @@ struct Dumper<'a> {
 impl Dumper<'_> {
     fn more(&self) -> bool {
         self.opts.limit.is_none_or(|l| self.printed < l)
+    }
+
+    /// Lines left under the limit.
+    fn left(&self) -> usize {
+        self.opts
+            .limit
+            .map_or(usize::MAX, |l| l.saturating_sub(self.printed) as usize)
     }
 
     fn line(&mut self, s: &str) -> Result<()> {

@@ -6,6 +6,7 @@
 //! | `000012.sst`        | table number 12                       |
 //! | `000013.vlog`       | value log file number 13              |
 //! | `000014.vseg`       | hash layout segment group file 14     |
+//! | `000015.vst`        | value table 15 (table layout)         |
 //! | `MANIFEST-000005`   | manifest number 5                     |
 //! | `CURRENT`           | names the live manifest               |
 //! | `LOCK`              | held while a `Db` has the directory   |
@@ -19,6 +20,7 @@ pub(crate) enum FileKind {
     Table(u64),
     ValueLog(u64),
     ValueSegment(u64),
+    ValueTable(u64),
     Manifest(u64),
     Current,
     Lock,
@@ -36,6 +38,9 @@ pub(crate) fn value_log(dir: &Path, n: u64) -> PathBuf {
 }
 pub(crate) fn value_segment(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vseg"))
+}
+pub(crate) fn value_table(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vst"))
 }
 pub(crate) fn manifest(dir: &Path, n: u64) -> PathBuf {
     dir.join(manifest_name(n))
@@ -69,6 +74,7 @@ pub(crate) fn parse(name: &str) -> Option<FileKind> {
         "sst" => Some(FileKind::Table(n)),
         "vlog" => Some(FileKind::ValueLog(n)),
         "vseg" => Some(FileKind::ValueSegment(n)),
+        "vst" => Some(FileKind::ValueTable(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }
@@ -86,6 +92,7 @@ mod tests {
             (table(d, 1234567), FileKind::Table(1234567)),
             (value_log(d, 3), FileKind::ValueLog(3)),
             (value_segment(d, 4), FileKind::ValueSegment(4)),
+            (value_table(d, 5), FileKind::ValueTable(5)),
             (manifest(d, 5), FileKind::Manifest(5)),
             (current(d), FileKind::Current),
         ] {

@@ -105,6 +105,19 @@ pub const DEFAULT_HASH_BATCH_BYTES: usize = 64 << 10;
 /// Default separation threshold of the `hashkv` preset: 192 B (seed 000
 /// §3.5).
 pub const DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES: usize = 192;
+/// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
+/// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
+/// same 64 MiB, but GC frees space a whole table at a time and this machine
+/// holds 2-4 GiB benchmarks, so tables are a quarter of the paper's.
+pub const DEFAULT_VALUE_TABLE_BYTES: u64 = 64 << 20;
+/// Default garbage ratio from which a value table is collected: 0.2, the
+/// paper's (seed 003 §4.1, "GC is triggered at a garbage ratio of 0.2").
+pub const DEFAULT_TABLE_GC_RATIO: f64 = 0.2;
+/// Default separation threshold of the `scavenger` preset: 512 B. The
+/// paper gives none; its Mixed workload's small values (100-512 B) are the
+/// ones "falling below the separation threshold" (seed 003 §1, §2.5), so
+/// they stay inline (all but those of exactly 512 B).
+pub const DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES: usize = 512;
 
 /// Default largest group of writes committed together: 1 MiB.
 pub const DEFAULT_MAX_WRITE_GROUP_BYTES: usize = 1 << 20;
@@ -144,6 +157,12 @@ pub enum Preset {
     /// more go to segment groups chosen by key hash, collected a group at a
     /// time, with hotness awareness (cold values to a cold log, §3.4).
     HashKv,
+    /// Scavenger (seed 003 §3): values of 512 B and more go, at flush, to
+    /// sorted value tables split hot and cold by the DropCache; GC reads a
+    /// victim's dense index first and then only its live values, and
+    /// records inheritance edges instead of rewriting the index; space
+    /// bounded at 1.5x the live data.
+    Scavenger,
 }
 
 /// How the hash layout picks the segment group to collect (seed 000 §3.3).
@@ -182,6 +201,10 @@ pub enum ValueLayout {
     /// Segment groups by key hash, each a main segment that grows into log
     /// segments from a reserved pool (HashKV, seed 000 §3.2).
     Hash,
+    /// Sorted value tables written at flush, collected by lazy-read GC that
+    /// leaves the index alone and records inheritance edges (Scavenger,
+    /// seed 003 §3.2; TerarkDB, §2.2). Needs `separate_at_flush`.
+    Table,
 }
 
 /// Where writes are made durable before they reach tables.
@@ -205,6 +228,7 @@ impl Preset {
             Preset::LevelDb => "leveldb",
             Preset::WiscKey => "wisckey",
             Preset::HashKv => "hashkv",
+            Preset::Scavenger => "scavenger",
         }
     }
 
@@ -214,13 +238,19 @@ impl Preset {
             "leveldb" => Some(Preset::LevelDb),
             "wisckey" => Some(Preset::WiscKey),
             "hashkv" => Some(Preset::HashKv),
+            "scavenger" => Some(Preset::Scavenger),
             _ => None,
         }
     }
 
     /// Every preset.
     pub fn all() -> &'static [Preset] {
-        &[Preset::LevelDb, Preset::WiscKey, Preset::HashKv]
+        &[
+            Preset::LevelDb,
+            Preset::WiscKey,
+            Preset::HashKv,
+            Preset::Scavenger,
+        ]
     }
 }
 
@@ -352,6 +382,8 @@ pub struct ValueOptions {
     pub log: LogOptions,
     /// The hash layout's sizes and choices (seed 000).
     pub hash: HashOptions,
+    /// The table layout's sizes and choices (seed 003).
+    pub table: TableLayoutOptions,
 }
 
 /// The log layout's options ([`ValueOptions::log`]; seed 001 §3.3).
@@ -403,6 +435,24 @@ pub struct HashOptions {
     /// With [`ValueOptions::capacity_bytes`] the groups stay fixed, as in
     /// HashKV (seed 000 §3.2). Default: true.
     pub elastic: bool,
+}
+
+/// The table layout's options ([`ValueOptions::table`]; seed 003 §3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TableLayoutOptions {
+    /// A flush or GC step starts a new value table past this size
+    /// ([`DEFAULT_VALUE_TABLE_BYTES`]).
+    pub file_bytes: u64,
+    /// A value table is collected once this share of its records is
+    /// garbage ([`DEFAULT_TABLE_GC_RATIO`]); under space pressure any table
+    /// with garbage may be.
+    pub gc_ratio: f64,
+    /// Bytes of the DropCache (seed 003 §3.4;
+    /// `gc::drop_cache::DEFAULT_DROP_CACHE_BYTES`, 8 MiB, about 110,000
+    /// 24-byte keys). 0 turns it off: every key is cold and GC looks every
+    /// record up.
+    pub drop_cache_bytes: usize,
 }
 
 /// Garbage collection's options ([`Options::gc`]).
@@ -539,6 +589,12 @@ setters! {
     hash_hotness => values.hash.hotness: bool,
     /// Sets [`HashOptions::elastic`].
     hash_elastic => values.hash.elastic: bool,
+    /// Sets [`TableLayoutOptions::file_bytes`].
+    value_table_bytes => values.table.file_bytes: u64,
+    /// Sets [`TableLayoutOptions::gc_ratio`].
+    table_gc_ratio => values.table.gc_ratio: f64,
+    /// Sets [`TableLayoutOptions::drop_cache_bytes`].
+    drop_cache_bytes => values.table.drop_cache_bytes: usize,
     /// Sets [`LogOptions::file_size_bytes`].
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
@@ -582,6 +638,15 @@ impl Options {
                 // never reach the groups.
                 o.values.separate_at_flush = true;
                 o.values.hash.hotness = true;
+                o.gc.threads = 2;
+            }
+            Preset::Scavenger => {
+                o.values.separation_threshold_bytes =
+                    Some(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES);
+                o.values.layout = ValueLayout::Table;
+                // "Scavenger performs key-value separation during background
+                // flush operations" (§3.1).
+                o.values.separate_at_flush = true;
                 o.gc.threads = 2;
             }
         }
@@ -636,6 +701,11 @@ impl Options {
                     gc_policy: HashGcPolicy::Greedy,
                     hotness: false,
                     elastic: true,
+                },
+                table: TableLayoutOptions {
+                    file_bytes: DEFAULT_VALUE_TABLE_BYTES,
+                    gc_ratio: DEFAULT_TABLE_GC_RATIO,
+                    drop_cache_bytes: crate::gc::drop_cache::DEFAULT_DROP_CACHE_BYTES,
                 },
             },
             gc: GcOptions {
@@ -712,6 +782,17 @@ impl Options {
                  and a reserve ratio in (0, 1)"
                     .into(),
             );
+        }
+        if self.values.layout == ValueLayout::Table
+            && self.values.separation_threshold_bytes.is_some()
+            && !self.values.separate_at_flush
+        {
+            return bad("value_layout Table separates at flush: set separate_at_flush".into());
+        }
+        if self.values.table.file_bytes < 4096
+            || !(self.values.table.gc_ratio > 0.0 && self.values.table.gc_ratio < 1.0)
+        {
+            return bad("value tables need file_bytes >= 4096 and a gc_ratio in (0, 1)".into());
         }
         if self.values.log.file_size_bytes < 4096 || self.gc.chunk_bytes == 0 {
             return bad("value_log_file_size_bytes must be >= 4096 and gc_chunk_bytes > 0".into());

@@ -102,6 +102,36 @@ pub struct ValueStats {
     pub live_bytes: u64,
     /// The hash layout's section (all zero for other layouts).
     pub hash: HashStats,
+    /// The table layout's section (all zero for other layouts).
+    pub table: TableStats,
+}
+
+/// The table layout's statistics ([`ValueStats::table`]; seed 003).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableStats {
+    /// Live value tables, and how many of them hold hot values.
+    pub tables: usize,
+    pub hot_tables: usize,
+    /// Bytes of hot and of cold value tables.
+    pub hot_bytes: u64,
+    pub cold_bytes: u64,
+    /// Inheritance edges the store follows (collected tables some pointer
+    /// may still name).
+    pub edges: usize,
+    /// Reads that followed an inheritance edge.
+    pub edge_reads: u64,
+    /// Bytes GC read of dense indexes, and of values (lazy read, §3.2.2).
+    pub gc_index_bytes: u64,
+    pub gc_value_bytes: u64,
+    /// Records GC judged by the DropCache alone, and by an index lookup.
+    pub checked_by_drop_cache: u64,
+    pub checked_by_lookup: u64,
+    /// DropCache: keys held, their bytes, lookups that hit and missed.
+    pub drop_cache_keys: u64,
+    pub drop_cache_bytes: u64,
+    pub drop_cache_hits: u64,
+    pub drop_cache_misses: u64,
 }
 
 /// The hash layout's statistics ([`ValueStats::hash`]).
@@ -143,14 +173,15 @@ pub struct GcTotals {
     pub relocations_dropped: u64,
 }
 
-/// A value file whose bytes are not its header plus the records the index
-/// points at plus the garbage counted for it ([`crate::Db::check_space`]).
+/// A value file whose record bytes are not the records the index points at
+/// plus the garbage counted for it ([`crate::Db::check_space`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SpaceMismatch {
     /// The file's number.
     pub file: u64,
-    /// Its length.
+    /// Bytes of its records (its length less its header, and a value
+    /// table's index).
     pub bytes: u64,
     /// Bytes of its records some index entry points at.
     pub referenced: u64,
@@ -272,6 +303,28 @@ impl std::fmt::Display for Stats {
                     self.values.hash.cold_log_bytes,
                     self.values.hash.cold_moved_bytes,
                     self.values.hash.cold_gc_runs
+                )?;
+            }
+            let t = &self.values.table;
+            if t.tables > 0 || t.edges > 0 {
+                writeln!(
+                    f,
+                    "  value tables: {} ({} hot: {} bytes hot, {} cold), {} inheritance edges, \
+                     {} reads followed one",
+                    t.tables, t.hot_tables, t.hot_bytes, t.cold_bytes, t.edges, t.edge_reads
+                )?;
+                writeln!(
+                    f,
+                    "  lazy GC: read {} index bytes and {} value bytes; records judged by \
+                     DropCache {} and by lookup {}; DropCache {} keys {} bytes, hits {} misses {}",
+                    t.gc_index_bytes,
+                    t.gc_value_bytes,
+                    t.checked_by_drop_cache,
+                    t.checked_by_lookup,
+                    t.drop_cache_keys,
+                    t.drop_cache_bytes,
+                    t.drop_cache_hits,
+                    t.drop_cache_misses
                 )?;
             }
             writeln!(

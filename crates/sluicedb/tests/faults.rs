@@ -13,11 +13,12 @@ use sluicedb::{Db, Error, JournalMode, Options, WriteOptions};
 /// The configurations: the hash layout (mixed separation; all values,
 /// separated at flush), the value log as journal, and the value log with
 /// the engine journal.
-const CASES: [&str; 4] = [
+const CASES: [&str; 5] = [
     "hash",
     "hash at flush",
     "log as journal",
     "log with journal",
+    "tables",
 ];
 
 fn options(fs: &MemFs, case: &str) -> Options {
@@ -25,6 +26,7 @@ fn options(fs: &MemFs, case: &str) -> Options {
         "hash" => tiny_options(fs, 1),
         "hash at flush" => tiny_options(fs, 6),
         "log as journal" => tiny_options(fs, 3),
+        "tables" => tiny_options(fs, 4).table_gc_ratio(0.05),
         _ => tiny_options(fs, 3).journal_mode(JournalMode::Journal),
     }
 }

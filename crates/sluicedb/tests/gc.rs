@@ -40,8 +40,18 @@ fn hashkv_at_write(fs: &MemFs) -> Options {
         .gc_threads(1)
 }
 
+/// Value tables with lazy-read GC and inheritance edges (seed 003 §3.2),
+/// tiny tables, every table with garbage a victim.
+fn scavenger(fs: &MemFs) -> Options {
+    tiny_options(fs, 4)
+        .separation_threshold_bytes(Some(0))
+        .value_table_bytes(4096)
+        .table_gc_ratio(0.01)
+        .gc_garbage_ratio(None)
+}
+
 /// The layouts that have GC, and both separation points of the hash one.
-const LAYOUTS: [fn(&MemFs) -> Options; 3] = [wisckey, hashkv, hashkv_at_write];
+const LAYOUTS: [fn(&MemFs) -> Options; 4] = [wisckey, hashkv, hashkv_at_write, scavenger];
 
 fn val(key: u32, version: u32) -> Vec<u8> {
     let mut v = format!("{key}:{version}:").into_bytes();
@@ -75,15 +85,24 @@ fn reclaims_space(layout: fn(&MemFs) -> Options) {
         db.gc().unwrap();
     }
     let after = db.stats();
+    // Live values were copied (and relocated, or inherited by the copies'
+    // tables).
+    assert!(after.gc.runs > 0 && after.gc.bytes_written > 0, "{after}");
     assert!(
-        after.gc.runs > 0 && after.gc.relocations_applied > 0,
+        after.gc.relocations_applied > 0 || after.values.table.edges > 0,
         "{after}"
     );
+    // Most garbage goes, and with it the bytes that held it (the write
+    // cache of separation at flush leaves less garbage to begin with, so
+    // the store need not halve).
     assert!(
-        after.values.bytes < before.values.bytes / 2,
-        "GC should free most of the log: {} -> {}",
+        after.values.garbage_bytes <= before.values.garbage_bytes / 4
+            && after.values.bytes + before.values.garbage_bytes / 2 < before.values.bytes,
+        "GC should free most garbage: {} -> {} bytes, garbage {} -> {}",
         before.values.bytes,
-        after.values.bytes
+        after.values.bytes,
+        before.values.garbage_bytes,
+        after.values.garbage_bytes
     );
     let check = |db: &Db| {
         for k in 0..100u32 {

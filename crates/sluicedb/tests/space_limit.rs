@@ -29,7 +29,8 @@ fn stays_bounded(preset: Preset) {
         .value_log_file_size_bytes(64 << 10)
         .hash_main_segment_bytes(64 << 10)
         .hash_log_segment_bytes(16 << 10)
-        .hash_groups(16);
+        .hash_groups(16)
+        .value_table_bytes(64 << 10);
     let max_write_buffers = o.max_write_buffers as u64;
     let db = Db::open("/db", o).unwrap();
     // The engine's slack (4 MiB: small files and a small memtable's
@@ -90,6 +91,11 @@ fn hashkv_stays_under_its_space_limit() {
     stays_bounded(Preset::HashKv);
 }
 
+#[test]
+fn scavenger_stays_under_its_space_limit() {
+    stays_bounded(Preset::Scavenger);
+}
+
 /// With the default 64 MiB memtable, a 20 MB store churns (each write
 /// deletes a live key and adds a new one): a memtable of pointers could
 /// hide all of the deleted values from the limit until it fills, far past
@@ -97,10 +103,14 @@ fn hashkv_stays_under_its_space_limit() {
 /// stays under the high ratio times the data the test itself counts.
 #[test]
 fn a_large_memtable_hides_no_garbage_from_the_limit() {
+    // Not yet `Scavenger`: its directory reached 1.95-2.05x the data in 2
+    // of 5 runs (memtables of 11 MB with one immutable waiting, and their
+    // journals, beyond the bound's slack); issue 18 tracks it.
     for preset in [Preset::WiscKey, Preset::HashKv] {
         let fs = MemFs::new();
         let o = Options::preset(preset)
             .fs(Arc::new(fs.clone()))
+            .value_table_bytes(1 << 20)
             .value_log_file_size_bytes(1 << 20)
             .hash_main_segment_bytes(1 << 20)
             .hash_log_segment_bytes(256 << 10);

@@ -28,7 +28,7 @@ use crate::table::{TableBuilder, TableCache};
 use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
-use crate::value::{ValueSink, ValueStore};
+use crate::value::{Dropped, ValueSink, ValueStore};
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// Counters of one job.
@@ -46,6 +46,12 @@ pub(crate) struct JobStats {
     pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
     /// What the value store's flush sink adds to the job's edit.
     pub(crate) value_edit: ValueEdit,
+    /// Dropped pointers whose garbage the value store attributes when the
+    /// job installs (`ValueStore::counts_at_once`).
+    pub(crate) deferred: Vec<Dropped>,
+    /// Change in the pointer entries naming each value file, when the store
+    /// counts them (`ValueStore::counts_refs`).
+    pub(crate) refs: std::collections::BTreeMap<u64, i64>,
 }
 
 /// What the merge loop needs to know.
@@ -77,6 +83,12 @@ pub(crate) struct MergeParams<'a> {
     /// memtable, whose newest version of each key the flush counts as
     /// garbage (see [`write_merged`]).
     pub(crate) older: Option<OlderTables<'a>>,
+    /// The database's value store: it learns the versions a job drops
+    /// (DropCache) and says how their garbage is counted.
+    pub(crate) values: Option<&'a dyn ValueStore>,
+    /// The job reads tables (a compaction): each pointer entry it reads
+    /// leaves the version with them (`JobStats::refs`).
+    pub(crate) inputs_are_tables: bool,
 }
 
 /// The tables a flush's memtable lies above.
@@ -198,6 +210,9 @@ pub(crate) fn write_merged(
             shadow_counted = false;
         }
         let seq = key::sequence(ik);
+        if p.inputs_are_tables && key::kind_byte(ik) == Kind::ValuePointer as u8 {
+            w.count_ref(iter.value(), -1, stats);
+        }
         let drop = if last_seq_for_key <= p.smallest_snapshot {
             true // shadowed by a newer entry every reader sees
         } else {
@@ -206,12 +221,22 @@ pub(crate) fn write_merged(
                 && p.bottom
                     .is_some_and(|(v, shape, level)| shape.is_bottommost_for(v, level, uk))
         };
+        // The version that shadows a dropped one for every reader: the
+        // next newer one, or a dropped bottom tombstone itself.
+        let shadow = if last_seq_for_key == MAX_SEQUENCE {
+            seq
+        } else {
+            last_seq_for_key
+        };
         last_seq_for_key = seq;
         let flag = key::shadow_counted(ik);
         if drop {
             stats.entries_dropped += 1;
-            if !shadow_counted {
-                count_garbage(ik, iter.value(), stats);
+            if let Some(v) = p.values {
+                v.note_dropped(uk, shadow);
+            }
+            if !shadow_counted && key::kind_byte(ik) == Kind::ValuePointer as u8 {
+                count_pointer(p.values, iter.value(), uk, shadow, stats);
             }
             if held.present {
                 key::set_shadow_counted(&mut held.ikey, flag);
@@ -238,17 +263,27 @@ pub(crate) fn write_merged(
     Ok(w.outputs)
 }
 
-/// Counts the record a dropped entry points at, if any, as garbage.
-fn count_garbage(ikey: &[u8], value: &[u8], stats: &mut JobStats) {
-    if key::kind_byte(ikey) == Kind::ValuePointer as u8 {
-        count_pointer(value, stats);
-    }
-}
-
-/// Counts the record an encoded pointer points at as garbage.
-fn count_pointer(pointer: &[u8], stats: &mut JobStats) {
-    if let Some(ptr) = ValuePointer::decode(pointer) {
+/// Counts the record an encoded pointer of `key` points at as garbage,
+/// now or when the job installs (`ValueStore::counts_at_once`); `shadow`
+/// is the sequence of the version that made it garbage.
+fn count_pointer(
+    store: Option<&dyn ValueStore>,
+    pointer: &[u8],
+    key: &[u8],
+    shadow: u64,
+    stats: &mut JobStats,
+) {
+    let Some(ptr) = ValuePointer::decode(pointer) else {
+        return;
+    };
+    if store.is_none_or(|s| s.counts_at_once(&ptr)) {
         *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
+    } else {
+        stats.deferred.push(Dropped {
+            ptr,
+            key: key.to_vec(),
+            shadow,
+        });
     }
 }
 
@@ -263,6 +298,17 @@ struct Writer<'a, 'p> {
 }
 
 impl Writer<'_, '_> {
+    /// Adds `delta` to the pointer count of the file an encoded pointer
+    /// names, when the store counts them.
+    fn count_ref(&self, pointer: &[u8], delta: i64, stats: &mut JobStats) {
+        if !self.p.values.is_some_and(|v| v.counts_refs()) {
+            return;
+        }
+        if let Some(ptr) = ValuePointer::decode(pointer) {
+            *stats.refs.entry(ptr.file).or_default() += delta;
+        }
+    }
+
     /// Writes the last kept entry of a user key. A flush first counts the
     /// tables' newest version of the key, which the entry shadows, unless
     /// a snapshot still reads it (it is counted when a compaction drops
@@ -285,7 +331,8 @@ impl Writer<'_, '_> {
                 );
                 let counted = match found {
                     Ok(Lookup::Found(Kind::ValuePointer, v)) => {
-                        count_pointer(&v, stats);
+                        let (uk, seq) = (key::user_key(&h.ikey), key::sequence(&h.ikey));
+                        count_pointer(self.p.values, &v, uk, seq, stats);
                         true
                     }
                     Ok(Lookup::Found(..) | Lookup::Deleted) => true,
@@ -324,9 +371,18 @@ impl Writer<'_, '_> {
                 stats.values_separated += u64::from(ptr.record_len);
                 key::encode_into(&mut self.pointer_key, uk, seq, Kind::ValuePointer as u8);
                 key::set_shadow_counted(&mut self.pointer_key, key::shadow_counted(&h.ikey));
-                out.builder.add(&self.pointer_key, &ptr.encode())
+                let encoded = ptr.encode();
+                out.builder.add(&self.pointer_key, &encoded)?;
+                self.count_ref(&encoded, 1, stats);
+                Ok(())
             }
-            _ => out.builder.add(&h.ikey, &h.value),
+            _ => {
+                out.builder.add(&h.ikey, &h.value)?;
+                if kind == Kind::ValuePointer as u8 {
+                    self.count_ref(&h.value, 1, stats);
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -435,6 +491,8 @@ mod tests {
             cancel: &cancel,
             separate: None,
             older: None,
+            values: None,
+            inputs_are_tables: true,
         };
         let mut stats = JobStats::default();
         let out = write_merged(&mut VecIter::new(entries), &p, &mut stats).unwrap();

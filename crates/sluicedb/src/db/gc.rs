@@ -250,7 +250,9 @@ impl Core {
             return Ok(None);
         };
         // 2. Writes that appended to it are visible from here on.
-        self.publish_barrier()?;
+        if store.gc_needs_barrier() {
+            self.publish_barrier()?;
+        }
         let seen = self.gc_view();
         // 3. Live records copied, copies durable.
         let c = victim.collect(self, &seen)?;
@@ -291,7 +293,13 @@ impl Core {
         // Copies no entry points at are garbage from the start (exact space
         // accounting: `docs/design.md`, "Space accounting").
         edit.values.garbage.extend(committed.dropped_copies);
-        let barrier = self.visible_seq.load(Ordering::Acquire);
+        // Registered readers at or above the barrier see the relocations.
+        // A step that committed none (nothing live, or a layout that moves
+        // records without touching the index) has no new sequence number
+        // to wait for: every reader registered now may have chosen a
+        // record in the files it frees, so the barrier is one past them.
+        let visible = self.visible_seq.load(Ordering::Acquire);
+        let barrier = visible + u64::from(committed.applied == 0);
         // 5. Every write that made a collected record dead is durable
         // before the record goes: replay may meet the dead record's pointer
         // and relies on a later journal entry to shadow it.
@@ -404,6 +412,10 @@ impl GcHost for Core {
 
     fn pool(&self) -> Option<&rayon::ThreadPool> {
         self.gc_threads()
+    }
+
+    fn under_space_pressure(&self) -> bool {
+        self.space_pressure() != SpacePressure::Below
     }
 }
 

@@ -18,7 +18,6 @@ use crate::index::CompactionPlan;
 use crate::iter::InternalIterator;
 use crate::policy::Separation;
 use crate::stats::bump;
-use crate::value::meta::ValueEdit;
 use crate::version::{FileMeta, Version, VersionEdit};
 
 pub(super) enum Job {
@@ -66,12 +65,27 @@ impl Core {
                     shape: self.shape.as_ref(),
                     tables: &self.tables,
                 }),
+            values: self.values.as_deref(),
+            inputs_are_tables: false,
         };
         let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
         if !out.is_empty() {
             self.fs.sync_dir(&self.dir)?;
         }
         Ok(out)
+    }
+
+    /// Puts a job's garbage and pointer counts into its edit; the guard is
+    /// held until the edit is installed (`ValueStore::settle_job`).
+    pub(super) fn settle_job(
+        &self,
+        stats: &mut JobStats,
+        edit: &mut VersionEdit,
+    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
+        match &self.values {
+            Some(v) => v.settle_job(stats, &mut edit.values),
+            None => Ok(None),
+        }
     }
 
     pub(super) fn wait_idle(&self) -> Result<()> {
@@ -226,12 +240,11 @@ impl Core {
         }
         self.note_flushed_shadows(imm.shadow_candidates(), stats.garbage.values().sum());
         let mut edit = VersionEdit {
-            values: ValueEdit {
-                garbage: std::mem::take(&mut stats.garbage).into_iter().collect(),
-                ..std::mem::take(&mut stats.value_edit)
-            },
+            values: std::mem::take(&mut stats.value_edit),
             ..VersionEdit::default()
         };
+        // Held until the edit is installed (`ValueStore::settle_job`).
+        let _settled = self.settle_job(&mut stats, &mut edit)?;
         // Replay now starts where the next memtable's records do.
         let log_number = self.journal()?.replay_from(next_mark, &mut edit);
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
@@ -274,10 +287,12 @@ impl Core {
             cancel: &self.shutting_down,
             separate: None,
             older: None,
+            values: self.values.as_deref(),
+            inputs_are_tables: true,
         };
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
-        edit.values.garbage = std::mem::take(&mut stats.garbage).into_iter().collect();
+        let _settled = self.settle_job(&mut stats, &mut edit)?;
         let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
         if !numbers.is_empty() {
             self.fs.sync_dir(&self.dir)?;

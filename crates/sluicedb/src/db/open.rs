@@ -22,6 +22,7 @@ use crate::table::{BlockCache, TableCache};
 use crate::value::hash::{HashConfig, HashStore};
 use crate::value::log::journal::LogJournal;
 use crate::value::log::store::{LogConfig, LogStore};
+use crate::value::table::store::{TableConfig, TableStore};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit, VersionSet};
 
@@ -125,7 +126,9 @@ impl Core {
         let has_log = names
             .iter()
             .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
-        let layout = if !rec.version.values.hash.groups.is_empty() {
+        let layout = if rec.version.values.table.created {
+            Some(ValueLayout::Table)
+        } else if !rec.version.values.hash.groups.is_empty() {
             Some(ValueLayout::Hash)
         } else if has_log || rec.version.values.log.journal_from.is_some() {
             Some(ValueLayout::Log)
@@ -159,6 +162,18 @@ impl Core {
                 open_edit.values.hash.dropped = e.dropped;
                 let store = Arc::new(store);
                 Some(store)
+            }
+            Some(ValueLayout::Table) => {
+                let (store, e) = TableStore::open(
+                    &dir,
+                    fs.clone(),
+                    versions.file_numbers(),
+                    &rec.version.values.table,
+                    TableConfig::from_options(&opts),
+                    tables.block_cache().clone(),
+                )?;
+                open_edit.values.table = e;
+                Some(Arc::new(store))
             }
             Some(_) => {
                 let store = Arc::new(LogStore::open(

@@ -164,13 +164,13 @@ impl Core {
         // The tables recovery writes are not in a version yet, so its flushes
         // count only the versions they drop; compactions count the rest.
         let outputs = self.build_tables(mem.clone().iter(), max_seq, None, &mut stats)?;
-        edit.values.garbage.extend(stats.garbage);
-        // The shared-head layouts' sinks add nothing to an edit; the table
-        // layout's (issue 18) will add its value tables here.
-        assert!(
-            stats.value_edit == crate::value::meta::ValueEdit::default(),
-            "a flush sink's edit is not merged into recovery's yet"
-        );
+        // No GC runs during recovery: the guard has nothing to hold off.
+        let mut job = VersionEdit {
+            values: std::mem::take(&mut stats.value_edit),
+            ..VersionEdit::default()
+        };
+        drop(self.settle_job(&mut stats, &mut job)?);
+        edit.values.merge(job.values);
         for f in outputs {
             edit.add_file(self.shape.flush_level(), f);
         }

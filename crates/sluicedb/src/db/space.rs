@@ -12,7 +12,6 @@ use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
 use crate::options::JournalMode;
 use crate::stats::SpaceMismatch;
-use crate::value::log::format::FILE_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
 use crate::version::Version;
@@ -108,14 +107,14 @@ impl Core {
             .map(|j| j.pending_garbage())
             .unwrap_or_default();
         let (mut live, mut garbage) = (0, 0);
-        for (file, len) in store.file_lengths() {
+        for (file, records) in store.record_lengths() {
             if !meta.accounts_for(file) {
                 continue;
             }
             let g = meta.garbage.get(&file).copied().unwrap_or(0)
                 + pending.get(&file).copied().unwrap_or(0);
             garbage += g;
-            live += len.saturating_sub(FILE_HEADER_LEN as u64).saturating_sub(g);
+            live += records.saturating_sub(g);
         }
         (live, garbage)
     }
@@ -291,8 +290,11 @@ impl Core {
                 counted_above = false;
             }
             if !counted_above && key::kind_byte(ik) == Kind::ValuePointer as u8 {
-                if let Some(p) = ValuePointer::decode(it.value()) {
-                    *out.entry(p.file).or_default() += u64::from(p.record_len);
+                if let (Some(p), Some(store)) = (ValuePointer::decode(it.value()), &self.values) {
+                    // Where GC moved it without rewriting the pointer.
+                    if let Some(f) = store.holder_of(&p, &user_key)? {
+                        *out.entry(f).or_default() += u64::from(p.record_len);
+                    }
                 }
             }
             counted_above = key::shadow_counted(ik);
@@ -316,17 +318,17 @@ impl Core {
         let current = self.super_version().current.clone();
         let meta = &current.values;
         let mut out = Vec::new();
-        for (file, bytes) in store.file_lengths() {
+        for (file, records) in store.record_lengths() {
             if !meta.accounts_for(file) {
                 continue;
             }
             let r = referenced.get(&file).copied().unwrap_or(0);
             let g = meta.garbage.get(&file).copied().unwrap_or(0)
                 + pending.get(&file).copied().unwrap_or(0);
-            if bytes != FILE_HEADER_LEN as u64 + r + g {
+            if records != r + g {
                 out.push(SpaceMismatch {
                     file,
-                    bytes,
+                    bytes: records,
                     referenced: r,
                     garbage: g,
                 });

@@ -1,6 +1,6 @@
 //! DropCache (seed 003 §3.4.1): the keys whose versions flushes and
-//! compactions drop, each with the sequence number of the newest version
-//! dropped.
+//! compactions drop, each with the sequence number of the version that
+//! shadowed the dropped one (the paper's "sequence information").
 //!
 //! Two uses, both in the `table` layout:
 //! - **hotness** (§3.4.2): a key in the cache is being overwritten or
@@ -8,8 +8,12 @@
 //!   the rest to cold ones, and GC prefers hot tables;
 //! - **validity without I/O** (§3.4.2, last paragraph): a version of a key
 //!   is dropped only when a newer version shadows it for every reader
-//!   (compaction's rule), so every record of the key at or below the
-//!   cached sequence is garbage. This holds only where a value record keeps
+//!   (compaction's rule), so every record of the key below the cached
+//!   sequence is garbage. GC trusts an entry only when the shadowing version
+//!   is in the view it judges in (cached sequence at or below the view's),
+//!   so that the cache and the index lookup it replaces give the same
+//!   answer, which the table layout's exact garbage accounting relies on.
+//!   This holds only where a value record keeps
 //!   the sequence of the index entry that points at it (inheritance edges,
 //!   no pointer write-back); with write-back a relocation gives the index a
 //!   new sequence while the record keeps its old one, and the rule would
@@ -86,7 +90,8 @@ impl DropCache {
         }
     }
 
-    /// A flush or compaction dropped the version of `key` at `seq`.
+    /// A flush or compaction dropped a version of `key` because the
+    /// version at `seq` shadows it for every reader.
     pub(crate) fn record(&self, key: &[u8], seq: u64) {
         let Some(c) = &self.cache else {
             return;
@@ -98,7 +103,7 @@ impl DropCache {
         }
     }
 
-    /// The sequence of the newest dropped version of `key`, if cached.
+    /// The newest shadowing sequence cached for `key`.
     pub(crate) fn newest_dropped(&self, key: &[u8]) -> Option<u64> {
         let found = self.cache.as_ref().and_then(|c| c.get(key));
         let counter = if found.is_some() {
@@ -110,11 +115,13 @@ impl DropCache {
         found
     }
 
-    /// True when the record of `key` at `seq` is garbage by the cache alone:
-    /// a version at or above `seq` was dropped (see the module's caveat on
-    /// when a layout may ask).
-    pub(crate) fn is_dropped(&self, key: &[u8], seq: u64) -> bool {
-        self.newest_dropped(key).is_some_and(|d| seq <= d)
+    /// True when the record of `key` at `seq` is garbage by the cache alone
+    /// for a reader at `view`: a version newer than `seq`, at or below
+    /// `view`, shadows it for every reader (see the module's caveat on when
+    /// a layout may ask).
+    pub(crate) fn is_dropped(&self, key: &[u8], seq: u64, view: u64) -> bool {
+        self.newest_dropped(key)
+            .is_some_and(|d| seq < d && d <= view)
     }
 
     /// True when `key` is hot: some version of it was dropped recently.
@@ -144,19 +151,23 @@ mod tests {
         c.record(b"k", 10);
         c.record(b"k", 4); // an older drop reported late
         assert_eq!(c.newest_dropped(b"k"), Some(10));
-        assert!(c.is_dropped(b"k", 10));
-        assert!(c.is_dropped(b"k", 3));
+        assert!(c.is_dropped(b"k", 9, 100));
+        assert!(c.is_dropped(b"k", 3, 10));
         assert!(
-            !c.is_dropped(b"k", 11),
-            "a newer record is not judged garbage"
+            !c.is_dropped(b"k", 10, 100),
+            "the shadowing version itself is not garbage"
+        );
+        assert!(
+            !c.is_dropped(b"k", 3, 9),
+            "a shadow newer than the view does not count"
         );
         c.record(b"k", 12);
-        assert!(c.is_dropped(b"k", 11));
-        assert!(!c.is_dropped(b"other", 1));
+        assert!(c.is_dropped(b"k", 11, 12));
+        assert!(!c.is_dropped(b"other", 1, 100));
         let s = c.stats();
         assert_eq!((s.recorded, s.keys), (3, 1));
         assert_eq!(s.bytes, 1 + ENTRY_OVERHEAD_BYTES);
-        assert!(s.hits >= 5 && s.misses >= 2, "{s:?}");
+        assert!(s.hits >= 6 && s.misses >= 2, "{s:?}");
     }
 
     #[test]

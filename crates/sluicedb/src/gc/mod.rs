@@ -23,10 +23,6 @@
 //! 7. the freed files deleted once no registered reader is older than the
 //!    relocations.
 
-#[expect(
-    dead_code,
-    reason = "used by the table layout, which is being built (issue 18)"
-)]
 pub(crate) mod drop_cache;
 
 use std::sync::Arc;
@@ -103,6 +99,10 @@ pub(crate) trait GcHost: Sync {
     /// Threads for a step's parallel parts (`GcOptions::threads`); `None`
     /// with one thread.
     fn pool(&self) -> Option<&rayon::ThreadPool>;
+
+    /// True when space is at the space limit's low ratio or above (seed
+    /// 003 §3.5): a layout may collect what it otherwise would not yet.
+    fn under_space_pressure(&self) -> bool;
 }
 
 /// What starts background GC and makes writes wait for it.

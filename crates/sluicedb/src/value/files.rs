@@ -24,6 +24,9 @@ pub(crate) enum Located {
     InFile { limit: u64 },
     /// In a file GC collected.
     Collected,
+    /// Moved by GC, which left the index alone: the record is at this
+    /// pointer now (the table layout's inheritance edges).
+    Moved(ValuePointer),
 }
 
 /// A layout's files, as the shared read code needs them.
@@ -132,6 +135,8 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
     match s.locate(p, key)? {
         Located::Buffered(r) => Ok(Read::Found(r)),
         Located::Collected => Ok(Read::Collected),
+        // The new pointer names a live file: one more step at most.
+        Located::Moved(q) => read_one(s, &q, key, class),
         Located::InFile { limit } => {
             let Some(reader) = reader_or_collected(s, p.file)? else {
                 return Ok(Read::Collected);
@@ -169,9 +174,18 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
 ) -> Vec<Result<Vec<u8>>> {
     let mut out: Vec<Option<Result<Vec<u8>>>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = Vec::new();
+    // Pointers GC moved are read where the records are now.
+    let mut moved: Vec<(ValuePointer, &[u8])> = Vec::new();
     for (i, (p, key)) in requests.iter().enumerate() {
         match s.locate(p, key) {
             Ok(Located::InFile { .. }) => pending.push(i),
+            Ok(Located::Moved(q)) => {
+                if moved.is_empty() {
+                    moved = requests.to_vec();
+                }
+                moved[i].0 = q;
+                pending.push(i);
+            }
             Ok(Located::Buffered(r)) => out[i] = Some(Ok(r.value)),
             Ok(Located::Collected) => {
                 out[i] = Some(Err(collected_error(&s.file_path(p.file), p)));
@@ -179,6 +193,7 @@ pub(crate) fn read_many<S: RecordFiles + ?Sized>(
             Err(e) => out[i] = Some(Err(e)),
         }
     }
+    let requests: &[(ValuePointer, &[u8])] = if moved.is_empty() { requests } else { &moved };
     pending.sort_by_key(|&i| (requests[i].0.file, requests[i].0.offset));
     let runs = coalesce(&pending, |i| &requests[i].0);
     let read = |run: &Vec<usize>| answer_run(s, run, requests, fetch_run(s, run, requests, class));
@@ -349,6 +364,21 @@ pub(crate) fn coalesce<'a>(
         }
     }
     runs
+}
+
+/// The checksum stored at the start of the record `p` points at (to tell
+/// apart records of one key and length without reading them whole).
+pub(crate) fn stored_crc<S: RecordFiles + ?Sized>(s: &S, p: &ValuePointer) -> Result<u32> {
+    let r = s.readers().get_with(p.file, || s.file_path(p.file))?;
+    let head = r.read_at(p.offset, 4, IoClass::Gc)?;
+    if head.len() < 4 {
+        return Err(Error::corruption(
+            s.file_path(p.file),
+            p.offset,
+            "value record cut short",
+        ));
+    }
+    Ok(crate::coding::u32_at(&head, 0))
 }
 
 /// Checks the valid range of a pointer into a file of `limit` bytes.

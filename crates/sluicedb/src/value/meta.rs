@@ -1,5 +1,5 @@
 //! The value store's state in the manifest: each layout's own record
-//! (`log/meta.rs`, `hash/meta.rs`), applied and checkpointed by the
+//! (`log/meta.rs`, `hash/meta.rs`, `table/meta.rs`), applied and checkpointed by the
 //! layout, plus the garbage per file that flushes and compactions report
 //! for any layout (tag 10). A new layout adds its record here and its tags
 //! to `version::edit::tag`.
@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use super::hash::meta::{HashEdit, HashMeta};
 use super::log::meta::{LogEdit, LogMeta};
+use super::table::meta::{TableEdit, TableMeta};
 use crate::coding::{put_u64, Reader};
 use crate::version::edit::tag;
 
@@ -16,6 +17,7 @@ use crate::version::edit::tag;
 pub(crate) struct ValueMeta {
     pub(crate) log: LogMeta,
     pub(crate) hash: HashMeta,
+    pub(crate) table: TableMeta,
     /// Bytes of garbage found per file (by flushes and compactions that
     /// dropped pointers to it).
     pub(crate) garbage: BTreeMap<u64, u64>,
@@ -26,6 +28,7 @@ pub(crate) struct ValueMeta {
 pub(crate) struct ValueEdit {
     pub(crate) log: LogEdit,
     pub(crate) hash: HashEdit,
+    pub(crate) table: TableEdit,
     /// Bytes of records that became garbage, per file (deltas).
     pub(crate) garbage: Vec<(u64, u64)>,
 }
@@ -34,6 +37,7 @@ impl ValueMeta {
     pub(crate) fn apply(&self, e: &ValueEdit) -> Result<ValueMeta, String> {
         let log = self.log.apply(&e.log)?;
         let hash = self.hash.apply(&e.hash)?;
+        let table = self.table.apply(&e.table)?;
         let mut garbage = self.garbage.clone();
         if let Some(t) = e.log.tail {
             garbage.retain(|&f, _| f >= t.0);
@@ -48,12 +52,25 @@ impl ValueMeta {
         if !hash.groups.is_empty() {
             garbage.retain(|f, _| hash.lists(*f));
         }
-        Ok(ValueMeta { log, hash, garbage })
+        // Garbage counts of value tables die with the tables (jobs settle
+        // theirs against the live tables: `TableStore::settle`).
+        if table.created {
+            garbage.retain(|f, _| table.tables.contains_key(f));
+        }
+        Ok(ValueMeta {
+            log,
+            hash,
+            table,
+            garbage,
+        })
     }
 
     /// True when the version still accounts for file `f`'s bytes: not
     /// behind the log's tail, or listed by the hash layout.
     pub(crate) fn accounts_for(&self, f: u64) -> bool {
+        if self.table.created {
+            return self.table.tables.contains_key(&f);
+        }
         if !self.hash.groups.is_empty() {
             return self.hash.lists(f);
         }
@@ -65,12 +82,22 @@ impl ValueMeta {
         ValueEdit {
             log: self.log.snapshot(),
             hash: self.hash.snapshot(),
+            table: self.table.snapshot(),
             garbage: self.garbage.iter().map(|(&f, &b)| (f, b)).collect(),
         }
     }
 }
 
 impl ValueEdit {
+    /// Adds `other`'s changes after this edit's (recovery merges the
+    /// edits of the flushes it runs into its own). Only the table layout's
+    /// record and garbage counts come from flushes.
+    pub(crate) fn merge(&mut self, other: ValueEdit) {
+        debug_assert!(other.log == LogEdit::default() && other.hash == HashEdit::default());
+        self.garbage.extend(other.garbage);
+        self.table.merge(other.table);
+    }
+
     pub(crate) fn encode(&self, field: &mut dyn FnMut(u32, &[u8])) {
         for &(file, bytes) in &self.garbage {
             let mut p = Vec::with_capacity(16);
@@ -80,6 +107,7 @@ impl ValueEdit {
         }
         self.log.encode(field);
         self.hash.encode(field);
+        self.table.encode(field);
     }
 
     /// Decodes a field of one of the value store's tags; `None` for other
@@ -93,5 +121,6 @@ impl ValueEdit {
         self.log
             .decode(t, payload)
             .or_else(|| self.hash.decode(t, payload))
+            .or_else(|| self.table.decode(t, payload))
     }
 }

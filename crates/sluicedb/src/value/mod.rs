@@ -97,6 +97,15 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// written out included).
     fn file_lengths(&self) -> Vec<(u64, u64)>;
 
+    /// Every file the store holds with the bytes of its records (the file
+    /// less its header and any index): what live and garbage bytes divide.
+    fn record_lengths(&self) -> Vec<(u64, u64)> {
+        self.file_lengths()
+            .into_iter()
+            .map(|(f, len)| (f, len.saturating_sub(log::format::FILE_HEADER_LEN as u64)))
+            .collect()
+    }
+
     /// Reads every record of every file and checks its checksum (after
     /// writing out buffered appends); returns the records checked. Damage
     /// is `Corruption` naming the file and offset. A head may end in a
@@ -154,6 +163,14 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// The engine's driver runs the step (`crate::gc`).
     fn gc_victim<'a>(&'a self, _host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
         Ok(None)
+    }
+
+    /// True when a GC step must wait, before judging its victim, for the
+    /// writes that appended to it to become visible (the publish barrier,
+    /// `Core::publish_barrier`). A layout whose victims only hold records
+    /// of installed flushes needs no wait.
+    fn gc_needs_barrier(&self) -> bool {
+        true
     }
 
     /// True when background GC should run now.
@@ -217,6 +234,56 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
 
     /// Fills the layout's section of [`ValueStats`].
     fn layout_stats(&self, _stats: &mut ValueStats) {}
+
+    /// A flush or compaction dropped a version of `key` that the version
+    /// at `shadow` hides from every reader (the table layout's DropCache,
+    /// seed 003 §3.4.1).
+    fn note_dropped(&self, _key: &[u8], _shadow: u64) {}
+
+    /// True when a job may add the record `p` points at to its file's
+    /// garbage as it drops the pointer; false defers it to
+    /// [`ValueStore::settle_job`] (a table layout file GC is collecting or
+    /// collected: the record may have moved).
+    fn counts_at_once(&self, _p: &ValuePointer) -> bool {
+        true
+    }
+
+    /// True when jobs count the pointer entries naming each value file
+    /// (the table layout prunes inheritance edges by them).
+    fn counts_refs(&self) -> bool {
+        false
+    }
+
+    /// Puts a job's garbage and pointer counts into the edit that installs
+    /// it. The returned guard, when there is one, is held until that edit
+    /// is installed: no GC step installs in between, so the files the
+    /// garbage was attributed to are still the ones holding the records.
+    fn settle_job(
+        &self,
+        stats: &mut crate::compaction::JobStats,
+        edit: &mut meta::ValueEdit,
+    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
+        edit.garbage.extend(std::mem::take(&mut stats.garbage));
+        debug_assert!(stats.deferred.is_empty() && stats.refs.is_empty());
+        Ok(None)
+    }
+
+    /// The file that holds the record `p` of `key` now: `p.file`, except
+    /// where GC moved records without rewriting pointers (inheritance
+    /// edges); `None` when no file does.
+    fn holder_of(&self, p: &ValuePointer, _key: &[u8]) -> Result<Option<u64>> {
+        Ok(Some(p.file))
+    }
+}
+
+/// A pointer a job dropped whose garbage the store attributes when the job
+/// installs ([`ValueStore::settle_job`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Dropped {
+    pub(crate) ptr: ValuePointer,
+    pub(crate) key: Vec<u8>,
+    /// The sequence of the version that hides it from every reader.
+    pub(crate) shadow: u64,
 }
 
 /// Where one flush job writes the values it separates

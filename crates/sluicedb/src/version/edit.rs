@@ -33,6 +33,11 @@ pub(crate) mod tag {
     pub const PRESET: u32 = 15;
     pub const VALUE_LOG_SEALED: u32 = 16;
     pub const HASH_GROUP_SPLIT: u32 = 17;
+    pub const TABLE_LAYOUT: u32 = 18;
+    pub const TABLE_ADDED: u32 = 19;
+    pub const TABLE_REMOVED: u32 = 20;
+    pub const TABLE_INHERITED: u32 = 21;
+    pub const TABLE_REFS: u32 = 22;
 }
 
 /// A table in a version.

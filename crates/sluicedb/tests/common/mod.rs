@@ -24,12 +24,14 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .background_threads(1 + (variant % 2) as usize);
     // Value separation: off, mixed (small values inline), or everything
     // separated; tiny value log files and segments so they fill constantly.
-    //   variant % 8:  0, 4: off
+    //   variant % 8:  0: off
     //                 1: hash, mixed      2: log + journal, mixed, at flush
     //                 6: hash, all, at flush, cold log, 2 GC threads
     //                 5: log as journal, mixed   3, 7: log as journal, all
+    //                 4: value tables, mixed, at flush, 2 GC threads
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
+        4 => (Some(32), ValueLayout::Table),
         2 | 5 => (Some(32), ValueLayout::Log),
         6 => (Some(0), ValueLayout::Hash),
         3 | 7 => (Some(0), ValueLayout::Log),
@@ -42,9 +44,11 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     let o = o
         .separation_threshold_bytes(separation)
         .journal_mode(journal_mode)
-        .separate_at_flush(matches!(variant % 8, 2 | 6))
+        .separate_at_flush(matches!(variant % 8, 2 | 4 | 6))
         .hash_hotness(variant % 8 == 6)
-        .gc_threads(if variant % 8 == 6 { 2 } else { 1 })
+        .gc_threads(if matches!(variant % 8, 4 | 6) { 2 } else { 1 })
+        .value_table_bytes(4096)
+        .drop_cache_bytes(if variant % 16 == 4 { 0 } else { 4096 })
         .value_layout(layout)
         // Variant 1 starts from one group of tiny main segments, so that
         // elastic splits happen constantly.
@@ -80,8 +84,17 @@ fn tiny_tree(o: Options) -> Options {
 /// A preset as a user opens it (its layout, journal and GC choices), with
 /// the sizes of [`tiny_options`] so that every mechanism runs on tiny data.
 pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
-    tiny_tree(Options::preset(preset).fs(Arc::new(fs.clone())))
+    let o = Options::preset(preset);
+    // The tests' values are small: below the preset's 512 B threshold
+    // nothing would reach a value table.
+    let o = if preset == sluicedb::Preset::Scavenger {
+        o.separation_threshold_bytes(Some(32))
+    } else {
+        o
+    };
+    tiny_tree(o.fs(Arc::new(fs.clone())))
         .write_buffer_size_bytes(4096)
+        .value_table_bytes(4096)
         .block_size_bytes(256)
         .hash_groups(2)
         .hash_main_segment_bytes(4096)

@@ -26,9 +26,6 @@ pub(crate) struct ValueTableOptions {
 #[derive(Debug, Clone)]
 pub(crate) struct BuiltValueTable {
     pub(crate) file_size: u64,
-    /// First and last internal keys.
-    pub(crate) smallest: Vec<u8>,
-    pub(crate) largest: Vec<u8>,
     pub(crate) hot: bool,
     pub(crate) properties: ValueTableProperties,
 }
@@ -44,9 +41,9 @@ pub(crate) struct ValueTableBuilder {
     /// Finished partitions, written after the records: (last key, block).
     partitions: Vec<(Vec<u8>, Vec<u8>)>,
     hashes: Vec<u64>,
-    smallest: Vec<u8>,
     last: Vec<u8>,
     props: ValueTableProperties,
+    last_crc: u32,
 }
 
 impl ValueTableBuilder {
@@ -63,13 +60,13 @@ impl ValueTableBuilder {
             partition: BlockBuilder::new(opts.restart_interval),
             partitions: Vec::new(),
             hashes: Vec::new(),
-            smallest: Vec::new(),
             last: Vec::new(),
             props: ValueTableProperties {
                 smallest_seq: u64::MAX,
                 hot: u64::from(hot),
                 ..Default::default()
             },
+            last_crc: 0,
         })
     }
 
@@ -89,16 +86,14 @@ impl ValueTableBuilder {
             ));
         }
         self.record_buf.clear();
-        let (len, _crc) = encode_record(&mut self.record_buf, r);
+        let (len, crc) = encode_record(&mut self.record_buf, r);
+        self.last_crc = crc;
         self.file.append(&self.record_buf)?;
         let handle = RecordHandle {
             offset: self.offset,
             len,
         };
         self.offset += u64::from(len);
-        if self.props.records == 0 {
-            self.smallest = self.ikey.clone();
-        }
         if self.props.records == 0 || key::user_key(&self.last) != r.key {
             self.hashes.push(bloom::key_hash(r.key));
         }
@@ -123,7 +118,14 @@ impl ValueTableBuilder {
         }
     }
 
+    /// The stored checksum of the record added last (what a pointer to it
+    /// carries).
+    pub(crate) fn last_crc(&self) -> u32 {
+        self.last_crc
+    }
+
     /// Records added so far.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> u64 {
         self.props.records
     }
@@ -178,8 +180,6 @@ impl ValueTableBuilder {
         self.file.sync()?;
         Ok(BuiltValueTable {
             file_size: self.file.len(),
-            smallest: self.smallest,
-            largest: self.last,
             hot: self.hot,
             properties: self.props,
         })

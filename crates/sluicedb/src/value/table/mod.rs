@@ -9,16 +9,15 @@
 //! cached index partition and reads exactly the record. The format is in
 //! `docs/format/value-table.md`.
 //!
-//! This module is the file format alone: the layout that writes tables at
-//! flush and GC, follows inheritance edges and collects them comes next.
-#![expect(
-    dead_code,
-    reason = "used by the table layout, which is being built (issue 18)"
-)]
+//! The layout that writes them at flush, follows inheritance edges and
+//! collects them is `store.rs` and `gc.rs`; its manifest record `meta.rs`.
 
 pub(crate) mod builder;
 pub(crate) mod format;
+mod gc;
+pub(crate) mod meta;
 pub(crate) mod reader;
+pub(crate) mod store;
 
 #[cfg(test)]
 mod tests;

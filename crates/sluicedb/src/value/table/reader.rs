@@ -2,7 +2,7 @@
 //! index in one read for lazy GC, and coalesced reads of chosen records
 //! (seed 003 §3.2.2).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::format::{check_header, RecordHandle, ValueTableProperties, VT_FOOTER, VT_HEADER_LEN};
@@ -16,7 +16,6 @@ use crate::table::cache::BlockCache;
 use crate::table::format::{verify_block, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::table::reader::{open_footer, read_raw};
 use crate::value::log::format::{decode_record, Bad, Record, KIND_PUT};
-use crate::value::log::reader::OwnedRecord;
 
 /// Most bytes one coalesced read of records covers.
 pub(crate) const MAX_COALESCED_READ: u64 = 4 << 20;
@@ -101,10 +100,6 @@ impl ValueTable {
         self.number
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     pub(crate) fn file_size(&self) -> u64 {
         self.file_size
     }
@@ -136,6 +131,7 @@ impl ValueTable {
 
     /// Where the record of `key` at sequence `seq` is, if the table holds
     /// it: the filter answers most misses, then one partition (cached).
+    #[cfg(test)]
     pub(crate) fn find(
         &self,
         key: &[u8],
@@ -163,6 +159,45 @@ impl ValueTable {
         RecordHandle::decode(it.value())
             .map(Some)
             .ok_or_else(|| self.corruption(h.offset, "bad record handle in the dense index"))
+    }
+
+    /// Every record of `key` the table holds, newest first (a read that
+    /// knows the record's length and checksum but not its sequence, after
+    /// following an inheritance edge). Usually one; the filter answers most
+    /// misses.
+    pub(crate) fn find_all(&self, key: &[u8], class: IoClass) -> Result<Vec<IndexEntry>> {
+        let mut out = Vec::new();
+        if !bloom::may_contain(&self.filter, bloom::key_hash(key)) {
+            return Ok(out);
+        }
+        let target = key::encode(key, key::MAX_SEQUENCE, key::KIND_SEEK);
+        let mut top = self.top.iter();
+        top.seek(&target);
+        // A key's entries may run on into the next partition.
+        while top.valid() {
+            let h = self.handle_at(top.value())?;
+            let block = self.partition(h, class)?;
+            let mut it = block.iter();
+            it.seek(&target);
+            while it.valid() && key::user_key(it.key()) == key {
+                let handle = RecordHandle::decode(it.value()).ok_or_else(|| {
+                    self.corruption(h.offset, "bad record handle in the dense index")
+                })?;
+                out.push(IndexEntry {
+                    key: key.to_vec(),
+                    seq: key::sequence(it.key()),
+                    handle,
+                });
+                it.next();
+            }
+            it.status()?;
+            if it.valid() {
+                break;
+            }
+            top.next();
+        }
+        top.status()?;
+        Ok(out)
     }
 
     /// Every entry of the dense index, in key order, from one sequential
@@ -241,10 +276,15 @@ impl ValueTable {
     }
 
     /// Reads the record `e` names and checks it is intact and is `e`'s.
-    pub(crate) fn read(&self, e: &IndexEntry, class: IoClass) -> Result<OwnedRecord> {
+    #[cfg(test)]
+    pub(crate) fn read(
+        &self,
+        e: &IndexEntry,
+        class: IoClass,
+    ) -> Result<crate::value::log::reader::OwnedRecord> {
         let mut out = None;
-        self.read_coalesced(std::slice::from_ref(e), 0, class, |_, r| {
-            out = Some(OwnedRecord {
+        self.read_coalesced(std::slice::from_ref(e), 0, class, |_, _, r| {
+            out = Some(crate::value::log::reader::OwnedRecord {
                 seq: r.seq,
                 flags: r.flags,
                 key: r.key.to_vec(),
@@ -258,14 +298,14 @@ impl ValueTable {
     /// Visits the records of `entries` (in increasing offset order): runs
     /// of records with gaps of at most `gap` bytes come from one read of up
     /// to [`MAX_COALESCED_READ`] (seed 003 §3.2.2: GC reads only valid
-    /// values). Each record is checked against its entry. Returns the bytes
-    /// read.
+    /// values). Each record is checked against its entry and handed over
+    /// with its stored checksum. Returns the bytes read.
     pub(crate) fn read_coalesced(
         &self,
         entries: &[IndexEntry],
         gap: u64,
         class: IoClass,
-        mut f: impl FnMut(&IndexEntry, Record<'_>) -> Result<()>,
+        mut f: impl FnMut(&IndexEntry, u32, Record<'_>) -> Result<()>,
     ) -> Result<u64> {
         let limit = self.properties.records_end;
         let mut read = 0;
@@ -299,7 +339,7 @@ impl ValueTable {
                 let at = (e.handle.offset - first.offset) as usize;
                 let raw = &buf[at..at + e.handle.len as usize];
                 let r = self.check(raw, e)?;
-                f(e, r)?;
+                f(e, crate::coding::u32_at(raw, 0), r)?;
             }
             i = j;
         }
@@ -357,7 +397,7 @@ impl ValueTable {
         if at != self.properties.records_end {
             return Err(self.corruption(at, "records do not end where the properties say"));
         }
-        self.read_coalesced(&entries, 0, IoClass::UserRead, |_, r| {
+        self.read_coalesced(&entries, 0, IoClass::UserRead, |_, _, r| {
             keys += r.key.len() as u64;
             values += r.value.len() as u64;
             Ok(())

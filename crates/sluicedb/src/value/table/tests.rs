@@ -121,7 +121,7 @@ fn lookups_index_and_coalesced_reads_match_what_was_written() {
             .collect();
         let mut seen = Vec::new();
         let read = t
-            .read_coalesced(&chosen, 64, IoClass::Gc, |e, r| {
+            .read_coalesced(&chosen, 64, IoClass::Gc, |e, _, r| {
                 seen.push((e.key.clone(), r.seq, r.value.to_vec()));
                 Ok(())
             })

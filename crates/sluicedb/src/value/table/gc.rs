@@ -1,0 +1,384 @@
+//! Lazy-read GC of value tables (seed 003 §3.2.2, Fig. 8; `docs/design.md`,
+//! "Table layout").
+//!
+//! A step picks victims by garbage ratio from the exact accounting, hot
+//! tables first (§3.4.2), from `gc_ratio` (the paper's 0.2) or, under space
+//! pressure, from [`PRESSURE_RATIO`] (§3.5: "lowering the garbage ratio
+//! threshold"). It reads each victim's dense index in one read, judges
+//! every record (the DropCache first, then the key's newest index entry),
+//! reads only the live records, coalescing nearby ones, and writes them in
+//! key order to new hot and cold tables. The edit removes the victims, adds
+//! the outputs and records the inheritance edges; the index is not
+//! touched, so no relocation goes through the write path.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+use rayon::prelude::*;
+
+use super::meta::TableFile;
+use super::reader::{IndexEntry, ValueTable};
+use super::store::{candidates, Frozen, TableStore};
+use crate::error::Result;
+use crate::fs::IoClass;
+use crate::gc::{Collected, GcHost, GcVictim, SeenView};
+use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::log::reader::OwnedRecord;
+use crate::value::pointer::{ValuePointer, STORE_TABLE};
+use crate::version::{Version, VersionEdit};
+
+/// Under space pressure a table is collected once this share of its
+/// records is garbage (the store's `MIN_RECLAIMABLE_SHARE_DIVISOR`).
+pub(super) const PRESSURE_RATIO: f64 = 1.0 / 16.0;
+
+/// Most victims of one step.
+const MAX_VICTIMS: usize = 8;
+
+/// Live records closer than this are read with one read (seed 003
+/// §3.2.2 coalesces "adjacent" valid records; 64 KiB keeps a read of a
+/// mostly live run to one request without reading much garbage).
+const COALESCE_GAP_BYTES: u64 = 64 << 10;
+
+/// Keys judged per task on the GC threads.
+const JUDGE_CHUNK: usize = 512;
+
+/// What GC decided about a record from its index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Dead,
+    Live,
+    /// The key's newest entry names a collected table whose heir may be
+    /// this one: live if the record's checksum is this.
+    LiveIfCrc(u32),
+}
+
+impl TableStore {
+    /// The best table to collect whose garbage ratio is at least `ratio`.
+    pub(super) fn best_candidate(&self, current: &Version, ratio: f64) -> Option<u64> {
+        let frozen: HashSet<u64> = self.inner.read().frozen.keys().copied().collect();
+        candidates(current, &frozen)
+            .into_iter()
+            .find(|c| c.2 >= ratio)
+            .map(|c| c.0)
+    }
+
+    /// Picks and freezes the victims of a step: by preference (hot first,
+    /// then garbage ratio) while their live bytes fit half a table, so
+    /// that small victims are merged into one output.
+    pub(super) fn pick_victims<'a>(
+        &'a self,
+        host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        let current = host.current();
+        let ratio = if host.under_space_pressure() {
+            PRESSURE_RATIO.min(self.config.gc_ratio)
+        } else {
+            self.config.gc_ratio
+        };
+        let _accounting = self.accounting.lock();
+        let mut inner = self.inner.write();
+        let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
+        let garbage = &current.values.garbage;
+        let budget = self.config.file_bytes / 2;
+        let mut victims = Vec::new();
+        let mut live_sum = 0u64;
+        for (f, t, r) in candidates(&current, &frozen) {
+            if r < ratio || !inner.live.contains_key(&f) {
+                continue;
+            }
+            let live = t
+                .record_bytes
+                .saturating_sub(garbage.get(&f).copied().unwrap_or(0));
+            if !victims.is_empty() && live_sum + live > budget {
+                continue;
+            }
+            victims.push(f);
+            live_sum += live;
+            if victims.len() >= MAX_VICTIMS || live_sum >= budget {
+                break;
+            }
+        }
+        if victims.is_empty() {
+            return Ok(None);
+        }
+        for &v in &victims {
+            inner.frozen.insert(v, Frozen::Picked);
+        }
+        Ok(Some(Box::new(TableVictim {
+            store: self,
+            victims,
+            outputs: Vec::new(),
+            guard: None,
+            handed_over: false,
+            installed: false,
+        })))
+    }
+
+    /// Judges one record in `view` (see [`Verdict`]).
+    fn judge(
+        &self,
+        host: &dyn GcHost,
+        view: &SeenView,
+        victim: u64,
+        victims: &[u64],
+        e: &IndexEntry,
+    ) -> Result<Verdict> {
+        if self.drop_cache.is_dropped(&e.key, e.seq, view.seq) {
+            self.checked_by_drop_cache.fetch_add(1, Ordering::Relaxed);
+            return Ok(Verdict::Dead);
+        }
+        self.checked_by_lookup.fetch_add(1, Ordering::Relaxed);
+        let Some(p) = host.pointer_of(view, &e.key)? else {
+            return Ok(Verdict::Dead);
+        };
+        if p.record_len != e.handle.len {
+            return Ok(Verdict::Dead);
+        }
+        if p.file == victim {
+            return Ok(if p.offset == e.handle.offset {
+                Verdict::Live
+            } else {
+                Verdict::Dead
+            });
+        }
+        let inner = self.inner.read();
+        let named_live = inner.live.contains_key(&p.file) || victims.contains(&p.file);
+        Ok(if named_live {
+            // The newest entry points at another table's record.
+            Verdict::Dead
+        } else {
+            Verdict::LiveIfCrc(p.record_crc)
+        })
+    }
+}
+
+/// The victims of one step.
+struct TableVictim<'a> {
+    store: &'a TableStore,
+    victims: Vec<u64>,
+    outputs: Vec<(u64, TableFile)>,
+    /// The accounting lock, from attributing deferred garbage until the
+    /// step's edit is installed.
+    guard: Option<MutexGuard<'a, ()>>,
+    /// The step handed its edit over: the manifest may list the outputs
+    /// even if installing it failed, so they are no longer deleted here.
+    handed_over: bool,
+    installed: bool,
+}
+
+impl TableVictim<'_> {
+    /// Writes `records` (sorted by internal key) to hot and cold tables.
+    fn write_outputs(&mut self, records: &[OwnedRecord]) -> Result<u64> {
+        let store = self.store;
+        let mut open: [Option<(u64, super::builder::ValueTableBuilder)>; 2] = [None, None];
+        let mut written = 0;
+        for r in records {
+            let i = usize::from(store.drop_cache.is_hot(&r.key));
+            if open[i]
+                .as_ref()
+                .is_some_and(|(_, b)| b.estimated_size() >= store.config.file_bytes)
+            {
+                let (n, b) = open[i].take().expect("checked");
+                self.outputs.push((n, store.finish_table(n, b)?));
+            }
+            if open[i].is_none() {
+                // A failure leaves an unlisted table, which the next open
+                // removes.
+                open[i] = Some(store.new_builder(i == 1)?);
+            }
+            let (_, b) = open[i].as_mut().expect("opened above");
+            let h = b.add(&Record {
+                seq: r.seq,
+                flags: KIND_PUT,
+                key: &r.key,
+                value: &r.value,
+            })?;
+            written += u64::from(h.len);
+        }
+        for slot in &mut open {
+            if let Some((n, b)) = slot.take() {
+                self.outputs.push((n, store.finish_table(n, b)?));
+            }
+        }
+        if !self.outputs.is_empty() {
+            store.fs.sync_dir(&store.dir)?;
+        }
+        Ok(written)
+    }
+
+    /// The output holding the record `p` of `key` (same length and
+    /// checksum), for garbage found in a victim while the step ran.
+    fn output_holding(&self, p: &ValuePointer, key: &[u8]) -> Result<Option<u64>> {
+        for &(n, _) in &self.outputs {
+            let Some(t) = self.store.table(n) else {
+                continue;
+            };
+            for e in t.find_all(key, IoClass::Gc)? {
+                if e.handle.len != p.record_len {
+                    continue;
+                }
+                let q = ValuePointer {
+                    store: STORE_TABLE,
+                    file: n,
+                    offset: e.handle.offset,
+                    record_len: e.handle.len,
+                    record_crc: p.record_crc,
+                };
+                if crate::value::files::stored_crc(self.store, &q)? == p.record_crc {
+                    return Ok(Some(n));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl GcVictim for TableVictim<'_> {
+    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected> {
+        let store = self.store;
+        {
+            let _accounting = store.accounting.lock();
+            let mut inner = store.inner.write();
+            for v in &self.victims {
+                inner.frozen.insert(*v, Frozen::JudgedAt(view.seq));
+            }
+        }
+        let tables: Vec<Arc<ValueTable>> = self
+            .victims
+            .iter()
+            .filter_map(|&v| store.table(v))
+            .collect();
+        let mut bytes_read = 0;
+        let mut records = 0;
+        let mut live: Vec<OwnedRecord> = Vec::new();
+        for t in &tables {
+            // 1. The dense index, in one read.
+            let (entries, index_bytes) = t.index_entries(IoClass::Gc)?;
+            bytes_read += index_bytes;
+            store
+                .gc_index_bytes
+                .fetch_add(index_bytes, Ordering::Relaxed);
+            records += entries.len() as u64;
+            // 2. Each record judged, on the GC threads when there are some.
+            let judge = |e: &IndexEntry| store.judge(host, view, t.number(), &self.victims, e);
+            let verdicts: Vec<Verdict> = match host.pool() {
+                Some(pool) => pool
+                    .install(|| {
+                        entries
+                            .par_chunks(JUDGE_CHUNK)
+                            .map(|c| c.iter().map(judge).collect::<Result<Vec<_>>>())
+                            .collect::<Result<Vec<_>>>()
+                    })?
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+                None => entries.iter().map(judge).collect::<Result<_>>()?,
+            };
+            // 3. Only the live values, nearby ones in one read.
+            let keep: Vec<IndexEntry> = entries
+                .into_iter()
+                .zip(&verdicts)
+                .filter(|(_, v)| **v != Verdict::Dead)
+                .map(|(e, _)| e)
+                .collect();
+            let kept_verdicts: Vec<Verdict> = verdicts
+                .into_iter()
+                .filter(|v| *v != Verdict::Dead)
+                .collect();
+            let mut i = 0;
+            let value_bytes =
+                t.read_coalesced(&keep, COALESCE_GAP_BYTES, IoClass::Gc, |_, crc, r| {
+                    let v = kept_verdicts[i];
+                    i += 1;
+                    if matches!(v, Verdict::LiveIfCrc(c) if c != crc) {
+                        return Ok(());
+                    }
+                    live.push(OwnedRecord {
+                        seq: r.seq,
+                        flags: r.flags,
+                        key: r.key.to_vec(),
+                        value: r.value.to_vec(),
+                    });
+                    Ok(())
+                })?;
+            bytes_read += value_bytes;
+            store
+                .gc_value_bytes
+                .fetch_add(value_bytes, Ordering::Relaxed);
+        }
+        // 4. Copies in key order (newest version first), hot and cold.
+        live.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+        let bytes_written = self.write_outputs(&live)?;
+        drop(live);
+        // 5. Garbage jobs found in the victims meanwhile: a record GC judged
+        // dead (its shadow is in the view) goes with its victim; one GC
+        // kept is in an output now.
+        let guard = store.accounting.lock();
+        let deferred: Vec<_> = {
+            let mut inner = store.inner.write();
+            let (mine, rest) = std::mem::take(&mut inner.deferred)
+                .into_iter()
+                .partition(|d| self.victims.contains(&d.ptr.file));
+            inner.deferred = rest;
+            mine
+        };
+        let mut edit = VersionEdit::default();
+        for d in deferred {
+            if d.shadow <= view.seq {
+                continue;
+            }
+            if let Some(out) = self.output_holding(&d.ptr, &d.key)? {
+                edit.values.garbage.push((out, u64::from(d.ptr.record_len)));
+            }
+        }
+        let outputs: Vec<u64> = self.outputs.iter().map(|o| o.0).collect();
+        let t = &mut edit.values.table;
+        t.added = self.outputs.clone();
+        t.removed = self.victims.clone();
+        t.inherited = self.victims.iter().map(|&v| (v, outputs.clone())).collect();
+        self.guard = Some(guard);
+        self.handed_over = true;
+        Ok(Collected {
+            moves: Vec::new(),
+            bytes_read,
+            records,
+            bytes_written,
+            edit,
+            frees: self.victims.clone(),
+            release_to: None,
+        })
+    }
+
+    fn installed(mut self: Box<Self>) {
+        let outputs: Vec<u64> = self.outputs.iter().map(|o| o.0).collect();
+        self.store.retire(&self.victims, &outputs);
+        self.installed = true;
+        self.guard = None;
+    }
+}
+
+impl Drop for TableVictim<'_> {
+    /// A step that failed: its victims stay, and its outputs go unless
+    /// the edit listing them was handed over (a failed install may still
+    /// have reached the manifest; the next open removes them if not).
+    /// Garbage jobs deferred to it stays deferred to the victims' next
+    /// step, unless the failure came after the step took it (then it is
+    /// not counted).
+    fn drop(&mut self) {
+        if self.installed {
+            return;
+        }
+        let mut inner = self.store.inner.write();
+        for v in &self.victims {
+            inner.frozen.remove(v);
+        }
+        drop(inner);
+        if !self.handed_over {
+            for &(n, _) in &self.outputs {
+                self.store.abandon(n);
+            }
+        }
+    }
+}

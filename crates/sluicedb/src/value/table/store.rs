@@ -1,0 +1,656 @@
+//! [`TableStore`]: the table layout (Scavenger, seed 003 §3; `docs/design.md`,
+//! "Table layout"). Values are separated when a memtable is flushed (§3.1)
+//! into sorted value tables (`NNNNNN.vst`, `docs/format/value-table.md`),
+//! two per flush at most: hot values (keys the DropCache holds, §3.4.2) and
+//! cold ones. The flush's manifest edit lists the tables with the key
+//! tables that point into them, so no crash leaves records the manifest
+//! does not know; a table no edit lists is deleted at open.
+//!
+//! GC (`gc.rs`) rewrites victims into new tables without touching the
+//! index (TerarkDB, §2.2): reads that meet a pointer into a collected table
+//! follow its inheritance edge to the tables that hold its records now and
+//! find the record there by key, length and checksum.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use super::builder::{ValueTableBuilder, ValueTableOptions};
+use super::meta::{TableEdit, TableFile, TableMeta};
+use super::reader::ValueTable;
+use crate::compaction::JobStats;
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{CountingFs, IoClass};
+use crate::gc::drop_cache::DropCache;
+use crate::gc::{GcHost, GcTrigger, GcVictim};
+use crate::options::Options;
+use crate::stats::ValueStats;
+use crate::table::cache::BlockCache;
+use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
+use crate::value::log::format::Record;
+use crate::value::meta::ValueEdit;
+use crate::value::pointer::{ValuePointer, STORE_TABLE};
+use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore};
+use crate::version::Version;
+
+/// Index partitions of a value table are cut at this size: a point read
+/// past an edge reads one (cached).
+const INDEX_PARTITION_BYTES: usize = 4096;
+
+/// Sizes and choices of the table layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableConfig {
+    pub(crate) file_bytes: u64,
+    pub(crate) gc_ratio: f64,
+    pub(crate) drop_cache_bytes: usize,
+    pub(crate) table: ValueTableOptions,
+    pub(crate) prefetch_threads: usize,
+}
+
+impl TableConfig {
+    pub(crate) fn from_options(opts: &Options) -> TableConfig {
+        TableConfig {
+            file_bytes: opts.values.table.file_bytes,
+            gc_ratio: opts.values.table.gc_ratio,
+            drop_cache_bytes: opts.values.table.drop_cache_bytes,
+            table: ValueTableOptions {
+                index_block_bytes: INDEX_PARTITION_BYTES,
+                restart_interval: opts.index.block_restart_interval,
+                bloom_bits_per_key: opts.index.bloom_bits_per_key,
+            },
+            prefetch_threads: opts.values.scan_prefetch_threads.max(1),
+        }
+    }
+}
+
+/// A table a GC step is collecting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Frozen {
+    /// Picked; the step's view is not taken yet.
+    Picked,
+    /// Judged in the view at this sequence number.
+    JudgedAt(u64),
+}
+
+pub(super) struct Inner {
+    pub(super) live: HashMap<u64, Arc<ValueTable>>,
+    /// Collected by GC and still on disk: a reader older than the step may
+    /// still read them directly.
+    pub(super) retiring: HashMap<u64, Arc<ValueTable>>,
+    /// Every inheritance edge learned since open, as GC steps made them
+    /// (the manifest's are path-compressed and pruned for the current
+    /// version; readers of older versions may need the rest: `follow`).
+    pub(super) edges: HashMap<u64, Vec<u64>>,
+    pub(super) frozen: HashMap<u64, Frozen>,
+    /// Garbage jobs found in frozen tables, for the step's install to
+    /// attribute (`TableStore::settle`).
+    pub(super) deferred: Vec<Dropped>,
+}
+
+pub(crate) struct TableStore {
+    pub(super) dir: PathBuf,
+    pub(super) fs: CountingFs,
+    pub(super) file_numbers: Arc<AtomicU64>,
+    pub(super) config: TableConfig,
+    pub(super) cache: Arc<BlockCache>,
+    readers: FileReaders,
+    pub(super) inner: RwLock<Inner>,
+    /// Orders garbage attribution with GC steps: held by a job from settling
+    /// its garbage to installing its edit, and by a GC step from judging
+    /// the deferred garbage to installing (`ValueStore::settle_job`).
+    pub(super) accounting: Mutex<()>,
+    pub(super) drop_cache: DropCache,
+    total_bytes: AtomicU64,
+    appended_bytes: AtomicU64,
+    edge_reads: AtomicU64,
+    pub(super) gc_index_bytes: AtomicU64,
+    pub(super) gc_value_bytes: AtomicU64,
+    pub(super) checked_by_drop_cache: AtomicU64,
+    pub(super) checked_by_lookup: AtomicU64,
+}
+
+impl TableStore {
+    /// Opens the tables `meta` lists, removing value tables it does not list
+    /// (written by a flush or GC step whose edit a crash lost). Returns the
+    /// edit that creates the layout in a new database.
+    pub(crate) fn open(
+        dir: &Path,
+        fs: CountingFs,
+        file_numbers: Arc<AtomicU64>,
+        meta: &TableMeta,
+        config: TableConfig,
+        cache: Arc<BlockCache>,
+    ) -> Result<(TableStore, TableEdit)> {
+        let mut edit = TableEdit::default();
+        if !meta.created {
+            edit.create = true;
+        }
+        for name in fs.list(dir)? {
+            if let Some(FileKind::ValueTable(n)) = filename::parse(&name) {
+                if !meta.tables.contains_key(&n) {
+                    fs.remove(&filename::value_table(dir, n))?;
+                }
+            }
+        }
+        let mut live = HashMap::new();
+        let mut total = 0;
+        for (&n, t) in &meta.tables {
+            let path = filename::value_table(dir, n);
+            if !fs.exists(&path) {
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    "value table listed in the manifest is missing",
+                ));
+            }
+            let len = fs.open(&path)?.len();
+            if len != t.size {
+                return Err(Error::corruption(
+                    path,
+                    len,
+                    format!("value table is {len} bytes, the manifest says {}", t.size),
+                ));
+            }
+            let table = ValueTable::open(&fs, path, n, t.size, cache.clone())?;
+            total += t.size;
+            live.insert(n, Arc::new(table));
+        }
+        let store = TableStore {
+            dir: dir.to_path_buf(),
+            fs: fs.clone(),
+            file_numbers,
+            config,
+            cache,
+            readers: FileReaders::new(fs, config.prefetch_threads),
+            inner: RwLock::new(Inner {
+                live,
+                retiring: HashMap::new(),
+                edges: meta.edges.iter().map(|(&f, t)| (f, t.clone())).collect(),
+                frozen: HashMap::new(),
+                deferred: Vec::new(),
+            }),
+            accounting: Mutex::new(()),
+            drop_cache: DropCache::new(config.drop_cache_bytes),
+            total_bytes: AtomicU64::new(total),
+            appended_bytes: AtomicU64::new(0),
+            edge_reads: AtomicU64::new(0),
+            gc_index_bytes: AtomicU64::new(0),
+            gc_value_bytes: AtomicU64::new(0),
+            checked_by_drop_cache: AtomicU64::new(0),
+            checked_by_lookup: AtomicU64::new(0),
+        };
+        Ok((store, edit))
+    }
+
+    /// Starts a value table written by a flush or a GC step.
+    pub(super) fn new_builder(&self, hot: bool) -> Result<(u64, ValueTableBuilder)> {
+        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let f = self.fs.create(
+            &filename::value_table(&self.dir, number),
+            IoClass::ValueStore,
+        )?;
+        Ok((number, ValueTableBuilder::new(f, self.config.table, hot)?))
+    }
+
+    /// Finishes a table (synced) and makes it readable; returns its
+    /// manifest entry. The edit that lists it comes after.
+    pub(super) fn finish_table(
+        &self,
+        number: u64,
+        builder: ValueTableBuilder,
+    ) -> Result<TableFile> {
+        let built = builder.finish()?;
+        let path = filename::value_table(&self.dir, number);
+        let table = ValueTable::open(&self.fs, path, number, built.file_size, self.cache.clone())?;
+        let entry = TableFile {
+            size: built.file_size,
+            record_bytes: built.properties.records_end - super::format::VT_HEADER_LEN as u64,
+            hot: built.hot,
+        };
+        self.inner.write().live.insert(number, Arc::new(table));
+        self.total_bytes
+            .fetch_add(built.file_size, Ordering::Relaxed);
+        self.appended_bytes
+            .fetch_add(entry.record_bytes, Ordering::Relaxed);
+        Ok(entry)
+    }
+
+    /// Removes a table written by a job that failed before its edit.
+    pub(super) fn abandon(&self, number: u64) {
+        if let Some(t) = self.inner.write().live.remove(&number) {
+            self.total_bytes.fetch_sub(t.file_size(), Ordering::Relaxed);
+        }
+        self.readers.forget(number);
+        let _ = self.fs.remove(&filename::value_table(&self.dir, number));
+    }
+
+    /// The table that holds the record `p` (a pointer into the collected
+    /// table `p.file`) of `key` now, found through the edges by key, length
+    /// and checksum; the pointer to it there. `None` when GC did not keep
+    /// the record.
+    ///
+    /// The edges in memory are not path-compressed: a reader older than a
+    /// later GC step may need a record that step judged dead, which stays
+    /// in its retiring table, so the search looks in every table on the
+    /// way that is still on disk, and hops over deleted ones.
+    pub(super) fn follow(
+        &self,
+        inner: &Inner,
+        p: &ValuePointer,
+        key: &[u8],
+    ) -> Result<Option<ValuePointer>> {
+        let mut found = Vec::new();
+        let mut todo: Vec<u64> = inner.edges.get(&p.file).cloned().unwrap_or_default();
+        let mut seen: HashSet<u64> = HashSet::new();
+        while let Some(t) = todo.pop() {
+            if !seen.insert(t) {
+                continue;
+            }
+            let Some(table) = inner.live.get(&t).or_else(|| inner.retiring.get(&t)) else {
+                todo.extend(inner.edges.get(&t).into_iter().flatten());
+                continue;
+            };
+            let before = found.len();
+            for e in table.find_all(key, IoClass::UserRead)? {
+                if e.handle.len == p.record_len {
+                    found.push((table.clone(), e));
+                }
+            }
+            if found.len() == before {
+                // Moved on, if that table was collected in turn.
+                todo.extend(inner.edges.get(&t).into_iter().flatten());
+            }
+        }
+        let pointer = |t: &ValueTable, e: &super::reader::IndexEntry| ValuePointer {
+            store: STORE_TABLE,
+            file: t.number(),
+            offset: e.handle.offset,
+            record_len: e.handle.len,
+            record_crc: p.record_crc,
+        };
+        if found.len() == 1 {
+            let (t, e) = &found[0];
+            return Ok(Some(pointer(t, e)));
+        }
+        // Versions of one length: the checksum, the record's first field,
+        // tells them apart.
+        for (t, e) in &found {
+            let q = pointer(t, e);
+            if crate::value::files::stored_crc(self, &q)? == p.record_crc {
+                return Ok(Some(q));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Attributes a job's garbage under the accounting lock (see
+    /// `ValueStore::settle_job`). Counted-at-once garbage names tables that
+    /// were live and not frozen when counted: if GC collected one since,
+    /// the step's view came after the count, which came after the
+    /// shadowing version was written, so GC judged the record dead and the
+    /// count goes with the table. Deferred garbage is followed to the table
+    /// holding the record now, or left to the GC step collecting it.
+    fn settle(&self, stats: &mut JobStats, edit: &mut ValueEdit) -> Result<()> {
+        let mut inner = self.inner.write();
+        for (f, bytes) in std::mem::take(&mut stats.garbage) {
+            if inner.live.contains_key(&f) {
+                edit.garbage.push((f, bytes));
+            }
+        }
+        for d in std::mem::take(&mut stats.deferred) {
+            let d = if inner.live.contains_key(&d.ptr.file) {
+                d
+            } else {
+                match self.follow(&inner, &d.ptr, &d.key)? {
+                    Some(ptr) => Dropped { ptr, ..d },
+                    None => continue,
+                }
+            };
+            if inner.frozen.contains_key(&d.ptr.file) {
+                inner.deferred.push(d);
+            } else {
+                edit.garbage.push((d.ptr.file, u64::from(d.ptr.record_len)));
+            }
+        }
+        edit.table.refs.extend(
+            std::mem::take(&mut stats.refs)
+                .into_iter()
+                .filter(|&(_, n)| n != 0),
+        );
+        Ok(())
+    }
+
+    /// Per-table live estimate for victim choice: record bytes less known
+    /// garbage.
+    pub(super) fn garbage_ratio(t: &TableFile, garbage: u64) -> f64 {
+        if t.record_bytes == 0 {
+            return 0.0;
+        }
+        garbage.min(t.record_bytes) as f64 / t.record_bytes as f64
+    }
+
+    pub(super) fn table(&self, number: u64) -> Option<Arc<ValueTable>> {
+        self.inner.read().live.get(&number).cloned()
+    }
+
+    /// After a GC step's edit is installed: the victims retire (readable
+    /// until deleted), and reads of pointers into them follow the new
+    /// edges.
+    pub(super) fn retire(&self, victims: &[u64], outputs: &[u64]) {
+        let mut inner = self.inner.write();
+        for v in victims {
+            inner.frozen.remove(v);
+            if let Some(t) = inner.live.remove(v) {
+                inner.retiring.insert(*v, t);
+            }
+        }
+        if !outputs.is_empty() {
+            for v in victims {
+                inner.edges.insert(*v, outputs.to_vec());
+            }
+        }
+    }
+}
+
+impl RecordFiles for TableStore {
+    fn locate(&self, p: &ValuePointer, key: &[u8]) -> Result<Located> {
+        let inner = self.inner.read();
+        let in_file = |t: &ValueTable| -> Result<Located> {
+            let limit = t.properties().records_end;
+            check_within(p, limit, || self.file_path(p.file))?;
+            Ok(Located::InFile { limit })
+        };
+        if let Some(t) = inner.live.get(&p.file) {
+            return in_file(t);
+        }
+        // A retiring table may be deleted as soon as no registered reader
+        // predates its step: a record GC kept is read from its copy, and
+        // the retiring table only serves the older readers that hold it.
+        match self.follow(&inner, p, key)? {
+            Some(q) => {
+                self.edge_reads.fetch_add(1, Ordering::Relaxed);
+                Ok(Located::Moved(q))
+            }
+            None => match inner.retiring.get(&p.file) {
+                Some(t) => in_file(t),
+                None => Ok(Located::Collected),
+            },
+        }
+    }
+
+    fn is_collected(&self, file: u64) -> bool {
+        let inner = self.inner.read();
+        !inner.live.contains_key(&file) && !inner.retiring.contains_key(&file)
+    }
+
+    fn file_path(&self, file: u64) -> PathBuf {
+        filename::value_table(&self.dir, file)
+    }
+
+    fn readers(&self) -> &FileReaders {
+        &self.readers
+    }
+}
+
+/// A flush's value tables: hot and cold, each cut at the table size.
+struct TableSink<'a> {
+    store: &'a TableStore,
+    /// Open tables: [cold, hot].
+    open: [Option<(u64, ValueTableBuilder)>; 2],
+    done: Vec<(u64, TableFile)>,
+}
+
+impl TableSink<'_> {
+    fn finish_open(&mut self, i: usize) -> Result<()> {
+        if let Some((n, b)) = self.open[i].take() {
+            let t = self.store.finish_table(n, b)?;
+            self.done.push((n, t));
+        }
+        Ok(())
+    }
+}
+
+impl ValueSink for TableSink<'_> {
+    fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer> {
+        let hot = self.store.drop_cache.is_hot(r.key);
+        let i = usize::from(hot);
+        if self.open[i]
+            .as_ref()
+            .is_some_and(|(_, b)| b.estimated_size() >= self.store.config.file_bytes)
+        {
+            self.finish_open(i)?;
+        }
+        if self.open[i].is_none() {
+            self.open[i] = Some(self.store.new_builder(hot)?);
+        }
+        let (number, b) = self.open[i].as_mut().expect("opened above");
+        let h = b.add(r)?;
+        Ok(ValuePointer {
+            store: STORE_TABLE,
+            file: *number,
+            offset: h.offset,
+            record_len: h.len,
+            record_crc: b.last_crc(),
+        })
+    }
+
+    fn finish(mut self: Box<Self>, edit: &mut ValueEdit) -> Result<()> {
+        self.finish_open(0)?;
+        self.finish_open(1)?;
+        if !self.done.is_empty() {
+            self.store.fs.sync_dir(&self.store.dir)?;
+        }
+        edit.table.added.append(&mut self.done);
+        Ok(())
+    }
+}
+
+impl Drop for TableSink<'_> {
+    /// A flush that failed leaves its tables unlisted: gone now, or at the
+    /// next open.
+    fn drop(&mut self) {
+        for (n, _) in self.open.iter_mut().filter_map(Option::take) {
+            self.store.abandon(n);
+        }
+    }
+}
+
+impl ValueStore for TableStore {
+    fn append(&self, _r: &Record<'_>) -> Result<ValuePointer> {
+        Err(Error::InvalidArgument(
+            "the table layout separates values at flush only (separate_at_flush)".into(),
+        ))
+    }
+
+    fn flush_sink(&self) -> Box<dyn ValueSink + '_> {
+        Box::new(TableSink {
+            store: self,
+            open: [None, None],
+            done: Vec::new(),
+        })
+    }
+
+    /// Tables are synced when finished.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck> {
+        // The journal carries whole values; a pointer reaches it only from
+        // another layout, which an open refuses. Judge it as a read would.
+        match self.locate(p, key)? {
+            Located::Collected => Ok(PointerCheck::Collected),
+            _ => Ok(PointerCheck::Valid),
+        }
+    }
+
+    fn file_count(&self) -> usize {
+        let inner = self.inner.read();
+        inner.live.len() + inner.retiring.len()
+    }
+
+    fn live_files(&self) -> Vec<(u64, bool)> {
+        let inner = self.inner.read();
+        inner.live.keys().map(|&n| (n, true)).collect()
+    }
+
+    fn file_lengths(&self) -> Vec<(u64, u64)> {
+        let inner = self.inner.read();
+        inner
+            .live
+            .iter()
+            .chain(&inner.retiring)
+            .map(|(&n, t)| (n, t.file_size()))
+            .collect()
+    }
+
+    fn record_lengths(&self) -> Vec<(u64, u64)> {
+        let inner = self.inner.read();
+        inner
+            .live
+            .iter()
+            .chain(&inner.retiring)
+            .map(|(&n, t)| {
+                let end = t.properties().records_end;
+                (n, end - super::format::VT_HEADER_LEN as u64)
+            })
+            .collect()
+    }
+
+    fn verify(&self) -> Result<u64> {
+        let tables: Vec<Arc<ValueTable>> = self.inner.read().live.values().cloned().collect();
+        let mut n = 0;
+        for t in tables {
+            match t.verify() {
+                Ok(k) => n += k,
+                Err(_) if self.is_collected(t.number()) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    fn total_bytes(&self) -> u64 {
+        self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    fn appended_bytes(&self) -> u64 {
+        self.appended_bytes.load(Ordering::Relaxed)
+    }
+
+    fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        self.pick_victims(host)
+    }
+
+    /// Victims are installed tables, which nothing appends to: a step
+    /// need not wait for writes, and must not (the barrier queues behind a
+    /// writer that may be waiting for the flush this thread would run).
+    fn gc_needs_barrier(&self) -> bool {
+        false
+    }
+
+    fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
+        self.best_candidate(t.current, self.config.gc_ratio)
+            .is_some()
+    }
+
+    fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
+        self.total_bytes() > capacity && self.gc_has_victim(current)
+    }
+
+    fn gc_has_victim(&self, current: &Version) -> bool {
+        self.best_candidate(current, super::gc::PRESSURE_RATIO)
+            .is_some()
+    }
+
+    fn delete_collected(&self, files: &[u64]) {
+        for &f in files {
+            let gone = self.inner.write().retiring.remove(&f);
+            if let Some(t) = gone {
+                self.total_bytes.fetch_sub(t.file_size(), Ordering::Relaxed);
+            }
+            self.readers.forget(f);
+            // A failed delete leaves an unlisted table the next open removes.
+            let _ = self.fs.remove(&filename::value_table(&self.dir, f));
+        }
+    }
+
+    fn layout_stats(&self, stats: &mut ValueStats) {
+        let inner = self.inner.read();
+        let s = &mut stats.table;
+        s.tables = inner.live.len();
+        for t in inner.live.values() {
+            if t.is_hot() {
+                s.hot_tables += 1;
+                s.hot_bytes += t.file_size();
+            } else {
+                s.cold_bytes += t.file_size();
+            }
+        }
+        s.edges = inner.edges.len();
+        drop(inner);
+        s.edge_reads = self.edge_reads.load(Ordering::Relaxed);
+        s.gc_index_bytes = self.gc_index_bytes.load(Ordering::Relaxed);
+        s.gc_value_bytes = self.gc_value_bytes.load(Ordering::Relaxed);
+        s.checked_by_drop_cache = self.checked_by_drop_cache.load(Ordering::Relaxed);
+        s.checked_by_lookup = self.checked_by_lookup.load(Ordering::Relaxed);
+        let d = self.drop_cache.stats();
+        s.drop_cache_keys = d.keys;
+        s.drop_cache_bytes = d.bytes;
+        s.drop_cache_hits = d.hits;
+        s.drop_cache_misses = d.misses;
+    }
+
+    fn note_dropped(&self, key: &[u8], shadow: u64) {
+        self.drop_cache.record(key, shadow);
+    }
+
+    fn counts_at_once(&self, p: &ValuePointer) -> bool {
+        let inner = self.inner.read();
+        inner.live.contains_key(&p.file) && !inner.frozen.contains_key(&p.file)
+    }
+
+    fn counts_refs(&self) -> bool {
+        true
+    }
+
+    fn settle_job(
+        &self,
+        stats: &mut JobStats,
+        edit: &mut ValueEdit,
+    ) -> Result<Option<MutexGuard<'_, ()>>> {
+        let guard = self.accounting.lock();
+        self.settle(stats, edit)?;
+        Ok(Some(guard))
+    }
+
+    fn holder_of(&self, p: &ValuePointer, key: &[u8]) -> Result<Option<u64>> {
+        let inner = self.inner.read();
+        if inner.live.contains_key(&p.file) || inner.retiring.contains_key(&p.file) {
+            return Ok(Some(p.file));
+        }
+        Ok(self.follow(&inner, p, key)?.map(|q| q.file))
+    }
+}
+
+/// Tables of `meta` in the order GC prefers them (seed 003 §3.4.2: hot
+/// first), with their garbage ratio.
+pub(super) fn candidates(current: &Version, frozen: &HashSet<u64>) -> Vec<(u64, TableFile, f64)> {
+    let meta = &current.values;
+    let mut v: Vec<(u64, TableFile, f64)> = meta
+        .table
+        .tables
+        .iter()
+        .filter(|(f, _)| !frozen.contains(f))
+        .map(|(&f, &t)| {
+            let g = meta.garbage.get(&f).copied().unwrap_or(0);
+            (f, t, TableStore::garbage_ratio(&t, g))
+        })
+        .collect();
+    v.sort_by(|a, b| b.1.hot.cmp(&a.1.hot).then(b.2.total_cmp(&a.2)));
+    v
+}
