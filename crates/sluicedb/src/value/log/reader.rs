@@ -48,7 +48,7 @@ pub(crate) fn check_record(
         .map_err(|why| Error::corruption(path, p.offset, why))
 }
 
-fn owned(r: Record<'_>) -> OwnedRecord {
+pub(crate) fn owned(r: Record<'_>) -> OwnedRecord {
     OwnedRecord {
         seq: r.seq,
         flags: r.flags,

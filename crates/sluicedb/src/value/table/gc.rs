@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcVictim, SeenView};
 use crate::value::log::format::{Record, KIND_PUT};
-use crate::value::log::reader::OwnedRecord;
+use crate::value::log::reader::{owned, OwnedRecord};
 use crate::value::pointer::{ValuePointer, STORE_TABLE};
 use crate::version::{Version, VersionEdit};
 
@@ -295,12 +295,7 @@ impl GcVictim for TableVictim<'_> {
                     if matches!(v, Verdict::LiveIfCrc(c) if c != crc) {
                         return Ok(());
                     }
-                    live.push(OwnedRecord {
-                        seq: r.seq,
-                        flags: r.flags,
-                        key: r.key.to_vec(),
-                        value: r.value.to_vec(),
-                    });
+                    live.push(owned(r));
                     Ok(())
                 })?;
             bytes_read += value_bytes;

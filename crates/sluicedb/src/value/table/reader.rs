@@ -284,12 +284,7 @@ impl ValueTable {
     ) -> Result<crate::value::log::reader::OwnedRecord> {
         let mut out = None;
         self.read_coalesced(std::slice::from_ref(e), 0, class, |_, _, r| {
-            out = Some(crate::value::log::reader::OwnedRecord {
-                seq: r.seq,
-                flags: r.flags,
-                key: r.key.to_vec(),
-                value: r.value.to_vec(),
-            });
+            out = Some(crate::value::log::reader::owned(r));
             Ok(())
         })?;
         Ok(out.expect("one record visited"))
