@@ -368,9 +368,13 @@ pub(crate) fn coalesce<'a>(
 
 /// The checksum stored at the start of the record `p` points at (to tell
 /// apart records of one key and length without reading them whole).
-pub(crate) fn stored_crc<S: RecordFiles + ?Sized>(s: &S, p: &ValuePointer) -> Result<u32> {
+pub(crate) fn stored_crc<S: RecordFiles + ?Sized>(
+    s: &S,
+    p: &ValuePointer,
+    class: IoClass,
+) -> Result<u32> {
     let r = s.readers().get_with(p.file, || s.file_path(p.file))?;
-    let head = r.read_at(p.offset, 4, IoClass::Gc)?;
+    let head = r.read_at(p.offset, 4, class)?;
     if head.len() < 4 {
         return Err(Error::corruption(
             s.file_path(p.file),

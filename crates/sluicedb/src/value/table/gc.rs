@@ -20,13 +20,13 @@ use rayon::prelude::*;
 
 use super::meta::TableFile;
 use super::reader::{IndexEntry, ValueTable};
-use super::store::{candidates, Frozen, TableStore};
+use super::store::{candidates, Frozen, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcVictim, SeenView};
 use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::log::reader::{owned, OwnedRecord};
-use crate::value::pointer::{ValuePointer, STORE_TABLE};
+use crate::value::pointer::ValuePointer;
 use crate::version::{Version, VersionEdit};
 
 /// Under space pressure a table is collected once this share of its
@@ -55,13 +55,15 @@ enum Verdict {
 }
 
 impl TableStore {
-    /// The best table to collect whose garbage ratio is at least `ratio`.
-    pub(super) fn best_candidate(&self, current: &Version, ratio: f64) -> Option<u64> {
-        let frozen: HashSet<u64> = self.inner.read().frozen.keys().copied().collect();
-        candidates(current, &frozen)
-            .into_iter()
-            .find(|c| c.2 >= ratio)
-            .map(|c| c.0)
+    /// True when some table no step is collecting has a garbage ratio of
+    /// at least `ratio` (the triggers ask often: no list, no sort).
+    pub(super) fn has_candidate(&self, current: &Version, ratio: f64) -> bool {
+        let inner = self.inner.read();
+        let meta = &current.values;
+        meta.table.tables.iter().any(|(f, t)| {
+            let g = meta.garbage.get(f).copied().unwrap_or(0);
+            !inner.frozen.contains_key(f) && TableStore::garbage_ratio(t, g) >= ratio
+        })
     }
 
     /// Picks and freezes the victims of a step: by preference (hot first,
@@ -169,69 +171,39 @@ struct TableVictim<'a> {
 }
 
 impl TableVictim<'_> {
-    /// Writes `records` (sorted by internal key) to hot and cold tables.
+    /// Writes `records` (sorted by internal key) to hot and cold tables;
+    /// returns the bytes written. Tables finished before a failure are
+    /// outputs too, so that the step's failure removes them.
     fn write_outputs(&mut self, records: &[OwnedRecord]) -> Result<u64> {
         let store = self.store;
-        let mut open: [Option<(u64, super::builder::ValueTableBuilder)>; 2] = [None, None];
+        let mut w = TableWriter::new(store);
         let mut written = 0;
-        for r in records {
-            let i = usize::from(store.drop_cache.is_hot(&r.key));
-            if open[i]
-                .as_ref()
-                .is_some_and(|(_, b)| b.estimated_size() >= store.config.file_bytes)
-            {
-                let (n, b) = open[i].take().expect("checked");
-                self.outputs.push((n, store.finish_table(n, b)?));
-            }
-            if open[i].is_none() {
-                // A failure leaves an unlisted table, which the next open
-                // removes.
-                open[i] = Some(store.new_builder(i == 1)?);
-            }
-            let (_, b) = open[i].as_mut().expect("opened above");
-            let h = b.add(&Record {
+        let r = records.iter().try_for_each(|r| {
+            let hot = store.drop_cache.is_hot(&r.key);
+            let rec = Record {
                 seq: r.seq,
                 flags: KIND_PUT,
                 key: &r.key,
                 value: &r.value,
-            })?;
-            written += u64::from(h.len);
-        }
-        for slot in &mut open {
-            if let Some((n, b)) = slot.take() {
-                self.outputs.push((n, store.finish_table(n, b)?));
-            }
-        }
-        if !self.outputs.is_empty() {
-            store.fs.sync_dir(&store.dir)?;
-        }
-        Ok(written)
+            };
+            written += u64::from(w.add(&rec, hot)?.record_len);
+            Ok(())
+        });
+        let r = r.and_then(|()| w.finish());
+        self.outputs.append(&mut w.done);
+        r.map(|()| written)
     }
 
     /// The output holding the record `p` of `key` (same length and
     /// checksum), for garbage found in a victim while the step ran.
     fn output_holding(&self, p: &ValuePointer, key: &[u8]) -> Result<Option<u64>> {
+        let mut found = Vec::new();
         for &(n, _) in &self.outputs {
-            let Some(t) = self.store.table(n) else {
-                continue;
-            };
-            for e in t.find_all(key, IoClass::Gc)? {
-                if e.handle.len != p.record_len {
-                    continue;
-                }
-                let q = ValuePointer {
-                    store: STORE_TABLE,
-                    file: n,
-                    offset: e.handle.offset,
-                    record_len: e.handle.len,
-                    record_crc: p.record_crc,
-                };
-                if crate::value::files::stored_crc(self.store, &q)? == p.record_crc {
-                    return Ok(Some(n));
-                }
+            if let Some(t) = self.store.table(n) {
+                found.extend(TableStore::copies_in(&t, p, key, IoClass::Gc)?);
             }
         }
-        Ok(None)
+        Ok(self.store.pick_copy(found, IoClass::Gc)?.map(|q| q.file))
     }
 }
 

@@ -228,10 +228,50 @@ impl TableStore {
         let _ = self.fs.remove(&filename::value_table(&self.dir, number));
     }
 
-    /// The table that holds the record `p` (a pointer into the collected
-    /// table `p.file`) of `key` now, found through the edges by key, length
-    /// and checksum; the pointer to it there. `None` when GC did not keep
-    /// the record.
+    /// Where `table` may hold the record `p` of `key`: its records of that
+    /// key and length, as pointers carrying `p`'s checksum.
+    pub(super) fn copies_in(
+        table: &ValueTable,
+        p: &ValuePointer,
+        key: &[u8],
+        class: IoClass,
+    ) -> Result<Vec<ValuePointer>> {
+        Ok(table
+            .find_all(key, class)?
+            .into_iter()
+            .filter(|e| e.handle.len == p.record_len)
+            .map(|e| ValuePointer {
+                store: STORE_TABLE,
+                file: table.number(),
+                offset: e.handle.offset,
+                record_len: e.handle.len,
+                record_crc: p.record_crc,
+            })
+            .collect())
+    }
+
+    /// The one of `candidates` (from [`TableStore::copies_in`]) that is the
+    /// record: the only one, or, for versions of one length, the one whose
+    /// stored checksum (the record's first field) is the pointer's.
+    pub(super) fn pick_copy(
+        &self,
+        candidates: Vec<ValuePointer>,
+        class: IoClass,
+    ) -> Result<Option<ValuePointer>> {
+        if candidates.len() == 1 {
+            return Ok(candidates.into_iter().next());
+        }
+        for q in candidates {
+            if crate::value::files::stored_crc(self, &q, class)? == q.record_crc {
+                return Ok(Some(q));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Where the record `p` (a pointer into the collected table `p.file`)
+    /// of `key` is now, found through the edges by key, length and
+    /// checksum. `None` when GC did not keep the record.
     ///
     /// The edges in memory are not path-compressed: a reader older than a
     /// later GC step may need a record that step judged dead, which stays
@@ -242,6 +282,7 @@ impl TableStore {
         inner: &Inner,
         p: &ValuePointer,
         key: &[u8],
+        class: IoClass,
     ) -> Result<Option<ValuePointer>> {
         let mut found = Vec::new();
         let mut todo: Vec<u64> = inner.edges.get(&p.file).cloned().unwrap_or_default();
@@ -250,41 +291,17 @@ impl TableStore {
             if !seen.insert(t) {
                 continue;
             }
-            let Some(table) = inner.live.get(&t).or_else(|| inner.retiring.get(&t)) else {
-                todo.extend(inner.edges.get(&t).into_iter().flatten());
-                continue;
+            let copies = match inner.live.get(&t).or_else(|| inner.retiring.get(&t)) {
+                Some(table) => Self::copies_in(table, p, key, class)?,
+                None => Vec::new(),
             };
-            let before = found.len();
-            for e in table.find_all(key, IoClass::UserRead)? {
-                if e.handle.len == p.record_len {
-                    found.push((table.clone(), e));
-                }
-            }
-            if found.len() == before {
-                // Moved on, if that table was collected in turn.
+            if copies.is_empty() {
+                // Deleted, or moved on if that table was collected in turn.
                 todo.extend(inner.edges.get(&t).into_iter().flatten());
             }
+            found.extend(copies);
         }
-        let pointer = |t: &ValueTable, e: &super::reader::IndexEntry| ValuePointer {
-            store: STORE_TABLE,
-            file: t.number(),
-            offset: e.handle.offset,
-            record_len: e.handle.len,
-            record_crc: p.record_crc,
-        };
-        if found.len() == 1 {
-            let (t, e) = &found[0];
-            return Ok(Some(pointer(t, e)));
-        }
-        // Versions of one length: the checksum, the record's first field,
-        // tells them apart.
-        for (t, e) in &found {
-            let q = pointer(t, e);
-            if crate::value::files::stored_crc(self, &q)? == p.record_crc {
-                return Ok(Some(q));
-            }
-        }
-        Ok(None)
+        self.pick_copy(found, class)
     }
 
     /// Attributes a job's garbage under the accounting lock (see
@@ -305,7 +322,7 @@ impl TableStore {
             let d = if inner.live.contains_key(&d.ptr.file) {
                 d
             } else {
-                match self.follow(&inner, &d.ptr, &d.key)? {
+                match self.follow(&inner, &d.ptr, &d.key, IoClass::Compaction)? {
                     Some(ptr) => Dropped { ptr, ..d },
                     None => continue,
                 }
@@ -370,7 +387,7 @@ impl RecordFiles for TableStore {
         // A retiring table may be deleted as soon as no registered reader
         // predates its step: a record GC kept is read from its copy, and
         // the retiring table only serves the older readers that hold it.
-        match self.follow(&inner, p, key)? {
+        match self.follow(&inner, p, key, IoClass::UserRead)? {
             Some(q) => {
                 self.edge_reads.fetch_add(1, Ordering::Relaxed);
                 Ok(Located::Moved(q))
@@ -396,15 +413,25 @@ impl RecordFiles for TableStore {
     }
 }
 
-/// A flush's value tables: hot and cold, each cut at the table size.
-struct TableSink<'a> {
+/// Hot and cold value tables being written by one flush or GC step, each
+/// cut at the table size (seed 003 §3.4.2: both write hot keys apart).
+pub(super) struct TableWriter<'a> {
     store: &'a TableStore,
     /// Open tables: [cold, hot].
     open: [Option<(u64, ValueTableBuilder)>; 2],
-    done: Vec<(u64, TableFile)>,
+    /// Tables finished (synced, readable, not yet listed in the manifest).
+    pub(super) done: Vec<(u64, TableFile)>,
 }
 
-impl TableSink<'_> {
+impl<'a> TableWriter<'a> {
+    pub(super) fn new(store: &'a TableStore) -> Self {
+        TableWriter {
+            store,
+            open: [None, None],
+            done: Vec::new(),
+        }
+    }
+
     fn finish_open(&mut self, i: usize) -> Result<()> {
         if let Some((n, b)) = self.open[i].take() {
             let t = self.store.finish_table(n, b)?;
@@ -412,11 +439,10 @@ impl TableSink<'_> {
         }
         Ok(())
     }
-}
 
-impl ValueSink for TableSink<'_> {
-    fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer> {
-        let hot = self.store.drop_cache.is_hot(r.key);
+    /// Adds a record to the hot or the cold table (each in increasing
+    /// internal-key order) and returns where it is.
+    pub(super) fn add(&mut self, r: &Record<'_>, hot: bool) -> Result<ValuePointer> {
         let i = usize::from(hot);
         if self.open[i]
             .as_ref()
@@ -438,24 +464,40 @@ impl ValueSink for TableSink<'_> {
         })
     }
 
-    fn finish(mut self: Box<Self>, edit: &mut ValueEdit) -> Result<()> {
+    /// Finishes the open tables and makes their names durable.
+    pub(super) fn finish(&mut self) -> Result<()> {
         self.finish_open(0)?;
         self.finish_open(1)?;
         if !self.done.is_empty() {
             self.store.fs.sync_dir(&self.store.dir)?;
         }
-        edit.table.added.append(&mut self.done);
         Ok(())
     }
 }
 
-impl Drop for TableSink<'_> {
-    /// A flush that failed leaves its tables unlisted: gone now, or at the
-    /// next open.
+impl Drop for TableWriter<'_> {
+    /// Tables left open by a failure are unlisted: gone now (or at the
+    /// next open). Finished ones are the caller's (`done`).
     fn drop(&mut self) {
         for (n, _) in self.open.iter_mut().filter_map(Option::take) {
             self.store.abandon(n);
         }
+    }
+}
+
+/// A flush's value tables.
+struct TableSink<'a>(TableWriter<'a>);
+
+impl ValueSink for TableSink<'_> {
+    fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer> {
+        let hot = self.0.store.drop_cache.is_hot(r.key);
+        self.0.add(r, hot)
+    }
+
+    fn finish(mut self: Box<Self>, edit: &mut ValueEdit) -> Result<()> {
+        self.0.finish()?;
+        edit.table.added.append(&mut self.0.done);
+        Ok(())
     }
 }
 
@@ -467,11 +509,7 @@ impl ValueStore for TableStore {
     }
 
     fn flush_sink(&self) -> Box<dyn ValueSink + '_> {
-        Box::new(TableSink {
-            store: self,
-            open: [None, None],
-            done: Vec::new(),
-        })
+        Box::new(TableSink(TableWriter::new(self)))
     }
 
     /// Tables are synced when finished.
@@ -554,8 +592,7 @@ impl ValueStore for TableStore {
     }
 
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
-        self.best_candidate(t.current, self.config.gc_ratio)
-            .is_some()
+        self.has_candidate(t.current, self.config.gc_ratio)
     }
 
     fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
@@ -563,8 +600,7 @@ impl ValueStore for TableStore {
     }
 
     fn gc_has_victim(&self, current: &Version) -> bool {
-        self.best_candidate(current, super::gc::PRESSURE_RATIO)
-            .is_some()
+        self.has_candidate(current, super::gc::PRESSURE_RATIO)
     }
 
     fn delete_collected(&self, files: &[u64]) {
@@ -633,7 +669,9 @@ impl ValueStore for TableStore {
         if inner.live.contains_key(&p.file) || inner.retiring.contains_key(&p.file) {
             return Ok(Some(p.file));
         }
-        Ok(self.follow(&inner, p, key)?.map(|q| q.file))
+        Ok(self
+            .follow(&inner, p, key, IoClass::UserRead)?
+            .map(|q| q.file))
     }
 }
 
