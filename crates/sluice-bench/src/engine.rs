@@ -203,6 +203,15 @@ impl SluiceEngine {
         if let Some(n) = cfg.hash_batch_bytes {
             opts.values.hash.batch_bytes = n;
         }
+        if let Some(d) = cfg.index_decoupled_tables {
+            opts.index.index_decoupled_tables = d;
+        }
+        if let Some(l) = cfg.table_gc_lazy_read {
+            opts.values.table.gc_lazy_read = l;
+        }
+        if let Some(n) = cfg.drop_cache_bytes {
+            opts.values.table.drop_cache_bytes = n;
+        }
         if let Some(f) = cfg.separate_at_flush {
             opts.values.separate_at_flush = f;
         }

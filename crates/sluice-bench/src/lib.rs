@@ -83,6 +83,14 @@ pub struct BenchConfig {
     pub gc_threads: Option<usize>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
+    /// Overrides [`sluicedb::IndexOptions::index_decoupled_tables`]
+    /// (Scavenger's GetKey, §3.3; off is an ablation).
+    pub index_decoupled_tables: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
+    pub table_gc_lazy_read: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::drop_cache_bytes`] (§3.4;
+    /// 0 turns the DropCache and hot/cold tables off).
+    pub drop_cache_bytes: Option<usize>,
     /// Overrides [`sluicedb::GcOptions::space_limit`] (`Some(None)`: off).
     pub space_limit: Option<Option<sluicedb::SpaceLimit>>,
     /// Give the separated presets a value store capacity derived from the
@@ -119,6 +127,9 @@ impl Default for BenchConfig {
             gc_threads: None,
             space_limit: None,
             hash_batch_bytes: None,
+            index_decoupled_tables: None,
+            table_gc_lazy_read: None,
+            drop_cache_bytes: None,
             capacity: false,
         }
     }

@@ -310,6 +310,19 @@ struct BenchArgs {
     /// many bytes (one write system call each). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
     hash_batch_bytes: Option<u64>,
+    /// Key tables with pointer blocks apart from inline values (Scavenger's
+    /// GetKey, §3.3), `on` or `off`. Default: the preset's (on for
+    /// scavenger).
+    #[arg(long, value_parser = ["on", "off"])]
+    index_decoupled: Option<String>,
+    /// Table layout: GC reads only the live values of a victim (lazy read,
+    /// Scavenger §3.2.2), `on` or `off` (read whole victims). Default: on.
+    #[arg(long, value_parser = ["on", "off"])]
+    lazy_read: Option<String>,
+    /// Table layout: DropCache bytes (Scavenger §3.4); 0 turns it and the
+    /// hot/cold split off. Default: the preset's.
+    #[arg(long)]
+    drop_cache_bytes: Option<usize>,
     /// The separated presets' space limit (space amplification relative to
     /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low =
     /// high − 0.2, at least 1.05), or `off`. Default: the preset's (1.3,1.5).
@@ -441,6 +454,9 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         gc_threads: a.gc_threads.map(|n| n as usize),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
+        index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
+        table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
+        drop_cache_bytes: a.drop_cache_bytes,
         capacity: a.capacity,
         space_limit: a
             .space_limit

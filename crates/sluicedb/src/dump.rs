@@ -77,6 +77,9 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
             let size = std::fs::metadata(path).map_err(io)?.len();
             let cache = Arc::new(BlockCache::new(0));
             let t = Arc::new(Table::open(&fs, path.to_path_buf(), n, size, cache)?);
+            // The shape line does not count against the entry limit.
+            writeln!(d.out, "{}", t.describe())
+                .map_err(|e| Error::io("write", "dump output", e))?;
             let mut it = t.iter(IoClass::UserRead, false);
             it.seek_to_first();
             while it.valid() && d.more() {

@@ -344,6 +344,13 @@ pub struct IndexOptions {
     /// Target size of compaction outputs ([`DEFAULT_TARGET_FILE_SIZE_BYTES`]).
     /// Smaller: finer-grained compactions, more files.
     pub target_file_size_bytes: u64,
+    /// Write index-decoupled tables (Scavenger §3.3, `docs/format/sstable.md`):
+    /// value pointers go to pointer blocks of their own, apart from inline
+    /// values and tombstones, so that GC's validity check and point lookups
+    /// of separated keys read only pointer blocks, never a data block of
+    /// inline values. Tables written either way stay readable. Default:
+    /// false; on in the `scavenger` preset.
+    pub index_decoupled_tables: bool,
 }
 
 /// The value store's options ([`Options::values`]).
@@ -453,6 +460,11 @@ pub struct TableLayoutOptions {
     /// 24-byte keys). 0 turns it off: every key is cold and GC looks every
     /// record up.
     pub drop_cache_bytes: usize,
+    /// Lazy read (seed 003 §3.2.2): GC reads a victim's dense index, judges
+    /// every record, then reads only the live values. Off, GC reads the
+    /// whole victim as Titan and BlobDB do: the ablation of Table 1 and
+    /// Fig. 14. Default: true.
+    pub gc_lazy_read: bool,
 }
 
 /// Garbage collection's options ([`Options::gc`]).
@@ -555,6 +567,8 @@ setters! {
     base_level_size_bytes => index.base_level_size_bytes: u64,
     /// Sets [`IndexOptions::target_file_size_bytes`].
     target_file_size_bytes => index.target_file_size_bytes: u64,
+    /// Sets [`IndexOptions::index_decoupled_tables`].
+    index_decoupled_tables => index.index_decoupled_tables: bool,
     /// Sets [`Options::background_threads`].
     background_threads => background_threads: usize,
     /// Sets [`Options::journal_recovery`].
@@ -595,6 +609,8 @@ setters! {
     table_gc_ratio => values.table.gc_ratio: f64,
     /// Sets [`TableLayoutOptions::drop_cache_bytes`].
     drop_cache_bytes => values.table.drop_cache_bytes: usize,
+    /// Sets [`TableLayoutOptions::gc_lazy_read`].
+    table_gc_lazy_read => values.table.gc_lazy_read: bool,
     /// Sets [`LogOptions::file_size_bytes`].
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
@@ -647,6 +663,8 @@ impl Options {
                 // "Scavenger performs key-value separation during background
                 // flush operations" (§3.1).
                 o.values.separate_at_flush = true;
+                // GetKey reads pointer blocks only (§3.3).
+                o.index.index_decoupled_tables = true;
                 o.gc.threads = 2;
             }
         }
@@ -681,6 +699,7 @@ impl Options {
                 level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
                 base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
                 target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
+                index_decoupled_tables: false,
             },
             values: ValueOptions {
                 separation_threshold_bytes: None,
@@ -706,6 +725,7 @@ impl Options {
                     file_bytes: DEFAULT_VALUE_TABLE_BYTES,
                     gc_ratio: DEFAULT_TABLE_GC_RATIO,
                     drop_cache_bytes: crate::gc::drop_cache::DEFAULT_DROP_CACHE_BYTES,
+                    gc_lazy_read: true,
                 },
             },
             gc: GcOptions {

@@ -481,6 +481,7 @@ mod tests {
                 block_size_bytes: 4096,
                 restart_interval: 16,
                 bloom_bits_per_key: 10,
+                decoupled: false,
             },
             smallest_snapshot: 1000,
             target_file_size_bytes: u64::MAX,

@@ -120,6 +120,7 @@ impl Core {
             block_size_bytes: opts.index.block_size_bytes,
             restart_interval: opts.index.block_restart_interval,
             bloom_bits_per_key: opts.index.bloom_bits_per_key,
+            decoupled: opts.index.index_decoupled_tables,
         };
         // The store opens whenever the database has or had one, so that
         // pointers written under other options still resolve.

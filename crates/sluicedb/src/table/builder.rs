@@ -1,9 +1,17 @@
 //! Writes a table file from entries in increasing internal-key order.
+//!
+//! An index-decoupled table (format version 3, Scavenger §3.3) keeps the
+//! pointer entries of separated values apart from the records (inline
+//! values and tombstones): records go to data blocks under the pinned data
+//! index, pointers to pointer blocks under a pinned pointer index, so that
+//! the validity check of GC (GetKey, §3.3.2) reads only small pointer
+//! blocks, never a data block full of inline values.
 
 use super::block::BlockBuilder;
 use super::bloom;
 use super::format::{
-    block_trailer, decode_properties, encode_properties, BlockHandle, Footer, TABLE_FORMAT_VERSION,
+    block_trailer, decode_properties, encode_properties, BlockHandle, Footer,
+    DECOUPLED_TABLE_FORMAT_VERSION, TABLE_FORMAT_VERSION,
 };
 use crate::error::Result;
 use crate::fs::CountedWriter;
@@ -15,6 +23,8 @@ pub(crate) struct TableOptions {
     pub(crate) block_size_bytes: usize,
     pub(crate) restart_interval: usize,
     pub(crate) bloom_bits_per_key: u32,
+    /// Write index-decoupled tables (format version 3).
+    pub(crate) decoupled: bool,
 }
 
 /// Counters kept in the properties block and returned by `finish`.
@@ -26,18 +36,30 @@ pub(crate) struct TableProperties {
     pub(crate) raw_key_bytes: u64,
     pub(crate) raw_value_bytes: u64,
     pub(crate) data_blocks: u64,
+    /// Pointer blocks of an index-decoupled table.
+    pub(crate) pointer_blocks: u64,
+    /// Where an index-decoupled table's pointer index is (size 0: none).
+    pub(crate) pointer_index: BlockHandle,
 }
 
 impl TableProperties {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        encode_properties(&[
+        let mut fields = vec![
             ("entries", self.entries),
             ("deletions", self.deletions),
             ("value_pointers", self.value_pointers),
             ("raw_key_bytes", self.raw_key_bytes),
             ("raw_value_bytes", self.raw_value_bytes),
             ("data_blocks", self.data_blocks),
-        ])
+        ];
+        if self.pointer_index.size > 0 {
+            fields.extend([
+                ("pointer_blocks", self.pointer_blocks),
+                ("pointer_index_offset", self.pointer_index.offset),
+                ("pointer_index_size", self.pointer_index.size),
+            ]);
+        }
+        encode_properties(&fields)
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {
@@ -49,6 +71,9 @@ impl TableProperties {
             b"raw_key_bytes" => p.raw_key_bytes = v,
             b"raw_value_bytes" => p.raw_value_bytes = v,
             b"data_blocks" => p.data_blocks = v,
+            b"pointer_blocks" => p.pointer_blocks = v,
+            b"pointer_index_offset" => p.pointer_index.offset = v,
+            b"pointer_index_size" => p.pointer_index.size = v,
             _ => {}
         })?;
         Some(p)
@@ -64,14 +89,39 @@ pub(crate) struct BuiltTable {
     pub(crate) properties: TableProperties,
 }
 
+/// Blocks of one kind being cut, with the index entries naming them.
+struct BlockRun {
+    block: BlockBuilder,
+    index: BlockBuilder,
+    blocks: u64,
+}
+
+impl BlockRun {
+    fn new(restart_interval: usize) -> Self {
+        BlockRun {
+            block: BlockBuilder::new(restart_interval),
+            index: BlockBuilder::new(1),
+            blocks: 0,
+        }
+    }
+}
+
 pub(crate) struct TableBuilder {
     file: CountedWriter,
     opts: TableOptions,
-    data: BlockBuilder,
-    index: BlockBuilder,
+    /// Data blocks: every entry of a plain table; the records of a decoupled one.
+    records: BlockRun,
+    /// Pointer blocks of a decoupled table.
+    pointers: Option<BlockRun>,
+    /// A decoupled table's entries of the current user key, held until the
+    /// key ends: they all go to the pointer blocks if none is a record, else
+    /// all to the data blocks (`docs/format/sstable.md`, "Index-decoupled
+    /// tables": one stream per user key keeps point lookups exact).
+    group: Vec<(Vec<u8>, Vec<u8>)>,
+    group_has_record: bool,
     offset: u64,
     hashes: Vec<u64>,
-    last_user_key: Vec<u8>,
+    last_key: Vec<u8>,
     smallest: Vec<u8>,
     props: TableProperties,
     handle_buf: Vec<u8>,
@@ -82,11 +132,13 @@ impl TableBuilder {
         TableBuilder {
             file,
             opts,
-            data: BlockBuilder::new(opts.restart_interval),
-            index: BlockBuilder::new(1),
+            records: BlockRun::new(opts.restart_interval),
+            pointers: opts.decoupled.then(|| BlockRun::new(opts.restart_interval)),
+            group: Vec::new(),
+            group_has_record: false,
             offset: 0,
             hashes: Vec::new(),
-            last_user_key: Vec::new(),
+            last_key: Vec::new(),
             smallest: Vec::new(),
             props: TableProperties::default(),
             handle_buf: Vec::with_capacity(16),
@@ -95,104 +147,167 @@ impl TableBuilder {
 
     /// Adds an entry; `ikey` must be greater than every key added before.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let first = self.props.entries == 0;
         #[cfg(any(debug_assertions, feature = "invariants"))]
         assert!(
-            self.props.entries == 0 || key::compare(self.data_last_or_index(), ikey).is_lt(),
+            first || key::compare(&self.last_key, ikey).is_lt(),
             "table keys out of order"
         );
-        if self.props.entries == 0 {
+        if first {
             self.smallest = ikey.to_vec();
         }
         let uk = key::user_key(ikey);
-        if self.props.entries == 0 || uk != self.last_user_key.as_slice() {
+        let new_user_key = first || uk != key::user_key(&self.last_key);
+        if new_user_key {
             self.hashes.push(bloom::key_hash(uk));
-            self.last_user_key.clear();
-            self.last_user_key.extend_from_slice(uk);
         }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
         self.props.entries += 1;
         self.props.raw_key_bytes += uk.len() as u64;
         self.props.raw_value_bytes += value.len() as u64;
-        match Kind::from_u8(key::kind_byte(ikey)) {
+        let kind = Kind::from_u8(key::kind_byte(ikey));
+        match kind {
             Some(Kind::Delete) => self.props.deletions += 1,
             Some(Kind::ValuePointer) => self.props.value_pointers += 1,
             _ => {}
         }
-        self.data.add(ikey, value);
-        if self.data.size_estimate() >= self.opts.block_size_bytes {
-            self.flush_data_block()?;
+        if self.pointers.is_none() {
+            return Self::add_to(
+                &mut self.file,
+                &mut self.offset,
+                &mut self.handle_buf,
+                &mut self.records,
+                self.opts.block_size_bytes,
+                ikey,
+                value,
+            );
+        }
+        if new_user_key {
+            self.flush_group()?;
+        }
+        self.group_has_record |= kind != Some(Kind::ValuePointer);
+        self.group.push((ikey.to_vec(), value.to_vec()));
+        Ok(())
+    }
+
+    /// Sends the held entries of a decoupled table's last user key to their
+    /// blocks.
+    fn flush_group(&mut self) -> Result<()> {
+        let run = match (&mut self.pointers, self.group_has_record) {
+            (Some(p), false) => p,
+            _ => &mut self.records,
+        };
+        for (k, v) in self.group.drain(..) {
+            Self::add_to(
+                &mut self.file,
+                &mut self.offset,
+                &mut self.handle_buf,
+                run,
+                self.opts.block_size_bytes,
+                &k,
+                &v,
+            )?;
+        }
+        self.group_has_record = false;
+        Ok(())
+    }
+
+    fn add_to(
+        file: &mut CountedWriter,
+        offset: &mut u64,
+        handle_buf: &mut Vec<u8>,
+        run: &mut BlockRun,
+        block_size: usize,
+        ikey: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        run.block.add(ikey, value);
+        if run.block.size_estimate() >= block_size {
+            Self::cut(file, offset, handle_buf, run)?;
         }
         Ok(())
     }
 
-    #[cfg(any(debug_assertions, feature = "invariants"))]
-    fn data_last_or_index(&self) -> &[u8] {
-        if self.data.is_empty() {
-            self.index.last_key()
-        } else {
-            self.data.last_key()
-        }
-    }
-
-    /// Bytes written so far plus the pending block.
+    /// Bytes written so far plus the pending blocks.
     pub(crate) fn estimated_size(&self) -> u64 {
-        self.offset + self.data.size_estimate() as u64
+        let held: usize = self.group.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.offset
+            + self.records.block.size_estimate() as u64
+            + self
+                .pointers
+                .as_ref()
+                .map_or(0, |p| p.block.size_estimate() as u64)
+            + held as u64
     }
 
-    fn write_block(&mut self, block: &[u8]) -> Result<BlockHandle> {
+    fn write_block(
+        file: &mut CountedWriter,
+        offset: &mut u64,
+        block: &[u8],
+    ) -> Result<BlockHandle> {
         let handle = BlockHandle {
-            offset: self.offset,
+            offset: *offset,
             size: block.len() as u64,
         };
         let trailer = block_trailer(block);
-        self.file.append(block)?;
-        self.file.append(&trailer)?;
-        self.offset += (block.len() + trailer.len()) as u64;
+        file.append(block)?;
+        file.append(&trailer)?;
+        *offset += (block.len() + trailer.len()) as u64;
         Ok(handle)
     }
 
-    fn flush_data_block(&mut self) -> Result<()> {
-        if self.data.is_empty() {
+    /// Writes the run's pending block and indexes it under its last key:
+    /// every key in the block is <= it and every key in later blocks of the
+    /// run is > it.
+    fn cut(
+        file: &mut CountedWriter,
+        offset: &mut u64,
+        handle_buf: &mut Vec<u8>,
+        run: &mut BlockRun,
+    ) -> Result<()> {
+        if run.block.is_empty() {
             return Ok(());
         }
-        // The index key is the block's last key: every key in the block is
-        // <= it and every key in later blocks is > it.
-        let last = self.data.last_key().to_vec();
-        let block = self.data.finish();
-        let handle = self.write_block(&block)?;
-        self.handle_buf.clear();
-        handle.encode_to(&mut self.handle_buf);
-        let hb = std::mem::take(&mut self.handle_buf);
-        self.index.add(&last, &hb);
-        self.handle_buf = hb;
-        self.props.data_blocks += 1;
+        let last = run.block.last_key().to_vec();
+        let block = run.block.finish();
+        let handle = Self::write_block(file, offset, &block)?;
+        handle_buf.clear();
+        handle.encode_to(handle_buf);
+        run.index.add(&last, handle_buf);
+        run.blocks += 1;
         Ok(())
     }
 
-    /// Writes filter, properties, index and footer, and syncs the file.
+    /// Writes filter, properties, indexes and footer, and syncs the file.
     pub(crate) fn finish(mut self) -> Result<BuiltTable> {
-        let largest = if self.data.is_empty() {
-            self.index.last_key().to_vec()
-        } else {
-            self.data.last_key().to_vec()
-        };
-        self.flush_data_block()?;
+        self.flush_group()?;
+        let (file, offset, hb) = (&mut self.file, &mut self.offset, &mut self.handle_buf);
+        Self::cut(file, offset, hb, &mut self.records)?;
+        self.props.data_blocks = self.records.blocks;
         let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let filter = self.write_block(&filter)?;
-        let properties = self.write_block(&self.props.encode())?;
-        let index_block = self.index.finish();
-        let index = self.write_block(&index_block)?;
+        let filter = Self::write_block(file, offset, &filter)?;
+        let mut version = TABLE_FORMAT_VERSION;
+        if let Some(p) = self.pointers.as_mut() {
+            Self::cut(file, offset, hb, p)?;
+            self.props.pointer_blocks = p.blocks;
+            self.props.pointer_index = Self::write_block(file, offset, &p.index.finish())?;
+            version = DECOUPLED_TABLE_FORMAT_VERSION;
+        }
+        let properties = Self::write_block(file, offset, &self.props.encode())?;
+        let index = Self::write_block(file, offset, &self.records.index.finish())?;
         let footer = Footer {
             filter,
             properties,
             index,
-            format_version: TABLE_FORMAT_VERSION,
+            format_version: version,
         };
         self.file.append(&footer.encode())?;
         self.file.sync()?;
         Ok(BuiltTable {
             file_size: self.file.len(),
             smallest: self.smallest,
-            largest,
+            largest: self.last_key,
             properties: self.props,
         })
     }

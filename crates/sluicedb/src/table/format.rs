@@ -15,8 +15,11 @@ use crate::error::{Error, Result};
 
 /// "sluicetb" little-endian: identifies a sluicedb table.
 pub(crate) const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"sluicetb");
-/// The table format this build writes. Readers accept versions up to it.
+/// The format of plain tables this build writes.
 pub(crate) const TABLE_FORMAT_VERSION: u32 = 2;
+/// The format of index-decoupled tables (Scavenger §3.3): pointer entries in
+/// pointer blocks of their own. Readers accept versions up to it.
+pub(crate) const DECOUPLED_TABLE_FORMAT_VERSION: u32 = 3;
 /// Bytes of the block trailer.
 pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
 /// Bytes of the footer.
@@ -150,7 +153,7 @@ impl FooterKind {
     /// A key table (`.sst`).
     pub(crate) const TABLE: FooterKind = FooterKind {
         magic: TABLE_MAGIC,
-        max_version: TABLE_FORMAT_VERSION,
+        max_version: DECOUPLED_TABLE_FORMAT_VERSION,
         what: "table",
     };
 }

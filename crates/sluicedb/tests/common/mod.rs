@@ -29,6 +29,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     //                 6: hash, all, at flush, cold log, 2 GC threads
     //                 5: log as journal, mixed   3, 7: log as journal, all
     //                 4: value tables, mixed, at flush, 2 GC threads
+    //   variants 2 and 4 write index-decoupled key tables
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
         4 => (Some(32), ValueLayout::Table),
@@ -45,6 +46,9 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .separation_threshold_bytes(separation)
         .journal_mode(journal_mode)
         .separate_at_flush(matches!(variant % 8, 2 | 4 | 6))
+        // Index-decoupled key tables (pointer blocks apart, seed 003 §3.3)
+        // under value tables and under the log.
+        .index_decoupled_tables(matches!(variant % 8, 2 | 4))
         .hash_hotness(variant % 8 == 6)
         .gc_threads(if matches!(variant % 8, 4 | 6) { 2 } else { 1 })
         .value_table_bytes(4096)

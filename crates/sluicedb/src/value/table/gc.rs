@@ -248,28 +248,28 @@ impl GcVictim for TableVictim<'_> {
                     .collect(),
                 None => entries.iter().map(judge).collect::<Result<_>>()?,
             };
-            // 3. Only the live values, nearby ones in one read.
-            let keep: Vec<IndexEntry> = entries
-                .into_iter()
-                .zip(&verdicts)
-                .filter(|(_, v)| **v != Verdict::Dead)
-                .map(|(e, _)| e)
-                .collect();
-            let kept_verdicts: Vec<Verdict> = verdicts
-                .into_iter()
-                .filter(|v| *v != Verdict::Dead)
-                .collect();
+            // 3. Only the live values, nearby ones in one read; without
+            // lazy read (the ablation), every record in one read.
+            let (keep, kept_verdicts, gap) = if store.config.lazy_read {
+                let (k, v): (Vec<IndexEntry>, Vec<Verdict>) = entries
+                    .into_iter()
+                    .zip(verdicts)
+                    .filter(|(_, v)| *v != Verdict::Dead)
+                    .unzip();
+                (k, v, COALESCE_GAP_BYTES)
+            } else {
+                (entries, verdicts, u64::MAX)
+            };
             let mut i = 0;
-            let value_bytes =
-                t.read_coalesced(&keep, COALESCE_GAP_BYTES, IoClass::Gc, |_, crc, r| {
-                    let v = kept_verdicts[i];
-                    i += 1;
-                    if matches!(v, Verdict::LiveIfCrc(c) if c != crc) {
-                        return Ok(());
-                    }
-                    live.push(owned(r));
-                    Ok(())
-                })?;
+            let value_bytes = t.read_coalesced(&keep, gap, IoClass::Gc, |_, crc, r| {
+                let v = kept_verdicts[i];
+                i += 1;
+                if v == Verdict::Dead || matches!(v, Verdict::LiveIfCrc(c) if c != crc) {
+                    return Ok(());
+                }
+                live.push(owned(r));
+                Ok(())
+            })?;
             bytes_read += value_bytes;
             store
                 .gc_value_bytes

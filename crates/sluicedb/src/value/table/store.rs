@@ -47,6 +47,7 @@ pub(crate) struct TableConfig {
     pub(crate) file_bytes: u64,
     pub(crate) gc_ratio: f64,
     pub(crate) drop_cache_bytes: usize,
+    pub(crate) lazy_read: bool,
     pub(crate) table: ValueTableOptions,
     pub(crate) prefetch_threads: usize,
 }
@@ -57,6 +58,7 @@ impl TableConfig {
             file_bytes: opts.values.table.file_bytes,
             gc_ratio: opts.values.table.gc_ratio,
             drop_cache_bytes: opts.values.table.drop_cache_bytes,
+            lazy_read: opts.values.table.gc_lazy_read,
             table: ValueTableOptions {
                 index_block_bytes: INDEX_PARTITION_BYTES,
                 restart_interval: opts.index.block_restart_interval,

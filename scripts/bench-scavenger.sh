@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Issue 18's benchmark (Scavenger, seed 003 §4), scaled to this machine: 24-byte keys,
+# Zipf(0.99) updates, the page cache capped at a quarter of the data (../shared/tools/memcap),
+# every engine opened with its defaults (the separated presets' space limit is 1.3/1.5).
+#   main:    (a) the Mixed workload (values 1:1 of 16 KiB and uniform 100-512 B): load GIB,
+#            then UPDATE_FACTOR x GIB of updates in one phase; (b) 1 KiB values (the update
+#            workload: load GIB, then three phases of GIB of updates each); then YCSB A-F.
+#            All ENGINES in one invocation per workload.
+#   ablate:  scavenger on the Mixed workload with each mechanism off in turn (Table 1,
+#            Figs. 14-15): GetKey on index-decoupled key tables, lazy read, DropCache hot/cold.
+#   sweep:   scavenger on the Mixed workload under space limits 1.25, 1.5, 2.0 and none
+#            (Fig. 18).
+# Usage: scripts/bench-scavenger.sh [main|ablate|sweep] [DIR (default sluice-data)] [OUT
+# (default scavenger.jsonl)]; `sluice bench report OUT` prints a table.
+# Environment: ENGINES (default scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv; the
+# peers need the cargo features), GIB (data size, default 4), UPDATE_FACTOR (default 3),
+# WORKLOADS (main's, default mixed,update,ycsb), MEMCAP (path of memcap), CAP_MIB (default
+# a quarter of GIB). CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+mode=${1:-main}
+dir=${2:-sluice-data}
+out=${3:-scavenger.jsonl}
+engines=${ENGINES:-scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv}
+gib=${GIB:-4}
+factor=${UPDATE_FACTOR:-3}
+memcap=${MEMCAP:-$(dirname "$0")/../../shared/tools/memcap}
+cap_mib=${CAP_MIB:-$(python3 -c "print(int($gib * 1024 / 4))")}
+features=()
+case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;; esac
+cargo build --release -q -p sluice-cli "${features[@]}"
+sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
+# Keys of the Mixed workload: GIB over 24-byte keys and the mean value, (16384 + 306) / 2.
+mixed_num=$(python3 -c "print(int($gib * 2**30 / (24 + 8345)))")
+mixed() { # ENGINES OUT [flags...]
+  local e=$1 o=$2; shift 2
+  "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$e" --benchmarks mixed \
+    --num "$mixed_num" --update-ops $((mixed_num * factor)) --key-size 24 --out "$o" "$@"
+}
+case $mode in
+  main)
+    IFS=, read -ra workloads <<< "${WORKLOADS:-mixed,update,ycsb}"
+    for w in "${workloads[@]}"; do
+      echo "== $w, $gib GiB, memcap $cap_mib MiB" >&2
+      case $w in
+        mixed) mixed "$engines" "$out" ;;
+        update)
+          "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
+            --benchmarks update --dataset-gib "$gib" --value-size 1000 --key-size 24 \
+            --out "$out" ;;
+        ycsb)
+          "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
+            --benchmarks ycsb --dataset-gib "$gib" --value-size 1000 --key-size 24 \
+            --ops 1000000 --out "$out" ;;
+      esac
+    done ;;
+  ablate)
+    mixed scavenger "${out%.jsonl}-all.jsonl"
+    mixed scavenger "${out%.jsonl}-no-getkey.jsonl" --index-decoupled off
+    mixed scavenger "${out%.jsonl}-no-lazy-read.jsonl" --lazy-read off
+    mixed scavenger "${out%.jsonl}-no-dropcache.jsonl" --drop-cache-bytes 0 ;;
+  sweep)
+    for l in 1.25 1.5 2.0 off; do
+      mixed scavenger "${out%.jsonl}-limit-$l.jsonl" --space-limit "$l"
+    done ;;
+  *) echo "unknown mode $mode (main, ablate, sweep)" >&2; exit 2 ;;
+esac
