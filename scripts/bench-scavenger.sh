@@ -15,7 +15,8 @@
 # Environment: ENGINES (default scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv; the
 # peers need the cargo features), GIB (data size, default 4), UPDATE_FACTOR (default 3),
 # WORKLOADS (main's, default mixed,update,ycsb), MEMCAP (path of memcap), CAP_MIB (default
-# a quarter of GIB). CARGO_TARGET_DIR is honoured.
+# a quarter of GIB), EXTRA (more `sluice bench` flags for every run, e.g. "--drop-cache-bytes
+# 1048576"). CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 mode=${1:-main}
 dir=${2:-sluice-data}
@@ -30,11 +31,12 @@ case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;;
 cargo build --release -q -p sluice-cli "${features[@]}"
 sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
 # Keys of the Mixed workload: GIB over 24-byte keys and the mean value, (16384 + 306) / 2.
+read -ra extra <<< "${EXTRA:-}"
 mixed_num=$(python3 -c "print(int($gib * 2**30 / (24 + 8345)))")
 mixed() { # ENGINES OUT [flags...]
   local e=$1 o=$2; shift 2
   "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$e" --benchmarks mixed \
-    --num "$mixed_num" --update-ops $((mixed_num * factor)) --key-size 24 --out "$o" "$@"
+    --num "$mixed_num" --update-ops $((mixed_num * factor)) --key-size 24 --out "$o" "${extra[@]}" "$@"
 }
 case $mode in
   main)
@@ -46,11 +48,11 @@ case $mode in
         update)
           "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
             --benchmarks update --dataset-gib "$gib" --value-size 1000 --key-size 24 \
-            --out "$out" ;;
+            --out "$out" "${extra[@]}" ;;
         ycsb)
           "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
             --benchmarks ycsb --dataset-gib "$gib" --value-size 1000 --key-size 24 \
-            --ops 1000000 --out "$out" ;;
+            --ops 1000000 --out "$out" "${extra[@]}" ;;
       esac
     done ;;
   ablate)

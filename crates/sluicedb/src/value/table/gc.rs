@@ -1,8 +1,9 @@
 //! Lazy-read GC of value tables (seed 003 §3.2.2, Fig. 8; `docs/design.md`,
 //! "Table layout").
 //!
-//! A step picks victims by garbage ratio from the exact accounting, hot
-//! tables first (§3.4.2), from `gc_ratio` (the paper's 0.2) or, under space
+//! A step picks victims by garbage ratio from the exact accounting, the
+//! most garbage first and hot tables first at equal ratios (§3.4.2; see
+//! `store::candidates` for why not strictly hot first), from `gc_ratio` (the paper's 0.2) or, under space
 //! pressure, from [`PRESSURE_RATIO`] (§3.5: "lowering the garbage ratio
 //! threshold"). It reads each victim's dense index in one read, judges
 //! every record (the DropCache first, then the key's newest index entry),
@@ -66,9 +67,9 @@ impl TableStore {
         })
     }
 
-    /// Picks and freezes the victims of a step: by preference (hot first,
-    /// then garbage ratio) while their live bytes fit half a table, so
-    /// that small victims are merged into one output.
+    /// Picks and freezes the victims of a step: by preference (garbage
+    /// ratio, then hot first; see [`candidates`]) while their live bytes
+    /// fit half a table, so that small victims are merged into one output.
     pub(super) fn pick_victims<'a>(
         &'a self,
         host: &dyn GcHost,
