@@ -106,8 +106,57 @@ impl BlockRun {
     }
 }
 
-pub(crate) struct TableBuilder {
+/// The file being written, and where the next block goes.
+struct BlockWriter {
     file: CountedWriter,
+    offset: u64,
+    handle_buf: Vec<u8>,
+}
+
+impl BlockWriter {
+    fn write_block(&mut self, block: &[u8]) -> Result<BlockHandle> {
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: block.len() as u64,
+        };
+        let trailer = block_trailer(block);
+        self.file.append(block)?;
+        self.file.append(&trailer)?;
+        self.offset += (block.len() + trailer.len()) as u64;
+        Ok(handle)
+    }
+
+    /// Adds an entry to `run`'s pending block, cutting it when full.
+    fn add(&mut self, run: &mut BlockRun, block_size: usize, k: &[u8], v: &[u8]) -> Result<()> {
+        run.block.add(k, v);
+        if run.block.size_estimate() >= block_size {
+            self.cut(run)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the run's pending block and indexes it under its last key:
+    /// every key in the block is <= it and every key in later blocks of the
+    /// run is > it.
+    fn cut(&mut self, run: &mut BlockRun) -> Result<()> {
+        if run.block.is_empty() {
+            return Ok(());
+        }
+        let last = run.block.last_key().to_vec();
+        let block = run.block.finish();
+        let handle = self.write_block(&block)?;
+        let mut hb = std::mem::take(&mut self.handle_buf);
+        hb.clear();
+        handle.encode_to(&mut hb);
+        run.index.add(&last, &hb);
+        self.handle_buf = hb;
+        run.blocks += 1;
+        Ok(())
+    }
+}
+
+pub(crate) struct TableBuilder {
+    out: BlockWriter,
     opts: TableOptions,
     /// Data blocks: every entry of a plain table; the records of a decoupled one.
     records: BlockRun,
@@ -119,29 +168,29 @@ pub(crate) struct TableBuilder {
     /// tables": one stream per user key keeps point lookups exact).
     group: Vec<(Vec<u8>, Vec<u8>)>,
     group_has_record: bool,
-    offset: u64,
     hashes: Vec<u64>,
     last_key: Vec<u8>,
     smallest: Vec<u8>,
     props: TableProperties,
-    handle_buf: Vec<u8>,
 }
 
 impl TableBuilder {
     pub(crate) fn new(file: CountedWriter, opts: TableOptions) -> Self {
         TableBuilder {
-            file,
+            out: BlockWriter {
+                file,
+                offset: 0,
+                handle_buf: Vec::with_capacity(16),
+            },
             opts,
             records: BlockRun::new(opts.restart_interval),
             pointers: opts.decoupled.then(|| BlockRun::new(opts.restart_interval)),
             group: Vec::new(),
             group_has_record: false,
-            offset: 0,
             hashes: Vec::new(),
             last_key: Vec::new(),
             smallest: Vec::new(),
             props: TableProperties::default(),
-            handle_buf: Vec::with_capacity(16),
         }
     }
 
@@ -173,15 +222,8 @@ impl TableBuilder {
             _ => {}
         }
         if self.pointers.is_none() {
-            return Self::add_to(
-                &mut self.file,
-                &mut self.offset,
-                &mut self.handle_buf,
-                &mut self.records,
-                self.opts.block_size_bytes,
-                ikey,
-                value,
-            );
+            let size = self.opts.block_size_bytes;
+            return self.out.add(&mut self.records, size, ikey, value);
         }
         if new_user_key {
             self.flush_group()?;
@@ -199,40 +241,16 @@ impl TableBuilder {
             _ => &mut self.records,
         };
         for (k, v) in self.group.drain(..) {
-            Self::add_to(
-                &mut self.file,
-                &mut self.offset,
-                &mut self.handle_buf,
-                run,
-                self.opts.block_size_bytes,
-                &k,
-                &v,
-            )?;
+            self.out.add(run, self.opts.block_size_bytes, &k, &v)?;
         }
         self.group_has_record = false;
-        Ok(())
-    }
-
-    fn add_to(
-        file: &mut CountedWriter,
-        offset: &mut u64,
-        handle_buf: &mut Vec<u8>,
-        run: &mut BlockRun,
-        block_size: usize,
-        ikey: &[u8],
-        value: &[u8],
-    ) -> Result<()> {
-        run.block.add(ikey, value);
-        if run.block.size_estimate() >= block_size {
-            Self::cut(file, offset, handle_buf, run)?;
-        }
         Ok(())
     }
 
     /// Bytes written so far plus the pending blocks.
     pub(crate) fn estimated_size(&self) -> u64 {
         let held: usize = self.group.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.offset
+        self.out.offset
             + self.records.block.size_estimate() as u64
             + self
                 .pointers
@@ -241,71 +259,32 @@ impl TableBuilder {
             + held as u64
     }
 
-    fn write_block(
-        file: &mut CountedWriter,
-        offset: &mut u64,
-        block: &[u8],
-    ) -> Result<BlockHandle> {
-        let handle = BlockHandle {
-            offset: *offset,
-            size: block.len() as u64,
-        };
-        let trailer = block_trailer(block);
-        file.append(block)?;
-        file.append(&trailer)?;
-        *offset += (block.len() + trailer.len()) as u64;
-        Ok(handle)
-    }
-
-    /// Writes the run's pending block and indexes it under its last key:
-    /// every key in the block is <= it and every key in later blocks of the
-    /// run is > it.
-    fn cut(
-        file: &mut CountedWriter,
-        offset: &mut u64,
-        handle_buf: &mut Vec<u8>,
-        run: &mut BlockRun,
-    ) -> Result<()> {
-        if run.block.is_empty() {
-            return Ok(());
-        }
-        let last = run.block.last_key().to_vec();
-        let block = run.block.finish();
-        let handle = Self::write_block(file, offset, &block)?;
-        handle_buf.clear();
-        handle.encode_to(handle_buf);
-        run.index.add(&last, handle_buf);
-        run.blocks += 1;
-        Ok(())
-    }
-
     /// Writes filter, properties, indexes and footer, and syncs the file.
     pub(crate) fn finish(mut self) -> Result<BuiltTable> {
         self.flush_group()?;
-        let (file, offset, hb) = (&mut self.file, &mut self.offset, &mut self.handle_buf);
-        Self::cut(file, offset, hb, &mut self.records)?;
+        let out = &mut self.out;
+        out.cut(&mut self.records)?;
         self.props.data_blocks = self.records.blocks;
-        let filter = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let filter = Self::write_block(file, offset, &filter)?;
+        let filter = out.write_block(&bloom::build(&self.hashes, self.opts.bloom_bits_per_key))?;
         let mut version = TABLE_FORMAT_VERSION;
         if let Some(p) = self.pointers.as_mut() {
-            Self::cut(file, offset, hb, p)?;
+            out.cut(p)?;
             self.props.pointer_blocks = p.blocks;
-            self.props.pointer_index = Self::write_block(file, offset, &p.index.finish())?;
+            self.props.pointer_index = out.write_block(&p.index.finish())?;
             version = DECOUPLED_TABLE_FORMAT_VERSION;
         }
-        let properties = Self::write_block(file, offset, &self.props.encode())?;
-        let index = Self::write_block(file, offset, &self.records.index.finish())?;
+        let properties = out.write_block(&self.props.encode())?;
+        let index = out.write_block(&self.records.index.finish())?;
         let footer = Footer {
             filter,
             properties,
             index,
             format_version: version,
         };
-        self.file.append(&footer.encode())?;
-        self.file.sync()?;
+        self.out.file.append(&footer.encode())?;
+        self.out.file.sync()?;
         Ok(BuiltTable {
-            file_size: self.file.len(),
+            file_size: self.out.file.len(),
             smallest: self.smallest,
             largest: self.last_key,
             properties: self.props,
