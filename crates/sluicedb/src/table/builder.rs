@@ -40,6 +40,9 @@ pub(crate) struct TableProperties {
     pub(crate) pointer_blocks: u64,
     /// Where an index-decoupled table's pointer index is (size 0: none).
     pub(crate) pointer_index: BlockHandle,
+    /// Where the filter of its pointer keys is (size 0: none); the
+    /// footer's filter then covers only the keys in the data blocks.
+    pub(crate) pointer_filter: BlockHandle,
 }
 
 impl TableProperties {
@@ -57,6 +60,8 @@ impl TableProperties {
                 ("pointer_blocks", self.pointer_blocks),
                 ("pointer_index_offset", self.pointer_index.offset),
                 ("pointer_index_size", self.pointer_index.size),
+                ("pointer_filter_offset", self.pointer_filter.offset),
+                ("pointer_filter_size", self.pointer_filter.size),
             ]);
         }
         encode_properties(&fields)
@@ -74,6 +79,8 @@ impl TableProperties {
             b"pointer_blocks" => p.pointer_blocks = v,
             b"pointer_index_offset" => p.pointer_index.offset = v,
             b"pointer_index_size" => p.pointer_index.size = v,
+            b"pointer_filter_offset" => p.pointer_filter.offset = v,
+            b"pointer_filter_size" => p.pointer_filter.size = v,
             _ => {}
         })?;
         Some(p)
@@ -89,11 +96,13 @@ pub(crate) struct BuiltTable {
     pub(crate) properties: TableProperties,
 }
 
-/// Blocks of one kind being cut, with the index entries naming them.
+/// Blocks of one kind being cut, with the index entries naming them and
+/// the hashes of their user keys (for the run's filter).
 struct BlockRun {
     block: BlockBuilder,
     index: BlockBuilder,
     blocks: u64,
+    hashes: Vec<u64>,
 }
 
 impl BlockRun {
@@ -102,6 +111,7 @@ impl BlockRun {
             block: BlockBuilder::new(restart_interval),
             index: BlockBuilder::new(1),
             blocks: 0,
+            hashes: Vec::new(),
         }
     }
 }
@@ -168,7 +178,6 @@ pub(crate) struct TableBuilder {
     /// tables": one stream per user key keeps point lookups exact).
     group: Vec<(Vec<u8>, Vec<u8>)>,
     group_has_record: bool,
-    hashes: Vec<u64>,
     last_key: Vec<u8>,
     smallest: Vec<u8>,
     props: TableProperties,
@@ -187,7 +196,6 @@ impl TableBuilder {
             pointers: opts.decoupled.then(|| BlockRun::new(opts.restart_interval)),
             group: Vec::new(),
             group_has_record: false,
-            hashes: Vec::new(),
             last_key: Vec::new(),
             smallest: Vec::new(),
             props: TableProperties::default(),
@@ -207,8 +215,8 @@ impl TableBuilder {
         }
         let uk = key::user_key(ikey);
         let new_user_key = first || uk != key::user_key(&self.last_key);
-        if new_user_key {
-            self.hashes.push(bloom::key_hash(uk));
+        if new_user_key && self.pointers.is_none() {
+            self.records.hashes.push(bloom::key_hash(uk));
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(ikey);
@@ -234,12 +242,17 @@ impl TableBuilder {
     }
 
     /// Sends the held entries of a decoupled table's last user key to their
-    /// blocks.
+    /// blocks, and its hash to their filter.
     fn flush_group(&mut self) -> Result<()> {
+        let Some((first, _)) = self.group.first() else {
+            return Ok(());
+        };
+        let hash = bloom::key_hash(key::user_key(first));
         let run = match (&mut self.pointers, self.group_has_record) {
             (Some(p), false) => p,
             _ => &mut self.records,
         };
+        run.hashes.push(hash);
         for (k, v) in self.group.drain(..) {
             self.out.add(run, self.opts.block_size_bytes, &k, &v)?;
         }
@@ -265,11 +278,13 @@ impl TableBuilder {
         let out = &mut self.out;
         out.cut(&mut self.records)?;
         self.props.data_blocks = self.records.blocks;
-        let filter = out.write_block(&bloom::build(&self.hashes, self.opts.bloom_bits_per_key))?;
+        let bits = self.opts.bloom_bits_per_key;
+        let filter = out.write_block(&bloom::build(&self.records.hashes, bits))?;
         let mut version = TABLE_FORMAT_VERSION;
         if let Some(p) = self.pointers.as_mut() {
             out.cut(p)?;
             self.props.pointer_blocks = p.blocks;
+            self.props.pointer_filter = out.write_block(&bloom::build(&p.hashes, bits))?;
             self.props.pointer_index = out.write_block(&p.index.finish())?;
             version = DECOUPLED_TABLE_FORMAT_VERSION;
         }
