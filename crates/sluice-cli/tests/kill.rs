@@ -6,7 +6,8 @@
 //!
 //! `SLUICE_KILL_ROUNDS` sets the kills per preset (default 4; the outside
 //! test that found issue 15 ran 1,904), `SLUICE_KILL_SEED` the seed of the
-//! delays; `scripts/kill-test.sh` runs many.
+//! delays, `SLUICE_KILL_PRESET` one preset by name (default: all);
+//! `scripts/kill-test.sh` runs many.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -122,7 +123,11 @@ fn sigkill_a_writer_again_and_again() {
             .as_nanos() as u64,
     );
     eprintln!("kill test: {rounds} rounds per preset, SLUICE_KILL_SEED={seed}");
+    let only = std::env::var("SLUICE_KILL_PRESET").ok();
     for &preset in Preset::all() {
+        if only.as_deref().is_some_and(|p| p != preset.name()) {
+            continue;
+        }
         check_preset(preset, rounds, seed);
     }
 }

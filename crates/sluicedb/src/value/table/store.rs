@@ -253,16 +253,14 @@ impl TableStore {
     }
 
     /// The one of `candidates` (from [`TableStore::copies_in`]) that is the
-    /// record: the only one, or, for versions of one length, the one whose
-    /// stored checksum (the record's first field) is the pointer's.
+    /// record: the one whose stored checksum (the record's first field) is
+    /// the pointer's. Checked even for a lone candidate: GC may have kept
+    /// another version of the key with the same length and dropped this one.
     pub(super) fn pick_copy(
         &self,
         candidates: Vec<ValuePointer>,
         class: IoClass,
     ) -> Result<Option<ValuePointer>> {
-        if candidates.len() == 1 {
-            return Ok(candidates.into_iter().next());
-        }
         for q in candidates {
             if crate::value::files::stored_crc(self, &q, class)? == q.record_crc {
                 return Ok(Some(q));
@@ -278,7 +276,9 @@ impl TableStore {
     /// The edges in memory are not path-compressed: a reader older than a
     /// later GC step may need a record that step judged dead, which stays
     /// in its retiring table, so the search looks in every table on the
-    /// way that is still on disk, and hops over deleted ones.
+    /// way that is still on disk, and hops over deleted ones. A copy in a
+    /// live table is preferred to one in a retiring table, which may be
+    /// deleted at any moment once no registered reader needs it.
     pub(super) fn follow(
         &self,
         inner: &Inner,
@@ -286,24 +286,32 @@ impl TableStore {
         key: &[u8],
         class: IoClass,
     ) -> Result<Option<ValuePointer>> {
-        let mut found = Vec::new();
+        let mut retiring_copy = None;
         let mut todo: Vec<u64> = inner.edges.get(&p.file).cloned().unwrap_or_default();
         let mut seen: HashSet<u64> = HashSet::new();
         while let Some(t) = todo.pop() {
             if !seen.insert(t) {
                 continue;
             }
-            let copies = match inner.live.get(&t).or_else(|| inner.retiring.get(&t)) {
-                Some(table) => Self::copies_in(table, p, key, class)?,
-                None => Vec::new(),
+            let (table, live) = match (inner.live.get(&t), inner.retiring.get(&t)) {
+                (Some(table), _) => (Some(table), true),
+                (None, table) => (table, false),
             };
-            if copies.is_empty() {
-                // Deleted, or moved on if that table was collected in turn.
-                todo.extend(inner.edges.get(&t).into_iter().flatten());
+            if let Some(table) = table {
+                let copies = Self::copies_in(table, p, key, class)?;
+                match self.pick_copy(copies, class)? {
+                    Some(q) if live => return Ok(Some(q)),
+                    Some(q) => {
+                        retiring_copy.get_or_insert(q);
+                    }
+                    None => {}
+                }
             }
-            found.extend(copies);
+            // Deleted, or the record moved on if that table was collected
+            // in turn (only collected tables have edges).
+            todo.extend(inner.edges.get(&t).into_iter().flatten());
         }
-        self.pick_copy(found, class)
+        Ok(retiring_copy)
     }
 
     /// Attributes a job's garbage under the accounting lock (see
