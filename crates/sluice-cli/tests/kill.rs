@@ -72,8 +72,10 @@ fn run_writer(
 }
 
 fn check_preset(preset: Preset, rounds: u64, seed: u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
+    // Kept when a check fails (the panic skips the removal at the end), so
+    // that the damaged database can be looked at (`sluice dump`).
+    let dir = tempfile::tempdir().unwrap().keep();
+    let db = dir.join("db");
     let mut kept: BTreeMap<u64, State> = BTreeMap::new();
     let mut rng = seed ^ preset.name().len() as u64;
     for round in 0..rounds {
@@ -83,8 +85,9 @@ fn check_preset(preset: Preset, rounds: u64, seed: u64) {
         let delay = Duration::from_millis(80 + (rng >> 33) % 600);
         let (acked, synced) = run_writer(&db, preset, round, delay);
         let what = format!(
-            "{} round {round} seed {seed} delay {delay:?} acked {acked:?} synced {synced:?}",
-            preset.name()
+            "{} round {round} seed {seed} delay {delay:?} acked {acked:?} synced {synced:?} db {}",
+            preset.name(),
+            db.display()
         );
         let d =
             Db::open(&db, kill::options(preset)).unwrap_or_else(|e| panic!("{what}: open: {e}"));
@@ -133,6 +136,7 @@ fn check_preset(preset: Preset, rounds: u64, seed: u64) {
         eprintln!("{what}: recovered {n} writes");
         kept.insert(round, got);
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
