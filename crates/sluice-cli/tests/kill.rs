@@ -71,6 +71,17 @@ fn run_writer(
     reader.join().unwrap()
 }
 
+/// Every pair of the database, by the round that wrote it.
+fn scan_by_round(d: &Db, what: &str) -> BTreeMap<u64, State> {
+    let mut by_round: BTreeMap<u64, State> = BTreeMap::new();
+    for pair in d.range::<&[u8]>(..) {
+        let (k, v) = pair.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+        let r: u64 = std::str::from_utf8(&k[1..4]).unwrap().parse().unwrap();
+        by_round.entry(r).or_default().insert(k, v);
+    }
+    by_round
+}
+
 fn check_preset(preset: Preset, rounds: u64, seed: u64) {
     // Kept when a check fails (the panic skips the removal at the end), so
     // that the damaged database can be looked at (`sluice dump`).
@@ -91,12 +102,7 @@ fn check_preset(preset: Preset, rounds: u64, seed: u64) {
         );
         let d =
             Db::open(&db, kill::options(preset)).unwrap_or_else(|e| panic!("{what}: open: {e}"));
-        let mut by_round: BTreeMap<u64, State> = BTreeMap::new();
-        for pair in d.range::<&[u8]>(..) {
-            let (k, v) = pair.unwrap_or_else(|e| panic!("{what}: scan: {e}"));
-            let r: u64 = std::str::from_utf8(&k[1..4]).unwrap().parse().unwrap();
-            by_round.entry(r).or_default().insert(k, v);
-        }
+        let mut by_round = scan_by_round(&d, &what);
         let got = by_round.remove(&round).unwrap_or_default();
         let lo = synced.map_or(0, |s| s + 1);
         let hi = acked.map_or(1, |a| a + 2);
@@ -120,12 +126,7 @@ fn check_preset(preset: Preset, rounds: u64, seed: u64) {
         }
         d.verify()
             .unwrap_or_else(|e| panic!("{what}: verify after compaction and GC: {e}"));
-        let mut again: BTreeMap<u64, State> = BTreeMap::new();
-        for pair in d.range::<&[u8]>(..) {
-            let (k, v) = pair.unwrap_or_else(|e| panic!("{what}: scan after GC: {e}"));
-            let r: u64 = std::str::from_utf8(&k[1..4]).unwrap().parse().unwrap();
-            again.entry(r).or_default().insert(k, v);
-        }
+        let mut again = scan_by_round(&d, &format!("{what} (after compaction and GC)"));
         assert!(
             again.remove(&round).unwrap_or_default() == got
                 && kept
