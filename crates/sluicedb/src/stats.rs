@@ -41,6 +41,9 @@ pub struct Stats {
     /// Memtables switched early under space pressure, so that their flush
     /// counts the garbage their overwrites and deletes made.
     pub discovery_flushes: u64,
+    /// Flushes and compactions run by a GC step waiting in the writer
+    /// queue behind a writer that waited for them (`Core::help_background`).
+    pub jobs_by_gc: u64,
     /// Compactions completed (trivial moves included).
     pub compactions: u64,
     /// Of which trivial moves.
@@ -246,11 +249,12 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {} ({} to find garbage)  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} to find garbage, {} jobs run by GC)  compactions {} ({} trivial moves)",
             self.memtable_bytes,
             self.immutable_memtables,
             self.flushes,
             self.discovery_flushes,
+            self.jobs_by_gc,
             self.compactions,
             self.trivial_moves
         )?;
@@ -372,6 +376,7 @@ pub(crate) struct Counters {
     pub(crate) user_ops: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) discovery_flushes: AtomicU64,
+    pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) compaction_read: AtomicU64,

@@ -217,6 +217,7 @@ impl Core {
             immutable_memtables: st.imms.len(),
             flushes: get(&c.flushes),
             discovery_flushes: get(&c.discovery_flushes),
+            jobs_by_gc: get(&c.jobs_by_gc),
             compactions: get(&c.compactions),
             trivial_moves: get(&c.trivial_moves),
             compaction_bytes_read: get(&c.compaction_read),

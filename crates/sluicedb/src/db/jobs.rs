@@ -115,7 +115,7 @@ impl Core {
             if st.closing {
                 return;
             }
-            match self.pick_job(&mut st) {
+            match self.pick_job(&mut st, true) {
                 Some(job) => {
                     // The sweep runs before the job counts as finished, so
                     // waiters on idle background work see the files gone.
@@ -140,7 +140,9 @@ impl Core {
         }
     }
 
-    pub(super) fn pick_job(&self, st: &mut State) -> Option<Job> {
+    /// The next background job; GC only with `gc` (a GC step helping
+    /// out, `help_background`, must not start another).
+    pub(super) fn pick_job(&self, st: &mut State, gc: bool) -> Option<Job> {
         if st.poisoned.is_some() {
             return None;
         }
@@ -148,7 +150,7 @@ impl Core {
             st.flush_running = true;
             return Some(Job::Flush);
         }
-        if !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
+        if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
             st.gc_running = true;
             return Some(Job::Gc);
         }
@@ -198,6 +200,31 @@ impl Core {
                     .get_or_insert_with(|| format!("background work failed: {e}"));
             }
         }
+    }
+
+    /// Runs a pending flush or compaction on the calling thread, if one is
+    /// ready and no background thread took it: for a GC step waiting in the
+    /// writer queue (publish barrier or relocations) behind a writer that
+    /// waits for memtable room or for L0 compaction. With one background
+    /// thread, or every one busy, that work would otherwise wait for the GC
+    /// thread, which waits for the writer. Returns true if it ran a job.
+    pub(super) fn help_background(&self, st: &mut MutexGuard<'_, State>) -> bool {
+        if st.closing {
+            return false;
+        }
+        let Some(job) = self.pick_job(st, false) else {
+            return false;
+        };
+        let r = MutexGuard::unlocked(st, || {
+            let r = self.run_job(&job);
+            self.delete_obsolete_files();
+            r
+        });
+        bump(&self.counters.jobs_by_gc, 1);
+        self.finish_job(st, job, r);
+        self.cv.notify_all();
+        self.bg_cv.notify_all();
+        true
     }
 
     pub(super) fn run_flush(&self) -> Result<()> {

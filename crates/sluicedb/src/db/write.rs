@@ -31,6 +31,10 @@ pub(super) struct WriterSlot {
     pub(super) done: Mutex<Option<Result<()>>>,
 }
 
+/// How long a GC group waits in the writer queue before it checks for a
+/// flush it could run itself (`Core::help_background`).
+const GC_HELP_AFTER: Duration = Duration::from_millis(10);
+
 /// The most 1 s slices a write waits at the space limit's high ratio.
 const MAX_SPACE_WAIT_SLICES: usize = 10;
 
@@ -202,6 +206,7 @@ impl Core {
         let slot = Arc::new(slot);
         let mut st = self.state.lock();
         st.writers.push_back(slot.clone());
+        let gc = slot.relocations.is_some();
         loop {
             if let Some(r) = slot.done.lock().take() {
                 return r.map(|()| std::mem::take(&mut *slot.committed.lock()));
@@ -209,7 +214,15 @@ impl Core {
             if st.writers.front().is_some_and(|w| Arc::ptr_eq(w, &slot)) {
                 break;
             }
-            self.cv.wait(&mut st);
+            if gc {
+                // The writer ahead may wait for a flush or compaction that
+                // only this thread is free to run (`Core::help_background`).
+                if self.cv.wait_for(&mut st, GC_HELP_AFTER).timed_out() {
+                    self.help_background(&mut st);
+                }
+            } else {
+                self.cv.wait(&mut st);
+            }
         }
         // This writer leads a group.
         let result = self.lead_group(&mut st, &slot);
@@ -222,7 +235,9 @@ impl Core {
         st: &mut MutexGuard<'_, State>,
         leader: &Arc<WriterSlot>,
     ) -> Result<()> {
-        if let Err(e) = self.make_room_for_write(st, leader.force_switch) {
+        if let Err(e) =
+            self.make_room_for_write(st, leader.force_switch, leader.relocations.is_some())
+        {
             st.writers.pop_front();
             return Err(e);
         }
@@ -285,10 +300,15 @@ impl Core {
     /// Ensures the active memtable has room, switching it (and the journal)
     /// when full or when `force` asks; delays or stalls writes while
     /// background work is behind.
+    ///
+    /// A GC group (`gc`: relocations or the publish barrier) runs a pending
+    /// flush or compaction itself rather than wait for one
+    /// (`Core::help_background`).
     pub(super) fn make_room_for_write(
         &self,
         st: &mut MutexGuard<'_, State>,
         mut force: bool,
+        gc: bool,
     ) -> Result<()> {
         let mut allow_delay = !force;
         loop {
@@ -317,6 +337,9 @@ impl Core {
                 return Ok(());
             }
             if st.imms.len() + 1 >= self.opts.max_write_buffers || stop {
+                if gc && self.help_background(st) {
+                    continue;
+                }
                 let t = Instant::now();
                 bump(&self.counters.stalls, 1);
                 self.bg_cv.notify_all();
