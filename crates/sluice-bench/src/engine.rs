@@ -209,6 +209,9 @@ impl SluiceEngine {
         if let Some(l) = cfg.table_gc_lazy_read {
             opts.values.table.gc_lazy_read = l;
         }
+        if let Some(w) = cfg.table_gc_write_back {
+            opts.values.table.gc_write_back = w;
+        }
         if let Some(n) = cfg.drop_cache_bytes {
             opts.values.table.drop_cache_bytes = n;
         }

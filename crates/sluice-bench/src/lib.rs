@@ -88,6 +88,9 @@ pub struct BenchConfig {
     pub index_decoupled_tables: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
+    /// Fig. 15: pointer write-back instead of inheritance edges).
+    pub table_gc_write_back: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::drop_cache_bytes`] (§3.4;
     /// 0 turns the DropCache and hot/cold tables off).
     pub drop_cache_bytes: Option<usize>,
@@ -129,6 +132,7 @@ impl Default for BenchConfig {
             hash_batch_bytes: None,
             index_decoupled_tables: None,
             table_gc_lazy_read: None,
+            table_gc_write_back: None,
             drop_cache_bytes: None,
             capacity: false,
         }

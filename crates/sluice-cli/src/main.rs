@@ -319,6 +319,11 @@ struct BenchArgs {
     /// Scavenger §3.2.2), `on` or `off` (read whole victims). Default: on.
     #[arg(long, value_parser = ["on", "off"])]
     lazy_read: Option<String>,
+    /// Table layout: GC writes the moved values' new pointers into the
+    /// index (`on`, as Titan and BlobDB do) instead of recording
+    /// inheritance edges (`off`, TerarkDB; Scavenger §2.2). Default: off.
+    #[arg(long, value_parser = ["on", "off"])]
+    write_back: Option<String>,
     /// Table layout: DropCache bytes (Scavenger §3.4); 0 turns it and the
     /// hot/cold split off. Default: the preset's.
     #[arg(long)]
@@ -456,6 +461,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
+        table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         drop_cache_bytes: a.drop_cache_bytes,
         capacity: a.capacity,
         space_limit: a

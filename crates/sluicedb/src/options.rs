@@ -465,6 +465,16 @@ pub struct TableLayoutOptions {
     /// whole victim as Titan and BlobDB do: the ablation of Table 1 and
     /// Fig. 14. Default: true.
     pub gc_lazy_read: bool,
+    /// Pointer write-back (the baseline of seed 003 §2.2 and Fig. 15, as
+    /// Titan and BlobDB do): a GC step writes each moved value's new
+    /// pointer into the key index through the write path, so that reads go
+    /// straight to the copy. Off (default), the index is not touched and
+    /// reads follow inheritance edges (TerarkDB). With write-back the
+    /// DropCache only sorts hot from cold: a relocation gives the key a new
+    /// sequence number while its record keeps the old one, so the cache's
+    /// validity rule would throw away live copies (`docs/design.md`,
+    /// "Table layout").
+    pub gc_write_back: bool,
 }
 
 /// Garbage collection's options ([`Options::gc`]).
@@ -611,6 +621,8 @@ setters! {
     drop_cache_bytes => values.table.drop_cache_bytes: usize,
     /// Sets [`TableLayoutOptions::gc_lazy_read`].
     table_gc_lazy_read => values.table.gc_lazy_read: bool,
+    /// Sets [`TableLayoutOptions::gc_write_back`].
+    table_gc_write_back => values.table.gc_write_back: bool,
     /// Sets [`LogOptions::file_size_bytes`].
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
@@ -726,6 +738,7 @@ impl Options {
                     gc_ratio: DEFAULT_TABLE_GC_RATIO,
                     drop_cache_bytes: crate::gc::drop_cache::DEFAULT_DROP_CACHE_BYTES,
                     gc_lazy_read: true,
+                    gc_write_back: false,
                 },
             },
             gc: GcOptions {

@@ -39,8 +39,9 @@ enum Workload {
     /// copies, relocations and retired files at every crash point.
     GcHash,
     /// Value tables written at flush and collected by lazy-read GC with
-    /// inheritance edges (seed 003 §3.2): every crash point of table
-    /// writes, GC outputs, edge and pruning edits and retired tables.
+    /// inheritance edges (seed 003 §3.2), or with pointer write-back by
+    /// variant: every crash point of table writes, GC outputs, edge and
+    /// pruning edits, relocation commits and retired tables.
     GcTable,
 }
 
@@ -68,7 +69,8 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
             .separate_at_flush(true)
             .value_table_bytes(4096)
             .table_gc_ratio(0.1)
-            .drop_cache_bytes(if variant.is_multiple_of(2) { 4096 } else { 0 }),
+            .drop_cache_bytes(if variant.is_multiple_of(2) { 4096 } else { 0 })
+            .table_gc_write_back(!(variant / 2).is_multiple_of(2)),
         Workload::Gc => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)

@@ -55,10 +55,22 @@ fn scavenger_eager(fs: &MemFs) -> Options {
     scavenger(fs).table_gc_lazy_read(false)
 }
 
+/// Value tables whose GC writes the new pointers into the index (§2.2's
+/// baseline) instead of recording inheritance edges.
+fn scavenger_write_back(fs: &MemFs) -> Options {
+    scavenger(fs).table_gc_write_back(true)
+}
+
 /// The layouts that have GC, both separation points of the hash one, and
-/// value tables with and without lazy read.
-const LAYOUTS: [fn(&MemFs) -> Options; 5] =
-    [wisckey, hashkv, hashkv_at_write, scavenger, scavenger_eager];
+/// value tables with and without lazy read, with edges or write-back.
+const LAYOUTS: [fn(&MemFs) -> Options; 6] = [
+    wisckey,
+    hashkv,
+    hashkv_at_write,
+    scavenger,
+    scavenger_eager,
+    scavenger_write_back,
+];
 
 fn val(key: u32, version: u32) -> Vec<u8> {
     let mut v = format!("{key}:{version}:").into_bytes();
@@ -97,6 +109,57 @@ fn lazy_read_reads_only_live_values() {
     assert_eq!(run(scavenger), 0);
     let eager = run(scavenger_eager);
     assert!(eager >= 2 * 100 * 200, "eager GC read {eager} value bytes");
+}
+
+/// Write-back against inheritance (seed 003 §2.2, Fig. 15): with edges a
+/// GC step leaves the index alone and reads of moved values follow an
+/// edge; with write-back it commits a relocation per moved value and reads
+/// go straight to the copies. Half the keys are overwritten so that every
+/// victim has live records to move; every value stays right either way.
+#[test]
+fn write_back_points_the_index_at_the_copies() {
+    let run = |write_back: bool| {
+        let fs = MemFs::new();
+        let opts = scavenger(&fs)
+            .table_gc_write_back(write_back)
+            .space_limit(None);
+        let db = Db::open("/db", opts).unwrap();
+        for k in 0..100u32 {
+            db.put(format!("k{k:03}"), val(k, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        for k in (0..100u32).step_by(2) {
+            db.put(format!("k{k:03}"), val(k, 1)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let mut steps = 0;
+        while db.stats().values.garbage_bytes > 0 && steps < 100 {
+            db.gc().unwrap();
+            steps += 1;
+        }
+        let before = db.stats();
+        assert_eq!(before.values.garbage_bytes, 0, "{before}");
+        for k in 0..100u32 {
+            let want = val(k, u32::from(k % 2 == 0));
+            assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want), "k{k:03}");
+        }
+        let after = db.stats();
+        let edge_reads = after.values.table.edge_reads - before.values.table.edge_reads;
+        (after.gc.relocations_applied, edge_reads)
+    };
+    let (applied, edge_reads) = run(false);
+    assert_eq!(applied, 0, "edges: GC committed relocations");
+    assert!(
+        edge_reads >= 50,
+        "edges: only {edge_reads} reads followed an edge"
+    );
+    let (applied, edge_reads) = run(true);
+    assert!(
+        applied >= 50,
+        "write-back: {applied} relocations for 50 moved values"
+    );
+    assert_eq!(edge_reads, 0, "write-back: reads followed edges");
 }
 
 #[test]
@@ -205,9 +268,9 @@ fn snapshots_and_iterators_keep_collected_files_readable() {
 
 #[test]
 fn gc_races_overwrites_and_deletes() {
-    for_seeds(seeds(500, 4), |seed| {
-        // Even seeds race the log's GC, odd ones the hash layout's.
-        let layout = LAYOUTS[seed as usize % 2];
+    for_seeds(seeds(500, LAYOUTS.len() as u64), |seed| {
+        // Each layout of `LAYOUTS` once.
+        let layout = LAYOUTS[seed as usize % LAYOUTS.len()];
         let fs = MemFs::new();
         let db = Db::open("/db", layout(&fs).background_threads(2)).unwrap();
         const KEYS: u32 = 40;

@@ -19,7 +19,7 @@ use super::space::SpacePressure;
 use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::gc::{Collected, Committed, GcHost, GcTrigger, Relocations, SeenView};
+use crate::gc::{Collected, Committed, GcHost, GcTrigger, Relocation, Relocations, SeenView};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
 use crate::policy::GcThrottle;
@@ -279,9 +279,11 @@ impl Core {
         seen: SeenView,
         installed: impl FnOnce(),
     ) -> Result<(GcStats, usize)> {
-        // 4. Relocations through the write path.
-        let live = c.moves.len() as u64;
-        let committed = if c.moves.is_empty() {
+        // 4. Relocations through the write path (and those the layout
+        // committed itself).
+        let pre = c.committed;
+        let live = (c.moves.len() + pre.dropped_copies.len()) as u64 + pre.applied;
+        let mut committed = if c.moves.is_empty() {
             Committed::default()
         } else {
             self.submit_relocations(Relocations {
@@ -289,6 +291,8 @@ impl Core {
                 seen: Some(seen),
             })?
         };
+        committed.applied += pre.applied;
+        committed.dropped_copies.extend(pre.dropped_copies);
         let mut edit = c.edit;
         // Copies no entry points at are garbage from the start (exact space
         // accounting: `docs/design.md`, "Space accounting").
@@ -408,6 +412,13 @@ impl GcHost for Core {
 
     fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>> {
         self.pointer_at(&view.sv, key, view.seq)
+    }
+
+    fn relocate(&self, moves: Vec<Relocation>, view: &SeenView) -> Result<Committed> {
+        self.submit_relocations(Relocations {
+            moves,
+            seen: Some(view.clone()),
+        })
     }
 
     fn pool(&self) -> Option<&rayon::ThreadPool> {

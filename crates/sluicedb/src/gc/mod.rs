@@ -16,7 +16,9 @@
 //! 3. collect (layout): live records copied, copies durable;
 //! 4. relocations committed through the write path under the one rule of
 //!    relocation (applied only where the key still points at the old
-//!    record, with a fresh sequence number);
+//!    record, with a fresh sequence number); a layout whose copies go to
+//!    new files lists them first and commits within step 3
+//!    (`GcHost::relocate`);
 //! 5. journal synced: every write that made a collected record dead is
 //!    durable before the record goes;
 //! 6. the layout's edit installed (the records leave the manifest);
@@ -96,6 +98,13 @@ pub(crate) trait GcHost: Sync {
     /// entry is an inline value, a deletion, or absent.
     fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>>;
 
+    /// Commits relocations through the write path now, under the one rule
+    /// of relocation, for a layout that must list its copies' files in the
+    /// manifest before the index may point at them (the table layout with
+    /// pointer write-back). The step must not hold the accounting lock:
+    /// the commit may run a flush (`Core::help_background`).
+    fn relocate(&self, moves: Vec<Relocation>, view: &SeenView) -> Result<Committed>;
+
     /// Threads for a step's parallel parts (`GcOptions::threads`); `None`
     /// with one thread.
     fn pool(&self) -> Option<&rayon::ThreadPool>;
@@ -130,6 +139,8 @@ pub(crate) trait GcVictim {
 #[derive(Debug, Default)]
 pub(crate) struct Collected {
     pub(crate) moves: Vec<Relocation>,
+    /// Relocations the layout committed itself (`GcHost::relocate`).
+    pub(crate) committed: Committed,
     pub(crate) bytes_read: u64,
     pub(crate) records: u64,
     pub(crate) bytes_written: u64,

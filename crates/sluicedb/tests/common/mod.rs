@@ -29,7 +29,8 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     //                 6: hash, all, at flush, cold log, 2 GC threads
     //                 5: log as journal, mixed   3, 7: log as journal, all
     //                 4: value tables, mixed, at flush, 2 GC threads
-    //   variants 2 and 4 write index-decoupled key tables
+    //   variants 2 and 4 write index-decoupled key tables; variant 12 (a
+    //   4) has GC write pointers back instead of inheritance edges
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
         4 => (Some(32), ValueLayout::Table),
@@ -53,6 +54,8 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .gc_threads(if matches!(variant % 8, 4 | 6) { 2 } else { 1 })
         .value_table_bytes(4096)
         .drop_cache_bytes(if variant % 16 == 4 { 0 } else { 4096 })
+        // Variant 12: value tables whose GC writes pointers back.
+        .table_gc_write_back(variant % 16 == 12)
         .value_layout(layout)
         // Variant 1 starts from one group of tiny main segments, so that
         // elastic splits happen constantly.

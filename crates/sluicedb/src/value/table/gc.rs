@@ -24,7 +24,7 @@ use super::reader::{IndexEntry, ValueTable};
 use super::store::{candidates, Frozen, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
-use crate::gc::{Collected, GcHost, GcVictim, SeenView};
+use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
 use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::log::reader::{owned, OwnedRecord};
 use crate::value::pointer::ValuePointer;
@@ -45,14 +45,16 @@ const COALESCE_GAP_BYTES: u64 = 64 << 10;
 /// Keys judged per task on the GC threads.
 const JUDGE_CHUNK: usize = 512;
 
-/// What GC decided about a record from its index entry.
+/// What GC decided about a record from its index entry. The live verdicts
+/// carry the pointer that entry holds (a relocation's old pointer, with
+/// write-back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verdict {
     Dead,
-    Live,
+    Live(ValuePointer),
     /// The key's newest entry names a collected table whose heir may be
-    /// this one: live if the record's checksum is this.
-    LiveIfCrc(u32),
+    /// this one: live if the record's checksum is the pointer's.
+    LiveIfCrc(ValuePointer),
 }
 
 impl TableStore {
@@ -115,6 +117,7 @@ impl TableStore {
             outputs: Vec::new(),
             guard: None,
             handed_over: false,
+            listed: false,
             installed: false,
         })))
     }
@@ -128,7 +131,9 @@ impl TableStore {
         victims: &[u64],
         e: &IndexEntry,
     ) -> Result<Verdict> {
-        if self.drop_cache.is_dropped(&e.key, e.seq, view.seq) {
+        // With write-back a record's sequence is no longer its entry's: the
+        // cache's rule does not hold (`TableLayoutOptions::gc_write_back`).
+        if !self.config.write_back && self.drop_cache.is_dropped(&e.key, e.seq, view.seq) {
             self.checked_by_drop_cache.fetch_add(1, Ordering::Relaxed);
             return Ok(Verdict::Dead);
         }
@@ -141,7 +146,7 @@ impl TableStore {
         }
         if p.file == victim {
             return Ok(if p.offset == e.handle.offset {
-                Verdict::Live
+                Verdict::Live(p)
             } else {
                 Verdict::Dead
             });
@@ -152,7 +157,7 @@ impl TableStore {
             // The newest entry points at another table's record.
             Verdict::Dead
         } else {
-            Verdict::LiveIfCrc(p.record_crc)
+            Verdict::LiveIfCrc(p)
         })
     }
 }
@@ -168,18 +173,26 @@ struct TableVictim<'a> {
     /// The step handed its edit over: the manifest may list the outputs
     /// even if installing it failed, so they are no longer deleted here.
     handed_over: bool,
+    /// The outputs are in the manifest already (write-back lists them
+    /// before the relocations).
+    listed: bool,
     installed: bool,
 }
 
 impl TableVictim<'_> {
     /// Writes `records` (sorted by internal key) to hot and cold tables;
-    /// returns the bytes written. Tables finished before a failure are
-    /// outputs too, so that the step's failure removes them.
-    fn write_outputs(&mut self, records: &[OwnedRecord]) -> Result<u64> {
+    /// returns the bytes written and where each copy is. Tables finished
+    /// before a failure are outputs too, so that the step's failure removes
+    /// them.
+    fn write_outputs(
+        &mut self,
+        records: &[(OwnedRecord, ValuePointer)],
+    ) -> Result<(u64, Vec<ValuePointer>)> {
         let store = self.store;
         let mut w = TableWriter::new(store);
         let mut written = 0;
-        let r = records.iter().try_for_each(|r| {
+        let mut copies = Vec::with_capacity(records.len());
+        let r = records.iter().try_for_each(|(r, _)| {
             let hot = store.drop_cache.is_hot(&r.key);
             let rec = Record {
                 seq: r.seq,
@@ -187,12 +200,30 @@ impl TableVictim<'_> {
                 key: &r.key,
                 value: &r.value,
             };
-            written += u64::from(w.add(&rec, hot)?.record_len);
+            let copy = w.add(&rec, hot)?;
+            written += u64::from(copy.record_len);
+            copies.push(copy);
             Ok(())
         });
         let r = r.and_then(|()| w.finish());
         self.outputs.append(&mut w.done);
-        r.map(|()| written)
+        r.map(|()| (written, copies))
+    }
+
+    /// Lists the outputs in the manifest before any index entry points at
+    /// them (write-back). From here on a failure leaves them to the
+    /// manifest: the step's copies are orphans, counted live (`Db::check_space`
+    /// reports them) until GC collects the tables.
+    fn list_outputs(&mut self, host: &dyn GcHost) -> Result<()> {
+        if self.outputs.is_empty() {
+            return Ok(());
+        }
+        let mut edit = VersionEdit::default();
+        edit.values.table.added = self.outputs.clone();
+        self.handed_over = true;
+        host.install(edit)?;
+        self.listed = true;
+        Ok(())
     }
 
     /// The output holding the record `p` of `key` (same length and
@@ -225,7 +256,8 @@ impl GcVictim for TableVictim<'_> {
             .collect();
         let mut bytes_read = 0;
         let mut records = 0;
-        let mut live: Vec<OwnedRecord> = Vec::new();
+        // Live records with the pointer their key's entry holds.
+        let mut live: Vec<(OwnedRecord, ValuePointer)> = Vec::new();
         for t in &tables {
             // 1. The dense index, in one read.
             let (entries, index_bytes) = t.index_entries(IoClass::Gc)?;
@@ -265,10 +297,11 @@ impl GcVictim for TableVictim<'_> {
             let value_bytes = t.read_coalesced(&keep, gap, IoClass::Gc, |_, crc, r| {
                 let v = kept_verdicts[i];
                 i += 1;
-                if v == Verdict::Dead || matches!(v, Verdict::LiveIfCrc(c) if c != crc) {
-                    return Ok(());
+                match v {
+                    Verdict::Live(p) => live.push((owned(r), p)),
+                    Verdict::LiveIfCrc(p) if p.record_crc == crc => live.push((owned(r), p)),
+                    _ => {}
                 }
-                live.push(owned(r));
                 Ok(())
             })?;
             bytes_read += value_bytes;
@@ -277,9 +310,27 @@ impl GcVictim for TableVictim<'_> {
                 .fetch_add(value_bytes, Ordering::Relaxed);
         }
         // 4. Copies in key order (newest version first), hot and cold.
-        live.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
-        let bytes_written = self.write_outputs(&live)?;
-        drop(live);
+        live.sort_by(|(a, _), (b, _)| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+        let (bytes_written, copies) = self.write_outputs(&live)?;
+        // With write-back, the outputs are listed, then the index points
+        // at the copies: a crash after the relocations leaves no pointer
+        // to an unlisted table (`docs/design.md`, "Table layout").
+        let committed = if store.config.write_back {
+            self.list_outputs(host)?;
+            let moves = live
+                .into_iter()
+                .zip(copies)
+                .map(|((r, old), new)| Relocation {
+                    key: r.key,
+                    old,
+                    new,
+                })
+                .collect();
+            host.relocate(moves, view)?
+        } else {
+            drop(live);
+            Committed::default()
+        };
         // 5. Garbage jobs found in the victims meanwhile: a record GC judged
         // dead (its shadow is in the view) goes with its victim; one GC
         // kept is in an output now.
@@ -294,7 +345,10 @@ impl GcVictim for TableVictim<'_> {
         };
         let mut edit = VersionEdit::default();
         for d in deferred {
-            if d.shadow <= view.seq {
+            // With write-back a record GC kept and the key then left is a
+            // relocation the commit dropped: counted as its copy's garbage
+            // (`Committed::dropped_copies`), never here.
+            if d.shadow <= view.seq || store.config.write_back {
                 continue;
             }
             if let Some(out) = self.output_holding(&d.ptr, &d.key)? {
@@ -303,13 +357,16 @@ impl GcVictim for TableVictim<'_> {
         }
         let outputs: Vec<u64> = self.outputs.iter().map(|o| o.0).collect();
         let t = &mut edit.values.table;
-        t.added = self.outputs.clone();
+        if !self.listed {
+            t.added = self.outputs.clone();
+        }
         t.removed = self.victims.clone();
         t.inherited = self.victims.iter().map(|&v| (v, outputs.clone())).collect();
         self.guard = Some(guard);
         self.handed_over = true;
         Ok(Collected {
             moves: Vec::new(),
+            committed,
             bytes_read,
             records,
             bytes_written,

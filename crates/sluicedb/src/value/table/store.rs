@@ -48,6 +48,7 @@ pub(crate) struct TableConfig {
     pub(crate) gc_ratio: f64,
     pub(crate) drop_cache_bytes: usize,
     pub(crate) lazy_read: bool,
+    pub(crate) write_back: bool,
     pub(crate) table: ValueTableOptions,
     pub(crate) prefetch_threads: usize,
 }
@@ -59,6 +60,7 @@ impl TableConfig {
             gc_ratio: opts.values.table.gc_ratio,
             drop_cache_bytes: opts.values.table.drop_cache_bytes,
             lazy_read: opts.values.table.gc_lazy_read,
+            write_back: opts.values.table.gc_write_back,
             table: ValueTableOptions {
                 index_block_bytes: INDEX_PARTITION_BYTES,
                 restart_interval: opts.index.block_restart_interval,
