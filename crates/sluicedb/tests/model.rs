@@ -307,14 +307,8 @@ fn model_matches_btreemap() {
     for_seeds(seeds(1, 16), |seed| {
         let variant = if seed % 16 == 12 { 12 } else { seed % 8 };
         let s = run(seed, &|fs| tiny_options(fs, variant));
-        // Variant 12's GC wrote pointers back.
-        if variant == 12 {
-            let applied = s.gc.relocations_applied;
-            assert!(
-                applied > 0,
-                "seed {seed}: write-back committed no relocation"
-            );
-        }
+        // (Variant 12's relocations are not asserted here: the counters
+        // start again at every reopen; `tests/gc.rs` asserts them.)
         // Variant 1 starts from one hash group: its splits ran.
         if seed % 8 == 1 {
             let groups = s.values.hash.groups;

@@ -23,7 +23,7 @@
 //!    durable before the record goes;
 //! 6. the layout's edit installed (the records leave the manifest);
 //! 7. the freed files deleted once no registered reader is older than the
-//!    relocations.
+//!    barrier taken after the layout stopped serving them as live.
 
 pub(crate) mod drop_cache;
 
