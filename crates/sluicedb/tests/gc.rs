@@ -140,6 +140,8 @@ fn write_back_points_the_index_at_the_copies() {
         }
         let before = db.stats();
         assert_eq!(before.values.garbage_bytes, 0, "{before}");
+        // Exact accounting: no copy counted as garbage, no garbage missed.
+        assert_eq!(db.check_space().unwrap(), vec![], "write-back {write_back}");
         for k in 0..100u32 {
             let want = val(k, u32::from(k % 2 == 0));
             assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want), "k{k:03}");

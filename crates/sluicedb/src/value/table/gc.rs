@@ -361,7 +361,12 @@ impl GcVictim for TableVictim<'_> {
             t.added = self.outputs.clone();
         }
         t.removed = self.victims.clone();
-        t.inherited = self.victims.iter().map(|&v| (v, outputs.clone())).collect();
+        // With write-back the index names the copies: an edge would lead a
+        // job that drops a victim's old pointer to count the live copy as
+        // garbage (GC then copied the same records over and over).
+        if !store.config.write_back {
+            t.inherited = self.victims.iter().map(|&v| (v, outputs.clone())).collect();
+        }
         self.guard = Some(guard);
         self.handed_over = true;
         Ok(Collected {
@@ -377,7 +382,12 @@ impl GcVictim for TableVictim<'_> {
     }
 
     fn installed(mut self: Box<Self>) {
-        let outputs: Vec<u64> = self.outputs.iter().map(|o| o.0).collect();
+        // No edges with write-back (see `collect`).
+        let outputs: Vec<u64> = if self.store.config.write_back {
+            Vec::new()
+        } else {
+            self.outputs.iter().map(|o| o.0).collect()
+        };
         self.store.retire(&self.victims, &outputs);
         self.installed = true;
         self.guard = None;
