@@ -281,18 +281,14 @@ impl Core {
     ) -> Result<(GcStats, usize)> {
         // 4. Relocations through the write path (and those the layout
         // committed itself).
-        let pre = c.committed;
-        let live = (c.moves.len() + pre.dropped_copies.len()) as u64 + pre.applied;
-        let mut committed = if c.moves.is_empty() {
-            Committed::default()
-        } else {
-            self.submit_relocations(Relocations {
+        let live = c.moves.len() as u64 + c.committed.submitted();
+        let mut committed = c.committed;
+        if !c.moves.is_empty() {
+            committed.merge(self.submit_relocations(Relocations {
                 moves: c.moves,
                 seen: Some(seen),
-            })?
-        };
-        committed.applied += pre.applied;
-        committed.dropped_copies.extend(pre.dropped_copies);
+            })?);
+        }
         let mut edit = c.edit;
         // Copies no entry points at are garbage from the start (exact space
         // accounting: `docs/design.md`, "Space accounting").

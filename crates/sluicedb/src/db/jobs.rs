@@ -14,7 +14,7 @@ use crate::compaction::{self, JobStats, MergeParams, OlderTables};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::IoClass;
-use crate::index::CompactionPlan;
+use crate::index::{CompactionPlan, WritePressure};
 use crate::iter::InternalIterator;
 use crate::policy::Separation;
 use crate::stats::bump;
@@ -202,14 +202,18 @@ impl Core {
         }
     }
 
-    /// Runs a pending flush or compaction on the calling thread, if one is
-    /// ready and no background thread took it: for a GC step waiting in the
-    /// writer queue (publish barrier or relocations) behind a writer that
-    /// waits for memtable room or for L0 compaction. With one background
-    /// thread, or every one busy, that work would otherwise wait for the GC
-    /// thread, which waits for the writer. Returns true if it ran a job.
+    /// Runs the work writers wait for on the calling thread, if no
+    /// background thread took it: a pending flush, or a compaction at the
+    /// L0 stop trigger. For a GC step waiting in the writer queue (publish
+    /// barrier or relocations) behind a writer that waits for either: with
+    /// one background thread, or every one busy, that work would otherwise
+    /// wait for the GC thread, which waits for the writer. Only that work,
+    /// so that GC's commit does not wait out a compaction nobody waits for.
+    /// Returns true if it ran a job.
     pub(super) fn help_background(&self, st: &mut MutexGuard<'_, State>) -> bool {
-        if st.closing {
+        let flush_due = !st.imms.is_empty() && !st.flush_running;
+        let stopped = self.shape.write_pressure(&st.current) == WritePressure::Stop;
+        if st.closing || !(flush_due || stopped) {
             return false;
         }
         let Some(job) = self.pick_job(st, false) else {

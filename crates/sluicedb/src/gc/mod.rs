@@ -85,6 +85,19 @@ pub(crate) struct Committed {
     pub(crate) dropped_copies: Vec<(u64, u64)>,
 }
 
+impl Committed {
+    /// Relocations submitted: applied or dropped.
+    pub(crate) fn submitted(&self) -> u64 {
+        self.applied + self.dropped_copies.len() as u64
+    }
+
+    /// Adds what another commit of the same step did.
+    pub(crate) fn merge(&mut self, other: Committed) {
+        self.applied += other.applied;
+        self.dropped_copies.extend(other.dropped_copies);
+    }
+}
+
 /// What a layout's GC may ask of the engine.
 pub(crate) trait GcHost: Sync {
     /// The current version (the layout's manifest state is in it).

@@ -210,6 +210,18 @@ impl TableVictim<'_> {
         r.map(|()| (written, copies))
     }
 
+    /// The tables the victims' inheritance edges lead to: the outputs, or
+    /// none with write-back. There the index names the copies, and an edge
+    /// would lead a job that drops a victim's old pointer to count the live
+    /// copy as garbage (GC then copied the same records over and over).
+    fn heirs(&self) -> Vec<u64> {
+        if self.store.config.write_back {
+            Vec::new()
+        } else {
+            self.outputs.iter().map(|o| o.0).collect()
+        }
+    }
+
     /// Lists the outputs in the manifest before any index entry points at
     /// them (write-back). From here on a failure leaves them to the
     /// manifest: the step's copies are orphans, counted live (`Db::check_space`
@@ -355,18 +367,14 @@ impl GcVictim for TableVictim<'_> {
                 edit.values.garbage.push((out, u64::from(d.ptr.record_len)));
             }
         }
-        let outputs: Vec<u64> = self.outputs.iter().map(|o| o.0).collect();
+        let heirs = self.heirs();
         let t = &mut edit.values.table;
         if !self.listed {
             t.added = self.outputs.clone();
         }
         t.removed = self.victims.clone();
-        // With write-back the index names the copies: an edge would lead a
-        // job that drops a victim's old pointer to count the live copy as
-        // garbage (GC then copied the same records over and over).
-        if !store.config.write_back {
-            t.inherited = self.victims.iter().map(|&v| (v, outputs.clone())).collect();
-        }
+        // Also without heirs: edges into a victim leave with it.
+        t.inherited = self.victims.iter().map(|&v| (v, heirs.clone())).collect();
         self.guard = Some(guard);
         self.handed_over = true;
         Ok(Collected {
@@ -382,13 +390,7 @@ impl GcVictim for TableVictim<'_> {
     }
 
     fn installed(mut self: Box<Self>) {
-        // No edges with write-back (see `collect`).
-        let outputs: Vec<u64> = if self.store.config.write_back {
-            Vec::new()
-        } else {
-            self.outputs.iter().map(|o| o.0).collect()
-        };
-        self.store.retire(&self.victims, &outputs);
+        self.store.retire(&self.victims, &self.heirs());
         self.installed = true;
         self.guard = None;
     }
