@@ -8,6 +8,7 @@
 
 mod level_iter;
 pub(crate) mod leveled;
+pub(crate) mod unified;
 
 pub(crate) use level_iter::LevelIter;
 
