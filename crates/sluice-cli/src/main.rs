@@ -227,7 +227,7 @@ struct BenchArgs {
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
-    /// ...) and, when built with their features, rocksdb, rocksdb-blob,
+    /// scavenger, unikv) and, when built with their features, rocksdb, rocksdb-blob,
     /// fjall, fjall-kv.
     #[arg(long, alias = "preset", default_value = "leveldb,wisckey,hashkv")]
     engines: String,

@@ -46,6 +46,6 @@ pub use error::{Error, Result};
 pub use iter::{DbIterator, Range};
 pub use options::*;
 pub use stats::{
-    GcStats, GcTotals, HashStats, LevelStats, SpaceMismatch, StallMicros, Stats, TableStats,
-    ValueStats,
+    GcStats, GcTotals, HashStats, LevelStats, ShapeStats, SpaceMismatch, StallMicros, Stats,
+    TableStats, ValueStats,
 };

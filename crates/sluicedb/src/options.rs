@@ -105,6 +105,18 @@ pub const DEFAULT_HASH_BATCH_BYTES: usize = 64 << 10;
 /// Default separation threshold of the `hashkv` preset: 192 B (seed 000
 /// §3.5).
 pub const DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES: usize = 192;
+/// UniKV: bytes of an UnsortedStore at which it is merged into the
+/// SortedStore (seed 004 §III-C's `UnsortedLimit`; the paper's 4 GB, with
+/// 64 MB memtables, is 64 of them; here 8, for a machine whose data sets
+/// are ten times smaller than the paper's).
+pub const DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES: u64 = 512 << 20;
+/// UniKV: hash functions of the UnsortedStore's cuckoo hash index (seed
+/// 004 §III-B: "n = 4" in its runs).
+pub const DEFAULT_UNIKV_HASH_FUNCTIONS: u32 = 4;
+/// UniKV: bytes of unsorted data per hash bucket when
+/// [`UnifiedOptions::hash_buckets`] is 0: one bucket per KiB, the paper's
+/// 4 M buckets for its 4 GB UnsortedStore.
+pub const UNIKV_BYTES_PER_HASH_BUCKET: u64 = 1024;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
 /// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine
@@ -163,6 +175,26 @@ pub enum Preset {
     /// records inheritance edges instead of rewriting the index; space
     /// bounded at 1.5x the live data.
     Scavenger,
+    /// UniKV (seed 004 §III): the `unified` index shape. Flushed tables
+    /// keep their values inline in an UnsortedStore found through an
+    /// in-memory two-level hash index (no bloom filters); at
+    /// `unsorted_limit_bytes` they are merged into one sorted run whose
+    /// values go to the value log (partial KV separation, every value, as
+    /// in the paper). Range partitions, their splits and the per-partition
+    /// GC are not built yet (issue 19); GC is the log layout's.
+    UniKv,
+}
+
+/// How the key index organises its tables (DESIGN.md axis 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IndexShapeKind {
+    /// LevelDB's levels L0..Ln (seed 001 §2.2).
+    #[default]
+    Leveled,
+    /// UniKV's UnsortedStore under a hash index over one sorted run (seed
+    /// 004 §III). Values stay inline until a merge separates them.
+    Unified,
 }
 
 /// How the hash layout picks the segment group to collect (seed 000 §3.3).
@@ -229,6 +261,7 @@ impl Preset {
             Preset::WiscKey => "wisckey",
             Preset::HashKv => "hashkv",
             Preset::Scavenger => "scavenger",
+            Preset::UniKv => "unikv",
         }
     }
 
@@ -239,6 +272,7 @@ impl Preset {
             "wisckey" => Some(Preset::WiscKey),
             "hashkv" => Some(Preset::HashKv),
             "scavenger" => Some(Preset::Scavenger),
+            "unikv" => Some(Preset::UniKv),
             _ => None,
         }
     }
@@ -250,6 +284,7 @@ impl Preset {
             Preset::WiscKey,
             Preset::HashKv,
             Preset::Scavenger,
+            Preset::UniKv,
         ]
     }
 }
@@ -351,6 +386,29 @@ pub struct IndexOptions {
     /// inline values. Tables written either way stay readable. Default:
     /// false; on in the `scavenger` preset.
     pub index_decoupled_tables: bool,
+    /// How tables are organised ([`IndexShapeKind`]). Default: leveled. A
+    /// database keeps the shape it was created with.
+    pub shape: IndexShapeKind,
+    /// The unified shape's sizes (UniKV, seed 004).
+    pub unified: UnifiedOptions,
+}
+
+/// The unified shape's options ([`IndexOptions::unified`]; seed 004 §III).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct UnifiedOptions {
+    /// Bytes of flushed tables at which the UnsortedStore is merged into the
+    /// SortedStore ([`DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES`]; §III-C). Larger:
+    /// fewer merges (each rewrites the sorted run's keys and pointers), more
+    /// hash index memory and more tables for a scan to merge. Writes slow
+    /// down at 1.5 times it and stop at twice it.
+    pub unsorted_limit_bytes: u64,
+    /// Buckets of each hash index (`N`); 0 sizes it from
+    /// `unsorted_limit_bytes` ([`UNIKV_BYTES_PER_HASH_BUCKET`]).
+    pub hash_buckets: usize,
+    /// Hash functions of the cuckoo hashing (`n`, 1–8;
+    /// [`DEFAULT_UNIKV_HASH_FUNCTIONS`]).
+    pub hash_functions: u32,
 }
 
 /// The value store's options ([`Options::values`]).
@@ -579,6 +637,14 @@ setters! {
     target_file_size_bytes => index.target_file_size_bytes: u64,
     /// Sets [`IndexOptions::index_decoupled_tables`].
     index_decoupled_tables => index.index_decoupled_tables: bool,
+    /// Sets [`IndexOptions::shape`].
+    index_shape => index.shape: IndexShapeKind,
+    /// Sets [`UnifiedOptions::unsorted_limit_bytes`].
+    unikv_unsorted_limit_bytes => index.unified.unsorted_limit_bytes: u64,
+    /// Sets [`UnifiedOptions::hash_buckets`].
+    unikv_hash_buckets => index.unified.hash_buckets: usize,
+    /// Sets [`UnifiedOptions::hash_functions`].
+    unikv_hash_functions => index.unified.hash_functions: u32,
     /// Sets [`Options::background_threads`].
     background_threads => background_threads: usize,
     /// Sets [`Options::journal_recovery`].
@@ -679,6 +745,15 @@ impl Options {
                 o.index.index_decoupled_tables = true;
                 o.gc.threads = 2;
             }
+            Preset::UniKv => {
+                o.index.shape = IndexShapeKind::Unified;
+                // "We remove Bloom filters from all SSTables" (§III-B).
+                o.index.bloom_bits_per_key = 0;
+                // The paper separates every value of the SortedStore
+                // (§III-C); the threshold is an option here.
+                o.values.separation_threshold_bytes = Some(0);
+                o.gc.garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
+            }
         }
         o
     }
@@ -712,6 +787,12 @@ impl Options {
                 base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
                 target_file_size_bytes: DEFAULT_TARGET_FILE_SIZE_BYTES,
                 index_decoupled_tables: false,
+                shape: IndexShapeKind::Leveled,
+                unified: UnifiedOptions {
+                    unsorted_limit_bytes: DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES,
+                    hash_buckets: 0,
+                    hash_functions: DEFAULT_UNIKV_HASH_FUNCTIONS,
+                },
             },
             values: ValueOptions {
                 separation_threshold_bytes: None,
@@ -842,6 +923,28 @@ impl Options {
         }
         if self.gc.garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
             return bad("gc_garbage_ratio must be in (0, 1)".into());
+        }
+        if self.index.shape == IndexShapeKind::Unified {
+            let u = &self.index.unified;
+            if u.unsorted_limit_bytes < 4096 || !(1..=8).contains(&u.hash_functions) {
+                return bad(
+                    "the unified shape needs unsorted_limit_bytes >= 4096 and 1 to 8 hash \
+                     functions"
+                        .into(),
+                );
+            }
+            // Values stay inline until a merge separates them (§III-C).
+            if self.values.separate_at_flush
+                || self.journal_mode != JournalMode::Journal
+                || self.values.layout != ValueLayout::Log
+            {
+                return bad(
+                    "the unified shape separates values when it merges into the sorted \
+                     run: it needs the log layout, journal_mode Journal and no \
+                     separate_at_flush"
+                        .into(),
+                );
+            }
         }
         if self.max_manifest_bytes == 0 || self.max_write_group_bytes == 0 {
             return bad("max_manifest_bytes and max_write_group_bytes must be positive".into());

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::options::{HashGcPolicy, Options};
+use crate::options::{HashGcPolicy, IndexShapeKind, Options};
 
 /// Which values are separated into the value store, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub(crate) struct Separation {
     pub(crate) threshold_bytes: Option<usize>,
     /// Separated when the memtable is flushed instead of when written.
     pub(crate) at_flush: bool,
+    /// Separated when the unified shape merges its UnsortedStore into the
+    /// sorted run (seed 004 §III-C), neither when written nor at flush.
+    pub(crate) at_merge: bool,
 }
 
 impl Separation {
@@ -29,12 +32,19 @@ impl Separation {
         Separation {
             threshold_bytes: opts.values.separation_threshold_bytes,
             at_flush: opts.values.separate_at_flush,
+            at_merge: opts.index.shape == IndexShapeKind::Unified,
         }
     }
 
     /// The threshold a write applies (`None` when writes separate nothing).
     pub(crate) fn at_write(&self) -> Option<usize> {
-        self.threshold_bytes.filter(|_| !self.at_flush)
+        self.threshold_bytes
+            .filter(|_| !self.at_flush && !self.at_merge)
+    }
+
+    /// The threshold a merge into the unified shape's sorted run applies.
+    pub(crate) fn at_merge(&self) -> Option<usize> {
+        self.threshold_bytes.filter(|_| self.at_merge)
     }
 
     /// The threshold a flush applies (`None` when flushes separate nothing).
@@ -173,6 +183,7 @@ mod tests {
     #[test]
     fn separation_happens_at_write_or_at_flush() {
         let s = Separation {
+            at_merge: false,
             threshold_bytes: Some(64),
             at_flush: false,
         };
@@ -183,6 +194,7 @@ mod tests {
         };
         assert_eq!((f.at_write(), f.at_flush()), (None, Some(64)));
         let off = Separation {
+            at_merge: false,
             threshold_bytes: None,
             at_flush: true,
         };

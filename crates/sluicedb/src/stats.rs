@@ -32,6 +32,8 @@ pub struct Stats {
     pub last_sequence: u64,
     /// Levels of the key index, L0 first.
     pub levels: Vec<LevelStats>,
+    /// The index shape's in-memory indexes (all zero for the leveled shape).
+    pub shape: ShapeStats,
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
     /// Immutable memtables waiting for flush.
@@ -84,6 +86,19 @@ pub struct Stats {
     pub space_limit_note: Option<String>,
     /// The error that poisoned writes, if any.
     pub poisoned: Option<String>,
+}
+
+/// The index shape's in-memory state ([`Stats::shape`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ShapeStats {
+    /// The unified shape's hash indexes (seed 004 §III-B): memory held,
+    /// generations (one more while a merge runs), key entries, and the
+    /// share of buckets whose own entry is taken in the newest one.
+    pub hash_index_bytes: u64,
+    pub hash_index_generations: usize,
+    pub hash_index_entries: u64,
+    pub hash_index_load: f64,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).
@@ -246,6 +261,16 @@ impl std::fmt::Display for Stats {
                     l.tables, l.bytes, l.score
                 )?;
             }
+        }
+        if self.shape.hash_index_generations > 0 {
+            writeln!(
+                f,
+                "  hash index: {} entries in {} generation(s), {} bytes, load {:.2}",
+                self.shape.hash_index_entries,
+                self.shape.hash_index_generations,
+                self.shape.hash_index_bytes,
+                self.shape.hash_index_load
+            )?;
         }
         writeln!(
             f,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, JournalMode, ValueLayout, WriteOptions};
+use sluicedb::{Db, IndexShapeKind, JournalMode, ValueLayout, WriteOptions};
 
 /// A write as the workload saw it, with the file-operation counter before it
 /// started and after it was acknowledged.
@@ -43,6 +43,10 @@ enum Workload {
     /// variant: every crash point of table writes, GC outputs, edge and
     /// pruning edits, relocation commits and retired tables.
     GcTable,
+    /// The unified shape (UniKV, seed 004 §III): flushes indexed by the
+    /// hash index, merges into the sorted run that separate values into
+    /// the value log, manual compactions and log GC at every crash point.
+    Unified,
 }
 
 /// The options a workload runs (and recovers) with.
@@ -78,6 +82,19 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
             .separate_at_flush(variant.is_multiple_of(2))
             .value_log_file_size_bytes(4096)
             .gc_chunk_bytes(1500),
+        // Every value separated or only the larger ones, by seed; a tiny
+        // unsorted limit and hash index, so merges and overflow chains are
+        // constant.
+        Workload::Unified => opts
+            .index_shape(IndexShapeKind::Unified)
+            .unikv_unsorted_limit_bytes(8192)
+            .unikv_hash_buckets(16)
+            .separation_threshold_bytes(Some(if variant.is_multiple_of(2) { 0 } else { 40 }))
+            .value_layout(ValueLayout::Log)
+            .journal_mode(JournalMode::Journal)
+            .separate_at_flush(false)
+            .value_log_file_size_bytes(4096)
+            .gc_chunk_bytes(1500),
         Workload::GcValueLog => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)
@@ -109,7 +126,11 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
             serial += 1;
             let gc = matches!(
                 w,
-                Workload::Gc | Workload::GcValueLog | Workload::GcHash | Workload::GcTable
+                Workload::Gc
+                    | Workload::GcValueLog
+                    | Workload::GcHash
+                    | Workload::GcTable
+                    | Workload::Unified
             );
             let k = key(&mut rng, if gc { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
@@ -140,6 +161,10 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
             {
                 db.gc().unwrap();
             }
+            Workload::Unified if i % 100 == 99 => db.compact_range(None, None).unwrap(),
+            Workload::Unified if i % 25 == 24 => {
+                db.gc().unwrap();
+            }
             _ => {}
         }
     }
@@ -153,6 +178,11 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
         // the model and GC suites check edges.
         let runs = db.stats().gc.runs;
         assert!(runs > 0, "seed {seed}: table GC never ran");
+    }
+    if matches!(w, Workload::Unified) {
+        let s = db.stats();
+        assert!(s.compactions > 0, "seed {seed}: no merge ran");
+        assert!(s.levels[1].tables > 0, "seed {seed}: empty sorted run");
     }
     drop(db);
     log
@@ -199,6 +229,7 @@ fn crash_after_every_file_operation() {
         Workload::GcValueLog,
         Workload::GcHash,
         Workload::GcTable,
+        Workload::Unified,
     ];
     for_seeds(seeds(100, 4), |seed| {
         for (i, &w) in workloads.iter().enumerate() {

@@ -13,12 +13,13 @@ use sluicedb::{Db, Error, JournalMode, Options, WriteOptions};
 /// The configurations: the hash layout (mixed separation; all values,
 /// separated at flush), the value log as journal, and the value log with
 /// the engine journal.
-const CASES: [&str; 5] = [
+const CASES: [&str; 6] = [
     "hash",
     "hash at flush",
     "log as journal",
     "log with journal",
     "tables",
+    "unified",
 ];
 
 fn options(fs: &MemFs, case: &str) -> Options {
@@ -27,6 +28,7 @@ fn options(fs: &MemFs, case: &str) -> Options {
         "hash at flush" => tiny_options(fs, 6),
         "log as journal" => tiny_options(fs, 3),
         "tables" => tiny_options(fs, 4).table_gc_ratio(0.05),
+        "unified" => tiny_options(fs, 10),
         _ => tiny_options(fs, 3).journal_mode(JournalMode::Journal),
     }
 }

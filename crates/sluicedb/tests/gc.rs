@@ -61,15 +61,22 @@ fn scavenger_write_back(fs: &MemFs) -> Options {
     scavenger(fs).table_gc_write_back(true)
 }
 
+/// The unified shape (UniKV): values separated by merges into the sorted
+/// run, collected by the log layout's GC.
+fn unikv(fs: &MemFs) -> Options {
+    tiny_options(fs, 10)
+}
+
 /// The layouts that have GC, both separation points of the hash one, and
 /// value tables with and without lazy read, with edges or write-back.
-const LAYOUTS: [fn(&MemFs) -> Options; 6] = [
+const LAYOUTS: [fn(&MemFs) -> Options; 7] = [
     wisckey,
     hashkv,
     hashkv_at_write,
     scavenger,
     scavenger_eager,
     scavenger_write_back,
+    unikv,
 ];
 
 fn val(key: u32, version: u32) -> Vec<u8> {

@@ -244,6 +244,7 @@ impl Core {
             },
             ..Stats::default()
         };
+        self.shape.shape_stats(&mut stats.shape);
         stats.space_amplification = self.space_ratio();
         stats.space_limit_note = st.space_note.clone();
         if let Some(v) = &self.values {

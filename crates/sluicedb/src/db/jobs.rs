@@ -280,6 +280,10 @@ impl Core {
         let log_number = self.journal()?.replay_from(next_mark, &mut edit);
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
         for f in outputs {
+            // Indexed before it is installed, so lookups find it through
+            // the shape's index at once (the unified shape's hash index).
+            self.shape
+                .index_flushed(f.number, imm.clone().iter().as_mut())?;
             edit.add_file(self.shape.flush_level(), f);
         }
         self.install(edit, log_number, &numbers, |st| {
@@ -316,13 +320,33 @@ impl Core {
             max_grandparent_overlap_bytes: plan.max_overlap_bytes,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
-            separate: None,
+            // The unified shape's merge separates the values it carries
+            // (partial KV separation, seed 004 §III-C).
+            separate: match (
+                &self.values,
+                Separation::from_options(&self.opts)
+                    .at_merge()
+                    .filter(|_| plan.separate_values),
+            ) {
+                (Some(v), Some(t)) => Some((v.as_ref(), t)),
+                _ => None,
+            },
             older: None,
             values: self.values.as_deref(),
             inputs_are_tables: true,
         };
+        let separates = params.separate.is_some();
+        self.shape.merge_started(plan);
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        if separates {
+            // The outputs point at values this merge appended: durable
+            // before the edit drops the tables that held them inline.
+            if let Some(v) = &self.values {
+                v.sync()?;
+            }
+            edit.values = std::mem::take(&mut stats.value_edit);
+        }
         let _settled = self.settle_job(&mut stats, &mut edit)?;
         let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
         if !numbers.is_empty() {
@@ -371,6 +395,7 @@ impl Core {
         self.check_version(&version);
         let mut st = self.state.lock();
         let version = Arc::new(version);
+        self.shape.installed(&version);
         let old = std::mem::replace(&mut st.current, version);
         st.live_versions.retain(|w| w.strong_count() > 0);
         st.live_versions.push(Arc::downgrade(&old));

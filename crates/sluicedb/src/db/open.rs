@@ -252,6 +252,10 @@ impl Core {
             gc_pool: std::sync::OnceLock::new(),
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;
+        // In-memory indexes of the recovered tables (the unified shape's
+        // hash index; no checkpoint yet, so its tables' keys are re-read).
+        let current = core.state.lock().current.clone();
+        core.shape.opened(&current, &core.tables)?;
         if let Some(v) = &core.values {
             v.after_open();
         }

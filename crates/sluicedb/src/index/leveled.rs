@@ -9,14 +9,13 @@
 //! which writes less than LevelDB's round-robin pointer.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
-use super::{CompactionInput, CompactionPlan, IndexShape, LevelIter, WritePressure};
-use crate::error::{Error, Result};
+use super::{probe_table, CompactionInput, CompactionPlan, IndexShape, LevelIter, WritePressure};
+use crate::error::Result;
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::{self, Kind};
+use crate::key;
 use crate::memtable::Lookup;
 use crate::table::{bloom, TableCache};
 use crate::version::{FileMeta, Version};
@@ -108,6 +107,7 @@ impl Leveled {
             overlap_limit: grandparents,
             max_overlap_bytes: self.max_grandparent_overlap_bytes(),
             trivial_move,
+            separate_values: false,
         })
     }
 
@@ -190,23 +190,7 @@ impl IndexShape for Leveled {
     ) -> Result<Lookup> {
         let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
         let hash = bloom::key_hash(user_key);
-        let probe = |f: &FileMeta| -> Result<Option<Lookup>> {
-            let t = tables.get(f.number, f.file_size)?;
-            let Some((ik, value)) = t.get(&seek, user_key, hash)? else {
-                return Ok(None);
-            };
-            Ok(Some(match Kind::from_u8(key::kind_byte(&ik)) {
-                Some(Kind::Delete) => Lookup::Deleted,
-                Some(k) => Lookup::Found(k, value),
-                None => {
-                    return Err(Error::corruption(
-                        crate::filename::table(Path::new(""), f.number),
-                        0,
-                        "entry of unknown kind",
-                    ))
-                }
-            }))
-        };
+        let probe = |f: &FileMeta| probe_table(tables, f, &seek, user_key, hash);
         for f in v.levels[0].iter().rev() {
             if f.smallest_user_key() <= user_key && user_key <= f.largest_user_key() {
                 if let Some(r) = probe(f)? {

@@ -15,10 +15,13 @@ pub(crate) use level_iter::LevelIter;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::error::Result;
+use std::path::Path;
+
+use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
+use crate::key::{self, Kind};
 use crate::memtable::Lookup;
-use crate::options::Options;
+use crate::options::{IndexShapeKind, Options};
 use crate::table::TableCache;
 use crate::version::{FileMeta, Version};
 
@@ -49,6 +52,9 @@ pub(crate) struct CompactionPlan {
     /// Nothing to merge: the inputs move to `output_level` by a manifest
     /// edit alone.
     pub(crate) trivial_move: bool,
+    /// The merge separates the inline values it writes into the value
+    /// store (the unified shape's partial KV separation, seed 004 §III-C).
+    pub(crate) separate_values: bool,
 }
 
 impl CompactionPlan {
@@ -70,8 +76,38 @@ pub(crate) enum WritePressure {
     Stop,
 }
 
+/// The newest entry of `user_key` visible at the sequence in `seek` (an
+/// internal key of kind `KIND_SEEK`) in table `f`; `hash` is the key's
+/// bloom hash. `None` when the table holds no visible entry of the key.
+pub(crate) fn probe_table(
+    tables: &TableCache,
+    f: &FileMeta,
+    seek: &[u8],
+    user_key: &[u8],
+    hash: u64,
+) -> Result<Option<Lookup>> {
+    let t = tables.get(f.number, f.file_size)?;
+    let Some((ik, value)) = t.get(seek, user_key, hash)? else {
+        return Ok(None);
+    };
+    Ok(Some(match Kind::from_u8(key::kind_byte(&ik)) {
+        Some(Kind::Delete) => Lookup::Deleted,
+        Some(k) => Lookup::Found(k, value),
+        None => {
+            return Err(Error::corruption(
+                crate::filename::table(Path::new(""), f.number),
+                0,
+                "entry of unknown kind",
+            ))
+        }
+    }))
+}
+
 /// The index shape the options ask for.
 pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
+    if opts.index.shape == IndexShapeKind::Unified {
+        return Arc::new(unified::Unified::new(opts));
+    }
     Arc::new(leveled::Leveled {
         num_levels: opts.index.num_levels,
         l0_compaction_trigger: opts.index.l0_compaction_trigger,
@@ -136,4 +172,21 @@ pub(crate) trait IndexShape: Send + Sync {
     }
     /// Whether writes must slow down or stop for compaction.
     fn write_pressure(&self, v: &Version) -> WritePressure;
+
+    /// A flush wrote table `number` from `entries` (the memtable, in key
+    /// order) and is about to install it: a shape with an in-memory index
+    /// of its tables (the unified shape's hash index) indexes the keys.
+    fn index_flushed(&self, _number: u64, _entries: &mut dyn InternalIterator) -> Result<()> {
+        Ok(())
+    }
+    /// Fills the shape's section of `Stats`.
+    fn shape_stats(&self, _s: &mut crate::stats::ShapeStats) {}
+    /// A compaction of `plan` starts.
+    fn merge_started(&self, _plan: &CompactionPlan) {}
+    /// `v` became the current version.
+    fn installed(&self, _v: &Version) {}
+    /// The database opened with `v`: build in-memory indexes of its tables.
+    fn opened(&self, _v: &Version, _tables: &TableCache) -> Result<()> {
+        Ok(())
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, HashGcPolicy, JournalMode, Options, ValueLayout, WriteBatch};
+use sluicedb::{Db, HashGcPolicy, IndexShapeKind, JournalMode, Options, ValueLayout, WriteBatch};
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -30,7 +30,9 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     //                 5: log as journal, mixed   3, 7: log as journal, all
     //                 4: value tables, mixed, at flush, 2 GC threads
     //   variants 2 and 4 write index-decoupled key tables; variant 12 (a
-    //   4) has GC write pointers back instead of inheritance edges
+    //   4) has GC write pointers back instead of inheritance edges, and
+    //   variant 10 (a 2) is the unified shape (UniKV), whose merges
+    //   separate the values instead of its flushes
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
         4 => (Some(32), ValueLayout::Table),
@@ -70,6 +72,14 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         })
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512);
+    let o = if variant % 16 == 10 {
+        o.index_shape(IndexShapeKind::Unified)
+            .separate_at_flush(false)
+            .unikv_unsorted_limit_bytes(12 * 1024)
+            .unikv_hash_buckets(32)
+    } else {
+        o
+    };
     if variant % 3 == 2 {
         o.bloom_bits_per_key(0)
     } else {
@@ -109,6 +119,8 @@ pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
         .hash_batch_bytes(512)
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512)
+        // UniKV: a merge every four tiny memtables.
+        .unikv_unsorted_limit_bytes(16 * 1024)
 }
 
 /// One acknowledged or attempted write: a batch of puts (Some) and deletes.

@@ -1,0 +1,81 @@
+//! The `unikv` preset (seed 004 §III, issue 19): flushed tables under the
+//! hash index, merges into the sorted run that separate values, lookups,
+//! scans and reopen against a `BTreeMap`, with the shape's statistics
+//! showing each mechanism ran.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sluicedb::fs::MemFs;
+use sluicedb::{Db, Preset};
+
+fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, keys: u64, when: &str) {
+    for k in 0..keys {
+        let key = format!("k{k:05}").into_bytes();
+        assert_eq!(
+            db.get(&key).unwrap(),
+            model.get(&key).cloned(),
+            "seed {seed} {when}: key {k}"
+        );
+    }
+    let scanned: Vec<(Vec<u8>, Vec<u8>)> = db.range::<&[u8]>(..).map(|r| r.unwrap()).collect();
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(scanned, expected, "seed {seed} {when}: full scan");
+}
+
+#[test]
+fn merges_separate_values_and_lookups_go_through_the_hash_index() {
+    for seed in [1u64, 2, 3] {
+        let fs = MemFs::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut model = BTreeMap::new();
+        let keys = 600u64;
+        let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
+        for i in 0..6000u64 {
+            let k = rng.gen_range(0..keys);
+            let key = format!("k{k:05}").into_bytes();
+            if rng.gen_ratio(1, 8) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..300)];
+                db.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+        }
+        check(&db, &model, seed, keys, "before reopen");
+        let s = db.stats();
+        assert!(s.compactions > 0, "seed {seed}: no merge ran\n{s}");
+        assert!(s.levels[1].tables > 0, "seed {seed}: empty sorted run\n{s}");
+        assert!(
+            s.values.appended_bytes > 0,
+            "seed {seed}: merges separated no value\n{s}"
+        );
+        assert!(s.flushes > 0, "seed {seed}: no flush\n{s}");
+        if s.levels[0].tables > 0 {
+            assert!(
+                s.shape.hash_index_entries > 0 && s.shape.hash_index_bytes > 0,
+                "seed {seed}: unsorted tables but an empty hash index\n{s:?}"
+            );
+        }
+        assert!(s.shape.hash_index_generations >= 1, "seed {seed}");
+        drop(db);
+        let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
+        assert_eq!(db.created_with(), Some(Preset::UniKv));
+        check(&db, &model, seed, keys, "after reopen");
+        let s = db.stats();
+        if s.levels[0].tables > 0 {
+            assert!(
+                s.shape.hash_index_entries > 0,
+                "seed {seed}: not re-indexed"
+            );
+        }
+        db.compact_range(None, None).unwrap();
+        check(&db, &model, seed, keys, "after a full compaction");
+        assert_eq!(db.stats().levels[0].tables, 0, "seed {seed}");
+    }
+}
