@@ -52,6 +52,14 @@ enum Workload {
 /// The options a workload runs (and recovers) with.
 fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options {
     let opts = tiny_options(fs, variant);
+    // The GC workloads choose their layout; `tiny_options`' unified variant
+    // (which needs the log layout) applies to the others.
+    let opts = match w {
+        Workload::Gc | Workload::GcValueLog | Workload::GcHash | Workload::GcTable => {
+            opts.index_shape(IndexShapeKind::Leveled)
+        }
+        _ => opts,
+    };
     match w {
         Workload::SyncedManifestRoll => opts.max_manifest_bytes(512),
         // Separation at write time or at flush (the write cache), and the
