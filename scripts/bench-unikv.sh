@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 19's benchmark (UniKV, seed 004 §IV), scaled to this machine: 24-byte keys, 1 KiB
+# values, Zipf(0.99) where the workload draws keys, the page cache capped at about a sixth
+# of the data (../shared/tools/memcap), every engine opened with its defaults.
+#   exp1:  load GIB (fillrandom), then random reads, the update experiment's phases and
+#          scans (Exp. 1); `sluice bench report` gives ops/s, write and space amplification.
+#   ycsb:  YCSB A-F on GIB of loaded data (Exp. 3).
+# Exp. 2 (read:write 30:70, 50:50, 70:30) needs a read/update mix the benchmark does not
+# have yet beyond YCSB A (50:50) and B (95:5); Exp. 10 (hash index memory) is in `sluice
+# info` and the `hash_index_bytes` of the JSON lines' stats.
+# Usage: scripts/bench-unikv.sh [exp1|ycsb] [DIR (default sluice-data)] [OUT (default
+# unikv.jsonl)]. Environment: ENGINES (default unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall;
+# the peers need the cargo features), GIB (default 5), CAP_MIB (default GIB/6), MEMCAP (path
+# of memcap), EXTRA (more `sluice bench` flags). CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+mode=${1:-exp1}
+dir=${2:-sluice-data}
+out=${3:-unikv.jsonl}
+engines=${ENGINES:-unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall}
+gib=${GIB:-5}
+memcap=${MEMCAP:-$(dirname "$0")/../../shared/tools/memcap}
+cap_mib=${CAP_MIB:-$(python3 -c "print(int($gib * 1024 / 6))")}
+features=()
+case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;; esac
+cargo build --release -q -p sluice-cli "${features[@]}"
+sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
+read -ra extra <<< "${EXTRA:-}"
+num=$(python3 -c "print(int($gib * 2**30 / (24 + 1000)))")
+run() { "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
+  --num "$num" --value-size 1000 --key-size 24 --out "$out" "${extra[@]}" "$@"; }
+case $mode in
+  exp1)
+    echo "== exp1, $gib GiB, memcap $cap_mib MiB" >&2
+    run --benchmarks fillrandom,readrandom,scan --scan-length 50
+    run --benchmarks update --dataset-gib "$gib" ;;
+  ycsb)
+    echo "== ycsb, $gib GiB, memcap $cap_mib MiB" >&2
+    run --benchmarks ycsb --dataset-gib "$gib" --ops 1000000 ;;
+  *) echo "unknown mode $mode (exp1, ycsb)" >&2; exit 2 ;;
+esac
