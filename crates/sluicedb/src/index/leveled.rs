@@ -11,7 +11,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{probe_table, CompactionInput, CompactionPlan, IndexShape, LevelIter, WritePressure};
+use super::{
+    check_sorted_run, probe_table, sorted_run_table, CompactionInput, CompactionPlan, IndexShape,
+    LevelIter, WritePressure,
+};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
@@ -169,14 +172,7 @@ impl IndexShape for Leveled {
 
     fn check(&self, v: &Version) -> Result<(), String> {
         for (level, files) in v.levels.iter().enumerate().skip(1) {
-            for w in files.windows(2) {
-                if w[0].largest_user_key() >= w[1].smallest_user_key() {
-                    return Err(format!(
-                        "tables {} and {} overlap at level {level}",
-                        w[0].number, w[1].number
-                    ));
-                }
-            }
+            check_sorted_run(files, &format!("at level {level}"))?;
         }
         Ok(())
     }
@@ -199,12 +195,9 @@ impl IndexShape for Leveled {
             }
         }
         for files in v.levels.iter().skip(1) {
-            let i = files.partition_point(|f| f.largest_user_key() < user_key);
-            if let Some(f) = files.get(i) {
-                if f.smallest_user_key() <= user_key {
-                    if let Some(r) = probe(f)? {
-                        return Ok(r);
-                    }
+            if let Some(f) = sorted_run_table(files, user_key) {
+                if let Some(r) = probe(f)? {
+                    return Ok(r);
                 }
             }
         }
@@ -282,12 +275,10 @@ impl IndexShape for Leveled {
     }
 
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {
-        v.levels.iter().skip(level + 1).all(|files| {
-            let i = files.partition_point(|f| f.largest_user_key() < user_key);
-            files
-                .get(i)
-                .is_none_or(|f| f.smallest_user_key() > user_key)
-        })
+        v.levels
+            .iter()
+            .skip(level + 1)
+            .all(|files| sorted_run_table(files, user_key).is_none())
     }
 
     fn scores(&self, v: &Version) -> Vec<f64> {

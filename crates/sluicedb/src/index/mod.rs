@@ -103,6 +103,29 @@ pub(crate) fn probe_table(
     }))
 }
 
+/// The table of a sorted run (tables in key order, not overlapping) whose
+/// range holds `user_key`, if any: one binary search of boundary keys.
+pub(crate) fn sorted_run_table<'v>(
+    files: &'v [Arc<FileMeta>],
+    user_key: &[u8],
+) -> Option<&'v Arc<FileMeta>> {
+    let i = files.partition_point(|f| f.largest_user_key() < user_key);
+    files.get(i).filter(|f| f.smallest_user_key() <= user_key)
+}
+
+/// Checks that `files` form a sorted run; `what` names it in the error.
+pub(crate) fn check_sorted_run(files: &[Arc<FileMeta>], what: &str) -> Result<(), String> {
+    for w in files.windows(2) {
+        if w[0].largest_user_key() >= w[1].smallest_user_key() {
+            return Err(format!(
+                "tables {} and {} overlap {what}",
+                w[0].number, w[1].number
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The index shape the options ask for.
 pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
     if opts.index.shape == IndexShapeKind::Unified {

@@ -43,7 +43,10 @@ use parking_lot::RwLock;
 use smallvec::SmallVec;
 
 use self::hash_index::{HashIndex, KeyHash};
-use super::{probe_table, CompactionInput, CompactionPlan, IndexShape, LevelIter, WritePressure};
+use super::{
+    check_sorted_run, probe_table, sorted_run_table, CompactionInput, CompactionPlan, IndexShape,
+    LevelIter, WritePressure,
+};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
@@ -139,26 +142,32 @@ impl Unified {
         if sorted.iter().any(|f| busy.contains(&f.number)) {
             return None;
         }
-        Some(CompactionPlan {
-            inputs: vec![
-                CompactionInput {
-                    level: UNSORTED,
-                    files: unsorted.clone(),
-                    sorted_run: false,
-                },
-                CompactionInput {
-                    level: SORTED,
-                    files: sorted,
-                    sorted_run: true,
-                },
-            ],
+        Some(self.merge_into_sorted_run(vec![
+            CompactionInput {
+                level: UNSORTED,
+                files: unsorted.clone(),
+                sorted_run: false,
+            },
+            CompactionInput {
+                level: SORTED,
+                files: sorted,
+                sorted_run: true,
+            },
+        ]))
+    }
+
+    /// A merge of `inputs` into the sorted run that separates the values it
+    /// carries.
+    fn merge_into_sorted_run(&self, inputs: Vec<CompactionInput>) -> CompactionPlan {
+        CompactionPlan {
+            inputs,
             output_level: SORTED,
             target_file_size_bytes: self.target_file_size_bytes,
             overlap_limit: Vec::new(),
             max_overlap_bytes: u64::MAX,
             trivial_move: false,
             separate_values: true,
-        })
+        }
     }
 }
 
@@ -178,15 +187,7 @@ impl IndexShape for Unified {
     }
 
     fn check(&self, v: &Version) -> Result<(), String> {
-        for w in v.levels[SORTED].windows(2) {
-            if w[0].largest_user_key() >= w[1].smallest_user_key() {
-                return Err(format!(
-                    "tables {} and {} of the sorted run overlap",
-                    w[0].number, w[1].number
-                ));
-            }
-        }
-        Ok(())
+        check_sorted_run(&v.levels[SORTED], "in the sorted run")
     }
 
     fn get(
@@ -204,13 +205,9 @@ impl IndexShape for Unified {
             }
         }
         // The sorted run: one table at most, by its boundary keys (§III-B).
-        let sorted = &v.levels[SORTED];
-        let i = sorted.partition_point(|f| f.largest_user_key() < user_key);
-        if let Some(f) = sorted.get(i) {
-            if f.smallest_user_key() <= user_key {
-                if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
-                    return Ok(r);
-                }
+        if let Some(f) = sorted_run_table(&v.levels[SORTED], user_key) {
+            if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
+                return Ok(r);
             }
         }
         Ok(Lookup::Absent)
@@ -270,32 +267,18 @@ impl IndexShape for Unified {
                 if files.is_empty() {
                     return None;
                 }
-                Some(CompactionPlan {
-                    inputs: vec![CompactionInput {
-                        level: SORTED,
-                        files,
-                        sorted_run: true,
-                    }],
-                    output_level: SORTED,
-                    target_file_size_bytes: self.target_file_size_bytes,
-                    overlap_limit: Vec::new(),
-                    max_overlap_bytes: u64::MAX,
-                    trivial_move: false,
-                    separate_values: true,
-                })
+                Some(self.merge_into_sorted_run(vec![CompactionInput {
+                    level: SORTED,
+                    files,
+                    sorted_run: true,
+                }]))
             }
             _ => None,
         }
     }
 
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {
-        level == SORTED || {
-            let sorted = &v.levels[SORTED];
-            let i = sorted.partition_point(|f| f.largest_user_key() < user_key);
-            sorted
-                .get(i)
-                .is_none_or(|f| f.smallest_user_key() > user_key)
-        }
+        level == SORTED || sorted_run_table(&v.levels[SORTED], user_key).is_none()
     }
 
     fn scores(&self, v: &Version) -> Vec<f64> {
