@@ -12,11 +12,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{
-    check_sorted_run, probe_table, sorted_run_table, CompactionInput, CompactionPlan, IndexShape,
-    LevelIter, WritePressure,
+    check_sorted_run, overlapping_then_runs, probe_table, sorted_run_table, CompactionInput,
+    CompactionPlan, IndexShape, WritePressure,
 };
 use crate::error::Result;
-use crate::fs::IoClass;
 use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::Lookup;
@@ -209,24 +208,7 @@ impl IndexShape for Leveled {
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for f in v.levels[0].iter().rev() {
-            out.push(Box::new(LevelIter::new(
-                vec![f.clone()],
-                tables.clone(),
-                IoClass::UserRead,
-                true,
-            )));
-        }
-        for files in v.levels.iter().skip(1).filter(|l| !l.is_empty()) {
-            out.push(Box::new(LevelIter::new(
-                files.clone(),
-                tables.clone(),
-                IoClass::UserRead,
-                true,
-            )));
-        }
-        out
+        overlapping_then_runs(v, tables)
     }
 
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
@@ -307,6 +289,7 @@ impl IndexShape for Leveled {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::test_file;
     use crate::version::VersionEdit;
 
     fn shape() -> Arc<Leveled> {
@@ -321,27 +304,16 @@ mod tests {
         })
     }
 
-    fn file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
-        FileMeta {
-            number: n,
-            file_size: size,
-            smallest: key::encode(lo.as_bytes(), 1, 1),
-            largest: key::encode(hi.as_bytes(), 1, 1),
-            entries: 1,
-            deletions: 0,
-        }
-    }
-
     #[test]
     fn overlapping_tables_in_a_level_are_rejected() {
         let v = Version::empty(shape());
         let mut e = VersionEdit::default();
-        e.add_file(1, file(1, "a", "m", 10));
-        e.add_file(1, file(2, "k", "z", 10));
+        e.add_file(1, test_file(1, "a", "m", 10));
+        e.add_file(1, test_file(2, "k", "z", 10));
         assert!(v.apply(&e).is_err());
         let mut e = VersionEdit::default();
-        e.add_file(0, file(1, "a", "m", 10));
-        e.add_file(0, file(2, "k", "z", 10));
+        e.add_file(0, test_file(1, "a", "m", 10));
+        e.add_file(0, test_file(2, "k", "z", 10));
         assert!(v.apply(&e).is_ok());
     }
 
@@ -350,12 +322,12 @@ mod tests {
         let s = shape();
         let v = Version::empty(s.clone());
         let mut e = VersionEdit::default();
-        e.add_file(0, file(5, "c", "f", 10));
-        e.add_file(0, file(6, "a", "d", 10));
-        e.add_file(1, file(3, "a", "b", 600));
-        e.add_file(1, file(4, "e", "g", 600));
-        e.add_file(1, file(7, "x", "y", 600));
-        e.add_file(2, file(8, "a", "g", 100));
+        e.add_file(0, test_file(5, "c", "f", 10));
+        e.add_file(0, test_file(6, "a", "d", 10));
+        e.add_file(1, test_file(3, "a", "b", 600));
+        e.add_file(1, test_file(4, "e", "g", 600));
+        e.add_file(1, test_file(7, "x", "y", 600));
+        e.add_file(2, test_file(8, "a", "g", 100));
         let v = v.apply(&e).unwrap();
         let p = s.pick_compaction(&v, &HashSet::new()).unwrap();
         assert_eq!(p.inputs[0].level, 0);

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::fs::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::memtable::Lookup;
@@ -111,6 +112,50 @@ pub(crate) fn sorted_run_table<'v>(
 ) -> Option<&'v Arc<FileMeta>> {
     let i = files.partition_point(|f| f.largest_user_key() < user_key);
     files.get(i).filter(|f| f.smallest_user_key() <= user_key)
+}
+
+/// Iterators for a user scan of a shape whose level 0 holds overlapping
+/// tables (one iterator each, newest first) and whose other levels are
+/// sorted runs (one iterator each): the leveled shape, and the unified
+/// shape's UnsortedStore over its sorted run.
+pub(crate) fn overlapping_then_runs(
+    v: &Arc<Version>,
+    tables: &Arc<TableCache>,
+) -> Vec<Box<dyn InternalIterator>> {
+    let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn InternalIterator> {
+        Box::new(LevelIter::new(
+            files,
+            tables.clone(),
+            IoClass::UserRead,
+            true,
+        ))
+    };
+    let mut out: Vec<Box<dyn InternalIterator>> = v.levels[0]
+        .iter()
+        .rev()
+        .map(|f| run(vec![f.clone()]))
+        .collect();
+    out.extend(
+        v.levels
+            .iter()
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(|l| run(l.clone())),
+    );
+    out
+}
+
+/// A table for shape unit tests: `lo..hi` at sequence 1, `size` bytes.
+#[cfg(test)]
+pub(crate) fn test_file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
+    FileMeta {
+        number: n,
+        file_size: size,
+        smallest: key::encode(lo.as_bytes(), 1, 1),
+        largest: key::encode(hi.as_bytes(), 1, 1),
+        entries: 1,
+        deletions: 0,
+    }
 }
 
 /// Checks that `files` form a sorted run; `what` names it in the error.

@@ -44,8 +44,8 @@ use smallvec::SmallVec;
 
 use self::hash_index::{HashIndex, KeyHash};
 use super::{
-    check_sorted_run, probe_table, sorted_run_table, CompactionInput, CompactionPlan, IndexShape,
-    LevelIter, WritePressure,
+    check_sorted_run, overlapping_then_runs, probe_table, sorted_run_table, CompactionInput,
+    CompactionPlan, IndexShape, WritePressure,
 };
 use crate::error::Result;
 use crate::fs::IoClass;
@@ -218,24 +218,7 @@ impl IndexShape for Unified {
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for f in v.levels[UNSORTED].iter().rev() {
-            out.push(Box::new(LevelIter::new(
-                vec![f.clone()],
-                tables.clone(),
-                IoClass::UserRead,
-                true,
-            )));
-        }
-        if !v.levels[SORTED].is_empty() {
-            out.push(Box::new(LevelIter::new(
-                v.levels[SORTED].clone(),
-                tables.clone(),
-                IoClass::UserRead,
-                true,
-            )));
-        }
-        out
+        overlapping_then_runs(v, tables)
     }
 
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {

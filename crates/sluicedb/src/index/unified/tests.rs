@@ -2,6 +2,7 @@
 //! lookup probes, how index generations come and go, and the merge plan.
 
 use super::*;
+use crate::index::test_file;
 use crate::version::VersionEdit;
 
 fn shape() -> Unified {
@@ -9,17 +10,6 @@ fn shape() -> Unified {
         .unikv_unsorted_limit_bytes(1000)
         .unikv_hash_buckets(64);
     Unified::new(&opts)
-}
-
-fn file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
-    FileMeta {
-        number: n,
-        file_size: size,
-        smallest: key::encode(lo.as_bytes(), 1, 1),
-        largest: key::encode(hi.as_bytes(), 1, 1),
-        entries: 1,
-        deletions: 0,
-    }
 }
 
 fn keys(ks: &[&str]) -> Vec<Vec<u8>> {
@@ -37,10 +27,10 @@ fn probed(s: &Unified, v: &Version, k: &str) -> Vec<u64> {
 fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
     let s = Arc::new(shape());
     let mut e = VersionEdit::default();
-    e.add_file(UNSORTED, file(5, "a", "z", 100));
-    e.add_file(UNSORTED, file(6, "a", "z", 100));
-    e.add_file(UNSORTED, file(7, "a", "z", 100));
-    e.add_file(SORTED, file(3, "a", "z", 100));
+    e.add_file(UNSORTED, test_file(5, "a", "z", 100));
+    e.add_file(UNSORTED, test_file(6, "a", "z", 100));
+    e.add_file(UNSORTED, test_file(7, "a", "z", 100));
+    e.add_file(SORTED, test_file(3, "a", "z", 100));
     let v = Version::empty(s.clone()).apply(&e).unwrap();
     s.index(5, &keys(&["b", "c"]));
     s.index(6, &keys(&["c", "d"]));
@@ -57,7 +47,7 @@ fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
     assert!(probed(&s, &v, "x").is_empty());
     // Key ranges still filter.
     let mut e = VersionEdit::default();
-    e.add_file(UNSORTED, file(9, "w", "y", 100));
+    e.add_file(UNSORTED, test_file(9, "w", "y", 100));
     let v2 = v.apply(&e).unwrap();
     assert_eq!(probed(&s, &v2, "x"), vec![9]);
     assert!(s
@@ -79,8 +69,8 @@ fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
 fn a_merge_freezes_its_generation_and_the_install_drops_it() {
     let s = Arc::new(shape());
     let mut e = VersionEdit::default();
-    e.add_file(UNSORTED, file(5, "a", "c", 600));
-    e.add_file(UNSORTED, file(6, "b", "d", 600));
+    e.add_file(UNSORTED, test_file(5, "a", "c", 600));
+    e.add_file(UNSORTED, test_file(6, "b", "d", 600));
     let v = Version::empty(s.clone()).apply(&e).unwrap();
     s.index(5, &keys(&["a", "c"]));
     s.index(6, &keys(&["b", "d"]));
@@ -98,8 +88,8 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
     let mut e = VersionEdit::default();
     e.delete_file(UNSORTED, 5);
     e.delete_file(UNSORTED, 6);
-    e.add_file(UNSORTED, file(8, "a", "a", 100));
-    e.add_file(SORTED, file(10, "a", "d", 300));
+    e.add_file(UNSORTED, test_file(8, "a", "a", 100));
+    e.add_file(SORTED, test_file(10, "a", "d", 300));
     let v = v.apply(&e).unwrap();
     s.installed(&v);
     let gens = s.generations.read();
@@ -121,15 +111,15 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
 fn the_sorted_run_may_not_overlap_and_writes_stop_at_twice_the_limit() {
     let s = Arc::new(shape());
     let mut e = VersionEdit::default();
-    e.add_file(SORTED, file(1, "a", "m", 10));
-    e.add_file(SORTED, file(2, "k", "z", 10));
+    e.add_file(SORTED, test_file(1, "a", "m", 10));
+    e.add_file(SORTED, test_file(2, "k", "z", 10));
     assert!(Version::empty(s.clone()).apply(&e).is_err());
     let mut e = VersionEdit::default();
-    e.add_file(UNSORTED, file(1, "a", "m", 1500));
+    e.add_file(UNSORTED, test_file(1, "a", "m", 1500));
     let v = Version::empty(s.clone()).apply(&e).unwrap();
     assert_eq!(s.write_pressure(&v), WritePressure::Slowdown);
     let mut e = VersionEdit::default();
-    e.add_file(UNSORTED, file(2, "a", "m", 500));
+    e.add_file(UNSORTED, test_file(2, "a", "m", 500));
     let v = v.apply(&e).unwrap();
     assert_eq!(s.write_pressure(&v), WritePressure::Stop);
 }
