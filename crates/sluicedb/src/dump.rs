@@ -253,8 +253,13 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
         parts.push(format!("-L{level} #{n}"));
     }
     for (level, f) in &e.added {
+        let values = if f.value_bytes > 0 {
+            format!(", {} value bytes", f.value_bytes)
+        } else {
+            String::new()
+        };
         parts.push(format!(
-            "+L{level} #{} ({} bytes, {} entries, {} deletions, {} .. {})",
+            "+L{level} #{} ({} bytes, {} entries, {} deletions{values}, {} .. {})",
             f.number,
             f.file_size,
             f.entries,
@@ -262,6 +267,9 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
             show_ikey(&f.smallest, hex),
             show_ikey(&f.largest, hex)
         ));
+    }
+    for b in &e.boundaries {
+        parts.push(format!("partition boundary {}", escape(b, hex)));
     }
     if let Some((file, offset)) = e.values.log.tail {
         parts.push(format!("value log tail #{file}@{offset}"));

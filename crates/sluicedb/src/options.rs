@@ -117,6 +117,11 @@ pub const DEFAULT_UNIKV_HASH_FUNCTIONS: u32 = 4;
 /// [`UnifiedOptions::hash_buckets`] is 0: one bucket per KiB, the paper's
 /// 4 M buckets for its 4 GB UnsortedStore.
 pub const UNIKV_BYTES_PER_HASH_BUCKET: u64 = 1024;
+/// UniKV: bytes of a range partition (its sorted keys and pointers and the
+/// values they point at) at which its next merge splits it in two
+/// at its median key (seed 004 §III-D's partition size limit; the paper's
+/// 40 GB is ten of its 4 GB UnsortedStores, here eight of ours: 4 GiB).
+pub const DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES: u64 = 4 << 30;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
 /// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine
@@ -409,6 +414,13 @@ pub struct UnifiedOptions {
     /// Hash functions of the cuckoo hashing (`n`, 1–8;
     /// [`DEFAULT_UNIKV_HASH_FUNCTIONS`]).
     pub hash_functions: u32,
+    /// Bytes at which a range partition splits at its median key
+    /// ([`DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES`]; §III-D). Each
+    /// partition merges and (later) collects garbage on its own, so smaller
+    /// partitions make those steps smaller; each has its own UnsortedStore
+    /// and hash index, so more partitions hold more unsorted data and
+    /// memory.
+    pub partition_size_limit_bytes: u64,
 }
 
 /// The value store's options ([`Options::values`]).
@@ -645,6 +657,8 @@ setters! {
     unikv_hash_buckets => index.unified.hash_buckets: usize,
     /// Sets [`UnifiedOptions::hash_functions`].
     unikv_hash_functions => index.unified.hash_functions: u32,
+    /// Sets [`UnifiedOptions::partition_size_limit_bytes`].
+    unikv_partition_size_limit_bytes => index.unified.partition_size_limit_bytes: u64,
     /// Sets [`Options::background_threads`].
     background_threads => background_threads: usize,
     /// Sets [`Options::journal_recovery`].
@@ -792,6 +806,7 @@ impl Options {
                     unsorted_limit_bytes: DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES,
                     hash_buckets: 0,
                     hash_functions: DEFAULT_UNIKV_HASH_FUNCTIONS,
+                    partition_size_limit_bytes: DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES,
                 },
             },
             values: ValueOptions {
@@ -926,12 +941,13 @@ impl Options {
         }
         if self.index.shape == IndexShapeKind::Unified {
             let u = &self.index.unified;
-            if u.unsorted_limit_bytes < 4096 || !(1..=8).contains(&u.hash_functions) {
-                return bad(
-                    "the unified shape needs unsorted_limit_bytes >= 4096 and 1 to 8 hash \
-                     functions"
-                        .into(),
-                );
+            if u.unsorted_limit_bytes < 4096
+                || !(1..=8).contains(&u.hash_functions)
+                || u.partition_size_limit_bytes < 4096
+            {
+                return bad("the unified shape needs unsorted_limit_bytes and \
+                     partition_size_limit_bytes >= 4096 and 1 to 8 hash functions"
+                    .into());
             }
             // Values stay inline until a merge separates them (§III-C).
             if self.values.separate_at_flush

@@ -99,6 +99,10 @@ pub struct ShapeStats {
     pub hash_index_generations: usize,
     pub hash_index_entries: u64,
     pub hash_index_load: f64,
+    /// The unified shape's range partitions (seed 004 §III-D), and the
+    /// splits that made new ones since the database opened.
+    pub partitions: usize,
+    pub partition_splits: u64,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).
@@ -261,6 +265,13 @@ impl std::fmt::Display for Stats {
                     l.tables, l.bytes, l.score
                 )?;
             }
+        }
+        if self.shape.partitions > 0 {
+            writeln!(
+                f,
+                "  partitions: {} ({} split since open)",
+                self.shape.partitions, self.shape.partition_splits
+            )?;
         }
         if self.shape.hash_index_generations > 0 {
             writeln!(

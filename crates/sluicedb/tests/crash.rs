@@ -91,11 +91,12 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
             .value_log_file_size_bytes(4096)
             .gc_chunk_bytes(1500),
         // Every value separated or only the larger ones, by seed; a tiny
-        // unsorted limit and hash index, so merges and overflow chains are
-        // constant.
+        // unsorted limit, partition size and hash index, so merges, splits
+        // and overflow chains are constant.
         Workload::Unified => opts
             .index_shape(IndexShapeKind::Unified)
             .unikv_unsorted_limit_bytes(8192)
+            .unikv_partition_size_limit_bytes(16 * 1024)
             .unikv_hash_buckets(16)
             .separation_threshold_bytes(Some(if variant.is_multiple_of(2) { 0 } else { 40 }))
             .value_layout(ValueLayout::Log)

@@ -1,7 +1,7 @@
 //! The `unikv` preset (seed 004 §III, issue 19): flushed tables under the
-//! hash index, merges into the sorted run that separate values, lookups,
-//! scans and reopen against a `BTreeMap`, with the shape's statistics
-//! showing each mechanism ran.
+//! hash index, merges into the sorted run that separate values, partition
+//! splits, lookups, scans and reopen against a `BTreeMap`, with the shape's
+//! statistics showing each mechanism ran.
 
 mod common;
 
@@ -28,7 +28,7 @@ fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, keys: u64, when
 }
 
 #[test]
-fn merges_separate_values_and_lookups_go_through_the_hash_index() {
+fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index() {
     for seed in [1u64, 2, 3] {
         let fs = MemFs::new();
         let mut rng = StdRng::seed_from_u64(seed);
@@ -62,18 +62,25 @@ fn merges_separate_values_and_lookups_go_through_the_hash_index() {
                 "seed {seed}: unsorted tables but an empty hash index\n{s:?}"
             );
         }
-        assert!(s.shape.hash_index_generations >= 1, "seed {seed}");
+        assert!(
+            s.shape.partitions > 1 && s.shape.partition_splits == s.shape.partitions as u64 - 1,
+            "seed {seed}: no partition split\n{s}"
+        );
         drop(db);
         let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
         assert_eq!(db.created_with(), Some(Preset::UniKv));
         check(&db, &model, seed, keys, "after reopen");
-        let s = db.stats();
-        if s.levels[0].tables > 0 {
+        let reopened = db.stats();
+        if reopened.levels[0].tables > 0 {
             assert!(
-                s.shape.hash_index_entries > 0,
+                reopened.shape.hash_index_entries > 0,
                 "seed {seed}: not re-indexed"
             );
         }
+        assert_eq!(
+            reopened.shape.partitions, s.shape.partitions,
+            "seed {seed}: partitions after reopen"
+        );
         db.compact_range(None, None).unwrap();
         check(&db, &model, seed, keys, "after a full compaction");
         assert_eq!(db.stats().levels[0].tables, 0, "seed {seed}");

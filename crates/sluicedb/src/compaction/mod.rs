@@ -68,6 +68,9 @@ pub(crate) struct MergeParams<'a> {
     pub(crate) bottom: Option<(&'a Version, &'a dyn IndexShape, usize)>,
     pub(crate) grandparents: &'a [Arc<FileMeta>],
     pub(crate) max_grandparent_overlap_bytes: u64,
+    /// Sorted user keys no output spans: an output ends before each (the
+    /// unified shape's range partitions, seed 004 §III-D).
+    pub(crate) boundaries: &'a [Vec<u8>],
     /// Allocates a file number and records it as a pending output, so the
     /// obsolete-file sweep leaves the file alone.
     pub(crate) new_file_number: &'a dyn Fn() -> u64,
@@ -101,6 +104,8 @@ pub(crate) struct OlderTables<'a> {
 struct Output {
     number: u64,
     builder: TableBuilder,
+    /// Bytes of the records its pointer entries name.
+    value_bytes: u64,
 }
 
 fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
@@ -114,6 +119,7 @@ fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
         largest: built.largest,
         entries: built.properties.entries,
         deletions: built.properties.deletions,
+        value_bytes: out.value_bytes,
     })
 }
 
@@ -169,6 +175,7 @@ pub(crate) fn write_merged(
     let mut shadow_counted = false;
     let mut held = Held::default();
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
+    let mut boundary = 0usize;
 
     iter.seek_to_first();
     while iter.valid() {
@@ -194,6 +201,14 @@ pub(crate) fn write_merged(
             }
             gp_seen = true;
             if gp_overlap > p.max_grandparent_overlap_bytes {
+                cut = true;
+            }
+            while p
+                .boundaries
+                .get(boundary)
+                .is_some_and(|b| uk >= b.as_slice())
+            {
+                boundary += 1;
                 cut = true;
             }
             if let Some(out) = &w.current {
@@ -354,6 +369,7 @@ impl Writer<'_, '_> {
             self.current = Some(Output {
                 number,
                 builder: TableBuilder::new(file, p.table),
+                value_bytes: 0,
             });
         }
         let out = self.current.as_mut().expect("current output");
@@ -373,12 +389,16 @@ impl Writer<'_, '_> {
                 key::set_shadow_counted(&mut self.pointer_key, key::shadow_counted(&h.ikey));
                 let encoded = ptr.encode();
                 out.builder.add(&self.pointer_key, &encoded)?;
+                out.value_bytes += u64::from(ptr.record_len);
                 self.count_ref(&encoded, 1, stats);
                 Ok(())
             }
             _ => {
                 out.builder.add(&h.ikey, &h.value)?;
                 if kind == Kind::ValuePointer as u8 {
+                    if let Some(ptr) = ValuePointer::decode(&h.value) {
+                        out.value_bytes += u64::from(ptr.record_len);
+                    }
                     self.count_ref(&h.value, 1, stats);
                 }
                 Ok(())
@@ -488,6 +508,7 @@ mod tests {
             bottom: None,
             grandparents: &[],
             max_grandparent_overlap_bytes: u64::MAX,
+            boundaries: &[],
             new_file_number: &alloc,
             cancel: &cancel,
             separate: None,

@@ -36,6 +36,7 @@ impl Core {
         mut iter: Box<dyn InternalIterator>,
         smallest_snapshot: u64,
         below: Option<&Version>,
+        boundaries: &[Vec<u8>],
         stats: &mut JobStats,
     ) -> Result<Vec<FileMeta>> {
         let alloc = || self.new_output_number();
@@ -49,6 +50,7 @@ impl Core {
             bottom: None,
             grandparents: &[],
             max_grandparent_overlap_bytes: u64::MAX,
+            boundaries,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
             separate: match (
@@ -260,6 +262,8 @@ impl Core {
             imm.clone().iter(),
             smallest_snapshot,
             Some(&below),
+            // One table per range partition (seed 004 §III-D).
+            &below.boundaries,
             &mut stats,
         )?;
         // Tables are not replayed like the journal, so their pointers are
@@ -283,7 +287,7 @@ impl Core {
             // Indexed before it is installed, so lookups find it through
             // the shape's index at once (the unified shape's hash index).
             self.shape
-                .index_flushed(f.number, imm.clone().iter().as_mut())?;
+                .index_flushed(&below, &f, imm.clone().iter().as_mut())?;
             edit.add_file(self.shape.flush_level(), f);
         }
         self.install(edit, log_number, &numbers, |st| {
@@ -308,6 +312,13 @@ impl Core {
             (st.current.clone(), st.smallest_snapshot(visible))
         };
         let alloc = || self.new_output_number();
+        // Outputs end at partition boundaries, and at the one a split adds.
+        let mut boundaries = (*version.boundaries).clone();
+        if let Some(b) = &plan.new_boundary {
+            if let Err(i) = boundaries.binary_search(b) {
+                boundaries.insert(i, b.clone());
+            }
+        }
         let params = MergeParams {
             fs: &self.fs,
             dir: &self.dir,
@@ -318,6 +329,7 @@ impl Core {
             bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
             grandparents: &plan.overlap_limit,
             max_grandparent_overlap_bytes: plan.max_overlap_bytes,
+            boundaries: &boundaries,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
             // The unified shape's merge separates the values it carries
@@ -339,6 +351,7 @@ impl Core {
         self.shape.merge_started(plan);
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        edit.boundaries.extend(plan.new_boundary.clone());
         if separates {
             // The outputs point at values this merge appended: durable
             // before the edit drops the tables that held them inline.

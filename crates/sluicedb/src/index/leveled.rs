@@ -110,6 +110,7 @@ impl Leveled {
             max_overlap_bytes: self.max_grandparent_overlap_bytes(),
             trivial_move,
             separate_values: false,
+            new_boundary: None,
         })
     }
 

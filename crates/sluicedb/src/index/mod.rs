@@ -56,6 +56,9 @@ pub(crate) struct CompactionPlan {
     /// The merge separates the inline values it writes into the value
     /// store (the unified shape's partial KV separation, seed 004 §III-C).
     pub(crate) separate_values: bool,
+    /// A range partition boundary the merge adds: its outputs end before
+    /// it, and its edit records it (the unified shape's split, §III-D).
+    pub(crate) new_boundary: Option<Vec<u8>>,
 }
 
 impl CompactionPlan {
@@ -155,6 +158,7 @@ pub(crate) fn test_file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
         largest: key::encode(hi.as_bytes(), 1, 1),
         entries: 1,
         deletions: 0,
+        value_bytes: 0,
     }
 }
 
@@ -241,10 +245,16 @@ pub(crate) trait IndexShape: Send + Sync {
     /// Whether writes must slow down or stop for compaction.
     fn write_pressure(&self, v: &Version) -> WritePressure;
 
-    /// A flush wrote table `number` from `entries` (the memtable, in key
-    /// order) and is about to install it: a shape with an in-memory index
+    /// A flush cut by the partitions of `base` wrote table `f` from
+    /// `entries` (the memtable, in key order; `f` holds those in its key
+    /// range) and is about to install it: a shape with an in-memory index
     /// of its tables (the unified shape's hash index) indexes the keys.
-    fn index_flushed(&self, _number: u64, _entries: &mut dyn InternalIterator) -> Result<()> {
+    fn index_flushed(
+        &self,
+        _base: &Version,
+        _f: &FileMeta,
+        _entries: &mut dyn InternalIterator,
+    ) -> Result<()> {
         Ok(())
     }
     /// Fills the shape's section of `Stats`.

@@ -38,6 +38,8 @@ pub(crate) mod tag {
     pub const TABLE_REMOVED: u32 = 20;
     pub const TABLE_INHERITED: u32 = 21;
     pub const TABLE_REFS: u32 = 22;
+    pub const FILE_VALUE_BYTES: u32 = 23;
+    pub const PARTITION_BOUNDARY: u32 = 24;
 }
 
 /// A table in a version.
@@ -50,6 +52,9 @@ pub(crate) struct FileMeta {
     pub(crate) largest: Vec<u8>,
     pub(crate) entries: u64,
     pub(crate) deletions: u64,
+    /// Bytes of the value store's records its pointer entries name (the
+    /// separated values the table keeps alive); 0 without pointers.
+    pub(crate) value_bytes: u64,
 }
 
 impl FileMeta {
@@ -77,6 +82,9 @@ pub(crate) struct VersionEdit {
     pub(crate) values: ValueEdit,
     /// The preset the database was created with (its CLI name).
     pub(crate) preset: Option<String>,
+    /// Range partition boundaries added (the unified shape's splits, seed
+    /// 004 §III-D): each user key starts a new partition.
+    pub(crate) boundaries: Vec<Vec<u8>>,
 }
 
 impl VersionEdit {
@@ -134,6 +142,15 @@ impl VersionEdit {
             put_bytes(&mut p, &f.smallest);
             put_bytes(&mut p, &f.largest);
             field(tag::NEW_FILE, &p);
+            if f.value_bytes > 0 {
+                let mut p = Vec::new();
+                put_u64(&mut p, f.number);
+                put_u64(&mut p, f.value_bytes);
+                field(tag::FILE_VALUE_BYTES, &p);
+            }
+        }
+        for b in &self.boundaries {
+            field(tag::PARTITION_BOUNDARY, b);
         }
         out
     }
@@ -202,12 +219,26 @@ impl VersionEdit {
                                 largest,
                                 entries,
                                 deletions,
+                                value_bytes: 0,
                             },
                         ))
                     })()
                     .ok_or_else(bad)?;
                     e.added.push((f.0, Arc::new(f.1)));
                 }
+                tag::FILE_VALUE_BYTES => {
+                    let number = p.u64().ok_or_else(bad)?;
+                    let bytes = u64_only(&mut p).ok_or_else(bad)?;
+                    // Follows the NEW_FILE field of its table.
+                    let f = e
+                        .added
+                        .iter_mut()
+                        .rev()
+                        .find(|(_, f)| f.number == number)
+                        .ok_or_else(bad)?;
+                    Arc::make_mut(&mut f.1).value_bytes = bytes;
+                }
+                tag::PARTITION_BOUNDARY => e.boundaries.push(payload.to_vec()),
                 _ => match e.values.decode(t, payload) {
                     Some(r) => r.map_err(|()| bad())?,
                     None => return Err(format!("unknown field tag {t} at byte {at}")),
@@ -252,8 +283,10 @@ mod tests {
                 largest: key::encode(b"z", 8, 0),
                 entries: 10,
                 deletions: 1,
+                value_bytes: 5000,
             },
         );
+        e.boundaries.push(b"k".to_vec());
         let b = e.encode();
         assert_eq!(VersionEdit::decode(&b).unwrap(), e);
         for cut in 0..b.len() {
@@ -284,6 +317,7 @@ mod doc_example {
                 largest: key::encode(b"z", 8, 1),
                 entries: 10,
                 deletions: 0,
+                value_bytes: 0,
             },
         );
         e.log_number = Some(11);

@@ -17,6 +17,11 @@ pub(crate) struct Version {
     /// The preset the database was created with (`None` for databases
     /// created before the manifest recorded it).
     pub(crate) preset: Option<String>,
+    /// Range partition boundaries, sorted (the unified shape, seed 004
+    /// §III-D): partition `i` holds the user keys from `boundaries[i - 1]`
+    /// (from the smallest key, for 0) up to, not including,
+    /// `boundaries[i]`. Empty for other shapes.
+    pub(crate) boundaries: Arc<Vec<Vec<u8>>>,
 }
 
 impl Version {
@@ -26,6 +31,7 @@ impl Version {
             shape,
             values: ValueMeta::default(),
             preset: None,
+            boundaries: Arc::default(),
         }
     }
 
@@ -50,11 +56,24 @@ impl Version {
                 .push(f.clone());
         }
         let values = self.values.apply(&edit.values)?;
+        let boundaries = if edit.boundaries.is_empty() {
+            self.boundaries.clone()
+        } else {
+            let mut b = (*self.boundaries).clone();
+            for k in &edit.boundaries {
+                match b.binary_search(k) {
+                    Ok(_) => return Err("a partition boundary added twice".into()),
+                    Err(i) => b.insert(i, k.clone()),
+                }
+            }
+            Arc::new(b)
+        };
         let v = Version {
             levels,
             shape: self.shape.clone(),
             values,
             preset: edit.preset.clone().or_else(|| self.preset.clone()),
+            boundaries,
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -85,6 +104,7 @@ impl Version {
         }
         e.values = self.values.snapshot();
         e.preset = self.preset.clone();
+        e.boundaries = (*self.boundaries).clone();
         e
     }
 

@@ -76,6 +76,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         o.index_shape(IndexShapeKind::Unified)
             .separate_at_flush(false)
             .unikv_unsorted_limit_bytes(12 * 1024)
+            .unikv_partition_size_limit_bytes(24 * 1024)
             .unikv_hash_buckets(32)
     } else {
         o
@@ -119,8 +120,10 @@ pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
         .hash_batch_bytes(512)
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512)
-        // UniKV: a merge every four tiny memtables.
+        // UniKV: a merge every four tiny memtables, and partitions that
+        // split every few merges.
         .unikv_unsorted_limit_bytes(16 * 1024)
+        .unikv_partition_size_limit_bytes(48 * 1024)
 }
 
 /// One acknowledged or attempted write: a batch of puts (Some) and deletes.

@@ -1,31 +1,41 @@
 //! The `unified` key index shape: UniKV (seed 004 §III).
 //!
-//! Level 0 is the **UnsortedStore**: tables flushed from memtables, values
-//! inline, key ranges overlapping, found through an in-memory two-level
-//! hash index ([`hash_index`], §III-B) instead of bloom filters. Level 1 is
-//! the **SortedStore**: one sorted run of keys and value pointers. When the
-//! UnsortedStore reaches `unsorted_limit_bytes`, all of it is merged into
-//! the tables of the sorted run it overlaps, and the merge separates the
-//! values it carries into the value log (partial KV separation, §III-C);
-//! values already behind pointers are not moved.
+//! The key space is cut into **range partitions** (§III-D) by boundary
+//! keys kept in the version (`Version::boundaries`, manifest records). Each
+//! partition has an **UnsortedStore** (its tables at level 0: flushed from
+//! memtables, values inline, key ranges overlapping, found through an
+//! in-memory two-level hash index ([`hash_index`], §III-B) instead of bloom
+//! filters) and a **SortedStore** (its tables of the one sorted run at
+//! level 1: keys and value pointers). Flushes and merges cut their outputs
+//! at the boundaries, so a sorted table never spans two partitions and an
+//! unsorted one only when a split installed while its flush ran.
+//!
+//! When a partition's UnsortedStore reaches `unsorted_limit_bytes`, it is
+//! merged into the tables of the sorted run it overlaps, and the merge
+//! separates the values it carries into the value log (partial KV
+//! separation, §III-C); values already behind pointers are not moved. When
+//! a partition holds `partition_size_limit_bytes`, its merge also splits it
+//! at its median sorted table boundary; the values stay where they are
+//! (the lazy value split).
 //!
 //! The hash index only speeds lookups up; correctness never depends on it.
-//! A lookup probes, newest first, every unsorted table the index names as a
-//! candidate and every unsorted table the index does not cover (a table
-//! installed before its keys were indexed, or recovered and not yet
-//! re-indexed); a candidate the version does not hold (merged away, or not
-//! installed yet) is skipped. Flushes index their memtable's keys before
-//! the table is installed, so in steady state only candidates are probed.
+//! A lookup probes, newest first, every unsorted table its partition's
+//! index names as a candidate and every unsorted table that index does not
+//! cover (a table installed before its keys were indexed, recovered and
+//! not yet re-indexed, or indexed under the partition it was flushed to
+//! before a split); a candidate the version does not hold (merged away, or
+//! not installed yet) is skipped. Flushes index their memtable's keys
+//! before the table is installed, so in steady state only candidates are
+//! probed.
 //!
 //! Index generations follow the paper's "flushes during a merge go to a
 //! fresh hash index; the frozen one is dropped when the merge commits":
 //! a merge that starts freezes the generation holding its inputs, and a
 //! frozen generation is dropped once the version holds none of its tables.
 //!
-//! Not built yet (issue 19): range partitions and their splits (§III-D),
-//! the per-partition GC (§III-C; GC is the log layout's), the scan merge
-//! (§III-F) and hash index checkpoints (§III-G; recovery re-reads the
-//! unsorted tables' keys).
+//! Not built yet (issue 19): the per-partition GC (§III-C; GC is the log
+//! layout's), the scan merge (§III-F) and hash index checkpoints (§III-G;
+//! recovery re-reads the unsorted tables' keys).
 
 #[cfg_attr(
     not(test),
@@ -36,7 +46,8 @@
 )]
 pub(crate) mod hash_index;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -56,19 +67,96 @@ use crate::options::{Options, UNIKV_BYTES_PER_HASH_BUCKET};
 use crate::table::{bloom, TableCache};
 use crate::version::{FileMeta, Version};
 
-/// The UnsortedStore's level.
+/// The UnsortedStores' level.
 pub(crate) const UNSORTED: usize = 0;
-/// The SortedStore's level.
+/// The SortedStores' level: one sorted run, cut at partition boundaries.
 pub(crate) const SORTED: usize = 1;
+
+/// The partition (its index) that holds `user_key`.
+pub(crate) fn partition_of(boundaries: &[Vec<u8>], user_key: &[u8]) -> usize {
+    boundaries.partition_point(|b| b.as_slice() <= user_key)
+}
+
+/// Partition `i`'s smallest key (empty for the first: every key is at
+/// least that) and the key that starts the next one.
+fn range_of(boundaries: &[Vec<u8>], i: usize) -> (&[u8], Option<&[u8]>) {
+    let lo = if i == 0 {
+        &[][..]
+    } else {
+        &boundaries[i - 1][..]
+    };
+    (lo, boundaries.get(i).map(Vec::as_slice))
+}
+
+/// The upper end of a key range a merge gathers tables over.
+#[derive(Debug, Clone)]
+enum Upper {
+    /// Keys below this one.
+    Before(Vec<u8>),
+    /// Keys up to and including this one.
+    Through(Vec<u8>),
+    Unbounded,
+}
+
+impl Upper {
+    fn admits(&self, user_key: &[u8]) -> bool {
+        match self {
+            Upper::Before(k) => user_key < k.as_slice(),
+            Upper::Through(k) => user_key <= k.as_slice(),
+            Upper::Unbounded => true,
+        }
+    }
+    fn widen_to(&mut self, user_key: &[u8]) {
+        let wider = match self {
+            Upper::Before(k) => user_key >= k.as_slice(),
+            Upper::Through(k) => user_key > k.as_slice(),
+            Upper::Unbounded => false,
+        };
+        if wider {
+            *self = Upper::Through(user_key.to_vec());
+        }
+    }
+}
+
+/// What one partition holds, in bytes; its size, for splits, is `sorted`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PartitionLoad {
+    /// Its unsorted tables (by the partition of their smallest key).
+    pub(crate) unsorted: u64,
+    /// Its sorted tables and the values their pointers name.
+    pub(crate) sorted: u64,
+    pub(crate) sorted_tables: usize,
+}
+
+/// Each partition's load in `v`.
+pub(crate) fn loads(v: &Version) -> Vec<PartitionLoad> {
+    let b = &v.boundaries;
+    let mut out = vec![PartitionLoad::default(); b.len() + 1];
+    for f in &v.levels[UNSORTED] {
+        out[partition_of(b, f.smallest_user_key())].unsorted += f.file_size;
+    }
+    for f in &v.levels[SORTED] {
+        let l = &mut out[partition_of(b, f.smallest_user_key())];
+        l.sorted += f.file_size + f.value_bytes;
+        l.sorted_tables += 1;
+    }
+    out
+}
 
 /// The unified shape and its hash index generations.
 pub(crate) struct Unified {
     unsorted_limit_bytes: u64,
+    partition_size_limit_bytes: u64,
     target_file_size_bytes: u64,
     buckets: usize,
     functions: u32,
-    /// Oldest first; the last one takes new tables.
-    generations: RwLock<Vec<HashIndex>>,
+    /// Each partition's generations, oldest first (the last one takes new
+    /// tables), by the partition's smallest key as it was when they were
+    /// made (a split leaves them with the left half).
+    generations: RwLock<BTreeMap<Vec<u8>, Vec<HashIndex>>>,
+    /// Partitions of the current version, and splits installed since open.
+    partitions: AtomicUsize,
+    splits: AtomicU64,
 }
 
 impl Unified {
@@ -83,17 +171,22 @@ impl Unified {
         };
         Unified {
             unsorted_limit_bytes: u.unsorted_limit_bytes,
+            partition_size_limit_bytes: u.partition_size_limit_bytes,
             target_file_size_bytes: opts.index.target_file_size_bytes,
             buckets,
             functions: u.hash_functions,
-            generations: RwLock::new(vec![HashIndex::new(buckets, u.hash_functions)]),
+            generations: RwLock::new(BTreeMap::new()),
+            partitions: AtomicUsize::new(1),
+            splits: AtomicU64::new(0),
         }
     }
 
     /// Indexes one table's user keys (in key order) into the newest
-    /// generation, starting a new one when it is full.
-    fn index(&self, number: u64, keys: &[Vec<u8>]) {
-        let mut gens = self.generations.write();
+    /// generation of the partition starting at `partition`, starting a new
+    /// one when it is full (or there is none).
+    fn index(&self, partition: &[u8], number: u64, keys: &[Vec<u8>]) {
+        let mut all = self.generations.write();
+        let gens = all.entry(partition.to_vec()).or_default();
         if gens.iter().any(|g| g.contains_table(number)) {
             return;
         }
@@ -107,17 +200,19 @@ impl Unified {
     }
 
     /// The unsorted tables of `v` a lookup of `user_key` probes, newest
-    /// first: the hash index's candidates, and every table no generation
-    /// covers. Decided under the read lock, probed after it.
+    /// first: its partition's hash index candidates, and every table that
+    /// index does not cover. Decided under the read lock, probed after it.
     fn unsorted_to_probe<'v>(
         &self,
         v: &'v Version,
         user_key: &[u8],
     ) -> SmallVec<[&'v Arc<FileMeta>; 8]> {
         let h = KeyHash::of(user_key);
-        let gens = self.generations.read();
+        let (lo, _) = range_of(&v.boundaries, partition_of(&v.boundaries, user_key));
+        let all = self.generations.read();
+        let gens = all.get(lo).map_or(&[][..], Vec::as_slice);
         let mut candidates: SmallVec<[u64; 8]> = SmallVec::new();
-        for g in gens.iter() {
+        for g in gens {
             candidates.extend(g.candidates_of(h));
         }
         v.levels[UNSORTED]
@@ -130,22 +225,62 @@ impl Unified {
             .collect()
     }
 
-    /// The merge of the whole UnsortedStore into the sorted run.
-    fn merge_plan(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+    /// The merge of every unsorted table overlapping `lo..upper` (and of
+    /// every older one overlapping those, so that no version left unsorted
+    /// is newer than one merged) into the sorted tables they overlap.
+    fn merge_plan(
+        &self,
+        v: &Version,
+        lo: &[u8],
+        mut upper: Upper,
+        busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
         let unsorted = &v.levels[UNSORTED];
-        if unsorted.is_empty() || unsorted.iter().any(|f| busy.contains(&f.number)) {
-            return None;
+        let mut lo = lo.to_vec();
+        let mut taken = vec![false; unsorted.len()];
+        loop {
+            let mut grew = false;
+            for (i, f) in unsorted.iter().enumerate() {
+                if !taken[i]
+                    && f.largest_user_key() >= lo.as_slice()
+                    && upper.admits(f.smallest_user_key())
+                {
+                    taken[i] = true;
+                    grew = true;
+                    if f.smallest_user_key() < lo.as_slice() {
+                        lo = f.smallest_user_key().to_vec();
+                    }
+                    upper.widen_to(f.largest_user_key());
+                }
+            }
+            if !grew {
+                break;
+            }
         }
-        let lo = unsorted.iter().map(|f| f.smallest_user_key()).min()?;
-        let hi = unsorted.iter().map(|f| f.largest_user_key()).max()?;
-        let sorted = v.overlapping(SORTED, lo, hi);
-        if sorted.iter().any(|f| busy.contains(&f.number)) {
+        let files: Vec<Arc<FileMeta>> = unsorted
+            .iter()
+            .zip(&taken)
+            .filter(|(_, t)| **t)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let sorted = match (
+            files.iter().map(|f| f.smallest_user_key()).min(),
+            files.iter().map(|f| f.largest_user_key()).max(),
+        ) {
+            (Some(a), Some(b)) => v.overlapping(SORTED, a, b),
+            _ => Vec::new(),
+        };
+        if files
+            .iter()
+            .chain(&sorted)
+            .any(|f| busy.contains(&f.number))
+        {
             return None;
         }
         Some(self.merge_into_sorted_run(vec![
             CompactionInput {
                 level: UNSORTED,
-                files: unsorted.clone(),
+                files,
                 sorted_run: false,
             },
             CompactionInput {
@@ -154,6 +289,24 @@ impl Unified {
                 sorted_run: true,
             },
         ]))
+    }
+
+    /// Partition `i`'s merge, splitting it when it has reached the
+    /// partition size limit and can be split.
+    fn partition_merge(
+        &self,
+        v: &Version,
+        i: usize,
+        load: &PartitionLoad,
+        busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
+        let (lo, hi) = range_of(&v.boundaries, i);
+        let upper = hi.map_or(Upper::Unbounded, |h| Upper::Before(h.to_vec()));
+        let mut plan = self.merge_plan(v, lo, upper, busy)?;
+        if load.sorted >= self.partition_size_limit_bytes {
+            plan.new_boundary = split_key(v, i);
+        }
+        Some(plan)
     }
 
     /// A merge of `inputs` into the sorted run that separates the values it
@@ -167,8 +320,41 @@ impl Unified {
             max_overlap_bytes: u64::MAX,
             trivial_move: false,
             separate_values: true,
+            new_boundary: None,
         }
     }
+
+    /// The worst partition's unsorted bytes.
+    fn max_unsorted(v: &Version) -> u64 {
+        loads(v).iter().map(|l| l.unsorted).max().unwrap_or(0)
+    }
+}
+
+/// Where partition `i` of `v` splits (§III-D, "at the median key"): the
+/// boundary between two of its sorted tables that comes nearest to halving
+/// its sorted bytes, values included. Splitting between tables leaves
+/// every sorted table whole; with tables of `target_file_size_bytes` the
+/// halves are even to within one table. `None` when it has fewer than two.
+pub(crate) fn split_key(v: &Version, i: usize) -> Option<Vec<u8>> {
+    let (lo, hi) = range_of(&v.boundaries, i);
+    let tables: Vec<&Arc<FileMeta>> = v.levels[SORTED]
+        .iter()
+        .filter(|f| f.smallest_user_key() >= lo && hi.is_none_or(|h| f.smallest_user_key() < h))
+        .collect();
+    let weight = |f: &FileMeta| f.file_size + f.value_bytes;
+    let total: u64 = tables.iter().map(|f| weight(f)).sum();
+    let mut before = 0u64;
+    let mut best: Option<(u64, &Arc<FileMeta>)> = None;
+    for (n, f) in tables.iter().enumerate() {
+        if n > 0 {
+            let off = before.abs_diff(total - before);
+            if best.is_none_or(|(b, _)| off < b) {
+                best = Some((off, f));
+            }
+        }
+        before += weight(f);
+    }
+    best.map(|(_, f)| f.smallest_user_key().to_vec())
 }
 
 impl IndexShape for Unified {
@@ -187,7 +373,17 @@ impl IndexShape for Unified {
     }
 
     fn check(&self, v: &Version) -> Result<(), String> {
-        check_sorted_run(&v.levels[SORTED], "in the sorted run")
+        check_sorted_run(&v.levels[SORTED], "in the sorted run")?;
+        let b = &v.boundaries;
+        for f in &v.levels[SORTED] {
+            if partition_of(b, f.smallest_user_key()) != partition_of(b, f.largest_user_key()) {
+                return Err(format!(
+                    "sorted table {} spans a partition boundary",
+                    f.number
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn get(
@@ -221,16 +417,36 @@ impl IndexShape for Unified {
         overlapping_then_runs(v, tables)
     }
 
+    /// The partition whose UnsortedStore is fullest, once it reaches the
+    /// unsorted limit, or one that has reached the partition size limit and
+    /// can split (its merge splits it, §III-D). A partition's size is its
+    /// SortedStore's, values included: what its data comes to once merged,
+    /// without the versions its UnsortedStore holds that the merge drops.
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
-        if v.level_bytes(UNSORTED) < self.unsorted_limit_bytes {
-            return None;
-        }
-        self.merge_plan(v, busy)
+        let loads = loads(v);
+        let mut due: Vec<usize> = (0..loads.len())
+            .filter(|&i| {
+                let l = &loads[i];
+                l.unsorted >= self.unsorted_limit_bytes
+                    || (l.sorted >= self.partition_size_limit_bytes && l.sorted_tables >= 2)
+            })
+            .collect();
+        due.sort_by_key(|&i| std::cmp::Reverse(loads[i].unsorted));
+        due.into_iter()
+            .find_map(|i| self.partition_merge(v, i, &loads[i], busy))
     }
 
-    /// The merge: unsorted versions meet the pointers they shadow.
+    /// The merge of the partition with the most unsorted bytes: unsorted
+    /// versions meet the pointers they shadow.
     fn pick_shadow_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
-        self.merge_plan(v, busy)
+        let loads = loads(v);
+        let mut order: Vec<usize> = (0..loads.len())
+            .filter(|&i| loads[i].unsorted > 0)
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(loads[i].unsorted));
+        order
+            .into_iter()
+            .find_map(|i| self.partition_merge(v, i, &loads[i], busy))
     }
 
     fn pick_range_compaction(
@@ -241,7 +457,11 @@ impl IndexShape for Unified {
         hi: &[u8],
     ) -> Option<CompactionPlan> {
         match level {
-            UNSORTED => self.merge_plan(v, &HashSet::new()),
+            // Every partition's unsorted tables in the range, at once (the
+            // outputs are cut at the boundaries).
+            UNSORTED => self
+                .merge_plan(v, lo, Upper::Through(hi.to_vec()), &HashSet::new())
+                .filter(|p| !p.inputs[0].files.is_empty()),
             // The sorted run is the bottom: a manual compaction rewrites
             // its tables in the range, dropping tombstones and shadowed
             // versions.
@@ -265,17 +485,22 @@ impl IndexShape for Unified {
     }
 
     fn scores(&self, v: &Version) -> Vec<f64> {
+        let loads = loads(v);
+        let worst = |f: &dyn Fn(&PartitionLoad) -> u64, limit: u64| {
+            loads.iter().map(f).max().unwrap_or(0) as f64 / limit.max(1) as f64
+        };
         vec![
-            v.level_bytes(UNSORTED) as f64 / self.unsorted_limit_bytes.max(1) as f64,
-            0.0,
+            worst(&|l| l.unsorted, self.unsorted_limit_bytes),
+            worst(&|l| l.sorted, self.partition_size_limit_bytes),
         ]
     }
 
-    /// Writes slow down at 1.5 times the unsorted limit and stop at twice
-    /// it: lookups stay cheap under the hash index, but scans merge every
-    /// unsorted table and the index's memory grows with them.
+    /// Writes slow down when a partition's UnsortedStore reaches 1.5 times
+    /// the unsorted limit and stop at twice it: lookups stay cheap under
+    /// the hash index, but scans merge every unsorted table and the index's
+    /// memory grows with them.
     fn write_pressure(&self, v: &Version) -> WritePressure {
-        let bytes = v.level_bytes(UNSORTED);
+        let bytes = Self::max_unsorted(v);
         if bytes >= self.unsorted_limit_bytes.saturating_mul(2) {
             WritePressure::Stop
         } else if bytes >= self.unsorted_limit_bytes.saturating_mul(3) / 2 {
@@ -285,58 +510,87 @@ impl IndexShape for Unified {
         }
     }
 
-    fn index_flushed(&self, number: u64, entries: &mut dyn InternalIterator) -> Result<()> {
-        let mut keys = Vec::new();
-        entries.seek_to_first();
+    fn index_flushed(
+        &self,
+        base: &Version,
+        f: &FileMeta,
+        entries: &mut dyn InternalIterator,
+    ) -> Result<()> {
+        let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        entries.seek(&key::encode(lo, key::MAX_SEQUENCE, key::KIND_SEEK));
         while entries.valid() {
             let uk = key::user_key(entries.key());
-            if keys.last().is_none_or(|k: &Vec<u8>| k.as_slice() != uk) {
+            if uk > hi {
+                break;
+            }
+            if keys.last().is_none_or(|k| k.as_slice() != uk) {
                 keys.push(uk.to_vec());
             }
             entries.next();
         }
         entries.status()?;
-        self.index(number, &keys);
+        let (partition, _) = range_of(&base.boundaries, partition_of(&base.boundaries, lo));
+        self.index(partition, f.number, &keys);
         Ok(())
     }
 
     fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
-        let gens = self.generations.read();
-        s.hash_index_bytes = gens.iter().map(|g| g.memory_bytes() as u64).sum();
-        s.hash_index_generations = gens.len();
-        s.hash_index_entries = gens.iter().map(HashIndex::entries).sum();
-        s.hash_index_load = gens.last().map_or(0.0, HashIndex::load_factor);
+        let all = self.generations.read();
+        let gens = || all.values().flatten();
+        s.hash_index_bytes = gens().map(|g| g.memory_bytes() as u64).sum();
+        s.hash_index_generations = gens().count();
+        s.hash_index_entries = gens().map(HashIndex::entries).sum();
+        s.hash_index_load = all
+            .values()
+            .filter_map(|g| g.last())
+            .map(HashIndex::load_factor)
+            .fold(0.0, f64::max);
+        s.partitions = self.partitions.load(Ordering::Relaxed);
+        s.partition_splits = self.splits.load(Ordering::Relaxed);
     }
 
     fn merge_started(&self, plan: &CompactionPlan) {
-        let mut gens = self.generations.write();
-        let holds_input = gens
-            .last()
-            .is_some_and(|g| plan.input_files().any(|f| g.contains_table(f.number)));
-        if holds_input {
-            gens.push(HashIndex::new(self.buckets, self.functions));
+        let mut all = self.generations.write();
+        for gens in all.values_mut() {
+            let holds_input = gens
+                .last()
+                .is_some_and(|g| plan.input_files().any(|f| g.contains_table(f.number)));
+            if holds_input {
+                gens.push(HashIndex::new(self.buckets, self.functions));
+            }
         }
     }
 
     fn installed(&self, v: &Version) {
-        let mut gens = self.generations.write();
-        let last = gens.len() - 1;
-        let mut i = 0;
-        gens.retain(|g| {
-            let keep = i == last
-                || v.levels[UNSORTED]
-                    .iter()
-                    .any(|f| g.contains_table(f.number));
-            i += 1;
-            keep
-        });
+        let now = v.boundaries.len() + 1;
+        let before = self.partitions.swap(now, Ordering::Relaxed);
+        self.splits
+            .fetch_add(now.saturating_sub(before) as u64, Ordering::Relaxed);
+        let mut all = self.generations.write();
+        for gens in all.values_mut() {
+            let last = gens.len() - 1;
+            let mut i = 0;
+            gens.retain(|g| {
+                let keep = (i == last && !g.tables().is_empty())
+                    || v.levels[UNSORTED]
+                        .iter()
+                        .any(|f| g.contains_table(f.number));
+                i += 1;
+                keep
+            });
+        }
+        // A partition whose tables were all merged frees its index.
+        all.retain(|_, gens| !gens.is_empty());
     }
 
     fn opened(&self, v: &Version, tables: &TableCache) -> Result<()> {
+        self.partitions
+            .store(v.boundaries.len() + 1, Ordering::Relaxed);
         for f in &v.levels[UNSORTED] {
             let t = tables.get(f.number, f.file_size)?;
             let mut it = t.iter(IoClass::Compaction, false);
-            self.index_flushed(f.number, &mut it)?;
+            self.index_flushed(v, f, &mut it)?;
         }
         Ok(())
     }

@@ -8,8 +8,29 @@ use crate::version::VersionEdit;
 fn shape() -> Unified {
     let opts = Options::preset(crate::Preset::UniKv)
         .unikv_unsorted_limit_bytes(1000)
+        .unikv_partition_size_limit_bytes(10_000)
         .unikv_hash_buckets(64);
     Unified::new(&opts)
+}
+
+/// A sorted table `lo..hi` of `size` bytes pointing at `values` bytes.
+fn sorted_file(n: u64, lo: &str, hi: &str, size: u64, values: u64) -> FileMeta {
+    FileMeta {
+        value_bytes: values,
+        ..test_file(n, lo, hi, size)
+    }
+}
+
+/// A version with partitions starting at `boundaries` and `files`.
+fn partitioned(s: &Arc<Unified>, boundaries: &[&str], files: Vec<(usize, FileMeta)>) -> Version {
+    let mut e = VersionEdit {
+        boundaries: keys(boundaries),
+        ..VersionEdit::default()
+    };
+    for (level, f) in files {
+        e.add_file(level, f);
+    }
+    Version::empty(s.clone()).apply(&e).unwrap()
 }
 
 fn keys(ks: &[&str]) -> Vec<Vec<u8>> {
@@ -32,18 +53,18 @@ fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
     e.add_file(UNSORTED, test_file(7, "a", "z", 100));
     e.add_file(SORTED, test_file(3, "a", "z", 100));
     let v = Version::empty(s.clone()).apply(&e).unwrap();
-    s.index(5, &keys(&["b", "c"]));
-    s.index(6, &keys(&["c", "d"]));
+    s.index(b"", 5, &keys(&["b", "c"]));
+    s.index(b"", 6, &keys(&["c", "d"]));
     // Table 7 is installed but not indexed: every lookup probes it.
     assert_eq!(probed(&s, &v, "c"), vec![7, 6, 5]);
     assert_eq!(probed(&s, &v, "b"), vec![7, 5]);
     assert_eq!(probed(&s, &v, "x"), vec![7]);
-    s.index(7, &keys(&["d"]));
+    s.index(b"", 7, &keys(&["d"]));
     assert_eq!(probed(&s, &v, "d"), vec![7, 6]);
     assert!(probed(&s, &v, "x").is_empty());
     // A candidate the version does not hold (indexed, not yet installed)
     // is skipped.
-    s.index(9, &keys(&["x"]));
+    s.index(b"", 9, &keys(&["x"]));
     assert!(probed(&s, &v, "x").is_empty());
     // Key ranges still filter.
     let mut e = VersionEdit::default();
@@ -72,8 +93,8 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
     e.add_file(UNSORTED, test_file(5, "a", "c", 600));
     e.add_file(UNSORTED, test_file(6, "b", "d", 600));
     let v = Version::empty(s.clone()).apply(&e).unwrap();
-    s.index(5, &keys(&["a", "c"]));
-    s.index(6, &keys(&["b", "d"]));
+    s.index(b"", 5, &keys(&["a", "c"]));
+    s.index(b"", 6, &keys(&["b", "d"]));
     let plan = s
         .pick_compaction(&v, &HashSet::new())
         .expect("over the limit");
@@ -83,8 +104,8 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
     assert_eq!(inputs, vec![5, 6]);
     s.merge_started(&plan);
     // A flush during the merge goes to the fresh generation.
-    s.index(8, &keys(&["a"]));
-    assert_eq!(s.generations.read().len(), 2);
+    s.index(b"", 8, &keys(&["a"]));
+    assert_eq!(s.generations.read()[&b""[..]].len(), 2);
     let mut e = VersionEdit::default();
     e.delete_file(UNSORTED, 5);
     e.delete_file(UNSORTED, 6);
@@ -93,8 +114,8 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
     let v = v.apply(&e).unwrap();
     s.installed(&v);
     let gens = s.generations.read();
-    assert_eq!(gens.len(), 1);
-    assert_eq!(gens[0].tables(), &[8]);
+    assert_eq!(gens[&b""[..]].len(), 1);
+    assert_eq!(gens[&b""[..]][0].tables(), &[8]);
     drop(gens);
     assert_eq!(probed(&s, &v, "a"), vec![8]);
     assert!(
@@ -122,4 +143,137 @@ fn the_sorted_run_may_not_overlap_and_writes_stop_at_twice_the_limit() {
     e.add_file(UNSORTED, test_file(2, "a", "m", 500));
     let v = v.apply(&e).unwrap();
     assert_eq!(s.write_pressure(&v), WritePressure::Stop);
+}
+
+#[test]
+fn partitions_are_found_by_boundary_keys_and_sorted_tables_may_not_span_them() {
+    let b = keys(&["g", "p"]);
+    assert_eq!(partition_of(&b, b"a"), 0);
+    assert_eq!(partition_of(&b, b"g"), 1);
+    assert_eq!(partition_of(&b, b"o"), 1);
+    assert_eq!(partition_of(&b, b"p"), 2);
+    assert_eq!(range_of(&b, 0), (&b""[..], Some(&b"g"[..])));
+    assert_eq!(range_of(&b, 2), (&b"p"[..], None));
+    let s = Arc::new(shape());
+    let v = partitioned(&s, &["g"], vec![(SORTED, test_file(1, "a", "f", 10))]);
+    let mut e = VersionEdit::default();
+    e.add_file(SORTED, test_file(2, "h", "q", 10));
+    assert!(v.apply(&e).is_ok());
+    let mut e = VersionEdit::default();
+    e.add_file(SORTED, test_file(2, "f1", "h", 10));
+    assert!(v
+        .apply(&e)
+        .err()
+        .is_some_and(|why| why.contains("spans a partition boundary")));
+    // An unsorted table may (a flush that ran while a split installed).
+    let mut e = VersionEdit::default();
+    e.add_file(UNSORTED, test_file(2, "f1", "h", 10));
+    assert!(v.apply(&e).is_ok());
+    let e = VersionEdit {
+        boundaries: keys(&["g"]),
+        ..VersionEdit::default()
+    };
+    assert!(v.apply(&e).is_err(), "a boundary added twice");
+}
+
+#[test]
+fn each_partition_has_its_own_hash_index_and_tables_indexed_elsewhere_are_probed() {
+    let s = Arc::new(shape());
+    let v = partitioned(
+        &s,
+        &["m"],
+        vec![
+            (UNSORTED, test_file(5, "a", "l", 100)),
+            (UNSORTED, test_file(6, "n", "z", 100)),
+            // Flushed before the split at "m": indexed under the first
+            // partition, spanning both.
+            (UNSORTED, test_file(4, "c", "x", 100)),
+        ],
+    );
+    s.index(b"", 4, &keys(&["c", "x"]));
+    s.index(b"", 5, &keys(&["b"]));
+    s.index(b"m", 6, &keys(&["q"]));
+    assert_eq!(probed(&s, &v, "b"), vec![5]);
+    assert_eq!(probed(&s, &v, "c"), vec![4]);
+    assert!(probed(&s, &v, "d").is_empty());
+    // The second partition's index does not cover table 4.
+    assert_eq!(probed(&s, &v, "q"), vec![6, 4]);
+    assert_eq!(probed(&s, &v, "r"), vec![4]);
+    assert!(probed(&s, &v, "y").is_empty());
+}
+
+#[test]
+fn a_partition_merges_alone_unless_an_unsorted_table_spans_into_another() {
+    let s = Arc::new(shape());
+    let v = partitioned(
+        &s,
+        &["m"],
+        vec![
+            (UNSORTED, test_file(5, "a", "l", 800)),
+            (UNSORTED, test_file(6, "b", "k", 800)),
+            (UNSORTED, test_file(7, "n", "z", 100)),
+            (SORTED, test_file(1, "a", "c", 10)),
+            (SORTED, test_file(2, "n", "o", 10)),
+        ],
+    );
+    let plan = s
+        .pick_compaction(&v, &HashSet::new())
+        .expect("over the limit");
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(inputs, vec![5, 6, 1]);
+    assert_eq!(plan.new_boundary, None);
+    assert_eq!(s.write_pressure(&v), WritePressure::Slowdown);
+    // Busy inputs: no plan.
+    assert!(s.pick_compaction(&v, &HashSet::from([1])).is_none());
+    // An older table spanning both partitions joins, and with it the
+    // second partition's tables it overlaps.
+    let mut e = VersionEdit::default();
+    e.add_file(UNSORTED, test_file(3, "j", "n", 10));
+    let v = v.apply(&e).unwrap();
+    let plan = s
+        .pick_compaction(&v, &HashSet::new())
+        .expect("over the limit");
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(inputs, vec![3, 5, 6, 7, 1, 2]);
+    // A manual merge of a range takes every partition's tables in it.
+    let plan = s.pick_range_compaction(&v, UNSORTED, b"x", b"y").unwrap();
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(inputs, vec![3, 5, 6, 7, 1, 2]);
+}
+
+#[test]
+fn a_full_partition_splits_at_the_sorted_table_boundary_nearest_its_middle() {
+    let s = Arc::new(shape());
+    // Second partition: 1,000 + 2,000 + 5,000 + 3,000 bytes with values.
+    let v = partitioned(
+        &s,
+        &["d"],
+        vec![
+            (SORTED, sorted_file(1, "a", "b", 100, 100)),
+            (SORTED, sorted_file(2, "d", "e", 100, 900)),
+            (SORTED, sorted_file(3, "f", "g", 100, 1900)),
+            (SORTED, sorted_file(4, "h", "i", 100, 4900)),
+            (SORTED, sorted_file(5, "j", "k", 100, 2900)),
+        ],
+    );
+    assert_eq!(split_key(&v, 1), Some(b"h".to_vec()));
+    assert_eq!(split_key(&v, 0), None, "one table cannot split");
+    let l = loads(&v);
+    assert_eq!((l[0].sorted, l[1].sorted), (200, 11_000));
+    // Over the size limit with nothing unsorted: a merge with no inputs
+    // that adds the boundary.
+    let plan = s.pick_compaction(&v, &HashSet::new()).expect("a split");
+    assert_eq!(plan.new_boundary, Some(b"h".to_vec()));
+    assert_eq!(plan.input_files().count(), 0);
+    let e = VersionEdit {
+        boundaries: vec![b"h".to_vec()],
+        ..VersionEdit::default()
+    };
+    let v = v.apply(&e).unwrap();
+    assert_eq!(v.boundaries.as_slice(), &keys(&["d", "h"])[..]);
+    assert!(s.pick_compaction(&v, &HashSet::new()).is_none());
+    s.installed(&v);
+    let mut st = crate::stats::ShapeStats::default();
+    s.shape_stats(&mut st);
+    assert_eq!((st.partitions, st.partition_splits), (3, 2));
 }
