@@ -61,7 +61,7 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
         .ok_or_else(|| Error::InvalidArgument(format!("{}: not a file name", path.display())))?;
     let kind = filename::parse(name).ok_or_else(|| {
         Error::InvalidArgument(format!(
-            "{}: not a database file (tables, journals, manifests, value files)",
+            "{}: not a database file (tables, journals, manifests, value files, hash index checkpoints)",
             path.display()
         ))
     })?;
@@ -87,6 +87,26 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                 it.next();
             }
             it.status()
+        }
+        FileKind::HashIndex(_) => {
+            let data = fs.read_all(path, IoClass::UserRead)?;
+            let all = crate::index::unified::checkpoint::decode(&data, path)?;
+            for (partition, gens) in &all {
+                for (i, g) in gens.iter().enumerate() {
+                    let tables: Vec<String> = g.tables().iter().map(|t| format!("#{t}")).collect();
+                    d.line(&format!(
+                        "partition from {:?} generation {i}: {} buckets, {} functions, {} key entries ({} overflow), load {:.2}, tables {}",
+                        escape(partition, d.opts.hex),
+                        g.buckets(),
+                        g.functions(),
+                        g.entries(),
+                        g.overflow_entries(),
+                        g.load_factor(),
+                        tables.join(" ")
+                    ))?;
+                }
+            }
+            Ok(())
         }
         FileKind::Journal(_) => {
             let data = fs.read_all(path, IoClass::UserRead)?;

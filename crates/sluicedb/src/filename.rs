@@ -7,6 +7,7 @@
 //! | `000013.vlog`       | value log file number 13              |
 //! | `000014.vseg`       | hash layout segment group file 14     |
 //! | `000015.vst`        | value table 15 (table layout)         |
+//! | `000016.hix`        | hash index checkpoint 16 (UniKV)      |
 //! | `MANIFEST-000005`   | manifest number 5                     |
 //! | `CURRENT`           | names the live manifest               |
 //! | `LOCK`              | held while a `Db` has the directory   |
@@ -21,6 +22,7 @@ pub(crate) enum FileKind {
     ValueLog(u64),
     ValueSegment(u64),
     ValueTable(u64),
+    HashIndex(u64),
     Manifest(u64),
     Current,
     Lock,
@@ -41,6 +43,9 @@ pub(crate) fn value_segment(dir: &Path, n: u64) -> PathBuf {
 }
 pub(crate) fn value_table(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vst"))
+}
+pub(crate) fn hash_index(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.hix"))
 }
 pub(crate) fn manifest(dir: &Path, n: u64) -> PathBuf {
     dir.join(manifest_name(n))
@@ -75,6 +80,7 @@ pub(crate) fn parse(name: &str) -> Option<FileKind> {
         "vlog" => Some(FileKind::ValueLog(n)),
         "vseg" => Some(FileKind::ValueSegment(n)),
         "vst" => Some(FileKind::ValueTable(n)),
+        "hix" => Some(FileKind::HashIndex(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }
@@ -93,6 +99,7 @@ mod tests {
             (value_log(d, 3), FileKind::ValueLog(3)),
             (value_segment(d, 4), FileKind::ValueSegment(4)),
             (value_table(d, 5), FileKind::ValueTable(5)),
+            (hash_index(d, 6), FileKind::HashIndex(6)),
             (manifest(d, 5), FileKind::Manifest(5)),
             (current(d), FileKind::Current),
         ] {

@@ -103,6 +103,13 @@ pub struct ShapeStats {
     /// splits that made new ones since the database opened.
     pub partitions: usize,
     pub partition_splits: u64,
+    /// Hash index checkpoints written since open (§III-G); at open, the
+    /// unsorted tables whose keys were re-read because the checkpoint did
+    /// not cover them, and whether the checkpoint was set aside as damaged
+    /// or missing (everything was re-read then).
+    pub hash_index_checkpoints: u64,
+    pub hash_index_reindexed_at_open: usize,
+    pub hash_index_checkpoint_rejected: bool,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).
@@ -276,11 +283,18 @@ impl std::fmt::Display for Stats {
         if self.shape.hash_index_generations > 0 {
             writeln!(
                 f,
-                "  hash index: {} entries in {} generation(s), {} bytes, load {:.2}",
+                "  hash index: {} entries in {} generation(s), {} bytes, load {:.2}; {} checkpoints, {} tables re-read at open{}",
                 self.shape.hash_index_entries,
                 self.shape.hash_index_generations,
                 self.shape.hash_index_bytes,
-                self.shape.hash_index_load
+                self.shape.hash_index_load,
+                self.shape.hash_index_checkpoints,
+                self.shape.hash_index_reindexed_at_open,
+                if self.shape.hash_index_checkpoint_rejected {
+                    " (checkpoint set aside)"
+                } else {
+                    ""
+                }
             )?;
         }
         writeln!(

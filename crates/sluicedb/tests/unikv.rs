@@ -67,10 +67,30 @@ fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index
             "seed {seed}: no partition split\n{s}"
         );
         drop(db);
-        let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
+        // Read-only: no merge runs, so the tables open found are still there.
+        let db = Db::open(
+            "/db",
+            common::preset_options(&fs, Preset::UniKv).read_only(true),
+        )
+        .unwrap();
         assert_eq!(db.created_with(), Some(Preset::UniKv));
         check(&db, &model, seed, keys, "after reopen");
         let reopened = db.stats();
+        // The checkpoint covers what was flushed before it: only newer
+        // unsorted tables are read again (§III-G).
+        assert!(
+            s.shape.hash_index_checkpoints > 0,
+            "seed {seed}: no checkpoint\n{s}"
+        );
+        assert!(
+            !reopened.shape.hash_index_checkpoint_rejected,
+            "seed {seed}"
+        );
+        assert!(
+            reopened.shape.hash_index_reindexed_at_open < reopened.levels[0].tables
+                || reopened.levels[0].tables == 0,
+            "seed {seed}: the checkpoint covered nothing\n{reopened}"
+        );
         if reopened.levels[0].tables > 0 {
             assert!(
                 reopened.shape.hash_index_entries > 0,
@@ -81,8 +101,63 @@ fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index
             reopened.shape.partitions, s.shape.partitions,
             "seed {seed}: partitions after reopen"
         );
+        drop(db);
+        let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
+        check(&db, &model, seed, keys, "after reopen to write");
+        let flushes = db.stats().flushes;
         db.compact_range(None, None).unwrap();
         check(&db, &model, seed, keys, "after a full compaction");
-        assert_eq!(db.stats().levels[0].tables, 0, "seed {seed}");
+        // Every unsorted table was merged, unless a GC step's relocations
+        // were flushed meanwhile (beyond compact_range's own flush).
+        let after = db.stats();
+        assert!(
+            after.levels[0].tables == 0 || after.flushes > flushes + 1,
+            "seed {seed}: unsorted tables left\n{after}"
+        );
+    }
+}
+
+#[test]
+fn a_damaged_or_missing_checkpoint_is_set_aside_and_every_table_is_read_again() {
+    for damage in ["flip", "remove"] {
+        let fs = MemFs::new();
+        let mut model = BTreeMap::new();
+        let keys = 400u64;
+        let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        for i in 0..3000u64 {
+            let key = format!("k{:05}", rng.gen_range(0..keys)).into_bytes();
+            let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..200)];
+            db.put(&key, &value).unwrap();
+            model.insert(key, value);
+        }
+        assert!(db.stats().shape.hash_index_checkpoints > 0, "{damage}");
+        drop(db);
+        let hix: Vec<_> = fs
+            .paths()
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "hix"))
+            .collect();
+        assert_eq!(hix.len(), 1, "{damage}: one live checkpoint: {hix:?}");
+        if damage == "flip" {
+            let mut data = fs.contents(&hix[0]).unwrap();
+            let mid = data.len() / 2;
+            data[mid] ^= 0x40;
+            fs.set_contents(&hix[0], data);
+        } else {
+            sluicedb::fs::Fs::remove(&fs, &hix[0]).unwrap();
+        }
+        let db = Db::open(
+            "/db",
+            common::preset_options(&fs, Preset::UniKv).read_only(true),
+        )
+        .unwrap();
+        let s = db.stats();
+        assert!(s.shape.hash_index_checkpoint_rejected, "{damage}\n{s}");
+        assert_eq!(
+            s.shape.hash_index_reindexed_at_open, s.levels[0].tables,
+            "{damage}: every unsorted table read again"
+        );
+        check(&db, &model, 7, keys, damage);
     }
 }

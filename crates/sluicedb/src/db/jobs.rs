@@ -296,7 +296,33 @@ impl Core {
             st.memtables_flushed += 1;
         })?;
         bump(&self.counters.flushes, 1);
+        if self.shape.checkpoint_due() {
+            self.write_checkpoint()?;
+        }
         Ok(())
+    }
+
+    /// Writes the shape's checkpoint of its in-memory index (the unified
+    /// shape's hash indexes, seed 004 §III-G) to a new file, syncs it, and
+    /// records it in the manifest; the previous one becomes obsolete. A
+    /// crash before the record leaves an unlisted file, swept at open.
+    pub(super) fn write_checkpoint(&self) -> Result<()> {
+        let Some(bytes) = self.shape.checkpoint() else {
+            return Ok(());
+        };
+        let number = self.new_output_number();
+        let mut file = self
+            .fs
+            .create(&filename::hash_index(&self.dir, number), IoClass::Flush)?;
+        file.append(&bytes)?;
+        file.sync()?;
+        drop(file);
+        self.fs.sync_dir(&self.dir)?;
+        let edit = VersionEdit {
+            hash_index_checkpoint: Some(number),
+            ..VersionEdit::default()
+        };
+        self.install(edit, None, &[number], |_| {})
     }
 
     pub(super) fn run_compaction(&self, plan: &CompactionPlan) -> Result<()> {
@@ -465,6 +491,7 @@ impl Core {
                 .chain(std::iter::once(st.current.clone()));
             for v in versions {
                 live.extend(v.all_files().map(|(_, f)| f.number));
+                live.extend(v.hash_index_checkpoint);
             }
             (live, st.log_number)
         };
@@ -483,6 +510,7 @@ impl Core {
                     }
                     dead
                 }
+                Some(FileKind::HashIndex(n)) => !live.contains(&n),
                 Some(FileKind::Journal(n)) => n < log_number,
                 Some(FileKind::Manifest(n)) => n != manifest_number,
                 Some(FileKind::Temp) => true,

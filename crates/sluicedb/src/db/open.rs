@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex};
 use super::core::{Core, State, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::fs::CountingFs;
+use crate::fs::{CountingFs, IoClass};
 use crate::journal::JournalMark;
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{JournalMode, Options, ValueLayout};
@@ -253,9 +253,18 @@ impl Core {
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;
         // In-memory indexes of the recovered tables (the unified shape's
-        // hash index; no checkpoint yet, so its tables' keys are re-read).
+        // hash index: its checkpoint, then the tables it does not cover).
         let current = core.state.lock().current.clone();
-        core.shape.opened(&current, &core.tables)?;
+        let checkpoint = current
+            .hash_index_checkpoint
+            .map(|n| filename::hash_index(&core.dir, n));
+        core.shape.opened(
+            &current,
+            &core.tables,
+            checkpoint
+                .as_deref()
+                .map(|p| (p, core.fs.read_all(p, IoClass::Flush))),
+        )?;
         if let Some(v) = &core.values {
             v.after_open();
         }

@@ -263,8 +263,25 @@ pub(crate) trait IndexShape: Send + Sync {
     fn merge_started(&self, _plan: &CompactionPlan) {}
     /// `v` became the current version.
     fn installed(&self, _v: &Version) {}
-    /// The database opened with `v`: build in-memory indexes of its tables.
-    fn opened(&self, _v: &Version, _tables: &TableCache) -> Result<()> {
+    /// The database opened with `v`: build in-memory indexes of its tables,
+    /// starting from `checkpoint` (the file `v` names and its bytes, or the
+    /// error reading it) when there is one.
+    fn opened(
+        &self,
+        _v: &Version,
+        _tables: &TableCache,
+        _checkpoint: Option<(&Path, Result<Vec<u8>>)>,
+    ) -> Result<()> {
         Ok(())
+    }
+    /// True when the shape wants its in-memory index checkpointed
+    /// ([`IndexShape::checkpoint`]); asked after each flush.
+    fn checkpoint_due(&self) -> bool {
+        false
+    }
+    /// The bytes of a checkpoint of the shape's in-memory index, if it has
+    /// one.
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        None
     }
 }

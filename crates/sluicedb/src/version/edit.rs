@@ -40,6 +40,7 @@ pub(crate) mod tag {
     pub const TABLE_REFS: u32 = 22;
     pub const FILE_VALUE_BYTES: u32 = 23;
     pub const PARTITION_BOUNDARY: u32 = 24;
+    pub const HASH_INDEX_CHECKPOINT: u32 = 25;
 }
 
 /// A table in a version.
@@ -85,6 +86,9 @@ pub(crate) struct VersionEdit {
     /// Range partition boundaries added (the unified shape's splits, seed
     /// 004 §III-D): each user key starts a new partition.
     pub(crate) boundaries: Vec<Vec<u8>>,
+    /// The unified shape's newest hash index checkpoint file (seed 004
+    /// §III-G).
+    pub(crate) hash_index_checkpoint: Option<u64>,
 }
 
 impl VersionEdit {
@@ -114,6 +118,7 @@ impl VersionEdit {
             (tag::LOG_NUMBER, self.log_number),
             (tag::NEXT_FILE_NUMBER, self.next_file_number),
             (tag::LAST_SEQUENCE, self.last_sequence),
+            (tag::HASH_INDEX_CHECKPOINT, self.hash_index_checkpoint),
         ] {
             if let Some(v) = v {
                 field(t, &v.to_le_bytes());
@@ -184,6 +189,9 @@ impl VersionEdit {
                     e.next_file_number = Some(u64_only(&mut p).ok_or_else(bad)?)
                 }
                 tag::LAST_SEQUENCE => e.last_sequence = Some(u64_only(&mut p).ok_or_else(bad)?),
+                tag::HASH_INDEX_CHECKPOINT => {
+                    e.hash_index_checkpoint = Some(u64_only(&mut p).ok_or_else(bad)?)
+                }
                 tag::COMPACT_POINTER => {
                     let level = p.u32().ok_or_else(bad)?;
                     let k = payload[4..].to_vec();
@@ -287,6 +295,7 @@ mod tests {
             },
         );
         e.boundaries.push(b"k".to_vec());
+        e.hash_index_checkpoint = Some(31);
         let b = e.encode();
         assert_eq!(VersionEdit::decode(&b).unwrap(), e);
         for cut in 0..b.len() {

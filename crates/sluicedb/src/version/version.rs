@@ -22,6 +22,9 @@ pub(crate) struct Version {
     /// (from the smallest key, for 0) up to, not including,
     /// `boundaries[i]`. Empty for other shapes.
     pub(crate) boundaries: Arc<Vec<Vec<u8>>>,
+    /// The unified shape's newest hash index checkpoint file (seed 004
+    /// §III-G), if one was written.
+    pub(crate) hash_index_checkpoint: Option<u64>,
 }
 
 impl Version {
@@ -32,6 +35,7 @@ impl Version {
             values: ValueMeta::default(),
             preset: None,
             boundaries: Arc::default(),
+            hash_index_checkpoint: None,
         }
     }
 
@@ -74,6 +78,7 @@ impl Version {
             values,
             preset: edit.preset.clone().or_else(|| self.preset.clone()),
             boundaries,
+            hash_index_checkpoint: edit.hash_index_checkpoint.or(self.hash_index_checkpoint),
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -105,6 +110,7 @@ impl Version {
         e.values = self.values.snapshot();
         e.preset = self.preset.clone();
         e.boundaries = (*self.boundaries).clone();
+        e.hash_index_checkpoint = self.hash_index_checkpoint;
         e
     }
 

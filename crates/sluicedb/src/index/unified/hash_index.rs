@@ -223,6 +223,7 @@ impl HashIndex {
     /// before the bucket's own entry. For the versions of one key this is
     /// newest first; callers that need an order across keys' collisions
     /// sort by table age themselves.
+    #[cfg(test)]
     pub(crate) fn candidates(&self, user_key: &[u8]) -> Candidates {
         self.candidates_of(KeyHash::of(user_key))
     }

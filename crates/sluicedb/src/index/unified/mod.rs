@@ -33,21 +33,19 @@
 //! a merge that starts freezes the generation holding its inputs, and a
 //! frozen generation is dropped once the version holds none of its tables.
 //!
+//! Every half `unsorted_limit_bytes` of flushes, the hash indexes are
+//! checkpointed to a file the manifest names (§III-G, [`checkpoint`]);
+//! open loads it and re-reads only the unsorted tables it does not cover.
+//!
 //! Not built yet (issue 19): the per-partition GC (§III-C; GC is the log
-//! layout's), the scan merge (§III-F) and hash index checkpoints (§III-G;
-//! recovery re-reads the unsorted tables' keys).
+//! layout's) and the scan merge (§III-F).
 
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "hash index checkpoints (seed 004 §III-G) are the next step of issue 19"
-    )
-)]
+pub(crate) mod checkpoint;
 pub(crate) mod hash_index;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -157,6 +155,13 @@ pub(crate) struct Unified {
     /// Partitions of the current version, and splits installed since open.
     partitions: AtomicUsize,
     splits: AtomicU64,
+    /// Bytes of tables indexed since the last checkpoint.
+    since_checkpoint: AtomicU64,
+    checkpoints: AtomicU64,
+    /// At open: unsorted tables whose keys were re-read, and whether the
+    /// checkpoint could not be used.
+    reindexed: AtomicUsize,
+    checkpoint_rejected: AtomicBool,
 }
 
 impl Unified {
@@ -178,6 +183,10 @@ impl Unified {
             generations: RwLock::new(BTreeMap::new()),
             partitions: AtomicUsize::new(1),
             splits: AtomicU64::new(0),
+            since_checkpoint: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            reindexed: AtomicUsize::new(0),
+            checkpoint_rejected: AtomicBool::new(false),
         }
     }
 
@@ -532,6 +541,8 @@ impl IndexShape for Unified {
         entries.status()?;
         let (partition, _) = range_of(&base.boundaries, partition_of(&base.boundaries, lo));
         self.index(partition, f.number, &keys);
+        self.since_checkpoint
+            .fetch_add(f.file_size, Ordering::Relaxed);
         Ok(())
     }
 
@@ -548,6 +559,9 @@ impl IndexShape for Unified {
             .fold(0.0, f64::max);
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
+        s.hash_index_checkpoints = self.checkpoints.load(Ordering::Relaxed);
+        s.hash_index_reindexed_at_open = self.reindexed.load(Ordering::Relaxed);
+        s.hash_index_checkpoint_rejected = self.checkpoint_rejected.load(Ordering::Relaxed);
     }
 
     fn merge_started(&self, plan: &CompactionPlan) {
@@ -584,15 +598,56 @@ impl IndexShape for Unified {
         all.retain(|_, gens| !gens.is_empty());
     }
 
-    fn opened(&self, v: &Version, tables: &TableCache) -> Result<()> {
+    /// Loads the checkpoint, if there is one and it reads back intact (it
+    /// is an accelerator: a damaged or missing one is set aside, and
+    /// `Stats` says so), then indexes every unsorted table it does not
+    /// cover by reading the table's keys.
+    fn opened(
+        &self,
+        v: &Version,
+        tables: &TableCache,
+        checkpoint: Option<(&Path, Result<Vec<u8>>)>,
+    ) -> Result<()> {
         self.partitions
             .store(v.boundaries.len() + 1, Ordering::Relaxed);
+        if let Some((path, data)) = checkpoint {
+            match data.and_then(|d| checkpoint::decode(&d, path)) {
+                Ok(loaded) => *self.generations.write() = loaded,
+                Err(_) => self.checkpoint_rejected.store(true, Ordering::Relaxed),
+            }
+        }
+        let mut reindexed = 0;
         for f in &v.levels[UNSORTED] {
+            let covered = self
+                .generations
+                .read()
+                .values()
+                .flatten()
+                .any(|g| g.contains_table(f.number));
+            if covered {
+                continue;
+            }
             let t = tables.get(f.number, f.file_size)?;
             let mut it = t.iter(IoClass::Compaction, false);
             self.index_flushed(v, f, &mut it)?;
+            reindexed += 1;
         }
+        self.reindexed.store(reindexed, Ordering::Relaxed);
+        // Generations of tables merged since the checkpoint go.
+        self.installed(v);
         Ok(())
+    }
+
+    /// Every half unsorted limit of flushed bytes (§III-G).
+    fn checkpoint_due(&self) -> bool {
+        self.since_checkpoint.load(Ordering::Relaxed) >= self.unsorted_limit_bytes / 2
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        let all = self.generations.read();
+        self.since_checkpoint.store(0, Ordering::Relaxed);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Some(checkpoint::encode(&all))
     }
 }
 
