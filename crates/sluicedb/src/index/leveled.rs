@@ -12,14 +12,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{
-    check_sorted_run, overlapping_then_runs, probe_table, sorted_run_table, CompactionInput,
+    check_sorted_run, overlapping_then_runs, probe_in_order, sorted_run_table, CompactionInput,
     CompactionPlan, IndexShape, WritePressure,
 };
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::Lookup;
-use crate::table::{bloom, TableCache};
+use crate::table::TableCache;
 use crate::version::{FileMeta, Version};
 
 /// Parameters of the leveled shape (from `Options`).
@@ -184,24 +184,21 @@ impl IndexShape for Leveled {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup> {
-        let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
-        let hash = bloom::key_hash(user_key);
-        let probe = |f: &FileMeta| probe_table(tables, f, &seek, user_key, hash);
-        for f in v.levels[0].iter().rev() {
-            if f.smallest_user_key() <= user_key && user_key <= f.largest_user_key() {
-                if let Some(r) = probe(f)? {
-                    return Ok(r);
-                }
-            }
-        }
-        for files in v.levels.iter().skip(1) {
-            if let Some(f) = sorted_run_table(files, user_key) {
-                if let Some(r) = probe(f)? {
-                    return Ok(r);
-                }
-            }
-        }
-        Ok(Lookup::Absent)
+        let overlapping = v.levels[0]
+            .iter()
+            .rev()
+            .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key());
+        let runs = v
+            .levels
+            .iter()
+            .skip(1)
+            .filter_map(|files| sorted_run_table(files, user_key));
+        probe_in_order(
+            tables,
+            overlapping.chain(runs).map(|f| &**f),
+            user_key,
+            snapshot,
+        )
     }
 
     fn iterators(

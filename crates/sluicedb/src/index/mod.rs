@@ -107,6 +107,25 @@ pub(crate) fn probe_table(
     }))
 }
 
+/// The newest entry of `user_key` visible at `snapshot` in the first of
+/// `files` (in the shape's lookup order, newest first) that holds one: the
+/// point lookup of every shape, which only choose the tables.
+pub(crate) fn probe_in_order<'f>(
+    tables: &TableCache,
+    files: impl IntoIterator<Item = &'f FileMeta>,
+    user_key: &[u8],
+    snapshot: u64,
+) -> Result<Lookup> {
+    let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
+    let hash = crate::table::bloom::key_hash(user_key);
+    for f in files {
+        if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
+            return Ok(r);
+        }
+    }
+    Ok(Lookup::Absent)
+}
+
 /// The table of a sorted run (tables in key order, not overlapping) whose
 /// range holds `user_key`, if any: one binary search of boundary keys.
 pub(crate) fn sorted_run_table<'v>(

@@ -53,7 +53,7 @@ use smallvec::SmallVec;
 
 use self::hash_index::{HashIndex, KeyHash};
 use super::{
-    check_sorted_run, overlapping_then_runs, probe_table, sorted_run_table, CompactionInput,
+    check_sorted_run, overlapping_then_runs, probe_in_order, sorted_run_table, CompactionInput,
     CompactionPlan, IndexShape, WritePressure,
 };
 use crate::error::Result;
@@ -62,7 +62,7 @@ use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::Lookup;
 use crate::options::{Options, UNIKV_BYTES_PER_HASH_BUCKET};
-use crate::table::{bloom, TableCache};
+use crate::table::TableCache;
 use crate::version::{FileMeta, Version};
 
 /// The UnsortedStores' level.
@@ -408,20 +408,18 @@ impl IndexShape for Unified {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup> {
-        let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
-        let hash = bloom::key_hash(user_key);
-        for f in self.unsorted_to_probe(v, user_key) {
-            if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
-                return Ok(r);
-            }
-        }
-        // The sorted run: one table at most, by its boundary keys (§III-B).
-        if let Some(f) = sorted_run_table(&v.levels[SORTED], user_key) {
-            if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
-                return Ok(r);
-            }
-        }
-        Ok(Lookup::Absent)
+        // The sorted run last: one table at most, by its boundary keys
+        // (§III-B).
+        let sorted = sorted_run_table(&v.levels[SORTED], user_key);
+        probe_in_order(
+            tables,
+            self.unsorted_to_probe(v, user_key)
+                .into_iter()
+                .chain(sorted)
+                .map(|f| &**f),
+            user_key,
+            snapshot,
+        )
     }
 
     fn iterators(
