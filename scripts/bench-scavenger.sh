@@ -25,12 +25,9 @@ out=${3:-scavenger.jsonl}
 engines=${ENGINES:-scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv}
 gib=${GIB:-4}
 factor=${UPDATE_FACTOR:-3}
-memcap=${MEMCAP:-$(dirname "$0")/../../shared/tools/memcap}
 cap_mib=${CAP_MIB:-$(python3 -c "print(int($gib * 1024 / 4))")}
-features=()
-case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;; esac
-cargo build --release -q -p sluice-cli "${features[@]}"
-sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
+source "$(dirname "$0")/bench-lib.sh"
+build_sluice "$engines"
 # Keys of the Mixed workload: GIB over 24-byte keys and the mean value, (16384 + 306) / 2.
 read -ra extra <<< "${EXTRA:-}"
 mixed_num=$(python3 -c "print(int($gib * 2**30 / (24 + 8345)))")

@@ -18,11 +18,8 @@ out=${2:-space.jsonl}
 engines=${ENGINES:-wisckey,hashkv,rocksdb-blob,fjall-kv,rocksdb}
 gib=${GIB:-2}
 capped=${CAPPED:-both}
-memcap=${MEMCAP:-$(dirname "$0")/../../shared/tools/memcap}
-features=()
-case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;; esac
-cargo build --release -q -p sluice-cli "${features[@]}"
-sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
+source "$(dirname "$0")/bench-lib.sh"
+build_sluice "$engines"
 extra=()
 [ -n "${SPACE_LIMIT:-}" ] && extra=(--space-limit "$SPACE_LIMIT")
 # A quarter of the data: keys and values of --dataset-gib.

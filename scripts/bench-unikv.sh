@@ -18,12 +18,9 @@ dir=${2:-sluice-data}
 out=${3:-unikv.jsonl}
 engines=${ENGINES:-unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall}
 gib=${GIB:-5}
-memcap=${MEMCAP:-$(dirname "$0")/../../shared/tools/memcap}
 cap_mib=${CAP_MIB:-$(python3 -c "print(int($gib * 1024 / 6))")}
-features=()
-case ",$engines," in *,rocksdb*|*,fjall*) features=(--features rocksdb,fjall) ;; esac
-cargo build --release -q -p sluice-cli "${features[@]}"
-sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
+source "$(dirname "$0")/bench-lib.sh"
+build_sluice "$engines"
 read -ra extra <<< "${EXTRA:-}"
 num=$(python3 -c "print(int($gib * 2**30 / (24 + 1000)))")
 run() { "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
