@@ -322,6 +322,13 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
         let temp = if f.hot { "hot" } else { "cold" };
         parts.push(format!("+vtable #{file} ({} bytes, {temp})", f.size));
     }
+    for (file, k) in &t.keys {
+        parts.push(format!(
+            "#{file} keys {}..{}",
+            escape(&k.smallest, false),
+            escape(&k.largest, false)
+        ));
+    }
     for file in &t.removed {
         parts.push(format!("-vtable #{file}"));
     }

@@ -240,7 +240,9 @@ pub enum ValueLayout {
     Hash,
     /// Sorted value tables written at flush, collected by lazy-read GC that
     /// leaves the index alone and records inheritance edges (Scavenger,
-    /// seed 003 §3.2; TerarkDB, §2.2). Needs `separate_at_flush`.
+    /// seed 003 §3.2; TerarkDB, §2.2). Needs `separate_at_flush`, except
+    /// under the unified shape, whose merges write the tables and collect
+    /// them (UniKV, seed 004 §III-C).
     Table,
 }
 
@@ -766,7 +768,14 @@ impl Options {
                 // The paper separates every value of the SortedStore
                 // (§III-C); the threshold is an option here.
                 o.values.separation_threshold_bytes = Some(0);
-                o.gc.garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
+                // Merges write the values they separate to value tables of
+                // their own, and collect them: a table leaves once no
+                // pointer names it, so partitions share tables after a
+                // split until each moves its own values (§III-C, §III-D).
+                o.values.layout = ValueLayout::Table;
+                // GC looks nothing up, so the DropCache has nothing to
+                // answer; without it there is no hot/cold split either.
+                o.values.table.drop_cache_bytes = 0;
             }
         }
         o
@@ -915,8 +924,13 @@ impl Options {
         if self.values.layout == ValueLayout::Table
             && self.values.separation_threshold_bytes.is_some()
             && !self.values.separate_at_flush
+            && self.index.shape != IndexShapeKind::Unified
         {
-            return bad("value_layout Table separates at flush: set separate_at_flush".into());
+            return bad(
+                "value_layout Table separates at flush (or at the unified shape's merges): \
+                 set separate_at_flush"
+                    .into(),
+            );
         }
         if self.values.table.file_bytes < 4096
             || !(self.values.table.gc_ratio > 0.0 && self.values.table.gc_ratio < 1.0)
@@ -952,11 +966,11 @@ impl Options {
             // Values stay inline until a merge separates them (§III-C).
             if self.values.separate_at_flush
                 || self.journal_mode != JournalMode::Journal
-                || self.values.layout != ValueLayout::Log
+                || self.values.layout == ValueLayout::Hash
             {
                 return bad(
                     "the unified shape separates values when it merges into the sorted \
-                     run: it needs the log layout, journal_mode Journal and no \
+                     run: it needs the table or log layout, journal_mode Journal and no \
                      separate_at_flush"
                         .into(),
                 );

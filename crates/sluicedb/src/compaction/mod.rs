@@ -52,6 +52,10 @@ pub(crate) struct JobStats {
     /// Change in the pointer entries naming each value file, when the store
     /// counts them (`ValueStore::counts_refs`).
     pub(crate) refs: std::collections::BTreeMap<u64, i64>,
+    /// Records the merge copied out of `MergeParams::relocate`'s files.
+    pub(crate) relocated_records: u64,
+    /// Their bytes.
+    pub(crate) relocated_bytes: u64,
 }
 
 /// What the merge loop needs to know.
@@ -92,6 +96,11 @@ pub(crate) struct MergeParams<'a> {
     /// The job reads tables (a compaction): each pointer entry it reads
     /// leaves the version with them (`JobStats::refs`).
     pub(crate) inputs_are_tables: bool,
+    /// Value files whose records the merge moves (the unified shape's GC,
+    /// seed 004 §III-C): each kept pointer entry naming one is written
+    /// with a pointer to a copy of its record in the merge's own value
+    /// files (`separate`'s sink), and the old record counts as garbage.
+    pub(crate) relocate: &'a [u64],
 }
 
 /// The tables a flush's memtable lies above.
@@ -226,7 +235,7 @@ pub(crate) fn write_merged(
         }
         let seq = key::sequence(ik);
         if p.inputs_are_tables && key::kind_byte(ik) == Kind::ValuePointer as u8 {
-            w.count_ref(iter.value(), -1, stats);
+            count_ref(p, iter.value(), -1, stats);
         }
         let drop = if last_seq_for_key <= p.smallest_snapshot {
             true // shadowed by a newer entry every reader sees
@@ -313,17 +322,6 @@ struct Writer<'a, 'p> {
 }
 
 impl Writer<'_, '_> {
-    /// Adds `delta` to the pointer count of the file an encoded pointer
-    /// names, when the store counts them.
-    fn count_ref(&self, pointer: &[u8], delta: i64, stats: &mut JobStats) {
-        if !self.p.values.is_some_and(|v| v.counts_refs()) {
-            return;
-        }
-        if let Some(ptr) = ValuePointer::decode(pointer) {
-            *stats.refs.entry(ptr.file).or_default() += delta;
-        }
-    }
-
     /// Writes the last kept entry of a user key. A flush first counts the
     /// tables' newest version of the key, which the entry shadows, unless
     /// a snapshot still reads it (it is counted when a compaction drops
@@ -350,6 +348,11 @@ impl Writer<'_, '_> {
                         count_pointer(self.p.values, &v, uk, seq, stats);
                         true
                     }
+                    // An inline value counts nothing, and is not flagged
+                    // as counted: the unified shape's merges may turn it
+                    // into a pointer meanwhile (partial KV separation),
+                    // whose record the merge dropping it must count.
+                    Ok(Lookup::Found(Kind::Value, _)) => false,
                     Ok(Lookup::Found(..) | Lookup::Deleted) => true,
                     Ok(Lookup::Absent) | Err(_) => false,
                 };
@@ -360,7 +363,8 @@ impl Writer<'_, '_> {
     }
 
     /// Adds an entry to the current output (opening one if needed),
-    /// separating its value first when the flush separates values.
+    /// separating its value first when the flush separates values, and
+    /// moving its record when it points into a file being relocated.
     fn emit(&mut self, h: &Held, stats: &mut JobStats) -> Result<()> {
         let p = self.p;
         if self.current.is_none() {
@@ -374,10 +378,16 @@ impl Writer<'_, '_> {
         }
         let out = self.current.as_mut().expect("current output");
         let kind = key::kind_byte(&h.ikey);
-        match self.sink.as_mut() {
-            Some((sink, threshold)) if kind == Kind::Value as u8 && h.value.len() >= *threshold => {
+        let uk = key::user_key(&h.ikey);
+        let moving = (kind == Kind::ValuePointer as u8)
+            .then(|| relocated(&h.value, p.relocate))
+            .flatten()
+            .zip(p.values);
+        let (ikey, value) = match (self.sink.as_mut(), moving) {
+            (Some((sink, threshold)), _)
+                if kind == Kind::Value as u8 && h.value.len() >= *threshold =>
+            {
                 let seq = key::sequence(&h.ikey);
-                let uk = key::user_key(&h.ikey);
                 let ptr = sink.append(&Record {
                     seq,
                     flags: KIND_PUT,
@@ -387,23 +397,65 @@ impl Writer<'_, '_> {
                 stats.values_separated += u64::from(ptr.record_len);
                 key::encode_into(&mut self.pointer_key, uk, seq, Kind::ValuePointer as u8);
                 key::set_shadow_counted(&mut self.pointer_key, key::shadow_counted(&h.ikey));
-                let encoded = ptr.encode();
-                out.builder.add(&self.pointer_key, &encoded)?;
-                out.value_bytes += u64::from(ptr.record_len);
-                self.count_ref(&encoded, 1, stats);
-                Ok(())
+                (&self.pointer_key, ptr.encode())
+            }
+            (Some((sink, _)), Some((old, store))) => {
+                // The record is read by its pointer (checked against the
+                // key and checksum) and copied with its own sequence
+                // number: the same record, byte for byte (same length and
+                // checksum), in a new file.
+                let rec = store.read(&old, uk, IoClass::Gc)?;
+                let new = sink.append(&Record {
+                    seq: rec.seq,
+                    flags: KIND_PUT,
+                    key: uk,
+                    value: &rec.value,
+                })?;
+                *stats.garbage.entry(old.file).or_default() += u64::from(old.record_len);
+                stats.relocated_records += 1;
+                stats.relocated_bytes += u64::from(new.record_len);
+                (&h.ikey, new.encode())
             }
             _ => {
                 out.builder.add(&h.ikey, &h.value)?;
                 if kind == Kind::ValuePointer as u8 {
-                    if let Some(ptr) = ValuePointer::decode(&h.value) {
-                        out.value_bytes += u64::from(ptr.record_len);
-                    }
-                    self.count_ref(&h.value, 1, stats);
+                    count_pointer_out(p, out, &h.value, stats);
                 }
-                Ok(())
+                return Ok(());
             }
-        }
+        };
+        out.builder.add(ikey, &value)?;
+        count_pointer_out(p, out, &value, stats);
+        Ok(())
+    }
+}
+
+/// The pointer an encoded pointer entry holds, when it names one of
+/// `files`.
+fn relocated(pointer: &[u8], files: &[u64]) -> Option<ValuePointer> {
+    if files.is_empty() {
+        return None;
+    }
+    ValuePointer::decode(pointer).filter(|p| files.contains(&p.file))
+}
+
+/// Counts a pointer entry written to `out`: the bytes of the record it
+/// names, and one more pointer to its file.
+fn count_pointer_out(p: &MergeParams<'_>, out: &mut Output, pointer: &[u8], stats: &mut JobStats) {
+    if let Some(ptr) = ValuePointer::decode(pointer) {
+        out.value_bytes += u64::from(ptr.record_len);
+    }
+    count_ref(p, pointer, 1, stats);
+}
+
+/// Adds `delta` to the pointer count of the file an encoded pointer names,
+/// when the store counts them.
+fn count_ref(p: &MergeParams<'_>, pointer: &[u8], delta: i64, stats: &mut JobStats) {
+    if !p.values.is_some_and(|v| v.counts_refs()) {
+        return;
+    }
+    if let Some(ptr) = ValuePointer::decode(pointer) {
+        *stats.refs.entry(ptr.file).or_default() += delta;
     }
 }
 
@@ -515,6 +567,7 @@ mod tests {
             older: None,
             values: None,
             inputs_are_tables: true,
+            relocate: &[],
         };
         let mut stats = JobStats::default();
         let out = write_merged(&mut VecIter::new(entries), &p, &mut stats).unwrap();

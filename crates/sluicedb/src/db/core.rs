@@ -52,6 +52,9 @@ pub(super) struct State {
     pub(super) pending_outputs: HashSet<u64>,
     pub(super) live_versions: Vec<Weak<Version>>,
     pub(super) flush_running: bool,
+    /// A merge that moved value records is settling its garbage: no flush
+    /// starts (`Core::hold_flushes`).
+    pub(super) relocation_settling: bool,
     pub(super) compactions_running: usize,
     pub(super) manual_compaction: bool,
     pub(super) memtables_switched: u64,
@@ -138,6 +141,12 @@ pub(crate) struct Core {
     /// Held by a flush from before it appends values (separation at
     /// flush) until its tables are installed; see `Core::publish_barrier`.
     pub(super) flush_appends: Mutex<()>,
+    /// Held (shared) by a merge that appends the values it separates to
+    /// the value store's shared heads (the unified shape over the log
+    /// layout) until its tables are installed; GC's barrier takes it
+    /// exclusively, so that no record it judges was appended by a merge
+    /// whose pointers it cannot see yet.
+    pub(super) merge_appends: parking_lot::RwLock<()>,
 }
 
 impl Core {

@@ -166,13 +166,18 @@ impl Core {
     ///
     /// With separation at flush, a flush appends values too, and its
     /// pointers become visible only when its tables are installed: the
-    /// barrier also waits for a flush in progress.
+    /// barrier also waits for a flush in progress, and for merges that
+    /// separate values (`Core::merge_appends`).
     pub(super) fn publish_barrier(&self) -> Result<()> {
         self.submit_relocations(Relocations {
             moves: Vec::new(),
             seen: None,
         })?;
         drop(self.flush_appends.lock());
+        // And for a merge separating values into the shared heads (the
+        // unified shape over the log layout): the race test found a merge
+        // installing pointers into records GC had judged dead.
+        drop(self.merge_appends.write());
         Ok(())
     }
 
@@ -207,6 +212,10 @@ impl Core {
         let Some(store) = &self.values else {
             return false;
         };
+        // Merges collect it (`Core::pick_gc_merge`).
+        if store.collects_in_merges() {
+            return false;
+        }
         if self.space_pressure() != SpacePressure::Below && self.space_reclaimable(&st.current) {
             return true;
         }

@@ -20,6 +20,10 @@ use crate::policy::Separation;
 use crate::stats::bump;
 use crate::version::{FileMeta, Version, VersionEdit};
 
+/// Value files a GC merge pick tries before giving up until the next pick
+/// (each may need a table another merge holds).
+const GC_MERGE_TRIES: usize = 4;
+
 pub(super) enum Job {
     Flush,
     Compaction(CompactionPlan),
@@ -69,6 +73,7 @@ impl Core {
                 }),
             values: self.values.as_deref(),
             inputs_are_tables: false,
+            relocate: &[],
         };
         let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
         if !out.is_empty() {
@@ -148,7 +153,10 @@ impl Core {
         if st.poisoned.is_some() {
             return None;
         }
-        if !st.imms.is_empty() && !st.flush_running {
+        // A merge that moved records is settling its garbage: a flush
+        // starting now could count garbage in a record it moved without
+        // being seen (`Core::run_compaction`).
+        if !st.imms.is_empty() && !st.flush_running && !st.relocation_settling {
             st.flush_running = true;
             return Some(Job::Flush);
         }
@@ -160,9 +168,10 @@ impl Core {
         if st.manual_compaction || st.compactions_running >= max_compactions {
             return None;
         }
-        let plan = self
+        let mut plan = self
             .shape
             .pick_compaction(&st.current, &st.busy)
+            .or_else(|| self.pick_gc_merge(st))
             .or_else(|| {
                 // Under space pressure, shadowed pointers keep their values
                 // counted live until a compaction drops them.
@@ -170,11 +179,64 @@ impl Core {
                     .then(|| self.shape.pick_shadow_compaction(&st.current, &st.busy))
                     .flatten()
             })?;
+        if plan.relocate.is_empty() {
+            self.add_relocations(st, &mut plan);
+        }
         for f in plan.input_files() {
             st.busy.insert(f.number);
         }
         st.compactions_running += 1;
         Some(Job::Compaction(plan))
+    }
+
+    /// When merges collect the value store (the unified shape, seed 004
+    /// §III-C): a merge of the range of the value file with the most
+    /// garbage, among those whose garbage ratio calls for GC, that moves
+    /// its records (and those of any other such file it meets). The range
+    /// of the whole file, so that the merge holds every pointer into it.
+    fn pick_gc_merge(&self, st: &State) -> Option<CompactionPlan> {
+        let store = self.values.as_ref().filter(|s| s.collects_in_merges())?;
+        let pressure = self.space_pressure() != SpacePressure::Below;
+        for (lo, hi) in store
+            .merge_gc_targets(&st.current, pressure)
+            .into_iter()
+            .take(GC_MERGE_TRIES)
+        {
+            if let Some(mut plan) = self
+                .shape
+                .pick_gc_compaction(&st.current, &st.busy, &lo, &hi)
+            {
+                self.add_relocations(st, &mut plan);
+                // Nothing to move: every candidate is frozen, or a job is
+                // settling garbage; a later pick will do.
+                return (!plan.relocate.is_empty()).then_some(plan);
+            }
+        }
+        None
+    }
+
+    /// Chooses the value files a merge into the sorted run moves the
+    /// records of (merges collecting the value store): those its key range
+    /// meets with enough garbage, up to an unsorted limit of live bytes,
+    /// so that a merge copies no more values than it separates.
+    fn add_relocations(&self, st: &State, plan: &mut CompactionPlan) {
+        let Some(store) = self.values.as_ref().filter(|s| s.collects_in_merges()) else {
+            return;
+        };
+        if !plan.separate_values {
+            return;
+        }
+        let Some((lo, hi)) = plan.key_range() else {
+            return;
+        };
+        let pressure = self.space_pressure() != SpacePressure::Below;
+        plan.relocate = store.freeze_merge_victims(
+            &st.current,
+            lo,
+            hi,
+            pressure,
+            self.opts.index.unified.unsorted_limit_bytes,
+        );
     }
 
     pub(super) fn run_job(&self, job: &Job) -> Result<()> {
@@ -372,8 +434,17 @@ impl Core {
             older: None,
             values: self.values.as_deref(),
             inputs_are_tables: true,
+            relocate: &plan.relocate,
         };
         let separates = params.separate.is_some();
+        // Appends to shared heads are judged by GC's barrier only once
+        // this merge is installed (`Core::merge_appends`).
+        let _appending = match &self.values {
+            Some(v) if separates && v.gc_needs_barrier() => Some(self.merge_appends.read()),
+            _ => None,
+        };
+        // Victims thaw whatever happens, once the merge is over.
+        let _thaw = Thaw(self, &plan.relocate);
         self.shape.merge_started(plan);
         let mut stats = JobStats::default();
         let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
@@ -386,16 +457,91 @@ impl Core {
             }
             edit.values = std::mem::take(&mut stats.value_edit);
         }
-        let _settled = self.settle_job(&mut stats, &mut edit)?;
+        let _settling = (!plan.relocate.is_empty()).then(|| self.hold_flushes());
+        let _settled = match (&self.values, plan.relocate.is_empty()) {
+            (Some(store), false) => {
+                let outputs: Vec<Arc<FileMeta>> =
+                    edit.added.iter().map(|(_, f)| f.clone()).collect();
+                store.settle_relocating_job(
+                    &plan.relocate,
+                    &mut stats,
+                    &mut edit.values,
+                    &mut |d| self.copy_holder(&outputs, d),
+                )?
+            }
+            _ => self.settle_job(&mut stats, &mut edit)?,
+        };
         let numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
         if !numbers.is_empty() {
             self.fs.sync_dir(&self.dir)?;
         }
         self.install(edit, None, &numbers, |_| {})?;
+        // Thawed before the accounting lock goes: a job settling later
+        // must count in a victim at once, not defer to this merge.
+        drop(_thaw);
         bump(&self.counters.compactions, 1);
         bump(&self.counters.compaction_read, stats.bytes_read);
         bump(&self.counters.compaction_written, stats.bytes_written);
+        if stats.relocated_records > 0 {
+            // The merge was a GC step too (seed 004 §III-C): it counts as
+            // one, its copies as applied relocations.
+            bump(&self.counters.gc_runs, 1);
+            bump(&self.counters.gc_bytes_read, stats.relocated_bytes);
+            bump(&self.counters.gc_bytes_written, stats.relocated_bytes);
+            bump(&self.counters.relocations_applied, stats.relocated_records);
+        }
         Ok(())
+    }
+
+    /// Keeps flushes from starting until the returned guard goes, after
+    /// waiting for the one under way (a merge that moved records settles
+    /// its garbage then: every flush that counted garbage in a record it
+    /// moved while its victims were frozen has deferred that count to it,
+    /// and none counts in one of them from the version before the merge
+    /// afterwards; `docs/design.md`, "Garbage collection").
+    fn hold_flushes(&self) -> FlushHold<'_> {
+        let mut st = self.state.lock();
+        st.relocation_settling = true;
+        while st.flush_running && st.poisoned.is_none() && !st.closing {
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        FlushHold(self)
+    }
+
+    /// The output of a relocating merge that holds the copy of the record
+    /// `d` names (same key, length and checksum), if the merge moved it.
+    fn copy_holder(
+        &self,
+        outputs: &[Arc<FileMeta>],
+        d: &crate::value::Dropped,
+    ) -> Result<Option<u64>> {
+        let Some(f) = outputs.iter().find(|f| {
+            f.smallest_user_key() <= d.key.as_slice() && d.key.as_slice() <= f.largest_user_key()
+        }) else {
+            return Ok(None);
+        };
+        let t = self.tables.get(f.number, f.file_size)?;
+        let mut it = t.iter(IoClass::Compaction, false);
+        it.seek(&crate::key::encode(
+            &d.key,
+            crate::key::MAX_SEQUENCE,
+            crate::key::KIND_SEEK,
+        ));
+        while it.valid() && crate::key::user_key(it.key()) == d.key.as_slice() {
+            if crate::key::kind_byte(it.key()) == crate::key::Kind::ValuePointer as u8 {
+                if let Some(p) = crate::value::pointer::ValuePointer::decode(it.value()) {
+                    if p.file != d.ptr.file
+                        && p.record_len == d.ptr.record_len
+                        && p.record_crc == d.ptr.record_crc
+                    {
+                        return Ok(Some(p.file));
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(None)
     }
 
     /// Makes `edit` durable in the manifest and installs the version it
@@ -444,6 +590,19 @@ impl Core {
         }
         then(&mut st);
         st.refresh_sv();
+        // Value files the edit dropped as unreferenced go once no
+        // registered reader is older than it.
+        if let Some(store) = &self.values {
+            let gone = store.take_unreferenced();
+            if !gone.is_empty() {
+                let visible = self.visible_seq.load(Ordering::Acquire);
+                st.pending_deletes.push(super::core::PendingFree {
+                    files: gone,
+                    release_to: None,
+                    barrier: visible + 1,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -470,6 +629,7 @@ impl Core {
     /// live version and not being written, journals below the log number,
     /// manifests other than the live one, and temporary files.
     pub(super) fn delete_obsolete_files(&self) {
+        self.delete_collected_files();
         let ms = self.manifest.lock();
         let Some(manifest_number) = ms.as_ref().map(|m| m.number) else {
             return;
@@ -586,5 +746,26 @@ impl Core {
             self.delete_obsolete_files();
         }
         Ok(())
+    }
+}
+
+/// Thaws a merge's relocation victims when it ends, installed or not.
+struct Thaw<'a>(&'a Core, &'a [u64]);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        if let (Some(store), false) = (&self.0.values, self.1.is_empty()) {
+            store.thaw(self.1);
+        }
+    }
+}
+
+/// Flushes may start again when it goes (`Core::hold_flushes`).
+struct FlushHold<'a>(&'a Core);
+
+impl Drop for FlushHold<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().relocation_settling = false;
+        self.0.bg_cv.notify_all();
     }
 }

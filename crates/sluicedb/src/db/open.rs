@@ -216,6 +216,7 @@ impl Core {
             pending_outputs: HashSet::new(),
             live_versions: Vec::new(),
             flush_running: false,
+            relocation_settling: false,
             compactions_running: 0,
             manual_compaction: false,
             memtables_switched: 0,
@@ -249,6 +250,7 @@ impl Core {
             values,
             gc_lock: Mutex::new(()),
             flush_appends: Mutex::new(()),
+            merge_appends: parking_lot::RwLock::new(()),
             gc_pool: std::sync::OnceLock::new(),
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;

@@ -111,6 +111,7 @@ impl Leveled {
             trivial_move,
             separate_values: false,
             new_boundary: None,
+            relocate: Vec::new(),
         })
     }
 

@@ -59,6 +59,10 @@ pub(crate) struct CompactionPlan {
     /// A range partition boundary the merge adds: its outputs end before
     /// it, and its edit records it (the unified shape's split, §III-D).
     pub(crate) new_boundary: Option<Vec<u8>>,
+    /// Value files whose records the merge moves into its own (the
+    /// unified shape's GC, §III-C): chosen and frozen by the value store
+    /// when the merge is picked (`Core::add_relocations`).
+    pub(crate) relocate: Vec<u64>,
 }
 
 impl CompactionPlan {
@@ -67,6 +71,12 @@ impl CompactionPlan {
     }
     pub(crate) fn input_bytes(&self) -> u64 {
         self.input_files().map(|f| f.file_size).sum()
+    }
+    /// The smallest and largest user key of the inputs.
+    pub(crate) fn key_range(&self) -> Option<(&[u8], &[u8])> {
+        let lo = self.input_files().map(|f| f.smallest_user_key()).min()?;
+        let hi = self.input_files().map(|f| f.largest_user_key()).max()?;
+        Some((lo, hi))
     }
 }
 
@@ -255,6 +265,19 @@ pub(crate) trait IndexShape: Send + Sync {
     /// as live until then (compaction-triggered garbage discovery, as
     /// BlobDB and Titan do); `None` when none would help.
     fn pick_shadow_compaction(&self, _v: &Version, _busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        None
+    }
+    /// A merge that reads every table holding an entry of a user key in
+    /// `lo..=hi`, to collect the value files of that range (the unified
+    /// shape's GC, seed 004 §III-C); `None` for shapes whose GC is the
+    /// value store's, or when a table it needs is busy.
+    fn pick_gc_compaction(
+        &self,
+        _v: &Version,
+        _busy: &HashSet<u64>,
+        _lo: &[u8],
+        _hi: &[u8],
+    ) -> Option<CompactionPlan> {
         None
     }
     /// The level a flush's tables go to.

@@ -223,6 +223,65 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Adds what the layout's state needs to an edit about to be installed.
     fn before_install(&self, _base: &Version, _edit: &mut VersionEdit) {}
 
+    /// After an edit is installed: the files [`ValueStore::before_install`]
+    /// removed from it because no pointer names them any more. The caller
+    /// deletes them once no registered reader is older than the edit.
+    fn take_unreferenced(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// True when the key index's merges collect the store's files (the
+    /// unified shape over the table layout, seed 004 §III-C): the store's
+    /// own GC step never runs; merges move the records of the files
+    /// [`ValueStore::freeze_merge_victims`] chose, and a file leaves the
+    /// manifest once no pointer names it.
+    fn collects_in_merges(&self) -> bool {
+        false
+    }
+
+    /// Chooses and freezes the files a merge over user keys `lo..=hi`
+    /// moves the records of: those whose key range meets it and whose
+    /// garbage ratio calls for GC (a lower ratio under space pressure,
+    /// seed 003 §3.5), the highest ratio first, while
+    /// their live bytes fit `budget` (one at least). None when another job
+    /// is between settling its garbage and installing (its garbage names
+    /// files whose records this merge would move).
+    fn freeze_merge_victims(
+        &self,
+        _current: &Version,
+        _lo: &[u8],
+        _hi: &[u8],
+        _pressure: bool,
+        _budget: u64,
+    ) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// Key ranges of files whose garbage ratio calls for GC and that no
+    /// merge is collecting, the most garbage bytes first: where a merge
+    /// would reclaim the most space.
+    fn merge_gc_targets(&self, _current: &Version, _pressure: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+        Vec::new()
+    }
+
+    /// [`ValueStore::settle_job`] for a merge that moved the records of
+    /// `victims`: garbage found in them while it ran (by this job or
+    /// another) is attributed to the file `locate` says holds the record
+    /// now (one of the merge's copies), or to the victim when the merge
+    /// did not move it.
+    fn settle_relocating_job(
+        &self,
+        _victims: &[u64],
+        stats: &mut crate::compaction::JobStats,
+        edit: &mut meta::ValueEdit,
+        _locate: &mut dyn FnMut(&Dropped) -> Result<Option<u64>>,
+    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
+        self.settle_job(stats, edit)
+    }
+
+    /// A relocating merge installed or failed: its victims thaw.
+    fn thaw(&self, _victims: &[u64]) {}
+
     /// After recovery replayed the journal: cuts what a crash tore off the
     /// newest files, and adds to `edit` what the manifest should record.
     fn after_replay(&self, _current: &Version, _edit: &mut VersionEdit) -> Result<()> {

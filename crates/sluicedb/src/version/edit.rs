@@ -41,6 +41,7 @@ pub(crate) mod tag {
     pub const FILE_VALUE_BYTES: u32 = 23;
     pub const PARTITION_BOUNDARY: u32 = 24;
     pub const HASH_INDEX_CHECKPOINT: u32 = 25;
+    pub const TABLE_KEYS: u32 = 26;
 }
 
 /// A table in a version.

@@ -241,7 +241,20 @@ impl Unified {
         &self,
         v: &Version,
         lo: &[u8],
+        upper: Upper,
+        busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
+        self.merge_plan_covering(v, lo, upper, None, busy)
+    }
+
+    /// [`Unified::merge_plan`], whose sorted inputs also take every sorted
+    /// table overlapping `also` (inclusive user keys).
+    fn merge_plan_covering(
+        &self,
+        v: &Version,
+        lo: &[u8],
         mut upper: Upper,
+        also: Option<(&[u8], &[u8])>,
         busy: &HashSet<u64>,
     ) -> Option<CompactionPlan> {
         let unsorted = &v.levels[UNSORTED];
@@ -272,13 +285,21 @@ impl Unified {
             .filter(|(_, t)| **t)
             .map(|(f, _)| f.clone())
             .collect();
-        let sorted = match (
-            files.iter().map(|f| f.smallest_user_key()).min(),
-            files.iter().map(|f| f.largest_user_key()).max(),
-        ) {
+        let lows = files
+            .iter()
+            .map(|f| f.smallest_user_key())
+            .chain(also.map(|a| a.0));
+        let highs = files
+            .iter()
+            .map(|f| f.largest_user_key())
+            .chain(also.map(|a| a.1));
+        let sorted = match (lows.min(), highs.max()) {
             (Some(a), Some(b)) => v.overlapping(SORTED, a, b),
             _ => Vec::new(),
         };
+        if also.is_some() && files.is_empty() && sorted.is_empty() {
+            return None;
+        }
         if files
             .iter()
             .chain(&sorted)
@@ -330,6 +351,7 @@ impl Unified {
             trivial_move: false,
             separate_values: true,
             new_boundary: None,
+            relocate: Vec::new(),
         }
     }
 
@@ -491,6 +513,23 @@ impl IndexShape for Unified {
             }
             _ => None,
         }
+    }
+
+    /// Every unsorted table overlapping `lo..=hi` (closed under overlap,
+    /// as a partition's merge is) and every sorted table overlapping them
+    /// or the range: all the pointers into a value file of that range are
+    /// in the sorted inputs, and the unsorted versions that shadow them
+    /// meet them, so none of the merge's copies is of a record a newer
+    /// version already made garbage (`docs/design.md`, "Garbage
+    /// collection").
+    fn pick_gc_compaction(
+        &self,
+        v: &Version,
+        busy: &HashSet<u64>,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Option<CompactionPlan> {
+        self.merge_plan_covering(v, lo, Upper::Through(hi.to_vec()), Some((lo, hi)), busy)
     }
 
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use parking_lot::MutexGuard;
 use rayon::prelude::*;
 
-use super::meta::TableFile;
+use super::meta::{KeyRange, TableFile};
 use super::reader::{IndexEntry, ValueTable};
 use super::store::{candidates, Frozen, TableStore, TableWriter};
 use crate::error::Result;
@@ -58,6 +58,16 @@ enum Verdict {
 }
 
 impl TableStore {
+    /// The garbage ratio from which a table is collected: `gc_ratio`, or
+    /// [`PRESSURE_RATIO`] under space pressure (seed 003 §3.5).
+    pub(super) fn gc_ratio(&self, pressure: bool) -> f64 {
+        if pressure {
+            PRESSURE_RATIO.min(self.config.gc_ratio)
+        } else {
+            self.config.gc_ratio
+        }
+    }
+
     /// True when some table no step is collecting has a garbage ratio of
     /// at least `ratio` (the triggers ask often: no list, no sort).
     pub(super) fn has_candidate(&self, current: &Version, ratio: f64) -> bool {
@@ -77,11 +87,7 @@ impl TableStore {
         host: &dyn GcHost,
     ) -> Result<Option<Box<dyn GcVictim + 'a>>> {
         let current = host.current();
-        let ratio = if host.under_space_pressure() {
-            PRESSURE_RATIO.min(self.config.gc_ratio)
-        } else {
-            self.config.gc_ratio
-        };
+        let ratio = self.gc_ratio(host.under_space_pressure());
         let _accounting = self.accounting.lock();
         let mut inner = self.inner.write();
         let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
@@ -115,6 +121,7 @@ impl TableStore {
             store: self,
             victims,
             outputs: Vec::new(),
+            keys: Vec::new(),
             guard: None,
             handed_over: false,
             listed: false,
@@ -167,6 +174,8 @@ struct TableVictim<'a> {
     store: &'a TableStore,
     victims: Vec<u64>,
     outputs: Vec<(u64, TableFile)>,
+    /// The outputs' key ranges.
+    keys: Vec<(u64, KeyRange)>,
     /// The accounting lock, from attributing deferred garbage until the
     /// step's edit is installed.
     guard: Option<MutexGuard<'a, ()>>,
@@ -207,6 +216,7 @@ impl TableVictim<'_> {
         });
         let r = r.and_then(|()| w.finish());
         self.outputs.append(&mut w.done);
+        self.keys.append(&mut w.keys);
         r.map(|()| (written, copies))
     }
 
@@ -232,6 +242,7 @@ impl TableVictim<'_> {
         }
         let mut edit = VersionEdit::default();
         edit.values.table.added = self.outputs.clone();
+        edit.values.table.keys = self.keys.clone();
         self.handed_over = true;
         host.install(edit)?;
         self.listed = true;
@@ -371,6 +382,7 @@ impl GcVictim for TableVictim<'_> {
         let t = &mut edit.values.table;
         if !self.listed {
             t.added = self.outputs.clone();
+            t.keys = self.keys.clone();
         }
         t.removed = self.victims.clone();
         // Also without heirs: edges into a victim leave with it.

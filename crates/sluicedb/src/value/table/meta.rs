@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::coding::{put_u32, put_u64, Reader};
+use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::version::edit::tag;
 
 /// A live value table as the manifest knows it.
@@ -47,6 +47,26 @@ pub(crate) struct TableMeta {
     pub(crate) edges: BTreeMap<u64, Vec<u64>>,
     /// Pointer entries naming each value table (absent: none).
     pub(crate) refs: BTreeMap<u64, u64>,
+    /// The smallest and largest user key of each live table's records
+    /// (tag 26; absent for tables written before it): every pointer into a
+    /// table is an entry of a key in its range, which is how the unified
+    /// shape's merges find the tables they can collect (`docs/design.md`,
+    /// "Unified shape", "Garbage collection").
+    pub(crate) keys: BTreeMap<u64, KeyRange>,
+}
+
+/// A value table's smallest and largest user key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyRange {
+    pub(crate) smallest: Vec<u8>,
+    pub(crate) largest: Vec<u8>,
+}
+
+impl KeyRange {
+    /// True when some key of `lo..=hi` lies in the range.
+    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.smallest.as_slice() <= hi && lo <= self.largest.as_slice()
+    }
 }
 
 /// A change to [`TableMeta`], part of a manifest record.
@@ -61,6 +81,8 @@ pub(crate) struct TableEdit {
     pub(crate) inherited: Vec<(u64, Vec<u64>)>,
     /// Changes to the pointer counts: (table, delta).
     pub(crate) refs: Vec<(u64, i64)>,
+    /// Key ranges of tables added.
+    pub(crate) keys: Vec<(u64, KeyRange)>,
 }
 
 impl TableEdit {
@@ -72,6 +94,7 @@ impl TableEdit {
         self.removed.extend(other.removed);
         self.inherited.extend(other.inherited);
         self.refs.extend(other.refs);
+        self.keys.extend(other.keys);
     }
 }
 
@@ -93,6 +116,12 @@ impl TableMeta {
             if m.tables.insert(f, t).is_some() {
                 return Err(format!("value table {f} added twice"));
             }
+        }
+        for (f, k) in &e.keys {
+            if !m.tables.contains_key(f) || k.smallest > k.largest {
+                return Err(format!("key range of value table {f}, which is not live"));
+            }
+            m.keys.insert(*f, k.clone());
         }
         for (victim, outputs) in &e.inherited {
             if let Some(t) = outputs.iter().find(|t| !m.tables.contains_key(t)) {
@@ -119,6 +148,7 @@ impl TableMeta {
             if m.tables.remove(f).is_none() {
                 return Err(format!("value table {f} removed but not live"));
             }
+            m.keys.remove(f);
         }
         // An edge is needed while some entry names its source.
         m.refs.retain(|_, n| *n > 0);
@@ -137,6 +167,7 @@ impl TableMeta {
             removed: Vec::new(),
             inherited: self.edges.iter().map(|(&f, t)| (f, t.clone())).collect(),
             refs: self.refs.iter().map(|(&f, &n)| (f, n as i64)).collect(),
+            keys: self.keys.iter().map(|(&f, k)| (f, k.clone())).collect(),
         }
     }
 
@@ -177,6 +208,13 @@ impl TableEdit {
                 put_u64(&mut p, o);
             }
             field(tag::TABLE_INHERITED, &p);
+        }
+        for (f, k) in &self.keys {
+            let mut p = Vec::with_capacity(16 + k.smallest.len() + k.largest.len());
+            put_u64(&mut p, *f);
+            put_bytes(&mut p, &k.smallest);
+            put_bytes(&mut p, &k.largest);
+            field(tag::TABLE_KEYS, &p);
         }
         for &f in &self.removed {
             field(tag::TABLE_REMOVED, &f.to_le_bytes());
@@ -223,6 +261,13 @@ impl TableEdit {
                 self.inherited.push((victim, outputs));
                 Some(())
             })(),
+            tag::TABLE_KEYS => (|| {
+                let f = p.u64()?;
+                let smallest = p.len_prefixed()?.to_vec();
+                let largest = p.len_prefixed().filter(|_| p.is_empty())?.to_vec();
+                self.keys.push((f, KeyRange { smallest, largest }));
+                Some(())
+            })(),
             tag::TABLE_REMOVED => p
                 .u64()
                 .filter(|_| p.is_empty())
@@ -263,9 +308,22 @@ mod tests {
             removed: vec![3],
             inherited: vec![(3, vec![7, 8])],
             refs: vec![(7, 5), (2, -3)],
+            keys: vec![(
+                7,
+                KeyRange {
+                    smallest: b"a".to_vec(),
+                    largest: b"m\x00".to_vec(),
+                },
+            )],
         };
         assert_eq!(round_trip(&e), e);
         let mut d = TableEdit::default();
+        // A key range cut short.
+        let mut p = Vec::new();
+        put_u64(&mut p, 7);
+        put_bytes(&mut p, b"a");
+        put_u32(&mut p, 5);
+        assert_eq!(d.decode(tag::TABLE_KEYS, &p), Some(Err(())));
         assert_eq!(d.decode(tag::TABLE_REMOVED, &[1, 2, 3]), Some(Err(())));
         assert_eq!(d.decode(tag::TABLE_INHERITED, &[0; 13]), Some(Err(())));
         // A hot flag other than 0 or 1.
@@ -276,6 +334,43 @@ mod tests {
         put_u32(&mut p, 2);
         assert_eq!(d.decode(tag::TABLE_ADDED, &p), Some(Err(())));
         assert_eq!(d.decode(tag::NEW_FILE, &[]), None);
+    }
+
+    #[test]
+    fn key_ranges_live_and_die_with_their_tables() {
+        let range = |a: &[u8], b: &[u8]| KeyRange {
+            smallest: a.to_vec(),
+            largest: b.to_vec(),
+        };
+        let m = TableMeta::default()
+            .apply(&TableEdit {
+                create: true,
+                added: vec![(1, file(10, false))],
+                keys: vec![(1, range(b"b", b"f"))],
+                refs: vec![(1, 2)],
+                ..Default::default()
+            })
+            .unwrap();
+        let k = &m.keys[&1];
+        assert!(k.overlaps(b"a", b"b") && k.overlaps(b"c", b"d") && k.overlaps(b"f", b"z"));
+        assert!(!k.overlaps(b"a", b"az") && !k.overlaps(b"fa", b"z"));
+        assert_eq!(TableMeta::default().apply(&m.snapshot()).unwrap(), m);
+        // A range for a table that is not live, or upside down, is refused.
+        for bad in [(2, range(b"a", b"b")), (1, range(b"c", b"a"))] {
+            let e = TableEdit {
+                keys: vec![bad],
+                ..Default::default()
+            };
+            assert!(m.apply(&e).is_err());
+        }
+        let m = m
+            .apply(&TableEdit {
+                removed: vec![1],
+                refs: vec![(1, -2)],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(m.keys.is_empty() && m.tables.is_empty() && m.refs.is_empty());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! follow its inheritance edge to the tables that hold its records now and
 //! find the record there by key, length and checksum.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::builder::{ValueTableBuilder, ValueTableOptions};
-use super::meta::{TableEdit, TableFile, TableMeta};
+use super::meta::{KeyRange, TableEdit, TableFile, TableMeta};
 use super::reader::ValueTable;
 use crate::compaction::JobStats;
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ use crate::value::log::format::Record;
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::{ValuePointer, STORE_TABLE};
 use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore};
-use crate::version::Version;
+use crate::version::{Version, VersionEdit};
 
 /// Index partitions of a value table are cut at this size: a point read
 /// past an edge reads one (cached).
@@ -49,6 +49,9 @@ pub(crate) struct TableConfig {
     pub(crate) drop_cache_bytes: usize,
     pub(crate) lazy_read: bool,
     pub(crate) write_back: bool,
+    /// The unified shape's merges collect the tables
+    /// (`ValueStore::collects_in_merges`).
+    pub(crate) in_merges: bool,
     pub(crate) table: ValueTableOptions,
     pub(crate) prefetch_threads: usize,
 }
@@ -61,6 +64,7 @@ impl TableConfig {
             drop_cache_bytes: opts.values.table.drop_cache_bytes,
             lazy_read: opts.values.table.gc_lazy_read,
             write_back: opts.values.table.gc_write_back,
+            in_merges: opts.index.shape == crate::options::IndexShapeKind::Unified,
             table: ValueTableOptions {
                 index_block_bytes: INDEX_PARTITION_BYTES,
                 restart_interval: opts.index.block_restart_interval,
@@ -93,6 +97,9 @@ pub(super) struct Inner {
     /// Garbage jobs found in frozen tables, for the step's install to
     /// attribute (`TableStore::settle`).
     pub(super) deferred: Vec<Dropped>,
+    /// Tables the last edit removed because no pointer names them
+    /// (`ValueStore::before_install`, merges collecting).
+    pub(super) unreferenced: Vec<u64>,
 }
 
 pub(crate) struct TableStore {
@@ -176,6 +183,7 @@ impl TableStore {
                 edges: meta.edges.iter().map(|(&f, t)| (f, t.clone())).collect(),
                 frozen: HashMap::new(),
                 deferred: Vec::new(),
+                unreferenced: Vec::new(),
             }),
             accounting: Mutex::new(()),
             drop_cache: DropCache::new(config.drop_cache_bytes),
@@ -431,8 +439,12 @@ pub(super) struct TableWriter<'a> {
     store: &'a TableStore,
     /// Open tables: [cold, hot].
     open: [Option<(u64, ValueTableBuilder)>; 2],
+    /// The key ranges of the open tables' records.
+    ranges: [Option<KeyRange>; 2],
     /// Tables finished (synced, readable, not yet listed in the manifest).
     pub(super) done: Vec<(u64, TableFile)>,
+    /// Their key ranges.
+    pub(super) keys: Vec<(u64, KeyRange)>,
 }
 
 impl<'a> TableWriter<'a> {
@@ -440,7 +452,9 @@ impl<'a> TableWriter<'a> {
         TableWriter {
             store,
             open: [None, None],
+            ranges: [None, None],
             done: Vec::new(),
+            keys: Vec::new(),
         }
     }
 
@@ -448,6 +462,9 @@ impl<'a> TableWriter<'a> {
         if let Some((n, b)) = self.open[i].take() {
             let t = self.store.finish_table(n, b)?;
             self.done.push((n, t));
+            if let Some(k) = self.ranges[i].take() {
+                self.keys.push((n, k));
+            }
         }
         Ok(())
     }
@@ -467,6 +484,22 @@ impl<'a> TableWriter<'a> {
         }
         let (number, b) = self.open[i].as_mut().expect("opened above");
         let h = b.add(r)?;
+        match &mut self.ranges[i] {
+            Some(k) => {
+                if r.key < k.smallest.as_slice() {
+                    k.smallest = r.key.to_vec();
+                }
+                if r.key > k.largest.as_slice() {
+                    k.largest = r.key.to_vec();
+                }
+            }
+            None => {
+                self.ranges[i] = Some(KeyRange {
+                    smallest: r.key.to_vec(),
+                    largest: r.key.to_vec(),
+                })
+            }
+        }
         Ok(ValuePointer {
             store: STORE_TABLE,
             file: *number,
@@ -509,6 +542,7 @@ impl ValueSink for TableSink<'_> {
     fn finish(mut self: Box<Self>, edit: &mut ValueEdit) -> Result<()> {
         self.0.finish()?;
         edit.table.added.append(&mut self.0.done);
+        edit.table.keys.append(&mut self.0.keys);
         Ok(())
     }
 }
@@ -593,6 +627,9 @@ impl ValueStore for TableStore {
     }
 
     fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        if self.config.in_merges {
+            return Ok(None);
+        }
         self.pick_victims(host)
     }
 
@@ -604,7 +641,7 @@ impl ValueStore for TableStore {
     }
 
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
-        self.has_candidate(t.current, self.config.gc_ratio)
+        !self.config.in_merges && self.has_candidate(t.current, self.config.gc_ratio)
     }
 
     fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
@@ -657,7 +694,13 @@ impl ValueStore for TableStore {
         self.drop_cache.record(key, shadow);
     }
 
+    /// Never while merges collect: a merge may move any record of a table
+    /// it froze, so each dropped pointer is kept with its key until the
+    /// job settles (`settle_relocating_job`).
     fn counts_at_once(&self, p: &ValuePointer) -> bool {
+        if self.config.in_merges {
+            return false;
+        }
         let inner = self.inner.read();
         inner.live.contains_key(&p.file) && !inner.frozen.contains_key(&p.file)
     }
@@ -674,6 +717,144 @@ impl ValueStore for TableStore {
         let guard = self.accounting.lock();
         self.settle(stats, edit)?;
         Ok(Some(guard))
+    }
+
+    /// While merges collect, a table no pointer names holds only garbage:
+    /// the edit that drops its last pointer removes it.
+    fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
+        if !self.config.in_merges {
+            return;
+        }
+        let t = &mut edit.values.table;
+        let mut delta: BTreeMap<u64, i64> = BTreeMap::new();
+        for &(f, d) in &t.refs {
+            *delta.entry(f).or_default() += d;
+        }
+        let meta = &base.values.table;
+        let gone: Vec<u64> = delta
+            .into_iter()
+            .filter(|&(f, d)| {
+                d < 0
+                    && meta.tables.contains_key(&f)
+                    && !t.removed.contains(&f)
+                    && !t.added.iter().any(|a| a.0 == f)
+                    && meta.refs.get(&f).map_or(0, |&n| n as i64) + d == 0
+            })
+            .map(|(f, _)| f)
+            .collect();
+        t.removed.extend(&gone);
+        self.inner.write().unreferenced = gone;
+    }
+
+    fn take_unreferenced(&self) -> Vec<u64> {
+        let gone = std::mem::take(&mut self.inner.write().unreferenced);
+        if !gone.is_empty() {
+            self.retire(&gone, &[]);
+        }
+        gone
+    }
+
+    fn collects_in_merges(&self) -> bool {
+        self.config.in_merges
+    }
+
+    fn freeze_merge_victims(
+        &self,
+        current: &Version,
+        lo: &[u8],
+        hi: &[u8],
+        pressure: bool,
+        budget: u64,
+    ) -> Vec<u64> {
+        if !self.config.in_merges {
+            return Vec::new();
+        }
+        let ratio = self.gc_ratio(pressure);
+        let Some(_accounting) = self.accounting.try_lock() else {
+            return Vec::new();
+        };
+        let mut inner = self.inner.write();
+        let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
+        let meta = &current.values;
+        let mut victims = Vec::new();
+        let mut live_sum = 0u64;
+        for (f, t, r) in candidates(current, &frozen) {
+            if r < ratio {
+                break;
+            }
+            let meets = meta.table.keys.get(&f).is_some_and(|k| k.overlaps(lo, hi));
+            if !meets || !inner.live.contains_key(&f) {
+                continue;
+            }
+            let live = t
+                .record_bytes
+                .saturating_sub(meta.garbage.get(&f).copied().unwrap_or(0));
+            if !victims.is_empty() && live_sum + live > budget {
+                continue;
+            }
+            victims.push(f);
+            live_sum += live;
+        }
+        for &v in &victims {
+            inner.frozen.insert(v, Frozen::Picked);
+        }
+        victims
+    }
+
+    fn merge_gc_targets(&self, current: &Version, pressure: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if !self.config.in_merges {
+            return Vec::new();
+        }
+        let ratio = self.gc_ratio(pressure);
+        let inner = self.inner.read();
+        let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
+        let meta = &current.values;
+        let mut found: Vec<(u64, Vec<u8>, Vec<u8>)> = candidates(current, &frozen)
+            .into_iter()
+            .take_while(|c| c.2 >= ratio)
+            .filter_map(|(f, _, _)| {
+                let k = meta.table.keys.get(&f)?;
+                let garbage = meta.garbage.get(&f).copied().unwrap_or(0);
+                Some((garbage, k.smallest.clone(), k.largest.clone()))
+            })
+            .collect();
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
+        found.into_iter().map(|(_, lo, hi)| (lo, hi)).collect()
+    }
+
+    fn settle_relocating_job(
+        &self,
+        victims: &[u64],
+        stats: &mut JobStats,
+        edit: &mut ValueEdit,
+        locate: &mut dyn FnMut(&Dropped) -> Result<Option<u64>>,
+    ) -> Result<Option<MutexGuard<'_, ()>>> {
+        let guard = self.accounting.lock();
+        let theirs: Vec<Dropped> = {
+            let mut inner = self.inner.write();
+            let (mine, rest) = std::mem::take(&mut inner.deferred)
+                .into_iter()
+                .partition(|d| victims.contains(&d.ptr.file));
+            inner.deferred = rest;
+            mine
+        };
+        let (own, others): (Vec<Dropped>, Vec<Dropped>) = std::mem::take(&mut stats.deferred)
+            .into_iter()
+            .partition(|d| victims.contains(&d.ptr.file));
+        stats.deferred = others;
+        for d in theirs.into_iter().chain(own) {
+            let holder = locate(&d)?.unwrap_or(d.ptr.file);
+            edit.garbage.push((holder, u64::from(d.ptr.record_len)));
+        }
+        self.settle(stats, edit)?;
+        Ok(Some(guard))
+    }
+
+    fn thaw(&self, victims: &[u64]) {
+        let mut inner = self.inner.write();
+        for v in victims {
+            inner.frozen.remove(v);
+        }
     }
 
     fn holder_of(&self, p: &ValuePointer, key: &[u8]) -> Result<Option<u64>> {
