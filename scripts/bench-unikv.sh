@@ -4,14 +4,15 @@
 # of the data (../shared/tools/memcap), every engine opened with its defaults.
 #   exp1:  load GIB (fillrandom), then random reads, the update experiment's phases and
 #          scans (Exp. 1); `sluice bench report` gives ops/s, write and space amplification.
+#   mix:   read:write 30:70, 50:50 and 70:30 on GIB of loaded data (Exp. 2, `readwrite`).
 #   ycsb:  YCSB A-F on GIB of loaded data (Exp. 3).
-# Exp. 2 (read:write 30:70, 50:50, 70:30) needs a read/update mix the benchmark does not
-# have yet beyond YCSB A (50:50) and B (95:5); Exp. 10 (hash index memory) is in `sluice
-# info` and the `hash_index_bytes` of the JSON lines' stats.
-# Usage: scripts/bench-unikv.sh [exp1|ycsb] [DIR (default sluice-data)] [OUT (default
+# Exp. 10 (hash index memory) is in `sluice info` and the `hash_index_bytes` of the JSON
+# lines' stats.
+# Usage: scripts/bench-unikv.sh [exp1|mix|ycsb] [DIR (default sluice-data)] [OUT (default
 # unikv.jsonl)]. Environment: ENGINES (default unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall;
 # the peers need the cargo features), GIB (default 5), CAP_MIB (default GIB/6), MEMCAP (path
-# of memcap), EXTRA (more `sluice bench` flags). CARGO_TARGET_DIR is honoured.
+# of memcap), OPS (operations per readwrite phase, default 1000000), EXTRA (more `sluice
+# bench` flags). CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 mode=${1:-exp1}
 dir=${2:-sluice-data}
@@ -30,8 +31,11 @@ case $mode in
     echo "== exp1, $gib GiB, memcap $cap_mib MiB" >&2
     run --benchmarks fillrandom,readrandom,scan --scan-length 50
     run --benchmarks update --dataset-gib "$gib" ;;
+  mix)
+    echo "== readwrite, $gib GiB, memcap $cap_mib MiB" >&2
+    run --benchmarks readwrite --dataset-gib "$gib" --ops "${OPS:-1000000}" ;;
   ycsb)
     echo "== ycsb, $gib GiB, memcap $cap_mib MiB" >&2
     run --benchmarks ycsb --dataset-gib "$gib" --ops 1000000 ;;
-  *) echo "unknown mode $mode (exp1, ycsb)" >&2; exit 2 ;;
+  *) echo "unknown mode $mode (exp1, mix, ycsb)" >&2; exit 2 ;;
 esac

@@ -632,6 +632,36 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
             }
             v
         }
+        Workload::ReadWrite => {
+            let mut v = Vec::new();
+            if !loaded {
+                v.push(phase(
+                    "readwrite.load",
+                    cfg.num,
+                    Body::Load {
+                        keys: shuffled(rng),
+                    },
+                    false,
+                ));
+            }
+            let count = shared.key_count.load(Ordering::Relaxed).max(cfg.num);
+            for read in workload::READ_WRITE_READ_PERCENTS {
+                let share = f64::from(read) / 100.0;
+                v.push(phase(
+                    &format!("readwrite.r{read}"),
+                    cfg.ops(),
+                    ops(
+                        Mix::default()
+                            .with(Op::Read, share)
+                            .with(Op::Update, 1.0 - share),
+                        Chooser::scrambled(count),
+                        one,
+                    ),
+                    false,
+                ));
+            }
+            v
+        }
         Workload::Ycsb(y) => {
             let mut v = Vec::new();
             if !loaded {

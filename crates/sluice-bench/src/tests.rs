@@ -70,7 +70,10 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             "churn.P1",
             "churn.P2",
             "churn.P3",
-            "churn.closed"
+            "readwrite.r30",
+            "readwrite.r50",
+            "readwrite.r70",
+            "readwrite.closed"
         ]
     );
     // Reads find what was loaded; readseq sees every key once.
@@ -132,7 +135,7 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
         assert_eq!(x.live_bytes, loaded, "{p}");
         assert_eq!(x.user_bytes_written, 1500 * (16 + 16 + 200), "{p}");
     }
-    let closed = by_phase(&r, "wisckey", "churn.closed");
+    let closed = by_phase(&r, "wisckey", "readwrite.closed");
     assert!(closed.disk_bytes > 0 && closed.space_amp.is_some());
 }
 
@@ -236,5 +239,29 @@ fn bad_configurations_are_refused() {
         cfg.engines = vec![EngineKind::RocksDb];
         let e = run(&cfg).unwrap_err().to_string();
         assert!(e.contains("--features rocksdb"), "{e}");
+    }
+}
+
+/// UniKV's Exp. 2 (seed 004 §IV-B): a load, then three phases of reads and
+/// updates in the ratios 30:70, 50:50 and 70:30; each read finds its key
+/// (the load came first), so reads and writes split in the stated shares.
+#[test]
+fn readwrite_runs_three_read_write_ratios_after_a_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny(dir.path(), &[Preset::UniKv], &[Workload::ReadWrite]);
+    cfg.ops = Some(2000);
+    let r = run(&cfg).unwrap();
+    let load = by_phase(&r, "unikv", "readwrite.load");
+    assert_eq!(load.ops, 1500);
+    for read in crate::workload::READ_WRITE_READ_PERCENTS {
+        let p = by_phase(&r, "unikv", &format!("readwrite.r{read}"));
+        assert_eq!(p.ops, 2000);
+        let writes = p.user_bytes_written / (16 + 200);
+        assert_eq!(p.found + writes, 2000, "r{read}: every read finds its key");
+        let share = p.found as f64 / 2000.0;
+        assert!(
+            (share - f64::from(read) / 100.0).abs() < 0.05,
+            "r{read}: reads were {share:.3} of the operations"
+        );
     }
 }

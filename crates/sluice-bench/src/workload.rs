@@ -53,10 +53,18 @@ pub enum Workload {
     /// number), so that each phase of `num` operations replaces about
     /// 63% of the keys while the live data stays the same.
     Churn,
+    /// UniKV's Experiment 2 (seed 004 §IV-B): on the loaded data (a load
+    /// first if the database is empty), three phases of `ops` operations,
+    /// reads and updates of Zipf(0.99) keys in the ratios 30:70, 50:50 and
+    /// 70:30.
+    ReadWrite,
 }
 
+/// The read shares of [`Workload::ReadWrite`]'s phases, in percent.
+pub const READ_WRITE_READ_PERCENTS: [u32; 3] = [30, 50, 70];
+
 impl Workload {
-    pub const ALL: [Workload; 16] = [
+    pub const ALL: [Workload; 17] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
@@ -73,6 +81,7 @@ impl Workload {
         Workload::Ycsb(Ycsb::F),
         Workload::Mixed,
         Workload::Churn,
+        Workload::ReadWrite,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +102,7 @@ impl Workload {
             Workload::Ycsb(Ycsb::F) => "ycsb-f",
             Workload::Mixed => "mixed",
             Workload::Churn => "churn",
+            Workload::ReadWrite => "readwrite",
         }
     }
 

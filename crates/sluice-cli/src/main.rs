@@ -223,7 +223,7 @@ struct BenchArgs {
     report: Option<BenchCommand>,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite,
     /// readrandom, readseq, seekrandom, scan, update, ycsb-a .. ycsb-f,
-    /// ycsb (all six), mixed, churn.
+    /// ycsb (all six), mixed, churn, readwrite.
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
@@ -238,8 +238,8 @@ struct BenchArgs {
     /// --num.
     #[arg(long)]
     dataset_gib: Option<f64>,
-    /// Operations of the read, overwrite, scan and YCSB workloads (default:
-    /// --num).
+    /// Operations of the read, overwrite, scan and YCSB workloads, and of
+    /// each readwrite phase (default: --num).
     #[arg(long, alias = "reads")]
     ops: Option<u64>,
     /// Updates per phase of the update and mixed workloads, and delete +
