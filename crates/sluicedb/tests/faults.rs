@@ -13,13 +13,14 @@ use sluicedb::{Db, Error, JournalMode, Options, WriteOptions};
 /// The configurations: the hash layout (mixed separation; all values,
 /// separated at flush), the value log as journal, and the value log with
 /// the engine journal.
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "hash",
     "hash at flush",
     "log as journal",
     "log with journal",
     "tables",
     "unified",
+    "unified tables",
 ];
 
 fn options(fs: &MemFs, case: &str) -> Options {
@@ -29,6 +30,7 @@ fn options(fs: &MemFs, case: &str) -> Options {
         "log as journal" => tiny_options(fs, 3),
         "tables" => tiny_options(fs, 4).table_gc_ratio(0.05),
         "unified" => tiny_options(fs, 10),
+        "unified tables" => tiny_options(fs, 26),
         _ => tiny_options(fs, 3).journal_mode(JournalMode::Journal),
     }
 }

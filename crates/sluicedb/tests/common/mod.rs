@@ -32,7 +32,8 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
     //   variants 2 and 4 write index-decoupled key tables; variant 12 (a
     //   4) has GC write pointers back instead of inheritance edges, and
     //   variant 10 (a 2) is the unified shape (UniKV), whose merges
-    //   separate the values instead of its flushes
+    //   separate the values instead of its flushes, over the log layout;
+    //   variant 26 (a 10) puts it on value tables, as the preset does
     let (separation, layout) = match variant % 8 {
         1 => (Some(32), ValueLayout::Hash),
         4 => (Some(32), ValueLayout::Table),
@@ -73,11 +74,18 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .value_log_file_size_bytes(4096)
         .value_log_buffer_bytes(512);
     let o = if variant % 16 == 10 {
-        o.index_shape(IndexShapeKind::Unified)
+        let o = o
+            .index_shape(IndexShapeKind::Unified)
             .separate_at_flush(false)
             .unikv_unsorted_limit_bytes(12 * 1024)
             .unikv_partition_size_limit_bytes(24 * 1024)
-            .unikv_hash_buckets(32)
+            .unikv_hash_buckets(32);
+        // Variant 26: the preset's value tables, which merges collect.
+        if variant % 32 == 26 {
+            o.value_layout(ValueLayout::Table).table_gc_ratio(0.1)
+        } else {
+            o
+        }
     } else {
         o
     };
