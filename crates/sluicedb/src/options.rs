@@ -122,6 +122,14 @@ pub const UNIKV_BYTES_PER_HASH_BUCKET: u64 = 1024;
 /// at its median key (seed 004 §III-D's partition size limit; the paper's
 /// 40 GB is ten of its 4 GB UnsortedStores, here eight of ours: 4 GiB).
 pub const DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES: u64 = 4 << 30;
+/// UniKV: unsorted tables of one partition above which, while scans run,
+/// they are merged into one sorted table (seed 004 §III-F's
+/// `scanMergeLimit`, for which the paper gives no figure). A scan reads
+/// every unsorted table of the partitions it crosses; at the default
+/// unsorted limit a partition holds about eight memtables' tables when its
+/// merge starts, so 4 halves what a scan meets at most for a rewrite of
+/// at most half the unsorted limit.
+pub const DEFAULT_UNIKV_SCAN_MERGE_LIMIT: usize = 4;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
 /// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine
@@ -423,6 +431,10 @@ pub struct UnifiedOptions {
     /// and hash index, so more partitions hold more unsorted data and
     /// memory.
     pub partition_size_limit_bytes: u64,
+    /// While scans run, a partition's unsorted tables are merged into one
+    /// sorted table once there are more than this many
+    /// ([`DEFAULT_UNIKV_SCAN_MERGE_LIMIT`]; §III-F); at least 2.
+    pub scan_merge_limit: usize,
 }
 
 /// The value store's options ([`Options::values`]).
@@ -661,6 +673,8 @@ setters! {
     unikv_hash_functions => index.unified.hash_functions: u32,
     /// Sets [`UnifiedOptions::partition_size_limit_bytes`].
     unikv_partition_size_limit_bytes => index.unified.partition_size_limit_bytes: u64,
+    /// Sets [`UnifiedOptions::scan_merge_limit`].
+    unikv_scan_merge_limit => index.unified.scan_merge_limit: usize,
     /// Sets [`Options::background_threads`].
     background_threads => background_threads: usize,
     /// Sets [`Options::journal_recovery`].
@@ -819,6 +833,7 @@ impl Options {
                     hash_buckets: 0,
                     hash_functions: DEFAULT_UNIKV_HASH_FUNCTIONS,
                     partition_size_limit_bytes: DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES,
+                    scan_merge_limit: DEFAULT_UNIKV_SCAN_MERGE_LIMIT,
                 },
             },
             values: ValueOptions {
@@ -961,9 +976,11 @@ impl Options {
             if u.unsorted_limit_bytes < 4096
                 || !(1..=8).contains(&u.hash_functions)
                 || u.partition_size_limit_bytes < 4096
+                || u.scan_merge_limit < 2
             {
                 return bad("the unified shape needs unsorted_limit_bytes and \
-                     partition_size_limit_bytes >= 4096 and 1 to 8 hash functions"
+                     partition_size_limit_bytes >= 4096, 1 to 8 hash functions \
+                     and a scan merge limit of at least 2"
                     .into());
             }
             // Values stay inline until a merge separates them (§III-C).

@@ -110,6 +110,9 @@ pub struct ShapeStats {
     pub hash_index_checkpoints: u64,
     pub hash_index_reindexed_at_open: usize,
     pub hash_index_checkpoint_rejected: bool,
+    /// Merges of a partition's unsorted tables into one, for scans
+    /// (§III-F), picked since open.
+    pub scan_merges: u64,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).
@@ -276,8 +279,8 @@ impl std::fmt::Display for Stats {
         if self.shape.partitions > 0 {
             writeln!(
                 f,
-                "  partitions: {} ({} split since open)",
-                self.shape.partitions, self.shape.partition_splits
+                "  partitions: {} ({} split since open), {} scan merges",
+                self.shape.partitions, self.shape.partition_splits, self.shape.scan_merges
             )?;
         }
         if self.shape.hash_index_generations > 0 {

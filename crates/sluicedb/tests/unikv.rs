@@ -238,3 +238,59 @@ fn merges_collect_value_tables_without_lookups_and_space_stays_bounded() {
         assert!(peak_store > 0, "seed {seed}");
     }
 }
+
+/// Scans merge a partition's unsorted tables into one once there are more
+/// than the scan merge limit (seed 004 §III-F): lookups find keys in the
+/// merged table through the hash index, and scans and reopens see the
+/// model.
+#[test]
+fn scans_merge_the_unsorted_tables_and_lookups_still_find_every_key() {
+    for seed in [21u64, 22] {
+        let fs = MemFs::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut model = BTreeMap::new();
+        let keys = 400u64;
+        let opts = || {
+            common::preset_options(&fs, Preset::UniKv)
+                .unikv_scan_merge_limit(2)
+                // Merges into the sorted run seldom: scans meet many
+                // unsorted tables.
+                .unikv_unsorted_limit_bytes(64 * 1024)
+        };
+        let db = Db::open("/db", opts()).unwrap();
+        for i in 0..4000u64 {
+            let k = rng.gen_range(0..keys);
+            let key = format!("k{k:05}").into_bytes();
+            if rng.gen_ratio(1, 10) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..200)];
+                db.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+            if i % 200 == 199 {
+                let lo = format!("k{:05}", rng.gen_range(0..keys));
+                let got: Vec<(Vec<u8>, Vec<u8>)> = db
+                    .range(lo.as_bytes()..)
+                    .take(20)
+                    .map(|r| r.unwrap())
+                    .collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(lo.as_bytes().to_vec()..)
+                    .take(20)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "seed {seed}: scan from {lo} at write {i}");
+            }
+        }
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        assert!(s.shape.scan_merges > 0, "seed {seed}: no scan merge\n{s}");
+        check(&db, &model, seed, keys, "after scan merges");
+        assert_eq!(db.check_space().unwrap(), Vec::new(), "seed {seed}");
+        drop(db);
+        let db = Db::open("/db", opts()).unwrap();
+        check(&db, &model, seed, keys, "after reopen");
+    }
+}

@@ -257,7 +257,18 @@ impl Db {
         for m in &sv.imms {
             children.push(m.clone().iter());
         }
-        children.extend(core.shape.iterators(&sv.current, &core.tables));
+        let end = |b: &std::ops::Bound<Vec<u8>>| match b {
+            std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => Some(k.clone()),
+            std::ops::Bound::Unbounded => None,
+        };
+        let (lo, hi) = (end(&lower), end(&upper));
+        core.shape.note_scan();
+        children.extend(core.shape.scan_iterators(
+            &sv.current,
+            &core.tables,
+            lo.as_deref(),
+            hi.as_deref(),
+        ));
         let inner = DbIter::new(Box::new(MergingIterator::new(children)), seq);
         let values = core.values.clone();
         DbIterator::new(inner, Box::new((sv, guard)), values, lower, upper)

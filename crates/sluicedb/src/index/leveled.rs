@@ -112,6 +112,7 @@ impl Leveled {
             separate_values: false,
             new_boundary: None,
             relocate: Vec::new(),
+            output_number: None,
         })
     }
 

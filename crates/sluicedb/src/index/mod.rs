@@ -63,6 +63,10 @@ pub(crate) struct CompactionPlan {
     /// unified shape's GC, §III-C): chosen and frozen by the value store
     /// when the merge is picked (`Core::add_relocations`).
     pub(crate) relocate: Vec<u64>,
+    /// The number of its (single) output, taken when it was picked (the
+    /// unified shape's scan merge, whose output must sort between its
+    /// inputs and later flushes by number).
+    pub(crate) output_number: Option<u64>,
 }
 
 impl CompactionPlan {
@@ -154,6 +158,23 @@ pub(crate) fn overlapping_then_runs(
     v: &Arc<Version>,
     tables: &Arc<TableCache>,
 ) -> Vec<Box<dyn InternalIterator>> {
+    overlapping_then_runs_in(v, tables, None, None)
+}
+
+/// [`overlapping_then_runs`] for a scan of user keys from `lower` through
+/// `upper` (either end open when `None`): tables wholly outside the range
+/// are left out (the unified shape's scans locate their partitions by
+/// boundary keys, seed 004 §III-F).
+pub(crate) fn overlapping_then_runs_in(
+    v: &Arc<Version>,
+    tables: &Arc<TableCache>,
+    lower: Option<&[u8]>,
+    upper: Option<&[u8]>,
+) -> Vec<Box<dyn InternalIterator>> {
+    let within = |f: &&Arc<FileMeta>| {
+        lower.is_none_or(|l| f.largest_user_key() >= l)
+            && upper.is_none_or(|u| f.smallest_user_key() <= u)
+    };
     let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn InternalIterator> {
         Box::new(LevelIter::new(
             files,
@@ -165,14 +186,16 @@ pub(crate) fn overlapping_then_runs(
     let mut out: Vec<Box<dyn InternalIterator>> = v.levels[0]
         .iter()
         .rev()
+        .filter(within)
         .map(|f| run(vec![f.clone()]))
         .collect();
     out.extend(
         v.levels
             .iter()
             .skip(1)
+            .map(|l| l.iter().filter(within).cloned().collect::<Vec<_>>())
             .filter(|l| !l.is_empty())
-            .map(|l| run(l.clone())),
+            .map(run),
     );
     out
 }
@@ -244,6 +267,28 @@ pub(crate) trait IndexShape: Send + Sync {
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>>;
+    /// Iterators for a user scan of the keys from `lower` through `upper`
+    /// (open ends `None`): tables that cannot hold one are left out.
+    fn scan_iterators(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        overlapping_then_runs_in(v, tables, lower, upper)
+    }
+    /// A user scan starts (the unified shape merges a partition's unsorted
+    /// tables while scans run, seed 004 §III-F).
+    fn note_scan(&self) {}
+    /// A merge of one partition's unsorted tables into one sorted unsorted
+    /// table, for scans (§III-F); `None` for shapes without one, when no
+    /// scan ran since the last, or none is due. The engine picks it only
+    /// while no flush runs, and numbers its output at once, so the output
+    /// is newer than its inputs and older than every later flush.
+    fn pick_scan_merge(&self, _v: &Version, _busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        None
+    }
     /// The most urgent compaction whose files are not in `busy`, if any is
     /// needed; `manual` asks for any useful compaction of the key range.
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan>;

@@ -242,25 +242,34 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Chooses and freezes the files a merge over user keys `lo..=hi`
     /// moves the records of: those whose key range meets it and whose
     /// garbage ratio calls for GC (a lower ratio under space pressure,
-    /// seed 003 §3.5), the highest ratio first, while
-    /// their live bytes fit `budget` (one at least). None when another job
-    /// is between settling its garbage and installing (its garbage names
+    /// seed 003 §3.5), the highest ratio first, until their garbage
+    /// reaches `reclaim` bytes or their live bytes `budget` (one at
+    /// least). `first`, a GC merge's target, comes first whatever its
+    /// ratio: the merge was chosen to collect it. None when another job is
+    /// between settling its garbage and installing (its garbage names
     /// files whose records this merge would move).
+    #[allow(clippy::too_many_arguments)]
     fn freeze_merge_victims(
         &self,
         _current: &Version,
         _lo: &[u8],
         _hi: &[u8],
+        _first: Option<u64>,
         _pressure: bool,
+        _reclaim: u64,
         _budget: u64,
     ) -> Vec<u64> {
         Vec::new()
     }
 
-    /// Key ranges of files whose garbage ratio calls for GC and that no
-    /// merge is collecting, the most garbage bytes first: where a merge
-    /// would reclaim the most space.
-    fn merge_gc_targets(&self, _current: &Version, _pressure: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    /// Files whose garbage ratio calls for GC and that no merge is
+    /// collecting, with their key ranges, the most garbage bytes first:
+    /// where a merge would reclaim the most space.
+    fn merge_gc_targets(
+        &self,
+        _current: &Version,
+        _pressure: bool,
+    ) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         Vec::new()
     }
 

@@ -162,6 +162,12 @@ pub(crate) struct Unified {
     /// checkpoint could not be used.
     reindexed: AtomicUsize,
     checkpoint_rejected: AtomicBool,
+    /// Unsorted tables of a partition above which scans merge them
+    /// (§III-F), user scans started since the last scan merge was picked,
+    /// and scan merges picked since open.
+    scan_merge_limit: usize,
+    scans: AtomicU64,
+    scan_merges: AtomicU64,
 }
 
 impl Unified {
@@ -187,6 +193,9 @@ impl Unified {
             checkpoints: AtomicU64::new(0),
             reindexed: AtomicUsize::new(0),
             checkpoint_rejected: AtomicBool::new(false),
+            scan_merge_limit: u.scan_merge_limit,
+            scans: AtomicU64::new(0),
+            scan_merges: AtomicU64::new(0),
         }
     }
 
@@ -352,6 +361,7 @@ impl Unified {
             separate_values: true,
             new_boundary: None,
             relocate: Vec::new(),
+            output_number: None,
         }
     }
 
@@ -450,6 +460,75 @@ impl IndexShape for Unified {
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>> {
         overlapping_then_runs(v, tables)
+    }
+
+    fn note_scan(&self) {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// While scans run (one started since the last pick), the partition
+    /// with the most unsorted tables, once it has more than the scan merge
+    /// limit, merges them into one table that stays unsorted (values
+    /// inline, §III-F: "merge all SSTables in the UnsortedStore into a big
+    /// one which keeps all KV pairs fully sorted"). Only a partition whose
+    /// tables lie within it (no table spans a boundary): the output is
+    /// one table, numbered when picked.
+    fn pick_scan_merge(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        if self.scans.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let b = &v.boundaries;
+        let mut counts = vec![0usize; b.len() + 1];
+        for f in &v.levels[UNSORTED] {
+            counts[partition_of(b, f.smallest_user_key())] += 1;
+        }
+        let mut order: Vec<usize> = (0..counts.len())
+            .filter(|&i| counts[i] > self.scan_merge_limit)
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(counts[i]));
+        for i in order {
+            let (lo, hi) = range_of(b, i);
+            let files: Vec<Arc<FileMeta>> = v.levels[UNSORTED]
+                .iter()
+                .filter(|f| partition_of(b, f.smallest_user_key()) == i)
+                .cloned()
+                .collect();
+            let inside = |f: &Arc<FileMeta>| {
+                f.smallest_user_key() >= lo && hi.is_none_or(|h| f.largest_user_key() < h)
+            };
+            // Tables of the neighbours that reach into it would have to be
+            // merged too, and cut into more than one output.
+            let spanned = v.levels[UNSORTED].iter().any(|f| {
+                partition_of(b, f.smallest_user_key()) != i
+                    && f.largest_user_key() >= lo
+                    && hi.is_none_or(|h| f.smallest_user_key() < h)
+            });
+            if spanned
+                || !files.iter().all(inside)
+                || files.iter().any(|f| busy.contains(&f.number))
+            {
+                continue;
+            }
+            self.scans.store(0, Ordering::Relaxed);
+            self.scan_merges.fetch_add(1, Ordering::Relaxed);
+            return Some(CompactionPlan {
+                inputs: vec![CompactionInput {
+                    level: UNSORTED,
+                    files,
+                    sorted_run: false,
+                }],
+                output_level: UNSORTED,
+                target_file_size_bytes: u64::MAX,
+                overlap_limit: Vec::new(),
+                max_overlap_bytes: u64::MAX,
+                trivial_move: false,
+                separate_values: false,
+                new_boundary: None,
+                relocate: Vec::new(),
+                output_number: None,
+            });
+        }
+        None
     }
 
     /// The partition whose UnsortedStore is fullest, once it reaches the
@@ -605,6 +684,7 @@ impl IndexShape for Unified {
         s.hash_index_checkpoints = self.checkpoints.load(Ordering::Relaxed);
         s.hash_index_reindexed_at_open = self.reindexed.load(Ordering::Relaxed);
         s.hash_index_checkpoint_rejected = self.checkpoint_rejected.load(Ordering::Relaxed);
+        s.scan_merges = self.scan_merges.load(Ordering::Relaxed);
     }
 
     fn merge_started(&self, plan: &CompactionPlan) {

@@ -277,3 +277,53 @@ fn a_full_partition_splits_at_the_sorted_table_boundary_nearest_its_middle() {
     s.shape_stats(&mut st);
     assert_eq!((st.partitions, st.partition_splits), (3, 2));
 }
+
+#[test]
+fn scans_merge_a_partition_with_too_many_unsorted_tables_into_one() {
+    // Limit 4 (the default); partitions from "" and from "m".
+    let s = Arc::new(shape());
+    let mut files: Vec<(usize, FileMeta)> = (10..15)
+        .map(|n| (UNSORTED, test_file(n, "a", "k", 100)))
+        .collect();
+    files.push((UNSORTED, test_file(20, "n", "p", 100)));
+    files.push((SORTED, test_file(3, "a", "k", 100)));
+    let v = partitioned(&s, &["m"], files);
+    let none = HashSet::new();
+    // No scan ran: no merge, however many tables.
+    assert!(s.pick_scan_merge(&v, &none).is_none());
+    s.note_scan();
+    let plan = s
+        .pick_scan_merge(&v, &none)
+        .expect("five tables, a scan ran");
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(
+        inputs,
+        vec![10, 11, 12, 13, 14],
+        "the left partition's tables"
+    );
+    assert_eq!(plan.output_level, UNSORTED);
+    assert!(!plan.separate_values && plan.relocate.is_empty());
+    assert_eq!(plan.target_file_size_bytes, u64::MAX, "one output");
+    // The pick used the scans up; a busy table holds the merge back.
+    assert!(s.pick_scan_merge(&v, &none).is_none());
+    s.note_scan();
+    let busy: HashSet<u64> = [12].into();
+    assert!(s.pick_scan_merge(&v, &busy).is_none());
+    // Four tables are not over the limit.
+    let few: Vec<(usize, FileMeta)> = (10..14)
+        .map(|n| (UNSORTED, test_file(n, "a", "k", 100)))
+        .collect();
+    assert!(s
+        .pick_scan_merge(&partitioned(&s, &["m"], few), &none)
+        .is_none());
+    // A table of the right partition reaching back into the left one
+    // would need merging too: the left one is left alone.
+    let mut spanned: Vec<(usize, FileMeta)> = (10..15)
+        .map(|n| (UNSORTED, test_file(n, "a", "k", 100)))
+        .collect();
+    spanned.push((UNSORTED, test_file(21, "c", "n", 100)));
+    assert!(s
+        .pick_scan_merge(&partitioned(&s, &["m"], spanned), &none)
+        .is_none());
+    assert_eq!(s.scan_merges.load(Ordering::Relaxed), 1);
+}

@@ -730,17 +730,19 @@ impl ValueStore for TableStore {
         for &(f, d) in &t.refs {
             *delta.entry(f).or_default() += d;
         }
+        // Every live table, not only those the edit names: a table no
+        // pointer names (whatever left it so) must not stay a GC target
+        // that no merge can move anything out of.
         let meta = &base.values.table;
-        let gone: Vec<u64> = delta
-            .into_iter()
-            .filter(|&(f, d)| {
-                d < 0
-                    && meta.tables.contains_key(&f)
-                    && !t.removed.contains(&f)
-                    && !t.added.iter().any(|a| a.0 == f)
-                    && meta.refs.get(&f).map_or(0, |&n| n as i64) + d == 0
+        let gone: Vec<u64> = meta
+            .tables
+            .keys()
+            .copied()
+            .filter(|f| {
+                let after =
+                    meta.refs.get(f).map_or(0, |&n| n as i64) + delta.get(f).copied().unwrap_or(0);
+                after == 0 && !t.removed.contains(f) && !t.added.iter().any(|a| a.0 == *f)
             })
-            .map(|(f, _)| f)
             .collect();
         t.removed.extend(&gone);
         self.inner.write().unreferenced = gone;
@@ -763,7 +765,9 @@ impl ValueStore for TableStore {
         current: &Version,
         lo: &[u8],
         hi: &[u8],
+        first: Option<u64>,
         pressure: bool,
+        reclaim: u64,
         budget: u64,
     ) -> Vec<u64> {
         if !self.config.in_merges {
@@ -777,23 +781,34 @@ impl ValueStore for TableStore {
         let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
         let meta = &current.values;
         let mut victims = Vec::new();
-        let mut live_sum = 0u64;
-        for (f, t, r) in candidates(current, &frozen) {
-            if r < ratio {
-                break;
+        let (mut live_sum, mut garbage_sum) = (0u64, 0u64);
+        let mut order = candidates(current, &frozen);
+        if let Some(i) = first.and_then(|t| order.iter().position(|c| c.0 == t)) {
+            let target = order.remove(i);
+            order.insert(0, target);
+        }
+        for (f, t, r) in order {
+            let is_first = first == Some(f);
+            if !is_first && (r < ratio || garbage_sum >= reclaim) {
+                // Candidates are by ratio, the target aside: none after
+                // this one qualifies either.
+                if r < ratio {
+                    break;
+                }
+                continue;
             }
             let meets = meta.table.keys.get(&f).is_some_and(|k| k.overlaps(lo, hi));
             if !meets || !inner.live.contains_key(&f) {
                 continue;
             }
-            let live = t
-                .record_bytes
-                .saturating_sub(meta.garbage.get(&f).copied().unwrap_or(0));
+            let garbage = meta.garbage.get(&f).copied().unwrap_or(0);
+            let live = t.record_bytes.saturating_sub(garbage);
             if !victims.is_empty() && live_sum + live > budget {
                 continue;
             }
             victims.push(f);
             live_sum += live;
+            garbage_sum += garbage;
         }
         for &v in &victims {
             inner.frozen.insert(v, Frozen::Picked);
@@ -801,7 +816,7 @@ impl ValueStore for TableStore {
         victims
     }
 
-    fn merge_gc_targets(&self, current: &Version, pressure: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn merge_gc_targets(&self, current: &Version, pressure: bool) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         if !self.config.in_merges {
             return Vec::new();
         }
@@ -809,17 +824,21 @@ impl ValueStore for TableStore {
         let inner = self.inner.read();
         let frozen: HashSet<u64> = inner.frozen.keys().copied().collect();
         let meta = &current.values;
-        let mut found: Vec<(u64, Vec<u8>, Vec<u8>)> = candidates(current, &frozen)
+        let mut found: Vec<(u64, u64, Vec<u8>, Vec<u8>)> = candidates(current, &frozen)
             .into_iter()
             .take_while(|c| c.2 >= ratio)
+            .filter(|c| inner.live.contains_key(&c.0))
             .filter_map(|(f, _, _)| {
                 let k = meta.table.keys.get(&f)?;
                 let garbage = meta.garbage.get(&f).copied().unwrap_or(0);
-                Some((garbage, k.smallest.clone(), k.largest.clone()))
+                Some((garbage, f, k.smallest.clone(), k.largest.clone()))
             })
             .collect();
         found.sort_by_key(|f| std::cmp::Reverse(f.0));
-        found.into_iter().map(|(_, lo, hi)| (lo, hi)).collect()
+        found
+            .into_iter()
+            .map(|(_, f, lo, hi)| (f, lo, hi))
+            .collect()
     }
 
     fn settle_relocating_job(
