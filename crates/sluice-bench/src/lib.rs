@@ -534,6 +534,14 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
         mixed_sizes,
     };
     let loaded = shared.key_count.load(Ordering::Relaxed) > 0;
+    // A load phase first, for workloads that run on loaded data.
+    let load_unless_loaded = |label: &str, rng: &mut StdRng| -> Vec<Phase> {
+        if loaded {
+            return Vec::new();
+        }
+        let keys = shuffled(rng);
+        vec![phase(label, cfg.num, Body::Load { keys }, false)]
+    };
     let one = ScanLength::Fixed(1);
     match w {
         Workload::FillSeq => vec![phase(
@@ -633,17 +641,7 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
             v
         }
         Workload::ReadWrite => {
-            let mut v = Vec::new();
-            if !loaded {
-                v.push(phase(
-                    "readwrite.load",
-                    cfg.num,
-                    Body::Load {
-                        keys: shuffled(rng),
-                    },
-                    false,
-                ));
-            }
+            let mut v = load_unless_loaded("readwrite.load", rng);
             let count = shared.key_count.load(Ordering::Relaxed).max(cfg.num);
             for read in workload::READ_WRITE_READ_PERCENTS {
                 let share = f64::from(read) / 100.0;
@@ -663,17 +661,7 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
             v
         }
         Workload::Ycsb(y) => {
-            let mut v = Vec::new();
-            if !loaded {
-                v.push(phase(
-                    "ycsb.load",
-                    cfg.num,
-                    Body::Load {
-                        keys: shuffled(rng),
-                    },
-                    false,
-                ));
-            }
+            let mut v = load_unless_loaded("ycsb.load", rng);
             let (mix, scan_length) = y.mix();
             let count = shared.key_count.load(Ordering::Relaxed).max(cfg.num);
             let chooser = if y == Ycsb::D {

@@ -12,6 +12,26 @@ use rand::{Rng, SeedableRng};
 use sluicedb::fs::MemFs;
 use sluicedb::{Db, Preset};
 
+/// Write `i` of a random run over `keys` keys: a delete with odds
+/// `1 / delete_one_in`, else a put of up to `max_value` bytes; the model
+/// follows.
+fn random_write(
+    db: &Db,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut StdRng,
+    (i, keys, delete_one_in, max_value): (u64, u64, u32, usize),
+) {
+    let key = format!("k{:05}", rng.gen_range(0..keys)).into_bytes();
+    if rng.gen_ratio(1, delete_one_in) {
+        db.delete(&key).unwrap();
+        model.remove(&key);
+    } else {
+        let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..max_value)];
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+}
+
 fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, keys: u64, when: &str) {
     for k in 0..keys {
         let key = format!("k{k:05}").into_bytes();
@@ -37,16 +57,7 @@ fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index
         let keys = 600u64;
         let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
         for i in 0..6000u64 {
-            let k = rng.gen_range(0..keys);
-            let key = format!("k{k:05}").into_bytes();
-            if rng.gen_ratio(1, 8) {
-                db.delete(&key).unwrap();
-                model.remove(&key);
-            } else {
-                let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..300)];
-                db.put(&key, &value).unwrap();
-                model.insert(key, value);
-            }
+            random_write(&db, &mut model, &mut rng, (i, keys, 8, 300));
         }
         check(&db, &model, seed, keys, "before reopen");
         let s = db.stats();
@@ -259,16 +270,7 @@ fn scans_merge_the_unsorted_tables_and_lookups_still_find_every_key() {
         };
         let db = Db::open("/db", opts()).unwrap();
         for i in 0..4000u64 {
-            let k = rng.gen_range(0..keys);
-            let key = format!("k{k:05}").into_bytes();
-            if rng.gen_ratio(1, 10) {
-                db.delete(&key).unwrap();
-                model.remove(&key);
-            } else {
-                let value = vec![b'a' + (i % 26) as u8; rng.gen_range(1..200)];
-                db.put(&key, &value).unwrap();
-                model.insert(key, value);
-            }
+            random_write(&db, &mut model, &mut rng, (i, keys, 10, 200));
             if i % 200 == 199 {
                 let lo = format!("k{:05}", rng.gen_range(0..keys));
                 let got: Vec<(Vec<u8>, Vec<u8>)> = db
