@@ -12,11 +12,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{
-    check_sorted_run, overlapping_then_runs, probe_in_order, sorted_run_table, CompactionInput,
-    CompactionPlan, IndexShape, WritePressure,
+    check_sorted_run, probe_in_order, sorted_run_table, CompactionInput, CompactionPlan,
+    IndexShape, WritePressure,
 };
 use crate::error::Result;
-use crate::iter::InternalIterator;
 use crate::key;
 use crate::memtable::Lookup;
 use crate::table::TableCache;
@@ -201,14 +200,6 @@ impl IndexShape for Leveled {
             user_key,
             snapshot,
         )
-    }
-
-    fn iterators(
-        &self,
-        v: &Arc<Version>,
-        tables: &Arc<TableCache>,
-    ) -> Vec<Box<dyn InternalIterator>> {
-        overlapping_then_runs(v, tables)
     }
 
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {

@@ -261,12 +261,15 @@ pub(crate) trait IndexShape: Send + Sync {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup>;
-    /// Iterators over all tables, for user scans.
+    /// Iterators over all tables (level 0's one each, newest first, then
+    /// one per sorted run): for full scans and recounts.
     fn iterators(
         &self,
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
-    ) -> Vec<Box<dyn InternalIterator>>;
+    ) -> Vec<Box<dyn InternalIterator>> {
+        overlapping_then_runs(v, tables)
+    }
     /// Iterators for a user scan of the keys from `lower` through `upper`
     /// (open ends `None`): tables that cannot hold one are left out.
     fn scan_iterators(

@@ -53,8 +53,8 @@ use smallvec::SmallVec;
 
 use self::hash_index::{HashIndex, KeyHash};
 use super::{
-    check_sorted_run, overlapping_then_runs, probe_in_order, sorted_run_table, CompactionInput,
-    CompactionPlan, IndexShape, WritePressure,
+    check_sorted_run, probe_in_order, sorted_run_table, CompactionInput, CompactionPlan,
+    IndexShape, WritePressure,
 };
 use crate::error::Result;
 use crate::fs::IoClass;
@@ -452,14 +452,6 @@ impl IndexShape for Unified {
             user_key,
             snapshot,
         )
-    }
-
-    fn iterators(
-        &self,
-        v: &Arc<Version>,
-        tables: &Arc<TableCache>,
-    ) -> Vec<Box<dyn InternalIterator>> {
-        overlapping_then_runs(v, tables)
     }
 
     fn note_scan(&self) {
