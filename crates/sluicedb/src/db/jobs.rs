@@ -568,9 +568,8 @@ impl Core {
         outputs: &[Arc<FileMeta>],
         d: &crate::value::Dropped,
     ) -> Result<Option<u64>> {
-        let Some(f) = outputs.iter().find(|f| {
-            f.smallest_user_key() <= d.key.as_slice() && d.key.as_slice() <= f.largest_user_key()
-        }) else {
+        // The outputs are a sorted run, in key order.
+        let Some(f) = crate::index::sorted_run_table(outputs, &d.key) else {
             return Ok(None);
         };
         let t = self.tables.get(f.number, f.file_size)?;

@@ -153,19 +153,11 @@ pub(crate) fn sorted_run_table<'v>(
 /// Iterators for a user scan of a shape whose level 0 holds overlapping
 /// tables (one iterator each, newest first) and whose other levels are
 /// sorted runs (one iterator each): the leveled shape, and the unified
-/// shape's UnsortedStore over its sorted run.
+/// shape's UnsortedStore over its sorted run. A scan of user keys from
+/// `lower` through `upper` (either end open when `None`) leaves out the
+/// tables wholly outside the range (the unified shape's scans locate
+/// their partitions by boundary keys, seed 004 §III-F).
 pub(crate) fn overlapping_then_runs(
-    v: &Arc<Version>,
-    tables: &Arc<TableCache>,
-) -> Vec<Box<dyn InternalIterator>> {
-    overlapping_then_runs_in(v, tables, None, None)
-}
-
-/// [`overlapping_then_runs`] for a scan of user keys from `lower` through
-/// `upper` (either end open when `None`): tables wholly outside the range
-/// are left out (the unified shape's scans locate their partitions by
-/// boundary keys, seed 004 §III-F).
-pub(crate) fn overlapping_then_runs_in(
     v: &Arc<Version>,
     tables: &Arc<TableCache>,
     lower: Option<&[u8]>,
@@ -268,7 +260,7 @@ pub(crate) trait IndexShape: Send + Sync {
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        overlapping_then_runs(v, tables)
+        self.scan_iterators(v, tables, None, None)
     }
     /// Iterators for a user scan of the keys from `lower` through `upper`
     /// (open ends `None`): tables that cannot hold one are left out.
@@ -279,7 +271,7 @@ pub(crate) trait IndexShape: Send + Sync {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        overlapping_then_runs_in(v, tables, lower, upper)
+        overlapping_then_runs(v, tables, lower, upper)
     }
     /// A user scan starts (the unified shape merges a partition's unsorted
     /// tables while scans run, seed 004 §III-F).

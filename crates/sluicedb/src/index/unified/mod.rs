@@ -503,22 +503,17 @@ impl IndexShape for Unified {
             }
             self.scans.store(0, Ordering::Relaxed);
             self.scan_merges.fetch_add(1, Ordering::Relaxed);
-            return Some(CompactionPlan {
-                inputs: vec![CompactionInput {
-                    level: UNSORTED,
-                    files,
-                    sorted_run: false,
-                }],
-                output_level: UNSORTED,
-                target_file_size_bytes: u64::MAX,
-                overlap_limit: Vec::new(),
-                max_overlap_bytes: u64::MAX,
-                trivial_move: false,
-                separate_values: false,
-                new_boundary: None,
-                relocate: Vec::new(),
-                output_number: None,
-            });
+            // A merge like the others, but into one table that stays
+            // unsorted, values inline.
+            let mut plan = self.merge_into_sorted_run(vec![CompactionInput {
+                level: UNSORTED,
+                files,
+                sorted_run: false,
+            }]);
+            plan.output_level = UNSORTED;
+            plan.target_file_size_bytes = u64::MAX;
+            plan.separate_values = false;
+            return Some(plan);
         }
         None
     }

@@ -484,14 +484,12 @@ impl<'a> TableWriter<'a> {
         }
         let (number, b) = self.open[i].as_mut().expect("opened above");
         let h = b.add(r)?;
+        // Records come in key order: the first is the smallest, the last
+        // the largest (its buffer reused, record after record).
         match &mut self.ranges[i] {
             Some(k) => {
-                if r.key < k.smallest.as_slice() {
-                    k.smallest = r.key.to_vec();
-                }
-                if r.key > k.largest.as_slice() {
-                    k.largest = r.key.to_vec();
-                }
+                k.largest.clear();
+                k.largest.extend_from_slice(r.key);
             }
             None => {
                 self.ranges[i] = Some(KeyRange {
@@ -641,7 +639,7 @@ impl ValueStore for TableStore {
     }
 
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
-        !self.config.in_merges && self.has_candidate(t.current, self.config.gc_ratio)
+        self.has_candidate(t.current, self.config.gc_ratio)
     }
 
     fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
@@ -788,14 +786,10 @@ impl ValueStore for TableStore {
             order.insert(0, target);
         }
         for (f, t, r) in order {
-            let is_first = first == Some(f);
-            if !is_first && (r < ratio || garbage_sum >= reclaim) {
-                // Candidates are by ratio, the target aside: none after
-                // this one qualifies either.
-                if r < ratio {
-                    break;
-                }
-                continue;
+            // Candidates are by ratio, the target aside: past this one
+            // none qualifies, or enough garbage is reclaimed.
+            if first != Some(f) && (r < ratio || garbage_sum >= reclaim) {
+                break;
             }
             let meets = meta.table.keys.get(&f).is_some_and(|k| k.overlaps(lo, hi));
             if !meets || !inner.live.contains_key(&f) {
