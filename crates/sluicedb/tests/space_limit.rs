@@ -106,10 +106,7 @@ fn scavenger_stays_under_its_space_limit() {
 /// stays under the high ratio times the data the test itself counts.
 #[test]
 fn a_large_memtable_hides_no_garbage_from_the_limit() {
-    // Not yet `Scavenger`: its directory reached 1.95-2.05x the data in 2
-    // of 5 runs (memtables of 11 MB with one immutable waiting, and their
-    // journals, beyond the bound's slack); issue 18 tracks it.
-    for preset in [Preset::WiscKey, Preset::HashKv] {
+    for preset in [Preset::WiscKey, Preset::HashKv, Preset::Scavenger] {
         let fs = MemFs::new();
         let o = Options::preset(preset)
             .fs(Arc::new(fs.clone()))

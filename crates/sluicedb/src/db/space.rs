@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::core::{Core, State};
 use crate::error::Result;
+use crate::fs::IoClass;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
@@ -15,6 +16,17 @@ use crate::stats::SpaceMismatch;
 use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
 use crate::version::Version;
+
+/// What the space limit asks of a memtable that is not full
+/// (`Core::early_switch_due`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum EarlySwitch {
+    No,
+    /// Switch it now.
+    Switch,
+    /// It should have been switched, but a flush is still queued: wait.
+    WaitForFlush,
+}
 
 /// Space pressure relative to the space limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,6 +45,8 @@ pub(crate) struct SpaceMeasure {
     live: AtomicU64,
     /// The value store's bytes then.
     store_bytes: AtomicU64,
+    /// Journal bytes written by then (since open).
+    journal_written: AtomicU64,
     /// Of the bytes the last flushed memtable's writes could have made
     /// garbage ([`ShadowCandidates::bytes`]), the share its flush counted,
     /// in thousandths (1000 before the first flush): how much garbage a
@@ -48,6 +62,7 @@ impl Default for SpaceMeasure {
             used: AtomicU64::new(0),
             live: AtomicU64::new(0),
             store_bytes: AtomicU64::new(0),
+            journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             mean_value_bytes: AtomicU64::new(0),
         }
@@ -56,12 +71,15 @@ impl Default for SpaceMeasure {
 
 impl SpaceMeasure {
     /// The space amplification the limit compares: the bytes beyond the
-    /// slack over live bytes, counting what the value store grew since the
+    /// slack over live bytes, counting what the value store and the
+    /// journal (`journal_written`, bytes written by now) grew since the
     /// measurement as not live (so that writes between flushes, which may
-    /// be megabytes of separated values, are held back in time) and as
+    /// be megabytes of separated values, or of whole values in a journal
+    /// whose memtable outgrows the small one the space limit switches
+    /// while the one before it still flushes, are held back in time) and as
     /// taking up the slack first (so that a database still smaller than the
     /// slack is never over). Cheap: no lock.
-    fn pressure(&self, values: Option<&dyn ValueStore>) -> f64 {
+    fn pressure(&self, values: Option<&dyn ValueStore>, journal_written: u64) -> f64 {
         let live = self.live.load(Ordering::Relaxed);
         if live == 0 {
             return 0.0;
@@ -69,7 +87,8 @@ impl SpaceMeasure {
         let grown = values.map_or(0, |v| {
             v.total_bytes()
                 .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
-        });
+        }) + journal_written
+            .saturating_sub(self.journal_written.load(Ordering::Relaxed));
         let used = self.used.load(Ordering::Relaxed) + grown;
         used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
     }
@@ -126,6 +145,9 @@ impl Core {
         if self.opts.read_only || self.values.is_none() {
             return;
         }
+        // Read first: what the journal writes while the files are listed
+        // counts twice at worst, never not at all.
+        let journal_written = self.fs.counters().written(IoClass::Journal);
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
         };
@@ -159,6 +181,7 @@ impl Core {
         let m = &self.space_measure;
         m.used.store(used, Ordering::Relaxed);
         m.live.store(live, Ordering::Relaxed);
+        m.journal_written.store(journal_written, Ordering::Relaxed);
         m.store_bytes.store(
             self.values.as_ref().map_or(0, |v| v.total_bytes()),
             Ordering::Relaxed,
@@ -200,10 +223,10 @@ impl Core {
         bytes.saturating_mul(m.shadow_share_milli.load(Ordering::Relaxed)) / 1000
     }
 
-    /// True when the active memtable should be switched although it is not
+    /// Whether the active memtable should be switched although it is not
     /// full (the write group's leader asks, `make_room_for_write`), because
     /// its flush would free or count enough to matter; never below
-    /// [`MIN_EARLY_SWITCH_BYTES`] of memtable, nor while a flush is queued:
+    /// [`MIN_EARLY_SWITCH_BYTES`] of memtable:
     /// - the garbage it likely hides ([`Core::hidden_garbage`]) and, with
     ///   the engine journal, the journal it keeps (about its own size)
     ///   reached `(high - 1) / `[`HIDDEN_GARBAGE_DIVISOR`] of the live bytes
@@ -213,13 +236,19 @@ impl Core {
     ///   fills, and the limit sees them only as an estimate;
     /// - or space is at the low ratio or above and GC has too little known
     ///   garbage to reclaim: what the memtable hides may be all there is.
-    pub(super) fn early_switch_due(&self, st: &State) -> bool {
+    ///
+    /// While a flush is queued the memtable cannot switch; once it weighs
+    /// twice the first reason's share (and twice the smallest switch) the
+    /// writer waits for the flush ([`EarlySwitch::WaitForFlush`]): a
+    /// memtable that keeps growing while a slow flush runs is a journal
+    /// the limit cannot bound.
+    pub(super) fn early_switch_due(&self, st: &State) -> EarlySwitch {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
-            return false;
+            return EarlySwitch::No;
         };
         let mem = st.mem.approximate_memory_bytes();
-        if !st.imms.is_empty() || mem < MIN_EARLY_SWITCH_BYTES {
-            return false;
+        if mem < MIN_EARLY_SWITCH_BYTES {
+            return EarlySwitch::No;
         }
         let mut hidden = self.hidden_garbage(st.mem.as_ref());
         if self.opts.journal_mode == JournalMode::Journal {
@@ -227,9 +256,23 @@ impl Core {
             hidden += mem as u64;
         }
         let live = self.space_measure.live.load(Ordering::Relaxed) as f64;
-        (live > 0.0 && hidden as f64 >= (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live)
+        let share = (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live;
+        let weighs = live > 0.0 && hidden as f64 >= share;
+        if !st.imms.is_empty() {
+            return if weighs && mem >= 2 * MIN_EARLY_SWITCH_BYTES && hidden as f64 >= 2.0 * share {
+                EarlySwitch::WaitForFlush
+            } else {
+                EarlySwitch::No
+            };
+        }
+        if weighs
             || (self.space_pressure() != SpacePressure::Below
                 && !self.space_reclaimable(&st.current))
+        {
+            EarlySwitch::Switch
+        } else {
+            EarlySwitch::No
+        }
     }
 
     /// Where the space limit stands (`Options::gc.space_limit`, seed 003
@@ -239,7 +282,8 @@ impl Core {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
             return SpacePressure::Below;
         };
-        let r = self.space_measure.pressure(self.values.as_deref());
+        let journal = self.fs.counters().written(IoClass::Journal);
+        let r = self.space_measure.pressure(self.values.as_deref(), journal);
         if r >= limit.high {
             SpacePressure::High
         } else if r >= limit.low {

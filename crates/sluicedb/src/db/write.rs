@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
-use super::space::SpacePressure;
+use super::space::{EarlySwitch, SpacePressure};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::gc::{Committed, Relocations};
@@ -328,35 +328,50 @@ impl Core {
             }
             if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
                 // Switching early never waits for compaction.
-                if stop || !self.early_switch_due(st) {
-                    return Ok(());
+                match if stop {
+                    EarlySwitch::No
+                } else {
+                    self.early_switch_due(st)
+                } {
+                    EarlySwitch::No => return Ok(()),
+                    EarlySwitch::Switch => bump(&self.counters.discovery_flushes, 1),
+                    EarlySwitch::WaitForFlush => {
+                        self.stall_for_background(st, gc, &self.counters.stall_space_micros);
+                        continue;
+                    }
                 }
-                bump(&self.counters.discovery_flushes, 1);
             }
             if force && st.mem.is_empty() {
                 return Ok(());
             }
             if st.imms.len() + 1 >= self.opts.max_write_buffers || stop {
-                if gc && self.help_background(st) {
-                    continue;
-                }
-                let t = Instant::now();
-                bump(&self.counters.stalls, 1);
-                self.bg_cv.notify_all();
-                self.cv.wait_for(st, Duration::from_millis(100));
-                let us = t.elapsed().as_micros() as u64;
-                bump(&self.counters.stall_micros, us);
                 let reason = if stop {
                     &self.counters.stall_l0_micros
                 } else {
                     &self.counters.stall_memtable_micros
                 };
-                bump(reason, us);
+                self.stall_for_background(st, gc, reason);
                 continue;
             }
             self.switch_memtable(st)?;
             force = false;
         }
+    }
+
+    /// Waits (up to 100 ms) for background work to make room, counting the
+    /// stall under `reason`; a GC group runs pending work itself instead
+    /// (`Core::help_background`).
+    fn stall_for_background(&self, st: &mut MutexGuard<'_, State>, gc: bool, reason: &AtomicU64) {
+        if gc && self.help_background(st) {
+            return;
+        }
+        let t = Instant::now();
+        bump(&self.counters.stalls, 1);
+        self.bg_cv.notify_all();
+        self.cv.wait_for(st, Duration::from_millis(100));
+        let us = t.elapsed().as_micros() as u64;
+        bump(&self.counters.stall_micros, us);
+        bump(reason, us);
     }
 
     pub(super) fn switch_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {

@@ -197,6 +197,10 @@ impl IoCounters {
     pub(crate) fn add_written(&self, class: IoClass, n: u64) {
         self.written[class as usize].fetch_add(n, Ordering::Relaxed);
     }
+    /// Bytes written for `class` so far.
+    pub(crate) fn written(&self, class: IoClass) -> u64 {
+        self.written[class as usize].load(Ordering::Relaxed)
+    }
     pub(crate) fn snapshot(&self) -> IoStats {
         IoStats {
             read: std::array::from_fn(|i| self.read[i].load(Ordering::Relaxed)),
