@@ -6,8 +6,8 @@
 #          scans (Exp. 1); `sluice bench report` gives ops/s, write and space amplification.
 #   mix:   read:write 30:70, 50:50 and 70:30 on GIB of loaded data (Exp. 2, `readwrite`).
 #   ycsb:  YCSB A-F on GIB of loaded data (Exp. 3).
-# Exp. 10 (hash index memory) is in `sluice info` and the `hash_index_bytes` of the JSON
-# lines' stats.
+# Exp. 10 (memory): every phase's peak resident memory and the most the hash indexes (for
+# RocksDB: its table readers) held, in the report's memory table (`docs/bench.md`).
 # Usage: scripts/bench-unikv.sh [exp1|mix|ycsb] [DIR (default sluice-data)] [OUT (default
 # unikv.jsonl)]. Environment: ENGINES (default unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall;
 # the peers need the cargo features), GIB (default 5), CAP_MIB (default GIB/6), MEMCAP (path

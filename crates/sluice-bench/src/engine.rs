@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use sluicedb::{Db, Options, Preset, WriteOptions};
+use sluicedb::{Db, IndexShapeKind, Options, Preset, WriteOptions};
 
 use crate::BenchConfig;
 
@@ -50,6 +50,12 @@ pub trait Engine: Send + Sync {
     /// Bytes the engine's value GC read and wrote so far.
     fn gc_bytes(&self) -> u64 {
         0
+    }
+    /// Bytes of the index the engine keeps in memory outside its block
+    /// cache, where it says: UniKV's hash indexes (seed 004 Experiment
+    /// 10), RocksDB's table readers (index and filter blocks).
+    fn index_memory_bytes(&self) -> Option<u64> {
+        None
     }
     /// The engine's counters, printed after its run.
     fn report(&self) -> String {
@@ -150,6 +156,8 @@ pub fn unavailable(kind: EngineKind) -> BoxError {
 pub struct SluiceEngine {
     db: Db,
     write: WriteOptions,
+    /// The unified shape, whose hash indexes are its in-memory index.
+    unified: bool,
 }
 
 impl SluiceEngine {
@@ -225,9 +233,12 @@ impl SluiceEngine {
     }
 
     pub fn open(preset: Preset, cfg: &BenchConfig, dir: &Path) -> Result<SluiceEngine> {
+        let opts = Self::options(preset, cfg);
+        let unified = opts.index.shape == IndexShapeKind::Unified;
         Ok(SluiceEngine {
-            db: Db::open(dir, Self::options(preset, cfg))?,
+            db: Db::open(dir, opts)?,
             write: WriteOptions { sync: cfg.sync },
+            unified,
         })
     }
 
@@ -285,6 +296,10 @@ impl Engine for SluiceEngine {
     fn gc_bytes(&self) -> u64 {
         let s = self.db.stats();
         s.gc.bytes_read + s.gc.bytes_written
+    }
+
+    fn index_memory_bytes(&self) -> Option<u64> {
+        self.unified.then(|| self.db.stats().shape.hash_index_bytes)
     }
 
     fn report(&self) -> String {

@@ -23,7 +23,7 @@ pub mod workload;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -245,6 +245,15 @@ pub struct PhaseResult {
     pub settle_s: Option<f64>,
     /// Bytes the engine's value GC read and wrote in the phase.
     pub gc_bytes: u64,
+    /// The process's peak resident memory during the phase, settle
+    /// included (`measure::peak_rss_bytes`).
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
+    /// The most memory the engine's own index held during the phase
+    /// (`Engine::index_memory_bytes`, sampled every 50 ms and after the
+    /// settle step).
+    #[serde(default)]
+    pub index_memory_bytes: Option<u64>,
 }
 
 impl PhaseResult {
@@ -389,6 +398,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
     }
     if cfg.engines.len() > 1 {
         println!("\n{}", report::table(&all));
+        println!("{}", report::memory_table(&all));
     }
     Ok(all)
 }
@@ -696,21 +706,40 @@ fn run_phase(
         Body::ReadAll => 1,
         _ => cfg.threads,
     };
+    let rss_reset = measure::reset_peak_rss();
+    let index_peak = AtomicU64::new(0);
+    let index_known = engine.index_memory_bytes().is_some();
+    let sample_index = || {
+        if let Some(b) = engine.index_memory_bytes() {
+            index_peak.fetch_max(b, Ordering::Relaxed);
+        }
+    };
+    let running = AtomicBool::new(true);
     let start = Instant::now();
     let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
+        if index_known {
+            s.spawn(|| {
+                while running.load(Ordering::Relaxed) {
+                    sample_index();
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+        }
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let bar = &bar;
                 s.spawn(move || run_thread(shared, phase, phase_no, t, threads, bar))
             })
             .collect();
-        handles
+        let tallies = handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
             })
-            .collect()
+            .collect();
+        running.store(false, Ordering::Relaxed);
+        tallies
     });
     let elapsed = start.elapsed();
     bar.finish_and_clear();
@@ -726,6 +755,7 @@ fn run_phase(
     } else {
         None
     };
+    sample_index();
     let io = match (io_before, engine.io_bytes()) {
         (Some((w0, r0)), Some((w1, r1))) => Some((w1.saturating_sub(w0), r1.saturating_sub(r0))),
         _ => None,
@@ -783,6 +813,12 @@ fn run_phase(
         space_amp: ratio(disk, live),
         settle_s: settle.map(|d: Duration| d.as_secs_f64()),
         gc_bytes: engine.gc_bytes().saturating_sub(gc_before),
+        peak_rss_bytes: if rss_reset {
+            measure::peak_rss_bytes()
+        } else {
+            None
+        },
+        index_memory_bytes: index_known.then(|| index_peak.load(Ordering::Relaxed)),
     })
 }
 

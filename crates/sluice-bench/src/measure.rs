@@ -74,6 +74,35 @@ pub struct LatencySummary {
     pub cdf: Vec<(f64, f64)>,
 }
 
+/// The process's peak resident memory: restarted by [`reset_peak_rss`]
+/// (Linux `/proc/self/clear_refs`), read from `VmHWM` in
+/// `/proc/self/status`. The paper's Experiment 10 watched `top` for the
+/// same figure (seed 004 §IV). Memory an engine freed may stay with the
+/// allocator, so a later engine in the same invocation starts from what
+/// the process held then.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vm_hwm(&status)
+}
+
+/// Restarts [`peak_rss_bytes`] at the current resident size; false where
+/// the kernel does not offer it.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// `VmHWM` of a `/proc/<pid>/status` text, in bytes.
+pub fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line["VmHWM:".len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 /// The process's I/O counters from `/proc/self/io` (Linux).
 ///
 /// `write_bytes` counts pages when they are dirtied, so data written to a

@@ -95,6 +95,41 @@ pub fn table(results: &[PhaseResult]) -> String {
     s
 }
 
+/// A Markdown table of memory per phase: the process's peak resident
+/// memory and the most the engine's in-memory index held (seed 004
+/// Experiment 10), with the index per GiB of live data; `-` where not
+/// measured.
+pub fn memory_table(results: &[PhaseResult]) -> String {
+    let (phases, engines) = axes(results);
+    let mut s = String::from(
+        "| phase | engine | peak RSS MB | index MB | index MB per GiB live |\n\
+         |---|---|---:|---:|---:|\n",
+    );
+    let mb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
+    for p in &phases {
+        for e in &engines {
+            let Some(r) = find(results, p, e).filter(|r| !r.is_closed()) else {
+                continue;
+            };
+            let per_gib =
+                r.index_memory_bytes
+                    .filter(|_| r.live_bytes > 0)
+                    .map_or("-".to_string(), |b| {
+                        format!(
+                            "{:.1}",
+                            b as f64 / 1048576.0 / (r.live_bytes as f64 / 1073741824.0)
+                        )
+                    });
+            s += &format!(
+                "| {p} | {e} | {} | {} | {per_gib} |\n",
+                mb(r.peak_rss_bytes),
+                mb(r.index_memory_bytes)
+            );
+        }
+    }
+    s
+}
+
 /// Colours of engines in the plots, in first-seen order.
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),

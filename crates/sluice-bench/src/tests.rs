@@ -253,6 +253,18 @@ fn readwrite_runs_three_read_write_ratios_after_a_load() {
     let r = run(&cfg).unwrap();
     let load = by_phase(&r, "unikv", "readwrite.load");
     assert_eq!(load.ops, 1500);
+    // Exp. 10: the load's settle flushed the memtable into a hash-indexed
+    // unsorted table.
+    assert!(
+        load.index_memory_bytes.is_some_and(|b| b > 0),
+        "{:?}",
+        load.index_memory_bytes
+    );
+    if cfg!(target_os = "linux") {
+        assert!(load.peak_rss_bytes.is_some_and(|b| b > 1 << 20));
+    }
+    let t = report::memory_table(&r);
+    assert!(t.contains("| readwrite.load | unikv |"), "{t}");
     for read in crate::workload::READ_WRITE_READ_PERCENTS {
         let p = by_phase(&r, "unikv", &format!("readwrite.r{read}"));
         assert_eq!(p.ops, 2000);
@@ -264,4 +276,24 @@ fn readwrite_runs_three_read_write_ratios_after_a_load() {
             "r{read}: reads were {share:.3} of the operations"
         );
     }
+}
+
+#[test]
+fn peak_resident_memory_parses_from_proc_status() {
+    let status = "Name:\tsluice\nVmPeak:\t  300 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n";
+    assert_eq!(measure::parse_vm_hwm(status), Some(2 << 20));
+    assert_eq!(measure::parse_vm_hwm("VmRSS:\t1 kB\n"), None);
+    assert_eq!(measure::parse_vm_hwm("VmHWM:\t12 MB\n"), None);
+}
+
+/// Engines without an in-memory index of their own report none.
+#[test]
+fn leveled_presets_report_no_index_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tiny(dir.path(), &[Preset::LevelDb], &[Workload::FillRandom]);
+    let r = run(&cfg).unwrap();
+    assert_eq!(
+        by_phase(&r, "leveldb", "fillrandom").index_memory_bytes,
+        None
+    );
 }

@@ -407,6 +407,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
     {
         let r = sluice_bench::report::read_jsonl(&results).map_err(|e| e.to_string())?;
         print!("{}", sluice_bench::report::table(&r));
+        print!("\n{}", sluice_bench::report::memory_table(&r));
         if let Some(svg) = svg {
             sluice_bench::report::write_svg(&r, &svg, cdf_phase.as_deref())
                 .map_err(|e| e.to_string())?;

@@ -83,6 +83,15 @@ impl Engine for RocksEngine {
             .wait_for_compact(&WaitForCompactOptions::default())?)
     }
 
+    fn index_memory_bytes(&self) -> Option<u64> {
+        // Index and filter blocks live in the table readers (not the block
+        // cache) with `cache_index_and_filter_blocks` off, the default.
+        self.db
+            .property_int_value("rocksdb.estimate-table-readers-mem")
+            .ok()
+            .flatten()
+    }
+
     fn report(&self) -> String {
         let prop = |name: &str| {
             self.db
