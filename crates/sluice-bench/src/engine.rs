@@ -223,6 +223,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.drop_cache_bytes {
             opts.values.table.drop_cache_bytes = n;
         }
+        if let Some(r) = cfg.table_gc_ratio {
+            opts.values.table.gc_ratio = r;
+        }
         if let Some(f) = cfg.separate_at_flush {
             opts.values.separate_at_flush = f;
         }

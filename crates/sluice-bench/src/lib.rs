@@ -94,6 +94,8 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::TableLayoutOptions::drop_cache_bytes`] (§3.4;
     /// 0 turns the DropCache and hot/cold tables off).
     pub drop_cache_bytes: Option<usize>,
+    /// Overrides [`sluicedb::TableLayoutOptions::gc_ratio`].
+    pub table_gc_ratio: Option<f64>,
     /// Overrides [`sluicedb::GcOptions::space_limit`] (`Some(None)`: off).
     pub space_limit: Option<Option<sluicedb::SpaceLimit>>,
     /// Give the separated presets a value store capacity derived from the
@@ -134,6 +136,7 @@ impl Default for BenchConfig {
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             drop_cache_bytes: None,
+            table_gc_ratio: None,
             capacity: false,
         }
     }

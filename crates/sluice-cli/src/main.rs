@@ -328,6 +328,10 @@ struct BenchArgs {
     /// hot/cold split off. Default: the preset's.
     #[arg(long)]
     drop_cache_bytes: Option<usize>,
+    /// Table layout: the garbage ratio from which a value table is
+    /// collected (Scavenger §3.2.2, 0.2). Default: the preset's.
+    #[arg(long)]
+    table_gc_ratio: Option<f64>,
     /// The separated presets' space limit (space amplification relative to
     /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low =
     /// high − 0.2, at least 1.05), or `off`. Default: the preset's (1.3,1.5).
@@ -464,6 +468,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         drop_cache_bytes: a.drop_cache_bytes,
+        table_gc_ratio: a.table_gc_ratio,
         capacity: a.capacity,
         space_limit: a
             .space_limit
