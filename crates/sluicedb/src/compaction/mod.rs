@@ -25,6 +25,7 @@ use crate::key::{self, Kind, MAX_SEQUENCE};
 use crate::memtable::Lookup;
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
+use crate::value::files::CopyWindows;
 use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
@@ -176,6 +177,7 @@ pub(crate) fn write_merged(
         outputs: Vec::new(),
         current: None,
         pointer_key: Vec::new(),
+        copy_windows: CopyWindows::default(),
     };
     let mut user_key: Vec<u8> = Vec::new();
     let mut has_user_key = false;
@@ -319,6 +321,8 @@ struct Writer<'a, 'p> {
     outputs: Vec<FileMeta>,
     current: Option<Output>,
     pointer_key: Vec<u8>,
+    /// Read-ahead over the victims whose records the merge relocates.
+    copy_windows: CopyWindows,
 }
 
 impl Writer<'_, '_> {
@@ -336,12 +340,10 @@ impl Writer<'_, '_> {
             if !shadow_counted && key::sequence(&h.ikey) <= self.p.smallest_snapshot {
                 // A table that cannot be read leaves the entry unflagged: the
                 // compaction that drops the version counts it instead.
-                let found = older.shape.get(
-                    older.version,
-                    older.tables,
-                    key::user_key(&h.ikey),
-                    MAX_SEQUENCE,
-                );
+                let found =
+                    older
+                        .shape
+                        .get_shadowed(older.version, older.tables, key::user_key(&h.ikey));
                 let counted = match found {
                     Ok(Lookup::Found(Kind::ValuePointer, v)) => {
                         let (uk, seq) = (key::user_key(&h.ikey), key::sequence(&h.ikey));
@@ -404,7 +406,7 @@ impl Writer<'_, '_> {
                 // key and checksum) and copied with its own sequence
                 // number: the same record, byte for byte (same length and
                 // checksum), in a new file.
-                let rec = store.read(&old, uk, IoClass::Gc)?;
+                let rec = store.read_for_copy(&old, uk, &mut self.copy_windows, IoClass::Gc)?;
                 let new = sink.append(&Record {
                     seq: rec.seq,
                     flags: KIND_PUT,

@@ -212,7 +212,7 @@ impl Core {
     /// of the whole file, so that the merge holds every pointer into it.
     fn pick_gc_merge(&self, st: &State) -> Option<CompactionPlan> {
         let store = self.values.as_ref().filter(|s| s.collects_in_merges())?;
-        let pressure = self.space_pressure() != SpacePressure::Below;
+        let pressure = self.gc_pressure(st);
         for (target, lo, hi) in store
             .merge_gc_targets(&st.current, pressure)
             .into_iter()
@@ -234,6 +234,20 @@ impl Core {
             }
         }
         None
+    }
+
+    /// True when merges collect under the space limit's pressure (a lower
+    /// garbage ratio, a larger reclaim target): the ratio is at the low
+    /// ratio or above and GC can reclaim space there
+    /// (`Core::space_reclaimable`: the store holds at least 1/16 garbage),
+    /// as background GC requires of the other layouts (`Core::gc_wanted`).
+    ///
+    /// Measured (5 GiB, 1 KiB Zipf updates, page cache capped at 853 MiB):
+    /// on pressure alone, which a merge's own outputs keep up until it
+    /// installs, GC merges went on moving tables of 1/16 garbage while the
+    /// store held 3%, and moved 5.3 GB in a phase of 2 GB of updates.
+    fn gc_pressure(&self, st: &State) -> bool {
+        self.space_pressure() != SpacePressure::Below && self.space_reclaimable(&st.current)
     }
 
     /// Chooses the value files a merge into the sorted run moves the
@@ -259,7 +273,7 @@ impl Core {
         let Some((lo, hi)) = plan.key_range() else {
             return;
         };
-        let pressure = self.space_pressure() != SpacePressure::Below;
+        let pressure = self.gc_pressure(st);
         let incoming: u64 = plan
             .inputs
             .iter()

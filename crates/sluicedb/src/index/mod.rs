@@ -253,6 +253,16 @@ pub(crate) trait IndexShape: Send + Sync {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup>;
+    /// The newest entry of `user_key` in the tables, for a flush counting
+    /// the version its entry shadows (`compaction::Writer::finish_key`). A
+    /// shape may answer an inline value without reading when it can tell
+    /// that the newest version lies where values are inline: the flush
+    /// counts nothing for it then and leaves its entry unflagged, so should
+    /// the version be a pointer after all, the merge that drops it counts
+    /// it (exact, only later).
+    fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
+        self.get(v, tables, user_key, crate::key::MAX_SEQUENCE)
+    }
     /// Iterators over all tables (level 0's one each, newest first, then
     /// one per sorted run): for full scans and recounts.
     fn iterators(

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
-use super::log::reader::{checked_record, read_record, OwnedRecord};
+use super::log::reader::{check_record, checked_record, read_record, OwnedRecord};
 use super::pointer::ValuePointer;
 use super::Read;
 use crate::error::{Error, Result};
@@ -149,6 +149,61 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
             }
         }
     }
+}
+
+/// Bytes a merge reads at once from a file it copies records out of
+/// ([`read_windowed`]).
+const COPY_WINDOW_BYTES: u64 = 256 << 10;
+
+/// What a job copying records out of files in their order (a merge moving
+/// GC victims' records, seed 004 §III-C) has read ahead: a window per file,
+/// so that the records it copies in key order, which lie in file order
+/// within each victim, take one read per window instead of one each.
+#[derive(Default)]
+pub(crate) struct CopyWindows {
+    windows: HashMap<u64, (u64, Vec<u8>)>,
+}
+
+/// Reads and checks the record `p` points at like [`read_one`], from
+/// `windows` when a window of its file holds it, or else by reading a new
+/// window from the record on (up to [`COPY_WINDOW_BYTES`], within the
+/// file's valid bytes). A collected file is `Corruption`, as for
+/// [`crate::value::ValueStore::read`].
+pub(crate) fn read_windowed<S: RecordFiles + ?Sized>(
+    s: &S,
+    p: &ValuePointer,
+    key: &[u8],
+    windows: &mut CopyWindows,
+    class: IoClass,
+) -> Result<OwnedRecord> {
+    let limit = match s.locate(p, key)? {
+        Located::InFile { limit } => limit,
+        Located::Buffered(r) => return Ok(r),
+        Located::Moved(_) | Located::Collected => {
+            return match read_one(s, p, key, class)? {
+                Read::Found(r) => Ok(r),
+                Read::Collected => Err(collected_error(&s.file_path(p.file), p)),
+            };
+        }
+    };
+    let len = u64::from(p.record_len);
+    let end = p.offset.saturating_add(len);
+    check_within(p, limit, || s.file_path(p.file))?;
+    let held = windows
+        .windows
+        .get(&p.file)
+        .is_some_and(|(start, data)| p.offset >= *start && end <= start + data.len() as u64);
+    if !held {
+        let Some(reader) = reader_or_collected(s, p.file)? else {
+            return Err(collected_error(&s.file_path(p.file), p));
+        };
+        let want = (limit - p.offset).min(COPY_WINDOW_BYTES).max(len);
+        let data = reader.read_at(p.offset, want as usize, class)?;
+        windows.windows.insert(p.file, (p.offset, data));
+    }
+    let (start, data) = &windows.windows[&p.file];
+    let at = (p.offset - start) as usize;
+    check_record(&data[at..at + len as usize], p, key, &s.file_path(p.file))
 }
 
 /// Where the page cache cannot be asked: a read of a run taking longer

@@ -67,6 +67,19 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         }
     }
 
+    /// Reads the record `p` points at like [`ValueStore::read`], for a job
+    /// that copies records out of files in their order: through read-ahead
+    /// windows where the layout keeps them ([`files::read_windowed`]).
+    fn read_for_copy(
+        &self,
+        p: &ValuePointer,
+        key: &[u8],
+        windows: &mut files::CopyWindows,
+        class: IoClass,
+    ) -> Result<OwnedRecord> {
+        files::read_windowed(self, p, key, windows, class)
+    }
+
     /// Reads many values at once for scans (batched and parallel); results
     /// in request order, each checked like [`ValueStore::read`].
     fn read_many(

@@ -454,6 +454,27 @@ impl IndexShape for Unified {
         )
     }
 
+    /// A key the partition's hash index holds has its newest version
+    /// unsorted, where flushes keep values inline: nothing to count, and no
+    /// table read. A tag false positive (about 1 in 13,000 keys with 4 hash
+    /// functions) leaves a sorted pointer for its merge to count.
+    /// Measured (5 GiB, 1 KiB Zipf updates, page cache capped at 853 MiB):
+    /// reading the unsorted table for each flushed key was 10.9 GB of
+    /// reads over 6 GiB of updates, one device read per hot key.
+    fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
+        let h = KeyHash::of(user_key);
+        let (lo, _) = range_of(&v.boundaries, partition_of(&v.boundaries, user_key));
+        let indexed = self
+            .generations
+            .read()
+            .get(lo)
+            .is_some_and(|gens| gens.iter().any(|g| !g.candidates_of(h).is_empty()));
+        if indexed {
+            return Ok(Lookup::Found(key::Kind::Value, Vec::new()));
+        }
+        self.get(v, tables, user_key, key::MAX_SEQUENCE)
+    }
+
     fn note_scan(&self) {
         self.scans.fetch_add(1, Ordering::Relaxed);
     }
