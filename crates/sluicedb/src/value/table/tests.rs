@@ -282,13 +282,29 @@ fn worked_example_of_the_format_doc() {
 /// checksum. A lone copy of the key with the same length is not enough: GC
 /// may have kept a newer version and dropped the one a snapshot reads, and
 /// taking the kept one for it made that read a checksum `Corruption`.
+/// A table store over `dir` with the tables `meta` lists.
+fn open_store(
+    fs: &CountingFs,
+    dir: &std::path::Path,
+    meta: &super::meta::TableMeta,
+) -> super::store::TableStore {
+    let (store, _) = super::store::TableStore::open(
+        dir,
+        fs.clone(),
+        Arc::new(std::sync::atomic::AtomicU64::new(100)),
+        meta,
+        super::store::TableConfig::from_options(&crate::Options::default()),
+        Arc::new(BlockCache::new(1 << 20)),
+    )
+    .unwrap();
+    store
+}
+
 #[test]
 fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     use std::path::Path;
-    use std::sync::atomic::AtomicU64;
 
     use super::meta::{TableFile, TableMeta};
-    use super::store::{TableConfig, TableStore};
     use crate::value::pointer::{ValuePointer, STORE_TABLE};
 
     let fs = fs();
@@ -337,15 +353,7 @@ fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     meta.tables.insert(6, entry);
     meta.edges.insert(5, vec![6]);
     meta.refs.insert(5, 2);
-    let (store, _) = TableStore::open(
-        dir,
-        fs.clone(),
-        Arc::new(AtomicU64::new(100)),
-        &meta,
-        TableConfig::from_options(&crate::Options::default()),
-        Arc::new(BlockCache::new(1 << 20)),
-    )
-    .unwrap();
+    let store = open_store(&fs, dir, &meta);
     let inner = store.inner.read();
     let found = store.follow(&inner, &old, b"k", IoClass::UserRead).unwrap();
     assert_eq!(found, None, "the dropped version is nowhere");
@@ -364,10 +372,8 @@ fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
 #[test]
 fn windowed_copy_reads_match_point_reads() {
     use std::path::Path;
-    use std::sync::atomic::AtomicU64;
 
     use super::meta::{TableFile, TableMeta};
-    use super::store::{TableConfig, TableStore};
     use crate::value::files::{CopyWindows, RecordFiles};
     use crate::value::pointer::{ValuePointer, STORE_TABLE};
     use crate::value::ValueStore;
@@ -418,15 +424,7 @@ fn windowed_copy_reads_match_point_reads() {
             },
         );
     }
-    let (store, _) = TableStore::open(
-        dir,
-        fs.clone(),
-        Arc::new(AtomicU64::new(100)),
-        &meta,
-        TableConfig::from_options(&crate::Options::default()),
-        Arc::new(BlockCache::new(1 << 20)),
-    )
-    .unwrap();
+    let store = open_store(&fs, dir, &meta);
     let check = |order: &[usize]| {
         let mut windows = CopyWindows::default();
         for &i in order {
