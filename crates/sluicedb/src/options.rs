@@ -131,17 +131,22 @@ pub const DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES: u64 = 4 << 30;
 /// at most half the unsorted limit.
 pub const DEFAULT_UNIKV_SCAN_MERGE_LIMIT: usize = 4;
 /// UniKV: the garbage ratio from which a merge moves a value table's
-/// records on its own, 0.5; below it tables are collected only when the
+/// records on its own, 0.8; below it tables are collected only when the
 /// space limit asks (from its low ratio, tables at least as full of garbage
 /// as the store's average). The paper triggers GC by the size of a
-/// partition's logs (§III-C) and gives no ratio. A value table written by
-/// the load or by one merge holds keys of the whole partition, so its
-/// records age together: at 0.2 every table of a 5 GiB load reached the
-/// ratio in the same phase and merges moved 5 GB in a phase of 2 GB of
-/// updates (77k ops/s, then 69 s to settle); at 0.5 they moved 0.8 GB
-/// (110k ops/s) and space amplification stayed at or below 1.40
-/// (page cache capped at 853 MiB, Zipf 0.99).
-pub const DEFAULT_UNIKV_TABLE_GC_RATIO: f64 = 0.5;
+/// partition's logs (§III-C) and gives no ratio. Measured with 1 KiB Zipf
+/// (0.99) updates, `sluice bench --benchmarks update --table-gc-ratio R`,
+/// P1-P3 (each as many updates as keys; 5 GiB: 2M each, page cache capped
+/// at 853 MiB):
+/// - 0.2 (Scavenger's): 1 GiB 297k, 76k, 100k ops/s (29 GC merges in P2
+///   and P3); at 5 GiB every table the load wrote reached the ratio in P3
+///   (their records age together): merges moved 5 GB in 2 GB of updates,
+///   77k ops/s and then 69 s to settle;
+/// - 0.5: 1 GiB 101k, 105k, 99k (GC moved 1-1.7 GB each phase); 5 GiB
+///   126k, 100k, 110k;
+/// - 0.8: 1 GiB 357k, 101k, 196k (4 GC merges; space amplification
+///   1.22-1.33 at the phase ends); 5 GiB 125k, 107k, 116k (1.26-1.42).
+pub const DEFAULT_UNIKV_TABLE_GC_RATIO: f64 = 0.8;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
 /// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine
@@ -781,7 +786,6 @@ impl Options {
                 o.values.separation_threshold_bytes =
                     Some(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES);
                 o.values.layout = ValueLayout::Table;
-                o.values.table.gc_ratio = DEFAULT_UNIKV_TABLE_GC_RATIO;
                 // "Scavenger performs key-value separation during background
                 // flush operations" (§3.1).
                 o.values.separate_at_flush = true;
@@ -801,6 +805,7 @@ impl Options {
                 // pointer names it, so partitions share tables after a
                 // split until each moves its own values (§III-C, §III-D).
                 o.values.layout = ValueLayout::Table;
+                o.values.table.gc_ratio = DEFAULT_UNIKV_TABLE_GC_RATIO;
                 // The DropCache (Scavenger's, seed 003 §3.4) only sorts
                 // hot values from cold here (GC looks nothing up): merges
                 // write recently overwritten keys' values to hot tables,
