@@ -131,8 +131,8 @@ pub const DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES: u64 = 4 << 30;
 /// at most half the unsorted limit.
 pub const DEFAULT_UNIKV_SCAN_MERGE_LIMIT: usize = 4;
 /// UniKV: the garbage ratio from which a merge moves a value table's
-/// records on its own, 0.8; below it tables are collected only when the
-/// space limit asks (from its low ratio, tables at least as full of garbage
+/// records on its own, 0.2 (Scavenger's) for now; below it tables are
+/// collected only when the space limit asks (from its low ratio, tables at least as full of garbage
 /// as the store's average). The paper triggers GC by the size of a
 /// partition's logs (§III-C) and gives no ratio. Measured with 1 KiB Zipf
 /// (0.99) updates, `sluice bench --benchmarks update --table-gc-ratio R`,
@@ -146,7 +146,14 @@ pub const DEFAULT_UNIKV_SCAN_MERGE_LIMIT: usize = 4;
 ///   126k, 100k, 110k;
 /// - 0.8: 1 GiB 357k, 101k, 196k (4 GC merges; space amplification
 ///   1.22-1.33 at the phase ends); 5 GiB 125k, 107k, 116k (1.26-1.42).
-pub const DEFAULT_UNIKV_TABLE_GC_RATIO: f64 = 0.8;
+///
+/// 0.8 is the fastest, but the accounting test
+/// `merges_collect_value_tables_without_lookups_and_space_stays_bounded`
+/// then finds a record that no pointer names and no count holds in 2 to 8
+/// runs of 12: a race in collecting by merges that was there before (2 of
+/// 16 runs at c6aeb46, about 1 in 12 at 0.2 now) and that more GC merges
+/// meet more often. The default moves once it is fixed (issue 19).
+pub const DEFAULT_UNIKV_TABLE_GC_RATIO: f64 = 0.2;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
 /// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine

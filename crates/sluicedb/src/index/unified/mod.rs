@@ -219,12 +219,13 @@ impl Unified {
 
     /// The unsorted tables of `v` a lookup of `user_key` probes, newest
     /// first: its partition's hash index candidates, and every table that
-    /// index does not cover. Decided under the read lock, probed after it.
+    /// index does not cover; and whether the index had any candidate.
+    /// Decided under the read lock, probed after it.
     fn unsorted_to_probe<'v>(
         &self,
         v: &'v Version,
         user_key: &[u8],
-    ) -> SmallVec<[&'v Arc<FileMeta>; 8]> {
+    ) -> (SmallVec<[&'v Arc<FileMeta>; 8]>, bool) {
         let h = KeyHash::of(user_key);
         let (lo, _) = range_of(&v.boundaries, partition_of(&v.boundaries, user_key));
         let all = self.generations.read();
@@ -233,14 +234,35 @@ impl Unified {
         for g in gens {
             candidates.extend(g.candidates_of(h));
         }
-        v.levels[UNSORTED]
+        let probe = v.levels[UNSORTED]
             .iter()
             .rev()
             .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
             .filter(|f| {
                 candidates.contains(&f.number) || !gens.iter().any(|g| g.contains_table(f.number))
             })
-            .collect()
+            .collect();
+        (probe, !candidates.is_empty())
+    }
+
+    /// The newest entry of `user_key` at `snapshot` in `unsorted` (newest
+    /// first), then in the sorted run: one table at most, by its boundary
+    /// keys (§III-B).
+    fn probe<'v>(
+        &self,
+        v: &'v Version,
+        tables: &TableCache,
+        user_key: &[u8],
+        unsorted: SmallVec<[&'v Arc<FileMeta>; 8]>,
+        snapshot: u64,
+    ) -> Result<Lookup> {
+        let sorted = sorted_run_table(&v.levels[SORTED], user_key);
+        probe_in_order(
+            tables,
+            unsorted.into_iter().chain(sorted).map(|f| &**f),
+            user_key,
+            snapshot,
+        )
     }
 
     /// The merge of every unsorted table overlapping `lo..upper` (and of
@@ -440,18 +462,8 @@ impl IndexShape for Unified {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup> {
-        // The sorted run last: one table at most, by its boundary keys
-        // (§III-B).
-        let sorted = sorted_run_table(&v.levels[SORTED], user_key);
-        probe_in_order(
-            tables,
-            self.unsorted_to_probe(v, user_key)
-                .into_iter()
-                .chain(sorted)
-                .map(|f| &**f),
-            user_key,
-            snapshot,
-        )
+        let (unsorted, _) = self.unsorted_to_probe(v, user_key);
+        self.probe(v, tables, user_key, unsorted, snapshot)
     }
 
     /// A key the partition's hash index holds has its newest version
@@ -462,17 +474,11 @@ impl IndexShape for Unified {
     /// reading the unsorted table of each flushed key took 6.5 GB of the
     /// 10.9 GB read over 6 GiB of updates, a device read per hot key.
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
-        let h = KeyHash::of(user_key);
-        let (lo, _) = range_of(&v.boundaries, partition_of(&v.boundaries, user_key));
-        let indexed = self
-            .generations
-            .read()
-            .get(lo)
-            .is_some_and(|gens| gens.iter().any(|g| !g.candidates_of(h).is_empty()));
+        let (unsorted, indexed) = self.unsorted_to_probe(v, user_key);
         if indexed {
             return Ok(Lookup::Found(key::Kind::Value, Vec::new()));
         }
-        self.get(v, tables, user_key, key::MAX_SEQUENCE)
+        self.probe(v, tables, user_key, unsorted, key::MAX_SEQUENCE)
     }
 
     fn note_scan(&self) {

@@ -895,12 +895,8 @@ impl TableStore {
     /// under the space limit's pressure the store's own garbage share if
     /// lower, but not below [`super::gc::PRESSURE_RATIO`]. A table below
     /// the share costs more copying per byte freed than the store's average
-    /// and lowers the ratio least.
-    ///
-    /// Measured (5 GiB, 1 KiB Zipf updates, page cache capped at 853 MiB):
-    /// with 1/16 under pressure, merges moved tables of 1/16 to 1/10
-    /// garbage, 5.3 GB in a phase of 2 GB of updates, while the store held
-    /// 3-4% garbage.
+    /// and lowers the ratio least. (Not measured apart from the GC ratio's
+    /// change, `DEFAULT_UNIKV_TABLE_GC_RATIO`.)
     fn merge_gc_ratio(&self, current: &Version, pressure: bool) -> f64 {
         let ratio = self.config.gc_ratio;
         if !pressure {
