@@ -242,6 +242,43 @@ fn a_partition_merges_alone_unless_an_unsorted_table_spans_into_another() {
     assert_eq!(inputs, vec![3, 5, 6, 7, 1, 2]);
 }
 
+/// A GC merge over a value table's key range takes every unsorted table
+/// overlapping any sorted table it takes, not only those overlapping the
+/// range: it may move the records those sorted tables point at, and a
+/// version newer than one of them, which a flush may have counted as
+/// garbage already, must meet it in the merge.
+#[test]
+fn a_gc_merge_takes_every_unsorted_table_its_sorted_tables_overlap() {
+    let s = Arc::new(shape());
+    let v = partitioned(
+        &s,
+        &["m"],
+        vec![
+            (UNSORTED, test_file(5, "b", "c", 100)),
+            (UNSORTED, test_file(6, "e", "f", 100)),
+            (UNSORTED, test_file(7, "n", "z", 100)),
+            (UNSORTED, test_file(8, "a", "b", 100)),
+            (SORTED, test_file(1, "a", "d", 10)),
+            (SORTED, test_file(2, "e", "h", 10)),
+            (SORTED, test_file(3, "i", "l", 10)),
+        ],
+    );
+    // The value table's range meets sorted table 1 only through "d"; 1
+    // reaches down to "a", where tables 5 and 8 lie, and 8 is older than
+    // nothing it overlaps. Tables 6 and 7 and sorted tables 2 and 3 stay.
+    let plan = s
+        .pick_gc_compaction(&v, &HashSet::new(), b"cz", b"d")
+        .expect("a plan");
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(inputs, vec![5, 8, 1]);
+    // Reaching into sorted table 2 brings unsorted table 6 with it.
+    let plan = s
+        .pick_gc_compaction(&v, &HashSet::new(), b"d", b"ea")
+        .expect("a plan");
+    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    assert_eq!(inputs, vec![5, 6, 8, 1, 2]);
+}
+
 #[test]
 fn a_full_partition_splits_at_the_sorted_table_boundary_nearest_its_middle() {
     let s = Arc::new(shape());
