@@ -11,8 +11,10 @@
 # Usage: scripts/bench-unikv.sh [exp1|mix|ycsb] [DIR (default sluice-data)] [OUT (default
 # unikv.jsonl)]. Environment: ENGINES (default unikv,leveldb,hashkv,rocksdb,rocksdb-blob,fjall;
 # the peers need the cargo features), GIB (default 5), CAP_MIB (default GIB/6), MEMCAP (path
-# of memcap), OPS (operations per readwrite phase, default 1000000), EXTRA (more `sluice
-# bench` flags). CARGO_TARGET_DIR is honoured.
+# of memcap), OPS (operations per readwrite phase, default 1000000), READ_OPS (reads and
+# scans of exp1, default 100000), UPDATE_OPS (updates per phase of exp1, default 2000000),
+# YCSB_OPS (operations per YCSB workload, default 200000), EXTRA (more `sluice bench`
+# flags). CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 mode=${1:-exp1}
 dir=${2:-sluice-data}
@@ -37,11 +39,11 @@ each() {
   "$sluice" bench report "$out"
 }
 exp1() {
-  run "$1" --benchmarks fillrandom,readrandom,scan --scan-length 50 &&
-    run "$1" --benchmarks update --dataset-gib "$gib"
+  run "$1" --benchmarks fillrandom,readrandom,scan --scan-length 50 --ops "${READ_OPS:-100000}" &&
+    run "$1" --benchmarks update --dataset-gib "$gib" --update-ops "${UPDATE_OPS:-2000000}"
 }
 mix() { run "$1" --benchmarks readwrite --dataset-gib "$gib" --ops "${OPS:-1000000}"; }
-ycsb() { run "$1" --benchmarks ycsb --dataset-gib "$gib" --ops 1000000; }
+ycsb() { run "$1" --benchmarks ycsb --dataset-gib "$gib" --ops "${YCSB_OPS:-200000}"; }
 case $mode in
   exp1|mix|ycsb)
     echo "== $mode, $gib GiB, memcap $cap_mib MiB, engines $engines" >&2
