@@ -250,6 +250,53 @@ fn merges_collect_value_tables_without_lookups_and_space_stays_bounded() {
     }
 }
 
+/// A read-only workload gets the scan merge too (seed 004 §III-F): nothing
+/// else wakes the background threads once writes stop, so the first scan
+/// does. Before it did, the 5 GiB Exp. 1 scans met twelve unsorted tables
+/// and no scan merge ran.
+#[test]
+fn scans_alone_start_the_scan_merge() {
+    let fs = MemFs::new();
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut model = BTreeMap::new();
+    let keys = 300u64;
+    let db = Db::open(
+        "/db",
+        common::preset_options(&fs, Preset::UniKv)
+            .unikv_scan_merge_limit(2)
+            .unikv_unsorted_limit_bytes(1 << 20),
+    )
+    .unwrap();
+    for i in 0..1500u64 {
+        random_write(&db, &mut model, &mut rng, (i, keys, 10, 200));
+    }
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    assert!(s.levels[0].tables > 2, "too few unsorted tables\n{s}");
+    assert_eq!(s.shape.scan_merges, 0, "no scan ran yet\n{s}");
+    // Scans only, until the merge has run (it starts within milliseconds;
+    // the bound is for a machine under load).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().shape.scan_merges == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no scan merge 30 s after the scans began\n{}",
+            db.stats()
+        );
+        let lo = format!("k{:05}", rng.gen_range(0..keys)).into_bytes();
+        let got: Vec<Vec<u8>> = db
+            .range(lo.as_slice()..)
+            .take(5)
+            .map(|r| r.unwrap().0)
+            .collect();
+        let want: Vec<Vec<u8>> = model.range(lo..).take(5).map(|(k, _)| k.clone()).collect();
+        assert_eq!(got, want);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    db.wait_for_background().unwrap();
+    check(&db, &model, 31, keys, "after the scan merge");
+}
+
 /// Scans merge a partition's unsorted tables into one once there are more
 /// than the scan merge limit (seed 004 §III-F): lookups find keys in the
 /// merged table through the hash index, and scans and reopens see the

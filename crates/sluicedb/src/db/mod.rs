@@ -262,7 +262,14 @@ impl Db {
             std::ops::Bound::Unbounded => None,
         };
         let (lo, hi) = (end(&lower), end(&upper));
-        core.shape.note_scan();
+        if core.shape.note_scan() {
+            // A read-only workload wakes no background thread otherwise:
+            // its scans would never see the scan merge (seed 004 §III-F).
+            // Under the state lock, so that a thread about to wait does not
+            // miss it.
+            let _st = core.state.lock();
+            core.bg_cv.notify_all();
+        }
         children.extend(core.shape.scan_iterators(
             &sv.current,
             &core.tables,

@@ -284,8 +284,13 @@ pub(crate) trait IndexShape: Send + Sync {
         overlapping_then_runs(v, tables, lower, upper)
     }
     /// A user scan starts (the unified shape merges a partition's unsorted
-    /// tables while scans run, seed 004 §III-F).
-    fn note_scan(&self) {}
+    /// tables while scans run, seed 004 §III-F). True when the engine
+    /// should look for background work now: the first scan since the last
+    /// pick may make a scan merge due while no write wakes the background
+    /// threads.
+    fn note_scan(&self) -> bool {
+        false
+    }
     /// A merge of one partition's unsorted tables into one sorted unsorted
     /// table, for scans (§III-F); `None` for shapes without one, when no
     /// scan ran since the last, or none is due. The engine picks it only

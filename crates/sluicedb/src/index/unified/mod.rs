@@ -511,8 +511,8 @@ impl IndexShape for Unified {
         self.probe(v, tables, user_key, unsorted, key::MAX_SEQUENCE)
     }
 
-    fn note_scan(&self) {
-        self.scans.fetch_add(1, Ordering::Relaxed);
+    fn note_scan(&self) -> bool {
+        self.scans.fetch_add(1, Ordering::Relaxed) == 0
     }
 
     /// While scans run (one started since the last pick), the partition
