@@ -33,6 +33,11 @@ fn partitioned(s: &Arc<Unified>, boundaries: &[&str], files: Vec<(usize, FileMet
     Version::empty(s.clone()).apply(&e).unwrap()
 }
 
+/// The file numbers of a plan's inputs, in input order.
+fn input_numbers(plan: &CompactionPlan) -> Vec<u64> {
+    plan.input_files().map(|f| f.number).collect()
+}
+
 fn keys(ks: &[&str]) -> Vec<Vec<u8>> {
     ks.iter().map(|k| k.as_bytes().to_vec()).collect()
 }
@@ -101,7 +106,7 @@ fn a_merge_freezes_its_generation_and_the_install_drops_it() {
         .expect("over the limit");
     assert!(plan.separate_values);
     assert_eq!(plan.output_level, SORTED);
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    let inputs = input_numbers(&plan);
     assert_eq!(inputs, vec![5, 6]);
     s.merge_started(&plan);
     // A flush during the merge goes to the fresh generation.
@@ -220,7 +225,7 @@ fn a_partition_merges_alone_unless_an_unsorted_table_spans_into_another() {
     let plan = s
         .pick_compaction(&v, &HashSet::new())
         .expect("over the limit");
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    let inputs = input_numbers(&plan);
     assert_eq!(inputs, vec![5, 6, 1]);
     assert_eq!(plan.new_boundary, None);
     assert_eq!(s.write_pressure(&v), WritePressure::Slowdown);
@@ -234,11 +239,11 @@ fn a_partition_merges_alone_unless_an_unsorted_table_spans_into_another() {
     let plan = s
         .pick_compaction(&v, &HashSet::new())
         .expect("over the limit");
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    let inputs = input_numbers(&plan);
     assert_eq!(inputs, vec![3, 5, 6, 7, 1, 2]);
     // A manual merge of a range takes every partition's tables in it.
     let plan = s.pick_range_compaction(&v, UNSORTED, b"x", b"y").unwrap();
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    let inputs = input_numbers(&plan);
     assert_eq!(inputs, vec![3, 5, 6, 7, 1, 2]);
 }
 
@@ -263,20 +268,18 @@ fn a_gc_merge_takes_every_unsorted_table_its_sorted_tables_overlap() {
             (SORTED, test_file(3, "i", "l", 10)),
         ],
     );
-    // The value table's range meets sorted table 1 only through "d"; 1
-    // reaches down to "a", where tables 5 and 8 lie, and 8 is older than
-    // nothing it overlaps. Tables 6 and 7 and sorted tables 2 and 3 stay.
-    let plan = s
-        .pick_gc_compaction(&v, &HashSet::new(), b"cz", b"d")
-        .expect("a plan");
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
-    assert_eq!(inputs, vec![5, 8, 1]);
+    // The value table's range ("cz" to "d") meets no unsorted table and
+    // only sorted table 1, which reaches down to "a", where unsorted tables
+    // 5 and 8 lie: both come. Unsorted 6 and 7 and sorted 2 and 3 stay.
+    let gc = |lo: &[u8], hi: &[u8]| {
+        input_numbers(
+            &s.pick_gc_compaction(&v, &HashSet::new(), lo, hi)
+                .expect("a plan"),
+        )
+    };
+    assert_eq!(gc(b"cz", b"d"), vec![5, 8, 1]);
     // Reaching into sorted table 2 brings unsorted table 6 with it.
-    let plan = s
-        .pick_gc_compaction(&v, &HashSet::new(), b"d", b"ea")
-        .expect("a plan");
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
-    assert_eq!(inputs, vec![5, 6, 8, 1, 2]);
+    assert_eq!(gc(b"d", b"ea"), vec![5, 6, 8, 1, 2]);
 }
 
 #[test]
@@ -333,7 +336,7 @@ fn scans_merge_a_partition_with_too_many_unsorted_tables_into_one() {
     let plan = s
         .pick_scan_merge(&v, &none)
         .expect("five tables, a scan ran");
-    let inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+    let inputs = input_numbers(&plan);
     assert_eq!(
         inputs,
         vec![10, 11, 12, 13, 14],
