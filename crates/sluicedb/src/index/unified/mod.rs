@@ -220,11 +220,17 @@ impl Unified {
     /// The unsorted tables of `v` a lookup of `user_key` probes, newest
     /// first: its partition's hash index candidates, and every table that
     /// index does not cover; and whether the index had any candidate.
-    /// Decided under the read lock, probed after it.
+    /// Decided under the read lock, probed after it. With `or_indexed`,
+    /// a key the index has candidates for returns no tables: a flush's
+    /// shadow lookup stops there (`get_shadowed`) without the coverage
+    /// check of every unsorted table (all lookups' checks together took
+    /// 5.6% of a 2 GiB load's CPU samples; a load's new keys have no
+    /// candidates, an update's hot keys do).
     fn unsorted_to_probe<'v>(
         &self,
         v: &'v Version,
         user_key: &[u8],
+        or_indexed: bool,
     ) -> (SmallVec<[&'v Arc<FileMeta>; 8]>, bool) {
         let h = KeyHash::of(user_key);
         let (lo, _) = range_of(&v.boundaries, partition_of(&v.boundaries, user_key));
@@ -233,6 +239,9 @@ impl Unified {
         let mut candidates: SmallVec<[u64; 8]> = SmallVec::new();
         for g in gens {
             candidates.extend(g.candidates_of(h));
+        }
+        if or_indexed && !candidates.is_empty() {
+            return (SmallVec::new(), true);
         }
         let probe = v.levels[UNSORTED]
             .iter()
@@ -492,7 +501,7 @@ impl IndexShape for Unified {
         user_key: &[u8],
         snapshot: u64,
     ) -> Result<Lookup> {
-        let (unsorted, _) = self.unsorted_to_probe(v, user_key);
+        let (unsorted, _) = self.unsorted_to_probe(v, user_key, false);
         self.probe(v, tables, user_key, unsorted, snapshot)
     }
 
@@ -504,7 +513,7 @@ impl IndexShape for Unified {
     /// reading the unsorted table of each flushed key took 6.5 GB of the
     /// 10.9 GB read over 6 GiB of updates, a device read per hot key.
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
-        let (unsorted, indexed) = self.unsorted_to_probe(v, user_key);
+        let (unsorted, indexed) = self.unsorted_to_probe(v, user_key, true);
         if indexed {
             return Ok(Lookup::Found(key::Kind::Value, Vec::new()));
         }

@@ -43,7 +43,7 @@ fn keys(ks: &[&str]) -> Vec<Vec<u8>> {
 }
 
 fn probed(s: &Unified, v: &Version, k: &str) -> Vec<u64> {
-    s.unsorted_to_probe(v, k.as_bytes())
+    s.unsorted_to_probe(v, k.as_bytes(), false)
         .0
         .iter()
         .map(|f| f.number)
