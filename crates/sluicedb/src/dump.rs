@@ -76,7 +76,14 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
         FileKind::Table(n) => {
             let size = std::fs::metadata(path).map_err(io)?.len();
             let cache = Arc::new(BlockCache::new(0));
-            let t = Arc::new(Table::open(&fs, path.to_path_buf(), n, size, cache)?);
+            let t = Arc::new(Table::open(
+                &fs,
+                path.to_path_buf(),
+                n,
+                size,
+                cache,
+                IoClass::UserRead,
+            )?);
             // The shape line does not count against the entry limit.
             writeln!(d.out, "{}", t.describe())
                 .map_err(|e| Error::io("write", "dump output", e))?;

@@ -581,6 +581,7 @@ mod tests {
                 f.number,
                 f.file_size,
                 Arc::new(BlockCache::new(0)),
+                IoClass::Compaction,
             )
             .unwrap();
             let mut it = Arc::new(t).iter(IoClass::Compaction, false);

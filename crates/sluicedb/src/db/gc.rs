@@ -19,6 +19,7 @@ use super::space::SpacePressure;
 use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::fs::IoClass;
 use crate::gc::{Collected, Committed, GcHost, GcTrigger, Relocation, Relocations, SeenView};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
@@ -62,7 +63,8 @@ impl Core {
 
     /// The pointer `key`'s newest entry at `seq` holds, if it is one.
     fn pointer_at(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Option<ValuePointer>> {
-        Ok(match self.lookup(sv, key, seq)? {
+        // GC's validity check: its table reads count as GC's.
+        Ok(match self.lookup(sv, key, seq, IoClass::Gc)? {
             Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes),
             _ => None,
         })

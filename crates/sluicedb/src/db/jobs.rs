@@ -509,7 +509,9 @@ impl Core {
             // A scan merge's output stays unsorted: indexed before it is
             // installed, as a flush's table is.
             for (_, f) in &edit.added {
-                let t = self.tables.get(f.number, f.file_size)?;
+                let t = self
+                    .tables
+                    .get(f.number, f.file_size, IoClass::Compaction)?;
                 let mut it = t.iter(IoClass::Compaction, false);
                 self.shape.index_flushed(&version, f, &mut it)?;
             }
@@ -586,7 +588,9 @@ impl Core {
         let Some(f) = crate::index::sorted_run_table(outputs, &d.key) else {
             return Ok(None);
         };
-        let t = self.tables.get(f.number, f.file_size)?;
+        let t = self
+            .tables
+            .get(f.number, f.file_size, IoClass::Compaction)?;
         let mut it = t.iter(IoClass::Compaction, false);
         it.seek(&crate::key::encode(
             &d.key,
@@ -680,7 +684,7 @@ impl Core {
         for (level, f) in v.all_files() {
             let t = self
                 .tables
-                .get(f.number, f.file_size)
+                .get(f.number, f.file_size, IoClass::Compaction)
                 .expect("invariants: table opens");
             let n = t.verify().expect("invariants: table verifies");
             assert_eq!(

@@ -411,7 +411,10 @@ impl Db {
         let sv = core.super_version();
         let mut n = 0;
         for (_, f) in sv.current.all_files() {
-            n += core.tables.get(f.number, f.file_size)?.verify()?;
+            n += core
+                .tables
+                .get(f.number, f.file_size, crate::fs::IoClass::UserRead)?
+                .verify()?;
         }
         if let Some(values) = &core.values {
             n += values.verify()?;

@@ -43,7 +43,13 @@ impl Core {
 
     /// The newest entry of `key` visible at `seq`: memtable, immutable
     /// memtables newest first, then the tables (invariant I5).
-    pub(crate) fn lookup(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
+    pub(crate) fn lookup(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: u64,
+        class: IoClass,
+    ) -> Result<Lookup> {
         let mut found = sv.mem.get(key, seq);
         for m in &sv.imms {
             if found != Lookup::Absent {
@@ -52,13 +58,13 @@ impl Core {
             found = m.get(key, seq);
         }
         if found == Lookup::Absent {
-            found = self.shape.get(&sv.current, &self.tables, key, seq)?;
+            found = self.shape.get(&sv.current, &self.tables, key, seq, class)?;
         }
         Ok(found)
     }
 
     pub(super) fn get_at(&self, sv: &SuperVersion, seq: u64, key: &[u8]) -> Result<Option<Found>> {
-        match self.lookup(sv, key, seq)? {
+        match self.lookup(sv, key, seq, IoClass::UserRead)? {
             Lookup::Found(Kind::Value, v) => Ok(Some(Found::Value(v))),
             Lookup::Found(Kind::ValuePointer, p) => {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {

@@ -142,17 +142,22 @@ pub const PUNCH_BLOCK: u64 = 4096;
 pub enum IoClass {
     /// Write-ahead journal appends and recovery reads.
     Journal = 0,
-    /// Memtable flushes to tables.
+    /// Memtable flushes to tables, and a flush's lookups of the versions
+    /// its keys shadow (space accounting).
     Flush = 1,
     /// Compaction reads and writes.
     Compaction = 2,
     /// Manifest and CURRENT.
     Manifest = 3,
-    /// User reads (point lookups, iterators).
+    /// User reads (point lookups, iterators, `verify`). Every read is
+    /// counted as the class of whoever asked: a table's footer, index and
+    /// filter as the class of the job that opened it first.
     UserRead = 4,
-    /// Value store appends (later issues).
+    /// Value store appends, and a value table's metadata when the store
+    /// opens it.
     ValueStore = 5,
-    /// Value store garbage collection (later issues).
+    /// Value store garbage collection: its reads of value files and its
+    /// lookups of keys in the index to judge records live.
     Gc = 6,
 }
 

@@ -45,7 +45,7 @@ impl LevelIter {
             return;
         }
         let f = &self.files[i];
-        match self.tables.get(f.number, f.file_size) {
+        match self.tables.get(f.number, f.file_size, self.class) {
             Ok(t) => self.current = Some(t.iter(self.class, self.fill_cache)),
             Err(e) => self.status = Err(e),
         }

@@ -16,6 +16,7 @@ use super::{
     IndexShape, WritePressure,
 };
 use crate::error::Result;
+use crate::fs::IoClass;
 use crate::key;
 use crate::memtable::Lookup;
 use crate::table::TableCache;
@@ -184,6 +185,7 @@ impl IndexShape for Leveled {
         tables: &TableCache,
         user_key: &[u8],
         snapshot: u64,
+        class: IoClass,
     ) -> Result<Lookup> {
         let overlapping = v.levels[0]
             .iter()
@@ -199,6 +201,7 @@ impl IndexShape for Leveled {
             overlapping.chain(runs).map(|f| &**f),
             user_key,
             snapshot,
+            class,
         )
     }
 

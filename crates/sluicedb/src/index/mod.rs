@@ -103,9 +103,10 @@ pub(crate) fn probe_table(
     seek: &[u8],
     user_key: &[u8],
     hash: u64,
+    class: IoClass,
 ) -> Result<Option<Lookup>> {
-    let t = tables.get(f.number, f.file_size)?;
-    let Some((ik, value)) = t.get(seek, user_key, hash)? else {
+    let t = tables.get(f.number, f.file_size, class)?;
+    let Some((ik, value)) = t.get(seek, user_key, hash, class)? else {
         return Ok(None);
     };
     Ok(Some(match Kind::from_u8(key::kind_byte(&ik)) {
@@ -129,11 +130,12 @@ pub(crate) fn probe_in_order<'f>(
     files: impl IntoIterator<Item = &'f FileMeta>,
     user_key: &[u8],
     snapshot: u64,
+    class: IoClass,
 ) -> Result<Lookup> {
     let seek = key::encode(user_key, snapshot, key::KIND_SEEK);
     let hash = crate::table::bloom::key_hash(user_key);
     for f in files {
-        if let Some(r) = probe_table(tables, f, &seek, user_key, hash)? {
+        if let Some(r) = probe_table(tables, f, &seek, user_key, hash, class)? {
             return Ok(r);
         }
     }
@@ -245,13 +247,16 @@ pub(crate) trait IndexShape: Send + Sync {
     fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]);
     /// Checks the shape's invariants; the error explains the violation.
     fn check(&self, v: &Version) -> Result<(), String>;
-    /// Newest visible entry of `user_key` at `snapshot` in the tables.
+    /// Newest visible entry of `user_key` at `snapshot` in the tables;
+    /// `class` says whose reads they are (a user's, or GC's validity
+    /// check).
     fn get(
         &self,
         v: &Version,
         tables: &TableCache,
         user_key: &[u8],
         snapshot: u64,
+        class: IoClass,
     ) -> Result<Lookup>;
     /// The newest entry of `user_key` in the tables, for a flush counting
     /// the version its entry shadows (`compaction::Writer::finish_key`). A
@@ -261,7 +266,13 @@ pub(crate) trait IndexShape: Send + Sync {
     /// the version be a pointer after all, the merge that drops it counts
     /// it (exact, only later).
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
-        self.get(v, tables, user_key, crate::key::MAX_SEQUENCE)
+        self.get(
+            v,
+            tables,
+            user_key,
+            crate::key::MAX_SEQUENCE,
+            IoClass::Flush,
+        )
     }
     /// Iterators over all tables (level 0's one each, newest first, then
     /// one per sorted run): for full scans and recounts.

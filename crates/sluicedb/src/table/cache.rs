@@ -11,7 +11,7 @@ use super::block::Block;
 use super::reader::Table;
 use crate::error::Result;
 use crate::filename;
-use crate::fs::CountingFs;
+use crate::fs::{CountingFs, IoClass};
 
 #[derive(Clone)]
 struct BlockWeighter;
@@ -97,7 +97,9 @@ impl TableCache {
     }
 
     /// The open table `number` of `file_size` bytes, opening it if needed.
-    pub(crate) fn get(&self, number: u64, file_size: u64) -> Result<Arc<Table>> {
+    /// Table `number`, opened now if it is not open: its footer, index,
+    /// filter and properties are read as `class` (whoever needs it first).
+    pub(crate) fn get(&self, number: u64, file_size: u64, class: IoClass) -> Result<Arc<Table>> {
         if let Some(t) = self.tables.get(&number) {
             return Ok(t);
         }
@@ -108,6 +110,7 @@ impl TableCache {
             number,
             file_size,
             self.blocks.clone(),
+            class,
         )?);
         self.tables.insert(number, t.clone());
         Ok(t)

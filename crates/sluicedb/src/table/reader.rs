@@ -41,9 +41,10 @@ impl Table {
         number: u64,
         file_size: u64,
         cache: Arc<BlockCache>,
+        class: IoClass,
     ) -> Result<Table> {
-        let (file, path, footer) = open_footer(fs, path, file_size, FooterKind::TABLE, 0)?;
-        let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, IoClass::UserRead);
+        let (file, path, footer) = open_footer(fs, path, file_size, FooterKind::TABLE, 0, class)?;
+        let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, class);
         let index = Arc::new(Block::new(
             read(footer.index)?,
             path.clone(),
@@ -115,11 +116,12 @@ impl Table {
         seek: &[u8],
         user_key: &[u8],
         hash: u64,
+        class: IoClass,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let may = |filter: &[u8]| filter.is_empty() || bloom::may_contain(filter, hash);
         if let Some(pointers) = &self.pointers {
             if may(&self.pointer_filter) {
-                if let Some(hit) = self.get_in(pointers, seek, user_key)? {
+                if let Some(hit) = self.get_in(pointers, seek, user_key, class)? {
                     return Ok(Some(hit));
                 }
             }
@@ -127,7 +129,7 @@ impl Table {
         if !may(&self.filter) {
             return Ok(None);
         }
-        self.get_in(&self.index, seek, user_key)
+        self.get_in(&self.index, seek, user_key, class)
     }
 
     /// `get` in the blocks under one index.
@@ -136,6 +138,7 @@ impl Table {
         index: &Arc<Block>,
         seek: &[u8],
         user_key: &[u8],
+        class: IoClass,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut index = index.iter();
         index.seek(seek);
@@ -144,7 +147,7 @@ impl Table {
             return Ok(None);
         }
         let h = self.decode_handle(index.value())?;
-        let block = self.read_block(h, IoClass::UserRead, true)?;
+        let block = self.read_block(h, class, true)?;
         let mut it = block.iter();
         it.seek(seek);
         it.status()?;
@@ -251,6 +254,7 @@ pub(crate) fn open_footer(
     file_size: u64,
     kind: FooterKind,
     header_len: usize,
+    class: IoClass,
 ) -> Result<(CountedReader, Arc<PathBuf>, Footer)> {
     let file = fs.open(&path)?;
     let path = Arc::new(path);
@@ -273,7 +277,7 @@ pub(crate) fn open_footer(
         ));
     }
     let footer_at = file_size - FOOTER_LEN as u64;
-    let raw = file.read_at(footer_at, FOOTER_LEN, IoClass::UserRead)?;
+    let raw = file.read_at(footer_at, FOOTER_LEN, class)?;
     let footer = Footer::decode_as(&raw, &path, footer_at, kind)?;
     Ok((file, path, footer))
 }
@@ -543,6 +547,7 @@ mod tests {
             1,
             size,
             Arc::new(BlockCache::new(1 << 20)),
+            IoClass::UserRead,
         )
         .map(Arc::new)
     }
@@ -556,12 +561,19 @@ mod tests {
         for (i, k) in keys.iter().enumerate() {
             let uk = key::user_key(k);
             let seek = key::encode(uk, key::MAX_SEQUENCE, key::KIND_SEEK);
-            let got = t.get(&seek, uk, bloom::key_hash(uk)).unwrap().unwrap();
+            let got = t
+                .get(&seek, uk, bloom::key_hash(uk), IoClass::UserRead)
+                .unwrap()
+                .unwrap();
             assert_eq!(got.1, format!("value{i}").into_bytes());
         }
         let miss = b"k00010x";
         let seek = key::encode(miss, key::MAX_SEQUENCE, key::KIND_SEEK);
-        assert_eq!(t.get(&seek, miss, bloom::key_hash(miss)).unwrap(), None);
+        assert_eq!(
+            t.get(&seek, miss, bloom::key_hash(miss), IoClass::UserRead)
+                .unwrap(),
+            None
+        );
         let mut it = t.iter(IoClass::UserRead, true);
         it.seek_to_last();
         for k in keys.iter().rev() {
@@ -621,7 +633,7 @@ mod tests {
         assert_eq!(built.smallest, entries[0].0);
         assert_eq!(built.largest, entries[entries.len() - 1].0);
         let cache = Arc::new(BlockCache::new(1 << 20));
-        Arc::new(Table::open(fs, path, number, built.file_size, cache).unwrap())
+        Arc::new(Table::open(fs, path, number, built.file_size, cache, IoClass::UserRead).unwrap())
     }
 
     /// The newest version of `uk` at `snapshot` in `entries`.
@@ -638,7 +650,7 @@ mod tests {
 
     fn lookup(t: &Table, uk: &[u8], snapshot: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let seek = key::encode(uk, snapshot, key::KIND_SEEK);
-        t.get(&seek, uk, bloom::key_hash(uk))
+        t.get(&seek, uk, bloom::key_hash(uk), IoClass::UserRead)
     }
 
     #[test]
@@ -729,7 +741,15 @@ mod tests {
             }
             mem.set_contents(path, bytes);
             let size = built.file_size;
-            let t = Table::open(&fs, path.into(), 1, size, Arc::new(BlockCache::new(0))).unwrap();
+            let t = Table::open(
+                &fs,
+                path.into(),
+                1,
+                size,
+                Arc::new(BlockCache::new(0)),
+                IoClass::UserRead,
+            )
+            .unwrap();
             let (mut intact, mut damaged, mut false_positives) = (0, 0, 0);
             for (k, _) in &entries {
                 let uk = key::user_key(k);

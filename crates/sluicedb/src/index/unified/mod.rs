@@ -264,6 +264,7 @@ impl Unified {
         user_key: &[u8],
         unsorted: SmallVec<[&'v Arc<FileMeta>; 8]>,
         snapshot: u64,
+        class: IoClass,
     ) -> Result<Lookup> {
         let sorted = sorted_run_table(&v.levels[SORTED], user_key);
         probe_in_order(
@@ -271,6 +272,7 @@ impl Unified {
             unsorted.into_iter().chain(sorted).map(|f| &**f),
             user_key,
             snapshot,
+            class,
         )
     }
 
@@ -500,9 +502,10 @@ impl IndexShape for Unified {
         tables: &TableCache,
         user_key: &[u8],
         snapshot: u64,
+        class: IoClass,
     ) -> Result<Lookup> {
         let (unsorted, _) = self.unsorted_to_probe(v, user_key, false);
-        self.probe(v, tables, user_key, unsorted, snapshot)
+        self.probe(v, tables, user_key, unsorted, snapshot, class)
     }
 
     /// A key the partition's hash index holds has its newest version
@@ -517,7 +520,14 @@ impl IndexShape for Unified {
         if indexed {
             return Ok(Lookup::Found(key::Kind::Value, Vec::new()));
         }
-        self.probe(v, tables, user_key, unsorted, key::MAX_SEQUENCE)
+        self.probe(
+            v,
+            tables,
+            user_key,
+            unsorted,
+            key::MAX_SEQUENCE,
+            IoClass::Flush,
+        )
     }
 
     fn note_scan(&self) -> bool {
@@ -803,7 +813,7 @@ impl IndexShape for Unified {
             if covered {
                 continue;
             }
-            let t = tables.get(f.number, f.file_size)?;
+            let t = tables.get(f.number, f.file_size, IoClass::Compaction)?;
             let mut it = t.iter(IoClass::Compaction, false);
             self.index_flushed(v, f, &mut it)?;
             reindexed += 1;

@@ -87,7 +87,8 @@ fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
                 Arc::new(crate::table::BlockCache::new(0)),
             ),
             b"zz",
-            100
+            100,
+            crate::fs::IoClass::UserRead,
         )
         .is_ok_and(|l| matches!(l, Lookup::Absent)));
 }

@@ -52,11 +52,14 @@ impl ValueTable {
         file_size: u64,
         cache: Arc<BlockCache>,
     ) -> Result<ValueTable> {
-        let (file, path, footer) = open_footer(fs, path, file_size, VT_FOOTER, VT_HEADER_LEN)?;
+        // Opened by the store, when it opens or when a job hands it a
+        // table it wrote: the value store's own reads.
+        let class = IoClass::ValueStore;
+        let (file, path, footer) =
+            open_footer(fs, path, file_size, VT_FOOTER, VT_HEADER_LEN, class)?;
         let bad = |at: u64, why: String| Error::corruption(path.as_path(), at, why);
-        check_header(&file.read_at(0, VT_HEADER_LEN, IoClass::UserRead)?)
-            .map_err(|why| bad(0, why))?;
-        let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, IoClass::UserRead);
+        check_header(&file.read_at(0, VT_HEADER_LEN, class)?).map_err(|why| bad(0, why))?;
+        let read = |h: BlockHandle| read_raw(&file, &path, file_size, h, class);
         let top = Arc::new(Block::new(
             read(footer.index)?,
             path.clone(),
