@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
 # Issue 18's benchmark (Scavenger, seed 003 §4), scaled to this machine: 24-byte keys,
 # Zipf(0.99) updates, the page cache capped at a quarter of the data (../shared/tools/memcap),
-# every engine opened with its defaults (the separated presets' space limit is 1.3/1.5).
+# every engine opened with its defaults (the separated presets' space limit is 1.4/1.5).
 #   main:    (a) the Mixed workload (values 1:1 of 16 KiB and uniform 100-512 B): load GIB,
 #            then UPDATE_FACTOR x GIB of updates in one phase; (b) 1 KiB values (the update
 #            workload: load GIB, then three phases of GIB of updates each); then YCSB A-F.
-#            All ENGINES in one invocation per workload.
-#   ablate:  scavenger on the Mixed workload with each mechanism off in turn (Table 1,
-#            Figs. 14-15): GetKey on index-decoupled key tables, lazy read, DropCache hot/cold,
-#            and inheritance edges (replaced by pointer write-back).
-#   sweep:   scavenger on the Mixed workload under space limits 1.25, 1.5, 2.0 and none
-#            (Fig. 18).
+#            One process per engine and workload, each under its own memcap (a shared
+#            process left one engine's memory to the next).
 # Usage: scripts/bench-scavenger.sh [main|ablate|sweep] [DIR (default sluice-data)] [OUT
 # (default scavenger.jsonl)]; `sluice bench report OUT` prints a table.
 # Environment: ENGINES (default scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv; the
 # peers need the cargo features), GIB (data size, default 4), UPDATE_FACTOR (default 3),
-# WORKLOADS (main's, default mixed,update,ycsb), MEMCAP (path of memcap), CAP_MIB (default
-# a quarter of GIB), EXTRA (more `sluice bench` flags for every run, e.g. "--drop-cache-bytes
-# 1048576"). CARGO_TARGET_DIR is honoured.
+# WORKLOADS (main's, default mixed,update,ycsb), YCSB_OPS (operations per YCSB workload,
+# default 1000000), MEMCAP (path of memcap), CAP_MIB (default a quarter of GIB), EXTRA
+# (more `sluice bench` flags for every run, e.g. "--drop-cache-bytes 1048576").
+# CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 mode=${1:-main}
 dir=${2:-sluice-data}
@@ -36,21 +33,30 @@ mixed() { # ENGINES OUT [flags...]
   "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$e" --benchmarks mixed \
     --num "$mixed_num" --update-ops $((mixed_num * factor)) --key-size 24 --out "$o" "${extra[@]}" "$@"
 }
+mixed_one() { mixed "$ENGINE" "$out"; }
+# Runs "$@" once per engine (ENGINE in its environment), then the table of OUT.
+each() { # OUT CMD...
+  local o=$1; shift
+  for e in ${engines//,/ }; do
+    ENGINE=$e "$@" || echo "== $e failed (exit $?; an OOM kill shows in dmesg)" >&2
+    rm -rf "${dir:?}/$e"
+  done
+  "$sluice" bench report "$o"
+}
+run() { # WORKLOAD-FLAGS...
+  "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$ENGINE" \
+    --dataset-gib "$gib" --value-size 1000 --key-size 24 --out "$out" "${extra[@]}" "$@"
+}
 case $mode in
   main)
     IFS=, read -ra workloads <<< "${WORKLOADS:-mixed,update,ycsb}"
     for w in "${workloads[@]}"; do
-      echo "== $w, $gib GiB, memcap $cap_mib MiB" >&2
+      echo "== $w, $gib GiB, memcap $cap_mib MiB, engines $engines" >&2
       case $w in
-        mixed) mixed "$engines" "$out" ;;
-        update)
-          "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
-            --benchmarks update --dataset-gib "$gib" --value-size 1000 --key-size 24 \
-            --out "$out" "${extra[@]}" ;;
-        ycsb)
-          "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$engines" \
-            --benchmarks ycsb --dataset-gib "$gib" --value-size 1000 --key-size 24 \
-            --ops 1000000 --out "$out" "${extra[@]}" ;;
+        mixed) each "$out" mixed_one ;;
+        update) each "$out" run --benchmarks update ;;
+        ycsb) each "$out" run --benchmarks ycsb --ops "${YCSB_OPS:-1000000}" ;;
+        *) echo "unknown workload $w (mixed, update, ycsb)" >&2; exit 2 ;;
       esac
     done ;;
   ablate)

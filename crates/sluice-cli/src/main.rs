@@ -333,8 +333,9 @@ struct BenchArgs {
     #[arg(long)]
     table_gc_ratio: Option<f64>,
     /// The separated presets' space limit (space amplification relative to
-    /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low =
-    /// high − 0.2, at least 1.05), or `off`. Default: the preset's (1.3,1.5).
+    /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low four
+    /// fifths of the way from 1 to high), or `off`. Default: the preset's
+    /// (1.4,1.5).
     #[arg(long)]
     space_limit: Option<String>,
     /// Give the separated presets a value store capacity from the workload
@@ -374,8 +375,8 @@ fn parse_space_limit(s: &str) -> Result<Option<sluicedb::SpaceLimit>, String> {
     let (low, high) = match s.split_once(',') {
         Some((l, h)) => (num(l)?, num(h)?),
         None => {
-            let h = num(s)?;
-            ((h - 0.2).max(1.05).min(h), h)
+            let l = sluicedb::SpaceLimit::with_high(num(s)?);
+            (l.low, l.high)
         }
     };
     if !(low > 1.0 && low <= high) {

@@ -42,6 +42,11 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn approximate_memory_bytes(&self) -> usize;
     /// The writes that may shadow older versions.
     fn shadow_candidates(&self) -> ShadowCandidates;
+    /// Bytes of keys and whole values (not pointers) this buffer holds as
+    /// the newest version of their key within it: live data that only the
+    /// buffer and its journal hold until the flush (the space limit counts
+    /// it as live, `Core::measure_space`).
+    fn held_live_bytes(&self) -> u64;
     /// Number of entries.
     fn len(&self) -> usize;
     /// True when nothing was inserted.
@@ -120,6 +125,11 @@ pub(crate) struct MemTable {
     puts: AtomicU64,
     value_bytes: AtomicU64,
     deletes: AtomicU64,
+    /// Key and value bytes of whole-value entries inserted.
+    held_bytes: AtomicU64,
+    /// Of those, the bytes a newer entry of the same key in this buffer
+    /// shadows.
+    held_shadowed_bytes: AtomicU64,
 }
 
 impl MemTable {
@@ -133,7 +143,22 @@ impl MemTable {
             ikey.0.len() + value.len() + ENTRY_OVERHEAD_BYTES,
             Ordering::Relaxed,
         );
-        self.map.insert(ikey, value.to_vec());
+        let entry = self.map.insert(ikey, value.to_vec());
+        // The next entry in internal order is the key's previous version in
+        // this buffer, if it has one: whole, it is live no more.
+        if let Some(prev) = entry.next() {
+            let k = &prev.key().0;
+            if key::user_key(k) == user_key && key::kind_byte(k) == Kind::Value as u8 {
+                self.held_shadowed_bytes.fetch_add(
+                    (user_key.len() + prev.value().len()) as u64,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        if kind == Kind::Value {
+            self.held_bytes
+                .fetch_add((user_key.len() + value.len()) as u64, Ordering::Relaxed);
+        }
         let value_bytes = match kind {
             Kind::Delete => {
                 self.deletes.fetch_add(1, Ordering::Relaxed);
@@ -198,6 +223,12 @@ impl WriteBuffer for MemTable {
             value_bytes: self.value_bytes.load(Ordering::Relaxed),
             deletes: self.deletes.load(Ordering::Relaxed),
         }
+    }
+
+    fn held_live_bytes(&self) -> u64 {
+        self.held_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.held_shadowed_bytes.load(Ordering::Relaxed))
     }
 
     fn len(&self) -> usize {
@@ -275,6 +306,33 @@ mod tests {
         assert_eq!(m.get(b"b", 100), Lookup::Found(Kind::Value, b"x".to_vec()));
         assert_eq!(m.get(b"c", 100), Lookup::Absent);
         assert!(m.approximate_memory_bytes() > 0);
+    }
+
+    #[test]
+    fn held_live_bytes_count_each_keys_newest_whole_value() {
+        let m = MemTable::new();
+        let mut b = WriteBatch::new();
+        // "a": 1 + 3 bytes shadowed by 1 + 5; "b": 1 + 2 deleted; "c": a
+        // pointer, held by the value store, not the buffer.
+        b.put("a", "old")
+            .put("b", "xy")
+            .put("a", "newer")
+            .delete("b");
+        m.insert_batch(&b, 10);
+        assert_eq!(m.held_live_bytes(), 6);
+        let p = ValuePointer {
+            store: 1,
+            file: 7,
+            offset: 0,
+            record_len: 100,
+            record_crc: 0,
+        };
+        m.add(b"c", 20, Kind::ValuePointer, &p.encode());
+        assert_eq!(m.held_live_bytes(), 6);
+        // A whole value over the pointer counts; the pointer shadowed
+        // never did.
+        m.add(b"c", 21, Kind::Value, b"1234");
+        assert_eq!(m.held_live_bytes(), 11);
     }
 
     #[test]
