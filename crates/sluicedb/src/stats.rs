@@ -40,6 +40,12 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Flushes completed.
     pub flushes: u64,
+    /// Microseconds immutable memtables waited for a thread to start their
+    /// flush (behind a flush, compaction or GC step holding every
+    /// background thread), summed over flushes.
+    pub flush_wait_micros: u64,
+    /// Microseconds flushes ran, summed.
+    pub flush_micros: u64,
     /// Memtables switched early under space pressure, so that their flush
     /// counts the garbage their overwrites and deletes made.
     pub discovery_flushes: u64,
@@ -302,10 +308,12 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {} ({} to find garbage, {} jobs run by GC)  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} jobs run by GC)  compactions {} ({} trivial moves)",
             self.memtable_bytes,
             self.immutable_memtables,
             self.flushes,
+            self.flush_wait_micros,
+            self.flush_micros,
             self.discovery_flushes,
             self.jobs_by_gc,
             self.compactions,
@@ -428,6 +436,8 @@ pub(crate) struct Counters {
     pub(crate) user_bytes: AtomicU64,
     pub(crate) user_ops: AtomicU64,
     pub(crate) flushes: AtomicU64,
+    pub(crate) flush_wait_micros: AtomicU64,
+    pub(crate) flush_micros: AtomicU64,
     pub(crate) discovery_flushes: AtomicU64,
     pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,

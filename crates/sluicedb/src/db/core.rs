@@ -34,6 +34,9 @@ pub(super) struct Immutable {
     pub(super) mem: Arc<dyn WriteBuffer>,
     /// Where its records begin in the journal.
     pub(super) mark: JournalMark,
+    /// When it was switched out: its flush's wait for a thread counts from
+    /// here (`Stats::flush_wait_micros`).
+    pub(super) since: std::time::Instant,
 }
 
 pub(super) struct State {
@@ -225,6 +228,8 @@ impl Core {
                     .sum::<usize>()) as u64,
             immutable_memtables: st.imms.len(),
             flushes: get(&c.flushes),
+            flush_wait_micros: get(&c.flush_wait_micros),
+            flush_micros: get(&c.flush_micros),
             discovery_flushes: get(&c.discovery_flushes),
             jobs_by_gc: get(&c.jobs_by_gc),
             compactions: get(&c.compactions),

@@ -158,6 +158,11 @@ impl Core {
         // being seen (`Core::run_compaction`).
         if !st.imms.is_empty() && !st.flush_running && !st.relocation_settling {
             st.flush_running = true;
+            let waited = st.imms.front().map(|i| i.since.elapsed());
+            bump(
+                &self.counters.flush_wait_micros,
+                waited.map_or(0, |d| d.as_micros() as u64),
+            );
             return Some(Job::Flush);
         }
         if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
@@ -295,7 +300,12 @@ impl Core {
 
     pub(super) fn run_job(&self, job: &Job) -> Result<()> {
         match job {
-            Job::Flush => self.run_flush(),
+            Job::Flush => {
+                let t = std::time::Instant::now();
+                let r = self.run_flush();
+                bump(&self.counters.flush_micros, t.elapsed().as_micros() as u64);
+                r
+            }
             Job::Compaction(plan) => self.run_compaction(plan),
             Job::Gc => self.gc_once().map(|_| ()),
         }

@@ -388,6 +388,7 @@ impl Core {
         st.imms.push_back(Immutable {
             mem: old,
             mark: old_mark,
+            since: Instant::now(),
         });
         st.memtables_switched += 1;
         st.refresh_sv();
