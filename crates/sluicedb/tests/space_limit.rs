@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluicedb::fs::{Fs, MemFs};
-use sluicedb::{Db, Options, Preset, DEFAULT_SPACE_HIGH_RATIO};
+use sluicedb::{Db, Options, Preset, SpaceLimit, DEFAULT_SPACE_HIGH_RATIO};
 
 const WRITE_BUFFER: usize = 64 << 10;
 
@@ -159,4 +159,55 @@ fn a_large_memtable_hides_no_garbage_from_the_limit() {
 #[test]
 fn unikv_stays_under_its_space_limit() {
     stays_bounded(Preset::UniKv);
+}
+
+/// Under space pressure a shadow compaction (L0 into L1) runs only while
+/// flushes left shadowed versions uncounted, as a snapshot makes them: a
+/// flush counts the rest itself, and merging after every flush only to drop
+/// versions already counted doubled the key tables' compaction writes.
+#[test]
+fn shadow_compactions_run_only_for_what_flushes_left_uncounted() {
+    let compactions = |hold_snapshot: bool| {
+        let o = Options::preset(Preset::Scavenger)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(16 << 20)
+            .value_table_bytes(1 << 20)
+            // Always between low and high once past the engine's fixed
+            // slack (4 MiB): pressure without waits.
+            .space_limit(Some(SpaceLimit {
+                low: 1.0001,
+                high: 100.0,
+            }));
+        let db = Db::open("/db", o).unwrap();
+        let value = vec![7u8; 1000];
+        let keys = 8000u32;
+        for k in 0..keys {
+            db.put(format!("key{k:04}"), &value).unwrap();
+        }
+        db.flush().unwrap();
+        let snapshot = hold_snapshot.then(|| db.snapshot());
+        let flushes = 8;
+        for _ in 0..flushes {
+            for k in 0..keys {
+                db.put(format!("key{k:04}"), &value).unwrap();
+            }
+            db.flush().unwrap();
+            db.wait_for_background().unwrap();
+        }
+        drop(snapshot);
+        let s = db.stats();
+        assert!(s.flushes > flushes, "{s}");
+        (s.flushes, s.compactions)
+    };
+    // Without uncounted shadows, only the L0 trigger (4 tables) compacts.
+    let (flushes, counted) = compactions(false);
+    assert!(
+        counted <= flushes / 4 + 1,
+        "{counted} compactions for {flushes} flushes with every shadow counted"
+    );
+    let (flushes, uncounted) = compactions(true);
+    assert!(
+        uncounted > flushes / 4 + 1,
+        "{uncounted} compactions for {flushes} flushes with a snapshot holding the shadowed versions"
+    );
 }

@@ -57,6 +57,10 @@ pub(crate) struct JobStats {
     pub(crate) relocated_records: u64,
     /// Their bytes.
     pub(crate) relocated_bytes: u64,
+    /// Entries a flush wrote without counting the version they shadow (a
+    /// snapshot still reads it, or the lookup failed): a compaction that
+    /// drops that version counts it.
+    pub(crate) shadows_uncounted: u64,
 }
 
 /// What the merge loop needs to know.
@@ -337,6 +341,9 @@ impl Writer<'_, '_> {
         stats: &mut JobStats,
     ) -> Result<()> {
         if let Some(older) = &self.p.older {
+            if !shadow_counted && key::sequence(&h.ikey) > self.p.smallest_snapshot {
+                stats.shadows_uncounted += 1;
+            }
             if !shadow_counted && key::sequence(&h.ikey) <= self.p.smallest_snapshot {
                 // A table that cannot be read leaves the entry unflagged: the
                 // compaction that drops the version counts it instead.
@@ -356,7 +363,11 @@ impl Writer<'_, '_> {
                     // whose record the merge dropping it must count.
                     Ok(Lookup::Found(Kind::Value, _)) => false,
                     Ok(Lookup::Found(..) | Lookup::Deleted) => true,
-                    Ok(Lookup::Absent) | Err(_) => false,
+                    Ok(Lookup::Absent) => false,
+                    Err(_) => {
+                        stats.shadows_uncounted += 1;
+                        false
+                    }
                 };
                 key::set_shadow_counted(&mut h.ikey, counted);
             }

@@ -129,6 +129,10 @@ pub(crate) struct Core {
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,
+    /// Entries flushes wrote without counting what they shadow
+    /// (`JobStats::shadows_uncounted`) since a shadow compaction was last
+    /// picked: under space pressure only these make one worth its I/O.
+    pub(super) shadows_uncounted: AtomicU64,
     /// What the space limit compares (`db/space.rs`).
     pub(super) space_measure: super::space::SpaceMeasure,
     /// The value store's garbage share when space was last measured, in

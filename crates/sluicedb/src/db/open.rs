@@ -242,6 +242,7 @@ impl Core {
             journal: OnceLock::new(),
             visible_seq: AtomicU64::new(rec.last_sequence),
             space_ratio_milli: AtomicU64::new(0),
+            shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),
             garbage_share_milli: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),

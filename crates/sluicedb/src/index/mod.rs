@@ -333,6 +333,13 @@ pub(crate) trait IndexShape: Send + Sync {
     fn pick_shadow_compaction(&self, _v: &Version, _busy: &HashSet<u64>) -> Option<CompactionPlan> {
         None
     }
+    /// True when [`IndexShape::pick_shadow_compaction`] helps even after
+    /// every flush counted what its entries shadow (the unified shape's
+    /// partition merges also separate and collect values); false when all
+    /// it would do is drop versions already counted (leveled: L0 into L1).
+    fn shadow_compaction_does_more_than_count(&self) -> bool {
+        false
+    }
     /// A merge that reads every table holding an entry of a user key in
     /// `lo..=hi`, to collect the value files of that range (the unified
     /// shape's GC, seed 004 §III-C); `None` for shapes whose GC is the

@@ -615,6 +615,10 @@ impl IndexShape for Unified {
 
     /// The merge of the partition with the most unsorted bytes: unsorted
     /// versions meet the pointers they shadow.
+    fn shadow_compaction_does_more_than_count(&self) -> bool {
+        true
+    }
+
     fn pick_shadow_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
         let loads = loads(v);
         let mut order: Vec<usize> = (0..loads.len())
