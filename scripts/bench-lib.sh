@@ -7,4 +7,15 @@ build_sluice() { # ENGINES
   cargo build --release -q -p sluice-cli "${features[@]}"
   sluice="${CARGO_TARGET_DIR:-target}/release/sluice"
 }
+# each_engine OUT CMD [ARGS...]: runs `CMD ENGINE ARGS...` once per engine of $engines, each
+# in its own process (a shared one left one engine's memory to the next), removes the
+# engine's directory under $dir, then prints the table of OUT.
+each_engine() {
+  local o=$1 cmd=$2; shift 2
+  for e in ${engines//,/ }; do
+    "$cmd" "$e" "$@" || echo "== $e failed (exit $?; an OOM kill shows in dmesg)" >&2
+    rm -rf "${dir:?}/$e"
+  done
+  "$sluice" bench report "$o"
+}
 memcap=${MEMCAP:-$(dirname "${BASH_SOURCE[0]}")/../../shared/tools/memcap}

@@ -5,8 +5,12 @@
 #   main:    (a) the Mixed workload (values 1:1 of 16 KiB and uniform 100-512 B): load GIB,
 #            then UPDATE_FACTOR x GIB of updates in one phase; (b) 1 KiB values (the update
 #            workload: load GIB, then three phases of GIB of updates each); then YCSB A-F.
-#            One process per engine and workload, each under its own memcap (a shared
-#            process left one engine's memory to the next).
+#            One process per engine and workload, each under its own memcap.
+#   ablate:  scavenger on the Mixed workload with each mechanism off in turn (Table 1,
+#            Figs. 14-15): GetKey on index-decoupled key tables, lazy read, DropCache hot/cold,
+#            and inheritance edges (replaced by pointer write-back).
+#   sweep:   scavenger on the Mixed workload under space limits 1.25, 1.5, 2.0 and none
+#            (Fig. 18).
 # Usage: scripts/bench-scavenger.sh [main|ablate|sweep] [DIR (default sluice-data)] [OUT
 # (default scavenger.jsonl)]; `sluice bench report OUT` prints a table.
 # Environment: ENGINES (default scavenger,hashkv,wisckey,rocksdb,rocksdb-blob,fjall-kv; the
@@ -33,18 +37,9 @@ mixed() { # ENGINES OUT [flags...]
   "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$e" --benchmarks mixed \
     --num "$mixed_num" --update-ops $((mixed_num * factor)) --key-size 24 --out "$o" "${extra[@]}" "$@"
 }
-mixed_one() { mixed "$ENGINE" "$out"; }
-# Runs "$@" once per engine (ENGINE in its environment), then the table of OUT.
-each() { # OUT CMD...
-  local o=$1; shift
-  for e in ${engines//,/ }; do
-    ENGINE=$e "$@" || echo "== $e failed (exit $?; an OOM kill shows in dmesg)" >&2
-    rm -rf "${dir:?}/$e"
-  done
-  "$sluice" bench report "$o"
-}
-run() { # WORKLOAD-FLAGS...
-  "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$ENGINE" \
+run() { # ENGINE WORKLOAD-FLAGS...
+  local e=$1; shift
+  "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" --engines "$e" \
     --dataset-gib "$gib" --value-size 1000 --key-size 24 --out "$out" "${extra[@]}" "$@"
 }
 case $mode in
@@ -53,9 +48,9 @@ case $mode in
     for w in "${workloads[@]}"; do
       echo "== $w, $gib GiB, memcap $cap_mib MiB, engines $engines" >&2
       case $w in
-        mixed) each "$out" mixed_one ;;
-        update) each "$out" run --benchmarks update ;;
-        ycsb) each "$out" run --benchmarks ycsb --ops "${YCSB_OPS:-1000000}" ;;
+        mixed) each_engine "$out" mixed "$out" ;;
+        update) each_engine "$out" run --benchmarks update ;;
+        ycsb) each_engine "$out" run --benchmarks ycsb --ops "${YCSB_OPS:-1000000}" ;;
         *) echo "unknown workload $w (mixed, update, ycsb)" >&2; exit 2 ;;
       esac
     done ;;

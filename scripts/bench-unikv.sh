@@ -31,13 +31,6 @@ num=$(python3 -c "print(int($gib * 2**30 / (24 + 1000)))")
 # engine starts with memory the one before it left to the allocator.
 run() { local e=$1; shift; "$memcap" "$cap_mib" "$sluice" bench --quiet --db "$dir" \
   --engines "$e" --num "$num" --value-size 1000 --key-size 24 --out "$out" "${extra[@]}" "$@"; }
-each() {
-  for e in ${engines//,/ }; do
-    "$@" "$e" || echo "== $e failed (exit $?; an OOM kill shows in dmesg)" >&2
-    rm -rf "${dir:?}/$e"
-  done
-  "$sluice" bench report "$out"
-}
 exp1() {
   run "$1" --benchmarks fillrandom,readrandom,scan --scan-length 50 --ops "${READ_OPS:-100000}" &&
     run "$1" --benchmarks update --dataset-gib "$gib" --update-ops "${UPDATE_OPS:-2000000}"
@@ -47,6 +40,6 @@ ycsb() { run "$1" --benchmarks ycsb --dataset-gib "$gib" --ops "${YCSB_OPS:-2000
 case $mode in
   exp1|mix|ycsb)
     echo "== $mode, $gib GiB, memcap $cap_mib MiB, engines $engines" >&2
-    each "$mode" ;;
+    each_engine "$out" "$mode" ;;
   *) echo "unknown mode $mode (exp1, mix, ycsb)" >&2; exit 2 ;;
 esac

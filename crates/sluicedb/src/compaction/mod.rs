@@ -340,11 +340,12 @@ impl Writer<'_, '_> {
         shadow_counted: bool,
         stats: &mut JobStats,
     ) -> Result<()> {
-        if let Some(older) = &self.p.older {
-            if !shadow_counted && key::sequence(&h.ikey) > self.p.smallest_snapshot {
+        if let (Some(older), false) = (&self.p.older, shadow_counted) {
+            if key::sequence(&h.ikey) > self.p.smallest_snapshot {
+                // A snapshot reads the version it shadows: left for the
+                // compaction that drops it.
                 stats.shadows_uncounted += 1;
-            }
-            if !shadow_counted && key::sequence(&h.ikey) <= self.p.smallest_snapshot {
+            } else {
                 // A table that cannot be read leaves the entry unflagged: the
                 // compaction that drops the version counts it instead.
                 let found =

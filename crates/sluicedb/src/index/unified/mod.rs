@@ -613,12 +613,13 @@ impl IndexShape for Unified {
             .find_map(|i| self.partition_merge(v, i, &loads[i], busy))
     }
 
-    /// The merge of the partition with the most unsorted bytes: unsorted
-    /// versions meet the pointers they shadow.
+    /// Its partition merges also separate values and collect value tables.
     fn shadow_compaction_does_more_than_count(&self) -> bool {
         true
     }
 
+    /// The merge of the partition with the most unsorted bytes: unsorted
+    /// versions meet the pointers they shadow.
     fn pick_shadow_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
         let loads = loads(v);
         let mut order: Vec<usize> = (0..loads.len())
