@@ -205,6 +205,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.gc_threads {
             opts.gc.threads = n;
         }
+        if let Some(n) = cfg.gc_pressure_threads {
+            opts.gc.pressure_threads = n;
+        }
         if let Some(l) = cfg.space_limit {
             opts.gc.space_limit = l;
         }
@@ -216,6 +219,12 @@ impl SluiceEngine {
         }
         if let Some(l) = cfg.table_gc_lazy_read {
             opts.values.table.gc_lazy_read = l;
+        }
+        if let Some(d) = cfg.table_direct_io {
+            opts.values.table.direct_io = d;
+        }
+        if let Some(c) = cfg.table_gc_cost_benefit {
+            opts.values.table.gc_cost_benefit = c;
         }
         if let Some(w) = cfg.table_gc_write_back {
             opts.values.table.gc_write_back = w;

@@ -81,6 +81,8 @@ pub struct BenchConfig {
     pub hash_hotness: Option<bool>,
     /// Overrides [`sluicedb::GcOptions::threads`].
     pub gc_threads: Option<usize>,
+    /// Overrides [`sluicedb::GcOptions::pressure_threads`].
+    pub gc_pressure_threads: Option<usize>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
     /// Overrides [`sluicedb::IndexOptions::index_decoupled_tables`]
@@ -91,6 +93,10 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
     /// Fig. 15: pointer write-back instead of inheritance edges).
     pub table_gc_write_back: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::direct_io`].
+    pub table_direct_io: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::gc_cost_benefit`].
+    pub table_gc_cost_benefit: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::drop_cache_bytes`] (§3.4;
     /// 0 turns the DropCache and hot/cold tables off).
     pub drop_cache_bytes: Option<usize>,
@@ -130,11 +136,14 @@ impl Default for BenchConfig {
             separate_at_flush: None,
             hash_hotness: None,
             gc_threads: None,
+            gc_pressure_threads: None,
             space_limit: None,
             hash_batch_bytes: None,
             index_decoupled_tables: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
+            table_direct_io: None,
+            table_gc_cost_benefit: None,
             drop_cache_bytes: None,
             table_gc_ratio: None,
             capacity: false,

@@ -306,6 +306,10 @@ struct BenchArgs {
     /// keys with. Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     gc_threads: Option<u64>,
+    /// Threads beside the background ones that run GC while the space
+    /// limit's pressure is on (0: none). Default: the engine's, 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16))]
+    gc_pressure_threads: Option<u64>,
     /// Hash layout: a group's records are written out in batches of this
     /// many bytes (one write system call each). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
@@ -324,6 +328,15 @@ struct BenchArgs {
     /// inheritance edges (`off`, TerarkDB; Scavenger §2.2). Default: off.
     #[arg(long, value_parser = ["on", "off"])]
     write_back: Option<String>,
+    /// Table layout: value tables written, and GC's victims read, around
+    /// the page cache (`O_DIRECT`), `on` or `off`. Default: the preset's.
+    #[arg(long, value_parser = ["on", "off"])]
+    direct_io: Option<String>,
+    /// Table layout: how GC orders its victims, `cost-benefit` (garbage
+    /// ratio weighted by age, LFS) or `greedy` (garbage ratio). Default:
+    /// the preset's (cost-benefit).
+    #[arg(long, value_parser = ["cost-benefit", "greedy"])]
+    victims: Option<String>,
     /// Table layout: DropCache bytes (Scavenger §3.4); 0 turns it and the
     /// hot/cold split off. Default: the preset's.
     #[arg(long)]
@@ -464,10 +477,13 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         gc_threads: a.gc_threads.map(|n| n as usize),
+        gc_pressure_threads: a.gc_pressure_threads.map(|n| n as usize),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
+        table_direct_io: a.direct_io.as_deref().map(|s| s == "on"),
+        table_gc_cost_benefit: a.victims.as_deref().map(|s| s == "cost-benefit"),
         drop_cache_bytes: a.drop_cache_bytes,
         table_gc_ratio: a.table_gc_ratio,
         capacity: a.capacity,

@@ -266,7 +266,7 @@ pub(crate) fn write_merged(
                 v.note_dropped(uk, shadow);
             }
             if !shadow_counted && key::kind_byte(ik) == Kind::ValuePointer as u8 {
-                count_pointer(p.values, iter.value(), uk, shadow, stats);
+                count_pointer(p.values, iter.value(), uk, seq, shadow, stats);
             }
             if held.present {
                 key::set_shadow_counted(&mut held.ikey, flag);
@@ -294,12 +294,14 @@ pub(crate) fn write_merged(
 }
 
 /// Counts the record an encoded pointer of `key` points at as garbage,
-/// now or when the job installs (`ValueStore::counts_at_once`); `shadow`
-/// is the sequence of the version that made it garbage.
+/// now or when the job installs (`ValueStore::counts_at_once`); `seq` is
+/// the pointer entry's own sequence, `shadow` that of the version that
+/// made it garbage.
 fn count_pointer(
     store: Option<&dyn ValueStore>,
     pointer: &[u8],
     key: &[u8],
+    seq: u64,
     shadow: u64,
     stats: &mut JobStats,
 ) {
@@ -312,6 +314,7 @@ fn count_pointer(
         stats.deferred.push(Dropped {
             ptr,
             key: key.to_vec(),
+            seq,
             shadow,
         });
     }
@@ -353,16 +356,16 @@ impl Writer<'_, '_> {
                         .shape
                         .get_shadowed(older.version, older.tables, key::user_key(&h.ikey));
                 let counted = match found {
-                    Ok(Lookup::Found(Kind::ValuePointer, v)) => {
+                    Ok(Lookup::Found(Kind::ValuePointer, v, own)) => {
                         let (uk, seq) = (key::user_key(&h.ikey), key::sequence(&h.ikey));
-                        count_pointer(self.p.values, &v, uk, seq, stats);
+                        count_pointer(self.p.values, &v, uk, own, seq, stats);
                         true
                     }
                     // An inline value counts nothing, and is not flagged
                     // as counted: the unified shape's merges may turn it
                     // into a pointer meanwhile (partial KV separation),
                     // whose record the merge dropping it must count.
-                    Ok(Lookup::Found(Kind::Value, _)) => false,
+                    Ok(Lookup::Found(Kind::Value, ..)) => false,
                     Ok(Lookup::Found(..) | Lookup::Deleted) => true,
                     Ok(Lookup::Absent) => false,
                     Err(_) => {

@@ -65,7 +65,7 @@ impl Core {
     fn pointer_at(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Option<ValuePointer>> {
         // GC's validity check: its table reads count as GC's.
         Ok(match self.lookup(sv, key, seq, IoClass::Gc)? {
-            Lookup::Found(Kind::ValuePointer, bytes) => ValuePointer::decode(&bytes),
+            Lookup::Found(Kind::ValuePointer, bytes, _) => ValuePointer::decode(&bytes),
             _ => None,
         })
     }

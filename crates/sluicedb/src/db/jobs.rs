@@ -24,6 +24,9 @@ use crate::version::{FileMeta, Version, VersionEdit};
 /// (each may need a table another merge holds).
 const GC_MERGE_TRIES: usize = 4;
 
+/// How often an idle pressure GC thread looks at the space ratio.
+const PRESSURE_GC_POLL: Duration = Duration::from_millis(20);
+
 pub(super) enum Job {
     Flush,
     Compaction(CompactionPlan),
@@ -147,6 +150,41 @@ impl Core {
         }
     }
 
+    /// A thread of [`GcOptions::pressure_threads`](crate::GcOptions):
+    /// runs GC steps while the space limit's pressure is on (the ratio at
+    /// its low mark or above, seed 003 §3.5), and sleeps otherwise. The
+    /// background threads leave GC under pressure to it.
+    pub(super) fn pressure_gc_loop(self: Arc<Self>) {
+        let mut st = self.state.lock();
+        loop {
+            if st.closing {
+                return;
+            }
+            let due = st.poisoned.is_none()
+                && !st.gc_running
+                && !st.manual_compaction
+                && self.space_pressure() != SpacePressure::Below
+                && self.gc_wanted(&st);
+            if !due {
+                // Writes raise the ratio without waking anyone: look again
+                // now and then as well as on every job's end.
+                self.bg_cv.wait_for(&mut st, PRESSURE_GC_POLL);
+                continue;
+            }
+            st.gc_running = true;
+            let job = Job::Gc;
+            let r = MutexGuard::unlocked(&mut st, || {
+                let r = self.run_job(&job);
+                self.delete_obsolete_files();
+                self.measure_space();
+                r
+            });
+            self.finish_job(&mut st, job, r);
+            self.cv.notify_all();
+            self.bg_cv.notify_all();
+        }
+    }
+
     /// The next background job; GC only with `gc` (a GC step helping
     /// out, `help_background`, must not start another).
     pub(super) fn pick_job(&self, st: &mut State, gc: bool) -> Option<Job> {
@@ -165,6 +203,11 @@ impl Core {
             );
             return Some(Job::Flush);
         }
+        // Under the space limit's pressure GC is the pressure threads' own.
+        let gc = gc
+            && (self.opts.gc.pressure_threads == 0
+                || self.opts.gc.space_limit.is_none()
+                || self.space_pressure() == SpacePressure::Below);
         if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
             st.gc_running = true;
             return Some(Job::Gc);

@@ -93,15 +93,33 @@ impl Db {
         } else {
             core.opts.background_threads
         };
-        for i in 0..workers {
+        // GC threads for the space limit's pressure, when there is a
+        // value store and a limit to press.
+        let gc_workers =
+            if workers > 0 && core.values.is_some() && core.opts.gc.space_limit.is_some() {
+                core.opts.gc.pressure_threads
+            } else {
+                0
+            };
+        for i in 0..workers + gc_workers {
             let c = core.clone();
+            let pressure_gc = i >= workers;
+            let name = if pressure_gc {
+                format!("sluicedb-gc-{}", i - workers)
+            } else {
+                format!("sluicedb-bg-{i}")
+            };
             let t = std::thread::Builder::new()
-                .name(format!("sluicedb-bg-{i}"))
+                .name(name)
                 .spawn(move || {
                     // A panic here is a bug; make it visible as a poisoned
                     // database instead of a silently missing worker.
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        c.clone().background_loop()
+                        if pressure_gc {
+                            c.clone().pressure_gc_loop()
+                        } else {
+                            c.clone().background_loop()
+                        }
                     }));
                     if let Err(e) = r {
                         let msg = e

@@ -65,8 +65,8 @@ impl Core {
 
     pub(super) fn get_at(&self, sv: &SuperVersion, seq: u64, key: &[u8]) -> Result<Option<Found>> {
         match self.lookup(sv, key, seq, IoClass::UserRead)? {
-            Lookup::Found(Kind::Value, v) => Ok(Some(Found::Value(v))),
-            Lookup::Found(Kind::ValuePointer, p) => {
+            Lookup::Found(Kind::Value, v, _) => Ok(Some(Found::Value(v))),
+            Lookup::Found(Kind::ValuePointer, p, _) => {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {
                     Error::corruption(&self.dir, 0, "malformed value pointer in the index")
                 })?;
@@ -79,7 +79,7 @@ impl Core {
                     Read::Collected => Ok(Some(Found::Collected)),
                 }
             }
-            Lookup::Found(Kind::Delete, _) => unreachable!("a lookup returns deletes as Deleted"),
+            Lookup::Found(Kind::Delete, ..) => unreachable!("a lookup returns deletes as Deleted"),
             Lookup::Deleted | Lookup::Absent => Ok(None),
         }
     }

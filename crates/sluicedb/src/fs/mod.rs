@@ -39,6 +39,13 @@ pub trait WritableFile: Send + Sync {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Starts writing the bytes appended since the last call to the device,
+    /// without waiting and without any durability promise (Linux
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that the `sync` that
+    /// ends a large file finds little left to write and its dirty pages do
+    /// not pile up in the page cache. A hint: errors show at `sync`.
+    /// Default: nothing.
+    fn start_writeback(&mut self) {}
     /// Bytes written so far (the file's length).
     fn len(&self) -> u64;
     /// True when nothing has been written.
@@ -82,6 +89,14 @@ pub trait RandomAccessFile: Send + Sync {
         let _ = (offset, len);
         Ok(CachedRead::Unsupported)
     }
+    /// Reads exactly `len` bytes at `offset` around the page cache where the
+    /// file system allows it (`O_DIRECT`): for data read once and then
+    /// deleted, such as the files garbage collection empties, whose pages
+    /// would only push cached data out (seed 003 §4 reads with direct I/O).
+    /// Default: [`RandomAccessFile::read_at`].
+    fn read_at_uncached(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_at(offset, len)
+    }
     /// The file's length in bytes now: a file that is still being appended
     /// to grows while it is open for reading.
     fn len(&self) -> u64;
@@ -98,6 +113,15 @@ pub trait FileLock: Send + Sync {}
 pub trait Fs: Send + Sync + 'static {
     /// Creates (or truncates) `path` for writing.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates `path` for a file written once, synced, and read later
+    /// through its own reads or caches: tables. Its bytes may go around
+    /// the page cache (`O_DIRECT` on [`StdFs`]: seed 003 §4 flushes and
+    /// compacts with direct I/O), so a large flush or GC step neither
+    /// waits on the kernel's writeback of dirty pages nor pushes cached
+    /// data out. Default: [`Fs::create`].
+    fn create_uncached(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens `path` for positional reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Reads the whole file.
@@ -269,6 +293,16 @@ impl CountingFs {
             inner: self.inner.create(path)?,
             class,
             counters: self.counters.clone(),
+            written_back: 0,
+        })
+    }
+    /// [`Fs::create_uncached`], counted under `class`.
+    pub(crate) fn create_uncached(&self, path: &Path, class: IoClass) -> Result<CountedWriter> {
+        Ok(CountedWriter {
+            inner: self.inner.create_uncached(path)?,
+            class,
+            counters: self.counters.clone(),
+            written_back: 0,
         })
     }
     pub(crate) fn open(&self, path: &Path) -> Result<CountedReader> {
@@ -291,17 +325,35 @@ impl std::ops::Deref for CountingFs {
     }
 }
 
-/// A writer whose appends are counted under one class.
+/// Bytes a table or value file grows by between two writeback starts
+/// ([`WritableFile::start_writeback`]; RocksDB's `bytes_per_sync` is often
+/// set to the same 1 MiB).
+pub(crate) const WRITE_BEHIND_BYTES: u64 = 1 << 20;
+
+/// A writer whose appends are counted under one class. Files of every
+/// class but the journal and the manifest start their writeback every
+/// [`WRITE_BEHIND_BYTES`]: they are kept, and their closing sync then waits
+/// for the last megabyte only. A journal is not: it is usually deleted
+/// once its memtable is flushed, and pages deleted before writeback never
+/// reach the device.
 pub(crate) struct CountedWriter {
     inner: Box<dyn WritableFile>,
     class: IoClass,
     counters: Arc<IoCounters>,
+    /// The length at the last writeback start.
+    written_back: u64,
 }
 
 impl CountedWriter {
     pub(crate) fn append(&mut self, data: &[u8]) -> Result<()> {
         self.inner.append(data)?;
         self.counters.add_written(self.class, data.len() as u64);
+        if !matches!(self.class, IoClass::Journal | IoClass::Manifest)
+            && self.inner.len() - self.written_back >= WRITE_BEHIND_BYTES
+        {
+            self.inner.start_writeback();
+            self.written_back = self.inner.len();
+        }
         Ok(())
     }
     pub(crate) fn sync(&mut self) -> Result<()> {
@@ -328,6 +380,17 @@ pub(crate) struct CountedReader {
 impl CountedReader {
     pub(crate) fn read_at(&self, offset: u64, len: usize, class: IoClass) -> Result<Vec<u8>> {
         let data = self.inner.read_at(offset, len)?;
+        self.counters.add_read(class, data.len() as u64);
+        Ok(data)
+    }
+    /// [`RandomAccessFile::read_at_uncached`], counted.
+    pub(crate) fn read_at_uncached(
+        &self,
+        offset: u64,
+        len: usize,
+        class: IoClass,
+    ) -> Result<Vec<u8>> {
+        let data = self.inner.read_at_uncached(offset, len)?;
         self.counters.add_read(class, data.len() as u64);
         Ok(data)
     }

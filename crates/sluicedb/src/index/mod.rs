@@ -111,7 +111,7 @@ pub(crate) fn probe_table(
     };
     Ok(Some(match Kind::from_u8(key::kind_byte(&ik)) {
         Some(Kind::Delete) => Lookup::Deleted,
-        Some(k) => Lookup::Found(k, value),
+        Some(k) => Lookup::Found(k, value, key::sequence(&ik)),
         None => {
             return Err(Error::corruption(
                 crate::filename::table(Path::new(""), f.number),

@@ -20,8 +20,10 @@ use crate::value::pointer::ValuePointer;
 /// What a point lookup found in one source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    /// The newest visible version is a value entry of `kind` with `value`.
-    Found(Kind, Vec<u8>),
+    /// The newest visible version is a value entry of `kind` with `value`,
+    /// written at the sequence number that follows (0 where a shape
+    /// answers without reading the entry).
+    Found(Kind, Vec<u8>, u64),
     /// The newest visible version is a deletion.
     Deleted,
     /// No visible version here; look further.
@@ -194,7 +196,7 @@ impl WriteBuffer for MemTable {
         }
         match Kind::from_u8(key::kind_byte(k)) {
             Some(Kind::Delete) => Lookup::Deleted,
-            Some(kind) => Lookup::Found(kind, e.value().clone()),
+            Some(kind) => Lookup::Found(kind, e.value().clone(), key::sequence(k)),
             None => unreachable!("memtable holds only valid kinds"),
         }
     }
@@ -300,10 +302,19 @@ mod tests {
         b.put("a", "1").put("a", "2").delete("a").put("b", "x");
         m.insert_batch(&b, 10);
         assert_eq!(m.get(b"a", 9), Lookup::Absent);
-        assert_eq!(m.get(b"a", 10), Lookup::Found(Kind::Value, b"1".to_vec()));
-        assert_eq!(m.get(b"a", 11), Lookup::Found(Kind::Value, b"2".to_vec()));
+        assert_eq!(
+            m.get(b"a", 10),
+            Lookup::Found(Kind::Value, b"1".to_vec(), 10)
+        );
+        assert_eq!(
+            m.get(b"a", 11),
+            Lookup::Found(Kind::Value, b"2".to_vec(), 11)
+        );
         assert_eq!(m.get(b"a", 12), Lookup::Deleted);
-        assert_eq!(m.get(b"b", 100), Lookup::Found(Kind::Value, b"x".to_vec()));
+        assert_eq!(
+            m.get(b"b", 100),
+            Lookup::Found(Kind::Value, b"x".to_vec(), 13)
+        );
         assert_eq!(m.get(b"c", 100), Lookup::Absent);
         assert!(m.approximate_memory_bytes() > 0);
     }
@@ -354,8 +365,13 @@ mod tests {
             m.insert_batch(&b, 1 + i as u64);
         }
         for (i, k) in keys.iter().enumerate() {
-            let want = Lookup::Found(Kind::Value, i.to_string().into_bytes());
-            assert_eq!(m.get(k, u64::MAX >> 8), want, "key of {} bytes", k.len());
+            let got = m.get(k, u64::MAX >> 8);
+            let value = i.to_string().into_bytes();
+            assert!(
+                matches!(&got, Lookup::Found(Kind::Value, v, _) if *v == value),
+                "key of {} bytes: {got:?}",
+                k.len()
+            );
         }
         let mut it = Arc::new(m).iter();
         it.seek_to_first();

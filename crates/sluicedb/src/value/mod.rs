@@ -363,6 +363,10 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
 pub(crate) struct Dropped {
     pub(crate) ptr: ValuePointer,
     pub(crate) key: Vec<u8>,
+    /// The sequence of the pointer entry dropped: without pointer
+    /// write-back, also its record's (a flush writes the record with the
+    /// entry's sequence, and GC copies keep it).
+    pub(crate) seq: u64,
     /// The sequence of the version that hides it from every reader.
     pub(crate) shadow: u64,
 }

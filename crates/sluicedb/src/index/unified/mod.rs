@@ -518,7 +518,7 @@ impl IndexShape for Unified {
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
         let (unsorted, indexed) = self.unsorted_to_probe(v, user_key, true);
         if indexed {
-            return Ok(Lookup::Found(key::Kind::Value, Vec::new()));
+            return Ok(Lookup::Found(key::Kind::Value, Vec::new(), 0));
         }
         self.probe(
             v,

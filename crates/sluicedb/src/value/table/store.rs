@@ -49,6 +49,8 @@ pub(crate) struct TableConfig {
     pub(crate) drop_cache_bytes: usize,
     pub(crate) lazy_read: bool,
     pub(crate) write_back: bool,
+    pub(crate) direct_io: bool,
+    pub(crate) cost_benefit: bool,
     /// The unified shape's merges collect the tables
     /// (`ValueStore::collects_in_merges`).
     pub(crate) in_merges: bool,
@@ -64,6 +66,8 @@ impl TableConfig {
             drop_cache_bytes: opts.values.table.drop_cache_bytes,
             lazy_read: opts.values.table.gc_lazy_read,
             write_back: opts.values.table.gc_write_back,
+            direct_io: opts.values.table.direct_io,
+            cost_benefit: opts.values.table.gc_cost_benefit,
             in_merges: opts.index.shape == crate::options::IndexShapeKind::Unified,
             table: ValueTableOptions {
                 index_block_bytes: INDEX_PARTITION_BYTES,
@@ -166,7 +170,8 @@ impl TableStore {
                     format!("value table is {len} bytes, the manifest says {}", t.size),
                 ));
             }
-            let table = ValueTable::open(&fs, path, n, t.size, cache.clone())?;
+            let table = ValueTable::open(&fs, path, n, t.size, cache.clone())?
+                .with_uncached_gc_reads(config.direct_io);
             total += t.size;
             live.insert(n, Arc::new(table));
         }
@@ -201,10 +206,12 @@ impl TableStore {
     /// Starts a value table written by a flush or a GC step.
     pub(super) fn new_builder(&self, hot: bool) -> Result<(u64, ValueTableBuilder)> {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let f = self.fs.create(
-            &filename::value_table(&self.dir, number),
-            IoClass::ValueStore,
-        )?;
+        let path = filename::value_table(&self.dir, number);
+        let f = if self.config.direct_io {
+            self.fs.create_uncached(&path, IoClass::ValueStore)?
+        } else {
+            self.fs.create(&path, IoClass::ValueStore)?
+        };
         Ok((number, ValueTableBuilder::new(f, self.config.table, hot)?))
     }
 
@@ -217,7 +224,8 @@ impl TableStore {
     ) -> Result<TableFile> {
         let built = builder.finish()?;
         let path = filename::value_table(&self.dir, number);
-        let table = ValueTable::open(&self.fs, path, number, built.file_size, self.cache.clone())?;
+        let table = ValueTable::open(&self.fs, path, number, built.file_size, self.cache.clone())?
+            .with_uncached_gc_reads(self.config.direct_io);
         let entry = TableFile {
             size: built.file_size,
             record_bytes: built.properties.records_end - super::format::VT_HEADER_LEN as u64,
@@ -241,17 +249,19 @@ impl TableStore {
     }
 
     /// Where `table` may hold the record `p` of `key`: its records of that
-    /// key and length, as pointers carrying `p`'s checksum.
+    /// key and length (and sequence, when `seq` gives the record's), as
+    /// pointers carrying `p`'s checksum.
     pub(super) fn copies_in(
         table: &ValueTable,
         p: &ValuePointer,
         key: &[u8],
+        seq: Option<u64>,
         class: IoClass,
     ) -> Result<Vec<ValuePointer>> {
         Ok(table
             .find_all(key, class)?
             .into_iter()
-            .filter(|e| e.handle.len == p.record_len)
+            .filter(|e| e.handle.len == p.record_len && seq.is_none_or(|s| s == e.seq))
             .map(|e| ValuePointer {
                 store: STORE_TABLE,
                 file: table.number(),
@@ -263,14 +273,21 @@ impl TableStore {
     }
 
     /// The one of `candidates` (from [`TableStore::copies_in`]) that is the
-    /// record: the one whose stored checksum (the record's first field) is
-    /// the pointer's. Checked even for a lone candidate: GC may have kept
-    /// another version of the key with the same length and dropped this one.
+    /// record. Found by the record's sequence number (`by_seq`: the dense
+    /// index names one version of a key per sequence), the first is it,
+    /// with no read. Otherwise the one whose stored checksum (the record's
+    /// first field) is the pointer's, checked even for a lone candidate:
+    /// GC may have kept another version of the key with the same length
+    /// and dropped this one.
     pub(super) fn pick_copy(
         &self,
         candidates: Vec<ValuePointer>,
+        by_seq: bool,
         class: IoClass,
     ) -> Result<Option<ValuePointer>> {
+        if by_seq {
+            return Ok(candidates.into_iter().next());
+        }
         for q in candidates {
             if crate::value::files::stored_crc(self, &q, class)? == q.record_crc {
                 return Ok(Some(q));
@@ -289,13 +306,20 @@ impl TableStore {
     /// way that is still on disk, and hops over deleted ones. A copy in a
     /// live table is preferred to one in a retiring table, which may be
     /// deleted at any moment once no registered reader needs it.
+    ///
+    /// `seq`, the sequence of the pointer's entry, finds the record by its
+    /// dense index entry alone: without pointer write-back a record keeps
+    /// its entry's sequence through every copy (`TableStore::record_seq`).
+    /// Without it (a reader), the copies' checksums are read.
     pub(super) fn follow(
         &self,
         inner: &Inner,
         p: &ValuePointer,
         key: &[u8],
+        seq: Option<u64>,
         class: IoClass,
     ) -> Result<Option<ValuePointer>> {
+        let seq = self.record_seq(seq);
         let mut retiring_copy = None;
         let mut todo: Vec<u64> = inner.edges.get(&p.file).cloned().unwrap_or_default();
         let mut seen: HashSet<u64> = HashSet::new();
@@ -308,8 +332,8 @@ impl TableStore {
                 (None, table) => (table, false),
             };
             if let Some(table) = table {
-                let copies = Self::copies_in(table, p, key, class)?;
-                match self.pick_copy(copies, class)? {
+                let copies = Self::copies_in(table, p, key, seq, class)?;
+                match self.pick_copy(copies, seq.is_some(), class)? {
                     Some(q) if live => return Ok(Some(q)),
                     Some(q) => {
                         retiring_copy.get_or_insert(q);
@@ -322,6 +346,15 @@ impl TableStore {
             todo.extend(inner.edges.get(&t).into_iter().flatten());
         }
         Ok(retiring_copy)
+    }
+
+    /// The sequence a record of a pointer entry written at `entry_seq`
+    /// carries, if known: the entry's own without pointer write-back (a
+    /// flush writes the record with its entry's sequence and GC copies keep
+    /// it); unknown with write-back, whose relocations give the entry a new
+    /// one (`TableLayoutOptions::gc_write_back`).
+    pub(super) fn record_seq(&self, entry_seq: Option<u64>) -> Option<u64> {
+        entry_seq.filter(|_| !self.config.write_back)
     }
 
     /// Attributes a job's garbage under the accounting lock (see
@@ -342,7 +375,7 @@ impl TableStore {
             let d = if inner.live.contains_key(&d.ptr.file) {
                 d
             } else {
-                match self.follow(&inner, &d.ptr, &d.key, IoClass::Compaction)? {
+                match self.follow(&inner, &d.ptr, &d.key, Some(d.seq), IoClass::Compaction)? {
                     Some(ptr) => Dropped { ptr, ..d },
                     None => continue,
                 }
@@ -407,7 +440,7 @@ impl RecordFiles for TableStore {
         // A retiring table may be deleted as soon as no registered reader
         // predates its step: a record GC kept is read from its copy, and
         // the retiring table only serves the older readers that hold it.
-        match self.follow(&inner, p, key, IoClass::UserRead)? {
+        match self.follow(&inner, p, key, None, IoClass::UserRead)? {
             Some(q) => {
                 self.edge_reads.fetch_add(1, Ordering::Relaxed);
                 Ok(Located::Moved(q))
@@ -876,7 +909,7 @@ impl ValueStore for TableStore {
             return Ok(Some(p.file));
         }
         Ok(self
-            .follow(&inner, p, key, IoClass::UserRead)?
+            .follow(&inner, p, key, None, IoClass::UserRead)?
             .map(|q| q.file))
     }
 }
