@@ -223,8 +223,9 @@ fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64
         .unwrap_or_else(|e| panic!("crash after op {op}: reopen failed: {e}"));
     let got = read_all(&db).unwrap_or_else(|e| panic!("crash after op {op}: scan: {e}"));
     // Recovery cut or removed whatever the crash tore: every file checks.
-    db.verify()
-        .unwrap_or_else(|e| panic!("crash after op {op}: verify after recovery: {e}"));
+    db.verify().unwrap_or_else(|e| {
+        panic!("crash after op {op} ({w:?} {variant}): verify after recovery: {e}")
+    });
     let n = matching_prefix(&writes, lo, hi.max(lo), &got).unwrap_or_else(|| {
         panic!("crash after op {op}: state is not a prefix of history in {lo}..={hi}")
     });

@@ -37,6 +37,8 @@ pub(super) struct Immutable {
     /// When it was switched out: its flush's wait for a thread counts from
     /// here (`Stats::flush_wait_micros`).
     pub(super) since: std::time::Instant,
+    /// The last sequence number written to it: durable once it is flushed.
+    pub(super) last_seq: u64,
 }
 
 pub(super) struct State {
@@ -126,6 +128,12 @@ pub(crate) struct Core {
     /// replayed.
     pub(super) journal: OnceLock<Box<dyn Journal>>,
     pub(super) visible_seq: AtomicU64,
+    /// Every version at or below this sequence is durable: in a synced
+    /// journal, or in tables a flush installed (and everything an open
+    /// recovered, which it flushes). GC of a layout that moves records
+    /// without the write path judges them in this view, so that its step
+    /// needs no journal sync (`Core::gc_view`).
+    pub(super) durable_seq: AtomicU64,
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,

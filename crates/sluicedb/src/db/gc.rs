@@ -53,8 +53,18 @@ impl Core {
     /// number with the super version and memtable counters of that moment.
     pub(super) fn gc_view(&self) -> SeenView {
         let st = self.state.lock();
+        let visible = self.visible_seq.load(Ordering::Acquire);
+        let durable = self
+            .values
+            .as_ref()
+            .is_some_and(|v| v.gc_judges_durable_only());
         SeenView {
-            seq: self.visible_seq.load(Ordering::Acquire),
+            seq: if durable {
+                visible.min(self.durable_seq.load(Ordering::Acquire))
+            } else {
+                visible
+            },
+            durable,
             sv: st.sv.clone(),
             switched: st.memtables_switched,
             flushed: st.memtables_flushed,
@@ -150,7 +160,12 @@ impl Core {
     }
 
     pub(super) fn sync_journal(&self) -> Result<()> {
+        // Every visible version was appended before the sync.
+        let visible = self.visible_seq.load(Ordering::Acquire);
         let r = self.journal().and_then(|j| j.sync());
+        if r.is_ok() {
+            self.durable_seq.fetch_max(visible, Ordering::AcqRel);
+        }
         if let Err(e) = &r {
             self.state
                 .lock()
@@ -293,6 +308,7 @@ impl Core {
         // 4. Relocations through the write path (and those the layout
         // committed itself).
         let live = c.moves.len() as u64 + c.committed.submitted();
+        let durable = seen.durable;
         let mut committed = c.committed;
         if !c.moves.is_empty() {
             committed.merge(self.submit_relocations(Relocations {
@@ -306,8 +322,11 @@ impl Core {
         edit.values.garbage.extend(committed.dropped_copies);
         // 5. Every write that made a collected record dead is durable
         // before the record goes: replay may meet the dead record's pointer
-        // and relies on a later journal entry to shadow it.
-        self.sync_journal()?;
+        // and relies on a later journal entry to shadow it. A step that
+        // judged in the durable view and committed nothing is so already.
+        if !(durable && live == 0) {
+            self.sync_journal()?;
+        }
         // 6. The layout lets go of the records.
         let freed = c.frees.len();
         self.install(edit, None, &[], |_| {})?;

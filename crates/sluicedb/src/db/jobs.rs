@@ -473,6 +473,8 @@ impl Core {
             let i = st.imms.pop_front().expect("flushed memtable");
             debug_assert!(Arc::ptr_eq(&i.mem, &imm));
             st.memtables_flushed += 1;
+            // Its versions are in synced tables, listed by a synced edit.
+            self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
         })?;
         bump(&self.counters.flushes, 1);
         if self.shape.checkpoint_due() {

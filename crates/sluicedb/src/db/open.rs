@@ -241,6 +241,8 @@ impl Core {
             bg_cv: Condvar::new(),
             journal: OnceLock::new(),
             visible_seq: AtomicU64::new(rec.last_sequence),
+            // Recovery moves it past what it replays and flushes.
+            durable_seq: AtomicU64::new(rec.last_sequence),
             space_ratio_milli: AtomicU64::new(0),
             shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),

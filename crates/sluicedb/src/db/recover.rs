@@ -135,6 +135,8 @@ impl Core {
         st.pending_outputs.clear();
         st.refresh_sv();
         self.visible_seq.store(r.max_seq, Ordering::Release);
+        // What it replayed is flushed into the version just written.
+        self.durable_seq.store(r.max_seq, Ordering::Release);
         if self.journal.set(journal).is_err() {
             unreachable!("recovery runs once per open");
         }

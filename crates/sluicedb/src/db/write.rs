@@ -55,6 +55,9 @@ impl Core {
         let out = self.journal()?.append(group, seq, sync)?;
         if sync {
             bump(&self.counters.journal_syncs, 1);
+            // A sync covers every record appended before it.
+            let last = seq + (group.len() as u64).saturating_sub(1);
+            self.durable_seq.fetch_max(last, Ordering::AcqRel);
         }
         Ok(out)
     }
@@ -385,10 +388,12 @@ impl Core {
         };
         let old = std::mem::replace(&mut st.mem, self.new_write_buffer());
         let old_mark = std::mem::replace(&mut st.mem_mark, mark);
+        let last_seq = st.last_sequence;
         st.imms.push_back(Immutable {
             mem: old,
             mark: old_mark,
             since: Instant::now(),
+            last_seq,
         });
         st.memtables_switched += 1;
         st.refresh_sv();

@@ -20,7 +20,9 @@
 //!    new files lists them first and commits within step 3
 //!    (`GcHost::relocate`);
 //! 5. journal synced: every write that made a collected record dead is
-//!    durable before the record goes;
+//!    durable before the record goes (a layout whose GC moves records
+//!    without the write path judges them in the durable view instead, and
+//!    a step of it that commits no relocation skips the sync);
 //! 6. the layout's edit installed (the records leave the manifest);
 //! 7. the freed files deleted once no registered reader is older than the
 //!    barrier taken after the layout stopped serving them as live.
@@ -57,6 +59,10 @@ pub(crate) struct Relocations {
 pub(crate) struct SeenView {
     /// The sequence number GC reads at.
     pub(crate) seq: u64,
+    /// `seq` is at most the durable sequence (`Core::durable_seq`): every
+    /// version the step judges by is durable, and a step that commits no
+    /// relocation needs no journal sync (`ValueStore::gc_judges_durable_only`).
+    pub(crate) durable: bool,
     pub(crate) sv: Arc<SuperVersion>,
     /// Memtables switched and flushed when it was taken: its active
     /// memtable is the `switched + 1`-th to be flushed.

@@ -186,6 +186,16 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         true
     }
 
+    /// True when GC judges records in the durable view (`Core::durable_seq`)
+    /// rather than the visible one: a layout whose GC commits no relocation
+    /// through the write path, so that a record dead only by a version not
+    /// yet durable is kept (copied, and counted as garbage once that version
+    /// is flushed) and the step needs no journal sync. The others must sync
+    /// their relocations anyway.
+    fn gc_judges_durable_only(&self) -> bool {
+        false
+    }
+
     /// True when background GC should run now.
     fn gc_wanted(&self, _trigger: &GcTrigger<'_>) -> bool {
         false

