@@ -8,7 +8,8 @@
 #            One process per engine and workload, each under its own memcap.
 #   ablate:  scavenger on the Mixed workload with each mechanism off in turn (Table 1,
 #            Figs. 14-15): GetKey on index-decoupled key tables, lazy read, DropCache hot/cold,
-#            and inheritance edges (replaced by pointer write-back).
+#            and inheritance edges (replaced by pointer write-back); then two of our own:
+#            direct I/O for value tables off, and greedy victims instead of cost-benefit.
 #   sweep:   scavenger on the Mixed workload under space limits 1.25, 1.5, 2.0 and none
 #            (Fig. 18).
 # Usage: scripts/bench-scavenger.sh [main|ablate|sweep] [DIR (default sluice-data)] [OUT
@@ -59,7 +60,9 @@ case $mode in
     mixed scavenger "${out%.jsonl}-no-getkey.jsonl" --index-decoupled off
     mixed scavenger "${out%.jsonl}-no-lazy-read.jsonl" --lazy-read off
     mixed scavenger "${out%.jsonl}-no-dropcache.jsonl" --drop-cache-bytes 0
-    mixed scavenger "${out%.jsonl}-write-back.jsonl" --write-back on ;;
+    mixed scavenger "${out%.jsonl}-write-back.jsonl" --write-back on
+    mixed scavenger "${out%.jsonl}-buffered-io.jsonl" --direct-io off
+    mixed scavenger "${out%.jsonl}-greedy.jsonl" --victims greedy ;;
   sweep)
     for l in 1.25 1.5 2.0 off; do
       mixed scavenger "${out%.jsonl}-limit-$l.jsonl" --space-limit "$l"

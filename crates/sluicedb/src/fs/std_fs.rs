@@ -101,12 +101,70 @@ impl WritableFile for StdWritable {
 #[cfg(target_os = "linux")]
 const DIRECT_WRITE_BYTES: usize = 1 << 20;
 
+/// A [`DIRECT_WRITE_BYTES`] buffer aligned to [`DIRECT_ALIGN`]: an aligned
+/// window inside a plain allocation, which moving between threads keeps.
+#[cfg(target_os = "linux")]
+struct AlignedBuf {
+    raw: Vec<u8>,
+    skew: usize,
+}
+
+#[cfg(target_os = "linux")]
+impl AlignedBuf {
+    fn new() -> AlignedBuf {
+        let raw = vec![0u8; DIRECT_WRITE_BYTES + DIRECT_ALIGN];
+        let skew = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        AlignedBuf { raw, skew }
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.raw[self.skew..self.skew + DIRECT_WRITE_BYTES]
+    }
+}
+
+/// The thread that writes a direct writer's full buffers while the next
+/// one fills, and hands each back with the write's outcome.
+#[cfg(target_os = "linux")]
+struct BackgroundWrites {
+    to_thread: std::sync::mpsc::SyncSender<(AlignedBuf, u64)>,
+    /// In a mutex only because a `Receiver` is not `Sync` (the writer
+    /// alone uses it).
+    from_thread: std::sync::Mutex<std::sync::mpsc::Receiver<(AlignedBuf, std::io::Result<()>)>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+#[cfg(target_os = "linux")]
+impl BackgroundWrites {
+    fn start(file: Arc<File>) -> std::io::Result<BackgroundWrites> {
+        let (to_thread, jobs) = std::sync::mpsc::sync_channel::<(AlignedBuf, u64)>(1);
+        let (done, from_thread) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("sluicedb-direct".into())
+            .spawn(move || {
+                for (mut buf, at) in jobs {
+                    let r = file.write_all_at(buf.bytes(), at);
+                    if done.send((buf, r)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(BackgroundWrites {
+            to_thread,
+            from_thread: std::sync::Mutex::new(from_thread),
+            thread,
+        })
+    }
+}
+
 /// A writer around the page cache ([`Fs::create_uncached`]): appends
 /// gather in a 4 KiB-aligned buffer and go to the device in aligned
-/// `O_DIRECT` writes of [`DIRECT_WRITE_BYTES`]. The bytes past the last
-/// whole block, when `flush` or `sync` must hand them over, are written
-/// through an ordinary descriptor and stay in the buffer: the next direct
-/// write rewrites their block whole.
+/// `O_DIRECT` writes of [`DIRECT_WRITE_BYTES`]. A full buffer is written by
+/// a thread of the file's own while the next one fills (two buffers, one
+/// write in flight), so that the writer's work overlaps the device's:
+/// with synchronous writes a flush spent 35 of its 74 ms appending values
+/// (Mixed workload at 2 GiB). The bytes past the last whole block, when
+/// `flush` or `sync` must hand them over, are written (after the write in
+/// flight) through an ordinary descriptor and stay in the buffer: the next
+/// direct write rewrites their block whole.
 #[cfg(target_os = "linux")]
 struct DirectWritable {
     /// Opened with `O_DIRECT`.
@@ -114,34 +172,103 @@ struct DirectWritable {
     /// The same file, buffered: for the unaligned tail.
     plain: File,
     path: PathBuf,
-    /// Backing store of the aligned buffer (`raw[skew..]`).
-    raw: Vec<u8>,
-    skew: usize,
-    /// Bytes in the buffer; they belong at `on_disk`.
+    /// The buffer being filled.
+    buf: AlignedBuf,
+    /// Bytes in the buffer; they belong at `on_disk + in_flight`.
     fill: usize,
-    /// The file's bytes before the buffer: a multiple of 4 KiB.
+    /// The file's bytes before the buffer and the write in flight: a
+    /// multiple of 4 KiB, written.
     on_disk: u64,
+    /// Bytes of the write in flight (0 or [`DIRECT_WRITE_BYTES`]).
+    in_flight: u64,
+    /// The other buffer, when no write holds it.
+    spare: Option<AlignedBuf>,
+    /// Started at the first full buffer; `None` after a failed start
+    /// (writes are then synchronous).
+    background: Option<BackgroundWrites>,
+    started: bool,
+    /// A background write failed: its bytes are lost, so every later
+    /// call fails.
+    failed: bool,
 }
 
 #[cfg(target_os = "linux")]
 impl DirectWritable {
-    fn buf(&mut self) -> &mut [u8] {
-        let (skew, cap) = (self.skew, DIRECT_WRITE_BYTES);
-        &mut self.raw[skew..skew + cap]
+    /// Waits for the write in flight and takes its buffer back.
+    fn wait(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(self.stopped("an earlier write failed"));
+        }
+        if self.in_flight == 0 {
+            return Ok(());
+        }
+        let Some(bg) = &self.background else {
+            unreachable!("a write in flight has a thread");
+        };
+        let got = bg
+            .from_thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recv();
+        let n = std::mem::take(&mut self.in_flight);
+        let Ok((buf, r)) = got else {
+            self.failed = true;
+            return Err(self.stopped("the direct-write thread stopped"));
+        };
+        self.spare = Some(buf);
+        if let Err(e) = r {
+            // The buffer's bytes are gone: no later write may land.
+            self.failed = true;
+            return Err(Error::io("write", &self.path, e));
+        }
+        self.on_disk += n;
+        Ok(())
     }
 
-    /// Writes the buffer's whole blocks with `O_DIRECT` and keeps the rest.
+    fn stopped(&self, why: &str) -> Error {
+        Error::io("write", &self.path, std::io::Error::other(why.to_string()))
+    }
+
+    /// Hands the full buffer to the write thread and takes the spare.
+    fn write_full(&mut self) -> Result<()> {
+        debug_assert_eq!(self.fill, DIRECT_WRITE_BYTES);
+        if !self.started {
+            self.started = true;
+            self.background = BackgroundWrites::start(self.direct.clone()).ok();
+        }
+        if self.background.is_none() {
+            return self.write_blocks();
+        }
+        self.wait()?;
+        let next = self.spare.take().unwrap_or_else(AlignedBuf::new);
+        let full = std::mem::replace(&mut self.buf, next);
+        let at = self.on_disk;
+        let Some(bg) = &self.background else {
+            unreachable!("checked above");
+        };
+        if bg.to_thread.send((full, at)).is_err() {
+            self.failed = true;
+            return Err(self.stopped("the direct-write thread stopped"));
+        }
+        self.in_flight = DIRECT_WRITE_BYTES as u64;
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Writes the buffer's whole blocks with `O_DIRECT`, after the write
+    /// in flight, and keeps the rest.
     fn write_blocks(&mut self) -> Result<()> {
+        self.wait()?;
         let whole = self.fill / DIRECT_ALIGN * DIRECT_ALIGN;
         if whole == 0 {
             return Ok(());
         }
-        let (at, direct) = (self.on_disk, self.direct.clone());
-        direct
-            .write_all_at(&self.buf()[..whole], at)
+        let at = self.on_disk;
+        self.direct
+            .write_all_at(&self.buf.bytes()[..whole], at)
             .map_err(|e| Error::io("write", &self.path, e))?;
         let fill = self.fill;
-        self.buf().copy_within(whole..fill, 0);
+        self.buf.bytes().copy_within(whole..fill, 0);
         self.fill -= whole;
         self.on_disk += whole as u64;
         Ok(())
@@ -153,7 +280,7 @@ impl DirectWritable {
         self.write_blocks()?;
         if self.fill > 0 {
             let (at, fill) = (self.on_disk, self.fill);
-            let tail = self.buf()[..fill].to_vec();
+            let tail = self.buf.bytes()[..fill].to_vec();
             self.plain
                 .write_all_at(&tail, at)
                 .map_err(|e| Error::io("write", &self.path, e))?;
@@ -168,11 +295,11 @@ impl WritableFile for DirectWritable {
         while !data.is_empty() {
             let n = data.len().min(DIRECT_WRITE_BYTES - self.fill);
             let fill = self.fill;
-            self.buf()[fill..fill + n].copy_from_slice(&data[..n]);
+            self.buf.bytes()[fill..fill + n].copy_from_slice(&data[..n]);
             self.fill += n;
             data = &data[n..];
             if self.fill == DIRECT_WRITE_BYTES {
-                self.write_blocks()?;
+                self.write_full()?;
             }
         }
         Ok(())
@@ -187,7 +314,7 @@ impl WritableFile for DirectWritable {
             .map_err(|e| Error::io("sync", &self.path, e))
     }
     fn len(&self) -> u64 {
-        self.on_disk + self.fill as u64
+        self.on_disk + self.in_flight + self.fill as u64
     }
     fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
         Ok(Arc::new(StdSyncer {
@@ -202,6 +329,10 @@ impl Drop for DirectWritable {
     fn drop(&mut self) {
         // Best effort, as for buffered files.
         let _ = self.write_out();
+        if let Some(bg) = self.background.take() {
+            drop(bg.to_thread);
+            let _ = bg.thread.join();
+        }
     }
 }
 
@@ -390,16 +521,18 @@ impl Fs for StdFs {
             .write(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        let raw = vec![0u8; DIRECT_WRITE_BYTES + DIRECT_ALIGN];
-        let skew = raw.as_ptr().align_offset(DIRECT_ALIGN);
         Ok(Box::new(DirectWritable {
             direct: Arc::new(direct),
             plain,
             path: path.to_path_buf(),
-            raw,
-            skew,
+            buf: AlignedBuf::new(),
             fill: 0,
             on_disk: 0,
+            in_flight: 0,
+            spare: None,
+            background: None,
+            started: false,
+            failed: false,
         }))
     }
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
