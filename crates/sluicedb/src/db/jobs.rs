@@ -126,19 +126,7 @@ impl Core {
                 return;
             }
             match self.pick_job(&mut st, true) {
-                Some(job) => {
-                    // The sweep runs before the job counts as finished, so
-                    // waiters on idle background work see the files gone.
-                    let r = MutexGuard::unlocked(&mut st, || {
-                        let r = self.run_job(&job);
-                        self.delete_obsolete_files();
-                        self.measure_space();
-                        r
-                    });
-                    self.finish_job(&mut st, job, r);
-                    self.cv.notify_all();
-                    self.bg_cv.notify_all();
-                }
+                Some(job) => self.run_background_job(&mut st, job),
                 // With periodic GC, wake up to check the interval.
                 None => match self.opts.gc.interval_ms {
                     Some(ms) => {
@@ -172,17 +160,24 @@ impl Core {
                 continue;
             }
             st.gc_running = true;
-            let job = Job::Gc;
-            let r = MutexGuard::unlocked(&mut st, || {
-                let r = self.run_job(&job);
-                self.delete_obsolete_files();
-                self.measure_space();
-                r
-            });
-            self.finish_job(&mut st, job, r);
-            self.cv.notify_all();
-            self.bg_cv.notify_all();
+            self.run_background_job(&mut st, Job::Gc);
         }
+    }
+
+    /// Runs a picked job without the state lock, then the sweep of
+    /// obsolete files and the space measurement, and finishes it. The
+    /// sweep runs before the job counts as finished, so waiters on idle
+    /// background work see the files gone.
+    fn run_background_job(&self, st: &mut MutexGuard<'_, State>, job: Job) {
+        let r = MutexGuard::unlocked(st, || {
+            let r = self.run_job(&job);
+            self.delete_obsolete_files();
+            self.measure_space();
+            r
+        });
+        self.finish_job(st, job, r);
+        self.cv.notify_all();
+        self.bg_cv.notify_all();
     }
 
     /// The next background job; GC only with `gc` (a GC step helping
