@@ -164,6 +164,17 @@ impl Core {
         }
     }
 
+    /// How many threads of [`GcOptions::pressure_threads`](crate::GcOptions)
+    /// the database runs: none when read-only (no background work) or
+    /// without a value store or a space limit to press.
+    pub(super) fn pressure_gc_threads(&self) -> usize {
+        if self.opts.read_only || self.values.is_none() || self.opts.gc.space_limit.is_none() {
+            0
+        } else {
+            self.opts.gc.pressure_threads
+        }
+    }
+
     /// Runs a picked job without the state lock, then the sweep of
     /// obsolete files and the space measurement, and finishes it. The
     /// sweep runs before the job counts as finished, so waiters on idle
@@ -200,9 +211,7 @@ impl Core {
         }
         // Under the space limit's pressure GC is the pressure threads' own.
         let gc = gc
-            && (self.opts.gc.pressure_threads == 0
-                || self.opts.gc.space_limit.is_none()
-                || self.space_pressure() == SpacePressure::Below);
+            && (self.pressure_gc_threads() == 0 || self.space_pressure() == SpacePressure::Below);
         if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
             st.gc_running = true;
             return Some(Job::Gc);

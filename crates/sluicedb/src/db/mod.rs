@@ -93,14 +93,7 @@ impl Db {
         } else {
             core.opts.background_threads
         };
-        // GC threads for the space limit's pressure, when there is a
-        // value store and a limit to press.
-        let gc_workers =
-            if workers > 0 && core.values.is_some() && core.opts.gc.space_limit.is_some() {
-                core.opts.gc.pressure_threads
-            } else {
-                0
-            };
+        let gc_workers = core.pressure_gc_threads();
         for i in 0..workers + gc_workers {
             let c = core.clone();
             let pressure_gc = i >= workers;
