@@ -239,8 +239,13 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
     );
     f.gauge(
         "sluice_engine_space_amplification",
-        "Bytes of every file per live byte, when last measured (0: not yet)",
+        "Bytes of every file per byte of live data, when last measured (0: not yet)",
         s.space_amplification,
+    );
+    f.gauge(
+        "sluice_engine_live_data_bytes",
+        "The user's live keys and values the space amplification divides by",
+        s.live_data_bytes as f64,
     );
     f.gauge(
         "sluice_engine_memtable_bytes",

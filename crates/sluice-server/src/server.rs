@@ -508,7 +508,7 @@ impl Server {
         if want("sluicedb") {
             let _ = write!(
                 out,
-                "# Sluicedb\r\ncreated_with:{}\r\nuser_bytes_written:{}\r\nuser_ops_written:{}\r\nmemtable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\nlive_table_bytes:{}\r\nvalue_store_bytes:{}\r\nvalue_live_bytes:{}\r\nvalue_garbage_bytes:{}\r\ngc_runs:{}\r\nspace_amplification:{:.3}\r\npoisoned:{}\r\n\r\n",
+                "# Sluicedb\r\ncreated_with:{}\r\nuser_bytes_written:{}\r\nuser_ops_written:{}\r\nmemtable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\nlive_table_bytes:{}\r\nvalue_store_bytes:{}\r\nvalue_live_bytes:{}\r\nvalue_garbage_bytes:{}\r\ngc_runs:{}\r\nlive_data_bytes:{}\r\nspace_amplification:{:.3}\r\npoisoned:{}\r\n\r\n",
                 stats.created_with.map_or("unknown", |p| p.name()),
                 stats.user_bytes_written,
                 stats.user_ops_written,
@@ -522,6 +522,7 @@ impl Server {
                 stats.values.live_bytes,
                 stats.values.garbage_bytes,
                 stats.gc.runs,
+                stats.live_data_bytes,
                 stats.space_amplification,
                 yes_no(stats.poisoned.is_some()),
             );

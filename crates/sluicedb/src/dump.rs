@@ -280,11 +280,14 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
         parts.push(format!("-L{level} #{n}"));
     }
     for (level, f) in &e.added {
-        let values = if f.value_bytes > 0 {
+        let mut values = if f.value_bytes > 0 {
             format!(", {} value bytes", f.value_bytes)
         } else {
             String::new()
         };
+        if let Some(p) = f.payload {
+            values += &format!(", {} pointers, {} inline bytes", p.pointers, p.inline_bytes);
+        }
         parts.push(format!(
             "+L{level} #{} ({} bytes, {} entries, {} deletions{values}, {} .. {})",
             f.number,

@@ -24,8 +24,8 @@ pub(crate) enum Kind {
     Delete = 0,
     /// The value is stored inline after the key.
     Value = 1,
-    /// The value lives in the value store; the entry holds a value pointer.
-    /// Reserved for the value store (seed 001 §3.2); not produced yet.
+    /// The value lives in the value store; the entry holds a value pointer
+    /// (seed 001 §3.2, `docs/format/value-pointer.md`).
     ValuePointer = 2,
 }
 

@@ -83,10 +83,17 @@ pub struct Stats {
     /// Value store GC since open.
     pub gc: GcTotals,
     /// Space amplification when last measured (after each flush,
-    /// compaction and GC step): bytes of every file ÷ live bytes (tables,
-    /// and value records the index points at). 0 before the first
-    /// measurement, and without a value store.
+    /// compaction and GC step): bytes of every file ÷
+    /// [`Stats::live_data_bytes`]. 0 before the first measurement, and
+    /// without a value store.
     pub space_amplification: f64,
+    /// The user's live keys and values when space was last measured, as
+    /// the space limit counts them: the value records the index points at
+    /// less their headers, the keys and values tables hold inline, and the
+    /// memtables' newest values (`docs/design.md`, "Space-aware
+    /// throttling"). Exact for values of one size; the tables' own bytes
+    /// (keys a second time beside their pointers) are not the user's.
+    pub live_data_bytes: u64,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).
     pub space_limit_note: Option<String>,
@@ -403,7 +410,11 @@ impl std::fmt::Display for Stats {
             )?;
         }
         if self.space_amplification > 0.0 {
-            writeln!(f, "  space amplification {:.2}", self.space_amplification)?;
+            writeln!(
+                f,
+                "  space amplification {:.2} over {} bytes of live data",
+                self.space_amplification, self.live_data_bytes
+            )?;
         }
         if let Some(n) = &self.space_limit_note {
             writeln!(f, "  space limit: {n}")?;

@@ -30,7 +30,7 @@ use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
 use crate::value::{Dropped, ValueSink, ValueStore};
-use crate::version::{FileMeta, Version, VersionEdit};
+use crate::version::{FileMeta, TablePayload, Version, VersionEdit};
 
 /// Counters of one job.
 #[derive(Debug, Default, Clone)]
@@ -120,6 +120,7 @@ struct Output {
     builder: TableBuilder,
     /// Bytes of the records its pointer entries name.
     value_bytes: u64,
+    payload: TablePayload,
 }
 
 fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
@@ -134,6 +135,7 @@ fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
         entries: built.properties.entries,
         deletions: built.properties.deletions,
         value_bytes: out.value_bytes,
+        payload: Some(out.payload),
     })
 }
 
@@ -266,7 +268,14 @@ pub(crate) fn write_merged(
                 v.note_dropped(uk, shadow);
             }
             if !shadow_counted && key::kind_byte(ik) == Kind::ValuePointer as u8 {
-                count_pointer(p.values, iter.value(), uk, seq, shadow, stats);
+                count_pointer(
+                    p.values,
+                    iter.value(),
+                    (uk, seq),
+                    shadow,
+                    p.inputs_are_tables,
+                    stats,
+                );
             }
             if held.present {
                 key::set_shadow_counted(&mut held.ikey, flag);
@@ -296,19 +305,19 @@ pub(crate) fn write_merged(
 /// Counts the record an encoded pointer of `key` points at as garbage,
 /// now or when the job installs (`ValueStore::counts_at_once`); `seq` is
 /// the pointer entry's own sequence, `shadow` that of the version that
-/// made it garbage.
+/// made it garbage, which is in a table when `shadow_in_tables`.
 fn count_pointer(
     store: Option<&dyn ValueStore>,
     pointer: &[u8],
-    key: &[u8],
-    seq: u64,
+    (key, seq): (&[u8], u64),
     shadow: u64,
+    shadow_in_tables: bool,
     stats: &mut JobStats,
 ) {
     let Some(ptr) = ValuePointer::decode(pointer) else {
         return;
     };
-    if store.is_none_or(|s| s.counts_at_once(&ptr)) {
+    if store.is_none_or(|s| s.counts_at_once(&ptr, shadow_in_tables)) {
         *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
     } else {
         stats.deferred.push(Dropped {
@@ -358,7 +367,7 @@ impl Writer<'_, '_> {
                 let counted = match found {
                     Ok(Lookup::Found(Kind::ValuePointer, v, own)) => {
                         let (uk, seq) = (key::user_key(&h.ikey), key::sequence(&h.ikey));
-                        count_pointer(self.p.values, &v, uk, own, seq, stats);
+                        count_pointer(self.p.values, &v, (uk, own), seq, false, stats);
                         true
                     }
                     // An inline value counts nothing, and is not flagged
@@ -391,6 +400,7 @@ impl Writer<'_, '_> {
                 number,
                 builder: TableBuilder::new(file, p.table),
                 value_bytes: 0,
+                payload: TablePayload::default(),
             });
         }
         let out = self.current.as_mut().expect("current output");
@@ -437,6 +447,8 @@ impl Writer<'_, '_> {
                 out.builder.add(&h.ikey, &h.value)?;
                 if kind == Kind::ValuePointer as u8 {
                     count_pointer_out(p, out, &h.value, stats);
+                } else if kind == Kind::Value as u8 {
+                    out.payload.inline_bytes += (uk.len() + h.value.len()) as u64;
                 }
                 return Ok(());
             }
@@ -461,6 +473,7 @@ fn relocated(pointer: &[u8], files: &[u64]) -> Option<ValuePointer> {
 fn count_pointer_out(p: &MergeParams<'_>, out: &mut Output, pointer: &[u8], stats: &mut JobStats) {
     if let Some(ptr) = ValuePointer::decode(pointer) {
         out.value_bytes += u64::from(ptr.record_len);
+        out.payload.pointers += 1;
     }
     count_ref(p, pointer, 1, stats);
 }

@@ -134,7 +134,7 @@ impl Core {
             if applied > 0 {
                 batch.set_sequence(base + 1);
                 let logged = self.log_group(&batch, base + 1, true)?;
-                mem.insert_batch(logged.as_ref().unwrap_or(&batch), base + 1);
+                mem.insert_relocations(logged.as_ref().unwrap_or(&batch), base + 1);
             }
             Ok(Committed {
                 applied,

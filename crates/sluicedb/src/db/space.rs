@@ -13,6 +13,7 @@ use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
 use crate::options::JournalMode;
 use crate::stats::SpaceMismatch;
+use crate::value::log::format::RECORD_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
 use crate::version::Version;
@@ -70,6 +71,11 @@ impl Default for SpaceMeasure {
 }
 
 impl SpaceMeasure {
+    /// The live data of the last measurement (0 before the first).
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.live.load(Ordering::Relaxed)
+    }
+
     /// The space amplification the limit compares: the bytes beyond the
     /// slack over live bytes, counting what the value store and the
     /// journal (`journal_written`, bytes written by now) grew since the
@@ -111,6 +117,33 @@ const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
 /// store's record bytes are garbage.
 pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 
+/// The user's data `current` holds live, the space limit's denominator
+/// (`docs/design.md`, "Space-aware throttling"): the keys and values of the
+/// tables' inline puts, and of the `live_records` bytes of value records
+/// the share that is not record headers. That share is the one of the
+/// records the tables' pointer entries name (exact when values are of one
+/// size). A table written before the manifest recorded its payload counts
+/// whole.
+fn live_data(current: &Version, live_records: u64) -> u64 {
+    let (mut inline, mut pointers, mut named) = (0u64, 0u64, 0u64);
+    for (_, f) in current.all_files() {
+        match f.payload {
+            Some(p) => {
+                inline += p.inline_bytes;
+                pointers += p.pointers;
+                named += f.value_bytes;
+            }
+            None => inline += f.file_size,
+        }
+    }
+    let headers = pointers.saturating_mul(RECORD_HEADER_LEN as u64).min(named);
+    let values = match named {
+        0 => live_records,
+        n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
+    };
+    inline + values
+}
+
 impl Core {
     /// Live and garbage bytes of the value files `current` accounts for:
     /// garbage counted in the manifest plus what the journal wrote that no
@@ -139,8 +172,8 @@ impl Core {
     }
 
     /// Measures space amplification, the bytes of every file in the
-    /// directory over the live bytes (tables, and value records the index
-    /// points at), for the write path's throttle (`space_ratio`).
+    /// directory over the user's live data ([`live_data`], and what the
+    /// memtables hold), for the write path's throttle (`space_ratio`).
     pub(crate) fn measure_space(&self) {
         if self.opts.read_only || self.values.is_none() {
             return;
@@ -161,12 +194,12 @@ impl Core {
         }
         let sv = self.super_version();
         let current = sv.current.clone();
-        let tables: u64 = current.all_files().map(|(_, f)| f.file_size).sum();
         let (live_values, garbage) = self.value_space(&current);
         // What the memtables likely hide is garbage already, though no flush
         // counted it yet: the limit judges by the estimate.
         let buffers = || std::iter::once(&sv.mem).chain(sv.imms.iter());
         let hidden: u64 = buffers().map(|m| self.hidden_garbage(m.as_ref())).sum();
+        let data = live_data(&current, live_values.saturating_sub(hidden));
         // And what they hold whole is live, though only their journals
         // hold it on disk: a memtable of overwrites stands for about as
         // much live data as it hides garbage, and leaving it out judged the
@@ -174,7 +207,7 @@ impl Core {
         // 14-34 MB at 1 GiB on the Mixed workload, where the early switch
         // keeps memtables small; by up to two whole memtables otherwise).
         let held: u64 = buffers().map(|m| m.held_live_bytes()).sum();
-        let live = (tables + live_values.saturating_sub(hidden) + held).max(1);
+        let live = (data + held).max(1);
         let milli = (used as f64 / live as f64 * 1000.0) as u64;
         self.space_ratio_milli
             .store(milli.max(1), Ordering::Relaxed);

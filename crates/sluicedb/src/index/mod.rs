@@ -205,6 +205,7 @@ pub(crate) fn test_file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
         entries: 1,
         deletions: 0,
         value_bytes: 0,
+        payload: None,
     }
 }
 

@@ -34,6 +34,10 @@ pub(crate) enum Lookup {
 pub(crate) trait WriteBuffer: Send + Sync {
     /// Inserts every operation of `batch`, the i-th with sequence `seq + i`.
     fn insert_batch(&self, batch: &WriteBatch, seq: u64);
+    /// Inserts GC's relocations as [`WriteBuffer::insert_batch`] does, but
+    /// not as shadow candidates: the versions they shadow point into
+    /// victims GC frees whole, so their flush counts no garbage.
+    fn insert_relocations(&self, batch: &WriteBatch, seq: u64);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
     /// Sequence number of the newest entry for `user_key`, if any.
@@ -140,6 +144,12 @@ impl MemTable {
     }
 
     pub(crate) fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+        self.add_entry(user_key, seq, kind, value, true);
+    }
+
+    /// Adds an entry; `candidate`: it may shadow a version whose value
+    /// its flush counts as garbage ([`ShadowCandidates`]).
+    fn add_entry(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8], candidate: bool) {
         let ikey = MemKey::new(user_key, seq, kind as u8);
         self.memory.fetch_add(
             ikey.0.len() + value.len() + ENTRY_OVERHEAD_BYTES,
@@ -160,6 +170,9 @@ impl MemTable {
         if kind == Kind::Value {
             self.held_bytes
                 .fetch_add((user_key.len() + value.len()) as u64, Ordering::Relaxed);
+        }
+        if !candidate {
+            return;
         }
         let value_bytes = match kind {
             Kind::Delete => {
@@ -182,6 +195,13 @@ impl WriteBuffer for MemTable {
             // Batches are validated before they reach the memtable.
             let op = op.expect("validated batch");
             self.add(op.key, seq + i as u64, op.kind, op.value);
+        }
+    }
+
+    fn insert_relocations(&self, batch: &WriteBatch, seq: u64) {
+        for (i, op) in batch.iter().enumerate() {
+            let op = op.expect("validated batch");
+            self.add_entry(op.key, seq + i as u64, op.kind, op.value, false);
         }
     }
 
@@ -344,6 +364,36 @@ mod tests {
         // never did.
         m.add(b"c", 21, Kind::Value, b"1234");
         assert_eq!(m.held_live_bytes(), 11);
+    }
+
+    #[test]
+    fn relocations_are_no_shadow_candidates() {
+        let m = MemTable::new();
+        let p = |file| ValuePointer {
+            store: 1,
+            file,
+            offset: 0,
+            record_len: 100,
+            record_crc: 0,
+        };
+        let mut b = WriteBatch::new();
+        b.add_raw(Kind::ValuePointer, b"a", &p(7).encode());
+        b.delete("b");
+        m.insert_batch(&b, 10);
+        let user = ShadowCandidates {
+            puts: 1,
+            value_bytes: 100,
+            deletes: 1,
+        };
+        assert_eq!(m.shadow_candidates(), user);
+        let mut r = WriteBatch::new();
+        r.add_raw(Kind::ValuePointer, b"c", &p(8).encode());
+        m.insert_relocations(&r, 12);
+        assert_eq!(m.shadow_candidates(), user);
+        assert!(matches!(
+            m.get(b"c", 12),
+            Lookup::Found(Kind::ValuePointer, _, 12)
+        ));
     }
 
     #[test]

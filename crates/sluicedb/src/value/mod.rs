@@ -334,8 +334,10 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// True when a job may add the record `p` points at to its file's
     /// garbage as it drops the pointer; false defers it to
     /// [`ValueStore::settle_job`] (a table layout file GC is collecting or
-    /// collected: the record may have moved).
-    fn counts_at_once(&self, _p: &ValuePointer) -> bool {
+    /// collected: the record may have moved). `shadow_in_tables`: the
+    /// version that makes it garbage is in an installed table (a
+    /// compaction's), not in the memtable a flush writes.
+    fn counts_at_once(&self, _p: &ValuePointer, _shadow_in_tables: bool) -> bool {
         true
     }
 

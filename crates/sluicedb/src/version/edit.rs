@@ -42,6 +42,7 @@ pub(crate) mod tag {
     pub const PARTITION_BOUNDARY: u32 = 24;
     pub const HASH_INDEX_CHECKPOINT: u32 = 25;
     pub const TABLE_KEYS: u32 = 26;
+    pub const FILE_PAYLOAD: u32 = 27;
 }
 
 /// A table in a version.
@@ -57,6 +58,20 @@ pub(crate) struct FileMeta {
     /// Bytes of the value store's records its pointer entries name (the
     /// separated values the table keeps alive); 0 without pointers.
     pub(crate) value_bytes: u64,
+    /// How much of it is the user's data; `None` for tables written before
+    /// the manifest recorded it.
+    pub(crate) payload: Option<TablePayload>,
+}
+
+/// What of a table is the user's data, for the space limit's denominator
+/// (`docs/design.md`, "Space-aware throttling"): the keys and values of its
+/// inline puts, and how many pointer entries it holds (their records hold
+/// the key and value, behind a header each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TablePayload {
+    pub(crate) pointers: u64,
+    /// User key and value bytes of the entries that hold their value.
+    pub(crate) inline_bytes: u64,
 }
 
 impl FileMeta {
@@ -154,6 +169,13 @@ impl VersionEdit {
                 put_u64(&mut p, f.value_bytes);
                 field(tag::FILE_VALUE_BYTES, &p);
             }
+            if let Some(payload) = f.payload {
+                let mut p = Vec::new();
+                put_u64(&mut p, f.number);
+                put_u64(&mut p, payload.pointers);
+                put_u64(&mut p, payload.inline_bytes);
+                field(tag::FILE_PAYLOAD, &p);
+            }
         }
         for b in &self.boundaries {
             field(tag::PARTITION_BOUNDARY, b);
@@ -229,6 +251,7 @@ impl VersionEdit {
                                 entries,
                                 deletions,
                                 value_bytes: 0,
+                                payload: None,
                             },
                         ))
                     })()
@@ -246,6 +269,22 @@ impl VersionEdit {
                         .find(|(_, f)| f.number == number)
                         .ok_or_else(bad)?;
                     Arc::make_mut(&mut f.1).value_bytes = bytes;
+                }
+                tag::FILE_PAYLOAD => {
+                    let number = p.u64().ok_or_else(bad)?;
+                    let pointers = p.u64().ok_or_else(bad)?;
+                    let inline_bytes = u64_only(&mut p).ok_or_else(bad)?;
+                    // Follows the NEW_FILE field of its table.
+                    let f = e
+                        .added
+                        .iter_mut()
+                        .rev()
+                        .find(|(_, f)| f.number == number)
+                        .ok_or_else(bad)?;
+                    Arc::make_mut(&mut f.1).payload = Some(TablePayload {
+                        pointers,
+                        inline_bytes,
+                    });
                 }
                 tag::PARTITION_BOUNDARY => e.boundaries.push(payload.to_vec()),
                 _ => match e.values.decode(t, payload) {
@@ -293,6 +332,10 @@ mod tests {
                 entries: 10,
                 deletions: 1,
                 value_bytes: 5000,
+                payload: Some(TablePayload {
+                    pointers: 4,
+                    inline_bytes: 60,
+                }),
             },
         );
         e.boundaries.push(b"k".to_vec());
@@ -328,6 +371,7 @@ mod doc_example {
                 entries: 10,
                 deletions: 0,
                 value_bytes: 0,
+                payload: None,
             },
         );
         e.log_number = Some(11);

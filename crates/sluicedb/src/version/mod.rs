@@ -9,6 +9,6 @@ pub(crate) mod set;
 )]
 pub(crate) mod version;
 
-pub(crate) use edit::{FileMeta, VersionEdit};
+pub(crate) use edit::{FileMeta, TablePayload, VersionEdit};
 pub(crate) use set::{ManifestState, VersionSet};
 pub(crate) use version::Version;

@@ -17,6 +17,7 @@ fn shape() -> Unified {
 fn sorted_file(n: u64, lo: &str, hi: &str, size: u64, values: u64) -> FileMeta {
     FileMeta {
         value_bytes: values,
+        payload: None,
         ..test_file(n, lo, hi, size)
     }
 }

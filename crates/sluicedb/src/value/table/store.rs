@@ -358,12 +358,17 @@ impl TableStore {
     }
 
     /// Attributes a job's garbage under the accounting lock (see
-    /// `ValueStore::settle_job`). Counted-at-once garbage names tables that
-    /// were live and not frozen when counted: if GC collected one since,
-    /// the step's view came after the count, which came after the
-    /// shadowing version was written, so GC judged the record dead and the
-    /// count goes with the table. Deferred garbage is followed to the table
-    /// holding the record now, or left to the GC step collecting it.
+    /// `ValueStore::settle_job`). Counted-at-once garbage is a
+    /// compaction's, and names tables that were live and not frozen when
+    /// counted: if GC collected one since, the step's view came after the
+    /// count, which came after the shadowing version was installed in a
+    /// table (so durable and in even a durable view), so GC judged the
+    /// record dead and the count goes with the table. Deferred garbage (a
+    /// flush's, and counts in tables GC froze or collected) is followed to
+    /// the table holding the record now, or left to the GC step
+    /// collecting it. A table live and not frozen now is safe to count
+    /// in: a step that freezes it waits for this lock, so for the job's
+    /// install, and its view then holds the job's versions.
     fn settle(&self, stats: &mut JobStats, edit: &mut ValueEdit) -> Result<()> {
         let mut inner = self.inner.write();
         for (f, bytes) in std::mem::take(&mut stats.garbage) {
@@ -737,8 +742,14 @@ impl ValueStore for TableStore {
     /// Never while merges collect: a merge may move any record of a table
     /// it froze, so each dropped pointer is kept with its key until the
     /// job settles (`settle_relocating_job`).
-    fn counts_at_once(&self, p: &ValuePointer) -> bool {
-        if self.config.in_merges {
+    /// A flush's count always waits for the settle, with its key: a GC
+    /// step that freezes the file before the flush installs judges in the
+    /// durable view, where the flushing memtable's versions are not, and
+    /// keeps the record; the count then belongs to its copy. Counted at
+    /// once on the file, it was lost with it, and the copy stayed live
+    /// forever (the space limit test found half the store leaked so).
+    fn counts_at_once(&self, p: &ValuePointer, shadow_in_tables: bool) -> bool {
+        if self.config.in_merges || !shadow_in_tables {
             return false;
         }
         let inner = self.inner.read();
