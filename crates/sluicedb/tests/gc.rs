@@ -192,7 +192,13 @@ fn reclaims_space(layout: fn(&MemFs) -> Options) {
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     let before = db.stats();
-    assert!(before.values.garbage_bytes > 0, "{before}");
+    // Garbage was made; a table layout's own trigger (a table past its GC
+    // ratio) may have had background GC collect all of it already.
+    let collected_already = before.values.garbage_bytes == 0;
+    assert!(
+        !collected_already || before.gc.bytes_written > 0,
+        "{before}"
+    );
     for _ in 0..before.values.files.max(before.values.hash.groups) {
         db.gc().unwrap();
     }
@@ -208,8 +214,9 @@ fn reclaims_space(layout: fn(&MemFs) -> Options) {
     // cache of separation at flush leaves less garbage to begin with, so
     // the store need not halve).
     assert!(
-        after.values.garbage_bytes <= before.values.garbage_bytes / 4
-            && after.values.bytes + before.values.garbage_bytes / 2 < before.values.bytes,
+        collected_already
+            || after.values.garbage_bytes <= before.values.garbage_bytes / 4
+                && after.values.bytes + before.values.garbage_bytes / 2 < before.values.bytes,
         "GC should free most garbage: {} -> {} bytes, garbage {} -> {}",
         before.values.bytes,
         after.values.bytes,

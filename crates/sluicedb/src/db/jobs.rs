@@ -149,6 +149,7 @@ impl Core {
                 return;
             }
             let due = st.poisoned.is_none()
+                && !self.shutting_down.load(Ordering::SeqCst)
                 && !st.gc_running
                 && !st.manual_compaction
                 && self.space_pressure() != SpacePressure::Below
@@ -209,8 +210,10 @@ impl Core {
             );
             return Some(Job::Flush);
         }
-        // Under the space limit's pressure GC is the pressure threads' own.
+        // Under the space limit's pressure GC is the pressure threads' own;
+        // no step starts once the database is closing (`Handle::drop`).
         let gc = gc
+            && !self.shutting_down.load(Ordering::SeqCst)
             && (self.pressure_gc_threads() == 0 || self.space_pressure() == SpacePressure::Below);
         if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
             st.gc_running = true;

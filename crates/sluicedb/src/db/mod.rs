@@ -450,7 +450,20 @@ impl Drop for Handle {
     fn drop(&mut self) {
         let core = &self.core;
         core.shutting_down.store(true, Ordering::SeqCst);
-        core.state.lock().closing = true;
+        {
+            // A GC step under way ends first (no new one starts): its
+            // relocations go through the write path, which refuses writes
+            // once closing, and a step cut there left its copies named by
+            // no entry and counted by no edit (the model suite's reopens
+            // found them).
+            let mut st = core.state.lock();
+            while st.gc_running && st.poisoned.is_none() {
+                core.bg_cv.notify_all();
+                core.cv
+                    .wait_for(&mut st, std::time::Duration::from_millis(10));
+            }
+            st.closing = true;
+        }
         core.bg_cv.notify_all();
         core.cv.notify_all();
         for t in self.threads.lock().drain(..) {

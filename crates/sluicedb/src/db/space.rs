@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::core::{Core, State};
+use super::core::{Core, State, SuperVersion};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::iter::{InternalIterator, MergingIterator};
@@ -354,8 +355,7 @@ impl Core {
     /// version, in a table or a memtable) points at and no one counted as
     /// garbage yet: a version right below one flagged
     /// [`key::SHADOW_COUNTED`] was counted by that one's flush.
-    pub(crate) fn referenced_value_bytes(&self) -> Result<BTreeMap<u64, u64>> {
-        let sv = self.super_version();
+    fn referenced_value_bytes(&self, sv: &SuperVersion) -> Result<BTreeMap<u64, u64>> {
         let mut sources: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
         sources.extend(sv.imms.iter().map(|m| m.clone().iter()));
         sources.extend(self.shape.iterators(&sv.current, &self.tables));
@@ -395,12 +395,23 @@ impl Core {
         };
         // No GC step between its copies and their relocation.
         let _gc = self.gc_lock.lock();
-        let referenced = self.referenced_value_bytes()?;
-        let pending = self.journal()?.pending_garbage();
-        let current = self.super_version().current.clone();
-        let meta = &current.values;
+        // The recount and the counts must be of one moment: a flush that
+        // installs between the walk and the reading of the counts adds
+        // garbage the walk still found referenced (the model suite's check
+        // after every step saw it). A flush or memtable switch makes a new
+        // super version, so the recount is taken again until none came.
+        let (sv, referenced, pending, lengths) = loop {
+            let sv = self.super_version();
+            let pending = self.journal()?.pending_garbage();
+            let lengths = store.record_lengths();
+            let referenced = self.referenced_value_bytes(&sv)?;
+            if Arc::ptr_eq(&sv, &self.super_version()) {
+                break (sv, referenced, pending, lengths);
+            }
+        };
+        let meta = &sv.current.values;
         let mut out = Vec::new();
-        for (file, records) in store.record_lengths() {
+        for (file, records) in lengths {
             if !meta.accounts_for(file) {
                 continue;
             }
@@ -480,7 +491,7 @@ mod tests {
         // accounts for (entries shadowed by relocations still point into
         // collected files until compaction drops them).
         let core = db.core();
-        let referenced = core.referenced_value_bytes().unwrap();
+        let referenced = core.referenced_value_bytes(&core.super_version()).unwrap();
         let current = core.super_version().current.clone();
         let recount: u64 = core
             .values

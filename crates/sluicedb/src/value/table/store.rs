@@ -923,9 +923,14 @@ impl ValueStore for TableStore {
         }
     }
 
+    /// A retiring table (collected, not yet deleted) holds the record no
+    /// more for the accounting: its copy in a live heir does, if GC kept
+    /// it. (Taking the retiring table for the holder made the recount
+    /// report the heir's live copies as uncounted garbage until the
+    /// retiring table was deleted.)
     fn holder_of(&self, p: &ValuePointer, key: &[u8]) -> Result<Option<u64>> {
         let inner = self.inner.read();
-        if inner.live.contains_key(&p.file) || inner.retiring.contains_key(&p.file) {
+        if inner.live.contains_key(&p.file) {
             return Ok(Some(p.file));
         }
         Ok(self
