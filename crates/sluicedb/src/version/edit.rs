@@ -261,30 +261,19 @@ impl VersionEdit {
                 tag::FILE_VALUE_BYTES => {
                     let number = p.u64().ok_or_else(bad)?;
                     let bytes = u64_only(&mut p).ok_or_else(bad)?;
-                    // Follows the NEW_FILE field of its table.
-                    let f = e
-                        .added
-                        .iter_mut()
-                        .rev()
-                        .find(|(_, f)| f.number == number)
-                        .ok_or_else(bad)?;
-                    Arc::make_mut(&mut f.1).value_bytes = bytes;
+                    added_file(&mut e.added, number)
+                        .ok_or_else(bad)?
+                        .value_bytes = bytes;
                 }
                 tag::FILE_PAYLOAD => {
                     let number = p.u64().ok_or_else(bad)?;
                     let pointers = p.u64().ok_or_else(bad)?;
                     let inline_bytes = u64_only(&mut p).ok_or_else(bad)?;
-                    // Follows the NEW_FILE field of its table.
-                    let f = e
-                        .added
-                        .iter_mut()
-                        .rev()
-                        .find(|(_, f)| f.number == number)
-                        .ok_or_else(bad)?;
-                    Arc::make_mut(&mut f.1).payload = Some(TablePayload {
-                        pointers,
-                        inline_bytes,
-                    });
+                    added_file(&mut e.added, number).ok_or_else(bad)?.payload =
+                        Some(TablePayload {
+                            pointers,
+                            inline_bytes,
+                        });
                 }
                 tag::PARTITION_BOUNDARY => e.boundaries.push(payload.to_vec()),
                 _ => match e.values.decode(t, payload) {
@@ -295,6 +284,16 @@ impl VersionEdit {
         }
         Ok(e)
     }
+}
+
+/// The table numbered `number` among `added`: a field about a table
+/// follows the NEW_FILE field of its table in the same record.
+fn added_file(added: &mut [(u32, Arc<FileMeta>)], number: u64) -> Option<&mut FileMeta> {
+    added
+        .iter_mut()
+        .rev()
+        .find(|(_, f)| f.number == number)
+        .map(|(_, f)| Arc::make_mut(f))
 }
 
 #[cfg(test)]
