@@ -118,6 +118,10 @@ const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
 /// store's record bytes are garbage.
 pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 
+/// How often `Core::space_mismatches` takes its recount again when a new
+/// super version came during it.
+const RECOUNT_ATTEMPTS: u32 = 8;
+
 /// The user's data `current` holds live, the space limit's denominator
 /// (`docs/design.md`, "Space-aware throttling"): the keys and values of the
 /// tables' inline puts, and of the `live_records` bytes of value records
@@ -399,13 +403,17 @@ impl Core {
         // installs between the walk and the reading of the counts adds
         // garbage the walk still found referenced (the model suite's check
         // after every step saw it). A flush or memtable switch makes a new
-        // super version, so the recount is taken again until none came.
+        // super version, so the recount is taken again until none came
+        // (on a database that never rests, at most a few times: the
+        // answer is exact only on a quiet one anyway).
+        let mut attempts = 0;
         let (sv, referenced, pending, lengths) = loop {
             let sv = self.super_version();
             let pending = self.journal()?.pending_garbage();
             let lengths = store.record_lengths();
             let referenced = self.referenced_value_bytes(&sv)?;
-            if Arc::ptr_eq(&sv, &self.super_version()) {
+            attempts += 1;
+            if attempts >= RECOUNT_ATTEMPTS || Arc::ptr_eq(&sv, &self.super_version()) {
                 break (sv, referenced, pending, lengths);
             }
         };
