@@ -165,6 +165,12 @@ fn gc_collects_a_wisckey_database() {
     // Garbage is known once compaction drops overwritten pointers; the
     // line is there either way.
     assert!(info.contains("\nvalue store garbage: "), "{info}");
+    // The space amplification over the user's live data: 200 keys of 4
+    // bytes with 1000-byte values.
+    assert!(
+        info.contains("space amplification ") && info.contains(" over 200800 bytes of live data"),
+        "{info}"
+    );
     let dry = ok(&["gc", "--db", &db, "--dry-run"]);
     assert!(dry.starts_with("value store: "), "{dry}");
     assert!(

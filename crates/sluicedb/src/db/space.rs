@@ -178,9 +178,11 @@ impl Core {
 
     /// Measures space amplification, the bytes of every file in the
     /// directory over the user's live data ([`live_data`], and what the
-    /// memtables hold), for the write path's throttle (`space_ratio`).
+    /// memtables hold), for the write path's throttle (`space_ratio`), and
+    /// for `Stats` (a read-only open measures once, so that `sluice info`
+    /// shows the ratio; it writes nothing).
     pub(crate) fn measure_space(&self) {
-        if self.opts.read_only || self.values.is_none() {
+        if self.values.is_none() {
             return;
         }
         // Read first: what the journal writes while the files are listed
