@@ -143,8 +143,20 @@ impl MemTable {
         Self::default()
     }
 
-    pub(crate) fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+    /// One write (tests; the engine inserts batches).
+    #[cfg(test)]
+    fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
         self.add_entry(user_key, seq, kind, value, true);
+    }
+
+    /// Adds every operation of `batch`, the i-th at `seq + i`
+    /// (`candidate` as for [`MemTable::add_entry`]).
+    fn insert_ops(&self, batch: &WriteBatch, seq: u64, candidate: bool) {
+        for (i, op) in batch.iter().enumerate() {
+            // Batches are validated before they reach the memtable.
+            let op = op.expect("validated batch");
+            self.add_entry(op.key, seq + i as u64, op.kind, op.value, candidate);
+        }
     }
 
     /// Adds an entry; `candidate`: it may shadow a version whose value
@@ -191,18 +203,11 @@ impl MemTable {
 
 impl WriteBuffer for MemTable {
     fn insert_batch(&self, batch: &WriteBatch, seq: u64) {
-        for (i, op) in batch.iter().enumerate() {
-            // Batches are validated before they reach the memtable.
-            let op = op.expect("validated batch");
-            self.add(op.key, seq + i as u64, op.kind, op.value);
-        }
+        self.insert_ops(batch, seq, true);
     }
 
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64) {
-        for (i, op) in batch.iter().enumerate() {
-            let op = op.expect("validated batch");
-            self.add_entry(op.key, seq + i as u64, op.kind, op.value, false);
-        }
+        self.insert_ops(batch, seq, false);
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
