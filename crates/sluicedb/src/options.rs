@@ -379,7 +379,10 @@ pub struct Options {
     /// The database must exist. Default: false.
     pub read_only: bool,
     /// Bytes of memtable before it is switched to immutable and flushed
-    /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]). Larger: fewer, larger L0 tables
+    /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]): heap memory, each entry
+    /// counted with its skiplist node and allocator rounding, so that a
+    /// memtable of small entries (value pointers) holds fewer of them than
+    /// this many bytes of keys and values. Larger: fewer, larger L0 tables
     /// and less write amplification; more memory and longer recovery.
     pub write_buffer_size_bytes: usize,
     /// Memtables kept in memory, active plus immutable
