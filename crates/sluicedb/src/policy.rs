@@ -113,13 +113,19 @@ impl HashGcPolicy {
 
 /// True when GC should move a live record to the cold log (seed 000 §3.4):
 /// it comes from the cold log already, or it is its key's only record in
-/// the victim and is itself the copy the group's last GC made (the key was
-/// not updated for a whole GC period). A record written since then is hot
-/// at least once more: keys updated about once a period would otherwise
-/// move to the cold log and back each time (measured; `docs/design.md`,
-/// "Hotness awareness").
-pub(crate) fn is_cold(from_cold_log: bool, versions_in_victim: usize, is_gc_copy: bool) -> bool {
-    from_cold_log || (versions_in_victim == 1 && is_gc_copy)
+/// the victim and either is its key's first version (never updated since
+/// its insert: the paper's rule) or is the copy the group's last GC made
+/// (the key was not updated for a whole GC period). An update written
+/// since the last GC is hot at least once more: keys updated about once a
+/// period would otherwise move to the cold log and back each time
+/// (measured; `docs/design.md`, "Hotness awareness").
+pub(crate) fn is_cold(
+    from_cold_log: bool,
+    versions_in_victim: usize,
+    is_gc_copy: bool,
+    is_first_version: bool,
+) -> bool {
+    from_cold_log || (versions_in_victim == 1 && (is_gc_copy || is_first_version))
 }
 
 /// A cap on GC's read rate (`GcOptions::max_bytes_per_sec`).
@@ -219,9 +225,11 @@ mod tests {
 
     #[test]
     fn cold_means_untouched_for_a_gc_period() {
-        assert!(is_cold(true, 3, false));
-        assert!(is_cold(false, 1, true));
-        assert!(!is_cold(false, 1, false));
-        assert!(!is_cold(false, 2, true));
+        assert!(is_cold(true, 3, false, false));
+        assert!(is_cold(false, 1, true, false));
+        assert!(is_cold(false, 1, false, true));
+        assert!(!is_cold(false, 1, false, false));
+        assert!(!is_cold(false, 2, true, false));
+        assert!(!is_cold(false, 2, false, true));
     }
 }

@@ -484,36 +484,57 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
     check(&db, 9);
 }
 
-/// A key is cold once it went a whole GC period without an update: the
-/// first GC after a write keeps it in its group, the next moves it.
+/// A key goes cold when GC finds it alone in its group and not updated
+/// since: a first version (HashKV's insert, seed 000 §3.4) at the first GC
+/// after its flush, an update one whole GC period later (the first GC
+/// after it keeps it in its group, the next moves it).
 #[test]
-fn keys_go_cold_after_a_whole_gc_period_without_updates() {
+fn keys_go_cold_when_not_updated_since_their_insert_or_a_gc_period() {
     let fs = MemFs::new();
     // One group that never splits, so each `gc()` collects it.
     let db = Db::open("/db", hashkv(&fs).hash_groups(1).hash_elastic(false)).unwrap();
+    // 21 B header, 4 B key, 200 B value.
+    let record = 21 + 4 + 200;
     for k in 0..60u32 {
         db.put(format!("k{k:03}"), val(k, 0)).unwrap();
     }
+    // Inserted and updated before its first flush: not a first version.
+    db.put("k100", val(100, 0)).unwrap();
+    db.put("k100", val(100, 1)).unwrap();
     db.flush().unwrap();
-    db.gc().unwrap();
-    let s = db.stats();
-    assert_eq!(
-        s.values.hash.cold_moved_bytes, 0,
-        "just written is hot\n{s}"
-    );
-    // Keys 50..60 are updated in the next period; 0..50 are not.
-    for k in 50..60u32 {
+    // Keys 40..60 updated: two records each in the group.
+    for k in 40..60u32 {
         db.put(format!("k{k:03}"), val(k, 1)).unwrap();
     }
     db.flush().unwrap();
     db.gc().unwrap();
     let s = db.stats();
-    // Exactly the 50 unchanged records (21 B header, 4 B key, 200 B value).
-    assert_eq!(s.values.hash.cold_moved_bytes, 50 * (21 + 4 + 200), "{s}");
-    for k in 0..60u32 {
-        let want = val(k, u32::from(k >= 50));
-        assert_eq!(db.get(format!("k{k:03}")).unwrap(), Some(want), "key {k}");
+    assert_eq!(
+        s.values.hash.cold_moved_bytes,
+        40 * record,
+        "the 40 inserts never updated, no more\n{s}"
+    );
+    // Keys 50..60 are updated in the next period; 40..50 and k100 are not.
+    for k in 50..60u32 {
+        db.put(format!("k{k:03}"), val(k, 2)).unwrap();
     }
+    db.flush().unwrap();
+    db.gc().unwrap();
+    let s = db.stats();
+    assert_eq!(
+        s.values.hash.cold_moved_bytes,
+        (40 + 10 + 1) * record,
+        "and the 11 copies the last GC made\n{s}"
+    );
+    for k in 0..60u32 {
+        let round = if k >= 50 { 2 } else { u32::from(k >= 40) };
+        assert_eq!(
+            db.get(format!("k{k:03}")).unwrap(),
+            Some(val(k, round)),
+            "key {k}"
+        );
+    }
+    assert_eq!(db.get("k100").unwrap(), Some(val(100, 1)));
 }
 
 /// With hotness off nothing goes to the cold log.

@@ -26,7 +26,7 @@ use crate::memtable::Lookup;
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
 use crate::value::files::CopyWindows;
-use crate::value::log::format::{Record, KIND_PUT};
+use crate::value::log::format::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
 use crate::value::{Dropped, ValueSink, ValueStore};
@@ -148,6 +148,10 @@ struct Held {
     ikey: Vec<u8>,
     value: Vec<u8>,
     present: bool,
+    /// A flush found it to be its key's first version: the only entry of
+    /// its key in the memtable, over nothing or a delete in the tables
+    /// (`FLAG_FIRST_VERSION` on the record it separates).
+    first: bool,
 }
 
 impl Held {
@@ -157,6 +161,7 @@ impl Held {
         self.value.clear();
         self.value.extend_from_slice(value);
         self.present = true;
+        self.first = false;
     }
 }
 
@@ -190,6 +195,8 @@ pub(crate) fn write_merged(
     let mut last_seq_for_key = MAX_SEQUENCE;
     // The flag of the nearest newer version of the key in the stream.
     let mut shadow_counted = false;
+    // Entries of the current user key in the stream so far.
+    let mut key_entries = 0u32;
     let mut held = Held::default();
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
     let mut boundary = 0usize;
@@ -204,8 +211,9 @@ pub(crate) fn write_merged(
         }
         if !has_user_key || uk != user_key.as_slice() {
             if std::mem::take(&mut held.present) {
-                w.finish_key(&mut held, shadow_counted, stats)?;
+                w.finish_key(&mut held, shadow_counted, key_entries == 1, stats)?;
             }
+            key_entries = 0;
             // Between user keys: the only place an output may be cut.
             let mut cut = false;
             while gp_index < p.grandparents.len()
@@ -241,6 +249,7 @@ pub(crate) fn write_merged(
             last_seq_for_key = MAX_SEQUENCE;
             shadow_counted = false;
         }
+        key_entries += 1;
         let seq = key::sequence(ik);
         if p.inputs_are_tables && key::kind_byte(ik) == Kind::ValuePointer as u8 {
             count_ref(p, iter.value(), -1, stats);
@@ -291,7 +300,7 @@ pub(crate) fn write_merged(
     }
     iter.status()?;
     if held.present {
-        w.finish_key(&mut held, shadow_counted, stats)?;
+        w.finish_key(&mut held, shadow_counted, key_entries == 1, stats)?;
     }
     if let Some(out) = w.current.take() {
         w.outputs.push(finish(out, stats)?);
@@ -346,10 +355,13 @@ impl Writer<'_, '_> {
     /// tables' newest version of the key, which the entry shadows, unless
     /// a snapshot still reads it (it is counted when a compaction drops
     /// it) or it was counted already (`shadow_counted`).
+    /// `alone`: the entry is its key's only one in the stream; with
+    /// nothing (or a delete) below, it is the key's first version.
     fn finish_key(
         &mut self,
         h: &mut Held,
         shadow_counted: bool,
+        alone: bool,
         stats: &mut JobStats,
     ) -> Result<()> {
         if let (Some(older), false) = (&self.p.older, shadow_counted) {
@@ -375,8 +387,15 @@ impl Writer<'_, '_> {
                     // into a pointer meanwhile (partial KV separation),
                     // whose record the merge dropping it must count.
                     Ok(Lookup::Found(Kind::Value, ..)) => false,
-                    Ok(Lookup::Found(..) | Lookup::Deleted) => true,
-                    Ok(Lookup::Absent) => false,
+                    Ok(Lookup::Deleted) => {
+                        h.first = alone;
+                        true
+                    }
+                    Ok(Lookup::Found(..)) => true,
+                    Ok(Lookup::Absent) => {
+                        h.first = alone;
+                        false
+                    }
                     Err(_) => {
                         stats.shadows_uncounted += 1;
                         false
@@ -415,9 +434,10 @@ impl Writer<'_, '_> {
                 if kind == Kind::Value as u8 && h.value.len() >= *threshold =>
             {
                 let seq = key::sequence(&h.ikey);
+                let first = if h.first { FLAG_FIRST_VERSION } else { 0 };
                 let ptr = sink.append(&Record {
                     seq,
-                    flags: KIND_PUT,
+                    flags: KIND_PUT | first,
                     key: uk,
                     value: &h.value,
                 })?;

@@ -15,8 +15,9 @@
 //! reader can need them.
 //!
 //! Hotness awareness (§3.4): a live record that is its key's only record in
-//! the frozen files and is itself the copy the group's last GC made (the
-//! key was not updated for a whole GC period) is cold, and its copy goes to
+//! the frozen files and is either its key's first version (never updated
+//! since its insert) or the copy the group's last GC made (the key was not
+//! updated for a whole GC period) is cold, and its copy goes to
 //! the cold log instead of the group. The paper leaves a tag (key and
 //! metadata) in the group so that its scan-only validity check knows the
 //! key; validity here comes from the index, which points at the cold copy,
@@ -306,8 +307,13 @@ impl GcVictim for HashVictim<'_> {
                 continue;
             };
             // Cold (§3.4): see `policy::is_cold`.
-            let cold =
-                store.hotness() && is_cold(g == COLD_GROUP, versions.len(), rec.is_gc_copy());
+            let cold = store.hotness()
+                && is_cold(
+                    g == COLD_GROUP,
+                    versions.len(),
+                    rec.is_gc_copy(),
+                    rec.is_first_version(),
+                );
             live_in.entry(old.file).or_default().push((key, old, cold));
         }
         let mut cold_moved = 0;

@@ -7,12 +7,13 @@
 //! ```
 //! `crc` is the masked CRC32C of everything after it in the record. `flags`
 //! holds the operation kind (bits 0..2: 0 delete, 1 put, 2 relocation) and
-//! three flags: [`FLAG_GC_COPY`] (a record GC copied to the head, which
+//! four flags: [`FLAG_GC_COPY`] (a record GC copied to the head, which
 //! replay never applies), [`FLAG_INLINE`] (the index keeps this value
-//! inline; the record exists only for replay) and [`FLAG_GROUP_END`] (the
-//! last record of a write group). Deletes, inline puts, relocations and the
-//! group flag appear only when the value log is the journal
-//! (`docs/design.md`, "Value log as journal").
+//! inline; the record exists only for replay), [`FLAG_GROUP_END`] (the
+//! last record of a write group) and [`FLAG_FIRST_VERSION`] (the flush that
+//! separated it found no older version of the key). Deletes, inline puts,
+//! relocations and the group flag appear only when the value log is the
+//! journal (`docs/design.md`, "Value log as journal").
 
 use crate::coding::{masked_crc, put_u32, put_u64, u32_at, u64_at};
 
@@ -38,6 +39,11 @@ pub(crate) const FLAG_INLINE: u8 = 0x40;
 /// The last record of a write group: replay applies a group only once it
 /// has read this record, so a batch is all or nothing.
 pub(crate) const FLAG_GROUP_END: u8 = 0x20;
+/// A put the flush that separated it found to be its key's first version
+/// (no older version in the memtable or the tables, or only a delete):
+/// HashKV's insert, which GC treats as cold until it is updated (seed 000
+/// §3.4). Readers before this flag ignore it (the bit was always 0).
+pub(crate) const FLAG_FIRST_VERSION: u8 = 0x10;
 
 pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];

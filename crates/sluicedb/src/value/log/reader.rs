@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::format::Record;
 use super::format::{
-    check_file_header, claimed_len, decode_record, kind_of, Bad, FILE_HEADER_LEN, FLAG_GC_COPY,
-    FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
+    check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
+    FLAG_FIRST_VERSION, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
@@ -26,6 +26,10 @@ impl OwnedRecord {
     /// A copy GC made; replay skips it.
     pub(crate) fn is_gc_copy(&self) -> bool {
         self.flags & FLAG_GC_COPY != 0
+    }
+    /// A put its flush found to be its key's first version.
+    pub(crate) fn is_first_version(&self) -> bool {
+        self.flags & FLAG_FIRST_VERSION != 0
     }
     /// A put whose value the index may point at (not inline, not a delete
     /// or relocation): the only records GC may have to keep.
@@ -214,6 +218,11 @@ fn visit_file_from<'d>(
     mut f: impl FnMut(u64, &[u8], Record<'_>),
 ) -> Result<ScanEnd> {
     let header = read(0, FILE_HEADER_LEN.min(len as usize))?;
+    if len < FILE_HEADER_LEN as u64 && file_header().starts_with(&header) {
+        // Created, and a crash kept only part of its unsynced header: it
+        // never held a record (replay skips it too).
+        return Ok(ScanEnd::default());
+    }
     check_file_header(&header).map_err(|why| Error::corruption(path, 0, why))?;
     let chunk = chunk.max(RECORD_HEADER_LEN);
     let mut pos = start.clamp(FILE_HEADER_LEN as u64, len.max(FILE_HEADER_LEN as u64));
@@ -257,6 +266,25 @@ mod tests {
     use std::sync::Arc;
 
     type Written = Vec<(ValuePointer, Vec<u8>, Vec<u8>)>;
+
+    #[test]
+    fn a_file_with_part_of_its_header_holds_nothing() {
+        // A crash can keep a prefix of a new file's unsynced header: no
+        // record, no damage. Anything else that short is damage.
+        let h = file_header();
+        let path = Path::new("/000030.vlog");
+        for n in 0..FILE_HEADER_LEN {
+            let data = &h[..n];
+            let scan = scan_file(data, path).unwrap();
+            assert!(scan.records.is_empty(), "{n} bytes");
+            assert_eq!(scan.torn_tail_at, None, "{n} bytes");
+            assert_eq!(scan.damage, None, "{n} bytes");
+        }
+        let mut bad = h[..10].to_vec();
+        bad[3] ^= 1;
+        let err = scan_file(&bad, path).unwrap_err();
+        assert!(err.to_string().contains("bad magic"), "{err}");
+    }
 
     fn setup() -> (MemFs, CountingFs, VlogWriter, Written) {
         let mem = MemFs::new();

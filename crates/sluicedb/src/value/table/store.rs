@@ -31,7 +31,7 @@ use crate::options::Options;
 use crate::stats::ValueStats;
 use crate::table::cache::BlockCache;
 use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
-use crate::value::log::format::Record;
+use crate::value::log::format::{Record, FLAG_FIRST_VERSION};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::{ValuePointer, STORE_TABLE};
 use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore};
@@ -572,7 +572,14 @@ struct TableSink<'a>(TableWriter<'a>);
 impl ValueSink for TableSink<'_> {
     fn append(&mut self, r: &Record<'_>) -> Result<ValuePointer> {
         let hot = self.0.store.drop_cache.is_hot(r.key);
-        self.0.add(r, hot)
+        // A record keeps its checksum through every copy (GC and merges
+        // write it again as a plain put), so it is written as one here:
+        // the first-version flag serves the hash layout only.
+        let plain = Record {
+            flags: r.flags & !FLAG_FIRST_VERSION,
+            ..*r
+        };
+        self.0.add(&plain, hot)
     }
 
     fn finish(mut self: Box<Self>, edit: &mut ValueEdit) -> Result<()> {
