@@ -27,6 +27,13 @@ pub(crate) fn put_varint32(buf: &mut Vec<u8>, mut v: u32) {
 
 /// Decodes a varint32 at the start of `src`; returns the value and its length.
 pub(crate) fn get_varint32(src: &[u8]) -> Option<(u32, usize)> {
+    // One byte: block entries' shared and unshared key lengths and most
+    // value lengths, decoded at every step of a point lookup's seek.
+    if let Some(&b) = src.first() {
+        if b < 0x80 {
+            return Some((u32::from(b), 1));
+        }
+    }
     let mut result: u32 = 0;
     for (i, &b) in src.iter().enumerate().take(5) {
         result |= u32::from(b & 0x7f) << (7 * i);

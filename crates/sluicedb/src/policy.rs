@@ -128,6 +128,28 @@ pub(crate) fn is_cold(
     from_cold_log || (versions_in_victim == 1 && (is_gc_copy || is_first_version))
 }
 
+/// True when the hash layout's GC should collect a cold log file, of
+/// `(bytes, known garbage)`, before the victim group, of `(bytes, known
+/// garbage)` if there is one: when the file is at least half garbage
+/// (seed 000 §3.4 collects the cold log "as in vLog"), or holds a larger
+/// share of garbage than the group, or no group has anything to collect
+/// and the file has some. The space limit counts the cold log's garbage
+/// like the groups', so a cold log left to reach one half garbage makes
+/// GC hold the groups leaner, copying more live data per byte freed.
+pub(crate) fn cold_file_first(cold: (u64, u64), group: Option<(u64, u64)>) -> bool {
+    let (len, garbage) = cold;
+    if garbage == 0 {
+        return false;
+    }
+    if garbage.saturating_mul(2) >= len {
+        return true;
+    }
+    // Shares compared as cross products: garbage / len >= g / bytes.
+    group.is_none_or(|(bytes, g)| {
+        u128::from(garbage) * u128::from(bytes.max(1)) >= u128::from(g) * u128::from(len.max(1))
+    })
+}
+
 /// A cap on GC's read rate (`GcOptions::max_bytes_per_sec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GcThrottle {
@@ -226,6 +248,15 @@ mod tests {
     #[test]
     fn cold_means_untouched_for_a_gc_period() {
         assert!(is_cold(true, 3, false, false));
+        // A cold log file: at half garbage, or a larger share than the
+        // group, or when no group has anything; never without garbage.
+        assert!(cold_file_first((100, 50), Some((100, 90))));
+        assert!(cold_file_first((100, 30), Some((100, 30))));
+        assert!(cold_file_first((100, 30), Some((1000, 200))));
+        assert!(!cold_file_first((100, 30), Some((1000, 400))));
+        assert!(cold_file_first((100, 1), None));
+        assert!(!cold_file_first((100, 0), None));
+        assert!(!cold_file_first((100, 0), Some((100, 0))));
         assert!(is_cold(false, 1, true, false));
         assert!(is_cold(false, 1, false, true));
         assert!(!is_cold(false, 1, false, false));

@@ -34,7 +34,7 @@ use super::HashStore;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
-use crate::policy::is_cold;
+use crate::policy::{cold_file_first, is_cold};
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{checked_record, visit_file, OwnedRecord};
@@ -91,26 +91,26 @@ struct HashVictim<'a> {
 }
 
 impl HashStore {
-    /// What the next GC step collects: a cold log file once at least half
-    /// of it is known garbage (`current` knows the garbage), else the
-    /// victim group (by the policy), else any cold log file with garbage.
+    /// What the next GC step collects: the cold log file with the most
+    /// known garbage (`current` knows the garbage), when
+    /// [`cold_file_first`] says so against the victim group (by the
+    /// policy); else that group.
     fn gc_target(&self, current: &Version) -> Option<Target> {
+        let garbage = &current.values.garbage;
         let cold = if self.hotness() {
-            self.cold_victim(&current.values.garbage)
+            self.cold_victim(garbage)
+                .filter(|&(_, _, garbage)| garbage > 0)
         } else {
             None
         };
-        match cold {
-            Some((file, len, garbage)) if garbage.saturating_mul(2) >= len => {
-                Some(Target::Cold(file, len))
-            }
-            _ => self
-                .victim(&current.values.garbage)
-                .map(Target::Group)
-                .or_else(|| {
-                    cold.filter(|&(_, _, garbage)| garbage > 0)
-                        .map(|(file, len, _)| Target::Cold(file, len))
-                }),
+        let group = self.victim_candidate(garbage);
+        let cold_first = cold.is_some_and(|(_, len, g)| {
+            cold_file_first((len, g), group.as_ref().map(|c| (c.bytes, c.garbage)))
+        });
+        match (cold, group) {
+            (Some((file, len, _)), _) if cold_first => Some(Target::Cold(file, len)),
+            (_, Some(c)) => Some(Target::Group(c.group)),
+            _ => None,
         }
     }
 
@@ -279,8 +279,10 @@ impl GcVictim for HashVictim<'_> {
             }
         }
         // 2. One lookup per key (in parallel with `gc_threads`): the record
-        // the index points at is live.
-        let keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
+        // the index points at is live. In key order, so that neighbouring
+        // lookups meet the same index and data blocks.
+        let mut keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
+        keyed.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
             chunk
                 .iter()

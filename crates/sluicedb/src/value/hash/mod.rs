@@ -471,7 +471,13 @@ impl HashStore {
 
     /// The GC victim among groups holding records, by the configured
     /// policy (`crate::policy`; greedy by default, seed 000 §3.3).
+    #[cfg(test)]
     pub(crate) fn victim(&self, garbage: &BTreeMap<u64, u64>) -> Option<u32> {
+        self.victim_candidate(garbage).map(|c| c.group)
+    }
+
+    /// [`HashStore::victim`], with its size and known garbage.
+    pub(crate) fn victim_candidate(&self, garbage: &BTreeMap<u64, u64>) -> Option<GroupCandidate> {
         let candidates: Vec<GroupCandidate> = {
             let inner = self.inner.lock();
             inner.groups[..inner.hash_groups()]
@@ -493,7 +499,11 @@ impl HashStore {
                 })
                 .collect()
         };
-        self.config.policy.choose(candidates, || self.next_random())
+        let chosen = self
+            .config
+            .policy
+            .choose(candidates.clone(), || self.next_random())?;
+        candidates.into_iter().find(|c| c.group == chosen)
     }
 
     /// A pseudo-random number (splitmix64) for the greedy-random policy.
