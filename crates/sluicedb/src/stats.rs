@@ -166,6 +166,9 @@ pub struct TableStats {
     pub edges: usize,
     /// Reads that followed an inheritance edge.
     pub edge_reads: u64,
+    /// Tables this open recounted because a GC step with pointer
+    /// write-back had not ended when the database last closed (a crash).
+    pub recounted_tables: u64,
     /// Bytes GC read of dense indexes, and of values (lazy read, §3.2.2).
     pub gc_index_bytes: u64,
     pub gc_value_bytes: u64,

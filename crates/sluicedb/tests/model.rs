@@ -298,17 +298,13 @@ fn check_space(db: &Db, orphans: bool, seed: u64, step: u32) {
 }
 
 /// True when a crash can orphan value records with these options: the
-/// hash layout, the log (GC copies whose relocations the crash lost or the
-/// commit dropped, and with the log as journal the records past the end
-/// of the recovered history), and value tables whose GC writes pointers
-/// back (its outputs are listed before the relocations commit). Other
-/// value tables are unlisted until their job's edit.
+/// hash layout and the log (GC copies whose relocations the crash lost or
+/// the commit dropped, and with the log as journal the records past the
+/// end of the recovered history). Value tables are unlisted until their
+/// job's edit, except a write-back GC step's outputs, which the next open
+/// recounts.
 fn crash_orphans_possible(o: &Options) -> bool {
-    o.values.separation_threshold_bytes.is_some()
-        && match o.values.layout {
-            ValueLayout::Table => o.values.table.gc_write_back,
-            _ => true,
-        }
+    o.values.separation_threshold_bytes.is_some() && o.values.layout != ValueLayout::Table
 }
 
 /// Makes `fs` hold exactly what `image` holds.

@@ -270,6 +270,9 @@ impl Core {
                 .as_deref()
                 .map(|p| (p, core.fs.read_all(p, IoClass::Flush))),
         )?;
+        if !core.opts.read_only {
+            core.recount_values()?;
+        }
         if let Some(v) = &core.values {
             v.after_open();
         }

@@ -17,7 +17,7 @@ use crate::stats::SpaceMismatch;
 use crate::value::log::format::RECORD_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
 use crate::value::ValueStore;
-use crate::version::Version;
+use crate::version::{Version, VersionEdit};
 
 /// What the space limit asks of a memtable that is not full
 /// (`Core::early_switch_due`).
@@ -390,6 +390,79 @@ impl Core {
         }
         it.status()?;
         Ok(out)
+    }
+
+    /// At open, before any write or background job: recounts the value
+    /// files a GC step cut short (`ValueStore::to_recount`) by the rule of
+    /// [`Core::space_mismatches`]: a record is referenced while a pointer
+    /// entry names it that no newer entry of its key counted; the rest is
+    /// garbage, and what the counts miss of it goes into one edit, which
+    /// also settles the files (`docs/design.md`, "Crash orphans").
+    pub(super) fn recount_values(&self) -> Result<()> {
+        let Some(store) = &self.values else {
+            return Ok(());
+        };
+        let sv = self.super_version();
+        let files = store.to_recount(&sv.current)?;
+        if files.is_empty() {
+            return Ok(());
+        }
+        let mut edit = VersionEdit::default();
+        for f in &files {
+            let referenced = self.referenced_records(&sv, f.number, &f.records)?;
+            let garbage = f.bytes.saturating_sub(referenced);
+            let counted = sv.current.values.garbage.get(&f.number).copied();
+            let counted = counted.unwrap_or(0);
+            if garbage > counted {
+                edit.values.garbage.push((f.number, garbage - counted));
+            }
+        }
+        let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
+        store.recounted(&numbers, &mut edit.values);
+        self.install(edit, None, &[], |_| {})
+    }
+
+    /// Bytes of `records` (key, offset, length) of value file `file` that
+    /// some pointer entry names with no newer entry of its key having
+    /// counted it: one seek per record.
+    fn referenced_records(
+        &self,
+        sv: &SuperVersion,
+        file: u64,
+        records: &[(Vec<u8>, u64, u32)],
+    ) -> Result<u64> {
+        let Some(store) = &self.values else {
+            return Ok(0);
+        };
+        let mut sources: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
+        sources.extend(sv.imms.iter().map(|m| m.clone().iter()));
+        sources.extend(self.shape.iterators(&sv.current, &self.tables));
+        let mut it = MergingIterator::new(sources);
+        let mut referenced = 0;
+        for (user_key, offset, len) in records {
+            it.seek(&key::encode(user_key, key::MAX_SEQUENCE, key::KIND_SEEK));
+            let mut counted_above = false;
+            while it.valid() && key::user_key(it.key()) == user_key.as_slice() {
+                let ik = it.key();
+                if !counted_above && key::kind_byte(ik) == Kind::ValuePointer as u8 {
+                    if let Some(p) = ValuePointer::decode(it.value()) {
+                        // Through an edge (GC without write-back moved it),
+                        // the offset is another file's: taken as this
+                        // record, so that the recount never over-counts.
+                        if store.holder_of(&p, user_key)? == Some(file)
+                            && (p.file != file || p.offset == *offset)
+                        {
+                            referenced += u64::from(*len);
+                            break;
+                        }
+                    }
+                }
+                counted_above = key::shadow_counted(ik);
+                it.next();
+            }
+        }
+        it.status()?;
+        Ok(referenced)
     }
 
     /// The value files whose bytes are not header + referenced records +

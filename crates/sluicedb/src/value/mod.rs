@@ -323,6 +323,18 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// After the recovered manifest is written: removes files it dropped.
     fn after_open(&self) {}
 
+    /// At a writable open, once recovery is done: the files whose records
+    /// a GC step cut short may have left named by no entry and counted by
+    /// nothing, with their records, for the engine to recount (the table
+    /// layout's pending tables, `docs/design.md`, "Crash orphans").
+    fn to_recount(&self, _current: &Version) -> Result<Vec<table::PendingTable>> {
+        Ok(Vec::new())
+    }
+
+    /// The engine recounted `tables` of [`ValueStore::to_recount`]'s
+    /// files; `edit` will record the counts, and settles them here.
+    fn recounted(&self, _tables: &[u64], _edit: &mut meta::ValueEdit) {}
+
     /// Fills the layout's section of [`ValueStats`].
     fn layout_stats(&self, _stats: &mut ValueStats) {}
 

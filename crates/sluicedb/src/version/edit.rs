@@ -43,6 +43,8 @@ pub(crate) mod tag {
     pub const HASH_INDEX_CHECKPOINT: u32 = 25;
     pub const TABLE_KEYS: u32 = 26;
     pub const FILE_PAYLOAD: u32 = 27;
+    pub const TABLE_PENDING: u32 = 28;
+    pub const TABLE_SETTLED: u32 = 29;
 }
 
 /// A table in a version.

@@ -45,6 +45,15 @@ const COALESCE_GAP_BYTES: u64 = 64 << 10;
 /// Keys judged per task on the GC threads.
 const JUDGE_CHUNK: usize = 512;
 
+/// A table to recount at open ([`TableStore::pending_records`]).
+pub(crate) struct PendingTable {
+    pub(crate) number: u64,
+    /// Bytes of its records (what the space check weighs).
+    pub(crate) bytes: u64,
+    /// Each record's key, offset and length.
+    pub(crate) records: Vec<(Vec<u8>, u64, u32)>,
+}
+
 /// What GC decided about a record from its index entry. The live verdicts
 /// carry the pointer that entry holds (a relocation's old pointer, with
 /// write-back).
@@ -58,6 +67,35 @@ enum Verdict {
 }
 
 impl TableStore {
+    /// The records of the tables a GC step with write-back left pending
+    /// (a crash or failure between listing its outputs and its end), to
+    /// recount: (table, its records' bytes, and each record's key, offset
+    /// and length).
+    pub(super) fn pending_records(&self, current: &Version) -> Result<Vec<PendingTable>> {
+        let mut out = Vec::new();
+        for &n in &current.values.table.pending {
+            let t = self.table(n).ok_or_else(|| {
+                crate::error::Error::corruption(
+                    crate::filename::value_table(&self.dir, n),
+                    0,
+                    "a pending value table the manifest lists is not open",
+                )
+            })?;
+            let (entries, _) = t.index_entries(IoClass::Gc)?;
+            let bytes = t.properties().records_end - super::format::VT_HEADER_LEN as u64;
+            let records = entries
+                .into_iter()
+                .map(|e| (e.key, e.handle.offset, e.handle.len))
+                .collect();
+            out.push(PendingTable {
+                number: n,
+                bytes,
+                records,
+            });
+        }
+        Ok(out)
+    }
+
     /// The garbage ratio from which a table is collected: `gc_ratio`, or
     /// [`PRESSURE_RATIO`] under space pressure (seed 003 §3.5).
     pub(super) fn gc_ratio(&self, pressure: bool) -> f64 {
@@ -247,9 +285,11 @@ impl TableVictim<'_> {
     }
 
     /// Lists the outputs in the manifest before any index entry points at
-    /// them (write-back). From here on a failure leaves them to the
-    /// manifest: the step's copies are orphans, counted live (`Db::check_space`
-    /// reports them) until GC collects the tables.
+    /// them (write-back), with them and the victims pending until the
+    /// step's edit settles them. From here on a failure leaves them to the
+    /// manifest: if the step does not end, the next open recounts the
+    /// pending tables (`TableStore::recount_pending`), so the copies the
+    /// index does not name count as garbage.
     fn list_outputs(&mut self, host: &dyn GcHost) -> Result<()> {
         if self.outputs.is_empty() {
             return Ok(());
@@ -257,6 +297,12 @@ impl TableVictim<'_> {
         let mut edit = VersionEdit::default();
         edit.values.table.added = self.outputs.clone();
         edit.values.table.keys = self.keys.clone();
+        edit.values.table.pending = self
+            .outputs
+            .iter()
+            .map(|o| o.0)
+            .chain(self.victims.iter().copied())
+            .collect();
         self.handed_over = true;
         host.install(edit)?;
         self.listed = true;
@@ -360,7 +406,10 @@ impl GcVictim for TableVictim<'_> {
         }
         let heirs = self.heirs();
         let t = &mut edit.values.table;
-        if !self.listed {
+        if self.listed {
+            // The victims leave the pending set with the tables.
+            t.settled = self.outputs.iter().map(|o| o.0).collect();
+        } else {
             t.added = self.outputs.clone();
             t.keys = self.keys.clone();
         }

@@ -1,6 +1,7 @@
 //! What the manifest records of the table layout (`docs/format/manifest.md`,
-//! tags 18-22): the live value tables, the inheritance edges of collected
-//! ones, and how many key-table entries point into each value table.
+//! tags 18-22, 26, 28 and 29): the live value tables, the inheritance edges
+//! of collected ones, how many key-table entries point into each value
+//! table, and the tables a GC step with pointer write-back has not settled.
 //!
 //! **Inheritance edges** (seed 003 §2.2, TerarkDB). GC rewrites victims
 //! into new tables without touching the index: an edge `victim → outputs`
@@ -19,7 +20,7 @@
 //! Readers holding older versions are covered by the store, which keeps
 //! every edge it learned in memory until it closes (`TableStore::edges`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::version::edit::tag;
@@ -53,6 +54,13 @@ pub(crate) struct TableMeta {
     /// shape's merges find the tables they can collect (`docs/design.md`,
     /// "Unified shape", "Garbage collection").
     pub(crate) keys: BTreeMap<u64, KeyRange>,
+    /// Tables of a GC step with pointer write-back between the edit that
+    /// lists its outputs and the one that ends it (tags 28, 29): its
+    /// outputs and victims. A crash there may leave records that no entry
+    /// names and no count holds (the relocations lost, or the end's counts
+    /// of dropped copies), so an open recounts these tables
+    /// (`TableStore::recount_pending`).
+    pub(crate) pending: BTreeSet<u64>,
 }
 
 /// A value table's smallest and largest user key.
@@ -83,6 +91,11 @@ pub(crate) struct TableEdit {
     pub(crate) refs: Vec<(u64, i64)>,
     /// Key ranges of tables added.
     pub(crate) keys: Vec<(u64, KeyRange)>,
+    /// Tables that become pending ([`TableMeta::pending`]).
+    pub(crate) pending: Vec<u64>,
+    /// Tables that are pending no more (removed tables leave by
+    /// themselves).
+    pub(crate) settled: Vec<u64>,
 }
 
 impl TableEdit {
@@ -95,6 +108,8 @@ impl TableEdit {
         self.inherited.extend(other.inherited);
         self.refs.extend(other.refs);
         self.keys.extend(other.keys);
+        self.pending.extend(other.pending);
+        self.settled.extend(other.settled);
     }
 }
 
@@ -150,6 +165,17 @@ impl TableMeta {
             }
             m.keys.remove(f);
         }
+        for f in &e.pending {
+            if !m.tables.contains_key(f) {
+                return Err(format!("value table {f} pending but not live"));
+            }
+            m.pending.insert(*f);
+        }
+        for f in &e.settled {
+            m.pending.remove(f);
+        }
+        let tables = &m.tables;
+        m.pending.retain(|f| tables.contains_key(f));
         // An edge is needed while some entry names its source.
         m.refs.retain(|_, n| *n > 0);
         let (tables, refs) = (&m.tables, &m.refs);
@@ -168,6 +194,8 @@ impl TableMeta {
             inherited: self.edges.iter().map(|(&f, t)| (f, t.clone())).collect(),
             refs: self.refs.iter().map(|(&f, &n)| (f, n as i64)).collect(),
             keys: self.keys.iter().map(|(&f, k)| (f, k.clone())).collect(),
+            pending: self.pending.iter().copied().collect(),
+            settled: Vec::new(),
         }
     }
 
@@ -218,6 +246,12 @@ impl TableEdit {
         }
         for &f in &self.removed {
             field(tag::TABLE_REMOVED, &f.to_le_bytes());
+        }
+        for &f in &self.pending {
+            field(tag::TABLE_PENDING, &f.to_le_bytes());
+        }
+        for &f in &self.settled {
+            field(tag::TABLE_SETTLED, &f.to_le_bytes());
         }
     }
 
@@ -272,6 +306,14 @@ impl TableEdit {
                 .u64()
                 .filter(|_| p.is_empty())
                 .map(|f| self.removed.push(f)),
+            tag::TABLE_PENDING => p
+                .u64()
+                .filter(|_| p.is_empty())
+                .map(|f| self.pending.push(f)),
+            tag::TABLE_SETTLED => p
+                .u64()
+                .filter(|_| p.is_empty())
+                .map(|f| self.settled.push(f)),
             _ => return None,
         };
         Some(ok.ok_or(()))
@@ -315,6 +357,8 @@ mod tests {
                     largest: b"m\x00".to_vec(),
                 },
             )],
+            pending: vec![7, 8],
+            settled: vec![4],
         };
         assert_eq!(round_trip(&e), e);
         let mut d = TableEdit::default();

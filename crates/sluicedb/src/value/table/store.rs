@@ -122,6 +122,7 @@ pub(crate) struct TableStore {
     total_bytes: AtomicU64,
     appended_bytes: AtomicU64,
     edge_reads: AtomicU64,
+    pub(super) recounted_tables: AtomicU64,
     pub(super) gc_index_bytes: AtomicU64,
     pub(super) gc_value_bytes: AtomicU64,
     pub(super) checked_by_drop_cache: AtomicU64,
@@ -195,6 +196,7 @@ impl TableStore {
             total_bytes: AtomicU64::new(total),
             appended_bytes: AtomicU64::new(0),
             edge_reads: AtomicU64::new(0),
+            recounted_tables: AtomicU64::new(0),
             gc_index_bytes: AtomicU64::new(0),
             gc_value_bytes: AtomicU64::new(0),
             checked_by_drop_cache: AtomicU64::new(0),
@@ -591,6 +593,16 @@ impl ValueSink for TableSink<'_> {
 }
 
 impl ValueStore for TableStore {
+    fn to_recount(&self, current: &Version) -> Result<Vec<super::PendingTable>> {
+        self.pending_records(current)
+    }
+
+    fn recounted(&self, tables: &[u64], edit: &mut ValueEdit) {
+        edit.table.settled.extend_from_slice(tables);
+        self.recounted_tables
+            .fetch_add(tables.len() as u64, Ordering::Relaxed);
+    }
+
     fn append(&self, _r: &Record<'_>) -> Result<ValuePointer> {
         Err(Error::InvalidArgument(
             "the table layout separates values at flush only (separate_at_flush)".into(),
@@ -731,6 +743,7 @@ impl ValueStore for TableStore {
         s.edges = inner.edges.len();
         drop(inner);
         s.edge_reads = self.edge_reads.load(Ordering::Relaxed);
+        s.recounted_tables = self.recounted_tables.load(Ordering::Relaxed);
         s.gc_index_bytes = self.gc_index_bytes.load(Ordering::Relaxed);
         s.gc_value_bytes = self.gc_value_bytes.load(Ordering::Relaxed);
         s.checked_by_drop_cache = self.checked_by_drop_cache.load(Ordering::Relaxed);
