@@ -288,7 +288,7 @@ impl TableVictim<'_> {
     /// them (write-back), with them and the victims pending until the
     /// step's edit settles them. From here on a failure leaves them to the
     /// manifest: if the step does not end, the next open recounts the
-    /// pending tables (`TableStore::recount_pending`), so the copies the
+    /// pending tables (`Core::recount_values`), so the copies the
     /// index does not name count as garbage.
     fn list_outputs(&mut self, host: &dyn GcHost) -> Result<()> {
         if self.outputs.is_empty() {

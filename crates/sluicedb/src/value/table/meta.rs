@@ -59,7 +59,7 @@ pub(crate) struct TableMeta {
     /// outputs and victims. A crash there may leave records that no entry
     /// names and no count holds (the relocations lost, or the end's counts
     /// of dropped copies), so an open recounts these tables
-    /// (`TableStore::recount_pending`).
+    /// (`Core::recount_values`).
     pub(crate) pending: BTreeSet<u64>,
 }
 
