@@ -118,16 +118,11 @@ fn lazy_read_reads_only_live_values() {
     assert!(eager >= 2 * 100 * 200, "eager GC read {eager} value bytes");
 }
 
-/// A crash anywhere in a write-back GC step leaves exact space accounting
-/// once the database reopens: the step lists its outputs before it
-/// commits the relocations, and a crash between leaves copies no entry
-/// names; the open recounts the tables the step left pending
-/// (`docs/design.md`, "Crash orphans"). Every value stays right.
-#[test]
-fn a_crash_in_a_write_back_gc_step_leaves_exact_accounting() {
-    let fs = MemFs::new();
-    let opts = scavenger(&fs).table_gc_write_back(true).space_limit(None);
-    let db = Db::open("/db", opts.clone()).unwrap();
+/// A database of keys k000..k099 written once, the even ones overwritten
+/// (a flush each), and compacted: every value table holds live records
+/// and garbage. Values are `val(k, 1)` for even keys, `val(k, 0)` else.
+fn half_overwritten(opts: Options) -> Db {
+    let db = Db::open("/db", opts).unwrap();
     for k in 0..100u32 {
         db.put(format!("k{k:03}"), val(k, 0)).unwrap();
     }
@@ -137,6 +132,19 @@ fn a_crash_in_a_write_back_gc_step_leaves_exact_accounting() {
     }
     db.flush().unwrap();
     db.compact_range(None, None).unwrap();
+    db
+}
+
+/// A crash anywhere in a write-back GC step leaves exact space accounting
+/// once the database reopens: the step lists its outputs before it
+/// commits the relocations, and a crash between leaves copies no entry
+/// names; the open recounts the tables the step left pending
+/// (`docs/design.md`, "Crash orphans"). Every value stays right.
+#[test]
+fn a_crash_in_a_write_back_gc_step_leaves_exact_accounting() {
+    let fs = MemFs::new();
+    let opts = scavenger(&fs).table_gc_write_back(true).space_limit(None);
+    let db = half_overwritten(opts.clone());
     fs.capture_images(false);
     let before = db.stats().gc.relocations_applied;
     db.gc().unwrap();
@@ -184,16 +192,7 @@ fn write_back_points_the_index_at_the_copies() {
         let opts = scavenger(&fs)
             .table_gc_write_back(write_back)
             .space_limit(None);
-        let db = Db::open("/db", opts).unwrap();
-        for k in 0..100u32 {
-            db.put(format!("k{k:03}"), val(k, 0)).unwrap();
-        }
-        db.flush().unwrap();
-        for k in (0..100u32).step_by(2) {
-            db.put(format!("k{k:03}"), val(k, 1)).unwrap();
-        }
-        db.flush().unwrap();
-        db.compact_range(None, None).unwrap();
+        let db = half_overwritten(opts);
         let mut steps = 0;
         while db.stats().values.garbage_bytes > 0 && steps < 100 {
             db.gc().unwrap();
