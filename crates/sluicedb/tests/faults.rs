@@ -146,3 +146,40 @@ fn fail_every_operation(case: &str) {
         "most injected faults should fire ({fired}/{runs})"
     );
 }
+
+/// A manifest roll whose directory sync fails after CURRENT was renamed to
+/// name the new manifest poisons the database, which must then delete no
+/// file: the sweep of obsolete files took the new manifest for an old one
+/// (memory still held the previous), and the next open found CURRENT
+/// naming a manifest that was gone. Every sync of a flush with a roll is
+/// made to fail in turn; the database as closed must reopen with every
+/// synced write.
+#[test]
+fn a_failed_manifest_roll_keeps_the_manifest_current_names() {
+    let sync = WriteOptions { sync: true };
+    let mut fired = 0;
+    for at in 0..60u64 {
+        let fs = MemFs::new();
+        // Every edit rolls the manifest.
+        let opts = tiny_options(&fs, 0).max_manifest_bytes(64);
+        let db = Db::open("/db", opts.clone()).unwrap();
+        for i in 0..20u32 {
+            db.put_opt(&sync, format!("k{i:02}"), "v").unwrap();
+        }
+        fs.inject(Fault::SyncFails, fs.op_count() + at, false);
+        let _ = db.flush();
+        fired += usize::from(fs.fault_fired());
+        drop(db);
+        fs.clear_faults();
+        let db = Db::open("/db", opts)
+            .unwrap_or_else(|e| panic!("sync failing from op +{at}: reopen failed: {e}"));
+        for i in 0..20u32 {
+            assert_eq!(
+                db.get(format!("k{i:02}")).unwrap().as_deref(),
+                Some(&b"v"[..]),
+                "sync failing from op +{at}: k{i:02}"
+            );
+        }
+    }
+    assert!(fired > 10, "faults fired in {fired} runs");
+}

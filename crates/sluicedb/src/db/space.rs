@@ -361,11 +361,16 @@ impl Core {
     /// version, in a table or a memtable) points at and no one counted as
     /// garbage yet: a version right below one flagged
     /// [`key::SHADOW_COUNTED`] was counted by that one's flush.
-    fn referenced_value_bytes(&self, sv: &SuperVersion) -> Result<BTreeMap<u64, u64>> {
+    /// Every entry of `sv`, memtables and tables, in internal key order.
+    fn every_entry(&self, sv: &SuperVersion) -> MergingIterator {
         let mut sources: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
         sources.extend(sv.imms.iter().map(|m| m.clone().iter()));
         sources.extend(self.shape.iterators(&sv.current, &self.tables));
-        let mut it = MergingIterator::new(sources);
+        MergingIterator::new(sources)
+    }
+
+    fn referenced_value_bytes(&self, sv: &SuperVersion) -> Result<BTreeMap<u64, u64>> {
+        let mut it = self.every_entry(sv);
         let mut out = BTreeMap::new();
         let mut user_key = Vec::new();
         let mut counted_above = false;
@@ -411,8 +416,8 @@ impl Core {
         for f in &files {
             let referenced = self.referenced_records(&sv, f.number, &f.records)?;
             let garbage = f.bytes.saturating_sub(referenced);
-            let counted = sv.current.values.garbage.get(&f.number).copied();
-            let counted = counted.unwrap_or(0);
+            let garbage_known = &sv.current.values.garbage;
+            let counted = garbage_known.get(&f.number).copied().unwrap_or(0);
             if garbage > counted {
                 edit.values.garbage.push((f.number, garbage - counted));
             }
@@ -434,10 +439,7 @@ impl Core {
         let Some(store) = &self.values else {
             return Ok(0);
         };
-        let mut sources: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
-        sources.extend(sv.imms.iter().map(|m| m.clone().iter()));
-        sources.extend(self.shape.iterators(&sv.current, &self.tables));
-        let mut it = MergingIterator::new(sources);
+        let mut it = self.every_entry(sv);
         let mut referenced = 0;
         for (user_key, offset, len) in records {
             it.seek(&key::encode(user_key, key::MAX_SEQUENCE, key::KIND_SEEK));

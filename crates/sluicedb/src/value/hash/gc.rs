@@ -99,7 +99,6 @@ impl HashStore {
         let garbage = &current.values.garbage;
         let cold = if self.hotness() {
             self.cold_victim(garbage)
-                .filter(|&(_, _, garbage)| garbage > 0)
         } else {
             None
         };

@@ -220,7 +220,7 @@ fn visit_file_from<'d>(
     let header = read(0, FILE_HEADER_LEN.min(len as usize))?;
     if len < FILE_HEADER_LEN as u64 && file_header().starts_with(&header) {
         // Created, and a crash kept only part of its unsynced header: it
-        // never held a record (replay skips it too).
+        // never held a record.
         return Ok(ScanEnd::default());
     }
     check_file_header(&header).map_err(|why| Error::corruption(path, 0, why))?;
