@@ -82,7 +82,7 @@ impl TableStore {
                 )
             })?;
             let (entries, _) = t.index_entries(IoClass::Gc)?;
-            let bytes = t.properties().records_end - super::format::VT_HEADER_LEN as u64;
+            let bytes = t.record_bytes();
             let records = entries
                 .into_iter()
                 .map(|e| (e.key, e.handle.offset, e.handle.len))

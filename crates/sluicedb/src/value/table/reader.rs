@@ -117,6 +117,12 @@ impl ValueTable {
         self.file_size
     }
 
+    /// Bytes of its records: from the header to the first index
+    /// partition (what live and garbage bytes are shares of).
+    pub(crate) fn record_bytes(&self) -> u64 {
+        self.properties.records_end - VT_HEADER_LEN as u64
+    }
+
     pub(crate) fn properties(&self) -> &ValueTableProperties {
         &self.properties
     }

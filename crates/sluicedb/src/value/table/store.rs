@@ -653,10 +653,7 @@ impl ValueStore for TableStore {
             .live
             .iter()
             .chain(&inner.retiring)
-            .map(|(&n, t)| {
-                let end = t.properties().records_end;
-                (n, end - super::format::VT_HEADER_LEN as u64)
-            })
+            .map(|(&n, t)| (n, t.record_bytes()))
             .collect()
     }
 
