@@ -771,16 +771,18 @@ impl Core {
     /// live version and not being written, journals below the log number,
     /// manifests other than the live one, and temporary files.
     pub(super) fn delete_obsolete_files(&self) {
+        self.delete_collected_files();
+        let ms = self.manifest.lock();
         // A poisoned database may have failed a manifest roll after CURRENT
         // already named the new manifest (its rename done, the directory
         // sync failed), while memory still holds the old one: which files
         // are obsolete is unknown, so none is deleted (the fault test saw
-        // the new manifest deleted and the next open refused).
+        // the new manifest deleted and the next open refused). Checked
+        // under the manifest lock, which a failed write holds until it has
+        // poisoned the database.
         if self.state.lock().poisoned.is_some() {
             return;
         }
-        self.delete_collected_files();
-        let ms = self.manifest.lock();
         let Some(manifest_number) = ms.as_ref().map(|m| m.number) else {
             return;
         };
