@@ -246,10 +246,19 @@ mod tests {
     }
 
     #[test]
-    fn cold_means_untouched_for_a_gc_period() {
+    fn cold_means_first_version_or_untouched_for_a_gc_period() {
         assert!(is_cold(true, 3, false, false));
-        // A cold log file: at half garbage, or a larger share than the
-        // group, or when no group has anything; never without garbage.
+        assert!(is_cold(false, 1, true, false));
+        assert!(is_cold(false, 1, false, true));
+        assert!(!is_cold(false, 1, false, false));
+        assert!(!is_cold(false, 2, true, false));
+        assert!(!is_cold(false, 2, false, true));
+    }
+
+    #[test]
+    fn a_cold_log_file_goes_first_by_its_share_of_garbage() {
+        // At half garbage, or a larger share than the group, or when no
+        // group has anything; never without garbage.
         assert!(cold_file_first((100, 50), Some((100, 90))));
         assert!(cold_file_first((100, 30), Some((100, 30))));
         assert!(cold_file_first((100, 30), Some((1000, 200))));
@@ -257,10 +266,5 @@ mod tests {
         assert!(cold_file_first((100, 1), None));
         assert!(!cold_file_first((100, 0), None));
         assert!(!cold_file_first((100, 0), Some((100, 0))));
-        assert!(is_cold(false, 1, true, false));
-        assert!(is_cold(false, 1, false, true));
-        assert!(!is_cold(false, 1, false, false));
-        assert!(!is_cold(false, 2, true, false));
-        assert!(!is_cold(false, 2, false, true));
     }
 }
