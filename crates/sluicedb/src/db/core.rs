@@ -162,7 +162,15 @@ pub(crate) struct Core {
     /// exclusively, so that no record it judges was appended by a merge
     /// whose pointers it cannot see yet.
     pub(super) merge_appends: parking_lot::RwLock<()>,
+    /// Runs once in the next flush, between syncing the values it appended
+    /// and installing its tables (tests of what may run in between).
+    #[cfg(test)]
+    pub(super) flush_hook: Mutex<Option<FlushHook>>,
 }
+
+/// See `Core::flush_hook`.
+#[cfg(test)]
+pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 
 impl Core {
     /// An empty write buffer for the next writes.

@@ -20,7 +20,9 @@ use super::write::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
-use crate::gc::{Collected, Committed, GcHost, GcTrigger, Relocation, Relocations, SeenView};
+use crate::gc::{
+    Collected, Committed, GcHost, GcTrigger, Newest, Relocation, Relocations, SeenView,
+};
 use crate::key::Kind;
 use crate::memtable::{Lookup, WriteBuffer};
 use crate::policy::GcThrottle;
@@ -30,21 +32,34 @@ use crate::version::{Version, VersionEdit};
 
 /// How `commit_relocations` tells whether a key got a newer entry.
 enum NewerCheck {
-    /// Entries newer than `seq` only in the memtables of now and of GC's
-    /// view (`then`, when it holds memtables flushed since), which together
-    /// hold every entry written since.
-    Memtables {
-        seq: u64,
-        then: Option<Arc<SuperVersion>>,
-    },
+    /// Entries newer than GC's view are only in these memtables: those of
+    /// now and of GC's view that hold an entry newer than the view.
+    Memtables(Vec<Arc<dyn WriteBuffer>>),
     /// A full lookup.
     Lookup,
 }
 
-/// True if a memtable of `sv` holds an entry for `key` newer than `seq`.
-fn newer_in_memtables(sv: &SuperVersion, key: &[u8], seq: u64) -> bool {
-    std::iter::once(&sv.mem)
-        .chain(&sv.imms)
+/// The distinct memtables of `views` holding an entry newer than `seq`
+/// (those written before the view need no probe).
+fn memtables_newer_than<'a>(
+    views: impl IntoIterator<Item = &'a SuperVersion>,
+    seq: u64,
+) -> Vec<Arc<dyn WriteBuffer>> {
+    let mut out: Vec<Arc<dyn WriteBuffer>> = Vec::new();
+    for sv in views {
+        for m in std::iter::once(&sv.mem).chain(&sv.imms) {
+            if m.last_sequence() > seq && !out.iter().any(|o| Arc::ptr_eq(o, m)) {
+                out.push(m.clone());
+            }
+        }
+    }
+    out
+}
+
+/// True if one of `memtables` holds an entry for `key` newer than `seq`.
+fn newer_in_memtables(memtables: &[Arc<dyn WriteBuffer>], key: &[u8], seq: u64) -> bool {
+    memtables
+        .iter()
         .any(|m| m.newest_sequence(key).is_some_and(|s| s > seq))
 }
 
@@ -71,11 +86,23 @@ impl Core {
         }
     }
 
+    /// What `key`'s newest entry at `seq` is (GC's validity check: its
+    /// table reads count as GC's).
+    fn newest_at(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Newest> {
+        Ok(match self.lookup(sv, key, seq, IoClass::Gc)? {
+            Lookup::Found(Kind::ValuePointer, bytes, _) => {
+                ValuePointer::decode(&bytes).map_or(Newest::Other, Newest::Pointer)
+            }
+            // Sequence 0: a shape that answered without reading the entry.
+            Lookup::Found(Kind::Value, _, seq) if seq > 0 => Newest::Inline(seq),
+            _ => Newest::Other,
+        })
+    }
+
     /// The pointer `key`'s newest entry at `seq` holds, if it is one.
     fn pointer_at(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Option<ValuePointer>> {
-        // GC's validity check: its table reads count as GC's.
-        Ok(match self.lookup(sv, key, seq, IoClass::Gc)? {
-            Lookup::Found(Kind::ValuePointer, bytes, _) => ValuePointer::decode(&bytes),
+        Ok(match self.newest_at(sv, key, seq)? {
+            Newest::Pointer(p) => Some(p),
             _ => None,
         })
     }
@@ -89,9 +116,10 @@ impl Core {
     /// Those entries went to the memtable active in GC's view or to later ones.
     /// While none of the later ones was flushed (flushes go in order), all
     /// of them are in the memtables of now or of GC's view (kept alive by
-    /// `SeenView`), so the check is a memtable probe per key: the common
-    /// case, since a GC step is shorter than a memtable's life. Otherwise
-    /// tables may hold such entries, and it is a full lookup.
+    /// `SeenView`), so the check is a memtable probe per key, in those
+    /// memtables that hold an entry newer than `seq` (usually one): the
+    /// common case, since a GC step is shorter than a memtable's life.
+    /// Otherwise tables may hold such entries, and it is a full lookup.
     pub(super) fn commit_relocations(
         &self,
         st: &mut MutexGuard<'_, State>,
@@ -100,27 +128,23 @@ impl Core {
         let base = st.last_sequence;
         let sv = st.sv.clone();
         let check = match &relocations.seen {
-            Some(v) if st.memtables_flushed == v.flushed => NewerCheck::Memtables {
-                seq: v.seq,
-                then: None,
-            },
-            Some(v) if st.memtables_flushed <= v.switched + 1 => NewerCheck::Memtables {
-                seq: v.seq,
-                then: Some(v.sv.clone()),
-            },
+            Some(v) if st.memtables_flushed == v.flushed => {
+                NewerCheck::Memtables(memtables_newer_than([&*sv], v.seq))
+            }
+            Some(v) if st.memtables_flushed <= v.switched + 1 => {
+                NewerCheck::Memtables(memtables_newer_than([&*sv, &*v.sv], v.seq))
+            }
             _ => NewerCheck::Lookup,
         };
+        let seen_seq = relocations.seen.as_ref().map_or(0, |v| v.seq);
         let mem: Arc<dyn WriteBuffer> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<Committed> {
             let mut batch = WriteBatch::new();
             let mut dropped_copies = Vec::new();
             for r in &relocations.moves {
                 let live = match &check {
-                    NewerCheck::Memtables { seq, then } => {
-                        !newer_in_memtables(&sv, &r.key, *seq)
-                            && !then
-                                .as_ref()
-                                .is_some_and(|t| newer_in_memtables(t, &r.key, *seq))
+                    NewerCheck::Memtables(memtables) => {
+                        !newer_in_memtables(memtables, &r.key, seen_seq)
                     }
                     NewerCheck::Lookup => self.pointer_at(&sv, &r.key, base)? == Some(r.old),
                 };
@@ -183,14 +207,22 @@ impl Core {
     ///
     /// With separation at flush, a flush appends values too, and its
     /// pointers become visible only when its tables are installed: the
-    /// barrier also waits for a flush in progress, and for merges that
-    /// separate values (`Core::merge_appends`).
+    /// barrier also waits for a flush in progress (unless the layout's GC
+    /// takes such records for live by their version,
+    /// `ValueStore::gc_waits_for_flushes`), and for merges that separate
+    /// values (`Core::merge_appends`).
     pub(super) fn publish_barrier(&self) -> Result<()> {
         self.submit_relocations(Relocations {
             moves: Vec::new(),
             seen: None,
         })?;
-        drop(self.flush_appends.lock());
+        if self
+            .values
+            .as_ref()
+            .is_some_and(|v| v.gc_waits_for_flushes())
+        {
+            drop(self.flush_appends.lock());
+        }
         // And for a merge separating values into the shared heads (the
         // unified shape over the log layout): the race test found a merge
         // installing pointers into records GC had judged dead.
@@ -439,8 +471,8 @@ impl GcHost for Core {
         Core::install(self, edit, None, &[], |_| {})
     }
 
-    fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>> {
-        self.pointer_at(&view.sv, key, view.seq)
+    fn newest_of(&self, view: &SeenView, key: &[u8]) -> Result<Newest> {
+        self.newest_at(&view.sv, key, view.seq)
     }
 
     fn relocate(&self, moves: Vec<Relocation>, view: &SeenView) -> Result<Committed> {

@@ -457,6 +457,10 @@ impl Core {
         if let Some(v) = &self.values {
             v.sync()?;
         }
+        #[cfg(test)]
+        if let Some(hook) = self.flush_hook.lock().take() {
+            hook(self);
+        }
         self.note_flushed_shadows(imm.shadow_candidates(), stats.garbage.values().sum());
         self.shadows_uncounted
             .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);

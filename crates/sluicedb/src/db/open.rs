@@ -254,6 +254,8 @@ impl Core {
             gc_lock: Mutex::new(()),
             flush_appends: Mutex::new(()),
             merge_appends: parking_lot::RwLock::new(()),
+            #[cfg(test)]
+            flush_hook: Mutex::new(None),
             gc_pool: std::sync::OnceLock::new(),
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;

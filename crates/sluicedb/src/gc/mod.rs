@@ -113,9 +113,17 @@ pub(crate) trait GcHost: Sync {
     /// head file is listed before anything is written to it).
     fn install(&self, edit: VersionEdit) -> Result<()>;
 
+    /// What `key`'s newest entry in `view` is.
+    fn newest_of(&self, view: &SeenView, key: &[u8]) -> Result<Newest>;
+
     /// The pointer `key`'s newest entry holds in `view`; `None` when that
     /// entry is an inline value, a deletion, or absent.
-    fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>>;
+    fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>> {
+        Ok(match self.newest_of(view, key)? {
+            Newest::Pointer(p) => Some(p),
+            Newest::Inline(_) | Newest::Other => None,
+        })
+    }
 
     /// Commits relocations through the write path now, under the one rule
     /// of relocation, for a layout that must list its copies' files in the
@@ -131,6 +139,21 @@ pub(crate) trait GcHost: Sync {
     /// True when space is at the space limit's low ratio or above (seed
     /// 003 §3.5): a layout may collect what it otherwise would not yet.
     fn under_space_pressure(&self) -> bool;
+}
+
+/// A key's newest entry in a GC step's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Newest {
+    /// A value pointer.
+    Pointer(ValuePointer),
+    /// A value held inline, written at this sequence number. With values
+    /// separated at flush it may be a version in a memtable being flushed
+    /// whose record the flush appended before the step froze its victim,
+    /// while its pointer is not yet in the index: the record of that
+    /// version is live (`ValueStore::gc_waits_for_flushes`).
+    Inline(u64),
+    /// A deletion, or no entry.
+    Other,
 }
 
 /// What starts background GC and makes writes wait for it.

@@ -42,6 +42,8 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
     /// Sequence number of the newest entry for `user_key`, if any.
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64>;
+    /// The largest sequence number inserted (0 when empty).
+    fn last_sequence(&self) -> u64;
     /// An iterator over all entries in internal-key order.
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator>;
     /// Memory used, in bytes (keys, values and per-entry overhead).
@@ -175,6 +177,8 @@ pub(crate) struct MemTable {
     /// Of those, the bytes a newer entry of the same key in this buffer
     /// shadows.
     held_shadowed_bytes: AtomicU64,
+    /// The largest sequence number inserted.
+    last_seq: AtomicU64,
 }
 
 impl MemTable {
@@ -196,6 +200,8 @@ impl MemTable {
             let op = op.expect("validated batch");
             self.add_entry(op.key, seq + i as u64, op.kind, op.value, candidate);
         }
+        let last = seq + (batch.len() as u64).saturating_sub(1);
+        self.last_seq.fetch_max(last, Ordering::Release);
     }
 
     /// Adds an entry; `candidate`: it may shadow a version whose value
@@ -247,6 +253,10 @@ impl WriteBuffer for MemTable {
 
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64) {
         self.insert_ops(batch, seq, false);
+    }
+
+    fn last_sequence(&self) -> u64 {
+        self.last_seq.load(Ordering::Acquire)
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {

@@ -186,6 +186,15 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         true
     }
 
+    /// True when the publish barrier also waits for a flush in progress:
+    /// with values separated at flush, the records a flush appended before
+    /// the victim was frozen have no pointer in the index until its tables
+    /// are installed. A layout whose GC takes such a record for live by
+    /// its version ([`Newest::Inline`](crate::gc::Newest)) need not wait.
+    fn gc_waits_for_flushes(&self) -> bool {
+        true
+    }
+
     /// True when GC judges records in the durable view (`Core::durable_seq`)
     /// rather than the visible one: a layout whose GC commits no relocation
     /// through the write path, so that a record dead only by a version not

@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use super::HashStore;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
-use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Newest, Relocation, SeenView};
 use crate::policy::{cold_file_first, is_cold};
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
@@ -285,10 +285,10 @@ impl GcVictim for HashVictim<'_> {
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
             chunk
                 .iter()
-                .map(|(key, _)| host.pointer_of(view, key))
-                .collect::<Result<Vec<Option<ValuePointer>>>>()
+                .map(|(key, _)| host.newest_of(view, key))
+                .collect::<Result<Vec<Newest>>>()
         };
-        let found: Vec<Result<Vec<Option<ValuePointer>>>> = match host.pool() {
+        let found: Vec<Result<Vec<Newest>>> = match host.pool() {
             Some(pool) => pool.install(|| keyed.par_chunks(LOOKUP_CHUNK).map(look).collect()),
             None => keyed.chunks(LOOKUP_CHUNK).map(look).collect(),
         };
@@ -300,11 +300,18 @@ impl GcVictim for HashVictim<'_> {
         // one sequential read): to the group's new head, or to the cold log
         // when cold.
         let mut live_in: HashMap<u64, Vec<LiveRecord<'_>>> = HashMap::new();
-        for (&(key, versions), old) in keyed.iter().zip(now) {
-            let Some(old) = old else {
-                continue;
+        for (&(key, versions), newest) in keyed.iter().zip(now) {
+            // The record the index points at; or, while a flush that
+            // appended it before the freeze has not installed its tables,
+            // the record of the version the memtable holds (the step does
+            // not wait for the flush: `gc_waits_for_flushes`). Its copy
+            // then shadows the flush's pointer, which names a frozen file.
+            let live = match newest {
+                Newest::Pointer(p) => versions.iter().find(|(q, _)| *q == p),
+                Newest::Inline(seq) => versions.iter().rev().find(|(_, r)| r.seq == seq),
+                Newest::Other => None,
             };
-            let Some((_, rec)) = versions.iter().find(|(p, _)| *p == old) else {
+            let Some(&(old, ref rec)) = live else {
                 continue;
             };
             // Cold (§3.4): see `policy::is_cold`.

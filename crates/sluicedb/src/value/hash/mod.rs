@@ -1023,6 +1023,14 @@ impl ValueStore for HashStore {
         self.gc_victim_hash(host)
     }
 
+    /// A record a flush appended to a victim before its tables are
+    /// installed is the version the index holds inline (in the memtable
+    /// being flushed): GC takes it for live by its sequence number
+    /// (`Newest::Inline`), so a step does not wait for the flush.
+    fn gc_waits_for_flushes(&self) -> bool {
+        false
+    }
+
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
         self.gc_wanted_hash(t)
     }
