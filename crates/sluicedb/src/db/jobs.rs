@@ -437,6 +437,8 @@ impl Core {
         // freezing files, so that the pointers to values this flush
         // appends are in the index before GC judges them.
         let _appending = self.flush_appends.lock();
+        // Its lookups of the versions it shadows go in key order.
+        let _sorted = crate::table::reader::SortedProbes::start();
         let mut stats = JobStats::default();
         // Flushes run one at a time, oldest memtable first, so `below` holds
         // every version older than this memtable's: a compaction running

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Newest, Relocation, SeenView};
 use crate::policy::{cold_file_first, is_cold};
+use crate::table::reader::SortedProbes;
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{checked_record, visit_file, OwnedRecord};
@@ -283,6 +284,7 @@ impl GcVictim for HashVictim<'_> {
         let mut keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
         keyed.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
+            let _sorted = SortedProbes::start();
             chunk
                 .iter()
                 .map(|(key, _)| host.newest_of(view, key))

@@ -25,6 +25,7 @@ use super::store::{candidates, Frozen, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
+use crate::table::reader::SortedProbes;
 use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::log::reader::{owned, OwnedRecord};
 use crate::value::pointer::ValuePointer;
@@ -517,13 +518,20 @@ fn collect_table(
             .install(|| {
                 entries
                     .par_chunks(JUDGE_CHUNK)
-                    .map(|c| c.iter().map(judge).collect::<Result<Vec<_>>>())
+                    .map(|c| {
+                        // A value table's entries are in key order.
+                        let _sorted = SortedProbes::start();
+                        c.iter().map(judge).collect::<Result<Vec<_>>>()
+                    })
                     .collect::<Result<Vec<_>>>()
             })?
             .into_iter()
             .flatten()
             .collect(),
-        None => entries.iter().map(judge).collect::<Result<_>>()?,
+        None => {
+            let _sorted = SortedProbes::start();
+            entries.iter().map(judge).collect::<Result<_>>()?
+        }
     };
     let (keep, kept_verdicts, gap) = if store.config.lazy_read {
         let (k, v): (Vec<IndexEntry>, Vec<Verdict>) = entries
