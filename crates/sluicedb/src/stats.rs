@@ -219,6 +219,9 @@ pub struct GcTotals {
     pub relocations_applied: u64,
     /// Relocations dropped (the key was overwritten or deleted meanwhile).
     pub relocations_dropped: u64,
+    /// Steps collected while the previous one was being finished
+    /// (overlapped steps under the space limit's pressure, hash layout).
+    pub overlapped: u64,
 }
 
 /// A value file whose record bytes are not the records the index points at
@@ -404,8 +407,9 @@ impl std::fmt::Display for Stats {
             }
             writeln!(
                 f,
-                "  gc: {} runs, read {} wrote {}, relocations applied {} dropped {}",
+                "  gc: {} runs ({} overlapped), read {} wrote {}, relocations applied {} dropped {}",
                 self.gc.runs,
+                self.gc.overlapped,
                 self.gc.bytes_read,
                 self.gc.bytes_written,
                 self.gc.relocations_applied,
@@ -468,6 +472,7 @@ pub(crate) struct Counters {
     pub(crate) journal_syncs: AtomicU64,
     pub(crate) write_groups: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
+    pub(crate) gc_overlapped: AtomicU64,
     pub(crate) gc_bytes_read: AtomicU64,
     pub(crate) gc_bytes_written: AtomicU64,
     pub(crate) relocations_applied: AtomicU64,

@@ -275,6 +275,7 @@ impl Core {
                 bytes_written: get(&c.gc_bytes_written),
                 relocations_applied: get(&c.relocations_applied),
                 relocations_dropped: get(&c.relocations_dropped),
+                overlapped: get(&c.gc_overlapped),
             },
             ..Stats::default()
         };

@@ -365,7 +365,14 @@ impl Core {
                 r
             }
             Job::Compaction(plan) => self.run_compaction(plan),
-            Job::Gc => self.gc_once().map(|_| ()),
+            Job::Gc => {
+                let overlap = self.values.as_ref().is_some_and(|v| v.gc_overlaps_steps());
+                if overlap && self.space_pressure() != SpacePressure::Below {
+                    self.gc_pipeline()
+                } else {
+                    self.gc_once().map(|_| ())
+                }
+            }
         }
     }
 

@@ -86,7 +86,7 @@ impl SpaceMeasure {
     /// while the one before it still flushes, are held back in time) and as
     /// taking up the slack first (so that a database still smaller than the
     /// slack is never over). Cheap: no lock.
-    fn pressure(&self, values: Option<&dyn ValueStore>, journal_written: u64) -> f64 {
+    fn pressure(&self, values: Option<&dyn ValueStore>, journal_written: u64, freed: u64) -> f64 {
         let live = self.live.load(Ordering::Relaxed);
         if live == 0 {
             return 0.0;
@@ -96,7 +96,7 @@ impl SpaceMeasure {
                 .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
         }) + journal_written
             .saturating_sub(self.journal_written.load(Ordering::Relaxed));
-        let used = self.used.load(Ordering::Relaxed) + grown;
+        let used = (self.used.load(Ordering::Relaxed) + grown).saturating_sub(freed);
         used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
     }
 }
@@ -324,11 +324,36 @@ impl Core {
     /// §3.5): below its low ratio, between low and high (how far, 0..1),
     /// or at high.
     pub(crate) fn space_pressure(&self) -> SpacePressure {
+        self.space_pressure_after(0)
+    }
+
+    /// True while a run of overlapped GC steps goes on (`Core::gc_pipeline`,
+    /// started at the low ratio): until the ratio, once the `freed` bytes
+    /// of the step in flight are gone, is half the way from low back down
+    /// to... the distance from low to high below low. The margin keeps GC
+    /// running a little below where writes start to slow, instead of
+    /// starting and stopping around that ratio with writes slowed each time.
+    pub(crate) fn gc_pressure_persists_after(&self, freed: u64) -> bool {
+        let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
+            return false;
+        };
+        let journal = self.fs.counters().written(IoClass::Journal);
+        let r = self
+            .space_measure
+            .pressure(self.values.as_deref(), journal, freed);
+        r >= limit.low - (limit.high - limit.low) / 2.0
+    }
+
+    /// The space limit's pressure once `freed` more bytes of files are
+    /// gone.
+    fn space_pressure_after(&self, freed: u64) -> SpacePressure {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
             return SpacePressure::Below;
         };
         let journal = self.fs.counters().written(IoClass::Journal);
-        let r = self.space_measure.pressure(self.values.as_deref(), journal);
+        let r = self
+            .space_measure
+            .pressure(self.values.as_deref(), journal, freed);
         if r >= limit.high {
             SpacePressure::High
         } else if r >= limit.low {

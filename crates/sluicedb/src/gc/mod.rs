@@ -195,4 +195,7 @@ pub(crate) struct Collected {
     /// Every record before this (file, offset) is collected: its space
     /// within the file is released at the same time as `frees`.
     pub(crate) release_to: Option<(u64, u64)>,
+    /// Bytes of the files in `frees` (set by layouts whose steps overlap:
+    /// the space the step will free, `Core::gc_pipeline`).
+    pub(crate) frees_bytes: u64,
 }

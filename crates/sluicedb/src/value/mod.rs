@@ -195,6 +195,25 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         true
     }
 
+    /// True when a GC step may be frozen and collected while the previous
+    /// one is still being finished (its relocations committed, its edit
+    /// installed; `Core::gc_pipeline`): the layout keeps the victims of
+    /// steps in flight, and the files their copies go to, from being
+    /// another step's victim.
+    fn gc_overlaps_steps(&self) -> bool {
+        false
+    }
+
+    /// [`ValueStore::gc_victim`] of a layout whose steps overlap
+    /// ([`ValueStore::gc_overlaps_steps`]): a victim that can be finished
+    /// on another thread.
+    fn gc_victim_overlapping<'a>(
+        &'a self,
+        _host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
+        Ok(None)
+    }
+
     /// True when GC judges records in the durable view (`Core::durable_seq`)
     /// rather than the visible one: a layout whose GC commits no relocation
     /// through the write path, so that a record dead only by a version not

@@ -89,6 +89,19 @@ struct HashVictim<'a> {
     store: &'a HashStore,
     group: u32,
     frozen: Vec<(u64, u64)>,
+    /// What no other step may collect until this one is done: the group
+    /// and the groups split from it in this step (their heads get the
+    /// copies), or the cold log file.
+    busy_groups: Vec<u32>,
+    busy_cold: Option<u64>,
+}
+
+/// Done (installed, or dropped on an error): its group or file may be
+/// another step's victim again.
+impl Drop for HashVictim<'_> {
+    fn drop(&mut self) {
+        self.store.end_step(&self.busy_groups, self.busy_cold);
+    }
 }
 
 impl HashStore {
@@ -153,17 +166,21 @@ impl HashStore {
     pub(super) fn gc_victim_hash<'a>(
         &'a self,
         host: &dyn GcHost,
-    ) -> Result<Option<Box<dyn GcVictim + 'a>>> {
-        // Only GC appends to the cold log, so its head turns over here.
-        if self.cold_head_full() {
+    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
+        // Only GC appends to the cold log, so its head turns over here; not
+        // while another step is in flight (`Core::gc_pipeline`): its cold
+        // copies are in the head, and a sealed file may be a victim.
+        if self.cold_head_full() && !self.steps_in_flight() {
             self.new_group_head(host, COLD_GROUP)?;
         }
+        // Victims leave out the groups and files of steps in flight.
         let Some(target) = self.gc_target(&host.current()) else {
             return Ok(None);
         };
         // A group gets a new head, listed in the manifest before any write
         // goes to it; its older files are frozen. A cold log file is
         // sealed already.
+        let groups_before = self.groups() as u32;
         let (group, frozen) = match target {
             Target::Group(g) => match self.split_bits(g, &host.current()) {
                 0 => (g, self.new_group_head(host, g)?),
@@ -171,10 +188,22 @@ impl HashStore {
             },
             Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
         };
+        let (busy_groups, busy_cold) = match target {
+            Target::Group(g) => (
+                std::iter::once(g)
+                    .chain(groups_before..self.groups() as u32)
+                    .collect(),
+                None,
+            ),
+            Target::Cold(file, _) => (Vec::new(), Some(file)),
+        };
+        self.begin_step(&busy_groups, busy_cold);
         Ok(Some(Box::new(HashVictim {
             store: self,
             group,
             frozen,
+            busy_groups,
+            busy_cold,
         })))
     }
 
@@ -391,6 +420,7 @@ impl GcVictim for HashVictim<'_> {
         }
         // 4. The frozen files leave the group.
         out.frees = self.frozen.iter().map(|&(f, _)| f).collect();
+        out.frees_bytes = self.frozen.iter().map(|&(_, len)| len).sum();
         out.edit.values.hash.dropped = out.frees.iter().map(|&f| (g, f)).collect();
         Ok(out)
     }

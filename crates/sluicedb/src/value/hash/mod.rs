@@ -227,6 +227,11 @@ struct Inner {
     collected: HashSet<u64>,
     /// Files dropped by this open, deleted once the manifest says so.
     dropped: Vec<u64>,
+    /// GC steps frozen and not yet done (`gc::InFlight`): the groups and
+    /// cold log files they collect or copy into are no other step's victim.
+    busy_groups: HashSet<u32>,
+    busy_cold: HashSet<u64>,
+    steps_in_flight: usize,
 }
 
 impl Inner {
@@ -410,6 +415,9 @@ impl HashStore {
                 retiring: HashMap::new(),
                 collected: HashSet::new(),
                 dropped,
+                busy_groups: HashSet::new(),
+                busy_cold: HashSet::new(),
+                steps_in_flight: 0,
             }),
             readers: FileReaders::new(fs.clone(), config.prefetch_threads),
             appended_bytes: AtomicU64::new(0),
@@ -483,6 +491,7 @@ impl HashStore {
             inner.groups[..inner.hash_groups()]
                 .iter()
                 .enumerate()
+                .filter(|(i, _)| !inner.busy_groups.contains(&(*i as u32)))
                 .filter(|(_, g)| g.written_since_gc > 0 || !g.sealed.is_empty())
                 .map(|(i, g)| GroupCandidate {
                     group: i as u32,
@@ -764,6 +773,31 @@ impl HashStore {
             .is_some_and(|limit| inner.cold().head.len() >= limit)
     }
 
+    /// True while a GC step is frozen and not yet done.
+    pub(crate) fn steps_in_flight(&self) -> bool {
+        self.inner.lock().steps_in_flight > 0
+    }
+
+    /// Marks a step's groups and cold log file busy until it is done.
+    pub(crate) fn begin_step(&self, groups: &[u32], cold: Option<u64>) {
+        let mut inner = self.inner.lock();
+        inner.busy_groups.extend(groups);
+        inner.busy_cold.extend(cold);
+        inner.steps_in_flight += 1;
+    }
+
+    /// Ends what [`HashStore::begin_step`] began.
+    pub(crate) fn end_step(&self, groups: &[u32], cold: Option<u64>) {
+        let mut inner = self.inner.lock();
+        for g in groups {
+            inner.busy_groups.remove(g);
+        }
+        if let Some(f) = cold {
+            inner.busy_cold.remove(&f);
+        }
+        inner.steps_in_flight -= 1;
+    }
+
     /// Groups by fill (bytes ÷ main segment) in tenths; the last bucket
     /// counts groups past their main segment.
     pub(crate) fn fill_histogram(&self) -> [u64; 11] {
@@ -794,6 +828,7 @@ impl HashStore {
             .cold()
             .sealed
             .iter()
+            .filter(|(f, _)| !inner.busy_cold.contains(f))
             .map(|&(f, len)| (f, len, garbage.get(&f).copied().unwrap_or(0)))
             .max_by_key(|&(_, _, g)| g)
     }
@@ -1020,6 +1055,15 @@ impl ValueStore for HashStore {
     }
 
     fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        Ok(self
+            .gc_victim_hash(host)?
+            .map(|v| -> Box<dyn GcVictim + 'a> { v }))
+    }
+
+    fn gc_victim_overlapping<'a>(
+        &'a self,
+        host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
         self.gc_victim_hash(host)
     }
 
@@ -1029,6 +1073,14 @@ impl ValueStore for HashStore {
     /// (`Newest::Inline`), so a step does not wait for the flush.
     fn gc_waits_for_flushes(&self) -> bool {
         false
+    }
+
+    /// A step in flight keeps its group, the groups split from it, or its
+    /// cold log file busy, and the cold log's head (where its cold copies
+    /// are) from turning over: keys route to one group, so two steps
+    /// never move the same key.
+    fn gc_overlaps_steps(&self) -> bool {
+        true
     }
 
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {

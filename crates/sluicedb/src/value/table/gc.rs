@@ -428,6 +428,7 @@ impl GcVictim for TableVictim<'_> {
             edit,
             frees: self.victims.clone(),
             release_to: None,
+            frees_bytes: 0,
         })
     }
 
