@@ -324,9 +324,10 @@ impl Core {
     /// relocations committed, the journal synced, its edit installed, its
     /// files deleted), for layouts that keep the two apart
     /// (`ValueStore::gc_overlaps_steps`). Up to [`MAX_OVERLAPPED_STEPS`],
-    /// while the pressure lasts. Measured: finishing was about a third of
-    /// a hash layout step, spent mostly waiting (the writer queue, syncs),
-    /// while the next step's reads and lookups waited for it.
+    /// while `Core::gc_pressure_persists_after` says so. Measured:
+    /// finishing was about a third of a hash layout step, spent mostly
+    /// waiting (the writer queue, syncs), while the next step's reads and
+    /// lookups waited for it.
     pub(super) fn gc_pipeline(&self) -> Result<()> {
         let Some(store) = &self.values else {
             return Ok(());
@@ -388,7 +389,7 @@ impl Core {
         let collected = victim.collect(self, &seen)?;
         Ok(Some(Collecting {
             collected,
-            seen,
+            seen: seen.trimmed(),
             victim,
             started,
         }))

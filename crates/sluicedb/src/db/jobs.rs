@@ -442,7 +442,9 @@ impl Core {
         };
         // Held until the tables are installed: GC waits for it after
         // freezing files, so that the pointers to values this flush
-        // appends are in the index before GC judges them.
+        // appends are in the index before GC judges them (except where
+        // GC judges such records by their version instead,
+        // `ValueStore::gc_waits_for_flushes`).
         let _appending = self.flush_appends.lock();
         // Its lookups of the versions it shadows go in key order.
         let _sorted = crate::table::reader::SortedProbes::start();

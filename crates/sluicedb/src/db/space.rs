@@ -328,11 +328,12 @@ impl Core {
     }
 
     /// True while a run of overlapped GC steps goes on (`Core::gc_pipeline`,
-    /// started at the low ratio): until the ratio, once the `freed` bytes
-    /// of the step in flight are gone, is half the way from low back down
-    /// to... the distance from low to high below low. The margin keeps GC
-    /// running a little below where writes start to slow, instead of
-    /// starting and stopping around that ratio with writes slowed each time.
+    /// started at the low ratio): while the ratio, counting the `freed`
+    /// bytes of the step in flight as gone, is at least low less half the
+    /// distance from low to high (1.35 with the defaults). The margin keeps
+    /// GC running a little below the ratio where writes start to slow,
+    /// instead of starting and stopping around it with writes slowed each
+    /// time.
     pub(crate) fn gc_pressure_persists_after(&self, freed: u64) -> bool {
         let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
             return false;

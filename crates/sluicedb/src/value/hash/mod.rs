@@ -227,7 +227,7 @@ struct Inner {
     collected: HashSet<u64>,
     /// Files dropped by this open, deleted once the manifest says so.
     dropped: Vec<u64>,
-    /// GC steps frozen and not yet done (`gc::InFlight`): the groups and
+    /// GC steps frozen and not yet done (`Core::gc_pipeline`): the groups and
     /// cold log files they collect or copy into are no other step's victim.
     busy_groups: HashSet<u32>,
     busy_cold: HashSet<u64>,
