@@ -384,7 +384,11 @@ impl Core {
         if store.gc_needs_barrier() {
             self.publish_barrier()?;
         }
-        let seen = self.gc_view();
+        let mut seen = self.gc_view();
+        if store.gc_overlaps_steps() {
+            // Its lookups go through fresh views (`GcHost::fresh`).
+            seen = seen.trimmed();
+        }
         // 3. Live records copied, copies durable.
         let collected = victim.collect(self, &seen)?;
         Ok(Some(Collecting {
@@ -563,6 +567,13 @@ impl GcHost for Core {
 
     fn newest_of(&self, view: &SeenView, key: &[u8]) -> Result<Newest> {
         self.newest_at(&view.sv, key, view.seq)
+    }
+
+    fn fresh(&self, view: &SeenView) -> SeenView {
+        SeenView {
+            sv: self.super_version(),
+            ..view.clone()
+        }
     }
 
     fn relocate(&self, moves: Vec<Relocation>, view: &SeenView) -> Result<Committed> {

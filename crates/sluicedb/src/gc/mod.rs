@@ -138,6 +138,18 @@ pub(crate) trait GcHost: Sync {
     /// What `key`'s newest entry in `view` is.
     fn newest_of(&self, view: &SeenView, key: &[u8]) -> Result<Newest>;
 
+    /// `view` looked up through the memtables and tables of now, at its
+    /// own sequence, for a layout whose relocations are all committed
+    /// through the write path ([`crate::value::ValueStore::gc_overlaps_steps`]),
+    /// so that a step does not keep a flushed memtable alive. Entries
+    /// written since the view are above its sequence and unseen; a
+    /// compaction since may have dropped a version the view saw, but only
+    /// for a newer one written since, and the commit finds that one (its
+    /// memtables, or a full lookup) and drops the relocation.
+    fn fresh(&self, view: &SeenView) -> SeenView {
+        view.clone()
+    }
+
     /// The pointer `key`'s newest entry holds in `view`; `None` when that
     /// entry is an inline value, a deletion, or absent.
     fn pointer_of(&self, view: &SeenView, key: &[u8]) -> Result<Option<ValuePointer>> {

@@ -314,9 +314,12 @@ impl GcVictim for HashVictim<'_> {
         keyed.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let look = |chunk: &[(&Vec<u8>, &Versions)]| {
             let _sorted = SortedProbes::start();
+            // The tables and memtables of now, at the view's sequence: a
+            // memtable flushed meanwhile is not kept alive by the step.
+            let view = host.fresh(view);
             chunk
                 .iter()
-                .map(|(key, _)| host.newest_of(view, key))
+                .map(|(key, _)| host.newest_of(&view, key))
                 .collect::<Result<Vec<Newest>>>()
         };
         let found: Vec<Result<Vec<Newest>>> = match host.pool() {
