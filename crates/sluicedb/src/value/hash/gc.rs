@@ -91,16 +91,18 @@ struct HashVictim<'a> {
     frozen: Vec<(u64, u64)>,
     /// What no other step may collect until this one is done: the group
     /// and the groups split from it in this step (their heads get the
-    /// copies), or the cold log file.
+    /// copies); the cold log file it collects, and the cold log head it
+    /// sealed while another step was in flight (that step's cold copies
+    /// may be in it, named by no entry yet; this step ends after it).
     busy_groups: Vec<u32>,
-    busy_cold: Option<u64>,
+    busy_cold: Vec<u64>,
 }
 
-/// Done (installed, or dropped on an error): its group or file may be
-/// another step's victim again.
+/// Done (installed, or dropped on an error): its groups and files may be
+/// another step's victims again.
 impl Drop for HashVictim<'_> {
     fn drop(&mut self) {
-        self.store.end_step(&self.busy_groups, self.busy_cold);
+        self.store.end_step(&self.busy_groups, &self.busy_cold);
     }
 }
 
@@ -167,12 +169,34 @@ impl HashStore {
         &'a self,
         host: &dyn GcHost,
     ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
-        // Only GC appends to the cold log, so its head turns over here; not
-        // while another step is in flight (`Core::gc_pipeline`): its cold
-        // copies are in the head, and a sealed file may be a victim.
-        if self.cold_head_full() && !self.steps_in_flight() {
-            self.new_group_head(host, COLD_GROUP)?;
+        // Only GC appends to the cold log, so its head turns over here. A
+        // step in flight (`Core::gc_pipeline`) may have put cold copies in
+        // the head that no entry names yet: sealed now, it is held apart
+        // (sealed files may be victims) until this step, which ends after
+        // that one, is done.
+        let mut held = Vec::new();
+        if self.cold_head_full() {
+            let in_flight = self.steps_in_flight();
+            let sealed = self.new_group_head(host, COLD_GROUP)?;
+            if in_flight {
+                held.extend(sealed.last().map(|&(f, _)| f));
+                self.hold_cold(&held);
+            }
         }
+        let victim = self.freeze_victim(host, held.clone());
+        if !matches!(victim, Ok(Some(_))) {
+            self.release_cold(&held);
+        }
+        victim
+    }
+
+    /// [`HashStore::gc_victim_hash`] once the cold log's head is settled;
+    /// `held`: cold log files the victim keeps busy besides its own.
+    fn freeze_victim<'a>(
+        &'a self,
+        host: &dyn GcHost,
+        held: Vec<u64>,
+    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
         // Victims leave out the groups and files of steps in flight.
         let Some(target) = self.gc_target(&host.current()) else {
             return Ok(None);
@@ -188,16 +212,18 @@ impl HashStore {
             },
             Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
         };
-        let (busy_groups, busy_cold) = match target {
+        let (busy_groups, mut busy_cold) = match target {
             Target::Group(g) => (
                 std::iter::once(g)
                     .chain(groups_before..self.groups() as u32)
                     .collect(),
-                None,
+                Vec::new(),
             ),
-            Target::Cold(file, _) => (Vec::new(), Some(file)),
+            Target::Cold(file, _) => (Vec::new(), vec![file]),
         };
-        self.begin_step(&busy_groups, busy_cold);
+        self.hold_cold(&busy_cold);
+        busy_cold.extend(held);
+        self.begin_step(&busy_groups);
         Ok(Some(Box::new(HashVictim {
             store: self,
             group,

@@ -778,22 +778,36 @@ impl HashStore {
         self.inner.lock().steps_in_flight > 0
     }
 
-    /// Marks a step's groups and cold log file busy until it is done.
-    pub(crate) fn begin_step(&self, groups: &[u32], cold: Option<u64>) {
+    /// Marks cold log files busy: no victim until released.
+    pub(crate) fn hold_cold(&self, files: &[u64]) {
+        self.inner.lock().busy_cold.extend(files);
+    }
+
+    /// Ends what [`HashStore::hold_cold`] began.
+    pub(crate) fn release_cold(&self, files: &[u64]) {
+        let mut inner = self.inner.lock();
+        for f in files {
+            inner.busy_cold.remove(f);
+        }
+    }
+
+    /// Marks a step's groups busy and counts it in flight until it is done
+    /// (its cold log files are held apart, `hold_cold`).
+    pub(crate) fn begin_step(&self, groups: &[u32]) {
         let mut inner = self.inner.lock();
         inner.busy_groups.extend(groups);
-        inner.busy_cold.extend(cold);
         inner.steps_in_flight += 1;
     }
 
-    /// Ends what [`HashStore::begin_step`] began.
-    pub(crate) fn end_step(&self, groups: &[u32], cold: Option<u64>) {
+    /// Ends what [`HashStore::begin_step`] began, and releases the step's
+    /// cold log files.
+    pub(crate) fn end_step(&self, groups: &[u32], cold: &[u64]) {
         let mut inner = self.inner.lock();
         for g in groups {
             inner.busy_groups.remove(g);
         }
-        if let Some(f) = cold {
-            inner.busy_cold.remove(&f);
+        for f in cold {
+            inner.busy_cold.remove(f);
         }
         inner.steps_in_flight -= 1;
     }
