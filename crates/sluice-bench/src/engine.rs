@@ -208,6 +208,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.gc_pressure_threads {
             opts.gc.pressure_threads = n;
         }
+        if let Some(on) = cfg.gc_overlap_steps {
+            opts.gc.overlap_steps = on;
+        }
         if let Some(l) = cfg.space_limit {
             opts.gc.space_limit = l;
         }

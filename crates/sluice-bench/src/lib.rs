@@ -83,6 +83,8 @@ pub struct BenchConfig {
     pub gc_threads: Option<usize>,
     /// Overrides [`sluicedb::GcOptions::pressure_threads`].
     pub gc_pressure_threads: Option<usize>,
+    /// Overrides [`sluicedb::GcOptions::overlap_steps`].
+    pub gc_overlap_steps: Option<bool>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,
     /// Overrides [`sluicedb::IndexOptions::index_decoupled_tables`]
@@ -137,6 +139,7 @@ impl Default for BenchConfig {
             hash_hotness: None,
             gc_threads: None,
             gc_pressure_threads: None,
+            gc_overlap_steps: None,
             space_limit: None,
             hash_batch_bytes: None,
             index_decoupled_tables: None,

@@ -310,6 +310,10 @@ struct BenchArgs {
     /// limit's pressure is on (0: none). Default: the engine's, 1.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16))]
     gc_pressure_threads: Option<u64>,
+    /// Hash layout: under the space limit's pressure, collect each GC step
+    /// while the one before is finished, `on` or `off`. Default: off.
+    #[arg(long, value_parser = ["on", "off"])]
+    gc_overlap: Option<String>,
     /// Hash layout: a group's records are written out in batches of this
     /// many bytes (one write system call each). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
@@ -478,6 +482,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         hash_hotness: a.hotness.as_deref().map(|s| s == "on"),
         gc_threads: a.gc_threads.map(|n| n as usize),
         gc_pressure_threads: a.gc_pressure_threads.map(|n| n as usize),
+        gc_overlap_steps: a.gc_overlap.as_deref().map(|s| s == "on"),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),

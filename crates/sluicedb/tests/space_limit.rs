@@ -135,12 +135,17 @@ fn wisckey_stays_under_its_space_limit() {
     stays_bounded(Preset::WiscKey);
 }
 
-/// Also the run where the hash layout's GC steps overlap (each collected
-/// while the one before is finished: `Stats::gc.overlapped`), with every
-/// value read back and exact accounting at the end.
 #[test]
 fn hashkv_stays_under_its_space_limit() {
-    let s = stays_bounded(Preset::HashKv);
+    stays_bounded(Preset::HashKv);
+}
+
+/// With overlapped GC steps (each collected while the one before is
+/// finished: `GcOptions::overlap_steps`, `Stats::gc.overlapped`), every
+/// value read back and exact accounting at the end.
+#[test]
+fn hashkv_with_overlapped_steps_stays_under_its_space_limit() {
+    let s = stays_bounded_with(Preset::HashKv, |o| o.gc_overlap_steps(true));
     assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
 }
 
@@ -152,7 +157,8 @@ fn hashkv_stays_under_its_space_limit() {
 #[test]
 fn hashkv_overlapped_steps_leave_each_others_groups_alone() {
     let s = stays_bounded_with(Preset::HashKv, |o| {
-        o.hash_gc_policy(sluicedb::HashGcPolicy::MostGarbage)
+        o.gc_overlap_steps(true)
+            .hash_gc_policy(sluicedb::HashGcPolicy::MostGarbage)
     });
     assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
 }

@@ -120,6 +120,9 @@ pub(crate) struct Core {
     /// Threads of a hash GC step (`GcOptions::threads`), started on first
     /// use.
     pub(super) gc_pool: std::sync::OnceLock<rayon::ThreadPool>,
+    /// The thread overlapped GC steps are finished on (`Core::gc_pipeline`):
+    /// one that lives on, not a thread per step.
+    pub(super) gc_finisher: std::sync::OnceLock<rayon::ThreadPool>,
     /// Writers, stalled writers and waiters on background progress.
     pub(super) cv: Condvar,
     /// Background workers.

@@ -348,12 +348,20 @@ impl Core {
                 self.finish_step(done)?;
                 break;
             }
-            let (next, finished) = std::thread::scope(|s| {
-                let back = s.spawn(|| self.finish_step(done));
-                let next = self.collect_step(victim);
-                let finished = back.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                (next, finished)
+            // On a thread that lives on, not a thread per step.
+            let finisher = self.gc_finisher.get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .thread_name(|_| "sluice-gc-finish".into())
+                    .build()
+                    .expect("the GC finishing thread starts")
             });
+            let mut finished = None;
+            let next = finisher.in_place_scope(|s| {
+                s.spawn(|_| finished = Some(self.finish_step(done)));
+                self.collect_step(victim)
+            });
+            let finished = finished.expect("the finishing job ran");
             finished?;
             pending = next?;
             if pending.is_some() {

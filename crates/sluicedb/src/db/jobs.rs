@@ -366,7 +366,8 @@ impl Core {
             }
             Job::Compaction(plan) => self.run_compaction(plan),
             Job::Gc => {
-                let overlap = self.values.as_ref().is_some_and(|v| v.gc_overlaps_steps());
+                let overlap = self.opts.gc.overlap_steps
+                    && self.values.as_ref().is_some_and(|v| v.gc_overlaps_steps());
                 if overlap && self.space_pressure() != SpacePressure::Below {
                     self.gc_pipeline()
                 } else {

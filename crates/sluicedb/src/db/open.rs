@@ -257,6 +257,7 @@ impl Core {
             #[cfg(test)]
             flush_hook: Mutex::new(None),
             gc_pool: std::sync::OnceLock::new(),
+            gc_finisher: std::sync::OnceLock::new(),
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;
         // In-memory indexes of the recovered tables (the unified shape's

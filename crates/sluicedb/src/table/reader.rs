@@ -771,16 +771,31 @@ mod tests {
         t.get(&seek, uk, bloom::key_hash(uk), IoClass::UserRead)
     }
 
-    #[test]
-    fn index_decoupled_tables_answer_as_plain_ones_do() {
+    /// An in-memory file system with the tables' directory.
+    fn mem_tables() -> CountingFs {
         let mem = MemFs::new();
         mem.create_dir_all(Path::new("/db")).unwrap();
-        let fs = CountingFs::new(Arc::new(mem.clone()));
+        CountingFs::new(Arc::new(mem.clone()))
+    }
+
+    type Tables = (StdRng, Vec<(Vec<u8>, Vec<u8>)>, Arc<Table>, Arc<Table>);
+
+    /// `keys` keys of random entries (seed `seed`), in a plain and an
+    /// index-decoupled table; the generator goes on from there.
+    fn plain_and_decoupled(fs: &CountingFs, seed: u64, keys: usize) -> Tables {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let entries = random_entries(&mut rng, keys);
+        let plain = build_entries(fs, 2 * seed + 1, &entries, false);
+        let dec = build_entries(fs, 2 * seed + 2, &entries, true);
+        (rng, entries, plain, dec)
+    }
+
+    #[test]
+    fn index_decoupled_tables_answer_as_plain_ones_do() {
+        let fs = mem_tables();
         for seed in 0..6u64 {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let entries = random_entries(&mut rng, 1 + seed as usize * 60);
-            let plain = build_entries(&fs, 2 * seed + 1, &entries, false);
-            let dec = build_entries(&fs, 2 * seed + 2, &entries, true);
+            let (mut rng, entries, plain, dec) =
+                plain_and_decoupled(&fs, seed, 1 + seed as usize * 60);
             assert!(!plain.describe().contains("decoupled"), "seed {seed}");
             assert!(dec.describe().contains("index-decoupled"), "seed {seed}");
             let max_seq = entries.iter().map(|(k, _)| key::sequence(k)).max().unwrap();
@@ -834,14 +849,10 @@ mod tests {
     /// block cache, they read fewer bytes).
     #[test]
     fn sorted_probes_answer_as_plain_lookups_do() {
-        let mem = MemFs::new();
-        mem.create_dir_all(Path::new("/db")).unwrap();
-        let fs = CountingFs::new(Arc::new(mem.clone()));
+        let fs = mem_tables();
         for seed in 0..4u64 {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let entries = random_entries(&mut rng, 50 + seed as usize * 100);
-            let plain = build_entries(&fs, 2 * seed + 1, &entries, false);
-            let dec = build_entries(&fs, 2 * seed + 2, &entries, true);
+            let (mut rng, entries, plain, dec) =
+                plain_and_decoupled(&fs, seed, 50 + seed as usize * 100);
             let max_seq = entries.iter().map(|(k, _)| key::sequence(k)).max().unwrap();
             // Every key, some absent ones between them, at several snapshots.
             let mut probes: Vec<(Vec<u8>, u64)> = Vec::new();
