@@ -12,7 +12,7 @@ use crate::fs::IoClass;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
-use crate::options::JournalMode;
+use crate::options::{JournalMode, SpaceLimit};
 use crate::stats::SpaceMismatch;
 use crate::value::log::format::RECORD_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
@@ -324,7 +324,16 @@ impl Core {
     /// §3.5): below its low ratio, between low and high (how far, 0..1),
     /// or at high.
     pub(crate) fn space_pressure(&self) -> SpacePressure {
-        self.space_pressure_after(0)
+        let Some((r, limit)) = self.limited_ratio(0) else {
+            return SpacePressure::Below;
+        };
+        if r >= limit.high {
+            SpacePressure::High
+        } else if r >= limit.low {
+            SpacePressure::Between(((r - limit.low) / (limit.high - limit.low)).clamp(0.0, 1.0))
+        } else {
+            SpacePressure::Below
+        }
     }
 
     /// True while a run of overlapped GC steps goes on (`Core::gc_pipeline`,
@@ -335,33 +344,19 @@ impl Core {
     /// instead of starting and stopping around it with writes slowed each
     /// time.
     pub(crate) fn gc_pressure_persists_after(&self, freed: u64) -> bool {
-        let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
-            return false;
-        };
-        let journal = self.fs.counters().written(IoClass::Journal);
-        let r = self
-            .space_measure
-            .pressure(self.values.as_deref(), journal, freed);
-        r >= limit.low - (limit.high - limit.low) / 2.0
+        self.limited_ratio(freed)
+            .is_some_and(|(r, limit)| r >= limit.low - (limit.high - limit.low) / 2.0)
     }
 
-    /// The space limit's pressure once `freed` more bytes of files are
-    /// gone.
-    fn space_pressure_after(&self, freed: u64) -> SpacePressure {
-        let Some(limit) = self.opts.gc.space_limit.filter(|_| self.values.is_some()) else {
-            return SpacePressure::Below;
-        };
+    /// The ratio the space limit judges, once `freed` more bytes of files
+    /// are gone, with the limit; `None` without a limit or a value store.
+    fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
+        let limit = self.opts.gc.space_limit.filter(|_| self.values.is_some())?;
         let journal = self.fs.counters().written(IoClass::Journal);
         let r = self
             .space_measure
             .pressure(self.values.as_deref(), journal, freed);
-        if r >= limit.high {
-            SpacePressure::High
-        } else if r >= limit.low {
-            SpacePressure::Between(((r - limit.low) / (limit.high - limit.low)).clamp(0.0, 1.0))
-        } else {
-            SpacePressure::Below
-        }
+        Some((r, limit))
     }
 
     /// True when GC can bring space down: the layout has a victim, and it
