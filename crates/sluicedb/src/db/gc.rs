@@ -392,16 +392,17 @@ impl Core {
         if store.gc_needs_barrier() {
             self.publish_barrier()?;
         }
-        let mut seen = self.gc_view();
-        if store.gc_overlaps_steps() {
-            // Its lookups go through fresh views (`GcHost::fresh`).
-            seen = seen.trimmed();
-        }
+        let seen = self.gc_view();
+        // The view is kept until the commit, which needs only its newer
+        // memtables: trimmed before the collection when the layout looks
+        // keys up through fresh views, else right after it.
+        let fresh = store.gc_looks_up_fresh();
+        let seen = if fresh { seen.trimmed() } else { seen };
         // 3. Live records copied, copies durable.
         let collected = victim.collect(self, &seen)?;
         Ok(Some(Collecting {
             collected,
-            seen: seen.trimmed(),
+            seen: if fresh { seen } else { seen.trimmed() },
             victim,
             started,
         }))

@@ -140,7 +140,7 @@ pub(crate) trait GcHost: Sync {
 
     /// `view` looked up through the memtables and tables of now, at its
     /// own sequence, for a layout whose relocations are all committed
-    /// through the write path ([`crate::value::ValueStore::gc_overlaps_steps`]),
+    /// through the write path ([`crate::value::ValueStore::gc_looks_up_fresh`]),
     /// so that a step does not keep a flushed memtable alive. Entries
     /// written since the view are above its sequence and unseen; a
     /// compaction since may have dropped a version the view saw, but only

@@ -204,6 +204,14 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         false
     }
 
+    /// True when the layout's `GcVictim::collect` looks keys up through
+    /// views of the moment (`GcHost::fresh`), not through the view it is
+    /// given: the driver may trim that view before the collection, so that
+    /// a step keeps no memtable a flush finishes meanwhile.
+    fn gc_looks_up_fresh(&self) -> bool {
+        false
+    }
+
     /// [`ValueStore::gc_victim`] of a layout whose steps overlap
     /// ([`ValueStore::gc_overlaps_steps`]): a victim that can be finished
     /// on another thread.

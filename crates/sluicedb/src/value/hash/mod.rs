@@ -1097,6 +1097,11 @@ impl ValueStore for HashStore {
         true
     }
 
+    /// Its validity lookups take a fresh view per chunk of keys.
+    fn gc_looks_up_fresh(&self) -> bool {
+        true
+    }
+
     fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
         self.gc_wanted_hash(t)
     }
