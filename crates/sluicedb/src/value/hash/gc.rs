@@ -25,7 +25,6 @@
 //! is collected like a group, one file at a time: the one with the most
 //! known garbage, once at least half of it is garbage.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
@@ -37,8 +36,8 @@ use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Newest, Relocation, Seen
 use crate::policy::{cold_file_first, is_cold};
 use crate::table::reader::SortedProbes;
 use crate::value::hash::meta::COLD_GROUP;
-use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_PUT};
-use crate::value::log::reader::{checked_record, visit_file, OwnedRecord};
+use crate::value::log::format::{Record, FLAG_FIRST_VERSION, FLAG_GC_COPY, KIND_PUT};
+use crate::value::log::reader::{checked_record, may_be_live, visit_file};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit};
@@ -61,19 +60,54 @@ const GC_READ_CHUNK_BYTES: usize = 4 << 20;
 /// Keys a GC thread looks up per task.
 const LOOKUP_CHUNK: usize = 512;
 
-/// A key's put records in the frozen files, in file order.
-type Versions = Vec<(ValuePointer, OwnedRecord)>;
-
-/// A live record to copy: its key, where it is, and whether it is cold.
-type LiveRecord<'a> = (&'a Vec<u8>, ValuePointer, bool);
+/// A put record of a frozen file that the index may point at: where it
+/// is, its version and flags, and where its key lies in the file's key
+/// arena. About 40 bytes and the key's, against the 500 or so a record
+/// cost as owned keys in a map of per-key lists (`docs/design.md`, "Hash
+/// layout: GC memory").
+struct Put {
+    offset: u64,
+    seq: u64,
+    record_len: u32,
+    record_crc: u32,
+    key_at: usize,
+    key_len: u32,
+    flags: u8,
+}
 
 /// One frozen file as a GC step read it.
 struct ScannedFile {
+    file: u64,
+    store: u8,
     bytes: u64,
     records: u64,
+    /// The keys of `puts`, one after another.
+    keys: Vec<u8>,
     /// Its put records the index may point at, in file order.
-    puts: Versions,
+    puts: Vec<Put>,
 }
+
+impl ScannedFile {
+    fn key(&self, i: u32) -> &[u8] {
+        let p = &self.puts[i as usize];
+        &self.keys[p.key_at..][..p.key_len as usize]
+    }
+
+    fn pointer(&self, i: u32) -> ValuePointer {
+        let p = &self.puts[i as usize];
+        ValuePointer {
+            store: self.store,
+            file: self.file,
+            offset: p.offset,
+            record_len: p.record_len,
+            record_crc: p.record_crc,
+        }
+    }
+}
+
+/// A put of a step's scan: (index of its file among the frozen ones,
+/// index among the file's puts).
+type PutAt = (u32, u32);
 
 /// What one GC step collects.
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +295,7 @@ impl HashStore {
         let reader = self.reader_of(file)?;
         let len = reader.len();
         let mut records = 0;
+        let mut keys = Vec::new();
         let mut puts = Vec::new();
         let end = visit_file(
             len,
@@ -269,22 +304,20 @@ impl HashStore {
             |off, n| reader.read_at(off, n, IoClass::Gc),
             |offset, raw, rec| {
                 records += 1;
-                let rec = OwnedRecord {
-                    seq: rec.seq,
-                    flags: rec.flags,
-                    key: rec.key.to_vec(),
-                    value: Vec::new(),
-                };
-                if rec.may_be_live() {
-                    let p = ValuePointer {
-                        store: store_id,
-                        file,
-                        offset,
-                        record_len: raw.len() as u32,
-                        record_crc: crate::coding::u32_at(raw, 0),
-                    };
-                    puts.push((p, rec));
+                if !may_be_live(rec.flags) {
+                    return;
                 }
+                let key_at = keys.len();
+                keys.extend_from_slice(rec.key);
+                puts.push(Put {
+                    offset,
+                    seq: rec.seq,
+                    record_len: raw.len() as u32,
+                    record_crc: crate::coding::u32_at(raw, 0),
+                    key_at,
+                    key_len: rec.key.len() as u32,
+                    flags: rec.flags,
+                });
             },
         )?;
         if let Some((off, why)) = end.damage {
@@ -300,8 +333,11 @@ impl HashStore {
             ));
         }
         Ok(ScannedFile {
+            file,
+            store: store_id,
             bytes: len,
             records,
+            keys,
             puts,
         })
     }
@@ -324,72 +360,87 @@ impl GcVictim for HashVictim<'_> {
             None => self.frozen.iter().map(scan_one).collect(),
         };
         let mut out = Collected::default();
-        let mut by_key: HashMap<Vec<u8>, Versions> = HashMap::new();
-        for file in scanned {
-            let file = file?;
-            out.bytes_read += file.bytes;
-            out.records += file.records;
-            for (p, rec) in file.puts {
-                by_key.entry(rec.key.clone()).or_default().push((p, rec));
+        let files = scanned.into_iter().collect::<Result<Vec<ScannedFile>>>()?;
+        for f in &files {
+            out.bytes_read += f.bytes;
+            out.records += f.records;
+        }
+        // Every put by key, then in file order (the frozen files are oldest
+        // first): each key's records form a run.
+        let key_of = |&(f, i): &PutAt| files[f as usize].key(i);
+        let mut order: Vec<PutAt> = (files.iter().enumerate())
+            .flat_map(|(f, s)| (0..s.puts.len() as u32).map(move |i| (f as u32, i)))
+            .collect();
+        order.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)).then(a.cmp(b)));
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for (at, put) in order.iter().enumerate() {
+            match runs.last_mut() {
+                Some(r) if key_of(&order[r.start]) == key_of(put) => r.end = at + 1,
+                _ => runs.push(at..at + 1),
             }
         }
         // 2. One lookup per key (in parallel with `gc_threads`): the record
         // the index points at is live. In key order, so that neighbouring
         // lookups meet the same index and data blocks.
-        let mut keyed: Vec<(&Vec<u8>, &Versions)> = by_key.iter().collect();
-        keyed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let look = |chunk: &[(&Vec<u8>, &Versions)]| {
+        let look = |chunk: &[std::ops::Range<usize>]| {
             let _sorted = SortedProbes::start();
             // The tables and memtables of now, at the view's sequence: a
             // memtable flushed meanwhile is not kept alive by the step.
             let view = host.fresh(view);
             chunk
                 .iter()
-                .map(|(key, _)| host.newest_of(&view, key))
+                .map(|run| host.newest_of(&view, key_of(&order[run.start])))
                 .collect::<Result<Vec<Newest>>>()
         };
         let found: Vec<Result<Vec<Newest>>> = match host.pool() {
-            Some(pool) => pool.install(|| keyed.par_chunks(LOOKUP_CHUNK).map(look).collect()),
-            None => keyed.chunks(LOOKUP_CHUNK).map(look).collect(),
+            Some(pool) => pool.install(|| runs.par_chunks(LOOKUP_CHUNK).map(look).collect()),
+            None => runs.chunks(LOOKUP_CHUNK).map(look).collect(),
         };
-        let mut now = Vec::with_capacity(keyed.len());
+        let mut now = Vec::with_capacity(runs.len());
         for chunk in found {
             now.extend(chunk?);
         }
         // 3. Live records copied, a frozen file at a time (read again whole:
         // one sequential read): to the group's new head, or to the cold log
-        // when cold.
-        let mut live_in: HashMap<u64, Vec<LiveRecord<'_>>> = HashMap::new();
-        for (&(key, versions), newest) in keyed.iter().zip(now) {
+        // when cold. Per file: (put, cold).
+        let mut live_in: Vec<Vec<(u32, bool)>> = files.iter().map(|_| Vec::new()).collect();
+        for (run, newest) in runs.iter().zip(now) {
+            let versions = &order[run.clone()];
+            let put = |&(f, i): &PutAt| &files[f as usize].puts[i as usize];
             // The record the index points at; or, while a flush that
             // appended it before the freeze has not installed its tables,
             // the record of the version the memtable holds (the step does
             // not wait for the flush: `gc_waits_for_flushes`). Its copy
             // then shadows the flush's pointer, which names a frozen file.
             let live = match newest {
-                Newest::Pointer(p) => versions.iter().find(|(q, _)| *q == p),
-                Newest::Inline(seq) => versions.iter().rev().find(|(_, r)| r.seq == seq),
+                Newest::Pointer(p) => versions
+                    .iter()
+                    .find(|&&(f, i)| files[f as usize].pointer(i) == p),
+                Newest::Inline(seq) => versions.iter().rev().find(|v| put(v).seq == seq),
                 Newest::Other => None,
             };
-            let Some(&(old, ref rec)) = live else {
+            let Some(&(f, i)) = live else {
                 continue;
             };
+            let flags = put(&(f, i)).flags;
             // Cold (§3.4): see `policy::is_cold`.
             let cold = store.hotness()
                 && is_cold(
                     g == COLD_GROUP,
                     versions.len(),
-                    rec.is_gc_copy(),
-                    rec.is_first_version(),
+                    flags & FLAG_GC_COPY != 0,
+                    flags & FLAG_FIRST_VERSION != 0,
                 );
-            live_in.entry(old.file).or_default().push((key, old, cold));
+            live_in[f as usize].push((i, cold));
         }
         let mut cold_moved = 0;
-        for &(file, _) in &self.frozen {
-            let Some(mut live) = live_in.remove(&file) else {
+        for (scanned, mut live) in files.iter().zip(live_in) {
+            if live.is_empty() {
                 continue;
-            };
-            live.sort_by_key(|(_, p, _)| p.offset);
+            }
+            // Puts are in offset order.
+            live.sort_unstable_by_key(|&(i, _)| i);
+            let file = scanned.file;
             let path = store.path_of(file);
             let reader = store.reader_of(file)?;
             let len = reader.len();
@@ -398,7 +449,9 @@ impl GcVictim for HashVictim<'_> {
             // memory of one window.
             let mut window: Vec<u8> = Vec::new();
             let mut window_at = 0u64;
-            for (key, old, cold) in live {
+            for (i, cold) in live {
+                let old = scanned.pointer(i);
+                let key = scanned.key(i);
                 let end = old.offset + u64::from(old.record_len);
                 if end > len {
                     return Err(Error::corruption(
@@ -433,7 +486,7 @@ impl GcVictim for HashVictim<'_> {
                 };
                 out.bytes_written += u64::from(new.record_len);
                 out.moves.push(Relocation {
-                    key: key.clone(),
+                    key: key.to_vec(),
                     old,
                     new,
                 });

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::format::Record;
 use super::format::{
     check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
-    FLAG_FIRST_VERSION, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
+    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
@@ -27,15 +27,16 @@ impl OwnedRecord {
     pub(crate) fn is_gc_copy(&self) -> bool {
         self.flags & FLAG_GC_COPY != 0
     }
-    /// A put its flush found to be its key's first version.
-    pub(crate) fn is_first_version(&self) -> bool {
-        self.flags & FLAG_FIRST_VERSION != 0
-    }
-    /// A put whose value the index may point at (not inline, not a delete
-    /// or relocation): the only records GC may have to keep.
+    /// See [`may_be_live`].
     pub(crate) fn may_be_live(&self) -> bool {
-        kind_of(self.flags) == KIND_PUT && self.flags & FLAG_INLINE == 0
+        may_be_live(self.flags)
     }
+}
+
+/// True for a record of `flags` whose value the index may point at (a put,
+/// not inline): the only records GC may have to keep.
+pub(crate) fn may_be_live(flags: u8) -> bool {
+    kind_of(flags) == KIND_PUT && flags & FLAG_INLINE == 0
 }
 
 /// Checks the record bytes read for `p` and that they belong to `key`.
