@@ -311,7 +311,7 @@ struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=16))]
     gc_pressure_threads: Option<u64>,
     /// Hash layout: under the space limit's pressure, collect each GC step
-    /// while the one before is finished, `on` or `off`. Default: off.
+    /// while the one before is finished, `on` or `off`. Default: on.
     #[arg(long, value_parser = ["on", "off"])]
     gc_overlap: Option<String>,
     /// Hash layout: a group's records are written out in batches of this

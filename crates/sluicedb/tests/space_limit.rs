@@ -135,18 +135,20 @@ fn wisckey_stays_under_its_space_limit() {
     stays_bounded(Preset::WiscKey);
 }
 
+/// With the preset's overlapped GC steps (each collected while the one
+/// before is finished: `GcOptions::overlap_steps`, `Stats::gc.overlapped`),
+/// every value read back and exact accounting at the end.
 #[test]
 fn hashkv_stays_under_its_space_limit() {
-    stays_bounded(Preset::HashKv);
+    let s = stays_bounded(Preset::HashKv);
+    assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
 }
 
-/// With overlapped GC steps (each collected while the one before is
-/// finished: `GcOptions::overlap_steps`, `Stats::gc.overlapped`), every
-/// value read back and exact accounting at the end.
+/// One step at a time, as before overlapped steps were the default.
 #[test]
-fn hashkv_with_overlapped_steps_stays_under_its_space_limit() {
-    let s = stays_bounded_with(Preset::HashKv, |o| o.gc_overlap_steps(true));
-    assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
+fn hashkv_with_steps_one_at_a_time_stays_under_its_space_limit() {
+    let s = stays_bounded_with(Preset::HashKv, |o| o.gc_overlap_steps(false));
+    assert_eq!(s.gc.overlapped, 0, "{s}");
 }
 
 /// Overlapped steps again, with victims by known garbage: the group a step
@@ -157,8 +159,7 @@ fn hashkv_with_overlapped_steps_stays_under_its_space_limit() {
 #[test]
 fn hashkv_overlapped_steps_leave_each_others_groups_alone() {
     let s = stays_bounded_with(Preset::HashKv, |o| {
-        o.gc_overlap_steps(true)
-            .hash_gc_policy(sluicedb::HashGcPolicy::MostGarbage)
+        o.hash_gc_policy(sluicedb::HashGcPolicy::MostGarbage)
     });
     assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
 }
