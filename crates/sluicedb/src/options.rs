@@ -234,6 +234,9 @@ pub enum Preset {
     /// Hash-grouped value store (HashKV, seed 000 §3): values of 192 B and
     /// more go to segment groups chosen by key hash, collected a group at a
     /// time, with hotness awareness (cold values to a cold log, §3.4).
+    /// Level 0 is compacted from 8 tables (slowdown 16, stop 24): the
+    /// index holds pointers only, so its L1 is small and every L0 merge
+    /// rewrites all of it; merging half as often halves that work.
     HashKv,
     /// Scavenger (seed 003 §3): values of 512 B and more go, at flush, to
     /// sorted value tables split hot and cold by the DropCache; GC reads a
@@ -866,6 +869,12 @@ impl Options {
                 o.values.separate_at_flush = true;
                 o.values.hash.hotness = true;
                 o.gc.threads = 2;
+                // An index of pointers: L1 is small and each L0 merge
+                // rewrites it whole (`docs/design.md`, "L0 from 8 tables
+                // for hashkv").
+                o.index.l0_compaction_trigger = 8;
+                o.index.l0_slowdown_trigger = 16;
+                o.index.l0_stop_trigger = 24;
             }
             Preset::Scavenger => {
                 o.values.separation_threshold_bytes =

@@ -64,7 +64,7 @@ const LOOKUP_CHUNK: usize = 512;
 /// is, its version and flags, and where its key lies in the file's key
 /// arena. About 40 bytes and the key's, against the 500 or so a record
 /// cost as owned keys in a map of per-key lists (`docs/design.md`, "Hash
-/// layout: GC memory").
+/// layout (HashKV)", *GC memory*).
 struct Put {
     offset: u64,
     seq: u64,
