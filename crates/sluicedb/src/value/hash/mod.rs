@@ -1090,9 +1090,10 @@ impl ValueStore for HashStore {
     }
 
     /// A step in flight keeps its group, the groups split from it, or its
-    /// cold log file busy, and the cold log's head (where its cold copies
-    /// are) from turning over: keys route to one group, so two steps
-    /// never move the same key.
+    /// cold log file busy, and a cold log head sealed while it was in
+    /// flight (its cold copies may be there) from being a victim until it
+    /// is done: keys route to one group, so two steps never move the same
+    /// key.
     fn gc_overlaps_steps(&self) -> bool {
         true
     }
