@@ -590,6 +590,57 @@ fn keys_go_cold_when_not_updated_since_their_insert_or_a_gc_period() {
     assert_eq!(db.get("k100").unwrap(), Some(val(100, 1)));
 }
 
+/// A key's records in several frozen files (each open starts new group
+/// heads, so the files of earlier opens are sealed): GC copies only the one
+/// the index names, whichever file holds it (taking the first of the key's
+/// records fails this), keeps updated keys in the group and moves only
+/// the never-updated ones to the cold log, with exact accounting after.
+#[test]
+fn gc_judges_a_keys_records_across_the_frozen_files_together() {
+    let fs = MemFs::new();
+    let opts = || hashkv(&fs).hash_groups(1).hash_elastic(false);
+    // 21 B header, 4 B key, 200 B value.
+    let record = 21 + 4 + 200;
+    let mut db = Db::open("/db", opts()).unwrap();
+    for (round, keys) in [(0u32, 0..30u32), (1, 10..30), (2, 20..30)] {
+        for k in keys {
+            db.put(format!("k{k:03}"), val(k, round)).unwrap();
+        }
+        // Deleted in the last round: its records are all dead.
+        if round == 2 {
+            db.delete("k025").unwrap();
+        }
+        db.flush().unwrap();
+        drop(db);
+        db = Db::open("/db", opts()).unwrap();
+    }
+    let before = db.stats();
+    db.gc().unwrap();
+    let s = db.stats();
+    // Keys 0..10 are alone and first versions: cold. Keys 10..30 have two
+    // or three records, in different files: one copy each, hot (k025 none).
+    assert_eq!(
+        s.values.hash.cold_moved_bytes - before.values.hash.cold_moved_bytes,
+        10 * record,
+        "{s}"
+    );
+    assert_eq!(
+        s.gc.relocations_applied - before.gc.relocations_applied,
+        10 + 19,
+        "{s}"
+    );
+    for k in 0..30u32 {
+        let want = match k {
+            25 => None,
+            20.. => Some(val(k, 2)),
+            10.. => Some(val(k, 1)),
+            _ => Some(val(k, 0)),
+        };
+        assert_eq!(db.get(format!("k{k:03}")).unwrap(), want, "key {k}");
+    }
+    assert_eq!(db.check_space().unwrap(), vec![], "space accounting");
+}
+
 /// With hotness off nothing goes to the cold log.
 #[test]
 fn without_hotness_there_is_no_cold_log() {
