@@ -281,3 +281,130 @@ fn shadow_compactions_run_only_for_what_flushes_left_uncounted() {
         "{uncounted} compactions for {flushes} flushes with a snapshot holding the shadowed versions"
     );
 }
+
+/// Crashes while overlapped GC steps run: the hashkv preset under a tight
+/// space limit (overwrites, then deletes and inserts), with every 97th write
+/// synced, and the file system as a crash would leave it taken every 1,500
+/// writes, wherever the background steps are. Each image must open, verify,
+/// and hold the state after some prefix of the writes that includes every
+/// synced one; its space accounting may only over-count (crash orphans,
+/// `docs/design.md`, "Crash orphans").
+#[test]
+fn hashkv_crashes_during_overlapped_gc_steps_recover_a_prefix() {
+    type Writes = Vec<(String, Option<Vec<u8>>)>;
+    let fs = MemFs::new();
+    let opts = |fs: &MemFs| {
+        Options::preset(Preset::HashKv)
+            .fs(Arc::new(fs.clone()))
+            .write_buffer_size_bytes(WRITE_BUFFER)
+            .hash_main_segment_bytes(64 << 10)
+            .hash_log_segment_bytes(16 << 10)
+            .hash_groups(16)
+            // Tighter than the preset's, so that GC runs nearly all the time.
+            .space_limit(Some(SpaceLimit {
+                low: 1.2,
+                high: 1.3,
+            }))
+    };
+    let db = Db::open("/db", opts(&fs)).unwrap();
+    let value =
+        |k: u64, round: u64| vec![b'a' + ((k + round) % 26) as u8; 700 + (k % 5) as usize * 50];
+    let keys = 3000u64;
+    let mut writes: Writes = Vec::new();
+    // (image, writes issued before it, writes acknowledged as synced).
+    let mut images = Vec::new();
+    let mut synced = 0;
+    let sync = sluicedb::WriteOptions { sync: true };
+    let plain = sluicedb::WriteOptions { sync: false };
+    for round in 0..6u64 {
+        for i in 0..keys {
+            let k = if round >= 4 && i % 2 == 0 {
+                i + round * keys
+            } else {
+                i
+            };
+            if round >= 4 && i % 2 == 0 {
+                let old = if round == 4 {
+                    i
+                } else {
+                    i + (round - 1) * keys
+                };
+                let key = format!("key{old:08}");
+                db.delete_opt(&plain, &key).unwrap();
+                writes.push((key, None));
+            }
+            let key = format!("key{k:08}");
+            let v = value(k, round);
+            let o = if writes.len() % 97 == 96 {
+                &sync
+            } else {
+                &plain
+            };
+            db.put_opt(o, &key, &v).unwrap();
+            writes.push((key, Some(v)));
+            if o.sync {
+                synced = writes.len();
+            }
+            if writes.len() % 1500 == 1499 {
+                images.push((fs.crash_image(), writes.len(), synced));
+            }
+        }
+    }
+    let s = db.stats();
+    assert!(s.gc.overlapped > 0, "no GC step overlapped another\n{s}");
+    drop(db);
+    for (n, (image, issued, synced)) in images.into_iter().enumerate() {
+        let db = Db::open("/db", opts(&image))
+            .unwrap_or_else(|e| panic!("image {n} (after {issued} writes): open: {e}"));
+        db.verify()
+            .unwrap_or_else(|e| panic!("image {n}: verify: {e}"));
+        let recovered: HashMap<Vec<u8>, Vec<u8>> =
+            db.range::<&[u8]>(..).map(|r| r.unwrap()).collect();
+        // The state after writes[..p], walked from p = synced to issued,
+        // counting the keys it disagrees with the recovered state on.
+        let mut state: HashMap<&str, &Vec<u8>> = HashMap::new();
+        for (k, v) in &writes[..synced] {
+            match v {
+                Some(v) => state.insert(k, v),
+                None => state.remove(k.as_str()),
+            };
+        }
+        let wrong = |k: &str, state: &HashMap<&str, &Vec<u8>>| -> bool {
+            state.get(k).copied() != recovered.get(k.as_bytes())
+        };
+        let mut mismatched: usize = recovered
+            .keys()
+            .filter(|k| !state.contains_key(std::str::from_utf8(k).unwrap()))
+            .count()
+            + state.keys().filter(|k| wrong(k, &state)).count();
+        let mut prefix = (mismatched == 0).then_some(synced);
+        for (p, (k, v)) in writes[synced..issued].iter().enumerate() {
+            if prefix.is_some() {
+                break;
+            }
+            let before = wrong(k, &state);
+            match v {
+                Some(v) => state.insert(k, v),
+                None => state.remove(k.as_str()),
+            };
+            let after = wrong(k, &state);
+            mismatched = mismatched + usize::from(after) - usize::from(before);
+            if mismatched == 0 {
+                prefix = Some(synced + p + 1);
+            }
+        }
+        assert!(
+            prefix.is_some(),
+            "image {n}: the recovered state ({} keys) is no prefix of the {issued} writes \
+             from the {synced} synced",
+            recovered.len()
+        );
+        db.wait_for_background().unwrap();
+        for m in db.check_space().unwrap() {
+            assert!(
+                m.bytes > m.referenced + m.garbage,
+                "image {n}: space accounting counts more than the file holds: {m:?}"
+            );
+        }
+    }
+}
