@@ -235,6 +235,13 @@ struct Inner {
 }
 
 impl Inner {
+    /// Cold log files that may be victims again.
+    fn release_cold(&mut self, files: &[u64]) {
+        for f in files {
+            self.busy_cold.remove(f);
+        }
+    }
+
     /// Number of hash groups (the cold log comes after them).
     fn hash_groups(&self) -> usize {
         self.groups.len() - 1
@@ -785,10 +792,7 @@ impl HashStore {
 
     /// Ends what [`HashStore::hold_cold`] began.
     pub(crate) fn release_cold(&self, files: &[u64]) {
-        let mut inner = self.inner.lock();
-        for f in files {
-            inner.busy_cold.remove(f);
-        }
+        self.inner.lock().release_cold(files);
     }
 
     /// Marks a step's groups busy and counts it in flight until it is done
@@ -806,9 +810,7 @@ impl HashStore {
         for g in groups {
             inner.busy_groups.remove(g);
         }
-        for f in cold {
-            inner.busy_cold.remove(f);
-        }
+        inner.release_cold(cold);
         inner.steps_in_flight -= 1;
     }
 
