@@ -258,6 +258,14 @@ pub struct PhaseResult {
     pub space_amp: Option<f64>,
     /// Seconds the settle step (flush, wait for background work) took.
     pub settle_s: Option<f64>,
+    /// CPU seconds the whole process spent (every thread, user and
+    /// system) while the phase's operations ran, and then in its settle
+    /// step: set beside `elapsed_s` and `settle_s`, they say whether an
+    /// engine is short of cores or waiting.
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    #[serde(default)]
+    pub settle_cpu_s: Option<f64>,
     /// Bytes the engine's value GC read and wrote in the phase.
     pub gc_bytes: u64,
     /// The process's peak resident memory during the phase, settle
@@ -730,6 +738,7 @@ fn run_phase(
         }
     };
     let running = AtomicBool::new(true);
+    let cpu_start = measure::process_cpu_secs();
     let start = Instant::now();
     let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
         if index_known {
@@ -757,6 +766,7 @@ fn run_phase(
         tallies
     });
     let elapsed = start.elapsed();
+    let cpu_run_end = measure::process_cpu_secs();
     bar.finish_and_clear();
     let mut tally = Tally::default();
     for t in tallies {
@@ -770,6 +780,8 @@ fn run_phase(
     } else {
         None
     };
+    let cpu_settle_end = measure::process_cpu_secs();
+    let cpu_between = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0));
     sample_index();
     let io = match (io_before, engine.io_bytes()) {
         (Some((w0, r0)), Some((w1, r1))) => Some((w1.saturating_sub(w0), r1.saturating_sub(r0))),
@@ -827,6 +839,8 @@ fn run_phase(
         live_bytes: live,
         space_amp: ratio(disk, live),
         settle_s: settle.map(|d: Duration| d.as_secs_f64()),
+        cpu_s: cpu_between(cpu_start, cpu_run_end),
+        settle_cpu_s: settle.and(cpu_between(cpu_run_end, cpu_settle_end)),
         gc_bytes: engine.gc_bytes().saturating_sub(gc_before),
         peak_rss_bytes: if rss_reset {
             measure::peak_rss_bytes()

@@ -95,15 +95,17 @@ pub fn table(results: &[PhaseResult]) -> String {
     s
 }
 
-/// A Markdown table of memory per phase: the process's peak resident
-/// memory and the most the engine's in-memory index held (seed 004
-/// Experiment 10), with the index per GiB of live data; `-` where not
-/// measured.
+/// A Markdown table of memory and CPU per phase: the process's peak
+/// resident memory and the most the engine's in-memory index held (seed
+/// 004 Experiment 10), with the index per GiB of live data; the CPU
+/// seconds of the phase's run and the cores they kept busy on average,
+/// then of its settle step; `-` where not measured.
 pub fn memory_table(results: &[PhaseResult]) -> String {
     let (phases, engines) = axes(results);
     let mut s = String::from(
-        "| phase | engine | peak RSS MB | index MB | index MB per GiB live |\n\
-         |---|---|---:|---:|---:|\n",
+        "| phase | engine | peak RSS MB | index MB | index MB per GiB live \
+         | CPU s | cores busy | settle CPU s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|\n",
     );
     let mb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
     for p in &phases {
@@ -120,10 +122,17 @@ pub fn memory_table(results: &[PhaseResult]) -> String {
                             b as f64 / 1048576.0 / (r.live_bytes as f64 / 1073741824.0)
                         )
                     });
+            let secs = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{c:.1}"));
+            let cores = r
+                .cpu_s
+                .filter(|_| r.elapsed_s > 0.0)
+                .map_or("-".to_string(), |c| format!("{:.2}", c / r.elapsed_s));
             s += &format!(
-                "| {p} | {e} | {} | {} | {per_gib} |\n",
+                "| {p} | {e} | {} | {} | {per_gib} | {} | {cores} | {} |\n",
                 mb(r.peak_rss_bytes),
-                mb(r.index_memory_bytes)
+                mb(r.index_memory_bytes),
+                secs(r.cpu_s),
+                secs(r.settle_cpu_s),
             );
         }
     }

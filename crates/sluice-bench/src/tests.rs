@@ -262,6 +262,10 @@ fn readwrite_runs_three_read_write_ratios_after_a_load() {
     );
     if cfg!(target_os = "linux") {
         assert!(load.peak_rss_bytes.is_some_and(|b| b > 1 << 20));
+        // The load did work on this thread: the run's CPU time is counted.
+        let cpu = load.cpu_s.expect("getrusage on Linux");
+        assert!(cpu > 0.0, "{cpu}");
+        assert!(load.settle_cpu_s.is_some(), "the load settles");
     }
     let t = report::memory_table(&r);
     assert!(t.contains("| readwrite.load | unikv |"), "{t}");
