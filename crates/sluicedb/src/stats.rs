@@ -60,7 +60,9 @@ pub struct Stats {
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
     pub compaction_bytes_written: u64,
-    /// Writes delayed by the L0 slowdown trigger.
+    /// Delays writes slept: the L0 slowdown trigger's (1 ms each), and the
+    /// space limit's between its ratios (each paying the delays owed by
+    /// the writes since the last, about 1 ms).
     pub write_slowdowns: u64,
     /// Times writes waited (full memtables or L0 stop trigger).
     pub write_stalls: u64,

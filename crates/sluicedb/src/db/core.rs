@@ -140,6 +140,9 @@ pub(crate) struct Core {
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,
+    /// Delay the space limit's slowdown has asked of writes and no write
+    /// has slept yet, in nanoseconds (`Core::wait_for_space`).
+    pub(super) space_delay_owed_nanos: AtomicU64,
     /// Entries flushes wrote without counting what they shadow
     /// (`JobStats::shadows_uncounted`) since a shadow compaction was last
     /// picked: under space pressure only these make one worth its I/O.

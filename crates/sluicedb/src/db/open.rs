@@ -244,6 +244,7 @@ impl Core {
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),
             space_ratio_milli: AtomicU64::new(0),
+            space_delay_owed_nanos: AtomicU64::new(0),
             shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),
             garbage_share_milli: AtomicU64::new(0),

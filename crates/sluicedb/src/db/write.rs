@@ -42,6 +42,14 @@ const MAX_SPACE_WAIT_SLICES: usize = 10;
 /// ratios (in proportion to how far the ratio is toward high).
 const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
 
+/// The space limit's delays are owed until they add up to this, then one
+/// write sleeps them all: a sleep shorter than the kernel's timer slack
+/// (50 us by default) lasts the slack, so a delay of a few microseconds
+/// per write would slow writes many times more than asked, and wake a
+/// thread per write. RocksDB's write controller sleeps in 1 ms refills
+/// for the same reason.
+const SPACE_DELAY_SLEEP_NANOS: u64 = 1_000_000;
+
 impl Core {
     /// Journals a group (synced when `sync`); returns the batch for the
     /// memtable when it differs from the group (pointers in place of
@@ -71,8 +79,9 @@ impl Core {
     ///
     /// - Over `value_store_capacity_bytes` while GC can free some: waits.
     /// - Space amplification between the space limit's low and high ratios:
-    ///   a delay in proportion, up to [`MAX_SPACE_DELAY_MICROS`] (seed 003
-    ///   §3.5 slows writes there).
+    ///   a delay in proportion, up to [`MAX_SPACE_DELAY_MICROS`] a write
+    ///   (seed 003 §3.5 slows writes there), owed until the delays add up
+    ///   to [`SPACE_DELAY_SLEEP_NANOS`] and then slept by one write.
     /// - At the high ratio while GC can reclaim space: waits. When it
     ///   cannot (too little garbage, or no victim), writes go on and
     ///   `Stats::space_limit_note` says why.
@@ -81,10 +90,23 @@ impl Core {
         match self.space_pressure() {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
+                let delay = (f * MAX_SPACE_DELAY_MICROS * 1000.0) as u64;
+                let owed = self
+                    .space_delay_owed_nanos
+                    .fetch_add(delay, Ordering::Relaxed)
+                    + delay;
+                if owed < SPACE_DELAY_SLEEP_NANOS {
+                    return;
+                }
+                // This write pays what is owed (another may have taken it).
+                let owed = self.space_delay_owed_nanos.swap(0, Ordering::Relaxed);
+                if owed == 0 {
+                    return;
+                }
                 // GC takes priority: wake the background work to run it.
                 self.bg_cv.notify_one();
                 let t = Instant::now();
-                std::thread::sleep(Duration::from_micros((f * MAX_SPACE_DELAY_MICROS) as u64));
+                std::thread::sleep(Duration::from_nanos(owed));
                 let us = t.elapsed().as_micros() as u64;
                 bump(&self.counters.slowdowns, 1);
                 bump(&self.counters.stall_micros, us);
