@@ -224,6 +224,10 @@ pub struct GcTotals {
     /// Steps collected while the previous one was being finished
     /// (overlapped steps under the space limit's pressure, hash layout).
     pub overlapped: u64,
+    /// Microseconds relocation commits held the write queue (no user
+    /// write is applied meanwhile), and of those, journaling them.
+    pub commit_micros: u64,
+    pub commit_sync_micros: u64,
 }
 
 /// A value file whose record bytes are not the records the index points at
@@ -409,13 +413,16 @@ impl std::fmt::Display for Stats {
             }
             writeln!(
                 f,
-                "  gc: {} runs ({} overlapped), read {} wrote {}, relocations applied {} dropped {}",
+                "  gc: {} runs ({} overlapped), read {} wrote {}, relocations applied {} dropped {} \
+                 (commits held writes {} us, {} us of it journaling)",
                 self.gc.runs,
                 self.gc.overlapped,
                 self.gc.bytes_read,
                 self.gc.bytes_written,
                 self.gc.relocations_applied,
-                self.gc.relocations_dropped
+                self.gc.relocations_dropped,
+                self.gc.commit_micros,
+                self.gc.commit_sync_micros,
             )?;
         }
         if self.space_amplification > 0.0 {
@@ -475,6 +482,8 @@ pub(crate) struct Counters {
     pub(crate) write_groups: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_overlapped: AtomicU64,
+    pub(crate) gc_commit_micros: AtomicU64,
+    pub(crate) gc_commit_sync_micros: AtomicU64,
     pub(crate) gc_bytes_read: AtomicU64,
     pub(crate) gc_bytes_written: AtomicU64,
     pub(crate) relocations_applied: AtomicU64,

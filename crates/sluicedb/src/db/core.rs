@@ -282,6 +282,8 @@ impl Core {
                 relocations_applied: get(&c.relocations_applied),
                 relocations_dropped: get(&c.relocations_dropped),
                 overlapped: get(&c.gc_overlapped),
+                commit_micros: get(&c.gc_commit_micros),
+                commit_sync_micros: get(&c.gc_commit_sync_micros),
             },
             ..Stats::default()
         };

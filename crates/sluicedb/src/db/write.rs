@@ -271,7 +271,12 @@ impl Core {
             return Ok(());
         }
         if let Some(relocations) = &leader.relocations {
+            let t = Instant::now();
             let r = self.commit_relocations(st, relocations);
+            bump(
+                &self.counters.gc_commit_micros,
+                t.elapsed().as_micros() as u64,
+            );
             st.writers.pop_front();
             return r.map(|c| *leader.committed.lock() = c);
         }

@@ -28,10 +28,16 @@ pub(crate) struct EngineJournal {
     values: Option<Arc<dyn ValueStore>>,
     separation_threshold_bytes: Option<usize>,
     inner: Mutex<Inner>,
+    /// Held through a sync, and by `forget_below`: syncs run one at a
+    /// time, and no journal leaves `unsynced_older` (to be deleted) while
+    /// a sync may be syncing it outside `inner`. Taken before `inner`.
+    syncing: Mutex<()>,
 }
 
 struct Inner {
     writer: LogWriter,
+    /// The journal file `writer` appends to.
+    number: u64,
     /// Older journals, by number, with bytes not yet synced and memtables
     /// not yet flushed. The next sync syncs them first and seals.
     unsynced_older: Vec<(u64, Arc<dyn FileSyncer>)>,
@@ -57,8 +63,10 @@ impl EngineJournal {
             separation_threshold_bytes,
             inner: Mutex::new(Inner {
                 writer: LogWriter::new(w),
+                number,
                 unsynced_older: Vec::new(),
             }),
+            syncing: Mutex::new(()),
         })
     }
 
@@ -67,7 +75,53 @@ impl EngineJournal {
     /// journals left unsynced by a rotation are synced first, then a seal
     /// record in this journal (synced with it) tells recovery that they are
     /// complete.
-    fn sync_inner(&self, j: &mut Inner) -> Result<()> {
+    ///
+    /// The syncs run outside `inner`, so writes go on appending meanwhile
+    /// (a sync covers what was appended before it was called, as a group
+    /// commit does): only the flush of the user-space buffer and the seal's
+    /// append take the lock. A rotation during the older journals' syncs
+    /// makes this journal an older one; the sync then finishes under the
+    /// lock ([`EngineJournal::sync_locked`]).
+    fn sync_all(&self) -> Result<()> {
+        let _one_at_a_time = self.syncing.lock();
+        if let Some(v) = &self.values {
+            v.sync()?;
+        }
+        let (older, current, number, mut len) = {
+            let mut j = self.inner.lock();
+            if j.unsynced_older.is_empty() && !j.writer.is_dirty() {
+                return Ok(());
+            }
+            j.writer.flush()?;
+            let older: Vec<Arc<dyn FileSyncer>> =
+                j.unsynced_older.iter().map(|(_, s)| s.clone()).collect();
+            (older, j.writer.syncer()?, j.number, j.writer.len())
+        };
+        if !older.is_empty() {
+            for s in &older {
+                s.sync()?;
+            }
+            let mut j = self.inner.lock();
+            if j.number != number {
+                return self.sync_locked(&mut j);
+            }
+            // Without a rotation none joined the list, and none left it
+            // (`forget_below` waits for `syncing`): all are synced.
+            j.unsynced_older.clear();
+            j.writer.add_record(&Control::Seal.encode())?;
+            j.writer.flush()?;
+            len = j.writer.len();
+        }
+        current.sync()?;
+        let mut j = self.inner.lock();
+        if j.number == number {
+            j.writer.mark_synced(len);
+        }
+        Ok(())
+    }
+
+    /// The same sync with `inner` held throughout.
+    fn sync_locked(&self, j: &mut Inner) -> Result<()> {
         if let Some(v) = &self.values {
             v.sync()?;
         }
@@ -89,16 +143,15 @@ impl Journal for EngineJournal {
             _ => None,
         };
         let record = separated.as_ref().unwrap_or(group);
-        let mut j = self.inner.lock();
-        j.writer.add_record(record.data())?;
+        self.inner.lock().writer.add_record(record.data())?;
         if sync {
-            self.sync_inner(&mut j)?;
+            self.sync_all()?;
         }
         Ok(separated)
     }
 
     fn sync(&self) -> Result<()> {
-        self.sync_inner(&mut self.inner.lock())
+        self.sync_all()
     }
 
     /// A new journal file takes the new buffer's records. The old one is
@@ -126,6 +179,7 @@ impl Journal for EngineJournal {
             j.unsynced_older.push((old_number, syncer));
         }
         j.writer = LogWriter::new(w);
+        j.number = number;
         j.writer.add_record(&link.encode())?;
         Ok(JournalMark::File(number))
     }
@@ -138,6 +192,7 @@ impl Journal for EngineJournal {
     }
 
     fn forget_below(&self, log_number: u64) {
+        let _no_sync_running = self.syncing.lock();
         self.inner
             .lock()
             .unsynced_older

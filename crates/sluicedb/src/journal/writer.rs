@@ -71,6 +71,12 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Notes that a sync made the first `len` bytes durable (a syncer's,
+    /// run without this writer).
+    pub(crate) fn mark_synced(&mut self, len: u64) {
+        self.synced = self.synced.max(len);
+    }
+
     /// True when records were added since the last sync.
     pub(crate) fn is_dirty(&self) -> bool {
         self.file.len() > self.synced
