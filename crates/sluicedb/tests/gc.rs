@@ -756,3 +756,82 @@ fn elastic_groups_split_as_the_data_grows() {
     let checked = db.verify().unwrap();
     assert!(checked >= u64::from(keys), "verify checked {checked}");
 }
+
+/// A GC step of thousands of live records commits them as one relocation
+/// batch, which is checked against the memtables and inserted on two
+/// threads: racing overwrites and deletes still win over the copies, and
+/// every value stays right through a reopen.
+#[test]
+fn large_relocation_batches_race_overwrites_and_deletes() {
+    for_seeds(seeds(900, 2), |seed| {
+        let fs = MemFs::new();
+        let opts = || {
+            hashkv(&fs)
+                .hash_groups(1)
+                .hash_elastic(false)
+                .write_buffer_size_bytes(1 << 20)
+        };
+        let db = Db::open("/db", opts()).unwrap();
+        const KEYS: u32 = 6000;
+        let name = |k: u32| format!("k{k:05}");
+        for k in 0..KEYS {
+            db.put(name(k), val(k, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let last = std::thread::scope(|s| {
+            let writer = {
+                let db = db.clone();
+                let stop = stop.clone();
+                s.spawn(move || {
+                    let mut rng = Rng::new(seed);
+                    let mut last: Vec<Option<u32>> = vec![Some(0); KEYS as usize];
+                    let mut version = 0;
+                    while !stop.load(Ordering::Relaxed) || version < 2000 {
+                        version += 1;
+                        let k = rng.below(u64::from(KEYS)) as u32;
+                        if rng.chance(10) {
+                            db.delete(name(k)).unwrap();
+                            last[k as usize] = None;
+                        } else {
+                            db.put(name(k), val(k, version)).unwrap();
+                            last[k as usize] = Some(version);
+                        }
+                        if version % 1500 == 0 {
+                            db.flush().unwrap();
+                        }
+                    }
+                    last
+                })
+            };
+            for _ in 0..4 {
+                db.gc().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            writer
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        });
+        let s = db.stats();
+        // The first step alone relocated most of the 6,000 keys.
+        assert!(
+            s.gc.relocations_applied >= 4096,
+            "seed {seed}: too few relocations for a parallel commit: {s}"
+        );
+        let check = |db: &Db| {
+            for (k, want) in last.iter().enumerate() {
+                let got = db.get(name(k as u32)).unwrap();
+                assert_eq!(got, want.map(|v| val(k as u32, v)), "seed {seed}: key {k}");
+            }
+        };
+        check(&db);
+        assert_eq!(
+            db.check_space().unwrap(),
+            vec![],
+            "seed {seed}: space accounting"
+        );
+        drop(db);
+        let db = Db::open("/db", opts()).unwrap();
+        check(&db);
+    });
+}

@@ -25,7 +25,7 @@ use crate::gc::{
     Collected, Committed, GcHost, GcTrigger, GcVictim, Newest, Relocation, Relocations, SeenView,
 };
 use crate::key::Kind;
-use crate::memtable::{Lookup, WriteBuffer};
+use crate::memtable::{Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
 use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
@@ -154,15 +154,40 @@ impl Core {
         let seen_seq = relocations.seen.as_ref().map_or(0, |v| v.seq);
         let mem: Arc<dyn WriteBuffer> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<Committed> {
+            let still_live = |moves: &[Relocation]| -> Result<Vec<bool>> {
+                moves
+                    .iter()
+                    .map(|r| {
+                        Ok(match &check {
+                            NewerCheck::Memtables(memtables) => {
+                                !newer_in_memtables(memtables, &r.key, seen_seq)
+                            }
+                            NewerCheck::Lookup => {
+                                self.pointer_at(&sv, &r.key, base)? == Some(r.old)
+                            }
+                        })
+                    })
+                    .collect()
+            };
+            // The writer queue waits for the checks: a large batch is checked
+            // by this thread and one more, half each.
+            let moves = &relocations.moves;
+            let live = if moves.len() < PARALLEL_RELOCATIONS {
+                still_live(moves)?
+            } else {
+                let (first, second) = moves.split_at(moves.len() / 2);
+                let (a, b) = std::thread::scope(|s| {
+                    let b = s.spawn(|| still_live(second));
+                    let a = still_live(first);
+                    (a, b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                });
+                let mut live = a?;
+                live.extend(b?);
+                live
+            };
             let mut batch = WriteBatch::new();
             let mut dropped_copies = Vec::new();
-            for r in &relocations.moves {
-                let live = match &check {
-                    NewerCheck::Memtables(memtables) => {
-                        !newer_in_memtables(memtables, &r.key, seen_seq)
-                    }
-                    NewerCheck::Lookup => self.pointer_at(&sv, &r.key, base)? == Some(r.old),
-                };
+            for (r, live) in moves.iter().zip(live) {
                 if live {
                     batch.add_raw(Kind::ValuePointer, &r.key, &r.new.encode());
                 } else {

@@ -63,6 +63,10 @@ pub(crate) trait WriteBuffer: Send + Sync {
     }
 }
 
+/// Relocation batches of at least this many entries are inserted on two
+/// threads ([`MemTable::insert_relocations`]).
+pub(crate) const PARALLEL_RELOCATIONS: usize = 4096;
+
 /// Mean tower height of a skiplist node: crossbeam's heights are one plus
 /// the trailing zeros of a random number, 2 on average.
 const MEAN_TOWER_POINTERS: usize = 2;
@@ -251,8 +255,30 @@ impl WriteBuffer for MemTable {
         self.insert_ops(batch, seq, true);
     }
 
+    /// A large batch is inserted by this thread and one more, half each:
+    /// the writer queue waits for it (`Core::commit_relocations`), and the
+    /// skiplist takes concurrent inserts.
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64) {
-        self.insert_ops(batch, seq, false);
+        if batch.len() < PARALLEL_RELOCATIONS {
+            return self.insert_ops(batch, seq, false);
+        }
+        // Batches are validated before they reach the memtable.
+        let ops: Vec<_> = batch
+            .iter()
+            .map(|op| op.expect("validated batch"))
+            .collect();
+        let (first, second) = ops.split_at(ops.len() / 2);
+        let insert = |ops: &[crate::batch::BatchOp<'_>], seq: u64| {
+            for (i, op) in ops.iter().enumerate() {
+                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false);
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| insert(second, seq + first.len() as u64));
+            insert(first, seq);
+        });
+        let last = seq + (batch.len() as u64).saturating_sub(1);
+        self.last_seq.fetch_max(last, Ordering::Release);
     }
 
     fn last_sequence(&self) -> u64 {
