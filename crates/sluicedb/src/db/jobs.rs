@@ -38,9 +38,12 @@ impl Core {
     /// version whose tables hold everything older than the memtable, the
     /// flush counts the versions its entries shadow there as garbage
     /// (`compaction::write_merged`).
+    /// `ahead` makes another iterator over the input, for the thread that
+    /// looks the versions it shadows up ahead of the merge (with `below`).
     pub(super) fn build_tables(
         &self,
         mut iter: Box<dyn InternalIterator>,
+        ahead: Option<&(dyn Fn() -> Box<dyn InternalIterator> + Sync)>,
         smallest_snapshot: u64,
         below: Option<&Version>,
         boundaries: &[Vec<u8>],
@@ -73,6 +76,7 @@ impl Core {
                     version,
                     shape: self.shape.as_ref(),
                     tables: &self.tables,
+                    ahead,
                 }),
             values: self.values.as_deref(),
             inputs_are_tables: false,
@@ -447,7 +451,8 @@ impl Core {
         // GC judges such records by their version instead,
         // `ValueStore::gc_waits_for_flushes`).
         let _appending = self.flush_appends.lock();
-        // Its lookups of the versions it shadows go in key order.
+        // Its lookups of the versions it shadows go in key order (those
+        // the merge makes itself, when the thread looking ahead is behind).
         let _sorted = crate::table::reader::SortedProbes::start();
         let mut stats = JobStats::default();
         // Flushes run one at a time, oldest memtable first, so `below` holds
@@ -456,6 +461,7 @@ impl Core {
         // and bottom tombstones, which point at nothing).
         let outputs = self.build_tables(
             imm.clone().iter(),
+            Some(&|| imm.clone().iter()),
             smallest_snapshot,
             Some(&below),
             // One table per range partition (seed 004 §III-D).

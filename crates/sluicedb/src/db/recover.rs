@@ -166,8 +166,14 @@ impl Core {
         // The tables recovery writes are not in a version yet, so its flushes
         // count only the versions they drop; compactions count the rest.
         let boundaries = self.state.lock().current.boundaries.clone();
-        let outputs =
-            self.build_tables(mem.clone().iter(), max_seq, None, &boundaries, &mut stats)?;
+        let outputs = self.build_tables(
+            mem.clone().iter(),
+            None,
+            max_seq,
+            None,
+            &boundaries,
+            &mut stats,
+        )?;
         // No GC runs during recovery: the guard has nothing to hold off.
         let mut job = VersionEdit {
             values: std::mem::take(&mut stats.value_edit),
