@@ -366,12 +366,16 @@ impl GcVictim for HashVictim<'_> {
             out.records += f.records;
         }
         // Every put by key, then in file order (the frozen files are oldest
-        // first): each key's records form a run.
+        // first): each key's records form a run. Sorted with `gc_threads`.
         let key_of = |&(f, i): &PutAt| files[f as usize].key(i);
         let mut order: Vec<PutAt> = (files.iter().enumerate())
             .flat_map(|(f, s)| (0..s.puts.len() as u32).map(move |i| (f as u32, i)))
             .collect();
-        order.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)).then(a.cmp(b)));
+        let by_key = |a: &PutAt, b: &PutAt| key_of(a).cmp(key_of(b)).then(a.cmp(b));
+        match host.pool() {
+            Some(pool) => pool.install(|| order.par_sort_unstable_by(by_key)),
+            None => order.sort_unstable_by(by_key),
+        }
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
         for (at, put) in order.iter().enumerate() {
             match runs.last_mut() {
