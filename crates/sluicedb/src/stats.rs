@@ -49,6 +49,9 @@ pub struct Stats {
     /// Memtables switched early under space pressure, so that their flush
     /// counts the garbage their overwrites and deletes made.
     pub discovery_flushes: u64,
+    /// Lookups flushes made of the versions their keys shadow (to count
+    /// their garbage at once).
+    pub flush_shadow_lookups: u64,
     /// Flushes and compactions run by a GC step waiting in the writer
     /// queue behind a writer that waited for them (`Core::help_background`).
     pub jobs_by_gc: u64,
@@ -327,13 +330,14 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} jobs run by GC)  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} jobs run by GC)  compactions {} ({} trivial moves)",
             self.memtable_bytes,
             self.immutable_memtables,
             self.flushes,
             self.flush_wait_micros,
             self.flush_micros,
             self.discovery_flushes,
+            self.flush_shadow_lookups,
             self.jobs_by_gc,
             self.compactions,
             self.trivial_moves
@@ -466,6 +470,7 @@ pub(crate) struct Counters {
     pub(crate) flush_wait_micros: AtomicU64,
     pub(crate) flush_micros: AtomicU64,
     pub(crate) discovery_flushes: AtomicU64,
+    pub(crate) flush_shadow_lookups: AtomicU64,
     pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,

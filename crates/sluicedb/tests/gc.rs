@@ -639,6 +639,26 @@ fn gc_judges_a_keys_records_across_the_frozen_files_together() {
         assert_eq!(db.get(format!("k{k:03}")).unwrap(), want, "key {k}");
     }
     assert_eq!(db.check_space().unwrap(), vec![], "space accounting");
+    // The memtable holds only the 29 relocations: flagged as counted (the
+    // versions they shadow went with the files), their flush looks none up.
+    let lookups = db.stats().flush_shadow_lookups;
+    db.flush().unwrap();
+    assert_eq!(db.stats().flush_shadow_lookups, lookups, "{}", db.stats());
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        db.check_space().unwrap(),
+        vec![],
+        "after the relocations' flush"
+    );
+    // A user write is still looked up.
+    db.put("k005", val(5, 9)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().flush_shadow_lookups, lookups + 1);
+    assert_eq!(
+        db.check_space().unwrap(),
+        vec![],
+        "after an overwrite's flush"
+    );
 }
 
 /// With hotness off nothing goes to the cold log.
@@ -829,6 +849,16 @@ fn large_relocation_batches_race_overwrites_and_deletes() {
             db.check_space().unwrap(),
             vec![],
             "seed {seed}: space accounting"
+        );
+        // The relocations flushed (flagged as counted: no lookup) keep it
+        // exact, and so does the compaction that drops what they shadow.
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        check(&db);
+        assert_eq!(
+            db.check_space().unwrap(),
+            vec![],
+            "seed {seed}: after a flush and a compaction"
         );
         drop(db);
         let db = Db::open("/db", opts()).unwrap();

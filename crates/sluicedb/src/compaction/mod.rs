@@ -61,6 +61,8 @@ pub(crate) struct JobStats {
     /// snapshot still reads it, or the lookup failed): a compaction that
     /// drops that version counts it.
     pub(crate) shadows_uncounted: u64,
+    /// Lookups a flush made of the versions its entries shadow.
+    pub(crate) shadow_lookups: u64,
 }
 
 /// What the merge loop needs to know.
@@ -486,6 +488,7 @@ impl Writer<'_, '_> {
             } else {
                 // A table that cannot be read leaves the entry unflagged: the
                 // compaction that drops the version counts it instead.
+                stats.shadow_lookups += 1;
                 let uk = key::user_key(&h.ikey);
                 let found = match self.ahead.as_mut().and_then(|a| a.take(uk)) {
                     Some(found) => found,

@@ -257,6 +257,7 @@ impl Core {
             flush_wait_micros: get(&c.flush_wait_micros),
             flush_micros: get(&c.flush_micros),
             discovery_flushes: get(&c.discovery_flushes),
+            flush_shadow_lookups: get(&c.flush_shadow_lookups),
             jobs_by_gc: get(&c.jobs_by_gc),
             compactions: get(&c.compactions),
             trivial_moves: get(&c.trivial_moves),

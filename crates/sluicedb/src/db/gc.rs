@@ -206,7 +206,8 @@ impl Core {
                     &self.counters.gc_commit_sync_micros,
                     t.elapsed().as_micros() as u64,
                 );
-                mem.insert_relocations(logged.as_ref().unwrap_or(&batch), base + 1);
+                let counted = self.values.as_ref().is_some_and(|v| v.gc_frees_whole());
+                mem.insert_relocations(logged.as_ref().unwrap_or(&batch), base + 1, counted);
             }
             Ok(Committed {
                 applied,

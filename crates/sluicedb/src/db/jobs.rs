@@ -482,6 +482,7 @@ impl Core {
         self.note_flushed_shadows(imm.shadow_candidates(), stats.garbage.values().sum());
         self.shadows_uncounted
             .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);
+        bump(&self.counters.flush_shadow_lookups, stats.shadow_lookups);
         let mut edit = VersionEdit {
             values: std::mem::take(&mut stats.value_edit),
             ..VersionEdit::default()

@@ -36,8 +36,11 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn insert_batch(&self, batch: &WriteBatch, seq: u64);
     /// Inserts GC's relocations as [`WriteBuffer::insert_batch`] does, but
     /// not as shadow candidates: the versions they shadow point into
-    /// victims GC frees whole, so their flush counts no garbage.
-    fn insert_relocations(&self, batch: &WriteBatch, seq: u64);
+    /// victims GC frees whole, so their flush counts no garbage. With
+    /// `counted` each entry carries [`key::SHADOW_COUNTED`], so that the
+    /// flush does not look up the version it shadows either (a layout
+    /// whose counts die with the freed files: `ValueStore::gc_frees_whole`).
+    fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
     /// Sequence number of the newest entry for `user_key`, if any.
@@ -193,7 +196,7 @@ impl MemTable {
     /// One write (tests; the engine inserts batches).
     #[cfg(test)]
     fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        self.add_entry(user_key, seq, kind, value, true);
+        self.add_entry(user_key, seq, kind, value, true, false);
     }
 
     /// Adds every operation of `batch`, the i-th at `seq + i`
@@ -202,7 +205,7 @@ impl MemTable {
         for (i, op) in batch.iter().enumerate() {
             // Batches are validated before they reach the memtable.
             let op = op.expect("validated batch");
-            self.add_entry(op.key, seq + i as u64, op.kind, op.value, candidate);
+            self.add_entry(op.key, seq + i as u64, op.kind, op.value, candidate, false);
         }
         let last = seq + (batch.len() as u64).saturating_sub(1);
         self.last_seq.fetch_max(last, Ordering::Release);
@@ -210,8 +213,19 @@ impl MemTable {
 
     /// Adds an entry; `candidate`: it may shadow a version whose value
     /// its flush counts as garbage ([`ShadowCandidates`]).
-    fn add_entry(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8], candidate: bool) {
-        let ikey = MemKey::new(user_key, seq, kind as u8);
+    /// `counted`: flagged [`key::SHADOW_COUNTED`] (relocations,
+    /// [`WriteBuffer::insert_relocations`]).
+    fn add_entry(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: &[u8],
+        candidate: bool,
+        counted: bool,
+    ) {
+        let flags = if counted { key::SHADOW_COUNTED } else { 0 };
+        let ikey = MemKey::new(user_key, seq, kind as u8 | flags);
         self.memory.fetch_add(
             entry_memory_bytes(ikey.0.len(), value.len()),
             Ordering::Relaxed,
@@ -258,9 +272,16 @@ impl WriteBuffer for MemTable {
     /// A large batch is inserted by this thread and one more, half each:
     /// the writer queue waits for it (`Core::commit_relocations`), and the
     /// skiplist takes concurrent inserts.
-    fn insert_relocations(&self, batch: &WriteBatch, seq: u64) {
+    fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool) {
         if batch.len() < PARALLEL_RELOCATIONS {
-            return self.insert_ops(batch, seq, false);
+            for (i, op) in batch.iter().enumerate() {
+                // Batches are validated before they reach the memtable.
+                let op = op.expect("validated batch");
+                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false, counted);
+            }
+            let last = seq + (batch.len() as u64).saturating_sub(1);
+            self.last_seq.fetch_max(last, Ordering::Release);
+            return;
         }
         // Batches are validated before they reach the memtable.
         let ops: Vec<_> = batch
@@ -270,7 +291,7 @@ impl WriteBuffer for MemTable {
         let (first, second) = ops.split_at(ops.len() / 2);
         let insert = |ops: &[crate::batch::BatchOp<'_>], seq: u64| {
             for (i, op) in ops.iter().enumerate() {
-                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false);
+                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false, counted);
             }
         };
         std::thread::scope(|s| {
@@ -531,7 +552,7 @@ mod tests {
         assert_eq!(m.shadow_candidates(), user);
         let mut r = WriteBatch::new();
         r.add_raw(Kind::ValuePointer, b"c", &p(8).encode());
-        m.insert_relocations(&r, 12);
+        m.insert_relocations(&r, 12, false);
         assert_eq!(m.shadow_candidates(), user);
         assert!(matches!(
             m.get(b"c", 12),

@@ -389,6 +389,14 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
         true
     }
 
+    /// True when a GC step frees its victims whole and their garbage
+    /// counts go with them: the version a relocation shadows needs no
+    /// count, so relocations enter the memtable flagged as counted and
+    /// their flush looks nothing up for them.
+    fn gc_frees_whole(&self) -> bool {
+        false
+    }
+
     /// True when jobs count the pointer entries naming each value file
     /// (the table layout prunes inheritance edges by them).
     fn counts_refs(&self) -> bool {

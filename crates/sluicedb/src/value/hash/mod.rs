@@ -1117,6 +1117,12 @@ impl ValueStore for HashStore {
         self.delete_retired(files);
     }
 
+    /// A step drops every frozen file of its group (or its cold log file),
+    /// and the manifest drops the counts of files no group lists.
+    fn gc_frees_whole(&self) -> bool {
+        true
+    }
+
     fn gc_finds_garbage(&self) -> bool {
         true
     }
