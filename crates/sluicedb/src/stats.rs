@@ -230,7 +230,7 @@ pub struct GcTotals {
     /// Microseconds relocation commits held the write queue (no user
     /// write is applied meanwhile), and of those, journaling them.
     pub commit_micros: u64,
-    pub commit_sync_micros: u64,
+    pub commit_journal_micros: u64,
 }
 
 /// A value file whose record bytes are not the records the index points at
@@ -426,7 +426,7 @@ impl std::fmt::Display for Stats {
                 self.gc.relocations_applied,
                 self.gc.relocations_dropped,
                 self.gc.commit_micros,
-                self.gc.commit_sync_micros,
+                self.gc.commit_journal_micros,
             )?;
         }
         if self.space_amplification > 0.0 {
@@ -488,7 +488,7 @@ pub(crate) struct Counters {
     pub(crate) gc_runs: AtomicU64,
     pub(crate) gc_overlapped: AtomicU64,
     pub(crate) gc_commit_micros: AtomicU64,
-    pub(crate) gc_commit_sync_micros: AtomicU64,
+    pub(crate) gc_commit_journal_micros: AtomicU64,
     pub(crate) gc_bytes_read: AtomicU64,
     pub(crate) gc_bytes_written: AtomicU64,
     pub(crate) relocations_applied: AtomicU64,

@@ -284,7 +284,7 @@ impl Core {
                 relocations_dropped: get(&c.relocations_dropped),
                 overlapped: get(&c.gc_overlapped),
                 commit_micros: get(&c.gc_commit_micros),
-                commit_sync_micros: get(&c.gc_commit_sync_micros),
+                commit_journal_micros: get(&c.gc_commit_journal_micros),
             },
             ..Stats::default()
         };

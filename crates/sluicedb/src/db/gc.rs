@@ -203,7 +203,7 @@ impl Core {
                 let t = Instant::now();
                 let logged = self.log_group(&batch, base + 1, false)?;
                 bump(
-                    &self.counters.gc_commit_sync_micros,
+                    &self.counters.gc_commit_journal_micros,
                     t.elapsed().as_micros() as u64,
                 );
                 let counted = self.values.as_ref().is_some_and(|v| v.gc_frees_whole());

@@ -200,14 +200,37 @@ impl MemTable {
     }
 
     /// Adds every operation of `batch`, the i-th at `seq + i`
-    /// (`candidate` as for [`MemTable::add_entry`]).
-    fn insert_ops(&self, batch: &WriteBatch, seq: u64, candidate: bool) {
-        for (i, op) in batch.iter().enumerate() {
-            // Batches are validated before they reach the memtable.
-            let op = op.expect("validated batch");
-            self.add_entry(op.key, seq + i as u64, op.kind, op.value, candidate, false);
+    /// (`candidate` and `counted` as for [`MemTable::add_entry`]).
+    fn insert_ops(&self, batch: &WriteBatch, seq: u64, candidate: bool, counted: bool) {
+        // Batches are validated before they reach the memtable.
+        let ops = batch.iter().map(|op| op.expect("validated batch"));
+        self.add_ops(ops, seq, candidate, counted);
+        self.inserted_up_to(seq, batch.len());
+    }
+
+    /// Adds `ops`, the i-th at `seq + i`.
+    fn add_ops<'b>(
+        &self,
+        ops: impl IntoIterator<Item = crate::batch::BatchOp<'b>>,
+        seq: u64,
+        candidate: bool,
+        counted: bool,
+    ) {
+        for (i, op) in ops.into_iter().enumerate() {
+            self.add_entry(
+                op.key,
+                seq + i as u64,
+                op.kind,
+                op.value,
+                candidate,
+                counted,
+            );
         }
-        let last = seq + (batch.len() as u64).saturating_sub(1);
+    }
+
+    /// Notes the `n` sequence numbers from `seq` as inserted.
+    fn inserted_up_to(&self, seq: u64, n: usize) {
+        let last = seq + (n as u64).saturating_sub(1);
         self.last_seq.fetch_max(last, Ordering::Release);
     }
 
@@ -266,7 +289,7 @@ impl MemTable {
 
 impl WriteBuffer for MemTable {
     fn insert_batch(&self, batch: &WriteBatch, seq: u64) {
-        self.insert_ops(batch, seq, true);
+        self.insert_ops(batch, seq, true, false);
     }
 
     /// A large batch is inserted by this thread and one more, half each:
@@ -274,14 +297,7 @@ impl WriteBuffer for MemTable {
     /// skiplist takes concurrent inserts.
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool) {
         if batch.len() < PARALLEL_RELOCATIONS {
-            for (i, op) in batch.iter().enumerate() {
-                // Batches are validated before they reach the memtable.
-                let op = op.expect("validated batch");
-                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false, counted);
-            }
-            let last = seq + (batch.len() as u64).saturating_sub(1);
-            self.last_seq.fetch_max(last, Ordering::Release);
-            return;
+            return self.insert_ops(batch, seq, false, counted);
         }
         // Batches are validated before they reach the memtable.
         let ops: Vec<_> = batch
@@ -289,17 +305,18 @@ impl WriteBuffer for MemTable {
             .map(|op| op.expect("validated batch"))
             .collect();
         let (first, second) = ops.split_at(ops.len() / 2);
-        let insert = |ops: &[crate::batch::BatchOp<'_>], seq: u64| {
-            for (i, op) in ops.iter().enumerate() {
-                self.add_entry(op.key, seq + i as u64, op.kind, op.value, false, counted);
-            }
-        };
         std::thread::scope(|s| {
-            s.spawn(|| insert(second, seq + first.len() as u64));
-            insert(first, seq);
+            s.spawn(|| {
+                self.add_ops(
+                    second.iter().copied(),
+                    seq + first.len() as u64,
+                    false,
+                    counted,
+                )
+            });
+            self.add_ops(first.iter().copied(), seq, false, counted);
         });
-        let last = seq + (batch.len() as u64).saturating_sub(1);
-        self.last_seq.fetch_max(last, Ordering::Release);
+        self.inserted_up_to(seq, batch.len());
     }
 
     fn last_sequence(&self) -> u64 {
