@@ -785,11 +785,15 @@ fn elastic_groups_split_as_the_data_grows() {
 fn large_relocation_batches_race_overwrites_and_deletes() {
     for_seeds(seeds(900, 2), |seed| {
         let fs = MemFs::new();
+        // No space limit: GC runs only when asked, so that the store is
+        // quiet for `check_space` once the writer is done and background
+        // flushes and compactions are waited for.
         let opts = || {
             hashkv(&fs)
                 .hash_groups(1)
                 .hash_elastic(false)
                 .write_buffer_size_bytes(1 << 20)
+                .space_limit(None)
         };
         let db = Db::open("/db", opts()).unwrap();
         const KEYS: u32 = 6000;
@@ -845,6 +849,7 @@ fn large_relocation_batches_race_overwrites_and_deletes() {
             }
         };
         check(&db);
+        db.wait_for_background().unwrap();
         assert_eq!(
             db.check_space().unwrap(),
             vec![],
@@ -854,6 +859,7 @@ fn large_relocation_batches_race_overwrites_and_deletes() {
         // exact, and so does the compaction that drops what they shadow.
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
         check(&db);
         assert_eq!(
             db.check_space().unwrap(),
