@@ -147,11 +147,13 @@ fn look_ahead(
     let mut it = ahead();
     it.seek_to_first();
     let mut batch = Vec::with_capacity(AHEAD_BATCH);
-    let mut previous: Option<Vec<u8>> = None;
+    let (mut previous, mut any) = (Vec::new(), false);
     while it.valid() {
         let uk = key::user_key(it.key());
-        if previous.as_deref() != Some(uk) {
-            previous = Some(uk.to_vec());
+        if !any || previous != uk {
+            previous.clear();
+            previous.extend_from_slice(uk);
+            any = true;
             let found = older.shape.get_shadowed(older.version, older.tables, uk);
             batch.push((uk.to_vec(), found));
             if batch.len() == AHEAD_BATCH {

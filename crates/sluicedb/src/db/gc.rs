@@ -25,7 +25,7 @@ use crate::gc::{
     Collected, Committed, GcHost, GcTrigger, GcVictim, Newest, Relocation, Relocations, SeenView,
 };
 use crate::key::Kind;
-use crate::memtable::{Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
+use crate::memtable::{in_two_halves, Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
 use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
@@ -175,12 +175,7 @@ impl Core {
             let live = if moves.len() < PARALLEL_RELOCATIONS {
                 still_live(moves)?
             } else {
-                let (first, second) = moves.split_at(moves.len() / 2);
-                let (a, b) = std::thread::scope(|s| {
-                    let b = s.spawn(|| still_live(second));
-                    let a = still_live(first);
-                    (a, b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                });
+                let (a, b) = in_two_halves(moves, |half, _| still_live(half));
                 let mut live = a?;
                 live.extend(b?);
                 live
