@@ -201,6 +201,9 @@ pub struct HashStats {
     pub group_fill: [u64; 11],
     /// Bytes of the cold log (hotness awareness).
     pub cold_log_bytes: u64,
+    /// Of those, known garbage (values updated or deleted since GC moved
+    /// them there).
+    pub cold_garbage_bytes: u64,
     /// Bytes GC wrote to the cold log (cold values moved out of groups, and
     /// live records of collected cold log files).
     pub cold_moved_bytes: u64,
@@ -387,8 +390,10 @@ impl std::fmt::Display for Stats {
                 )?;
                 writeln!(
                     f,
-                    "  cold log: {} bytes, {} bytes moved there by GC, {} cold GC runs",
+                    "  cold log: {} bytes ({} garbage), {} bytes moved there by GC, {} cold GC \
+                     runs",
                     self.values.hash.cold_log_bytes,
+                    self.values.hash.cold_garbage_bytes,
                     self.values.hash.cold_moved_bytes,
                     self.values.hash.cold_gc_runs
                 )?;

@@ -299,7 +299,7 @@ impl Core {
             let (live, garbage) = self.value_space(&st.current);
             stats.values.live_bytes = live;
             stats.values.garbage_bytes = garbage;
-            v.layout_stats(&mut stats.values);
+            v.layout_stats(&st.current, &mut stats.values);
         }
         stats
     }

@@ -477,6 +477,12 @@ impl Core {
         let live = c.moves.len() as u64 + c.committed.submitted();
         let durable = seen.durable;
         let mut committed = c.committed;
+        // Copies durable before any index entry points at them.
+        if !c.unsynced.is_empty() {
+            if let Some(store) = &self.values {
+                store.sync_files(&c.unsynced)?;
+            }
+        }
         if !c.moves.is_empty() {
             committed.merge(self.submit_relocations(Relocations {
                 moves: c.moves,

@@ -48,6 +48,12 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Makes every appended record durable.
     fn sync(&self) -> Result<()>;
 
+    /// Makes durable every record appended to `files` before the call (a
+    /// GC step's copies, `Collected::unsynced`); a layout may sync more.
+    fn sync_files(&self, _files: &[u64]) -> Result<()> {
+        self.sync()
+    }
+
     /// Reads the record `p` points at and checks that it is intact and
     /// belongs to `key` (seed 001 §3.3.3); tells a collected file apart.
     fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
@@ -372,7 +378,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn recounted(&self, _tables: &[u64], _edit: &mut meta::ValueEdit) {}
 
     /// Fills the layout's section of [`ValueStats`].
-    fn layout_stats(&self, _stats: &mut ValueStats) {}
+    fn layout_stats(&self, _current: &Version, _stats: &mut ValueStats) {}
 
     /// A flush or compaction dropped a version of `key` that the version
     /// at `shadow` hides from every reader (the table layout's DropCache,

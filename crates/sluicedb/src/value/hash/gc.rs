@@ -496,8 +496,13 @@ impl GcVictim for HashVictim<'_> {
                 });
             }
         }
-        // Copies durable before any index entry points at them.
-        store.sync()?;
+        // Copies durable before any index entry points at them: synced by
+        // the driver on the thread that finishes the step, only the heads
+        // they went to (the fsyncs were a seventh of a step's collection,
+        // which is the pipeline's longer half: `Core::gc_pipeline`).
+        out.unsynced = out.moves.iter().map(|m| m.new.file).collect();
+        out.unsynced.sort_unstable();
+        out.unsynced.dedup();
         store
             .cold_moved_bytes
             .fetch_add(cold_moved, Ordering::Relaxed);

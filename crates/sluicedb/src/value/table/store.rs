@@ -725,7 +725,7 @@ impl ValueStore for TableStore {
         }
     }
 
-    fn layout_stats(&self, stats: &mut ValueStats) {
+    fn layout_stats(&self, _current: &Version, stats: &mut ValueStats) {
         let inner = self.inner.read();
         let s = &mut stats.table;
         s.tables = inner.live.len();
