@@ -61,6 +61,10 @@ pub trait Engine: Send + Sync {
     fn report(&self) -> String {
         String::new()
     }
+    /// Running totals of the time the engine held writes back, by reason.
+    fn stalls(&self) -> Option<crate::PhaseStalls> {
+        None
+    }
 }
 
 /// Which engine, and how configured.
@@ -319,5 +323,19 @@ impl Engine for SluiceEngine {
 
     fn report(&self) -> String {
         self.db.stats().to_string()
+    }
+
+    fn stalls(&self) -> Option<crate::PhaseStalls> {
+        let s = self.db.stats();
+        let secs = |us: u64| us as f64 / 1e6;
+        let by = &s.write_stall_micros_by_reason;
+        Some(crate::PhaseStalls {
+            memtables_s: secs(by.memtables),
+            level0_s: secs(by.level0),
+            value_store_s: secs(by.value_store),
+            space_limit_s: secs(by.space_limit),
+            gc_commit_s: secs(s.gc.commit_micros),
+            relocations: s.gc.relocations_applied,
+        })
     }
 }

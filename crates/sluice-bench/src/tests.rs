@@ -126,6 +126,22 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             .any(|p| by_phase(&r, "wisckey", p).gc_bytes > 0),
         "{gc:?}"
     );
+    // Each phase of a sluicedb engine says where writes were held; the
+    // time of the phase's operations bounds each reason's.
+    for p in ["update.P1", "update.P2", "update.P3"] {
+        let x = by_phase(&r, "wisckey", p);
+        let st = x
+            .stalls
+            .unwrap_or_else(|| panic!("{p}: a sluicedb engine reports stalls"));
+        for s in [
+            st.memtables_s,
+            st.level0_s,
+            st.value_store_s,
+            st.space_limit_s,
+        ] {
+            assert!((0.0..=x.elapsed_s).contains(&s), "{p}: {st:?}");
+        }
+    }
     // Churn deletes one key and inserts one per operation: the live data
     // stays what its load left, and each operation writes two keys and a
     // value.
@@ -300,4 +316,39 @@ fn leveled_presets_report_no_index_memory() {
         by_phase(&r, "leveldb", "fillrandom").index_memory_bytes,
         None
     );
+}
+
+#[test]
+fn phase_stalls_are_the_difference_and_name_what_took_time() {
+    let before = PhaseStalls {
+        memtables_s: 1.0,
+        space_limit_s: 2.0,
+        relocations: 10,
+        ..PhaseStalls::default()
+    };
+    let after = PhaseStalls {
+        memtables_s: 1.5,
+        space_limit_s: 4.5,
+        gc_commit_s: 0.02,
+        relocations: 25,
+        ..PhaseStalls::default()
+    };
+    let d = after.since(&before);
+    assert_eq!(d.relocations, 15);
+    assert!((d.space_limit_s - 2.5).abs() < 1e-9, "{d:?}");
+    let line = PhaseResult {
+        phase: "update.P1".into(),
+        stalls: Some(d),
+        ..PhaseResult::default()
+    }
+    .db_bench_line();
+    assert!(
+        line.ends_with(" stalled 3.0s (memtables 0.5 space 2.5)"),
+        "{line}"
+    );
+    let quiet = PhaseResult {
+        stalls: Some(PhaseStalls::default()),
+        ..PhaseResult::default()
+    };
+    assert!(!quiet.db_bench_line().contains("stalled"));
 }
