@@ -75,12 +75,13 @@ pub const WISCKEY_SPACE_LOW_RATIO: f64 = 1.3;
 /// collected while the one before is finished), so GC keeps up within the
 /// narrower band, and holding more garbage lets each step copy less live
 /// data per byte it frees. Measured at 2 GiB, 1 KiB values (2026-11-25,
-/// two runs each, alternating, against 1.4): the update workload's phases
-/// ran 28%, about 0% and 30% faster (P1, P2, P3), ending at 1.36-1.45 and
-/// moving 12.9 GB through GC against 14.7-14.8; the churn workload's ran
-/// 6-19% faster, ending at 1.39-1.45. Under `memcap 512` the update phases
-/// ran 38% faster, 11% and 8% slower (GC put off in P1 came due in P2),
-/// ending at 1.39-1.46.
+/// four runs each, alternating, against 1.4): the update workload's three
+/// phases took 6-20% less time together (P1 21-42% faster, P2 15% slower
+/// to 8% faster, P3 6-32% faster: GC put off in P1 comes due in P2),
+/// ending at 1.36-1.45 and moving 12.8-12.9 GB through GC against
+/// 14.7-14.8; the churn workload's phases (one run each) ran 6-19%
+/// faster, ending at 1.39-1.45. Under `memcap 512` (one run each) the
+/// update phases ran 38% faster, 11% and 8% slower, ending at 1.39-1.46.
 pub const HASHKV_SPACE_LOW_RATIO: f64 = 1.45;
 
 /// Space amplification at which writes wait for GC (seed 003 §3.5's high

@@ -870,9 +870,7 @@ impl HashStore {
     pub(crate) fn log_segments_in_use(&self) -> u64 {
         self.segments_in_use.load(Ordering::Relaxed)
     }
-}
 
-impl HashStore {
     /// [`ValueStore::sync`] of the dirty heads whose file numbers `which`
     /// accepts. Buffers are written out under the store's lock; the fsyncs
     /// (about 3.5 ms each here, and a memtable flush leaves many groups
