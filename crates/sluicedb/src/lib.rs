@@ -34,6 +34,7 @@ mod journal;
 mod key;
 mod memtable;
 mod options;
+mod parallel;
 mod policy;
 mod stats;
 mod table;

@@ -25,7 +25,8 @@ use crate::gc::{
     Collected, Committed, GcHost, GcTrigger, GcVictim, Newest, Relocation, Relocations, SeenView,
 };
 use crate::key::Kind;
-use crate::memtable::{in_two_halves, Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
+use crate::memtable::{Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
+use crate::parallel::in_parts;
 use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
@@ -172,14 +173,15 @@ impl Core {
             // The writer queue waits for the checks: a large batch is checked
             // by this thread and one more, half each.
             let moves = &relocations.moves;
-            let live = if moves.len() < PARALLEL_RELOCATIONS {
-                still_live(moves)?
+            let parts = if moves.len() < PARALLEL_RELOCATIONS {
+                1
             } else {
-                let (a, b) = in_two_halves(moves, |half, _| still_live(half));
-                let mut live = a?;
-                live.extend(b?);
-                live
+                2
             };
+            let mut live = Vec::with_capacity(moves.len());
+            for half in in_parts(moves, parts, |half, _| still_live(half)) {
+                live.extend(half?);
+            }
             let mut batch = WriteBatch::new();
             let mut dropped_copies = Vec::new();
             for (r, live) in moves.iter().zip(live) {
@@ -478,9 +480,12 @@ impl Core {
         let durable = seen.durable;
         let mut committed = c.committed;
         // Copies durable before any index entry points at them.
-        if !c.unsynced.is_empty() {
+        if c.copies_unsynced && !c.moves.is_empty() {
+            let mut files: Vec<u64> = c.moves.iter().map(|m| m.new.file).collect();
+            files.sort_unstable();
+            files.dedup();
             if let Some(store) = &self.values {
-                store.sync_files(&c.unsynced)?;
+                store.sync_files(&files)?;
             }
         }
         if !c.moves.is_empty() {

@@ -13,8 +13,8 @@
 //! 1. victim frozen (layout);
 //! 2. publish barrier: every write that appended to the frozen records is
 //!    visible, then the view the records are judged in is taken;
-//! 3. collect (layout): live records copied, copies durable (or named in
-//!    [`Collected::unsynced`], synced by the driver before step 4);
+//! 3. collect (layout): live records copied, copies durable (or, with
+//!    [`Collected::copies_unsynced`], synced by the driver before step 4);
 //! 4. relocations committed through the write path under the one rule of
 //!    relocation (applied only where the key still points at the old
 //!    record, with a fresh sequence number); a layout whose copies go to
@@ -206,7 +206,7 @@ pub(crate) struct GcTrigger<'a> {
 pub(crate) trait GcVictim {
     /// Reads the victim, keeps the records whose key still points at them
     /// in `view`, appends their copies to the store and syncs them (or
-    /// names their files in [`Collected::unsynced`]).
+    /// leaves that to the driver: [`Collected::copies_unsynced`]).
     fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected>;
 
     /// Called once the step's edit is installed.
@@ -234,8 +234,8 @@ pub(crate) struct Collected {
     /// Bytes of the files in `frees` (set by layouts whose steps overlap:
     /// the space the step will free, `Core::gc_pipeline`).
     pub(crate) frees_bytes: u64,
-    /// Files holding copies in `moves` that the layout left unsynced: the
-    /// driver syncs them (`ValueStore::sync_files`) before the commit, on
-    /// the thread that finishes the step, while the next step is collected.
-    pub(crate) unsynced: Vec<u64>,
+    /// The layout left the copies in `moves` unsynced: the driver syncs
+    /// their files (`ValueStore::sync_files`) before the commit, on the
+    /// thread that finishes the step, while the next step is collected.
+    pub(crate) copies_unsynced: bool,
 }

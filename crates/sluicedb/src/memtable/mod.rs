@@ -70,26 +70,6 @@ pub(crate) trait WriteBuffer: Send + Sync {
 /// threads ([`MemTable::insert_relocations`]).
 pub(crate) const PARALLEL_RELOCATIONS: usize = 4096;
 
-/// Runs `f` on the two halves of `items`, the second on a scoped thread of
-/// its own and the first on this one; `f` gets a half and its offset.
-/// For work a waiting writer queue needs done (relocation commits): this
-/// thread does half of it rather than wait for a pool's threads (what
-/// `rayon::join` does when called from outside a pool).
-pub(crate) fn in_two_halves<T: Sync, R: Send>(
-    items: &[T],
-    f: impl Fn(&[T], usize) -> R + Sync,
-) -> (R, R) {
-    let (first, second) = items.split_at(items.len() / 2);
-    std::thread::scope(|s| {
-        let later = s.spawn(|| f(second, first.len()));
-        let early = f(first, 0);
-        let later = later
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (early, later)
-    })
-}
-
 /// Mean tower height of a skiplist node: crossbeam's heights are one plus
 /// the trailing zeros of a random number, 2 on average.
 const MEAN_TOWER_POINTERS: usize = 2;
@@ -324,7 +304,7 @@ impl WriteBuffer for MemTable {
             .iter()
             .map(|op| op.expect("validated batch"))
             .collect();
-        in_two_halves(&ops, |half, at| {
+        crate::parallel::in_parts(&ops, 2, |half, at| {
             self.add_ops(half.iter().copied(), seq + at as u64, false, counted)
         });
         self.inserted_up_to(seq, batch.len());

@@ -49,7 +49,8 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn sync(&self) -> Result<()>;
 
     /// Makes durable every record appended to `files` before the call (a
-    /// GC step's copies, `Collected::unsynced`); a layout may sync more.
+    /// GC step's copies, `Collected::copies_unsynced`); a layout may sync
+    /// more.
     fn sync_files(&self, _files: &[u64]) -> Result<()> {
         self.sync()
     }

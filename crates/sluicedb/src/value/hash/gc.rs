@@ -500,9 +500,7 @@ impl GcVictim for HashVictim<'_> {
         // the driver on the thread that finishes the step, only the heads
         // they went to (the fsyncs were a seventh of a step's collection,
         // which is the pipeline's longer half: `Core::gc_pipeline`).
-        out.unsynced = out.moves.iter().map(|m| m.new.file).collect();
-        out.unsynced.sort_unstable();
-        out.unsynced.dedup();
+        out.copies_unsynced = true;
         store
             .cold_moved_bytes
             .fetch_add(cold_moved, Ordering::Relaxed);

@@ -891,30 +891,15 @@ impl HashStore {
         };
         // In parallel: each head is its own file, and the file system
         // commits concurrent fsyncs together.
-        let threads = pending.len().min(PARALLEL_HEAD_SYNCS);
-        let failed: Vec<(u64, Error)> = if threads <= 1 {
-            (pending.iter())
-                .filter_map(|(number, syncer, _)| syncer.sync().err().map(|e| (*number, e)))
-                .collect()
-        } else {
-            std::thread::scope(|s| {
-                let workers: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let pending = &pending;
-                        s.spawn(move || {
-                            (pending.iter().skip(t).step_by(threads))
-                                .filter_map(|(number, syncer, _)| {
-                                    syncer.sync().err().map(|e| (*number, e))
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                (workers.into_iter())
-                    .flat_map(|w| w.join().expect("a head sync thread panicked"))
-                    .collect()
-            })
-        };
+        let failed: Vec<(u64, Error)> =
+            (crate::parallel::in_parts(&pending, PARALLEL_HEAD_SYNCS, |piece, _| {
+                (piece.iter())
+                    .filter_map(|(number, syncer, _)| syncer.sync().err().map(|e| (*number, e)))
+                    .collect::<Vec<_>>()
+            }))
+            .into_iter()
+            .flatten()
+            .collect();
         if !failed.is_empty() {
             let mut inner = self.inner.lock();
             for (number, _) in &failed {

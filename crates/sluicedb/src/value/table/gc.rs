@@ -429,7 +429,7 @@ impl GcVictim for TableVictim<'_> {
             frees: self.victims.clone(),
             release_to: None,
             frees_bytes: 0,
-            unsynced: Vec::new(),
+            copies_unsynced: false,
         })
     }
 
