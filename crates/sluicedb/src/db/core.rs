@@ -174,6 +174,16 @@ pub(crate) struct Core {
     pub(super) flush_hook: Mutex<Option<FlushHook>>,
 }
 
+/// An empty write buffer; with a value store, one that keeps its keys'
+/// digests for GC's relocation commits (`MemTable::tracking_keys`).
+pub(super) fn write_buffer_for(separated: bool) -> Arc<dyn WriteBuffer> {
+    if separated {
+        Arc::new(MemTable::tracking_keys())
+    } else {
+        Arc::new(MemTable::new())
+    }
+}
+
 /// See `Core::flush_hook`.
 #[cfg(test)]
 pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
@@ -181,7 +191,7 @@ pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 impl Core {
     /// An empty write buffer for the next writes.
     pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
-        Arc::new(MemTable::new())
+        write_buffer_for(self.values.is_some())
     }
 
     /// The journal (`Closed` before recovery created it).

@@ -25,7 +25,7 @@ use crate::gc::{
     Collected, Committed, GcHost, GcTrigger, GcVictim, Newest, Relocation, Relocations, SeenView,
 };
 use crate::key::Kind;
-use crate::memtable::{Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
+use crate::memtable::{key_digest, DigestSet, Lookup, WriteBuffer, PARALLEL_RELOCATIONS};
 use crate::parallel::in_parts;
 use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
@@ -155,11 +155,29 @@ impl Core {
         let seen_seq = relocations.seen.as_ref().map_or(0, |v| v.seq);
         let mem: Arc<dyn WriteBuffer> = st.mem.clone();
         let r = MutexGuard::unlocked(st, || -> Result<Committed> {
+            // The digests of the keys written since the view: a key not
+            // among them needs no memtable search (`MemTable::key_log`).
+            let written = match &check {
+                NewerCheck::Memtables(memtables) => {
+                    let mut set = DigestSet::default();
+                    (memtables.iter())
+                        .all(|m| m.digests_newer_than(seen_seq, &mut set))
+                        .then_some(set)
+                }
+                NewerCheck::Lookup => None,
+            };
             let still_live = |moves: &[Relocation]| -> Result<Vec<bool>> {
                 moves
                     .iter()
                     .map(|r| {
                         Ok(match &check {
+                            NewerCheck::Memtables(_)
+                                if written
+                                    .as_ref()
+                                    .is_some_and(|w| !w.contains(&key_digest(&r.key))) =>
+                            {
+                                true
+                            }
                             NewerCheck::Memtables(memtables) => {
                                 !newer_in_memtables(memtables, &r.key, seen_seq)
                             }

@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::journal::JournalMark;
-use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{JournalMode, Options, ValueLayout};
 use crate::stats::Counters;
 use crate::table::builder::TableOptions;
@@ -197,7 +196,7 @@ impl Core {
             None => None,
         };
         let version = Arc::new(rec.version);
-        let mem: Arc<dyn WriteBuffer> = Arc::new(MemTable::new());
+        let mem = super::core::write_buffer_for(values.is_some());
         let state = State {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
