@@ -1,8 +1,9 @@
 //! Fixed-width little-endian encoding helpers shared by every on-disk format.
 //!
 //! Formats use fixed-width integers (STYLE.md); the only variable-length
-//! integers are the LevelDB-style varints inside data blocks, where they save
-//! real space per entry.
+//! integers are the LevelDB-style varints inside data blocks and the value
+//! pointers those blocks hold (`value::pointer`), where they save real space
+//! per entry.
 
 pub(crate) fn put_u32(buf: &mut Vec<u8>, v: u32) {
     buf.extend_from_slice(&v.to_le_bytes());
