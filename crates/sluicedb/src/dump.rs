@@ -318,7 +318,11 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
     if let Some(g) = e.values.hash.groups {
         parts.push(format!("{g} hash groups"));
     }
-    for (what, list) in [("+", &e.values.hash.added), ("-", &e.values.hash.dropped)] {
+    for (what, list) in [
+        ("+", &e.values.hash.added),
+        ("-", &e.values.hash.dropped),
+        ("to cold ", &e.values.hash.to_cold),
+    ] {
         if !list.is_empty() {
             let files: Vec<String> = list.iter().map(|(g, f)| format!("g{g}:#{f}")).collect();
             parts.push(format!("{what}segments {}", files.join(" ")));

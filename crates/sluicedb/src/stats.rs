@@ -207,6 +207,9 @@ pub struct HashStats {
     /// Bytes GC wrote to the cold log (cold values moved out of groups, and
     /// live records of collected cold log files).
     pub cold_moved_bytes: u64,
+    /// Bytes of group files GC handed to the cold log whole (their live
+    /// records all cold; nothing copied).
+    pub cold_handed_bytes: u64,
     /// GC steps that collected a cold log file.
     pub cold_gc_runs: u64,
     /// Groups made by splits since open (elastic groups).
@@ -390,11 +393,12 @@ impl std::fmt::Display for Stats {
                 )?;
                 writeln!(
                     f,
-                    "  cold log: {} bytes ({} garbage), {} bytes moved there by GC, {} cold GC \
-                     runs",
+                    "  cold log: {} bytes ({} garbage), {} bytes moved there by GC, {} bytes of \
+                     files handed over whole, {} cold GC runs",
                     self.values.hash.cold_log_bytes,
                     self.values.hash.cold_garbage_bytes,
                     self.values.hash.cold_moved_bytes,
+                    self.values.hash.cold_handed_bytes,
                     self.values.hash.cold_gc_runs
                 )?;
             }

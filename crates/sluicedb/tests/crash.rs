@@ -38,6 +38,11 @@ enum Workload {
     /// GC of the hash layout's segment groups (seed 000 §3.3): new heads,
     /// copies, relocations and retired files at every crash point.
     GcHash,
+    /// The hash layout with the cold log under inserts of new keys and
+    /// deletes of old ones: group files of first versions are handed to
+    /// the cold log whole, and the cold log's GC collects them, at every
+    /// crash point.
+    GcHashChurn,
     /// Value tables written at flush and collected by lazy-read GC with
     /// inheritance edges (seed 003 §3.2), or with pointer write-back by
     /// variant: every crash point of table writes, GC outputs, edge and
@@ -55,9 +60,11 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     // The GC workloads choose their layout; `tiny_options`' unified variant
     // (which needs the log layout) applies to the others.
     let opts = match w {
-        Workload::Gc | Workload::GcValueLog | Workload::GcHash | Workload::GcTable => {
-            opts.index_shape(IndexShapeKind::Leveled)
-        }
+        Workload::Gc
+        | Workload::GcValueLog
+        | Workload::GcHash
+        | Workload::GcHashChurn
+        | Workload::GcTable => opts.index_shape(IndexShapeKind::Leveled),
         _ => opts,
     };
     match w {
@@ -74,6 +81,15 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
             .journal_mode(JournalMode::Journal)
             .separate_at_flush(variant.is_multiple_of(2))
             .hash_hotness((variant / 2).is_multiple_of(2)),
+        Workload::GcHashChurn => opts
+            .hash_groups(1)
+            .hash_main_segment_bytes(1024)
+            .hash_log_segment_bytes(1024)
+            .separation_threshold_bytes(Some(0))
+            .value_layout(ValueLayout::Hash)
+            .journal_mode(JournalMode::Journal)
+            .separate_at_flush(true)
+            .hash_hotness(true),
         Workload::GcTable => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Table)
@@ -149,6 +165,16 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                     | Workload::GcTable
                     | Workload::Unified
             );
+            if matches!(w, Workload::GcHashChurn) {
+                // A new key, or a delete of one inserted before.
+                let (k, v) = if rng.chance(30) {
+                    (format!("c{:05}", rng.below(serial)), None)
+                } else {
+                    (format!("c{serial:05}"), Some(value(&mut rng, serial, 90)))
+                };
+                ops.push((k.into_bytes(), v));
+                continue;
+            }
             let k = key(&mut rng, if gc { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
             ops.push((k, v));
@@ -173,7 +199,11 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                 drop(db);
                 db = Db::open("/db", opts.clone()).unwrap();
             }
-            Workload::Gc | Workload::GcValueLog | Workload::GcHash | Workload::GcTable
+            Workload::Gc
+            | Workload::GcValueLog
+            | Workload::GcHash
+            | Workload::GcHashChurn
+            | Workload::GcTable
                 if i % 25 == 24 =>
             {
                 db.gc().unwrap();
@@ -189,6 +219,13 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
     if matches!(w, Workload::GcHash) {
         let groups = db.stats().values.hash.groups;
         assert!(groups > 1, "seed {seed}: {groups} hash group, no split ran");
+    }
+    if matches!(w, Workload::GcHashChurn) {
+        let s = db.stats();
+        assert!(
+            s.values.hash.cold_handed_bytes > 0 && s.values.hash.cold_gc_runs > 0,
+            "seed {seed}: no file handed to the cold log, or no cold log GC\n{s}"
+        );
     }
     if matches!(w, Workload::GcTable) {
         // Whether a step kept records (and made edges) depends on timing;
@@ -253,6 +290,7 @@ fn crash_after_every_file_operation() {
         Workload::Gc,
         Workload::GcValueLog,
         Workload::GcHash,
+        Workload::GcHashChurn,
         Workload::GcTable,
         Workload::Unified,
     ];

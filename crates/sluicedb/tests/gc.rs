@@ -661,6 +661,76 @@ fn gc_judges_a_keys_records_across_the_frozen_files_together() {
     );
 }
 
+/// A group file whose records are all first versions (inserts flushed
+/// before any update) goes to the cold log whole at its group's GC:
+/// nothing is copied or relocated, the values stay readable through the
+/// pointers that name the group's store, across a reopen, and the cold
+/// log's GC later collects the file like one of its own (`docs/design.md`,
+/// "Hash layout (HashKV)", *Handing files to the cold log*).
+#[test]
+fn a_group_file_of_first_versions_goes_to_the_cold_log_whole() {
+    let fs = MemFs::new();
+    let opts = hashkv(&fs)
+        .hash_groups(1)
+        .hash_elastic(false)
+        .hash_gc_policy(HashGcPolicy::Greedy)
+        .space_limit(None);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    let name = |k: u32| format!("k{k:03}");
+    for k in 0..200u32 {
+        db.put(name(k), val(k, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.gc().unwrap();
+    let s = db.stats();
+    // 200 records of about 225 bytes.
+    assert!(s.values.hash.cold_handed_bytes >= 200 * 200, "{s}");
+    assert_eq!(s.values.hash.cold_moved_bytes, 0, "{s}");
+    assert_eq!(s.gc.relocations_applied, 0, "{s}");
+    let check = |db: &Db, live: std::ops::Range<u32>| {
+        for k in 0..200u32 {
+            let want = live.contains(&k).then(|| val(k, 0));
+            assert_eq!(db.get(name(k)).unwrap(), want, "key {k}");
+        }
+    };
+    check(&db, 0..200);
+    assert_eq!(db.check_space().unwrap(), vec![]);
+    drop(db);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    check(&db, 0..200);
+    assert!(
+        db.verify().unwrap() >= 3 * 200,
+        "entries, records and pairs"
+    );
+    // Most keys deleted: the handed-over file is three quarters garbage,
+    // and the cold log's GC copies the survivors out and frees it.
+    for k in 0..150u32 {
+        db.delete(name(k)).unwrap();
+    }
+    db.flush().unwrap();
+    let before = db.stats();
+    for _ in 0..4 {
+        db.gc().unwrap();
+    }
+    let after = db.stats();
+    assert!(
+        after.values.hash.cold_gc_runs > before.values.hash.cold_gc_runs,
+        "{after}"
+    );
+    assert!(after.values.hash.cold_moved_bytes >= 50 * 200, "{after}");
+    assert!(
+        after.values.hash.cold_log_bytes < before.values.hash.cold_log_bytes / 2,
+        "{before}\n{after}"
+    );
+    check(&db, 150..200);
+    db.wait_for_background().unwrap();
+    assert_eq!(db.check_space().unwrap(), vec![]);
+    drop(db);
+    let db = Db::open("/db", opts).unwrap();
+    check(&db, 150..200);
+    assert!(db.verify().unwrap() >= 3 * 50, "entries, records and pairs");
+}
+
 /// With hotness off nothing goes to the cold log.
 #[test]
 fn without_hotness_there_is_no_cold_log() {
@@ -798,7 +868,11 @@ fn large_relocation_batches_race_overwrites_and_deletes() {
         let db = Db::open("/db", opts()).unwrap();
         const KEYS: u32 = 6000;
         let name = |k: u32| format!("k{k:05}");
+        // Each key twice in the memtable: not a first version when
+        // flushed, so GC relocates the group's records rather than handing
+        // the file to the cold log whole.
         for k in 0..KEYS {
+            db.put(name(k), val(k, 0)).unwrap();
             db.put(name(k), val(k, 0)).unwrap();
         }
         db.flush().unwrap();

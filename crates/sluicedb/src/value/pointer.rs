@@ -75,6 +75,13 @@ impl ValuePointer {
         b
     }
 
+    /// True if both name the same record: file, offset, length and
+    /// checksum (the store id aside).
+    pub(crate) fn same_record(&self, other: &ValuePointer) -> bool {
+        (self.file, self.offset, self.record_len, self.record_crc)
+            == (other.file, other.offset, other.record_len, other.record_crc)
+    }
+
     /// Decodes an index entry's bytes, in either form; `None` when they
     /// are not a pointer.
     pub(crate) fn decode(b: &[u8]) -> Option<Self> {

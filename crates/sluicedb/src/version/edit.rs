@@ -45,6 +45,7 @@ pub(crate) mod tag {
     pub const FILE_PAYLOAD: u32 = 27;
     pub const TABLE_PENDING: u32 = 28;
     pub const TABLE_SETTLED: u32 = 29;
+    pub const HASH_FILE_TO_COLD: u32 = 30;
 }
 
 /// A table in a version.
@@ -322,6 +323,7 @@ mod tests {
         e.values.hash.groups = Some(4);
         e.values.hash.added.push((3, 21));
         e.values.hash.dropped.push((3, 17));
+        e.values.hash.to_cold.push((3, 15));
         e.values.hash.splits.push((2, 4));
         e.add_file(
             2,

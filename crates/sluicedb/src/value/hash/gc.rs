@@ -123,6 +123,9 @@ struct HashVictim<'a> {
     store: &'a HashStore,
     group: u32,
     frozen: Vec<(u64, u64)>,
+    /// Frozen files handed to the cold log whole instead of collected
+    /// ([`HashStore::to_hand_over`]).
+    to_cold: Vec<u64>,
     /// What no other step may collect until this one is done: the group
     /// and the groups split from it in this step (their heads get the
     /// copies); the cold log file it collects, and the cold log head it
@@ -209,7 +212,7 @@ impl HashStore {
         // (sealed files may be victims) until this step, which ends after
         // that one, is done.
         let mut held = Vec::new();
-        if self.cold_head_full() {
+        if self.cold_head_full() || self.hand_over_wants_new_cold_head(&host.current()) {
             let in_flight = self.steps_in_flight();
             let sealed = self.new_group_head(host, COLD_GROUP)?;
             if in_flight {
@@ -222,6 +225,21 @@ impl HashStore {
             self.release_cold(&held);
         }
         victim
+    }
+
+    /// True when the next victim is a group with files to hand to the
+    /// cold log ([`HashStore::to_hand_over`]) newer than the cold log's
+    /// head: the step starts a new cold head first. A handed-over file is
+    /// always older than the cold head, because an open takes the cold
+    /// log's newest file with records for the one a crash may have torn
+    /// (GC appends copies to the head and syncs them later), and cuts only
+    /// that one's tail.
+    fn hand_over_wants_new_cold_head(&self, current: &Version) -> bool {
+        let Some(Target::Group(g)) = self.gc_target(current) else {
+            return false;
+        };
+        let head = self.cold_head();
+        (self.to_hand_over(g, true, &current.values.garbage).iter()).any(|&f| f > head)
     }
 
     /// [`HashStore::gc_victim_hash`] once the cold log's head is settled;
@@ -246,6 +264,11 @@ impl HashStore {
             },
             Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
         };
+        // Sealed now: their flags are final. Only files older than the
+        // cold log's head (`hand_over_wants_new_cold_head`).
+        let cold_head = self.cold_head();
+        let mut to_cold = self.to_hand_over(group, false, &host.current().values.garbage);
+        to_cold.retain(|&f| f < cold_head);
         let (busy_groups, mut busy_cold) = match target {
             Target::Group(g) => (
                 std::iter::once(g)
@@ -262,6 +285,7 @@ impl HashStore {
             store: self,
             group,
             frozen,
+            to_cold,
             busy_groups,
             busy_cold,
         })))
@@ -276,7 +300,10 @@ impl HashStore {
         let Some(limit) = self.split_bytes() else {
             return 0;
         };
-        let (live, depth) = self.live_estimate(g, &current.values.garbage);
+        // Files the step will hand to the cold log leave the group whole.
+        let garbage = &current.values.garbage;
+        let leaving = self.to_hand_over(g, true, garbage);
+        let (live, depth) = self.live_estimate(g, garbage, &leaving);
         if live <= limit {
             return 0;
         }
@@ -349,15 +376,22 @@ impl GcVictim for HashVictim<'_> {
         let g = self.group;
         // 1. Scan the frozen files (in parallel with `gc_threads`): every
         // put record, by key, in file order.
-        let store_id = if g == COLD_GROUP {
-            STORE_COLD
-        } else {
-            STORE_HASH
+        // Pointers into a cold log file GC handed over from a group name
+        // the group's store id (those a flush in flight installs too).
+        let store_id = |file: u64| {
+            if g == COLD_GROUP && !store.was_handed(file) {
+                STORE_COLD
+            } else {
+                STORE_HASH
+            }
         };
-        let scan_one = |&(file, _): &(u64, u64)| store.scan_frozen(file, store_id);
+        let collected: Vec<(u64, u64)> = (self.frozen.iter().copied())
+            .filter(|(f, _)| !self.to_cold.contains(f))
+            .collect();
+        let scan_one = |&(file, _): &(u64, u64)| store.scan_frozen(file, store_id(file));
         let scanned: Vec<Result<ScannedFile>> = match host.pool() {
-            Some(pool) => pool.install(|| self.frozen.par_iter().map(scan_one).collect()),
-            None => self.frozen.iter().map(scan_one).collect(),
+            Some(pool) => pool.install(|| collected.par_iter().map(scan_one).collect()),
+            None => collected.iter().map(scan_one).collect(),
         };
         let mut out = Collected::default();
         let files = scanned.into_iter().collect::<Result<Vec<ScannedFile>>>()?;
@@ -407,7 +441,8 @@ impl GcVictim for HashVictim<'_> {
         // 3. Live records copied, a frozen file at a time (read again whole:
         // one sequential read): to the group's new head, or to the cold log
         // when cold. Per file: (put, cold).
-        let mut live_in: Vec<Vec<(u32, bool)>> = files.iter().map(|_| Vec::new()).collect();
+        let mut live_in: Vec<Vec<(u32, bool, ValuePointer)>> =
+            files.iter().map(|_| Vec::new()).collect();
         for (run, newest) in runs.iter().zip(now) {
             let versions = &order[run.clone()];
             let put = |&(f, i): &PutAt| &files[f as usize].puts[i as usize];
@@ -417,9 +452,11 @@ impl GcVictim for HashVictim<'_> {
             // not wait for the flush: `gc_waits_for_flushes`). Its copy
             // then shadows the flush's pointer, which names a frozen file.
             let live = match newest {
+                // By place: after a restart a handed-over file's pointers
+                // name a store id its scan cannot know.
                 Newest::Pointer(p) => versions
                     .iter()
-                    .find(|&&(f, i)| files[f as usize].pointer(i) == p),
+                    .find(|&&(f, i)| files[f as usize].pointer(i).same_record(&p)),
                 Newest::Inline(seq) => versions.iter().rev().find(|v| put(v).seq == seq),
                 Newest::Other => None,
             };
@@ -435,7 +472,11 @@ impl GcVictim for HashVictim<'_> {
                     flags & FLAG_GC_COPY != 0,
                     flags & FLAG_FIRST_VERSION != 0,
                 );
-            live_in[f as usize].push((i, cold));
+            let old = match newest {
+                Newest::Pointer(p) => p,
+                _ => files[f as usize].pointer(i),
+            };
+            live_in[f as usize].push((i, cold, old));
         }
         let mut cold_moved = 0;
         for (scanned, mut live) in files.iter().zip(live_in) {
@@ -443,7 +484,7 @@ impl GcVictim for HashVictim<'_> {
                 continue;
             }
             // Puts are in offset order.
-            live.sort_unstable_by_key(|&(i, _)| i);
+            live.sort_unstable_by_key(|&(i, _, _)| i);
             let file = scanned.file;
             let path = store.path_of(file);
             let reader = store.reader_of(file)?;
@@ -453,8 +494,7 @@ impl GcVictim for HashVictim<'_> {
             // memory of one window.
             let mut window: Vec<u8> = Vec::new();
             let mut window_at = 0u64;
-            for (i, cold) in live {
-                let old = scanned.pointer(i);
+            for (i, cold, old) in live {
                 let key = scanned.key(i);
                 let end = old.offset + u64::from(old.record_len);
                 if end > len {
@@ -507,16 +547,22 @@ impl GcVictim for HashVictim<'_> {
         if g == COLD_GROUP {
             store.cold_gc_runs.fetch_add(1, Ordering::Relaxed);
         }
-        // 4. The frozen files leave the group.
-        out.frees = self.frozen.iter().map(|&(f, _)| f).collect();
-        out.frees_bytes = self.frozen.iter().map(|&(_, len)| len).sum();
+        // 4. The collected files leave the group; the handed-over ones go
+        // to the cold log as they are.
+        out.frees = collected.iter().map(|&(f, _)| f).collect();
+        out.frees_bytes = collected.iter().map(|&(_, len)| len).sum();
         out.edit.values.hash.dropped = out.frees.iter().map(|&f| (g, f)).collect();
+        out.edit.values.hash.to_cold = self.to_cold.iter().map(|&f| (g, f)).collect();
         Ok(out)
     }
 
-    /// Out of the group in memory too; readable until deleted.
+    /// Out of the group in memory too; readable until deleted (or in the
+    /// cold log, handed over).
     fn installed(self: Box<Self>) {
-        let files: Vec<u64> = self.frozen.iter().map(|&(f, _)| f).collect();
+        let files: Vec<u64> = (self.frozen.iter().map(|&(f, _)| f))
+            .filter(|f| !self.to_cold.contains(f))
+            .collect();
         self.store.retire(self.group, &files);
+        self.store.hand_to_cold(self.group, &self.to_cold);
     }
 }

@@ -74,6 +74,9 @@ pub(crate) struct HashEdit {
     /// Group splits, in order: (parent, child). The child is the next
     /// group id; the parent keeps the keys whose next hash bit is 0.
     pub(crate) splits: Vec<(u32, u32)>,
+    /// Files GC handed from their group to the cold log whole, records in
+    /// place: (group, file). The cold log lists them in file order.
+    pub(crate) to_cold: Vec<(u32, u64)>,
 }
 
 impl HashMeta {
@@ -150,6 +153,20 @@ impl HashMeta {
                 return Err(format!("file {file} is not in hash group {g}"));
             }
         }
+        for &(g, file) in &edit.to_cold {
+            let files = h.list_mut(g)?;
+            let before = files.len();
+            files.retain(|&f| f != file);
+            if g == COLD_GROUP || files.len() == before {
+                return Err(format!(
+                    "file {file} handed to the cold log is not in hash group {g}"
+                ));
+            }
+            match h.cold.binary_search(&file) {
+                Ok(_) => return Err(format!("file {file} is in the cold log already")),
+                Err(at) => h.cold.insert(at, file),
+            }
+        }
         for &(g, file) in &edit.added {
             let files = h.list_mut(g)?;
             if files.last().is_some_and(|&l| l >= file) {
@@ -191,6 +208,7 @@ impl HashEdit {
         }
         for (t, list) in [
             (tag::HASH_FILE_DROPPED, &self.dropped),
+            (tag::HASH_FILE_TO_COLD, &self.to_cold),
             (tag::HASH_FILE_ADDED, &self.added),
         ] {
             for &(group, file) in list {
@@ -216,16 +234,18 @@ impl HashEdit {
                 self.splits.push((parent, child));
                 Some(())
             })(),
-            tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED => (|| {
+            tag::HASH_FILE_ADDED | tag::HASH_FILE_DROPPED | tag::HASH_FILE_TO_COLD => (|| {
                 let group = p.u32()?;
                 let file = p.u64().filter(|_| p.is_empty())?;
                 let list = match t {
                     tag::HASH_FILE_ADDED => &mut self.added,
+                    tag::HASH_FILE_TO_COLD => &mut self.to_cold,
                     _ => &mut self.dropped,
                 };
                 list.push((group, file));
                 Some(())
-            })(),
+            })(
+            ),
             _ => return None,
         };
         Some(ok.ok_or(()))

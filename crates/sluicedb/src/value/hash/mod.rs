@@ -37,7 +37,7 @@ use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
-use super::log::format::{Record, FILE_HEADER_LEN};
+use super::log::format::{Record, FILE_HEADER_LEN, FLAG_FIRST_VERSION};
 use super::log::reader::check_record;
 use super::log::writer::VlogWriter;
 use super::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
@@ -133,6 +133,12 @@ struct Group {
     /// When the group was last collected (or the store opened): its age
     /// for the cost-benefit policy.
     last_gc: Instant,
+    /// True while every record in the head is a first version
+    /// (`FLAG_FIRST_VERSION`), and the sealed files of this open of which
+    /// that held when they were sealed: GC may hand them to the cold log
+    /// whole (never the cold log's own).
+    head_first_only: bool,
+    first_only: HashSet<u64>,
 }
 
 impl Group {
@@ -238,6 +244,10 @@ struct Inner {
     busy_groups: HashSet<u32>,
     busy_cold: HashSet<u64>,
     steps_in_flight: usize,
+    /// Cold log files GC handed over from a group in this open: pointers
+    /// into them name the group's store id (`STORE_HASH`), among them
+    /// those a flush still to install will name.
+    handed: HashSet<u64>,
 }
 
 impl Inner {
@@ -312,9 +322,11 @@ pub(crate) struct HashStore {
     /// Log segments in use, kept with every change to a group's size so
     /// that the write path checks the reserve without a lock.
     segments_in_use: AtomicU64,
-    /// Bytes GC moved to the cold log, and GC steps that collected a cold
-    /// log file (statistics).
+    /// Bytes GC moved to the cold log, bytes of files it handed to the
+    /// cold log whole, and GC steps that collected a cold log file
+    /// (statistics).
     cold_moved_bytes: AtomicU64,
+    cold_handed_bytes: AtomicU64,
     cold_gc_runs: AtomicU64,
     /// Group splits since the store opened (statistics).
     splits: AtomicU64,
@@ -410,6 +422,8 @@ impl HashStore {
                 newest_at_open: newest_with_records,
                 written_since_gc: 0,
                 last_gc: Instant::now(),
+                head_first_only: i != n,
+                first_only: HashSet::new(),
             });
         }
         fs.sync_dir(dir)?;
@@ -431,12 +445,14 @@ impl HashStore {
                 busy_groups: HashSet::new(),
                 busy_cold: HashSet::new(),
                 steps_in_flight: 0,
+                handed: HashSet::new(),
             }),
             readers: FileReaders::new(fs.clone(), config.prefetch_threads),
             appended_bytes: AtomicU64::new(0),
             total_bytes: AtomicU64::new(total),
             segments_in_use: AtomicU64::new(segments),
             cold_moved_bytes: AtomicU64::new(0),
+            cold_handed_bytes: AtomicU64::new(0),
             cold_gc_runs: AtomicU64::new(0),
             splits: AtomicU64::new(0),
             random: AtomicU64::new(
@@ -582,6 +598,9 @@ impl HashStore {
         let head = VlogWriter::for_store(f, number, self.config.batch_bytes, store_id(group.cold));
         let old = std::mem::replace(&mut group.head, head);
         group.sealed.push((old.number(), old.len()));
+        if std::mem::replace(&mut group.head_first_only, !group.cold) {
+            group.first_only.insert(old.number());
+        }
         group.written_since_gc = 0;
         group.last_gc = Instant::now();
         self.total_bytes
@@ -650,6 +669,8 @@ impl HashStore {
                 first_at_open: number,
                 written_since_gc: 0,
                 last_gc: Instant::now(),
+                head_first_only: true,
+                first_only: HashSet::new(),
             };
             self.total_bytes
                 .fetch_add(group.head.len(), Ordering::Relaxed);
@@ -662,19 +683,18 @@ impl HashStore {
     }
 
     /// Group `g`'s bytes not known to be garbage (`garbage`: bytes per
-    /// file), and its split depth.
+    /// file) in files other than `leaving`, and its split depth.
     pub(crate) fn live_estimate(
         &self,
         g: u32,
         garbage: &std::collections::BTreeMap<u64, u64>,
+        leaving: &[u64],
     ) -> (u64, u32) {
         let inner = self.inner.lock();
         let group = inner.group(g);
-        let files = group
-            .sealed
-            .iter()
-            .copied()
-            .chain(std::iter::once((group.head.number(), group.head.len())));
+        let files = (group.sealed.iter().copied())
+            .chain(std::iter::once((group.head.number(), group.head.len())))
+            .filter(|(f, _)| !leaving.contains(f));
         let live = files
             .map(|(f, len)| len - garbage.get(&f).copied().unwrap_or(0).min(len))
             .sum();
@@ -706,11 +726,78 @@ impl HashStore {
             }
             !out
         });
+        group.first_only.retain(|n| !files.contains(n));
         self.resize(segments, segments_of(group, &self.config));
         for (n, len) in gone {
             inner.retiring.insert(n, (g, len));
             self.total_bytes.fetch_sub(len, Ordering::Relaxed);
         }
+    }
+
+    /// GC handed `files` from group `g` to the cold log whole (their
+    /// records stay where they are; `docs/design.md`, "Hash layout",
+    /// *Handing files to the cold log*), once the manifest says so.
+    pub(crate) fn hand_to_cold(&self, g: u32, files: &[u64]) {
+        let mut inner = self.inner.lock();
+        let i = inner.index(g);
+        let group = &mut inner.groups[i];
+        let segments = segments_of(group, &self.config);
+        let mut moved = Vec::new();
+        group.sealed.retain(|&(n, len)| {
+            let out = files.contains(&n);
+            if out {
+                moved.push((n, len));
+            }
+            !out
+        });
+        group.first_only.retain(|n| !files.contains(n));
+        self.resize(segments, segments_of(group, &self.config));
+        let cold = inner.hash_groups();
+        for (n, len) in moved {
+            let sealed = &mut inner.groups[cold].sealed;
+            let at = sealed.partition_point(|&(f, _)| f < n);
+            sealed.insert(at, (n, len));
+            inner.owner.insert(n, COLD_GROUP);
+            inner.handed.insert(n);
+            self.cold_handed_bytes.fetch_add(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Of group `g`'s files (the head too with `with_head`), those GC
+    /// hands to the cold log whole rather than collecting them: every
+    /// record a first version, so every live one is cold (seed 000 §3.4;
+    /// [`crate::policy::is_cold`]), and at most half of it known garbage,
+    /// so that holding its garbage in the cold log costs less than copying
+    /// its live records (`garbage`: bytes per file). Hotness awareness
+    /// only.
+    pub(crate) fn to_hand_over(
+        &self,
+        g: u32,
+        with_head: bool,
+        garbage: &BTreeMap<u64, u64>,
+    ) -> Vec<u64> {
+        if !self.hotness() || g == COLD_GROUP {
+            return Vec::new();
+        }
+        let inner = self.inner.lock();
+        let group = inner.group(g);
+        let head =
+            (with_head && group.head_first_only).then(|| (group.head.number(), group.head.len()));
+        (group.sealed.iter().copied())
+            .filter(|(f, _)| group.first_only.contains(f))
+            .chain(head)
+            .filter(|&(f, len)| {
+                let dead = garbage.get(&f).copied().unwrap_or(0);
+                len > FILE_HEADER_LEN as u64 && dead.saturating_mul(2) <= len
+            })
+            .map(|(f, _)| f)
+            .collect()
+    }
+
+    /// True if cold log file `file` was handed over from a group in this
+    /// open.
+    pub(crate) fn was_handed(&self, file: u64) -> bool {
+        self.inner.lock().handed.contains(&file)
     }
 
     /// Deletes retired files once no reader can need them.
@@ -768,6 +855,9 @@ impl HashStore {
         let before = group.head.len();
         let segments = segments_of(group, &self.config);
         let p = group.head.append(r)?;
+        if r.flags & FLAG_FIRST_VERSION == 0 {
+            group.head_first_only = false;
+        }
         let grown = group.head.len() - before;
         group.written_since_gc += grown;
         self.resize(segments, segments_of(group, &self.config));
@@ -784,6 +874,11 @@ impl HashStore {
         self.config
             .cold_file_bytes
             .is_some_and(|limit| inner.cold().head.len() >= limit)
+    }
+
+    /// The cold log head's file number.
+    pub(crate) fn cold_head(&self) -> u64 {
+        self.inner.lock().cold().head.number()
     }
 
     /// True while a GC step is frozen and not yet done.
@@ -943,7 +1038,10 @@ impl RecordFiles for HashStore {
                 "pointer into a segment group file that does not exist",
             ));
         };
-        if inner.groups[g].cold != (p.store == STORE_COLD) {
+        // A group's pointer may name a cold log file: GC hands files
+        // whose live records are all cold to the cold log whole.
+        let handed_over = inner.groups[g].cold && p.store == STORE_HASH;
+        if inner.groups[g].cold != (p.store == STORE_COLD) && !handed_over {
             return Err(Error::corruption(
                 path(),
                 p.offset,
@@ -1028,10 +1126,11 @@ impl ValueStore for HashStore {
             };
             let group = inner.group(g);
             // A key's record sits in its group's files or, after splits,
-            // in those of a group it was split from.
+            // in those of a group it was split from; or in a file GC
+            // handed from one of those to the cold log.
             let may_hold = |owner: u32| {
                 owner == g
-                    || (g != COLD_GROUP && owner != COLD_GROUP && inner.dir.may_hold(owner, g))
+                    || (g != COLD_GROUP && (owner == COLD_GROUP || inner.dir.may_hold(owner, g)))
             };
             match inner.owner.get(&p.file).copied() {
                 Some(owner) if !may_hold(owner) => {
@@ -1189,6 +1288,7 @@ impl ValueStore for HashStore {
         stats.hash.cold_log_bytes = self.cold_bytes();
         stats.hash.cold_garbage_bytes = self.cold_garbage(&current.values.garbage);
         stats.hash.cold_moved_bytes = self.cold_moved_bytes.load(Ordering::Relaxed);
+        stats.hash.cold_handed_bytes = self.cold_handed_bytes.load(Ordering::Relaxed);
         stats.hash.cold_gc_runs = self.cold_gc_runs.load(Ordering::Relaxed);
     }
 }

@@ -470,3 +470,38 @@ fn a_failed_head_among_parallel_syncs_fails_that_head_alone() {
         .collect();
     assert_eq!(failing.len(), 1, "heads failing later syncs: {failing:?}");
 }
+
+#[test]
+fn a_file_handed_to_the_cold_log_moves_lists_in_order_and_survives_a_roll() {
+    let edit = |f: fn(&mut HashEdit)| {
+        let mut e = HashEdit::default();
+        f(&mut e);
+        e
+    };
+    let meta = HashMeta::default()
+        .apply(&edit(|e| {
+            e.groups = Some(2);
+            e.added = vec![(0, 5), (0, 9), (1, 6), (COLD_GROUP, 4), (COLD_GROUP, 8)];
+        }))
+        .unwrap();
+    // Group 0's file 5 joins the cold log between 4 and 8.
+    let moved = meta.apply(&edit(|e| e.to_cold = vec![(0, 5)])).unwrap();
+    assert_eq!(moved.groups[0], vec![9]);
+    assert_eq!(moved.cold, vec![4, 5, 8]);
+    assert!(moved.lists(5));
+    let rolled = HashMeta::default().apply(&moved.snapshot()).unwrap();
+    assert_eq!(rolled, moved);
+    // Not in that group, the cold log's own, or twice.
+    for bad in [(1, 5), (0, 7), (COLD_GROUP, 4)] {
+        let e = HashEdit {
+            to_cold: vec![bad],
+            ..HashEdit::default()
+        };
+        assert!(meta.apply(&e).is_err(), "{bad:?}");
+    }
+    let twice = HashEdit {
+        to_cold: vec![(0, 5), (0, 5)],
+        ..HashEdit::default()
+    };
+    assert!(meta.apply(&twice).is_err());
+}
