@@ -440,7 +440,7 @@ impl GcVictim for HashVictim<'_> {
         }
         // 3. Live records copied, a frozen file at a time (read again whole:
         // one sequential read): to the group's new head, or to the cold log
-        // when cold. Per file: (put, cold).
+        // when cold. Per file: (put, cold, the pointer the index holds).
         let mut live_in: Vec<Vec<(u32, bool, ValuePointer)>> =
             files.iter().map(|_| Vec::new()).collect();
         for (run, newest) in runs.iter().zip(now) {
