@@ -2,15 +2,18 @@
 //!
 //! [`WriteBuffer`] is the small trait the engine uses, so that a later write
 //! buffer (LightKV's persistent buffer, seed 002) can take this one's place.
-//! [`MemTable`] implements it on a lock-free skiplist: inserts come from the
-//! single group-commit leader, reads from any thread concurrently.
+//! [`MemTable`] implements it on an arena skiplist ([`skiplist`]): inserts
+//! come from the group-commit leader (and a helper for GC's large
+//! relocation batches), reads from any thread concurrently.
+
+mod skiplist;
+
+use skiplist::{Entry, SkipList};
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use xxhash_rust::xxh3::xxh3_64;
@@ -78,78 +81,13 @@ pub(crate) trait WriteBuffer: Send + Sync {
 /// threads ([`MemTable::insert_relocations`]).
 pub(crate) const PARALLEL_RELOCATIONS: usize = 4096;
 
-/// Mean tower height of a skiplist node: crossbeam's heights are one plus
-/// the trailing zeros of a random number, 2 on average.
-const MEAN_TOWER_POINTERS: usize = 2;
-
-/// Heap bytes one memtable entry takes: its skiplist node (value and key
-/// headers, the inline key, the reference count and the tower), a key too
-/// long to sit inline, and the value's buffer, each rounded up as the
-/// allocator hands memory out. The memtable limit is a memory budget, so
-/// this counts what the entry costs, not what it holds: with a fixed 64
-/// bytes per entry a memtable of value pointers (53-byte entries) used 1.37x
-/// what it accounted (92 MB resident for 64 MiB, 2026-11-24), and kept the
-/// hashkv preset near a 512 MiB memory cgroup's limit.
-fn entry_memory_bytes(ikey_len: usize, value_len: usize) -> usize {
-    use std::mem::size_of;
-    let node = size_of::<MemKey>()
-        + size_of::<Vec<u8>>()
-        + size_of::<usize>()
-        + MEAN_TOWER_POINTERS * size_of::<usize>();
-    let spilled_key = if ikey_len > INLINE_KEY_BYTES {
-        allocation_bytes(ikey_len)
-    } else {
-        0
-    };
-    allocation_bytes(node) + spilled_key + allocation_bytes(value_len)
-}
-
-/// What an allocation of `n` bytes takes: a word of header (glibc's
-/// malloc; mimalloc and jemalloc keep none but round coarser) in size
-/// classes spaced by about an eighth (mimalloc, jemalloc), 8 bytes apart up
-/// to 64.
-fn allocation_bytes(n: usize) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    let n = n + std::mem::size_of::<usize>();
-    if n <= 64 {
-        return n.next_multiple_of(8);
-    }
-    let step = 1usize << (usize::BITS - 1 - n.leading_zeros() - 2);
-    n.next_multiple_of(step)
-}
-
-/// Internal keys up to this long (user keys up to 40 bytes) live inside
-/// the skiplist node. A search compares a key at every node it passes; with
-/// the key behind a second pointer each comparison costs two cache misses
-/// instead of one, and the memtable's searches were the largest single
-/// cost of the update benchmark's write and GC paths (perf, 1 GiB hashkv).
-const INLINE_KEY_BYTES: usize = 48;
-
-/// An internal key as the memtable holds it, in the internal order.
-#[derive(Clone, PartialEq, Eq)]
-struct MemKey(SmallVec<[u8; INLINE_KEY_BYTES]>);
-
-impl MemKey {
-    fn new(user_key: &[u8], seq: u64, kind: u8) -> Self {
-        let mut k = SmallVec::with_capacity(user_key.len() + key::TRAILER_LEN);
-        k.extend_from_slice(user_key);
-        k.extend_from_slice(&key::pack_trailer(seq, kind).to_le_bytes());
-        MemKey(k)
-    }
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        key::compare(&self.0, &other.0)
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
+/// An internal key built on the stack for a search (user keys up to 56
+/// bytes need no allocation).
+fn seek_key(user_key: &[u8], seq: u64, kind: u8) -> SmallVec<[u8; 64]> {
+    let mut k = SmallVec::with_capacity(user_key.len() + key::TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&key::pack_trailer(seq, kind).to_le_bytes());
+    k
 }
 
 /// What a write buffer's writes may have made garbage of: each overwrite
@@ -214,7 +152,7 @@ const KEY_LOG_ENTRY_BYTES: usize = 16;
 /// The skiplist memtable.
 #[derive(Default)]
 pub(crate) struct MemTable {
-    map: SkipMap<MemKey, Vec<u8>>,
+    map: SkipList,
     /// With [`MemTable::tracking_keys`]: (key digest, sequence) of every
     /// entry, in insertion order. GC's relocation commit asks which keys
     /// were written since its view (`Core::commit_relocations`); a set of
@@ -222,7 +160,8 @@ pub(crate) struct MemTable {
     /// about 1.5 us a key in cache misses and held the writer queue for
     /// about a second a phase (2 GiB hashkv update run, 2026-11-25).
     key_log: Option<Mutex<Vec<(u64, u64)>>>,
-    memory: AtomicUsize,
+    /// Bytes of the key log (the entries' memory is the skiplist's arena).
+    key_log_bytes: AtomicUsize,
     puts: AtomicU64,
     value_bytes: AtomicU64,
     deletes: AtomicU64,
@@ -288,7 +227,7 @@ impl MemTable {
             }
         }
         if let Some(log) = &self.key_log {
-            self.memory
+            self.key_log_bytes
                 .fetch_add(digests.len() * KEY_LOG_ENTRY_BYTES, Ordering::Relaxed);
             log.lock().extend(digests);
         }
@@ -314,16 +253,12 @@ impl MemTable {
         counted: bool,
     ) {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
-        let ikey = MemKey::new(user_key, seq, kind as u8 | flags);
-        self.memory.fetch_add(
-            entry_memory_bytes(ikey.0.len(), value.len()),
-            Ordering::Relaxed,
-        );
-        let entry = self.map.insert(ikey, value.to_vec());
+        let trailer = key::pack_trailer(seq, kind as u8 | flags);
+        let entry = self.map.insert(user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.
         if let Some(prev) = entry.next() {
-            let k = &prev.key().0;
+            let k = prev.key();
             if key::user_key(k) == user_key && key::kind_byte(k) == Kind::Value as u8 {
                 self.held_shadowed_bytes.fetch_add(
                     (user_key.len() + prev.value().len()) as u64,
@@ -381,25 +316,25 @@ impl WriteBuffer for MemTable {
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
-        let seek = MemKey::new(user_key, snapshot, key::KIND_SEEK);
-        let Some(e) = self.map.lower_bound(Bound::Included(&seek)) else {
+        let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
+        let Some(e) = self.map.lower_bound(&seek) else {
             return Lookup::Absent;
         };
-        let k = &e.key().0;
+        let k = e.key();
         if key::user_key(k) != user_key {
             return Lookup::Absent;
         }
         match Kind::from_u8(key::kind_byte(k)) {
             Some(Kind::Delete) => Lookup::Deleted,
-            Some(kind) => Lookup::Found(kind, e.value().clone(), key::sequence(k)),
+            Some(kind) => Lookup::Found(kind, e.value().to_vec(), key::sequence(k)),
             None => unreachable!("memtable holds only valid kinds"),
         }
     }
 
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
-        let seek = MemKey::new(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
-        let e = self.map.lower_bound(Bound::Included(&seek))?;
-        let k = &e.key().0;
+        let seek = seek_key(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
+        let e = self.map.lower_bound(&seek)?;
+        let k = e.key();
         (key::user_key(k) == user_key).then(|| key::sequence(k))
     }
 
@@ -423,7 +358,7 @@ impl WriteBuffer for MemTable {
     }
 
     fn approximate_memory_bytes(&self) -> usize {
-        self.memory.load(Ordering::Relaxed)
+        self.map.memory_bytes() + self.key_log_bytes.load(Ordering::Relaxed)
     }
 
     fn shadow_candidates(&self) -> ShadowCandidates {
@@ -445,9 +380,8 @@ impl WriteBuffer for MemTable {
     }
 }
 
-type Entry<'a> = crossbeam_skiplist::map::Entry<'a, MemKey, Vec<u8>>;
-
-/// Cursor over a memtable, holding a skiplist entry so that stepping is O(1).
+/// Cursor over a memtable, holding a skiplist entry so that stepping
+/// forward is O(1).
 /// Entries are never removed and the map lives as long as `table`, so the
 /// iterator stays valid while inserts go on.
 struct MemTableIter {
@@ -459,10 +393,10 @@ struct MemTableIter {
 }
 
 impl MemTableIter {
-    fn map(&self) -> &'static SkipMap<MemKey, Vec<u8>> {
+    fn map(&self) -> &'static SkipList {
         // SAFETY: see the field comment: the map outlives every entry we
         // keep, because the entries are dropped before the Arc that owns it.
-        unsafe { &*(&self.table.map as *const SkipMap<MemKey, Vec<u8>>) }
+        unsafe { &*(&self.table.map as *const SkipList) }
     }
 }
 
@@ -477,8 +411,7 @@ impl InternalIterator for MemTableIter {
         self.current = self.map().back();
     }
     fn seek(&mut self, target: &[u8]) {
-        let t = MemKey(SmallVec::from_slice(target));
-        self.current = self.map().lower_bound(Bound::Included(&t));
+        self.current = self.map().lower_bound(target);
     }
     fn next(&mut self) {
         self.current = self.current.take().and_then(|e| e.next());
@@ -487,7 +420,7 @@ impl InternalIterator for MemTableIter {
         self.current = self.current.take().and_then(|e| e.prev());
     }
     fn key(&self) -> &[u8] {
-        &self.current.as_ref().expect("valid iterator").key().0
+        self.current.as_ref().expect("valid iterator").key()
     }
     fn value(&self) -> &[u8] {
         self.current.as_ref().expect("valid iterator").value()
@@ -546,9 +479,10 @@ mod tests {
         }
         let entries = 3 + large.len();
         assert_eq!(
-            tracking.approximate_memory_bytes() - plain.approximate_memory_bytes(),
+            tracking.approximate_memory_bytes() - tracking.map.memory_bytes(),
             entries * KEY_LOG_ENTRY_BYTES
         );
+        assert_eq!(plain.approximate_memory_bytes(), plain.map.memory_bytes());
         let digests = |after: u64| {
             let mut out = DigestSet::default();
             assert!(tracking.digests_newer_than(after, &mut out));
@@ -652,10 +586,10 @@ mod tests {
             let allocated = (HELD.with(|h| h.get()) - before) as f64;
             let accounted = m.approximate_memory_bytes() as f64;
             let ratio = accounted / allocated;
-            // Requested bytes: the accounting adds the allocator's rounding
-            // on top, never less than what was asked for.
+            // All of it but the free rest of the arena's current block.
+            let block = skiplist::MAX_BLOCK_BYTES as f64;
             assert!(
-                (1.0..1.25).contains(&ratio),
+                accounted <= allocated && accounted >= allocated - block,
                 "{key_len}-byte keys, {value_len}-byte values: accounted {accounted} for \
                  {allocated} allocated ({ratio:.3})"
             );

@@ -330,7 +330,12 @@ impl Table {
 
     /// Reads every block and checks every checksum and entry (for `verify`).
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
-        let mut it = self.iter(IoClass::UserRead, false);
+        self.verify_as(IoClass::UserRead)
+    }
+
+    /// [`Table::verify`], its reads counted as `class`'s.
+    pub(crate) fn verify_as(self: &Arc<Self>, class: IoClass) -> Result<u64> {
+        let mut it = self.iter(class, false);
         it.seek_to_first();
         let mut n = 0;
         let mut last: Option<Vec<u8>> = None;
