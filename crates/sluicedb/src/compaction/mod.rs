@@ -231,6 +231,7 @@ fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
         deletions: built.properties.deletions,
         value_bytes: out.value_bytes,
         payload: Some(out.payload),
+        table: Default::default(),
     })
 }
 

@@ -84,3 +84,60 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::fs::MemFs;
+    use crate::options::Options;
+    use crate::Db;
+
+    fn fill(db: &Db, tables: u64) {
+        for t in 0..tables {
+            for i in 0..50 {
+                db.put(format!("k{i:03}"), format!("v{t}")).unwrap();
+            }
+            db.flush().unwrap();
+        }
+    }
+
+    #[test]
+    fn lookups_pin_tables_until_no_version_lists_them_and_no_more_than_half_the_cache() {
+        let fs = MemFs::new();
+        let o = Options::default().fs(Arc::new(fs.clone()));
+        let db = Db::open("/db", o).unwrap();
+        fill(&db, 3);
+        db.wait_for_background().unwrap();
+        let tables = &db.core().tables;
+        assert_eq!(tables.pinned_tables(), 0);
+        // A missing key within their ranges is probed in every table (their
+        // filters say no).
+        assert_eq!(db.get("k0005").unwrap(), None);
+        let l0 = db.stats().levels[0].tables;
+        assert!(l0 >= 3, "{l0} tables at L0");
+        assert_eq!(tables.pinned_tables(), l0);
+        assert_eq!(db.get("k007").unwrap(), Some(b"v2".to_vec()));
+        assert_eq!(tables.pinned_tables(), l0);
+        // Compacted away: the old versions go, and their slots with them.
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        assert_eq!(tables.pinned_tables(), 0);
+        assert_eq!(db.get("k007").unwrap(), Some(b"v2".to_vec()));
+        assert_eq!(tables.pinned_tables(), 1);
+        drop(db);
+
+        // With room for four open tables, at most two are pinned; the
+        // others are read through the cache, and every read is right.
+        let o = Options::default()
+            .fs(Arc::new(MemFs::new()))
+            .max_open_tables(4);
+        let db = Db::open("/db", o).unwrap();
+        fill(&db, 3);
+        assert_eq!(db.get("k0005").unwrap(), None);
+        assert_eq!(db.core().tables.pinned_tables(), 2);
+        for i in 0..50 {
+            assert_eq!(db.get(format!("k{i:03}")).unwrap(), Some(b"v2".to_vec()));
+        }
+    }
+}

@@ -105,7 +105,7 @@ pub(crate) fn probe_table(
     hash: u64,
     class: IoClass,
 ) -> Result<Option<Lookup>> {
-    let t = tables.get(f.number, f.file_size, class)?;
+    let t = tables.table_of(f, class)?;
     let Some((ik, value)) = t.get(seek, user_key, hash, class)? else {
         return Ok(None);
     };
@@ -206,6 +206,7 @@ pub(crate) fn test_file(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
         deletions: 0,
         value_bytes: 0,
         payload: None,
+        table: Default::default(),
     }
 }
 

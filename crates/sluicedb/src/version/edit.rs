@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::key;
+use crate::table::cache::TableSlot;
 use crate::value::meta::ValueEdit;
 
 /// The manifest format this build writes.
@@ -64,6 +65,9 @@ pub(crate) struct FileMeta {
     /// How much of it is the user's data; `None` for tables written before
     /// the manifest recorded it.
     pub(crate) payload: Option<TablePayload>,
+    /// The open table, once a point lookup pinned it (not part of the
+    /// manifest record: `TableCache::table_of`).
+    pub(crate) table: TableSlot,
 }
 
 /// What of a table is the user's data, for the space limit's denominator
@@ -255,6 +259,7 @@ impl VersionEdit {
                                 deletions,
                                 value_bytes: 0,
                                 payload: None,
+                                table: TableSlot::default(),
                             },
                         ))
                     })()
@@ -339,6 +344,7 @@ mod tests {
                     pointers: 4,
                     inline_bytes: 60,
                 }),
+                table: TableSlot::default(),
             },
         );
         e.boundaries.push(b"k".to_vec());
@@ -375,6 +381,7 @@ mod doc_example {
                 deletions: 0,
                 value_bytes: 0,
                 payload: None,
+                table: TableSlot::default(),
             },
         );
         e.log_number = Some(11);

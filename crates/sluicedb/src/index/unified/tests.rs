@@ -18,6 +18,7 @@ fn sorted_file(n: u64, lo: &str, hi: &str, size: u64, values: u64) -> FileMeta {
     FileMeta {
         value_bytes: values,
         payload: None,
+        table: Default::default(),
         ..test_file(n, lo, hi, size)
     }
 }
