@@ -45,23 +45,36 @@ const BRANCHING: u64 = 4;
 const FIRST_BLOCK_BYTES: usize = 16 << 10;
 pub(crate) const MAX_BLOCK_BYTES: usize = 1 << 20;
 
+/// Values up to this long are kept in their node, after the key; longer
+/// ones in an arena of their own ([`SkipList::values`]), so that a search,
+/// which reads only nodes, meets nodes packed close together: with values
+/// of 1 KiB in the nodes, each node a search passed was a cache line and a
+/// page of its own (a 64 MiB memtable spans 16,000 pages), and the inserts
+/// of a 1 GiB hashkv update run were 12% of its CPU samples.
+const INLINE_VALUE_BYTES: usize = 64;
+
 /// A node's fixed part. In the arena it is followed by `height` links
-/// (`AtomicPtr<Node>`, level 0 first), then the key, then the value.
+/// (`AtomicPtr<Node>`, level 0 first), then the key, then the value when
+/// it is kept inline.
 #[repr(C)]
 struct Node {
     key_len: u32,
     value_len: u32,
     height: u32,
     _pad: u32,
+    /// Where the value is: after the key, or in the value arena. Written
+    /// before the node is published, like the rest.
+    value: AtomicPtr<u8>,
 }
 
 const _: () = assert!(size_of::<Node>().is_multiple_of(size_of::<AtomicPtr<Node>>()));
 const _: () = assert!(std::mem::align_of::<Node>() <= 8);
 
 impl Node {
-    /// Bytes of a node of `height` holding `key_len` and `value_len` bytes.
-    fn size(height: usize, key_len: usize, value_len: usize) -> usize {
-        size_of::<Node>() + height * size_of::<AtomicPtr<Node>>() + key_len + value_len
+    /// Bytes of a node of `height` holding `key_len` bytes of key and
+    /// `inline_len` of value.
+    fn size(height: usize, key_len: usize, inline_len: usize) -> usize {
+        size_of::<Node>() + height * size_of::<AtomicPtr<Node>>() + key_len + inline_len
     }
 }
 
@@ -123,10 +136,11 @@ impl NodePtr {
     }
 
     fn value<'a>(self) -> &'a [u8] {
-        // SAFETY: as for the key, right after it.
+        // SAFETY: as for the key: in the node or the value arena, which
+        // live as long as the list.
         unsafe {
             let node = self.0.as_ptr();
-            let at = self.bytes().add((*node).key_len as usize);
+            let at = (*node).value.load(Ordering::Relaxed);
             std::slice::from_raw_parts(at, (*node).value_len as usize)
         }
     }
@@ -231,7 +245,10 @@ pub(crate) struct SkipList {
     /// Levels in use (at least 1).
     height: AtomicUsize,
     len: AtomicUsize,
+    /// The nodes, with their keys and short values.
     arena: Arena,
+    /// Values longer than [`INLINE_VALUE_BYTES`].
+    values: Arena,
     /// State of the random heights (splitmix64).
     seed: AtomicU64,
 }
@@ -245,12 +262,14 @@ impl Default for SkipList {
                     value_len: 0,
                     height: MAX_HEIGHT as u32,
                     _pad: 0,
+                    value: AtomicPtr::new(ptr::NonNull::dangling().as_ptr()),
                 },
                 links: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             }),
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
             arena: Arena::default(),
+            values: Arena::default(),
             seed: AtomicU64::new(0x05ee_d0f5_ca1e),
         }
     }
@@ -304,7 +323,7 @@ impl SkipList {
     /// Bytes the entries take in the arena: what it allocated, less the
     /// free rest of its current block (at most [`MAX_BLOCK_BYTES`]).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.arena.used.load(Ordering::Relaxed)
+        self.arena.used.load(Ordering::Relaxed) + self.values.used.load(Ordering::Relaxed)
     }
 
     fn random_height(&self) -> usize {
@@ -372,27 +391,37 @@ impl SkipList {
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> Entry<'_> {
         let height = self.random_height();
         let key_len = user_key.len() + key::TRAILER_LEN;
-        let bytes = Node::size(height, key_len, value.len()).next_multiple_of(8);
+        let inline = value.len() <= INLINE_VALUE_BYTES;
+        let inline_len = if inline { value.len() } else { 0 };
+        let bytes = Node::size(height, key_len, inline_len).next_multiple_of(8);
         let raw = self.arena.alloc(bytes).cast::<Node>();
         // SAFETY: `bytes` of fresh arena memory, 8-byte aligned: the fixed
-        // part, `height` links, the key and the value, all written here
-        // before any link to the node is published.
+        // part, `height` links, the key and an inline value; or a piece of
+        // the value arena of the value's length. All written here before
+        // any link to the node is published.
         unsafe {
+            let links = raw.as_ptr().add(1).cast::<AtomicPtr<Node>>();
+            let k = links.add(height).cast::<u8>();
+            let v = if inline {
+                k.add(key_len)
+            } else {
+                let bytes = value.len().next_multiple_of(8);
+                self.values.alloc(bytes).as_ptr()
+            };
+            ptr::copy_nonoverlapping(value.as_ptr(), v, value.len());
             raw.as_ptr().write(Node {
                 key_len: key_len as u32,
                 value_len: value.len() as u32,
                 height: height as u32,
                 _pad: 0,
+                value: AtomicPtr::new(v),
             });
-            let links = raw.as_ptr().add(1).cast::<AtomicPtr<Node>>();
             for level in 0..height {
                 links.add(level).write(AtomicPtr::new(ptr::null_mut()));
             }
-            let k = links.add(height).cast::<u8>();
             ptr::copy_nonoverlapping(user_key.as_ptr(), k, user_key.len());
             let t = trailer.to_le_bytes();
             ptr::copy_nonoverlapping(t.as_ptr(), k.add(user_key.len()), t.len());
-            ptr::copy_nonoverlapping(value.as_ptr(), k.add(key_len), value.len());
         }
         let node = NodePtr(raw);
         let key = node.key();
