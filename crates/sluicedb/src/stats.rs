@@ -52,6 +52,9 @@ pub struct Stats {
     /// Lookups flushes made of the versions their keys shadow (to count
     /// their garbage at once).
     pub flush_shadow_lookups: u64,
+    /// Of the lookups a flush's helper thread made ahead of it, those the
+    /// flush did not use (keys it had no need to look up).
+    pub flush_shadow_lookups_unused: u64,
     /// Flushes and compactions run by a GC step waiting in the writer
     /// queue behind a writer that waited for them (`Core::help_background`).
     pub jobs_by_gc: u64,
@@ -336,7 +339,7 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} jobs run by GC)  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} made ahead unused, {} jobs run by GC)  compactions {} ({} trivial moves)",
             self.memtable_bytes,
             self.immutable_memtables,
             self.flushes,
@@ -344,6 +347,7 @@ impl std::fmt::Display for Stats {
             self.flush_micros,
             self.discovery_flushes,
             self.flush_shadow_lookups,
+            self.flush_shadow_lookups_unused,
             self.jobs_by_gc,
             self.compactions,
             self.trivial_moves
@@ -480,6 +484,7 @@ pub(crate) struct Counters {
     pub(crate) flush_micros: AtomicU64,
     pub(crate) discovery_flushes: AtomicU64,
     pub(crate) flush_shadow_lookups: AtomicU64,
+    pub(crate) flush_shadow_lookups_unused: AtomicU64,
     pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,

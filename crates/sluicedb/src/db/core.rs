@@ -268,6 +268,7 @@ impl Core {
             flush_micros: get(&c.flush_micros),
             discovery_flushes: get(&c.discovery_flushes),
             flush_shadow_lookups: get(&c.flush_shadow_lookups),
+            flush_shadow_lookups_unused: get(&c.flush_shadow_lookups_unused),
             jobs_by_gc: get(&c.jobs_by_gc),
             compactions: get(&c.compactions),
             trivial_moves: get(&c.trivial_moves),

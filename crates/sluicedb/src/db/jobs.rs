@@ -483,6 +483,10 @@ impl Core {
         self.shadows_uncounted
             .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);
         bump(&self.counters.flush_shadow_lookups, stats.shadow_lookups);
+        bump(
+            &self.counters.flush_shadow_lookups_unused,
+            stats.shadow_lookups_unused,
+        );
         let mut edit = VersionEdit {
             values: std::mem::take(&mut stats.value_edit),
             ..VersionEdit::default()
