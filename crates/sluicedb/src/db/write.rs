@@ -356,6 +356,13 @@ impl Core {
                 allow_delay = false;
                 continue;
             }
+            if !force && !stop && st.mem.is_empty() {
+                // A write always goes into an empty memtable: switching it
+                // frees nothing, and a memtable that counted itself full
+                // from the start (a key filter counted as its own, tried
+                // 2026-11-27) was switched for ever with the write never in.
+                return Ok(());
+            }
             if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
                 // Switching early never waits for compaction.
                 match if stop {
