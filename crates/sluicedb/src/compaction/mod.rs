@@ -158,12 +158,12 @@ fn look_ahead(
     let mut current: Option<(Vec<u8>, bool)> = None;
     loop {
         let next = it.valid().then(|| it.key());
-        let same = matches!((&current, next), (Some((k, _)), Some(ik)) if k.as_slice() == key::user_key(ik));
-        if same {
-            let counted = key::shadow_counted(next.expect("an entry"));
-            current.as_mut().expect("a key").1 = counted;
-            it.next();
-            continue;
+        if let (Some((k, counted)), Some(ik)) = (&mut current, next) {
+            if k.as_slice() == key::user_key(ik) {
+                *counted = key::shadow_counted(ik);
+                it.next();
+                continue;
+            }
         }
         if let Some((uk, false)) = current.take() {
             let found = older.shape.get_shadowed(older.version, older.tables, &uk);

@@ -785,7 +785,9 @@ impl Core {
     #[cfg(feature = "invariants")]
     pub(super) fn check_version(&self, v: &crate::version::Version) {
         for (level, f) in v.all_files() {
-            let read = (self.tables.get(f.number, f.file_size, IoClass::Compaction))
+            let read = self
+                .tables
+                .get(f.number, f.file_size, IoClass::Compaction)
                 .and_then(|t| t.verify_as(IoClass::Compaction));
             let Ok(n) = read else {
                 continue;

@@ -320,8 +320,9 @@ impl SkipList {
         self.len.load(Ordering::Relaxed)
     }
 
-    /// Bytes the entries take in the arena: what it allocated, less the
-    /// free rest of its current block (at most [`MAX_BLOCK_BYTES`]).
+    /// Bytes the entries take in the two arenas: what they allocated, less
+    /// the free rest of each one's current block (at most
+    /// [`MAX_BLOCK_BYTES`] each).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.arena.used.load(Ordering::Relaxed) + self.values.used.load(Ordering::Relaxed)
     }
