@@ -102,6 +102,12 @@ pub struct Stats {
     /// throttling"). Exact for values of one size; the tables' own bytes
     /// (keys a second time beside their pointers) are not the user's.
     pub live_data_bytes: u64,
+    /// Of the keys and values tables hold inline, the bytes known dead when
+    /// space was last measured, left out of [`Stats::live_data_bytes`]:
+    /// the unified shape's unsorted versions that newer ones shadow,
+    /// estimated from its hash index (`docs/design.md`, "Space
+    /// accounting"). 0 for the other shapes.
+    pub inline_garbage_bytes: u64,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).
     pub space_limit_note: Option<String>,
@@ -445,8 +451,13 @@ impl std::fmt::Display for Stats {
         if self.space_amplification > 0.0 {
             writeln!(
                 f,
-                "  space amplification {:.2} over {} bytes of live data",
-                self.space_amplification, self.live_data_bytes
+                "  space amplification {:.2} over {} bytes of live data{}",
+                self.space_amplification,
+                self.live_data_bytes,
+                match self.inline_garbage_bytes {
+                    0 => String::new(),
+                    g => format!(" ({g} bytes of tables' inline values dead)"),
+                }
             )?;
         }
         if let Some(n) = &self.space_limit_note {

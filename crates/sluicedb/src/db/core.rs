@@ -302,6 +302,7 @@ impl Core {
         self.shape.shape_stats(&mut stats.shape);
         stats.space_amplification = self.space_ratio();
         stats.live_data_bytes = self.space_measure.live_bytes();
+        stats.inline_garbage_bytes = self.space_measure.inline_garbage_bytes();
         stats.space_limit_note = st.space_note.clone();
         if let Some(v) = &self.values {
             stats.values.files = v.file_count();

@@ -329,7 +329,7 @@ impl Core {
         if store.collects_in_merges() {
             return false;
         }
-        if self.space_pressure() != SpacePressure::Below && self.space_reclaimable(&st.current) {
+        if self.space_pressure() != SpacePressure::Below && self.values_reclaimable(&st.current) {
             return true;
         }
         store.gc_wanted(&GcTrigger {

@@ -306,7 +306,7 @@ impl Core {
     /// True when merges collect under the space limit's pressure (a lower
     /// garbage ratio, a larger reclaim target): the ratio is at the low
     /// ratio or above and GC can reclaim space there
-    /// (`Core::space_reclaimable`: the store holds at least 1/16 garbage),
+    /// (`Core::values_reclaimable`: the store holds at least 1/16 garbage),
     /// as background GC requires of the other layouts (`Core::gc_wanted`):
     /// a store of little garbage is over the low ratio for other reasons
     /// (a merge's outputs before it installs, a memtable's journal), and
@@ -314,7 +314,7 @@ impl Core {
     /// apart: the 5 GiB runs that moved 5 GB in one phase did so with and
     /// without it; that was the GC ratio, `DEFAULT_UNIKV_TABLE_GC_RATIO`.)
     fn gc_pressure(&self, st: &State) -> bool {
-        self.space_pressure() != SpacePressure::Below && self.space_reclaimable(&st.current)
+        self.space_pressure() != SpacePressure::Below && self.values_reclaimable(&st.current)
     }
 
     /// Chooses the value files a merge into the sorted run moves the

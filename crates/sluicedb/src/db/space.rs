@@ -45,6 +45,8 @@ pub(crate) struct SpaceMeasure {
     used: AtomicU64,
     /// Live bytes.
     live: AtomicU64,
+    /// Inline bytes in tables known dead (`IndexShape::inline_garbage`).
+    inline_garbage: AtomicU64,
     /// The value store's bytes then.
     store_bytes: AtomicU64,
     /// Journal bytes written by then (since open).
@@ -63,6 +65,7 @@ impl Default for SpaceMeasure {
         SpaceMeasure {
             used: AtomicU64::new(0),
             live: AtomicU64::new(0),
+            inline_garbage: AtomicU64::new(0),
             store_bytes: AtomicU64::new(0),
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
@@ -75,6 +78,11 @@ impl SpaceMeasure {
     /// The live data of the last measurement (0 before the first).
     pub(crate) fn live_bytes(&self) -> u64 {
         self.live.load(Ordering::Relaxed)
+    }
+
+    /// The tables' inline garbage of the last measurement.
+    pub(crate) fn inline_garbage_bytes(&self) -> u64 {
+        self.inline_garbage.load(Ordering::Relaxed)
     }
 
     /// The space amplification the limit compares: the bytes beyond the
@@ -124,12 +132,13 @@ const RECOUNT_ATTEMPTS: u32 = 8;
 
 /// The user's data `current` holds live, the space limit's denominator
 /// (`docs/design.md`, "Space-aware throttling"): the keys and values of the
-/// tables' inline puts, and of the `live_records` bytes of value records
+/// tables' inline puts less `inline_garbage` (those the shape knows newer
+/// versions shadow), and of the `live_records` bytes of value records
 /// the share that is not record headers. That share is the one of the
 /// records the tables' pointer entries name (exact when values are of one
 /// size). A table written before the manifest recorded its payload counts
 /// whole.
-fn live_data(current: &Version, live_records: u64) -> u64 {
+fn live_data(current: &Version, live_records: u64, inline_garbage: u64) -> u64 {
     let (mut inline, mut pointers, mut named) = (0u64, 0u64, 0u64);
     for (_, f) in current.all_files() {
         match f.payload {
@@ -146,7 +155,7 @@ fn live_data(current: &Version, live_records: u64) -> u64 {
         0 => live_records,
         n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
     };
-    inline + values
+    inline.saturating_sub(inline_garbage) + values
 }
 
 impl Core {
@@ -206,7 +215,8 @@ impl Core {
         // counted it yet: the limit judges by the estimate.
         let buffers = || std::iter::once(&sv.mem).chain(sv.imms.iter());
         let hidden: u64 = buffers().map(|m| self.hidden_garbage(m.as_ref())).sum();
-        let data = live_data(&current, live_values.saturating_sub(hidden));
+        let inline_garbage = self.shape.inline_garbage(&current);
+        let data = live_data(&current, live_values.saturating_sub(hidden), inline_garbage);
         // And what they hold whole is live, though only their journals
         // hold it on disk: a memtable of overwrites stands for about as
         // much live data as it hides garbage, and leaving it out judged the
@@ -226,6 +236,7 @@ impl Core {
         let m = &self.space_measure;
         m.used.store(used, Ordering::Relaxed);
         m.live.store(live, Ordering::Relaxed);
+        m.inline_garbage.store(inline_garbage, Ordering::Relaxed);
         m.journal_written.store(journal_written, Ordering::Relaxed);
         m.store_bytes.store(
             self.values.as_ref().map_or(0, |v| v.total_bytes()),
@@ -359,12 +370,26 @@ impl Core {
         Some((r, limit))
     }
 
+    /// True when background work can bring space down: GC
+    /// ([`Core::values_reclaimable`]), or the merges that drop the dead
+    /// versions tables hold inline, once they are at least
+    /// 1/[`MIN_RECLAIMABLE_SHARE_DIVISOR`] of the live data (the unified
+    /// shape's UnsortedStores: under the limit's pressure a partition
+    /// merge is picked, `Core::pick_job`, and writes at the high ratio
+    /// wait for it as they wait for GC).
+    pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
+        let m = &self.space_measure;
+        self.values_reclaimable(current)
+            || m.inline_garbage.load(Ordering::Relaxed) * MIN_RECLAIMABLE_SHARE_DIVISOR
+                >= m.live.load(Ordering::Relaxed).max(1)
+    }
+
     /// True when GC can bring space down: the layout has a victim, and it
     /// finds garbage by itself or the value store holds enough known
     /// garbage (at least 1/[`MIN_RECLAIMABLE_SHARE_DIVISOR`] of its record
     /// bytes). Otherwise collecting would copy
     /// live data over and over without freeing space.
-    pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
+    pub(crate) fn values_reclaimable(&self, current: &Version) -> bool {
         let Some(store) = &self.values else {
             return false;
         };

@@ -374,6 +374,13 @@ pub(crate) trait IndexShape: Send + Sync {
     ) -> Result<()> {
         Ok(())
     }
+    /// Bytes of the keys and values `v`'s tables hold inline that newer
+    /// versions made garbage, as far as the shape knows them (the unified
+    /// shape's hash index knows those of its unsorted tables); the space
+    /// limit does not count them live.
+    fn inline_garbage(&self, _v: &Version) -> u64 {
+        0
+    }
     /// Fills the shape's section of `Stats`.
     fn shape_stats(&self, _s: &mut crate::stats::ShapeStats) {}
     /// A compaction of `plan` starts.

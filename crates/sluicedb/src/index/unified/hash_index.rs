@@ -45,7 +45,8 @@ pub(crate) const MAX_TABLES: usize = u16::MAX as usize;
 
 /// First eight bytes of a checkpoint: "SLUHIDX" and a format byte.
 const CHECKPOINT_MAGIC: u64 = u64::from_le_bytes(*b"SLUHIDX\x01");
-const CHECKPOINT_FORMAT_VERSION: u32 = 1;
+/// 2 adds each table's shadowed count; 1 is still read (counts 0).
+const CHECKPOINT_FORMAT_VERSION: u32 = 2;
 /// magic, format version, functions, buckets, overflow entries, tables,
 /// key entries (u64).
 const HEADER_BYTES: usize = 8 + 4 * 5 + 8;
@@ -98,6 +99,10 @@ pub(crate) struct HashIndex {
     overflow: Vec<Entry>,
     /// File numbers of the indexed tables, in the order they were added.
     tables: Vec<u64>,
+    /// For each of `tables`: how many of its keys a newer table indexed
+    /// in this partition holds too (see [`HashIndex::newest_candidate_below`]):
+    /// its versions of them are dead, garbage until a merge drops them.
+    shadowed: Vec<u64>,
     /// Key entries inserted (one per distinct user key per table).
     entries: u64,
     /// Buckets whose own entry is taken.
@@ -118,6 +123,7 @@ impl HashIndex {
             buckets: vec![Entry::default(); buckets],
             overflow: Vec::new(),
             tables: Vec::new(),
+            shadowed: Vec::new(),
             entries: 0,
             occupied: 0,
         }
@@ -136,6 +142,24 @@ impl HashIndex {
     pub(crate) fn contains_table(&self, number: u64) -> bool {
         self.tables.contains(&number)
     }
+    /// Each indexed table's number and its keys a newer table shadows.
+    pub(crate) fn shadowed(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.tables
+            .iter()
+            .copied()
+            .zip(self.shadowed.iter().copied())
+    }
+    /// Counts `n` more keys of table `number` shadowed; false when this
+    /// index does not hold the table.
+    pub(crate) fn note_shadowed(&mut self, number: u64, n: u64) -> bool {
+        match self.tables.iter().position(|&t| t == number) {
+            Some(i) => {
+                self.shadowed[i] += n;
+                true
+            }
+            None => false,
+        }
+    }
     /// Key entries held (one per distinct user key per table).
     pub(crate) fn entries(&self) -> u64 {
         self.entries
@@ -149,10 +173,10 @@ impl HashIndex {
     pub(crate) fn load_factor(&self) -> f64 {
         self.occupied as f64 / self.buckets.len() as f64
     }
-    /// Memory held by the entries and the table list.
+    /// Memory held by the entries and the table lists.
     pub(crate) fn memory_bytes(&self) -> usize {
         (self.buckets.capacity() + self.overflow.capacity()) * std::mem::size_of::<Entry>()
-            + self.tables.capacity() * 8
+            + (self.tables.capacity() + self.shadowed.capacity()) * 8
     }
     /// True when one more table would not fit.
     pub(crate) fn is_full(&self) -> bool {
@@ -163,10 +187,27 @@ impl HashIndex {
     /// (several versions in one table); each distinct key is indexed once
     /// when repeats are adjacent, as they are in a table's key order.
     /// Errors when the index already holds `MAX_TABLES` tables or the table.
+    #[cfg(test)]
     pub(crate) fn add_table<'k>(
         &mut self,
         number: u64,
         user_keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> std::result::Result<(), String> {
+        let mut last: Option<&[u8]> = None;
+        let hashes = user_keys.into_iter().filter_map(|key| {
+            let repeat = last == Some(key);
+            last = Some(key);
+            (!repeat).then(|| KeyHash::of(key))
+        });
+        self.add_table_hashes(number, hashes)
+    }
+
+    /// [`HashIndex::add_table`] of keys hashed already, each distinct key
+    /// once.
+    pub(crate) fn add_table_hashes(
+        &mut self,
+        number: u64,
+        hashes: impl IntoIterator<Item = KeyHash>,
     ) -> std::result::Result<(), String> {
         if self.is_full() {
             return Err(format!(
@@ -177,14 +218,10 @@ impl HashIndex {
             return Err(format!("table {number} is already indexed"));
         }
         self.tables.push(number);
+        self.shadowed.push(0);
         let slot = self.tables.len() as u16;
-        let mut last: Option<&[u8]> = None;
-        for key in user_keys {
-            if last == Some(key) {
-                continue;
-            }
-            last = Some(key);
-            self.insert(KeyHash::of(key), slot);
+        for h in hashes {
+            self.insert(h, slot);
         }
         Ok(())
     }
@@ -228,6 +265,16 @@ impl HashIndex {
         self.candidates_of(KeyHash::of(user_key))
     }
 
+    /// The newest table numbered below `number` that may hold the key of
+    /// `h` (tables are numbered in the order their versions were written:
+    /// flushes in turn, a scan merge's output when it is picked).
+    pub(crate) fn newest_candidate_below(&self, h: KeyHash, number: u64) -> Option<u64> {
+        self.candidates_of(h)
+            .into_iter()
+            .filter(|&t| t < number)
+            .max()
+    }
+
     pub(crate) fn candidates_of(&self, h: KeyHash) -> Candidates {
         let n = self.buckets.len();
         let mut out = Candidates::new();
@@ -262,7 +309,7 @@ impl HashIndex {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut buf = Vec::with_capacity(
             HEADER_BYTES
-                + self.tables.len() * 8
+                + self.tables.len() * 16
                 + (self.buckets.len() + self.overflow.len()) * ENTRY_BYTES
                 + 4,
         );
@@ -275,6 +322,9 @@ impl HashIndex {
         put_u64(&mut buf, self.entries);
         for &t in &self.tables {
             put_u64(&mut buf, t);
+        }
+        for &n in &self.shadowed {
+            put_u64(&mut buf, n);
         }
         for e in self.buckets.iter().chain(&self.overflow) {
             buf.extend_from_slice(&e.tag.to_le_bytes());
@@ -301,7 +351,7 @@ impl HashIndex {
             return Err(bad(0, "not a hash index checkpoint (bad magic)".into()));
         }
         let version = u32_at(data, 8);
-        if version != CHECKPOINT_FORMAT_VERSION {
+        if !(1..=CHECKPOINT_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 file: file.into(),
                 version,
@@ -326,8 +376,10 @@ impl HashIndex {
         if tables > MAX_TABLES {
             return Err(bad(24, format!("{tables} tables exceed {MAX_TABLES}")));
         }
+        // Version 1 has no shadowed counts.
+        let per_table = if version == 1 { 8 } else { 16 };
         let expected = (HEADER_BYTES as u64)
-            + tables as u64 * 8
+            + tables as u64 * per_table
             + (buckets as u64 + overflow as u64) * ENTRY_BYTES as u64;
         if expected != body as u64 {
             return Err(bad(
@@ -344,6 +396,13 @@ impl HashIndex {
             }
             table_numbers.push(t);
             at += 8;
+        }
+        let mut shadowed = vec![0; tables];
+        if version > 1 {
+            for n in &mut shadowed {
+                *n = u64_at(data, at);
+                at += 8;
+            }
         }
         let entry_at = |at: usize| Entry {
             tag: u16_at(data, at),
@@ -389,6 +448,7 @@ impl HashIndex {
             buckets: primary,
             overflow: chained,
             tables: table_numbers,
+            shadowed,
             entries,
             occupied,
         })

@@ -199,21 +199,47 @@ impl Unified {
         }
     }
 
-    /// Indexes one table's user keys (in key order) into the newest
-    /// generation of the partition starting at `partition`, starting a new
-    /// one when it is full (or there is none).
+    /// Indexes one table's user keys (distinct, in key order) into the
+    /// newest generation of the partition starting at `partition`,
+    /// starting a new one when it is full (or there is none). Each key the
+    /// partition's index already names an older table for shadows that
+    /// table's version, counted against the newest such table
+    /// ([`HashIndex::note_shadowed`]; `docs/design.md`, "Space
+    /// accounting"). The candidates are found under the read lock, so that
+    /// lookups wait only for the insert.
     fn index(&self, partition: &[u8], number: u64, keys: &[Vec<u8>]) {
+        let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
+        let mut shadowed: BTreeMap<u64, u64> = BTreeMap::new();
+        if let Some(gens) = self.generations.read().get(partition) {
+            if gens.iter().any(|g| g.contains_table(number)) {
+                return;
+            }
+            for &h in &hashes {
+                let newest = gens
+                    .iter()
+                    .filter_map(|g| g.newest_candidate_below(h, number))
+                    .max();
+                if let Some(t) = newest {
+                    *shadowed.entry(t).or_default() += 1;
+                }
+            }
+        }
         let mut all = self.generations.write();
         let gens = all.entry(partition.to_vec()).or_default();
         if gens.iter().any(|g| g.contains_table(number)) {
             return;
+        }
+        // A table merged away since is not counted: its generation may be
+        // gone, and its versions with it.
+        for (t, n) in shadowed {
+            gens.iter_mut().any(|g| g.note_shadowed(t, n));
         }
         if gens.last().is_none_or(HashIndex::is_full) {
             gens.push(HashIndex::new(self.buckets, self.functions));
         }
         let active = gens.last_mut().expect("an active generation");
         active
-            .add_table(number, keys.iter().map(Vec::as_slice))
+            .add_table_hashes(number, hashes)
             .expect("a generation that is not full takes a new table");
     }
 
@@ -734,6 +760,30 @@ impl IndexShape for Unified {
         self.since_checkpoint
             .fetch_add(f.file_size, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The estimated bytes of the dead versions the unsorted tables of `v`
+    /// hold: each table's shadowed keys times its mean inline entry (keys
+    /// and values; exact for values of one size). A tag false positive
+    /// (1 in 65,536 entries compared) counts a live version dead.
+    fn inline_garbage(&self, v: &Version) -> u64 {
+        let tables: std::collections::HashMap<u64, &FileMeta> = v.levels[UNSORTED]
+            .iter()
+            .map(|f| (f.number, &**f))
+            .collect();
+        let all = self.generations.read();
+        let mut bytes = 0u64;
+        for (number, n) in all.values().flatten().flat_map(HashIndex::shadowed) {
+            let Some(f) = tables.get(&number) else {
+                continue;
+            };
+            if let (Some(p), true) = (f.payload, f.entries > 0) {
+                let dead = n.min(f.entries);
+                bytes +=
+                    (u128::from(p.inline_bytes) * u128::from(dead) / u128::from(f.entries)) as u64;
+            }
+        }
+        bytes
     }
 
     fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {

@@ -371,3 +371,59 @@ fn scans_merge_a_partition_with_too_many_unsorted_tables_into_one() {
         .is_none());
     assert_eq!(s.scan_merges.load(Ordering::Relaxed), 1);
 }
+
+/// An unsorted table of `entries` keys holding `inline` bytes inline.
+fn unsorted_file(n: u64, lo: &str, hi: &str, entries: u64, inline: u64) -> FileMeta {
+    FileMeta {
+        entries,
+        payload: Some(crate::version::TablePayload {
+            pointers: 0,
+            inline_bytes: inline,
+        }),
+        ..test_file(n, lo, hi, inline)
+    }
+}
+
+#[test]
+fn keys_a_newer_table_holds_again_count_as_the_older_tables_garbage() {
+    let s = Arc::new(shape());
+    let v = partitioned(
+        &s,
+        &[],
+        vec![
+            (UNSORTED, unsorted_file(5, "a", "d", 4, 400)),
+            (UNSORTED, unsorted_file(6, "b", "e", 2, 100)),
+            (UNSORTED, unsorted_file(7, "c", "x", 3, 300)),
+        ],
+    );
+    s.index(b"", 5, &keys(&["a", "b", "c", "d"]));
+    assert_eq!(s.inline_garbage(&v), 0);
+    // 6 shadows b and d of 5 (100 bytes an entry there).
+    s.index(b"", 6, &keys(&["b", "d"]));
+    assert_eq!(s.inline_garbage(&v), 200);
+    // 7 shadows c of 5 and d of 6 (its newest older version; 5's was
+    // counted by 6), and x is new.
+    s.index(b"", 7, &keys(&["c", "d", "x"]));
+    assert_eq!(s.inline_garbage(&v), 300 + 50);
+    // Indexing a table twice counts nothing twice.
+    s.index(b"", 7, &keys(&["c", "d", "x"]));
+    assert_eq!(s.inline_garbage(&v), 350);
+    // An older table indexed late (a scan merge's output, numbered when
+    // picked) counts nothing against newer ones, only older ones.
+    s.index(b"", 4, &keys(&["a", "x"]));
+    assert_eq!(s.inline_garbage(&v), 350);
+    // Survives a checkpoint.
+    let loaded = checkpoint::decode(
+        &checkpoint::encode(&s.generations.read()),
+        Path::new("1.hix"),
+    )
+    .unwrap();
+    let t = Arc::new(shape());
+    *t.generations.write() = loaded;
+    assert_eq!(t.inline_garbage(&v), 350);
+    // Tables the version no longer holds count nothing.
+    let mut e = VersionEdit::default();
+    e.delete_file(UNSORTED, 5);
+    let v2 = v.apply(&e).unwrap();
+    assert_eq!(s.inline_garbage(&v2), 50);
+}

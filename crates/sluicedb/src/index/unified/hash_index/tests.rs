@@ -153,6 +153,10 @@ fn a_checkpoint_round_trips() {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut idx = HashIndex::new(buckets, 4);
         let model = fill(&mut idx, &mut rng, 6, 200, 800);
+        for (i, t) in idx.tables().to_vec().into_iter().enumerate() {
+            assert!(idx.note_shadowed(t, i as u64 * 7 + 1));
+        }
+        assert!(!idx.note_shadowed(u64::MAX, 1), "an unindexed table");
         let bytes = idx.encode();
         let back = HashIndex::decode(&bytes, Path::new("x.hix")).unwrap();
         assert_eq!(back, idx, "seed {seed}");
@@ -191,7 +195,7 @@ fn a_damaged_checkpoint_is_a_corruption_naming_the_offset() {
 
     // Damage the checksum cannot see (a writer bug, or a forged file): a
     // link into the future and a slot past the table list.
-    let first_overflow = HEADER_BYTES + idx.tables().len() * 8 + idx.buckets() * ENTRY_BYTES;
+    let first_overflow = HEADER_BYTES + idx.tables().len() * 16 + idx.buckets() * ENTRY_BYTES;
     assert!(
         idx.overflow_entries() > 0,
         "the test needs an overflow chain"
@@ -204,7 +208,7 @@ fn a_damaged_checkpoint_is_a_corruption_naming_the_offset() {
         e => panic!("expected corruption, got {e}"),
     }
     let mut slot = good.clone();
-    let at = HEADER_BYTES + idx.tables().len() * 8 + 2;
+    let at = HEADER_BYTES + idx.tables().len() * 16 + 2;
     slot[at..at + 2].copy_from_slice(&99u16.to_le_bytes());
     resum(&mut slot);
     match HashIndex::decode(&slot, file).unwrap_err() {
@@ -219,6 +223,28 @@ fn a_damaged_checkpoint_is_a_corruption_naming_the_offset() {
         HashIndex::decode(&version, file),
         Err(Error::UnsupportedVersion { version: 9, .. })
     ));
+}
+
+/// A checkpoint of format 1, written before the shadowed counts, reads
+/// back with every count 0.
+#[test]
+fn a_format_1_checkpoint_reads_with_no_shadowed_keys() {
+    let mut rng = StdRng::seed_from_u64(51);
+    let mut idx = HashIndex::new(64, 3);
+    let model = fill(&mut idx, &mut rng, 4, 50, 200);
+    assert!(idx.note_shadowed(idx.tables()[0], 9));
+    let v2 = idx.encode();
+    let tables = idx.tables().len();
+    let counts = HEADER_BYTES + tables * 8;
+    let mut v1 = [&v2[..counts], &v2[counts + tables * 8..]].concat();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    resum(&mut v1);
+    let back = HashIndex::decode(&v1, Path::new("x.hix")).unwrap();
+    assert!(back.shadowed().all(|(_, n)| n == 0));
+    assert_eq!(back.tables(), idx.tables());
+    for k in model.keys() {
+        assert_eq!(back.candidates(k), idx.candidates(k));
+    }
 }
 
 /// Rewrites the trailing checksum over tampered bytes.
