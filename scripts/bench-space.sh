@@ -5,7 +5,8 @@
 # quarter of the data size (../shared/tools/memcap: the cgroup bounds the page cache, so
 # GC and lookups meet the disk as in the papers, whose data was 10-100x their memory).
 # Results are appended to OUT, the capped runs' to OUT with `-memcap` before `.jsonl`;
-# `sluice bench report FILE` prints a table.
+# `sluice bench report FILE` prints a table; `scripts/space-table.py FILE` the scoreboard's (ops/s with
+# the settle step, space at each phase end, and each engine over rocksdb-blob).
 # Usage: scripts/bench-space.sh [DIR (default sluice-data)] [OUT (default space.jsonl)]
 # Environment: ENGINES (default wisckey,hashkv,rocksdb-blob,fjall-kv,rocksdb; the peers need
 # the cargo features, whose first build compiles RocksDB's C++), GIB (data size, 2),
