@@ -6,7 +6,8 @@ Usage: scripts/space-table.py FILE.jsonl [FILE.jsonl ...]
 For each file, a markdown table with a row per phase and a column per engine; each cell is
 the phase's throughput in ops/s, then in brackets the throughput with the engine's settle
 step counted (the work it left after the phase, when that took over 0.5 s), then the space
-amplification at the phase end. Below it, each engine's throughput over rocksdb-blob's in
+amplification at the phase end: `1.52→1.37` when the phase's last write left 1.52 and the
+settle step brought it to 1.37 (files written before 2026-11-27 have only the second). Below it, each engine's throughput over rocksdb-blob's in
 the same phase, by phase time and (in brackets) with the settle steps counted.
 """
 import collections
@@ -34,7 +35,11 @@ def table(path):
             cell = f"{r['ops_per_sec']:,.0f}"
             if settle > 0.5:
                 cell += f" ({with_settle:,.0f})"
-            cell += f" / {r['space_amp']:.2f}"
+            cell += " / "
+            before = r.get("space_amp_before_settle")
+            if before is not None and abs(before - r["space_amp"]) >= 0.005:
+                cell += f"{before:.2f}→"
+            cell += f"{r['space_amp']:.2f}"
             speed[phase][engine] = (r["ops_per_sec"], with_settle)
         else:
             cell = f"{r['space_amp']:.2f}"

@@ -315,6 +315,12 @@ pub struct PhaseResult {
     pub live_bytes: u64,
     /// `disk_bytes / live_bytes`.
     pub space_amp: Option<f64>,
+    /// The space amplification when the phase's last operation returned,
+    /// before the settle step: an engine that leaves compaction or GC
+    /// behind holds its garbage until then, so `space_amp` alone credits
+    /// it with space its throughput (`ops_per_sec`) did not pay for.
+    #[serde(default)]
+    pub space_amp_before_settle: Option<f64>,
     /// Seconds the settle step (flush, wait for background work) took.
     pub settle_s: Option<f64>,
     /// CPU seconds the whole process spent (every thread, user and
@@ -386,6 +392,9 @@ impl PhaseResult {
             );
         }
         s += &format!(" space-amp {}", amp(self.space_amp));
+        if let Some(a) = self.space_amp_before_settle {
+            s += &format!(" ({a:.2} before settle)");
+        }
         if self.gc_bytes > 0 {
             s += &format!(" gc {:.1} MB", self.gc_bytes as f64 / 1048576.0);
         }
@@ -844,6 +853,9 @@ fn run_phase(
         tally.add(&t?);
     }
     let writes = tally.written > 0;
+    // Space as the phase's last write left it, before the engine was given
+    // time for the flush and background work it had left.
+    let disk_unsettled = (writes && cfg.settle).then(|| dir_allocated_bytes(&cfg.engine_dir(kind)));
     let settle = if writes && cfg.settle {
         let t = Instant::now();
         engine.settle()?;
@@ -909,6 +921,7 @@ fn run_phase(
         disk_bytes: disk,
         live_bytes: live,
         space_amp: ratio(disk, live),
+        space_amp_before_settle: disk_unsettled.and_then(|d| ratio(d, live)),
         settle_s: settle.map(|d: Duration| d.as_secs_f64()),
         cpu_s: cpu_between(cpu_start, cpu_run_end),
         settle_cpu_s: settle.and(cpu_between(cpu_run_end, cpu_settle_end)),

@@ -103,11 +103,15 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
             "{p}"
         );
         assert!(x.space_amp.unwrap() > 0.5, "{p}");
+        // Measured before the settle too: the memtable still unflushed
+        // is in its journal.
+        assert!(x.space_amp_before_settle.unwrap() > 0.5, "{p}");
         if let Some(io) = x.proc_io {
             assert!(io.wchar > 0, "{p}: the process wrote");
         }
     }
-    assert!(by_phase(&r, "wisckey", "ycsb-c").settle_s.is_none());
+    let c = by_phase(&r, "wisckey", "ycsb-c");
+    assert!(c.settle_s.is_none() && c.space_amp_before_settle.is_none());
     // The mixed phases write values of 16 KiB and 100-512 B, 1:1.
     let m = by_phase(&r, "wisckey", "mixed.load");
     assert!(
