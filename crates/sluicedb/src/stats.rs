@@ -97,8 +97,8 @@ pub struct Stats {
     pub space_amplification: f64,
     /// The user's live keys and values when space was last measured, as
     /// the space limit counts them: the value records the index points at
-    /// less their headers, the keys and values tables hold inline, and the
-    /// memtables' newest values (`docs/design.md`, "Space-aware
+    /// less their headers, the keys and values tables hold inline (less
+    /// [`Stats::inline_garbage_bytes`]), and the memtables' newest values (`docs/design.md`, "Space-aware
     /// throttling"). Exact for values of one size; the tables' own bytes
     /// (keys a second time beside their pointers) are not the user's.
     pub live_data_bytes: u64,
