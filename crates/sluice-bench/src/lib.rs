@@ -853,15 +853,15 @@ fn run_phase(
         tally.add(&t?);
     }
     let writes = tally.written > 0;
-    // Space as the phase's last write left it, before the engine was given
-    // time for the flush and background work it had left.
-    let disk_unsettled = (writes && cfg.settle).then(|| dir_allocated_bytes(&cfg.engine_dir(kind)));
-    let settle = if writes && cfg.settle {
+    // Space is taken first as the phase's last write left it, before the
+    // engine is given time for the flush and background work it left.
+    let (disk_unsettled, settle) = if writes && cfg.settle {
+        let disk = dir_allocated_bytes(&cfg.engine_dir(kind));
         let t = Instant::now();
         engine.settle()?;
-        Some(t.elapsed())
+        (Some(disk), Some(t.elapsed()))
     } else {
-        None
+        (None, None)
     };
     let cpu_settle_end = measure::process_cpu_secs();
     let cpu_between = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0));

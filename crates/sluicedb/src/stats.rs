@@ -98,15 +98,16 @@ pub struct Stats {
     /// The user's live keys and values when space was last measured, as
     /// the space limit counts them: the value records the index points at
     /// less their headers, the keys and values tables hold inline (less
-    /// [`Stats::inline_garbage_bytes`]), and the memtables' newest values (`docs/design.md`, "Space-aware
-    /// throttling"). Exact for values of one size; the tables' own bytes
-    /// (keys a second time beside their pointers) are not the user's.
+    /// [`Stats::inline_garbage_bytes`]), and the memtables' newest values
+    /// (`docs/design.md`, "Space-aware throttling"). Exact for values of
+    /// one size; the tables' own bytes (keys a second time beside their
+    /// pointers) are not the user's.
     pub live_data_bytes: u64,
     /// Of the keys and values tables hold inline, the bytes known dead when
     /// space was last measured, left out of [`Stats::live_data_bytes`]:
     /// the unified shape's unsorted versions that newer ones shadow,
-    /// estimated from its hash index (`docs/design.md`, "Space
-    /// accounting"). 0 for the other shapes.
+    /// estimated from its hash index (`docs/design.md`, "Space-aware
+    /// throttling"). 0 for the other shapes.
     pub inline_garbage_bytes: u64,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).

@@ -204,8 +204,8 @@ impl Unified {
     /// starting a new one when it is full (or there is none). Each key the
     /// partition's index already names an older table for shadows that
     /// table's version, counted against the newest such table
-    /// ([`HashIndex::note_shadowed`]; `docs/design.md`, "Space
-    /// accounting"). The candidates are found under the read lock, so that
+    /// ([`HashIndex::note_shadowed`]; `docs/design.md`, "Space-aware
+    /// throttling"). The candidates are found under the read lock, so that
     /// lookups wait only for the insert.
     fn index(&self, partition: &[u8], number: u64, keys: &[Vec<u8>]) {
         let hashes: Vec<KeyHash> = keys.iter().map(|k| KeyHash::of(k)).collect();
@@ -774,14 +774,13 @@ impl IndexShape for Unified {
         let all = self.generations.read();
         let mut bytes = 0u64;
         for (number, n) in all.values().flatten().flat_map(HashIndex::shadowed) {
-            let Some(f) = tables.get(&number) else {
+            let Some((f, p)) = tables.get(&number).and_then(|f| Some((f, f.payload?))) else {
                 continue;
             };
-            if let (Some(p), true) = (f.payload, f.entries > 0) {
-                let dead = n.min(f.entries);
-                bytes +=
-                    (u128::from(p.inline_bytes) * u128::from(dead) / u128::from(f.entries)) as u64;
-            }
+            let dead = u128::from(n.min(f.entries));
+            bytes += (u128::from(p.inline_bytes) * dead)
+                .checked_div(u128::from(f.entries))
+                .unwrap_or(0) as u64;
         }
         bytes
     }
