@@ -106,7 +106,10 @@ impl DbIter {
         self.inner.seek(&self.seek_buf);
         if self.inner.valid() {
             self.inner.prev();
-        } else {
+        } else if self.inner.status().is_ok() {
+            // Past the end: the last key is the one before `target`. (A
+            // seek that failed stays failed: starting again from the end
+            // would land after `target`.)
             self.inner.seek_to_last();
         }
         self.direction = Direction::Reverse;
@@ -216,7 +219,10 @@ impl DbIter {
             }
             self.inner.prev();
         }
-        if kind == Kind::Delete {
+        // Stopped by an error, the saved entry may be an older version
+        // of a key whose newer ones the failed source held: never return
+        // it.
+        if kind == Kind::Delete || (!self.inner.valid() && self.inner.status().is_err()) {
             self.valid = false;
             self.saved_key.clear();
             self.saved_value.clear();
@@ -287,6 +293,49 @@ mod tests {
         let mut it = DbIter::new(Box::new(VecIter::new(data())), 3);
         assert_eq!(collect_fwd(&mut it), ["a=a1", "b=b2", "c=c3"]);
         assert_eq!(collect_rev(&mut it), ["c=c3", "b=b2", "a=a1"]);
+    }
+
+    /// A source failing mid-scan ends the scan with its error: the other
+    /// sources' older versions and the keys it deleted never show (the
+    /// merge stepped past a failed table, issue 50).
+    #[test]
+    fn a_failing_source_ends_the_scan_with_its_error() {
+        use crate::iter::MergingIterator;
+        let scan = |reverse: bool| {
+            // The newer source holds a9, b5 (damaged) and c's delete.
+            let newer =
+                VecIter::damaged(vec![put("a", 9, "a9"), put("b", 5, "b5"), del("c", 6)], 1);
+            let older = VecIter::new(vec![
+                put("a", 1, "a1"),
+                put("b", 1, "b1"),
+                put("c", 1, "c1"),
+                put("d", 1, "d1"),
+            ]);
+            let merged = MergingIterator::new(vec![Box::new(newer), Box::new(older)]);
+            let mut it = DbIter::new(Box::new(merged), 100);
+            let got = if reverse {
+                collect_rev(&mut it)
+            } else {
+                collect_fwd(&mut it)
+            };
+            (got, it.status().is_err())
+        };
+        assert_eq!(scan(false), (vec!["a=a9".to_string()], true));
+        assert_eq!(scan(true), (vec!["d=d1".to_string()], true));
+    }
+
+    /// `seek_before` whose seek fails must not restart from the end (it
+    /// would land after the target).
+    #[test]
+    fn a_failed_seek_before_stays_failed() {
+        use crate::iter::MergingIterator;
+        let newer = VecIter::damaged(vec![put("b", 5, "b5"), put("c", 5, "c5")], 0);
+        let older = VecIter::new(vec![put("a", 1, "a1"), put("e", 1, "e1")]);
+        let merged = MergingIterator::new(vec![Box::new(newer), Box::new(older)]);
+        let mut it = DbIter::new(Box::new(merged), 100);
+        it.seek_before(b"b");
+        assert!(!it.valid());
+        assert!(it.status().is_err());
     }
 
     #[test]

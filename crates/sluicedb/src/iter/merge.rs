@@ -1,6 +1,13 @@
 //! Merges several sorted internal iterators into one (LevelDB's
 //! `MergingIterator`). Children are few (memtables, L0 tables, one per
 //! level), so the smallest is found by a linear scan.
+//!
+//! A child that fails (a damaged block, an unreadable table) stops the
+//! whole merge: the merged iterator turns invalid at once and `status`
+//! returns the child's error. Merging on without it would yield the
+//! other children's entries in its place: older versions of its keys,
+//! keys it deleted (RocksDB's `MergingIterator` keeps the first child
+//! error for the same reason).
 
 use std::cmp::Ordering;
 
@@ -16,8 +23,13 @@ enum Direction {
 
 pub(crate) struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
+    /// The child positioned on the smallest (forward) or largest
+    /// (reverse) entry; `None` at the end, and for good after an error.
     current: Option<usize>,
     direction: Direction,
+    /// The first child error met; once set, the iterator stays invalid
+    /// until repositioned by a seek.
+    status: Result<()>,
 }
 
 impl MergingIterator {
@@ -26,6 +38,43 @@ impl MergingIterator {
             children,
             current: None,
             direction: Direction::Forward,
+            status: Ok(()),
+        }
+    }
+
+    /// Records the first error of the children in `moved` (indexes of
+    /// children repositioned since the last check; `None`: all of them).
+    /// True when one failed: the merge then has no current entry.
+    fn child_failed(&mut self, moved: Option<usize>) -> bool {
+        if self.status.is_err() {
+            return true;
+        }
+        let failed = match moved {
+            Some(i) => self.children[i].status().err(),
+            None => self.children.iter().find_map(|c| c.status().err()),
+        };
+        if let Some(e) = failed {
+            self.status = Err(e);
+        }
+        self.status.is_err()
+    }
+
+    /// Positions on the smallest child after the children in `moved`
+    /// moved forward, or on none after an error.
+    fn settle_forward(&mut self, moved: Option<usize>) {
+        if self.child_failed(moved) {
+            self.current = None;
+        } else {
+            self.find_smallest();
+        }
+    }
+
+    /// Like [`Self::settle_forward`], backwards.
+    fn settle_reverse(&mut self, moved: Option<usize>) {
+        if self.child_failed(moved) {
+            self.current = None;
+        } else {
+            self.find_largest();
         }
     }
 
@@ -62,24 +111,27 @@ impl InternalIterator for MergingIterator {
         self.current.is_some()
     }
     fn seek_to_first(&mut self) {
+        self.status = Ok(());
         for c in &mut self.children {
             c.seek_to_first();
         }
-        self.find_smallest();
+        self.settle_forward(None);
         self.direction = Direction::Forward;
     }
     fn seek_to_last(&mut self) {
+        self.status = Ok(());
         for c in &mut self.children {
             c.seek_to_last();
         }
-        self.find_largest();
+        self.settle_reverse(None);
         self.direction = Direction::Reverse;
     }
     fn seek(&mut self, target: &[u8]) {
+        self.status = Ok(());
         for c in &mut self.children {
             c.seek(target);
         }
-        self.find_smallest();
+        self.settle_forward(None);
         self.direction = Direction::Forward;
     }
     fn next(&mut self) {
@@ -97,9 +149,11 @@ impl InternalIterator for MergingIterator {
                 }
             }
             self.direction = Direction::Forward;
+            self.children[cur].next();
+            return self.settle_forward(None);
         }
         self.children[cur].next();
-        self.find_smallest();
+        self.settle_forward(Some(cur));
     }
     fn prev(&mut self) {
         let Some(cur) = self.current else { return };
@@ -113,14 +167,16 @@ impl InternalIterator for MergingIterator {
                 c.seek(&k);
                 if c.valid() {
                     c.prev();
-                } else {
+                } else if c.status().is_ok() {
                     c.seek_to_last();
                 }
             }
             self.direction = Direction::Reverse;
+            self.children[cur].prev();
+            return self.settle_reverse(None);
         }
         self.children[cur].prev();
-        self.find_largest();
+        self.settle_reverse(Some(cur));
     }
     fn key(&self) -> &[u8] {
         self.children[self.current.expect("valid iterator")].key()
@@ -129,6 +185,7 @@ impl InternalIterator for MergingIterator {
         self.children[self.current.expect("valid iterator")].value()
     }
     fn status(&self) -> Result<()> {
+        self.status.clone()?;
         for c in &self.children {
             c.status()?;
         }

@@ -39,16 +39,40 @@ pub(crate) mod testutil {
     use crate::error::Result;
     use crate::key;
 
-    /// An iterator over a sorted vector, for tests of combinators.
+    /// An iterator over a sorted vector, for tests of combinators. With
+    /// `damaged_at`, the entry at that index stands for a damaged block:
+    /// moving onto it fails the iterator for good, as a table's does.
     pub(crate) struct VecIter {
         pub(crate) items: Vec<(Vec<u8>, Vec<u8>)>,
         pub(crate) pos: Option<usize>,
+        pub(crate) damaged_at: Option<usize>,
+        failed: bool,
     }
 
     impl VecIter {
         pub(crate) fn new(mut items: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
             items.sort_by(|a, b| key::compare(&a.0, &b.0));
-            VecIter { items, pos: None }
+            VecIter {
+                items,
+                pos: None,
+                damaged_at: None,
+                failed: false,
+            }
+        }
+
+        /// Fails at the `damaged_at`-th entry in key order.
+        pub(crate) fn damaged(items: Vec<(Vec<u8>, Vec<u8>)>, damaged_at: usize) -> Self {
+            VecIter {
+                damaged_at: Some(damaged_at),
+                ..VecIter::new(items)
+            }
+        }
+
+        fn check(&mut self) {
+            if self.failed || (self.pos.is_some() && self.pos == self.damaged_at) {
+                self.failed = true;
+                self.pos = None;
+            }
         }
     }
 
@@ -58,21 +82,26 @@ pub(crate) mod testutil {
         }
         fn seek_to_first(&mut self) {
             self.pos = (!self.items.is_empty()).then_some(0);
+            self.check();
         }
         fn seek_to_last(&mut self) {
             self.pos = self.items.len().checked_sub(1);
+            self.check();
         }
         fn seek(&mut self, t: &[u8]) {
             let i = self
                 .items
                 .partition_point(|(k, _)| key::compare(k, t).is_lt());
             self.pos = (i < self.items.len()).then_some(i);
+            self.check();
         }
         fn next(&mut self) {
             self.pos = self.pos.map(|p| p + 1).filter(|&p| p < self.items.len());
+            self.check();
         }
         fn prev(&mut self) {
             self.pos = self.pos.and_then(|p| p.checked_sub(1));
+            self.check();
         }
         fn key(&self) -> &[u8] {
             &self.items[self.pos.unwrap()].0
@@ -81,6 +110,13 @@ pub(crate) mod testutil {
             &self.items[self.pos.unwrap()].1
         }
         fn status(&self) -> Result<()> {
+            if self.failed {
+                return Err(crate::error::Error::corruption(
+                    std::path::Path::new("damaged.sst"),
+                    0,
+                    "damaged block",
+                ));
+            }
             Ok(())
         }
     }
