@@ -139,7 +139,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
             let r = match self.readers().get(file, &path) {
                 Ok(r) => r,
                 // Collected since the list was taken.
-                Err(_) if self.is_collected(file) => continue,
+                Err(_) if self.scan_start(file).is_none() => continue,
                 Err(Error::Io {
                     kind: std::io::ErrorKind::NotFound,
                     ..
@@ -149,7 +149,14 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
                 Err(e) => return Err(e),
             };
             let data = r.read_at(0, r.len() as usize, IoClass::UserRead)?;
-            let scan = log::reader::scan_file_from(&data, &path, self.scan_start(file))?;
+            // Where to start is asked after the read: GC records a release
+            // before it punches, so a start taken now is past every hole
+            // the read may have met (issue 50: a start taken from a file
+            // that GC left while the read ran sent the scan into a hole).
+            let Some(start) = self.scan_start(file) else {
+                continue; // collected while it was read
+            };
+            let scan = log::reader::scan_file_from(&data, &path, start)?;
             if let Some((off, why)) = scan.damage {
                 return Err(Error::corruption(&path, off, why));
             }
@@ -281,9 +288,11 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     }
 
     /// Where the records of `file` that may be read start: past its header,
-    /// or past what [`ValueStore::release_collected`] freed.
-    fn scan_start(&self, _file: u64) -> u64 {
-        log::format::FILE_HEADER_LEN as u64
+    /// or past what [`ValueStore::release_collected`] freed; `None` once
+    /// GC collected the whole file (its blocks may be punched out, or the
+    /// file deleted, under a reader that listed it before).
+    fn scan_start(&self, _file: u64) -> Option<u64> {
+        Some(log::format::FILE_HEADER_LEN as u64)
     }
 
     /// Adds what the layout's state needs to an edit about to be installed.
