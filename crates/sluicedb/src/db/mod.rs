@@ -470,10 +470,19 @@ impl Drop for Handle {
             let _ = t.join();
         }
         // A clean close keeps every acknowledged write, synced or not:
-        // values first, then the journal that points at them.
+        // values first, then the journal that points at them, closed so
+        // that recovery can tell damage in its last records from a torn
+        // write; then the manifest learns how far the values are durable.
         let values_synced = core.values.as_ref().is_none_or(|v| v.sync().is_ok());
-        if let (true, Some(j)) = (values_synced, core.journal.get()) {
-            let _ = j.sync();
+        let closed = values_synced && core.journal.get().is_some_and(|j| j.close().is_ok());
+        if !closed || core.state.lock().poisoned.is_some() {
+            return;
+        }
+        let current = core.state.lock().current.clone();
+        if let Some(edit) = core.values.as_ref().and_then(|v| v.close_edit(&current)) {
+            // Failing, it leaves recovery's judgement of the log's last
+            // records as it was before the close.
+            let _ = core.install(edit, None, &[], |_| {});
         }
     }
 }

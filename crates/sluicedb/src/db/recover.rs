@@ -49,10 +49,11 @@ impl Core {
         value_log: Option<Arc<LogStore>>,
         log_journal: Option<LogJournal>,
     ) -> Result<()> {
-        let (max_seq, journal_from) = {
+        let (max_seq, log_meta) = {
             let st = self.state.lock();
-            (st.last_sequence, st.current.values.log.journal_from)
+            (st.last_sequence, st.current.values.log.clone())
         };
+        let journal_from = log_meta.journal_from;
         let mut r = Replay {
             mem: Arc::new(MemTable::new()),
             max_seq,
@@ -72,6 +73,7 @@ impl Core {
             crate::value::log::replay::replay_value_log(
                 &source,
                 &store,
+                &log_meta,
                 from,
                 &mut sink,
                 &mut replayed_garbage,

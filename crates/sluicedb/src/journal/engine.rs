@@ -154,6 +154,20 @@ impl Journal for EngineJournal {
         self.sync_all()
     }
 
+    /// A seal after the last batch: with a valid record after it, damage
+    /// in that batch reads as damage (`docs/format/journal.md`, "Reading
+    /// and damage"). Truthful as a seal too: every older journal is synced.
+    fn close(&self) -> Result<()> {
+        self.sync_all()?;
+        let _one_at_a_time = self.syncing.lock();
+        let mut j = self.inner.lock();
+        if j.writer.len() > 0 {
+            j.writer.add_record(&Control::Seal.encode())?;
+            j.writer.sync()?;
+        }
+        Ok(())
+    }
+
     /// A new journal file takes the new buffer's records. The old one is
     /// not synced here: its memtable's flush usually makes it obsolete
     /// before its pages reach the disk. The new journal opens with a link

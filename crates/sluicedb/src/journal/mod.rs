@@ -46,6 +46,14 @@ pub(crate) trait Journal: Send + Sync {
     /// Makes every appended group durable, with the values it points at.
     fn sync(&self) -> Result<()>;
 
+    /// A clean close: makes everything durable and marks the journal
+    /// complete, so that recovery takes damage in its last records for
+    /// damage, not for a write a crash tore (`docs/design.md`, "Torn tails
+    /// and damage"). Nothing is appended after it.
+    fn close(&self) -> Result<()> {
+        self.sync()
+    }
+
     /// Starts the records of a new write buffer (the old one, marked
     /// `current`, was switched out); returns where they begin.
     fn rotate(&self, current: JournalMark) -> Result<JournalMark>;

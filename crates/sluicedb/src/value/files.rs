@@ -465,11 +465,14 @@ pub(crate) fn check_within(
 /// replaces the torn one by rename, so a crash meanwhile leaves one or the
 /// other. Returns the new length, or `None` when there was nothing to cut
 /// (a file whose damage is no torn tail stays for replay and `verify`).
+/// Records before `floor` were synced before an installed edit: a bad one
+/// there is damage, not a tear, and is not cut either.
 pub(crate) fn cut_torn_tail<S: RecordFiles + ?Sized>(
     s: &S,
     fs: &CountingFs,
     number: u64,
     len: u64,
+    floor: u64,
     tmp_number: u64,
 ) -> Result<Option<u64>> {
     let path = s.file_path(number);
@@ -483,7 +486,7 @@ pub(crate) fn cut_torn_tail<S: RecordFiles + ?Sized>(
         Ok(scan) if scan.damage.is_none() => scan.torn_tail_at.filter(|&c| c < len),
         _ => None,
     };
-    let Some(cut) = cut else {
+    let Some(cut) = cut.filter(|&c| c >= floor) else {
         return Ok(None);
     };
     let dir = path.parent().unwrap_or(Path::new("."));

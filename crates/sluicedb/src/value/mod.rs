@@ -298,6 +298,15 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Adds what the layout's state needs to an edit about to be installed.
     fn before_install(&self, _base: &Version, _edit: &mut VersionEdit) {}
 
+    /// At a clean close, after the final sync: an edit recording what the
+    /// close made durable, when the manifest (`current`) does not know it
+    /// yet, so that recovery takes damage there for damage, not for a torn
+    /// write (the log layout's durable position; `docs/design.md`, "Torn
+    /// tails and damage").
+    fn close_edit(&self, _current: &Version) -> Option<VersionEdit> {
+        None
+    }
+
     /// After an edit is installed: the files [`ValueStore::before_install`]
     /// removed from it because no pointer names them any more. The caller
     /// deletes them once no registered reader is older than the edit.

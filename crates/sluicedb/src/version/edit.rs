@@ -47,6 +47,7 @@ pub(crate) mod tag {
     pub const TABLE_PENDING: u32 = 28;
     pub const TABLE_SETTLED: u32 = 29;
     pub const HASH_FILE_TO_COLD: u32 = 30;
+    pub const VALUE_LOG_DURABLE: u32 = 31;
 }
 
 /// A table in a version.
@@ -325,6 +326,7 @@ mod tests {
         e.values.garbage.push((12, 777));
         e.values.log.sealed.push((13, 4 << 20));
         e.values.log.journal = Some((14, 16));
+        e.values.log.durable = Some((14, 900));
         e.values.hash.groups = Some(4);
         e.values.hash.added.push((3, 21));
         e.values.hash.dropped.push((3, 17));

@@ -482,7 +482,7 @@ impl HashStore {
         };
         for (file, len) in candidates {
             let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-            if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, tmp)? {
+            if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, 0, tmp)? {
                 let mut inner = self.inner.lock();
                 let found = inner.owner.get(&file).map(|&g| inner.index(g));
                 if let Some(entry) =

@@ -1,6 +1,7 @@
 //! What the manifest records of the value log (`docs/format/manifest.md`,
-//! tags 9, 11 and 16): the tail, the replay start when the log is the
-//! journal, and the sealed files with their lengths.
+//! tags 9, 11, 16 and 31): the tail, the replay start when the log is the
+//! journal, the sealed files with their lengths, and how far the log was
+//! durable when the edit was installed.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,10 @@ pub(crate) struct LogMeta {
     /// Sealed files at or past the tail, with their lengths: an open finds
     /// each of them, whole (`docs/design.md`, "Value store").
     pub(crate) sealed: BTreeMap<u64, u64>,
+    /// Every record before (file, offset) had been synced when an edit
+    /// was installed: recovery never takes a bad record there for a torn
+    /// write (`docs/design.md`, "Torn tails and damage").
+    pub(crate) durable_to: Option<(u64, u64)>,
 }
 
 /// A change to [`LogMeta`], part of a manifest record.
@@ -32,6 +37,8 @@ pub(crate) struct LogEdit {
     /// Value log files sealed (complete, never written again) with their
     /// lengths: (file, bytes).
     pub(crate) sealed: Vec<(u64, u64)>,
+    /// The log was synced up to (file, offset) before this edit.
+    pub(crate) durable: Option<(u64, u64)>,
 }
 
 impl LogMeta {
@@ -51,7 +58,16 @@ impl LogMeta {
         if let Some(p) = e.journal {
             m.journal_from = (p != (0, 0)).then_some(p);
         }
+        m.durable_to = m.durable_to.max(e.durable);
         Ok(m)
+    }
+
+    /// True when the record at `offset` of `file` was synced before some
+    /// installed edit: in a sealed file, or before [`LogMeta::durable_to`]
+    /// (every file older than that one was synced whole when the log
+    /// rotated past it). Damage there is never a torn write.
+    pub(crate) fn is_durable(&self, file: u64, offset: u64) -> bool {
+        self.sealed.contains_key(&file) || self.durable_to.is_some_and(|d| (file, offset) < d)
     }
 
     /// The edit that recreates this state from nothing (manifest roll).
@@ -60,6 +76,7 @@ impl LogMeta {
             tail: self.tail,
             journal: self.journal_from,
             sealed: self.sealed.iter().map(|(&f, &l)| (f, l)).collect(),
+            durable: self.durable_to,
         }
     }
 }
@@ -81,6 +98,9 @@ impl LogEdit {
         if let Some((file, offset)) = self.journal {
             field(tag::VALUE_LOG_JOURNAL, &pair(file, offset));
         }
+        if let Some((file, offset)) = self.durable {
+            field(tag::VALUE_LOG_DURABLE, &pair(file, offset));
+        }
     }
 
     /// Decodes a field of one of its tags; `None` for other tags.
@@ -94,6 +114,7 @@ impl LogEdit {
         let slot = match t {
             tag::VALUE_LOG_TAIL => &mut self.tail,
             tag::VALUE_LOG_JOURNAL => &mut self.journal,
+            tag::VALUE_LOG_DURABLE => &mut self.durable,
             tag::VALUE_LOG_SEALED => {
                 return Some(pair().map(|p| self.sealed.push(p)).ok_or(()));
             }

@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::format::FILE_HEADER_LEN;
 use super::format::{kind_of, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
-use super::reader::{scan_file, OwnedRecord};
+use super::meta::LogMeta;
+use super::reader::{scan_file_from, OwnedRecord};
 use super::store::LogStore;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -27,16 +29,21 @@ use crate::value::{PointerCheck, ValueStore};
 /// relocation records, and the records of a group the crash cut (`docs/
 /// design.md`, "Space accounting"). When history ends early, records after
 /// that point are not counted.
+///
+/// A bad record where `log` says the log was durable is damage, never a
+/// torn write (`docs/design.md`, "Torn tails and damage"); what lies
+/// before `from` is in tables, and replay leaves it to reads and `verify`.
 pub(crate) fn replay_value_log(
     src: &Source<'_>,
     store: &LogStore,
+    log: &LogMeta,
     from: (u64, u64),
     sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
     garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<()> {
     // Counted whichever way the replay ends (history may end early).
     let mut bytes = ReplayedBytes::default();
-    let r = replay_records(src, store, from, sink, &mut bytes);
+    let r = replay_records(src, store, log, from, sink, &mut bytes);
     for (file, read) in bytes.read {
         let unpointed = read - bytes.pointed.get(&file).copied().unwrap_or(0);
         if unpointed > 0 {
@@ -58,6 +65,7 @@ struct ReplayedBytes {
 fn replay_records(
     src: &Source<'_>,
     store: &LogStore,
+    log: &LogMeta,
     from: (u64, u64),
     sink: &mut dyn FnMut(&WriteBatch) -> Result<()>,
     bytes: &mut ReplayedBytes,
@@ -69,13 +77,14 @@ fn replay_records(
         let path = filename::value_log(src.dir, file);
         let data = store.read_file(file)?;
         // A file created and never written (or with part of its header)
-        // scans empty.
-        let scan = scan_file(&data, &path)?;
+        // scans empty. The first is scanned from the replay start (a
+        // record boundary): damage before it is no concern of replay's.
         let start = if file == from.0 { from.1 } else { 0 };
+        let scan = scan_file_from(&data, &path, start.max(FILE_HEADER_LEN as u64))?;
         let records: Vec<_> = scan
             .records
             .into_iter()
-            .filter(|(off, _, rec)| *off >= start && !rec.is_gc_copy())
+            .filter(|(_, _, rec)| !rec.is_gc_copy())
             .collect();
         if !records.is_empty()
             && !torn.later_records("value log damaged before records of a later file")?
@@ -122,7 +131,15 @@ fn replay_records(
                 }
             }
         }
-        if let Some((off, why)) = scan.damage {
+        // A bad last record the log had synced is damage, not a tear.
+        let damage = scan.damage.or_else(|| {
+            let off = scan.torn_tail_at.filter(|&off| log.is_durable(file, off))?;
+            Some((
+                off,
+                "value record damaged where the log was synced (not a torn write)".into(),
+            ))
+        });
+        if let Some((off, why)) = damage {
             match mode {
                 JournalRecovery::SkipAnyCorrupted => {
                     group = None;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::format::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
+use super::meta::LogMeta;
 use super::reader::{check_record, OwnedRecord};
 use super::writer::VlogWriter;
 use crate::error::{Error, Result};
@@ -195,17 +196,26 @@ impl LogStore {
 
     /// Cuts a torn tail off the newest file with records (recovery, once
     /// replay is done; see [`cut_torn_tail`]). A file the manifest names
-    /// (`named`) was checked whole at open and is left alone.
-    pub(crate) fn cut_torn_tail(&self, named: &BTreeMap<u64, u64>) -> Result<()> {
+    /// was checked whole at open and is left alone, and so are the records
+    /// the manifest says were durable: a bad one there is damage, which
+    /// reads, `verify` and GC report where it is (issue 50: a flipped byte
+    /// in the last record was cut off as a torn write, and the tables'
+    /// pointers into it read as collected).
+    pub(crate) fn cut_torn_tail(&self, log: &LogMeta) -> Result<()> {
         let newest = {
             let inner = self.inner.lock();
             inner.sealed.iter().next_back().map(|(&n, &len)| (n, len))
         };
-        let Some((file, len)) = newest.filter(|(n, _)| !named.contains_key(n)) else {
+        let Some((file, len)) = newest.filter(|(n, _)| !log.sealed.contains_key(n)) else {
             return Ok(());
         };
+        let floor = match log.durable_to {
+            Some((f, off)) if f == file => off,
+            Some((f, _)) if f > file => len,
+            _ => 0,
+        };
         let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, tmp)? {
+        if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, floor, tmp)? {
             self.inner.lock().sealed.insert(file, cut);
             self.total_bytes.fetch_sub(len - cut, Ordering::Relaxed);
         }
@@ -222,6 +232,13 @@ impl LogStore {
             .filter(|(n, &len)| len > FILE_HEADER_LEN as u64 && !named.contains_key(n))
             .map(|(&n, &len)| (n, len))
             .collect()
+    }
+
+    /// How far the log is durable: the head and how much of it the last
+    /// sync covered (every older file was synced whole at its rotation).
+    pub(crate) fn durable_position(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        (inner.head.number(), inner.head.synced())
     }
 
     /// Where the next append goes: (head file, its length). Every record
@@ -628,17 +645,35 @@ impl ValueStore for LogStore {
     }
 
     /// Sealed files the manifest does not name yet: the install names them
-    /// (an open checks each is there, whole).
+    /// (an open checks each is there, whole). And how far the log is
+    /// durable now, if further than the manifest says: every record a
+    /// table of the edit points at was synced before it (flushes, merges
+    /// and GC sync the store first), so a bad record before that point is
+    /// damage, never a torn write (`docs/design.md`, "Torn tails and
+    /// damage").
     fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
-        edit.values.log.sealed = self.unnamed_sealed(&base.values.log.sealed);
+        let log = &base.values.log;
+        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
+        let durable = self.durable_position();
+        edit.values.log.durable = (Some(durable) > log.durable_to).then_some(durable);
+    }
+
+    /// The head's synced end, once the close synced it.
+    fn close_edit(&self, current: &Version) -> Option<VersionEdit> {
+        let durable = self.durable_position();
+        (Some(durable) > current.values.log.durable_to).then(|| {
+            let mut edit = VersionEdit::default();
+            edit.values.log.durable = Some(durable);
+            edit
+        })
     }
 
     /// The replayed history is settled: what the crash tore at the log's
     /// end goes, and the manifest names every sealed file.
     fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
-        let named = &current.values.log.sealed;
-        self.cut_torn_tail(named)?;
-        edit.values.log.sealed = self.unnamed_sealed(named);
+        let log = &current.values.log;
+        self.cut_torn_tail(log)?;
+        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
         Ok(())
     }
 }
@@ -875,7 +910,7 @@ mod tests {
             let image = mem.crash_image();
             image.set_contents(&path, whole[..cut_at].to_vec());
             let s = store(&image, &counter);
-            s.cut_torn_tail(&BTreeMap::new()).unwrap();
+            s.cut_torn_tail(&LogMeta::default()).unwrap();
             let got = image.contents(&path).unwrap();
             let kept = ptrs
                 .iter()

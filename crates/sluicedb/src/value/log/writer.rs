@@ -64,6 +64,11 @@ impl VlogWriter {
         self.number
     }
 
+    /// Bytes made durable by syncs so far.
+    pub(crate) fn synced(&self) -> u64 {
+        self.synced
+    }
+
     /// Bytes handed to the file system (readable through the file).
     pub(crate) fn written(&self) -> u64 {
         self.written
