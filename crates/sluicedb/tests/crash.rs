@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, IndexShapeKind, JournalMode, ValueLayout, WriteOptions};
+use sluicedb::{Db, IndexShapeKind, JournalMode, Preset, ValueLayout, WriteOptions};
 
 /// A write as the workload saw it, with the file-operation counter before it
 /// started and after it was acknowledged.
@@ -52,10 +52,18 @@ enum Workload {
     /// hash index, merges into the sorted run that separate values into
     /// the value log, manual compactions and log GC at every crash point.
     Unified,
+    /// A preset as a user opens it (at tiny sizes, `preset_options`):
+    /// values of 0-300 bytes around every preset's threshold, GC steps and
+    /// full compactions, so each preset's own mix of journal, flush,
+    /// compaction, GC and merges is crashed at every operation.
+    Preset(Preset),
 }
 
 /// The options a workload runs (and recovers) with.
 fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options {
+    if let Workload::Preset(p) = w {
+        return preset_options(fs, p);
+    }
     let opts = tiny_options(fs, variant);
     // The GC workloads choose their layout; `tiny_options`' unified variant
     // (which needs the log layout) applies to the others.
@@ -175,6 +183,12 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
                 ops.push((k.into_bytes(), v));
                 continue;
             }
+            if let Workload::Preset(_) = w {
+                let k = key(&mut rng, 40);
+                let v = (!rng.chance(15)).then(|| value(&mut rng, serial, 300));
+                ops.push((k, v));
+                continue;
+            }
             let k = key(&mut rng, if gc { 30 } else { 150 });
             let v = (!rng.chance(20)).then(|| value(&mut rng, serial, 90));
             ops.push((k, v));
@@ -208,7 +222,12 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
             {
                 db.gc().unwrap();
             }
-            Workload::Unified if i % 100 == 99 => db.compact_range(None, None).unwrap(),
+            Workload::Unified | Workload::Preset(_) if i % 100 == 99 => {
+                db.compact_range(None, None).unwrap()
+            }
+            Workload::Preset(_) if i % 25 == 24 => {
+                db.gc().unwrap();
+            }
             Workload::Unified if i % 25 == 24 => {
                 db.gc().unwrap();
             }
@@ -293,8 +312,13 @@ fn crash_after_every_file_operation() {
         Workload::GcHashChurn,
         Workload::GcTable,
         Workload::Unified,
+        Workload::Preset(Preset::LevelDb),
+        Workload::Preset(Preset::WiscKey),
+        Workload::Preset(Preset::HashKv),
+        Workload::Preset(Preset::Scavenger),
+        Workload::Preset(Preset::UniKv),
     ];
-    for_seeds(seeds(100, 4), |seed| {
+    for_seeds(seeds(100, 5), |seed| {
         for (i, &w) in workloads.iter().enumerate() {
             let variant = seed + i as u64;
             let fs = MemFs::new();
@@ -331,6 +355,6 @@ fn crash_after_every_file_operation() {
     let total = total.into_inner();
     println!("crash states checked: {total}");
     if std::env::var("SLUICE_SEED").is_err() {
-        assert!(total >= 10_000, "only {total} crash states were checked");
+        assert!(total >= 50_000, "only {total} crash states were checked");
     }
 }

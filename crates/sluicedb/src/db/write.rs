@@ -141,14 +141,18 @@ impl Core {
 
     /// At the high ratio writes pause (seed 003 §3.5) while GC makes
     /// progress: in slices of at most 1 s, for as long as each slice brought
-    /// the ratio down or ended with a GC step still running (on a busy
-    /// machine a step can outlast a slice), up to [`MAX_SPACE_WAIT_SLICES`].
+    /// the ratio down, finished a GC step, or ended with one still running
+    /// (on a busy machine a step can outlast a slice, and the ratio is
+    /// measured only between steps), up to [`MAX_SPACE_WAIT_SLICES`].
     /// When GC cannot reclaim or stops gaining, writes go on
-    /// (`measure_space` notes why).
+    /// (`measure_space` notes why). (A slice that saw a step end and the
+    /// next not yet begun counted as no progress: on a starved machine
+    /// writes went on past the high ratio, issue 50.)
     fn wait_for_space_limit(&self) {
         let mut st = self.state.lock();
         for _ in 0..MAX_SPACE_WAIT_SLICES {
             let before = self.space_ratio();
+            let steps_before = self.counters.gc_runs.load(Ordering::Relaxed);
             self.wait_for_gc(
                 &mut st,
                 |st| {
@@ -158,7 +162,9 @@ impl Core {
                 &self.counters.stall_space_micros,
             );
             let still_high = self.space_pressure() == SpacePressure::High;
-            let gained = self.space_ratio() < before || st.gc_running;
+            let gained = self.space_ratio() < before
+                || st.gc_running
+                || self.counters.gc_runs.load(Ordering::Relaxed) > steps_before;
             if !still_high || !gained || st.check_writable().is_err() {
                 break;
             }
