@@ -727,6 +727,11 @@ impl Core {
         let ms = ms.as_mut().ok_or(Error::Closed)?;
         let (base, old_log, last_seq) = {
             let st = self.state.lock();
+            // After a failed manifest write the manifest may hold that
+            // edit or not: nothing more goes in (invariant I7).
+            if let Some(p) = &st.poisoned {
+                return Err(Error::Poisoned(p.clone()));
+            }
             (st.current.clone(), st.log_number, st.last_sequence)
         };
         let log_number = log_number.unwrap_or(old_log);

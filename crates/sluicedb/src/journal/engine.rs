@@ -112,12 +112,15 @@ impl EngineJournal {
             j.writer.flush()?;
             len = j.writer.len();
         }
-        current.sync()?;
+        let synced = current.sync();
         let mut j = self.inner.lock();
         if j.number == number {
-            j.writer.mark_synced(len);
+            match &synced {
+                Ok(()) => j.writer.mark_synced(len),
+                Err(_) => j.writer.sync_failed(),
+            }
         }
-        Ok(())
+        synced
     }
 
     /// The same sync with `inner` held throughout.

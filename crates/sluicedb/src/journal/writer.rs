@@ -1,7 +1,7 @@
 //! Appends records to a log file (journal or manifest).
 
 use super::format::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::sync::Arc;
 
 use crate::fs::{CountedWriter, FileSyncer};
@@ -14,6 +14,14 @@ pub(crate) struct LogWriter {
     scratch: Vec<u8>,
     /// Length made durable by the last sync.
     synced: u64,
+    /// An append, flush or sync failed: the file holds an unknown part of
+    /// the last record (its framing position is lost too), so every later
+    /// call fails. A record appended after it could make replay read a
+    /// record the engine never applied, and then one that contradicts it
+    /// (issue 50: after a failed manifest sync, a second GC edit removed
+    /// a value table the first had removed, and the database no longer
+    /// opened).
+    failed: bool,
 }
 
 impl LogWriter {
@@ -25,11 +33,28 @@ impl LogWriter {
             block_offset,
             scratch: Vec::new(),
             synced: 0,
+            failed: false,
         }
     }
 
+    /// Runs `op` unless an earlier one failed; remembers a failure.
+    fn guarded<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.failed {
+            return Err(Error::Poisoned(
+                "an earlier write to this log file failed".into(),
+            ));
+        }
+        let r = op(self);
+        self.failed = r.is_err();
+        r
+    }
+
     /// Frames and appends one record (not yet durable).
-    pub(crate) fn add_record(&mut self, mut data: &[u8]) -> Result<()> {
+    pub(crate) fn add_record(&mut self, data: &[u8]) -> Result<()> {
+        self.guarded(|w| w.frame_and_append(data))
+    }
+
+    fn frame_and_append(&mut self, mut data: &[u8]) -> Result<()> {
         self.scratch.clear();
         let mut first = true;
         loop {
@@ -66,9 +91,15 @@ impl LogWriter {
 
     /// Makes all records durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.file.sync()?;
+        self.guarded(|w| w.file.sync())?;
         self.synced = self.file.len();
         Ok(())
+    }
+
+    /// Notes that a sync run through a [`LogWriter::syncer`] failed: what
+    /// the file holds past the last good sync is unknown from here on.
+    pub(crate) fn sync_failed(&mut self) {
+        self.failed = true;
     }
 
     /// Notes that a sync made the first `len` bytes durable (a syncer's,
@@ -85,11 +116,16 @@ impl LogWriter {
     /// Hands buffered records to the file system (not durable), so that a
     /// process crash keeps them in order with later files' appends.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        self.file.flush()
+        self.guarded(|w| w.file.flush())
     }
 
     /// A handle that syncs this file after the writer is gone.
     pub(crate) fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
+        if self.failed {
+            return Err(Error::Poisoned(
+                "an earlier write to this log file failed".into(),
+            ));
+        }
         self.file.syncer()
     }
 
