@@ -13,7 +13,8 @@ use crate::value::Read;
 /// What a point lookup found.
 pub(super) enum Found {
     Value(Vec<u8>),
-    Collected,
+    /// The entry's pointer named a record GC has collected.
+    Collected(ValuePointer),
 }
 
 impl Core {
@@ -21,6 +22,7 @@ impl Core {
         // Each retry follows a relocation that became visible before its old
         // file was deleted, so one retry suffices; the bound turns a bug into
         // an error instead of a spin.
+        let mut last = None;
         for _ in 0..8 {
             let (seq, sv) = self.read_view(opts);
             match self.get_at(&sv, seq, key)? {
@@ -30,14 +32,22 @@ impl Core {
                 // this read chose the old pointer; the relocation is visible
                 // now, so a fresh lookup finds it. A snapshot read is
                 // registered and so never sees a collected file.
-                Some(Found::Collected) if opts.snapshot.is_none() => continue,
-                Some(Found::Collected) => break,
+                Some(Found::Collected(p)) => {
+                    last = Some(p);
+                    if opts.snapshot.is_some() {
+                        break;
+                    }
+                }
             }
         }
+        let (file, offset) = match (&self.values, last) {
+            (Some(store), Some(p)) => (store.path_of(p.file), p.offset),
+            _ => (self.dir.clone(), 0),
+        };
         Err(Error::corruption(
-            &self.dir,
-            0,
-            "index entry points into a value log file that GC collected",
+            file,
+            offset,
+            "index entry points into a value store file that GC collected",
         ))
     }
 
@@ -76,7 +86,7 @@ impl Core {
                     .ok_or_else(crate::value::missing_store)?;
                 match store.read_or_collected(&ptr, key, IoClass::UserRead)? {
                     Read::Found(r) => Ok(Some(Found::Value(r.value))),
-                    Read::Collected => Ok(Some(Found::Collected)),
+                    Read::Collected => Ok(Some(Found::Collected(ptr))),
                 }
             }
             Lookup::Found(Kind::Delete, ..) => unreachable!("a lookup returns deletes as Deleted"),
