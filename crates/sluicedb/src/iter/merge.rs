@@ -44,14 +44,23 @@ impl MergingIterator {
 
     /// Records the first error of the children in `moved` (indexes of
     /// children repositioned since the last check; `None`: all of them).
-    /// True when one failed: the merge then has no current entry.
+    /// True when one failed: the merge then has no current entry. A
+    /// failed child is invalid (the trait's contract), so only invalid
+    /// ones are asked: a scan's step costs no status call.
     fn child_failed(&mut self, moved: Option<usize>) -> bool {
         if self.status.is_err() {
             return true;
         }
+        let error = |c: &dyn InternalIterator| {
+            if c.valid() {
+                None
+            } else {
+                c.status().err()
+            }
+        };
         let failed = match moved {
-            Some(i) => self.children[i].status().err(),
-            None => self.children.iter().find_map(|c| c.status().err()),
+            Some(i) => error(self.children[i].as_ref()),
+            None => self.children.iter().find_map(|c| error(c.as_ref())),
         };
         if let Some(e) = failed {
             self.status = Err(e);
