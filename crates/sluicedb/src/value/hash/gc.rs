@@ -24,6 +24,11 @@
 //! so no tag is needed (tags were measured: `docs/design.md`). The cold log
 //! is collected like a group, one file at a time: the one with the most
 //! known garbage, once at least half of it is garbage.
+//!
+//! Files an open sealed small come first (`docs/design.md`, "Hash layout",
+//! *Files per group*): a group holding more sealed files than its bytes
+//! make log segments is collected before any other, and two or more small
+//! cold log files are merged in one step.
 
 use std::sync::atomic::Ordering;
 
@@ -110,12 +115,13 @@ impl ScannedFile {
 type PutAt = (u32, u32);
 
 /// What one GC step collects.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Target {
     /// Every file of a hash group but a new head.
     Group(u32),
-    /// One sealed file of the cold log: (file, length).
-    Cold(u64, u64),
+    /// Sealed files of the cold log: (file, length). One, by its garbage,
+    /// or the small ones an open sealed, merged.
+    Cold(Vec<(u64, u64)>),
 }
 
 /// The frozen files of a group (or one cold log file).
@@ -144,11 +150,19 @@ impl Drop for HashVictim<'_> {
 }
 
 impl HashStore {
-    /// What the next GC step collects: the cold log file with the most
-    /// known garbage (`current` knows the garbage), when
-    /// [`cold_file_first`] says so against the victim group (by the
-    /// policy); else that group.
+    /// What the next GC step collects: first a group over its file budget,
+    /// then small cold log files to merge (`docs/design.md`, "Hash layout",
+    /// *Files per group*); else the cold log file with the most known
+    /// garbage (`current` knows the garbage), when [`cold_file_first`] says
+    /// so against the victim group (by the policy); else that group.
     fn gc_target(&self, current: &Version) -> Option<Target> {
+        if let Some(g) = self.over_budget_group() {
+            return Some(Target::Group(g));
+        }
+        let small = self.small_cold_files();
+        if !small.is_empty() {
+            return Some(Target::Cold(small));
+        }
         let garbage = &current.values.garbage;
         let cold = if self.hotness() {
             self.cold_victim(garbage)
@@ -160,7 +174,7 @@ impl HashStore {
             cold_file_first((len, g), group.as_ref().map(|c| (c.bytes, c.garbage)))
         });
         match (cold, group) {
-            (Some((file, len, _)), _) if cold_first => Some(Target::Cold(file, len)),
+            (Some((file, len, _)), _) if cold_first => Some(Target::Cold(vec![(file, len)])),
             (_, Some(c)) => Some(Target::Group(c.group)),
             _ => None,
         }
@@ -178,7 +192,8 @@ impl HashStore {
     }
 
     /// True when background GC should run: free log segments are low, the
-    /// store nears its capacity, or the GC interval passed.
+    /// store nears its capacity, the GC interval passed, or files piled up
+    /// (a group over its file budget, small cold log files to merge).
     pub(super) fn gc_wanted_hash(&self, t: &GcTrigger<'_>) -> bool {
         // At or past the point where writes wait (`is_full`), whatever the
         // divisors give for a small reserve.
@@ -187,7 +202,8 @@ impl HashStore {
             .is_some_and(|r| self.log_segments_in_use() >= r - r / GC_LOW_WATER_DIVISOR)
             || t.capacity_bytes
                 .is_some_and(|c| self.total_bytes() >= c - c / GC_HEADROOM_DIVISOR);
-        (low || t.interval_due) && self.gc_target(t.current).is_some()
+        let files = self.over_budget_group().is_some() || !self.small_cold_files().is_empty();
+        (low || t.interval_due || files) && self.gc_target(t.current).is_some()
     }
 
     /// Starts a new head file for group `g` (or the cold log), listed in
@@ -254,7 +270,7 @@ impl HashStore {
             return Ok(None);
         };
         // A group gets a new head, listed in the manifest before any write
-        // goes to it; its older files are frozen. A cold log file is
+        // goes to it; its older files are frozen. Cold log files are
         // sealed already.
         let groups_before = self.groups() as u32;
         let (group, frozen) = match target {
@@ -262,7 +278,7 @@ impl HashStore {
                 0 => (g, self.new_group_head(host, g)?),
                 bits => (g, self.split_group(host, g, bits)?),
             },
-            Target::Cold(file, len) => (COLD_GROUP, vec![(file, len)]),
+            Target::Cold(ref files) => (COLD_GROUP, files.clone()),
         };
         // Sealed now: their flags are final. Only files older than the
         // cold log's head (`hand_over_wants_new_cold_head`).
@@ -276,7 +292,7 @@ impl HashStore {
                     .collect(),
                 Vec::new(),
             ),
-            Target::Cold(file, _) => (Vec::new(), vec![file]),
+            Target::Cold(files) => (Vec::new(), files.iter().map(|&(f, _)| f).collect()),
         };
         self.hold_cold(&busy_cold);
         busy_cold.extend(held);

@@ -7,8 +7,12 @@
 //! `main_segment_bytes` are the main segment; each further
 //! `log_segment_bytes` is a log segment taken from the reserve, which is how
 //! the reserve is accounted. Each open starts a new file per group, so that
-//! only files from before the open can end torn. The manifest lists the
-//! files of every group (`docs/format/manifest.md`, tags 12-14).
+//! only files from before the open can end torn; after replay, a group whose
+//! new file is unused goes back to its old head if that holds less than a
+//! log segment, and GC collects first a group that opens left with more
+//! sealed files than its bytes make log segments (`docs/design.md`, "Hash
+//! layout", *Files per group*). The manifest lists the files of every group
+//! (`docs/format/manifest.md`, tags 12-14).
 //!
 //! With hotness awareness (§3.4) GC moves the values of keys not updated
 //! since the group's last GC to the *cold log*: one more file list, after
@@ -38,7 +42,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use super::log::format::{Record, FILE_HEADER_LEN, FLAG_FIRST_VERSION};
-use super::log::reader::check_record;
+use super::log::reader::{check_record, scan_file};
 use super::log::writer::VlogWriter;
 use super::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use super::{PointerCheck, ValueStore};
@@ -150,6 +154,17 @@ impl Group {
 
     fn bytes(&self) -> u64 {
         self.sealed.iter().map(|&(_, len)| len).sum::<u64>() + self.head.len()
+    }
+
+    /// True when a hash group holds more sealed files than its bytes make
+    /// whole log segments (`log_segment_bytes`), and more than one: every
+    /// open seals each head, however little it holds, and only GC of the
+    /// group takes sealed files away (`docs/design.md`, "Hash layout",
+    /// *Files per group*). Never the cold log, whose files GC collects one
+    /// at a time.
+    fn over_file_budget(&self, log_segment_bytes: u64) -> bool {
+        let budget = (self.bytes() / log_segment_bytes.max(1)).max(1);
+        !self.cold && self.sealed.len() as u64 > budget
     }
 }
 
@@ -464,6 +479,100 @@ impl HashStore {
         Ok((store, edit))
     }
 
+    /// Makes each group's newest file from before the open its head again,
+    /// in place of the file the open started, when that one is still empty
+    /// (replay appended nothing to it) and the old one holds less than a log
+    /// segment (`docs/design.md`, "Hash layout", *Opening*). Else
+    /// every open would leave a small sealed file in every group it wrote
+    /// to. The file system has no appending to an existing file, so the
+    /// file is written anew, its whole records at the same offsets (which
+    /// cuts a torn tail), synced, and renamed over the old: a crash leaves
+    /// one or the other, with the same records. Appends go to it only once
+    /// recovery has installed its manifest, so no journaled pointer that
+    /// replay found lost can name them. The open's empty file leaves the
+    /// open's edit (`edit`) and is deleted after the open.
+    pub(crate) fn continue_small_heads(&self, edit: &mut VersionEdit) -> Result<()> {
+        // (group id, old head, its length, the open's new head)
+        let candidates: Vec<(u32, u64, u64, u64)> = {
+            let inner = self.inner.lock();
+            let n = inner.hash_groups();
+            (inner.groups.iter().enumerate())
+                .filter_map(|(i, g)| {
+                    let newest = g.newest_at_open?;
+                    let &(last, len) = g.sealed.last()?;
+                    let small = len < self.config.log_segment_bytes;
+                    let unused = g.head.len() <= FILE_HEADER_LEN as u64;
+                    (last == newest && small && unused)
+                        .then(|| (group_id(i, n), last, len, g.head.number()))
+                })
+                .collect()
+        };
+        let mut renamed = false;
+        for (g, file, len, new_head) in candidates {
+            let cold = g == COLD_GROUP;
+            let Some(head) = self.rewrite_for_appends(file, store_id(cold))? else {
+                continue;
+            };
+            renamed = true;
+            let mut inner = self.inner.lock();
+            let i = inner.index(g);
+            let group = &mut inner.groups[i];
+            debug_assert_eq!(group.head.number(), new_head, "no GC runs in recovery");
+            debug_assert_eq!(group.sealed.last().map(|e| e.0), Some(file));
+            let segments = segments_of(group, &self.config);
+            group.sealed.pop();
+            let unused = std::mem::replace(&mut group.head, head);
+            // Records from before the open: whether all are first versions
+            // is not known.
+            group.head_first_only = false;
+            let now = group.head.len();
+            self.resize(segments, segments_of(group, &self.config));
+            self.total_bytes
+                .fetch_sub(len - now + unused.len(), Ordering::Relaxed);
+            inner.owner.remove(&new_head);
+            inner.dropped.push(new_head);
+            edit.values.hash.added.retain(|&(_, f)| f != new_head);
+        }
+        if renamed {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// A writer that continues file `file` (of pointers with store id
+    /// `store`): its whole records written anew to a temporary file, at the
+    /// offsets they had, synced, and renamed over it. `None` when the file
+    /// holds damage (not just a torn tail): it stays sealed, for `verify`.
+    fn rewrite_for_appends(&self, file: u64, store: u8) -> Result<Option<VlogWriter>> {
+        let path = self.file_path(file);
+        let data = self.fs.read_all(&path, IoClass::ValueStore)?;
+        let scan = match scan_file(&data, &path) {
+            Ok(scan) if scan.damage.is_none() => scan,
+            _ => return Ok(None),
+        };
+        let tmp = filename::temp(&self.dir, self.file_numbers.fetch_add(1, Ordering::SeqCst));
+        let f = self.fs.create(&tmp, IoClass::ValueStore)?;
+        let mut head = VlogWriter::for_store(f, file, self.config.batch_bytes, store);
+        for (offset, record_len, r) in &scan.records {
+            let p = head.append(&Record {
+                seq: r.seq,
+                flags: r.flags,
+                key: &r.key,
+                value: &r.value,
+            })?;
+            // One encoding: the same records land where they were.
+            assert_eq!(
+                (p.offset, p.record_len),
+                (*offset, *record_len),
+                "a record written anew moved"
+            );
+        }
+        head.sync()?;
+        self.fs.rename(&tmp, &path)?;
+        self.readers.forget(file);
+        Ok(Some(head))
+    }
+
     /// Cuts a torn tail off each group's newest file from before the open
     /// (recovery, once replay is done; see [`cut_torn_tail`]): the only
     /// files a crash may have cut short.
@@ -494,6 +603,70 @@ impl HashStore {
             }
         }
         Ok(())
+    }
+
+    /// Starts each group's greedy count from the garbage its files from
+    /// before the open are known to hold (`garbage`: bytes per file): the
+    /// bytes written since its last GC, which the count stands for, were
+    /// counted in memory by the runs before and are lost at every open. A
+    /// group that earlier runs filled with garbage would otherwise rank
+    /// below every group written to since the open, and never be collected
+    /// by a database that restarts more often than it writes a group full.
+    pub(crate) fn count_garbage_as_written(&self, garbage: &BTreeMap<u64, u64>) {
+        let mut inner = self.inner.lock();
+        for g in &mut inner.groups {
+            let known: u64 = (g.sealed.iter().map(|&(f, _)| f))
+                .chain(std::iter::once(g.head.number()))
+                .map(|f| garbage.get(&f).copied().unwrap_or(0))
+                .sum();
+            g.written_since_gc += known;
+        }
+    }
+
+    /// The hash group GC collects before any other: of those over their
+    /// file budget ([`Group::over_file_budget`]) and in no step, the one
+    /// with the most sealed files.
+    pub(crate) fn over_budget_group(&self) -> Option<u32> {
+        let inner = self.inner.lock();
+        inner.groups[..inner.hash_groups()]
+            .iter()
+            .enumerate()
+            .filter(|(i, g)| {
+                !inner.busy_groups.contains(&(*i as u32))
+                    && g.over_file_budget(self.config.log_segment_bytes)
+            })
+            .max_by_key(|(i, g)| (g.sealed.len(), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Sealed cold log files that one GC step merges into the cold log's
+    /// head: those below half a cold file ([`HashConfig::cold_file_bytes`]),
+    /// oldest first, until they make a cold file, when there are two or
+    /// more (empty otherwise). An open seals the cold log's head however
+    /// little GC wrote to it, and a cold file without garbage is never a
+    /// victim otherwise (`docs/design.md`, "Hash layout", *Files per
+    /// group*).
+    pub(crate) fn small_cold_files(&self) -> Vec<(u64, u64)> {
+        let Some(cold_file_bytes) = self.config.cold_file_bytes else {
+            return Vec::new();
+        };
+        let inner = self.inner.lock();
+        let small: Vec<(u64, u64)> = (inner.cold().sealed.iter().copied())
+            .filter(|&(f, len)| len < cold_file_bytes / 2 && !inner.busy_cold.contains(&f))
+            .collect();
+        if small.len() < 2 {
+            return Vec::new();
+        }
+        let mut bytes = 0;
+        let mut out = Vec::new();
+        for (f, len) in small {
+            if out.len() >= 2 && bytes >= cold_file_bytes {
+                break;
+            }
+            bytes += len;
+            out.push((f, len));
+        }
+        out
     }
 
     /// Deletes the empty files this open dropped, once the manifest no
@@ -1272,12 +1445,24 @@ impl ValueStore for HashStore {
         self.gc_target_exists(current)
     }
 
-    fn after_replay(&self, _current: &Version, _edit: &mut VersionEdit) -> Result<()> {
-        self.cut_torn_tails()
+    fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
+        self.continue_small_heads(edit)?;
+        self.cut_torn_tails()?;
+        self.count_garbage_as_written(&current.values.garbage);
+        Ok(())
     }
 
     fn after_open(&self) {
         self.remove_dropped();
+    }
+
+    /// `None` once GC collected the file: a reader that listed it before
+    /// (`verify`) may find it deleted. GC steps run from the open on when
+    /// files piled up (*Files per group*), so `verify` right after an open
+    /// met this (the crash suite: "value store file is missing").
+    fn scan_start(&self, file: u64) -> Option<u64> {
+        let collected = self.inner.lock().collected.contains(&file);
+        (!collected).then_some(FILE_HEADER_LEN as u64)
     }
 
     fn layout_stats(&self, current: &Version, stats: &mut ValueStats) {

@@ -505,3 +505,75 @@ fn a_file_handed_to_the_cold_log_moves_lists_in_order_and_survives_a_roll() {
     };
     assert!(meta.apply(&twice).is_err());
 }
+
+/// Every open seals each group's head, however little it holds: a group
+/// with more sealed files than its bytes make log segments (at least one)
+/// is over its file budget, and GC's first victim whatever the policy says
+/// (`docs/design.md`, "Hash layout", *Files per group*).
+#[test]
+fn a_group_sealed_small_by_many_opens_is_over_its_file_budget() {
+    let (mem, counter, mut meta, s) = fresh_store();
+    let (k, _) = put_key(&s, 0, &[b'v'; 100]);
+    let g = group_of(k.as_bytes(), 4);
+    let mut s = s;
+    for round in 1..=2u64 {
+        assert_eq!(s.over_budget_group(), None, "round {round}");
+        put_key(&s, 0, &[b'v'; 100]);
+        s.sync().unwrap();
+        drop(s);
+        let (again, e) = open(&mem, &meta, &counter);
+        apply(&mut meta, &e);
+        s = again;
+    }
+    // Two sealed files of about 140 bytes, in a group of 4 KiB segments.
+    assert_eq!(s.over_budget_group(), Some(g));
+    let (n, f) = s.create_group_file().unwrap();
+    let frozen = s.switch_head(g, n, f).unwrap();
+    s.retire(g, &frozen.iter().map(|&(f, _)| f).collect::<Vec<_>>());
+    assert_eq!(s.over_budget_group(), None, "collected: one file left");
+}
+
+/// After replay, a group whose new head got nothing and whose newest file
+/// from before the open is below a log segment goes on appending to that
+/// file: the same records at the same offsets, the open's file dropped
+/// from the edit, and appends after the old records (`docs/design.md`,
+/// "Hash layout", *Opening*).
+#[test]
+fn a_small_head_continues_after_an_open_with_its_records_in_place() {
+    let (mem, counter, meta, s) = fresh_store();
+    let (k, p) = put_key(&s, 1, &[b'v'; 300]);
+    let g = group_of(k.as_bytes(), 4);
+    s.sync().unwrap();
+    // Written out (past the 512-byte batch), unsynced: the crash may tear
+    // it, and the rewrite cuts what it tore.
+    put_key(&s, 2, &[b'w'; 600]);
+    let image = mem.torn_crash_image(7);
+    drop(s);
+    let (s, e) = open(&image, &meta, &counter);
+    let new_head = e.added.iter().find(|&&(gg, _)| gg == g).unwrap().1;
+    let mut edit = VersionEdit::default();
+    edit.values.hash.added.clone_from(&e.added);
+    s.continue_small_heads(&mut edit).unwrap();
+    assert!(
+        !edit.values.hash.added.iter().any(|&(_, f)| f == new_head),
+        "the open's empty head leaves the edit"
+    );
+    assert_eq!(
+        s.file_count(),
+        e.added.len(),
+        "a head per list, nothing sealed"
+    );
+    let r = s.read(&p, k.as_bytes(), IoClass::UserRead).unwrap();
+    assert_eq!(r.value, vec![b'v'; 300]);
+    let (k3, p3) = put_key(&s, 3, &[b'x'; 300]);
+    if group_of(k3.as_bytes(), 4) == g {
+        assert_eq!(p3.file, p.file);
+        assert_eq!(p3.offset, p.offset + u64::from(p.record_len));
+    }
+    s.sync().unwrap();
+    assert_eq!(
+        s.read(&p3, k3.as_bytes(), IoClass::UserRead).unwrap().value,
+        vec![b'x'; 300]
+    );
+    s.verify().unwrap();
+}
