@@ -17,6 +17,16 @@ struct Logged {
     write: Write,
     issued_at: u64,
     acked_at: u64,
+    /// A kill at this operation lost the write (unsynced, and not all of
+    /// it had left the process): history from then on goes without it.
+    dropped_at: Option<u64>,
+}
+
+/// The writes of history as a crash after operation `op` sees it.
+fn history_at(log: &[Logged], op: u64) -> Vec<&Logged> {
+    log.iter()
+        .filter(|l| l.dropped_at.is_none_or(|k| k > op))
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -29,6 +39,12 @@ enum Workload {
     SyncedManifestRoll,
     /// Reopens in the middle, so recovery itself is crashed.
     Reopens,
+    /// The writer killed in the middle (its unsynced appends stay in the
+    /// page cache) and reopened on what it left, over the hash layout or
+    /// the value log, by seed: recovery builds on bytes nobody synced, and
+    /// is crashed at every step (it must sync them before its manifest
+    /// names tables pointing into them).
+    Kills,
     /// Overwrites with value separation and GC steps, so GC is crashed at
     /// every step (copies, relocation commit, tail edit, file deletion);
     /// values separated when written or when flushed, by seed.
@@ -136,6 +152,22 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
             .value_table_bytes(4096)
             .table_gc_ratio(0.1)
             .gc_chunk_bytes(1500),
+        // Hash layout, log with the engine journal, log as journal.
+        Workload::Kills => opts
+            .separation_threshold_bytes(Some(0))
+            .value_layout(if variant.is_multiple_of(3) {
+                ValueLayout::Hash
+            } else {
+                ValueLayout::Log
+            })
+            .journal_mode(if variant % 3 == 2 {
+                JournalMode::ValueLog
+            } else {
+                JournalMode::Journal
+            })
+            .separate_at_flush(false)
+            .hash_groups(2)
+            .value_log_file_size_bytes(4096),
         Workload::GcValueLog => opts
             .separation_threshold_bytes(Some(0))
             .value_layout(ValueLayout::Log)
@@ -147,7 +179,9 @@ fn workload_options(w: Workload, fs: &MemFs, variant: u64) -> sluicedb::Options 
     }
 }
 
-fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged> {
+/// Runs the workload on `fs`, which a kill replaces with what the killed
+/// process left.
+fn run_workload(w: Workload, seed: u64, fs: &mut MemFs, variant: u64) -> Vec<Logged> {
     let mut rng = Rng::new(seed);
     let opts = workload_options(w, fs, variant);
     let mut db = Db::open("/db", opts.clone()).unwrap();
@@ -205,6 +239,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
             write,
             issued_at,
             acked_at,
+            dropped_at: None,
         });
         match w {
             Workload::BatchesFlushCompact if i % 60 == 59 => db.flush().unwrap(),
@@ -212,6 +247,26 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
             Workload::Reopens if i % 100 == 99 => {
                 drop(db);
                 db = Db::open("/db", opts.clone()).unwrap();
+            }
+            Workload::Kills if i % 60 == 59 => {
+                let killed = fs.kill_image();
+                let kill_op = killed.op_count();
+                drop(db); // closes the old file system, now left behind
+                *fs = killed;
+                db = Db::open("/db", workload_options(w, fs, variant)).unwrap();
+                // What the kill lost: the writes after the prefix recovered.
+                let got = read_all(&db).unwrap();
+                let live: Vec<usize> = (0..log.len())
+                    .filter(|&j| log[j].dropped_at.is_none())
+                    .collect();
+                let writes: Vec<Write> = live.iter().map(|&j| log[j].write.clone()).collect();
+                let synced = writes.iter().rposition(|w| w.sync).map_or(0, |j| j + 1);
+                let n = matching_prefix(&writes, synced, writes.len(), &got).unwrap_or_else(|| {
+                    panic!("seed {seed}: after the kill at write {i}: not a prefix")
+                });
+                for &j in &live[n..] {
+                    log[j].dropped_at = Some(kill_op);
+                }
             }
             Workload::Gc
             | Workload::GcValueLog
@@ -269,6 +324,7 @@ fn run_workload(w: Workload, seed: u64, fs: &MemFs, variant: u64) -> Vec<Logged>
 }
 
 fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64, deep: bool) {
+    let log = history_at(log, op);
     let writes: Vec<Write> = log.iter().map(|l| l.write.clone()).collect();
     let lo = log
         .iter()
@@ -283,7 +339,17 @@ fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64
         panic!("crash after op {op} ({w:?} {variant}): verify after recovery: {e}")
     });
     let n = matching_prefix(&writes, lo, hi.max(lo), &got).unwrap_or_else(|| {
-        panic!("crash after op {op}: state is not a prefix of history in {lo}..={hi}")
+        // Which keys keep each candidate prefix from matching.
+        for m in lo..=hi.max(lo) {
+            let want = state_after(&writes, m);
+            let wrong = want.iter().filter(|(k, v)| got.get(*k) != Some(v));
+            let extra = got.keys().filter(|k| !want.contains_key(*k));
+            let keys: Vec<String> = (wrong.map(|(k, _)| k).chain(extra))
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect();
+            eprintln!("  against prefix {m}: {} keys differ, {:?}", keys.len(), &keys[..keys.len().min(6)]);
+        }
+        panic!("crash after op {op} ({w:?} {variant}): state is not a prefix of history in {lo}..={hi}")
     });
     if deep {
         // The recovered database works: write, reopen, still there.
@@ -306,6 +372,7 @@ fn crash_after_every_file_operation() {
         Workload::BatchesFlushCompact,
         Workload::SyncedManifestRoll,
         Workload::Reopens,
+        Workload::Kills,
         Workload::Gc,
         Workload::GcValueLog,
         Workload::GcHash,
@@ -321,10 +388,10 @@ fn crash_after_every_file_operation() {
     for_seeds(seeds(100, 5), |seed| {
         for (i, &w) in workloads.iter().enumerate() {
             let variant = seed + i as u64;
-            let fs = MemFs::new();
+            let mut fs = MemFs::new();
             let torn = (seed + i as u64).is_multiple_of(2);
             fs.capture_images(torn);
-            let log = run_workload(w, seed * 10 + i as u64, &fs, variant);
+            let log = run_workload(w, seed * 10 + i as u64, &mut fs, variant);
             let images = fs.take_images();
             let next = AtomicUsize::new(0);
             std::thread::scope(|s| {

@@ -93,9 +93,12 @@ impl Core {
         }
         if let Some(store) = &self.values {
             // The replayed history is settled: the store cuts what the
-            // crash tore off its newest files.
+            // crash tore off its newest files, and makes durable what a
+            // killed process left unsynced there, before the manifest
+            // names tables pointing into it.
             let current = self.state.lock().current.clone();
             store.after_replay(&current, &mut r.edit)?;
+            store.sync_from_before_open(&current)?;
         }
         let log_number = self.versions.new_file_number();
         let (journal, mark): (Box<dyn Journal>, JournalMark) = match log_journal {

@@ -285,6 +285,32 @@ impl MemFs {
         self.state.lock().image(None)
     }
 
+    /// The file system a killed process leaves: every byte written is
+    /// there (the page cache survives a process), and what was not synced
+    /// is still not durable, so a crash image taken later drops it. Locks
+    /// die with the process and injected faults are not copied; the
+    /// operation count and a capture of crash images go on, so a crash
+    /// test can kill its writer midway and go on with the image.
+    pub fn kill_image(&self) -> MemFs {
+        let s = self.state.lock();
+        let out = State {
+            files: s.files.clone(),
+            names: s.names.clone(),
+            durable_names: s.durable_names.clone(),
+            dirs: s.dirs.clone(),
+            next_id: s.next_id,
+            op_count: s.op_count,
+            capture: s.capture.as_ref().map(|c| Capture {
+                torn: c.torn,
+                images: c.images.clone(),
+            }),
+            ..State::default()
+        };
+        MemFs {
+            state: Arc::new(Mutex::new(out)),
+        }
+    }
+
     /// Like [`MemFs::crash_image`], keeping a pseudo-random prefix (chosen by
     /// `seed`) of each file's unsynced appended bytes.
     pub fn torn_crash_image(&self, seed: u64) -> MemFs {
@@ -542,6 +568,10 @@ impl Fs for MemFs {
             s.durable_names.extend(entries);
             Ok(())
         })
+    }
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let id = self.state.lock().id_of(path)?;
+        sync_file(self, id, path)
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut s = self.state.lock();

@@ -141,6 +141,10 @@ pub trait Fs: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
     /// Makes the directory's entries (creates, renames, deletes) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes durable every byte of the existing file `path`, whoever wrote
+    /// it: a process that died left its unsynced appends in the page
+    /// cache, and recovery that builds on them syncs them first.
+    fn sync_file(&self, path: &Path) -> Result<()>;
     /// Takes an exclusive lock on `path`, creating it if needed.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     /// Bytes allocated on disk for `path` (for space amplification).

@@ -137,6 +137,11 @@ impl Fs for OverlayFs {
         Ok(())
     }
 
+    /// Nothing of a read-only open reaches the disk.
+    fn sync_file(&self, _path: &Path) -> Result<()> {
+        Ok(())
+    }
+
     /// The real lock when the database has a lock file (a writer elsewhere
     /// makes a read-only open fail with `Locked` rather than read files
     /// being changed under it); otherwise one in memory, since taking the

@@ -637,6 +637,12 @@ impl Fs for StdFs {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io("sync_dir", dir, e))
     }
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        // fdatasync works on a descriptor opened for reading.
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| Error::io("sync", path, e))
+    }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let locked = || Error::Locked(path.parent().unwrap_or(path).to_path_buf());
         let key = lock_key(path).map_err(|e| Error::io("lock", path, e))?;

@@ -298,6 +298,17 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// Adds what the layout's state needs to an edit about to be installed.
     fn before_install(&self, _base: &Version, _edit: &mut VersionEdit) {}
 
+    /// Recovery, before the recovered manifest is written: makes durable
+    /// the files from before the open that may hold bytes never synced
+    /// (`current` is the manifest's version). A killed process leaves its
+    /// unsynced appends in the page cache; replay reads them and the
+    /// recovered tables point at them, so a power loss after the open
+    /// must not take them (`docs/design.md`, "Recovery protocol"). A
+    /// layout whose files are all synced before any install has none.
+    fn sync_from_before_open(&self, _current: &Version) -> Result<()> {
+        Ok(())
+    }
+
     /// At a clean close, after the final sync: an edit recording what the
     /// close made durable, when the manifest (`current`) does not know it
     /// yet, so that recovery takes damage there for damage, not for a torn

@@ -1445,6 +1445,25 @@ impl ValueStore for HashStore {
         self.gc_target_exists(current)
     }
 
+    /// Each group's newest file from before the open, where it is still
+    /// sealed (one continued as the head was rewritten and synced): the
+    /// killed process's heads, which nothing synced since.
+    fn sync_from_before_open(&self, _current: &Version) -> Result<()> {
+        let files: Vec<u64> = {
+            let inner = self.inner.lock();
+            (inner.groups.iter())
+                .filter_map(|g| {
+                    g.newest_at_open
+                        .filter(|n| g.sealed.iter().any(|e| e.0 == *n))
+                })
+                .collect()
+        };
+        for file in files {
+            self.fs.sync_file(&self.file_path(file))?;
+        }
+        Ok(())
+    }
+
     fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
         self.continue_small_heads(edit)?;
         self.cut_torn_tails()?;

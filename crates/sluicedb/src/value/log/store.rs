@@ -658,6 +658,16 @@ impl ValueStore for LogStore {
         edit.values.log.durable = (Some(durable) > log.durable_to).then_some(durable);
     }
 
+    /// The files the manifest does not name: sealed by this open (the old
+    /// head) or by rotations since the last install; the rotations synced
+    /// theirs, the open did not.
+    fn sync_from_before_open(&self, current: &Version) -> Result<()> {
+        for (file, _) in self.unnamed_sealed(&current.values.log.sealed) {
+            self.fs.sync_file(&filename::value_log(&self.dir, file))?;
+        }
+        Ok(())
+    }
+
     /// The head's synced end, once the close synced it.
     fn close_edit(&self, current: &Version) -> Option<VersionEdit> {
         let durable = self.durable_position();
