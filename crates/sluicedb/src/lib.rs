@@ -27,6 +27,9 @@ pub mod dump;
 mod error;
 mod filename;
 pub mod fs;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gc;
 mod index;
 mod iter;

@@ -1061,6 +1061,12 @@ impl Options {
                     .into(),
             );
         }
+        let most_groups = crate::value::hash::meta::MAX_ROOT_GROUPS as usize;
+        if self.values.hash.groups > most_groups {
+            // The manifest refuses more (what a damaged record could make
+            // recovery allocate): a store created with more would not open.
+            return bad(format!("hash_groups must be at most {most_groups}"));
+        }
         if self.values.layout == ValueLayout::Table
             && self.values.separation_threshold_bytes.is_some()
             && !self.values.separate_at_flush

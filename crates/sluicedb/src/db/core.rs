@@ -255,7 +255,7 @@ impl Core {
             user_bytes_written: get(&c.user_bytes),
             user_ops_written: get(&c.user_ops),
             last_sequence: self.visible_seq.load(Ordering::Acquire),
-            live_table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            live_table_bytes: levels.iter().fold(0u64, |n, l| n.saturating_add(l.bytes)),
             levels,
             memtable_bytes: (st.mem.approximate_memory_bytes()
                 + st.imms

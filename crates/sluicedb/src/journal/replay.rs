@@ -198,7 +198,7 @@ pub(crate) fn replay_journals(
             let batch = match Control::decode(&rec) {
                 Some(Ok(_)) => continue,
                 Some(Err(why)) => Err(why),
-                None => WriteBatch::from_record(rec),
+                None => WriteBatch::from_record(rec).and_then(|b| b.check_sequences().map(|()| b)),
             };
             let batch = match batch {
                 Ok(b) => b,

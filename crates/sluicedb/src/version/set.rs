@@ -170,6 +170,15 @@ impl VersionSet {
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
+            if last_seq.is_some_and(|s| s > crate::key::MAX_SEQUENCE) {
+                // Sequences are 56-bit: a larger one cannot be packed in a
+                // key (fuzzing found reads panicking on one).
+                return Err(Error::corruption(
+                    &path,
+                    *offset,
+                    "manifest's last sequence is past the largest sequence number",
+                ));
+            }
         }
         let missing = |what: &str| {
             Error::corruption(&path, data.len() as u64, format!("manifest has no {what}"))

@@ -90,8 +90,13 @@ impl Version {
         self.levels[level].len()
     }
 
+    /// The bytes of a level's tables. Sizes come from the manifest, which
+    /// a damaged (checksum-colliding) record could make absurd: the sum
+    /// saturates rather than overflow (fuzzing found it).
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|f| f.file_size).sum()
+        self.levels[level]
+            .iter()
+            .fold(0u64, |n, f| n.saturating_add(f.file_size))
     }
 
     pub(crate) fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {

@@ -62,6 +62,11 @@ impl GroupShape {
 /// store this layout is meant for, and keeps patterns and directories small.
 pub(crate) const MAX_SPLIT_DEPTH: u32 = 24;
 
+/// Most root groups a manifest may record: far past any store this layout
+/// is meant for (every open starts a head file in each group), and a bound
+/// on what a damaged manifest can make recovery allocate.
+pub(crate) const MAX_ROOT_GROUPS: u32 = 1 << 20;
+
 /// A change to [`HashMeta`], part of a manifest record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct HashEdit {
@@ -116,6 +121,11 @@ impl HashMeta {
     pub(crate) fn apply(&self, edit: &HashEdit) -> Result<HashMeta, String> {
         let mut h = self.clone();
         if let Some(n) = edit.groups {
+            if n > MAX_ROOT_GROUPS {
+                return Err(format!(
+                    "hash layout of {n} root groups, more than {MAX_ROOT_GROUPS}"
+                ));
+            }
             if !h.groups.is_empty() && h.roots() != n as usize {
                 return Err(format!(
                     "hash layout has {} root groups, an edit says {n}",
@@ -249,5 +259,31 @@ impl HashEdit {
             _ => return None,
         };
         Some(ok.ok_or(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fuzzing found it: a manifest record (checksum intact) naming
+    /// 134,217,727 root groups made recovery allocate an empty file list
+    /// for each, 3 GiB, and u32::MAX of them more than the machine has,
+    /// instead of refusing the record.
+    #[test]
+    fn a_manifest_naming_too_many_root_groups_is_refused_not_allocated() {
+        for n in [0x07ff_ffff, u32::MAX] {
+            let edit = HashEdit {
+                groups: Some(n),
+                ..HashEdit::default()
+            };
+            let e = HashMeta::default().apply(&edit).unwrap_err();
+            assert!(e.contains("root groups"), "{e}");
+        }
+        let edit = HashEdit {
+            groups: Some(MAX_ROOT_GROUPS),
+            ..HashEdit::default()
+        };
+        assert_eq!(HashMeta::default().apply(&edit).unwrap().roots(), 1 << 20);
     }
 }

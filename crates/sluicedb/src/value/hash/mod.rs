@@ -89,7 +89,9 @@ impl HashConfig {
         let groups = match (opts.values.hash.groups, opts.values.capacity_bytes) {
             (0, Some(cap)) => {
                 let main_area = cap as f64 * (1.0 - opts.values.hash.reserve_ratio);
-                (main_area / opts.values.hash.main_segment_bytes as f64).max(1.0) as u32
+                // At most what a manifest may record (`meta::MAX_ROOT_GROUPS`).
+                (main_area / opts.values.hash.main_segment_bytes as f64)
+                    .clamp(1.0, f64::from(meta::MAX_ROOT_GROUPS)) as u32
             }
             (0, None) => crate::options::DEFAULT_HASH_GROUPS as u32,
             (n, _) => n as u32,

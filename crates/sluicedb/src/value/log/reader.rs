@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::format::Record;
 use super::format::{
     check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
-    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, RECORD_HEADER_LEN,
+    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
@@ -169,8 +169,12 @@ pub(crate) fn scan_file_from(data: &[u8], path: &Path, start: u64) -> Result<Sca
 /// from there to its end): a torn tail if no valid record follows, else
 /// damage. Returns (torn tail at, damage).
 fn classify_bad(rest: &[u8], at: u64, b: Bad) -> (Option<u64>, Option<(u64, String)>) {
+    // Every offset after the damage is a candidate; the cheap checks (a
+    // length that fits, a known kind) come before the checksum, so damage
+    // in a large file costs a pass over it, not a checksum per byte.
     let valid_after = (1..rest.len()).any(|q| {
         claimed_len(&rest[q..]).is_some_and(|l| q + l <= rest.len())
+            && kind_of(rest[q + 12]) <= KIND_RELOCATE
             && decode_record(&rest[q..]).is_ok()
     });
     if valid_after {

@@ -100,6 +100,13 @@ fn replay_records(
                 record_len: len,
                 record_crc: crc,
             };
+            if rec.seq == 0 || rec.seq > crate::key::MAX_SEQUENCE {
+                return Err(Error::corruption(
+                    &path,
+                    off,
+                    format!("value log record has sequence {}, not a real one", rec.seq),
+                ));
+            }
             let g = group.get_or_insert_with(|| {
                 let mut b = WriteBatch::new();
                 b.set_sequence(rec.seq);

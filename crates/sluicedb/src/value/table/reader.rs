@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::format::{check_header, RecordHandle, ValueTableProperties, VT_FOOTER, VT_HEADER_LEN};
+use super::format::{
+    check_header, RecordHandle, ValueTableProperties, ENTRY_VALUE_LEN, VT_FOOTER, VT_HEADER_LEN,
+};
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, CountingFs, IoClass};
 use crate::iter::InternalIterator;
@@ -19,6 +21,10 @@ use crate::value::log::format::{decode_record, Bad, Record, KIND_PUT};
 
 /// Most bytes one coalesced read of records covers.
 pub(crate) const MAX_COALESCED_READ: u64 = 4 << 20;
+
+/// Fewest bytes a dense index entry takes in its partition: three one-byte
+/// varints, the internal key's trailer and the record handle.
+const MIN_INDEX_ENTRY_BYTES: usize = 3 + key::TRAILER_LEN + ENTRY_VALUE_LEN;
 
 /// One entry of the dense index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +231,11 @@ impl ValueTable {
     pub(crate) fn index_entries(&self, class: IoClass) -> Result<(Vec<IndexEntry>, u64)> {
         let start = self.properties.records_end;
         let raw = self.read_once(start, (self.top_at - start) as usize, class)?;
-        let mut out = Vec::with_capacity(self.properties.records as usize);
+        // The properties' record count is a claim checked below, not a size
+        // to reserve by: the partitions just read bound what they can hold.
+        let most = raw.len() / MIN_INDEX_ENTRY_BYTES;
+        let claimed = usize::try_from(self.properties.records).unwrap_or(usize::MAX);
+        let mut out = Vec::with_capacity(claimed.min(most));
         let mut top = self.top.iter();
         top.seek_to_first();
         let mut expect_at = start;

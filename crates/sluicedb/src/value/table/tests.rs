@@ -209,6 +209,37 @@ fn every_flipped_byte_is_corruption() {
     }
 }
 
+/// Fuzzing found it: a properties block (checksum intact) claiming
+/// `u64::MAX` records made reading the dense index reserve room for that
+/// many entries, a capacity overflow panic (or an abort on a claim just
+/// small enough to try), instead of a `Corruption`.
+#[test]
+fn a_huge_record_count_in_the_properties_is_corruption_not_an_allocation() {
+    use crate::table::format::{block_trailer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+    use crate::value::table::format::ValueTableProperties;
+    let mut rng = StdRng::seed_from_u64(11);
+    let fs = fs();
+    let (built, _) = build(&fs, &records(&mut rng, 20), false);
+    let mut bytes = fs.read_all(&path(), IoClass::UserRead).unwrap();
+    let footer = bytes.len() - FOOTER_LEN;
+    let at = crate::coding::u64_at(&bytes, footer + 16) as usize;
+    let size = crate::coding::u64_at(&bytes, footer + 24) as usize;
+    let mut p = ValueTableProperties::decode(&bytes[at..at + size]).unwrap();
+    p.records = u64::MAX;
+    let encoded = p.encode();
+    assert_eq!(encoded.len(), size);
+    bytes[at..at + size].copy_from_slice(&encoded);
+    let trailer = block_trailer(&encoded);
+    bytes[at + size..at + size + BLOCK_TRAILER_LEN].copy_from_slice(&trailer);
+    let t = open(&fs_with(&bytes), built.file_size).unwrap();
+    let e = t.index_entries(IoClass::Gc).unwrap_err();
+    assert!(
+        e.is_corruption() && e.to_string().contains("records"),
+        "{e}"
+    );
+    assert!(t.verify().unwrap_err().is_corruption());
+}
+
 fn fs_with(bytes: &[u8]) -> CountingFs {
     let fs = fs();
     let mut f = fs.create(&path(), IoClass::Flush).unwrap();

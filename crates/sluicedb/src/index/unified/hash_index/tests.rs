@@ -225,6 +225,47 @@ fn a_damaged_checkpoint_is_a_corruption_naming_the_offset() {
     ));
 }
 
+/// Fuzzing found it: a checkpoint (checksum intact) whose header counted
+/// `u64::MAX` key entries decoded, and the next table indexed into it
+/// overflowed the count (a panic in debug builds, a wrong count in
+/// release). The count is what the buckets and overflow entries hold.
+#[test]
+fn a_checkpoint_whose_entry_count_disagrees_with_its_entries_is_corruption() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut idx = HashIndex::new(16, 2);
+    fill(&mut idx, &mut rng, 2, 30, 100);
+    let file = Path::new("000042.hix");
+    for count in [u64::MAX, idx.entries() + 1, idx.entries() - 1] {
+        let mut bad = idx.encode();
+        bad[28..36].copy_from_slice(&count.to_le_bytes());
+        resum(&mut bad);
+        match HashIndex::decode(&bad, file) {
+            Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 28, "count {count}"),
+            other => panic!("count {count}: expected corruption, got {other:?}"),
+        }
+    }
+    assert_eq!(HashIndex::decode(&idx.encode(), file).unwrap(), idx);
+}
+
+/// Fuzzing found it: a checkpoint (checksum intact) holding a table's
+/// shadowed count near `u64::MAX` decoded, and the next flush that
+/// shadowed keys of that table overflowed the count (a panic in debug
+/// builds).
+#[test]
+fn a_checkpoints_huge_shadowed_count_does_not_overflow_when_counted_on() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let mut idx = HashIndex::new(16, 2);
+    fill(&mut idx, &mut rng, 2, 30, 100);
+    let first = idx.tables()[0];
+    let mut bytes = idx.encode();
+    let at = HEADER_BYTES + idx.tables().len() * 8;
+    bytes[at..at + 8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+    resum(&mut bytes);
+    let mut back = HashIndex::decode(&bytes, Path::new("000042.hix")).unwrap();
+    assert!(back.note_shadowed(first, 5));
+    assert_eq!(back.shadowed().next(), Some((first, u64::MAX)));
+}
+
 /// A checkpoint of format 1, written before the shadowed counts, reads
 /// back with every count 0.
 #[test]
