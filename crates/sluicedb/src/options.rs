@@ -645,9 +645,18 @@ pub struct TableLayoutOptions {
 pub struct GcOptions {
     /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
     pub chunk_bytes: u64,
-    /// Garbage ratio (garbage ÷ value log bytes) at which background GC
-    /// runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None` runs GC only on request.
+    /// Garbage ratio (garbage ÷ value log bytes) at which the log layout's
+    /// background GC runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None`: not by
+    /// ratio. The hash and table layouts have triggers of their own
+    /// (free log segments, `TableLayoutOptions::gc_ratio`); to run GC only
+    /// on request, turn [`GcOptions::background`] off.
     pub garbage_ratio: Option<f64>,
+    /// GC runs in the background when its triggers fire (default `true`);
+    /// `false`: only [`crate::Db::gc`] runs it, as an operator who
+    /// schedules GC for quiet hours wants (RocksDB's
+    /// `disable_auto_compactions`, for GC). Needs `space_limit` `None`:
+    /// writes waiting at the limit would wait for GC that never runs.
+    pub background: bool,
     /// Run a GC step at least this often when the value log has a file to
     /// collect (WiscKey's periodic mode). `None`: only on the triggers above
     /// and `Db::gc`.
@@ -837,6 +846,8 @@ setters! {
     scan_prefetch_threads => values.scan_prefetch_threads: usize,
     /// Sets [`GcOptions::threads`].
     gc_threads => gc.threads: usize,
+    /// Sets [`GcOptions::background`].
+    gc_background => gc.background: bool,
     /// Sets [`GcOptions::space_limit`].
     space_limit => gc.space_limit: Option<SpaceLimit>,
     /// Sets [`GcOptions::pressure_threads`].
@@ -987,6 +998,7 @@ impl Options {
             gc: GcOptions {
                 chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
                 garbage_ratio: None,
+                background: true,
                 interval_ms: None,
                 max_bytes_per_sec: None,
                 threads: 1,
@@ -1027,6 +1039,13 @@ impl Options {
         }
         if self.gc.threads == 0 {
             return bad("gc_threads must be at least 1".into());
+        }
+        if !self.gc.background && self.gc.space_limit.is_some() {
+            return bad(
+                "gc_background(false) needs space_limit(None): writes waiting at the space \
+                 limit would wait for GC that never runs"
+                    .into(),
+            );
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());

@@ -143,7 +143,13 @@ fn half_overwritten(opts: Options) -> Db {
 #[test]
 fn a_crash_in_a_write_back_gc_step_leaves_exact_accounting() {
     let fs = MemFs::new();
-    let opts = scavenger(&fs).table_gc_write_back(true).space_limit(None);
+    // GC only when asked: a background step that collected everything
+    // first left the test's step nothing to move (1 run in 20 beside a
+    // second copy of the suite, issue 50).
+    let opts = scavenger(&fs)
+        .table_gc_write_back(true)
+        .space_limit(None)
+        .gc_background(false);
     let db = half_overwritten(opts.clone());
     fs.capture_images(false);
     let before = db.stats().gc.relocations_applied;
@@ -544,8 +550,14 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
 #[test]
 fn keys_go_cold_when_not_updated_since_their_insert_or_a_gc_period() {
     let fs = MemFs::new();
-    // One group that never splits, so each `gc()` collects it.
-    let db = Db::open("/db", hashkv(&fs).hash_groups(1).hash_elastic(false)).unwrap();
+    // One group that never splits, so each `gc()` collects it; GC only
+    // when asked, so the counts are the steps' the test runs.
+    let opts = hashkv(&fs)
+        .hash_groups(1)
+        .hash_elastic(false)
+        .gc_background(false)
+        .space_limit(None);
+    let db = Db::open("/db", opts).unwrap();
     // 21 B header, 4 B key, 200 B value.
     let record = 21 + 4 + 200;
     for k in 0..60u32 {
@@ -598,7 +610,15 @@ fn keys_go_cold_when_not_updated_since_their_insert_or_a_gc_period() {
 #[test]
 fn gc_judges_a_keys_records_across_the_frozen_files_together() {
     let fs = MemFs::new();
-    let opts = || hashkv(&fs).hash_groups(1).hash_elastic(false);
+    // GC only when asked: reopens leave the group over its file budget,
+    // which would start background steps before the test's.
+    let opts = || {
+        hashkv(&fs)
+            .hash_groups(1)
+            .hash_elastic(false)
+            .gc_background(false)
+            .space_limit(None)
+    };
     // 21 B header, 4 B key, 200 B value.
     let record = 21 + 4 + 200;
     let mut db = Db::open("/db", opts()).unwrap();
@@ -680,7 +700,8 @@ fn a_group_file_of_first_versions_goes_to_the_cold_log_whole() {
         .hash_groups(1)
         .hash_elastic(false)
         .hash_gc_policy(HashGcPolicy::Greedy)
-        .space_limit(None);
+        .space_limit(None)
+        .gc_background(false);
     let db = Db::open("/db", opts.clone()).unwrap();
     let name = |k: u32| format!("k{k:03}");
     for k in 0..200u32 {
@@ -950,4 +971,39 @@ fn large_relocation_batches_race_overwrites_and_deletes() {
         let db = Db::open("/db", opts()).unwrap();
         check(&db);
     });
+}
+
+/// With background GC off, no step runs until `Db::gc` asks, whatever the
+/// layout's triggers say; with a space limit it is refused (writes would
+/// wait at the limit for GC that never runs).
+#[test]
+fn background_gc_off_runs_gc_only_when_asked() {
+    for layout in [wisckey, hashkv, scavenger] {
+        let fs = MemFs::new();
+        let refused = Db::open("/db", layout(&fs).gc_background(false));
+        assert!(
+            matches!(refused, Err(sluicedb::Error::InvalidArgument(_))),
+            "a space limit without background GC"
+        );
+        let opts = layout(&fs)
+            .gc_background(false)
+            .space_limit(None)
+            .gc_garbage_ratio(Some(0.01))
+            .gc_interval_ms(Some(1));
+        let db = Db::open("/db", opts).unwrap();
+        for round in 0..4 {
+            for k in 0..100u32 {
+                db.put(format!("k{k:03}"), val(k, round)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        db.wait_for_background().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        assert_eq!(s.gc.runs, 0, "{s}");
+        assert!(s.values.garbage_bytes > 0, "{s}");
+        db.gc().unwrap();
+        assert!(db.stats().gc.runs > 0);
+    }
 }

@@ -19,12 +19,10 @@ fn options(fs: &MemFs, decoupled: bool) -> Options {
         // a lookup, with no DropCache to answer first.
         .value_table_bytes(1 << 20)
         .drop_cache_bytes(0)
-        // GC runs only when the test calls it: no background step by
-        // garbage ratio, interval or space limit (half the values dead is
-        // past the preset's 1.5; a step that ran before the test's check
-        // failed it one run in twenty on a busy machine, issue 50).
-        .gc_garbage_ratio(None)
-        .gc_interval_ms(None)
+        // GC runs only when the test calls it (a background step that ran
+        // before the test's check failed it one run in twenty on a busy
+        // machine, issue 50).
+        .gc_background(false)
         .space_limit(None)
 }
 

@@ -322,7 +322,7 @@ impl Core {
     /// passed and GC can reclaim space (seed 003 §3.5), or the layout's own
     /// triggers fire.
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
-        let Some(store) = &self.values else {
+        let Some(store) = self.values.as_ref().filter(|_| self.opts.gc.background) else {
             return false;
         };
         // Merges collect it (`Core::pick_gc_merge`).

@@ -278,7 +278,8 @@ impl Core {
     /// its records (and those of any other such file it meets). The range
     /// of the whole file, so that the merge holds every pointer into it.
     fn pick_gc_merge(&self, st: &State) -> Option<CompactionPlan> {
-        let store = self.values.as_ref().filter(|s| s.collects_in_merges())?;
+        let store =
+            (self.values.as_ref()).filter(|s| self.opts.gc.background && s.collects_in_merges())?;
         let pressure = self.gc_pressure(st);
         for (target, lo, hi) in store
             .merge_gc_targets(&st.current, pressure)
