@@ -7,8 +7,9 @@
 #
 #   scripts/stress-tests.sh [RUNS] [FILTER]
 #
-# FILTER (a substring of the binary's name, e.g. space_limit) limits the
-# binaries run RUNS times; the load is always the whole suite. Prints each
+# FILTER (an extended regular expression matched against the binary's
+# name, e.g. 'space_limit|^gc-') limits the binaries run RUNS times; the
+# load is always the whole suite. Prints each
 # binary's failures and the first failing output, and exits non-zero if
 # any run failed. Logs go to target/stress/.
 set -euo pipefail
@@ -44,7 +45,7 @@ trap 'kill $load 2>/dev/null || true; wait $load 2>/dev/null || true' EXIT
 failed=0
 for b in "${bins[@]}"; do
   name=$(basename "$b")
-  [[ -n "$filter" && "$name" != *"$filter"* ]] && continue
+  [[ -n "$filter" && ! "$name" =~ $filter ]] && continue
   fails=0
   for ((i = 1; i <= runs; i++)); do
     if ! "$b" -q >"$out/$name.$i.log" 2>&1; then
