@@ -74,7 +74,7 @@ impl CompactionPlan {
         self.inputs.iter().flat_map(|i| &i.files)
     }
     pub(crate) fn input_bytes(&self) -> u64 {
-        self.input_files().map(|f| f.file_size).sum()
+        (self.input_files()).fold(0u64, |n, f| n.saturating_add(f.file_size))
     }
     /// The smallest and largest user key of the inputs.
     pub(crate) fn key_range(&self) -> Option<(&[u8], &[u8])> {

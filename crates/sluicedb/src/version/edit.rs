@@ -246,6 +246,7 @@ impl VersionEdit {
                         let smallest = p.len_prefixed()?.to_vec();
                         let largest = p.len_prefixed()?.to_vec();
                         let ok = p.is_empty()
+                            && file_size <= MAX_RECORDED_BYTES
                             && key::is_valid(&smallest)
                             && key::is_valid(&largest)
                             && key::compare(&smallest, &largest).is_le();
@@ -269,7 +270,9 @@ impl VersionEdit {
                 }
                 tag::FILE_VALUE_BYTES => {
                     let number = p.u64().ok_or_else(bad)?;
-                    let bytes = u64_only(&mut p).ok_or_else(bad)?;
+                    let bytes = u64_only(&mut p)
+                        .filter(|&b| b <= MAX_RECORDED_BYTES)
+                        .ok_or_else(bad)?;
                     added_file(&mut e.added, number)
                         .ok_or_else(bad)?
                         .value_bytes = bytes;
@@ -277,7 +280,9 @@ impl VersionEdit {
                 tag::FILE_PAYLOAD => {
                     let number = p.u64().ok_or_else(bad)?;
                     let pointers = p.u64().ok_or_else(bad)?;
-                    let inline_bytes = u64_only(&mut p).ok_or_else(bad)?;
+                    let inline_bytes = u64_only(&mut p)
+                        .filter(|&b| b <= MAX_RECORDED_BYTES)
+                        .ok_or_else(bad)?;
                     added_file(&mut e.added, number).ok_or_else(bad)?.payload =
                         Some(TablePayload {
                             pointers,
@@ -294,6 +299,13 @@ impl VersionEdit {
         Ok(e)
     }
 }
+
+/// The most bytes a manifest may record for one table's size, or the value
+/// bytes or inline bytes it stands for: 2^48 (256 TiB), far past any
+/// table, so that the sums shapes and space accounting take over a
+/// version's tables cannot overflow for any number of tables a manifest
+/// can hold (fuzzing found a damaged record's sizes overflowing them).
+pub(crate) const MAX_RECORDED_BYTES: u64 = 1 << 48;
 
 /// The table numbered `number` among `added`: a field about a table
 /// follows the NEW_FILE field of its table in the same record.

@@ -130,12 +130,15 @@ pub(crate) struct PartitionLoad {
 pub(crate) fn loads(v: &Version) -> Vec<PartitionLoad> {
     let b = &v.boundaries;
     let mut out = vec![PartitionLoad::default(); b.len() + 1];
+    // Saturating: sizes come from the manifest (each at most
+    // `MAX_RECORDED_BYTES`, but a version may list many tables).
     for f in &v.levels[UNSORTED] {
-        out[partition_of(b, f.smallest_user_key())].unsorted += f.file_size;
+        let l = &mut out[partition_of(b, f.smallest_user_key())];
+        l.unsorted = l.unsorted.saturating_add(f.file_size);
     }
     for f in &v.levels[SORTED] {
         let l = &mut out[partition_of(b, f.smallest_user_key())];
-        l.sorted += f.file_size + f.value_bytes;
+        l.sorted = l.sorted.saturating_add(f.file_size + f.value_bytes);
         l.sorted_tables += 1;
     }
     out
