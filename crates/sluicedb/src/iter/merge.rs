@@ -42,76 +42,52 @@ impl MergingIterator {
         }
     }
 
-    /// Records the first error of the children in `moved` (indexes of
-    /// children repositioned since the last check; `None`: all of them).
-    /// True when one failed: the merge then has no current entry. A
-    /// failed child is invalid (the trait's contract), so only invalid
-    /// ones are asked: a scan's step costs no status call.
-    fn child_failed(&mut self, moved: Option<usize>) -> bool {
+    /// Positions on the smallest (forward) or largest (reverse) child,
+    /// or on none after an error. The invalid children among `moved`
+    /// (the one child repositioned since the last settle; `None`: all of
+    /// them) are asked their status: a failed child is invalid (the
+    /// trait's contract), so the check rides on the validity test the
+    /// search makes anyway and a scan's step costs no extra call.
+    fn settle(&mut self, moved: Option<usize>, forward: bool) {
+        self.current = None;
         if self.status.is_err() {
-            return true;
+            return;
         }
-        let error = |c: &dyn InternalIterator| {
-            if c.valid() {
-                None
-            } else {
-                c.status().err()
+        let n = self.children.len();
+        let mut best: Option<usize> = None;
+        for j in 0..n {
+            let i = if forward { j } else { n - 1 - j };
+            let c = self.children[i].as_ref();
+            if !c.valid() {
+                if moved.is_none_or(|m| m == i) {
+                    if let Err(e) = c.status() {
+                        self.status = Err(e);
+                        return;
+                    }
+                }
+                continue;
             }
-        };
-        let failed = match moved {
-            Some(i) => error(self.children[i].as_ref()),
-            None => self.children.iter().find_map(|c| error(c.as_ref())),
-        };
-        if let Some(e) = failed {
-            self.status = Err(e);
+            let better = best.is_none_or(|b| {
+                let order = key::compare(c.key(), self.children[b].key());
+                if forward {
+                    order == Ordering::Less
+                } else {
+                    order == Ordering::Greater
+                }
+            });
+            if better {
+                best = Some(i);
+            }
         }
-        self.status.is_err()
+        self.current = best;
     }
 
-    /// Positions on the smallest child after the children in `moved`
-    /// moved forward, or on none after an error.
     fn settle_forward(&mut self, moved: Option<usize>) {
-        if self.child_failed(moved) {
-            self.current = None;
-        } else {
-            self.find_smallest();
-        }
+        self.settle(moved, true);
     }
 
-    /// Like [`Self::settle_forward`], backwards.
     fn settle_reverse(&mut self, moved: Option<usize>) {
-        if self.child_failed(moved) {
-            self.current = None;
-        } else {
-            self.find_largest();
-        }
-    }
-
-    fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if c.valid()
-                && best
-                    .is_none_or(|b| key::compare(c.key(), self.children[b].key()) == Ordering::Less)
-            {
-                best = Some(i);
-            }
-        }
-        self.current = best;
-    }
-
-    fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate().rev() {
-            if c.valid()
-                && best.is_none_or(|b| {
-                    key::compare(c.key(), self.children[b].key()) == Ordering::Greater
-                })
-            {
-                best = Some(i);
-            }
-        }
-        self.current = best;
+        self.settle(moved, false);
     }
 }
 
