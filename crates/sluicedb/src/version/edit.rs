@@ -3,7 +3,10 @@
 //! Encoding: a sequence of fields `tag: u32 | len: u32 | payload`; the
 //! payloads are fixed-width little-endian (`docs/format/manifest.md`). An
 //! unknown tag is an error: a manifest from a newer format is refused rather
-//! than half-understood.
+//! than half-understood. Every new tag bumps [`MANIFEST_FORMAT_VERSION`], and
+//! readers check a manifest's version ([`format_version_of`]) before they
+//! decode its fields, so that an older build reports a newer manifest as an
+//! unsupported version, not as damage.
 
 use std::sync::Arc;
 
@@ -12,8 +15,13 @@ use crate::key;
 use crate::table::cache::TableSlot;
 use crate::value::meta::ValueEdit;
 
-/// The manifest format this build writes.
-pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// The manifest format this build writes, and the newest it reads.
+///
+/// - 1: tags 1 to 31. (Tags 16 to 31 were added under version 1, so a
+///   build from before one of them reports such a manifest as corrupt.)
+/// - 2: the same fields; a build reading 2 checks the version before any
+///   field, so versions past it are reported as unsupported.
+pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 2;
 
 /// Field tags; each layout's record uses its own (`crate::value::meta`).
 pub(crate) mod tag {
@@ -298,6 +306,22 @@ impl VersionEdit {
         }
         Ok(e)
     }
+}
+
+/// The format version a manifest record declares (the `FORMAT_VERSION`
+/// field of a manifest's first record), read before anything else in it,
+/// so that fields a newer version added are never mistaken for damage.
+/// `None` when the record has no such field or is malformed before it.
+pub(crate) fn format_version_of(data: &[u8]) -> Option<u32> {
+    let mut r = Reader::new(data);
+    while !r.is_empty() {
+        let (t, payload) = r.u32().zip(r.len_prefixed())?;
+        if t == tag::FORMAT_VERSION {
+            let mut p = Reader::new(payload);
+            return p.u32().filter(|_| p.is_empty());
+        }
+    }
+    None
 }
 
 /// The most bytes a manifest may record for one table's size, or the value

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::edit::{VersionEdit, MANIFEST_FORMAT_VERSION};
+use super::edit::{format_version_of, VersionEdit, MANIFEST_FORMAT_VERSION};
 use super::version::Version;
 use crate::coding::masked_crc;
 use crate::error::{Error, Result};
@@ -136,10 +136,10 @@ impl VersionSet {
         let mut version = Version::empty(shape.clone());
         let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
         for (i, (offset, rec)) in log.records.iter().enumerate() {
-            let edit =
-                VersionEdit::decode(rec).map_err(|e| Error::corruption(&path, *offset, e))?;
             if i == 0 {
-                match edit.format_version {
+                // The version first: a newer manifest's fields are not
+                // this build's to judge.
+                match format_version_of(rec) {
                     Some(v) if v <= MANIFEST_FORMAT_VERSION && v > 0 => {}
                     Some(v) => {
                         return Err(Error::UnsupportedVersion {
@@ -155,6 +155,10 @@ impl VersionSet {
                         ))
                     }
                 }
+            }
+            let edit =
+                VersionEdit::decode(rec).map_err(|e| Error::corruption(&path, *offset, e))?;
+            if i == 0 {
                 if let Some(s) = &edit.index_shape {
                     if s != shape.name() {
                         return Err(Error::InvalidArgument(format!(
@@ -251,6 +255,84 @@ impl VersionSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes a manifest whose only record is `record`, named by CURRENT.
+    fn manifest_holding(record: &[u8]) -> (CountingFs, Arc<dyn IndexShape>) {
+        let mem = crate::fs::MemFs::new();
+        let fs = CountingFs::new(Arc::new(mem));
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let shape = crate::index::shape_for(&crate::Options::default());
+        let vs = VersionSet::new(dir.into(), fs.clone(), shape.clone(), 2, 1 << 20);
+        let mut w = LogWriter::new(
+            fs.create(&filename::manifest(dir, 1), IoClass::Manifest)
+                .unwrap(),
+        );
+        w.add_record(record).unwrap();
+        w.sync().unwrap();
+        vs.set_current(1).unwrap();
+        (fs, shape)
+    }
+
+    fn first_record(format_version: u32) -> Vec<u8> {
+        let edit = VersionEdit {
+            format_version: Some(format_version),
+            log_number: Some(0),
+            next_file_number: Some(2),
+            last_sequence: Some(0),
+            ..VersionEdit::default()
+        };
+        edit.encode()
+    }
+
+    /// A manifest from a newer format, holding a field this build does not
+    /// know, is an unsupported version, not damage (issue 51: tags 16 to 31
+    /// came without a version bump, and an older build called the manifests
+    /// holding them corrupt).
+    #[test]
+    fn a_newer_manifest_is_unsupported_not_corrupt() {
+        let mut record = first_record(MANIFEST_FORMAT_VERSION + 1);
+        crate::coding::put_u32(&mut record, 9_999);
+        crate::coding::put_bytes(&mut record, b"a field from the future");
+        let (fs, shape) = manifest_holding(&record);
+        match VersionSet::recover(&fs, Path::new("/db"), shape) {
+            Err(Error::UnsupportedVersion { version, .. }) => {
+                assert_eq!(version, MANIFEST_FORMAT_VERSION + 1)
+            }
+            Err(e) => panic!("expected an unsupported version, got {e}"),
+            Ok(_) => panic!("expected an unsupported version, got a recovered manifest"),
+        }
+        // The same unknown field under this build's version is damage.
+        let mut record = first_record(MANIFEST_FORMAT_VERSION);
+        crate::coding::put_u32(&mut record, 9_999);
+        crate::coding::put_bytes(&mut record, b"a field from the future");
+        let (fs, shape) = manifest_holding(&record);
+        let err = VersionSet::recover(&fs, Path::new("/db"), shape)
+            .err()
+            .unwrap();
+        assert!(err.is_corruption(), "{err}");
+        assert!(err.to_string().contains("unknown field tag 9999"), "{err}");
+    }
+
+    /// Every version up to this build's opens: version 1 manifests are
+    /// still read.
+    #[test]
+    fn older_manifest_versions_still_open() {
+        for v in 1..=MANIFEST_FORMAT_VERSION {
+            let (fs, shape) = manifest_holding(&first_record(v));
+            let r = VersionSet::recover(&fs, Path::new("/db"), shape).unwrap();
+            assert_eq!(
+                (r.next_file_number, r.manifest_number),
+                (2, 1),
+                "version {v}"
+            );
+        }
+        let (fs, shape) = manifest_holding(&first_record(0));
+        assert!(matches!(
+            VersionSet::recover(&fs, Path::new("/db"), shape),
+            Err(Error::UnsupportedVersion { version: 0, .. })
+        ));
+    }
 
     #[test]
     fn current_round_trip_and_damage() {
