@@ -29,7 +29,7 @@ use crate::value::files::CopyWindows;
 use crate::value::log::format::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
-use crate::value::{Dropped, ValueSink, ValueStore};
+use crate::value::{Dropped, ValueSink, ValueStore, ValueTally};
 use crate::version::{FileMeta, TablePayload, Version, VersionEdit};
 
 /// Counters of one job.
@@ -43,16 +43,10 @@ pub(crate) struct JobStats {
     /// Bytes of value records written to the value store (separation at
     /// flush).
     pub(crate) values_separated: u64,
-    /// Bytes of value log records whose pointers were dropped, per file.
-    pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
+    /// The garbage and pointer counts the value store settles at install.
+    pub(crate) values: ValueTally,
     /// What the value store's flush sink adds to the job's edit.
     pub(crate) value_edit: ValueEdit,
-    /// Dropped pointers whose garbage the value store attributes when the
-    /// job installs (`ValueStore::counts_at_once`).
-    pub(crate) deferred: Vec<Dropped>,
-    /// Change in the pointer entries naming each value file, when the store
-    /// counts them (`ValueStore::counts_refs`).
-    pub(crate) refs: std::collections::BTreeMap<u64, i64>,
     /// Records the merge copied out of `MergeParams::relocate`'s files.
     pub(crate) relocated_records: u64,
     /// Their bytes.
@@ -103,7 +97,7 @@ pub(crate) struct MergeParams<'a> {
     /// (DropCache) and says how their garbage is counted.
     pub(crate) values: Option<&'a dyn ValueStore>,
     /// The job reads tables (a compaction): each pointer entry it reads
-    /// leaves the version with them (`JobStats::refs`).
+    /// leaves the version with them (`ValueTally::refs`).
     pub(crate) inputs_are_tables: bool,
     /// Value files whose records the merge moves (the unified shape's GC,
     /// seed 004 §III-C): each kept pointer entry naming one is written
@@ -477,9 +471,9 @@ fn count_pointer(
         return;
     };
     if store.is_none_or(|s| s.counts_at_once(&ptr, shadow_in_tables)) {
-        *stats.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
+        *stats.values.garbage.entry(ptr.file).or_default() += u64::from(ptr.record_len);
     } else {
-        stats.deferred.push(Dropped {
+        stats.values.deferred.push(Dropped {
             ptr,
             key: key.to_vec(),
             seq,
@@ -612,7 +606,7 @@ impl Writer<'_, '_> {
                     key: uk,
                     value: &rec.value,
                 })?;
-                *stats.garbage.entry(old.file).or_default() += u64::from(old.record_len);
+                *stats.values.garbage.entry(old.file).or_default() += u64::from(old.record_len);
                 stats.relocated_records += 1;
                 stats.relocated_bytes += u64::from(new.record_len);
                 (&h.ikey, new.encode())
@@ -659,7 +653,7 @@ fn count_ref(p: &MergeParams<'_>, pointer: &[u8], delta: i64, stats: &mut JobSta
         return;
     }
     if let Some(ptr) = ValuePointer::decode(pointer) {
-        *stats.refs.entry(ptr.file).or_default() += delta;
+        *stats.values.refs.entry(ptr.file).or_default() += delta;
     }
 }
 
@@ -793,7 +787,7 @@ mod tests {
                 it.next();
             }
         }
-        (written, stats.garbage.into_keys().collect())
+        (written, stats.values.garbage.into_keys().collect())
     }
 
     /// The rule "a version right below a flagged one is counted already":

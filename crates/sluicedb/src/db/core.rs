@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::write::WriterSlot;
+use super::queue::WriterSlot;
 use crate::error::{Error, Result};
 use crate::fs::CountingFs;
 use crate::index::IndexShape;
@@ -21,14 +21,7 @@ use crate::stats::{GcTotals, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
 use crate::value::ValueStore;
-use crate::version::{ManifestState, Version, VersionSet};
-
-/// What a reader needs: the memtables and the version, pinned together.
-pub(crate) struct SuperVersion {
-    pub(crate) mem: Arc<dyn WriteBuffer>,
-    pub(crate) imms: Vec<Arc<dyn WriteBuffer>>,
-    pub(crate) current: Arc<Version>,
-}
+use crate::version::{ManifestState, SuperVersion, Version, VersionSet};
 
 pub(super) struct Immutable {
     pub(super) mem: Arc<dyn WriteBuffer>,
@@ -148,7 +141,7 @@ pub(crate) struct Core {
     /// picked: under space pressure only these make one worth its I/O.
     pub(super) shadows_uncounted: AtomicU64,
     /// What the space limit compares (`db/space.rs`).
-    pub(super) space_measure: super::space::SpaceMeasure,
+    pub(super) space_measure: crate::gc::space::SpaceMeasure,
     /// The value store's garbage share when space was last measured, in
     /// thousandths.
     pub(super) garbage_share_milli: AtomicU64,

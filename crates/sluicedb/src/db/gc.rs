@@ -15,12 +15,12 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::core::{Core, PendingFree, State, SuperVersion};
-use super::space::SpacePressure;
-use super::write::WriterSlot;
+use super::core::{Core, PendingFree, State};
+use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
+use crate::gc::space::SpacePressure;
 use crate::gc::{
     Collected, Committed, GcHost, GcTrigger, GcVictim, Newest, Relocation, Relocations, SeenView,
 };
@@ -30,6 +30,7 @@ use crate::parallel::in_parts;
 use crate::policy::GcThrottle;
 use crate::stats::{bump, GcStats};
 use crate::value::pointer::ValuePointer;
+use crate::version::SuperVersion;
 use crate::version::{Version, VersionEdit};
 
 /// Most GC steps one pipeline runs (`Core::gc_pipeline`); it holds

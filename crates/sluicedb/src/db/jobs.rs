@@ -9,11 +9,11 @@ use std::time::Duration;
 use parking_lot::MutexGuard;
 
 use super::core::{Core, State};
-use super::space::SpacePressure;
 use crate::compaction::{self, JobStats, MergeParams, OlderTables};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::IoClass;
+use crate::gc::space::SpacePressure;
 use crate::index::{CompactionPlan, WritePressure};
 use crate::iter::InternalIterator;
 use crate::policy::Separation;
@@ -97,7 +97,7 @@ impl Core {
         edit: &mut VersionEdit,
     ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
         match &self.values {
-            Some(v) => v.settle_job(stats, &mut edit.values),
+            Some(v) => v.settle_job(&mut stats.values, &mut edit.values),
             None => Ok(None),
         }
     }
@@ -480,7 +480,7 @@ impl Core {
         if let Some(hook) = self.flush_hook.lock().take() {
             hook(self);
         }
-        self.note_flushed_shadows(imm.shadow_candidates(), stats.garbage.values().sum());
+        self.note_flushed_shadows(imm.shadow_candidates(), stats.values.garbage.values().sum());
         self.shadows_uncounted
             .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);
         bump(&self.counters.flush_shadow_lookups, stats.shadow_lookups);
@@ -631,7 +631,7 @@ impl Core {
                     edit.added.iter().map(|(_, f)| f.clone()).collect();
                 store.settle_relocating_job(
                     &plan.relocate,
-                    &mut stats,
+                    &mut stats.values,
                     &mut edit.values,
                     &mut |d| self.copy_holder(&outputs, d),
                 )?

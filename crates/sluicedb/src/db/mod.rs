@@ -35,12 +35,13 @@ mod core;
 mod gc;
 mod jobs;
 mod open;
+mod queue;
 mod read;
 mod recover;
 pub(crate) mod space;
 mod write;
 
-pub(crate) use self::core::{Core, SuperVersion};
+pub(crate) use self::core::Core;
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock

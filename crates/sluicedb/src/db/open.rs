@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::core::{Core, State, SuperVersion};
+use super::core::{Core, State};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
@@ -23,6 +23,7 @@ use crate::value::log::journal::LogJournal;
 use crate::value::log::store::{LogConfig, LogStore};
 use crate::value::table::store::{TableConfig, TableStore};
 use crate::value::ValueStore;
+use crate::version::SuperVersion;
 use crate::version::{Version, VersionEdit, VersionSet};
 
 impl Core {

@@ -1,7 +1,7 @@
 //! The read path: point lookups through memtables, tables and the value
 //! store (invariant I5).
 
-use super::core::{Core, SuperVersion};
+use super::core::Core;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::key::Kind;
@@ -9,6 +9,7 @@ use crate::memtable::Lookup;
 use crate::options::ReadOptions;
 use crate::value::pointer::ValuePointer;
 use crate::value::Read;
+use crate::version::SuperVersion;
 
 /// What a point lookup found.
 pub(super) enum Found {

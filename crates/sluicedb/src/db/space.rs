@@ -1,162 +1,32 @@
 //! Space accounting (`docs/design.md`, "Space accounting"): for every value
 //! file the version accounts for, its bytes are the file header, the
 //! records some index entry points at, and the garbage the manifest counts.
+//! The database's side: it measures and recounts; what a measurement means
+//! for writes and GC is `gc::space`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::core::{Core, State, SuperVersion};
+use super::core::{Core, State};
 use crate::error::Result;
 use crate::fs::IoClass;
+use crate::gc::space::{
+    live_data, EarlySwitch, Measured, SpacePressure, HIDDEN_GARBAGE_DIVISOR,
+    MIN_EARLY_SWITCH_BYTES, MIN_RECLAIMABLE_SHARE_DIVISOR,
+};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
 use crate::options::{JournalMode, SpaceLimit};
 use crate::stats::SpaceMismatch;
-use crate::value::log::format::RECORD_HEADER_LEN;
 use crate::value::pointer::ValuePointer;
-use crate::value::ValueStore;
+use crate::version::SuperVersion;
 use crate::version::{Version, VersionEdit};
-
-/// What the space limit asks of a memtable that is not full
-/// (`Core::early_switch_due`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum EarlySwitch {
-    No,
-    /// Switch it now.
-    Switch,
-    /// It should have been switched, but a flush is still queued: wait.
-    WaitForFlush,
-}
-
-/// Space pressure relative to the space limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum SpacePressure {
-    Below,
-    /// Between the low and high ratios: how far, from 0 to 1.
-    Between(f64),
-    High,
-}
-
-/// The last space measurement, as the write path reads it.
-pub(crate) struct SpaceMeasure {
-    /// Bytes of all files.
-    used: AtomicU64,
-    /// Live bytes.
-    live: AtomicU64,
-    /// Inline bytes in tables known dead (`IndexShape::inline_garbage`).
-    inline_garbage: AtomicU64,
-    /// The value store's bytes then.
-    store_bytes: AtomicU64,
-    /// Journal bytes written by then (since open).
-    journal_written: AtomicU64,
-    /// Of the bytes the last flushed memtable's writes could have made
-    /// garbage ([`ShadowCandidates::bytes`]), the share its flush counted,
-    /// in thousandths (1000 before the first flush): how much garbage a
-    /// memtable hides per byte written.
-    shadow_share_milli: AtomicU64,
-    /// The mean value size of the last flushed memtable's puts.
-    mean_value_bytes: AtomicU64,
-}
-
-impl Default for SpaceMeasure {
-    fn default() -> Self {
-        SpaceMeasure {
-            used: AtomicU64::new(0),
-            live: AtomicU64::new(0),
-            inline_garbage: AtomicU64::new(0),
-            store_bytes: AtomicU64::new(0),
-            journal_written: AtomicU64::new(0),
-            shadow_share_milli: AtomicU64::new(1000),
-            mean_value_bytes: AtomicU64::new(0),
-        }
-    }
-}
-
-impl SpaceMeasure {
-    /// The live data of the last measurement (0 before the first).
-    pub(crate) fn live_bytes(&self) -> u64 {
-        self.live.load(Ordering::Relaxed)
-    }
-
-    /// The tables' inline garbage of the last measurement.
-    pub(crate) fn inline_garbage_bytes(&self) -> u64 {
-        self.inline_garbage.load(Ordering::Relaxed)
-    }
-
-    /// The space amplification the limit compares: the bytes beyond the
-    /// slack over live bytes, counting what the value store and the
-    /// journal (`journal_written`, bytes written by now) grew since the
-    /// measurement as not live (so that writes between flushes, which may
-    /// be megabytes of separated values, or of whole values in a journal
-    /// whose memtable outgrows the small one the space limit switches
-    /// while the one before it still flushes, are held back in time) and as
-    /// taking up the slack first (so that a database still smaller than the
-    /// slack is never over). Cheap: no lock.
-    fn pressure(&self, values: Option<&dyn ValueStore>, journal_written: u64, freed: u64) -> f64 {
-        let live = self.live.load(Ordering::Relaxed);
-        if live == 0 {
-            return 0.0;
-        }
-        let grown = values.map_or(0, |v| {
-            v.total_bytes()
-                .saturating_sub(self.store_bytes.load(Ordering::Relaxed))
-        }) + journal_written
-            .saturating_sub(self.journal_written.load(Ordering::Relaxed));
-        let used = (self.used.load(Ordering::Relaxed) + grown).saturating_sub(freed);
-        used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
-    }
-}
-
-/// Bytes the space limit allows beyond its ratio: the manifest, `CURRENT`,
-/// the lock, and the journal of the smallest memtable the write path
-/// switches early ([`MIN_EARLY_SWITCH_BYTES`]) with the one flushing.
-pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
-
-/// The smallest memtable (approximate memory) the space limit switches
-/// early: below it a flush would write a tiny table for little.
-const MIN_EARLY_SWITCH_BYTES: usize = 1 << 20;
-
-/// A memtable is switched early once the garbage it likely hides reaches
-/// `(high - 1) / this` of the live bytes (see `Core::early_switch_due`).
-const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
-
-/// Under space pressure GC runs only while at least 1/this of the value
-/// store's record bytes are garbage.
-pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 
 /// How often `Core::space_mismatches` takes its recount again when a new
 /// super version came during it.
 const RECOUNT_ATTEMPTS: u32 = 8;
-
-/// The user's data `current` holds live, the space limit's denominator
-/// (`docs/design.md`, "Space-aware throttling"): the keys and values of the
-/// tables' inline puts less `inline_garbage` (those the shape knows newer
-/// versions shadow), and of the `live_records` bytes of value records
-/// the share that is not record headers. That share is the one of the
-/// records the tables' pointer entries name (exact when values are of one
-/// size). A table written before the manifest recorded its payload counts
-/// whole.
-fn live_data(current: &Version, live_records: u64, inline_garbage: u64) -> u64 {
-    let (mut inline, mut pointers, mut named) = (0u64, 0u64, 0u64);
-    for (_, f) in current.all_files() {
-        match f.payload {
-            Some(p) => {
-                inline += p.inline_bytes;
-                pointers += p.pointers;
-                named += f.value_bytes;
-            }
-            None => inline += f.file_size,
-        }
-    }
-    let headers = pointers.saturating_mul(RECORD_HEADER_LEN as u64).min(named);
-    let values = match named {
-        0 => live_records,
-        n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
-    };
-    inline.saturating_sub(inline_garbage) + values
-}
 
 impl Core {
     /// Live and garbage bytes of the value files `current` accounts for:
@@ -233,15 +103,13 @@ impl Core {
         // file: the write path switches a memtable early when its journal
         // would weigh too much against a small store (`early_switch_due`),
         // and they go at the flush.
-        let m = &self.space_measure;
-        m.used.store(used, Ordering::Relaxed);
-        m.live.store(live, Ordering::Relaxed);
-        m.inline_garbage.store(inline_garbage, Ordering::Relaxed);
-        m.journal_written.store(journal_written, Ordering::Relaxed);
-        m.store_bytes.store(
-            self.values.as_ref().map_or(0, |v| v.total_bytes()),
-            Ordering::Relaxed,
-        );
+        self.space_measure.record(Measured {
+            used,
+            live,
+            inline_garbage,
+            journal_written,
+            store_bytes: self.values.as_ref().map_or(0, |v| v.total_bytes()),
+        });
         let share = garbage * 1000 / (live_values + garbage).max(1);
         self.garbage_share_milli.store(share, Ordering::Relaxed);
         // Why the limit cannot be held, while it cannot (for `Stats`).
@@ -258,25 +126,13 @@ impl Core {
     /// Learns from a flush how much of what its memtable's writes could
     /// have made garbage (`candidates`) they did (`counted` bytes).
     pub(crate) fn note_flushed_shadows(&self, candidates: ShadowCandidates, counted: u64) {
-        let m = &self.space_measure;
-        if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
-            m.mean_value_bytes.store(mean, Ordering::Relaxed);
-        }
-        let bytes = candidates.bytes(m.mean_value_bytes.load(Ordering::Relaxed));
-        if let Some(share) = counted.saturating_mul(1000).checked_div(bytes) {
-            m.shadow_share_milli
-                .store(share.min(1000), Ordering::Relaxed);
-        }
+        self.space_measure.note_flushed_shadows(candidates, counted);
     }
 
-    /// The garbage a memtable likely hides: its shadow candidates times the
-    /// share of them the last flush found to shadow something.
+    /// The garbage a memtable likely hides
+    /// ([`SpaceMeasure::hidden_garbage`]).
     fn hidden_garbage(&self, mem: &dyn WriteBuffer) -> u64 {
-        let m = &self.space_measure;
-        let bytes = mem
-            .shadow_candidates()
-            .bytes(m.mean_value_bytes.load(Ordering::Relaxed));
-        bytes.saturating_mul(m.shadow_share_milli.load(Ordering::Relaxed)) / 1000
+        self.space_measure.hidden_garbage(mem)
     }
 
     /// Whether the active memtable should be switched although it is not
@@ -311,7 +167,7 @@ impl Core {
             // Its journal holds what the memtable holds, about.
             hidden += mem as u64;
         }
-        let live = self.space_measure.live.load(Ordering::Relaxed) as f64;
+        let live = self.space_measure.live_bytes() as f64;
         let share = (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live;
         let weighs = live > 0.0 && hidden as f64 >= share;
         if !st.imms.is_empty() {
@@ -364,9 +220,8 @@ impl Core {
     fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
         let limit = self.opts.gc.space_limit.filter(|_| self.values.is_some())?;
         let journal = self.fs.counters().written(IoClass::Journal);
-        let r = self
-            .space_measure
-            .pressure(self.values.as_deref(), journal, freed);
+        let store_bytes = self.values.as_ref().map_or(0, |v| v.total_bytes());
+        let r = self.space_measure.pressure(store_bytes, journal, freed);
         Some((r, limit))
     }
 
@@ -380,8 +235,7 @@ impl Core {
     pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
         let m = &self.space_measure;
         self.values_reclaimable(current)
-            || m.inline_garbage.load(Ordering::Relaxed) * MIN_RECLAIMABLE_SHARE_DIVISOR
-                >= m.live.load(Ordering::Relaxed).max(1)
+            || m.inline_garbage_bytes() * MIN_RECLAIMABLE_SHARE_DIVISOR >= m.live_bytes().max(1)
     }
 
     /// True when GC can bring space down: the layout has a victim, and it

@@ -9,27 +9,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
-use super::space::{EarlySwitch, SpacePressure};
+use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::gc::{Committed, Relocations};
+use crate::gc::space::{EarlySwitch, SpacePressure};
+use crate::gc::Committed;
 use crate::index::WritePressure;
 use crate::stats::bump;
-
-pub(super) struct WriterSlot {
-    /// Taken by the leader when the group is committed.
-    pub(super) batch: Mutex<WriteBatch>,
-    /// Size and sync flag, readable without taking the batch.
-    pub(super) size: usize,
-    pub(super) sync: bool,
-    /// Switch the memtable (for `flush`); carries no batch.
-    pub(super) force_switch: bool,
-    /// GC relocations, committed as a group of their own.
-    pub(super) relocations: Option<Relocations>,
-    /// What committing the relocations did.
-    pub(super) committed: Mutex<Committed>,
-    pub(super) done: Mutex<Option<Result<()>>>,
-}
 
 /// How long a GC group waits in the writer queue before it checks for a
 /// flush it could run itself (`Core::help_background`).

@@ -29,13 +29,13 @@
 //!    barrier taken after the layout stopped serving them as live.
 
 pub(crate) mod drop_cache;
+pub(crate) mod space;
 
 use std::sync::Arc;
 
-use crate::db::SuperVersion;
 use crate::error::Result;
 use crate::value::pointer::ValuePointer;
-use crate::version::{Version, VersionEdit};
+use crate::version::{SuperVersion, Version, VersionEdit};
 
 /// Moving `key`'s value from `old` to `new`.
 #[derive(Debug, Clone)]

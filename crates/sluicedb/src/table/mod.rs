@@ -3,12 +3,14 @@
 //! properties; shared block and table caches.
 
 pub(crate) mod block;
+pub(crate) mod block_cache;
 pub(crate) mod bloom;
 pub(crate) mod builder;
 pub(crate) mod cache;
 pub(crate) mod format;
 pub(crate) mod reader;
 
+pub(crate) use block_cache::BlockCache;
 pub(crate) use builder::TableBuilder;
-pub(crate) use cache::{BlockCache, TableCache};
+pub(crate) use cache::TableCache;
 pub(crate) use reader::TableIter;

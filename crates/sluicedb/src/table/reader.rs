@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
+use super::block_cache::BlockCache;
 use super::bloom;
 use super::builder::TableProperties;
-use super::cache::BlockCache;
 use super::format::{
     verify_block, BlockHandle, Footer, FooterKind, BLOCK_TRAILER_LEN,
     DECOUPLED_TABLE_FORMAT_VERSION, FOOTER_LEN,

@@ -10,7 +10,7 @@ use super::hash::meta::{HashEdit, HashMeta};
 use super::log::meta::{LogEdit, LogMeta};
 use super::table::meta::{TableEdit, TableMeta};
 use crate::coding::{put_u64, Reader};
-use crate::version::edit::tag;
+use crate::version::tag;
 
 /// What a version knows of the value store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -376,11 +376,11 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn settle_relocating_job(
         &self,
         _victims: &[u64],
-        stats: &mut crate::compaction::JobStats,
+        tally: &mut ValueTally,
         edit: &mut meta::ValueEdit,
         _locate: &mut dyn FnMut(&Dropped) -> Result<Option<u64>>,
     ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
-        self.settle_job(stats, edit)
+        self.settle_job(tally, edit)
     }
 
     /// A relocating merge installed or failed: its victims thaw.
@@ -445,11 +445,11 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// garbage was attributed to are still the ones holding the records.
     fn settle_job(
         &self,
-        stats: &mut crate::compaction::JobStats,
+        tally: &mut ValueTally,
         edit: &mut meta::ValueEdit,
     ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
-        edit.garbage.extend(std::mem::take(&mut stats.garbage));
-        debug_assert!(stats.deferred.is_empty() && stats.refs.is_empty());
+        edit.garbage.extend(std::mem::take(&mut tally.garbage));
+        debug_assert!(tally.deferred.is_empty() && tally.refs.is_empty());
         Ok(None)
     }
 
@@ -459,6 +459,22 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn holder_of(&self, p: &ValuePointer, _key: &[u8]) -> Result<Option<u64>> {
         Ok(Some(p.file))
     }
+}
+
+/// What a flush or compaction learned about value files as it dropped and
+/// wrote pointers, put into the edit that installs it by
+/// [`ValueStore::settle_job`]. The value store's bookkeeping, carried by the
+/// job (`compaction::JobStats::values`).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ValueTally {
+    /// Bytes of value records whose pointers were dropped, per file.
+    pub(crate) garbage: std::collections::BTreeMap<u64, u64>,
+    /// Dropped pointers whose garbage the value store attributes when the
+    /// job installs ([`ValueStore::counts_at_once`]).
+    pub(crate) deferred: Vec<Dropped>,
+    /// Change in the pointer entries naming each value file, when the
+    /// store counts them ([`ValueStore::counts_refs`]).
+    pub(crate) refs: std::collections::BTreeMap<u64, i64>,
 }
 
 /// A pointer a job dropped whose garbage the store attributes when the job

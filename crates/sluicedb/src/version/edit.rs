@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use super::tag;
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::key;
 use crate::table::cache::TableSlot;
@@ -22,41 +23,6 @@ use crate::value::meta::ValueEdit;
 /// - 2: the same fields; a build reading 2 checks the version before any
 ///   field, so versions past it are reported as unsupported.
 pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 2;
-
-/// Field tags; each layout's record uses its own (`crate::value::meta`).
-pub(crate) mod tag {
-    pub const FORMAT_VERSION: u32 = 1;
-    pub const INDEX_SHAPE: u32 = 2;
-    pub const LOG_NUMBER: u32 = 3;
-    pub const NEXT_FILE_NUMBER: u32 = 4;
-    pub const LAST_SEQUENCE: u32 = 5;
-    pub const COMPACT_POINTER: u32 = 6;
-    pub const DELETED_FILE: u32 = 7;
-    pub const NEW_FILE: u32 = 8;
-    pub const VALUE_LOG_TAIL: u32 = 9;
-    pub const VALUE_LOG_GARBAGE: u32 = 10;
-    pub const VALUE_LOG_JOURNAL: u32 = 11;
-    pub const HASH_GROUPS: u32 = 12;
-    pub const HASH_FILE_ADDED: u32 = 13;
-    pub const HASH_FILE_DROPPED: u32 = 14;
-    pub const PRESET: u32 = 15;
-    pub const VALUE_LOG_SEALED: u32 = 16;
-    pub const HASH_GROUP_SPLIT: u32 = 17;
-    pub const TABLE_LAYOUT: u32 = 18;
-    pub const TABLE_ADDED: u32 = 19;
-    pub const TABLE_REMOVED: u32 = 20;
-    pub const TABLE_INHERITED: u32 = 21;
-    pub const TABLE_REFS: u32 = 22;
-    pub const FILE_VALUE_BYTES: u32 = 23;
-    pub const PARTITION_BOUNDARY: u32 = 24;
-    pub const HASH_INDEX_CHECKPOINT: u32 = 25;
-    pub const TABLE_KEYS: u32 = 26;
-    pub const FILE_PAYLOAD: u32 = 27;
-    pub const TABLE_PENDING: u32 = 28;
-    pub const TABLE_SETTLED: u32 = 29;
-    pub const HASH_FILE_TO_COLD: u32 = 30;
-    pub const VALUE_LOG_DURABLE: u32 = 31;
-}
 
 /// A table in a version.
 #[derive(Debug, Clone, PartialEq, Eq)]

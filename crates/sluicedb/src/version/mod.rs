@@ -3,6 +3,8 @@
 
 pub(crate) mod edit;
 pub(crate) mod set;
+pub(crate) mod super_version;
+pub(crate) mod tag;
 #[expect(
     clippy::module_inception,
     reason = "version::version holds the Version type; set and edit sit beside it"
@@ -11,4 +13,5 @@ pub(crate) mod version;
 
 pub(crate) use edit::{FileMeta, TablePayload, VersionEdit};
 pub(crate) use set::{ManifestState, VersionSet};
+pub(crate) use super_version::SuperVersion;
 pub(crate) use version::Version;

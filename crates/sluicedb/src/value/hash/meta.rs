@@ -3,7 +3,7 @@
 //! log, and the splits that made the groups past the first ones.
 
 use crate::coding::{put_u32, put_u64, Reader};
-use crate::version::edit::tag;
+use crate::version::tag;
 
 /// The group id of the hash layout's cold log in manifest edits.
 pub(crate) const COLD_GROUP: u32 = u32::MAX;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::coding::{put_u64, Reader};
-use crate::version::edit::tag;
+use crate::version::tag;
 
 /// The value log's state in a version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! A step picks victims by garbage ratio from the exact accounting, the
 //! most garbage first and hot tables first at equal ratios (§3.4.2; see
 //! `store::candidates` for why not strictly hot first), from `gc_ratio` (the paper's 0.2) or, under space
-//! pressure, from [`PRESSURE_RATIO`] (§3.5: "lowering the garbage ratio
+//! pressure, from `store::PRESSURE_RATIO` (§3.5: "lowering the garbage ratio
 //! threshold"). It reads each victim's dense index in one read, judges
 //! every record (the DropCache first, then the key's newest index entry),
 //! reads only the live records, coalescing nearby ones, and writes them in
@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use super::meta::{KeyRange, TableFile};
 use super::reader::{IndexEntry, ValueTable};
-use super::store::{candidates, Frozen, TableStore, TableWriter};
+use super::store::{candidates, Frozen, PendingTable, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
@@ -30,10 +30,6 @@ use crate::value::log::format::{Record, KIND_PUT};
 use crate::value::log::reader::{owned, OwnedRecord};
 use crate::value::pointer::ValuePointer;
 use crate::version::{Version, VersionEdit};
-
-/// Under space pressure a table is collected once this share of its
-/// records is garbage (the store's `MIN_RECLAIMABLE_SHARE_DIVISOR`).
-pub(super) const PRESSURE_RATIO: f64 = 1.0 / 16.0;
 
 /// Most victims of one step.
 const MAX_VICTIMS: usize = 8;
@@ -45,15 +41,6 @@ const COALESCE_GAP_BYTES: u64 = 64 << 10;
 
 /// Keys judged per task on the GC threads.
 const JUDGE_CHUNK: usize = 512;
-
-/// A table to recount at open ([`TableStore::pending_records`]).
-pub(crate) struct PendingTable {
-    pub(crate) number: u64,
-    /// Bytes of its records (what the space check weighs).
-    pub(crate) bytes: u64,
-    /// Each record's key, offset and length.
-    pub(crate) records: Vec<(Vec<u8>, u64, u32)>,
-}
 
 /// What GC decided about a record from its index entry. The live verdicts
 /// carry the pointer that entry holds (a relocation's old pointer, with
@@ -95,27 +82,6 @@ impl TableStore {
             });
         }
         Ok(out)
-    }
-
-    /// The garbage ratio from which a table is collected: `gc_ratio`, or
-    /// [`PRESSURE_RATIO`] under space pressure (seed 003 §3.5).
-    pub(super) fn gc_ratio(&self, pressure: bool) -> f64 {
-        if pressure {
-            PRESSURE_RATIO.min(self.config.gc_ratio)
-        } else {
-            self.config.gc_ratio
-        }
-    }
-
-    /// True when some table no step is collecting has a garbage ratio of
-    /// at least `ratio` (the triggers ask often: no list, no sort).
-    pub(super) fn has_candidate(&self, current: &Version, ratio: f64) -> bool {
-        let inner = self.inner.read();
-        let meta = &current.values;
-        meta.table.tables.iter().any(|(f, t)| {
-            let g = meta.garbage.get(f).copied().unwrap_or(0);
-            !inner.frozen.contains_key(f) && TableStore::garbage_ratio(t, g) >= ratio
-        })
     }
 
     /// Picks and freezes the victims of a step: by preference (garbage

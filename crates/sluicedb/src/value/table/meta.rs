@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
-use crate::version::edit::tag;
+use crate::version::tag;
 
 /// A live value table as the manifest knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 pub(crate) mod builder;
 pub(crate) mod format;
 mod gc;
-pub(crate) use gc::PendingTable;
+pub(crate) use store::PendingTable;
 pub(crate) mod meta;
 pub(crate) mod reader;
 pub(crate) mod store;

@@ -14,9 +14,9 @@ use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::table::block::Block;
 use crate::table::bloom;
-use crate::table::cache::BlockCache;
 use crate::table::format::{verify_block, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::table::reader::{open_footer, read_raw};
+use crate::table::BlockCache;
 use crate::value::log::format::{decode_record, Bad, Record, KIND_PUT};
 
 /// Most bytes one coalesced read of records covers.

@@ -21,7 +21,6 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use super::builder::{ValueTableBuilder, ValueTableOptions};
 use super::meta::{KeyRange, TableEdit, TableFile, TableMeta};
 use super::reader::ValueTable;
-use crate::compaction::JobStats;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
@@ -29,13 +28,26 @@ use crate::gc::drop_cache::DropCache;
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::stats::ValueStats;
-use crate::table::cache::BlockCache;
+use crate::table::BlockCache;
 use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
 use crate::value::log::format::{Record, FLAG_FIRST_VERSION};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::{ValuePointer, STORE_TABLE};
-use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore};
+use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore, ValueTally};
 use crate::version::{Version, VersionEdit};
+
+/// A table to recount at open ([`TableStore::pending_records`]).
+pub(crate) struct PendingTable {
+    pub(crate) number: u64,
+    /// Bytes of its records (what the space check weighs).
+    pub(crate) bytes: u64,
+    /// Each record's key, offset and length.
+    pub(crate) records: Vec<(Vec<u8>, u64, u32)>,
+}
+
+/// Under space pressure a table is collected once this share of its
+/// records is garbage (the store's `MIN_RECLAIMABLE_SHARE_DIVISOR`).
+pub(super) const PRESSURE_RATIO: f64 = 1.0 / 16.0;
 
 /// Index partitions of a value table are cut at this size: a point read
 /// past an edge reads one (cached).
@@ -371,14 +383,14 @@ impl TableStore {
     /// collecting it. A table live and not frozen now is safe to count
     /// in: a step that freezes it waits for this lock, so for the job's
     /// install, and its view then holds the job's versions.
-    fn settle(&self, stats: &mut JobStats, edit: &mut ValueEdit) -> Result<()> {
+    fn settle(&self, tally: &mut ValueTally, edit: &mut ValueEdit) -> Result<()> {
         let mut inner = self.inner.write();
-        for (f, bytes) in std::mem::take(&mut stats.garbage) {
+        for (f, bytes) in std::mem::take(&mut tally.garbage) {
             if inner.live.contains_key(&f) {
                 edit.garbage.push((f, bytes));
             }
         }
-        for d in std::mem::take(&mut stats.deferred) {
+        for d in std::mem::take(&mut tally.deferred) {
             let d = if inner.live.contains_key(&d.ptr.file) {
                 d
             } else {
@@ -394,7 +406,7 @@ impl TableStore {
             }
         }
         edit.table.refs.extend(
-            std::mem::take(&mut stats.refs)
+            std::mem::take(&mut tally.refs)
                 .into_iter()
                 .filter(|&(_, n)| n != 0),
         );
@@ -593,7 +605,7 @@ impl ValueSink for TableSink<'_> {
 }
 
 impl ValueStore for TableStore {
-    fn to_recount(&self, current: &Version) -> Result<Vec<super::PendingTable>> {
+    fn to_recount(&self, current: &Version) -> Result<Vec<PendingTable>> {
         self.pending_records(current)
     }
 
@@ -710,7 +722,7 @@ impl ValueStore for TableStore {
     }
 
     fn gc_has_victim(&self, current: &Version) -> bool {
-        self.has_candidate(current, super::gc::PRESSURE_RATIO)
+        self.has_candidate(current, PRESSURE_RATIO)
     }
 
     fn delete_collected(&self, files: &[u64]) {
@@ -779,11 +791,11 @@ impl ValueStore for TableStore {
 
     fn settle_job(
         &self,
-        stats: &mut JobStats,
+        tally: &mut ValueTally,
         edit: &mut ValueEdit,
     ) -> Result<Option<MutexGuard<'_, ()>>> {
         let guard = self.accounting.lock();
-        self.settle(stats, edit)?;
+        self.settle(tally, edit)?;
         Ok(Some(guard))
     }
 
@@ -908,7 +920,7 @@ impl ValueStore for TableStore {
     fn settle_relocating_job(
         &self,
         victims: &[u64],
-        stats: &mut JobStats,
+        tally: &mut ValueTally,
         edit: &mut ValueEdit,
         locate: &mut dyn FnMut(&Dropped) -> Result<Option<u64>>,
     ) -> Result<Option<MutexGuard<'_, ()>>> {
@@ -921,15 +933,15 @@ impl ValueStore for TableStore {
             inner.deferred = rest;
             mine
         };
-        let (own, others): (Vec<Dropped>, Vec<Dropped>) = std::mem::take(&mut stats.deferred)
+        let (own, others): (Vec<Dropped>, Vec<Dropped>) = std::mem::take(&mut tally.deferred)
             .into_iter()
             .partition(|d| victims.contains(&d.ptr.file));
-        stats.deferred = others;
+        tally.deferred = others;
         for d in theirs.into_iter().chain(own) {
             let holder = locate(&d)?.unwrap_or(d.ptr.file);
             edit.garbage.push((holder, u64::from(d.ptr.record_len)));
         }
-        self.settle(stats, edit)?;
+        self.settle(tally, edit)?;
         Ok(Some(guard))
     }
 
@@ -966,9 +978,30 @@ impl ValueStore for TableStore {
 /// wrote 1.6 bytes per byte the user wrote. Hot tables do gather garbage
 /// faster, which a greedy order by ratio rewards by itself.
 impl TableStore {
+    /// The garbage ratio from which a table is collected: `gc_ratio`, or
+    /// [`PRESSURE_RATIO`] under space pressure (seed 003 §3.5).
+    pub(super) fn gc_ratio(&self, pressure: bool) -> f64 {
+        if pressure {
+            PRESSURE_RATIO.min(self.config.gc_ratio)
+        } else {
+            self.config.gc_ratio
+        }
+    }
+
+    /// True when some table no step is collecting has a garbage ratio of
+    /// at least `ratio` (the triggers ask often: no list, no sort).
+    pub(super) fn has_candidate(&self, current: &Version, ratio: f64) -> bool {
+        let inner = self.inner.read();
+        let meta = &current.values;
+        meta.table.tables.iter().any(|(f, t)| {
+            let g = meta.garbage.get(f).copied().unwrap_or(0);
+            !inner.frozen.contains_key(f) && TableStore::garbage_ratio(t, g) >= ratio
+        })
+    }
+
     /// The garbage ratio from which a merge moves a table: `gc_ratio`, and
     /// under the space limit's pressure the store's own garbage share if
-    /// lower, but not below [`super::gc::PRESSURE_RATIO`]. A table below
+    /// lower, but not below [`PRESSURE_RATIO`]. A table below
     /// the share costs more copying per byte freed than the store's average
     /// and lowers the ratio least. (Not measured apart from the GC ratio's
     /// change, `DEFAULT_UNIKV_TABLE_GC_RATIO`.)
@@ -984,7 +1017,7 @@ impl TableStore {
             records += t.record_bytes;
         }
         let share = garbage as f64 / records.max(1) as f64;
-        share.clamp(super::gc::PRESSURE_RATIO.min(ratio), ratio)
+        share.clamp(PRESSURE_RATIO.min(ratio), ratio)
     }
 }
 

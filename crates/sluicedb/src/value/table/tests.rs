@@ -8,7 +8,7 @@ use super::builder::{BuiltValueTable, ValueTableBuilder, ValueTableOptions};
 use super::format::{RecordHandle, VT_HEADER_LEN};
 use super::reader::{IndexEntry, ValueTable};
 use crate::fs::{CountingFs, IoClass, MemFs};
-use crate::table::cache::BlockCache;
+use crate::table::BlockCache;
 use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
 
 const OPTS: ValueTableOptions = ValueTableOptions {

@@ -1,0 +1,190 @@
+//! Space control (seed 003 §3.5, "space-aware throttling"; `docs/design.md`,
+//! "Space-aware throttling"): the last measurement of the directory against
+//! the user's live data, the ratio the space limit judges, and what it asks
+//! of the write path (slow down, wait, switch a memtable early) and of GC.
+//! The database measures (`db/space.rs`) and acts; the rules are here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::memtable::{ShadowCandidates, WriteBuffer};
+use crate::value::log::format::RECORD_HEADER_LEN;
+use crate::version::Version;
+
+/// What the space limit asks of a memtable that is not full
+/// (`Core::early_switch_due`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum EarlySwitch {
+    No,
+    /// Switch it now.
+    Switch,
+    /// It should have been switched, but a flush is still queued: wait.
+    WaitForFlush,
+}
+
+/// Space pressure relative to the space limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum SpacePressure {
+    Below,
+    /// Between the low and high ratios: how far, from 0 to 1.
+    Between(f64),
+    High,
+}
+
+/// The last space measurement, as the write path reads it.
+pub(crate) struct SpaceMeasure {
+    /// Bytes of all files.
+    used: AtomicU64,
+    /// Live bytes.
+    live: AtomicU64,
+    /// Inline bytes in tables known dead (`IndexShape::inline_garbage`).
+    inline_garbage: AtomicU64,
+    /// The value store's bytes then.
+    store_bytes: AtomicU64,
+    /// Journal bytes written by then (since open).
+    journal_written: AtomicU64,
+    /// Of the bytes the last flushed memtable's writes could have made
+    /// garbage ([`ShadowCandidates::bytes`]), the share its flush counted,
+    /// in thousandths (1000 before the first flush): how much garbage a
+    /// memtable hides per byte written.
+    shadow_share_milli: AtomicU64,
+    /// The mean value size of the last flushed memtable's puts.
+    mean_value_bytes: AtomicU64,
+}
+
+impl Default for SpaceMeasure {
+    fn default() -> Self {
+        SpaceMeasure {
+            used: AtomicU64::new(0),
+            live: AtomicU64::new(0),
+            inline_garbage: AtomicU64::new(0),
+            store_bytes: AtomicU64::new(0),
+            journal_written: AtomicU64::new(0),
+            shadow_share_milli: AtomicU64::new(1000),
+            mean_value_bytes: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One measurement of the directory (`Core::measure_space`).
+pub(crate) struct Measured {
+    /// Bytes of all files.
+    pub(crate) used: u64,
+    /// The user's live data.
+    pub(crate) live: u64,
+    /// Inline bytes in tables known dead.
+    pub(crate) inline_garbage: u64,
+    /// Journal bytes written by the measurement (since open).
+    pub(crate) journal_written: u64,
+    /// The value store's bytes then.
+    pub(crate) store_bytes: u64,
+}
+
+impl SpaceMeasure {
+    /// Publishes a measurement to the write path.
+    pub(crate) fn record(&self, m: Measured) {
+        self.used.store(m.used, Ordering::Relaxed);
+        self.live.store(m.live, Ordering::Relaxed);
+        self.inline_garbage
+            .store(m.inline_garbage, Ordering::Relaxed);
+        self.journal_written
+            .store(m.journal_written, Ordering::Relaxed);
+        self.store_bytes.store(m.store_bytes, Ordering::Relaxed);
+    }
+
+    /// Learns from a flush how much of what its memtable's writes could
+    /// have made garbage (`candidates`) they did (`counted` bytes).
+    pub(crate) fn note_flushed_shadows(&self, candidates: ShadowCandidates, counted: u64) {
+        if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
+            self.mean_value_bytes.store(mean, Ordering::Relaxed);
+        }
+        let bytes = candidates.bytes(self.mean_value_bytes.load(Ordering::Relaxed));
+        if let Some(share) = counted.saturating_mul(1000).checked_div(bytes) {
+            self.shadow_share_milli
+                .store(share.min(1000), Ordering::Relaxed);
+        }
+    }
+
+    /// The garbage a memtable likely hides: its shadow candidates times the
+    /// share of them the last flush found to shadow something.
+    pub(crate) fn hidden_garbage(&self, mem: &dyn WriteBuffer) -> u64 {
+        let bytes = mem
+            .shadow_candidates()
+            .bytes(self.mean_value_bytes.load(Ordering::Relaxed));
+        bytes.saturating_mul(self.shadow_share_milli.load(Ordering::Relaxed)) / 1000
+    }
+
+    /// The live data of the last measurement (0 before the first).
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// The tables' inline garbage of the last measurement.
+    pub(crate) fn inline_garbage_bytes(&self) -> u64 {
+        self.inline_garbage.load(Ordering::Relaxed)
+    }
+
+    /// The space amplification the limit compares: the bytes beyond the
+    /// slack over live bytes, counting what the value store (`store_bytes`
+    /// now) and the journal (`journal_written`, bytes written by now) grew since the
+    /// measurement as not live (so that writes between flushes, which may
+    /// be megabytes of separated values, or of whole values in a journal
+    /// whose memtable outgrows the small one the space limit switches
+    /// while the one before it still flushes, are held back in time) and as
+    /// taking up the slack first (so that a database still smaller than the
+    /// slack is never over). Cheap: no lock.
+    pub(crate) fn pressure(&self, store_bytes: u64, journal_written: u64, freed: u64) -> f64 {
+        let live = self.live.load(Ordering::Relaxed);
+        if live == 0 {
+            return 0.0;
+        }
+        let grown = store_bytes.saturating_sub(self.store_bytes.load(Ordering::Relaxed))
+            + journal_written.saturating_sub(self.journal_written.load(Ordering::Relaxed));
+        let used = (self.used.load(Ordering::Relaxed) + grown).saturating_sub(freed);
+        used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
+    }
+}
+
+/// Bytes the space limit allows beyond its ratio: the manifest, `CURRENT`,
+/// the lock, and the journal of the smallest memtable the write path
+/// switches early ([`MIN_EARLY_SWITCH_BYTES`]) with the one flushing.
+pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
+
+/// The smallest memtable (approximate memory) the space limit switches
+/// early: below it a flush would write a tiny table for little.
+pub(crate) const MIN_EARLY_SWITCH_BYTES: usize = 1 << 20;
+
+/// A memtable is switched early once the garbage it likely hides reaches
+/// `(high - 1) / this` of the live bytes (see `Core::early_switch_due`).
+pub(crate) const HIDDEN_GARBAGE_DIVISOR: f64 = 8.0;
+
+/// Under space pressure GC runs only while at least 1/this of the value
+/// store's record bytes are garbage.
+pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
+
+/// The user's data `current` holds live, the space limit's denominator
+/// (`docs/design.md`, "Space-aware throttling"): the keys and values of the
+/// tables' inline puts less `inline_garbage` (those the shape knows newer
+/// versions shadow), and of the `live_records` bytes of value records
+/// the share that is not record headers. That share is the one of the
+/// records the tables' pointer entries name (exact when values are of one
+/// size). A table written before the manifest recorded its payload counts
+/// whole.
+pub(crate) fn live_data(current: &Version, live_records: u64, inline_garbage: u64) -> u64 {
+    let (mut inline, mut pointers, mut named) = (0u64, 0u64, 0u64);
+    for (_, f) in current.all_files() {
+        match f.payload {
+            Some(p) => {
+                inline += p.inline_bytes;
+                pointers += p.pointers;
+                named += f.value_bytes;
+            }
+            None => inline += f.file_size,
+        }
+    }
+    let headers = pointers.saturating_mul(RECORD_HEADER_LEN as u64).min(named);
+    let values = match named {
+        0 => live_records,
+        n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
+    };
+    inline.saturating_sub(inline_garbage) + values
+}
