@@ -503,7 +503,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
 
 /// The file beside an engine's directory saying the benchmark made it
 /// (and may empty it).
-fn bench_marker(dir: &std::path::Path) -> std::path::PathBuf {
+fn bench_marker(dir: &std::path::Path) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(".sluice-bench");
     dir.with_file_name(name)
@@ -623,7 +623,7 @@ fn run_engine(
 }
 
 /// The phases workload `w` runs now, given what is loaded.
-fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> Vec<Phase> {
+fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared<'_>, rng: &mut StdRng) -> Vec<Phase> {
     let shuffled = |rng: &mut StdRng| {
         let mut v: Vec<u64> = (0..cfg.num).collect();
         v.shuffle(rng);
@@ -790,7 +790,7 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared, rng: &mut StdRng) -> 
 
 fn run_phase(
     kind: EngineKind,
-    shared: &Shared,
+    shared: &Shared<'_>,
     phase: &Phase,
     phase_no: u64,
 ) -> Result<PhaseResult> {
@@ -955,7 +955,7 @@ fn progress_bar(cfg: &BenchConfig, kind: EngineKind, phase: &Phase) -> ProgressB
 const PROGRESS_STEP: u64 = 512;
 
 fn run_thread(
-    shared: &Shared,
+    shared: &Shared<'_>,
     phase: &Phase,
     phase_no: u64,
     thread: usize,

@@ -173,6 +173,7 @@ pub fn process_cpu_secs() -> Option<f64> {
     // SAFETY: `getrusage` writes only the struct it is given, which is
     // plain data and valid when zeroed.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: `usage` is a valid, writable `rusage`.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return None;
     }

@@ -213,7 +213,7 @@ pub fn write_svg(results: &[PhaseResult], path: &Path, cdf_phase: Option<&str>) 
 }
 
 fn draw_bars(
-    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     title: &str,
     phases: &[String],
     engines: &[String],
@@ -292,7 +292,7 @@ fn short_number(y: f64) -> String {
 }
 
 fn draw_cdf(
-    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     phase: &str,
     engines: &[String],
     results: &[PhaseResult],

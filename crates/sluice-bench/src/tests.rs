@@ -289,7 +289,7 @@ fn readwrite_runs_three_read_write_ratios_after_a_load() {
     }
     let t = report::memory_table(&r);
     assert!(t.contains("| readwrite.load | unikv |"), "{t}");
-    for read in crate::workload::READ_WRITE_READ_PERCENTS {
+    for read in workload::READ_WRITE_READ_PERCENTS {
         let p = by_phase(&r, "unikv", &format!("readwrite.r{read}"));
         assert_eq!(p.ops, 2000);
         let writes = p.user_bytes_written / (16 + 200);

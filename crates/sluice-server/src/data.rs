@@ -10,7 +10,7 @@ use crate::resp::Out;
 use crate::store::{Entry, Txn};
 
 /// A command's failure: the error line to reply with.
-pub type CmdResult = std::result::Result<(), String>;
+pub type CmdResult = Result<(), String>;
 
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";

@@ -210,7 +210,7 @@ fn journal_recovery_modes_on_mid_journal_damage() {
 #[test]
 fn missing_current_with_data_is_refused_not_recreated() {
     let (fs, writes) = build();
-    let current = std::path::Path::new("/db/CURRENT");
+    let current = Path::new("/db/CURRENT");
     let saved = fs.contents(current).unwrap();
     fs.remove(current).unwrap();
     match Db::open("/db", tiny_options(&fs, VARIANT)) {

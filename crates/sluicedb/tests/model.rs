@@ -165,7 +165,7 @@ fn check_cursor(db: &Db, opts: &ReadOptions<'_>, model: &State, rng: &mut Rng, s
 
 /// The model run of `seed` with the options `make` gives for a file system.
 /// Runs one seed; returns the statistics at its end.
-fn run(seed: u64, make: &dyn Fn(&MemFs) -> sluicedb::Options) -> sluicedb::Stats {
+fn run(seed: u64, make: &dyn Fn(&MemFs) -> Options) -> sluicedb::Stats {
     let mut rng = Rng::new(seed);
     let fs = MemFs::new();
     let opts = make(&fs);

@@ -138,7 +138,7 @@ fn scan_every_way(db: &Db, state: &State, what: &str) -> usize {
         .collect();
     let mid_rev: Vec<_> = mid.iter().rev().cloned().collect();
     let from: Vec<_> = all.iter().filter(|(k, _)| *k >= hi).cloned().collect();
-    let scans: Vec<Scan> = vec![
+    let scans: Vec<Scan<'_>> = vec![
         ("forward", db.range::<&[u8]>(..).collect(), &all, usize::MAX),
         (
             "backward",

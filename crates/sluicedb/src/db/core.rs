@@ -29,7 +29,7 @@ pub(super) struct Immutable {
     pub(super) mark: JournalMark,
     /// When it was switched out: its flush's wait for a thread counts from
     /// here (`Stats::flush_wait_micros`).
-    pub(super) since: std::time::Instant,
+    pub(super) since: Instant,
     /// The last sequence number written to it: durable once it is flushed.
     pub(super) last_seq: u64,
 }
@@ -112,10 +112,10 @@ pub(crate) struct Core {
     pub(super) state: Mutex<State>,
     /// Threads of a hash GC step (`GcOptions::threads`), started on first
     /// use.
-    pub(super) gc_pool: std::sync::OnceLock<rayon::ThreadPool>,
+    pub(super) gc_pool: OnceLock<rayon::ThreadPool>,
     /// The thread overlapped GC steps are finished on (`Core::gc_pipeline`):
     /// one that lives on, not a thread per step.
-    pub(super) gc_finisher: std::sync::OnceLock<rayon::ThreadPool>,
+    pub(super) gc_finisher: OnceLock<rayon::ThreadPool>,
     /// Writers, stalled writers and waiters on background progress.
     pub(super) cv: Condvar,
     /// Background workers.

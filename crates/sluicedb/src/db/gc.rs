@@ -42,7 +42,7 @@ struct Collecting<V: ?Sized> {
     collected: Collected,
     seen: SeenView,
     victim: Box<V>,
-    started: std::time::Instant,
+    started: Instant,
 }
 
 /// How `commit_relocations` tells whether a key got a newer entry.
@@ -435,7 +435,7 @@ impl Core {
         let Some(store) = &self.values else {
             return Ok(None);
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         self.delete_collected_files();
         // 1. The victim, frozen.
         let Some(mut victim) = freeze()? else {
@@ -550,7 +550,7 @@ impl Core {
         }
         self.delete_collected_files();
         self.measure_space();
-        self.state.lock().last_gc = std::time::Instant::now();
+        self.state.lock().last_gc = Instant::now();
         let stats = GcStats {
             chunks: 1,
             bytes_read: c.bytes_read,

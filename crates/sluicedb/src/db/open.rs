@@ -257,8 +257,8 @@ impl Core {
             merge_appends: parking_lot::RwLock::new(()),
             #[cfg(test)]
             flush_hook: Mutex::new(None),
-            gc_pool: std::sync::OnceLock::new(),
-            gc_finisher: std::sync::OnceLock::new(),
+            gc_pool: OnceLock::new(),
+            gc_finisher: OnceLock::new(),
         };
         core.recover(&journals, open_edit, &manifest, value_log, log_journal)?;
         // In-memory indexes of the recovered tables (the unified shape's

@@ -94,7 +94,7 @@ struct FileData {
     durable: Arc<Vec<u8>>,
     /// Blocks ([`super::PUNCH_BLOCK`]) freed by hole punching: not
     /// allocated, read as zeros.
-    holes: std::collections::BTreeSet<u64>,
+    holes: BTreeSet<u64>,
 }
 
 #[derive(Default)]

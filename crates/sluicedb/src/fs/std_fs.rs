@@ -677,7 +677,7 @@ impl Fs for StdFs {
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         use rustix::fs::{fallocate, FallocateFlags};
         use rustix::io::Errno;
-        let f = std::fs::OpenOptions::new()
+        let f = OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;

@@ -268,13 +268,7 @@ pub(crate) trait IndexShape: Send + Sync {
     /// the version be a pointer after all, the merge that drops it counts
     /// it (exact, only later).
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
-        self.get(
-            v,
-            tables,
-            user_key,
-            crate::key::MAX_SEQUENCE,
-            IoClass::Flush,
-        )
+        self.get(v, tables, user_key, key::MAX_SEQUENCE, IoClass::Flush)
     }
     /// Iterators over all tables (level 0's one each, newest first, then
     /// one per sorted run): for full scans and recounts.

@@ -549,10 +549,12 @@ mod tests {
     unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
         unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
             add_held(layout.size() as isize);
+            // SAFETY: the caller's contract for `alloc`, passed on.
             unsafe { std::alloc::System.alloc(layout) }
         }
         unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
             add_held(-(layout.size() as isize));
+            // SAFETY: the caller's contract for `dealloc`, passed on.
             unsafe { std::alloc::System.dealloc(ptr, layout) }
         }
     }

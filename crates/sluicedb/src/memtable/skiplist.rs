@@ -68,7 +68,7 @@ struct Node {
 }
 
 const _: () = assert!(size_of::<Node>().is_multiple_of(size_of::<AtomicPtr<Node>>()));
-const _: () = assert!(std::mem::align_of::<Node>() <= 8);
+const _: () = assert!(align_of::<Node>() <= 8);
 
 impl Node {
     /// Bytes of a node of `height` holding `key_len` bytes of key and
@@ -262,7 +262,7 @@ impl Default for SkipList {
                     value_len: 0,
                     height: MAX_HEIGHT as u32,
                     _pad: 0,
-                    value: AtomicPtr::new(ptr::NonNull::dangling().as_ptr()),
+                    value: AtomicPtr::new(NonNull::dangling().as_ptr()),
                 },
                 links: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             }),

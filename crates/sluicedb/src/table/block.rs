@@ -127,7 +127,7 @@ impl Block {
 
     /// Memory charged to the block cache.
     pub(crate) fn size(&self) -> usize {
-        self.data.len() + std::mem::size_of::<Self>()
+        self.data.len() + size_of::<Self>()
     }
 
     fn restart(&self, i: usize) -> usize {

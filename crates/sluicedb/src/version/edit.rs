@@ -178,7 +178,7 @@ impl VersionEdit {
                 .ok_or_else(|| format!("truncated field at byte {at}"))?;
             let mut p = Reader::new(payload);
             let bad = || format!("malformed field with tag {t} at byte {at}");
-            let u64_only = |p: &mut Reader| p.u64().filter(|_| p.is_empty());
+            let u64_only = |p: &mut Reader<'_>| p.u64().filter(|_| p.is_empty());
             match t {
                 tag::FORMAT_VERSION => {
                     e.format_version = Some(p.u32().filter(|_| p.is_empty()).ok_or_else(bad)?)

@@ -179,7 +179,7 @@ impl HashIndex {
     }
     /// Memory held by the entries and the table lists.
     pub(crate) fn memory_bytes(&self) -> usize {
-        (self.buckets.capacity() + self.overflow.capacity()) * std::mem::size_of::<Entry>()
+        (self.buckets.capacity() + self.overflow.capacity()) * size_of::<Entry>()
             + (self.tables.capacity() + self.shadowed.capacity()) * 8
     }
     /// True when one more table would not fit.

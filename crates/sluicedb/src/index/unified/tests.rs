@@ -90,7 +90,7 @@ fn lookups_probe_candidates_newest_first_and_every_uncovered_table() {
             ),
             b"zz",
             100,
-            crate::fs::IoClass::UserRead,
+            IoClass::UserRead,
         )
         .is_ok_and(|l| matches!(l, Lookup::Absent)));
 }

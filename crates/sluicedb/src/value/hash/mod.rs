@@ -862,7 +862,7 @@ impl HashStore {
     pub(crate) fn live_estimate(
         &self,
         g: u32,
-        garbage: &std::collections::BTreeMap<u64, u64>,
+        garbage: &BTreeMap<u64, u64>,
         leaving: &[u64],
     ) -> (u64, u32) {
         let inner = self.inner.lock();
@@ -1121,10 +1121,7 @@ impl HashStore {
     /// bytes per file, from flushes and compactions that dropped pointers),
     /// as (file, length, garbage). Any file may be collected, not just the
     /// oldest: each is listed in the manifest on its own.
-    pub(crate) fn cold_victim(
-        &self,
-        garbage: &std::collections::BTreeMap<u64, u64>,
-    ) -> Option<(u64, u64, u64)> {
+    pub(crate) fn cold_victim(&self, garbage: &BTreeMap<u64, u64>) -> Option<(u64, u64, u64)> {
         let inner = self.inner.lock();
         inner
             .cold()

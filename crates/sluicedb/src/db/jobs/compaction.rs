@@ -1,0 +1,281 @@
+//! The compaction job (and merges that relocate values or collect them),
+//! and manual compaction of a key range.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::compaction::{self, JobStats, MergeParams};
+use crate::db::core::Core;
+use crate::error::Result;
+use crate::fs::IoClass;
+use crate::index::CompactionPlan;
+use crate::iter::InternalIterator;
+use crate::policy::Separation;
+use crate::stats::bump;
+use crate::version::FileMeta;
+
+impl Core {
+    pub(in crate::db) fn run_compaction(&self, plan: &CompactionPlan) -> Result<()> {
+        if plan.trivial_move {
+            self.install(compaction::trivial_move_edit(plan), None, &[], |_| {})?;
+            bump(&self.counters.trivial_moves, 1);
+            bump(&self.counters.compactions, 1);
+            return Ok(());
+        }
+        let (version, smallest_snapshot) = {
+            let st = self.state.lock();
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (st.current.clone(), st.smallest_snapshot(visible))
+        };
+        // A scan merge's output was numbered when it was picked.
+        let numbered = std::cell::Cell::new(plan.output_number);
+        let alloc = || numbered.take().unwrap_or_else(|| self.new_output_number());
+        // Outputs end at partition boundaries, and at the one a split adds.
+        let mut boundaries = (*version.boundaries).clone();
+        if let Some(b) = &plan.new_boundary {
+            if let Err(i) = boundaries.binary_search(b) {
+                boundaries.insert(i, b.clone());
+            }
+        }
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Compaction,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: plan.target_file_size_bytes,
+            bottom: Some((&version, self.shape.as_ref(), plan.output_level)),
+            grandparents: &plan.overlap_limit,
+            max_grandparent_overlap_bytes: plan.max_overlap_bytes,
+            boundaries: &boundaries,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+            // The unified shape's merge separates the values it carries
+            // (partial KV separation, seed 004 §III-C).
+            separate: match (
+                &self.values,
+                Separation::from_options(&self.opts)
+                    .at_merge()
+                    .filter(|_| plan.separate_values),
+            ) {
+                (Some(v), Some(t)) => Some((v.as_ref(), t)),
+                _ => None,
+            },
+            older: None,
+            values: self.values.as_deref(),
+            inputs_are_tables: true,
+            relocate: &plan.relocate,
+        };
+        let separates = params.separate.is_some();
+        // Appends to shared heads are judged by GC's barrier only once
+        // this merge is installed (`Core::merge_appends`).
+        let _appending = match &self.values {
+            Some(v) if separates && v.gc_needs_barrier() => Some(self.merge_appends.read()),
+            _ => None,
+        };
+        // Victims thaw whatever happens, once the merge is over.
+        let _thaw = Thaw(self, &plan.relocate);
+        self.shape.merge_started(plan);
+        let mut stats = JobStats::default();
+        let mut edit = compaction::run_compaction(plan, &self.tables, params, &mut stats)?;
+        edit.boundaries.extend(plan.new_boundary.clone());
+        if plan.output_level == self.shape.flush_level() {
+            // A scan merge's output stays unsorted: indexed before it is
+            // installed, as a flush's table is.
+            for (_, f) in &edit.added {
+                let t = self
+                    .tables
+                    .get(f.number, f.file_size, IoClass::Compaction)?;
+                let mut it = t.iter(IoClass::Compaction, false);
+                self.shape.index_flushed(&version, f, &mut it)?;
+            }
+        }
+        if separates {
+            // The outputs point at values this merge appended: durable
+            // before the edit drops the tables that held them inline.
+            if let Some(v) = &self.values {
+                v.sync()?;
+            }
+            edit.values = std::mem::take(&mut stats.value_edit);
+        }
+        let _settling = (!plan.relocate.is_empty()).then(|| self.hold_flushes());
+        let _settled = match (&self.values, plan.relocate.is_empty()) {
+            (Some(store), false) => {
+                let outputs: Vec<Arc<FileMeta>> =
+                    edit.added.iter().map(|(_, f)| f.clone()).collect();
+                store.settle_relocating_job(
+                    &plan.relocate,
+                    &mut stats.values,
+                    &mut edit.values,
+                    &mut |d| self.copy_holder(&outputs, d),
+                )?
+            }
+            _ => self.settle_job(&mut stats, &mut edit)?,
+        };
+        let mut numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
+        if !numbers.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        // Also the number taken at pick when every entry was dropped.
+        numbers.extend(plan.output_number);
+        self.install(edit, None, &numbers, |_| {})?;
+        // Thawed before the accounting lock goes: a job settling later
+        // must count in a victim at once, not defer to this merge.
+        drop(_thaw);
+        bump(&self.counters.compactions, 1);
+        bump(&self.counters.compaction_read, stats.bytes_read);
+        bump(&self.counters.compaction_written, stats.bytes_written);
+        if stats.relocated_records > 0 {
+            // The merge was a GC step too (seed 004 §III-C): it counts as
+            // one, its copies as applied relocations.
+            bump(&self.counters.gc_runs, 1);
+            bump(&self.counters.gc_bytes_read, stats.relocated_bytes);
+            bump(&self.counters.gc_bytes_written, stats.relocated_bytes);
+            bump(&self.counters.relocations_applied, stats.relocated_records);
+        }
+        Ok(())
+    }
+
+    /// Keeps flushes from starting until the returned guard goes, after
+    /// waiting for the one under way (a merge that moved records settles
+    /// its garbage then: every flush that counted garbage in a record it
+    /// moved while its victims were frozen has deferred that count to it,
+    /// and none counts in one of them from the version before the merge
+    /// afterwards; `docs/design.md`, "Garbage collection").
+    fn hold_flushes(&self) -> FlushHold<'_> {
+        let mut st = self.state.lock();
+        st.relocation_settling = true;
+        while st.flush_running && st.poisoned.is_none() && !st.closing {
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        FlushHold(self)
+    }
+
+    /// The output of a relocating merge that holds the copy of the record
+    /// `d` names (same key, length and checksum), if the merge moved it.
+    fn copy_holder(
+        &self,
+        outputs: &[Arc<FileMeta>],
+        d: &crate::value::Dropped,
+    ) -> Result<Option<u64>> {
+        // The outputs are a sorted run, in key order.
+        let Some(f) = crate::index::sorted_run_table(outputs, &d.key) else {
+            return Ok(None);
+        };
+        let t = self
+            .tables
+            .get(f.number, f.file_size, IoClass::Compaction)?;
+        let mut it = t.iter(IoClass::Compaction, false);
+        it.seek(&crate::key::encode(
+            &d.key,
+            crate::key::MAX_SEQUENCE,
+            crate::key::KIND_SEEK,
+        ));
+        while it.valid() && crate::key::user_key(it.key()) == d.key.as_slice() {
+            if crate::key::kind_byte(it.key()) == crate::key::Kind::ValuePointer as u8 {
+                if let Some(p) = crate::value::pointer::ValuePointer::decode(it.value()) {
+                    if p.file != d.ptr.file
+                        && p.record_len == d.ptr.record_len
+                        && p.record_crc == d.ptr.record_crc
+                    {
+                        return Ok(Some(p.file));
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(None)
+    }
+
+    pub(in crate::db) fn compact_range(
+        &self,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.flush()?;
+        {
+            let mut st = self.state.lock();
+            while st.manual_compaction || st.compactions_running > 0 {
+                st.check_writable()?;
+                self.cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            st.manual_compaction = true;
+        }
+        let r = self.manual_compactions(begin, end);
+        self.state.lock().manual_compaction = false;
+        self.bg_cv.notify_all();
+        r
+    }
+
+    pub(in crate::db) fn manual_compactions(
+        &self,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        let lo = begin.unwrap_or(&[]);
+        let hi_owned;
+        let hi: &[u8] = match end {
+            Some(e) => e,
+            None => {
+                let st = self.state.lock();
+                hi_owned = st
+                    .current
+                    .all_files()
+                    .map(|(_, f)| f.largest_user_key().to_vec())
+                    .max()
+                    .unwrap_or_default();
+                &hi_owned
+            }
+        };
+        for level in 0..self.shape.num_levels() {
+            let plan = {
+                let mut st = self.state.lock();
+                st.check_writable()?;
+                let plan = self.shape.pick_range_compaction(&st.current, level, lo, hi);
+                if let Some(p) = &plan {
+                    for f in p.input_files() {
+                        st.busy.insert(f.number);
+                    }
+                }
+                plan
+            };
+            let Some(plan) = plan else { continue };
+            let r = self.run_compaction(&plan);
+            let mut st = self.state.lock();
+            for f in plan.input_files() {
+                st.busy.remove(&f.number);
+            }
+            if let Err(e) = &r {
+                st.poisoned
+                    .get_or_insert_with(|| format!("manual compaction failed: {e}"));
+            }
+            drop(st);
+            r?;
+            self.delete_obsolete_files();
+        }
+        Ok(())
+    }
+}
+
+/// Thaws a merge's relocation victims when it ends, installed or not.
+struct Thaw<'a>(&'a Core, &'a [u64]);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        if let (Some(store), false) = (&self.0.values, self.1.is_empty()) {
+            store.thaw(self.1);
+        }
+    }
+}
+
+/// Flushes may start again when it goes (`Core::hold_flushes`).
+struct FlushHold<'a>(&'a Core);
+
+impl Drop for FlushHold<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().relocation_settling = false;
+        self.0.bg_cv.notify_all();
+    }
+}

@@ -1,0 +1,196 @@
+//! The flush job: a memtable into an L0 table (values separated at flush
+//! where the layout asks), and the unified shape's hash index checkpoint.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::compaction::{self, JobStats, MergeParams, OlderTables};
+use crate::db::core::Core;
+use crate::error::Result;
+use crate::filename;
+use crate::fs::IoClass;
+use crate::iter::InternalIterator;
+use crate::policy::Separation;
+use crate::stats::bump;
+use crate::version::{FileMeta, Version, VersionEdit};
+
+impl Core {
+    /// Writes a memtable's entries into one L0 table. With `below`, the
+    /// version whose tables hold everything older than the memtable, the
+    /// flush counts the versions its entries shadow there as garbage
+    /// (`compaction::write_merged`).
+    /// `ahead` makes another iterator over the input, for the thread that
+    /// looks the versions it shadows up ahead of the merge (with `below`).
+    pub(in crate::db) fn build_tables(
+        &self,
+        mut iter: Box<dyn InternalIterator>,
+        ahead: Option<&(dyn Fn() -> Box<dyn InternalIterator> + Sync)>,
+        smallest_snapshot: u64,
+        below: Option<&Version>,
+        boundaries: &[Vec<u8>],
+        stats: &mut JobStats,
+    ) -> Result<Vec<FileMeta>> {
+        let alloc = || self.new_output_number();
+        let params = MergeParams {
+            fs: &self.fs,
+            dir: &self.dir,
+            class: IoClass::Flush,
+            table: self.table_opts,
+            smallest_snapshot,
+            target_file_size_bytes: u64::MAX,
+            bottom: None,
+            grandparents: &[],
+            max_grandparent_overlap_bytes: u64::MAX,
+            boundaries,
+            new_file_number: &alloc,
+            cancel: &self.shutting_down,
+            separate: match (
+                &self.values,
+                Separation::from_options(&self.opts).at_flush(),
+            ) {
+                (Some(v), Some(t)) => Some((v.as_ref(), t)),
+                _ => None,
+            },
+            older: below
+                .filter(|_| self.values.is_some())
+                .map(|version| OlderTables {
+                    version,
+                    shape: self.shape.as_ref(),
+                    tables: &self.tables,
+                    ahead,
+                }),
+            values: self.values.as_deref(),
+            inputs_are_tables: false,
+            relocate: &[],
+        };
+        let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
+        if !out.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(out)
+    }
+
+    /// Puts a job's garbage and pointer counts into its edit; the guard is
+    /// held until the edit is installed (`ValueStore::settle_job`).
+    pub(in crate::db) fn settle_job(
+        &self,
+        stats: &mut JobStats,
+        edit: &mut VersionEdit,
+    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
+        match &self.values {
+            Some(v) => v.settle_job(&mut stats.values, &mut edit.values),
+            None => Ok(None),
+        }
+    }
+
+    pub(in crate::db) fn run_flush(&self) -> Result<()> {
+        let (imm, next_mark, smallest_snapshot, below) = {
+            let st = self.state.lock();
+            let front = st
+                .imms
+                .front()
+                .expect("flush picked with an immutable memtable");
+            let next = st.imms.get(1).map_or(st.mem_mark, |i| i.mark);
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            (
+                front.mem.clone(),
+                next,
+                st.smallest_snapshot(visible),
+                st.current.clone(),
+            )
+        };
+        // Held until the tables are installed: GC waits for it after
+        // freezing files, so that the pointers to values this flush
+        // appends are in the index before GC judges them (except where
+        // GC judges such records by their version instead,
+        // `ValueStore::gc_waits_for_flushes`).
+        let _appending = self.flush_appends.lock();
+        // Its lookups of the versions it shadows go in key order (those
+        // the merge makes itself, when the thread looking ahead is behind).
+        let _sorted = crate::table::reader::SortedProbes::start();
+        let mut stats = JobStats::default();
+        // Flushes run one at a time, oldest memtable first, so `below` holds
+        // every version older than this memtable's: a compaction running
+        // meanwhile drops none of the newest ones (only shadowed versions
+        // and bottom tombstones, which point at nothing).
+        let outputs = self.build_tables(
+            imm.clone().iter(),
+            Some(&|| imm.clone().iter()),
+            smallest_snapshot,
+            Some(&below),
+            // One table per range partition (seed 004 §III-D).
+            &below.boundaries,
+            &mut stats,
+        )?;
+        // Tables are not replayed like the journal, so their pointers are
+        // never re-checked: the values they point at (appended at write
+        // time or by this flush) must be durable before the flush makes the
+        // journal obsolete.
+        if let Some(v) = &self.values {
+            v.sync()?;
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.flush_hook.lock().take() {
+            hook(self);
+        }
+        self.note_flushed_shadows(imm.shadow_candidates(), stats.values.garbage.values().sum());
+        self.shadows_uncounted
+            .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);
+        bump(&self.counters.flush_shadow_lookups, stats.shadow_lookups);
+        bump(
+            &self.counters.flush_shadow_lookups_unused,
+            stats.shadow_lookups_unused,
+        );
+        let mut edit = VersionEdit {
+            values: std::mem::take(&mut stats.value_edit),
+            ..VersionEdit::default()
+        };
+        // Held until the edit is installed (`ValueStore::settle_job`).
+        let _settled = self.settle_job(&mut stats, &mut edit)?;
+        // Replay now starts where the next memtable's records do.
+        let log_number = self.journal()?.replay_from(next_mark, &mut edit);
+        let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        for f in outputs {
+            // Indexed before it is installed, so lookups find it through
+            // the shape's index at once (the unified shape's hash index).
+            self.shape
+                .index_flushed(&below, &f, imm.clone().iter().as_mut())?;
+            edit.add_file(self.shape.flush_level(), f);
+        }
+        self.install(edit, log_number, &numbers, |st| {
+            let i = st.imms.pop_front().expect("flushed memtable");
+            debug_assert!(Arc::ptr_eq(&i.mem, &imm));
+            st.memtables_flushed += 1;
+            // Its versions are in synced tables, listed by a synced edit.
+            self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
+        })?;
+        bump(&self.counters.flushes, 1);
+        if self.shape.checkpoint_due() {
+            self.write_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the shape's checkpoint of its in-memory index (the unified
+    /// shape's hash indexes, seed 004 §III-G) to a new file, syncs it, and
+    /// records it in the manifest; the previous one becomes obsolete. A
+    /// crash before the record leaves an unlisted file, swept at open.
+    pub(in crate::db) fn write_checkpoint(&self) -> Result<()> {
+        let Some(bytes) = self.shape.checkpoint() else {
+            return Ok(());
+        };
+        let number = self.new_output_number();
+        let mut file = self
+            .fs
+            .create(&filename::hash_index(&self.dir, number), IoClass::Flush)?;
+        file.append(&bytes)?;
+        file.sync()?;
+        drop(file);
+        self.fs.sync_dir(&self.dir)?;
+        let edit = VersionEdit {
+            hash_index_checkpoint: Some(number),
+            ..VersionEdit::default()
+        };
+        self.install(edit, None, &[number], |_| {})
+    }
+}
