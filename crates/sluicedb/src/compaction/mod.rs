@@ -26,9 +26,9 @@ use crate::memtable::Lookup;
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
 use crate::value::files::CopyWindows;
-use crate::value::log::format::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::ValuePointer;
+use crate::value::record::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::value::{Dropped, ValueSink, ValueStore, ValueTally};
 use crate::version::{FileMeta, TablePayload, Version, VersionEdit};
 

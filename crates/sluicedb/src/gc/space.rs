@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::memtable::{ShadowCandidates, WriteBuffer};
-use crate::value::log::format::RECORD_HEADER_LEN;
+use crate::value::record::RECORD_HEADER_LEN;
 use crate::version::Version;
 
 /// What the space limit asks of a memtable that is not full

@@ -513,7 +513,7 @@ const TAIL_WINDOW_BYTES: u64 = 64 << 10;
 /// wrong for a crafted value, GC and `verify` would still stop at the
 /// incomplete record, never collect it.
 fn ends_on_a_record(file: &CountedReader, len: u64) -> Result<bool> {
-    use super::log::format::{claimed_len, decode_record, FILE_HEADER_LEN};
+    use super::record::{claimed_len, decode_record, FILE_HEADER_LEN};
     let body = len.saturating_sub(FILE_HEADER_LEN as u64);
     if body == 0 {
         return Ok(false);

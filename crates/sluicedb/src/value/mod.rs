@@ -11,6 +11,7 @@ pub(crate) mod hash;
 pub(crate) mod log;
 pub(crate) mod meta;
 pub(crate) mod pointer;
+pub(crate) mod record;
 pub(crate) mod table;
 
 use std::path::Path;
@@ -22,9 +23,9 @@ use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::key::Kind;
 use crate::stats::ValueStats;
 use crate::version::{Version, VersionEdit};
-use log::format::Record;
 use log::reader::OwnedRecord;
 use pointer::ValuePointer;
+use record::Record;
 
 /// A value store layout (DESIGN.md, axis 2). The engine's write path,
 /// reads, scans and recovery use only this trait, so a layout can place
@@ -122,7 +123,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     fn record_lengths(&self) -> Vec<(u64, u64)> {
         self.file_lengths()
             .into_iter()
-            .map(|(f, len)| (f, len.saturating_sub(log::format::FILE_HEADER_LEN as u64)))
+            .map(|(f, len)| (f, len.saturating_sub(record::FILE_HEADER_LEN as u64)))
             .collect()
     }
 
@@ -292,7 +293,7 @@ pub(crate) trait ValueStore: files::RecordFiles + Send + Sync {
     /// GC collected the whole file (its blocks may be punched out, or the
     /// file deleted, under a reader that listed it before).
     fn scan_start(&self, _file: u64) -> Option<u64> {
-        Some(log::format::FILE_HEADER_LEN as u64)
+        Some(record::FILE_HEADER_LEN as u64)
     }
 
     /// Adds what the layout's state needs to an edit about to be installed.
@@ -539,7 +540,7 @@ pub(crate) fn separate(
         if big(&op) {
             let p = store.append(&Record {
                 seq: seq + i as u64,
-                flags: log::format::KIND_PUT,
+                flags: record::KIND_PUT,
                 key: op.key,
                 value: op.value,
             })?;

@@ -41,9 +41,9 @@ use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Newest, Relocation, Seen
 use crate::policy::{cold_file_first, is_cold};
 use crate::table::reader::SortedProbes;
 use crate::value::hash::meta::COLD_GROUP;
-use crate::value::log::format::{Record, FLAG_FIRST_VERSION, FLAG_GC_COPY, KIND_PUT};
 use crate::value::log::reader::{checked_record, may_be_live, visit_file};
 use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
+use crate::value::record::{Record, FLAG_FIRST_VERSION, FLAG_GC_COPY, KIND_PUT};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit};
 

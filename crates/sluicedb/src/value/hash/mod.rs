@@ -41,10 +41,10 @@ use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
-use super::log::format::{Record, FILE_HEADER_LEN, FLAG_FIRST_VERSION};
 use super::log::reader::{check_record, scan_file};
 use super::log::writer::VlogWriter;
 use super::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
+use super::record::{Record, FILE_HEADER_LEN, FLAG_FIRST_VERSION};
 use super::{PointerCheck, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};

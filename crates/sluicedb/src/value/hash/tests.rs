@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::fs::{Fs, MemFs};
-use crate::value::log::format::KIND_PUT;
+use crate::value::record::KIND_PUT;
 
 fn config() -> HashConfig {
     HashConfig {

@@ -4,10 +4,10 @@
 //! and frees the files behind it. The engine's driver does the rest
 //! (`crate::gc`).
 
-use super::format::{Record, FLAG_GC_COPY, KIND_PUT};
 use super::store::{Chunk, LogStore};
 use crate::error::Result;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
+use crate::value::record::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::ValueStore;
 use crate::version::Version;
 

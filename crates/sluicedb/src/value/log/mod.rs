@@ -2,7 +2,6 @@
 //! (`docs/format/value-log.md`): records `(key, value)` with sequence
 //! number, flags and CRC, appended at the head; GC reads from the tail.
 
-pub(crate) mod format;
 mod gc;
 pub(crate) mod journal;
 pub(crate) mod meta;

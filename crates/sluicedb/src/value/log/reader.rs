@@ -4,14 +4,14 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use super::format::Record;
-use super::format::{
-    check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
-    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
-};
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
 use crate::value::pointer::ValuePointer;
+use crate::value::record::Record;
+use crate::value::record::{
+    check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
+    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
+};
 
 /// An owned record read back by pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,8 +266,8 @@ fn visit_file_from<'d>(
 mod tests {
     use super::*;
     use crate::fs::{CountingFs, MemFs};
-    use crate::value::log::format::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
     use crate::value::log::writer::VlogWriter;
+    use crate::value::record::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
     use std::sync::Arc;
 
     type Written = Vec<(ValuePointer, Vec<u8>, Vec<u8>)>;

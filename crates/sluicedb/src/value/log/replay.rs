@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::format::FILE_HEADER_LEN;
-use super::format::{kind_of, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
 use super::meta::LogMeta;
 use super::reader::{scan_file_from, OwnedRecord};
 use super::store::LogStore;
@@ -17,6 +15,10 @@ use crate::journal::replay::{Source, TornTail};
 use crate::key::Kind;
 use crate::options::JournalRecovery;
 use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::value::record::FILE_HEADER_LEN;
+use crate::value::record::{
+    kind_of, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
+};
 use crate::value::{PointerCheck, ValueStore};
 
 /// Replays the value log from `from` to its end (seed 001 §3.4.2): each

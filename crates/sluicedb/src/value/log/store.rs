@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::format::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
 use super::meta::LogMeta;
 use super::reader::{check_record, OwnedRecord};
 use super::writer::VlogWriter;
@@ -24,6 +23,7 @@ use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::value::record::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
 use crate::value::{PointerCheck, ValueStore};
 use crate::version::{Version, VersionEdit};
 
@@ -339,8 +339,12 @@ impl LogStore {
                     ));
                     pos += n;
                 }
-                Err(super::format::Bad::Incomplete) if offset + (data.len() as u64) < len => break,
-                Err(super::format::Bad::Incomplete) => {
+                Err(crate::value::record::Bad::Incomplete)
+                    if offset + (data.len() as u64) < len =>
+                {
+                    break
+                }
+                Err(crate::value::record::Bad::Incomplete) => {
                     // Recovery cuts what a crash tore (`cut_torn_tail`), so
                     // a sealed file ends on a record boundary: this is
                     // damage, never garbage to collect.
@@ -350,7 +354,7 @@ impl LogStore {
                         "a sealed value log file ends in an incomplete record",
                     ));
                 }
-                Err(super::format::Bad::Damaged(why)) => {
+                Err(crate::value::record::Bad::Damaged(why)) => {
                     return Err(Error::corruption(&path, offset + pos as u64, why));
                 }
             }
@@ -692,7 +696,7 @@ impl ValueStore for LogStore {
 mod tests {
     use super::*;
     use crate::fs::{Fs, MemFs, PageCache};
-    use crate::value::log::format::KIND_PUT;
+    use crate::value::record::KIND_PUT;
 
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
         store_of(mem, counter, 4096)

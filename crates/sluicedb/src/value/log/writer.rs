@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::format::{encode_record, file_header, Record, FILE_HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fs::{CountedWriter, FileSyncer};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
+use crate::value::record::{encode_record, file_header, Record, FILE_HEADER_LEN};
 
 pub(crate) struct VlogWriter {
     file: CountedWriter,

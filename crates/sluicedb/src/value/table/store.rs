@@ -30,9 +30,9 @@ use crate::options::Options;
 use crate::stats::ValueStats;
 use crate::table::BlockCache;
 use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
-use crate::value::log::format::{Record, FLAG_FIRST_VERSION};
 use crate::value::meta::ValueEdit;
 use crate::value::pointer::{ValuePointer, STORE_TABLE};
+use crate::value::record::{Record, FLAG_FIRST_VERSION};
 use crate::value::{Dropped, PointerCheck, ValueSink, ValueStore, ValueTally};
 use crate::version::{Version, VersionEdit};
 

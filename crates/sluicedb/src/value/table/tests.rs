@@ -9,7 +9,7 @@ use super::format::{RecordHandle, VT_HEADER_LEN};
 use super::reader::{IndexEntry, ValueTable};
 use crate::fs::{CountingFs, IoClass, MemFs};
 use crate::table::BlockCache;
-use crate::value::log::format::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
+use crate::value::record::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
 
 const OPTS: ValueTableOptions = ValueTableOptions {
     index_block_bytes: 256,

@@ -1,4 +1,7 @@
-//! Byte layout of value log files.
+//! The value record every layout stores (`docs/format/value-log.md`): the
+//! value log's records, the hash layout's segment records and the records
+//! of value tables are all this one format, and the value log and hash
+//! segment files share its file header.
 //!
 //! ```text
 //! file:   header (16 B) | record*
