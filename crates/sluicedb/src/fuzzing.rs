@@ -208,15 +208,23 @@ fn fix_indexed_blocks(data: &mut [u8], index: BlockHandle, limit: usize) {
     }
 }
 
-/// Every checksum of a key table: footer, index, filter, properties,
-/// data blocks and (index-decoupled tables) pointer index and blocks.
-fn fix_table(data: &mut [u8]) {
-    let Some(([filter, properties, index], limit)) = fix_footer(data) else {
-        return;
-    };
+/// The checksums both table formats share: footer, filter, properties and
+/// the index with the blocks it names. Returns the properties block and the
+/// end of the blocks.
+fn fix_footer_blocks(data: &mut [u8]) -> Option<(BlockHandle, usize)> {
+    let ([filter, properties, index], limit) = fix_footer(data)?;
     fix_block_trailer(data, filter, limit);
     fix_block_trailer(data, properties, limit);
     fix_indexed_blocks(data, index, limit);
+    Some((properties, limit))
+}
+
+/// Every checksum of a key table: footer, index, filter, properties,
+/// data blocks and (index-decoupled tables) pointer index and blocks.
+fn fix_table(data: &mut [u8]) {
+    let Some((properties, limit)) = fix_footer_blocks(data) else {
+        return;
+    };
     let Some(p) = block_bytes(data, properties, limit).and_then(TableProperties::decode) else {
         return;
     };
@@ -261,12 +269,9 @@ fn table_once(data: &[u8]) {
 /// Every checksum of a value table: footer, top index, partitions,
 /// filter, properties and the records before the first partition.
 fn fix_value_table(data: &mut [u8]) {
-    let Some(([filter, properties, index], limit)) = fix_footer(data) else {
+    let Some((properties, limit)) = fix_footer_blocks(data) else {
         return;
     };
-    fix_block_trailer(data, filter, limit);
-    fix_block_trailer(data, properties, limit);
-    fix_indexed_blocks(data, index, limit);
     let records_end = block_bytes(data, properties, limit)
         .and_then(ValueTableProperties::decode)
         .map_or(limit as u64, |p| p.records_end);

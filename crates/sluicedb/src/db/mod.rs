@@ -476,13 +476,13 @@ impl Drop for Handle {
         // write; then the manifest learns how far the values are durable.
         let values_synced = core.values.as_ref().is_none_or(|v| v.sync().is_ok());
         let closed = values_synced && core.journal.get().is_some_and(|j| j.close().is_ok());
-        if !closed || core.state.lock().poisoned.is_some() {
+        if !closed {
             return;
         }
         let current = core.state.lock().current.clone();
         if let Some(edit) = core.values.as_ref().and_then(|v| v.close_edit(&current)) {
-            // Failing, it leaves recovery's judgement of the log's last
-            // records as it was before the close.
+            // Refused when poisoned; failing, it leaves recovery's
+            // judgement of the log's last records as it was before.
             let _ = core.install(edit, None, &[], |_| {});
         }
     }

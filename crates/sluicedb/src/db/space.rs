@@ -12,7 +12,7 @@ use super::core::{Core, State};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::space::{
-    live_data, EarlySwitch, Measured, SpacePressure, HIDDEN_GARBAGE_DIVISOR,
+    gc_pressure_persists, live_data, EarlySwitch, Measured, SpacePressure, HIDDEN_GARBAGE_DIVISOR,
     MIN_EARLY_SWITCH_BYTES, MIN_RECLAIMABLE_SHARE_DIVISOR,
 };
 use crate::iter::{InternalIterator, MergingIterator};
@@ -187,32 +187,21 @@ impl Core {
         }
     }
 
-    /// Where the space limit stands (`Options::gc.space_limit`, seed 003
-    /// §3.5): below its low ratio, between low and high (how far, 0..1),
-    /// or at high.
+    /// Where the space limit stands (`Options::gc.space_limit`;
+    /// [`SpacePressure::of`]).
     pub(crate) fn space_pressure(&self) -> SpacePressure {
-        let Some((r, limit)) = self.limited_ratio(0) else {
-            return SpacePressure::Below;
-        };
-        if r >= limit.high {
-            SpacePressure::High
-        } else if r >= limit.low {
-            SpacePressure::Between(((r - limit.low) / (limit.high - limit.low)).clamp(0.0, 1.0))
-        } else {
-            SpacePressure::Below
-        }
+        self.limited_ratio(0)
+            .map_or(SpacePressure::Below, |(r, limit)| {
+                SpacePressure::of(r, limit)
+            })
     }
 
-    /// True while a run of overlapped GC steps goes on (`Core::gc_pipeline`,
-    /// started at the low ratio): while the ratio, counting the `freed`
-    /// bytes of the step in flight as gone, is at least low less half the
-    /// distance from low to high (1.35 with the defaults). The margin keeps
-    /// GC running a little below the ratio where writes start to slow,
-    /// instead of starting and stopping around it with writes slowed each
-    /// time.
+    /// True while a run of overlapped GC steps goes on (`Core::gc_pipeline`;
+    /// [`gc_pressure_persists`]), counting the `freed` bytes of the step in
+    /// flight as gone.
     pub(crate) fn gc_pressure_persists_after(&self, freed: u64) -> bool {
         self.limited_ratio(freed)
-            .is_some_and(|(r, limit)| r >= limit.low - (limit.high - limit.low) / 2.0)
+            .is_some_and(|(r, limit)| gc_pressure_persists(r, limit))
     }
 
     /// The ratio the space limit judges, once `freed` more bytes of files

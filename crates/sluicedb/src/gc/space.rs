@@ -1,12 +1,15 @@
 //! Space control (seed 003 §3.5, "space-aware throttling"; `docs/design.md`,
 //! "Space-aware throttling"): the last measurement of the directory against
 //! the user's live data, the ratio the space limit judges, and what it asks
-//! of the write path (slow down, wait, switch a memtable early) and of GC.
-//! The database measures (`db/space.rs`) and acts; the rules are here.
+//! of the write path (slow down, wait, switch a memtable early) and of GC:
+//! the pressure levels, the thresholds and what counts as live. The
+//! database measures and recounts (`db/space.rs`, which also decides an
+//! early switch from the memtables it holds) and acts (`db/write.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::memtable::{ShadowCandidates, WriteBuffer};
+use crate::options::SpaceLimit;
 use crate::value::record::RECORD_HEADER_LEN;
 use crate::version::Version;
 
@@ -28,6 +31,29 @@ pub(crate) enum SpacePressure {
     /// Between the low and high ratios: how far, from 0 to 1.
     Between(f64),
     High,
+}
+
+impl SpacePressure {
+    /// Where `ratio` stands against `limit` (seed 003 §3.5): below its low
+    /// ratio, between low and high (how far, 0..1), or at high.
+    pub(crate) fn of(ratio: f64, limit: SpaceLimit) -> Self {
+        if ratio >= limit.high {
+            SpacePressure::High
+        } else if ratio >= limit.low {
+            SpacePressure::Between(((ratio - limit.low) / (limit.high - limit.low)).clamp(0.0, 1.0))
+        } else {
+            SpacePressure::Below
+        }
+    }
+}
+
+/// True while a run of overlapped GC steps started at the low ratio goes
+/// on at `ratio`: down to low less half the distance from low to high (1.35
+/// with the defaults). The margin keeps GC running a little below the
+/// ratio where writes start to slow, instead of starting and stopping
+/// around it with writes slowed each time.
+pub(crate) fn gc_pressure_persists(ratio: f64, limit: SpaceLimit) -> bool {
+    ratio >= limit.low - (limit.high - limit.low) / 2.0
 }
 
 /// The last space measurement, as the write path reads it.
@@ -147,7 +173,7 @@ impl SpaceMeasure {
 /// Bytes the space limit allows beyond its ratio: the manifest, `CURRENT`,
 /// the lock, and the journal of the smallest memtable the write path
 /// switches early ([`MIN_EARLY_SWITCH_BYTES`]) with the one flushing.
-pub(crate) const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
+const SPACE_SLACK_FIXED_BYTES: u64 = 4 << 20;
 
 /// The smallest memtable (approximate memory) the space limit switches
 /// early: below it a flush would write a tiny table for little.

@@ -37,13 +37,19 @@ impl LogWriter {
         }
     }
 
-    /// Runs `op` unless an earlier one failed; remembers a failure.
-    fn guarded<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+    /// Refuses once an earlier append, flush or sync failed.
+    fn check(&self) -> Result<()> {
         if self.failed {
             return Err(Error::Poisoned(
                 "an earlier write to this log file failed".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Runs `op` unless an earlier one failed; remembers a failure.
+    fn guarded<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check()?;
         let r = op(self);
         self.failed = r.is_err();
         r
@@ -121,11 +127,7 @@ impl LogWriter {
 
     /// A handle that syncs this file after the writer is gone.
     pub(crate) fn syncer(&self) -> Result<Arc<dyn FileSyncer>> {
-        if self.failed {
-            return Err(Error::Poisoned(
-                "an earlier write to this log file failed".into(),
-            ));
-        }
+        self.check()?;
         self.file.syncer()
     }
 

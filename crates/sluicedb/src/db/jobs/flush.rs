@@ -70,19 +70,6 @@ impl Core {
         Ok(out)
     }
 
-    /// Puts a job's garbage and pointer counts into its edit; the guard is
-    /// held until the edit is installed (`ValueStore::settle_job`).
-    pub(in crate::db) fn settle_job(
-        &self,
-        stats: &mut JobStats,
-        edit: &mut VersionEdit,
-    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>> {
-        match &self.values {
-            Some(v) => v.settle_job(&mut stats.values, &mut edit.values),
-            None => Ok(None),
-        }
-    }
-
     pub(in crate::db) fn run_flush(&self) -> Result<()> {
         let (imm, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();

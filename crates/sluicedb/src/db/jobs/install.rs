@@ -1,15 +1,32 @@
-//! Installing a job's edit: the manifest record made durable, then the new
-//! version published (`docs/design.md`, "Manifest").
+//! Installing a job's edit: the value store's counts settled into it, the
+//! manifest record made durable, then the new version published
+//! (`docs/design.md`, "Installing a version").
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use parking_lot::MutexGuard;
+
+use crate::compaction::JobStats;
 use crate::db::core::{Core, State};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::version::VersionEdit;
 
 impl Core {
+    /// Puts a job's garbage and pointer counts into its edit; the guard is
+    /// held until the edit is installed (`ValueStore::settle_job`).
+    pub(in crate::db) fn settle_job(
+        &self,
+        stats: &mut JobStats,
+        edit: &mut VersionEdit,
+    ) -> Result<Option<MutexGuard<'_, ()>>> {
+        match &self.values {
+            Some(v) => v.settle_job(&mut stats.values, &mut edit.values),
+            None => Ok(None),
+        }
+    }
+
     /// Makes `edit` durable in the manifest and installs the version it
     /// produces; `then` runs under the state lock with the new version in
     /// place. A manifest failure poisons the database.

@@ -195,6 +195,10 @@ impl HashStore {
     /// store nears its capacity, the GC interval passed, or files piled up
     /// (a group over its file budget, small cold log files to merge).
     pub(super) fn gc_wanted_hash(&self, t: &GcTrigger<'_>) -> bool {
+        // Files piled up: `gc_target` picks them first.
+        if self.over_budget_group().is_some() || !self.small_cold_files().is_empty() {
+            return true;
+        }
         // At or past the point where writes wait (`is_full`), whatever the
         // divisors give for a small reserve.
         let low = self
@@ -202,8 +206,7 @@ impl HashStore {
             .is_some_and(|r| self.log_segments_in_use() >= r - r / GC_LOW_WATER_DIVISOR)
             || t.capacity_bytes
                 .is_some_and(|c| self.total_bytes() >= c - c / GC_HEADROOM_DIVISOR);
-        let files = self.over_budget_group().is_some() || !self.small_cold_files().is_empty();
-        (low || t.interval_due || files) && self.gc_target(t.current).is_some()
+        (low || t.interval_due) && self.gc_target(t.current).is_some()
     }
 
     /// Starts a new head file for group `g` (or the cold log), listed in

@@ -575,23 +575,24 @@ impl HashStore {
         Ok(Some(head))
     }
 
+    /// Each group's newest file from before the open, with its length,
+    /// where it is still sealed (not continued as the head): the files a
+    /// killed process may have left torn and unsynced.
+    fn sealed_from_before_open(&self) -> Vec<(u64, u64)> {
+        let inner = self.inner.lock();
+        (inner.groups.iter())
+            .filter_map(|g| {
+                let n = g.newest_at_open?;
+                g.sealed.iter().find(|&&(f, _)| f == n).copied()
+            })
+            .collect()
+    }
+
     /// Cuts a torn tail off each group's newest file from before the open
     /// (recovery, once replay is done; see [`cut_torn_tail`]): the only
     /// files a crash may have cut short.
     pub(crate) fn cut_torn_tails(&self) -> Result<()> {
-        let candidates: Vec<(u64, u64)> = {
-            let inner = self.inner.lock();
-            inner
-                .groups
-                .iter()
-                .filter_map(|g| {
-                    let n = g.newest_at_open?;
-                    let &(_, len) = g.sealed.iter().find(|&&(f, _)| f == n)?;
-                    Some((n, len))
-                })
-                .collect()
-        };
-        for (file, len) in candidates {
+        for (file, len) in self.sealed_from_before_open() {
             let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
             if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, 0, tmp)? {
                 let mut inner = self.inner.lock();
@@ -1448,16 +1449,7 @@ impl ValueStore for HashStore {
     /// sealed (one continued as the head was rewritten and synced): the
     /// killed process's heads, which nothing synced since.
     fn sync_from_before_open(&self, _current: &Version) -> Result<()> {
-        let files: Vec<u64> = {
-            let inner = self.inner.lock();
-            (inner.groups.iter())
-                .filter_map(|g| {
-                    g.newest_at_open
-                        .filter(|n| g.sealed.iter().any(|e| e.0 == *n))
-                })
-                .collect()
-        };
-        for file in files {
+        for (file, _) in self.sealed_from_before_open() {
             self.fs.sync_file(&self.file_path(file))?;
         }
         Ok(())

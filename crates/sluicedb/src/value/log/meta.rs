@@ -70,6 +70,17 @@ impl LogMeta {
         self.sealed.contains_key(&file) || self.durable_to.is_some_and(|d| (file, offset) < d)
     }
 
+    /// The first offset of `file` (of `len` bytes, not sealed) that
+    /// [`LogMeta::is_durable`] does not cover: a torn tail may be cut from
+    /// there on, never before.
+    pub(crate) fn durable_floor(&self, file: u64, len: u64) -> u64 {
+        match self.durable_to {
+            Some((f, offset)) if f == file => offset,
+            Some((f, _)) if f > file => len,
+            _ => 0,
+        }
+    }
+
     /// The edit that recreates this state from nothing (manifest roll).
     pub(crate) fn snapshot(&self) -> LogEdit {
         LogEdit {

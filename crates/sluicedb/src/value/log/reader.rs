@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
 use crate::value::pointer::ValuePointer;
-use crate::value::record::Record;
 use crate::value::record::{
-    check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, FILE_HEADER_LEN,
-    FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
+    check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, Record,
+    FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
 };
 
 /// An owned record read back by pointer.

@@ -15,9 +15,8 @@ use crate::journal::replay::{Source, TornTail};
 use crate::key::Kind;
 use crate::options::JournalRecovery;
 use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::record::FILE_HEADER_LEN;
 use crate::value::record::{
-    kind_of, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
+    kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
 };
 use crate::value::{PointerCheck, ValueStore};
 

@@ -23,7 +23,7 @@ use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::record::{claimed_len, decode_record, Record, FILE_HEADER_LEN};
+use crate::value::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
 use crate::value::{PointerCheck, ValueStore};
 use crate::version::{Version, VersionEdit};
 
@@ -209,11 +209,7 @@ impl LogStore {
         let Some((file, len)) = newest.filter(|(n, _)| !log.sealed.contains_key(n)) else {
             return Ok(());
         };
-        let floor = match log.durable_to {
-            Some((f, off)) if f == file => off,
-            Some((f, _)) if f > file => len,
-            _ => 0,
-        };
+        let floor = log.durable_floor(file, len);
         let tmp = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         if let Some(cut) = cut_torn_tail(self, &self.fs, file, len, floor, tmp)? {
             self.inner.lock().sealed.insert(file, cut);
@@ -339,12 +335,8 @@ impl LogStore {
                     ));
                     pos += n;
                 }
-                Err(crate::value::record::Bad::Incomplete)
-                    if offset + (data.len() as u64) < len =>
-                {
-                    break
-                }
-                Err(crate::value::record::Bad::Incomplete) => {
+                Err(Bad::Incomplete) if offset + (data.len() as u64) < len => break,
+                Err(Bad::Incomplete) => {
                     // Recovery cuts what a crash tore (`cut_torn_tail`), so
                     // a sealed file ends on a record boundary: this is
                     // damage, never garbage to collect.
@@ -354,7 +346,7 @@ impl LogStore {
                         "a sealed value log file ends in an incomplete record",
                     ));
                 }
-                Err(crate::value::record::Bad::Damaged(why)) => {
+                Err(Bad::Damaged(why)) => {
                     return Err(Error::corruption(&path, offset + pos as u64, why));
                 }
             }

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::gc::drop_cache::DropCache;
+use crate::gc::space::MIN_RECLAIMABLE_SHARE_DIVISOR;
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::stats::ValueStats;
@@ -46,8 +47,9 @@ pub(crate) struct PendingTable {
 }
 
 /// Under space pressure a table is collected once this share of its
-/// records is garbage (the store's `MIN_RECLAIMABLE_SHARE_DIVISOR`).
-pub(super) const PRESSURE_RATIO: f64 = 1.0 / 16.0;
+/// records is garbage: the share below which GC cannot bring space down
+/// (`gc::space::MIN_RECLAIMABLE_SHARE_DIVISOR`).
+pub(super) const PRESSURE_RATIO: f64 = 1.0 / MIN_RECLAIMABLE_SHARE_DIVISOR as f64;
 
 /// Index partitions of a value table are cut at this size: a point read
 /// past an edge reads one (cached).
