@@ -67,6 +67,12 @@ pub(super) struct State {
     pub(super) pending_deletes: Vec<PendingFree>,
     /// Why the space limit cannot be held, when it cannot (for `Stats`).
     pub(super) space_note: Option<String>,
+    /// The background loops the database runs, how many of them are
+    /// parked because their last look found no job, and how many looks
+    /// they made (`Core::wait_idle`).
+    pub(super) bg_loops: usize,
+    pub(super) bg_parked: usize,
+    pub(super) bg_looks: u64,
 }
 
 impl State {

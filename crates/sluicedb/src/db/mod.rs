@@ -94,6 +94,7 @@ impl Db {
         } else {
             core.opts.background_threads
         };
+        core.state.lock().bg_loops = workers;
         let gc_workers = core.pressure_gc_threads();
         for i in 0..workers + gc_workers {
             let c = core.clone();
@@ -345,8 +346,10 @@ impl Db {
         self.core().compact_range(begin, end)
     }
 
-    /// Waits until no flush or compaction is pending or running (for
-    /// benchmarks and tests that want a settled tree).
+    /// Waits until the background threads find nothing to do: no flush,
+    /// compaction or GC step pending or running (for benchmarks and tests
+    /// that want a settled tree). The space limit's own GC threads
+    /// (`GcOptions::pressure_threads`) are not waited for.
     pub fn wait_for_background(&self) -> Result<()> {
         self.core().wait_idle()
     }

@@ -227,6 +227,9 @@ impl Core {
             last_gc: Instant::now(),
             pending_deletes: Vec::new(),
             space_note: None,
+            bg_loops: 0,
+            bg_parked: 0,
+            bg_looks: 0,
         };
         let core = Core {
             dir,

@@ -40,14 +40,27 @@ impl Core {
             return Ok(()); // no background work runs
         }
         let mut st = self.state.lock();
+        // The background loops' own choice decides what is pending (a scan
+        // merge, a merge that collects values, a GC step are not the
+        // shape's compaction pick): idle once every loop, having looked
+        // for work after everything came to rest, parked. Checking only
+        // the shape's pick returned while a merge collecting values was
+        // about to start, and the model suite's space check ran beside it.
+        let mut rest_from: Option<u64> = None;
         loop {
             st.check_writable()?;
-            let pending = !st.imms.is_empty()
+            let running = !st.imms.is_empty()
                 || st.flush_running
                 || st.compactions_running > 0
-                || self.shape.pick_compaction(&st.current, &st.busy).is_some();
-            if !pending {
-                return Ok(());
+                || st.gc_running;
+            if running || st.bg_parked < st.bg_loops {
+                rest_from = None;
+            } else {
+                match rest_from {
+                    Some(from) if st.bg_looks >= from + st.bg_loops as u64 => return Ok(()),
+                    Some(_) => {}
+                    None => rest_from = Some(st.bg_looks),
+                }
             }
             self.bg_cv.notify_all();
             self.cv.wait_for(&mut st, Duration::from_millis(100));
@@ -62,15 +75,21 @@ impl Core {
             if st.closing {
                 return;
             }
+            st.bg_looks += 1;
             match self.pick_job(&mut st, true) {
                 Some(job) => self.run_background_job(&mut st, job),
-                // With periodic GC, wake up to check the interval.
-                None => match self.opts.gc.interval_ms {
-                    Some(ms) => {
-                        self.bg_cv.wait_for(&mut st, Duration::from_millis(ms));
+                None => {
+                    st.bg_parked += 1;
+                    self.cv.notify_all();
+                    // With periodic GC, wake up to check the interval.
+                    match self.opts.gc.interval_ms {
+                        Some(ms) => {
+                            self.bg_cv.wait_for(&mut st, Duration::from_millis(ms));
+                        }
+                        None => self.bg_cv.wait(&mut st),
                     }
-                    None => self.bg_cv.wait(&mut st),
-                },
+                    st.bg_parked -= 1;
+                }
             }
         }
     }

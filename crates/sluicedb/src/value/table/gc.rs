@@ -410,9 +410,10 @@ impl Drop for TableVictim<'_> {
     /// A step that failed: its victims stay, and its outputs go unless
     /// the edit listing them was handed over (a failed install may still
     /// have reached the manifest; the next open removes them if not).
-    /// Garbage jobs deferred to it stays deferred to the victims' next
-    /// step, unless the failure came after the step took it (then it is
-    /// not counted).
+    /// Garbage jobs deferred to it is counted by the next job that
+    /// settles (or the close), as if the victims had never been frozen,
+    /// unless the failure came after the step took it (then it is not
+    /// counted).
     fn drop(&mut self) {
         if self.installed {
             return;

@@ -392,7 +392,20 @@ impl TableStore {
                 edit.garbage.push((f, bytes));
             }
         }
-        for d in std::mem::take(&mut tally.deferred) {
+        // Also the garbage deferred to a step or merge that ended without
+        // installing (failed, or cut short by a close): its victims are
+        // thawed, so the count goes where it would have gone had they
+        // never been frozen. Left in memory, the flush that flagged its
+        // entry as counted would have counted nothing.
+        let (abandoned, waiting): (Vec<Dropped>, Vec<Dropped>) =
+            std::mem::take(&mut inner.deferred)
+                .into_iter()
+                .partition(|d| !inner.frozen.contains_key(&d.ptr.file));
+        inner.deferred = waiting;
+        for d in abandoned
+            .into_iter()
+            .chain(std::mem::take(&mut tally.deferred))
+        {
             let d = if inner.live.contains_key(&d.ptr.file) {
                 d
             } else {
@@ -639,6 +652,17 @@ impl ValueStore for TableStore {
             Located::Collected => Ok(PointerCheck::Collected),
             _ => Ok(PointerCheck::Valid),
         }
+    }
+
+    /// Garbage deferred to GC steps or merges the close cut short (no
+    /// table is frozen any more): counted now, or it would be lost with
+    /// the process.
+    fn close_edit(&self, _current: &Version) -> Option<VersionEdit> {
+        let _accounting = self.accounting.lock();
+        let mut edit = VersionEdit::default();
+        self.settle(&mut ValueTally::default(), &mut edit.values)
+            .ok()?;
+        (!edit.values.garbage.is_empty()).then_some(edit)
     }
 
     fn file_count(&self) -> usize {

@@ -309,10 +309,6 @@ fn worked_example_of_the_format_doc() {
     assert_eq!(VT_HEADER_LEN, 16);
 }
 
-/// Following an inheritance edge finds a record by key, length and
-/// checksum. A lone copy of the key with the same length is not enough: GC
-/// may have kept a newer version and dropped the one a snapshot reads, and
-/// taking the kept one for it made that read a checksum `Corruption`.
 /// A table store over `dir` with the tables `meta` lists.
 fn open_store(
     fs: &CountingFs,
@@ -331,6 +327,109 @@ fn open_store(
     store
 }
 
+/// Writes table `n` under `dir` holding one version of `k`; returns its
+/// pointer and manifest entry.
+fn write_one(
+    fs: &CountingFs,
+    dir: &std::path::Path,
+    n: u64,
+    seq: u64,
+    value: &[u8],
+) -> (crate::value::pointer::ValuePointer, super::meta::TableFile) {
+    use crate::value::pointer::{ValuePointer, STORE_TABLE};
+    let f = fs
+        .create(&crate::filename::value_table(dir, n), IoClass::Flush)
+        .unwrap();
+    let mut b = ValueTableBuilder::new(f, OPTS, false).unwrap();
+    let rec = Record {
+        seq,
+        flags: KIND_PUT,
+        key: b"k",
+        value,
+    };
+    let h = b.add(&rec).unwrap();
+    let crc = b.last_crc();
+    let built = b.finish().unwrap();
+    let p = ValuePointer {
+        store: STORE_TABLE,
+        file: n,
+        offset: h.offset,
+        record_len: h.len,
+        record_crc: crc,
+    };
+    let entry = super::meta::TableFile {
+        size: built.file_size,
+        record_bytes: built.properties.records_end - VT_HEADER_LEN as u64,
+        hot: false,
+    };
+    (p, entry)
+}
+
+/// Garbage a flush found in a table a GC step or merge had frozen waits
+/// for that step; a step that ends without installing (failed, or cut
+/// short by a close) leaves it to the next job that settles, or to the
+/// close. It was lost before: the flush had flagged its entry as counted,
+/// so no later merge counted the record, and the model suite's space
+/// check found a record neither referenced nor garbage (unikv and
+/// scavenger presets, about one run in twenty-five).
+#[test]
+fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
+    use std::path::Path;
+
+    use super::meta::TableMeta;
+    use super::store::Frozen;
+    use crate::value::{Dropped, ValueStore, ValueTally};
+
+    for at_close in [false, true] {
+        let fs = fs();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let (p, entry) = write_one(&fs, dir, 6, 2, b"value");
+        let mut meta = TableMeta {
+            created: true,
+            ..TableMeta::default()
+        };
+        meta.tables.insert(6, entry);
+        meta.refs.insert(6, 1);
+        let store = open_store(&fs, dir, &meta);
+        let current =
+            crate::version::Version::empty(crate::index::shape_for(&crate::Options::default()));
+        // A step froze table 6; a flush shadowing its record settles.
+        store.inner.write().frozen.insert(6, Frozen::Picked);
+        let mut tally = ValueTally::default();
+        tally.deferred.push(Dropped {
+            ptr: p,
+            key: b"k".to_vec(),
+            seq: 2,
+            shadow: 9,
+        });
+        let mut edit = crate::version::VersionEdit::default();
+        drop(store.settle_job(&mut tally, &mut edit.values).unwrap());
+        assert!(edit.values.garbage.is_empty(), "deferred to the step");
+        assert_eq!(store.close_edit(&current).map(|e| e.values.garbage), None);
+        // The step ends without installing: the table thaws.
+        store.inner.write().frozen.remove(&6);
+        let counted = if at_close {
+            store.close_edit(&current).map(|e| e.values.garbage)
+        } else {
+            let mut edit = crate::version::VersionEdit::default();
+            drop(
+                store
+                    .settle_job(&mut ValueTally::default(), &mut edit.values)
+                    .unwrap(),
+            );
+            Some(edit.values.garbage)
+        };
+        let want = vec![(6, u64::from(p.record_len))];
+        assert_eq!(counted, Some(want), "at close: {at_close}");
+        assert!(store.inner.read().deferred.is_empty());
+    }
+}
+
+/// Following an inheritance edge finds a record by key, length and
+/// checksum. A lone copy of the key with the same length is not enough: GC
+/// may have kept a newer version and dropped the one a snapshot reads, and
+/// taking the kept one for it made that read a checksum `Corruption`.
 #[test]
 fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     use std::path::Path;
@@ -341,35 +440,7 @@ fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     let fs = fs();
     let dir = Path::new("/db");
     fs.create_dir_all(dir).unwrap();
-    // Table `n` holding one version of `k`; its pointer and manifest entry.
-    let write = |n: u64, seq: u64, value: &[u8]| {
-        let f = fs
-            .create(&crate::filename::value_table(dir, n), IoClass::Flush)
-            .unwrap();
-        let mut b = ValueTableBuilder::new(f, OPTS, false).unwrap();
-        let rec = Record {
-            seq,
-            flags: KIND_PUT,
-            key: b"k",
-            value,
-        };
-        let h = b.add(&rec).unwrap();
-        let crc = b.last_crc();
-        let built = b.finish().unwrap();
-        let p = ValuePointer {
-            store: STORE_TABLE,
-            file: n,
-            offset: h.offset,
-            record_len: h.len,
-            record_crc: crc,
-        };
-        let entry = TableFile {
-            size: built.file_size,
-            record_bytes: built.properties.records_end - VT_HEADER_LEN as u64,
-            hot: false,
-        };
-        (p, entry)
-    };
+    let write = |n: u64, seq: u64, value: &[u8]| write_one(&fs, dir, n, seq, value);
     // Table 5 was collected: its old version dropped, table 6 holds the
     // newer one GC kept. The open removes 5, which the manifest no longer
     // lists.
