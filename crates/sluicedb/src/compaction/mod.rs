@@ -456,7 +456,7 @@ fn merge(
 }
 
 /// Counts the record an encoded pointer of `key` points at as garbage,
-/// now or when the job installs (`ValueStore::counts_at_once`); `seq` is
+/// now or when the job installs (`ValueAccounting::counts_at_once`); `seq` is
 /// the pointer entry's own sequence, `shadow` that of the version that
 /// made it garbage, which is in a table when `shadow_in_tables`.
 fn count_pointer(
@@ -649,7 +649,7 @@ fn count_pointer_out(p: &MergeParams<'_>, out: &mut Output, pointer: &[u8], stat
 /// Adds `delta` to the pointer count of the file an encoded pointer names,
 /// when the store counts them.
 fn count_ref(p: &MergeParams<'_>, pointer: &[u8], delta: i64, stats: &mut JobStats) {
-    if !p.values.is_some_and(|v| v.counts_refs()) {
+    if !p.values.is_some_and(|v| v.gc_profile().counts_refs) {
         return;
     }
     if let Some(ptr) = ValuePointer::decode(pointer) {

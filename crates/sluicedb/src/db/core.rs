@@ -20,7 +20,7 @@ use crate::stats::Counters;
 use crate::stats::{GcTotals, LevelStats, Stats};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
-use crate::value::ValueStore;
+use crate::value::{MergeCollection, ValueStore};
 use crate::version::{ManifestState, SuperVersion, Version, VersionSet};
 
 pub(super) struct Immutable {
@@ -196,6 +196,12 @@ impl Core {
     /// The journal (`Closed` before recovery created it).
     pub(super) fn journal(&self) -> Result<&dyn Journal> {
         self.journal.get().map(|j| j.as_ref()).ok_or(Error::Closed)
+    }
+
+    /// The value store's merge-time collection, when merges collect it
+    /// (`ValueGc::merge_collection`).
+    pub(super) fn merge_collection(&self) -> Option<&dyn MergeCollection> {
+        self.values.as_deref()?.merge_collection()
     }
 
     pub(super) fn new_output_number(&self) -> u64 {

@@ -87,7 +87,7 @@ impl Core {
         let durable = self
             .values
             .as_ref()
-            .is_some_and(|v| v.gc_judges_durable_only());
+            .is_some_and(|v| v.gc_profile().judges_durable_only);
         SeenView {
             seq: if durable {
                 visible.min(self.durable_seq.load(Ordering::Acquire))
@@ -222,7 +222,10 @@ impl Core {
                     &self.counters.gc_commit_journal_micros,
                     t.elapsed().as_micros() as u64,
                 );
-                let counted = self.values.as_ref().is_some_and(|v| v.gc_frees_whole());
+                let counted = self
+                    .values
+                    .as_ref()
+                    .is_some_and(|v| v.gc_profile().frees_whole);
                 mem.insert_relocations(logged.as_ref().unwrap_or(&batch), base + 1, counted);
             }
             Ok(Committed {
@@ -274,7 +277,7 @@ impl Core {
     /// pointers become visible only when its tables are installed: the
     /// barrier also waits for a flush in progress (unless the layout's GC
     /// takes such records for live by their version,
-    /// `ValueStore::gc_waits_for_flushes`), and for merges that separate
+    /// `GcProfile::waits_for_flushes`), and for merges that separate
     /// values (`Core::merge_appends`).
     pub(super) fn publish_barrier(&self) -> Result<()> {
         self.submit_relocations(Relocations {
@@ -284,7 +287,7 @@ impl Core {
         if self
             .values
             .as_ref()
-            .is_some_and(|v| v.gc_waits_for_flushes())
+            .is_some_and(|v| v.gc_profile().waits_for_flushes)
         {
             drop(self.flush_appends.lock());
         }
@@ -327,7 +330,7 @@ impl Core {
             return false;
         };
         // Merges collect it (`Core::pick_gc_merge`).
-        if store.collects_in_merges() {
+        if store.merge_collection().is_some() {
             return false;
         }
         if self.space_pressure() != SpacePressure::Below && self.values_reclaimable(&st.current) {
@@ -376,7 +379,7 @@ impl Core {
     /// while the one before is being finished on a second thread (its
     /// relocations committed, the journal synced, its edit installed, its
     /// files deleted), for layouts that keep the two apart
-    /// (`ValueStore::gc_overlaps_steps`). Up to [`MAX_OVERLAPPED_STEPS`],
+    /// (`GcProfile::overlaps_steps`). Up to [`MAX_OVERLAPPED_STEPS`],
     /// while `Core::gc_pressure_persists_after` says so. Measured:
     /// finishing was about a third of a hash layout step, spent mostly
     /// waiting (the writer queue, syncs), while the next step's reads and
@@ -442,14 +445,14 @@ impl Core {
             return Ok(None);
         };
         // 2. Writes that appended to it are visible from here on.
-        if store.gc_needs_barrier() {
+        if store.gc_profile().needs_barrier {
             self.publish_barrier()?;
         }
         let seen = self.gc_view();
         // The view is kept until the commit, which needs only its newer
         // memtables: trimmed before the collection when the layout looks
         // keys up through fresh views, else right after it.
-        let fresh = store.gc_looks_up_fresh();
+        let fresh = store.gc_profile().looks_up_fresh;
         let seen = if fresh { seen.trimmed() } else { seen };
         // 3. Live records copied, copies durable.
         let collected = victim.collect(self, &seen)?;

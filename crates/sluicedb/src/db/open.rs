@@ -14,14 +14,11 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::journal::JournalMark;
-use crate::options::{JournalMode, Options, ValueLayout};
+use crate::options::{JournalMode, Options};
 use crate::stats::Counters;
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
-use crate::value::hash::{HashConfig, HashStore};
 use crate::value::log::journal::LogJournal;
-use crate::value::log::store::{LogConfig, LogStore};
-use crate::value::table::store::{TableConfig, TableStore};
 use crate::value::ValueStore;
 use crate::version::SuperVersion;
 use crate::version::{Version, VersionEdit, VersionSet};
@@ -122,80 +119,34 @@ impl Core {
             bloom_bits_per_key: opts.index.bloom_bits_per_key,
             decoupled: opts.index.index_decoupled_tables,
         };
-        // The store opens whenever the database has or had one, so that
-        // pointers written under other options still resolve.
-        let has_log = names
+        let has_log_files = names
             .iter()
             .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
-        let layout = if rec.version.values.table.created {
-            Some(ValueLayout::Table)
-        } else if !rec.version.values.hash.groups.is_empty() {
-            Some(ValueLayout::Hash)
-        } else if has_log || rec.version.values.log.journal_from.is_some() {
-            Some(ValueLayout::Log)
-        } else {
-            opts.values
-                .separation_threshold_bytes
-                .map(|_| opts.values.layout)
-        };
-        if let Some(l) = layout {
-            if opts.values.separation_threshold_bytes.is_some() && l != opts.values.layout {
-                return Err(Error::InvalidArgument(format!(
-                    "the database's value store has layout {l:?}; the options ask for {:?}",
-                    opts.values.layout
-                )));
-            }
-        }
+        let opened = crate::value::open::open_store(
+            &dir,
+            &fs,
+            versions.file_numbers(),
+            &rec.version.values,
+            has_log_files,
+            &opts,
+            tables.block_cache(),
+        )?;
         let mut open_edit = VersionEdit::default();
         let mut value_log = None;
         let mut log_journal = None;
-        let values: Option<Arc<dyn ValueStore>> = match layout {
-            Some(ValueLayout::Hash) => {
-                let (store, e) = HashStore::open(
-                    &dir,
-                    fs.clone(),
-                    versions.file_numbers(),
-                    &rec.version.values.hash,
-                    HashConfig::from_options(&opts),
-                )?;
-                open_edit.values.hash.groups = e.groups;
-                open_edit.values.hash.added = e.added;
-                open_edit.values.hash.dropped = e.dropped;
-                let store = Arc::new(store);
-                Some(store)
-            }
-            Some(ValueLayout::Table) => {
-                let (store, e) = TableStore::open(
-                    &dir,
-                    fs.clone(),
-                    versions.file_numbers(),
-                    &rec.version.values.table,
-                    TableConfig::from_options(&opts),
-                    tables.block_cache().clone(),
-                )?;
-                open_edit.values.table = e;
-                Some(Arc::new(store))
-            }
-            Some(_) => {
-                let store = Arc::new(LogStore::open(
-                    &dir,
-                    fs.clone(),
-                    versions.file_numbers(),
-                    LogConfig::from_options(&opts),
-                    rec.version.values.log.tail,
-                    &rec.version.values.log.sealed,
-                )?);
+        let values: Option<Arc<dyn ValueStore>> = opened.map(|o| {
+            open_edit.values = o.edit;
+            if let Some(log) = o.log {
                 if opts.journal_mode == JournalMode::ValueLog {
                     log_journal = Some(LogJournal::new(
-                        store.clone(),
+                        log.clone(),
                         opts.values.separation_threshold_bytes,
                     ));
                 }
-                value_log = Some(store.clone());
-                Some(store)
+                value_log = Some(log);
             }
-            None => None,
-        };
+            o.store
+        });
         let version = Arc::new(rec.version);
         let mem = super::core::write_buffer_for(values.is_some());
         let state = State {

@@ -130,7 +130,7 @@ impl Core {
     }
 
     /// The garbage a memtable likely hides
-    /// ([`SpaceMeasure::hidden_garbage`]).
+    /// (`SpaceMeasure::hidden_garbage`).
     fn hidden_garbage(&self, mem: &dyn WriteBuffer) -> u64 {
         self.space_measure.hidden_garbage(mem)
     }
@@ -237,7 +237,7 @@ impl Core {
             return false;
         };
         let share = self.garbage_share_milli.load(Ordering::Relaxed);
-        (store.gc_finds_garbage() || share * MIN_RECLAIMABLE_SHARE_DIVISOR >= 1000)
+        (store.gc_profile().finds_garbage || share * MIN_RECLAIMABLE_SHARE_DIVISOR >= 1000)
             && store.gc_has_victim(current)
     }
 
@@ -287,7 +287,7 @@ impl Core {
     }
 
     /// At open, before any write or background job: recounts the value
-    /// files a GC step cut short (`ValueStore::to_recount`) by the rule of
+    /// files a GC step cut short (`ValueRecovery::to_recount`) by the rule of
     /// [`Core::space_mismatches`]: a record is referenced while a pointer
     /// entry names it that no newer entry of its key counted; the rest is
     /// garbage, and what the counts miss of it goes into one edit, which

@@ -62,7 +62,7 @@ pub(crate) struct SeenView {
     pub(crate) seq: u64,
     /// `seq` is at most the durable sequence (`Core::durable_seq`): every
     /// version the step judges by is durable, and a step that commits no
-    /// relocation needs no journal sync (`ValueStore::gc_judges_durable_only`).
+    /// relocation needs no journal sync (`GcProfile::judges_durable_only`).
     pub(crate) durable: bool,
     pub(crate) sv: Arc<SuperVersion>,
     /// Memtables switched and flushed when it was taken: its active
@@ -141,7 +141,7 @@ pub(crate) trait GcHost: Sync {
 
     /// `view` looked up through the memtables and tables of now, at its
     /// own sequence, for a layout whose relocations are all committed
-    /// through the write path ([`crate::value::ValueStore::gc_looks_up_fresh`]),
+    /// through the write path ([`crate::value::GcProfile::looks_up_fresh`]),
     /// so that a step does not keep a flushed memtable alive. Entries
     /// written since the view are above its sequence and unseen; a
     /// compaction since may have dropped a version the view saw, but only
@@ -185,7 +185,7 @@ pub(crate) enum Newest {
     /// separated at flush it may be a version in a memtable being flushed
     /// whose record the flush appended before the step froze its victim,
     /// while its pointer is not yet in the index: the record of that
-    /// version is live (`ValueStore::gc_waits_for_flushes`).
+    /// version is live (`GcProfile::waits_for_flushes`).
     Inline(u64),
     /// A deletion, or no entry.
     Other,

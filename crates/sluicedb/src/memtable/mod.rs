@@ -46,7 +46,7 @@ pub(crate) trait WriteBuffer: Send + Sync {
     /// victims GC frees whole, so their flush counts no garbage. With
     /// `counted` each entry carries [`key::SHADOW_COUNTED`], so that the
     /// flush does not look up the version it shadows either (a layout
-    /// whose counts die with the freed files: `ValueStore::gc_frees_whole`).
+    /// whose counts die with the freed files: `GcProfile::frees_whole`).
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;

@@ -408,7 +408,7 @@ impl crate::gc::GcHost for Pressed<'_> {
 
 /// A GC step that runs while a flush is between appending values to the
 /// group it collects and installing its tables (the hash layout's steps
-/// do not wait for flushes: `ValueStore::gc_waits_for_flushes`) takes the
+/// do not wait for flushes: `GcProfile::waits_for_flushes`) takes the
 /// flush's records of the versions its memtable holds for live
 /// (`Newest::Inline`): it moves them, every value reads back, also after
 /// a reopen, and the accounting stays exact.

@@ -71,7 +71,7 @@ impl Core {
         // Appends to shared heads are judged by GC's barrier only once
         // this merge is installed (`Core::merge_appends`).
         let _appending = match &self.values {
-            Some(v) if separates && v.gc_needs_barrier() => Some(self.merge_appends.read()),
+            Some(v) if separates && v.gc_profile().needs_barrier => Some(self.merge_appends.read()),
             _ => None,
         };
         // Victims thaw whatever happens, once the merge is over.
@@ -100,7 +100,7 @@ impl Core {
             edit.values = std::mem::take(&mut stats.value_edit);
         }
         let _settling = (!plan.relocate.is_empty()).then(|| self.hold_flushes());
-        let _settled = match (&self.values, plan.relocate.is_empty()) {
+        let _settled = match (self.merge_collection(), plan.relocate.is_empty()) {
             (Some(store), false) => {
                 let outputs: Vec<Arc<FileMeta>> =
                     edit.added.iter().map(|(_, f)| f.clone()).collect();
@@ -264,7 +264,7 @@ struct Thaw<'a>(&'a Core, &'a [u64]);
 
 impl Drop for Thaw<'_> {
     fn drop(&mut self) {
-        if let (Some(store), false) = (&self.0.values, self.1.is_empty()) {
+        if let (Some(store), false) = (self.0.merge_collection(), self.1.is_empty()) {
             store.thaw(self.1);
         }
     }

@@ -90,7 +90,7 @@ impl Core {
         // freezing files, so that the pointers to values this flush
         // appends are in the index before GC judges them (except where
         // GC judges such records by their version instead,
-        // `ValueStore::gc_waits_for_flushes`).
+        // `GcProfile::waits_for_flushes`).
         let _appending = self.flush_appends.lock();
         // Its lookups of the versions it shadows go in key order (those
         // the merge makes itself, when the thread looking ahead is behind).
@@ -132,7 +132,7 @@ impl Core {
             values: std::mem::take(&mut stats.value_edit),
             ..VersionEdit::default()
         };
-        // Held until the edit is installed (`ValueStore::settle_job`).
+        // Held until the edit is installed (`ValueAccounting::settle_job`).
         let _settled = self.settle_job(&mut stats, &mut edit)?;
         // Replay now starts where the next memtable's records do.
         let log_number = self.journal()?.replay_from(next_mark, &mut edit);

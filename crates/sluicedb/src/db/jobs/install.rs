@@ -15,7 +15,7 @@ use crate::version::VersionEdit;
 
 impl Core {
     /// Puts a job's garbage and pointer counts into its edit; the guard is
-    /// held until the edit is installed (`ValueStore::settle_job`).
+    /// held until the edit is installed (`ValueAccounting::settle_job`).
     pub(in crate::db) fn settle_job(
         &self,
         stats: &mut JobStats,

@@ -230,8 +230,9 @@ impl Core {
     /// its records (and those of any other such file it meets). The range
     /// of the whole file, so that the merge holds every pointer into it.
     fn pick_gc_merge(&self, st: &State) -> Option<CompactionPlan> {
-        let store =
-            (self.values.as_ref()).filter(|s| self.opts.gc.background && s.collects_in_merges())?;
+        let store = self
+            .merge_collection()
+            .filter(|_| self.opts.gc.background)?;
         let pressure = self.gc_pressure(st);
         for (target, lo, hi) in store
             .merge_gc_targets(&st.current, pressure)
@@ -284,7 +285,7 @@ impl Core {
     /// wrote 4.3 GB in a phase of 1 GiB of updates (write amplification
     /// 5.8).
     fn add_relocations(&self, st: &State, plan: &mut CompactionPlan, target: Option<u64>) {
-        let Some(store) = self.values.as_ref().filter(|s| s.collects_in_merges()) else {
+        let Some(store) = self.merge_collection() else {
             return;
         };
         if !plan.separate_values {
@@ -324,7 +325,10 @@ impl Core {
             Job::Compaction(plan) => self.run_compaction(plan),
             Job::Gc => {
                 let overlap = self.opts.gc.overlap_steps
-                    && self.values.as_ref().is_some_and(|v| v.gc_overlaps_steps());
+                    && self
+                        .values
+                        .as_ref()
+                        .is_some_and(|v| v.gc_profile().overlaps_steps);
                 if overlap && self.space_pressure() != SpacePressure::Below {
                     self.gc_pipeline()
                 } else {

@@ -206,7 +206,7 @@ impl HashIndex {
         self.add_table_hashes(number, hashes)
     }
 
-    /// [`HashIndex::add_table`] of keys hashed already, each distinct key
+    /// `HashIndex::add_table` of keys hashed already, each distinct key
     /// once.
     pub(crate) fn add_table_hashes(
         &mut self,

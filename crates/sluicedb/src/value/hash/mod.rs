@@ -45,7 +45,7 @@ use super::log::reader::{check_record, scan_file};
 use super::log::writer::VlogWriter;
 use super::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use super::record::{Record, FILE_HEADER_LEN, FLAG_FIRST_VERSION};
-use super::{PointerCheck, ValueStore};
+use super::{GcProfile, PointerCheck, ValueAccounting, ValueGc, ValueRecovery, ValueStore};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountedWriter, CountingFs, IoClass};
@@ -689,7 +689,7 @@ impl HashStore {
         self.victim_candidate(garbage).map(|c| c.group)
     }
 
-    /// [`HashStore::victim`], with its size and known garbage.
+    /// `HashStore::victim`, with its size and known garbage.
     pub(crate) fn victim_candidate(&self, garbage: &BTreeMap<u64, u64>) -> Option<GroupCandidate> {
         let candidates: Vec<GroupCandidate> = {
             let inner = self.inner.lock();
@@ -1376,6 +1376,27 @@ impl ValueStore for HashStore {
         self.appended_bytes.load(Ordering::Relaxed)
     }
 
+    /// `None` once GC collected the file: a reader that listed it before
+    /// (`verify`) may find it deleted. GC steps run from the open on when
+    /// files piled up (*Files per group*), so `verify` right after an open
+    /// met this (the crash suite: "value store file is missing").
+    fn scan_start(&self, file: u64) -> Option<u64> {
+        let collected = self.inner.lock().collected.contains(&file);
+        (!collected).then_some(FILE_HEADER_LEN as u64)
+    }
+
+    fn layout_stats(&self, current: &Version, stats: &mut ValueStats) {
+        stats.hash.groups = self.groups();
+        stats.hash.splits = self.splits.load(Ordering::Relaxed);
+        stats.hash.log_segments_in_use = self.log_segments_in_use();
+        stats.hash.group_fill = self.fill_histogram();
+        stats.hash.cold_log_bytes = self.cold_bytes();
+        stats.hash.cold_garbage_bytes = self.cold_garbage(&current.values.garbage);
+        stats.hash.cold_moved_bytes = self.cold_moved_bytes.load(Ordering::Relaxed);
+        stats.hash.cold_handed_bytes = self.cold_handed_bytes.load(Ordering::Relaxed);
+        stats.hash.cold_gc_runs = self.cold_gc_runs.load(Ordering::Relaxed);
+    }
+
     /// Full when no log segment of the reserve is free, or the files
     /// (cold log included) have reached the capacity.
     fn is_full(&self, capacity: u64) -> bool {
@@ -1383,68 +1404,9 @@ impl ValueStore for HashStore {
             .is_some_and(|r| self.log_segments_in_use() >= r)
             || self.total_bytes() >= capacity
     }
+}
 
-    fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
-        Ok(self
-            .gc_victim_hash(host)?
-            .map(|v| -> Box<dyn GcVictim + 'a> { v }))
-    }
-
-    fn gc_victim_overlapping<'a>(
-        &'a self,
-        host: &dyn GcHost,
-    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
-        self.gc_victim_hash(host)
-    }
-
-    /// A record a flush appended to a victim before its tables are
-    /// installed is the version the index holds inline (in the memtable
-    /// being flushed): GC takes it for live by its sequence number
-    /// (`Newest::Inline`), so a step does not wait for the flush.
-    fn gc_waits_for_flushes(&self) -> bool {
-        false
-    }
-
-    /// A step in flight keeps its group, the groups split from it, or its
-    /// cold log file busy, and a cold log head sealed while it was in
-    /// flight (its cold copies may be there) from being a victim until it
-    /// is done: keys route to one group, so two steps never move the same
-    /// key.
-    fn gc_overlaps_steps(&self) -> bool {
-        true
-    }
-
-    /// Its validity lookups take a fresh view per chunk of keys.
-    fn gc_looks_up_fresh(&self) -> bool {
-        true
-    }
-
-    fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
-        self.gc_wanted_hash(t)
-    }
-
-    fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
-        self.over_capacity_hash(current, capacity)
-    }
-
-    fn delete_collected(&self, files: &[u64]) {
-        self.delete_retired(files);
-    }
-
-    /// A step drops every frozen file of its group (or its cold log file),
-    /// and the manifest drops the counts of files no group lists.
-    fn gc_frees_whole(&self) -> bool {
-        true
-    }
-
-    fn gc_finds_garbage(&self) -> bool {
-        true
-    }
-
-    fn gc_has_victim(&self, current: &Version) -> bool {
-        self.gc_target_exists(current)
-    }
-
+impl ValueRecovery for HashStore {
     /// Each group's newest file from before the open, where it is still
     /// sealed (one continued as the head was rewritten and synced): the
     /// killed process's heads, which nothing synced since.
@@ -1465,26 +1427,65 @@ impl ValueStore for HashStore {
     fn after_open(&self) {
         self.remove_dropped();
     }
+}
 
-    /// `None` once GC collected the file: a reader that listed it before
-    /// (`verify`) may find it deleted. GC steps run from the open on when
-    /// files piled up (*Files per group*), so `verify` right after an open
-    /// met this (the crash suite: "value store file is missing").
-    fn scan_start(&self, file: u64) -> Option<u64> {
-        let collected = self.inner.lock().collected.contains(&file);
-        (!collected).then_some(FILE_HEADER_LEN as u64)
+impl ValueAccounting for HashStore {}
+
+impl ValueGc for HashStore {
+    fn gc_profile(&self) -> GcProfile {
+        GcProfile {
+            needs_barrier: true,
+            // A record a flush appended to a victim before its tables are
+            // installed is the version the index holds inline (in the
+            // memtable being flushed): GC takes it for live by its
+            // sequence number (`Newest::Inline`), so a step does not wait
+            // for the flush.
+            waits_for_flushes: false,
+            // A step in flight keeps its group, the groups split from it,
+            // or its cold log file busy, and a cold log head sealed while
+            // it was in flight (its cold copies may be there) from being a
+            // victim until it is done: keys route to one group, so two
+            // steps never move the same key.
+            overlaps_steps: true,
+            // Its validity lookups take a fresh view per chunk of keys.
+            looks_up_fresh: true,
+            judges_durable_only: false,
+            finds_garbage: true,
+            // A step drops every frozen file of its group (or its cold log
+            // file), and the manifest drops the counts of files no group
+            // lists.
+            frees_whole: true,
+            counts_refs: false,
+        }
     }
 
-    fn layout_stats(&self, current: &Version, stats: &mut ValueStats) {
-        stats.hash.groups = self.groups();
-        stats.hash.splits = self.splits.load(Ordering::Relaxed);
-        stats.hash.log_segments_in_use = self.log_segments_in_use();
-        stats.hash.group_fill = self.fill_histogram();
-        stats.hash.cold_log_bytes = self.cold_bytes();
-        stats.hash.cold_garbage_bytes = self.cold_garbage(&current.values.garbage);
-        stats.hash.cold_moved_bytes = self.cold_moved_bytes.load(Ordering::Relaxed);
-        stats.hash.cold_handed_bytes = self.cold_handed_bytes.load(Ordering::Relaxed);
-        stats.hash.cold_gc_runs = self.cold_gc_runs.load(Ordering::Relaxed);
+    fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
+        Ok(self
+            .gc_victim_hash(host)?
+            .map(|v| -> Box<dyn GcVictim + 'a> { v }))
+    }
+
+    fn gc_victim_overlapping<'a>(
+        &'a self,
+        host: &dyn GcHost,
+    ) -> Result<Option<Box<dyn GcVictim + Send + 'a>>> {
+        self.gc_victim_hash(host)
+    }
+
+    fn gc_wanted(&self, t: &GcTrigger<'_>) -> bool {
+        self.gc_wanted_hash(t)
+    }
+
+    fn gc_over_capacity(&self, current: &Version, capacity: u64) -> bool {
+        self.over_capacity_hash(current, capacity)
+    }
+
+    fn delete_collected(&self, files: &[u64]) {
+        self.delete_retired(files);
+    }
+
+    fn gc_has_victim(&self, current: &Version) -> bool {
+        self.gc_target_exists(current)
     }
 }
 

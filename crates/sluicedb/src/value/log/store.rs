@@ -24,7 +24,7 @@ use crate::options::Options;
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::pointer::{ValuePointer, STORE_LOG};
 use crate::value::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
-use crate::value::{PointerCheck, ValueStore};
+use crate::value::{GcProfile, PointerCheck, ValueAccounting, ValueGc, ValueRecovery, ValueStore};
 use crate::version::{Version, VersionEdit};
 
 /// Sizes of the log layout.
@@ -568,6 +568,84 @@ impl ValueStore for LogStore {
         self.appended_bytes.load(Ordering::Relaxed)
     }
 
+    /// A file before the released tail's is collected whole, even while
+    /// it is still listed: GC may have punched it before the tail left it.
+    fn scan_start(&self, file: u64) -> Option<u64> {
+        let inner = self.inner.lock();
+        let released = inner.released_to;
+        if file < inner.collected_below || file < released.0 {
+            None
+        } else if file == released.0 {
+            Some(released.1.max(FILE_HEADER_LEN as u64))
+        } else {
+            Some(FILE_HEADER_LEN as u64)
+        }
+    }
+}
+
+impl ValueRecovery for LogStore {
+    /// The files the manifest does not name: sealed by this open (the old
+    /// head) or by rotations since the last install; the rotations synced
+    /// theirs, the open did not.
+    fn sync_from_before_open(&self, current: &Version) -> Result<()> {
+        for (file, _) in self.unnamed_sealed(&current.values.log.sealed) {
+            self.fs.sync_file(&filename::value_log(&self.dir, file))?;
+        }
+        Ok(())
+    }
+
+    /// The head's synced end, once the close synced it.
+    fn close_edit(&self, current: &Version) -> Option<VersionEdit> {
+        let durable = self.durable_position();
+        (Some(durable) > current.values.log.durable_to).then(|| {
+            let mut edit = VersionEdit::default();
+            edit.values.log.durable = Some(durable);
+            edit
+        })
+    }
+
+    /// The replayed history is settled: what the crash tore at the log's
+    /// end goes, and the manifest names every sealed file.
+    fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
+        let log = &current.values.log;
+        self.cut_torn_tail(log)?;
+        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
+        Ok(())
+    }
+}
+
+impl ValueAccounting for LogStore {
+    /// Sealed files the manifest does not name yet: the install names them
+    /// (an open checks each is there, whole). And how far the log is
+    /// durable now, if further than the manifest says: every record a
+    /// table of the edit points at was synced before it (flushes, merges
+    /// and GC sync the store first), so a bad record before that point is
+    /// damage, never a torn write (`docs/design.md`, "Torn tails and
+    /// damage").
+    fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
+        let log = &base.values.log;
+        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
+        let durable = self.durable_position();
+        edit.values.log.durable = (Some(durable) > log.durable_to).then_some(durable);
+    }
+}
+
+impl ValueGc for LogStore {
+    /// Victims are sealed log files the writers appended to: a step waits
+    /// for their writes, and for a flush that separated values into them.
+    fn gc_profile(&self) -> GcProfile {
+        GcProfile {
+            needs_barrier: true,
+            waits_for_flushes: true,
+            overlaps_steps: false,
+            looks_up_fresh: false,
+            judges_durable_only: false,
+            finds_garbage: false,
+            frees_whole: false,
+            counts_refs: false,
+        }
+    }
+
     fn gc_victim<'a>(&'a self, host: &dyn GcHost) -> Result<Option<Box<dyn GcVictim + 'a>>> {
         self.gc_victim_log(host)
     }
@@ -619,68 +697,11 @@ impl ValueStore for LogStore {
         Ok(())
     }
 
-    /// A file before the released tail's is collected whole, even while
-    /// it is still listed: GC may have punched it before the tail left it.
-    fn scan_start(&self, file: u64) -> Option<u64> {
-        let inner = self.inner.lock();
-        let released = inner.released_to;
-        if file < inner.collected_below || file < released.0 {
-            None
-        } else if file == released.0 {
-            Some(released.1.max(FILE_HEADER_LEN as u64))
-        } else {
-            Some(FILE_HEADER_LEN as u64)
-        }
-    }
-
     fn delete_collected(&self, files: &[u64]) {
         if let Some(&newest) = files.iter().max() {
             // A failed delete leaves a file that the next open removes.
             let _ = self.delete_below(newest + 1);
         }
-    }
-
-    /// Sealed files the manifest does not name yet: the install names them
-    /// (an open checks each is there, whole). And how far the log is
-    /// durable now, if further than the manifest says: every record a
-    /// table of the edit points at was synced before it (flushes, merges
-    /// and GC sync the store first), so a bad record before that point is
-    /// damage, never a torn write (`docs/design.md`, "Torn tails and
-    /// damage").
-    fn before_install(&self, base: &Version, edit: &mut VersionEdit) {
-        let log = &base.values.log;
-        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
-        let durable = self.durable_position();
-        edit.values.log.durable = (Some(durable) > log.durable_to).then_some(durable);
-    }
-
-    /// The files the manifest does not name: sealed by this open (the old
-    /// head) or by rotations since the last install; the rotations synced
-    /// theirs, the open did not.
-    fn sync_from_before_open(&self, current: &Version) -> Result<()> {
-        for (file, _) in self.unnamed_sealed(&current.values.log.sealed) {
-            self.fs.sync_file(&filename::value_log(&self.dir, file))?;
-        }
-        Ok(())
-    }
-
-    /// The head's synced end, once the close synced it.
-    fn close_edit(&self, current: &Version) -> Option<VersionEdit> {
-        let durable = self.durable_position();
-        (Some(durable) > current.values.log.durable_to).then(|| {
-            let mut edit = VersionEdit::default();
-            edit.values.log.durable = Some(durable);
-            edit
-        })
-    }
-
-    /// The replayed history is settled: what the crash tore at the log's
-    /// end goes, and the manifest names every sealed file.
-    fn after_replay(&self, current: &Version, edit: &mut VersionEdit) -> Result<()> {
-        let log = &current.values.log;
-        self.cut_torn_tail(log)?;
-        edit.values.log.sealed = self.unnamed_sealed(&log.sealed);
-        Ok(())
     }
 }
 

@@ -378,7 +378,7 @@ fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
 
     use super::meta::TableMeta;
     use super::store::Frozen;
-    use crate::value::{Dropped, ValueStore, ValueTally};
+    use crate::value::{Dropped, ValueAccounting, ValueRecovery, ValueTally};
 
     for at_close in [false, true] {
         let fs = fs();
@@ -434,8 +434,8 @@ fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
 fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     use std::path::Path;
 
-    use super::meta::{TableFile, TableMeta};
-    use crate::value::pointer::{ValuePointer, STORE_TABLE};
+    use super::meta::TableMeta;
+    use crate::value::pointer::ValuePointer;
 
     let fs = fs();
     let dir = Path::new("/db");

@@ -1,0 +1,122 @@
+//! Opening the value store a database has: the layout is the manifest's
+//! (a database keeps the layout it was created with), or the options'
+//! for a database that never separated a value.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use super::hash::{HashConfig, HashStore};
+use super::log::store::{LogConfig, LogStore};
+use super::meta::{ValueEdit, ValueMeta};
+use super::table::store::{TableConfig, TableStore};
+use super::ValueStore;
+use crate::error::{Error, Result};
+use crate::fs::CountingFs;
+use crate::options::{Options, ValueLayout};
+use crate::table::BlockCache;
+
+/// A value store as the open found it.
+pub(crate) struct OpenedStore {
+    pub(crate) store: Arc<dyn ValueStore>,
+    /// What the manifest must learn from the open (groups or tables found
+    /// or dropped).
+    pub(crate) edit: ValueEdit,
+    /// The log layout's store itself: recovery reads it as the journal
+    /// when the value log is the journal.
+    pub(crate) log: Option<Arc<LogStore>>,
+}
+
+/// The layout of the store the database at `meta` has, when it has one:
+/// the manifest's, or the options' when it never had one (`has_log_files`:
+/// the directory holds value log files, which a log layout may have
+/// written before its first manifest record).
+fn layout_of(meta: &ValueMeta, has_log_files: bool, opts: &Options) -> Option<ValueLayout> {
+    if meta.table.created {
+        Some(ValueLayout::Table)
+    } else if !meta.hash.groups.is_empty() {
+        Some(ValueLayout::Hash)
+    } else if has_log_files || meta.log.journal_from.is_some() {
+        Some(ValueLayout::Log)
+    } else {
+        opts.values
+            .separation_threshold_bytes
+            .map(|_| opts.values.layout)
+    }
+}
+
+/// Opens the database's value store, if it has or is to have one. The
+/// store opens whenever the database has or had one, so that pointers
+/// written under other options still resolve; options that separate
+/// values into another layout than the database's are refused.
+pub(crate) fn open_store(
+    dir: &Path,
+    fs: &CountingFs,
+    file_numbers: Arc<AtomicU64>,
+    meta: &ValueMeta,
+    has_log_files: bool,
+    opts: &Options,
+    block_cache: &Arc<BlockCache>,
+) -> Result<Option<OpenedStore>> {
+    let Some(layout) = layout_of(meta, has_log_files, opts) else {
+        return Ok(None);
+    };
+    if opts.values.separation_threshold_bytes.is_some() && layout != opts.values.layout {
+        return Err(Error::InvalidArgument(format!(
+            "the database's value store has layout {layout:?}; the options ask for {:?}",
+            opts.values.layout
+        )));
+    }
+    let mut edit = ValueEdit::default();
+    let opened = match layout {
+        ValueLayout::Hash => {
+            let (store, e) = HashStore::open(
+                dir,
+                fs.clone(),
+                file_numbers,
+                &meta.hash,
+                HashConfig::from_options(opts),
+            )?;
+            edit.hash.groups = e.groups;
+            edit.hash.added = e.added;
+            edit.hash.dropped = e.dropped;
+            OpenedStore {
+                store: Arc::new(store),
+                edit,
+                log: None,
+            }
+        }
+        ValueLayout::Table => {
+            let (store, e) = TableStore::open(
+                dir,
+                fs.clone(),
+                file_numbers,
+                &meta.table,
+                TableConfig::from_options(opts),
+                block_cache.clone(),
+            )?;
+            edit.table = e;
+            OpenedStore {
+                store: Arc::new(store),
+                edit,
+                log: None,
+            }
+        }
+        ValueLayout::Log => {
+            let store = Arc::new(LogStore::open(
+                dir,
+                fs.clone(),
+                file_numbers,
+                LogConfig::from_options(opts),
+                meta.log.tail,
+                &meta.log.sealed,
+            )?);
+            OpenedStore {
+                store: store.clone(),
+                edit,
+                log: Some(store),
+            }
+        }
+    };
+    Ok(Some(opened))
+}
