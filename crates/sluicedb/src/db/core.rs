@@ -16,6 +16,7 @@ use crate::index::IndexShape;
 use crate::journal::{Journal, JournalMark};
 use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{Options, Preset, ReadOptions};
+use crate::policy::Separation;
 use crate::stats::Counters;
 use crate::stats::{GcTotals, LevelStats, Stats};
 use crate::table::builder::TableOptions;
@@ -34,45 +35,89 @@ pub(super) struct Immutable {
     pub(super) last_seq: u64,
 }
 
+/// What the state lock (`Core::state`) guards, in parts: the write
+/// buffers and the writers' queue, the version and its readers, the
+/// background jobs' bookkeeping ([`Jobs`]), and the database's health.
+/// Every field is read and written under that lock only; the lock order
+/// is in `docs/design.md`, "Threads and locks".
 pub(super) struct State {
+    // ---- write buffers and the writers' queue ----
     pub(super) mem: Arc<dyn WriteBuffer>,
     /// Where the active memtable's records begin in the journal: the
     /// replay start once older ones are flushed.
     pub(super) mem_mark: JournalMark,
     pub(super) imms: VecDeque<Immutable>,
-    pub(super) current: Arc<Version>,
-    pub(super) sv: Arc<SuperVersion>,
-    pub(super) log_number: u64,
     pub(super) last_sequence: u64,
     pub(super) writers: VecDeque<Arc<WriterSlot>>,
+    pub(super) memtables_switched: u64,
+    pub(super) memtables_flushed: u64,
+
+    // ---- the version and who reads it ----
+    pub(super) current: Arc<Version>,
+    pub(super) sv: Arc<SuperVersion>,
+    /// The journal the current version's replay starts from.
+    pub(super) log_number: u64,
+    /// Open snapshots and iterators: sequence number and count.
     pub(super) snapshots: BTreeMap<u64, usize>,
-    pub(super) busy: HashSet<u64>,
-    pub(super) pending_outputs: HashSet<u64>,
+    /// Versions readers may still hold (their files are not obsolete).
     pub(super) live_versions: Vec<Weak<Version>>,
+
+    // ---- background work ----
+    pub(super) jobs: Jobs,
+
+    // ---- health ----
+    /// Why nothing more may be written, after a failure that left the
+    /// manifest uncertain (invariant I7).
+    pub(super) poisoned: Option<String>,
+    pub(super) closing: bool,
+    /// Why the space limit cannot be held, when it cannot (for `Stats`).
+    pub(super) space_note: Option<String>,
+}
+
+/// The scheduler's bookkeeping (`db/jobs/mod.rs`): which jobs run, which
+/// files they hold, and what GC freed. Part of [`State`], under its lock.
+pub(super) struct Jobs {
+    /// Tables a running compaction reads (no other job may pick them).
+    pub(super) busy: HashSet<u64>,
+    /// Numbers of files jobs are writing (not obsolete though unlisted).
+    pub(super) pending_outputs: HashSet<u64>,
     pub(super) flush_running: bool,
     /// A merge that moved value records is settling its garbage: no flush
     /// starts (`Core::hold_flushes`).
     pub(super) relocation_settling: bool,
     pub(super) compactions_running: usize,
     pub(super) manual_compaction: bool,
-    pub(super) memtables_switched: u64,
-    pub(super) memtables_flushed: u64,
-    pub(super) poisoned: Option<String>,
-    pub(super) closing: bool,
     pub(super) gc_running: bool,
     /// When the last GC step ended (for `gc_interval_ms`).
     pub(super) last_gc: Instant,
     /// What GC steps freed, released once no registered reader is older
     /// than their relocations (`docs/design.md`, "Value store").
     pub(super) pending_deletes: Vec<PendingFree>,
-    /// Why the space limit cannot be held, when it cannot (for `Stats`).
-    pub(super) space_note: Option<String>,
     /// The background loops the database runs, how many of them are
     /// parked because their last look found no job, and how many looks
     /// they made (`Core::wait_idle`).
     pub(super) bg_loops: usize,
     pub(super) bg_parked: usize,
     pub(super) bg_looks: u64,
+}
+
+impl Jobs {
+    pub(super) fn new() -> Jobs {
+        Jobs {
+            busy: HashSet::new(),
+            pending_outputs: HashSet::new(),
+            flush_running: false,
+            relocation_settling: false,
+            compactions_running: 0,
+            manual_compaction: false,
+            gc_running: false,
+            last_gc: Instant::now(),
+            pending_deletes: Vec::new(),
+            bg_loops: 0,
+            bg_parked: 0,
+            bg_looks: 0,
+        }
+    }
 }
 
 impl State {
@@ -108,27 +153,52 @@ pub(super) struct PendingFree {
 }
 
 pub(crate) struct Core {
+    // ---- configuration ----
     pub(super) dir: PathBuf,
     pub(super) opts: Options,
+    /// Which values leave the index, and when: the one policy writes,
+    /// flushes and merges apply.
+    pub(super) separation: Separation,
+    pub(super) table_opts: TableOptions,
     pub(super) fs: CountingFs,
+
+    // ---- the key index, the value store and the versions ----
     pub(super) shape: Arc<dyn IndexShape>,
     pub(super) tables: Arc<TableCache>,
+    /// The value store, when values are separated (or were).
+    pub(super) values: Option<Arc<dyn ValueStore>>,
     pub(super) versions: VersionSet,
+    /// Set by recovery, which creates it once the journals it read are
+    /// replayed.
+    pub(super) journal: OnceLock<Box<dyn Journal>>,
+
+    // ---- locks, in the order a thread may take them, never the reverse:
+    // `gc_lock`, `flush_appends`, `merge_appends`, the value store's
+    // accounting lock (the table layout's), `manifest`, `state`, then the
+    // journal's and the value store's inner locks (`docs/design.md`,
+    // "Threads and locks"). A lock taken out of order is only tried
+    // (`try_lock`), never waited for. ----
+    /// One GC at a time (background or `Db::gc`).
+    pub(super) gc_lock: Mutex<()>,
+    /// Held by a flush from before it appends values (separation at
+    /// flush) until its tables are installed; see `Core::publish_barrier`.
+    pub(super) flush_appends: Mutex<()>,
+    /// Held (shared) by a merge that appends the values it separates to
+    /// the value store's shared heads (the unified shape over the log
+    /// layout) until its tables are installed; GC's barrier takes it
+    /// exclusively, so that no record it judges was appended by a merge
+    /// whose pointers it cannot see yet.
+    pub(super) merge_appends: parking_lot::RwLock<()>,
     pub(super) manifest: Mutex<Option<ManifestState>>,
     pub(super) state: Mutex<State>,
-    /// Threads of a hash GC step (`GcOptions::threads`), started on first
-    /// use.
-    pub(super) gc_pool: OnceLock<rayon::ThreadPool>,
-    /// The thread overlapped GC steps are finished on (`Core::gc_pipeline`):
-    /// one that lives on, not a thread per step.
-    pub(super) gc_finisher: OnceLock<rayon::ThreadPool>,
+
+    // ---- waiting ----
     /// Writers, stalled writers and waiters on background progress.
     pub(super) cv: Condvar,
     /// Background workers.
     pub(super) bg_cv: Condvar,
-    /// Set by recovery, which creates it once the journals it read are
-    /// replayed.
-    pub(super) journal: OnceLock<Box<dyn Journal>>,
+
+    // ---- sequence numbers and space control, read without locks ----
     pub(super) visible_seq: AtomicU64,
     /// Every version at or below this sequence is durable: in a synced
     /// journal, or in tables a flush installed (and everything an open
@@ -153,20 +223,15 @@ pub(crate) struct Core {
     pub(super) garbage_share_milli: AtomicU64,
     pub(super) shutting_down: AtomicBool,
     pub(super) counters: Counters,
-    pub(super) table_opts: TableOptions,
-    /// The value store, when values are separated (or were).
-    pub(super) values: Option<Arc<dyn ValueStore>>,
-    /// One GC at a time (background or `Db::gc`).
-    pub(super) gc_lock: Mutex<()>,
-    /// Held by a flush from before it appends values (separation at
-    /// flush) until its tables are installed; see `Core::publish_barrier`.
-    pub(super) flush_appends: Mutex<()>,
-    /// Held (shared) by a merge that appends the values it separates to
-    /// the value store's shared heads (the unified shape over the log
-    /// layout) until its tables are installed; GC's barrier takes it
-    /// exclusively, so that no record it judges was appended by a merge
-    /// whose pointers it cannot see yet.
-    pub(super) merge_appends: parking_lot::RwLock<()>,
+
+    // ---- GC's threads ----
+    /// Threads of a hash GC step (`GcOptions::threads`), started on first
+    /// use.
+    pub(super) gc_pool: OnceLock<rayon::ThreadPool>,
+    /// The thread overlapped GC steps are finished on (`Core::gc_pipeline`):
+    /// one that lives on, not a thread per step.
+    pub(super) gc_finisher: OnceLock<rayon::ThreadPool>,
+
     /// Runs once in the next flush, between syncing the values it appended
     /// and installing its tables (tests of what may run in between).
     #[cfg(test)]
@@ -206,7 +271,7 @@ impl Core {
 
     pub(super) fn new_output_number(&self) -> u64 {
         let n = self.versions.new_file_number();
-        self.state.lock().pending_outputs.insert(n);
+        self.state.lock().jobs.pending_outputs.insert(n);
         n
     }
 

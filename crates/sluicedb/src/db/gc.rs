@@ -340,11 +340,9 @@ impl Core {
             current: &st.current,
             capacity_bytes: self.opts.values.capacity_bytes,
             garbage_ratio: self.opts.gc.garbage_ratio,
-            interval_due: self
-                .opts
-                .gc
-                .interval_ms
-                .is_some_and(|ms| st.last_gc.elapsed() >= std::time::Duration::from_millis(ms)),
+            interval_due: self.opts.gc.interval_ms.is_some_and(|ms| {
+                st.jobs.last_gc.elapsed() >= std::time::Duration::from_millis(ms)
+            }),
         })
     }
 
@@ -545,7 +543,7 @@ impl Core {
         if !c.frees.is_empty() || c.release_to.is_some() {
             let mut st = self.state.lock();
             let visible = self.visible_seq.load(Ordering::Acquire);
-            st.pending_deletes.push(PendingFree {
+            st.jobs.pending_deletes.push(PendingFree {
                 files: c.frees,
                 release_to: c.release_to,
                 barrier: visible + u64::from(committed.applied == 0),
@@ -553,7 +551,7 @@ impl Core {
         }
         self.delete_collected_files();
         self.measure_space();
-        self.state.lock().last_gc = Instant::now();
+        self.state.lock().jobs.last_gc = Instant::now();
         let stats = GcStats {
             chunks: 1,
             bytes_read: c.bytes_read,
@@ -609,7 +607,7 @@ impl Core {
             let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);
             let mut doomed = Vec::new();
             let mut release = None;
-            st.pending_deletes.retain(|free| {
+            st.jobs.pending_deletes.retain(|free| {
                 if oldest >= free.barrier {
                     doomed.extend(free.files.iter().copied());
                     release = release.max(free.release_to);

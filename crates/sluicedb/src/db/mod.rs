@@ -94,7 +94,7 @@ impl Db {
         } else {
             core.opts.background_threads
         };
-        core.state.lock().bg_loops = workers;
+        core.state.lock().jobs.bg_loops = workers;
         let gc_workers = core.pressure_gc_threads();
         for i in 0..workers + gc_workers {
             let c = core.clone();
@@ -461,7 +461,7 @@ impl Drop for Handle {
             // no entry and counted by no edit (the model suite's reopens
             // found them).
             let mut st = core.state.lock();
-            while st.gc_running && st.poisoned.is_none() {
+            while st.jobs.gc_running && st.poisoned.is_none() {
                 core.bg_cv.notify_all();
                 core.cv
                     .wait_for(&mut st, std::time::Duration::from_millis(10));

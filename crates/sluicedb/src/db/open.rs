@@ -5,16 +5,16 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::core::{Core, State};
+use super::core::{Core, Jobs, State};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::journal::JournalMark;
 use crate::options::{JournalMode, Options};
+use crate::policy::Separation;
 use crate::stats::Counters;
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
@@ -138,10 +138,7 @@ impl Core {
             open_edit.values = o.edit;
             if let Some(log) = o.log {
                 if opts.journal_mode == JournalMode::ValueLog {
-                    log_journal = Some(LogJournal::new(
-                        log.clone(),
-                        opts.values.separation_threshold_bytes,
-                    ));
+                    log_journal = Some(LogJournal::new(log.clone()));
                 }
                 value_log = Some(log);
             }
@@ -163,27 +160,17 @@ impl Core {
             last_sequence: rec.last_sequence,
             writers: VecDeque::new(),
             snapshots: BTreeMap::new(),
-            busy: HashSet::new(),
-            pending_outputs: HashSet::new(),
+            jobs: Jobs::new(),
             live_versions: Vec::new(),
-            flush_running: false,
-            relocation_settling: false,
-            compactions_running: 0,
-            manual_compaction: false,
             memtables_switched: 0,
             memtables_flushed: 0,
             poisoned: None,
             closing: false,
-            gc_running: false,
-            last_gc: Instant::now(),
-            pending_deletes: Vec::new(),
             space_note: None,
-            bg_loops: 0,
-            bg_parked: 0,
-            bg_looks: 0,
         };
         let core = Core {
             dir,
+            separation: Separation::from_options(&opts),
             opts,
             fs,
             shape,

@@ -18,7 +18,6 @@ use crate::journal::engine::EngineJournal;
 use crate::journal::replay::{self, Ended, Source};
 use crate::journal::{Journal, JournalMark};
 use crate::memtable::{MemTable, WriteBuffer};
-use crate::policy::Separation;
 use crate::value::log::journal::LogJournal;
 use crate::value::log::store::LogStore;
 use crate::version::VersionEdit;
@@ -112,14 +111,12 @@ impl Core {
                     // No longer the journal: nothing replays from it.
                     r.edit.values.log.journal = Some((0, 0));
                 }
-                let threshold = Separation::from_options(&self.opts).at_write();
                 let j = EngineJournal::create(
                     self.dir.clone(),
                     self.fs.clone(),
                     self.versions.file_numbers(),
                     log_number,
                     self.values.clone(),
-                    threshold,
                 )?;
                 (Box::new(j), JournalMark::File(log_number))
             }
@@ -137,7 +134,7 @@ impl Core {
         st.log_number = log_number;
         st.mem_mark = mark;
         st.last_sequence = r.max_seq;
-        st.pending_outputs.clear();
+        st.jobs.pending_outputs.clear();
         st.refresh_sv();
         self.visible_seq.store(r.max_seq, Ordering::Release);
         // What it replayed is flushed into the version just written.

@@ -16,6 +16,7 @@ use crate::gc::space::{EarlySwitch, SpacePressure};
 use crate::gc::Committed;
 use crate::index::WritePressure;
 use crate::stats::bump;
+use crate::value;
 
 /// How long a GC group waits in the writer queue before it checks for a
 /// flush it could run itself (`Core::help_background`).
@@ -37,16 +38,27 @@ const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
 const SPACE_DELAY_SLEEP_NANOS: u64 = 1_000_000;
 
 impl Core {
-    /// Journals a group (synced when `sync`); returns the batch for the
-    /// memtable when it differs from the group (pointers in place of
-    /// separated values).
+    /// Separates the group's values the policy picks at write time
+    /// (`policy::Separation::at_write`, the one place that decides it for
+    /// writes) and journals the group (synced when `sync`); returns the
+    /// batch for the memtable when it differs from the group (pointers in
+    /// place of separated values).
     pub(super) fn log_group(
         &self,
         group: &WriteBatch,
         seq: u64,
         sync: bool,
     ) -> Result<Option<WriteBatch>> {
-        let out = self.journal()?.append(group, seq, sync)?;
+        let journal = self.journal()?;
+        let threshold = self.separation.at_write();
+        let separated = match (&self.values, threshold) {
+            (Some(store), Some(t)) if !journal.holds_values() => {
+                value::separate(store.as_ref(), t, group, seq)?
+            }
+            _ => None,
+        };
+        let record = separated.as_ref().unwrap_or(group);
+        let out = journal.append(record, seq, sync, threshold)?.or(separated);
         if sync {
             bump(&self.counters.journal_syncs, 1);
             // A sync covers every record appended before it.
@@ -149,7 +161,7 @@ impl Core {
             );
             let still_high = self.space_pressure() == SpacePressure::High;
             let gained = self.space_ratio() < before
-                || st.gc_running
+                || st.jobs.gc_running
                 || self.counters.gc_runs.load(Ordering::Relaxed) > steps_before;
             if !still_high || !gained || st.check_writable().is_err() {
                 break;

@@ -13,7 +13,7 @@ use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::filename;
 use crate::fs::{CountingFs, FileSyncer, IoClass};
-use crate::value::{separate, ValueStore};
+use crate::value::ValueStore;
 use crate::version::VersionEdit;
 
 /// The engine journal being written, and the older journals a rotation left
@@ -22,11 +22,10 @@ pub(crate) struct EngineJournal {
     dir: PathBuf,
     fs: CountingFs,
     file_numbers: Arc<AtomicU64>,
-    /// Where separated values go before their pointers are journaled, and
-    /// the smallest value that goes there (`None`: nothing is separated at
-    /// write time).
+    /// Where the write path put the values whose pointers are journaled:
+    /// synced before the journal, so that no durable pointer names a lost
+    /// record.
     values: Option<Arc<dyn ValueStore>>,
-    separation_threshold_bytes: Option<usize>,
     inner: Mutex<Inner>,
     /// Held through a sync, and by `forget_below`: syncs run one at a
     /// time, and no journal leaves `unsynced_older` (to be deleted) while
@@ -51,7 +50,6 @@ impl EngineJournal {
         file_numbers: Arc<AtomicU64>,
         number: u64,
         values: Option<Arc<dyn ValueStore>>,
-        separation_threshold_bytes: Option<usize>,
     ) -> Result<EngineJournal> {
         let w = fs.create(&filename::journal(&dir, number), IoClass::Journal)?;
         fs.sync_dir(&dir)?;
@@ -60,7 +58,6 @@ impl EngineJournal {
             fs,
             file_numbers,
             values,
-            separation_threshold_bytes,
             inner: Mutex::new(Inner {
                 writer: LogWriter::new(w),
                 number,
@@ -140,17 +137,19 @@ impl EngineJournal {
 }
 
 impl Journal for EngineJournal {
-    fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>> {
-        let separated = match (&self.values, self.separation_threshold_bytes) {
-            (Some(store), Some(t)) => separate(store.as_ref(), t, group, seq)?,
-            _ => None,
-        };
-        let record = separated.as_ref().unwrap_or(group);
-        self.inner.lock().writer.add_record(record.data())?;
+    /// Only makes the group durable: its values were separated already.
+    fn append(
+        &self,
+        group: &WriteBatch,
+        _seq: u64,
+        sync: bool,
+        _separate: Option<usize>,
+    ) -> Result<Option<WriteBatch>> {
+        self.inner.lock().writer.add_record(group.data())?;
         if sync {
             self.sync_all()?;
         }
-        Ok(separated)
+        Ok(None)
     }
 
     fn sync(&self) -> Result<()> {

@@ -38,10 +38,25 @@ pub(crate) enum JournalMark {
 /// journal order is sequence order; `sync` may come from any thread.
 pub(crate) trait Journal: Send + Sync {
     /// Journals a write group whose first operation has sequence `seq`,
-    /// durably when `sync`. Values the separation policy picks go to the
-    /// value store first; the returned batch (pointers in their place) is
-    /// what the write buffer gets, `None` when that is `group` itself.
-    fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>>;
+    /// durably when `sync`. The write path decided what is separated
+    /// (`policy::Separation::at_write`) and moved those values to the
+    /// value store already, except where the journal is the value store
+    /// (the value log as journal): there `separate` is that threshold, and
+    /// the journal returns the batch with pointers in place of the values
+    /// at or above it. `None`: the write buffer gets `group` itself.
+    fn append(
+        &self,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+        separate: Option<usize>,
+    ) -> Result<Option<WriteBatch>>;
+
+    /// True when the journal stores values itself (the value log as
+    /// journal): the write path leaves their separation to it.
+    fn holds_values(&self) -> bool {
+        false
+    }
 
     /// Makes every appended group durable, with the values it points at.
     fn sync(&self) -> Result<()>;

@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::fs::IoClass;
 use crate::index::CompactionPlan;
 use crate::iter::InternalIterator;
-use crate::policy::Separation;
 use crate::stats::bump;
 use crate::version::FileMeta;
 
@@ -55,9 +54,7 @@ impl Core {
             // (partial KV separation, seed 004 §III-C).
             separate: match (
                 &self.values,
-                Separation::from_options(&self.opts)
-                    .at_merge()
-                    .filter(|_| plan.separate_values),
+                self.separation.at_merge().filter(|_| plan.separate_values),
             ) {
                 (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
@@ -145,8 +142,8 @@ impl Core {
     /// afterwards; `docs/design.md`, "Garbage collection").
     fn hold_flushes(&self) -> FlushHold<'_> {
         let mut st = self.state.lock();
-        st.relocation_settling = true;
-        while st.flush_running && st.poisoned.is_none() && !st.closing {
+        st.jobs.relocation_settling = true;
+        while st.jobs.flush_running && st.poisoned.is_none() && !st.closing {
             self.cv.wait_for(&mut st, Duration::from_millis(100));
         }
         FlushHold(self)
@@ -197,14 +194,14 @@ impl Core {
         self.flush()?;
         {
             let mut st = self.state.lock();
-            while st.manual_compaction || st.compactions_running > 0 {
+            while st.jobs.manual_compaction || st.jobs.compactions_running > 0 {
                 st.check_writable()?;
                 self.cv.wait_for(&mut st, Duration::from_millis(100));
             }
-            st.manual_compaction = true;
+            st.jobs.manual_compaction = true;
         }
         let r = self.manual_compactions(begin, end);
-        self.state.lock().manual_compaction = false;
+        self.state.lock().jobs.manual_compaction = false;
         self.bg_cv.notify_all();
         r
     }
@@ -236,7 +233,7 @@ impl Core {
                 let plan = self.shape.pick_range_compaction(&st.current, level, lo, hi);
                 if let Some(p) = &plan {
                     for f in p.input_files() {
-                        st.busy.insert(f.number);
+                        st.jobs.busy.insert(f.number);
                     }
                 }
                 plan
@@ -245,7 +242,7 @@ impl Core {
             let r = self.run_compaction(&plan);
             let mut st = self.state.lock();
             for f in plan.input_files() {
-                st.busy.remove(&f.number);
+                st.jobs.busy.remove(&f.number);
             }
             if let Err(e) = &r {
                 st.poisoned
@@ -275,7 +272,7 @@ struct FlushHold<'a>(&'a Core);
 
 impl Drop for FlushHold<'_> {
     fn drop(&mut self) {
-        self.0.state.lock().relocation_settling = false;
+        self.0.state.lock().jobs.relocation_settling = false;
         self.0.bg_cv.notify_all();
     }
 }

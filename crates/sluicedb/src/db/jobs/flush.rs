@@ -10,7 +10,6 @@ use crate::error::Result;
 use crate::filename;
 use crate::fs::IoClass;
 use crate::iter::InternalIterator;
-use crate::policy::Separation;
 use crate::stats::bump;
 use crate::version::{FileMeta, Version, VersionEdit};
 
@@ -44,10 +43,7 @@ impl Core {
             boundaries,
             new_file_number: &alloc,
             cancel: &self.shutting_down,
-            separate: match (
-                &self.values,
-                Separation::from_options(&self.opts).at_flush(),
-            ) {
+            separate: match (&self.values, self.separation.at_flush()) {
                 (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
             },

@@ -74,7 +74,7 @@ impl Core {
         st.live_versions.push(Arc::downgrade(&old));
         st.log_number = log_number;
         for n in outputs {
-            st.pending_outputs.remove(n);
+            st.jobs.pending_outputs.remove(n);
         }
         then(&mut st);
         st.refresh_sv();
@@ -84,7 +84,7 @@ impl Core {
             let gone = store.take_unreferenced();
             if !gone.is_empty() {
                 let visible = self.visible_seq.load(Ordering::Acquire);
-                st.pending_deletes.push(crate::db::core::PendingFree {
+                st.jobs.pending_deletes.push(crate::db::core::PendingFree {
                     files: gone,
                     release_to: None,
                     barrier: visible + 1,

@@ -50,16 +50,18 @@ impl Core {
         loop {
             st.check_writable()?;
             let running = !st.imms.is_empty()
-                || st.flush_running
-                || st.compactions_running > 0
-                || st.gc_running;
-            if running || st.bg_parked < st.bg_loops {
+                || st.jobs.flush_running
+                || st.jobs.compactions_running > 0
+                || st.jobs.gc_running;
+            if running || st.jobs.bg_parked < st.jobs.bg_loops {
                 rest_from = None;
             } else {
                 match rest_from {
-                    Some(from) if st.bg_looks >= from + st.bg_loops as u64 => return Ok(()),
+                    Some(from) if st.jobs.bg_looks >= from + st.jobs.bg_loops as u64 => {
+                        return Ok(())
+                    }
                     Some(_) => {}
-                    None => rest_from = Some(st.bg_looks),
+                    None => rest_from = Some(st.jobs.bg_looks),
                 }
             }
             self.bg_cv.notify_all();
@@ -75,11 +77,11 @@ impl Core {
             if st.closing {
                 return;
             }
-            st.bg_looks += 1;
+            st.jobs.bg_looks += 1;
             match self.pick_job(&mut st, true) {
                 Some(job) => self.run_background_job(&mut st, job),
                 None => {
-                    st.bg_parked += 1;
+                    st.jobs.bg_parked += 1;
                     self.cv.notify_all();
                     // With periodic GC, wake up to check the interval.
                     match self.opts.gc.interval_ms {
@@ -88,7 +90,7 @@ impl Core {
                         }
                         None => self.bg_cv.wait(&mut st),
                     }
-                    st.bg_parked -= 1;
+                    st.jobs.bg_parked -= 1;
                 }
             }
         }
@@ -106,8 +108,8 @@ impl Core {
             }
             let due = st.poisoned.is_none()
                 && !self.shutting_down.load(Ordering::SeqCst)
-                && !st.gc_running
-                && !st.manual_compaction
+                && !st.jobs.gc_running
+                && !st.jobs.manual_compaction
                 && self.space_pressure() != SpacePressure::Below
                 && self.gc_wanted(&st);
             if !due {
@@ -116,7 +118,7 @@ impl Core {
                 self.bg_cv.wait_for(&mut st, PRESSURE_GC_POLL);
                 continue;
             }
-            st.gc_running = true;
+            st.jobs.gc_running = true;
             self.run_background_job(&mut st, Job::Gc);
         }
     }
@@ -157,8 +159,8 @@ impl Core {
         // A merge that moved records is settling its garbage: a flush
         // starting now could count garbage in a record it moved without
         // being seen (`Core::run_compaction`).
-        if !st.imms.is_empty() && !st.flush_running && !st.relocation_settling {
-            st.flush_running = true;
+        if !st.imms.is_empty() && !st.jobs.flush_running && !st.jobs.relocation_settling {
+            st.jobs.flush_running = true;
             let waited = st.imms.front().map(|i| i.since.elapsed());
             bump(
                 &self.counters.flush_wait_micros,
@@ -171,17 +173,17 @@ impl Core {
         let gc = gc
             && !self.shutting_down.load(Ordering::SeqCst)
             && (self.pressure_gc_threads() == 0 || self.space_pressure() == SpacePressure::Below);
-        if gc && !st.gc_running && !st.manual_compaction && self.gc_wanted(st) {
-            st.gc_running = true;
+        if gc && !st.jobs.gc_running && !st.jobs.manual_compaction && self.gc_wanted(st) {
+            st.jobs.gc_running = true;
             return Some(Job::Gc);
         }
         let max_compactions = self.opts.background_threads.saturating_sub(1).max(1);
-        if st.manual_compaction || st.compactions_running >= max_compactions {
+        if st.jobs.manual_compaction || st.jobs.compactions_running >= max_compactions {
             return None;
         }
         let mut plan = self
             .shape
-            .pick_compaction(&st.current, &st.busy)
+            .pick_compaction(&st.current, &st.jobs.busy)
             .or_else(|| self.pick_scan_merge(st))
             .or_else(|| self.pick_gc_merge(st))
             .or_else(|| {
@@ -195,7 +197,10 @@ impl Core {
                 let uncounted = self.shadows_uncounted.load(Ordering::Relaxed);
                 (self.space_pressure() != SpacePressure::Below
                     && (uncounted > 0 || self.shape.shadow_compaction_does_more_than_count()))
-                .then(|| self.shape.pick_shadow_compaction(&st.current, &st.busy))
+                .then(|| {
+                    self.shape
+                        .pick_shadow_compaction(&st.current, &st.jobs.busy)
+                })
                 .flatten()
                 .inspect(|_| self.shadows_uncounted.store(0, Ordering::Relaxed))
             })?;
@@ -203,12 +208,12 @@ impl Core {
             self.add_relocations(st, &mut plan, None);
         }
         if let Some(n) = plan.output_number {
-            st.pending_outputs.insert(n);
+            st.jobs.pending_outputs.insert(n);
         }
         for f in plan.input_files() {
-            st.busy.insert(f.number);
+            st.jobs.busy.insert(f.number);
         }
-        st.compactions_running += 1;
+        st.jobs.compactions_running += 1;
         Some(Job::Compaction(plan))
     }
 
@@ -216,10 +221,10 @@ impl Core {
     /// its output numbered now: newer than its inputs, older than every
     /// flush to come, as level 0's order by number requires.
     fn pick_scan_merge(&self, st: &State) -> Option<CompactionPlan> {
-        if st.flush_running {
+        if st.jobs.flush_running {
             return None;
         }
-        let mut plan = self.shape.pick_scan_merge(&st.current, &st.busy)?;
+        let mut plan = self.shape.pick_scan_merge(&st.current, &st.jobs.busy)?;
         plan.output_number = Some(self.versions.new_file_number());
         Some(plan)
     }
@@ -239,9 +244,9 @@ impl Core {
             .into_iter()
             .take(GC_MERGE_TRIES)
         {
-            if let Some(mut plan) = self
-                .shape
-                .pick_gc_compaction(&st.current, &st.busy, &lo, &hi)
+            if let Some(mut plan) =
+                self.shape
+                    .pick_gc_compaction(&st.current, &st.jobs.busy, &lo, &hi)
             {
                 self.add_relocations(st, &mut plan, Some(target));
                 // The target must be moved, or the same merge would be
@@ -345,12 +350,12 @@ impl Core {
         r: Result<()>,
     ) {
         match job {
-            Job::Flush => st.flush_running = false,
-            Job::Gc => st.gc_running = false,
+            Job::Flush => st.jobs.flush_running = false,
+            Job::Gc => st.jobs.gc_running = false,
             Job::Compaction(plan) => {
-                st.compactions_running -= 1;
+                st.jobs.compactions_running -= 1;
                 for f in plan.input_files() {
-                    st.busy.remove(&f.number);
+                    st.jobs.busy.remove(&f.number);
                 }
             }
         }
@@ -371,7 +376,7 @@ impl Core {
     /// so that GC's commit does not wait out a compaction nobody waits for.
     /// Returns true if it ran a job.
     pub(in crate::db) fn help_background(&self, st: &mut MutexGuard<'_, State>) -> bool {
-        let flush_due = !st.imms.is_empty() && !st.flush_running;
+        let flush_due = !st.imms.is_empty() && !st.jobs.flush_running;
         let stopped = self.shape.write_pressure(&st.current) == WritePressure::Stop;
         if st.closing || !(flush_due || stopped) {
             return false;

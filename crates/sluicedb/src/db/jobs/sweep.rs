@@ -36,7 +36,7 @@ impl Core {
         let (live, log_number) = {
             let mut st = self.state.lock();
             st.live_versions.retain(|w| w.strong_count() > 0);
-            let mut live: HashSet<u64> = st.pending_outputs.clone();
+            let mut live: HashSet<u64> = st.jobs.pending_outputs.clone();
             let versions = st
                 .live_versions
                 .iter()

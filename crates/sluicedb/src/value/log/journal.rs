@@ -23,9 +23,6 @@ use crate::version::VersionEdit;
 /// The value log, journaling whole write groups.
 pub(crate) struct LogJournal {
     store: Arc<LogStore>,
-    /// Values at least this large stay in the log and the index points at
-    /// them; smaller ones are copied into the index too.
-    separation_threshold_bytes: usize,
     /// Bytes of records no index entry points at (inline values, deletes,
     /// relocation records), per file: garbage once the write buffer they
     /// belong to is flushed (`docs/design.md`, "Space accounting").
@@ -41,10 +38,9 @@ struct Unpointed {
 }
 
 impl LogJournal {
-    pub(crate) fn new(store: Arc<LogStore>, separation_threshold_bytes: Option<usize>) -> Self {
+    pub(crate) fn new(store: Arc<LogStore>) -> Self {
         LogJournal {
             store,
-            separation_threshold_bytes: separation_threshold_bytes.unwrap_or(usize::MAX),
             unpointed: Mutex::new(Unpointed::default()),
         }
     }
@@ -58,10 +54,18 @@ impl LogJournal {
 
 impl Journal for LogJournal {
     /// Appends every operation of the group; the batch for the memtable
-    /// holds pointers for values at or above the threshold, and small
-    /// values, deletes and relocations as they are.
-    fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>> {
-        let threshold = self.separation_threshold_bytes;
+    /// holds pointers for values at or above the write path's threshold
+    /// (`separate`; they stay in the log and the index points at them),
+    /// and small values, deletes and relocations as they are (small values
+    /// are copied into the index too).
+    fn append(
+        &self,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+        separate: Option<usize>,
+    ) -> Result<Option<WriteBatch>> {
+        let threshold = separate.unwrap_or(usize::MAX);
         let mut out = WriteBatch::with_capacity(group.approximate_size());
         out.set_sequence(seq);
         let last = group.len().saturating_sub(1);
@@ -97,6 +101,10 @@ impl Journal for LogJournal {
 
     fn sync(&self) -> Result<()> {
         self.store.sync()
+    }
+
+    fn holds_values(&self) -> bool {
+        true
     }
 
     /// No file to rotate: the new buffer's records start at the log's head
