@@ -61,8 +61,8 @@ pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.3;
 /// at 1.38-1.49 under 1.4 for the scavenger, hashkv and wisckey presets;
 /// 1.45 let one end at 1.51, over the high ratio. The wisckey preset keeps
 /// [`WISCKEY_SPACE_LOW_RATIO`]. 1.45 for the hashkv preset alone was
-/// measured on 2026-11-25 and not kept (`docs/design.md`, "hashkv's low
-/// ratio at 1.45").
+/// measured on 2026-11-25 and not kept (`docs/experiments.md`, "hashkv's
+/// low ratio at 1.45").
 pub const DEFAULT_SPACE_LOW_RATIO: f64 = 1.4;
 
 /// The wisckey preset's low ratio: 1.3. Its GC can only collect the log's

@@ -692,7 +692,7 @@ fn gc_judges_a_keys_records_across_the_frozen_files_together() {
 /// nothing is copied or relocated, the values stay readable through the
 /// pointers that name the group's store, across a reopen, and the cold
 /// log's GC later collects the file like one of its own (`docs/design.md`,
-/// "Hash layout (HashKV)", *Handing files to the cold log*).
+/// "Hash layout", "Handing files to the cold log").
 #[test]
 fn a_group_file_of_first_versions_goes_to_the_cold_log_whole() {
     let fs = MemFs::new();

@@ -91,7 +91,7 @@ pub(super) struct Jobs {
     /// When the last GC step ended (for `gc_interval_ms`).
     pub(super) last_gc: Instant,
     /// What GC steps freed, released once no registered reader is older
-    /// than their relocations (`docs/design.md`, "Value store").
+    /// than their relocations (`docs/design.md`, "The GC driver").
     pub(super) pending_deletes: Vec<PendingFree>,
     /// The background loops the database runs, how many of them are
     /// parked because their last look found no job, and how many looks

@@ -1,5 +1,5 @@
 //! The engine's GC driver (`crate::gc` lists its steps) and the one rule
-//! of relocation (DESIGN.md; `docs/design.md`, "Value store").
+//! of relocation (`docs/design.md`, "Garbage collection and relocation").
 //!
 //! A layout's victim is frozen, the barrier makes every write that appended
 //! to it visible, the layout collects it in a view taken then, and its

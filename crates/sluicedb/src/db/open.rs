@@ -44,7 +44,9 @@ impl Core {
                     FileKind::Table(_)
                     | FileKind::Journal(_)
                     | FileKind::ValueLog(_)
-                    | FileKind::ValueSegment(_),
+                    | FileKind::ValueSegment(_)
+                    | FileKind::ValueTable(_)
+                    | FileKind::HashIndex(_),
                 ) = filename::parse(&name)
                 {
                     return Err(Error::corruption(
@@ -83,9 +85,13 @@ impl Core {
                         journals.push(n);
                     }
                 }
-                Some(FileKind::Manifest(n) | FileKind::ValueLog(n) | FileKind::ValueSegment(n)) => {
-                    max_number = max_number.max(n)
-                }
+                Some(
+                    FileKind::Manifest(n)
+                    | FileKind::ValueLog(n)
+                    | FileKind::ValueSegment(n)
+                    | FileKind::ValueTable(n)
+                    | FileKind::HashIndex(n),
+                ) => max_number = max_number.max(n),
                 _ => {}
             }
         }

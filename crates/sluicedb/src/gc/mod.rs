@@ -1,5 +1,5 @@
 //! Garbage collection of the value store: what every layout's GC shares
-//! (DESIGN.md, "GC"; `docs/design.md`, "Value store").
+//! (`docs/design.md`, "Garbage collection and relocation").
 //!
 //! A layout decides *what* to collect and *how* to read it: WiscKey's log
 //! collects a chunk at its tail (seed 001 §3.3.2), HashKV a whole segment

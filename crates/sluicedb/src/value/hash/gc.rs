@@ -21,7 +21,7 @@
 //! the cold log instead of the group. The paper leaves a tag (key and
 //! metadata) in the group so that its scan-only validity check knows the
 //! key; validity here comes from the index, which points at the cold copy,
-//! so no tag is needed (tags were measured: `docs/design.md`). The cold log
+//! so no tag is needed (tags were measured: `docs/experiments.md`, "Hotness tags"). The cold log
 //! is collected like a group, one file at a time: the one with the most
 //! known garbage, once at least half of it is garbage.
 //!
@@ -69,7 +69,7 @@ const LOOKUP_CHUNK: usize = 512;
 /// is, its version and flags, and where its key lies in the file's key
 /// arena. About 40 bytes and the key's, against the 500 or so a record
 /// cost as owned keys in a map of per-key lists (`docs/design.md`, "Hash
-/// layout (HashKV)", *GC memory*).
+/// layout", "GC memory").
 struct Put {
     offset: u64,
     seq: u64,
