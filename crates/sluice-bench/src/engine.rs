@@ -166,94 +166,95 @@ pub struct SluiceEngine {
 
 impl SluiceEngine {
     pub fn options(preset: Preset, cfg: &BenchConfig) -> Options {
-        let mut opts = Options::preset(preset);
-        opts.write_buffer_size_bytes = WRITE_BUFFER_BYTES;
-        opts.index.block_cache_bytes = BLOCK_CACHE_BYTES;
-        opts.background_threads = BACKGROUND_THREADS;
-        opts.index.bloom_bits_per_key = BLOOM_BITS_PER_KEY;
+        let mut opts = Options::preset(preset)
+            .write_buffer_size_bytes(WRITE_BUFFER_BYTES)
+            .block_cache_bytes(BLOCK_CACHE_BYTES)
+            .background_threads(BACKGROUND_THREADS)
+            .bloom_bits_per_key(BLOOM_BITS_PER_KEY);
         if let Some(t) = cfg.separation_threshold {
-            opts.values.separation_threshold_bytes = t;
+            opts = opts.separation_threshold_bytes(t);
         }
         if let (Some(capacity), Some(_)) = (
             cfg.value_store_capacity(),
-            opts.values.separation_threshold_bytes,
+            opts.values().separation_threshold_bytes,
         ) {
-            // HashKV §4.2 (seed 000): the value store holds the data plus a
-            // 30% reserve.
-            opts.values.capacity_bytes = Some(capacity);
+            // HashKV §4.2 (USENIX ATC '18): the value store holds the data
+            // plus a 30% reserve.
             // GC frees whole files: keep them small next to the capacity,
             // so that small runs have files to collect too (with 1 MiB at
             // least, the tiny test runs rotated a file only now and then,
             // and whether GC ran in an update phase was a matter of timing).
-            opts.values.log.file_size_bytes = (capacity / 32).clamp(64 << 10, 64 << 20);
             // Likewise at least 32 segment groups for the hash layout, so a
             // GC step rewrites 1/32 of the data or less, and at least 256
             // log segments in the reserve (1 MiB ones leave small runs only
             // a few).
-            let reserve = capacity as f64 * opts.values.hash.reserve_ratio;
-            opts.values.hash.log_segment_bytes =
-                ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
+            let reserve = capacity as f64 * opts.values().hash.reserve_ratio;
+            let log_segment = ((reserve / 256.0) as u64).clamp(64 << 10, 1 << 20);
             let main_area = capacity as f64 - reserve;
-            opts.values.hash.main_segment_bytes =
-                ((main_area / 32.0) as u64).clamp(opts.values.hash.log_segment_bytes, 64 << 20);
+            opts = opts
+                .value_store_capacity_bytes(Some(capacity))
+                .value_log_file_size_bytes((capacity / 32).clamp(64 << 10, 64 << 20))
+                .hash_log_segment_bytes(log_segment)
+                .hash_main_segment_bytes(((main_area / 32.0) as u64).clamp(log_segment, 64 << 20));
         }
         if let Some(t) = cfg.scan_prefetch_threads {
-            opts.values.scan_prefetch_threads = t;
+            opts = opts.scan_prefetch_threads(t);
         }
         if let Some(p) = cfg.hash_gc_policy {
-            opts.values.hash.gc_policy = p;
+            opts = opts.hash_gc_policy(p);
         }
         if let Some(h) = cfg.hash_hotness {
-            opts.values.hash.hotness = h;
+            opts = opts.hash_hotness(h);
         }
         if let Some(n) = cfg.gc_threads {
-            opts.gc.threads = n;
+            opts = opts.gc_threads(n);
         }
         if let Some(n) = cfg.gc_pressure_threads {
-            opts.gc.pressure_threads = n;
+            opts = opts.gc_pressure_threads(n);
         }
         if let Some(on) = cfg.gc_overlap_steps {
-            opts.gc.overlap_steps = on;
+            opts = opts.gc_overlap_steps(on);
         }
         if let Some(l) = cfg.space_limit {
-            opts.gc.space_limit = l;
+            opts = opts.space_limit(l);
         }
         if let Some(n) = cfg.hash_batch_bytes {
-            opts.values.hash.batch_bytes = n;
+            opts = opts.hash_batch_bytes(n);
         }
         if let Some(d) = cfg.index_decoupled_tables {
-            opts.index.index_decoupled_tables = d;
+            opts = opts.index_decoupled_tables(d);
         }
         if let Some(l) = cfg.table_gc_lazy_read {
-            opts.values.table.gc_lazy_read = l;
+            opts = opts.table_gc_lazy_read(l);
         }
         if let Some(d) = cfg.table_direct_io {
-            opts.values.table.direct_io = d;
+            opts = opts.table_direct_io(d);
         }
         if let Some(c) = cfg.table_gc_cost_benefit {
-            opts.values.table.gc_cost_benefit = c;
+            opts = opts.table_gc_cost_benefit(c);
         }
         if let Some(w) = cfg.table_gc_write_back {
-            opts.values.table.gc_write_back = w;
+            opts = opts.table_gc_write_back(w);
         }
         if let Some(n) = cfg.drop_cache_bytes {
-            opts.values.table.drop_cache_bytes = n;
+            opts = opts.drop_cache_bytes(n);
         }
         if let Some(r) = cfg.table_gc_ratio {
-            opts.values.table.gc_ratio = r;
+            opts = opts.table_gc_ratio(r);
         }
         if let Some(f) = cfg.separate_at_flush {
-            opts.values.separate_at_flush = f;
+            opts = opts.separate_at_flush(f);
         }
         // Separation at flush has nothing to do without separation (the
         // threshold sweep's `--separation-threshold none` under `hashkv`).
-        opts.values.separate_at_flush &= opts.values.separation_threshold_bytes.is_some();
-        opts
+        let at_flush =
+            opts.values().separate_at_flush && opts.values().separation_threshold_bytes.is_some();
+        opts.separate_at_flush(at_flush)
     }
 
     pub fn open(preset: Preset, cfg: &BenchConfig, dir: &Path) -> Result<SluiceEngine> {
         let opts = Self::options(preset, cfg);
-        let unified = opts.index.shape == IndexShapeKind::Unified;
+        let unified = opts.index().shape == IndexShapeKind::Unified;
         Ok(SluiceEngine {
             db: Db::open(dir, opts)?,
             write: WriteOptions { sync: cfg.sync },
@@ -318,7 +319,8 @@ impl Engine for SluiceEngine {
     }
 
     fn index_memory_bytes(&self) -> Option<u64> {
-        self.unified.then(|| self.db.stats().shape.hash_index_bytes)
+        self.unified
+            .then(|| self.db.stats().index.shape.hash_index_bytes)
     }
 
     fn report(&self) -> String {
@@ -328,7 +330,7 @@ impl Engine for SluiceEngine {
     fn stalls(&self) -> Option<crate::PhaseStalls> {
         let s = self.db.stats();
         let secs = |us: u64| us as f64 / 1e6;
-        let by = &s.write_stall_micros_by_reason;
+        let by = &s.writes.write_stall_micros_by_reason;
         Some(crate::PhaseStalls {
             memtables_s: secs(by.memtables),
             level0_s: secs(by.level0),

@@ -79,11 +79,11 @@ pub struct BenchConfig {
     pub separate_at_flush: Option<bool>,
     /// Overrides [`sluicedb::HashOptions::hotness`].
     pub hash_hotness: Option<bool>,
-    /// Overrides [`sluicedb::GcOptions::threads`].
+    /// Overrides [`sluicedb::HashOptions::gc_threads`].
     pub gc_threads: Option<usize>,
     /// Overrides [`sluicedb::GcOptions::pressure_threads`].
     pub gc_pressure_threads: Option<usize>,
-    /// Overrides [`sluicedb::GcOptions::overlap_steps`].
+    /// Overrides [`sluicedb::HashOptions::gc_overlap_steps`].
     pub gc_overlap_steps: Option<bool>,
     /// Overrides [`sluicedb::HashOptions::batch_bytes`].
     pub hash_batch_bytes: Option<usize>,

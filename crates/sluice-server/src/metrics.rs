@@ -225,12 +225,12 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
     f.counter(
         "sluice_engine_user_written_bytes_total",
         "Bytes of keys and values the user wrote",
-        s.user_bytes_written,
+        s.writes.user_bytes_written,
     );
     f.counter(
         "sluice_engine_user_written_ops_total",
         "Puts and deletes the user wrote",
-        s.user_ops_written,
+        s.writes.user_ops_written,
     );
     f.gauge(
         "sluice_engine_write_amplification",
@@ -240,60 +240,60 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
     f.gauge(
         "sluice_engine_space_amplification",
         "Bytes of every file per byte of live data, when last measured (0: not yet)",
-        s.space_amplification,
+        s.space.space_amplification,
     );
     f.gauge(
         "sluice_engine_live_data_bytes",
         "The user's live keys and values the space amplification divides by",
-        s.live_data_bytes as f64,
+        s.space.live_data_bytes as f64,
     );
     f.gauge(
         "sluice_engine_memtable_bytes",
         "Bytes in the active and immutable memtables",
-        s.memtable_bytes as f64,
+        s.flush.memtable_bytes as f64,
     );
     f.gauge(
         "sluice_engine_immutable_memtables",
         "Memtables waiting for flush",
-        s.immutable_memtables as f64,
+        s.flush.immutable_memtables as f64,
     );
-    f.counter("sluice_engine_flushes_total", "Flushes", s.flushes);
+    f.counter("sluice_engine_flushes_total", "Flushes", s.flush.flushes);
     f.counter(
         "sluice_engine_discovery_flushes_total",
         "Memtables switched early under space pressure",
-        s.discovery_flushes,
+        s.flush.discovery_flushes,
     );
     f.counter(
         "sluice_engine_compactions_total",
         "Compactions, trivial moves included",
-        s.compactions,
+        s.compaction.compactions,
     );
     f.counter(
         "sluice_engine_trivial_moves_total",
         "Compactions that moved a table without rewriting it",
-        s.trivial_moves,
+        s.compaction.trivial_moves,
     );
     f.counter(
         "sluice_engine_compaction_read_bytes_total",
         "Bytes compactions read",
-        s.compaction_bytes_read,
+        s.compaction.compaction_bytes_read,
     );
     f.counter(
         "sluice_engine_compaction_written_bytes_total",
         "Bytes compactions wrote",
-        s.compaction_bytes_written,
+        s.compaction.compaction_bytes_written,
     );
     f.counter(
         "sluice_engine_write_slowdowns_total",
         "Writes delayed by the L0 slowdown trigger",
-        s.write_slowdowns,
+        s.writes.write_slowdowns,
     );
     f.counter(
         "sluice_engine_write_stalls_total",
         "Times writes waited",
-        s.write_stalls,
+        s.writes.write_stalls,
     );
-    let r = &s.write_stall_micros_by_reason;
+    let r = &s.writes.write_stall_micros_by_reason;
     f.add(
         "sluice_engine_write_stall_seconds_total",
         "Time writes spent delayed or stalled, by reason",
@@ -311,25 +311,26 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
     f.counter(
         "sluice_engine_journal_syncs_total",
         "Journal syncs",
-        s.journal_syncs,
+        s.writes.journal_syncs,
     );
     f.counter(
         "sluice_engine_write_groups_total",
         "Write groups committed (one journal append each)",
-        s.write_groups,
+        s.writes.write_groups,
     );
     f.gauge(
         "sluice_engine_block_cache_bytes",
         "Bytes held by the block cache",
-        s.block_cache_bytes as f64,
+        s.index.block_cache_bytes as f64,
     );
     f.gauge(
         "sluice_engine_live_table_bytes",
         "Bytes of live table files",
-        s.live_table_bytes as f64,
+        s.index.live_table_bytes as f64,
     );
     let per_level = |bytes: bool| -> Vec<(Vec<LabelPair>, f64)> {
-        s.levels
+        s.index
+            .levels
             .iter()
             .enumerate()
             .map(|(i, l)| {

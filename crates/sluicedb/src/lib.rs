@@ -48,8 +48,35 @@ pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Db, Snapshot};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, Range};
-pub use options::*;
-pub use stats::{
-    GcStats, GcTotals, HashStats, LevelStats, ShapeStats, SpaceMismatch, StallMicros, Stats,
-    TableStats, ValueStats,
+pub use options::{
+    GcOptions, HashGcPolicy, HashOptions, IndexOptions, IndexShapeKind, JournalMode,
+    JournalRecovery, LogOptions, Options, Preset, ReadOptions, SpaceLimit, TableLayoutOptions,
+    UnifiedOptions, ValueLayout, ValueOptions, WriteOptions,
 };
+pub use stats::{
+    CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats, ShapeStats,
+    SpaceMismatch, SpaceStats, StallMicros, Stats, TableStats, ValueStats, WriteStats,
+};
+
+/// The options' defaults and the presets' own values, each documented
+/// where [`Options`] uses it.
+pub mod defaults {
+    pub use crate::options::{
+        DEFAULT_BACKGROUND_THREADS, DEFAULT_BASE_LEVEL_SIZE_BYTES, DEFAULT_BLOCK_CACHE_BYTES,
+        DEFAULT_BLOCK_RESTART_INTERVAL, DEFAULT_BLOCK_SIZE_BYTES, DEFAULT_BLOOM_BITS_PER_KEY,
+        DEFAULT_GC_CHUNK_BYTES, DEFAULT_GC_GARBAGE_RATIO, DEFAULT_GC_PRESSURE_THREADS,
+        DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES, DEFAULT_HASH_BATCH_BYTES, DEFAULT_HASH_GROUPS,
+        DEFAULT_HASH_LOG_SEGMENT_BYTES, DEFAULT_HASH_MAIN_SEGMENT_BYTES,
+        DEFAULT_HASH_RESERVE_RATIO, DEFAULT_L0_COMPACTION_TRIGGER, DEFAULT_L0_SLOWDOWN_TRIGGER,
+        DEFAULT_L0_STOP_TRIGGER, DEFAULT_LEVEL_SIZE_RATIO, DEFAULT_MAX_MANIFEST_BYTES,
+        DEFAULT_MAX_OPEN_TABLES, DEFAULT_MAX_WRITE_BUFFERS, DEFAULT_MAX_WRITE_GROUP_BYTES,
+        DEFAULT_NUM_LEVELS, DEFAULT_SCAN_PREFETCH_THREADS,
+        DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES, DEFAULT_SPACE_HIGH_RATIO,
+        DEFAULT_SPACE_LOW_RATIO, DEFAULT_TABLE_GC_RATIO, DEFAULT_TARGET_FILE_SIZE_BYTES,
+        DEFAULT_UNIKV_HASH_FUNCTIONS, DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES,
+        DEFAULT_UNIKV_SCAN_MERGE_LIMIT, DEFAULT_UNIKV_TABLE_GC_RATIO,
+        DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES, DEFAULT_VALUE_LOG_BUFFER_BYTES,
+        DEFAULT_VALUE_LOG_FILE_SIZE_BYTES, DEFAULT_VALUE_TABLE_BYTES,
+        DEFAULT_WRITE_BUFFER_SIZE_BYTES, UNIKV_BYTES_PER_HASH_BUCKET, WISCKEY_SPACE_LOW_RATIO,
+    };
+}

@@ -362,62 +362,76 @@ impl Preset {
     }
 }
 
-/// Options for [`crate::Db::open`], grouped by the design's axes: the key
-/// index ([`IndexOptions`]), the value store ([`ValueOptions`], with each
-/// layout's own options) and GC ([`GcOptions`]); the write buffer, journal
-/// and threads at the top. Build them with [`Options::default`] or
-/// [`Options::preset`] and the setters (one per field, named as before the
-/// grouping: `hash_groups` sets `values.hash.groups`); fields may be added
-/// in any release (`#[non_exhaustive]`).
+/// Options for [`crate::Db::open`]: start from [`Options::preset`] (or
+/// [`Options::default`], the `leveldb` preset) and change what you need
+/// with the setters, each documented with its default and trade-off:
+///
+/// ```
+/// use sluicedb::{Options, Preset};
+/// let opts = Options::preset(Preset::HashKv)
+///     .write_buffer_size_bytes(64 << 20)
+///     .block_cache_bytes(256 << 20);
+/// assert_eq!(opts.values().hash.hotness, true);
+/// ```
+///
+/// The settings are grouped by the design's axes, and read back through
+/// [`Options::index`] ([`IndexOptions`]), [`Options::values`]
+/// ([`ValueOptions`], with each layout's own options: [`LogOptions`],
+/// [`HashOptions`], [`TableLayoutOptions`]) and [`Options::gc`]
+/// ([`GcOptions`]); the write buffer, journal and threads are at the top.
+/// Setters are flat and named for what they set (`hash_groups` sets
+/// `values().hash.groups`). Combinations that cannot work are refused by
+/// [`Options::validate`] (run by the open) with an error naming the
+/// options. Options may be added in any release (`#[non_exhaustive]`).
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Options {
     /// Create the database if the directory holds none. Default: true.
-    pub create_if_missing: bool,
+    pub(crate) create_if_missing: bool,
     /// Fail if a database already exists. Default: false.
-    pub error_if_exists: bool,
+    pub(crate) error_if_exists: bool,
     /// Open without changing a byte of the directory: no new journal or
     /// value store file, no manifest roll, no deletions, no flushes,
     /// compactions or GC; writes fail with [`Error::ReadOnly`]. Recovery
     /// still runs, in memory: writes the journals hold are visible, and a
     /// crashed database reads as the next writable open would recover it.
     /// The database must exist. Default: false.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Bytes of memtable before it is switched to immutable and flushed
     /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]): heap memory, each entry
     /// counted with its skiplist node and allocator rounding, so that a
     /// memtable of small entries (value pointers) holds fewer of them than
     /// this many bytes of keys and values. Larger: fewer, larger L0 tables
     /// and less write amplification; more memory and longer recovery.
-    pub write_buffer_size_bytes: usize,
+    pub(crate) write_buffer_size_bytes: usize,
     /// Memtables kept in memory, active plus immutable
     /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
     /// runs, at the cost of memory.
-    pub max_write_buffers: usize,
+    pub(crate) max_write_buffers: usize,
     /// Background threads for flushes and compactions
     /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
     /// for flushes so that a long compaction never blocks a flush.
-    pub background_threads: usize,
+    pub(crate) background_threads: usize,
     /// How recovery treats journal damage ([`JournalRecovery`]).
-    pub journal_recovery: JournalRecovery,
+    pub(crate) journal_recovery: JournalRecovery,
     /// Manifest size that triggers a roll ([`DEFAULT_MAX_MANIFEST_BYTES`]).
-    pub max_manifest_bytes: u64,
+    pub(crate) max_manifest_bytes: u64,
     /// Largest group of concurrent writes committed with one journal write
     /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
-    pub max_write_group_bytes: usize,
+    pub(crate) max_write_group_bytes: usize,
     /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
-    pub journal_mode: JournalMode,
+    pub(crate) journal_mode: JournalMode,
     /// The key index: levels, compaction triggers and tables (DESIGN.md,
     /// axis 1).
-    pub index: IndexOptions,
+    pub(crate) index: IndexOptions,
     /// The value store: separation and its layout (axis 2).
-    pub values: ValueOptions,
+    pub(crate) values: ValueOptions,
     /// Garbage collection of the value store (axis 4).
-    pub gc: GcOptions,
+    pub(crate) gc: GcOptions,
     /// The file system. Default: [`StdFs`].
-    pub fs: Arc<dyn Fs>,
+    pub(crate) fs: Arc<dyn Fs>,
     /// The preset these options came from.
-    pub preset: Preset,
+    pub(crate) preset: Preset,
 }
 
 /// The key index's options ([`Options::index`]): the leveled shape and
@@ -549,6 +563,14 @@ pub struct LogOptions {
     /// Value log write buffer ([`DEFAULT_VALUE_LOG_BUFFER_BYTES`]): appends
     /// reach the file system in writes of about this size.
     pub buffer_bytes: usize,
+    /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
+    pub gc_chunk_bytes: u64,
+    /// Garbage ratio (garbage ÷ value log bytes) at which the log layout's
+    /// background GC runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None`: not by
+    /// ratio. The hash and table layouts have triggers of their own
+    /// (free log segments, `TableLayoutOptions::gc_ratio`); to run GC only
+    /// on request, turn [`GcOptions::background`] off.
+    pub gc_garbage_ratio: Option<f64>,
 }
 
 /// The hash layout's options ([`ValueOptions::hash`]; seed 000).
@@ -587,6 +609,18 @@ pub struct HashOptions {
     /// With [`ValueOptions::capacity_bytes`] the groups stay fixed, as in
     /// HashKV (seed 000 §3.2). Default: true.
     pub elastic: bool,
+    /// Threads a hash layout GC step uses to read its frozen files and to
+    /// look up their keys in the index (seed 000 §3.3 reads a group's
+    /// segments in parallel; here the lookups are the larger cost). 1 does
+    /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
+    pub gc_threads: usize,
+    /// Under the space limit's pressure, collect each GC step while the one
+    /// before is being finished (its relocations committed, its edit
+    /// installed), on a second thread; hash layout only (`docs/design.md`,
+    /// "Overlapped steps"). Default: true (since 2026-11-25, once a GC
+    /// step's records took a tenth of the memory they had: the 2 GiB runs
+    /// under a 512 MiB memory cgroup peaked at 462 MB resident with it).
+    pub gc_overlap_steps: bool,
 }
 
 /// The table layout's options ([`ValueOptions::table`]; seed 003 §3).
@@ -643,14 +677,6 @@ pub struct TableLayoutOptions {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct GcOptions {
-    /// Bytes GC reads from the tail per run ([`DEFAULT_GC_CHUNK_BYTES`]).
-    pub chunk_bytes: u64,
-    /// Garbage ratio (garbage ÷ value log bytes) at which the log layout's
-    /// background GC runs ([`DEFAULT_GC_GARBAGE_RATIO`]); `None`: not by
-    /// ratio. The hash and table layouts have triggers of their own
-    /// (free log segments, `TableLayoutOptions::gc_ratio`); to run GC only
-    /// on request, turn [`GcOptions::background`] off.
-    pub garbage_ratio: Option<f64>,
     /// GC runs in the background when its triggers fire (default `true`);
     /// `false`: only [`crate::Db::gc`] runs it, as an operator who
     /// schedules GC for quiet hours wants (RocksDB's
@@ -665,11 +691,6 @@ pub struct GcOptions {
     /// between steps, so that it leaves the disk to foreground work. `None`:
     /// as fast as it can.
     pub max_bytes_per_sec: Option<u64>,
-    /// Threads a hash layout GC step uses to read its frozen files and to
-    /// look up their keys in the index (seed 000 §3.3 reads a group's
-    /// segments in parallel; here the lookups are the larger cost). 1 does
-    /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
-    pub threads: usize,
     /// Space-aware throttling ([`SpaceLimit`]); `None` turns it off.
     /// Default: the [`SpaceLimit::default`] ratios. It acts only on a
     /// database with a value store.
@@ -682,13 +703,6 @@ pub struct GcOptions {
     /// [`DEFAULT_GC_PRESSURE_THREADS`]; 0: GC runs on the background
     /// threads only.
     pub pressure_threads: usize,
-    /// Under the space limit's pressure, collect each GC step while the one
-    /// before is being finished (its relocations committed, its edit
-    /// installed), on a second thread; hash layout only (`docs/design.md`,
-    /// "Overlapped steps"). Default: true (since 2026-11-25, once a GC
-    /// step's records took a tenth of the memory they had: the 2 GiB runs
-    /// under a 512 MiB memory cgroup peaked at 462 MB resident with it).
-    pub overlap_steps: bool,
 }
 
 /// Default [`GcOptions::pressure_threads`]: one (steps run one at a time).
@@ -732,15 +746,27 @@ macro_rules! setters {
 }
 
 setters! {
-    /// Sets [`Options::create_if_missing`].
+    /// Create the database if the directory holds none. Default: true.
     create_if_missing => create_if_missing: bool,
-    /// Sets [`Options::error_if_exists`].
+    /// Fail if a database already exists. Default: false.
     error_if_exists => error_if_exists: bool,
-    /// Sets [`Options::read_only`].
+    /// Open without changing a byte of the directory: no new journal or
+    /// value store file, no manifest roll, no deletions, no flushes,
+    /// compactions or GC; writes fail with [`Error::ReadOnly`]. Recovery
+    /// still runs, in memory: writes the journals hold are visible, and a
+    /// crashed database reads as the next writable open would recover it.
+    /// The database must exist. Default: false.
     read_only => read_only: bool,
-    /// Sets [`Options::write_buffer_size_bytes`].
+    /// Bytes of memtable before it is switched to immutable and flushed
+    /// ([`DEFAULT_WRITE_BUFFER_SIZE_BYTES`]): heap memory, each entry
+    /// counted with its skiplist node and allocator rounding, so that a
+    /// memtable of small entries (value pointers) holds fewer of them than
+    /// this many bytes of keys and values. Larger: fewer, larger L0 tables
+    /// and less write amplification; more memory and longer recovery.
     write_buffer_size_bytes => write_buffer_size_bytes: usize,
-    /// Sets [`Options::max_write_buffers`].
+    /// Memtables kept in memory, active plus immutable
+    /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
+    /// runs, at the cost of memory.
     max_write_buffers => max_write_buffers: usize,
     /// Sets [`IndexOptions::block_size_bytes`].
     block_size_bytes => index.block_size_bytes: usize,
@@ -780,19 +806,22 @@ setters! {
     unikv_partition_size_limit_bytes => index.unified.partition_size_limit_bytes: u64,
     /// Sets [`UnifiedOptions::scan_merge_limit`].
     unikv_scan_merge_limit => index.unified.scan_merge_limit: usize,
-    /// Sets [`Options::background_threads`].
+    /// Background threads for flushes and compactions
+    /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
+    /// for flushes so that a long compaction never blocks a flush.
     background_threads => background_threads: usize,
-    /// Sets [`Options::journal_recovery`].
+    /// How recovery treats journal damage ([`JournalRecovery`]).
     journal_recovery => journal_recovery: JournalRecovery,
-    /// Sets [`Options::max_manifest_bytes`].
+    /// Manifest size that triggers a roll ([`DEFAULT_MAX_MANIFEST_BYTES`]).
     max_manifest_bytes => max_manifest_bytes: u64,
-    /// Sets [`Options::max_write_group_bytes`].
+    /// Largest group of concurrent writes committed with one journal write
+    /// ([`DEFAULT_MAX_WRITE_GROUP_BYTES`]).
     max_write_group_bytes => max_write_group_bytes: usize,
-    /// Sets [`Options::fs`].
+    /// The file system. Default: [`StdFs`].
     fs => fs: Arc<dyn Fs>,
     /// Sets [`ValueOptions::separation_threshold_bytes`].
     separation_threshold_bytes => values.separation_threshold_bytes: Option<usize>,
-    /// Sets [`Options::journal_mode`].
+    /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
     journal_mode => journal_mode: JournalMode,
     /// Sets [`ValueOptions::separate_at_flush`].
     separate_at_flush => values.separate_at_flush: bool,
@@ -832,10 +861,10 @@ setters! {
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
     value_log_buffer_bytes => values.log.buffer_bytes: usize,
-    /// Sets [`GcOptions::chunk_bytes`].
-    gc_chunk_bytes => gc.chunk_bytes: u64,
-    /// Sets [`GcOptions::garbage_ratio`].
-    gc_garbage_ratio => gc.garbage_ratio: Option<f64>,
+    /// Sets [`LogOptions::gc_chunk_bytes`].
+    gc_chunk_bytes => values.log.gc_chunk_bytes: u64,
+    /// Sets [`LogOptions::gc_garbage_ratio`].
+    gc_garbage_ratio => values.log.gc_garbage_ratio: Option<f64>,
     /// Sets [`ValueOptions::capacity_bytes`].
     value_store_capacity_bytes => values.capacity_bytes: Option<u64>,
     /// Sets [`GcOptions::interval_ms`].
@@ -844,16 +873,39 @@ setters! {
     gc_max_bytes_per_sec => gc.max_bytes_per_sec: Option<u64>,
     /// Sets [`ValueOptions::scan_prefetch_threads`].
     scan_prefetch_threads => values.scan_prefetch_threads: usize,
-    /// Sets [`GcOptions::threads`].
-    gc_threads => gc.threads: usize,
+    /// Sets [`HashOptions::gc_threads`].
+    gc_threads => values.hash.gc_threads: usize,
     /// Sets [`GcOptions::background`].
     gc_background => gc.background: bool,
     /// Sets [`GcOptions::space_limit`].
     space_limit => gc.space_limit: Option<SpaceLimit>,
     /// Sets [`GcOptions::pressure_threads`].
     gc_pressure_threads => gc.pressure_threads: usize,
-    /// Sets [`GcOptions::overlap_steps`].
-    gc_overlap_steps => gc.overlap_steps: bool,
+    /// Sets [`HashOptions::gc_overlap_steps`].
+    gc_overlap_steps => values.hash.gc_overlap_steps: bool,
+}
+
+impl Options {
+    /// The key index's options, as set (read only: change them with the
+    /// setters).
+    pub fn index(&self) -> &IndexOptions {
+        &self.index
+    }
+
+    /// The value store's options, as set (read only).
+    pub fn values(&self) -> &ValueOptions {
+        &self.values
+    }
+
+    /// Garbage collection's options, as set (read only).
+    pub fn gc(&self) -> &GcOptions {
+        &self.gc
+    }
+
+    /// Memtables kept in memory ([`Options::max_write_buffers`]).
+    pub fn write_buffers(&self) -> usize {
+        self.max_write_buffers
+    }
 }
 
 impl Options {
@@ -867,7 +919,7 @@ impl Options {
                 o.values.separation_threshold_bytes = Some(0);
                 // No LSM-tree log (seed 001 §3.4.2).
                 o.journal_mode = JournalMode::ValueLog;
-                o.gc.garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
+                o.values.log.gc_garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
                 o.gc.space_limit = Some(SpaceLimit {
                     low: WISCKEY_SPACE_LOW_RATIO,
                     high: DEFAULT_SPACE_HIGH_RATIO,
@@ -881,7 +933,7 @@ impl Options {
                 // never reach the groups.
                 o.values.separate_at_flush = true;
                 o.values.hash.hotness = true;
-                o.gc.threads = 2;
+                o.values.hash.gc_threads = 2;
                 // An index of pointers: L1 is small and each L0 merge
                 // rewrites it whole (`docs/design.md`, "L0 from 8 tables
                 // for hashkv").
@@ -898,7 +950,7 @@ impl Options {
                 o.values.separate_at_flush = true;
                 // GetKey reads pointer blocks only (§3.3).
                 o.index.index_decoupled_tables = true;
-                o.gc.threads = 2;
+                o.values.hash.gc_threads = 2;
             }
             Preset::UniKv => {
                 o.index.shape = IndexShapeKind::Unified;
@@ -974,6 +1026,8 @@ impl Options {
                 log: LogOptions {
                     file_size_bytes: DEFAULT_VALUE_LOG_FILE_SIZE_BYTES,
                     buffer_bytes: DEFAULT_VALUE_LOG_BUFFER_BYTES,
+                    gc_chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
+                    gc_garbage_ratio: None,
                 },
                 hash: HashOptions {
                     main_segment_bytes: DEFAULT_HASH_MAIN_SEGMENT_BYTES,
@@ -984,6 +1038,8 @@ impl Options {
                     gc_policy: HashGcPolicy::Greedy,
                     hotness: false,
                     elastic: true,
+                    gc_threads: 1,
+                    gc_overlap_steps: true,
                 },
                 table: TableLayoutOptions {
                     file_bytes: DEFAULT_VALUE_TABLE_BYTES,
@@ -996,15 +1052,11 @@ impl Options {
                 },
             },
             gc: GcOptions {
-                chunk_bytes: DEFAULT_GC_CHUNK_BYTES,
-                garbage_ratio: None,
                 background: true,
                 interval_ms: None,
                 max_bytes_per_sec: None,
-                threads: 1,
                 space_limit: Some(SpaceLimit::default()),
                 pressure_threads: DEFAULT_GC_PRESSURE_THREADS,
-                overlap_steps: true,
             },
         }
     }
@@ -1037,7 +1089,7 @@ impl Options {
         if self.index.base_level_size_bytes == 0 || self.index.target_file_size_bytes == 0 {
             return bad("level and file sizes must be positive".into());
         }
-        if self.gc.threads == 0 {
+        if self.values.hash.gc_threads == 0 {
             return bad("gc_threads must be at least 1".into());
         }
         if !self.gc.background && self.gc.space_limit.is_some() {
@@ -1102,7 +1154,7 @@ impl Options {
         {
             return bad("value tables need file_bytes >= 4096 and a gc_ratio in (0, 1)".into());
         }
-        if self.values.log.file_size_bytes < 4096 || self.gc.chunk_bytes == 0 {
+        if self.values.log.file_size_bytes < 4096 || self.values.log.gc_chunk_bytes == 0 {
             return bad("value_log_file_size_bytes must be >= 4096 and gc_chunk_bytes > 0".into());
         }
         if self.gc.interval_ms == Some(0) || self.gc.max_bytes_per_sec == Some(0) {
@@ -1115,7 +1167,12 @@ impl Options {
         {
             return bad("space_limit needs 1 < low <= high".into());
         }
-        if self.gc.garbage_ratio.is_some_and(|r| !(r > 0.0 && r < 1.0)) {
+        if self
+            .values
+            .log
+            .gc_garbage_ratio
+            .is_some_and(|r| !(r > 0.0 && r < 1.0))
+        {
             return bad("gc_garbage_ratio must be in (0, 1)".into());
         }
         if self.index.shape == IndexShapeKind::Unified {

@@ -16,24 +16,66 @@ pub struct LevelStats {
     pub score: f64,
 }
 
-/// Counters since the database was opened, and its current shape.
+/// Counters since the database was opened, and its current shape, by
+/// area (as RocksDB's properties are): writes, flushes, compactions, the
+/// key index, the value store and its GC, space and I/O.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Stats {
     /// The preset the database was created with (`None`: not recorded).
     pub created_with: Option<crate::Preset>,
+    /// Writes: what users wrote, how they were committed, and how long they waited.
+    pub writes: WriteStats,
+    /// Memtables and their flushes.
+    pub flush: FlushStats,
+    /// Compactions of the key index.
+    pub compaction: CompactionStats,
+    /// The key index: its levels, the shape's in-memory indexes, its tables and their cache.
+    pub index: IndexStats,
+    /// Space: amplification and the live data it is measured against, and the space limit.
+    pub space: SpaceStats,
+    /// The value store (all zero without one), with its layout's section.
+    pub values: ValueStats,
+    /// Value store GC since open.
+    pub gc: GcTotals,
     /// Bytes read and written per purpose.
     pub io: IoStats,
+    /// The error that poisoned writes, if any.
+    pub poisoned: Option<String>,
+}
+
+/// Writes: what users wrote, how they were committed, and how long they waited. Part of [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WriteStats {
     /// Bytes of keys and values written by the user (puts and deletes).
     pub user_bytes_written: u64,
     /// Operations written by the user.
     pub user_ops_written: u64,
     /// Newest sequence number.
     pub last_sequence: u64,
-    /// Levels of the key index, L0 first.
-    pub levels: Vec<LevelStats>,
-    /// The index shape's in-memory indexes (all zero for the leveled shape).
-    pub shape: ShapeStats,
+    /// Write groups committed (one journal append each).
+    pub write_groups: u64,
+    /// Journal syncs issued.
+    pub journal_syncs: u64,
+    /// Delays writes slept: the L0 slowdown trigger's (1 ms each), and the
+    /// space limit's between its ratios (each paying the delays owed by
+    /// the writes since the last, about 1 ms).
+    pub write_slowdowns: u64,
+    /// Times writes waited (full memtables or L0 stop trigger).
+    pub write_stalls: u64,
+    /// Microseconds writes spent delayed or stalled.
+    pub write_stall_micros: u64,
+    /// Of `write_stall_micros`, by reason: waiting for a memtable flush
+    /// (all write buffers full), for L0 compaction (stop trigger, or the
+    /// slowdown delay), and for value store GC (capacity reached).
+    pub write_stall_micros_by_reason: StallMicros,
+}
+
+/// Memtables and their flushes. Part of [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct FlushStats {
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
     /// Immutable memtables waiting for flush.
@@ -55,9 +97,12 @@ pub struct Stats {
     /// Of the lookups a flush's helper thread made ahead of it, those the
     /// flush did not use (keys it had no need to look up).
     pub flush_shadow_lookups_unused: u64,
-    /// Flushes and compactions run by a GC step waiting in the writer
-    /// queue behind a writer that waited for them (`Core::help_background`).
-    pub jobs_by_gc: u64,
+}
+
+/// Compactions of the key index. Part of [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct CompactionStats {
     /// Compactions completed (trivial moves included).
     pub compactions: u64,
     /// Of which trivial moves.
@@ -66,45 +111,44 @@ pub struct Stats {
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
     pub compaction_bytes_written: u64,
-    /// Delays writes slept: the L0 slowdown trigger's (1 ms each), and the
-    /// space limit's between its ratios (each paying the delays owed by
-    /// the writes since the last, about 1 ms).
-    pub write_slowdowns: u64,
-    /// Times writes waited (full memtables or L0 stop trigger).
-    pub write_stalls: u64,
-    /// Microseconds writes spent delayed or stalled.
-    pub write_stall_micros: u64,
-    /// Of `write_stall_micros`, by reason: waiting for a memtable flush
-    /// (all write buffers full), for L0 compaction (stop trigger, or the
-    /// slowdown delay), and for value store GC (capacity reached).
-    pub write_stall_micros_by_reason: StallMicros,
-    /// Journal syncs issued.
-    pub journal_syncs: u64,
-    /// Write groups committed (one journal append each).
-    pub write_groups: u64,
-    /// Bytes held by the block cache.
-    pub block_cache_bytes: u64,
+    /// Flushes and compactions run by a GC step waiting in the writer
+    /// queue behind a writer that waited for them (`Core::help_background`).
+    pub jobs_by_gc: u64,
+}
+
+/// The key index: its levels, the shape's in-memory indexes, its tables and their cache. Part of [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct IndexStats {
+    /// Levels of the key index, L0 first.
+    pub levels: Vec<LevelStats>,
+    /// The index shape's in-memory indexes (all zero for the leveled shape).
+    pub shape: ShapeStats,
     /// Bytes of live table files.
     pub live_table_bytes: u64,
-    /// The value store (all zero without one), with its layout's section.
-    pub values: ValueStats,
-    /// Value store GC since open.
-    pub gc: GcTotals,
+    /// Bytes held by the block cache.
+    pub block_cache_bytes: u64,
+}
+
+/// Space: amplification and the live data it is measured against, and the space limit. Part of [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SpaceStats {
     /// Space amplification when last measured (after each flush,
     /// compaction and GC step): bytes of every file ÷
-    /// [`Stats::live_data_bytes`]. 0 before the first measurement, and
+    /// [`SpaceStats::live_data_bytes`]. 0 before the first measurement, and
     /// without a value store.
     pub space_amplification: f64,
     /// The user's live keys and values when space was last measured, as
     /// the space limit counts them: the value records the index points at
     /// less their headers, the keys and values tables hold inline (less
-    /// [`Stats::inline_garbage_bytes`]), and the memtables' newest values
+    /// [`SpaceStats::inline_garbage_bytes`]), and the memtables' newest values
     /// (`docs/design.md`, "Space-aware throttling"). Exact for values of
     /// one size; the tables' own bytes (keys a second time beside their
     /// pointers) are not the user's.
     pub live_data_bytes: u64,
     /// Of the keys and values tables hold inline, the bytes known dead when
-    /// space was last measured, left out of [`Stats::live_data_bytes`]:
+    /// space was last measured, left out of [`SpaceStats::live_data_bytes`]:
     /// the unified shape's unsorted versions that newer ones shadow,
     /// estimated from its hash index (`docs/design.md`, "Space-aware
     /// throttling"). 0 for the other shapes.
@@ -112,11 +156,9 @@ pub struct Stats {
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).
     pub space_limit_note: Option<String>,
-    /// The error that poisoned writes, if any.
-    pub poisoned: Option<String>,
 }
 
-/// The index shape's in-memory state ([`Stats::shape`]).
+/// The index shape's in-memory state ([`IndexStats::shape`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ShapeStats {
@@ -286,7 +328,7 @@ pub struct GcStats {
 impl Stats {
     /// Bytes written to files per byte the user wrote (journal included).
     pub fn write_amplification(&self) -> f64 {
-        ratio(self.io.total_written(), self.user_bytes_written)
+        ratio(self.io.total_written(), self.writes.user_bytes_written)
     }
 }
 
@@ -306,12 +348,12 @@ impl std::fmt::Display for Stats {
         writeln!(
             f,
             "sequence {}  user writes {} ops / {} bytes  write amp {:.2}",
-            self.last_sequence,
-            self.user_ops_written,
-            self.user_bytes_written,
+            self.writes.last_sequence,
+            self.writes.user_ops_written,
+            self.writes.user_bytes_written,
             self.write_amplification()
         )?;
-        for (i, l) in self.levels.iter().enumerate() {
+        for (i, l) in self.index.levels.iter().enumerate() {
             if l.tables > 0 || i == 0 {
                 writeln!(
                     f,
@@ -320,24 +362,26 @@ impl std::fmt::Display for Stats {
                 )?;
             }
         }
-        if self.shape.partitions > 0 {
+        if self.index.shape.partitions > 0 {
             writeln!(
                 f,
                 "  partitions: {} ({} split since open), {} scan merges",
-                self.shape.partitions, self.shape.partition_splits, self.shape.scan_merges
+                self.index.shape.partitions,
+                self.index.shape.partition_splits,
+                self.index.shape.scan_merges
             )?;
         }
-        if self.shape.hash_index_generations > 0 {
+        if self.index.shape.hash_index_generations > 0 {
             writeln!(
                 f,
                 "  hash index: {} entries in {} generation(s), {} bytes, load {:.2}; {} checkpoints, {} tables re-read at open{}",
-                self.shape.hash_index_entries,
-                self.shape.hash_index_generations,
-                self.shape.hash_index_bytes,
-                self.shape.hash_index_load,
-                self.shape.hash_index_checkpoints,
-                self.shape.hash_index_reindexed_at_open,
-                if self.shape.hash_index_checkpoint_rejected {
+                self.index.shape.hash_index_entries,
+                self.index.shape.hash_index_generations,
+                self.index.shape.hash_index_bytes,
+                self.index.shape.hash_index_load,
+                self.index.shape.hash_index_checkpoints,
+                self.index.shape.hash_index_reindexed_at_open,
+                if self.index.shape.hash_index_checkpoint_rejected {
                     " (checkpoint set aside)"
                 } else {
                     ""
@@ -347,29 +391,29 @@ impl std::fmt::Display for Stats {
         writeln!(
             f,
             "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} made ahead unused, {} jobs run by GC)  compactions {} ({} trivial moves)",
-            self.memtable_bytes,
-            self.immutable_memtables,
-            self.flushes,
-            self.flush_wait_micros,
-            self.flush_micros,
-            self.discovery_flushes,
-            self.flush_shadow_lookups,
-            self.flush_shadow_lookups_unused,
-            self.jobs_by_gc,
-            self.compactions,
-            self.trivial_moves
+            self.flush.memtable_bytes,
+            self.flush.immutable_memtables,
+            self.flush.flushes,
+            self.flush.flush_wait_micros,
+            self.flush.flush_micros,
+            self.flush.discovery_flushes,
+            self.flush.flush_shadow_lookups,
+            self.flush.flush_shadow_lookups_unused,
+            self.compaction.jobs_by_gc,
+            self.compaction.compactions,
+            self.compaction.trivial_moves
         )?;
         writeln!(
             f,
             "  compaction read {} written {}  stalls {} slowdowns {} ({} us)",
-            self.compaction_bytes_read,
-            self.compaction_bytes_written,
-            self.write_stalls,
-            self.write_slowdowns,
-            self.write_stall_micros
+            self.compaction.compaction_bytes_read,
+            self.compaction.compaction_bytes_written,
+            self.writes.write_stalls,
+            self.writes.write_slowdowns,
+            self.writes.write_stall_micros
         )?;
-        let w = &self.write_stall_micros_by_reason;
-        if self.write_stall_micros > 0 {
+        let w = &self.writes.write_stall_micros_by_reason;
+        if self.writes.write_stall_micros > 0 {
             writeln!(
                 f,
                 "  stalled us: memtables {} level 0 {} value store full {} space limit {}",
@@ -449,19 +493,19 @@ impl std::fmt::Display for Stats {
                 self.gc.commit_journal_micros,
             )?;
         }
-        if self.space_amplification > 0.0 {
+        if self.space.space_amplification > 0.0 {
             writeln!(
                 f,
                 "  space amplification {:.2} over {} bytes of live data{}",
-                self.space_amplification,
-                self.live_data_bytes,
-                match self.inline_garbage_bytes {
+                self.space.space_amplification,
+                self.space.live_data_bytes,
+                match self.space.inline_garbage_bytes {
                     0 => String::new(),
                     g => format!(" ({g} bytes of tables' inline values dead)"),
                 }
             )?;
         }
-        if let Some(n) = &self.space_limit_note {
+        if let Some(n) = &self.space.space_limit_note {
             writeln!(f, "  space limit: {n}")?;
         }
         if let Some(p) = &self.poisoned {

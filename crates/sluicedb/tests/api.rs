@@ -97,9 +97,9 @@ fn many_writes_flush_compact_and_survive_reopen() {
     db.flush().unwrap();
     db.wait_for_background().unwrap();
     let s = db.stats();
-    assert!(s.flushes > 0, "{s}");
-    assert!(s.compactions > 0, "{s}");
-    assert!(s.levels.iter().skip(1).any(|l| l.tables > 0), "{s}");
+    assert!(s.flush.flushes > 0, "{s}");
+    assert!(s.compaction.compactions > 0, "{s}");
+    assert!(s.index.levels.iter().skip(1).any(|l| l.tables > 0), "{s}");
     let check = |db: &Db| {
         for i in 0..3000 {
             let want = (i % 3 != 0).then(|| format!("value-{i}-{}", "x".repeat(50)).into_bytes());
@@ -239,10 +239,10 @@ fn stats_count_user_bytes_and_io() {
     }
     db.flush().unwrap();
     let s = db.stats();
-    assert_eq!(s.user_ops_written, 500);
-    assert_eq!(s.user_bytes_written, 500 * (9 + 100));
+    assert_eq!(s.writes.user_ops_written, 500);
+    assert_eq!(s.writes.user_bytes_written, 500 * (9 + 100));
     assert!(s.write_amplification() > 1.0, "{s}");
-    assert!(s.io.written(sluicedb::fs::IoClass::Journal) >= s.user_bytes_written);
+    assert!(s.io.written(sluicedb::fs::IoClass::Journal) >= s.writes.user_bytes_written);
     assert!(s.io.written(sluicedb::fs::IoClass::Flush) > 0);
 }
 

@@ -116,7 +116,7 @@ fn writers_readers_snapshots_flush_and_compaction() {
         stop.store(true, Ordering::Relaxed);
     });
     let s = db.stats();
-    assert!(s.flushes > 0 && s.compactions > 0, "{s}");
+    assert!(s.flush.flushes > 0 && s.compaction.compactions > 0, "{s}");
     assert!(s.poisoned.is_none(), "{s}");
     drop(db);
     let db = Db::open("/db", tiny_options(&fs, 1)).unwrap();

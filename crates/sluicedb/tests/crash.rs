@@ -309,8 +309,11 @@ fn run_workload(w: Workload, seed: u64, fs: &mut MemFs, variant: u64) -> Vec<Log
     }
     if matches!(w, Workload::Unified) {
         let s = db.stats();
-        assert!(s.compactions > 0, "seed {seed}: no merge ran");
-        assert!(s.levels[1].tables > 0, "seed {seed}: empty sorted run");
+        assert!(s.compaction.compactions > 0, "seed {seed}: no merge ran");
+        assert!(
+            s.index.levels[1].tables > 0,
+            "seed {seed}: empty sorted run"
+        );
         if s.values.table.tables > 0 {
             // Value tables: merges moved records out of some (GC, §III-C).
             assert!(

@@ -664,12 +664,12 @@ fn gc_judges_a_keys_records_across_the_frozen_files_together() {
     // in key order: its flush looks up the insert alone, and so does the
     // thread that looks ahead of it (it looked up every key until
     // 2026-11-27; the flush passed those over).
-    let lookups = db.stats().flush_shadow_lookups;
+    let lookups = db.stats().flush.flush_shadow_lookups;
     db.put("k999", val(999, 0)).unwrap();
     db.flush().unwrap();
     let s = db.stats();
-    assert_eq!(s.flush_shadow_lookups, lookups + 1, "{s}");
-    assert_eq!(s.flush_shadow_lookups_unused, 0, "{s}");
+    assert_eq!(s.flush.flush_shadow_lookups, lookups + 1, "{s}");
+    assert_eq!(s.flush.flush_shadow_lookups_unused, 0, "{s}");
     db.compact_range(None, None).unwrap();
     assert_eq!(
         db.check_space().unwrap(),
@@ -679,7 +679,7 @@ fn gc_judges_a_keys_records_across_the_frozen_files_together() {
     // A user write is still looked up.
     db.put("k005", val(5, 9)).unwrap();
     db.flush().unwrap();
-    assert_eq!(db.stats().flush_shadow_lookups, lookups + 2);
+    assert_eq!(db.stats().flush.flush_shadow_lookups, lookups + 2);
     assert_eq!(
         db.check_space().unwrap(),
         vec![],

@@ -304,7 +304,7 @@ fn check_space(db: &Db, orphans: bool, seed: u64, step: u32) {
 /// job's edit, except a write-back GC step's outputs, which the next open
 /// recounts.
 fn crash_orphans_possible(o: &Options) -> bool {
-    o.values.separation_threshold_bytes.is_some() && o.values.layout != ValueLayout::Table
+    o.values().separation_threshold_bytes.is_some() && o.values().layout != ValueLayout::Table
 }
 
 /// Makes `fs` hold exactly what `image` holds.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluicedb::fs::{Fs, MemFs};
-use sluicedb::{Db, Options, Preset, SpaceLimit, DEFAULT_SPACE_HIGH_RATIO};
+use sluicedb::{defaults::DEFAULT_SPACE_HIGH_RATIO, Db, Options, Preset, SpaceLimit};
 
 const WRITE_BUFFER: usize = 64 << 10;
 
@@ -40,7 +40,7 @@ fn stays_bounded_with(preset: Preset, tweak: impl FnOnce(Options) -> Options) ->
         // merge: four memtables' worth here, as its files are scaled down.
         .unikv_unsorted_limit_bytes(4 * WRITE_BUFFER as u64);
     let o = tweak(o);
-    let max_write_buffers = o.max_write_buffers as u64;
+    let max_write_buffers = o.write_buffers() as u64;
     let db = Db::open("/db", o).unwrap();
     // The engine's slack (4 MiB: small files and a small memtable's
     // journal), the journals (at most `max_write_buffers` memtables' worth,
@@ -116,11 +116,11 @@ fn stays_bounded_with(preset: Preset, tweak: impl FnOnce(Options) -> Options) ->
     }
     let s = db.stats();
     let live = live_bytes(&rounds);
-    let off = s.live_data_bytes as f64 / live as f64 - 1.0;
+    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
     assert!(
         off.abs() < 0.005,
         "{preset:?}: the engine counts {} bytes of live data, the test {live}\n{s}",
-        s.live_data_bytes
+        s.space.live_data_bytes
     );
     assert!(s.gc.runs > 0, "{preset:?}: GC never ran\n{s}");
     println!(
@@ -136,7 +136,7 @@ fn wisckey_stays_under_its_space_limit() {
 }
 
 /// With the preset's overlapped GC steps (each collected while the one
-/// before is finished: `GcOptions::overlap_steps`, `Stats::gc.overlapped`),
+/// before is finished: `HashOptions::gc_overlap_steps`, `Stats::gc.overlapped`),
 /// every value read back and exact accounting at the end.
 #[test]
 fn hashkv_stays_under_its_space_limit() {
@@ -192,7 +192,7 @@ fn a_large_memtable_hides_no_garbage_from_the_limit() {
         // key filter as its own from the first write (tried 2026-11-27)
         // was switched at every write, and the writes crawled.
         let few_flushes = |db: &Db| {
-            let flushes = db.stats().flushes;
+            let flushes = db.stats().flush.flushes;
             assert!(flushes < 200, "{preset:?}: {flushes} flushes");
         };
         for k in 0..keys {
@@ -236,7 +236,7 @@ fn a_large_memtable_hides_no_garbage_from_the_limit() {
                 if i % 2000 == 1999 {
                     // Memtables first: a flush between the two reads only
                     // shrinks what the directory holds.
-                    let mem = db.stats().memtable_bytes;
+                    let mem = db.stats().flush.memtable_bytes;
                     let used = used_bytes(&fs);
                     assert!(
                         mem <= most_memtable_bytes,
@@ -255,7 +255,10 @@ fn a_large_memtable_hides_no_garbage_from_the_limit() {
             }
         }
         let s = db.stats();
-        assert!(s.discovery_flushes > 0, "{preset:?}: no early switch\n{s}");
+        assert!(
+            s.flush.discovery_flushes > 0,
+            "{preset:?}: no early switch\n{s}"
+        );
         assert!(s.gc.runs > 0, "{preset:?}: GC never ran\n{s}");
     }
 }
@@ -290,19 +293,19 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
     let live = keys * (11 + size as u64);
     let check = |db: &Db, what: &str, dead_rounds: f64| {
         let s = db.stats();
-        let off = s.live_data_bytes as f64 / live as f64 - 1.0;
+        let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
         assert!(
             off.abs() < 0.01,
             "{what}: the engine counts {} bytes of live data, the test {live}\n{s}",
-            s.live_data_bytes
+            s.space.live_data_bytes
         );
         let dead = dead_rounds * live as f64;
         assert!(
-            (s.inline_garbage_bytes as f64 / dead - 1.0).abs() < 0.01,
+            (s.space.inline_garbage_bytes as f64 / dead - 1.0).abs() < 0.01,
             "{what}: {} bytes of inline garbage, {dead} dead\n{s}",
-            s.inline_garbage_bytes
+            s.space.inline_garbage_bytes
         );
-        assert_eq!(s.levels[1].tables, 0, "{what}: a merge ran\n{s}");
+        assert_eq!(s.index.levels[1].tables, 0, "{what}: a merge ran\n{s}");
     };
     {
         let db = Db::open("/db", opts(&fs)).unwrap();
@@ -314,7 +317,7 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
         }
         db.wait_for_background().unwrap();
         check(&db, "written", 3.0);
-        assert_eq!(db.stats().shape.hash_index_checkpoints, 1);
+        assert_eq!(db.stats().index.shape.hash_index_checkpoints, 1);
     }
     let db = Db::open("/db", opts(&fs)).unwrap();
     for k in 0..keys / 2 {
@@ -325,7 +328,8 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
     check(&db, "reopened", 3.5);
     let s = db.stats();
     assert!(
-        s.shape.hash_index_reindexed_at_open > 0 && !s.shape.hash_index_checkpoint_rejected,
+        s.index.shape.hash_index_reindexed_at_open > 0
+            && !s.index.shape.hash_index_checkpoint_rejected,
         "{s}"
     );
     for k in 0..keys {
@@ -369,8 +373,8 @@ fn shadow_compactions_run_only_for_what_flushes_left_uncounted() {
         }
         drop(snapshot);
         let s = db.stats();
-        assert!(s.flushes > flushes, "{s}");
-        (s.flushes, s.compactions)
+        assert!(s.flush.flushes > flushes, "{s}");
+        (s.flush.flushes, s.compaction.compactions)
     };
     // Without uncounted shadows, only the L0 trigger (4 tables) compacts.
     let (flushes, counted) = compactions(false);

@@ -61,21 +61,28 @@ fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index
         }
         check(&db, &model, seed, keys, "before reopen");
         let s = db.stats();
-        assert!(s.compactions > 0, "seed {seed}: no merge ran\n{s}");
-        assert!(s.levels[1].tables > 0, "seed {seed}: empty sorted run\n{s}");
+        assert!(
+            s.compaction.compactions > 0,
+            "seed {seed}: no merge ran\n{s}"
+        );
+        assert!(
+            s.index.levels[1].tables > 0,
+            "seed {seed}: empty sorted run\n{s}"
+        );
         assert!(
             s.values.appended_bytes > 0,
             "seed {seed}: merges separated no value\n{s}"
         );
-        assert!(s.flushes > 0, "seed {seed}: no flush\n{s}");
-        if s.levels[0].tables > 0 {
+        assert!(s.flush.flushes > 0, "seed {seed}: no flush\n{s}");
+        if s.index.levels[0].tables > 0 {
             assert!(
-                s.shape.hash_index_entries > 0 && s.shape.hash_index_bytes > 0,
+                s.index.shape.hash_index_entries > 0 && s.index.shape.hash_index_bytes > 0,
                 "seed {seed}: unsorted tables but an empty hash index\n{s:?}"
             );
         }
         assert!(
-            s.shape.partitions > 1 && s.shape.partition_splits == s.shape.partitions as u64 - 1,
+            s.index.shape.partitions > 1
+                && s.index.shape.partition_splits == s.index.shape.partitions as u64 - 1,
             "seed {seed}: no partition split\n{s}"
         );
         drop(db);
@@ -91,37 +98,38 @@ fn merges_separate_values_partitions_split_and_lookups_go_through_the_hash_index
         // The checkpoint covers what was flushed before it: only newer
         // unsorted tables are read again (§III-G).
         assert!(
-            s.shape.hash_index_checkpoints > 0,
+            s.index.shape.hash_index_checkpoints > 0,
             "seed {seed}: no checkpoint\n{s}"
         );
         assert!(
-            !reopened.shape.hash_index_checkpoint_rejected,
+            !reopened.index.shape.hash_index_checkpoint_rejected,
             "seed {seed}"
         );
         // Whether the last checkpoint still covers an unsorted table
         // depends on when the last merge ran: asserted over the seeds.
-        any_covered |= reopened.shape.hash_index_reindexed_at_open < reopened.levels[0].tables;
-        if reopened.levels[0].tables > 0 {
+        any_covered |=
+            reopened.index.shape.hash_index_reindexed_at_open < reopened.index.levels[0].tables;
+        if reopened.index.levels[0].tables > 0 {
             assert!(
-                reopened.shape.hash_index_entries > 0,
+                reopened.index.shape.hash_index_entries > 0,
                 "seed {seed}: not re-indexed"
             );
         }
         assert_eq!(
-            reopened.shape.partitions, s.shape.partitions,
+            reopened.index.shape.partitions, s.index.shape.partitions,
             "seed {seed}: partitions after reopen"
         );
         drop(db);
         let db = Db::open("/db", common::preset_options(&fs, Preset::UniKv)).unwrap();
         check(&db, &model, seed, keys, "after reopen to write");
-        let flushes = db.stats().flushes;
+        let flushes = db.stats().flush.flushes;
         db.compact_range(None, None).unwrap();
         check(&db, &model, seed, keys, "after a full compaction");
         // Every unsorted table was merged, unless a GC step's relocations
         // were flushed meanwhile (beyond compact_range's own flush).
         let after = db.stats();
         assert!(
-            after.levels[0].tables == 0 || after.flushes > flushes + 1,
+            after.index.levels[0].tables == 0 || after.flush.flushes > flushes + 1,
             "seed {seed}: unsorted tables left\n{after}"
         );
     }
@@ -145,7 +153,10 @@ fn a_damaged_or_missing_checkpoint_is_set_aside_and_every_table_is_read_again() 
             db.put(&key, &value).unwrap();
             model.insert(key, value);
         }
-        assert!(db.stats().shape.hash_index_checkpoints > 0, "{damage}");
+        assert!(
+            db.stats().index.shape.hash_index_checkpoints > 0,
+            "{damage}"
+        );
         drop(db);
         let hix: Vec<_> = fs
             .paths()
@@ -167,9 +178,12 @@ fn a_damaged_or_missing_checkpoint_is_set_aside_and_every_table_is_read_again() 
         )
         .unwrap();
         let s = db.stats();
-        assert!(s.shape.hash_index_checkpoint_rejected, "{damage}\n{s}");
+        assert!(
+            s.index.shape.hash_index_checkpoint_rejected,
+            "{damage}\n{s}"
+        );
         assert_eq!(
-            s.shape.hash_index_reindexed_at_open, s.levels[0].tables,
+            s.index.shape.hash_index_reindexed_at_open, s.index.levels[0].tables,
             "{damage}: every unsorted table read again"
         );
         check(&db, &model, 7, keys, damage);
@@ -272,12 +286,12 @@ fn scans_alone_start_the_scan_merge() {
     }
     db.wait_for_background().unwrap();
     let s = db.stats();
-    assert!(s.levels[0].tables > 2, "too few unsorted tables\n{s}");
-    assert_eq!(s.shape.scan_merges, 0, "no scan ran yet\n{s}");
+    assert!(s.index.levels[0].tables > 2, "too few unsorted tables\n{s}");
+    assert_eq!(s.index.shape.scan_merges, 0, "no scan ran yet\n{s}");
     // Scans only, until the merge has run (it starts within milliseconds;
     // the bound is for a machine under load).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.stats().shape.scan_merges == 0 {
+    while db.stats().index.shape.scan_merges == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "no scan merge 30 s after the scans began\n{}",
@@ -335,7 +349,10 @@ fn scans_merge_the_unsorted_tables_and_lookups_still_find_every_key() {
         }
         db.wait_for_background().unwrap();
         let s = db.stats();
-        assert!(s.shape.scan_merges > 0, "seed {seed}: no scan merge\n{s}");
+        assert!(
+            s.index.shape.scan_merges > 0,
+            "seed {seed}: no scan merge\n{s}"
+        );
         check(&db, &model, seed, keys, "after scan merges");
         assert_eq!(db.check_space().unwrap(), Vec::new(), "seed {seed}");
         drop(db);

@@ -18,7 +18,9 @@ use crate::memtable::{MemTable, WriteBuffer};
 use crate::options::{Options, Preset, ReadOptions};
 use crate::policy::Separation;
 use crate::stats::Counters;
-use crate::stats::{GcTotals, LevelStats, Stats};
+use crate::stats::{
+    CompactionStats, FlushStats, GcTotals, IndexStats, LevelStats, SpaceStats, Stats, WriteStats,
+};
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
 use crate::value::{MergeCollection, ValueStore};
@@ -29,7 +31,7 @@ pub(super) struct Immutable {
     /// Where its records begin in the journal.
     pub(super) mark: JournalMark,
     /// When it was switched out: its flush's wait for a thread counts from
-    /// here (`Stats::flush_wait_micros`).
+    /// here (`Stats::flush.flush_wait_micros`).
     pub(super) since: Instant,
     /// The last sequence number written to it: durable once it is flushed.
     pub(super) last_seq: u64,
@@ -225,7 +227,7 @@ pub(crate) struct Core {
     pub(super) counters: Counters,
 
     // ---- GC's threads ----
-    /// Threads of a hash GC step (`GcOptions::threads`), started on first
+    /// Threads of a hash GC step (`HashOptions::gc_threads`), started on first
     /// use.
     pub(super) gc_pool: OnceLock<rayon::ThreadPool>,
     /// The thread overlapped GC steps are finished on (`Core::gc_pipeline`):
@@ -319,43 +321,59 @@ impl Core {
                 score: scores[l],
             })
             .collect();
+        let live_table_bytes = levels.iter().fold(0u64, |n, l| n.saturating_add(l.bytes));
         let mut stats = Stats {
             created_with: st.current.preset.as_deref().and_then(Preset::from_name),
             io: self.fs.counters().snapshot(),
-            user_bytes_written: get(&c.user_bytes),
-            user_ops_written: get(&c.user_ops),
-            last_sequence: self.visible_seq.load(Ordering::Acquire),
-            live_table_bytes: levels.iter().fold(0u64, |n, l| n.saturating_add(l.bytes)),
-            levels,
-            memtable_bytes: (st.mem.approximate_memory_bytes()
-                + st.imms
-                    .iter()
-                    .map(|i| i.mem.approximate_memory_bytes())
-                    .sum::<usize>()) as u64,
-            immutable_memtables: st.imms.len(),
-            flushes: get(&c.flushes),
-            flush_wait_micros: get(&c.flush_wait_micros),
-            flush_micros: get(&c.flush_micros),
-            discovery_flushes: get(&c.discovery_flushes),
-            flush_shadow_lookups: get(&c.flush_shadow_lookups),
-            flush_shadow_lookups_unused: get(&c.flush_shadow_lookups_unused),
-            jobs_by_gc: get(&c.jobs_by_gc),
-            compactions: get(&c.compactions),
-            trivial_moves: get(&c.trivial_moves),
-            compaction_bytes_read: get(&c.compaction_read),
-            compaction_bytes_written: get(&c.compaction_written),
-            write_slowdowns: get(&c.slowdowns),
-            write_stalls: get(&c.stalls),
-            write_stall_micros: get(&c.stall_micros),
-            write_stall_micros_by_reason: crate::stats::StallMicros {
-                memtables: get(&c.stall_memtable_micros),
-                level0: get(&c.stall_l0_micros),
-                value_store: get(&c.stall_store_micros),
-                space_limit: get(&c.stall_space_micros),
+            writes: WriteStats {
+                user_bytes_written: get(&c.user_bytes),
+                user_ops_written: get(&c.user_ops),
+                last_sequence: self.visible_seq.load(Ordering::Acquire),
+                write_groups: get(&c.write_groups),
+                journal_syncs: get(&c.journal_syncs),
+                write_slowdowns: get(&c.slowdowns),
+                write_stalls: get(&c.stalls),
+                write_stall_micros: get(&c.stall_micros),
+                write_stall_micros_by_reason: crate::stats::StallMicros {
+                    memtables: get(&c.stall_memtable_micros),
+                    level0: get(&c.stall_l0_micros),
+                    value_store: get(&c.stall_store_micros),
+                    space_limit: get(&c.stall_space_micros),
+                },
             },
-            journal_syncs: get(&c.journal_syncs),
-            write_groups: get(&c.write_groups),
-            block_cache_bytes: self.tables.block_cache().usage_bytes(),
+            flush: FlushStats {
+                memtable_bytes: (st.mem.approximate_memory_bytes()
+                    + st.imms
+                        .iter()
+                        .map(|i| i.mem.approximate_memory_bytes())
+                        .sum::<usize>()) as u64,
+                immutable_memtables: st.imms.len(),
+                flushes: get(&c.flushes),
+                flush_wait_micros: get(&c.flush_wait_micros),
+                flush_micros: get(&c.flush_micros),
+                discovery_flushes: get(&c.discovery_flushes),
+                flush_shadow_lookups: get(&c.flush_shadow_lookups),
+                flush_shadow_lookups_unused: get(&c.flush_shadow_lookups_unused),
+            },
+            compaction: CompactionStats {
+                compactions: get(&c.compactions),
+                trivial_moves: get(&c.trivial_moves),
+                compaction_bytes_read: get(&c.compaction_read),
+                compaction_bytes_written: get(&c.compaction_written),
+                jobs_by_gc: get(&c.jobs_by_gc),
+            },
+            index: IndexStats {
+                levels,
+                live_table_bytes,
+                block_cache_bytes: self.tables.block_cache().usage_bytes(),
+                ..IndexStats::default()
+            },
+            space: SpaceStats {
+                space_amplification: self.space_ratio(),
+                live_data_bytes: self.space_measure.live_bytes(),
+                inline_garbage_bytes: self.space_measure.inline_garbage_bytes(),
+                space_limit_note: st.space_note.clone(),
+            },
             poisoned: st.poisoned.clone(),
             gc: GcTotals {
                 runs: get(&c.gc_runs),
@@ -369,11 +387,7 @@ impl Core {
             },
             ..Stats::default()
         };
-        self.shape.shape_stats(&mut stats.shape);
-        stats.space_amplification = self.space_ratio();
-        stats.live_data_bytes = self.space_measure.live_bytes();
-        stats.inline_garbage_bytes = self.space_measure.inline_garbage_bytes();
-        stats.space_limit_note = st.space_note.clone();
+        self.shape.shape_stats(&mut stats.index.shape);
         if let Some(v) = &self.values {
             stats.values.files = v.file_count();
             stats.values.bytes = v.total_bytes();

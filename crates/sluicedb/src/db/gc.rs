@@ -339,7 +339,7 @@ impl Core {
         store.gc_wanted(&GcTrigger {
             current: &st.current,
             capacity_bytes: self.opts.values.capacity_bytes,
-            garbage_ratio: self.opts.gc.garbage_ratio,
+            garbage_ratio: self.opts.values.log.gc_garbage_ratio,
             interval_due: self.opts.gc.interval_ms.is_some_and(|ms| {
                 st.jobs.last_gc.elapsed() >= std::time::Duration::from_millis(ms)
             }),
@@ -348,7 +348,7 @@ impl Core {
 
     /// The threads of a GC step; `None` with `gc_threads` 1.
     fn gc_threads(&self) -> Option<&rayon::ThreadPool> {
-        let n = self.opts.gc.threads;
+        let n = self.opts.values.hash.gc_threads;
         (n > 1).then(|| {
             self.gc_pool.get_or_init(|| {
                 rayon::ThreadPoolBuilder::new()

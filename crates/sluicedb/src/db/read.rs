@@ -125,7 +125,7 @@ mod tests {
         // A missing key within their ranges is probed in every table (their
         // filters say no).
         assert_eq!(db.get("k0005").unwrap(), None);
-        let l0 = db.stats().levels[0].tables;
+        let l0 = db.stats().index.levels[0].tables;
         assert!(l0 >= 3, "{l0} tables at L0");
         assert_eq!(tables.pinned_tables(), l0);
         assert_eq!(db.get("k007").unwrap(), Some(b"v2".to_vec()));

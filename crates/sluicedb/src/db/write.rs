@@ -82,7 +82,7 @@ impl Core {
     ///   to [`SPACE_DELAY_SLEEP_NANOS`] and then slept by one write.
     /// - At the high ratio while GC can reclaim space: waits. When it
     ///   cannot (too little garbage, or no victim), writes go on and
-    ///   `Stats::space_limit_note` says why.
+    ///   `Stats::space.space_limit_note` says why.
     pub(super) fn wait_for_space(&self) {
         self.wait_for_capacity();
         match self.space_pressure() {

@@ -167,7 +167,7 @@ pub(crate) trait GcHost: Sync {
     /// the commit may run a flush (`Core::help_background`).
     fn relocate(&self, moves: Vec<Relocation>, view: &SeenView) -> Result<Committed>;
 
-    /// Threads for a step's parallel parts (`GcOptions::threads`); `None`
+    /// Threads for a step's parallel parts (`HashOptions::gc_threads`); `None`
     /// with one thread.
     fn pool(&self) -> Option<&rayon::ThreadPool>;
 
@@ -196,7 +196,7 @@ pub(crate) struct GcTrigger<'a> {
     pub(crate) current: &'a Version,
     /// `ValueOptions::capacity_bytes`.
     pub(crate) capacity_bytes: Option<u64>,
-    /// `GcOptions::garbage_ratio`.
+    /// `LogOptions::gc_garbage_ratio`.
     pub(crate) garbage_ratio: Option<f64>,
     /// `GcOptions::interval_ms` passed since the last step ended.
     pub(crate) interval_due: bool,

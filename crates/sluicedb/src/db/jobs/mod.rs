@@ -329,7 +329,7 @@ impl Core {
             }
             Job::Compaction(plan) => self.run_compaction(plan),
             Job::Gc => {
-                let overlap = self.opts.gc.overlap_steps
+                let overlap = self.opts.values.hash.gc_overlap_steps
                     && self
                         .values
                         .as_ref()

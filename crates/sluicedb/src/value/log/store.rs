@@ -36,7 +36,7 @@ pub(crate) struct LogConfig {
     pub(crate) buffer_bytes: usize,
     /// Threads reading values ahead for scans.
     pub(crate) prefetch_threads: usize,
-    /// Bytes a GC step reads from the tail (`GcOptions::chunk_bytes`).
+    /// Bytes a GC step reads from the tail (`LogOptions::gc_chunk_bytes`).
     pub(crate) gc_chunk_bytes: u64,
 }
 
@@ -46,7 +46,7 @@ impl LogConfig {
             file_size_bytes: opts.values.log.file_size_bytes,
             buffer_bytes: opts.values.log.buffer_bytes,
             prefetch_threads: opts.values.scan_prefetch_threads.max(1),
-            gc_chunk_bytes: opts.gc.chunk_bytes,
+            gc_chunk_bytes: opts.values.log.gc_chunk_bytes,
         }
     }
 }
