@@ -298,7 +298,7 @@ mod tests {
 mod doc_example {
     use super::*;
     use crate::fs::{CountingFs, Fs, IoClass, MemFs};
-    use crate::journal::LogWriter;
+    use crate::logfile::LogWriter;
     use std::sync::Arc;
 
     #[test]

@@ -14,14 +14,14 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass, StdFs};
 use crate::iter::InternalIterator;
-use crate::journal::reader::read_log;
 use crate::journal::Control;
 use crate::key::{self, Kind};
+use crate::logfile::read_log;
+use crate::pointer::ValuePointer;
+use crate::record::kind_of;
 use crate::table::reader::Table;
 use crate::table::BlockCache;
 use crate::value::log::reader::scan_file;
-use crate::value::pointer::ValuePointer;
-use crate::value::record::kind_of;
 use crate::value::table::reader::ValueTable;
 use crate::version::VersionEdit;
 
@@ -170,7 +170,7 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                 if !d.more() {
                     break;
                 }
-                let value = if kind_of(rec.flags) == crate::value::record::KIND_RELOCATE {
+                let value = if kind_of(rec.flags) == crate::record::KIND_RELOCATE {
                     ValuePointer::decode(&rec.value).map_or_else(
                         || "malformed pointer".into(),
                         |p| format!("-> {}", show_pointer(&p)),

@@ -17,7 +17,7 @@ pub const DEFAULT_BLOCK_SIZE_BYTES: usize = 4096;
 /// Default distance between restart points in a data block: 16 entries.
 pub const DEFAULT_BLOCK_RESTART_INTERVAL: usize = 16;
 /// Default bloom filter bits per key: 10 (about 1% false positives).
-pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = crate::table::bloom::DEFAULT_BLOOM_BITS_PER_KEY;
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
 /// Default block cache budget: 64 MiB.
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 64 << 20;
 /// Default bound on open table files: 1000.
@@ -193,6 +193,15 @@ pub const DEFAULT_VALUE_TABLE_BYTES: u64 = 64 << 20;
 /// Default garbage ratio from which a value table is collected: 0.2, the
 /// paper's (seed 003 §4.1, "GC is triggered at a garbage ratio of 0.2").
 pub const DEFAULT_TABLE_GC_RATIO: f64 = 0.2;
+/// Default bytes of the table layout's DropCache
+/// ([`TableLayoutOptions::drop_cache_bytes`]): 8 MiB, about 110,000 keys
+/// of 24 bytes.
+pub const DEFAULT_DROP_CACHE_BYTES: usize = 8 << 20;
+/// Most segment groups a hash layout may start with
+/// ([`HashOptions::groups`]): far past any store the layout is meant for
+/// (every open starts a head file in each group), and a bound on what a
+/// damaged manifest can make recovery allocate.
+pub const MAX_HASH_GROUPS: u32 = 1 << 20;
 /// Default separation threshold of the `scavenger` preset: 512 B. The
 /// paper gives none; its Mixed workload's small values (100-512 B) are the
 /// ones "falling below the separation threshold" (seed 003 §1, §2.5), so
@@ -636,8 +645,7 @@ pub struct TableLayoutOptions {
     /// less may be.
     pub gc_ratio: f64,
     /// Bytes of the DropCache (seed 003 §3.4;
-    /// `gc::drop_cache::DEFAULT_DROP_CACHE_BYTES`, 8 MiB, about 110,000
-    /// 24-byte keys). 0 turns it off: every key is cold and GC looks every
+    /// [`DEFAULT_DROP_CACHE_BYTES`]). 0 turns it off: every key is cold and GC looks every
     /// record up.
     pub drop_cache_bytes: usize,
     /// Lazy read (seed 003 §3.2.2): GC reads a victim's dense index, judges
@@ -1044,7 +1052,7 @@ impl Options {
                 table: TableLayoutOptions {
                     file_bytes: DEFAULT_VALUE_TABLE_BYTES,
                     gc_ratio: DEFAULT_TABLE_GC_RATIO,
-                    drop_cache_bytes: crate::gc::drop_cache::DEFAULT_DROP_CACHE_BYTES,
+                    drop_cache_bytes: DEFAULT_DROP_CACHE_BYTES,
                     gc_lazy_read: true,
                     gc_write_back: false,
                     direct_io: true,
@@ -1132,7 +1140,7 @@ impl Options {
                     .into(),
             );
         }
-        let most_groups = crate::value::hash::meta::MAX_ROOT_GROUPS as usize;
+        let most_groups = MAX_HASH_GROUPS as usize;
         if self.values.hash.groups > most_groups {
             // The manifest refuses more (what a damaged record could make
             // recovery allocate): a store created with more would not open.

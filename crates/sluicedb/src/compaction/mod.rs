@@ -23,12 +23,12 @@ use crate::index::{CompactionPlan, IndexShape, LevelIter};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind, MAX_SEQUENCE};
 use crate::memtable::Lookup;
+use crate::pointer::ValuePointer;
+use crate::record::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::table::builder::TableOptions;
 use crate::table::{TableBuilder, TableCache};
 use crate::value::files::CopyWindows;
 use crate::value::meta::ValueEdit;
-use crate::value::pointer::ValuePointer;
-use crate::value::record::{Record, FLAG_FIRST_VERSION, KIND_PUT};
 use crate::value::{Dropped, ValueSink, ValueStore, ValueTally};
 use crate::version::{FileMeta, TablePayload, Version, VersionEdit};
 

@@ -21,10 +21,11 @@ use crate::stats::Counters;
 use crate::stats::{
     CompactionStats, FlushStats, GcTotals, IndexStats, LevelStats, SpaceStats, Stats, WriteStats,
 };
+use crate::super_version::SuperVersion;
 use crate::table::builder::TableOptions;
 use crate::table::TableCache;
 use crate::value::{MergeCollection, ValueStore};
-use crate::version::{ManifestState, SuperVersion, Version, VersionSet};
+use crate::version::{ManifestState, Version, VersionSet};
 
 pub(super) struct Immutable {
     pub(super) mem: Arc<dyn WriteBuffer>,

@@ -25,13 +25,14 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{CountingFs, FileLock};
-use crate::iter::{DbIter, DbIterator, InternalIterator, MergingIterator, Range};
+use crate::iter::{DbIter, InternalIterator, MergingIterator};
 
 use crate::options::{Options, Preset, ReadOptions, WriteOptions};
 use crate::stats::{GcStats, SpaceMismatch, Stats};
 use crate::version::VersionSet;
 
 mod core;
+mod cursor;
 mod gc;
 mod jobs;
 mod open;
@@ -42,6 +43,7 @@ pub(crate) mod space;
 mod write;
 
 pub(crate) use self::core::Core;
+pub use cursor::{DbIterator, Range};
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock

@@ -16,11 +16,11 @@ use crate::journal::JournalMark;
 use crate::options::{JournalMode, Options};
 use crate::policy::Separation;
 use crate::stats::Counters;
+use crate::super_version::SuperVersion;
 use crate::table::builder::TableOptions;
 use crate::table::{BlockCache, TableCache};
 use crate::value::log::journal::LogJournal;
 use crate::value::ValueStore;
-use crate::version::SuperVersion;
 use crate::version::{Version, VersionEdit, VersionSet};
 
 impl Core {

@@ -7,9 +7,9 @@ use crate::fs::IoClass;
 use crate::key::Kind;
 use crate::memtable::Lookup;
 use crate::options::ReadOptions;
-use crate::value::pointer::ValuePointer;
+use crate::pointer::ValuePointer;
+use crate::super_version::SuperVersion;
 use crate::value::Read;
-use crate::version::SuperVersion;
 
 /// What a point lookup found.
 pub(super) enum Found {

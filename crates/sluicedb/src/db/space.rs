@@ -19,9 +19,9 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
 use crate::memtable::{ShadowCandidates, WriteBuffer};
 use crate::options::{JournalMode, SpaceLimit};
+use crate::pointer::ValuePointer;
 use crate::stats::SpaceMismatch;
-use crate::value::pointer::ValuePointer;
-use crate::version::SuperVersion;
+use crate::super_version::SuperVersion;
 use crate::version::{Version, VersionEdit};
 
 /// How often `Core::space_mismatches` takes its recount again when a new

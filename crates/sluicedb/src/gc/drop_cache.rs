@@ -26,7 +26,8 @@
 //! for. A racing pair of `record`s may keep the smaller sequence, which
 //! only makes the garbage rule see less garbage: never wrong.
 //!
-//! Size: `drop_cache_bytes` (default [`DEFAULT_DROP_CACHE_BYTES`]). The
+//! Size: `drop_cache_bytes` (default
+//! [`DEFAULT_DROP_CACHE_BYTES`](crate::options::DEFAULT_DROP_CACHE_BYTES)). The
 //! paper gives none; it argues the hot set is small and a key costs 24 B.
 //! Here an entry costs its key plus [`ENTRY_OVERHEAD_BYTES`], so 8 MiB
 //! holds about 110,000 24-byte keys: under Zipf(0.99) over 2 million keys
@@ -37,9 +38,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
-
-/// Default capacity of the cache in bytes.
-pub(crate) const DEFAULT_DROP_CACHE_BYTES: usize = 8 << 20;
 
 /// Bytes charged per entry beyond its key: the sequence, the key's `Vec`
 /// header and the cache's own slot.

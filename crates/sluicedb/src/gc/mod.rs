@@ -34,8 +34,9 @@ pub(crate) mod space;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::value::pointer::ValuePointer;
-use crate::version::{SuperVersion, Version, VersionEdit};
+use crate::pointer::ValuePointer;
+use crate::super_version::SuperVersion;
+use crate::version::{Version, VersionEdit};
 
 /// Moving `key`'s value from `old` to `new`.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::memtable::{ShadowCandidates, WriteBuffer};
 use crate::options::SpaceLimit;
-use crate::value::record::RECORD_HEADER_LEN;
+use crate::record::RECORD_HEADER_LEN;
 use crate::version::Version;
 
 /// What the space limit asks of a memtable that is not full

@@ -20,7 +20,7 @@ use crate::fs::IoClass;
 use crate::key;
 use crate::memtable::Lookup;
 use crate::table::TableCache;
-use crate::version::{FileMeta, Version};
+use crate::version::{FileMeta, LevelRules, Version};
 
 /// Parameters of the leveled shape (from `Options`).
 #[derive(Debug, Clone)]
@@ -156,7 +156,7 @@ impl Leveled {
     }
 }
 
-impl IndexShape for Leveled {
+impl LevelRules for Leveled {
     fn name(&self) -> &'static str {
         Self::NAME
     }
@@ -178,7 +178,9 @@ impl IndexShape for Leveled {
         }
         Ok(())
     }
+}
 
+impl IndexShape for Leveled {
     fn get(
         &self,
         v: &Version,

@@ -24,7 +24,7 @@ use crate::key::{self, Kind};
 use crate::memtable::Lookup;
 use crate::options::{IndexShapeKind, Options};
 use crate::table::TableCache;
-use crate::version::{FileMeta, Version};
+use crate::version::{FileMeta, LevelRules, Version};
 
 /// Tables a compaction reads from one slot of the version (a level, for
 /// the leveled shape; whatever the shape makes of slots otherwise).
@@ -105,7 +105,7 @@ pub(crate) fn probe_table(
     hash: u64,
     class: IoClass,
 ) -> Result<Option<Lookup>> {
-    let t = tables.table_of(f, class)?;
+    let t = tables.table_of(&f.table, f.number, f.file_size, class)?;
     let Some((ik, value)) = t.get(seek, user_key, hash, class)? else {
         return Ok(None);
     };
@@ -239,16 +239,11 @@ pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
     })
 }
 
-/// The organisation of tables in a version.
-pub(crate) trait IndexShape: Send + Sync {
-    /// The name recorded in the manifest.
-    fn name(&self) -> &'static str;
-    /// Number of levels (or slots) a version has.
-    fn num_levels(&self) -> usize;
-    /// Puts a level's files in the shape's order after an edit.
-    fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]);
-    /// Checks the shape's invariants; the error explains the violation.
-    fn check(&self, v: &Version) -> Result<(), String>;
+/// The organisation of tables in a version: the rules a version keeps
+/// (`LevelRules`, which the version module defines so that it imports
+/// nothing from the shapes above it) and how the engine reads, compacts
+/// and measures through them.
+pub(crate) trait IndexShape: LevelRules {
     /// Newest visible entry of `user_key` at `snapshot` in the tables;
     /// `class` says whose reads they are (a user's, or GC's validity
     /// check).

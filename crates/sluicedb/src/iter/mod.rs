@@ -1,4 +1,5 @@
-//! Iterators over internal keys, and the user-facing cursor built on them.
+//! Iterators over internal keys (the user-facing cursor built on them is
+//! `db/cursor.rs`, which reads separated values).
 //!
 //! Every source (memtable, table block, table, level) is an
 //! [`InternalIterator`]: a bidirectional cursor over internal keys. They are
@@ -6,11 +7,9 @@
 //! into user keys: it hides versions newer than the snapshot, older versions
 //! of a key and deleted keys, in both directions.
 
-mod cursor;
 mod db_iter;
 mod merge;
 
-pub use cursor::{DbIterator, Range};
 pub(crate) use db_iter::DbIter;
 pub(crate) use merge::MergingIterator;
 

@@ -5,18 +5,15 @@
 //! log of write batches, `docs/format/journal.md`) is one implementation;
 //! the value log as journal (seed 001 §3.4.2, `value/log/journal.rs`) is
 //! the other; a persistent write buffer (LightKV, seed 002) would be a
-//! third. The block framing also carries the manifest.
+//! third. Its records are framed in the log file format (`crate::logfile`),
+//! which the manifest uses too.
 
 pub(crate) mod control;
 pub(crate) mod engine;
-pub(crate) mod format;
-pub(crate) mod reader;
 pub(crate) mod replay;
-pub(crate) mod writer;
 
+pub(crate) use crate::logfile::{read_log, LogWriter};
 pub(crate) use control::Control;
-pub(crate) use reader::read_log;
-pub(crate) use writer::LogWriter;
 
 use std::collections::BTreeMap;
 

@@ -5,15 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::reader::LogRecords;
 use super::{read_log, Control};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{CountingFs, IoClass};
 use crate::key::Kind;
+use crate::logfile::reader::LogRecords;
 use crate::options::JournalRecovery;
-use crate::value::pointer::ValuePointer;
+use crate::pointer::ValuePointer;
 use crate::value::{PointerCheck, ValueStore};
 
 /// What a replay reads from and how it treats damage.

@@ -22,7 +22,7 @@ use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
-use crate::value::pointer::ValuePointer;
+use crate::pointer::ValuePointer;
 
 /// What a point lookup found in one source.
 #[derive(Debug, Clone, PartialEq, Eq)]

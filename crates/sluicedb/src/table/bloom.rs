@@ -9,9 +9,6 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Bits per key by default: about a 1% false-positive rate.
-pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
-
 pub(crate) fn key_hash(user_key: &[u8]) -> u64 {
     xxh3_64(user_key)
 }
@@ -64,7 +61,7 @@ mod tests {
         let hashes: Vec<u64> = (0..10_000u32)
             .map(|i| key_hash(format!("k{i}").as_bytes()))
             .collect();
-        let f = build(&hashes, DEFAULT_BLOOM_BITS_PER_KEY);
+        let f = build(&hashes, crate::options::DEFAULT_BLOOM_BITS_PER_KEY);
         assert!(hashes.iter().all(|&h| may_contain(&f, h)));
         let fp = (0..10_000u32)
             .filter(|i| may_contain(&f, key_hash(format!("other{i}").as_bytes())))

@@ -12,7 +12,6 @@ use super::reader::Table;
 use crate::error::Result;
 use crate::filename;
 use crate::fs::{CountingFs, IoClass};
-use crate::version::FileMeta;
 
 /// Open tables by file number; at most `capacity` stay open, and up to
 /// half as many more pinned by their versions' [`TableSlot`]s.
@@ -26,7 +25,7 @@ pub(crate) struct TableCache {
     max_pinned: usize,
 }
 
-/// A table's open reader, kept with its [`FileMeta`] (which every version
+/// A table's open reader, kept with its `FileMeta` (which every version
 /// that lists the table shares) once a point lookup opened it, so that
 /// later lookups reach it without the cache: its lookup, the reference
 /// count on the shared `Arc` and the cache's lock were 3-4% of a hashkv
@@ -106,18 +105,25 @@ impl TableCache {
         }
     }
 
-    /// Table `f` for a point lookup: the one its slot holds, else the
-    /// cache's, which the slot then keeps while fewer than half the
-    /// cache's capacity are pinned (so open files stay bounded).
-    pub(crate) fn table_of<'f>(&self, f: &'f FileMeta, class: IoClass) -> Result<TableRef<'f>> {
-        if let Some(p) = f.table.0.get() {
+    /// Table `number` (of `file_size` bytes) for a point lookup: the one
+    /// its slot (in its `FileMeta`) holds, else the cache's, which the slot
+    /// then keeps while fewer than half the cache's capacity are pinned
+    /// (so open files stay bounded).
+    pub(crate) fn table_of<'f>(
+        &self,
+        slot: &'f TableSlot,
+        number: u64,
+        file_size: u64,
+        class: IoClass,
+    ) -> Result<TableRef<'f>> {
+        if let Some(p) = slot.0.get() {
             return Ok(TableRef::Pinned(&p.table));
         }
-        let t = self.get(f.number, f.file_size, class)?;
+        let t = self.get(number, file_size, class)?;
         if self.pinned.fetch_add(1, Ordering::Relaxed) < self.max_pinned {
             // Counted before it exists; a slot another lookup filled first
             // hands this one back, and its drop uncounts it.
-            let _ = f.table.0.set(Pinned {
+            let _ = slot.0.set(Pinned {
                 table: t.clone(),
                 count: self.pinned.clone(),
             });

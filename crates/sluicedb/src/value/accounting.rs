@@ -5,8 +5,8 @@
 use parking_lot::MutexGuard;
 
 use super::meta::ValueEdit;
-use super::pointer::ValuePointer;
 use crate::error::Result;
+use crate::pointer::ValuePointer;
 use crate::version::{Version, VersionEdit};
 
 /// The accounting part of a value store layout. Every method has the

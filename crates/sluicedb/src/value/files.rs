@@ -10,10 +10,10 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use super::log::reader::{check_record, checked_record, read_record, OwnedRecord};
-use super::pointer::ValuePointer;
 use super::Read;
 use crate::error::{Error, Result};
 use crate::fs::{CachedRead, CountedReader, CountingFs, IoClass};
+use crate::pointer::ValuePointer;
 
 /// Where a pointed-at record can be read from.
 pub(crate) enum Located {
@@ -513,7 +513,7 @@ const TAIL_WINDOW_BYTES: u64 = 64 << 10;
 /// wrong for a crafted value, GC and `verify` would still stop at the
 /// incomplete record, never collect it.
 fn ends_on_a_record(file: &CountedReader, len: u64) -> Result<bool> {
-    use super::record::{claimed_len, decode_record, FILE_HEADER_LEN};
+    use crate::record::{claimed_len, decode_record, FILE_HEADER_LEN};
     let body = len.saturating_sub(FILE_HEADER_LEN as u64);
     if body == 0 {
         return Ok(false);

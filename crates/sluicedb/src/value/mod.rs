@@ -27,8 +27,6 @@ pub(crate) mod hash;
 pub(crate) mod log;
 pub(crate) mod meta;
 pub(crate) mod open;
-pub(crate) mod pointer;
-pub(crate) mod record;
 pub(crate) mod table;
 
 use std::path::Path;
@@ -37,11 +35,11 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::key::Kind;
+use crate::pointer::ValuePointer;
+use crate::record::Record;
 use crate::stats::ValueStats;
 use crate::version::{Version, VersionEdit};
 use log::reader::OwnedRecord;
-use pointer::ValuePointer;
-use record::Record;
 
 pub(crate) use accounting::{Dropped, ValueAccounting, ValueTally};
 pub(crate) use collection::{GcProfile, MergeCollection, ValueGc};
@@ -142,7 +140,7 @@ pub(crate) trait ValueStore:
     fn record_lengths(&self) -> Vec<(u64, u64)> {
         self.file_lengths()
             .into_iter()
-            .map(|(f, len)| (f, len.saturating_sub(record::FILE_HEADER_LEN as u64)))
+            .map(|(f, len)| (f, len.saturating_sub(crate::record::FILE_HEADER_LEN as u64)))
             .collect()
     }
 
@@ -210,7 +208,7 @@ pub(crate) trait ValueStore:
     /// GC collected the whole file (its blocks may be punched out, or the
     /// file deleted, under a reader that listed it before).
     fn scan_start(&self, _file: u64) -> Option<u64> {
-        Some(record::FILE_HEADER_LEN as u64)
+        Some(crate::record::FILE_HEADER_LEN as u64)
     }
 
     /// Fills the layout's section of [`ValueStats`].
@@ -310,7 +308,7 @@ pub(crate) fn separate(
         if big(&op) {
             let p = store.append(&Record {
                 seq: seq + i as u64,
-                flags: record::KIND_PUT,
+                flags: crate::record::KIND_PUT,
                 key: op.key,
                 value: op.value,
             })?;

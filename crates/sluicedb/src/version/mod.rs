@@ -3,7 +3,6 @@
 
 pub(crate) mod edit;
 pub(crate) mod set;
-pub(crate) mod super_version;
 pub(crate) mod tag;
 #[expect(
     clippy::module_inception,
@@ -13,5 +12,4 @@ pub(crate) mod version;
 
 pub(crate) use edit::{FileMeta, TablePayload, VersionEdit};
 pub(crate) use set::{ManifestState, VersionSet};
-pub(crate) use super_version::SuperVersion;
-pub(crate) use version::Version;
+pub(crate) use version::{LevelRules, Version};

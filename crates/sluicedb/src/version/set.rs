@@ -13,13 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::edit::{format_version_of, VersionEdit, MANIFEST_FORMAT_VERSION};
-use super::version::Version;
+use super::version::{LevelRules, Version};
 use crate::coding::masked_crc;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::{CountingFs, IoClass};
-use crate::index::IndexShape;
-use crate::journal::{read_log, LogWriter};
+use crate::logfile::{read_log, LogWriter};
 
 /// The live manifest file; guarded by the database's manifest lock, which
 /// also serialises every version installation.
@@ -41,7 +40,7 @@ pub(crate) struct Recovered {
 pub(crate) struct VersionSet {
     dir: PathBuf,
     fs: CountingFs,
-    shape: Arc<dyn IndexShape>,
+    shape: Arc<dyn LevelRules>,
     next_file_number: Arc<AtomicU64>,
     max_manifest_bytes: u64,
 }
@@ -78,7 +77,7 @@ impl VersionSet {
     pub(crate) fn new(
         dir: PathBuf,
         fs: CountingFs,
-        shape: Arc<dyn IndexShape>,
+        shape: Arc<dyn LevelRules>,
         next_file_number: u64,
         max_manifest_bytes: u64,
     ) -> Self {
@@ -113,7 +112,7 @@ impl VersionSet {
     pub(crate) fn recover(
         fs: &CountingFs,
         dir: &Path,
-        shape: Arc<dyn IndexShape>,
+        shape: Arc<dyn LevelRules>,
     ) -> Result<Recovered> {
         let current = filename::current(dir);
         let manifest_number = parse_current(&fs.read_all(&current, IoClass::Manifest)?, &current)?;
@@ -257,7 +256,7 @@ mod tests {
     use super::*;
 
     /// Writes a manifest whose only record is `record`, named by CURRENT.
-    fn manifest_holding(record: &[u8]) -> (CountingFs, Arc<dyn IndexShape>) {
+    fn manifest_holding(record: &[u8]) -> (CountingFs, Arc<dyn LevelRules>) {
         let mem = crate::fs::MemFs::new();
         let fs = CountingFs::new(Arc::new(mem));
         let dir = Path::new("/db");

@@ -4,14 +4,27 @@
 use std::sync::Arc;
 
 use super::edit::{FileMeta, VersionEdit};
-use crate::index::IndexShape;
 use crate::value::meta::ValueMeta;
+
+/// The rules a version's levels keep, set by the index shape
+/// (`crate::index::IndexShape` extends it): how many there are, their
+/// order, and what must hold of them after every edit.
+pub(crate) trait LevelRules: Send + Sync {
+    /// The name recorded in the manifest.
+    fn name(&self) -> &'static str;
+    /// Number of levels (or slots) a version has.
+    fn num_levels(&self) -> usize;
+    /// Puts a level's files in the shape's order after an edit.
+    fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]);
+    /// Checks the shape's invariants; the error explains the violation.
+    fn check(&self, v: &Version) -> Result<(), String>;
+}
 
 /// The tables of the key index at one moment. Shared by readers through
 /// `Arc`; a file is deleted only when no live `Version` lists it.
 pub(crate) struct Version {
     pub(crate) levels: Vec<Vec<Arc<FileMeta>>>,
-    pub(crate) shape: Arc<dyn IndexShape>,
+    pub(crate) shape: Arc<dyn LevelRules>,
     /// The value store's state: each layout's manifest record.
     pub(crate) values: ValueMeta,
     /// The preset the database was created with (`None` for databases
@@ -28,7 +41,7 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn empty(shape: Arc<dyn IndexShape>) -> Self {
+    pub(crate) fn empty(shape: Arc<dyn LevelRules>) -> Self {
         Version {
             levels: vec![Vec::new(); shape.num_levels()],
             shape,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::fs::{IoClass, MemFs};
 use crate::gc::{Relocation, Relocations, SeenView};
 use crate::options::{JournalMode, Options, ValueLayout};
-use crate::value::record::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::record::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::{Db, Snapshot};
 
 /// Values shorter than this stay inline in the index.

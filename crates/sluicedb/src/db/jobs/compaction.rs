@@ -171,7 +171,7 @@ impl Core {
         ));
         while it.valid() && crate::key::user_key(it.key()) == d.key.as_slice() {
             if crate::key::kind_byte(it.key()) == crate::key::Kind::ValuePointer as u8 {
-                if let Some(p) = crate::value::pointer::ValuePointer::decode(it.value()) {
+                if let Some(p) = crate::pointer::ValuePointer::decode(it.value()) {
                     if p.file != d.ptr.file
                         && p.record_len == d.ptr.record_len
                         && p.record_crc == d.ptr.record_crc

@@ -63,7 +63,7 @@ use crate::key;
 use crate::memtable::Lookup;
 use crate::options::{Options, UNIKV_BYTES_PER_HASH_BUCKET};
 use crate::table::TableCache;
-use crate::version::{FileMeta, Version};
+use crate::version::{FileMeta, LevelRules, Version};
 
 /// The UnsortedStores' level.
 pub(crate) const UNSORTED: usize = 0;
@@ -496,7 +496,7 @@ pub(crate) fn split_key(v: &Version, i: usize) -> Option<Vec<u8>> {
     best.map(|(_, f)| f.smallest_user_key().to_vec())
 }
 
-impl IndexShape for Unified {
+impl LevelRules for Unified {
     fn name(&self) -> &'static str {
         Self::NAME
     }
@@ -524,7 +524,9 @@ impl IndexShape for Unified {
         }
         Ok(())
     }
+}
 
+impl IndexShape for Unified {
     fn get(
         &self,
         v: &Version,

@@ -38,12 +38,12 @@ use super::HashStore;
 use crate::error::{Error, Result};
 use crate::fs::IoClass;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Newest, Relocation, SeenView};
+use crate::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
 use crate::policy::{cold_file_first, is_cold};
+use crate::record::{Record, FLAG_FIRST_VERSION, FLAG_GC_COPY, KIND_PUT};
 use crate::table::reader::SortedProbes;
 use crate::value::hash::meta::COLD_GROUP;
 use crate::value::log::reader::{checked_record, may_be_live, visit_file};
-use crate::value::pointer::{ValuePointer, STORE_COLD, STORE_HASH};
-use crate::value::record::{Record, FLAG_FIRST_VERSION, FLAG_GC_COPY, KIND_PUT};
 use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit};
 

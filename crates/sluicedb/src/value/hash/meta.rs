@@ -62,10 +62,9 @@ impl GroupShape {
 /// store this layout is meant for, and keeps patterns and directories small.
 pub(crate) const MAX_SPLIT_DEPTH: u32 = 24;
 
-/// Most root groups a manifest may record: far past any store this layout
-/// is meant for (every open starts a head file in each group), and a bound
-/// on what a damaged manifest can make recovery allocate.
-pub(crate) const MAX_ROOT_GROUPS: u32 = 1 << 20;
+/// Most root groups a manifest may record
+/// ([`MAX_HASH_GROUPS`](crate::options::MAX_HASH_GROUPS)).
+pub(crate) const MAX_ROOT_GROUPS: u32 = crate::options::MAX_HASH_GROUPS;
 
 /// A change to [`HashMeta`], part of a manifest record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::fs::{Fs, MemFs};
-use crate::value::record::KIND_PUT;
+use crate::record::KIND_PUT;
 
 fn config() -> HashConfig {
     HashConfig {

@@ -7,7 +7,7 @@
 use super::store::{Chunk, LogStore};
 use crate::error::Result;
 use crate::gc::{Collected, GcHost, GcTrigger, GcVictim, Relocation, SeenView};
-use crate::value::record::{Record, FLAG_GC_COPY, KIND_PUT};
+use crate::record::{Record, FLAG_GC_COPY, KIND_PUT};
 use crate::value::ValueStore;
 use crate::version::Version;
 

@@ -14,9 +14,7 @@ use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::journal::{Journal, JournalMark};
 use crate::key::Kind;
-use crate::value::record::{
-    Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
-};
+use crate::record::{Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
 use crate::value::ValueStore;
 use crate::version::VersionEdit;
 

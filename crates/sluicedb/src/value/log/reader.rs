@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, IoClass};
-use crate::value::pointer::ValuePointer;
-use crate::value::record::{
+use crate::pointer::ValuePointer;
+use crate::record::{
     check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, Record,
     FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
 };
@@ -265,8 +265,8 @@ fn visit_file_from<'d>(
 mod tests {
     use super::*;
     use crate::fs::{CountingFs, MemFs};
+    use crate::record::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
     use crate::value::log::writer::VlogWriter;
-    use crate::value::record::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
     use std::sync::Arc;
 
     type Written = Vec<(ValuePointer, Vec<u8>, Vec<u8>)>;

@@ -14,8 +14,8 @@ use crate::filename;
 use crate::journal::replay::{Source, TornTail};
 use crate::key::Kind;
 use crate::options::JournalRecovery;
-use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::record::{
+use crate::pointer::{ValuePointer, STORE_LOG};
+use crate::record::{
     kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
 };
 use crate::value::{PointerCheck, ValueStore};

@@ -21,9 +21,9 @@ use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass, PUNCH_BLOCK};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
+use crate::pointer::{ValuePointer, STORE_LOG};
+use crate::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
-use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
 use crate::value::{GcProfile, PointerCheck, ValueAccounting, ValueGc, ValueRecovery, ValueStore};
 use crate::version::{Version, VersionEdit};
 
@@ -709,7 +709,7 @@ impl ValueGc for LogStore {
 mod tests {
     use super::*;
     use crate::fs::{Fs, MemFs, PageCache};
-    use crate::value::record::KIND_PUT;
+    use crate::record::KIND_PUT;
 
     fn store(mem: &MemFs, counter: &Arc<AtomicU64>) -> LogStore {
         store_of(mem, counter, 4096)

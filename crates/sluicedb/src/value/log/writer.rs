@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fs::{CountedWriter, FileSyncer};
-use crate::value::pointer::{ValuePointer, STORE_LOG};
-use crate::value::record::{encode_record, file_header, Record, FILE_HEADER_LEN};
+use crate::pointer::{ValuePointer, STORE_LOG};
+use crate::record::{encode_record, file_header, Record, FILE_HEADER_LEN};
 
 pub(crate) struct VlogWriter {
     file: CountedWriter,

@@ -7,10 +7,10 @@ use super::format::{
 use crate::error::{Error, Result};
 use crate::fs::CountedWriter;
 use crate::key::{self, Kind};
+use crate::record::{encode_record, kind_of, Record, KIND_PUT};
 use crate::table::block::BlockBuilder;
 use crate::table::bloom;
 use crate::table::format::{block_trailer, BlockHandle, Footer};
-use crate::value::record::{encode_record, kind_of, Record, KIND_PUT};
 
 /// Knobs a value table is built with.
 #[derive(Debug, Clone, Copy)]

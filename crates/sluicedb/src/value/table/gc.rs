@@ -25,10 +25,10 @@ use super::store::{candidates, Frozen, PendingTable, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
+use crate::pointer::ValuePointer;
+use crate::record::{Record, KIND_PUT};
 use crate::table::reader::SortedProbes;
 use crate::value::log::reader::{owned, OwnedRecord};
-use crate::value::pointer::ValuePointer;
-use crate::value::record::{Record, KIND_PUT};
 use crate::version::{Version, VersionEdit};
 
 /// Most victims of one step.

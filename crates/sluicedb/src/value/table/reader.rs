@@ -12,12 +12,12 @@ use crate::error::{Error, Result};
 use crate::fs::{CountedReader, CountingFs, IoClass};
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
+use crate::record::{decode_record, Bad, Record, KIND_PUT};
 use crate::table::block::Block;
 use crate::table::bloom;
 use crate::table::format::{verify_block, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::table::reader::{open_footer, read_raw};
 use crate::table::BlockCache;
-use crate::value::record::{decode_record, Bad, Record, KIND_PUT};
 
 /// Most bytes one coalesced read of records covers.
 pub(crate) const MAX_COALESCED_READ: u64 = 4 << 20;

@@ -28,12 +28,12 @@ use crate::gc::drop_cache::DropCache;
 use crate::gc::space::MIN_RECLAIMABLE_SHARE_DIVISOR;
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
+use crate::pointer::{ValuePointer, STORE_TABLE};
+use crate::record::{Record, FLAG_FIRST_VERSION};
 use crate::stats::ValueStats;
 use crate::table::BlockCache;
 use crate::value::files::{check_within, FileReaders, Located, RecordFiles};
 use crate::value::meta::ValueEdit;
-use crate::value::pointer::{ValuePointer, STORE_TABLE};
-use crate::value::record::{Record, FLAG_FIRST_VERSION};
 use crate::value::{
     Dropped, GcProfile, MergeCollection, PointerCheck, ValueAccounting, ValueGc, ValueRecovery,
     ValueSink, ValueStore, ValueTally,

@@ -8,8 +8,8 @@ use super::builder::{BuiltValueTable, ValueTableBuilder, ValueTableOptions};
 use super::format::{RecordHandle, VT_HEADER_LEN};
 use super::reader::{IndexEntry, ValueTable};
 use crate::fs::{CountingFs, IoClass, MemFs};
+use crate::record::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
 use crate::table::BlockCache;
-use crate::value::record::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
 
 const OPTS: ValueTableOptions = ValueTableOptions {
     index_block_bytes: 256,
@@ -335,8 +335,8 @@ fn write_one(
     n: u64,
     seq: u64,
     value: &[u8],
-) -> (crate::value::pointer::ValuePointer, super::meta::TableFile) {
-    use crate::value::pointer::{ValuePointer, STORE_TABLE};
+) -> (crate::pointer::ValuePointer, super::meta::TableFile) {
+    use crate::pointer::{ValuePointer, STORE_TABLE};
     let f = fs
         .create(&crate::filename::value_table(dir, n), IoClass::Flush)
         .unwrap();
@@ -435,7 +435,7 @@ fn an_edge_to_another_version_of_the_same_length_is_not_the_record() {
     use std::path::Path;
 
     use super::meta::TableMeta;
-    use crate::value::pointer::ValuePointer;
+    use crate::pointer::ValuePointer;
 
     let fs = fs();
     let dir = Path::new("/db");
@@ -503,8 +503,8 @@ fn windowed_copy_reads_match_point_reads() {
     use std::path::Path;
 
     use super::meta::{TableFile, TableMeta};
+    use crate::pointer::{ValuePointer, STORE_TABLE};
     use crate::value::files::{CopyWindows, RecordFiles};
-    use crate::value::pointer::{ValuePointer, STORE_TABLE};
     use crate::value::ValueStore;
 
     let seed = 11u64;

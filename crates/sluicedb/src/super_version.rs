@@ -2,12 +2,13 @@
 //! pinned together (RocksDB's `SuperVersion`). The database installs a new
 //! one whenever a memtable is switched or flushed or a version installed
 //! (`docs/design.md`, "Threads and locks"); readers and GC steps hold one
-//! for as long as they read.
+//! for as long as they read. It sits above both the memtables and the
+//! versions, which know nothing of each other.
 
 use std::sync::Arc;
 
-use super::version::Version;
 use crate::memtable::WriteBuffer;
+use crate::version::Version;
 
 /// The active memtable, the immutable ones newest first, and the version.
 pub(crate) struct SuperVersion {

@@ -10,11 +10,11 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::DbIter;
 use crate::error::Result;
 use crate::fs::IoClass;
+use crate::iter::DbIter;
 use crate::key::Kind;
-use crate::value::pointer::ValuePointer;
+use crate::pointer::ValuePointer;
 use crate::value::ValueStore;
 
 /// A cursor over key-value pairs in a key range, in both directions.

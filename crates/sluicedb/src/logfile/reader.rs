@@ -179,7 +179,7 @@ pub(crate) fn read_log(data: &[u8]) -> LogRecords {
 mod tests {
     use super::*;
     use crate::fs::{CountingFs, Fs, IoClass, MemFs};
-    use crate::journal::LogWriter;
+    use crate::logfile::LogWriter;
     use std::path::Path;
     use std::sync::Arc;
 

@@ -31,7 +31,7 @@ pub(crate) const KIND_DELETE: u8 = 0;
 /// Record kind: a put.
 pub(crate) const KIND_PUT: u8 = 1;
 /// Record kind: GC moved the key's value; the record's value is the new
-/// [`crate::value::pointer::ValuePointer`] (value log as journal only).
+/// [`crate::pointer::ValuePointer`] (value log as journal only).
 pub(crate) const KIND_RELOCATE: u8 = 2;
 const KIND_MASK: u8 = 0x07;
 /// A copy made by GC: data only, never applied by replay.
