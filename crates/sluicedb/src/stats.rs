@@ -78,6 +78,9 @@ pub struct WriteStats {
 pub struct FlushStats {
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
+    /// Bytes of their key filters (1/32 of the write buffer each, apart
+    /// from `memtable_bytes`).
+    pub memtable_filter_bytes: u64,
     /// Immutable memtables waiting for flush.
     pub immutable_memtables: usize,
     /// Flushes completed.

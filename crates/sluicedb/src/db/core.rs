@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
@@ -213,8 +213,9 @@ pub(crate) struct Core {
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,
     /// Delay the space limit's slowdown has asked of writes and no write
-    /// has slept yet, in nanoseconds (`Core::wait_for_space`).
-    pub(super) space_delay_owed_nanos: AtomicU64,
+    /// has slept yet, in nanoseconds, less what sleeps overslept
+    /// (`Core::wait_for_space`; negative while such credit is left).
+    pub(super) space_delay_owed_nanos: AtomicI64,
     /// Entries flushes wrote without counting what they shadow
     /// (`JobStats::shadows_uncounted`) since a shadow compaction was last
     /// picked: under space pressure only these make one worth its I/O.
@@ -241,14 +242,17 @@ pub(crate) struct Core {
     pub(super) flush_hook: Mutex<Option<FlushHook>>,
 }
 
-/// An empty write buffer; with a value store, one that keeps its keys'
-/// digests for GC's relocation commits (`MemTable::tracking_keys`).
-pub(super) fn write_buffer_for(separated: bool) -> Arc<dyn WriteBuffer> {
-    if separated {
-        Arc::new(MemTable::tracking_keys())
+/// An empty write buffer of `bytes`, with a key filter for lookups
+/// (`MemTable::with_key_filter`); with a value store, one that also keeps
+/// its keys' digests for GC's relocation commits
+/// (`MemTable::tracking_keys`).
+pub(super) fn write_buffer_for(separated: bool, bytes: usize) -> Arc<dyn WriteBuffer> {
+    let m = if separated {
+        MemTable::tracking_keys()
     } else {
-        Arc::new(MemTable::new())
-    }
+        MemTable::new()
+    };
+    Arc::new(m.with_key_filter(bytes))
 }
 
 /// See `Core::flush_hook`.
@@ -258,7 +262,7 @@ pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 impl Core {
     /// An empty write buffer for the next writes.
     pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
-        write_buffer_for(self.values.is_some())
+        write_buffer_for(self.values.is_some(), self.opts.write_buffer_size_bytes)
     }
 
     /// The journal (`Closed` before recovery created it).
@@ -348,6 +352,10 @@ impl Core {
                         .iter()
                         .map(|i| i.mem.approximate_memory_bytes())
                         .sum::<usize>()) as u64,
+                memtable_filter_bytes: (std::iter::once(&st.mem))
+                    .chain(st.imms.iter().map(|i| &i.mem))
+                    .map(|m| m.filter_bytes() as u64)
+                    .sum(),
                 immutable_memtables: st.imms.len(),
                 flushes: get(&c.flushes),
                 flush_wait_micros: get(&c.flush_wait_micros),

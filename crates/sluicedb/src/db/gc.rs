@@ -338,7 +338,15 @@ impl Core {
 
     /// Commits relocations as a write group of their own; returns what was
     /// applied and dropped (an empty set just passes through the queue).
-    pub(super) fn submit_relocations(&self, relocations: Relocations) -> Result<Committed> {
+    ///
+    /// Sorted by key first, on GC's thread: the commit inserts them into
+    /// the memtable with the writer queue held, and a skiplist insert in
+    /// key order finds the nodes of the one before it in cache (in the log
+    /// layout's order, random keys, the inserts were a sixth of the wisckey
+    /// preset's CPU on the update benchmark).
+    pub(super) fn submit_relocations(&self, mut relocations: Relocations) -> Result<Committed> {
+        // Stable: a key moved twice keeps its order (a step moves a key once).
+        relocations.moves.sort_by(|a, b| a.key.cmp(&b.key));
         self.enqueue(WriterSlot {
             size: 0,
             batch: Mutex::new(WriteBatch::new()),

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex};
@@ -151,7 +151,7 @@ impl Core {
             o.store
         });
         let version = Arc::new(rec.version);
-        let mem = super::core::write_buffer_for(values.is_some());
+        let mem = super::core::write_buffer_for(values.is_some(), opts.write_buffer_size_bytes);
         let state = State {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
@@ -191,7 +191,7 @@ impl Core {
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),
             space_ratio_milli: AtomicU64::new(0),
-            space_delay_owed_nanos: AtomicU64::new(0),
+            space_delay_owed_nanos: AtomicI64::new(0),
             shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),
             garbage_share_milli: AtomicU64::new(0),

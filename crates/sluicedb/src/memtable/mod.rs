@@ -6,7 +6,10 @@
 //! come from the group-commit leader (and a helper for GC's large
 //! relocation batches), reads from any thread concurrently.
 
+mod filter;
 mod skiplist;
+
+pub(crate) use filter::KeyFilter;
 
 use skiplist::{Entry, SkipList};
 
@@ -62,6 +65,8 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn iter(self: std::sync::Arc<Self>) -> Box<dyn InternalIterator>;
     /// Memory used, in bytes (keys, values and per-entry overhead).
     fn approximate_memory_bytes(&self) -> usize;
+    /// Bytes of its key filter, apart from the memory above.
+    fn filter_bytes(&self) -> usize;
     /// The writes that may shadow older versions.
     fn shadow_candidates(&self) -> ShadowCandidates;
     /// Bytes of keys and whole values (not pointers) this buffer holds as
@@ -160,6 +165,9 @@ pub(crate) struct MemTable {
     /// about 1.5 us a key in cache misses and held the writer queue for
     /// about a second a phase (2 GiB hashkv update run, 2026-11-25).
     key_log: Option<Mutex<Vec<(u64, u64)>>>,
+    /// With [`MemTable::with_key_filter`]: the keys it holds, so that a
+    /// lookup of one it does not hold skips the skiplist search.
+    filter: Option<KeyFilter>,
     /// Bytes of the key log (the entries' memory is the skiplist's arena).
     key_log_bytes: AtomicUsize,
     puts: AtomicU64,
@@ -189,10 +197,25 @@ impl MemTable {
         }
     }
 
+    /// The same memtable with a key filter sized for a write buffer of
+    /// `write_buffer_bytes` (`filter`; outside
+    /// [`WriteBuffer::approximate_memory_bytes`], a fixed 1/32 more).
+    pub(crate) fn with_key_filter(self, write_buffer_bytes: usize) -> Self {
+        MemTable {
+            filter: Some(KeyFilter::for_write_buffer(write_buffer_bytes)),
+            ..self
+        }
+    }
+
     /// One write (tests; the engine inserts batches).
     #[cfg(test)]
     fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
         self.add_entry(user_key, seq, kind, value, true, false);
+    }
+
+    /// False when the key filter says `user_key` has no entry here.
+    fn may_hold(&self, user_key: &[u8]) -> bool {
+        (self.filter.as_ref()).is_none_or(|f| f.may_contain(key_digest(user_key)))
     }
 
     /// Adds every operation of `batch`, the i-th at `seq + i`
@@ -214,6 +237,9 @@ impl MemTable {
     ) {
         let mut digests: SmallVec<[(u64, u64); 8]> = SmallVec::new();
         for (i, op) in ops.into_iter().enumerate() {
+            if self.key_log.is_some() {
+                digests.push((key_digest(op.key), seq + i as u64));
+            }
             self.add_entry(
                 op.key,
                 seq + i as u64,
@@ -222,9 +248,6 @@ impl MemTable {
                 candidate,
                 counted,
             );
-            if self.key_log.is_some() {
-                digests.push((key_digest(op.key), seq + i as u64));
-            }
         }
         if let Some(log) = &self.key_log {
             self.key_log_bytes
@@ -254,6 +277,10 @@ impl MemTable {
     ) {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
+        // Before the entry: see `filter` on why that suffices.
+        if let Some(f) = &self.filter {
+            f.insert(key_digest(user_key));
+        }
         let entry = self.map.insert(user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.
@@ -316,6 +343,9 @@ impl WriteBuffer for MemTable {
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
+        if !self.may_hold(user_key) {
+            return Lookup::Absent;
+        }
         let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
         let Some(e) = self.map.lower_bound(&seek) else {
             return Lookup::Absent;
@@ -332,6 +362,9 @@ impl WriteBuffer for MemTable {
     }
 
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
+        if !self.may_hold(user_key) {
+            return None;
+        }
         let seek = seek_key(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
         let e = self.map.lower_bound(&seek)?;
         let k = e.key();
@@ -358,7 +391,15 @@ impl WriteBuffer for MemTable {
     }
 
     fn approximate_memory_bytes(&self) -> usize {
+        // Not the key filter: its size is fixed from the start (1/32 of the
+        // write buffer), and a memtable that counted it was judged worth an
+        // early switch while nearly empty, and switched for ever
+        // (`Core::early_switch_due`).
         self.map.memory_bytes() + self.key_log_bytes.load(Ordering::Relaxed)
+    }
+
+    fn filter_bytes(&self) -> usize {
+        self.filter.as_ref().map_or(0, KeyFilter::memory_bytes)
     }
 
     fn shadow_candidates(&self) -> ShadowCandidates {
@@ -457,6 +498,52 @@ mod tests {
         );
         assert_eq!(m.get(b"c", 100), Lookup::Absent);
         assert!(m.approximate_memory_bytes() > 0);
+    }
+
+    #[test]
+    fn a_key_filter_changes_no_answer() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..4u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            // A filter far too small for its keys: many false positives, and
+            // blocks shared by many keys.
+            let filtered = MemTable::tracking_keys().with_key_filter(64 * 32);
+            let plain = MemTable::new();
+            let mut seq = 1;
+            for _ in 0..300 {
+                let mut b = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..8) {
+                    let k = format!("k{}", rng.gen_range(0..2_000));
+                    if rng.gen_bool(0.2) {
+                        b.delete(&k);
+                    } else {
+                        b.put(&k, format!("v{seq}"));
+                    }
+                }
+                filtered.insert_batch(&b, seq);
+                plain.insert_batch(&b, seq);
+                seq += b.len() as u64;
+            }
+            for i in 0..4_000 {
+                let k = format!("k{i}");
+                for at in [seq / 3, seq / 2, seq] {
+                    let want = plain.get(k.as_bytes(), at);
+                    assert_eq!(
+                        filtered.get(k.as_bytes(), at),
+                        want,
+                        "seed {seed} {k} at {at}"
+                    );
+                }
+                let want = plain.newest_sequence(k.as_bytes());
+                assert_eq!(
+                    filtered.newest_sequence(k.as_bytes()),
+                    want,
+                    "seed {seed} {k}"
+                );
+            }
+            assert_eq!(filtered.filter_bytes(), 64);
+            assert_eq!(plain.filter_bytes(), 0);
+        }
     }
 
     #[test]
