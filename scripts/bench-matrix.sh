@@ -6,9 +6,10 @@
 #
 # Usage: scripts/bench-matrix.sh [OUTDIR (default matrix)]
 # Environment:
-#   ENGINES    sluicedb presets and peers (default: the five presets and leveldb; with
-#              PEERS=1 also rocksdb, rocksdb-blob and fjall-kv, whose first build compiles
-#              RocksDB's C++, about 25 minutes here)
+#   ENGINES    sluicedb presets and peers (default: `default`, sluicedb as
+#              Options::default() opens it, and the five presets; with PEERS=1 also
+#              rocksdb, rocksdb-blob and fjall-kv, whose first build compiles RocksDB's
+#              C++, about 25 minutes here)
 #   VALUES     value sizes in bytes, or `mixed` for Scavenger's Mixed workload (values 1:1
 #              of 16 KiB and 100-512 B): default "104 1000 4072 16360 mixed", pairs of
 #              128 B, 1 KiB, 4 KiB and 16 KiB with the 24-byte keys
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
 out=${1:-matrix}
 mkdir -p "$out"
-engines=${ENGINES:-leveldb,wisckey,hashkv,scavenger,unikv}
+engines=${ENGINES:-default,leveldb,wisckey,hashkv,scavenger,unikv}
 if [ "${PEERS:-0}" = 1 ] && [ -z "${ENGINES:-}" ]; then
   engines+=",rocksdb,rocksdb-blob,fjall-kv"
 fi

@@ -71,6 +71,10 @@ pub trait Engine: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
     Sluice(Preset),
+    /// sluicedb as `Options::default()` opens it, named `default` in
+    /// reports (today the preset `Preset::default()`; the benchmark matrix
+    /// compares it with every preset by this name, whatever it becomes).
+    Default,
     /// RocksDB, leveled compaction, values inline.
     RocksDb,
     /// RocksDB's integrated BlobDB (`enable_blob_files`, blob GC on).
@@ -94,6 +98,7 @@ impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Sluice(p) => p.name(),
+            EngineKind::Default => "default",
             EngineKind::RocksDb => "rocksdb",
             EngineKind::RocksDbBlob => "rocksdb-blob",
             EngineKind::Fjall => "fjall",
@@ -106,13 +111,16 @@ impl EngineKind {
         if let Some(p) = Preset::from_name(s) {
             return Some(EngineKind::Sluice(p));
         }
+        if s == "default" {
+            return Some(EngineKind::Default);
+        }
         EngineKind::PEERS.into_iter().find(|k| k.name() == s)
     }
 
     /// Whether this build can run the engine (peers need their feature).
     pub fn available(self) -> bool {
         match self {
-            EngineKind::Sluice(_) => true,
+            EngineKind::Sluice(_) | EngineKind::Default => true,
             EngineKind::RocksDb | EngineKind::RocksDbBlob => cfg!(feature = "rocksdb"),
             EngineKind::Fjall | EngineKind::FjallKv => cfg!(feature = "fjall"),
         }
@@ -121,6 +129,7 @@ impl EngineKind {
     /// Every name `from_name` accepts.
     pub fn known_names() -> Vec<&'static str> {
         let mut v: Vec<&str> = Preset::all().iter().map(|p| p.name()).collect();
+        v.push(EngineKind::Default.name());
         v.extend(EngineKind::PEERS.iter().map(|k| k.name()));
         v
     }
@@ -130,6 +139,7 @@ impl EngineKind {
 pub fn open(kind: EngineKind, cfg: &BenchConfig, dir: &Path) -> Result<Box<dyn Engine>> {
     match kind {
         EngineKind::Sluice(p) => Ok(Box::new(SluiceEngine::open(p, cfg, dir)?)),
+        EngineKind::Default => Ok(Box::new(SluiceEngine::open(Preset::default(), cfg, dir)?)),
         #[cfg(feature = "rocksdb")]
         EngineKind::RocksDb | EngineKind::RocksDbBlob => Ok(Box::new(
             crate::peers::rocks::RocksEngine::open(kind == EngineKind::RocksDbBlob, cfg, dir)?,

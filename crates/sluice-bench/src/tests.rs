@@ -356,3 +356,20 @@ fn phase_stalls_are_the_difference_and_name_what_took_time() {
     };
     assert!(!quiet.db_bench_line().contains("stalled"));
 }
+
+#[test]
+fn the_default_engine_runs_under_its_own_name() {
+    assert_eq!(EngineKind::from_name("default"), Some(EngineKind::Default));
+    assert!(EngineKind::known_names().contains(&"default"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny(
+        dir.path(),
+        &[],
+        &[Workload::FillRandom, Workload::ReadRandom],
+    );
+    cfg.engines = vec![EngineKind::Default];
+    let r = run(&cfg).unwrap();
+    let read = by_phase(&r, "default", "readrandom");
+    assert_eq!(read.found, read.ops, "every loaded key found");
+    assert!(dir.path().join("default").join("CURRENT").exists());
+}

@@ -249,8 +249,8 @@ struct BenchArgs {
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
-    /// scavenger, unikv) and, when built with their features, rocksdb, rocksdb-blob,
-    /// fjall, fjall-kv.
+    /// scavenger, unikv), `default` (sluicedb as `Options::default()` opens it) and,
+    /// when built with their features, rocksdb, rocksdb-blob, fjall, fjall-kv.
     #[arg(long, alias = "preset", default_value = "leveldb,wisckey,hashkv")]
     engines: String,
     /// Number of keys loaded.
