@@ -18,7 +18,8 @@ def value_label(r):
     if r["workload"] == "mixed":
         return "Mixed (16 KiB and 100-512 B, 1:1)"
     pair = r["key_size"] + r["value_size"]
-    for size, name in ((16384, "16 KiB"), (4096, "4 KiB"), (1024, "1 KiB"), (128, "128 B")):
+    for size, name in ((16384, "16 KiB"), (4096, "4 KiB"), (2048, "2 KiB"), (1024, "1 KiB"),
+                       (128, "128 B")):
         if abs(pair - size) <= size // 16:
             return f"{name} pairs ({int(r['value_size'])} B values)"
     return f"{int(r['value_size'])} B values"
