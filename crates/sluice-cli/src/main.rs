@@ -3,41 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod allocator;
+
 use clap::{Parser, Subcommand};
 use sluice_bench::{BenchConfig, EngineKind, Workload};
 use sluicedb::dump::DumpOptions;
 use sluicedb::{Db, HashGcPolicy, Options, Preset};
-
-/// mimalloc in place of the system allocator: GC and flushes allocate and
-/// free a buffer per record, where glibc's malloc spent about 10% of the
-/// CPU time of the update benchmark (`docs/design.md`, "Allocator"). Built
-/// with `no_thp`: mimalloc otherwise `madvise`s its segments for transparent
-/// huge pages, which under a memory cgroup counted 250 MB of half-empty huge
-/// pages and got a capped benchmark killed (design.md, "Allocator").
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_e` of the
-/// mimalloc 3 header that `libmimalloc-sys` 0.1.49, pinned in Cargo.lock,
-/// builds; the crate names no constant for it).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// How long mimalloc keeps memory freed before it returns it to the
-/// system, in milliseconds. Its default, 1 s, kept GC's and flushes'
-/// freed buffers resident: the hashkv preset's 1 GiB update benchmark
-/// peaked at 317-378 MiB resident in P1-P3 with it, 258-285 MiB at 50 ms,
-/// at a speed within the runs' spread (`docs/design.md`, "Allocator").
-/// `MIMALLOC_PURGE_DELAY` in the environment overrides it.
-const PURGE_DELAY_MS: std::os::raw::c_long = 50;
-
-/// Sets the allocator's options for bounded resident memory.
-fn bound_allocator_retention() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets a plain option value; mimalloc reads it at its next
-        // purge decision.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
-    }
-}
 
 #[derive(Parser)]
 #[command(
@@ -806,7 +777,7 @@ fn kill_writer(db: &Path, preset: &str, round: u64) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    bound_allocator_retention();
+    allocator::bound_retention();
     let cli = Cli::parse();
     let command =
         cli.command
@@ -896,24 +867,5 @@ fn main() -> ExitCode {
             eprintln!("sluice: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_purge_delay_option_is_the_one_set() {
-        // Option 15 has mimalloc 3's purge delay default (1000 ms) before it
-        // is set: a header whose options moved would fail here, not set
-        // another option silently. (Run without MIMALLOC_PURGE_DELAY set.)
-        // SAFETY: reads and sets plain option values.
-        let before = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(before, 1000, "option 15 is not mimalloc's purge delay");
-        bound_allocator_retention();
-        // SAFETY: reads a plain option value.
-        let after = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(after, PURGE_DELAY_MS);
     }
 }
