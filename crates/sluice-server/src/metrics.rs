@@ -253,6 +253,11 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
         s.flush.memtable_bytes as f64,
     );
     f.gauge(
+        "sluice_engine_memtable_filter_bytes",
+        "Bytes of the memtables' key filters",
+        s.flush.memtable_filter_bytes as f64,
+    );
+    f.gauge(
         "sluice_engine_immutable_memtables",
         "Memtables waiting for flush",
         s.flush.immutable_memtables as f64,
@@ -322,6 +327,11 @@ fn engine_families(f: &mut Families, s: &sluicedb::Stats) {
         "sluice_engine_block_cache_bytes",
         "Bytes held by the block cache",
         s.index.block_cache_bytes as f64,
+    );
+    f.gauge(
+        "sluice_engine_open_table_bytes",
+        "Index blocks and filters of the open tables, outside the block cache",
+        s.index.open_table_bytes as f64,
     );
     f.gauge(
         "sluice_engine_live_table_bytes",

@@ -131,6 +131,10 @@ pub struct IndexStats {
     pub live_table_bytes: u64,
     /// Bytes held by the block cache.
     pub block_cache_bytes: u64,
+    /// Index blocks and filters of the open key tables, held apart from
+    /// the block cache while a table is open (`max_open_tables` bounds
+    /// them).
+    pub open_table_bytes: u64,
 }
 
 /// Space: amplification and the live data it is measured against, and the space limit. Part of [`Stats`].

@@ -375,6 +375,7 @@ impl Core {
                 levels,
                 live_table_bytes,
                 block_cache_bytes: self.tables.block_cache().usage_bytes(),
+                open_table_bytes: self.tables.open_table_bytes(),
                 ..IndexStats::default()
             },
             space: SpaceStats {

@@ -2,7 +2,7 @@
 //! is `block_cache.rs`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use quick_cache::sync::Cache;
@@ -23,6 +23,10 @@ pub(crate) struct TableCache {
     /// Tables pinned in a [`TableSlot`] now, and the most that may be.
     pinned: Arc<AtomicUsize>,
     max_pinned: usize,
+    /// Index and filter bytes of the tables it opened that are still open
+    /// (in it, in a slot, or in a reader's hands): memory the block cache
+    /// does not count.
+    open_bytes: Arc<AtomicU64>,
 }
 
 /// A table's open reader, kept with its `FileMeta` (which every version
@@ -102,6 +106,7 @@ impl TableCache {
             blocks,
             pinned: Arc::new(AtomicUsize::new(0)),
             max_pinned: capacity / 2,
+            open_bytes: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -155,8 +160,14 @@ impl TableCache {
             self.blocks.clone(),
             class,
         )?);
+        t.count_memory_in(&self.open_bytes);
         self.tables.insert(number, t.clone());
         Ok(t)
+    }
+
+    /// Index and filter bytes of the open tables it opened.
+    pub(crate) fn open_table_bytes(&self) -> u64 {
+        self.open_bytes.load(Ordering::Relaxed)
     }
 
     /// Forgets a table (it is being deleted).

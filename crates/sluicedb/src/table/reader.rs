@@ -140,9 +140,35 @@ pub(crate) struct Table {
     pointer_filter: Vec<u8>,
     properties: TableProperties,
     cache: Arc<BlockCache>,
+    /// Where its index and filter bytes are counted while it is open
+    /// ([`Table::count_memory_in`]).
+    counted_in: std::sync::OnceLock<Arc<AtomicU64>>,
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if let Some(c) = self.counted_in.get() {
+            c.fetch_sub(self.memory_bytes(), Ordering::Relaxed);
+        }
+    }
 }
 
 impl Table {
+    /// Bytes it holds in memory while open, outside the block cache: its
+    /// index blocks and filters.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let blocks = self.index.size() + self.pointers.as_ref().map_or(0, |p| p.size());
+        (blocks + self.filter.len() + self.pointer_filter.len()) as u64
+    }
+
+    /// Counts [`Table::memory_bytes`] in `counter` until it is dropped
+    /// (once; a second call does nothing).
+    pub(crate) fn count_memory_in(&self, counter: &Arc<AtomicU64>) {
+        if self.counted_in.set(counter.clone()).is_ok() {
+            counter.fetch_add(self.memory_bytes(), Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn open(
         fs: &CountingFs,
         path: PathBuf,
@@ -197,6 +223,7 @@ impl Table {
             pointer_filter,
             properties,
             cache,
+            counted_in: std::sync::OnceLock::new(),
         })
     }
 
@@ -661,6 +688,29 @@ mod tests {
         let built = b.finish().unwrap();
         assert_eq!(built.properties.entries, n as u64);
         (fs, built.file_size, keys)
+    }
+
+    #[test]
+    fn open_tables_count_their_index_and_filters_until_closed() {
+        let mem = MemFs::new();
+        let (fs, size, _) = build(&mem, 2_000);
+        let blocks = Arc::new(BlockCache::new(1 << 20));
+        let tables = crate::table::cache::TableCache::new(fs, "/db".into(), 4, blocks);
+        assert_eq!(tables.open_table_bytes(), 0);
+        let t = tables.get(1, size, IoClass::UserRead).unwrap();
+        let held = t.memory_bytes();
+        // 2,000 keys: a filter of 10 bits a key and an index of some 100
+        // blocks' handles.
+        assert!(held > 2_000 * 10 / 8, "{held}");
+        assert_eq!(tables.open_table_bytes(), held);
+        // A second lookup finds it open: counted once.
+        drop(tables.get(1, size, IoClass::UserRead).unwrap());
+        assert_eq!(tables.open_table_bytes(), held);
+        // Evicted, it stays counted while a reader holds it.
+        tables.evict(1);
+        assert_eq!(tables.open_table_bytes(), held);
+        drop(t);
+        assert_eq!(tables.open_table_bytes(), 0);
     }
 
     fn open(fs: &CountingFs, size: u64) -> Result<Arc<Table>> {
