@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use sluicedb::{Db, IndexShapeKind, Options, Preset, WriteOptions};
+use sluicedb::{Db, Options, Preset, WriteOptions};
 
 use crate::BenchConfig;
 
@@ -52,8 +52,9 @@ pub trait Engine: Send + Sync {
         0
     }
     /// Bytes of the index the engine keeps in memory outside its block
-    /// cache, where it says: UniKV's hash indexes (seed 004 Experiment
-    /// 10), RocksDB's table readers (index and filter blocks).
+    /// cache, where it says: the open tables' index and filter blocks
+    /// (sluicedb's and RocksDB's table readers) and UniKV's hash indexes
+    /// (seed 004 Experiment 10).
     fn index_memory_bytes(&self) -> Option<u64> {
         None
     }
@@ -170,8 +171,6 @@ pub fn unavailable(kind: EngineKind) -> BoxError {
 pub struct SluiceEngine {
     db: Db,
     write: WriteOptions,
-    /// The unified shape, whose hash indexes are its in-memory index.
-    unified: bool,
 }
 
 impl SluiceEngine {
@@ -264,11 +263,9 @@ impl SluiceEngine {
 
     pub fn open(preset: Preset, cfg: &BenchConfig, dir: &Path) -> Result<SluiceEngine> {
         let opts = Self::options(preset, cfg);
-        let unified = opts.index().shape == IndexShapeKind::Unified;
         Ok(SluiceEngine {
             db: Db::open(dir, opts)?,
             write: WriteOptions { sync: cfg.sync },
-            unified,
         })
     }
 
@@ -328,9 +325,11 @@ impl Engine for SluiceEngine {
         s.gc.bytes_read + s.gc.bytes_written
     }
 
+    /// The open tables' index blocks and filters (as RocksDB's table
+    /// readers are counted), and the unified shape's hash indexes.
     fn index_memory_bytes(&self) -> Option<u64> {
-        self.unified
-            .then(|| self.db.stats().index.shape.hash_index_bytes)
+        let index = self.db.stats().index;
+        Some(index.open_table_bytes + index.shape.hash_index_bytes)
     }
 
     fn report(&self) -> String {
