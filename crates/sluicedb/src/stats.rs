@@ -412,6 +412,15 @@ impl std::fmt::Display for Stats {
         )?;
         writeln!(
             f,
+            "  memory: memtables {} bytes and their key filters {}, block cache {}, open tables' index and filters {}, hash indexes {}",
+            self.flush.memtable_bytes,
+            self.flush.memtable_filter_bytes,
+            self.index.block_cache_bytes,
+            self.index.open_table_bytes,
+            self.index.shape.hash_index_bytes
+        )?;
+        writeln!(
+            f,
             "  compaction read {} written {}  stalls {} slowdowns {} ({} us)",
             self.compaction.compaction_bytes_read,
             self.compaction.compaction_bytes_written,
