@@ -318,6 +318,7 @@ impl Core {
         let st = self.state.lock();
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let memtables = || std::iter::once(&st.mem).chain(st.imms.iter().map(|i| &i.mem));
         let scores = self.shape.scores(&st.current);
         let levels: Vec<LevelStats> = (0..st.current.levels.len())
             .map(|l| LevelStats {
@@ -347,15 +348,10 @@ impl Core {
                 },
             },
             flush: FlushStats {
-                memtable_bytes: (st.mem.approximate_memory_bytes()
-                    + st.imms
-                        .iter()
-                        .map(|i| i.mem.approximate_memory_bytes())
-                        .sum::<usize>()) as u64,
-                memtable_filter_bytes: (std::iter::once(&st.mem))
-                    .chain(st.imms.iter().map(|i| &i.mem))
-                    .map(|m| m.filter_bytes() as u64)
+                memtable_bytes: memtables()
+                    .map(|m| m.approximate_memory_bytes() as u64)
                     .sum(),
+                memtable_filter_bytes: memtables().map(|m| m.filter_bytes() as u64).sum(),
                 immutable_memtables: st.imms.len(),
                 flushes: get(&c.flushes),
                 flush_wait_micros: get(&c.flush_wait_micros),

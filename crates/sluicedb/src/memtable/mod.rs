@@ -210,7 +210,12 @@ impl MemTable {
     /// One write (tests; the engine inserts batches).
     #[cfg(test)]
     fn add(&self, user_key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        self.add_entry(user_key, seq, kind, value, true, false);
+        let op = crate::batch::BatchOp {
+            kind,
+            key: user_key,
+            value,
+        };
+        self.add_ops([op], seq, true, false);
     }
 
     /// False when the key filter says `user_key` has no entry here.
@@ -236,9 +241,17 @@ impl MemTable {
         counted: bool,
     ) {
         let mut digests: SmallVec<[(u64, u64); 8]> = SmallVec::new();
+        let hashed = self.key_log.is_some() || self.filter.is_some();
         for (i, op) in ops.into_iter().enumerate() {
-            if self.key_log.is_some() {
-                digests.push((key_digest(op.key), seq + i as u64));
+            // One hash a key serves the key log and the filter.
+            if let Some(d) = hashed.then(|| key_digest(op.key)) {
+                if self.key_log.is_some() {
+                    digests.push((d, seq + i as u64));
+                }
+                // Before the entry: see `filter` on why that suffices.
+                if let Some(f) = &self.filter {
+                    f.insert(d);
+                }
             }
             self.add_entry(
                 op.key,
@@ -262,8 +275,9 @@ impl MemTable {
         self.last_seq.fetch_max(last, Ordering::Release);
     }
 
-    /// Adds an entry; `candidate`: it may shadow a version whose value
-    /// its flush counts as garbage ([`ShadowCandidates`]).
+    /// Adds an entry (its key already in the key filter, [`MemTable::add_ops`]);
+    /// `candidate`: it may shadow a version whose value its flush counts as
+    /// garbage ([`ShadowCandidates`]).
     /// `counted`: flagged [`key::SHADOW_COUNTED`] (relocations,
     /// [`WriteBuffer::insert_relocations`]).
     fn add_entry(
@@ -277,10 +291,6 @@ impl MemTable {
     ) {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
-        // Before the entry: see `filter` on why that suffices.
-        if let Some(f) = &self.filter {
-            f.insert(key_digest(user_key));
-        }
         let entry = self.map.insert(user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.

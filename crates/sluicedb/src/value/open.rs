@@ -68,7 +68,8 @@ pub(crate) fn open_store(
         )));
     }
     let mut edit = ValueEdit::default();
-    let opened = match layout {
+    // The log layout's store is also handed back as itself (`log`).
+    let (store, log): (Arc<dyn ValueStore>, _) = match layout {
         ValueLayout::Hash => {
             let (store, e) = HashStore::open(
                 dir,
@@ -80,11 +81,7 @@ pub(crate) fn open_store(
             edit.hash.groups = e.groups;
             edit.hash.added = e.added;
             edit.hash.dropped = e.dropped;
-            OpenedStore {
-                store: Arc::new(store),
-                edit,
-                log: None,
-            }
+            (Arc::new(store), None)
         }
         ValueLayout::Table => {
             let (store, e) = TableStore::open(
@@ -96,11 +93,7 @@ pub(crate) fn open_store(
                 block_cache.clone(),
             )?;
             edit.table = e;
-            OpenedStore {
-                store: Arc::new(store),
-                edit,
-                log: None,
-            }
+            (Arc::new(store), None)
         }
         ValueLayout::Log => {
             let store = Arc::new(LogStore::open(
@@ -111,12 +104,8 @@ pub(crate) fn open_store(
                 meta.log.tail,
                 &meta.log.sealed,
             )?);
-            OpenedStore {
-                store: store.clone(),
-                edit,
-                log: Some(store),
-            }
+            (store.clone(), Some(store))
         }
     };
-    Ok(Some(opened))
+    Ok(Some(OpenedStore { store, edit, log }))
 }
