@@ -498,7 +498,13 @@ impl Core {
         // keys up through fresh views, else right after it.
         let fresh = store.gc_profile().looks_up_fresh;
         let seen = if fresh { seen.trimmed() } else { seen };
-        // 3. Live records copied, copies durable.
+        // 3. Records judged (ahead, where the layout can), live records
+        // copied, copies durable.
+        let seen = if victim.judge(self, &seen)? {
+            seen.tables_only()
+        } else {
+            seen
+        };
         let collected = victim.collect(self, &seen)?;
         Ok(Some(Collecting {
             collected,

@@ -119,6 +119,13 @@ impl Version {
             .flat_map(|(l, fs)| fs.iter().map(move |f| (l, f)))
     }
 
+    /// True when some table may hold a value pointer: one that names
+    /// value bytes, or whose payload the manifest did not record.
+    pub(crate) fn may_hold_pointers(&self) -> bool {
+        self.all_files()
+            .any(|(_, f)| f.value_bytes > 0 || f.payload.is_none_or(|p| p.pointers > 0))
+    }
+
     /// An edit that recreates this version from nothing (manifest roll).
     pub(crate) fn snapshot_edit(&self) -> VersionEdit {
         let mut e = VersionEdit::default();

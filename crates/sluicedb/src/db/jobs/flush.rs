@@ -47,8 +47,16 @@ impl Core {
                 (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
             },
+            // A version whose tables hold no pointer (values all inline
+            // so far, the adaptive default's small values) has no record
+            // for a flush to count: its lookups are skipped. An empty one
+            // is still asked (at no cost), so that a hash layout learns
+            // which records are their keys' first versions.
             older: below
-                .filter(|_| self.values.is_some())
+                .filter(|v| {
+                    self.values.is_some()
+                        && (v.may_hold_pointers() || v.all_files().next().is_none())
+                })
                 .map(|version| OlderTables {
                     version,
                     shape: self.shape.as_ref(),

@@ -20,7 +20,7 @@ use parking_lot::MutexGuard;
 use rayon::prelude::*;
 
 use super::meta::{KeyRange, TableFile};
-use super::reader::{IndexEntry, ValueTable};
+use super::reader::{CoalescedReader, IndexEntry, ValueTable};
 use super::store::{candidates, Frozen, PendingTable, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
@@ -28,7 +28,6 @@ use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
 use crate::pointer::ValuePointer;
 use crate::record::{Record, KIND_PUT};
 use crate::table::reader::SortedProbes;
-use crate::value::log::reader::{owned, OwnedRecord};
 use crate::version::{Version, VersionEdit};
 
 /// Most victims of one step.
@@ -135,6 +134,7 @@ impl TableStore {
             handed_over: false,
             listed: false,
             installed: false,
+            judged: None,
         })))
     }
 
@@ -205,38 +205,81 @@ struct TableVictim<'a> {
     /// before the relocations).
     listed: bool,
     installed: bool,
+    /// The victims, judged ([`GcVictim::judge`]).
+    judged: Option<Vec<Judged>>,
 }
 
 impl TableVictim<'_> {
-    /// Writes `records` (sorted by internal key) to hot and cold tables;
-    /// returns the bytes written and where each copy is. Tables finished
-    /// before a failure are outputs too, so that the step's failure removes
-    /// them.
-    fn write_outputs(
-        &mut self,
-        records: &[(OwnedRecord, ValuePointer)],
-    ) -> Result<(u64, Vec<ValuePointer>)> {
+    /// Step 4: copies the live records of the judged victims to hot and
+    /// cold tables in key order (newest version first), merging the
+    /// victims' records through one [`CoalescedReader`] each, so that one
+    /// coalesced read per victim is in memory rather than every live value
+    /// of the step (up to half a table, and a value allocation each).
+    /// Returns the bytes read and written, and for each copy its key, the
+    /// pointer its key's entry held and where the copy is (the relocations
+    /// of write-back). Tables finished before a failure are outputs too, so
+    /// that the step's failure removes them.
+    fn copy_live(&mut self, judged: &[Judged]) -> Result<Copied> {
         let store = self.store;
+        let gap = if store.config.lazy_read {
+            COALESCE_GAP_BYTES
+        } else {
+            u64::MAX
+        };
+        let mut cursors: Vec<CoalescedReader<'_>> = judged
+            .iter()
+            .map(|j| CoalescedReader::new(&j.table, &j.keep, gap, IoClass::Gc))
+            .collect();
         let mut w = TableWriter::new(store);
-        let mut written = 0;
-        let mut copies = Vec::with_capacity(records.len());
-        let r = records.iter().try_for_each(|(r, _)| {
-            let hot = store.drop_cache.is_hot(&r.key);
-            let rec = Record {
-                seq: r.seq,
-                flags: KIND_PUT,
-                key: &r.key,
-                value: &r.value,
-            };
-            let copy = w.add(&rec, hot)?;
-            written += u64::from(copy.record_len);
-            copies.push(copy);
-            Ok(())
-        });
+        let mut out = Copied::default();
+        let r = (|| -> Result<()> {
+            loop {
+                // The victim whose next record comes first by internal key.
+                let mut first: Option<(usize, &IndexEntry)> = None;
+                for (i, c) in cursors.iter().enumerate() {
+                    let Some(e) = c.peek() else { continue };
+                    let earlier = first.is_none_or(|(_, f)| {
+                        e.key.as_slice().cmp(&f.key).then(f.seq.cmp(&e.seq)).is_lt()
+                    });
+                    if earlier {
+                        first = Some((i, e));
+                    }
+                }
+                let Some((i, _)) = first else {
+                    return Ok(());
+                };
+                let verdict = judged[i].verdicts[cursors[i].position()];
+                let Some((_, crc, r)) = cursors[i].next()? else {
+                    return Ok(());
+                };
+                let old = match verdict {
+                    Verdict::Live(p) => p,
+                    Verdict::LiveIfCrc(p) if p.record_crc == crc => p,
+                    _ => continue,
+                };
+                let hot = store.drop_cache.is_hot(r.key);
+                let rec = Record {
+                    seq: r.seq,
+                    flags: KIND_PUT,
+                    key: r.key,
+                    value: r.value,
+                };
+                let copy = w.add(&rec, hot)?;
+                out.bytes_written += u64::from(copy.record_len);
+                if store.config.write_back {
+                    out.moves.push(Relocation {
+                        key: r.key.to_vec(),
+                        old,
+                        new: copy,
+                    });
+                }
+            }
+        })();
+        out.bytes_read = cursors.iter().map(|c| c.bytes_read).sum();
         let r = r.and_then(|()| w.finish());
         self.outputs.append(&mut w.done);
         self.keys.append(&mut w.keys);
-        r.map(|()| (written, copies))
+        r.map(|()| out)
     }
 
     /// The tables the victims' inheritance edges lead to: the outputs, or
@@ -295,7 +338,10 @@ impl TableVictim<'_> {
 }
 
 impl GcVictim for TableVictim<'_> {
-    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected> {
+    /// Steps 1-3: every record of every victim judged in `view`, before
+    /// any value is read. Without write-back nothing after this looks into
+    /// the view's memtables.
+    fn judge(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<bool> {
         let store = self.store;
         {
             let _accounting = store.accounting.lock();
@@ -312,39 +358,36 @@ impl GcVictim for TableVictim<'_> {
         // One victim after another: side by side on the GC threads, the
         // steps took as long and the flushes waited twice as long for the
         // two cores (Mixed workload at 2 GiB).
-        let parts = tables
+        let judged = tables
             .iter()
-            .map(|t| collect_table(store, &self.victims, host, view, t))
-            .collect::<Result<Vec<TablePart>>>()?;
-        let mut bytes_read = 0;
-        let mut records = 0;
-        // Live records with the pointer their key's entry holds.
-        let mut live: Vec<(OwnedRecord, ValuePointer)> = Vec::new();
-        for p in parts {
-            bytes_read += p.bytes_read;
-            records += p.records;
-            live.extend(p.live);
+            .map(|t| judge_table(store, &self.victims, host, view, t))
+            .collect::<Result<Vec<Judged>>>()?;
+        self.judged = Some(judged);
+        Ok(!store.config.write_back)
+    }
+
+    fn collect(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<Collected> {
+        let store = self.store;
+        if self.judged.is_none() {
+            self.judge(host, view)?;
         }
+        let judged = self.judged.take().expect("judged above");
+        let index_bytes: u64 = judged.iter().map(|j| j.index_bytes).sum();
+        let records = judged.iter().map(|j| j.records).sum();
         // 4. Copies in key order (newest version first), hot and cold.
-        live.sort_by(|(a, _), (b, _)| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
-        let (bytes_written, copies) = self.write_outputs(&live)?;
+        let copied = self.copy_live(&judged)?;
+        drop(judged);
+        store
+            .gc_value_bytes
+            .fetch_add(copied.bytes_read, Ordering::Relaxed);
+        let (bytes_read, bytes_written) = (index_bytes + copied.bytes_read, copied.bytes_written);
         // With write-back, the outputs are listed, then the index points
         // at the copies: a crash after the relocations leaves no pointer
         // to an unlisted table (`docs/design.md`, "Table layout").
         let committed = if store.config.write_back {
             self.list_outputs(host)?;
-            let moves = live
-                .into_iter()
-                .zip(copies)
-                .map(|((r, old), new)| Relocation {
-                    key: r.key,
-                    old,
-                    new,
-                })
-                .collect();
-            host.relocate(moves, view)?
+            host.relocate(copied.moves, view)?
         } else {
-            drop(live);
             Committed::default()
         };
         // 5. Garbage jobs found in the victims meanwhile: a record GC judged
@@ -457,25 +500,37 @@ pub(super) fn by_cost_benefit(order: &mut [(u64, TableFile, f64)]) {
     order.sort_by(|a, b| score(b).total_cmp(&score(a)));
 }
 
-/// What one victim gave a step.
-struct TablePart {
-    /// Its live records, with the pointer their key's entry holds.
-    live: Vec<(OwnedRecord, ValuePointer)>,
-    bytes_read: u64,
+/// One victim of a step, judged: the entries of its records that may be
+/// live (all of them without lazy read), in offset order, with their
+/// verdicts.
+struct Judged {
+    table: Arc<ValueTable>,
+    keep: Vec<IndexEntry>,
+    verdicts: Vec<Verdict>,
+    index_bytes: u64,
     records: u64,
+}
+
+/// What [`TableVictim::copy_live`] did.
+#[derive(Default)]
+struct Copied {
+    bytes_read: u64,
+    bytes_written: u64,
+    /// With write-back, the relocations to commit.
+    moves: Vec<Relocation>,
 }
 
 /// Steps 1-3 of a step for the victim `t` (one of `victims`): its dense
 /// index in one read, each record judged (on the GC threads when there
-/// are some), then only the live values, nearby ones in one read (seed 003
-/// §3.2.2); without lazy read (the ablation), every record in one read.
-fn collect_table(
+/// are some). Without lazy read (the ablation) every record is kept, to
+/// be read whole; with it only those that may be live (seed 003 §3.2.2).
+fn judge_table(
     store: &TableStore,
     victims: &[u64],
     host: &dyn GcHost,
     view: &SeenView,
     t: &Arc<ValueTable>,
-) -> Result<TablePart> {
+) -> Result<Judged> {
     let (entries, index_bytes) = t.index_entries(IoClass::Gc)?;
     store
         .gc_index_bytes
@@ -502,34 +557,20 @@ fn collect_table(
             entries.iter().map(judge).collect::<Result<_>>()?
         }
     };
-    let (keep, kept_verdicts, gap) = if store.config.lazy_read {
-        let (k, v): (Vec<IndexEntry>, Vec<Verdict>) = entries
+    let (keep, verdicts) = if store.config.lazy_read {
+        entries
             .into_iter()
             .zip(verdicts)
             .filter(|(_, v)| *v != Verdict::Dead)
-            .unzip();
-        (k, v, COALESCE_GAP_BYTES)
+            .unzip()
     } else {
-        (entries, verdicts, u64::MAX)
+        (entries, verdicts)
     };
-    let mut live = Vec::new();
-    let mut i = 0;
-    let value_bytes = t.read_coalesced(&keep, gap, IoClass::Gc, |_, crc, r| {
-        let v = kept_verdicts[i];
-        i += 1;
-        match v {
-            Verdict::Live(p) => live.push((owned(r), p)),
-            Verdict::LiveIfCrc(p) if p.record_crc == crc => live.push((owned(r), p)),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    store
-        .gc_value_bytes
-        .fetch_add(value_bytes, Ordering::Relaxed);
-    Ok(TablePart {
-        live,
-        bytes_read: index_bytes + value_bytes,
+    Ok(Judged {
+        table: t.clone(),
+        keep,
+        verdicts,
+        index_bytes,
         records,
     })
 }

@@ -341,41 +341,11 @@ impl ValueTable {
         class: IoClass,
         mut f: impl FnMut(&IndexEntry, u32, Record<'_>) -> Result<()>,
     ) -> Result<u64> {
-        let limit = self.properties.records_end;
-        let mut read = 0;
-        let mut i = 0;
-        while i < entries.len() {
-            let first = entries[i].handle;
-            let mut end = first.end();
-            let mut j = i + 1;
-            while j < entries.len() {
-                let h = entries[j].handle;
-                if h.offset < end
-                    || h.offset - end > gap
-                    || h.end() - first.offset > MAX_COALESCED_READ
-                {
-                    break;
-                }
-                end = h.end();
-                j += 1;
-            }
-            if first.offset < VT_HEADER_LEN as u64 || end > limit {
-                return Err(self.corruption(
-                    first.offset,
-                    "a record handle points outside the table's records",
-                ));
-            }
-            let buf = self.read_once(first.offset, (end - first.offset) as usize, class)?;
-            read += buf.len() as u64;
-            for e in &entries[i..j] {
-                let at = (e.handle.offset - first.offset) as usize;
-                let raw = &buf[at..at + e.handle.len as usize];
-                let r = self.check(raw, e)?;
-                f(e, crate::coding::u32_at(raw, 0), r)?;
-            }
-            i = j;
+        let mut cursor = CoalescedReader::new(self, entries, gap, class);
+        while let Some((e, crc, r)) = cursor.next()? {
+            f(e, crc, r)?;
         }
-        Ok(read)
+        Ok(cursor.bytes_read)
     }
 
     fn check<'a>(&self, raw: &'a [u8], e: &IndexEntry) -> Result<Record<'a>> {
@@ -442,5 +412,108 @@ impl ValueTable {
             ));
         }
         Ok(entries.len() as u64)
+    }
+}
+
+/// The records of some of a value table's entries (in increasing offset
+/// order), read as [`ValueTable::read_coalesced`] reads them but pulled
+/// one at a time, with one run (at most [`MAX_COALESCED_READ`]) in memory:
+/// GC merges its victims' live records through one cursor each instead of
+/// holding them all.
+pub(crate) struct CoalescedReader<'a> {
+    table: &'a ValueTable,
+    entries: &'a [IndexEntry],
+    gap: u64,
+    class: IoClass,
+    /// The next entry to hand out.
+    next: usize,
+    /// `entries[next..run_end]` are in `buf`, which starts at `buf_offset`.
+    run_end: usize,
+    buf: Vec<u8>,
+    buf_offset: u64,
+    /// Bytes read so far.
+    pub(crate) bytes_read: u64,
+}
+
+impl<'a> CoalescedReader<'a> {
+    pub(crate) fn new(
+        table: &'a ValueTable,
+        entries: &'a [IndexEntry],
+        gap: u64,
+        class: IoClass,
+    ) -> Self {
+        CoalescedReader {
+            table,
+            entries,
+            gap,
+            class,
+            next: 0,
+            run_end: 0,
+            buf: Vec::new(),
+            buf_offset: 0,
+            bytes_read: 0,
+        }
+    }
+
+    /// The entry the next record is read for.
+    pub(crate) fn peek(&self) -> Option<&'a IndexEntry> {
+        self.entries.get(self.next)
+    }
+
+    /// The index in `entries` of the entry the next record is read for.
+    pub(crate) fn position(&self) -> usize {
+        self.next
+    }
+
+    /// The next record, checked against its entry, with its entry and
+    /// stored checksum; `None` after the last.
+    pub(crate) fn next(&mut self) -> Result<Option<(&'a IndexEntry, u32, Record<'_>)>> {
+        let Some(e) = self.entries.get(self.next) else {
+            return Ok(None);
+        };
+        if self.next == self.run_end {
+            self.fill()?;
+        }
+        self.next += 1;
+        let at = (e.handle.offset - self.buf_offset) as usize;
+        let raw = &self.buf[at..at + e.handle.len as usize];
+        let r = self.table.check(raw, e)?;
+        Ok(Some((e, crate::coding::u32_at(raw, 0), r)))
+    }
+
+    /// Reads the run that starts at the next entry: the entries after it
+    /// with gaps of at most `gap` bytes, up to [`MAX_COALESCED_READ`].
+    fn fill(&mut self) -> Result<()> {
+        let (entries, i) = (self.entries, self.next);
+        let limit = self.table.properties.records_end;
+        let first = entries[i].handle;
+        let mut end = first.end();
+        let mut j = i + 1;
+        while j < entries.len() {
+            let h = entries[j].handle;
+            if h.offset < end
+                || h.offset - end > self.gap
+                || h.end() - first.offset > MAX_COALESCED_READ
+            {
+                break;
+            }
+            end = h.end();
+            j += 1;
+        }
+        if first.offset < VT_HEADER_LEN as u64 || end > limit {
+            return Err(self.table.corruption(
+                first.offset,
+                "a record handle points outside the table's records",
+            ));
+        }
+        // The run before is dropped first: one run in memory at a time.
+        self.buf = Vec::new();
+        self.buf = self
+            .table
+            .read_once(first.offset, (end - first.offset) as usize, self.class)?;
+        self.bytes_read += self.buf.len() as u64;
+        self.buf_offset = first.offset;
+        self.run_end = j;
+        Ok(())
     }
 }
