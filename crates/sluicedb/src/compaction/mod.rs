@@ -139,7 +139,7 @@ fn look_ahead(
     cancel: &AtomicBool,
     tx: std::sync::mpsc::SyncSender<Vec<Looked>>,
 ) {
-    let _sorted = crate::table::reader::SortedProbes::start();
+    let _sorted = crate::table::reader::SortedProbes::uncached();
     let mut it = ahead();
     it.seek_to_first();
     let mut batch = Vec::with_capacity(AHEAD_BATCH);

@@ -41,6 +41,8 @@ struct MemoBlock {
 thread_local! {
     /// `Some` while a [`SortedProbes`] guard is alive on this thread.
     static MEMO: RefCell<Option<Vec<MemoBlock>>> = const { RefCell::new(None) };
+    /// True while a [`SortedProbes::uncached`] guard is alive on this thread.
+    static NO_FILL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// While alive, point lookups on this thread remember the data block each
@@ -52,12 +54,29 @@ thread_local! {
 /// Any order stays correct; only ascending ones hit.
 pub(crate) struct SortedProbes {
     outer: Option<Vec<MemoBlock>>,
+    outer_no_fill: bool,
 }
 
 impl SortedProbes {
     pub(crate) fn start() -> SortedProbes {
+        Self::with_fill(true)
+    }
+
+    /// As [`SortedProbes::start`], and the blocks the probes read stay out
+    /// of the block cache (they are still found there): the thread's
+    /// remembered blocks serve the probes' locality. For a GC step's
+    /// validity lookups, which walk a victim's keys once (RocksDB reads
+    /// for compactions without filling its cache for the same reason):
+    /// they filled the cache to its budget in update-only workloads, where
+    /// nothing else reads, and pushed out the blocks users read.
+    pub(crate) fn uncached() -> SortedProbes {
+        Self::with_fill(false)
+    }
+
+    fn with_fill(fill: bool) -> SortedProbes {
         SortedProbes {
             outer: MEMO.with(|m| m.replace(Some(Vec::new()))),
+            outer_no_fill: NO_FILL.with(|f| f.replace(!fill)),
         }
     }
 }
@@ -65,6 +84,7 @@ impl SortedProbes {
 impl Drop for SortedProbes {
     fn drop(&mut self) {
         MEMO.with(|m| *m.borrow_mut() = self.outer.take());
+        NO_FILL.with(|f| f.set(self.outer_no_fill));
     }
 }
 
@@ -288,7 +308,8 @@ impl Table {
                     return Ok(None);
                 }
                 let h = self.decode_handle(index.value())?;
-                let block = self.read_block(h, class, true)?;
+                let fill = !NO_FILL.with(|f| f.get());
+                let block = self.read_block(h, class, fill)?;
                 memo_put(self.id, pointers, seek, index.key(), &block);
                 block
             }

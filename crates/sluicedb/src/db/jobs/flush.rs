@@ -98,7 +98,7 @@ impl Core {
         let _appending = self.flush_appends.lock();
         // Its lookups of the versions it shadows go in key order (those
         // the merge makes itself, when the thread looking ahead is behind).
-        let _sorted = crate::table::reader::SortedProbes::start();
+        let _sorted = crate::table::reader::SortedProbes::uncached();
         let mut stats = JobStats::default();
         // Flushes run one at a time, oldest memtable first, so `below` holds
         // every version older than this memtable's: a compaction running

@@ -544,7 +544,7 @@ fn judge_table(
                     .par_chunks(JUDGE_CHUNK)
                     .map(|c| {
                         // A value table's entries are in key order.
-                        let _sorted = SortedProbes::start();
+                        let _sorted = SortedProbes::uncached();
                         c.iter().map(judge).collect::<Result<Vec<_>>>()
                     })
                     .collect::<Result<Vec<_>>>()
@@ -553,7 +553,7 @@ fn judge_table(
             .flatten()
             .collect(),
         None => {
-            let _sorted = SortedProbes::start();
+            let _sorted = SortedProbes::uncached();
             entries.iter().map(judge).collect::<Result<_>>()?
         }
     };
