@@ -219,10 +219,15 @@ struct BenchArgs {
     /// ycsb (all six), mixed, churn, readwrite.
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
-    /// Comma-separated engines: sluicedb presets (leveldb, wisckey, hashkv,
-    /// scavenger, unikv), `default` (sluicedb as `Options::default()` opens it) and,
-    /// when built with their features, rocksdb, rocksdb-blob, fjall, fjall-kv.
-    #[arg(long, alias = "preset", default_value = "leveldb,wisckey,hashkv")]
+    /// Comma-separated engines: sluicedb presets (adaptive, the default;
+    /// leveldb, wisckey, hashkv, scavenger, unikv), `default` (sluicedb as
+    /// `Options::default()` opens it) and, when built with their features,
+    /// rocksdb, rocksdb-blob, fjall, fjall-kv.
+    #[arg(
+        long,
+        alias = "preset",
+        default_value = "adaptive,leveldb,wisckey,hashkv"
+    )]
     engines: String,
     /// Number of keys loaded.
     #[arg(long, default_value_t = 100_000)]

@@ -730,8 +730,9 @@ fn build_image(preset: Preset) -> MemFs {
 }
 
 fn image(preset: Preset) -> &'static MemFs {
-    static IMAGES: [OnceLock<MemFs>; 5] = [const { OnceLock::new() }; 5];
+    static IMAGES: [OnceLock<MemFs>; 6] = [const { OnceLock::new() }; 6];
     let slot = match preset {
+        Preset::Adaptive => 5,
         Preset::LevelDb => 0,
         Preset::WiscKey => 1,
         Preset::HashKv => 2,

@@ -202,6 +202,19 @@ pub const DEFAULT_DROP_CACHE_BYTES: usize = 8 << 20;
 /// (every open starts a head file in each group), and a bound on what a
 /// damaged manifest can make recovery allocate.
 pub const MAX_HASH_GROUPS: u32 = 1 << 20;
+/// Separation threshold of the `adaptive` preset, the default: 2 KiB.
+/// Where it lies comes from the benchmark matrix (`sluice bench
+/// --benchmarks update --dataset-gib 1`, Zipf 0.99 updates, in memory and
+/// under a page cache capped at a quarter of the data, 2026-11-28): with
+/// 1 KiB values inline values win in both regimes (leveldb 151k / 138k /
+/// 171k / 197k ops/s under the cap, P0-P3, against the best separated
+/// preset's 206k / 156k / 101k / 118k); with 2 KiB values separating at
+/// flush into value tables ties in memory (563k summed over the phases
+/// against 557k) and wins under the cap (487k against 343k); with 4 KiB
+/// values it wins in both (359k against 301k, and 223k against 179k).
+/// `docs/experiments.md`, "The adaptive default's threshold".
+pub const DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES: usize = 2 << 10;
+
 /// Default separation threshold of the `scavenger` preset: 512 B. The
 /// paper gives none; its Mixed workload's small values (100-512 B) are the
 /// ones "falling below the separation threshold" (seed 003 §1, §2.5), so
@@ -236,8 +249,26 @@ pub enum JournalRecovery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Preset {
-    /// Plain leveled LSM tree with values inline (LevelDB, seed 001 §2.2).
+    /// The default: the combination the benchmark matrix favours, which
+    /// decides per value where it goes. A leveled index whose values stay
+    /// inline while they are small (under
+    /// [`DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES`], 2 KiB), where an
+    /// LSM-tree rewriting them costs less than separating them; larger ones
+    /// are separated when their memtable is flushed (so updates absorbed in
+    /// the memtable never reach the value store, HashKV's write cache) into
+    /// value tables collected by Scavenger's lazy-read GC with inheritance
+    /// edges and its DropCache, the index's tables index-decoupled; the
+    /// space limit (1.4 / 1.5) bounds the space used while writing. Each
+    /// version of a key is placed by its own size, so a key whose value
+    /// shrinks moves back inline at its next flush, and one that grows
+    /// moves out (HashKV's selective separation, seed 000 §3.5, decided
+    /// per version). A database created under another preset opened with
+    /// these options keeps its value store as it is: values it separated
+    /// stay readable, and new ones stay inline unless its store is value
+    /// tables. `Stats::flush` counts the decisions.
     #[default]
+    Adaptive,
+    /// Plain leveled LSM tree with values inline (LevelDB, seed 001 §2.2).
     LevelDb,
     /// Key-value separation into a value log (WiscKey, seed 001 §3): every
     /// value goes to the log (threshold 0), the log doubles as the journal.
@@ -339,6 +370,7 @@ impl Preset {
     /// The preset's name as the CLI spells it.
     pub fn name(self) -> &'static str {
         match self {
+            Preset::Adaptive => "adaptive",
             Preset::LevelDb => "leveldb",
             Preset::WiscKey => "wisckey",
             Preset::HashKv => "hashkv",
@@ -350,6 +382,7 @@ impl Preset {
     /// Parses a CLI name.
     pub fn from_name(s: &str) -> Option<Preset> {
         match s {
+            "adaptive" => Some(Preset::Adaptive),
             "leveldb" => Some(Preset::LevelDb),
             "wisckey" => Some(Preset::WiscKey),
             "hashkv" => Some(Preset::HashKv),
@@ -362,6 +395,7 @@ impl Preset {
     /// Every preset.
     pub fn all() -> &'static [Preset] {
         &[
+            Preset::Adaptive,
             Preset::LevelDb,
             Preset::WiscKey,
             Preset::HashKv,
@@ -372,7 +406,7 @@ impl Preset {
 }
 
 /// Options for [`crate::Db::open`]: start from [`Options::preset`] (or
-/// [`Options::default`], the `leveldb` preset) and change what you need
+/// [`Options::default`], the `adaptive` preset) and change what you need
 /// with the setters, each documented with its default and trade-off:
 ///
 /// ```
@@ -483,7 +517,7 @@ pub struct IndexOptions {
     /// values and tombstones, so that GC's validity check and point lookups
     /// of separated keys read only pointer blocks, never a data block of
     /// inline values. Tables written either way stay readable. Default:
-    /// false; on in the `scavenger` preset.
+    /// true (the `adaptive` preset, and `scavenger`); off in the others.
     pub index_decoupled_tables: bool,
     /// How tables are organised ([`IndexShapeKind`]). Default: leveled. A
     /// database keeps the shape it was created with.
@@ -528,7 +562,8 @@ pub struct ValueOptions {
     /// Values of at least this many bytes are stored in the value store and
     /// the index keeps a pointer (selective KV separation, seed 000 §3.5);
     /// `None` keeps every value inline. WiscKey's behaviour is `Some(0)`.
-    /// Default: `None` (preset `leveldb`).
+    /// Default: 2 KiB ([`DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES`], the
+    /// `adaptive` preset); `None` in the `leveldb` preset.
     pub separation_threshold_bytes: Option<usize>,
     /// Separate values when a memtable is flushed instead of when they are
     /// written: HashKV's write cache (seed 000 §3.2). The journal and the
@@ -538,10 +573,10 @@ pub struct ValueOptions {
     /// with a 64 MiB memtable, about half of them). The cost: each
     /// separated value is written twice, journal and store, where separating
     /// at write time writes it once. Needs `JournalMode::Journal`.
-    /// Default: false.
+    /// Default: true (the `adaptive` preset; also `hashkv` and `scavenger`).
     pub separate_at_flush: bool,
-    /// Layout of the value store ([`ValueLayout`]). Default: log. A
-    /// database keeps the layout it was created with.
+    /// Layout of the value store ([`ValueLayout`]). Default: table (the
+    /// `adaptive` preset). A database keeps the layout it was created with.
     pub layout: ValueLayout,
     /// Space the value store may use; background GC runs while it is larger
     /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
@@ -922,6 +957,16 @@ impl Options {
         let mut o = Options::leveldb();
         o.preset = preset;
         match preset {
+            Preset::Adaptive => {
+                o.values.separation_threshold_bytes =
+                    Some(DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES);
+                o.values.layout = ValueLayout::Table;
+                o.values.separate_at_flush = true;
+                // Validity lookups and point lookups of separated keys read
+                // pointer blocks only (seed 003 §3.3).
+                o.index.index_decoupled_tables = true;
+                o.values.hash.gc_threads = 2;
+            }
             Preset::LevelDb => {}
             Preset::WiscKey => {
                 o.values.separation_threshold_bytes = Some(0);

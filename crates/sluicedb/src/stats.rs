@@ -100,6 +100,29 @@ pub struct FlushStats {
     /// Of the lookups a flush's helper thread made ahead of it, those the
     /// flush did not use (keys it had no need to look up).
     pub flush_shadow_lookups_unused: u64,
+    /// Where flushes that separate values put them
+    /// ([`crate::ValueOptions::separate_at_flush`]; the `adaptive`
+    /// preset's decisions): into the value store, or inline under the
+    /// separation threshold. Zero for databases that separate at write
+    /// time or never.
+    pub separation: SeparationStats,
+}
+
+/// Where flushes put the values they could separate ([`FlushStats::separation`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SeparationStats {
+    /// The separation threshold the flushes applied (`None`: they separate
+    /// nothing).
+    pub threshold_bytes: Option<usize>,
+    /// Values written to the value store, and their bytes.
+    pub separated: u64,
+    /// Bytes of those values.
+    pub separated_bytes: u64,
+    /// Values kept inline, under the threshold.
+    pub kept_inline: u64,
+    /// Bytes of those values.
+    pub kept_inline_bytes: u64,
 }
 
 /// Compactions of the key index. Part of [`Stats`].
@@ -410,6 +433,14 @@ impl std::fmt::Display for Stats {
             self.compaction.compactions,
             self.compaction.trivial_moves
         )?;
+        let sep = &self.flush.separation;
+        if let Some(t) = sep.threshold_bytes {
+            writeln!(
+                f,
+                "  separation at flush: values of {t} bytes and more to the value store: {} values ({} bytes) separated, {} ({} bytes) kept inline",
+                sep.separated, sep.separated_bytes, sep.kept_inline, sep.kept_inline_bytes
+            )?;
+        }
         writeln!(
             f,
             "  memory: memtables {} bytes and their key filters {}, block cache {}, open tables' index and filters {}, hash indexes {}",
@@ -557,6 +588,10 @@ pub(crate) struct Counters {
     pub(crate) discovery_flushes: AtomicU64,
     pub(crate) flush_shadow_lookups: AtomicU64,
     pub(crate) flush_shadow_lookups_unused: AtomicU64,
+    pub(crate) flush_separated: AtomicU64,
+    pub(crate) flush_separated_bytes: AtomicU64,
+    pub(crate) flush_kept_inline: AtomicU64,
+    pub(crate) flush_kept_inline_bytes: AtomicU64,
     pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,

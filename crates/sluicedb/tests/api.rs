@@ -363,3 +363,75 @@ fn background_work_reads_nothing_as_a_user() {
         assert!(db.stats().io.read(IoClass::UserRead) > 0, "{preset:?}");
     }
 }
+
+/// The default places each version of a key by its own size: a value of
+/// the threshold (2 KiB) or more leaves the index at its flush, a smaller
+/// one stays inline, so a key whose value grows moves out and one whose
+/// value shrinks moves back. Across crashes after synced writes the key
+/// reads its newest value, and the flushes count what they decided.
+#[test]
+fn the_default_moves_a_key_in_and_out_of_separation_across_crashes() {
+    let threshold = sluicedb::defaults::DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES;
+    assert_eq!(
+        Options::default().values().separation_threshold_bytes,
+        Some(threshold)
+    );
+    let mut fs = MemFs::new();
+    let sizes = [
+        10,
+        threshold,
+        threshold - 1,
+        3 * threshold,
+        0,
+        threshold + 1,
+        100,
+    ];
+    let (mut separated, mut inline) = (0, 0);
+    for round in 0..3u8 {
+        for (i, &len) in sizes.iter().enumerate() {
+            let value = vec![b'a' + round * 7 + i as u8; len];
+            let db = Db::open("/db", small(&fs)).unwrap();
+            db.put_opt(&WriteOptions::synced(), "moving", &value)
+                .unwrap();
+            // A neighbour that stays put, on either side of the threshold.
+            db.put("large", vec![b'L'; 2 * threshold]).unwrap();
+            db.put("small", b"s").unwrap();
+            db.flush().unwrap();
+            let flushed = db.stats().flush.separation;
+            assert_eq!(flushed.threshold_bytes, Some(threshold));
+            // This open flushed three values: the moving key's, the large
+            // neighbour's and the small one's.
+            let large = 1 + usize::from(len >= threshold);
+            assert_eq!(flushed.separated, large as u64, "round {round} size {len}");
+            assert_eq!(
+                flushed.kept_inline,
+                3 - large as u64,
+                "round {round} size {len}"
+            );
+            separated += flushed.separated;
+            inline += flushed.kept_inline;
+            // A crash: only what was synced (and flushed) survives.
+            fs = fs.crash_image();
+            drop(db);
+            let db = Db::open("/db", small(&fs)).unwrap();
+            assert_eq!(
+                db.get("moving").unwrap(),
+                Some(value.clone()),
+                "round {round} size {len}"
+            );
+            assert_eq!(db.get("large").unwrap(), Some(vec![b'L'; 2 * threshold]));
+            db.verify().unwrap();
+            // Garbage collected, the key still reads its newest value.
+            db.gc().unwrap();
+            assert_eq!(
+                db.get("moving").unwrap(),
+                Some(value),
+                "round {round} size {len}"
+            );
+        }
+    }
+    assert!(
+        separated > 0 && inline > 0,
+        "{separated} separated, {inline} inline"
+    );
+}

@@ -382,6 +382,7 @@ fn crash_after_every_file_operation() {
         Workload::GcHashChurn,
         Workload::GcTable,
         Workload::Unified,
+        Workload::Preset(Preset::Adaptive),
         Workload::Preset(Preset::LevelDb),
         Workload::Preset(Preset::WiscKey),
         Workload::Preset(Preset::HashKv),

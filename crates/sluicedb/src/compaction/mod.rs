@@ -43,6 +43,11 @@ pub(crate) struct JobStats {
     /// Bytes of value records written to the value store (separation at
     /// flush).
     pub(crate) values_separated: u64,
+    /// Values a flush that separates values separated, and their bytes.
+    pub(crate) separated: (u64, u64),
+    /// Values such a flush kept inline (under the threshold), and their
+    /// bytes.
+    pub(crate) kept_inline: (u64, u64),
     /// The garbage and pointer counts the value store settles at install.
     pub(crate) values: ValueTally,
     /// What the value store's flush sink adds to the job's edit.
@@ -590,6 +595,8 @@ impl Writer<'_, '_> {
                     value: &h.value,
                 })?;
                 stats.values_separated += u64::from(ptr.record_len);
+                stats.separated.0 += 1;
+                stats.separated.1 += h.value.len() as u64;
                 key::encode_into(&mut self.pointer_key, uk, seq, Kind::ValuePointer as u8);
                 key::set_shadow_counted(&mut self.pointer_key, key::shadow_counted(&h.ikey));
                 (&self.pointer_key, ptr.encode())
@@ -612,6 +619,10 @@ impl Writer<'_, '_> {
                 (&h.ikey, new.encode())
             }
             _ => {
+                if self.sink.is_some() && kind == Kind::Value as u8 {
+                    stats.kept_inline.0 += 1;
+                    stats.kept_inline.1 += h.value.len() as u64;
+                }
                 out.builder.add(&h.ikey, &h.value)?;
                 if kind == Kind::ValuePointer as u8 {
                     count_pointer_out(p, out, &h.value, stats);

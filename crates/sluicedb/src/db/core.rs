@@ -216,6 +216,11 @@ pub(crate) struct Core {
     /// has slept yet, in nanoseconds, less what sleeps overslept
     /// (`Core::wait_for_space`; negative while such credit is left).
     pub(super) space_delay_owed_nanos: AtomicI64,
+    /// A write since open held a value a flush separates (at or above the
+    /// threshold of separation at flush): the space limit acts from then
+    /// on even while the value store has no file yet
+    /// (`Core::space_limit_acting`).
+    pub(super) separable_written: AtomicBool,
     /// Entries flushes wrote without counting what they shadow
     /// (`JobStats::shadows_uncounted`) since a shadow compaction was last
     /// picked: under space pressure only these make one worth its I/O.
@@ -243,11 +248,17 @@ pub(crate) struct Core {
 }
 
 /// An empty write buffer of `bytes`, with a key filter for lookups
-/// (`MemTable::with_key_filter`); with a value store, one that also keeps
-/// its keys' digests for GC's relocation commits
-/// (`MemTable::tracking_keys`).
-pub(super) fn write_buffer_for(separated: bool, bytes: usize) -> Arc<dyn WriteBuffer> {
-    let m = if separated {
+/// (`MemTable::with_key_filter`); with a value store whose GC commits
+/// relocations through the write path, one that also keeps its keys'
+/// digests for those commits (`MemTable::tracking_keys`).
+pub(super) fn write_buffer_for(
+    values: Option<&Arc<dyn ValueStore>>,
+    bytes: usize,
+) -> Arc<dyn WriteBuffer> {
+    // A layout judging in the durable view commits no relocation through
+    // the write path (`GcProfile::judges_durable_only`).
+    let relocates = values.is_some_and(|v| !v.gc_profile().judges_durable_only);
+    let m = if relocates {
         MemTable::tracking_keys()
     } else {
         MemTable::new()
@@ -262,7 +273,7 @@ pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 impl Core {
     /// An empty write buffer for the next writes.
     pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
-        write_buffer_for(self.values.is_some(), self.opts.write_buffer_size_bytes)
+        write_buffer_for(self.values.as_ref(), self.opts.write_buffer_size_bytes)
     }
 
     /// The journal (`Closed` before recovery created it).
@@ -359,6 +370,13 @@ impl Core {
                 discovery_flushes: get(&c.discovery_flushes),
                 flush_shadow_lookups: get(&c.flush_shadow_lookups),
                 flush_shadow_lookups_unused: get(&c.flush_shadow_lookups_unused),
+                separation: crate::stats::SeparationStats {
+                    threshold_bytes: self.separation.at_flush(),
+                    separated: get(&c.flush_separated),
+                    separated_bytes: get(&c.flush_separated_bytes),
+                    kept_inline: get(&c.flush_kept_inline),
+                    kept_inline_bytes: get(&c.flush_kept_inline_bytes),
+                },
             },
             compaction: CompactionStats {
                 compactions: get(&c.compactions),

@@ -24,7 +24,7 @@ use crate::value::ValueStore;
 use crate::version::{Version, VersionEdit, VersionSet};
 
 impl Core {
-    pub(super) fn open(dir: PathBuf, opts: Options, fs: CountingFs) -> Result<Core> {
+    pub(super) fn open(dir: PathBuf, mut opts: Options, fs: CountingFs) -> Result<Core> {
         let shape = crate::index::shape_for(&opts);
         if VersionSet::exists(&fs, &dir) {
             if opts.error_if_exists {
@@ -128,6 +128,7 @@ impl Core {
         let has_log_files = names
             .iter()
             .any(|n| matches!(filename::parse(n), Some(FileKind::ValueLog(_))));
+        crate::value::open::fit_default_to_store(&rec.version.values, has_log_files, &mut opts);
         let opened = crate::value::open::open_store(
             &dir,
             &fs,
@@ -151,7 +152,7 @@ impl Core {
             o.store
         });
         let version = Arc::new(rec.version);
-        let mem = super::core::write_buffer_for(values.is_some(), opts.write_buffer_size_bytes);
+        let mem = super::core::write_buffer_for(values.as_ref(), opts.write_buffer_size_bytes);
         let state = State {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
@@ -192,6 +193,7 @@ impl Core {
             durable_seq: AtomicU64::new(rec.last_sequence),
             space_ratio_milli: AtomicU64::new(0),
             space_delay_owed_nanos: AtomicI64::new(0),
+            separable_written: AtomicBool::new(false),
             shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),
             garbage_share_milli: AtomicU64::new(0),

@@ -53,6 +53,15 @@ impl Core {
         sync: bool,
     ) -> Result<Option<WriteBatch>> {
         let journal = self.journal()?;
+        // Once a value a flush will separate is written, the space limit
+        // acts (`Core::space_limit_acting`); checked until then only.
+        if let Some(t) = self.separation.at_flush() {
+            if !self.separable_written.load(Ordering::Relaxed)
+                && group.iter().flatten().any(|op| op.value.len() >= t)
+            {
+                self.separable_written.store(true, Ordering::Relaxed);
+            }
+        }
         let threshold = self.separation.at_write();
         let separated = match (&self.values, threshold) {
             (Some(store), Some(t)) if !journal.holds_values() => {

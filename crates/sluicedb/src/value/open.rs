@@ -13,7 +13,7 @@ use super::table::store::{TableConfig, TableStore};
 use super::ValueStore;
 use crate::error::{Error, Result};
 use crate::fs::CountingFs;
-use crate::options::{Options, ValueLayout};
+use crate::options::{Options, Preset, ValueLayout};
 use crate::table::BlockCache;
 
 /// A value store as the open found it.
@@ -32,6 +32,15 @@ pub(crate) struct OpenedStore {
 /// the directory holds value log files, which a log layout may have
 /// written before its first manifest record).
 fn layout_of(meta: &ValueMeta, has_log_files: bool, opts: &Options) -> Option<ValueLayout> {
+    layout_found(meta, has_log_files).or_else(|| {
+        opts.values
+            .separation_threshold_bytes
+            .map(|_| opts.values.layout)
+    })
+}
+
+/// The layout of the store the database at `meta` has, if it has one.
+fn layout_found(meta: &ValueMeta, has_log_files: bool) -> Option<ValueLayout> {
     if meta.table.created {
         Some(ValueLayout::Table)
     } else if !meta.hash.groups.is_empty() {
@@ -39,9 +48,27 @@ fn layout_of(meta: &ValueMeta, has_log_files: bool, opts: &Options) -> Option<Va
     } else if has_log_files || meta.log.journal_from.is_some() {
         Some(ValueLayout::Log)
     } else {
-        opts.values
-            .separation_threshold_bytes
-            .map(|_| opts.values.layout)
+        None
+    }
+}
+
+/// The default options (the `adaptive` preset) opening a database whose
+/// value store has another layout than value tables (created under
+/// `wisckey`, `hashkv` or a log or hash layout of one's own): its store
+/// opens as it is, so every value it holds stays readable, and new values
+/// stay inline. A named preset's options that separate into another
+/// layout are refused instead (`open_store`): asking for a design and
+/// getting another would be a surprise, while whoever opens with the
+/// defaults expects any database to open.
+pub(crate) fn fit_default_to_store(meta: &ValueMeta, has_log_files: bool, opts: &mut Options) {
+    // Only the preset's own value settings: options changed from them
+    // ask for a design, and are refused as a named preset's are.
+    if opts.preset != Preset::Adaptive || opts.values != Options::preset(Preset::Adaptive).values {
+        return;
+    }
+    if layout_found(meta, has_log_files).is_some_and(|l| l != opts.values.layout) {
+        opts.values.separation_threshold_bytes = None;
+        opts.values.separate_at_flush = false;
     }
 }
 

@@ -15,7 +15,8 @@ pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 /// tables, blocks and levels. `variant` picks among a few shapes so tests
 /// replay under several configurations (metamorphic testing).
 pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
-    let o = tiny_tree(Options::default().fs(Arc::new(fs.clone())))
+    // The plain preset: every value setting is the variant's.
+    let o = tiny_tree(Options::preset(sluicedb::Preset::LevelDb).fs(Arc::new(fs.clone())))
         .write_buffer_size_bytes(4096 + 2048 * (variant % 3) as usize)
         .block_size_bytes(if variant.is_multiple_of(2) { 256 } else { 1024 })
         .block_restart_interval(1 + (variant % 4) as usize * 5)
@@ -111,12 +112,15 @@ fn tiny_tree(o: Options) -> Options {
 /// the sizes of [`tiny_options`] so that every mechanism runs on tiny data.
 pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
     let o = Options::preset(preset);
-    // The tests' values are small: below the preset's 512 B threshold
-    // nothing would reach a value table.
-    let o = if preset == sluicedb::Preset::Scavenger {
-        o.separation_threshold_bytes(Some(32))
-    } else {
-        o
+    // The tests' values are small (up to a few hundred bytes): below the
+    // scavenger preset's 512 B threshold nothing would reach a value table,
+    // and below the adaptive one's 2 KiB nothing would leave the index. At
+    // 40 bytes the adaptive preset separates some versions of a key and
+    // keeps others inline, so keys move in and out of separation.
+    let o = match preset {
+        sluicedb::Preset::Scavenger => o.separation_threshold_bytes(Some(32)),
+        sluicedb::Preset::Adaptive => o.separation_threshold_bytes(Some(40)),
+        _ => o,
     };
     tiny_tree(o.fs(Arc::new(fs.clone())))
         .write_buffer_size_bytes(4096)

@@ -29,7 +29,8 @@ struct Harness {
 }
 
 fn options(fs: &MemFs, kind: &str) -> Result<Options, String> {
-    let o = Options::default()
+    // The plain preset: each kind names its layout from there.
+    let o = Options::preset(crate::Preset::LevelDb)
         .fs(Arc::new(fs.clone()))
         .separation_threshold_bytes(Some(THRESHOLD))
         .gc_garbage_ratio(None)

@@ -128,6 +128,10 @@ impl Core {
         self.shadows_uncounted
             .fetch_add(stats.shadows_uncounted, Ordering::Relaxed);
         bump(&self.counters.flush_shadow_lookups, stats.shadow_lookups);
+        bump(&self.counters.flush_separated, stats.separated.0);
+        bump(&self.counters.flush_separated_bytes, stats.separated.1);
+        bump(&self.counters.flush_kept_inline, stats.kept_inline.0);
+        bump(&self.counters.flush_kept_inline_bytes, stats.kept_inline.1);
         bump(
             &self.counters.flush_shadow_lookups_unused,
             stats.shadow_lookups_unused,
