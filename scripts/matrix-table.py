@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown tables of the benchmark matrix (scripts/bench-matrix.sh) from `sluice bench
---out` files named REGIME.jsonl (mem, cap). Per regime and value size, two tables with a
+--out` files named REGIME.jsonl or NAME-REGIME.jsonl (mem, cap). Per regime and value size, two tables with a
 row per phase and a column per engine, in the order the engines first appear:
   1. thousands of ops/s, and CPU microseconds per operation (the process's CPU time over
      the phase, settling included, divided by its operations);
@@ -34,7 +34,8 @@ def main(paths):
     groups = collections.OrderedDict()
     engines = collections.OrderedDict()
     for path in paths:
-        regime = os.path.basename(path).removesuffix(".jsonl")
+        # REGIME.jsonl, or NAME-REGIME.jsonl for kept copies.
+        regime = os.path.basename(path).removesuffix(".jsonl").rsplit("-", 1)[-1]
         for line in open(path):
             r = json.loads(line)
             if not r["ops"]:
