@@ -784,12 +784,15 @@ fn kill_writer(db: &Path, preset: &str, round: u64) -> Result<(), String> {
 fn main() -> ExitCode {
     allocator::bound_retention();
     let cli = Cli::parse();
-    let command =
-        cli.command
-            .unwrap_or_else(|| match Cli::parse_from(["sluice", "bench"]).command {
-                Some(c) => c,
-                None => unreachable!("bench parses"),
-            });
+    // Bare `sluice` shows what it can do rather than start a benchmark
+    // that writes a hundred megabytes into the working directory.
+    let Some(command) = cli.command else {
+        let mut help = <Cli as clap::CommandFactory>::command();
+        return match help.print_help() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    };
     let r = match command {
         Command::Bench(a) => bench(*a),
         Command::Serve(a) => serve(*a),

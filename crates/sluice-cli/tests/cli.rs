@@ -31,6 +31,21 @@ fn db_arg(p: &Path) -> String {
     p.to_str().expect("utf-8 temp path").to_string()
 }
 
+/// Bare `sluice` prints its help and touches nothing: it once ran the
+/// benchmark and wrote about 100 MB into `./sluice-data`.
+#[test]
+fn bare_sluice_prints_help_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Usage:") && text.contains("bench"), "{text}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn put_get_delete_and_scan() {
     let dir = tempfile::tempdir().unwrap();

@@ -289,10 +289,14 @@ pub enum Preset {
     /// UniKV (seed 004 §III): the `unified` index shape. Flushed tables
     /// keep their values inline in an UnsortedStore found through an
     /// in-memory two-level hash index (no bloom filters); at
-    /// `unsorted_limit_bytes` they are merged into one sorted run whose
-    /// values go to the value log (partial KV separation, every value, as
-    /// in the paper). Range partitions, their splits and the per-partition
-    /// GC are not built yet (issue 19); GC is the log layout's.
+    /// `unsorted_limit_bytes` they are merged into the partition's sorted
+    /// run, whose values go to value tables of the merge's own (partial KV
+    /// separation, every value, as in the paper, §III-C). The key space is
+    /// cut into range partitions, each merged on its own and split at its
+    /// median key past `partition_size_limit_bytes` (§III-D); merges also
+    /// collect garbage, moving the live values of value tables past a
+    /// garbage ratio of 0.8, and scans merge a partition's unsorted tables
+    /// when there are many (§III-F).
     UniKv,
 }
 
