@@ -23,15 +23,17 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Database directory (created if missing).
+    /// Database directory, created if missing (default: ./sluice-serve-data).
     #[arg(long)]
     db: Option<PathBuf>,
-    /// Preset for a new database (an existing one keeps its own).
+    /// Preset for a new database (default: adaptive); an existing one keeps
+    /// its own.
     #[arg(long)]
     preset: Option<String>,
     /// Addresses to listen on, space separated (default 127.0.0.1 only).
     #[arg(long)]
     bind: Option<String>,
+    /// TCP port (default 6379, as redis-server).
     #[arg(long)]
     port: Option<u16>,
     /// Every command but AUTH, HELLO and QUIT needs this password first.
@@ -41,6 +43,7 @@ struct ServeArgs {
     /// second (default); no: leave syncing to the engine.
     #[arg(long)]
     appendfsync: Option<String>,
+    /// Most clients connected at once (default 10000, as redis-server).
     #[arg(long)]
     maxclients: Option<usize>,
     /// Close clients idle for this many seconds (0: never).
@@ -102,17 +105,20 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Print levels, tables and counters of a database (opens read-only).
     Info {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
     },
     /// Check every table block and value record against its checksum, and
     /// read every live pair through its pointer (opens read-only).
     Verify {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
     },
     /// Print the value of a key.
     Get {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         key: String,
@@ -122,6 +128,7 @@ enum Command {
     },
     /// Set a key (synced). The database must exist unless --create.
     Put {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         key: String,
@@ -132,9 +139,15 @@ enum Command {
         /// Create the database if it does not exist.
         #[arg(long)]
         create: bool,
+        /// With --create: the preset of a new database (adaptive, the
+        /// default; leveldb, wisckey, hashkv, scavenger, unikv). An existing
+        /// database keeps the preset it was created with.
+        #[arg(long, requires = "create")]
+        preset: Option<String>,
     },
     /// Delete a key (synced).
     Delete {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         key: String,
@@ -144,6 +157,7 @@ enum Command {
     },
     /// Print keys and values in order, one pair a line, tab-separated.
     Scan {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         /// First key (inclusive).
@@ -167,6 +181,7 @@ enum Command {
     /// manifest edits, value store records. Without FILEs, every file.
     /// Reads the files only (no lock; the database may be open).
     Dump {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         /// File names inside the database directory (e.g. 000012.sst).
@@ -183,12 +198,14 @@ enum Command {
     },
     /// Compact the whole key range.
     Compact {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
     },
     /// Run one value store GC step and print what it did; --dry-run prints
     /// the value store's size and known garbage without collecting.
     Gc {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         #[arg(long)]
@@ -199,6 +216,7 @@ enum Command {
     /// write, synced ones marked.
     #[command(hide = true)]
     KillWriter {
+        /// Database directory.
         #[arg(long)]
         db: PathBuf,
         #[arg(long)]
@@ -543,11 +561,21 @@ fn check_database(db: &Path) -> Result<(), String> {
     if db.join("CURRENT").exists() {
         return Ok(());
     }
-    let Ok(entries) = std::fs::read_dir(db) else {
-        return Err(format!(
-            "{}: no database here (no such directory)",
-            db.display()
-        ));
+    let entries = match std::fs::read_dir(db) {
+        Ok(entries) => entries,
+        Err(_) if db.is_file() => {
+            return Err(format!(
+                "{}: not a database: a file, where a database is a directory",
+                db.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{}: no database here (no such directory)",
+                db.display()
+            ))
+        }
+        Err(e) => return Err(format!("{}: cannot read the directory: {e}", db.display())),
     };
     let mut manifests: Vec<String> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -594,15 +622,35 @@ fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
     match d.get(&k).map_err(|e| e.to_string())? {
         Some(v) if hex => println!("{}", ::hex::encode(v)),
         Some(v) => {
-            use std::io::Write;
+            use std::io::{IsTerminal, Write};
             let mut out = std::io::stdout().lock();
-            out.write_all(&v)
+            // On a terminal escaped as `scan` shows it; into a pipe or a
+            // file the value's own bytes.
+            let shown = if out.is_terminal() {
+                show(&v, false).into_bytes()
+            } else {
+                v
+            };
+            out.write_all(&shown)
                 .and_then(|_| out.write_all(b"\n"))
                 .map_err(|e| e.to_string())?;
         }
-        None => return Err(format!("{}: not found", show_short(&k, hex))),
+        None => return Err(format!("key {} not found", show_short(&k, hex))),
     }
     Ok(())
+}
+
+/// The smallest key greater than every key starting with `prefix`; `None`
+/// when there is none (a prefix of 0xFF bytes only).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 fn scan(
@@ -619,6 +667,17 @@ fn scan(
     let to = to.map(|s| arg_bytes("--to", &s, hex)).transpose()?;
     let prefix = prefix.map(|s| arg_bytes("--prefix", &s, hex)).transpose()?;
     let d = open_existing(db, Access::ReadOnly)?;
+    // A prefix narrows the range to its keys: the scan seeks to it rather
+    // than walk from the first key.
+    let end = prefix.as_deref().and_then(prefix_end);
+    let from = match (from, &prefix) {
+        (Some(f), Some(p)) => Some(f.max(p.clone())),
+        (f, p) => f.or(p.clone()),
+    };
+    let to = match (to, end) {
+        (Some(t), Some(e)) => Some(t.min(e)),
+        (t, e) => t.or(e),
+    };
     let lower = from.map_or(Bound::Unbounded, Bound::Included);
     let upper = to.map_or(Bound::Unbounded, Bound::Excluded);
     let mut out = std::io::stdout().lock();
@@ -825,11 +884,24 @@ fn main() -> ExitCode {
             value,
             hex,
             create,
+            preset,
         } => (|| {
             let k = arg_bytes("key", &key, hex)?;
             let v = arg_bytes("value", &value, hex)?;
-            let d = if create {
-                Db::open(&db, Options::default()).map_err(|e| format!("{}: {e}", db.display()))?
+            let preset = match preset {
+                Some(name) => Preset::from_name(&name).ok_or_else(|| {
+                    let names: Vec<&str> = Preset::all().iter().map(|p| p.name()).collect();
+                    format!(
+                        "--preset: unknown preset {name:?} (one of {})",
+                        names.join(", ")
+                    )
+                })?,
+                None => Preset::default(),
+            };
+            // An existing database opens with its own preset, --create or not.
+            let d = if create && !db.join("CURRENT").exists() {
+                Db::open(&db, Options::preset(preset))
+                    .map_err(|e| format!("{}: {e}", db.display()))?
             } else {
                 open_existing(&db, Access::Write)?
             };

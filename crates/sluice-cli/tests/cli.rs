@@ -63,7 +63,7 @@ fn put_get_delete_and_scan() {
     assert_eq!(ok(&["get", "--db", db, "user:2"]), "grace\n");
     assert_eq!(ok(&["get", "--db", db, "--hex", "00ff"]), "0a0b\n");
     let e = fails(&["get", "--db", db, "nobody"]);
-    assert!(e.contains("nobody: not found"), "{e}");
+    assert!(e.contains("key nobody not found"), "{e}");
 
     let all = ok(&["scan", "--db", db]);
     assert_eq!(
@@ -82,6 +82,17 @@ fn put_get_delete_and_scan() {
     assert!(e.contains("not found"), "{e}");
     let left = ok(&["scan", "--db", db, "--prefix", "user:"]);
     assert_eq!(left, "user:1\tada\nuser:3\tlinus\n");
+    // A prefix with a range: the keys in both, also when they do not meet,
+    // and a prefix of 0xff bytes (no key ends its range).
+    let both = ok(&["scan", "--db", db, "--prefix", "user:", "--from", "user:2"]);
+    assert_eq!(both, "user:3\tlinus\n");
+    let none = ok(&["scan", "--db", db, "--prefix", "user:", "--from", "zeta"]);
+    assert_eq!(none, "");
+    let none = ok(&["scan", "--db", db, "--prefix", "zeta", "--to", "user:"]);
+    assert_eq!(none, "");
+    ok(&["put", "--db", db, "--hex", "ffff01", "02"]);
+    let ff = ok(&["scan", "--db", db, "--hex", "--prefix", "ffff"]);
+    assert_eq!(ff, "ffff01\t02\n");
 }
 
 #[test]
@@ -102,6 +113,56 @@ fn bad_arguments_are_clear_errors() {
     }
     // Nothing was written by the failed commands.
     assert_eq!(ok(&["scan", "--db", db]), "k\tv\n");
+    // --create chooses the preset of a new database, and only of a new one.
+    let made = dir.path().join("made");
+    let made = db_arg(&made);
+    let e = fails(&[
+        "put",
+        "--db",
+        made.as_str(),
+        "--create",
+        "--preset",
+        "nope",
+        "k",
+        "v",
+    ]);
+    assert!(e.contains("unknown preset") && e.contains("hashkv"), "{e}");
+    ok(&[
+        "put",
+        "--db",
+        made.as_str(),
+        "--create",
+        "--preset",
+        "hashkv",
+        "k",
+        "v",
+    ]);
+    ok(&[
+        "put",
+        "--db",
+        made.as_str(),
+        "--create",
+        "--preset",
+        "leveldb",
+        "k2",
+        "v2",
+    ]);
+    let info = ok(&["info", "--db", made.as_str()]);
+    assert!(info.contains("created with preset hashkv"), "{info}");
+    let e = fails(&["put", "--db", made.as_str(), "--preset", "hashkv", "k", "v"]);
+    assert!(e.contains("--create"), "{e}");
+    // A file where a database should be is named as one.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let file = db_arg(&file);
+    for cmd in ["info", "get"] {
+        let mut args = vec![cmd, "--db", file.as_str()];
+        if cmd == "get" {
+            args.push("k");
+        }
+        let e = fails(&args);
+        assert!(e.contains("not a database: a file"), "{cmd}: {e}");
+    }
     let bench = dir.path().join("bench");
     let bench = db_arg(&bench);
     for (limit, says) in [

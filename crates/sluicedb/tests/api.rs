@@ -435,3 +435,18 @@ fn the_default_moves_a_key_in_and_out_of_separation_across_crashes() {
         "{separated} separated, {inline} inline"
     );
 }
+
+/// Opening a database where a regular file is says so, and leaves the
+/// file alone (it said "I/O error during mkdir ... File exists").
+#[test]
+fn opening_a_regular_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"data").unwrap();
+    let Err(e) = Db::open(&file, Options::default()) else {
+        panic!("a file is no database");
+    };
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("not a directory"), "{e}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"data");
+}

@@ -83,7 +83,17 @@ impl Db {
             CountingFs::new(options.fs.clone())
         };
         if options.create_if_missing {
-            fs.create_dir_all(&dir)?;
+            fs.create_dir_all(&dir).map_err(|e| {
+                // Something by that name that is no directory (a file).
+                if fs.exists(&dir) {
+                    Error::InvalidArgument(format!(
+                        "{}: exists and is not a directory a database can be in ({e})",
+                        dir.display()
+                    ))
+                } else {
+                    e
+                }
+            })?;
         } else if !fs.exists(&dir) {
             return Err(Error::NotFound(dir));
         }
