@@ -189,7 +189,8 @@ enum Command {
         /// Keys and values as hex.
         #[arg(long)]
         hex: bool,
-        /// At most this many entries per file.
+        /// At most this many lines per file (a journal batch's operations
+        /// count too).
         #[arg(long)]
         limit: Option<u64>,
         /// Bytes of each value to print (0: all).

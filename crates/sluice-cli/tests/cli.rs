@@ -339,6 +339,11 @@ fn dump_prints_every_kind_of_file() {
         d.delete("user:1").unwrap();
         d.flush().unwrap();
         d.put("user:3", "in the journal").unwrap();
+        let mut b = sluicedb::WriteBatch::new();
+        for i in 0..5 {
+            b.put(format!("batch:{i}"), "x");
+        }
+        d.write(b).unwrap();
     }
     let db = db_arg(&path);
     let out = ok(&["dump", "--db", &db]);
@@ -381,6 +386,19 @@ fn dump_prints_every_kind_of_file() {
         "{one}"
     );
     assert!(one.contains(&format!("{} @ ", "757365723a31")), "{one}");
+    // A journal's batch counts its operations against the limit too.
+    let journal = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("== ").filter(|n| n.ends_with(".log")))
+        .next_back()
+        .unwrap()
+        .to_string();
+    assert!(out.contains("ops 5\n"), "{out}");
+    let four = ok(&["dump", "--db", &db, &journal, "--limit", "4"]);
+    // Its name, then four lines: the link to the journal before, user:3's
+    // batch and entry, the next batch's line, and none of its five entries.
+    assert_eq!(four.lines().count(), 5, "{four}");
+    assert!(four.trim_end().ends_with("ops 5"), "{four}");
     let name = damage_largest(&path, "sst");
     let e = fails(&["dump", "--db", &db, &name]);
     assert!(e.contains("corruption") && e.contains(&name), "{e}");

@@ -31,7 +31,8 @@ pub struct DumpOptions {
     /// Keys and values as hex; otherwise printable ASCII with `\xNN`
     /// escapes.
     pub hex: bool,
-    /// Print at most this many entries (records, batches, edits).
+    /// Print at most this many lines per file (entries, records, batches
+    /// and a batch's operations, edits).
     pub limit: Option<u64>,
     /// Print at most this many bytes of each value (its length is always
     /// printed).
@@ -140,6 +141,10 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                     b.len()
                 ))?;
                 for (i, op) in b.iter().enumerate() {
+                    // The limit counts lines, a batch's entries too.
+                    if !d.more() {
+                        break;
+                    }
                     let op = op.map_err(|why| Error::corruption(path, offset, why))?;
                     let ik = key::encode(op.key, b.sequence() + i as u64, op.kind as u8);
                     d.entry(&ik, op.value)?;
