@@ -1,5 +1,6 @@
 //! The `sluice` command: benchmark and inspect sluicedb databases.
 
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -174,6 +175,25 @@ enum Command {
         limit: Option<u64>,
         /// Keys in the arguments are hex; keys and values are printed as
         /// hex. Without it, bytes outside printable ASCII print as \xNN.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Count the keys (of a range or prefix), without reading their values
+    /// (opens read-only).
+    Count {
+        /// Database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// End key (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// Only keys with this prefix (combines with --from/--to).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Keys in the arguments are hex.
         #[arg(long)]
         hex: bool,
     },
@@ -654,22 +674,20 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-fn scan(
-    db: &Path,
+/// The bounds of `--from`, `--to` and `--prefix` (the prefix narrows the
+/// range to its keys, so that a scan seeks to it rather than walk from the
+/// first key), and the prefix.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>, Option<Vec<u8>>);
+
+fn key_range(
     from: Option<String>,
     to: Option<String>,
     prefix: Option<String>,
-    limit: Option<u64>,
     hex: bool,
-) -> Result<(), String> {
-    use std::io::Write;
-    use std::ops::Bound;
+) -> Result<KeyRange, String> {
     let from = from.map(|s| arg_bytes("--from", &s, hex)).transpose()?;
     let to = to.map(|s| arg_bytes("--to", &s, hex)).transpose()?;
     let prefix = prefix.map(|s| arg_bytes("--prefix", &s, hex)).transpose()?;
-    let d = open_existing(db, Access::ReadOnly)?;
-    // A prefix narrows the range to its keys: the scan seeks to it rather
-    // than walk from the first key.
     let end = prefix.as_deref().and_then(prefix_end);
     let from = match (from, &prefix) {
         (Some(f), Some(p)) => Some(f.max(p.clone())),
@@ -679,8 +697,46 @@ fn scan(
         (Some(t), Some(e)) => Some(t.min(e)),
         (t, e) => t.or(e),
     };
-    let lower = from.map_or(Bound::Unbounded, Bound::Included);
-    let upper = to.map_or(Bound::Unbounded, Bound::Excluded);
+    Ok((
+        from.map_or(Bound::Unbounded, Bound::Included),
+        to.map_or(Bound::Unbounded, Bound::Excluded),
+        prefix,
+    ))
+}
+
+/// Counts the keys of a range through a cursor, which reads no value.
+fn count(
+    db: &Path,
+    from: Option<String>,
+    to: Option<String>,
+    prefix: Option<String>,
+    hex: bool,
+) -> Result<(), String> {
+    let (lower, upper, _) = key_range(from, to, prefix, hex)?;
+    let d = open_existing(db, Access::ReadOnly)?;
+    let mut it = d.iter_range(&sluicedb::ReadOptions::default(), (lower, upper));
+    it.seek_to_first();
+    let mut n = 0u64;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    it.status().map_err(|e| e.to_string())?;
+    println!("{n}");
+    Ok(())
+}
+
+fn scan(
+    db: &Path,
+    from: Option<String>,
+    to: Option<String>,
+    prefix: Option<String>,
+    limit: Option<u64>,
+    hex: bool,
+) -> Result<(), String> {
+    use std::io::Write;
+    let (lower, upper, prefix) = key_range(from, to, prefix, hex)?;
+    let d = open_existing(db, Access::ReadOnly)?;
     let mut out = std::io::stdout().lock();
     let mut n = 0u64;
     for pair in d.range::<Vec<u8>>((lower, upper)) {
@@ -922,6 +978,13 @@ fn main() -> ExitCode {
             limit,
             hex,
         } => scan(&db, from, to, prefix, limit, hex),
+        Command::Count {
+            db,
+            from,
+            to,
+            prefix,
+            hex,
+        } => count(&db, from, to, prefix, hex),
         Command::Compact { db } => open_existing(&db, Access::Write)
             .and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string())),
         Command::Gc { db, dry_run } => gc(&db, dry_run),

@@ -93,6 +93,14 @@ fn put_get_delete_and_scan() {
     ok(&["put", "--db", db, "--hex", "ffff01", "02"]);
     let ff = ok(&["scan", "--db", db, "--hex", "--prefix", "ffff"]);
     assert_eq!(ff, "ffff01\t02\n");
+    // count: the keys scan would print, without their values.
+    assert_eq!(ok(&["count", "--db", db]), "5\n");
+    assert_eq!(ok(&["count", "--db", db, "--prefix", "user:"]), "2\n");
+    assert_eq!(
+        ok(&["count", "--db", db, "--from", "user:3", "--to", "zz"]),
+        "2\n"
+    );
+    assert_eq!(ok(&["count", "--db", db, "--hex", "--prefix", "ff"]), "1\n");
 }
 
 #[test]
