@@ -573,7 +573,15 @@ fn open_existing(db: &Path, access: Access) -> Result<Db, String> {
     let opts = Options::preset(preset)
         .create_if_missing(false)
         .read_only(access == Access::ReadOnly);
-    Db::open(db, opts).map_err(at)
+    Db::open(db, opts).map_err(|e| match e {
+        // Most often a running `sluice serve`: its own commands reach the
+        // data while it holds the database.
+        sluicedb::Error::Locked(_) => format!(
+            "{}; if `sluice serve` holds it, ask the server (redis-cli GET, SCAN, INFO) or stop it first",
+            at(e)
+        ),
+        e => at(e),
+    })
 }
 
 /// An error unless `db` holds a database: says whether the directory is

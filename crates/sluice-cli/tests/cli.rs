@@ -200,6 +200,7 @@ fn a_database_in_use_is_refused() {
     let open = sluicedb::Db::open(&path, sluicedb::Options::default()).unwrap();
     let e = fails(&["get", "--db", &db, "k"]);
     assert!(e.to_lowercase().contains("lock"), "{e}");
+    assert!(e.contains("sluice serve"), "{e}");
     drop(open);
     // Closing released the lock. Other tests of this binary spawn `sluice`
     // at the same time, and a child forked while `open` was alive shares
