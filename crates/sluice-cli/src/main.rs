@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod allocator;
+mod transfer;
 
 use clap::{Parser, Subcommand};
 use sluice_bench::{BenchConfig, EngineKind, Workload};
@@ -196,6 +197,48 @@ enum Command {
         /// Keys in the arguments are hex.
         #[arg(long)]
         hex: bool,
+    },
+    /// Write the pairs (of a range or prefix) to FILE or standard output:
+    /// the checksummed export format (`docs/format/export.md`), or JSON
+    /// lines (opens read-only).
+    Export {
+        /// Database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// Where to write; `-` or none: standard output.
+        file: Option<PathBuf>,
+        /// `binary` (the export format) or `jsonl` (one {"key":…,"value":…}
+        /// object a line; key_hex/value_hex for bytes that are not UTF-8).
+        #[arg(long, default_value = "binary")]
+        format: String,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// End key (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// Only keys with this prefix (combines with --from/--to).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Keys in the arguments are hex.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Put the pairs of an export (either format, found from its first
+    /// bytes) from FILE or standard input, then sync. Not atomic: on damage
+    /// the pairs before it stay, and running it again rewrites them.
+    Import {
+        /// Database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// What to read; `-` or none: standard input.
+        file: Option<PathBuf>,
+        /// Create the database if it does not exist.
+        #[arg(long)]
+        create: bool,
+        /// With --create: the preset of a new database (default: adaptive).
+        #[arg(long, requires = "create")]
+        preset: Option<String>,
     },
     /// Print files of a database readably: table entries, journal batches,
     /// manifest edits, value store records. Without FILEs, every file.
@@ -584,6 +627,82 @@ fn open_existing(db: &Path, access: Access) -> Result<Db, String> {
     })
 }
 
+/// Opens a database for writes; with `create` one that does not exist yet
+/// is created with `preset` (default: the default preset). An existing
+/// database opens with its own preset, `create` or not.
+fn open_for_writes(db: &Path, create: bool, preset: Option<String>) -> Result<Db, String> {
+    let preset = match preset {
+        Some(name) => Preset::from_name(&name).ok_or_else(|| {
+            let names: Vec<&str> = Preset::all().iter().map(|p| p.name()).collect();
+            format!(
+                "--preset: unknown preset {name:?} (one of {})",
+                names.join(", ")
+            )
+        })?,
+        None => Preset::default(),
+    };
+    if create && !db.join("CURRENT").exists() {
+        Db::open(db, Options::preset(preset)).map_err(|e| format!("{}: {e}", db.display()))
+    } else {
+        open_existing(db, Access::Write)
+    }
+}
+
+/// The keys an export takes: --from, --to, --prefix.
+type Bounds = (Option<String>, Option<String>, Option<String>);
+
+/// `sluice export`.
+fn export(
+    db: &Path,
+    file: Option<PathBuf>,
+    format: &str,
+    (from, to, prefix): Bounds,
+    hex: bool,
+) -> Result<(), String> {
+    let format = transfer::Format::from_name(format)?;
+    let (lower, upper, _) = key_range(from, to, prefix, hex)?;
+    let d = open_existing(db, Access::ReadOnly)?;
+    let pairs = d.range::<Vec<u8>>((lower, upper));
+    let n = match file.filter(|f| f.as_os_str() != "-") {
+        Some(path) => {
+            let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut out = std::io::BufWriter::new(f);
+            let n = transfer::export(pairs, format, &mut out)?;
+            out.into_inner()
+                .map_err(|e| e.to_string())?
+                .sync_all()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            n
+        }
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            transfer::export(pairs, format, &mut out)?
+        }
+    };
+    eprintln!("exported {n} pairs");
+    Ok(())
+}
+
+/// `sluice import`.
+fn import(
+    db: &Path,
+    file: Option<PathBuf>,
+    create: bool,
+    preset: Option<String>,
+) -> Result<(), String> {
+    let d = open_for_writes(db, create, preset)?;
+    let n = match file.filter(|f| f.as_os_str() != "-") {
+        Some(path) => {
+            let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            transfer::import(&mut std::io::BufReader::new(f), &d)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => transfer::import(&mut std::io::stdin().lock(), &d)?,
+    };
+    eprintln!("imported {n} pairs");
+    Ok(())
+}
+
 /// An error unless `db` holds a database: says whether the directory is
 /// missing, holds no database, or holds one whose `CURRENT` was lost.
 fn check_database(db: &Path) -> Result<(), String> {
@@ -953,23 +1072,7 @@ fn main() -> ExitCode {
         } => (|| {
             let k = arg_bytes("key", &key, hex)?;
             let v = arg_bytes("value", &value, hex)?;
-            let preset = match preset {
-                Some(name) => Preset::from_name(&name).ok_or_else(|| {
-                    let names: Vec<&str> = Preset::all().iter().map(|p| p.name()).collect();
-                    format!(
-                        "--preset: unknown preset {name:?} (one of {})",
-                        names.join(", ")
-                    )
-                })?,
-                None => Preset::default(),
-            };
-            // An existing database opens with its own preset, --create or not.
-            let d = if create && !db.join("CURRENT").exists() {
-                Db::open(&db, Options::preset(preset))
-                    .map_err(|e| format!("{}: {e}", db.display()))?
-            } else {
-                open_existing(&db, Access::Write)?
-            };
+            let d = open_for_writes(&db, create, preset)?;
             d.put_opt(&sluicedb::WriteOptions::synced(), k, v)
                 .map_err(|e| e.to_string())
         })(),
@@ -986,6 +1089,21 @@ fn main() -> ExitCode {
             limit,
             hex,
         } => scan(&db, from, to, prefix, limit, hex),
+        Command::Export {
+            db,
+            file,
+            format,
+            from,
+            to,
+            prefix,
+            hex,
+        } => export(&db, file, &format, (from, to, prefix), hex),
+        Command::Import {
+            db,
+            file,
+            create,
+            preset,
+        } => import(&db, file, create, preset),
         Command::Count {
             db,
             from,
