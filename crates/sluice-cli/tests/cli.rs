@@ -653,3 +653,30 @@ fn export_and_import_round_trip_and_refuse_damage() {
     let e = fails(&["import", "--db", &dst, &db_arg(&bad_file)]);
     assert!(e.contains("line 1") && e.contains("value"), "{e}");
 }
+
+/// The exit codes the README documents: 0 done, 1 failed (the message on
+/// standard error), 2 a command line clap refuses.
+#[test]
+fn exit_codes_are_the_documented_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("db"));
+    let code = |args: &[&str]| sluice(args).status.code();
+    assert_eq!(code(&["put", "--db", &db, "--create", "k", "v"]), Some(0));
+    assert_eq!(code(&["get", "--db", &db, "k"]), Some(0));
+    assert_eq!(code(&["get", "--db", &db, "missing"]), Some(1));
+    assert_eq!(
+        code(&[
+            "get",
+            "--db",
+            &dir.path().join("none").display().to_string(),
+            "k"
+        ]),
+        Some(1)
+    );
+    assert_eq!(code(&["get", "--db", &db]), Some(2));
+    assert_eq!(code(&["no-such-command"]), Some(2));
+    assert_eq!(
+        code(&["put", "--db", &db, "--preset", "hashkv", "k", "v"]),
+        Some(2)
+    );
+}
