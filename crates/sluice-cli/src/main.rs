@@ -936,6 +936,9 @@ fn info(db: &Path) -> Result<(), String> {
     let d = open_existing(db, Access::ReadOnly)?;
     let s = d.stats();
     print!("{s}");
+    println!(
+        "(opened read-only: the counters above cover this open alone, and what its recovery wrote stayed in memory)"
+    );
     let mut by_kind: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for e in std::fs::read_dir(db).map_err(|e| format!("{}: {e}", db.display()))? {
         let e = e.map_err(|e| format!("{}: {e}", db.display()))?;
@@ -943,7 +946,8 @@ fn info(db: &Path) -> Result<(), String> {
         let Ok(m) = e.metadata() else { continue };
         let kind = match name.rsplit_once('.').map(|(_, ext)| ext) {
             Some("sst") => "tables",
-            Some("vlog") | Some("vseg") => "value store",
+            Some("vlog") | Some("vseg") | Some("vst") => "value store",
+            Some("hix") => "hash index",
             Some("log") => "journal",
             _ if name.starts_with("MANIFEST") => "manifest",
             _ => "other",

@@ -680,3 +680,30 @@ fn exit_codes_are_the_documented_ones() {
         Some(2)
     );
 }
+
+/// info on a database of the default preset counts its value tables as the
+/// value store's files on disk, and says its counters are this read-only
+/// open's.
+#[test]
+fn info_counts_value_tables_and_says_it_opened_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let d = sluicedb::Db::open(&path, sluicedb::Options::default()).unwrap();
+        for k in 0..20 {
+            d.put(format!("k{k:02}"), vec![b'v'; 4096]).unwrap();
+        }
+        d.flush().unwrap();
+    }
+    let info = ok(&["info", "--db", &db_arg(&path)]);
+    assert!(info.contains("\n(opened read-only: "), "{info}");
+    let disk = info.lines().find(|l| l.starts_with("disk: ")).unwrap();
+    // The value table; CURRENT and LOCK are the only other files.
+    let others = disk
+        .split(['(', ',', ')'])
+        .find_map(|part| part.trim().strip_prefix("other "))
+        .and_then(|o| o.rsplit_once(" in "))
+        .map(|(_, n)| n.to_string());
+    assert!(disk.contains("value store "), "{disk}");
+    assert_eq!(others.as_deref(), Some("2"), "{disk}");
+}
