@@ -200,17 +200,8 @@ impl Drop for Running {
     }
 }
 
-/// Opens the database, binds, and serves on a thread of its own.
+/// Binds, opens the database, and serves on a thread of its own.
 pub fn start(mut config: Config) -> Result<Running, String> {
-    // An existing database is opened with the preset it was created with.
-    let preset = Db::recorded_preset(&config.dir)
-        .ok()
-        .flatten()
-        .unwrap_or(config.preset);
-    config.preset = preset;
-    let opts = Options::preset(preset);
-    let db = Db::open(&config.dir, opts)
-        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("sluice-serve")
@@ -235,6 +226,17 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         }
         None => None,
     };
+    // Bound first: a port in use fails the start before anything exists
+    // on disk (it left an empty database behind). An existing database is
+    // opened with the preset it was created with.
+    let preset = Db::recorded_preset(&config.dir)
+        .ok()
+        .flatten()
+        .unwrap_or(config.preset);
+    config.preset = preset;
+    let opts = Options::preset(preset);
+    let db = Db::open(&config.dir, opts)
+        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let addrs: Vec<SocketAddr> = listeners
         .iter()

@@ -606,3 +606,19 @@ fn metrics_endpoint_reports_commands_connections_and_engine_stats() {
     let (status, body) = http_get(addr, "HEAD", "/metrics");
     assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", ""));
 }
+
+/// A port in use fails the start before anything is created: the database
+/// directory does not appear (it used to be created, and left empty).
+#[test]
+fn a_port_in_use_creates_no_database() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut config = sluice_server::Config::new(&path);
+    config.port = taken.local_addr().unwrap().port();
+    let Err(e) = sluice_server::start(config) else {
+        panic!("started on a port in use");
+    };
+    assert!(e.contains("binding"), "{e}");
+    assert!(!path.exists(), "{} was created", path.display());
+}
