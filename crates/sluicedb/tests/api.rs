@@ -450,3 +450,15 @@ fn opening_a_regular_file_is_a_clear_error() {
     assert!(e.to_string().contains("not a directory"), "{e}");
     assert_eq!(std::fs::read(&file).unwrap(), b"data");
 }
+
+/// `Db::sync` is a journal sync, and `Stats` counts it as one.
+#[test]
+fn db_sync_is_counted_as_a_journal_sync() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    db.put("k", "v").unwrap();
+    let before = db.stats().writes.journal_syncs;
+    db.sync().unwrap();
+    db.sync().unwrap();
+    assert_eq!(db.stats().writes.journal_syncs, before + 2);
+}

@@ -295,6 +295,8 @@ impl Core {
         let r = self.journal().and_then(|j| j.sync());
         if r.is_ok() {
             self.durable_seq.fetch_max(visible, Ordering::AcqRel);
+            // `Db::sync`'s and GC's syncs count with the synced writes'.
+            bump(&self.counters.journal_syncs, 1);
         }
         if let Err(e) = &r {
             self.state
