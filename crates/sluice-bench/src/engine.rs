@@ -58,8 +58,12 @@ pub trait Engine: Send + Sync {
     fn index_memory_bytes(&self) -> Option<u64> {
         None
     }
-    /// The engine's counters, printed after its run.
+    /// The engine's counters, printed after its run with `--verbose`.
     fn report(&self) -> String {
+        String::new()
+    }
+    /// A few plain lines about the run, printed after it by default.
+    fn summary(&self) -> String {
         String::new()
     }
     /// Running totals of the time the engine held writes back, by reason.
@@ -334,6 +338,59 @@ impl Engine for SluiceEngine {
 
     fn report(&self) -> String {
         self.db.stats().to_string()
+    }
+
+    fn summary(&self) -> String {
+        let s = self.db.stats();
+        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        let secs = |us: u64| format!("{:.1} s", us as f64 / 1e6);
+        let preset = s.created_with.map_or("sluicedb", |p| p.name());
+        use sluicedb::fs::IoClass;
+        let w = |c: IoClass| mb(s.io.written(c));
+        let mut out = format!(
+            "{preset}: {} of user writes; the engine wrote {} in all: journal {}, {} flushes {}, \
+             {} compactions {}, value store (GC's copies included) {}",
+            mb(s.writes.user_bytes_written),
+            mb(s.io.total_written()),
+            w(IoClass::Journal),
+            s.flush.flushes,
+            w(IoClass::Flush),
+            s.compaction.compactions,
+            w(IoClass::Compaction),
+            mb(s.io.written(IoClass::ValueStore) + s.io.written(IoClass::Gc)),
+        );
+        let sep = &s.flush.separation;
+        if sep.threshold_bytes.is_some() {
+            out += &format!(
+                "\n  values separated at flush: {} ({}), kept inline: {} ({})",
+                sep.separated,
+                mb(sep.separated_bytes),
+                sep.kept_inline,
+                mb(sep.kept_inline_bytes)
+            );
+        }
+        if s.values.files > 0 {
+            out += &format!(
+                "\n  value store: {} in {} files, {} of it garbage; GC ran {} steps, read {} and wrote {}",
+                mb(s.values.bytes),
+                s.values.files,
+                mb(s.values.garbage_bytes),
+                s.gc.runs,
+                mb(s.gc.bytes_read),
+                mb(s.gc.bytes_written)
+            );
+        }
+        let by = &s.writes.write_stall_micros_by_reason;
+        out += &format!(
+            "\n  writes waited {} in all: full memtables {}, level 0 {}, value store {}, space limit {}",
+            secs(s.writes.write_stall_micros),
+            secs(by.memtables),
+            secs(by.level0),
+            secs(by.value_store),
+            secs(by.space_limit)
+        );
+        out += "\n  (every counter: --verbose)";
+        out
     }
 
     fn stalls(&self) -> Option<crate::PhaseStalls> {

@@ -67,6 +67,9 @@ pub struct BenchConfig {
     pub out: Option<PathBuf>,
     /// Show a progress bar on stderr when it is a terminal.
     pub progress: bool,
+    /// After each engine's run, print all of its counters (sluicedb's
+    /// `Stats`) instead of a few plain lines.
+    pub verbose: bool,
     /// Overrides [`sluicedb::ValueOptions::scan_prefetch_threads`] (0: no
     /// read-ahead).
     pub scan_prefetch_threads: Option<usize>,
@@ -132,6 +135,7 @@ impl Default for BenchConfig {
             settle: true,
             out: None,
             progress: true,
+            verbose: false,
             scan_prefetch_threads: None,
             hash_gc_policy: None,
             separation_threshold: None,
@@ -589,7 +593,11 @@ fn run_engine(
             results.push(r);
         }
     }
-    let report = engine.report();
+    let report = if cfg.verbose {
+        engine.report()
+    } else {
+        engine.summary()
+    };
     let live = shared.live_bytes();
     drop(shared);
     drop(engine);

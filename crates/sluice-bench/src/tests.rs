@@ -18,6 +18,7 @@ fn tiny(dir: &Path, engines: &[Preset], workloads: &[Workload]) -> BenchConfig {
         scan_length: 20,
         out: Some(dir.join("results.jsonl")),
         progress: false,
+        verbose: false,
         ..Default::default()
     }
 }

@@ -360,6 +360,10 @@ struct BenchArgs {
     /// No progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     quiet: bool,
+    /// After each engine, every counter of sluicedb's statistics instead of
+    /// a short summary.
+    #[arg(long)]
+    verbose: bool,
     /// Threads reading values ahead in range scans (0: off; default: the
     /// preset's).
     #[arg(long)]
@@ -556,6 +560,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         settle: !a.no_settle,
         out: a.out,
         progress: !a.quiet,
+        verbose: a.verbose,
         scan_prefetch_threads: a.scan_prefetch_threads,
         hash_gc_policy: a.hash_gc_policy.as_deref().map(parse_policy).transpose()?,
         separate_at_flush: a.separate_at.as_deref().map(|s| s == "flush"),

@@ -441,9 +441,28 @@ fn bench_runs_engines_writes_json_and_reports() {
         "leveldb      fillrandom",
         "hashkv       ycsb-b",
         "| ycsb-b | hashkv |",
+        // A few plain lines per engine, not every counter.
+        "hashkv: ",
+        "  value store: ",
+        "(every counter: --verbose)",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }
+    assert!(!text.contains("created with preset"), "{text}");
+    let verbose = ok(&[
+        "bench",
+        "--quiet",
+        "--db",
+        &db,
+        "--engines",
+        "leveldb",
+        "--benchmarks",
+        "fillrandom",
+        "--num",
+        "200",
+        "--verbose",
+    ]);
+    assert!(verbose.contains("created with preset leveldb"), "{verbose}");
     let lines = std::fs::read_to_string(&out).unwrap();
     // fillrandom, ycsb-b and closed for each engine (ycsb-b needs no load
     // after fillrandom).
