@@ -127,6 +127,10 @@ enum Command {
         /// KEY is hex; the value is printed as hex.
         #[arg(long)]
         hex: bool,
+        /// The value's own bytes, also on a terminal (where it is escaped
+        /// as `scan` escapes it otherwise).
+        #[arg(long, conflicts_with = "hex")]
+        raw: bool,
     },
     /// Set a key (synced). The database must exist unless --create.
     Put {
@@ -769,7 +773,7 @@ fn show(b: &[u8], hex: bool) -> String {
     sluicedb::dump::escape(b, hex)
 }
 
-fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
+fn get(db: &Path, key: &str, hex: bool, raw: bool) -> Result<(), String> {
     let k = arg_bytes("key", key, hex)?;
     let d = open_existing(db, Access::ReadOnly)?;
     match d.get(&k).map_err(|e| e.to_string())? {
@@ -779,7 +783,7 @@ fn get(db: &Path, key: &str, hex: bool) -> Result<(), String> {
             let mut out = std::io::stdout().lock();
             // On a terminal escaped as `scan` shows it; into a pipe or a
             // file the value's own bytes.
-            let shown = if out.is_terminal() {
+            let shown = if out.is_terminal() && !raw {
                 show(&v, false).into_bytes()
             } else {
                 v
@@ -1070,7 +1074,7 @@ fn main() -> ExitCode {
             }
             Ok(())
         }),
-        Command::Get { db, key, hex } => get(&db, &key, hex),
+        Command::Get { db, key, hex, raw } => get(&db, &key, hex, raw),
         Command::Put {
             db,
             key,

@@ -62,6 +62,13 @@ fn put_get_delete_and_scan() {
     ok(&["put", "--db", db, "--hex", "00ff", "0a0b"]);
     assert_eq!(ok(&["get", "--db", db, "user:2"]), "grace\n");
     assert_eq!(ok(&["get", "--db", db, "--hex", "00ff"]), "0a0b\n");
+    // Into a pipe a value is its own bytes, --raw or not; --raw and --hex
+    // exclude each other.
+    ok(&["put", "--db", db, "bin", "a\tb"]);
+    assert_eq!(ok(&["get", "--db", db, "--raw", "bin"]), "a\tb\n");
+    assert_eq!(ok(&["get", "--db", db, "bin"]), "a\tb\n");
+    fails(&["get", "--db", db, "--raw", "--hex", "00ff"]);
+    ok(&["delete", "--db", db, "bin"]);
     let e = fails(&["get", "--db", db, "nobody"]);
     assert!(e.contains("key nobody not found"), "{e}");
 
