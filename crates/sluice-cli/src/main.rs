@@ -23,6 +23,20 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// The keys a command reads: a range, a prefix, or both.
+#[derive(clap::Args)]
+struct KeyArgs {
+    /// First key (inclusive).
+    #[arg(long)]
+    from: Option<String>,
+    /// End key (exclusive).
+    #[arg(long)]
+    to: Option<String>,
+    /// Only keys with this prefix (combines with --from/--to).
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
 #[derive(clap::Args)]
 struct ServeArgs {
     /// Database directory, created if missing (default: ./sluice-serve-data).
@@ -166,15 +180,8 @@ enum Command {
         /// Database directory.
         #[arg(long)]
         db: PathBuf,
-        /// First key (inclusive).
-        #[arg(long)]
-        from: Option<String>,
-        /// End key (exclusive).
-        #[arg(long)]
-        to: Option<String>,
-        /// Only keys with this prefix (combines with --from/--to).
-        #[arg(long)]
-        prefix: Option<String>,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// At most this many pairs.
         #[arg(long)]
         limit: Option<u64>,
@@ -189,15 +196,8 @@ enum Command {
         /// Database directory.
         #[arg(long)]
         db: PathBuf,
-        /// First key (inclusive).
-        #[arg(long)]
-        from: Option<String>,
-        /// End key (exclusive).
-        #[arg(long)]
-        to: Option<String>,
-        /// Only keys with this prefix (combines with --from/--to).
-        #[arg(long)]
-        prefix: Option<String>,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// Keys in the arguments are hex.
         #[arg(long)]
         hex: bool,
@@ -215,15 +215,8 @@ enum Command {
         /// object a line; key_hex/value_hex for bytes that are not UTF-8).
         #[arg(long, default_value = "binary")]
         format: String,
-        /// First key (inclusive).
-        #[arg(long)]
-        from: Option<String>,
-        /// End key (exclusive).
-        #[arg(long)]
-        to: Option<String>,
-        /// Only keys with this prefix (combines with --from/--to).
-        #[arg(long)]
-        prefix: Option<String>,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// Keys in the arguments are hex.
         #[arg(long)]
         hex: bool,
@@ -657,19 +650,16 @@ fn open_for_writes(db: &Path, create: bool, preset: Option<String>) -> Result<Db
     }
 }
 
-/// The keys an export takes: --from, --to, --prefix.
-type Bounds = (Option<String>, Option<String>, Option<String>);
-
 /// `sluice export`.
 fn export(
     db: &Path,
     file: Option<PathBuf>,
     format: &str,
-    (from, to, prefix): Bounds,
+    keys: KeyArgs,
     hex: bool,
 ) -> Result<(), String> {
     let format = transfer::Format::from_name(format)?;
-    let (lower, upper, _) = key_range(from, to, prefix, hex)?;
+    let (lower, upper) = key_range(keys, hex)?;
     let d = open_existing(db, Access::ReadOnly)?;
     let pairs = d.range::<Vec<u8>>((lower, upper));
     let n = match file.filter(|f| f.as_os_str() != "-") {
@@ -810,17 +800,13 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// The bounds of `--from`, `--to` and `--prefix` (the prefix narrows the
-/// range to its keys, so that a scan seeks to it rather than walk from the
-/// first key), and the prefix.
-type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>, Option<Vec<u8>>);
+/// The bounds of `--from`, `--to` and `--prefix`: the prefix narrows the
+/// range to exactly its keys, so that a scan seeks to it rather than walk
+/// from the first key.
+type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
-fn key_range(
-    from: Option<String>,
-    to: Option<String>,
-    prefix: Option<String>,
-    hex: bool,
-) -> Result<KeyRange, String> {
+fn key_range(keys: KeyArgs, hex: bool) -> Result<KeyBounds, String> {
+    let KeyArgs { from, to, prefix } = keys;
     let from = from.map(|s| arg_bytes("--from", &s, hex)).transpose()?;
     let to = to.map(|s| arg_bytes("--to", &s, hex)).transpose()?;
     let prefix = prefix.map(|s| arg_bytes("--prefix", &s, hex)).transpose()?;
@@ -836,19 +822,12 @@ fn key_range(
     Ok((
         from.map_or(Bound::Unbounded, Bound::Included),
         to.map_or(Bound::Unbounded, Bound::Excluded),
-        prefix,
     ))
 }
 
 /// Counts the keys of a range through a cursor, which reads no value.
-fn count(
-    db: &Path,
-    from: Option<String>,
-    to: Option<String>,
-    prefix: Option<String>,
-    hex: bool,
-) -> Result<(), String> {
-    let (lower, upper, _) = key_range(from, to, prefix, hex)?;
+fn count(db: &Path, keys: KeyArgs, hex: bool) -> Result<(), String> {
+    let (lower, upper) = key_range(keys, hex)?;
     let d = open_existing(db, Access::ReadOnly)?;
     let mut it = d.iter_range(&sluicedb::ReadOptions::default(), (lower, upper));
     it.seek_to_first();
@@ -862,34 +841,16 @@ fn count(
     Ok(())
 }
 
-fn scan(
-    db: &Path,
-    from: Option<String>,
-    to: Option<String>,
-    prefix: Option<String>,
-    limit: Option<u64>,
-    hex: bool,
-) -> Result<(), String> {
+fn scan(db: &Path, keys: KeyArgs, limit: Option<u64>, hex: bool) -> Result<(), String> {
     use std::io::Write;
-    let (lower, upper, prefix) = key_range(from, to, prefix, hex)?;
+    let (lower, upper) = key_range(keys, hex)?;
     let d = open_existing(db, Access::ReadOnly)?;
     let mut out = std::io::stdout().lock();
-    let mut n = 0u64;
-    for pair in d.range::<Vec<u8>>((lower, upper)) {
-        if limit.is_some_and(|l| n >= l) {
-            break;
-        }
+    // The range holds exactly the prefix's keys (`key_range`).
+    let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    for pair in d.range::<Vec<u8>>((lower, upper)).take(limit) {
         let (k, v) = pair.map_err(|e| e.to_string())?;
-        if let Some(p) = &prefix {
-            if !k.starts_with(p) {
-                if k.as_slice() > p.as_slice() {
-                    break;
-                }
-                continue;
-            }
-        }
         writeln!(out, "{}\t{}", show(&k, hex), show(&v, hex)).map_err(|e| e.to_string())?;
-        n += 1;
     }
     Ok(())
 }
@@ -1096,34 +1057,24 @@ fn main() -> ExitCode {
         }),
         Command::Scan {
             db,
-            from,
-            to,
-            prefix,
+            keys,
             limit,
             hex,
-        } => scan(&db, from, to, prefix, limit, hex),
+        } => scan(&db, keys, limit, hex),
         Command::Export {
             db,
             file,
             format,
-            from,
-            to,
-            prefix,
+            keys,
             hex,
-        } => export(&db, file, &format, (from, to, prefix), hex),
+        } => export(&db, file, &format, keys, hex),
         Command::Import {
             db,
             file,
             create,
             preset,
         } => import(&db, file, create, preset),
-        Command::Count {
-            db,
-            from,
-            to,
-            prefix,
-            hex,
-        } => count(&db, from, to, prefix, hex),
+        Command::Count { db, keys, hex } => count(&db, keys, hex),
         Command::Compact { db } => open_existing(&db, Access::Write)
             .and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string())),
         Command::Gc { db, dry_run } => gc(&db, dry_run),

@@ -200,12 +200,16 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Bytes of keys and values (for amplification figures).
-    pub(crate) fn user_bytes(&self) -> u64 {
+    /// Bytes of keys and values (for amplification figures), and the length of the largest value, in
+    /// one pass (the write path counts the first and the space limit
+    /// watches the second).
+    pub(crate) fn user_bytes_and_largest_value(&self) -> (u64, usize) {
         self.iter()
             .filter_map(|op| op.ok())
-            .map(|op| (op.key.len() + op.value.len()) as u64)
-            .sum()
+            .fold((0, 0), |(bytes, largest), op| {
+                let bytes = bytes + (op.key.len() + op.value.len()) as u64;
+                (bytes, largest.max(op.value.len()))
+            })
     }
 
     /// The operations in order; an error describes a malformed record.
@@ -276,7 +280,7 @@ mod tests {
         assert_eq!(round.len(), 4);
         assert_eq!(round.sequence(), 42);
         // "x"+"y", "k1"+"v1", "k2" (delete), ""+"": 2 + 4 + 2 bytes.
-        assert_eq!(round.user_bytes(), 8);
+        assert_eq!(round.user_bytes_and_largest_value(), (8, 2));
     }
 
     #[test]

@@ -422,7 +422,12 @@ fn journal_once(data: &[u8]) {
         let Ok(b) = WriteBatch::from_record(rec) else {
             continue;
         };
-        let _ = (b.sequence(), b.len(), b.user_bytes(), b.validate());
+        let _ = (
+            b.sequence(),
+            b.len(),
+            b.user_bytes_and_largest_value(),
+            b.validate(),
+        );
         for op in b.iter().flatten() {
             if op.kind == Kind::ValuePointer {
                 value_pointer(op.value);

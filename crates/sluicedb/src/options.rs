@@ -961,15 +961,9 @@ impl Options {
         let mut o = Options::leveldb();
         o.preset = preset;
         match preset {
+            // Scavenger's value store, from a larger threshold.
             Preset::Adaptive => {
-                o.values.separation_threshold_bytes =
-                    Some(DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES);
-                o.values.layout = ValueLayout::Table;
-                o.values.separate_at_flush = true;
-                // Validity lookups and point lookups of separated keys read
-                // pointer blocks only (seed 003 §3.3).
-                o.index.index_decoupled_tables = true;
-                o.values.hash.gc_threads = 2;
+                o.value_tables_at_flush(DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES)
             }
             Preset::LevelDb => {}
             Preset::WiscKey => {
@@ -999,15 +993,7 @@ impl Options {
                 o.index.l0_stop_trigger = 24;
             }
             Preset::Scavenger => {
-                o.values.separation_threshold_bytes =
-                    Some(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES);
-                o.values.layout = ValueLayout::Table;
-                // "Scavenger performs key-value separation during background
-                // flush operations" (§3.1).
-                o.values.separate_at_flush = true;
-                // GetKey reads pointer blocks only (§3.3).
-                o.index.index_decoupled_tables = true;
-                o.values.hash.gc_threads = 2;
+                o.value_tables_at_flush(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES)
             }
             Preset::UniKv => {
                 o.index.shape = IndexShapeKind::Unified;
@@ -1034,6 +1020,18 @@ impl Options {
             }
         }
         o
+    }
+
+    /// Scavenger's value store (seed 003 §3): values of `threshold` bytes
+    /// and more go to value tables "during background flush operations"
+    /// (§3.1), GC'd by lazy read on 2 threads, under index-decoupled key
+    /// tables whose pointer blocks GetKey reads alone (§3.3).
+    fn value_tables_at_flush(&mut self, threshold: usize) {
+        self.values.separation_threshold_bytes = Some(threshold);
+        self.values.layout = ValueLayout::Table;
+        self.values.separate_at_flush = true;
+        self.index.index_decoupled_tables = true;
+        self.values.hash.gc_threads = 2;
     }
 
     /// The `leveldb` preset: every default, values inline.

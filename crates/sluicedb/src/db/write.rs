@@ -53,15 +53,6 @@ impl Core {
         sync: bool,
     ) -> Result<Option<WriteBatch>> {
         let journal = self.journal()?;
-        // Once a value a flush will separate is written, the space limit
-        // acts (`Core::space_limit_acting`); checked until then only.
-        if let Some(t) = self.separation.at_flush() {
-            if !self.separable_written.load(Ordering::Relaxed)
-                && group.iter().flatten().any(|op| op.value.len() >= t)
-            {
-                self.separable_written.store(true, Ordering::Relaxed);
-            }
-        }
         let threshold = self.separation.at_write();
         let separated = match (&self.values, threshold) {
             (Some(store), Some(t)) if !journal.holds_values() => {
@@ -334,7 +325,13 @@ impl Core {
         match &result {
             Ok(()) => {
                 self.visible_seq.store(seq + count - 1, Ordering::Release);
-                bump(&self.counters.user_bytes, group.user_bytes());
+                let (bytes, largest) = group.user_bytes_and_largest_value();
+                bump(&self.counters.user_bytes, bytes);
+                // Once a value a flush will separate is written, the space
+                // limit acts (`Core::space_limit_acting`).
+                if self.separation.at_flush().is_some_and(|t| largest >= t) {
+                    self.separable_written.store(true, Ordering::Relaxed);
+                }
                 bump(&self.counters.user_ops, count);
                 bump(&self.counters.write_groups, 1);
             }
