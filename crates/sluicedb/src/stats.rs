@@ -183,6 +183,12 @@ pub struct SpaceStats {
     /// estimated from its hash index (`docs/design.md`, "Space-aware
     /// throttling"). 0 for the other shapes.
     pub inline_garbage_bytes: u64,
+    /// Of the bytes the journal took lately, the share that added live
+    /// data (0 for updates of existing keys, 1 for a load of new ones), in
+    /// thousandths: the space limit counts that share of what the journal
+    /// took since the last measurement as live (`docs/design.md`,
+    /// "Space-aware throttling").
+    pub live_share_of_writes_milli: u64,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).
     pub space_limit_note: Option<String>,
@@ -543,13 +549,14 @@ impl std::fmt::Display for Stats {
         if self.space.space_amplification > 0.0 {
             writeln!(
                 f,
-                "  space amplification {:.2} over {} bytes of live data{}",
+                "  space amplification {:.2} over {} bytes of live data{}; writes add live data at {:.2} of their journal bytes",
                 self.space.space_amplification,
                 self.space.live_data_bytes,
                 match self.space.inline_garbage_bytes {
                     0 => String::new(),
                     g => format!(" ({g} bytes of tables' inline values dead)"),
-                }
+                },
+                self.space.live_share_of_writes_milli as f64 / 1000.0,
             )?;
         }
         if let Some(n) = &self.space.space_limit_note {
