@@ -21,6 +21,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use pyo3::PyClassInitializer;
 use sluicedb::{Db, Options, Preset, ReadOptions, WriteOptions};
 
+mod bench;
 mod debug;
 mod iter;
 mod shared;
@@ -605,5 +606,6 @@ fn _sluicedb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawIterator>()?;
     let presets = Preset::all().iter().map(|p| p.name());
     m.add("PRESETS", PyTuple::new(m.py(), presets)?)?;
+    m.add_function(wrap_pyfunction!(bench::_rust_loop, m)?)?;
     Ok(())
 }

@@ -11,9 +11,13 @@ from typing_extensions import Self, disjoint_base
 _Bytes = Union[bytes, str]
 _T = TypeVar("_T")
 
-__all__ = ["DB", "Iterator", "PRESETS", "RawIterator", "Snapshot", "WriteBatch", "_Reader"]
+__all__ = ["DB", "Iterator", "PRESETS", "RawIterator", "Snapshot", "WriteBatch", "_Reader", "_rust_loop"]
 
 PRESETS: tuple[str, ...]
+
+def _rust_loop(db: DB, op: str, keys: list[bytes], value: bytes) -> float:
+    """Measurement only (scripts/bench-python.py): runs op over keys through
+    the Rust API; returns the calling thread's CPU seconds."""
 
 @disjoint_base
 class _Reader:
