@@ -29,6 +29,27 @@ mod shared;
 use iter::{Bounds, Include, Iterator, RawIterator, Scan};
 use shared::{bytes_arg, opt_bytes_arg, Fail, OrRaise, Res, Shared};
 
+/// The engine's allocator: mimalloc, as the `sluice` binary installs it
+/// (`docs/design.md`, "Allocator"): memtable nodes and flushed and
+/// collected records are allocated one by one, which glibc's malloc
+/// serves slowly. Only this module's Rust allocations use it; whatever
+/// crosses into Python is copied into Python's own objects.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay` (see `crates/sluice-cli/src/allocator.rs`).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed memory goes back to the system after 50 ms instead of mimalloc's
+/// 1 s, as in the binary: flushes and GC free buffers in bursts.
+fn bound_retention() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets a plain option value; mimalloc reads it at its next
+        // purge decision.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 50) };
+    }
+}
+
 /// The snapshot a reader reads at, `None` for the latest state.
 type SnapshotSlot = Arc<Mutex<Option<sluicedb::Snapshot>>>;
 
@@ -598,6 +619,7 @@ impl WriteBatch {
 
 #[pymodule]
 fn _sluicedb(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    bound_retention();
     m.add_class::<Reader>()?;
     m.add_class::<DB>()?;
     m.add_class::<Snapshot>()?;
