@@ -126,7 +126,7 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> Ordering {
 
 /// The smallest key strictly greater than every key with prefix `p`, or
 /// `None` when no such key exists (`p` is empty or all 0xff).
-pub(crate) fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
+pub fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
     let mut s = p.to_vec();
     while let Some(last) = s.pop() {
         if last < 0xff {

@@ -51,6 +51,7 @@ mod version;
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Db, DbIterator, Range, Snapshot};
 pub use error::{Error, Result};
+pub use key::prefix_successor;
 pub use options::{
     GcOptions, HashGcPolicy, HashOptions, IndexOptions, IndexShapeKind, JournalMode,
     JournalRecovery, LogOptions, Options, Preset, ReadOptions, SpaceLimit, TableLayoutOptions,
