@@ -247,7 +247,9 @@ fn stats_count_user_bytes_and_io() {
 }
 
 /// The manifest records the preset a database was created with, through
-/// reopens under other options and manifest rolls.
+/// reopens under other options and manifest rolls; a named preset other than
+/// the recorded one is refused, naming both, while the default options open
+/// a database of any preset.
 #[test]
 fn the_creating_preset_is_recorded() {
     let fs = MemFs::new();
@@ -264,7 +266,33 @@ fn the_creating_preset_is_recorded() {
         db.flush().unwrap();
     }
     drop(db);
-    let db = Db::open("/db", opts(Preset::LevelDb)).unwrap();
+    for (other, read_only) in [
+        (Preset::LevelDb, false),
+        (Preset::Adaptive, false),
+        (Preset::Scavenger, true),
+        // Another index shape: still the presets named, not the shapes.
+        (Preset::UniKv, false),
+    ] {
+        match Db::open("/db", opts(other).read_only(read_only)).err() {
+            Some(Error::InvalidArgument(m)) => assert!(
+                m.contains("created with preset hashkv")
+                    && m.contains(&format!("name preset {}", other.name())),
+                "{m}"
+            ),
+            e => panic!("{} opened a hashkv database: {e:?}", other.name()),
+        }
+    }
+    // The refusals wrote nothing: the recorded preset and the data stay.
+    let db = Db::open("/db", opts(Preset::HashKv)).unwrap();
+    assert_eq!(db.get("k7").unwrap(), Some(vec![b'x'; 300]));
+    drop(db);
+    let db = Db::open(
+        "/db",
+        Options::default()
+            .fs(Arc::new(fs.clone()))
+            .max_manifest_bytes(1024),
+    )
+    .unwrap();
     assert_eq!(db.created_with(), Some(Preset::HashKv));
     assert_eq!(db.get("k7").unwrap(), Some(vec![b'x'; 300]));
     assert!(db
