@@ -912,7 +912,7 @@ fn info(db: &Path) -> Result<(), String> {
     let s = d.stats();
     print!("{s}");
     println!(
-        "(opened read-only: the counters above cover this open alone, and what its recovery wrote stayed in memory)"
+        "(opened read-only: the counters above cover this open alone, and what its recovery wrote stayed in memory; the totals line is the database's life, as its manifest last recorded it)"
     );
     let mut by_kind: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for e in std::fs::read_dir(db).map_err(|e| format!("{}: {e}", db.display()))? {

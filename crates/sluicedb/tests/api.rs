@@ -490,3 +490,52 @@ fn db_sync_is_counted_as_a_journal_sync() {
     db.sync().unwrap();
     assert_eq!(db.stats().writes.journal_syncs, before + 2);
 }
+
+/// The totals over a database's life (`Stats::totals`) survive reopens and
+/// manifest rolls: what the user wrote counts once, what the engine wrote
+/// only grows, and a read-only open reports what the manifest recorded.
+#[test]
+fn totals_since_creation_survive_reopens() {
+    let fs = MemFs::new();
+    let opts = || {
+        Options::default()
+            .fs(Arc::new(fs.clone()))
+            .max_manifest_bytes(1024)
+    };
+    let db = Db::open("/db", opts()).unwrap();
+    let t = db.stats().totals;
+    assert_eq!((t.user_bytes_written, t.since_sequence), (0, 0));
+    drop(db);
+    let (mut user, mut written) = (0u64, 0u64);
+    for round in 0..3 {
+        let db = Db::open("/db", opts()).unwrap();
+        for i in 0..40u32 {
+            let key = format!("r{round}k{i}");
+            db.put(&key, vec![b'v'; 200]).unwrap();
+            user += key.len() as u64 + 200;
+            if i % 10 == 9 {
+                db.flush().unwrap();
+            }
+        }
+        let t = db.stats().totals;
+        assert_eq!(t.user_bytes_written, user, "round {round}");
+        assert_eq!(t.since_sequence, 0);
+        // The journal alone writes every user byte, the tables again.
+        assert!(t.bytes_written > written + 40 * 200, "round {round}: {t:?}");
+        assert!(t.write_amplification() > 1.0);
+        drop(db);
+        let ro = Db::open("/db", opts().read_only(true)).unwrap();
+        let r = ro.stats().totals;
+        assert_eq!(r.user_bytes_written, user, "round {round}");
+        // Past the last round's; the close may record more than `t` saw.
+        assert!(
+            r.bytes_written > written,
+            "round {round}: {r:?} after {written}"
+        );
+        assert!(ro.stats().to_string().contains(&format!(
+            "since creation: user writes {user} bytes  written {} bytes",
+            r.bytes_written
+        )));
+        written = r.bytes_written;
+    }
+}

@@ -65,6 +65,7 @@ impl Core {
             );
             let mut created = Version::empty(shape.clone());
             created.preset = Some(opts.preset.name().to_string());
+            created.totals = Some(crate::stats::Totals::default());
             vs.write_new_manifest(&created, 0, 0)?;
         }
         let rec = match VersionSet::recover(&fs, &dir, shape.clone()) {
@@ -160,6 +161,11 @@ impl Core {
             }
             o.store
         });
+        // Counting begins here for a database that never recorded it.
+        let totals_base = rec.version.totals.unwrap_or(crate::stats::Totals {
+            since_sequence: rec.last_sequence,
+            ..Default::default()
+        });
         let version = Arc::new(rec.version);
         let mem = super::core::write_buffer_for(values.as_ref(), opts.write_buffer_size_bytes);
         let state = State {
@@ -208,6 +214,7 @@ impl Core {
             garbage_share_milli: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             counters: Counters::default(),
+            totals_base,
             table_opts,
             values,
             gc_lock: Mutex::new(()),
