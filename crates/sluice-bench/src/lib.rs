@@ -461,6 +461,44 @@ impl Tally {
 
 /// Runs every workload on every engine, printing as it goes; returns the
 /// results of all phases.
+/// The keys that make `dataset_bytes` of keys and values (`--dataset-gib`): sized by the
+/// Mixed workload's mean value (about 8 KiB) when it runs, by `value_size` otherwise. The
+/// workloads of one run share their key count, so Mixed together with a workload that
+/// loads values of `value_size` itself (fillseq, fillrandom, update, churn) cannot give
+/// both the size asked for: an error naming the two.
+pub fn keys_for_dataset(
+    dataset_bytes: f64,
+    key_size: usize,
+    value_size: usize,
+    workloads: &[Workload],
+) -> std::result::Result<u64, String> {
+    if dataset_bytes.is_nan() || dataset_bytes <= 0.0 {
+        return Err(format!(
+            "the dataset size must be positive, not {dataset_bytes}"
+        ));
+    }
+    let mean = if workloads.contains(&Workload::Mixed) {
+        let fixed = [
+            Workload::FillSeq,
+            Workload::FillRandom,
+            Workload::Update,
+            Workload::Churn,
+        ];
+        if let Some(w) = workloads.iter().find(|w| fixed.contains(w)) {
+            return Err(format!(
+                "a dataset size cannot size both mixed (values of about {:.0} B on average) \
+                 and {} (values of {value_size} B): run them apart, or give --num",
+                ValueSizes::Mixed.mean(),
+                w.name()
+            ));
+        }
+        ValueSizes::Mixed.mean()
+    } else {
+        value_size as f64
+    };
+    Ok((dataset_bytes / (key_size as f64 + mean)) as u64)
+}
+
 pub fn run(cfg: &BenchConfig) -> Result<Vec<PhaseResult>> {
     if cfg.num == 0 || cfg.key_size == 0 || cfg.threads == 0 {
         return Err("--num, --key-size and --threads must be positive".into());

@@ -381,3 +381,37 @@ fn the_default_engine_runs_under_its_own_name() {
     assert_eq!(read.found, read.ops, "every loaded key found");
     assert!(dir.path().join("default").join("CURRENT").exists());
 }
+
+/// `--dataset-gib` sized the Mixed workload by `--value-size`, so that a "1 GiB" Mixed run
+/// loaded about 8.2 GiB (its values average 8,345 B, not 992): the matrix of 2026-11-28.
+#[test]
+fn a_dataset_size_sizes_mixed_by_its_own_values() {
+    let gib = (1u64 << 30) as f64;
+    let update = keys_for_dataset(gib, 24, 992, &[Workload::Update]).unwrap();
+    assert_eq!(update, (gib / 1016.0) as u64);
+    let mixed = keys_for_dataset(gib, 24, 992, &[Workload::Mixed]).unwrap();
+    assert_eq!(mixed, (gib / (24.0 + ValueSizes::Mixed.mean())) as u64);
+    assert!(mixed < update / 8, "{mixed} keys of mixed against {update}");
+    // Workloads that only read or update what Mixed loaded take its size.
+    assert_eq!(
+        keys_for_dataset(gib, 24, 992, &[Workload::Mixed, Workload::ReadRandom]),
+        Ok(mixed)
+    );
+    let e = keys_for_dataset(gib, 24, 992, &[Workload::Update, Workload::Mixed]).unwrap_err();
+    assert!(e.contains("mixed") && e.contains("update"), "{e}");
+    assert!(keys_for_dataset(0.0, 24, 992, &[Workload::Mixed]).is_err());
+
+    // A run sized so loads about the size asked for (the seed is fixed: no flakiness).
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = 8.0 * (1 << 20) as f64;
+    let mut cfg = tiny(dir.path(), &[Preset::LevelDb], &[Workload::Mixed]);
+    cfg.key_size = 24;
+    cfg.num = keys_for_dataset(bytes, 24, cfg.value_size, &cfg.workloads).unwrap();
+    cfg.update_ops = Some(100);
+    let r = run(&cfg).unwrap();
+    let loaded = by_phase(&r, "leveldb", "mixed.load").user_bytes_written as f64;
+    assert!(
+        (loaded / bytes - 1.0).abs() < 0.1,
+        "mixed loaded {loaded} bytes for {bytes} asked"
+    );
+}

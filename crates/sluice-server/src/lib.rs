@@ -51,8 +51,11 @@ pub const DEFAULT_MAX_ARGS: usize = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub dir: PathBuf,
-    /// Used when the database is created; an existing one keeps its own.
-    pub preset: Preset,
+    /// The preset asked for (`--preset`, the config file's `preset`): the
+    /// new database's, and an existing one must have been created with it.
+    /// None: an existing database opens with its own, a new one with the
+    /// default. Once started, the preset of the open database.
+    pub preset: Option<Preset>,
     pub bind: Vec<String>,
     /// 0 picks a free port (tests).
     pub port: u16,
@@ -76,7 +79,7 @@ impl Config {
     pub fn new(dir: impl AsRef<Path>) -> Config {
         Config {
             dir: dir.as_ref().to_path_buf(),
-            preset: Preset::default(),
+            preset: None,
             bind: vec!["127.0.0.1".to_owned()],
             port: DEFAULT_PORT,
             requirepass: None,
@@ -123,8 +126,9 @@ impl Config {
         match name {
             "dir" => self.dir = PathBuf::from(value),
             "preset" => {
-                self.preset =
-                    Preset::from_name(value).ok_or_else(|| format!("unknown preset {value:?}"))?;
+                self.preset = Some(
+                    Preset::from_name(value).ok_or_else(|| format!("unknown preset {value:?}"))?,
+                );
             }
             "bind" => self.bind = value.split_whitespace().map(str::to_owned).collect(),
             "port" => {
@@ -228,15 +232,24 @@ pub fn start(mut config: Config) -> Result<Running, String> {
     };
     // Bound first: a port in use fails the start before anything exists
     // on disk (it left an empty database behind). An existing database is
-    // opened with the preset it was created with.
-    let preset = Db::recorded_preset(&config.dir)
-        .ok()
-        .flatten()
-        .unwrap_or(config.preset);
-    config.preset = preset;
-    let opts = Options::preset(preset);
-    let db = Db::open(&config.dir, opts)
-        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
+    // opened with the preset it was created with; a preset asked for that
+    // differs is refused by the open, naming both.
+    let preset = match config.preset {
+        Some(p) => p,
+        None => Db::recorded_preset(&config.dir)
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+    };
+    let db = Db::open(&config.dir, Options::preset(preset)).map_err(|e| {
+        let asked = if config.preset.is_some() {
+            " (--preset, or the config file's preset)"
+        } else {
+            ""
+        };
+        format!("opening {}{asked}: {e}", config.dir.display())
+    })?;
+    config.preset = Some(preset);
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let addrs: Vec<SocketAddr> = listeners
         .iter()

@@ -283,7 +283,7 @@ impl Server {
             ("databases".into(), "1".into()),
             ("save".into(), String::new()),
             ("maxmemory".into(), "0".into()),
-            ("preset".into(), c.preset.name().into()),
+            ("preset".into(), c.preset.unwrap_or_default().name().into()),
             ("metrics".into(), c.metrics.clone().unwrap_or_default()),
         ]
     }
@@ -430,7 +430,7 @@ impl Server {
                 self.tcp_port.load(Ordering::Relaxed),
                 up,
                 up / 86400,
-                c.preset.name(),
+                c.preset.unwrap_or_default().name(),
                 c.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
             );
         }

@@ -24,7 +24,7 @@ fn key(i: u32) -> String {
 /// deletes in a later table, each round saved (flushed) to its own table.
 /// Returns the live keys.
 fn build(dir: &Path, preset: Preset) -> BTreeSet<String> {
-    let running = TestServer::start_in(dir, |c| c.preset = preset);
+    let running = TestServer::start_in(dir, |c| c.preset = Some(preset));
     let mut c = redis::Client::open(format!("redis://{}/", running.addr()))
         .unwrap()
         .get_connection()

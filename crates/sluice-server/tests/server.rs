@@ -476,7 +476,7 @@ fn maxclients_refuses_the_next_one() {
 #[test]
 fn data_survives_shutdown_and_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let running = TestServer::start_in(dir.path(), |c| c.preset = sluicedb::Preset::HashKv);
+    let running = TestServer::start_in(dir.path(), |c| c.preset = Some(sluicedb::Preset::HashKv));
     let mut c = redis::Client::open(format!("redis://{}/", running.addr()))
         .unwrap()
         .get_connection()
@@ -512,6 +512,23 @@ fn data_survives_shutdown_and_restart() {
         info.contains("preset:hashkv"),
         "the database keeps its preset: {info}"
     );
+    running.shutdown().unwrap();
+    // A preset asked for that is not the database's: the start fails, naming both,
+    // as `sluice serve --preset leveldb` or a config file's `preset leveldb` would.
+    let mut config = sluice_server::Config::new(dir.path());
+    config.port = 0;
+    config.set("preset", "leveldb").unwrap();
+    let e = sluice_server::start(config)
+        .err()
+        .expect("a server over a hashkv database asked for leveldb");
+    assert!(
+        e.contains("--preset")
+            && e.contains("created with preset hashkv")
+            && e.contains("name preset leveldb"),
+        "{e}"
+    );
+    // Its own preset named is no mismatch.
+    let running = TestServer::start_in(dir.path(), |c| c.preset = Some(sluicedb::Preset::HashKv));
     running.shutdown().unwrap();
 }
 

@@ -278,6 +278,12 @@ fn describe_edit(e: &VersionEdit, hex: bool) -> String {
             parts.push(format!("{name} {v}"));
         }
     }
+    if let Some(t) = e.totals {
+        parts.push(format!(
+            "totals since sequence {}: user {} bytes, written {} bytes",
+            t.since_sequence, t.user_bytes_written, t.bytes_written
+        ));
+    }
     for (level, k) in &e.compact_pointers {
         parts.push(format!("L{level} compact pointer {}", show_ikey(k, hex)));
     }

@@ -59,7 +59,7 @@ pub use options::{
 };
 pub use stats::{
     CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats,
-    SeparationStats, ShapeStats, SpaceMismatch, SpaceStats, StallMicros, Stats, TableStats,
+    SeparationStats, ShapeStats, SpaceMismatch, SpaceStats, StallMicros, Stats, TableStats, Totals,
     ValueStats, WriteStats,
 };
 

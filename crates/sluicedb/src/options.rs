@@ -479,6 +479,10 @@ pub struct Options {
     pub(crate) fs: Arc<dyn Fs>,
     /// The preset these options came from.
     pub(crate) preset: Preset,
+    /// Whether the caller named `preset` ([`Options::preset`]) rather than
+    /// taking the default ([`Options::default`]): a named preset other
+    /// than the one the database was created with is refused at open.
+    pub(crate) preset_named: bool,
 }
 
 /// The key index's options ([`Options::index`]): the leveled shape and
@@ -771,9 +775,15 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// The default options: the `adaptive` preset's, not named, so they open a
+/// database created under any preset (see [`Preset::Adaptive`] for what
+/// becomes of its value store).
 impl Default for Options {
     fn default() -> Self {
-        Options::preset(Preset::default())
+        Options {
+            preset_named: false,
+            ..Options::preset(Preset::default())
+        }
     }
 }
 
@@ -956,7 +966,12 @@ impl Options {
 }
 
 impl Options {
-    /// The options of a preset.
+    /// The options of a preset. A database created under another preset
+    /// refuses them at open ([`Error::InvalidArgument`](crate::Error)
+    /// naming both presets), for asking for one design and getting another
+    /// would go unnoticed; [`Options::default`] opens a database of any
+    /// preset, and [`Db::recorded_preset`](crate::Db::recorded_preset)
+    /// tells a tool which preset to name.
     pub fn preset(preset: Preset) -> Options {
         let mut o = Options::leveldb();
         o.preset = preset;
@@ -1049,6 +1064,7 @@ impl Options {
             journal_mode: JournalMode::Journal,
             fs: Arc::new(StdFs),
             preset: Preset::LevelDb,
+            preset_named: true,
             index: IndexOptions {
                 block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
                 block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,

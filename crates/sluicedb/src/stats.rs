@@ -16,6 +16,31 @@ pub struct LevelStats {
     pub score: f64,
 }
 
+/// What the database was given and wrote over its life, kept in its
+/// manifest (every installed flush, compaction or GC edit records them, at
+/// no extra sync), so they survive reopens. They are as of the newest
+/// manifest record: writes after it (the journal of a memtable not flushed
+/// yet) count once a later record is written, or are lost from the totals
+/// if the process ends before one. Part of [`Stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Totals {
+    /// Bytes of keys and values the user wrote (puts and deletes).
+    pub user_bytes_written: u64,
+    /// Bytes the engine wrote to its files, every purpose.
+    pub bytes_written: u64,
+    /// The sequence number the counting began at: 0 when it began with the
+    /// database; more for a database created before totals were recorded.
+    pub since_sequence: u64,
+}
+
+impl Totals {
+    /// Bytes written to files per byte the user wrote.
+    pub fn write_amplification(&self) -> f64 {
+        ratio(self.bytes_written, self.user_bytes_written)
+    }
+}
+
 /// Counters since the database was opened, and its current shape, by
 /// area (as RocksDB's properties are): writes, flushes, compactions, the
 /// key index, the value store and its GC, space and I/O.
@@ -24,6 +49,9 @@ pub struct LevelStats {
 pub struct Stats {
     /// The preset the database was created with (`None`: not recorded).
     pub created_with: Option<crate::Preset>,
+    /// Totals over the database's life, through reopens (a read-only open:
+    /// as its manifest records them).
+    pub totals: Totals,
     /// Writes: what users wrote, how they were committed, and how long they waited.
     pub writes: WriteStats,
     /// Memtables and their flushes.
@@ -388,6 +416,18 @@ impl std::fmt::Display for Stats {
             self.writes.user_ops_written,
             self.writes.user_bytes_written,
             self.write_amplification()
+        )?;
+        let t = &self.totals;
+        let since = match t.since_sequence {
+            0 => "since creation".to_string(),
+            s => format!("since sequence {s}"),
+        };
+        writeln!(
+            f,
+            "{since}: user writes {} bytes  written {} bytes  write amp {:.2}",
+            t.user_bytes_written,
+            t.bytes_written,
+            t.write_amplification()
         )?;
         for (i, l) in self.index.levels.iter().enumerate() {
             if l.tables > 0 || i == 0 {

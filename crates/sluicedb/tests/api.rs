@@ -247,7 +247,9 @@ fn stats_count_user_bytes_and_io() {
 }
 
 /// The manifest records the preset a database was created with, through
-/// reopens under other options and manifest rolls.
+/// reopens under other options and manifest rolls; a named preset other than
+/// the recorded one is refused, naming both, while the default options open
+/// a database of any preset.
 #[test]
 fn the_creating_preset_is_recorded() {
     let fs = MemFs::new();
@@ -264,7 +266,33 @@ fn the_creating_preset_is_recorded() {
         db.flush().unwrap();
     }
     drop(db);
-    let db = Db::open("/db", opts(Preset::LevelDb)).unwrap();
+    for (other, read_only) in [
+        (Preset::LevelDb, false),
+        (Preset::Adaptive, false),
+        (Preset::Scavenger, true),
+        // Another index shape: still the presets named, not the shapes.
+        (Preset::UniKv, false),
+    ] {
+        match Db::open("/db", opts(other).read_only(read_only)).err() {
+            Some(Error::InvalidArgument(m)) => assert!(
+                m.contains("created with preset hashkv")
+                    && m.contains(&format!("name preset {}", other.name())),
+                "{m}"
+            ),
+            e => panic!("{} opened a hashkv database: {e:?}", other.name()),
+        }
+    }
+    // The refusals wrote nothing: the recorded preset and the data stay.
+    let db = Db::open("/db", opts(Preset::HashKv)).unwrap();
+    assert_eq!(db.get("k7").unwrap(), Some(vec![b'x'; 300]));
+    drop(db);
+    let db = Db::open(
+        "/db",
+        Options::default()
+            .fs(Arc::new(fs.clone()))
+            .max_manifest_bytes(1024),
+    )
+    .unwrap();
     assert_eq!(db.created_with(), Some(Preset::HashKv));
     assert_eq!(db.get("k7").unwrap(), Some(vec![b'x'; 300]));
     assert!(db
@@ -461,4 +489,53 @@ fn db_sync_is_counted_as_a_journal_sync() {
     db.sync().unwrap();
     db.sync().unwrap();
     assert_eq!(db.stats().writes.journal_syncs, before + 2);
+}
+
+/// The totals over a database's life (`Stats::totals`) survive reopens and
+/// manifest rolls: what the user wrote counts once, what the engine wrote
+/// only grows, and a read-only open reports what the manifest recorded.
+#[test]
+fn totals_since_creation_survive_reopens() {
+    let fs = MemFs::new();
+    let opts = || {
+        Options::default()
+            .fs(Arc::new(fs.clone()))
+            .max_manifest_bytes(1024)
+    };
+    let db = Db::open("/db", opts()).unwrap();
+    let t = db.stats().totals;
+    assert_eq!((t.user_bytes_written, t.since_sequence), (0, 0));
+    drop(db);
+    let (mut user, mut written) = (0u64, 0u64);
+    for round in 0..3 {
+        let db = Db::open("/db", opts()).unwrap();
+        for i in 0..40u32 {
+            let key = format!("r{round}k{i}");
+            db.put(&key, vec![b'v'; 200]).unwrap();
+            user += key.len() as u64 + 200;
+            if i % 10 == 9 {
+                db.flush().unwrap();
+            }
+        }
+        let t = db.stats().totals;
+        assert_eq!(t.user_bytes_written, user, "round {round}");
+        assert_eq!(t.since_sequence, 0);
+        // The journal alone writes every user byte, the tables again.
+        assert!(t.bytes_written > written + 40 * 200, "round {round}: {t:?}");
+        assert!(t.write_amplification() > 1.0);
+        drop(db);
+        let ro = Db::open("/db", opts().read_only(true)).unwrap();
+        let r = ro.stats().totals;
+        assert_eq!(r.user_bytes_written, user, "round {round}");
+        // Past the last round's; the close may record more than `t` saw.
+        assert!(
+            r.bytes_written > written,
+            "round {round}: {r:?} after {written}"
+        );
+        assert!(ro.stats().to_string().contains(&format!(
+            "since creation: user writes {user} bytes  written {} bytes",
+            r.bytes_written
+        )));
+        written = r.bytes_written;
+    }
 }

@@ -164,6 +164,9 @@ pub(crate) struct Core {
     pub(super) separation: Separation,
     pub(super) table_opts: TableOptions,
     pub(super) fs: CountingFs,
+    /// The totals the manifest held at open; this open's counters add to
+    /// them (`Core::totals`).
+    pub(super) totals_base: crate::stats::Totals,
 
     // ---- the key index, the value store and the versions ----
     pub(super) shape: Arc<dyn IndexShape>,
@@ -325,6 +328,22 @@ impl Core {
         self.state.lock().sv.clone()
     }
 
+    /// The totals now: those recorded at open, plus what this open's
+    /// counters add (nothing on a read-only open, whose writes stay in
+    /// memory).
+    pub(super) fn totals(&self) -> crate::stats::Totals {
+        let mut t = self.totals_base;
+        if !self.opts.read_only {
+            t.user_bytes_written = t
+                .user_bytes_written
+                .saturating_add(self.counters.user_bytes.load(Ordering::Relaxed));
+            t.bytes_written = t
+                .bytes_written
+                .saturating_add(self.fs.counters().snapshot().total_written());
+        }
+        t
+    }
+
     pub(super) fn stats(&self) -> Stats {
         let st = self.state.lock();
         let c = &self.counters;
@@ -341,6 +360,7 @@ impl Core {
         let live_table_bytes = levels.iter().fold(0u64, |n, l| n.saturating_add(l.bytes));
         let mut stats = Stats {
             created_with: st.current.preset.as_deref().and_then(Preset::from_name),
+            totals: self.totals(),
             io: self.fs.counters().snapshot(),
             writes: WriteStats {
                 user_bytes_written: get(&c.user_bytes),

@@ -390,17 +390,9 @@ impl Db {
         if !VersionSet::exists(&fs, &dir) {
             return Err(Error::NotFound(dir));
         }
-        // The manifest names its shape; the recovery checks it against the
-        // one given, so try each shape.
-        let shape = crate::index::shape_for(&Options::default());
-        let rec = match VersionSet::recover(&fs, &dir, shape) {
-            Err(Error::InvalidArgument(_)) => {
-                let unified = crate::index::shape_for(&Options::preset(Preset::UniKv));
-                VersionSet::recover(&fs, &dir, unified)?
-            }
-            r => r?,
-        };
-        Ok(rec.version.preset.as_deref().and_then(Preset::from_name))
+        Ok(open::recorded_preset(&fs, &dir)?
+            .as_deref()
+            .and_then(Preset::from_name))
     }
 
     /// The preset the database was created with, as its manifest records

@@ -2,7 +2,7 @@
 //! store its files call for, then recovery (`recover.rs`).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, OnceLock};
 
@@ -65,9 +65,19 @@ impl Core {
             );
             let mut created = Version::empty(shape.clone());
             created.preset = Some(opts.preset.name().to_string());
+            created.totals = Some(crate::stats::Totals::default());
             vs.write_new_manifest(&created, 0, 0)?;
         }
-        let rec = VersionSet::recover(&fs, &dir, shape.clone())?;
+        let rec = match VersionSet::recover(&fs, &dir, shape.clone()) {
+            // Another index shape (unikv's against a leveled one): a named
+            // preset's mismatch is the clearer error.
+            Err(Error::InvalidArgument(m)) if opts.preset_named => {
+                check_preset(&opts, recorded_preset(&fs, &dir)?.as_deref())?;
+                return Err(Error::InvalidArgument(m));
+            }
+            r => r?,
+        };
+        check_preset(&opts, rec.version.preset.as_deref())?;
         let manifest = filename::manifest(&dir, rec.manifest_number);
         let names = fs.list(&dir)?;
         let mut present = HashSet::new();
@@ -151,6 +161,11 @@ impl Core {
             }
             o.store
         });
+        // Counting begins here for a database that never recorded it.
+        let totals_base = rec.version.totals.unwrap_or(crate::stats::Totals {
+            since_sequence: rec.last_sequence,
+            ..Default::default()
+        });
         let version = Arc::new(rec.version);
         let mem = super::core::write_buffer_for(values.as_ref(), opts.write_buffer_size_bytes);
         let state = State {
@@ -199,6 +214,7 @@ impl Core {
             garbage_share_milli: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             counters: Counters::default(),
+            totals_base,
             table_opts,
             values,
             gc_lock: Mutex::new(()),
@@ -233,4 +249,35 @@ impl Core {
         core.measure_space();
         Ok(core)
     }
+}
+
+/// A named preset ([`Options::preset`]) must be the one the database was
+/// created with, as its manifest records it; the default options, and a
+/// database older than the record, open under any.
+fn check_preset(opts: &Options, recorded: Option<&str>) -> Result<()> {
+    match recorded {
+        Some(r) if opts.preset_named && r != opts.preset.name() => {
+            Err(Error::InvalidArgument(format!(
+                "the database was created with preset {r}, and the options name preset {}: \
+                 open it with its own preset (Options::preset for {r}, or Options::default())",
+                opts.preset.name()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The preset the manifest at `dir` records. The manifest names its index
+/// shape and recovery checks it against the one given, so each shape is
+/// tried.
+pub(super) fn recorded_preset(fs: &CountingFs, dir: &Path) -> Result<Option<String>> {
+    let shape = crate::index::shape_for(&Options::default());
+    let rec = match VersionSet::recover(fs, dir, shape) {
+        Err(Error::InvalidArgument(_)) => {
+            let unified = crate::index::shape_for(&Options::preset(crate::Preset::UniKv));
+            VersionSet::recover(fs, dir, unified)?
+        }
+        r => r?,
+    };
+    Ok(rec.version.preset)
 }

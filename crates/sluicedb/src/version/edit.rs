@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::tag;
 use crate::coding::{put_bytes, put_u32, put_u64, Reader};
 use crate::key;
+use crate::stats::Totals;
 use crate::table::cache::TableSlot;
 use crate::value::meta::ValueEdit;
 
@@ -22,7 +23,9 @@ use crate::value::meta::ValueEdit;
 ///   build from before one of them reports such a manifest as corrupt.)
 /// - 2: the same fields; a build reading 2 checks the version before any
 ///   field, so versions past it are reported as unsupported.
-pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// - 3: tag 32, the totals since creation ([`crate::Totals`]). A writable
+///   open starts a new manifest, so a manifest of version 2 never gets one.
+pub(crate) const MANIFEST_FORMAT_VERSION: u32 = 3;
 
 /// A table in a version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +90,8 @@ pub(crate) struct VersionEdit {
     /// The unified shape's newest hash index checkpoint file (seed 004
     /// §III-G).
     pub(crate) hash_index_checkpoint: Option<u64>,
+    /// The totals as of this record (every installed edit carries them).
+    pub(crate) totals: Option<Totals>,
 }
 
 impl VersionEdit {
@@ -162,6 +167,13 @@ impl VersionEdit {
         for b in &self.boundaries {
             field(tag::PARTITION_BOUNDARY, b);
         }
+        if let Some(t) = self.totals {
+            let mut p = Vec::new();
+            put_u64(&mut p, t.user_bytes_written);
+            put_u64(&mut p, t.bytes_written);
+            put_u64(&mut p, t.since_sequence);
+            field(tag::TOTALS, &p);
+        }
         out
     }
 
@@ -196,6 +208,16 @@ impl VersionEdit {
                 tag::LAST_SEQUENCE => e.last_sequence = Some(u64_only(&mut p).ok_or_else(bad)?),
                 tag::HASH_INDEX_CHECKPOINT => {
                     e.hash_index_checkpoint = Some(u64_only(&mut p).ok_or_else(bad)?)
+                }
+                tag::TOTALS => {
+                    let user_bytes_written = p.u64().ok_or_else(bad)?;
+                    let bytes_written = p.u64().ok_or_else(bad)?;
+                    let since_sequence = u64_only(&mut p).ok_or_else(bad)?;
+                    e.totals = Some(Totals {
+                        user_bytes_written,
+                        bytes_written,
+                        since_sequence,
+                    });
                 }
                 tag::COMPACT_POINTER => {
                     let level = p.u32().ok_or_else(bad)?;
@@ -353,6 +375,11 @@ mod tests {
         );
         e.boundaries.push(b"k".to_vec());
         e.hash_index_checkpoint = Some(31);
+        e.totals = Some(Totals {
+            user_bytes_written: 1 << 40,
+            bytes_written: 3 << 40,
+            since_sequence: 77,
+        });
         let b = e.encode();
         assert_eq!(VersionEdit::decode(&b).unwrap(), e);
         for cut in 0..b.len() {

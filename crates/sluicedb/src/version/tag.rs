@@ -34,3 +34,4 @@ pub(crate) const TABLE_PENDING: u32 = 28;
 pub(crate) const TABLE_SETTLED: u32 = 29;
 pub(crate) const HASH_FILE_TO_COLD: u32 = 30;
 pub(crate) const VALUE_LOG_DURABLE: u32 = 31;
+pub(crate) const TOTALS: u32 = 32;

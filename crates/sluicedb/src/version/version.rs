@@ -38,6 +38,9 @@ pub(crate) struct Version {
     /// The unified shape's newest hash index checkpoint file (seed 004
     /// §III-G), if one was written.
     pub(crate) hash_index_checkpoint: Option<u64>,
+    /// The totals as of the newest record that carried them (`None` for
+    /// databases whose manifest never recorded them).
+    pub(crate) totals: Option<crate::stats::Totals>,
 }
 
 impl Version {
@@ -49,6 +52,7 @@ impl Version {
             preset: None,
             boundaries: Arc::default(),
             hash_index_checkpoint: None,
+            totals: None,
         }
     }
 
@@ -92,6 +96,7 @@ impl Version {
             preset: edit.preset.clone().or_else(|| self.preset.clone()),
             boundaries,
             hash_index_checkpoint: edit.hash_index_checkpoint.or(self.hash_index_checkpoint),
+            totals: edit.totals.or(self.totals),
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
@@ -136,6 +141,7 @@ impl Version {
         e.preset = self.preset.clone();
         e.boundaries = (*self.boundaries).clone();
         e.hash_index_checkpoint = self.hash_index_checkpoint;
+        e.totals = self.totals;
         e
     }
 

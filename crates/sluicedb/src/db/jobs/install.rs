@@ -52,6 +52,9 @@ impl Core {
         if let Some(store) = &self.values {
             store.before_install(&base, &mut edit);
         }
+        // Every record carries the totals: a few bytes, in a write the
+        // manifest syncs anyway.
+        edit.totals = Some(self.totals());
         let version = base
             .apply(&edit)
             .map_err(|e| Error::corruption(filename::manifest(&self.dir, ms.number), 0, e))?;
