@@ -83,8 +83,11 @@ fn checkpoints_under_writes_and_gc_hold_every_acknowledged_write() {
             let collector = {
                 let (db, stop) = (db.clone(), stop.clone());
                 std::thread::spawn(move || {
-                    let mut steps = 0u64;
-                    while !stop.load(Ordering::SeqCst) {
+                    let (mut steps, mut after_stop) = (0u64, 0);
+                    // On after the writer stops until a step collected
+                    // something (a few hundred tries at most).
+                    while !stop.load(Ordering::SeqCst) || (steps == 0 && after_stop < 300) {
+                        after_stop += u32::from(stop.load(Ordering::SeqCst));
                         steps += db.gc().unwrap().chunks;
                         std::thread::yield_now();
                     }
