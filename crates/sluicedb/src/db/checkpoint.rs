@@ -174,12 +174,16 @@ impl Core {
 
         let dir = &self.dir;
         let mut files = Vec::new();
+        let mut names = BTreeSet::new();
         let mut add = |from: PathBuf, copy_to: Option<u64>, sync: bool, needed: bool| {
             let name = from
                 .file_name()
                 .and_then(|n| n.to_str())
                 .expect("engine file names are text")
                 .to_string();
+            if !names.insert(name.clone()) {
+                return; // named twice: the first says how
+            }
             files.push(Planned {
                 from,
                 name,
@@ -251,6 +255,9 @@ fn link_or_copy(fs: &dyn Fs, from: &Path, to: &Path, stats: &mut CheckpointStats
             stats.files_linked += 1;
             Ok(())
         }
+        // A name already there (a plan naming a file twice) is an error,
+        // never a copy: a copy's create would truncate the linked file.
+        Err(e) if fs.exists(to) => Err(e),
         Err(_) => copy(fs, from, to, None, stats),
     }
 }
@@ -267,6 +274,17 @@ fn copy(
     len: Option<u64>,
     stats: &mut CheckpointStats,
 ) -> Result<()> {
+    if fs.exists(to) {
+        // Creating it would truncate it, and it may be a link to `from`.
+        return Err(Error::io(
+            "create",
+            to,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "already in the checkpoint",
+            ),
+        ));
+    }
     let src = fs.open(from)?;
     let len = len.unwrap_or_else(|| src.len());
     let mut dst = fs.create(to)?;
