@@ -70,9 +70,15 @@ struct ServeArgs {
     /// the engine's statistics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Where SAVE and BGSAVE write checkpoints of the database (save-N
+    /// directories; the newest whole one is kept). Without it they flush
+    /// and sync only.
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
     /// A redis.conf-style file of the same settings (dir, preset, bind,
     /// port, requirepass, appendfsync, maxclients, timeout,
-    /// proto-max-bulk-len, client-query-buffer-limit, metrics).
+    /// proto-max-bulk-len, client-query-buffer-limit, metrics,
+    /// checkpoint-dir).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -95,6 +101,10 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     set("maxclients", a.maxclients.map(|n| n.to_string()))?;
     set("timeout", a.timeout.map(|n| n.to_string()))?;
     set("metrics", a.metrics)?;
+    set(
+        "checkpoint-dir",
+        a.checkpoint_dir.map(|p| p.display().to_string()),
+    )?;
     c.handle_signals = true;
     let dir = c.dir.clone();
     let running = sluice_server::start(c)?;
@@ -256,6 +266,17 @@ enum Command {
         /// Bytes of each value to print (0: all).
         #[arg(long, default_value_t = 32)]
         max_value_bytes: usize,
+    },
+    /// Make a consistent copy of a database in the new directory DIR while
+    /// it may be written (hard links to immutable files where the file
+    /// system allows; `docs/design.md`, "Checkpoints"). DIR opens as a
+    /// database of the same preset.
+    Checkpoint {
+        /// Database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// The new directory (must not exist).
+        dir: PathBuf,
     },
     /// Compact the whole key range.
     Compact {
@@ -632,6 +653,24 @@ fn open_existing(db: &Path, access: Access) -> Result<Db, String> {
         ),
         e => at(e),
     })
+}
+
+/// `sluice checkpoint`: prints what was linked and copied, and the time.
+fn checkpoint(db: &Path, dir: &Path) -> Result<(), String> {
+    let d = open_existing(db, Access::Write)?;
+    let start = std::time::Instant::now();
+    let s = d
+        .checkpoint(dir)
+        .map_err(|e| format!("checkpoint into {}: {e}", dir.display()))?;
+    println!(
+        "checkpoint {}: {} files linked, {} copied ({} bytes) in {:.3} s",
+        dir.display(),
+        s.files_linked,
+        s.files_copied,
+        s.bytes_copied,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Opens a database for writes; with `create` one that does not exist yet
@@ -1080,6 +1119,7 @@ fn main() -> ExitCode {
             preset,
         } => import(&db, file, create, preset),
         Command::Count { db, keys, hex } => count(&db, keys, hex),
+        Command::Checkpoint { db, dir } => checkpoint(&db, &dir),
         Command::Compact { db } => open_existing(&db, Access::Write)
             .and_then(|d| d.compact_range(None, None).map_err(|e| e.to_string())),
         Command::Gc { db, dry_run } => gc(&db, dry_run),

@@ -739,3 +739,33 @@ fn info_counts_value_tables_and_says_it_opened_read_only() {
     assert!(disk.contains("value store "), "{disk}");
     assert_eq!(others.as_deref(), Some("2"), "{disk}");
 }
+
+/// `sluice checkpoint` makes a copy that opens with every key, links what it
+/// can, and refuses a directory that exists.
+#[test]
+fn checkpoint_copies_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("db"));
+    let copy = db_arg(&dir.path().join("copy"));
+    ok(&[
+        "put", "--db", &db, "--create", "--preset", "wisckey", "a", "1",
+    ]);
+    ok(&["put", "--db", &db, "b", "2"]);
+    ok(&["compact", "--db", &db]);
+    ok(&["put", "--db", &db, "c", "3"]);
+    let out = ok(&["checkpoint", "--db", &db, &copy]);
+    assert!(out.contains("files linked"), "{out}");
+    let linked: usize = out
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count of linked files: {out}"));
+    assert!(linked > 0, "{out}");
+    ok(&["put", "--db", &db, "d", "4"]);
+    ok(&["verify", "--db", &copy]);
+    assert_eq!(ok(&["scan", "--db", &copy]), "a\t1\nb\t2\nc\t3\n");
+    assert!(ok(&["info", "--db", &copy]).contains("wisckey"));
+    let e = fails(&["checkpoint", "--db", &db, &copy]);
+    assert!(e.contains("already exists"), "{e}");
+}

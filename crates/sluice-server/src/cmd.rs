@@ -498,16 +498,10 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             Ok(())
         }
         "config" => config(server, args, out),
-        "save" | "bgsave" => server
-            .save()
-            .map(|()| {
-                if name == "save" {
-                    out.ok();
-                } else {
-                    out.simple("Background saving started");
-                }
-            })
-            .map_err(data::engine),
+        "save" => server.save().map(|()| out.ok()),
+        "bgsave" => server
+            .bgsave()
+            .map(|()| out.simple("Background saving started")),
         "lastsave" => {
             out.int(server.last_save_unix.load(Ordering::Relaxed) as i64);
             Ok(())

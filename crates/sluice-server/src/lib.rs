@@ -19,6 +19,7 @@ mod data;
 mod glob;
 mod metrics;
 pub mod resp;
+mod save;
 mod server;
 mod store;
 
@@ -69,6 +70,9 @@ pub struct Config {
     pub max_args: usize,
     /// Where to serve Prometheus metrics (`host:port`; none: off).
     pub metrics: Option<String>,
+    /// Where `SAVE` and `BGSAVE` put checkpoints of the database, keeping
+    /// the newest whole one (none: they flush and sync only).
+    pub checkpoint_dir: Option<PathBuf>,
     /// Where the config file was read from (`CONFIG REWRITE` writes it).
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
@@ -90,6 +94,7 @@ impl Config {
             max_query_buffer_bytes: DEFAULT_MAX_QUERY_BUFFER_BYTES,
             max_args: DEFAULT_MAX_ARGS,
             metrics: None,
+            checkpoint_dir: None,
             config_file: None,
             handle_signals: false,
         }
@@ -98,7 +103,7 @@ impl Config {
     /// Applies a redis.conf-style file: `name value` lines, `#` comments.
     /// Known names: dir, preset, bind (several addresses), port,
     /// requirepass, appendfsync, maxclients, timeout, proto-max-bulk-len,
-    /// client-query-buffer-limit, metrics.
+    /// client-query-buffer-limit, metrics, checkpoint-dir.
     pub fn load_file(&mut self, path: &Path) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         for (n, line) in text.lines().enumerate() {
@@ -146,6 +151,7 @@ impl Config {
             "proto-max-bulk-len" => self.max_bulk_bytes = size(value)?,
             "client-query-buffer-limit" => self.max_query_buffer_bytes = size(value)?,
             "metrics" => self.metrics = (!value.is_empty()).then(|| value.to_owned()),
+            "checkpoint-dir" => self.checkpoint_dir = (!value.is_empty()).then(|| value.into()),
             _ => return Err(format!("unknown setting {name:?}")),
         }
         Ok(())

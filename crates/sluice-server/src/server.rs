@@ -149,7 +149,9 @@ pub struct Server {
     pub ks: Keyspace,
     pub config: RwLock<Config>,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientShared>>>,
-    pub last_save_unix: AtomicU64,
+    /// When the last save succeeded (shared with `saves`, which sets it).
+    pub last_save_unix: Arc<AtomicU64>,
+    pub saves: crate::save::Saves,
     pub started: Instant,
     pub connections_received: AtomicU64,
     pub connections_rejected: AtomicU64,
@@ -200,11 +202,13 @@ pub fn parse_size(s: &str) -> Option<usize> {
 impl Server {
     pub fn new(ks: Keyspace, config: Config) -> Server {
         let metrics = config.metrics.is_some().then(Metrics::new);
+        let saves = crate::save::Saves::new(config.checkpoint_dir.clone());
         Server {
             ks,
             config: RwLock::new(config),
             clients: Mutex::new(BTreeMap::new()),
-            last_save_unix: AtomicU64::new(now_ms() / 1000),
+            last_save_unix: saves.last_unix.clone(),
+            saves,
             started: Instant::now(),
             connections_received: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
@@ -251,13 +255,15 @@ impl Server {
         self.expired_keys.store(0, Ordering::Relaxed);
     }
 
-    /// `SAVE`: the memtable flushed to tables and the journal synced.
-    pub fn save(&self) -> sluicedb::Result<()> {
-        self.ks.db.flush()?;
-        self.ks.db.sync()?;
-        self.last_save_unix
-            .store(now_ms() / 1000, Ordering::Relaxed);
-        Ok(())
+    /// `SAVE`: a checkpoint into `checkpoint-dir`, or without one the
+    /// memtable flushed to tables and the journal synced (`save.rs`).
+    pub fn save(&self) -> Result<(), String> {
+        self.saves.save(&self.ks.db)
+    }
+
+    /// `BGSAVE`: the same on a thread of its own.
+    pub fn bgsave(&self) -> Result<(), String> {
+        self.saves.bgsave(&self.ks.db)
     }
 
     /// The settings `CONFIG GET` knows, with their values now.
@@ -285,6 +291,10 @@ impl Server {
             ("maxmemory".into(), "0".into()),
             ("preset".into(), c.preset.unwrap_or_default().name().into()),
             ("metrics".into(), c.metrics.clone().unwrap_or_default()),
+            (
+                "checkpoint-dir".into(),
+                (c.checkpoint_dir.as_ref()).map_or(String::new(), |d| d.display().to_string()),
+            ),
         ]
     }
 
@@ -347,7 +357,7 @@ impl Server {
             if k == "databases" || k == "save" || k == "appendonly" || k == "maxmemory" {
                 continue;
             }
-            if (k == "requirepass" || k == "metrics") && v.is_empty() {
+            if (k == "requirepass" || k == "metrics" || k == "checkpoint-dir") && v.is_empty() {
                 continue;
             }
             let _ = writeln!(text, "{k} {v}");
@@ -453,8 +463,10 @@ impl Server {
         if want("persistence") {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                u8::from(self.saves.in_progress()),
                 self.last_save_unix.load(Ordering::Relaxed),
+                if self.saves.last_failed.load(Ordering::Relaxed) { "err" } else { "ok" },
                 fsync_name(c.appendfsync),
                 stats.writes.journal_syncs,
             );

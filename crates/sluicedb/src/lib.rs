@@ -49,7 +49,7 @@ mod value;
 mod version;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Db, DbIterator, Range, Snapshot};
+pub use db::{CheckpointStats, Db, DbIterator, Range, Snapshot, CHECKPOINT_STAGING_SUFFIX};
 pub use error::{Error, Result};
 pub use key::prefix_successor;
 pub use options::{

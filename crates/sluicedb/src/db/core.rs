@@ -179,7 +179,7 @@ pub(crate) struct Core {
     pub(super) journal: OnceLock<Box<dyn Journal>>,
 
     // ---- locks, in the order a thread may take them, never the reverse:
-    // `gc_lock`, `flush_appends`, `merge_appends`, the value store's
+    // `file_deletion`, `gc_lock`, `flush_appends`, `merge_appends`, the value store's
     // accounting lock (the table layout's), `manifest`, `state`, then the
     // journal's and the value store's inner locks (`docs/design.md`,
     // "Threads and locks"). A lock taken out of order is only tried
@@ -195,6 +195,12 @@ pub(crate) struct Core {
     /// exclusively, so that no record it judges was appended by a merge
     /// whose pointers it cannot see yet.
     pub(super) merge_appends: parking_lot::RwLock<()>,
+    /// Held (shared) by whatever deletes or punches files (the obsolete
+    /// file sweep, the release of what GC freed), and exclusively by a
+    /// checkpoint from before it lists the files until it has linked or
+    /// copied them (`docs/design.md`, "Checkpoints"). Deleters only try
+    /// it: a sweep meanwhile leaves its files to the next one.
+    pub(super) file_deletion: parking_lot::RwLock<()>,
     pub(super) manifest: Mutex<Option<ManifestState>>,
     pub(super) state: Mutex<State>,
 

@@ -656,6 +656,11 @@ impl Core {
         let Some(store) = &self.values else {
             return;
         };
+        // A checkpoint is linking or copying files: they wait in
+        // `pending_deletes` for the next call.
+        let Some(_deleting) = self.file_deletion.try_read() else {
+            return;
+        };
         let (doomed, release) = {
             let mut st = self.state.lock();
             let oldest = st.snapshots.keys().next().copied().unwrap_or(u64::MAX);

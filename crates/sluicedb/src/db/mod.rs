@@ -31,6 +31,7 @@ use crate::options::{Options, Preset, ReadOptions, WriteOptions};
 use crate::stats::{GcStats, SpaceMismatch, Stats};
 use crate::version::VersionSet;
 
+mod checkpoint;
 mod core;
 mod cursor;
 mod gc;
@@ -43,6 +44,7 @@ pub(crate) mod space;
 mod write;
 
 pub(crate) use self::core::Core;
+pub use checkpoint::{CheckpointStats, CHECKPOINT_STAGING_SUFFIX};
 pub use cursor::{DbIterator, Range};
 
 /// A handle to an open database. Cheap to clone; all clones share one
@@ -372,6 +374,24 @@ impl Db {
     /// a database without a value store has nothing to collect.
     pub fn gc(&self) -> Result<GcStats> {
         self.core().gc_file()
+    }
+
+    /// Makes a consistent copy of the database in the new directory `dir`
+    /// while writes go on (`docs/design.md`, "Checkpoints"): it opens as a
+    /// database (with the same options) holding a prefix of history that
+    /// includes every write acknowledged before the call. Tables and value
+    /// files nothing writes any more are hard-linked into it (copied where
+    /// the file system refuses a link, as across file systems), the
+    /// journal and the value store's files still taking appends copied.
+    /// It is written into `DIR.checkpoint-tmp` and renamed to `dir` when
+    /// whole: after a crash `dir` is absent or whole.
+    ///
+    /// Errors: [`Error::AlreadyExists`] if `dir` exists, [`Error::ReadOnly`]
+    /// on a read-only open, [`Error::Locked`] while another checkpoint
+    /// writes into `dir`. Syncs the journal first, so a failure there
+    /// poisons the database as [`Db::sync`] does.
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointStats> {
+        self.core().checkpoint(dir.as_ref())
     }
 
     /// Counters and the current shape of the index.

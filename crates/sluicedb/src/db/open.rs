@@ -220,6 +220,7 @@ impl Core {
             gc_lock: Mutex::new(()),
             flush_appends: Mutex::new(()),
             merge_appends: parking_lot::RwLock::new(()),
+            file_deletion: parking_lot::RwLock::new(()),
             #[cfg(test)]
             flush_hook: Mutex::new(None),
             gc_pool: OnceLock::new(),

@@ -5,7 +5,11 @@
 //!   appended after it are lost, or (in torn images) a prefix of them survives;
 //! - a create, rename or delete survives only if `sync_dir` of the directory
 //!   followed it; otherwise the directory entry reverts to its synced state;
-//! - a file whose name did not survive is gone, whatever was synced into it.
+//! - a file whose name did not survive is gone, whatever was synced into it;
+//! - a hard link is a second name of the same file (its bytes shared), and
+//!   survives like a create; a renamed directory takes its files' names
+//!   with it, and the rename survives only if `sync_dir` of the new name's
+//!   parent followed it.
 //!
 //! Every operation gets an index (1, 2, ...). Faults fire at the first
 //! matching operation at or after a chosen index, once or from then on.
@@ -53,13 +57,23 @@ enum Op {
     SyncDir,
     Meta,
     Punch,
+    Link,
+    RemoveDir,
 }
 
 impl Op {
     fn mutates(self) -> bool {
         matches!(
             self,
-            Op::Create | Op::Append | Op::Sync | Op::Rename | Op::Remove | Op::SyncDir | Op::Punch
+            Op::Create
+                | Op::Append
+                | Op::Sync
+                | Op::Rename
+                | Op::Remove
+                | Op::SyncDir
+                | Op::Punch
+                | Op::Link
+                | Op::RemoveDir
         )
     }
     fn name(self) -> &'static str {
@@ -73,6 +87,8 @@ impl Op {
             Op::SyncDir => "sync_dir",
             Op::Meta => "metadata",
             Op::Punch => "punch_hole",
+            Op::Link => "link",
+            Op::RemoveDir => "rmdir",
         }
     }
 }
@@ -103,6 +119,14 @@ struct State {
     names: BTreeMap<PathBuf, u64>,
     durable_names: BTreeMap<PathBuf, u64>,
     dirs: BTreeSet<PathBuf>,
+    /// Directories as a crash would leave them: created ones at once,
+    /// renamed ones once the new name's parent was synced.
+    durable_dirs: BTreeSet<PathBuf>,
+    /// Directory renames (from, to) not yet made durable by a sync of
+    /// `to`'s parent.
+    dir_renames: Vec<(PathBuf, PathBuf)>,
+    /// Hard links fail, as on a file system without them.
+    no_links: bool,
     next_id: u64,
     op_count: u64,
     faults: Vec<FaultRule>,
@@ -198,7 +222,9 @@ impl State {
     /// prefix of them.
     fn image(&self, torn_seed: Option<u64>) -> MemFs {
         let mut out = State {
-            dirs: self.dirs.clone(),
+            dirs: self.durable_dirs.clone(),
+            durable_dirs: self.durable_dirs.clone(),
+            no_links: self.no_links,
             next_id: self.next_id,
             ..State::default()
         };
@@ -232,6 +258,77 @@ impl State {
         }
     }
 
+    /// Renames the directory `from` (with every file and directory in it)
+    /// to `to`, which must not exist; durable at the next sync of `to`'s
+    /// parent.
+    fn rename_dir(&mut self, from: &Path, to: &Path) -> Result<()> {
+        if self.dirs.contains(to) || self.names.contains_key(to) {
+            return Err(Error::io(
+                "rename",
+                to,
+                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "target exists"),
+            ));
+        }
+        let moved = |p: &Path| to.join(p.strip_prefix(from).expect("under from"));
+        self.dirs = (self.dirs.iter())
+            .map(|d| {
+                if d.starts_with(from) {
+                    moved(d)
+                } else {
+                    d.clone()
+                }
+            })
+            .collect();
+        self.names = (self.names.iter())
+            .map(|(p, &id)| {
+                (
+                    if p.starts_with(from) {
+                        moved(p)
+                    } else {
+                        p.clone()
+                    },
+                    id,
+                )
+            })
+            .collect();
+        self.dir_renames
+            .push((from.to_path_buf(), to.to_path_buf()));
+        Ok(())
+    }
+
+    /// A sync of `dir` makes the renames into it durable: the durable
+    /// directory and the durable names of its files move.
+    fn settle_dir_renames(&mut self, dir: &Path) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.dir_renames)
+            .into_iter()
+            .partition(|(_, to)| to.parent() == Some(dir));
+        self.dir_renames = later;
+        for (from, to) in now {
+            let moved = |p: &Path| to.join(p.strip_prefix(&from).expect("under from"));
+            self.durable_dirs = (self.durable_dirs.iter())
+                .map(|d| {
+                    if d.starts_with(&from) {
+                        moved(d)
+                    } else {
+                        d.clone()
+                    }
+                })
+                .collect();
+            self.durable_names = (self.durable_names.iter())
+                .map(|(p, &id)| {
+                    (
+                        if p.starts_with(&from) {
+                            moved(p)
+                        } else {
+                            p.clone()
+                        },
+                        id,
+                    )
+                })
+                .collect();
+        }
+    }
+
     fn id_of(&self, path: &Path) -> Result<u64> {
         self.names.get(path).copied().ok_or_else(|| {
             Error::io(
@@ -252,6 +349,12 @@ impl MemFs {
     /// Sets what reads that must not wait find (see [`PageCache`]).
     pub fn set_page_cache(&self, page_cache: PageCache) {
         self.state.lock().page_cache = page_cache;
+    }
+
+    /// Makes hard links fail (`EPERM`), as on a file system without them
+    /// (FAT, some network file systems): a checkpoint copies instead.
+    pub fn set_hard_links(&self, allowed: bool) {
+        self.state.lock().no_links = !allowed;
     }
 
     /// Operations performed so far (the index of the last one).
@@ -298,6 +401,9 @@ impl MemFs {
             names: s.names.clone(),
             durable_names: s.durable_names.clone(),
             dirs: s.dirs.clone(),
+            durable_dirs: s.durable_dirs.clone(),
+            dir_renames: s.dir_renames.clone(),
+            no_links: s.no_links,
             next_id: s.next_id,
             op_count: s.op_count,
             capture: s.capture.as_ref().map(|c| Capture {
@@ -515,6 +621,9 @@ impl Fs for MemFs {
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         self.with(Op::Rename, from, |s| {
+            if s.dirs.contains(from) {
+                return s.rename_dir(from, to);
+            }
             let id = s
                 .names
                 .remove(from)
@@ -553,11 +662,54 @@ impl Fs for MemFs {
         let mut s = self.state.lock();
         for a in dir.ancestors() {
             s.dirs.insert(a.to_path_buf());
+            s.durable_dirs.insert(a.to_path_buf());
         }
         Ok(())
     }
+    /// Durable at once, like a create of a directory.
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        self.with(Op::RemoveDir, dir, |s| {
+            if !s.dirs.contains(dir) {
+                return Err(not_found("rmdir", dir));
+            }
+            let inside = |p: &PathBuf| p.starts_with(dir) && p != dir;
+            if s.names.keys().any(inside) || s.dirs.iter().any(inside) {
+                return Err(Error::io(
+                    "rmdir",
+                    dir,
+                    std::io::Error::new(std::io::ErrorKind::DirectoryNotEmpty, "not empty"),
+                ));
+            }
+            s.dirs.remove(dir);
+            s.durable_dirs.remove(dir);
+            s.durable_names.retain(|p, _| !p.starts_with(dir));
+            Ok(())
+        })
+    }
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        self.with(Op::Link, to, |s| {
+            if s.no_links {
+                return Err(Error::io(
+                    "link",
+                    to,
+                    std::io::Error::from_raw_os_error(1), // EPERM
+                ));
+            }
+            let id = s.id_of(from)?;
+            if s.names.contains_key(to) {
+                return Err(Error::io(
+                    "link",
+                    to,
+                    std::io::Error::new(std::io::ErrorKind::AlreadyExists, "file exists"),
+                ));
+            }
+            s.names.insert(to.to_path_buf(), id);
+            Ok(())
+        })
+    }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.with(Op::SyncDir, dir, |s| {
+            s.settle_dir_renames(dir);
             s.durable_names.retain(|p, _| p.parent() != Some(dir));
             let entries: Vec<(PathBuf, u64)> = s
                 .names
@@ -596,6 +748,9 @@ impl Fs for MemFs {
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         self.with(Op::Punch, path, |s| {
             let id = s.id_of(path)?;
+            if s.names.values().filter(|&&n| n == id).count() > 1 {
+                return Ok(false); // another name shares the blocks
+            }
             let f = s.files.get_mut(&id).expect("named file exists");
             let block = super::PUNCH_BLOCK;
             let first = offset.div_ceil(block);

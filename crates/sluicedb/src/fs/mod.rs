@@ -154,10 +154,30 @@ pub trait Fs: Send + Sync + 'static {
     /// (WiscKey's hole punching, seed 001 §3.3.2). Callers pass whole
     /// blocks ([`PUNCH_BLOCK`]). Returns false where the file system cannot:
     /// the space stays allocated and nothing else changes.
+    ///
+    /// A file with more than one name (a checkpoint's hard link shares its
+    /// blocks, `docs/design.md`, "Checkpoints") is never punched: the
+    /// punch would zero the other name's bytes too. Implementations return
+    /// false for it.
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         let _ = (path, offset, len);
         Ok(false)
     }
+    /// Gives the existing file `from` a second name `to` (a hard link);
+    /// the name is durable once `sync_dir` on `to`'s directory returns.
+    /// Fails where the file system cannot (across file systems, `EXDEV`;
+    /// where links are not allowed, `EPERM`; the default): callers copy
+    /// instead.
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        let _ = from;
+        Err(crate::error::Error::io(
+            "link",
+            to,
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "no hard links"),
+        ))
+    }
+    /// Removes the empty directory `dir`.
+    fn remove_dir(&self, dir: &Path) -> Result<()>;
 }
 
 /// The block size holes are punched in: 4 KiB, the file systems' usual

@@ -157,6 +157,11 @@ impl Fs for OverlayFs {
     fn allocated_len(&self, path: &Path) -> Result<u64> {
         self.layer(path, "stat")?.allocated_len(path)
     }
+
+    /// Only a directory the overlay made: real ones stay.
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        self.upper.remove_dir(dir)
+    }
 }
 
 #[cfg(test)]

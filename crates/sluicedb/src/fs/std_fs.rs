@@ -616,6 +616,12 @@ impl Fs for StdFs {
     fn remove(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
     }
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::remove_dir(dir).map_err(|e| Error::io("rmdir", dir, e))
+    }
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|e| Error::io("link", to, e))
+    }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }
@@ -677,10 +683,16 @@ impl Fs for StdFs {
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         use rustix::fs::{fallocate, FallocateFlags};
         use rustix::io::Errno;
+        use std::os::unix::fs::MetadataExt;
         let f = OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
+        // Another name (a checkpoint's link) shares these blocks.
+        let meta = f.metadata().map_err(|e| Error::io("stat", path, e))?;
+        if meta.nlink() > 1 {
+            return Ok(false);
+        }
         let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
         match fallocate(&f, flags, offset, len) {
             Ok(()) => Ok(true),

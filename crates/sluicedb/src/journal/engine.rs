@@ -200,6 +200,12 @@ impl Journal for EngineJournal {
         Ok(JournalMark::File(number))
     }
 
+    fn checkpoint_end(&self) -> Result<Option<(u64, u64)>> {
+        let mut j = self.inner.lock();
+        j.writer.flush()?;
+        Ok(Some((j.number, j.writer.len())))
+    }
+
     fn replay_from(&self, next: JournalMark, _edit: &mut VersionEdit) -> Option<u64> {
         match next {
             JournalMark::File(n) => Some(n),

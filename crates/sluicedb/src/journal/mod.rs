@@ -75,6 +75,15 @@ pub(crate) trait Journal: Send + Sync {
     /// the mark is one; `None` keeps it.
     fn replay_from(&self, next: JournalMark, edit: &mut VersionEdit) -> Option<u64>;
 
+    /// For a checkpoint (`docs/design.md`, "Checkpoints"): the journal
+    /// file being appended to and its length, once every group journaled
+    /// before the call is handed to the file system (a reader of the file
+    /// finds it). Older journal files are complete. `None` where the
+    /// journal is the value store's files (the value log as journal).
+    fn checkpoint_end(&self) -> Result<Option<(u64, u64)>> {
+        Ok(None)
+    }
+
     /// Journals below `log_number` hold only flushed writes: they need no
     /// sync and are about to be deleted.
     fn forget_below(&self, _log_number: u64) {}

@@ -77,6 +77,16 @@ impl ValueMeta {
         self.log.tail.is_none_or(|t| f >= t.0)
     }
 
+    /// Every file the version names: the log's sealed files, the hash
+    /// layout's groups' and cold log's files, the value tables.
+    pub(crate) fn named_files(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = self.log.sealed.keys().copied().collect();
+        out.extend(self.hash.groups.iter().flatten());
+        out.extend(&self.hash.cold);
+        out.extend(self.table.tables.keys());
+        out
+    }
+
     /// The edit that recreates this state from nothing (manifest roll).
     pub(crate) fn snapshot(&self) -> ValueEdit {
         ValueEdit {

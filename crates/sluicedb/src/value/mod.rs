@@ -131,6 +131,22 @@ pub(crate) trait ValueStore:
     /// and `false` for heads still taking appends.
     fn live_files(&self) -> Vec<(u64, bool)>;
 
+    /// For a checkpoint (`docs/design.md`, "Checkpoints"): every file the
+    /// store holds, with `None` for a sealed file (complete, synced, never
+    /// written again: a checkpoint links it) and, for a head still taking
+    /// appends, its length once every record appended before the call is
+    /// handed to the file system (a checkpoint copies that much). Taken
+    /// under the store's lock, so heads and sealed files agree. The default
+    /// fits a layout without heads (every file complete when listed).
+    fn checkpoint_files(&self) -> Result<Vec<(u64, Option<u64>)>> {
+        let files = self.live_files();
+        debug_assert!(
+            files.iter().all(|&(_, sealed)| sealed),
+            "a layout with heads"
+        );
+        Ok(files.into_iter().map(|(f, _)| (f, None)).collect())
+    }
+
     /// Every file the store holds with its length in bytes (appends not yet
     /// written out included).
     fn file_lengths(&self) -> Vec<(u64, u64)>;

@@ -11,5 +11,5 @@ pub(crate) mod tag;
 pub(crate) mod version;
 
 pub(crate) use edit::{FileMeta, TablePayload, VersionEdit};
-pub(crate) use set::{ManifestState, VersionSet};
+pub(crate) use set::{ManifestHead, ManifestState, VersionSet};
 pub(crate) use version::{LevelRules, Version};

@@ -27,6 +27,16 @@ pub(crate) struct ManifestState {
     pub(crate) number: u64,
 }
 
+/// The first record of a new manifest: a version and the numbers recovery
+/// starts from.
+pub(crate) struct ManifestHead<'a> {
+    pub(crate) version: &'a Version,
+    pub(crate) log_number: u64,
+    pub(crate) last_sequence: u64,
+    /// Above every file the manifest names (and its own number).
+    pub(crate) next_file_number: u64,
+}
+
 /// What recovery found in the manifest.
 pub(crate) struct Recovered {
     pub(crate) version: Version,
@@ -203,29 +213,50 @@ impl VersionSet {
         last_sequence: u64,
     ) -> Result<ManifestState> {
         let number = self.new_file_number();
-        let path = filename::manifest(&self.dir, number);
-        let mut writer = LogWriter::new(self.fs.create(&path, IoClass::Manifest)?);
-        let mut edit = version.snapshot_edit();
-        edit.format_version = Some(MANIFEST_FORMAT_VERSION);
-        edit.index_shape = Some(self.shape.name().to_string());
-        edit.log_number = Some(log_number);
-        edit.last_sequence = Some(last_sequence);
-        edit.next_file_number = Some(self.next_file_number());
-        writer.add_record(&edit.encode())?;
-        writer.sync()?;
-        self.fs.sync_dir(&self.dir)?;
-        self.set_current(number)?;
+        let head = ManifestHead {
+            version,
+            log_number,
+            last_sequence,
+            next_file_number: self.next_file_number(),
+        };
+        let writer = self.write_manifest(&self.dir, number, &head)?;
         Ok(ManifestState { writer, number })
     }
 
-    fn set_current(&self, manifest_number: u64) -> Result<()> {
-        let tmp = filename::temp(&self.dir, self.new_file_number());
+    /// Writes `dir`'s manifest `number` holding `head` alone, synced and
+    /// its name made durable, then `CURRENT` naming it (through a synced
+    /// temporary file numbered from this set, a rename and a directory
+    /// sync). `dir` is the database's own, or a checkpoint's
+    /// (`docs/design.md`, "Checkpoints").
+    pub(crate) fn write_manifest(
+        &self,
+        dir: &Path,
+        number: u64,
+        head: &ManifestHead<'_>,
+    ) -> Result<LogWriter> {
+        let path = filename::manifest(dir, number);
+        let mut writer = LogWriter::new(self.fs.create(&path, IoClass::Manifest)?);
+        let mut edit = head.version.snapshot_edit();
+        edit.format_version = Some(MANIFEST_FORMAT_VERSION);
+        edit.index_shape = Some(self.shape.name().to_string());
+        edit.log_number = Some(head.log_number);
+        edit.last_sequence = Some(head.last_sequence);
+        edit.next_file_number = Some(head.next_file_number);
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
+        self.fs.sync_dir(dir)?;
+        self.set_current(dir, number)?;
+        Ok(writer)
+    }
+
+    fn set_current(&self, dir: &Path, manifest_number: u64) -> Result<()> {
+        let tmp = filename::temp(dir, self.new_file_number());
         let mut f = self.fs.create(&tmp, IoClass::Manifest)?;
         f.append(&current_contents(manifest_number))?;
         f.sync()?;
         drop(f);
-        self.fs.rename(&tmp, &filename::current(&self.dir))?;
-        self.fs.sync_dir(&self.dir)
+        self.fs.rename(&tmp, &filename::current(dir))?;
+        self.fs.sync_dir(dir)
     }
 
     /// Makes `edit` durable. `new_version` is the version it produces, used
@@ -269,7 +300,7 @@ mod tests {
         );
         w.add_record(record).unwrap();
         w.sync().unwrap();
-        vs.set_current(1).unwrap();
+        vs.set_current(dir, 1).unwrap();
         (fs, shape)
     }
 

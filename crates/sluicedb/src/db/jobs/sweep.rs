@@ -12,6 +12,10 @@ impl Core {
     /// live version and not being written, journals below the log number,
     /// manifests other than the live one, and temporary files.
     pub(in crate::db) fn delete_obsolete_files(&self) {
+        // A checkpoint is linking or copying files: the next sweep deletes.
+        let Some(_deleting) = self.file_deletion.try_read() else {
+            return;
+        };
         self.delete_collected_files();
         let ms = self.manifest.lock();
         // A poisoned database may have failed a manifest roll after CURRENT

@@ -1348,6 +1348,19 @@ impl ValueStore for HashStore {
         inner.groups.iter().map(|g| g.sealed.len() + 1).sum()
     }
 
+    /// A group's sealed files were synced when it switched heads
+    /// (`switch_head_locked`).
+    fn checkpoint_files(&self) -> Result<Vec<(u64, Option<u64>)>> {
+        let mut inner = self.inner.lock();
+        let mut out = Vec::new();
+        for g in inner.groups.iter_mut() {
+            g.head.write_out()?;
+            out.extend(g.sealed.iter().map(|&(f, _)| (f, None)));
+            out.push((g.head.number(), Some(g.head.written())));
+        }
+        Ok(out)
+    }
+
     fn file_lengths(&self) -> Vec<(u64, u64)> {
         let inner = self.inner.lock();
         let mut out = Vec::new();

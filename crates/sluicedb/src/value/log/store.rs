@@ -551,6 +551,15 @@ impl ValueStore for LogStore {
         out
     }
 
+    /// Sealed files were synced when the head moved past them.
+    fn checkpoint_files(&self) -> Result<Vec<(u64, Option<u64>)>> {
+        let mut inner = self.inner.lock();
+        inner.head.write_out()?;
+        let mut out: Vec<(u64, Option<u64>)> = inner.sealed.keys().map(|&f| (f, None)).collect();
+        out.push((inner.head.number(), Some(inner.head.written())));
+        Ok(out)
+    }
+
     fn file_lengths(&self) -> Vec<(u64, u64)> {
         let inner = self.inner.lock();
         let mut out: Vec<(u64, u64)> = inner.sealed.iter().map(|(&f, &l)| (f, l)).collect();
