@@ -459,6 +459,20 @@ impl DB {
         self.shared.call(py, |db| Ok(db.verify()?))
     }
 
+    /// Makes a consistent copy of the database in the new directory `path`
+    /// while writes go on (hard links to immutable files, copies of what
+    /// is still written), holding every write made before the call;
+    /// returns `{"files_linked": n, "files_copied": n, "bytes_copied": n}`.
+    /// `path` must not exist.
+    fn checkpoint<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.shared.call(py, |db| Ok(db.checkpoint(&path)?))?;
+        let out = PyDict::new(py);
+        out.set_item("files_linked", s.files_linked)?;
+        out.set_item("files_copied", s.files_copied)?;
+        out.set_item("bytes_copied", s.bytes_copied)?;
+        Ok(out)
+    }
+
     /// Writes the memtable to a table and waits for it.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         self.shared.call(py, |db| Ok(db.flush()?))

@@ -246,6 +246,28 @@ def test_maintenance_calls(db):
     assert db.preset == "adaptive"
 
 
+@pytest.mark.parametrize("preset", ["adaptive", "hashkv"])
+def test_checkpoint_is_an_openable_copy(tmp_path, preset):
+    src, copy = str(tmp_path / "src"), tmp_path / "copy"
+    with sluicedb.DB(src, preset=preset) as db:
+        for i in range(500):
+            db.put(b"k%04d" % i, b"v%d" % i * 300)
+        db.delete(b"k0007")
+        made = db.checkpoint(copy)
+        assert set(made) == {"files_linked", "files_copied", "bytes_copied"}
+        assert made["files_linked"] + made["files_copied"] > 0
+        # Writes after the call stay out of the copy.
+        db.put(b"later", b"x")
+        with pytest.raises(sluicedb.AlreadyExistsError):
+            db.checkpoint(copy)
+    with sluicedb.DB(str(copy), create_if_missing=False) as c:
+        assert c.preset == preset
+        assert c[b"k0499"] == b"v499" * 300
+        assert b"k0007" not in c and b"later" not in c
+        assert len(list(c.keys())) == 499
+        assert c.verify() >= 499
+
+
 @pytest.mark.parametrize("preset", sluicedb.PRESETS)
 def test_presets_round_trip_and_are_remembered(path, preset):
     with sluicedb.DB(path, preset=preset, **SMALL) as db:
