@@ -120,6 +120,23 @@ pub static COMMANDS: &[Spec] = &[
     spec("randomkey", 1, &["readonly"], NONE, Kind::ReadAll),
     spec("flushdb", -1, WS, NONE, Kind::Flush),
     spec("flushall", -1, WS, NONE, Kind::Flush),
+    // Hashes.
+    spec("hset", -4, W, K1, Kind::Write),
+    spec("hmset", -4, W, K1, Kind::Write),
+    spec("hsetnx", 4, W, K1, Kind::Write),
+    spec("hget", 3, R, K1, Kind::Read),
+    spec("hmget", -3, R, K1, Kind::Read),
+    spec("hdel", -3, &["write", "fast"], K1, Kind::Write),
+    spec("hexists", 3, R, K1, Kind::Read),
+    spec("hlen", 2, R, K1, Kind::Read),
+    spec("hstrlen", 3, R, K1, Kind::Read),
+    spec("hgetall", 2, &["readonly"], K1, Kind::Read),
+    spec("hkeys", 2, &["readonly"], K1, Kind::Read),
+    spec("hvals", 2, &["readonly"], K1, Kind::Read),
+    spec("hincrby", 4, W, K1, Kind::Write),
+    spec("hincrbyfloat", 4, W, K1, Kind::Write),
+    spec("hscan", -3, &["readonly"], K1, Kind::Read),
+    spec("hrandfield", -2, &["readonly"], K1, Kind::Read),
     // Transactions.
     spec(
         "multi",
@@ -394,7 +411,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
         Kind::Flush => ks.lock_all(),
         _ => Held::None,
     };
-    let mut txn = if matches!(spec.name, "mget" | "exists") && args.len() > 2 {
+    let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
         Txn::at_snapshot(ks)
     } else {
         Txn::new(ks)
@@ -412,6 +429,18 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
         // batch commits whole or not at all): the reply is the error alone.
         out.buf.truncate(start);
         out.error(&e);
+    }
+}
+
+/// A read command that makes more than one engine read (a collection's
+/// record, then its elements; several keys): it reads at one snapshot, so
+/// it sees no half of a concurrent write.
+fn reads_many(name: &str, args: &[Bytes]) -> bool {
+    match name {
+        "get" | "strlen" | "getrange" | "substr" | "ttl" | "pttl" | "type" | "hlen" | "llen"
+        | "scard" | "zcard" | "expiretime" | "pexpiretime" => false,
+        "mget" | "exists" => args.len() > 2,
+        _ => true,
     }
 }
 

@@ -313,6 +313,8 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             }
             // Reap in rounds of 1000 while keys are due, yielding to
             // the tick between when there are many.
+            // Then the elements of deleted collections.
+            let _ = s.ks.reclaim(10_000);
             for _ in 0..10 {
                 match s.ks.reap(1000) {
                     Ok((n, more)) => {

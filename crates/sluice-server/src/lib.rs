@@ -14,9 +14,11 @@
 //! ```
 
 mod cmd;
+mod coll;
 mod conn;
 mod data;
 mod glob;
+mod hash;
 mod metrics;
 pub mod resp;
 mod server;
@@ -242,7 +244,8 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let ks = store::Keyspace::new(db, config.appendfsync);
+    let ks = store::Keyspace::new(db, config.appendfsync)
+        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let server = Arc::new(server::Server::new(ks, config));
     server.tcp_port.store(
         u64::from(addrs.first().map_or(0, |a| a.port())),
@@ -268,6 +271,26 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         stop,
         thread: Some(thread),
     })
+}
+
+/// Checks the keyspace of the database in `dir` (not being served):
+/// every collection's metadata agrees with its elements, and every element
+/// belongs to a key or to garbage being reclaimed. Returns what disagrees;
+/// empty when consistent. With `reclaim`, garbage is reclaimed first, and
+/// the answer then also lists any left.
+pub fn check_keyspace(dir: &Path, reclaim: bool) -> Result<Vec<String>, String> {
+    let preset = Db::recorded_preset(dir).ok().flatten().unwrap_or_default();
+    let db = Db::open(dir, Options::preset(preset))
+        .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let ks = store::Keyspace::new(db, Fsync::No).map_err(|e| e.to_string())?;
+    if reclaim {
+        while ks.reclaim(usize::MAX).map_err(|e| e.to_string())? > 0 {}
+    }
+    let mut problems = ks.check().map_err(|e| e.to_string())?;
+    if reclaim && ks.garbage_left().map_err(|e| e.to_string())? {
+        problems.push("garbage left after reclaiming".to_owned());
+    }
+    Ok(problems)
 }
 
 /// How often the expiry reaper looks for keys past their time.

@@ -104,7 +104,7 @@ impl Client {
             return Ok(());
         }
         let version = server.ks.watch(key);
-        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms);
+        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms());
         self.watched.push(Watched {
             key: key.to_vec(),
             version,
@@ -496,7 +496,7 @@ impl Server {
             let (mut keys, mut expires) = (0u64, 0u64);
             let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
                 keys += 1;
-                expires += u64::from(e.expire_at_ms.is_some());
+                expires += u64::from(e.expire_at_ms().is_some());
                 true
             });
             out.push_str("# Keyspace\r\n");

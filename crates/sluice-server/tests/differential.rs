@@ -161,8 +161,95 @@ SCAN 0 COUNT 0
 SCAN 0 FOO bar
 "#;
 
+/// The collection types. Elements go in in sorted order: redis-server
+/// replies with small collections in insertion order, this server in
+/// element order (`docs/format/server-keyspace.md`).
+const TYPES_SCRIPT: &str = r#"
+FLUSHALL
+HSET h a 1 b 2
+HSET h b 3 c 4
+HSET h a
+HSET h a 1 b
+HGET h a
+HGET h zz
+HGET nohash a
+HMGET h a zz c
+HMSET h d 5
+HLEN h
+HLEN nohash
+HEXISTS h a
+HEXISTS h zz
+HSTRLEN h a
+HSTRLEN h zz
+HGETALL h
+HGETALL nohash
+HKEYS h
+HVALS h
+HSETNX h a 9
+HSETNX h e 9
+HINCRBY h a 10
+HINCRBY h a abc
+HINCRBY h new 5
+HINCRBY h zz 1
+HSET h s str
+HINCRBY h s 1
+HINCRBYFLOAT h s 1
+HSET h big 9223372036854775807
+HINCRBY h big 1
+HINCRBYFLOAT h f 1.5
+HINCRBYFLOAT h f 2.25
+HINCRBYFLOAT h f abc
+HDEL h a zz
+HDEL h a
+HDEL nohash a
+HSCAN h 0 MATCH b*
+HSCAN h 0 COUNT 0
+HSCAN nohash 0
+HRANDFIELD nohash
+HRANDFIELD nohash 3
+HSET one f v
+HRANDFIELD one
+HRANDFIELD one 1
+HRANDFIELD one 5 WITHVALUES
+HRANDFIELD one -2
+HRANDFIELD one 1 FOO
+HRANDFIELD one abc
+TYPE h
+TYPE one
+GET h
+APPEND h x
+INCR h
+SET s v
+HSET s a 1
+HGET s a
+HGETALL s
+MGET s h
+SET h v GET
+SET h v NX
+SET h v2 XX GET
+GET h
+HSET h2 a 1
+EXPIRE h2 100
+TTL h2
+PERSIST h2
+TTL h2
+RENAME h2 h3
+HGETALL h3
+EXISTS h2 h3
+DEL h3 one
+EXISTS h3
+HDEL s2 a
+HSET e a 1
+HDEL e a
+EXISTS e
+TYPE e
+"#;
+
 /// Commands run after `HELLO 3`: RESP3 replies.
 const RESP3_SCRIPT: &str = r#"
+HSET h3 a 1 b 2
+HGETALL h3
+HRANDFIELD h3 5 WITHVALUES
 SET k v
 GET k
 GET missing
@@ -239,6 +326,7 @@ fn replies_match_redis_server_byte_for_byte() {
     let mut theirs = Raw::connect(addr);
     let mut mismatches = Vec::new();
     run(SCRIPT, &mut ours, &mut theirs, &mut mismatches);
+    run(TYPES_SCRIPT, &mut ours, &mut theirs, &mut mismatches);
     // RESP3: HELLO's reply differs by design (id, version); what follows
     // is compared.
     for r in [&mut ours, &mut theirs] {
