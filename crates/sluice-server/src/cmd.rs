@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::block::{Parked, WaitState};
 use crate::data::{self, int_arg, CmdResult, Ctx, SYNTAX};
 use crate::glob;
 use crate::resp::Out;
@@ -137,6 +138,99 @@ pub static COMMANDS: &[Spec] = &[
     spec("hincrbyfloat", 4, W, K1, Kind::Write),
     spec("hscan", -3, &["readonly"], K1, Kind::Read),
     spec("hrandfield", -2, &["readonly"], K1, Kind::Read),
+    // Lists.
+    spec("lpush", -3, W, K1, Kind::Write),
+    spec("rpush", -3, W, K1, Kind::Write),
+    spec("lpushx", -3, W, K1, Kind::Write),
+    spec("rpushx", -3, W, K1, Kind::Write),
+    spec("lpop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("rpop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("llen", 2, R, K1, Kind::Read),
+    spec("lrange", 4, &["readonly"], K1, Kind::Read),
+    spec("lindex", 3, &["readonly"], K1, Kind::Read),
+    spec("lset", 4, &["write", "denyoom"], K1, Kind::Write),
+    spec("linsert", 5, &["write", "denyoom"], K1, Kind::Write),
+    spec("lrem", 4, WS, K1, Kind::Write),
+    spec("ltrim", 4, WS, K1, Kind::Write),
+    spec("lpos", -3, &["readonly"], K1, Kind::Read),
+    spec("lmove", 5, &["write", "denyoom"], (1, 2, 1), Kind::Write),
+    spec(
+        "rpoplpush",
+        3,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "blpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "brpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "blmove",
+        6,
+        &["write", "denyoom", "noscript", "blocking"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "brpoplpush",
+        4,
+        &["write", "denyoom", "noscript", "blocking"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    // Sets.
+    spec("sadd", -3, W, K1, Kind::Write),
+    spec("srem", -3, &["write", "fast"], K1, Kind::Write),
+    spec("sismember", 3, R, K1, Kind::Read),
+    spec("smismember", -3, R, K1, Kind::Read),
+    spec("scard", 2, R, K1, Kind::Read),
+    spec("smembers", 2, &["readonly"], K1, Kind::Read),
+    spec("sscan", -3, &["readonly"], K1, Kind::Read),
+    spec("spop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("srandmember", -2, &["readonly"], K1, Kind::Read),
+    spec("smove", 4, &["write", "fast"], (1, 2, 1), Kind::Write),
+    spec("sinter", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec("sunion", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec("sdiff", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec(
+        "sinterstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sunionstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sdiffstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NONE,
+        Kind::Read,
+    ),
     // Transactions.
     spec(
         "multi",
@@ -287,6 +381,8 @@ pub enum After {
     Close,
     /// Close without a reply and shut the server down (`SHUTDOWN`).
     Shutdown,
+    /// The client is parked (`client.parked`) until served or timed out.
+    Block,
 }
 
 fn arity_ok(spec: &Spec, n: usize) -> bool {
@@ -390,8 +486,60 @@ fn dispatch(
     match spec.kind {
         Kind::Admin => admin(server, client, name, args, out),
         _ => {
-            single(server, spec, args, out);
+            let ran = single(server, spec, args, out, Some(client.resp3));
+            if let Some(p) = ran.parked {
+                client.parked = Some(p);
+                return After::Block;
+            }
+            if server.blocking.any() && !ran.written.is_empty() {
+                serve_blocked(server, ran.written);
+            }
             After::Continue
+        }
+    }
+}
+
+/// What running one data command did.
+#[derive(Default)]
+struct Ran {
+    /// The keys it wrote (their blocked clients may now be served).
+    written: Vec<Vec<u8>>,
+    /// It blocks: nothing to pop (only when parking was allowed).
+    would_block: bool,
+    parked: Option<Parked>,
+}
+
+/// Serves the clients blocked on `keys`, first blocked first served,
+/// after a write to them; the writes of those served (`BLMOVE` pushes)
+/// are served in turn. Called with no lock held.
+pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
+    let mut work: std::collections::VecDeque<Vec<u8>> = keys.into();
+    while let Some(key) = work.pop_front() {
+        while let Some(w) = server.blocking.front(&key) {
+            let mut st = w.state.lock();
+            if *st != WaitState::Waiting {
+                drop(st);
+                server.blocking.remove(&w);
+                continue;
+            }
+            let name = String::from_utf8_lossy(&w.args[0]).to_ascii_lowercase();
+            let Some(spec) = lookup(&name) else {
+                break;
+            };
+            let mut out = Out {
+                resp3: w.resp3,
+                ..Out::default()
+            };
+            let ran = single(server, spec, &w.args, &mut out, None);
+            if ran.would_block {
+                // Nothing for the first in line: the others wait too.
+                break;
+            }
+            *st = WaitState::Served;
+            w.send(out.buf);
+            drop(st);
+            server.blocking.remove(&w);
+            work.extend(ran.written);
         }
     }
 }
@@ -402,8 +550,10 @@ fn ctx(server: &Server) -> Ctx {
     }
 }
 
-/// Runs one data command under its locks, committing its writes.
-fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
+/// Runs one data command under its locks, committing its writes. A
+/// blocking command that finds nothing parks when `park` gives the
+/// client's protocol (`Some(resp3)`), under the locks of its keys.
+fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Option<bool>) -> Ran {
     let ks = &server.ks;
     let ctx = ctx(server);
     let mut held = match spec.kind {
@@ -417,19 +567,36 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
         Txn::new(ks)
     };
     let start = out.buf.len();
+    let mut ran = Ran::default();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
+        ran.would_block = txn.would_block;
         if txn.has_writes() {
+            ran.written = txn.written_keys().to_vec();
             txn.commit(&mut held).map_err(data::engine)
         } else {
             Ok(())
         }
     });
-    if let Err(e) = r {
-        // Nothing was applied (a command checks before it stages, and a
-        // batch commits whole or not at all): the reply is the error alone.
-        out.buf.truncate(start);
-        out.error(&e);
+    match r {
+        Err(e) => {
+            // Nothing was applied (a command checks before it stages, and
+            // a batch commits whole or not at all): the reply is the error.
+            out.buf.truncate(start);
+            out.error(&e);
+            ran.written.clear();
+            ran.would_block = false;
+        }
+        Ok(()) if ran.would_block => {
+            if let Some(resp3) = park {
+                let keys = keys_of(spec, args).iter().map(|k| k.to_vec()).collect();
+                let timeout = crate::list::timeout_arg(&args[args.len() - 1]).unwrap_or(0.0);
+                ran.parked = Some(server.blocking.park(keys, args.to_vec(), resp3, timeout));
+            }
+        }
+        Ok(()) => {}
     }
+    drop(held);
+    ran
 }
 
 /// A read command that makes more than one engine read (a collection's
@@ -857,6 +1024,7 @@ fn exec_locked(
     }
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
+    txn.in_multi = true;
     let start = out.buf.len();
     out.array(queued.len());
     for (s, a) in specs.iter().zip(queued) {
@@ -876,10 +1044,15 @@ fn exec_locked(
         }
     }
     if txn.has_writes() {
+        let written = txn.written_keys().to_vec();
         if let Err(e) = txn.commit(&mut held) {
             // Nothing of the batch was applied: the reply is the error.
             out.buf.truncate(start);
             return Err(data::engine(e));
+        }
+        drop(held);
+        if server.blocking.any() {
+            serve_blocked(server, written);
         }
     }
     Ok(())

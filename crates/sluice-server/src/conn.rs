@@ -237,6 +237,23 @@ async fn serve_client(
             if after == After::Shutdown {
                 return after;
             }
+            if after == After::Block {
+                if !out.is_empty() {
+                    if stream.write_all(&out.buf).await.is_err() {
+                        if let Some(p) = client.parked.take() {
+                            server.blocking.cancel(&p.waiter);
+                        }
+                        return After::Close;
+                    }
+                    out.buf.clear();
+                }
+                let open = wait_blocked(server, stream, client, &mut buf, stopped, &mut out).await;
+                if stream.write_all(&out.buf).await.is_err() || !open {
+                    return After::Close;
+                }
+                out.buf.clear();
+                continue;
+            }
             if !out.is_empty() {
                 if stream.write_all(&out.buf).await.is_err() {
                     return After::Close;
@@ -287,6 +304,64 @@ async fn serve_client(
             _ => return After::Close,
         }
     }
+}
+
+/// Waits while the client is blocked: until a writer serves it (its reply
+/// goes to `out`), its timeout passes (a null reply), or it disconnects or
+/// the server stops (false: close). What the client sends meanwhile is
+/// buffered and runs afterwards, as in redis-server.
+async fn wait_blocked(
+    server: &Server,
+    stream: &mut TcpStream,
+    client: &mut Client,
+    buf: &mut BytesMut,
+    stopped: &mut watch::Receiver<bool>,
+    out: &mut Out,
+) -> bool {
+    let Some(mut parked) = client.parked.take() else {
+        return true;
+    };
+    let deadline = (parked.timeout_secs > 0.0)
+        .then(|| tokio::time::Instant::now() + Duration::from_secs_f64(parked.timeout_secs));
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let mut open = true;
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            r = &mut parked.reply => {
+                if let Ok(reply) = r {
+                    out.buf.extend_from_slice(&reply);
+                }
+                return true;
+            }
+            _ = &mut sleep => break,
+            _ = stopped.wait_for(|s| *s) => {
+                open = false;
+                break;
+            }
+            r = stream.read_buf(buf) => {
+                if !matches!(r, Ok(n) if n > 0) {
+                    open = false;
+                    break;
+                }
+            }
+        }
+    }
+    if server.blocking.cancel(&parked.waiter) {
+        out.null_array();
+    } else if let Ok(reply) = parked.reply.await {
+        // Served while timing out: the reply stands.
+        out.buf.extend_from_slice(&reply);
+    }
+    open
 }
 
 /// Journal sync once a second under `appendfsync everysec`, and the

@@ -13,15 +13,18 @@
 //! server.shutdown().unwrap();
 //! ```
 
+mod block;
 mod cmd;
 mod coll;
 mod conn;
 mod data;
 mod glob;
 mod hash;
+mod list;
 mod metrics;
 pub mod resp;
 mod server;
+mod set;
 mod store;
 
 use std::net::SocketAddr;

@@ -50,6 +50,8 @@ pub struct Client {
     /// A command was refused while queueing: `EXEC` aborts.
     pub multi_error: bool,
     pub watched: Vec<Watched>,
+    /// Set while the client is blocked (`BLPOP` and the like).
+    pub parked: Option<crate::block::Parked>,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
 }
@@ -75,6 +77,7 @@ impl Client {
             multi: None,
             multi_error: false,
             watched: Vec::new(),
+            parked: None,
             last_command: "NULL",
             shared,
         }
@@ -158,6 +161,8 @@ pub struct Server {
     pub unknown_commands: AtomicU64,
     pub expired_keys: AtomicU64,
     pub tcp_port: AtomicU64,
+    /// Clients blocked in `BLPOP` and the like.
+    pub blocking: crate::block::Blocking,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
 }
@@ -216,6 +221,7 @@ impl Server {
             unknown_commands: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             tcp_port: AtomicU64::new(0),
+            blocking: crate::block::Blocking::default(),
             metrics,
         }
     }
@@ -437,9 +443,10 @@ impl Server {
         if want("clients") {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
                 self.clients.lock().len(),
-                c.maxclients
+                c.maxclients,
+                self.blocking.blocked.load(Ordering::Relaxed)
             );
         }
         if want("memory") {

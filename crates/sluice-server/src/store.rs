@@ -877,7 +877,6 @@ pub fn zset_index_suffix(score: f64, member: &[u8]) -> Vec<u8> {
 }
 
 /// A list position as a key suffix that sorts as positions do.
-#[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
 pub fn list_seq(seq: i64) -> [u8; 8] {
     ((seq as u64) ^ (1 << 63)).to_be_bytes()
 }
@@ -911,11 +910,9 @@ pub struct Txn<'a> {
     /// `FLUSHDB` ran: the keyspace reads as empty under the staged writes.
     flushed: bool,
     /// Runs inside `EXEC`: a blocking command does not block.
-    #[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
     pub in_multi: bool,
     /// A blocking command found nothing and wrote no reply: the caller
     /// parks the client until a write to one of its keys.
-    #[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
     pub would_block: bool,
 }
 
@@ -1147,7 +1144,6 @@ impl<'a> Txn<'a> {
     }
 
     /// The keys this transaction writes.
-    #[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
     pub fn written_keys(&self) -> &[Vec<u8>] {
         &self.order
     }
