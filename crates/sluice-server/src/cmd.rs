@@ -231,6 +231,74 @@ pub static COMMANDS: &[Spec] = &[
         NONE,
         Kind::Read,
     ),
+    // Sorted sets.
+    spec("zadd", -4, W, K1, Kind::Write),
+    spec("zincrby", 4, W, K1, Kind::Write),
+    spec("zrem", -3, &["write", "fast"], K1, Kind::Write),
+    spec("zscore", 3, R, K1, Kind::Read),
+    spec("zmscore", -3, R, K1, Kind::Read),
+    spec("zcard", 2, R, K1, Kind::Read),
+    spec("zcount", 4, R, K1, Kind::Read),
+    spec("zlexcount", 4, R, K1, Kind::Read),
+    spec("zrange", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrange", -4, &["readonly"], K1, Kind::Read),
+    spec("zrangebyscore", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrangebyscore", -4, &["readonly"], K1, Kind::Read),
+    spec("zrangebylex", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrangebylex", -4, &["readonly"], K1, Kind::Read),
+    spec(
+        "zrangestore",
+        -5,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec("zrank", 3, R, K1, Kind::Read),
+    spec("zrevrank", 3, R, K1, Kind::Read),
+    spec("zpopmin", -2, &["write", "fast"], K1, Kind::Write),
+    spec("zpopmax", -2, &["write", "fast"], K1, Kind::Write),
+    spec(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "fast", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "fast", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec("zremrangebyscore", 4, WS, K1, Kind::Write),
+    spec("zremrangebyrank", 4, WS, K1, Kind::Write),
+    spec("zremrangebylex", 4, WS, K1, Kind::Write),
+    spec(
+        "zunionstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec(
+        "zinterstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec(
+        "zdiffstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec("zunion", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec("zinter", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec("zdiff", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec("zscan", -3, &["readonly"], K1, Kind::Read),
     // Transactions.
     spec(
         "multi",
@@ -359,6 +427,9 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
 
 /// The key arguments of a command, by its spec's first/last/step.
 pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    if spec.flags.contains(&"movablekeys") {
+        return movable_keys(spec.name, args);
+    }
     if spec.first_key == 0 {
         return Vec::new();
     }
@@ -371,6 +442,26 @@ pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
         .step_by(spec.step.max(1) as usize)
         .map(|i| &args[i as usize][..])
         .collect()
+}
+
+/// The keys of a command whose keys follow a count (`numkeys`).
+fn movable_keys<'a>(name: &str, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    // Where the count is; store forms have the destination first.
+    let (dst, at) = match name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => (true, 2),
+        _ => (false, 1),
+    };
+    let n = args
+        .get(at)
+        .and_then(|a| data::parse_i64(a))
+        .filter(|&n| n > 0)
+        .map_or(0, |n| n as usize);
+    let mut keys: Vec<&[u8]> = Vec::new();
+    if dst {
+        keys.push(&args[1]);
+    }
+    keys.extend(args.iter().skip(at + 1).take(n).map(|a| &a[..]));
+    keys
 }
 
 /// What the connection does after a command.

@@ -51,7 +51,6 @@ pub enum ScanValues {
     /// The stored bytes (`HSCAN`).
     Raw,
     /// A score (`ZSCAN`).
-    #[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
     Score,
 }
 

@@ -26,6 +26,7 @@ pub mod resp;
 mod server;
 mod set;
 mod store;
+mod zset;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -861,7 +861,6 @@ pub fn score_sortable(score: f64) -> u64 {
     }
 }
 
-#[expect(dead_code, reason = "lists and sorted sets use it (next commits)")]
 pub fn score_from_sortable(s: u64) -> f64 {
     let bits = if s >> 63 == 1 { s & !(1 << 63) } else { !s };
     f64::from_bits(bits)
