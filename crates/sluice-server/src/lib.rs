@@ -20,6 +20,7 @@ mod conn;
 mod data;
 mod glob;
 mod hash;
+mod keys;
 mod list;
 mod metrics;
 pub mod resp;

@@ -484,6 +484,56 @@ BZPOPMIN noz 1
 EXEC
 ZADD h 1 a
 ZSCORE l a
+SET str v
+COPY str str2
+GET str2
+COPY str str2
+COPY str str2 REPLACE
+COPY str str
+COPY str str3 DB 0
+COPY str str3 FOO
+COPY nokey x
+RPUSH cl a b c
+EXPIRE cl 1000
+COPY cl cl2
+LRANGE cl2 0 -1
+TTL cl2
+ZADD cz 1 a 2 b
+COPY cz cz2
+ZRANGE cz2 0 -1 WITHSCORES
+HSET ch a 1
+COPY ch ch2
+HGETALL ch2
+TOUCH str cl nokey
+EXPIRETIME nokey
+EXPIRETIME str
+PEXPIRETIME nokey
+PEXPIREAT str 4102444800000
+EXPIRETIME str
+PEXPIRETIME str
+OBJECT ENCODING str
+SET num 123
+OBJECT ENCODING num
+SET long xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+OBJECT ENCODING long
+OBJECT ENCODING cl
+OBJECT ENCODING cz
+OBJECT ENCODING ch
+SADD is 1 2 3
+OBJECT ENCODING is
+SADD hs a
+OBJECT ENCODING hs
+OBJECT ENCODING nokey
+OBJECT FREQ str
+OBJECT REFCOUNT nokey
+OBJECT FOO str
+OBJECT ENCODING
+TYPE cl
+TYPE cz
+TYPE ch
+TYPE is
+SCAN 0 TYPE list COUNT 1000 MATCH cl2
+UNLINK cl cz nokey
 SADD h x
 SMEMBERS l
 SINTER s2 h
