@@ -412,6 +412,48 @@ pub static COMMANDS: &[Spec] = &[
     ),
 ];
 
+/// The subcommands `COMMAND LIST` names and `CLIENT LIST` reports as a
+/// client's last command (`client|list`), as redis-server 7.0 does.
+pub static SUBCOMMANDS: &[&str] = &[
+    "client|getname",
+    "client|help",
+    "client|id",
+    "client|info",
+    "client|kill",
+    "client|list",
+    "client|no-evict",
+    "client|setinfo",
+    "client|setname",
+    "command|count",
+    "command|docs",
+    "command|getkeys",
+    "command|info",
+    "command|list",
+    "config|get",
+    "config|resetstat",
+    "config|rewrite",
+    "config|set",
+    "object|encoding",
+    "object|freq",
+    "object|help",
+    "object|idletime",
+    "object|refcount",
+];
+
+/// A command's full name: `parent|sub` for a known subcommand.
+fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
+    if let Some(sub) = args.get(1) {
+        let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+        if let Some(s) = SUBCOMMANDS.iter().find(|s| {
+            s.split_once('|')
+                .is_some_and(|(p, c)| p == spec.name && c == sub)
+        }) {
+            return s;
+        }
+    }
+    spec.name
+}
+
 /// The position in [`COMMANDS`] of `name` (lowercase).
 fn lookup_index(name: &str) -> Option<usize> {
     static INDEX: std::sync::OnceLock<HashMap<&'static str, usize>> = std::sync::OnceLock::new();
@@ -533,9 +575,11 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let index = lookup_index(&name);
     let spec = index.map(|i| &COMMANDS[i]);
-    client.last_command = spec.map_or("unknown", |s| s.name);
+    client.last_command = spec.map_or("unknown", |s| full_name(s, &args));
+    let at = out.buf.len();
     let after = dispatch(server, client, &name, spec, &args, out);
-    server.record(index, started.elapsed());
+    let failed = out.buf.get(at) == Some(&b'-');
+    server.record(index, started.elapsed(), failed);
     after
 }
 
@@ -958,7 +1002,7 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
             "client",
             &args[1],
             &[
-                "setname", "getname", "id", "info", "list", "setinfo", "help",
+                "setname", "getname", "id", "info", "list", "setinfo", "help", "kill", "no-evict",
             ],
         ))
     };
@@ -976,6 +1020,12 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
         }
         // Client libraries announce themselves (redis-py, go-redis).
         (b"setinfo", 4) => out.ok(),
+        // Nothing is evicted here; clients send it at connect.
+        (b"no-evict", 3) => match &args[2].to_ascii_lowercase()[..] {
+            b"on" | b"off" => out.ok(),
+            _ => return Err(SYNTAX.to_owned()),
+        },
+        (b"kill", n) if n >= 3 => client_kill(server, client, &args[2..], out)?,
         (b"help", 2) => {
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1002,7 +1052,73 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
     Ok(())
 }
 
-/// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST`.
+/// One filter of `CLIENT KILL`.
+type ClientFilter = Box<dyn Fn(&crate::server::ClientShared) -> bool>;
+
+/// `CLIENT KILL addr` (replies OK) or `CLIENT KILL <filter value> ...`
+/// with filters ID, ADDR, LADDR, USER, SKIPME, TYPE, MAXAGE (replies the
+/// number killed). A killed client's connection closes after the command
+/// it is running.
+fn client_kill(server: &Server, me: &Client, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let clients: Vec<_> = server.clients.lock().values().cloned().collect();
+    if let [addr] = args {
+        let addr = String::from_utf8_lossy(addr);
+        let Some(c) = clients.iter().find(|c| c.addr.to_string() == addr) else {
+            return Err("ERR No such client".to_owned());
+        };
+        c.kill();
+        out.ok();
+        return Ok(());
+    }
+    if !args.len().is_multiple_of(2) {
+        return Err(SYNTAX.to_owned());
+    }
+    let mut skipme = true;
+    let mut tests: Vec<ClientFilter> = Vec::new();
+    for pair in args.chunks(2) {
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        match &pair[0].to_ascii_lowercase()[..] {
+            b"id" => {
+                let id = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&id| id > 0)
+                    .ok_or("ERR client-id should be greater than 0")?;
+                tests.push(Box::new(move |c| c.id == id));
+            }
+            b"addr" => tests.push(Box::new(move |c| c.addr.to_string() == v)),
+            b"laddr" => tests.push(Box::new(move |c| c.laddr.to_string() == v)),
+            b"user" => tests.push(Box::new(move |_| v == "default")),
+            b"type" => match v.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => tests.push(Box::new(|_| false)),
+                _ => return Err(format!("ERR Unknown client type '{v}'")),
+            },
+            b"skipme" => match v.to_ascii_lowercase().as_str() {
+                "yes" => skipme = true,
+                "no" => skipme = false,
+                _ => return Err(SYNTAX.to_owned()),
+            },
+            b"maxage" => {
+                let age: u64 = v.parse().map_err(|_| SYNTAX.to_owned())?;
+                tests.push(Box::new(move |c| c.created.elapsed().as_secs() >= age));
+            }
+            _ => return Err(SYNTAX.to_owned()),
+        }
+    }
+    let mut n = 0;
+    for c in &clients {
+        if (skipme && c.id == me.id) || !tests.iter().all(|t| t(c)) {
+            continue;
+        }
+        c.kill();
+        n += 1;
+    }
+    out.int(n);
+    Ok(())
+}
+
+/// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST|GETKEYS`.
 fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
     let sub = args.get(1).map(|s| s.to_ascii_lowercase());
     match sub.as_deref() {
@@ -1013,10 +1129,46 @@ fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
             }
         }
         Some(b"count") if args.len() == 2 => out.int(COMMANDS.len() as i64),
-        Some(b"list") if args.len() == 2 => {
-            out.array(COMMANDS.len());
-            for s in COMMANDS {
-                out.bulk(s.name.as_bytes());
+        Some(b"list") => {
+            let names = COMMANDS
+                .iter()
+                .map(|s| s.name)
+                .chain(SUBCOMMANDS.iter().copied());
+            let picked: Vec<&str> = match &args[2..] {
+                [] => names.collect(),
+                [f, kind, value] if f.eq_ignore_ascii_case(b"filterby") => {
+                    match &kind.to_ascii_lowercase()[..] {
+                        b"pattern" => names
+                            .filter(|n| glob::matches(value, n.as_bytes(), true))
+                            .collect(),
+                        // No modules, and no ACL categories are kept.
+                        b"module" | b"aclcat" => Vec::new(),
+                        _ => return Err(SYNTAX.to_owned()),
+                    }
+                }
+                _ => return Err(SYNTAX.to_owned()),
+            };
+            out.array(picked.len());
+            for n in picked {
+                out.bulk(n.as_bytes());
+            }
+        }
+        Some(b"getkeys") if args.len() >= 4 => {
+            let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+            let Some(spec) = lookup(&name) else {
+                return Err("ERR Invalid command specified".to_owned());
+            };
+            let cmd_args = &args[2..];
+            if !arity_ok(spec, cmd_args.len()) {
+                return Err("ERR Invalid number of arguments specified for command".to_owned());
+            }
+            let keys = keys_of(spec, cmd_args);
+            if keys.is_empty() {
+                return Err("ERR The command has no key arguments".to_owned());
+            }
+            out.array(keys.len());
+            for k in keys {
+                out.bulk(k);
             }
         }
         Some(b"info") => {
@@ -1035,7 +1187,7 @@ fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
             return Err(subcommand_error(
                 "command",
                 &args[1],
-                &["count", "list", "info", "docs"],
+                &["count", "list", "info", "docs", "getkeys"],
             ))
         }
     }

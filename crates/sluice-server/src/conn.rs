@@ -263,8 +263,8 @@ async fn serve_client(
                     out.buf.shrink_to(OUT_FLUSH_BYTES);
                 }
             }
-            if after == After::Close {
-                return after;
+            if after == After::Close || client.shared.is_killed() {
+                return After::Close;
             }
         }
         if let Some(e) = protocol_error {
@@ -289,6 +289,7 @@ async fn serve_client(
             tokio::select! {
                 r = stream.read_buf(&mut buf) => Some(r),
                 _ = stopped.wait_for(|s| *s) => None,
+                _ = client.shared.kick.notified() => None,
             }
         };
         let r = if timeout_secs > 0 {
@@ -344,6 +345,10 @@ async fn wait_blocked(
             }
             _ = &mut sleep => break,
             _ = stopped.wait_for(|s| *s) => {
+                open = false;
+                break;
+            }
+            _ = client.shared.kick.notified() => {
                 open = false;
                 break;
             }

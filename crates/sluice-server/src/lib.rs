@@ -73,6 +73,10 @@ pub struct Config {
     pub max_args: usize,
     /// Where to serve Prometheus metrics (`host:port`; none: off).
     pub metrics: Option<String>,
+    /// redis-server's `maxmemory`: kept and reported for clients that set
+    /// it, not enforced (the engine's memory is bounded by its own
+    /// settings, and data lives on disk).
+    pub maxmemory_bytes: usize,
     /// Where the config file was read from (`CONFIG REWRITE` writes it).
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
@@ -94,6 +98,7 @@ impl Config {
             max_query_buffer_bytes: DEFAULT_MAX_QUERY_BUFFER_BYTES,
             max_args: DEFAULT_MAX_ARGS,
             metrics: None,
+            maxmemory_bytes: 0,
             config_file: None,
             handle_signals: false,
         }
@@ -102,7 +107,7 @@ impl Config {
     /// Applies a redis.conf-style file: `name value` lines, `#` comments.
     /// Known names: dir, preset, bind (several addresses), port,
     /// requirepass, appendfsync, maxclients, timeout, proto-max-bulk-len,
-    /// client-query-buffer-limit, metrics.
+    /// client-query-buffer-limit, metrics, maxmemory.
     pub fn load_file(&mut self, path: &Path) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         for (n, line) in text.lines().enumerate() {
@@ -149,6 +154,7 @@ impl Config {
             "proto-max-bulk-len" => self.max_bulk_bytes = size(value)?,
             "client-query-buffer-limit" => self.max_query_buffer_bytes = size(value)?,
             "metrics" => self.metrics = (!value.is_empty()).then(|| value.to_owned()),
+            "maxmemory" => self.maxmemory_bytes = size(value)?,
             _ => return Err(format!("unknown setting {name:?}")),
         }
         Ok(())

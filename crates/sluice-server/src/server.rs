@@ -27,6 +27,21 @@ pub struct ClientShared {
     pub last_active_ms: AtomicU64,
     pub name: Mutex<Option<Bytes>>,
     pub last_command: Mutex<&'static str>,
+    /// `CLIENT KILL` chose it: its connection closes.
+    pub killed: std::sync::atomic::AtomicBool,
+    /// Wakes its connection when killed.
+    pub kick: tokio::sync::Notify,
+}
+
+impl ClientShared {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kick.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
 }
 
 /// A key a client watches, as it was when watched.
@@ -67,6 +82,8 @@ impl Client {
             last_active_ms: AtomicU64::new(now_ms()),
             name: Mutex::new(None),
             last_command: Mutex::new("NULL"),
+            killed: std::sync::atomic::AtomicBool::new(false),
+            kick: tokio::sync::Notify::new(),
         });
         server.clients.lock().insert(id, shared.clone());
         Client {
@@ -145,6 +162,8 @@ impl Client {
 pub struct CommandCounters {
     pub calls: AtomicU64,
     pub micros: AtomicU64,
+    /// Calls that replied with an error.
+    pub failed: AtomicU64,
 }
 
 /// The state every connection shares.
@@ -228,12 +247,13 @@ impl Server {
 
     /// Counts one command (by its position in `COMMANDS`; `None` for an
     /// unknown one) and its time.
-    pub fn record(&self, index: Option<usize>, took: Duration) {
+    pub fn record(&self, index: Option<usize>, took: Duration, failed: bool) {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         match index {
             Some(i) => {
                 let c = &self.per_command[i];
                 c.calls.fetch_add(1, Ordering::Relaxed);
+                c.failed.fetch_add(u64::from(failed), Ordering::Relaxed);
                 c.micros
                     .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
                 if let Some(m) = &self.metrics {
@@ -250,6 +270,7 @@ impl Server {
         for c in &self.per_command {
             c.calls.store(0, Ordering::Relaxed);
             c.micros.store(0, Ordering::Relaxed);
+            c.failed.store(0, Ordering::Relaxed);
         }
         self.commands_processed.store(0, Ordering::Relaxed);
         self.connections_received.store(0, Ordering::Relaxed);
@@ -288,7 +309,7 @@ impl Server {
             ),
             ("databases".into(), "1".into()),
             ("save".into(), String::new()),
-            ("maxmemory".into(), "0".into()),
+            ("maxmemory".into(), c.maxmemory_bytes.to_string()),
             ("preset".into(), c.preset.name().into()),
             ("metrics".into(), c.metrics.clone().unwrap_or_default()),
         ]
@@ -328,6 +349,10 @@ impl Server {
                         .filter(|&n| n >= 1024 * 1024)
                         .ok_or_else(|| bad("argument must be a memory value of at least 1mb"))?;
                 }
+                "maxmemory" => {
+                    next.maxmemory_bytes =
+                        parse_size(v).ok_or_else(|| bad("argument must be a memory value"))?;
+                }
                 // Read by redis-benchmark and some clients; nothing to change.
                 "save" | "appendonly" if v.is_empty() || v == "yes" => {}
                 _ => {
@@ -350,7 +375,7 @@ impl Server {
         };
         let mut text = String::from("# Written by CONFIG REWRITE.\n");
         for (k, v) in self.config_pairs() {
-            if k == "databases" || k == "save" || k == "appendonly" || k == "maxmemory" {
+            if k == "databases" || k == "save" || k == "appendonly" {
                 continue;
             }
             if (k == "requirepass" || k == "metrics") && v.is_empty() {
@@ -453,7 +478,8 @@ impl Server {
             let rss = resident_bytes();
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+                "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:{}\r\nmaxmemory_policy:noeviction\r\n\r\n",
+                c.maxmemory_bytes
             );
         }
         let stats = self.ks.db.stats();
@@ -478,7 +504,14 @@ impl Server {
             );
         }
         if want("replication") {
-            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\r\n");
+        }
+        if want("cpu") {
+            let (user, sys) = cpu_seconds();
+            let _ = write!(
+                out,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n\r\n"
+            );
         }
         if want("commandstats") {
             out.push_str("# Commandstats\r\n");
@@ -488,11 +521,12 @@ impl Server {
                     let us = n.micros.load(Ordering::Relaxed);
                     let _ = write!(
                         out,
-                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2}\r\n",
+                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls=0,failed_calls={}\r\n",
                         s.name,
                         calls,
                         us,
-                        us as f64 / calls as f64
+                        us as f64 / calls as f64,
+                        n.failed.load(Ordering::Relaxed)
                     );
                 }
             }
@@ -540,6 +574,20 @@ impl Server {
         }
         out
     }
+}
+
+/// The process's CPU time (user, system) in seconds, from /proc (zeros
+/// where there is none; the kernel counts in 1/100 s ticks on Linux).
+pub fn cpu_seconds() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 here.
+    (ticks(11), ticks(12))
 }
 
 /// The process's resident set size, from /proc (0 where there is none).

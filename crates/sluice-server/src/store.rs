@@ -533,24 +533,28 @@ impl Keyspace {
         }
     }
 
-    /// Bumps the version of every watched key among `keys`; with the
-    /// keyspace held exclusively (`FLUSHDB`), of every watched key.
-    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = Vec<u8>>, all: bool) {
+    /// The watched keys that exist in the engine (expired or not).
+    fn watched_present(&self) -> Result<Vec<Vec<u8>>> {
+        let mut keys = Vec::new();
+        for s in self.stripes.iter() {
+            keys.extend(s.lock().watched.keys().cloned());
+        }
+        let mut present = Vec::new();
+        for k in keys {
+            if self.db.get(data_key(&k))?.is_some() {
+                present.push(k);
+            }
+        }
+        Ok(present)
+    }
+
+    /// Bumps the version of every watched key among `keys`.
+    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = Vec<u8>>) {
         match held {
             Held::Exclusive { .. } => {
-                if all {
-                    for s in self.stripes.iter() {
-                        for e in s.lock().watched.values_mut() {
-                            e.0 += 1;
-                        }
-                    }
-                } else {
-                    for k in keys {
-                        if let Some(e) =
-                            self.stripes[Self::stripe_of(&k)].lock().watched.get_mut(&k)
-                        {
-                            e.0 += 1;
-                        }
+                for k in keys {
+                    if let Some(e) = self.stripes[Self::stripe_of(&k)].lock().watched.get_mut(&k) {
+                        e.0 += 1;
                     }
                 }
             }
@@ -644,7 +648,7 @@ impl Keyspace {
                         batch.put(garbage_key(v), []);
                     }
                     deleted += 1;
-                    self.touch(&mut held, std::iter::once(key.to_vec()), false);
+                    self.touch(&mut held, std::iter::once(key.to_vec()));
                 }
             }
             self.write(batch)?;
@@ -1155,7 +1159,11 @@ impl<'a> Txn<'a> {
     /// becomes garbage in the same batch (`'g' | version`), so deleting or
     /// replacing a collection of any size is one small batch.
     pub fn commit(mut self, held: &mut Held<'_>) -> Result<()> {
+        // Emptying the keyspace touches the watched keys it deletes, not
+        // those that did not exist (redis-server's rule).
+        let mut flushed_keys = Vec::new();
         if self.flushed {
+            flushed_keys = self.ks.watched_present()?;
             self.ks.delete_everything()?;
         }
         let mut batch = WriteBatch::new();
@@ -1206,7 +1214,8 @@ impl<'a> Txn<'a> {
             }
         }
         self.ks.write(batch)?;
-        self.ks.touch(held, self.order.into_iter(), self.flushed);
+        self.ks
+            .touch(held, self.order.into_iter().chain(flushed_keys));
         Ok(())
     }
 }

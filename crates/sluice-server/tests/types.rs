@@ -130,3 +130,38 @@ fn deleting_a_large_collection_leaves_a_consistent_keyspace() {
     let problems = sluice_server::check_keyspace(&dir, true).expect("check");
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+#[test]
+fn info_client_list_and_client_kill_say_what_redis_says() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let info = String::from_utf8_lossy(&cmd(&mut c, &["INFO"])).into_owned();
+    for field in [
+        "# CPU\r\nused_cpu_sys:",
+        "used_cpu_user:",
+        "master_repl_offset:0",
+    ] {
+        assert!(info.contains(field), "INFO lacks {field:?}");
+    }
+    cmd(&mut c, &["GET"]);
+    cmd(&mut c, &["HSET", "h", "a", "1"]);
+    cmd(&mut c, &["GET", "h"]);
+    let stats = String::from_utf8_lossy(&cmd(&mut c, &["INFO", "commandstats"])).into_owned();
+    assert!(
+        stats.contains("cmdstat_get:calls=2,") && stats.contains("rejected_calls=0,failed_calls=2"),
+        "{stats}"
+    );
+    let list = String::from_utf8_lossy(&cmd(&mut c, &["CLIENT", "LIST"])).into_owned();
+    assert!(list.contains("cmd=client|list"), "{list}");
+    let mut victim = s.raw();
+    let id = String::from_utf8_lossy(&cmd(&mut victim, &["CLIENT", "ID"]))
+        .trim_start_matches(':')
+        .trim()
+        .to_owned();
+    assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+    assert!(
+        victim.read_to_close().is_empty(),
+        "a killed client is closed"
+    );
+    assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), b":0\r\n");
+}
