@@ -101,6 +101,12 @@ pub static COMMANDS: &[Spec] = &[
     spec("incrby", 3, W, K1, Kind::Write),
     spec("decrby", 3, W, K1, Kind::Write),
     spec("incrbyfloat", 3, W, K1, Kind::Write),
+    // Bitmaps.
+    spec("setbit", 4, W, K1, Kind::Write),
+    spec("getbit", 3, R, K1, Kind::Read),
+    spec("bitcount", -2, &["readonly"], K1, Kind::Read),
+    spec("bitpos", -3, &["readonly"], K1, Kind::Read),
+    spec("bitop", -4, &["write", "denyoom"], (2, -1, 1), Kind::Write),
     // Keys.
     spec("del", -2, WS, (1, -1, 1), Kind::Write),
     spec("unlink", -2, &["write", "fast"], (1, -1, 1), Kind::Write),
@@ -745,7 +751,9 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
 fn reads_many(name: &str, args: &[Bytes]) -> bool {
     match name {
         "get" | "strlen" | "getrange" | "substr" | "ttl" | "pttl" | "type" | "hlen" | "llen"
-        | "scard" | "zcard" | "expiretime" | "pexpiretime" => false,
+        | "scard" | "zcard" | "expiretime" | "pexpiretime" | "getbit" | "bitcount" | "bitpos" => {
+            false
+        }
         "mget" | "exists" => args.len() > 2,
         _ => true,
     }

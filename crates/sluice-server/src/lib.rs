@@ -13,6 +13,7 @@
 //! server.shutdown().unwrap();
 //! ```
 
+mod bits;
 mod block;
 mod cmd;
 mod coll;

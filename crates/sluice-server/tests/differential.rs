@@ -567,6 +567,58 @@ TYPE ch
 TYPE is
 SCAN 0 TYPE list COUNT 1000 MATCH cl2
 UNLINK cl cz nokey
+SETBIT bm 7 1
+SETBIT bm 7 0
+SETBIT bm 100 1
+SETBIT bm -1 1
+SETBIT bm 4294967296 1
+SETBIT bm 1 2
+GETBIT bm 100
+GETBIT bm 7
+GETBIT bm 100000
+GETBIT nobm 1
+GETBIT bm abc
+STRLEN bm
+SET bs foobar
+BITCOUNT bs
+BITCOUNT bs 0 0
+BITCOUNT bs 1 1
+BITCOUNT bs 1 -1
+BITCOUNT bs -2 -1
+BITCOUNT bs -1 -2
+BITCOUNT bs 5 30 BIT
+BITCOUNT bs 0 -1 BYTE
+BITCOUNT bs 0
+BITCOUNT bs 0 1 FOO
+BITCOUNT nobm
+SET bp "\xff\xf0\x00"
+BITPOS bp 0
+BITPOS bp 1
+BITPOS bp 0 2 -1
+BITPOS bp 1 2 -1
+BITPOS bp 0 7 15 BIT
+BITPOS bp 2
+BITPOS nobm 1
+BITPOS nobm 0
+SET ones "\xff\xff"
+BITPOS ones 0
+BITPOS ones 0 0 -1
+SET b1 abc
+SET b2 "\x01\x02"
+BITOP AND bdst b1 b2
+GET bdst
+BITOP OR bdst b1 b2
+GET bdst
+BITOP XOR bdst b1 b2 nobm
+GET bdst
+BITOP NOT bdst b1
+GET bdst
+BITOP NOT bdst b1 b2
+BITOP FOO bdst b1
+BITOP AND bdst nobm
+EXISTS bdst
+SETBIT h 1 1
+BITCOUNT l
 SADD h x
 SMEMBERS l
 SINTER s2 h
@@ -632,7 +684,8 @@ fn redis_server() -> Option<(Child, std::net::SocketAddr)> {
 
 fn run(script: &str, ours: &mut Raw, theirs: &mut Raw, mismatches: &mut Vec<String>) {
     for line in script.lines().filter(|l| !l.trim().is_empty()) {
-        let args = sluice_server::resp::split_args(line.as_bytes()).expect("script line parses");
+        let args = sluice_server::resp::split_args(line.as_bytes())
+            .unwrap_or_else(|| panic!("script line {line:?} does not parse"));
         let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         ours.command(&args);
         theirs.command(&args);
