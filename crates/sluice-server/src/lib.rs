@@ -1,9 +1,9 @@
 //! `sluice serve`: a Redis-protocol server over a sluicedb database, for
 //! the clients people already have (redis-cli, redis-benchmark, redis-py,
-//! go-redis). Strings and keys with redis-server's replies, transactions,
-//! expiry, RESP2 and RESP3; see the README's "Server" section for what it
-//! does and does not do, and `docs/format/server-keyspace.md` for how it
-//! stores keys.
+//! go-redis). Strings, hashes, lists, sets, sorted sets and bitmaps with
+//! redis-server's replies, transactions, blocking pops, expiry, RESP2 and
+//! RESP3; see the README's "Server" section for what it does and does not
+//! do, and `docs/format/server-keyspace.md` for how it stores keys.
 //!
 //! ```no_run
 //! let mut config = sluice_server::Config::new("/tmp/sluice-serve");

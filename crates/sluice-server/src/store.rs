@@ -1224,6 +1224,54 @@ impl<'a> Txn<'a> {
 mod tests {
     use super::*;
 
+    /// The collection example of `docs/format/server-keyspace.md`.
+    #[test]
+    fn a_collection_encodes_as_documented() {
+        let mut m = Meta {
+            kind: CollKind::Hash,
+            expire_at_ms: None,
+            version: 0,
+            count: 1,
+            head: 0,
+            tail: 0,
+        };
+        let mut want = vec![0x02, 0x01];
+        want.extend([0u8; 16]);
+        want.extend([1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(m.encode(), want);
+        assert_eq!(Meta::decode(&want), Some(m.clone()));
+        assert_eq!(
+            m.elem(b"name"),
+            [&[0x65, 0, 0, 0, 0, 0, 0, 0, 0][..], b"name"].concat()
+        );
+        m.kind = CollKind::List;
+        m.version = 1;
+        m.tail = 1;
+        assert_eq!(m.encode().len(), LIST_META_BYTES);
+        assert_eq!(&m.encode()[34..], [1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            m.elem(&list_seq(0)),
+            [0x65, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(garbage_key(0), [0x67, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(list_seq_decode(list_seq(-5)), -5);
+        assert!(list_seq(-1) < list_seq(0));
+        for (a, b) in [
+            (-2.5, -1.0),
+            (-1.0, -0.0),
+            (0.0, 1e-300),
+            (1.0, f64::INFINITY),
+        ] {
+            assert!(score_sortable(a) < score_sortable(b), "{a} < {b}");
+        }
+        assert_eq!(score_sortable(-0.0), score_sortable(0.0));
+        assert_eq!(score_from_sortable(score_sortable(-2.5)), -2.5);
+        assert!(
+            Meta::decode(&want[..20]).is_none(),
+            "a short record is refused"
+        );
+    }
+
     /// The worked example of `docs/format/server-keyspace.md`.
     #[test]
     fn the_worked_example_encodes_as_documented() {
