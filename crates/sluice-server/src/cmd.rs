@@ -310,6 +310,49 @@ pub static COMMANDS: &[Spec] = &[
     spec("zinter", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zdiff", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zscan", -3, &["readonly"], K1, Kind::Read),
+    // Pub/Sub.
+    spec(
+        "subscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "psubscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "unsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "punsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "publish",
+        3,
+        &["pubsub", "loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "pubsub",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
     // Transactions.
     spec(
         "multi",
@@ -444,6 +487,12 @@ pub static SUBCOMMANDS: &[&str] = &[
     "object|help",
     "object|idletime",
     "object|refcount",
+    "pubsub|channels",
+    "pubsub|help",
+    "pubsub|numpat",
+    "pubsub|numsub",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
 ];
 
 /// A command's full name: `parent|sub` for a known subcommand.
@@ -612,6 +661,18 @@ fn dispatch(
         out.error("NOAUTH Authentication required.");
         return After::Continue;
     }
+    let subscribed = !client.channels.is_empty() || !client.patterns.is_empty();
+    if subscribed
+        && !client.resp3
+        && !matches!(
+            name,
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+        )
+    {
+        let full = client.last_command;
+        out.error(&format!("ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
+        return After::Continue;
+    }
     if client.multi.is_some()
         && !matches!(
             name,
@@ -761,6 +822,19 @@ fn reads_many(name: &str, args: &[Bytes]) -> bool {
 
 fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: &mut Out) -> After {
     let r: CmdResult = match name {
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "publish" | "pubsub" => {
+            crate::pubsub::run(server, client, name, args, out)
+        }
+        "ping" if !client.resp3 && (!client.channels.is_empty() || !client.patterns.is_empty()) => {
+            if args.len() > 2 {
+                out.error(&wrong_args("ping"));
+            } else {
+                out.array(2);
+                out.bulk(b"pong");
+                out.bulk(args.get(1).map_or(&b""[..], |a| &a[..]));
+            }
+            Ok(())
+        }
         "ping" => {
             match args.len() {
                 1 => out.simple("PONG"),

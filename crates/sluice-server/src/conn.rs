@@ -290,6 +290,7 @@ async fn serve_client(
                 r = stream.read_buf(&mut buf) => Some(r),
                 _ = stopped.wait_for(|s| *s) => None,
                 _ = client.shared.kick.notified() => None,
+                Some(m) = client.inbox.recv() => Some(Ok(deliver(&mut out, client, m))),
             }
         };
         let r = if timeout_secs > 0 {
@@ -304,7 +305,25 @@ async fn serve_client(
             Some(Ok(n)) if n > 0 => {}
             _ => return After::Close,
         }
+        if !out.is_empty() {
+            // Pub/Sub messages.
+            if stream.write_all(&out.buf).await.is_err() {
+                return After::Close;
+            }
+            out.buf.clear();
+        }
     }
+}
+
+/// Writes a Pub/Sub message and any others waiting; returns 1 (the read
+/// loop's "progress").
+fn deliver(out: &mut Out, client: &mut Client, first: crate::pubsub::Message) -> usize {
+    out.resp3 = client.resp3;
+    crate::pubsub::write_message(out, &first);
+    while let Ok(m) = client.inbox.try_recv() {
+        crate::pubsub::write_message(out, &m);
+    }
+    1
 }
 
 /// Waits while the client is blocked: until a writer serves it (its reply

@@ -1,8 +1,8 @@
 //! `sluice serve`: a Redis-protocol server over a sluicedb database, for
 //! the clients people already have (redis-cli, redis-benchmark, redis-py,
 //! go-redis). Strings, hashes, lists, sets, sorted sets and bitmaps with
-//! redis-server's replies, transactions, blocking pops, expiry, RESP2 and
-//! RESP3; see the README's "Server" section for what it does and does not
+//! redis-server's replies, transactions, blocking pops, Pub/Sub, expiry,
+//! RESP2 and RESP3; see the README's "Server" section for what it does and does not
 //! do, and `docs/format/server-keyspace.md` for how it stores keys.
 //!
 //! ```no_run
@@ -24,6 +24,7 @@ mod hash;
 mod keys;
 mod list;
 mod metrics;
+mod pubsub;
 pub mod resp;
 mod server;
 mod set;

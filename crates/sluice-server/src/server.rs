@@ -67,6 +67,11 @@ pub struct Client {
     pub watched: Vec<Watched>,
     /// Set while the client is blocked (`BLPOP` and the like).
     pub parked: Option<crate::block::Parked>,
+    /// Pub/Sub: its channels and patterns, and where messages reach it.
+    pub channels: crate::pubsub::Names,
+    pub patterns: crate::pubsub::Names,
+    pub outbox: crate::pubsub::Outbox,
+    pub inbox: crate::pubsub::Inbox,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
 }
@@ -86,7 +91,12 @@ impl Client {
             kick: tokio::sync::Notify::new(),
         });
         server.clients.lock().insert(id, shared.clone());
+        let (outbox, inbox) = tokio::sync::mpsc::unbounded_channel();
         Client {
+            channels: Default::default(),
+            patterns: Default::default(),
+            outbox,
+            inbox,
             id,
             resp3: false,
             authenticated: server.config.read().requirepass.is_none(),
@@ -144,6 +154,7 @@ impl Client {
         self.multi = None;
         self.multi_error = false;
         self.unwatch_all(server);
+        server.pubsub.forget(self);
         self.resp3 = false;
         self.name = None;
         *self.shared.name.lock() = None;
@@ -153,6 +164,7 @@ impl Client {
     /// Leaves the registry and drops its watches (on disconnect).
     pub fn close(&mut self, server: &Server) {
         self.unwatch_all(server);
+        server.pubsub.forget(self);
         server.clients.lock().remove(&self.id);
     }
 }
@@ -182,6 +194,7 @@ pub struct Server {
     pub tcp_port: AtomicU64,
     /// Clients blocked in `BLPOP` and the like.
     pub blocking: crate::block::Blocking,
+    pub pubsub: crate::pubsub::Registry,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
 }
@@ -241,6 +254,7 @@ impl Server {
             expired_keys: AtomicU64::new(0),
             tcp_port: AtomicU64::new(0),
             blocking: crate::block::Blocking::default(),
+            pubsub: crate::pubsub::Registry::default(),
             metrics,
         }
     }

@@ -165,3 +165,47 @@ fn info_client_list_and_client_kill_say_what_redis_says() {
     );
     assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), b":0\r\n");
 }
+
+#[test]
+fn published_messages_reach_channel_and_pattern_subscribers() {
+    let s = TestServer::start(|_| {});
+    let mut sub = s.raw();
+    let mut sub3 = s.raw();
+    let mut publisher = s.raw();
+    assert_eq!(
+        cmd(&mut sub, &["SUBSCRIBE", "news"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut sub, &["PSUBSCRIBE", "n*"]),
+        b"*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:2\r\n"
+    );
+    cmd(&mut sub3, &["HELLO", "3"]);
+    assert_eq!(
+        cmd(&mut sub3, &["SUBSCRIBE", "news"]),
+        b">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    assert_eq!(cmd(&mut publisher, &["PUBLISH", "news", "hi"]), b":3\r\n");
+    assert_eq!(
+        sub.reply(),
+        b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    assert_eq!(
+        sub.reply(),
+        b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    assert_eq!(
+        sub3.reply(),
+        b">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    // A RESP3 subscriber may run any command.
+    assert_eq!(cmd(&mut sub3, &["GET", "nokey"]), b"_\r\n");
+    drop(sub);
+    // The subscriptions of a closed connection go with it (it closes
+    // asynchronously: ask until it has).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cmd(&mut publisher, &["PUBLISH", "news", "again"]) != b":1\r\n" {
+        assert!(Instant::now() < deadline, "the closed subscriber stayed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
