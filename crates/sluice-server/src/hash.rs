@@ -133,6 +133,8 @@ fn hset(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
     if added > 0 {
         m.count += added;
         txn.put_meta(&args[1], m);
+    } else {
+        txn.modified(&args[1]);
     }
     if name == "hset" {
         out.int(added as i64);
@@ -162,6 +164,8 @@ fn put_field(txn: &mut Txn<'_>, key: &[u8], mut m: Meta, ek: Vec<u8>, new: bool,
     if new {
         m.count += 1;
         txn.put_meta(key, m);
+    } else {
+        txn.modified(key);
     }
 }
 

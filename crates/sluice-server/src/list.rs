@@ -224,6 +224,7 @@ fn lset(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let seq = position(&m, i).ok_or("ERR index out of range")?;
     txn.elem_put(elem_key(&m, seq), args[3].to_vec());
+    txn.modified(&args[1]);
     out.ok();
     Ok(())
 }

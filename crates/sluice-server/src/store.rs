@@ -910,6 +910,9 @@ pub struct Txn<'a> {
     base: HashMap<Vec<u8>, Option<u64>>,
     /// Versions a staged write replaced within this transaction.
     replaced: Vec<u64>,
+    /// Keys whose elements changed without a new record (`HSET` of an
+    /// existing field, `LSET`): their watchers are touched all the same.
+    modified: Vec<Vec<u8>>,
     /// `FLUSHDB` ran: the keyspace reads as empty under the staged writes.
     flushed: bool,
     /// Runs inside `EXEC`: a blocking command does not block.
@@ -930,6 +933,7 @@ impl<'a> Txn<'a> {
             elems: BTreeMap::new(),
             base: HashMap::new(),
             replaced: Vec::new(),
+            modified: Vec::new(),
             flushed: false,
             in_multi: false,
             would_block: false,
@@ -1040,6 +1044,11 @@ impl<'a> Txn<'a> {
                 }
             }
         }
+    }
+
+    /// Notes that `key`'s elements changed while its record did not.
+    pub fn modified(&mut self, key: &[u8]) {
+        self.modified.push(key.to_vec());
     }
 
     /// An element's value as this transaction sees it.
@@ -1214,8 +1223,13 @@ impl<'a> Txn<'a> {
             }
         }
         self.ks.write(batch)?;
-        self.ks
-            .touch(held, self.order.into_iter().chain(flushed_keys));
+        self.ks.touch(
+            held,
+            self.order
+                .into_iter()
+                .chain(flushed_keys)
+                .chain(self.modified),
+        );
         Ok(())
     }
 }
