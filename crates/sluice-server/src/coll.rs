@@ -56,10 +56,11 @@ pub enum ScanValues {
 
 /// `HSCAN/SSCAN/ZSCAN key cursor [MATCH p] [COUNT n]` over the elements
 /// of `m` whose suffix starts with `sub` (a sorted set's member records).
-/// The cursor is 1 + the first 7 bytes of the next element's name, read
-/// big-endian (0: done): it needs no server state, and every element
-/// present for the whole scan is returned; elements sharing those 7 bytes
-/// come in the same call.
+/// The cursor is 1 + (the length of the next element's name up to 7 in
+/// the top byte, then its first 7 bytes, zero-padded), read big-endian
+/// (0: done): it needs no server state, and every element present for the
+/// whole scan is returned; elements sharing those 7 bytes come in the same
+/// call.
 pub fn scan_elements(
     txn: &Txn<'_>,
     m: Option<&Meta>,
@@ -118,7 +119,9 @@ pub fn scan_with(
         let whole = m.count <= SCAN_WHOLE_ELEMENTS;
         let mut lo = m.elem(sub);
         if cursor > 0 && !whole {
-            lo.extend_from_slice(&(cursor - 1).to_be_bytes()[1..]);
+            let c = cursor - 1;
+            let len = ((c >> 56) as usize).min(CURSOR_PREFIX_BYTES);
+            lo.extend_from_slice(&c.to_be_bytes()[1..1 + len]);
         }
         let hi = if sub.is_empty() {
             m.end()
@@ -138,6 +141,7 @@ pub fn scan_with(
                     Some(p) if p.as_slice() == prefix => {}
                     _ => {
                         let mut b = [0u8; 8];
+                        b[0] = prefix.len() as u8;
                         b[1..1 + prefix.len()].copy_from_slice(prefix);
                         next = u64::from_be_bytes(b) + 1;
                         return false;

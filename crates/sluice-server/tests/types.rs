@@ -209,3 +209,63 @@ fn published_messages_reach_channel_and_pattern_subscribers() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Parses `*2 $n cursor *m elements...` (bulk strings only).
+fn parse_scan(reply: &[u8]) -> (String, Vec<String>) {
+    let text = String::from_utf8_lossy(reply).into_owned();
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    let cursor = lines[2].to_owned();
+    let items = lines[4..]
+        .chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| c[1].to_owned())
+        .collect();
+    (cursor, items)
+}
+
+#[test]
+fn element_scans_of_large_collections_return_every_element() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut args = vec!["SADD".to_owned(), "big".to_owned()];
+    // Members sharing long prefixes, so that cursors fall inside groups.
+    for i in 0..300 {
+        args.push(format!("member-with-a-long-prefix-{i:03}"));
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut c, &a), b":300\r\n");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_owned();
+    let mut calls = 0;
+    loop {
+        let (next, items) = parse_scan(&cmd(&mut c, &["SSCAN", "big", &cursor, "COUNT", "7"]));
+        seen.extend(items);
+        calls += 1;
+        assert!(calls < 1000, "the scan does not end");
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 300);
+    // Names shorter than the cursor's 7 bytes.
+    let mut h = vec!["HSET".to_owned(), "hh".to_owned()];
+    for i in 0..200 {
+        h.push(format!("{i:04}"));
+        h.push("v".to_owned());
+    }
+    let a: Vec<&str> = h.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut c, &a), b":200\r\n");
+    let mut fields = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_owned();
+    loop {
+        let (next, items) = parse_scan(&cmd(&mut c, &["HSCAN", "hh", &cursor, "COUNT", "10"]));
+        // Field, value pairs: keep the fields.
+        fields.extend(items.into_iter().step_by(2));
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(fields.len(), 200);
+}
