@@ -8,8 +8,9 @@
 # redis-server (a deb-src entry for Debian's main archive is added if
 # missing, then `apt-get source --download-only redis`); it is unpacked under
 # $WORK and never enters the repository. Each unit runs once per server, as
-# an external server (`runtest --host --port`), with the tests that need
-# DEBUG, replication or a restart of the server skipped by their tags.
+# an external server (`runtest --host --port --singledb`: one database, as
+# sluice serve has), with the tests that need DEBUG, replication or a
+# restart of the server skipped by their tags.
 # Needs tclsh, redis-server and apt-get source (root for the deb-src entry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,10 +57,13 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 run_unit() {
   local port=$1 unit=$2 log=$3
   (cd "$WORK/src" && timeout 600 tclsh tests/test_helper.tcl --host 127.0.0.1 --port "$port" \
-      --single "unit/$unit" --tags -needs:debug --tags -needs:repl --tags -needs:save \
+      --single "unit/$unit" --singledb --tags -needs:debug --tags -needs:repl --tags -needs:save \
       --tags -needs:config-maxmemory --tags -needs:reset --timeout 60 --clients 1 \
       >"$log" 2>&1) || true
-  echo "$(grep -c '^\[ok\]' "$log" || true) $(grep -c '^\[err\]\|^\[exception\]' "$log" || true)"
+  # The log is coloured: strip the escape sequences before counting.
+  local plain="$log.txt"
+  sed 's/\x1b\[[0-9;]*m//g' "$log" >"$plain"
+  echo "$(grep -c '^\[ok\]' "$plain" || true) $(grep -c '^\[err\]\|^\[exception\]' "$plain" || true)"
 }
 
 printf '%-16s %8s %8s %8s %7s\n' unit redis sluice failed share

@@ -444,6 +444,7 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
     spec("time", 1, &["loading", "stale", "fast"], NONE, Kind::Admin),
+    spec("function", -2, &["noscript"], NONE, Kind::Admin),
     spec("wait", 3, &["noscript"], NONE, Kind::Admin),
     spec(
         "shutdown",
@@ -930,6 +931,18 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             out.int(server.last_save_unix.load(Ordering::Relaxed) as i64);
             Ok(())
         }
+        // No scripting: there are never functions to flush or list.
+        "function" => match &args[1].to_ascii_lowercase()[..] {
+            b"flush" if args.len() <= 3 => {
+                out.ok();
+                Ok(())
+            }
+            b"list" => {
+                out.array(0);
+                Ok(())
+            }
+            _ => Err(subcommand_error("function", &args[1], &["flush", "list"])),
+        },
         "time" => {
             let t = SystemTime::now()
                 .duration_since(UNIX_EPOCH)

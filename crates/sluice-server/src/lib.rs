@@ -56,6 +56,22 @@ pub const DEFAULT_MAX_QUERY_BUFFER_BYTES: usize = 1 << 30;
 /// grows its array as they arrive; a bound here refuses `*2147483647`).
 pub const DEFAULT_MAX_ARGS: usize = 1 << 20;
 
+/// redis-server 7.0's encoding thresholds with their defaults.
+pub const ENCODING_SETTINGS: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("set-max-intset-entries", "512"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+];
+
 /// The server's settings: flags of `sluice serve`, or a config file.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -79,6 +95,11 @@ pub struct Config {
     /// it, not enforced (the engine's memory is bounded by its own
     /// settings, and data lives on disk).
     pub maxmemory_bytes: usize,
+    /// redis-server's encoding thresholds (`hash-max-listpack-entries`
+    /// and the like, [`ENCODING_SETTINGS`]): clients and Redis's tests set
+    /// them; kept and reported, with no effect (every collection is stored
+    /// the same way here).
+    pub encoding_settings: std::collections::BTreeMap<String, String>,
     /// Where the config file was read from (`CONFIG REWRITE` writes it).
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
@@ -101,6 +122,10 @@ impl Config {
             max_args: DEFAULT_MAX_ARGS,
             metrics: None,
             maxmemory_bytes: 0,
+            encoding_settings: ENCODING_SETTINGS
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             config_file: None,
             handle_signals: false,
         }

@@ -304,7 +304,7 @@ impl Server {
     /// The settings `CONFIG GET` knows, with their values now.
     pub fn config_pairs(&self) -> Vec<(String, String)> {
         let c = self.config.read();
-        vec![
+        let mut pairs: Vec<(String, String)> = vec![
             ("bind".into(), c.bind.join(" ")),
             ("port".into(), c.port.to_string()),
             ("dir".into(), c.dir.display().to_string()),
@@ -326,7 +326,9 @@ impl Server {
             ("maxmemory".into(), c.maxmemory_bytes.to_string()),
             ("preset".into(), c.preset.name().into()),
             ("metrics".into(), c.metrics.clone().unwrap_or_default()),
-        ]
+        ];
+        pairs.extend(c.encoding_settings.clone());
+        pairs
     }
 
     /// `CONFIG SET`: all pairs checked first, then applied together.
@@ -367,6 +369,11 @@ impl Server {
                     next.maxmemory_bytes =
                         parse_size(v).ok_or_else(|| bad("argument must be a memory value"))?;
                 }
+                k if next.encoding_settings.contains_key(k) => {
+                    v.parse::<i64>()
+                        .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                    next.encoding_settings.insert(k.to_owned(), v.clone());
+                }
                 // Read by redis-benchmark and some clients; nothing to change.
                 "save" | "appendonly" if v.is_empty() || v == "yes" => {}
                 _ => {
@@ -389,7 +396,8 @@ impl Server {
         };
         let mut text = String::from("# Written by CONFIG REWRITE.\n");
         for (k, v) in self.config_pairs() {
-            if k == "databases" || k == "save" || k == "appendonly" {
+            if k == "databases" || k == "save" || k == "appendonly" || next_is_encoding_setting(&k)
+            {
                 continue;
             }
             if (k == "requirepass" || k == "metrics") && v.is_empty() {
@@ -588,6 +596,10 @@ impl Server {
         }
         out
     }
+}
+
+fn next_is_encoding_setting(k: &str) -> bool {
+    crate::ENCODING_SETTINGS.iter().any(|(n, _)| *n == k)
 }
 
 /// The process's CPU time (user, system) in seconds, from /proc (zeros
