@@ -126,6 +126,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("expiretime", 2, R, K1, Kind::Read),
     spec("pexpiretime", 2, R, K1, Kind::Read),
     spec("object", -2, &["readonly"], (2, 2, 1), Kind::Read),
+    spec("memory", -2, &["readonly"], (2, 2, 1), Kind::Read),
     spec("scan", -2, &["readonly"], NONE, Kind::ReadAll),
     spec("keys", 2, &["readonly"], NONE, Kind::ReadAll),
     spec("dbsize", 1, R, NONE, Kind::ReadAll),

@@ -33,6 +33,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             Ok(())
         })(),
         "object" => object(args, txn, out),
+        "memory" => memory(args, txn, out),
         _ => return None,
     };
     Some(r)
@@ -84,6 +85,41 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
     }
     out.int(1);
+    Ok(())
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: the bytes the key takes in the engine
+/// before compression, estimated from its record and element count (a
+/// collection's elements are not read), nil for a missing key.
+fn memory(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let sub = args[1].to_ascii_lowercase();
+    if sub != b"usage" {
+        return Err(format!(
+            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&args[1])
+        ));
+    }
+    if args.len() != 3 && !(args.len() == 5 && args[3].eq_ignore_ascii_case(b"samples")) {
+        return Err(if args.len() < 3 {
+            "ERR wrong number of arguments for 'memory|usage' command".to_owned()
+        } else {
+            SYNTAX.to_owned()
+        });
+    }
+    /// An engine entry's key and bookkeeping, roughly.
+    const ENTRY_BYTES: u64 = 32;
+    let key = &args[2];
+    match txn.rec(key).map_err(engine)? {
+        None => out.null(),
+        Some(r) => {
+            let record = r.encode().len() as u64 + key.len() as u64 + 9 + ENTRY_BYTES;
+            let elements = match &r {
+                Rec::Str(_) => 0,
+                Rec::Coll(m) => m.count * (ENTRY_BYTES + 17),
+            };
+            out.int((record + elements) as i64);
+        }
+    }
     Ok(())
 }
 
