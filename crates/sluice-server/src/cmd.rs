@@ -308,6 +308,13 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Write,
     ),
     spec("zunion", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec(
+        "zintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NONE,
+        Kind::Read,
+    ),
     spec("zinter", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zdiff", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zscan", -3, &["readonly"], K1, Kind::Read),

@@ -38,9 +38,22 @@ pub fn random_picks(n: usize, count: i64) -> Vec<usize> {
         return (0..n).collect();
     }
     let mut all: Vec<usize> = (0..n).collect();
-    all.partial_shuffle(&mut rng, count);
-    all.truncate(count);
-    all
+    // The chosen ones are the first slice returned, wherever they sit.
+    let (chosen, _) = all.partial_shuffle(&mut rng, count);
+    chosen.to_vec()
+}
+
+/// A random pick's count: redis-server refuses magnitudes past half of
+/// i64's range (their replies could not be built).
+pub fn pick_count(arg: &[u8]) -> Result<i64, String> {
+    let c = int_arg(arg)?;
+    if c == i64::MIN {
+        return Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".to_owned());
+    }
+    if c.unsigned_abs() > (i64::MAX / 2) as u64 {
+        return Err("ERR value is out of range".to_owned());
+    }
+    Ok(c)
 }
 
 /// How a scan replies with each element's value.
@@ -226,6 +239,25 @@ pub fn format_score(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: the picks were the unshuffled front of the slice, so
+    /// the last element was never picked.
+    #[test]
+    fn random_picks_are_distinct_and_reach_every_element() {
+        let mut seen = [false; 3];
+        for _ in 0..200 {
+            let p = random_picks(3, 2);
+            assert_eq!(p.len(), 2);
+            assert_ne!(p[0], p[1]);
+            for i in p {
+                seen[i] = true;
+            }
+        }
+        assert_eq!(seen, [true; 3]);
+        assert_eq!(random_picks(3, 5), [0, 1, 2]);
+        assert_eq!(random_picks(3, -5).len(), 5);
+        assert!(random_picks(0, -5).is_empty());
+    }
 
     #[test]
     fn scores_format_as_printf_17g() {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use crate::coll::{random_picks, scan_elements, wrong_args};
-use crate::data::{engine, format_float, int_arg, parse_float, CmdResult, NOT_INTEGER, OVERFLOW};
+use crate::data::{engine, format_float, int_arg, parse_float, CmdResult, OVERFLOW};
 use crate::resp::Out;
 use crate::store::{CollKind, Meta, Txn};
 
@@ -220,7 +220,7 @@ fn hrandfield(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Err(crate::data::SYNTAX.to_owned());
     }
     let count = match args.get(2) {
-        Some(c) => Some(int_arg(c).map_err(|_| NOT_INTEGER.to_owned())?),
+        Some(c) => Some(crate::coll::pick_count(c)?),
         None => None,
     };
     let with_values = args.len() == 4;

@@ -143,7 +143,7 @@ fn srem(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
     match args.len() {
         2 => Ok(None),
-        3 => int_arg(&args[2]).map(Some),
+        3 => crate::coll::pick_count(&args[2]).map(Some),
         _ => Err(SYNTAX.to_owned()),
     }
 }

@@ -183,7 +183,7 @@ fn range(txn: &Txn<'_>, m: &Meta, spec: &RangeSpec) -> Result<Vec<(Vec<u8>, f64)
         }
         By::Score(min, max) => {
             let (offset, count) = spec.limit.unwrap_or((0, -1));
-            if offset < 0 {
+            if offset < 0 || count == 0 {
                 return Ok(got);
             }
             let mut skipped = 0;
@@ -211,7 +211,7 @@ fn range(txn: &Txn<'_>, m: &Meta, spec: &RangeSpec) -> Result<Vec<(Vec<u8>, f64)
         }
         By::Lex(min, max) => {
             let (offset, count) = spec.limit.unwrap_or((0, -1));
-            if offset < 0 {
+            if offset < 0 || count == 0 {
                 return Ok(got);
             }
             let mut skipped = 0;
@@ -426,6 +426,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         })(),
         "zunionstore" | "zinterstore" | "zdiffstore" => combine(name, &args[1..], args, txn, out),
         "zunion" | "zinter" | "zdiff" => combine(name, &[], args, txn, out),
+        "zintercard" => zintercard(args, txn, out),
         "zscan" => (|| {
             let m = txn.coll(&args[1], ZSET)?;
             scan_with(
@@ -814,4 +815,42 @@ fn aggregate(agg: &str, a: f64, b: f64) -> f64 {
             }
         }
     }
+}
+
+/// `ZINTERCARD numkeys key [key ...] [LIMIT limit]` (sets count too).
+fn zintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let n = int_arg(&args[1])?;
+    if n <= 0 {
+        return Err("ERR at least 1 input key is needed for 'zintercard' command".to_owned());
+    }
+    let n = n as usize;
+    if n > args.len() - 2 {
+        return Err("ERR Number of keys can't be greater than number of args".to_owned());
+    }
+    let mut limit = 0usize;
+    let mut i = 2 + n;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
+            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
+            if l < 0 {
+                return Err("ERR LIMIT can't be negative".to_owned());
+            }
+            limit = l as usize;
+            i += 2;
+        } else {
+            return Err(SYNTAX.to_owned());
+        }
+    }
+    let mut acc: Option<std::collections::BTreeSet<Vec<u8>>> = None;
+    for k in &args[2..2 + n] {
+        let members: std::collections::BTreeSet<Vec<u8>> =
+            inputs(txn, k)?.into_iter().map(|(m, _)| m).collect();
+        acc = Some(match acc {
+            None => members,
+            Some(a) => a.intersection(&members).cloned().collect(),
+        });
+    }
+    let c = acc.map_or(0, |a| a.len());
+    out.int(if limit > 0 { c.min(limit) } else { c } as i64);
+    Ok(())
 }
