@@ -43,6 +43,10 @@ pub fn random_picks(n: usize, count: i64) -> Vec<usize> {
     chosen.to_vec()
 }
 
+/// Most picks with repeats (a negative count) in one reply: a larger one
+/// would be built in memory before it is sent. (redis-server takes any.)
+pub const MAX_REPEATED_PICKS: i64 = 1 << 24;
+
 /// A random pick's count: redis-server refuses magnitudes past half of
 /// i64's range (their replies could not be built).
 pub fn pick_count(arg: &[u8]) -> Result<i64, String> {
@@ -50,7 +54,7 @@ pub fn pick_count(arg: &[u8]) -> Result<i64, String> {
     if c == i64::MIN {
         return Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".to_owned());
     }
-    if c.unsigned_abs() > (i64::MAX / 2) as u64 {
+    if c.unsigned_abs() > (i64::MAX / 2) as u64 || c < -MAX_REPEATED_PICKS {
         return Err("ERR value is out of range".to_owned());
     }
     Ok(c)
