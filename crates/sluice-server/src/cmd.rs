@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::block::{Parked, WaitState};
 use crate::data::{self, int_arg, CmdResult, Ctx, SYNTAX};
 use crate::glob;
 use crate::resp::Out;
@@ -100,6 +101,12 @@ pub static COMMANDS: &[Spec] = &[
     spec("incrby", 3, W, K1, Kind::Write),
     spec("decrby", 3, W, K1, Kind::Write),
     spec("incrbyfloat", 3, W, K1, Kind::Write),
+    // Bitmaps.
+    spec("setbit", 4, W, K1, Kind::Write),
+    spec("getbit", 3, R, K1, Kind::Read),
+    spec("bitcount", -2, &["readonly"], K1, Kind::Read),
+    spec("bitpos", -3, &["readonly"], K1, Kind::Read),
+    spec("bitop", -4, &["write", "denyoom"], (2, -1, 1), Kind::Write),
     // Keys.
     spec("del", -2, WS, (1, -1, 1), Kind::Write),
     spec("unlink", -2, &["write", "fast"], (1, -1, 1), Kind::Write),
@@ -114,12 +121,246 @@ pub static COMMANDS: &[Spec] = &[
     spec("ttl", 2, R, K1, Kind::Read),
     spec("pttl", 2, R, K1, Kind::Read),
     spec("persist", 2, &["write", "fast"], K1, Kind::Write),
+    spec("copy", -3, &["write", "denyoom"], (1, 2, 1), Kind::Write),
+    spec("touch", -2, R, (1, -1, 1), Kind::Read),
+    spec("expiretime", 2, R, K1, Kind::Read),
+    spec("pexpiretime", 2, R, K1, Kind::Read),
+    spec("object", -2, &["readonly"], (2, 2, 1), Kind::Read),
+    spec("memory", -2, &["readonly"], (2, 2, 1), Kind::Read),
     spec("scan", -2, &["readonly"], NONE, Kind::ReadAll),
     spec("keys", 2, &["readonly"], NONE, Kind::ReadAll),
     spec("dbsize", 1, R, NONE, Kind::ReadAll),
     spec("randomkey", 1, &["readonly"], NONE, Kind::ReadAll),
     spec("flushdb", -1, WS, NONE, Kind::Flush),
     spec("flushall", -1, WS, NONE, Kind::Flush),
+    // Hashes.
+    spec("hset", -4, W, K1, Kind::Write),
+    spec("hmset", -4, W, K1, Kind::Write),
+    spec("hsetnx", 4, W, K1, Kind::Write),
+    spec("hget", 3, R, K1, Kind::Read),
+    spec("hmget", -3, R, K1, Kind::Read),
+    spec("hdel", -3, &["write", "fast"], K1, Kind::Write),
+    spec("hexists", 3, R, K1, Kind::Read),
+    spec("hlen", 2, R, K1, Kind::Read),
+    spec("hstrlen", 3, R, K1, Kind::Read),
+    spec("hgetall", 2, &["readonly"], K1, Kind::Read),
+    spec("hkeys", 2, &["readonly"], K1, Kind::Read),
+    spec("hvals", 2, &["readonly"], K1, Kind::Read),
+    spec("hincrby", 4, W, K1, Kind::Write),
+    spec("hincrbyfloat", 4, W, K1, Kind::Write),
+    spec("hscan", -3, &["readonly"], K1, Kind::Read),
+    spec("hrandfield", -2, &["readonly"], K1, Kind::Read),
+    // Lists.
+    spec("lpush", -3, W, K1, Kind::Write),
+    spec("rpush", -3, W, K1, Kind::Write),
+    spec("lpushx", -3, W, K1, Kind::Write),
+    spec("rpushx", -3, W, K1, Kind::Write),
+    spec("lpop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("rpop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("llen", 2, R, K1, Kind::Read),
+    spec("lrange", 4, &["readonly"], K1, Kind::Read),
+    spec("lindex", 3, &["readonly"], K1, Kind::Read),
+    spec("lset", 4, &["write", "denyoom"], K1, Kind::Write),
+    spec("linsert", 5, &["write", "denyoom"], K1, Kind::Write),
+    spec("lrem", 4, WS, K1, Kind::Write),
+    spec("ltrim", 4, WS, K1, Kind::Write),
+    spec("lpos", -3, &["readonly"], K1, Kind::Read),
+    spec("lmove", 5, &["write", "denyoom"], (1, 2, 1), Kind::Write),
+    spec(
+        "rpoplpush",
+        3,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "blpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "brpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "blmove",
+        6,
+        &["write", "denyoom", "noscript", "blocking"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "brpoplpush",
+        4,
+        &["write", "denyoom", "noscript", "blocking"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    // Sets.
+    spec("sadd", -3, W, K1, Kind::Write),
+    spec("srem", -3, &["write", "fast"], K1, Kind::Write),
+    spec("sismember", 3, R, K1, Kind::Read),
+    spec("smismember", -3, R, K1, Kind::Read),
+    spec("scard", 2, R, K1, Kind::Read),
+    spec("smembers", 2, &["readonly"], K1, Kind::Read),
+    spec("sscan", -3, &["readonly"], K1, Kind::Read),
+    spec("spop", -2, &["write", "fast"], K1, Kind::Write),
+    spec("srandmember", -2, &["readonly"], K1, Kind::Read),
+    spec("smove", 4, &["write", "fast"], (1, 2, 1), Kind::Write),
+    spec("sinter", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec("sunion", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec("sdiff", -2, &["readonly"], (1, -1, 1), Kind::Read),
+    spec(
+        "sinterstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sunionstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sdiffstore",
+        -3,
+        &["write", "denyoom"],
+        (1, -1, 1),
+        Kind::Write,
+    ),
+    spec(
+        "sintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NONE,
+        Kind::Read,
+    ),
+    // Sorted sets.
+    spec("zadd", -4, W, K1, Kind::Write),
+    spec("zincrby", 4, W, K1, Kind::Write),
+    spec("zrem", -3, &["write", "fast"], K1, Kind::Write),
+    spec("zscore", 3, R, K1, Kind::Read),
+    spec("zmscore", -3, R, K1, Kind::Read),
+    spec("zcard", 2, R, K1, Kind::Read),
+    spec("zcount", 4, R, K1, Kind::Read),
+    spec("zlexcount", 4, R, K1, Kind::Read),
+    spec("zrange", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrange", -4, &["readonly"], K1, Kind::Read),
+    spec("zrangebyscore", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrangebyscore", -4, &["readonly"], K1, Kind::Read),
+    spec("zrangebylex", -4, &["readonly"], K1, Kind::Read),
+    spec("zrevrangebylex", -4, &["readonly"], K1, Kind::Read),
+    spec(
+        "zrangestore",
+        -5,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        Kind::Write,
+    ),
+    spec("zrank", 3, R, K1, Kind::Read),
+    spec("zrevrank", 3, R, K1, Kind::Read),
+    spec("zpopmin", -2, &["write", "fast"], K1, Kind::Write),
+    spec("zpopmax", -2, &["write", "fast"], K1, Kind::Write),
+    spec(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "fast", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "fast", "blocking"],
+        (1, -2, 1),
+        Kind::Write,
+    ),
+    spec("zremrangebyscore", 4, WS, K1, Kind::Write),
+    spec("zremrangebyrank", 4, WS, K1, Kind::Write),
+    spec("zremrangebylex", 4, WS, K1, Kind::Write),
+    spec(
+        "zunionstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec(
+        "zinterstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec(
+        "zdiffstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec("zunion", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec(
+        "zintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NONE,
+        Kind::Read,
+    ),
+    spec("zinter", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec("zdiff", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
+    spec("zscan", -3, &["readonly"], K1, Kind::Read),
+    // Pub/Sub.
+    spec(
+        "subscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "psubscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "unsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "punsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "publish",
+        3,
+        &["pubsub", "loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "pubsub",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
     // Transactions.
     spec(
         "multi",
@@ -211,6 +452,7 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
     spec("time", 1, &["loading", "stale", "fast"], NONE, Kind::Admin),
+    spec("function", -2, &["noscript"], NONE, Kind::Admin),
     spec("wait", 3, &["noscript"], NONE, Kind::Admin),
     spec(
         "shutdown",
@@ -227,6 +469,54 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
 ];
+
+/// The subcommands `COMMAND LIST` names and `CLIENT LIST` reports as a
+/// client's last command (`client|list`), as redis-server 7.0 does.
+pub static SUBCOMMANDS: &[&str] = &[
+    "client|getname",
+    "client|help",
+    "client|id",
+    "client|info",
+    "client|kill",
+    "client|list",
+    "client|no-evict",
+    "client|setinfo",
+    "client|setname",
+    "command|count",
+    "command|docs",
+    "command|getkeys",
+    "command|info",
+    "command|list",
+    "config|get",
+    "config|resetstat",
+    "config|rewrite",
+    "config|set",
+    "object|encoding",
+    "object|freq",
+    "object|help",
+    "object|idletime",
+    "object|refcount",
+    "pubsub|channels",
+    "pubsub|help",
+    "pubsub|numpat",
+    "pubsub|numsub",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
+];
+
+/// A command's full name: `parent|sub` for a known subcommand.
+fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
+    if let Some(sub) = args.get(1) {
+        let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+        if let Some(s) = SUBCOMMANDS.iter().find(|s| {
+            s.split_once('|')
+                .is_some_and(|(p, c)| p == spec.name && c == sub)
+        }) {
+            return s;
+        }
+    }
+    spec.name
+}
 
 /// The position in [`COMMANDS`] of `name` (lowercase).
 fn lookup_index(name: &str) -> Option<usize> {
@@ -248,6 +538,9 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
 
 /// The key arguments of a command, by its spec's first/last/step.
 pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    if spec.flags.contains(&"movablekeys") {
+        return movable_keys(spec.name, args);
+    }
     if spec.first_key == 0 {
         return Vec::new();
     }
@@ -262,6 +555,26 @@ pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
         .collect()
 }
 
+/// The keys of a command whose keys follow a count (`numkeys`).
+fn movable_keys<'a>(name: &str, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    // Where the count is; store forms have the destination first.
+    let (dst, at) = match name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => (true, 2),
+        _ => (false, 1),
+    };
+    let n = args
+        .get(at)
+        .and_then(|a| data::parse_i64(a))
+        .filter(|&n| n > 0)
+        .map_or(0, |n| n as usize);
+    let mut keys: Vec<&[u8]> = Vec::new();
+    if dst {
+        keys.push(&args[1]);
+    }
+    keys.extend(args.iter().skip(at + 1).take(n).map(|a| &a[..]));
+    keys
+}
+
 /// What the connection does after a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum After {
@@ -270,6 +583,8 @@ pub enum After {
     Close,
     /// Close without a reply and shut the server down (`SHUTDOWN`).
     Shutdown,
+    /// The client is parked (`client.parked`) until served or timed out.
+    Block,
 }
 
 fn arity_ok(spec: &Spec, n: usize) -> bool {
@@ -324,9 +639,11 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let index = lookup_index(&name);
     let spec = index.map(|i| &COMMANDS[i]);
-    client.last_command = spec.map_or("unknown", |s| s.name);
+    client.last_command = spec.map_or("unknown", |s| full_name(s, &args));
+    let at = out.buf.len();
     let after = dispatch(server, client, &name, spec, &args, out);
-    server.record(index, started.elapsed());
+    let failed = out.buf.get(at) == Some(&b'-');
+    server.record(index, started.elapsed(), failed);
     after
 }
 
@@ -353,6 +670,18 @@ fn dispatch(
         out.error("NOAUTH Authentication required.");
         return After::Continue;
     }
+    let subscribed = !client.channels.is_empty() || !client.patterns.is_empty();
+    if subscribed
+        && !client.resp3
+        && !matches!(
+            name,
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+        )
+    {
+        let full = client.last_command;
+        out.error(&format!("ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
+        return After::Continue;
+    }
     if client.multi.is_some()
         && !matches!(
             name,
@@ -373,8 +702,60 @@ fn dispatch(
     match spec.kind {
         Kind::Admin => admin(server, client, name, args, out),
         _ => {
-            single(server, spec, args, out);
+            let ran = single(server, spec, args, out, Some(client.resp3));
+            if let Some(p) = ran.parked {
+                client.parked = Some(p);
+                return After::Block;
+            }
+            if server.blocking.any() && !ran.written.is_empty() {
+                serve_blocked(server, ran.written);
+            }
             After::Continue
+        }
+    }
+}
+
+/// What running one data command did.
+#[derive(Default)]
+struct Ran {
+    /// The keys it wrote (their blocked clients may now be served).
+    written: Vec<Vec<u8>>,
+    /// It blocks: nothing to pop (only when parking was allowed).
+    would_block: bool,
+    parked: Option<Parked>,
+}
+
+/// Serves the clients blocked on `keys`, first blocked first served,
+/// after a write to them; the writes of those served (`BLMOVE` pushes)
+/// are served in turn. Called with no lock held.
+pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
+    let mut work: std::collections::VecDeque<Vec<u8>> = keys.into();
+    while let Some(key) = work.pop_front() {
+        while let Some(w) = server.blocking.front(&key) {
+            let mut st = w.state.lock();
+            if *st != WaitState::Waiting {
+                drop(st);
+                server.blocking.remove(&w);
+                continue;
+            }
+            let name = String::from_utf8_lossy(&w.args[0]).to_ascii_lowercase();
+            let Some(spec) = lookup(&name) else {
+                break;
+            };
+            let mut out = Out {
+                resp3: w.resp3,
+                ..Out::default()
+            };
+            let ran = single(server, spec, &w.args, &mut out, None);
+            if ran.would_block {
+                // Nothing for the first in line: the others wait too.
+                break;
+            }
+            *st = WaitState::Served;
+            w.send(out.buf);
+            drop(st);
+            server.blocking.remove(&w);
+            work.extend(ran.written);
         }
     }
 }
@@ -385,8 +766,10 @@ fn ctx(server: &Server) -> Ctx {
     }
 }
 
-/// Runs one data command under its locks, committing its writes.
-fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
+/// Runs one data command under its locks, committing its writes. A
+/// blocking command that finds nothing parks when `park` gives the
+/// client's protocol (`Some(resp3)`), under the locks of its keys.
+fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Option<bool>) -> Ran {
     let ks = &server.ks;
     let ctx = ctx(server);
     let mut held = match spec.kind {
@@ -394,29 +777,73 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out) {
         Kind::Flush => ks.lock_all(),
         _ => Held::None,
     };
-    let mut txn = if matches!(spec.name, "mget" | "exists") && args.len() > 2 {
+    let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
         Txn::at_snapshot(ks)
     } else {
         Txn::new(ks)
     };
     let start = out.buf.len();
+    let mut ran = Ran::default();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
+        ran.would_block = txn.would_block;
         if txn.has_writes() {
+            ran.written = txn.written_keys().to_vec();
             txn.commit(&mut held).map_err(data::engine)
         } else {
             Ok(())
         }
     });
-    if let Err(e) = r {
-        // Nothing was applied (a command checks before it stages, and a
-        // batch commits whole or not at all): the reply is the error alone.
-        out.buf.truncate(start);
-        out.error(&e);
+    match r {
+        Err(e) => {
+            // Nothing was applied (a command checks before it stages, and
+            // a batch commits whole or not at all): the reply is the error.
+            out.buf.truncate(start);
+            out.error(&e);
+            ran.written.clear();
+            ran.would_block = false;
+        }
+        Ok(()) if ran.would_block => {
+            if let Some(resp3) = park {
+                let keys = keys_of(spec, args).iter().map(|k| k.to_vec()).collect();
+                let timeout = crate::list::timeout_arg(&args[args.len() - 1]).unwrap_or(0.0);
+                ran.parked = Some(server.blocking.park(keys, args.to_vec(), resp3, timeout));
+            }
+        }
+        Ok(()) => {}
+    }
+    drop(held);
+    ran
+}
+
+/// A read command that makes more than one engine read (a collection's
+/// record, then its elements; several keys): it reads at one snapshot, so
+/// it sees no half of a concurrent write.
+fn reads_many(name: &str, args: &[Bytes]) -> bool {
+    match name {
+        "get" | "strlen" | "getrange" | "substr" | "ttl" | "pttl" | "type" | "hlen" | "llen"
+        | "scard" | "zcard" | "expiretime" | "pexpiretime" | "getbit" | "bitcount" | "bitpos" => {
+            false
+        }
+        "mget" | "exists" => args.len() > 2,
+        _ => true,
     }
 }
 
 fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: &mut Out) -> After {
     let r: CmdResult = match name {
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "publish" | "pubsub" => {
+            crate::pubsub::run(server, client, name, args, out)
+        }
+        "ping" if !client.resp3 && (!client.channels.is_empty() || !client.patterns.is_empty()) => {
+            if args.len() > 2 {
+                out.error(&wrong_args("ping"));
+            } else {
+                out.array(2);
+                out.bulk(b"pong");
+                out.bulk(args.get(1).map_or(&b""[..], |a| &a[..]));
+            }
+            Ok(())
+        }
         "ping" => {
             match args.len() {
                 1 => out.simple("PONG"),
@@ -506,6 +933,18 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             out.int(server.last_save_unix.load(Ordering::Relaxed) as i64);
             Ok(())
         }
+        // No scripting: there are never functions to flush or list.
+        "function" => match &args[1].to_ascii_lowercase()[..] {
+            b"flush" if args.len() <= 3 => {
+                out.ok();
+                Ok(())
+            }
+            b"list" => {
+                out.array(0);
+                Ok(())
+            }
+            _ => Err(subcommand_error("function", &args[1], &["flush", "list"])),
+        },
         "time" => {
             let t = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -660,7 +1099,7 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
             "client",
             &args[1],
             &[
-                "setname", "getname", "id", "info", "list", "setinfo", "help",
+                "setname", "getname", "id", "info", "list", "setinfo", "help", "kill", "no-evict",
             ],
         ))
     };
@@ -678,6 +1117,12 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
         }
         // Client libraries announce themselves (redis-py, go-redis).
         (b"setinfo", 4) => out.ok(),
+        // Nothing is evicted here; clients send it at connect.
+        (b"no-evict", 3) => match &args[2].to_ascii_lowercase()[..] {
+            b"on" | b"off" => out.ok(),
+            _ => return Err(SYNTAX.to_owned()),
+        },
+        (b"kill", n) if n >= 3 => client_kill(server, client, &args[2..], out)?,
         (b"help", 2) => {
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -704,7 +1149,73 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
     Ok(())
 }
 
-/// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST`.
+/// One filter of `CLIENT KILL`.
+type ClientFilter = Box<dyn Fn(&crate::server::ClientShared) -> bool>;
+
+/// `CLIENT KILL addr` (replies OK) or `CLIENT KILL <filter value> ...`
+/// with filters ID, ADDR, LADDR, USER, SKIPME, TYPE, MAXAGE (replies the
+/// number killed). A killed client's connection closes after the command
+/// it is running.
+fn client_kill(server: &Server, me: &Client, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let clients: Vec<_> = server.clients.lock().values().cloned().collect();
+    if let [addr] = args {
+        let addr = String::from_utf8_lossy(addr);
+        let Some(c) = clients.iter().find(|c| c.addr.to_string() == addr) else {
+            return Err("ERR No such client".to_owned());
+        };
+        c.kill();
+        out.ok();
+        return Ok(());
+    }
+    if !args.len().is_multiple_of(2) {
+        return Err(SYNTAX.to_owned());
+    }
+    let mut skipme = true;
+    let mut tests: Vec<ClientFilter> = Vec::new();
+    for pair in args.chunks(2) {
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        match &pair[0].to_ascii_lowercase()[..] {
+            b"id" => {
+                let id = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&id| id > 0)
+                    .ok_or("ERR client-id should be greater than 0")?;
+                tests.push(Box::new(move |c| c.id == id));
+            }
+            b"addr" => tests.push(Box::new(move |c| c.addr.to_string() == v)),
+            b"laddr" => tests.push(Box::new(move |c| c.laddr.to_string() == v)),
+            b"user" => tests.push(Box::new(move |_| v == "default")),
+            b"type" => match v.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => tests.push(Box::new(|_| false)),
+                _ => return Err(format!("ERR Unknown client type '{v}'")),
+            },
+            b"skipme" => match v.to_ascii_lowercase().as_str() {
+                "yes" => skipme = true,
+                "no" => skipme = false,
+                _ => return Err(SYNTAX.to_owned()),
+            },
+            b"maxage" => {
+                let age: u64 = v.parse().map_err(|_| SYNTAX.to_owned())?;
+                tests.push(Box::new(move |c| c.created.elapsed().as_secs() >= age));
+            }
+            _ => return Err(SYNTAX.to_owned()),
+        }
+    }
+    let mut n = 0;
+    for c in &clients {
+        if (skipme && c.id == me.id) || !tests.iter().all(|t| t(c)) {
+            continue;
+        }
+        c.kill();
+        n += 1;
+    }
+    out.int(n);
+    Ok(())
+}
+
+/// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST|GETKEYS`.
 fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
     let sub = args.get(1).map(|s| s.to_ascii_lowercase());
     match sub.as_deref() {
@@ -715,10 +1226,46 @@ fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
             }
         }
         Some(b"count") if args.len() == 2 => out.int(COMMANDS.len() as i64),
-        Some(b"list") if args.len() == 2 => {
-            out.array(COMMANDS.len());
-            for s in COMMANDS {
-                out.bulk(s.name.as_bytes());
+        Some(b"list") => {
+            let names = COMMANDS
+                .iter()
+                .map(|s| s.name)
+                .chain(SUBCOMMANDS.iter().copied());
+            let picked: Vec<&str> = match &args[2..] {
+                [] => names.collect(),
+                [f, kind, value] if f.eq_ignore_ascii_case(b"filterby") => {
+                    match &kind.to_ascii_lowercase()[..] {
+                        b"pattern" => names
+                            .filter(|n| glob::matches(value, n.as_bytes(), true))
+                            .collect(),
+                        // No modules, and no ACL categories are kept.
+                        b"module" | b"aclcat" => Vec::new(),
+                        _ => return Err(SYNTAX.to_owned()),
+                    }
+                }
+                _ => return Err(SYNTAX.to_owned()),
+            };
+            out.array(picked.len());
+            for n in picked {
+                out.bulk(n.as_bytes());
+            }
+        }
+        Some(b"getkeys") if args.len() >= 4 => {
+            let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+            let Some(spec) = lookup(&name) else {
+                return Err("ERR Invalid command specified".to_owned());
+            };
+            let cmd_args = &args[2..];
+            if !arity_ok(spec, cmd_args.len()) {
+                return Err("ERR Invalid number of arguments specified for command".to_owned());
+            }
+            let keys = keys_of(spec, cmd_args);
+            if keys.is_empty() {
+                return Err("ERR The command has no key arguments".to_owned());
+            }
+            out.array(keys.len());
+            for k in keys {
+                out.bulk(k);
             }
         }
         Some(b"info") => {
@@ -737,7 +1284,7 @@ fn command(args: &[Bytes], out: &mut Out) -> CmdResult {
             return Err(subcommand_error(
                 "command",
                 &args[1],
-                &["count", "list", "info", "docs"],
+                &["count", "list", "info", "docs", "getkeys"],
             ))
         }
     }
@@ -822,6 +1369,7 @@ fn exec_locked(
     }
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
+    txn.in_multi = true;
     let start = out.buf.len();
     out.array(queued.len());
     for (s, a) in specs.iter().zip(queued) {
@@ -841,10 +1389,15 @@ fn exec_locked(
         }
     }
     if txn.has_writes() {
+        let written = txn.written_keys().to_vec();
         if let Err(e) = txn.commit(&mut held) {
             // Nothing of the batch was applied: the reply is the error.
             out.buf.truncate(start);
             return Err(data::engine(e));
+        }
+        drop(held);
+        if server.blocking.any() {
+            serve_blocked(server, written);
         }
     }
     Ok(())

@@ -237,6 +237,23 @@ async fn serve_client(
             if after == After::Shutdown {
                 return after;
             }
+            if after == After::Block {
+                if !out.is_empty() {
+                    if stream.write_all(&out.buf).await.is_err() {
+                        if let Some(p) = client.parked.take() {
+                            server.blocking.cancel(&p.waiter);
+                        }
+                        return After::Close;
+                    }
+                    out.buf.clear();
+                }
+                let open = wait_blocked(server, stream, client, &mut buf, stopped, &mut out).await;
+                if stream.write_all(&out.buf).await.is_err() || !open {
+                    return After::Close;
+                }
+                out.buf.clear();
+                continue;
+            }
             if !out.is_empty() {
                 if stream.write_all(&out.buf).await.is_err() {
                     return After::Close;
@@ -246,8 +263,8 @@ async fn serve_client(
                     out.buf.shrink_to(OUT_FLUSH_BYTES);
                 }
             }
-            if after == After::Close {
-                return after;
+            if after == After::Close || client.shared.is_killed() {
+                return After::Close;
             }
         }
         if let Some(e) = protocol_error {
@@ -272,6 +289,8 @@ async fn serve_client(
             tokio::select! {
                 r = stream.read_buf(&mut buf) => Some(r),
                 _ = stopped.wait_for(|s| *s) => None,
+                _ = client.shared.kick.notified() => None,
+                Some(m) = client.inbox.recv() => Some(Ok(deliver(&mut out, client, m))),
             }
         };
         let r = if timeout_secs > 0 {
@@ -286,7 +305,87 @@ async fn serve_client(
             Some(Ok(n)) if n > 0 => {}
             _ => return After::Close,
         }
+        if !out.is_empty() {
+            // Pub/Sub messages.
+            if stream.write_all(&out.buf).await.is_err() {
+                return After::Close;
+            }
+            out.buf.clear();
+        }
     }
+}
+
+/// Writes a Pub/Sub message and any others waiting; returns 1 (the read
+/// loop's "progress").
+fn deliver(out: &mut Out, client: &mut Client, first: crate::pubsub::Message) -> usize {
+    out.resp3 = client.resp3;
+    crate::pubsub::write_message(out, &first);
+    while let Ok(m) = client.inbox.try_recv() {
+        crate::pubsub::write_message(out, &m);
+    }
+    1
+}
+
+/// Waits while the client is blocked: until a writer serves it (its reply
+/// goes to `out`), its timeout passes (a null reply), or it disconnects or
+/// the server stops (false: close). What the client sends meanwhile is
+/// buffered and runs afterwards, as in redis-server.
+async fn wait_blocked(
+    server: &Server,
+    stream: &mut TcpStream,
+    client: &mut Client,
+    buf: &mut BytesMut,
+    stopped: &mut watch::Receiver<bool>,
+    out: &mut Out,
+) -> bool {
+    let Some(mut parked) = client.parked.take() else {
+        return true;
+    };
+    let deadline = (parked.timeout_secs > 0.0)
+        .then(|| tokio::time::Instant::now() + Duration::from_secs_f64(parked.timeout_secs));
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let mut open = true;
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            r = &mut parked.reply => {
+                if let Ok(reply) = r {
+                    out.buf.extend_from_slice(&reply);
+                }
+                return true;
+            }
+            _ = &mut sleep => break,
+            _ = stopped.wait_for(|s| *s) => {
+                open = false;
+                break;
+            }
+            _ = client.shared.kick.notified() => {
+                open = false;
+                break;
+            }
+            r = stream.read_buf(buf) => {
+                if !matches!(r, Ok(n) if n > 0) {
+                    open = false;
+                    break;
+                }
+            }
+        }
+    }
+    if server.blocking.cancel(&parked.waiter) {
+        out.null_array();
+    } else if let Ok(reply) = parked.reply.await {
+        // Served while timing out: the reply stands.
+        out.buf.extend_from_slice(&reply);
+    }
+    open
 }
 
 /// Journal sync once a second under `appendfsync everysec`, and the
@@ -313,6 +412,8 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             }
             // Reap in rounds of 1000 while keys are due, yielding to
             // the tick between when there are many.
+            // Then the elements of deleted collections.
+            let _ = s.ks.reclaim(10_000);
             for _ in 0..10 {
                 match s.ks.reap(1000) {
                     Ok((n, more)) => {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::glob;
 use crate::resp::Out;
-use crate::store::{Entry, Txn};
+use crate::store::{Entry, Rec, Txn};
 
 /// A command's failure: the error line to reply with.
 pub type CmdResult = Result<(), String>;
@@ -41,7 +41,7 @@ pub fn int_arg(b: &[u8]) -> Result<i64, String> {
 }
 
 /// A float as redis-server's `string2ld` reads it (no spaces, not NaN).
-fn parse_float(b: &[u8]) -> Option<f64> {
+pub fn parse_float(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
         return None;
@@ -94,12 +94,12 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
     let e = engine;
     match name {
         "get" => {
-            let v = txn.get(&args[1]).map_err(e)?;
+            let v = txn.get(&args[1])?;
             out.opt_bulk(v.as_ref().map(|v| &v.value[..]));
         }
         "set" => set(args, txn, out)?,
         "setnx" => {
-            if txn.exists(&args[1]).map_err(e)? {
+            if txn.exists(&args[1])? {
                 out.int(0);
             } else {
                 txn.set(&args[1], Entry::plain(args[2].to_vec()));
@@ -113,12 +113,12 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             out.ok();
         }
         "getset" => {
-            let old = txn.get(&args[1]).map_err(e)?;
+            let old = txn.get(&args[1])?;
             txn.set(&args[1], Entry::plain(args[2].to_vec()));
             out.opt_bulk(old.as_ref().map(|v| &v.value[..]));
         }
         "getdel" => {
-            let old = txn.get(&args[1]).map_err(e)?;
+            let old = txn.get(&args[1])?;
             if old.is_some() {
                 txn.delete(&args[1]);
             }
@@ -128,8 +128,11 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "mget" => {
             out.array(args.len() - 1);
             for k in &args[1..] {
-                let v = txn.get(k).map_err(e)?;
-                out.opt_bulk(v.as_ref().map(|v| &v.value[..]));
+                // Another type reads as nil here, not as an error.
+                match txn.rec(k).map_err(e)? {
+                    Some(Rec::Str(v)) => out.bulk(&v.value),
+                    _ => out.null(),
+                }
             }
         }
         "mset" | "msetnx" => {
@@ -140,7 +143,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             }
             if name == "msetnx" {
                 for pair in args[1..].chunks(2) {
-                    if txn.exists(&pair[0]).map_err(e)? {
+                    if txn.exists(&pair[0])? {
                         out.int(0);
                         return Ok(());
                     }
@@ -156,10 +159,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             }
         }
         "append" => {
-            let mut cur = txn
-                .get(&args[1])
-                .map_err(e)?
-                .unwrap_or(Entry::plain(Vec::new()));
+            let mut cur = txn.get(&args[1])?.unwrap_or(Entry::plain(Vec::new()));
             if cur.value.len() + args[2].len() > ctx.max_bulk_bytes {
                 return Err(TOO_BIG.to_owned());
             }
@@ -169,7 +169,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             out.int(n as i64);
         }
         "strlen" => {
-            let v = txn.get(&args[1]).map_err(e)?;
+            let v = txn.get(&args[1])?;
             out.int(v.map_or(0, |v| v.value.len() as i64));
         }
         "getrange" | "substr" => getrange(args, txn, out)?,
@@ -187,10 +187,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         }
         "incrbyfloat" => {
             let by = parse_float(&args[2]).ok_or(NOT_FLOAT)?;
-            let mut cur = txn
-                .get(&args[1])
-                .map_err(e)?
-                .unwrap_or(Entry::plain(b"0".to_vec()));
+            let mut cur = txn.get(&args[1])?.unwrap_or(Entry::plain(b"0".to_vec()));
             let v = parse_float(&cur.value).ok_or(NOT_FLOAT)?;
             let sum = v + by;
             if !sum.is_finite() {
@@ -204,7 +201,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "del" | "unlink" => {
             let mut n = 0;
             for k in &args[1..] {
-                if txn.exists(k).map_err(e)? {
+                if txn.exists(k)? {
                     txn.delete(k);
                     n += 1;
                 }
@@ -214,20 +211,16 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "exists" => {
             let mut n = 0;
             for k in &args[1..] {
-                n += i64::from(txn.exists(k).map_err(e)?);
+                n += i64::from(txn.exists(k)?);
             }
             out.int(n);
         }
         "type" => {
-            let t = if txn.exists(&args[1]).map_err(e)? {
-                "string"
-            } else {
-                "none"
-            };
-            out.simple(t);
+            let r = txn.rec(&args[1]).map_err(e)?;
+            out.simple(r.as_ref().map_or("none", Rec::type_name));
         }
         "rename" | "renamenx" => {
-            let Some(v) = txn.get(&args[1]).map_err(e)? else {
+            let Some(v) = txn.rec(&args[1]).map_err(e)? else {
                 return Err("ERR no such key".to_owned());
             };
             if args[1] == args[2] {
@@ -238,12 +231,14 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
                 }
                 return Ok(());
             }
-            if name == "renamenx" && txn.exists(&args[2]).map_err(e)? {
+            if name == "renamenx" && txn.exists(&args[2])? {
                 out.int(0);
                 return Ok(());
             }
+            // A collection moves whole: its elements are keyed by its
+            // version, not its name.
             txn.delete(&args[1]);
-            txn.set(&args[2], v);
+            txn.put(&args[2], v);
             if name == "rename" {
                 out.ok();
             } else {
@@ -252,16 +247,11 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         }
         "expire" | "pexpire" | "expireat" | "pexpireat" => expire(name, args, txn, out)?,
         "ttl" | "pttl" => {
-            let v = txn.get(&args[1]).map_err(e)?;
-            let r = match v {
+            let v = txn.rec(&args[1]).map_err(e)?;
+            let r = match v.map(|v| v.expire_at_ms()) {
                 None => -2,
-                Some(Entry {
-                    expire_at_ms: None, ..
-                }) => -1,
-                Some(Entry {
-                    expire_at_ms: Some(at),
-                    ..
-                }) => {
+                Some(None) => -1,
+                Some(Some(at)) => {
                     let left = at.saturating_sub(txn.now) as i64;
                     if name == "ttl" {
                         (left + 500) / 1000
@@ -272,10 +262,10 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             };
             out.int(r);
         }
-        "persist" => match txn.get(&args[1]).map_err(e)? {
-            Some(mut v) if v.expire_at_ms.is_some() => {
-                v.expire_at_ms = None;
-                txn.set(&args[1], v);
+        "persist" => match txn.rec(&args[1]).map_err(e)? {
+            Some(mut v) if v.expire_at_ms().is_some() => {
+                v.set_expire_at_ms(None);
+                txn.put(&args[1], v);
                 out.int(1);
             }
             _ => out.int(0),
@@ -333,7 +323,15 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             }
             out.opt_bulk(found.as_deref());
         }
-        _ => return Err(format!("ERR unknown command '{name}'")),
+        _ => {
+            return crate::hash::run(name, args, txn, out)
+                .or_else(|| crate::list::run(name, args, txn, out))
+                .or_else(|| crate::set::run(name, args, txn, out))
+                .or_else(|| crate::zset::run(name, args, txn, out))
+                .or_else(|| crate::keys::run(name, args, txn, out))
+                .or_else(|| crate::bits::run(name, args, txn, out))
+                .unwrap_or_else(|| Err(format!("ERR unknown command '{name}'")))
+        }
     }
     Ok(())
 }
@@ -394,7 +392,11 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     // separated presets. (A stale expiry index entry of the old value is
     // dropped by the reaper, which checks the record before deleting.)
     let old = if nx || xx || get || keepttl {
-        txn.get(&args[1]).map_err(engine)?
+        let old = txn.rec(&args[1]).map_err(engine)?;
+        if get && matches!(old, Some(Rec::Coll(_))) {
+            return Err(crate::store::WRONGTYPE.to_owned());
+        }
+        old
     } else {
         None
     };
@@ -405,7 +407,7 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             Some(at) => put_expiring(txn, &args[1], value, at),
             None => {
                 let expire_at_ms = if keepttl {
-                    old.as_ref().and_then(|o| o.expire_at_ms)
+                    old.as_ref().and_then(Rec::expire_at_ms)
                 } else {
                     None
                 };
@@ -420,7 +422,10 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
     }
     if get {
-        out.opt_bulk(old.as_ref().map(|v| &v.value[..]));
+        match &old {
+            Some(Rec::Str(v)) => out.bulk(&v.value),
+            _ => out.null(),
+        }
     } else if blocked {
         out.null();
     } else {
@@ -457,7 +462,7 @@ fn getex(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         Change::At(arg, unit, abs) => Some(expire_at(arg, unit, abs, txn.now, "getex")?),
         _ => None,
     };
-    let Some(mut v) = txn.get(&args[1]).map_err(engine)? else {
+    let Some(mut v) = txn.get(&args[1])? else {
         out.null();
         return Ok(());
     };
@@ -475,11 +480,7 @@ fn getex(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 
 fn getrange(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let (mut start, mut end) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    let v = txn
-        .get(&args[1])
-        .map_err(engine)?
-        .map(|v| v.value)
-        .unwrap_or_default();
+    let v = txn.get(&args[1])?.map(|v| v.value).unwrap_or_default();
     let len = v.len() as i64;
     if start < 0 && end < 0 && start > end {
         out.bulk(b"");
@@ -510,7 +511,7 @@ fn setrange(args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut Out) -> CmdR
         return Err("ERR offset is out of range".to_owned());
     }
     let piece = &args[3];
-    let cur = txn.get(&args[1]).map_err(engine)?;
+    let cur = txn.get(&args[1])?;
     if piece.is_empty() {
         out.int(cur.map_or(0, |c| c.value.len() as i64));
         return Ok(());
@@ -531,10 +532,7 @@ fn setrange(args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut Out) -> CmdR
 }
 
 fn incr(txn: &mut Txn<'_>, key: &[u8], by: i64, out: &mut Out) -> CmdResult {
-    let mut cur = txn
-        .get(key)
-        .map_err(engine)?
-        .unwrap_or(Entry::plain(b"0".to_vec()));
+    let mut cur = txn.get(key)?.unwrap_or(Entry::plain(b"0".to_vec()));
     let v = parse_i64(&cur.value).ok_or(NOT_INTEGER)?;
     let n = v.checked_add(by).ok_or(OVERFLOW)?;
     cur.value = itoa::Buffer::new().format(n).as_bytes().to_vec();
@@ -575,11 +573,11 @@ fn expire(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRe
     if !name.ends_with("at") {
         at = at.checked_add(txn.now as i64).ok_or_else(invalid)?;
     }
-    let Some(mut cur) = txn.get(&args[1]).map_err(engine)? else {
+    let Some(mut cur) = txn.rec(&args[1]).map_err(engine)? else {
         out.int(0);
         return Ok(());
     };
-    let ok = match cur.expire_at_ms {
+    let ok = match cur.expire_at_ms() {
         // No expiry counts as an infinite one for GT and LT.
         None => !(xx || gt),
         Some(old) => !nx && (!gt || at > old as i64) && (!lt || at < old as i64),
@@ -591,8 +589,8 @@ fn expire(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRe
     if at <= txn.now as i64 {
         txn.delete(&args[1]);
     } else {
-        cur.expire_at_ms = Some(at as u64);
-        txn.set(&args[1], cur);
+        cur.set_expire_at_ms(Some(at as u64));
+        txn.put(&args[1], cur);
     }
     out.int(1);
     Ok(())
@@ -608,7 +606,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or("ERR invalid cursor")?;
-    let (mut pattern, mut count, mut type_ok) = (None, 10i64, true);
+    let (mut pattern, mut count, mut type_want) = (None, 10i64, None);
     let mut i = 2;
     while i < args.len() {
         let opt = lower(&args[i]);
@@ -623,7 +621,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
                     return Err(SYNTAX.to_owned());
                 }
             }
-            b"type" => type_ok = val.eq_ignore_ascii_case(b"string"),
+            b"type" => type_want = Some(lower(val)),
             _ => return Err(SYNTAX.to_owned()),
         }
         i += 2;
@@ -633,7 +631,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let mut last_hash = None;
     let mut next = 0u64;
     txn.keyspace()
-        .scan_from(cursor, txn.now, |h, k, _| {
+        .scan_from(cursor, txn.now, |h, k, r| {
             // Past COUNT, finish the hash bucket being read, then stop.
             if seen >= count && last_hash != Some(h) {
                 next = h;
@@ -641,6 +639,9 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             }
             seen += 1;
             last_hash = Some(h);
+            let type_ok = type_want
+                .as_ref()
+                .is_none_or(|t| t.as_slice() == r.type_name().as_bytes());
             if type_ok && pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)) {
                 keys.push(k.to_vec());
             }

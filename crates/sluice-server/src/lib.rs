@@ -1,9 +1,9 @@
 //! `sluice serve`: a Redis-protocol server over a sluicedb database, for
 //! the clients people already have (redis-cli, redis-benchmark, redis-py,
-//! go-redis). Strings and keys with redis-server's replies, transactions,
-//! expiry, RESP2 and RESP3; see the README's "Server" section for what it
-//! does and does not do, and `docs/format/server-keyspace.md` for how it
-//! stores keys.
+//! go-redis). Strings, hashes, lists, sets, sorted sets and bitmaps with
+//! redis-server's replies, transactions, blocking pops, Pub/Sub, expiry,
+//! RESP2 and RESP3; see the README's "Server" section for what it does and does not
+//! do, and `docs/format/server-keyspace.md` for how it stores keys.
 //!
 //! ```no_run
 //! let mut config = sluice_server::Config::new("/tmp/sluice-serve");
@@ -13,15 +13,24 @@
 //! server.shutdown().unwrap();
 //! ```
 
+mod bits;
+mod block;
 mod cmd;
+mod coll;
 mod conn;
 mod data;
 mod glob;
+mod hash;
+mod keys;
+mod list;
 mod metrics;
+mod pubsub;
 pub mod resp;
 mod save;
 mod server;
+mod set;
 mod store;
+mod zset;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,6 +57,22 @@ pub const DEFAULT_MAX_QUERY_BUFFER_BYTES: usize = 1 << 30;
 /// grows its array as they arrive; a bound here refuses `*2147483647`).
 pub const DEFAULT_MAX_ARGS: usize = 1 << 20;
 
+/// redis-server 7.0's encoding thresholds with their defaults.
+pub const ENCODING_SETTINGS: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("set-max-intset-entries", "512"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+];
+
 /// The server's settings: flags of `sluice serve`, or a config file.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -73,6 +98,15 @@ pub struct Config {
     /// Where `SAVE` and `BGSAVE` put checkpoints of the database, keeping
     /// the newest whole one (none: they flush and sync only).
     pub checkpoint_dir: Option<PathBuf>,
+    /// redis-server's `maxmemory`: kept and reported for clients that set
+    /// it, not enforced (the engine's memory is bounded by its own
+    /// settings, and data lives on disk).
+    pub maxmemory_bytes: usize,
+    /// redis-server's encoding thresholds (`hash-max-listpack-entries`
+    /// and the like, [`ENCODING_SETTINGS`]): clients and Redis's tests set
+    /// them; kept and reported, with no effect (every collection is stored
+    /// the same way here).
+    pub encoding_settings: std::collections::BTreeMap<String, String>,
     /// Where the config file was read from (`CONFIG REWRITE` writes it).
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
@@ -95,6 +129,11 @@ impl Config {
             max_args: DEFAULT_MAX_ARGS,
             metrics: None,
             checkpoint_dir: None,
+            maxmemory_bytes: 0,
+            encoding_settings: ENCODING_SETTINGS
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             config_file: None,
             handle_signals: false,
         }
@@ -103,7 +142,7 @@ impl Config {
     /// Applies a redis.conf-style file: `name value` lines, `#` comments.
     /// Known names: dir, preset, bind (several addresses), port,
     /// requirepass, appendfsync, maxclients, timeout, proto-max-bulk-len,
-    /// client-query-buffer-limit, metrics, checkpoint-dir.
+    /// client-query-buffer-limit, metrics, checkpoint-dir, maxmemory.
     pub fn load_file(&mut self, path: &Path) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         for (n, line) in text.lines().enumerate() {
@@ -152,6 +191,7 @@ impl Config {
             "client-query-buffer-limit" => self.max_query_buffer_bytes = size(value)?,
             "metrics" => self.metrics = (!value.is_empty()).then(|| value.to_owned()),
             "checkpoint-dir" => self.checkpoint_dir = (!value.is_empty()).then(|| value.into()),
+            "maxmemory" => self.maxmemory_bytes = size(value)?,
             _ => return Err(format!("unknown setting {name:?}")),
         }
         Ok(())
@@ -261,7 +301,8 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let ks = store::Keyspace::new(db, config.appendfsync);
+    let ks = store::Keyspace::new(db, config.appendfsync)
+        .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let server = Arc::new(server::Server::new(ks, config));
     server.tcp_port.store(
         u64::from(addrs.first().map_or(0, |a| a.port())),
@@ -287,6 +328,26 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         stop,
         thread: Some(thread),
     })
+}
+
+/// Checks the keyspace of the database in `dir` (not being served):
+/// every collection's metadata agrees with its elements, and every element
+/// belongs to a key or to garbage being reclaimed. Returns what disagrees;
+/// empty when consistent. With `reclaim`, garbage is reclaimed first, and
+/// the answer then also lists any left.
+pub fn check_keyspace(dir: &Path, reclaim: bool) -> Result<Vec<String>, String> {
+    let preset = Db::recorded_preset(dir).ok().flatten().unwrap_or_default();
+    let db = Db::open(dir, Options::preset(preset))
+        .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let ks = store::Keyspace::new(db, Fsync::No).map_err(|e| e.to_string())?;
+    if reclaim {
+        while ks.reclaim(usize::MAX).map_err(|e| e.to_string())? > 0 {}
+    }
+    let mut problems = ks.check().map_err(|e| e.to_string())?;
+    if reclaim && ks.garbage_left().map_err(|e| e.to_string())? {
+        problems.push("garbage left after reclaiming".to_owned());
+    }
+    Ok(problems)
 }
 
 /// How often the expiry reaper looks for keys past their time.

@@ -423,6 +423,12 @@ impl Out {
         self.len_line(b'*', n as i64);
     }
 
+    /// An out-of-band message of `n` elements (Pub/Sub): `>n` in RESP3,
+    /// an array in RESP2.
+    pub fn push(&mut self, n: usize) {
+        self.len_line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
+
     /// A map of `n` pairs: `%n` in RESP3, a flat array of 2n in RESP2.
     pub fn map(&mut self, n: usize) {
         if self.resp3 {

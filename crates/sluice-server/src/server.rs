@@ -27,6 +27,21 @@ pub struct ClientShared {
     pub last_active_ms: AtomicU64,
     pub name: Mutex<Option<Bytes>>,
     pub last_command: Mutex<&'static str>,
+    /// `CLIENT KILL` chose it: its connection closes.
+    pub killed: std::sync::atomic::AtomicBool,
+    /// Wakes its connection when killed.
+    pub kick: tokio::sync::Notify,
+}
+
+impl ClientShared {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kick.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
 }
 
 /// A key a client watches, as it was when watched.
@@ -50,6 +65,13 @@ pub struct Client {
     /// A command was refused while queueing: `EXEC` aborts.
     pub multi_error: bool,
     pub watched: Vec<Watched>,
+    /// Set while the client is blocked (`BLPOP` and the like).
+    pub parked: Option<crate::block::Parked>,
+    /// Pub/Sub: its channels and patterns, and where messages reach it.
+    pub channels: crate::pubsub::Names,
+    pub patterns: crate::pubsub::Names,
+    pub outbox: crate::pubsub::Outbox,
+    pub inbox: crate::pubsub::Inbox,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
 }
@@ -65,9 +87,16 @@ impl Client {
             last_active_ms: AtomicU64::new(now_ms()),
             name: Mutex::new(None),
             last_command: Mutex::new("NULL"),
+            killed: std::sync::atomic::AtomicBool::new(false),
+            kick: tokio::sync::Notify::new(),
         });
         server.clients.lock().insert(id, shared.clone());
+        let (outbox, inbox) = tokio::sync::mpsc::unbounded_channel();
         Client {
+            channels: Default::default(),
+            patterns: Default::default(),
+            outbox,
+            inbox,
             id,
             resp3: false,
             authenticated: server.config.read().requirepass.is_none(),
@@ -75,6 +104,7 @@ impl Client {
             multi: None,
             multi_error: false,
             watched: Vec::new(),
+            parked: None,
             last_command: "NULL",
             shared,
         }
@@ -104,7 +134,7 @@ impl Client {
             return Ok(());
         }
         let version = server.ks.watch(key);
-        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms);
+        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms());
         self.watched.push(Watched {
             key: key.to_vec(),
             version,
@@ -124,6 +154,7 @@ impl Client {
         self.multi = None;
         self.multi_error = false;
         self.unwatch_all(server);
+        server.pubsub.forget(self);
         self.resp3 = false;
         self.name = None;
         *self.shared.name.lock() = None;
@@ -133,6 +164,7 @@ impl Client {
     /// Leaves the registry and drops its watches (on disconnect).
     pub fn close(&mut self, server: &Server) {
         self.unwatch_all(server);
+        server.pubsub.forget(self);
         server.clients.lock().remove(&self.id);
     }
 }
@@ -142,6 +174,8 @@ impl Client {
 pub struct CommandCounters {
     pub calls: AtomicU64,
     pub micros: AtomicU64,
+    /// Calls that replied with an error.
+    pub failed: AtomicU64,
 }
 
 /// The state every connection shares.
@@ -160,6 +194,9 @@ pub struct Server {
     pub unknown_commands: AtomicU64,
     pub expired_keys: AtomicU64,
     pub tcp_port: AtomicU64,
+    /// Clients blocked in `BLPOP` and the like.
+    pub blocking: crate::block::Blocking,
+    pub pubsub: crate::pubsub::Registry,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
 }
@@ -220,18 +257,21 @@ impl Server {
             unknown_commands: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             tcp_port: AtomicU64::new(0),
+            blocking: crate::block::Blocking::default(),
+            pubsub: crate::pubsub::Registry::default(),
             metrics,
         }
     }
 
     /// Counts one command (by its position in `COMMANDS`; `None` for an
     /// unknown one) and its time.
-    pub fn record(&self, index: Option<usize>, took: Duration) {
+    pub fn record(&self, index: Option<usize>, took: Duration, failed: bool) {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
         match index {
             Some(i) => {
                 let c = &self.per_command[i];
                 c.calls.fetch_add(1, Ordering::Relaxed);
+                c.failed.fetch_add(u64::from(failed), Ordering::Relaxed);
                 c.micros
                     .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
                 if let Some(m) = &self.metrics {
@@ -248,6 +288,7 @@ impl Server {
         for c in &self.per_command {
             c.calls.store(0, Ordering::Relaxed);
             c.micros.store(0, Ordering::Relaxed);
+            c.failed.store(0, Ordering::Relaxed);
         }
         self.commands_processed.store(0, Ordering::Relaxed);
         self.connections_received.store(0, Ordering::Relaxed);
@@ -269,7 +310,7 @@ impl Server {
     /// The settings `CONFIG GET` knows, with their values now.
     pub fn config_pairs(&self) -> Vec<(String, String)> {
         let c = self.config.read();
-        vec![
+        let mut pairs: Vec<(String, String)> = vec![
             ("bind".into(), c.bind.join(" ")),
             ("port".into(), c.port.to_string()),
             ("dir".into(), c.dir.display().to_string()),
@@ -288,14 +329,16 @@ impl Server {
             ),
             ("databases".into(), "1".into()),
             ("save".into(), String::new()),
-            ("maxmemory".into(), "0".into()),
+            ("maxmemory".into(), c.maxmemory_bytes.to_string()),
             ("preset".into(), c.preset.unwrap_or_default().name().into()),
             ("metrics".into(), c.metrics.clone().unwrap_or_default()),
             (
                 "checkpoint-dir".into(),
                 (c.checkpoint_dir.as_ref()).map_or(String::new(), |d| d.display().to_string()),
             ),
-        ]
+        ];
+        pairs.extend(c.encoding_settings.clone());
+        pairs
     }
 
     /// `CONFIG SET`: all pairs checked first, then applied together.
@@ -332,6 +375,15 @@ impl Server {
                         .filter(|&n| n >= 1024 * 1024)
                         .ok_or_else(|| bad("argument must be a memory value of at least 1mb"))?;
                 }
+                "maxmemory" => {
+                    next.maxmemory_bytes =
+                        parse_size(v).ok_or_else(|| bad("argument must be a memory value"))?;
+                }
+                k if next.encoding_settings.contains_key(k) => {
+                    v.parse::<i64>()
+                        .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+                    next.encoding_settings.insert(k.to_owned(), v.clone());
+                }
                 // Read by redis-benchmark and some clients; nothing to change.
                 "save" | "appendonly" if v.is_empty() || v == "yes" => {}
                 _ => {
@@ -354,7 +406,8 @@ impl Server {
         };
         let mut text = String::from("# Written by CONFIG REWRITE.\n");
         for (k, v) in self.config_pairs() {
-            if k == "databases" || k == "save" || k == "appendonly" || k == "maxmemory" {
+            if k == "databases" || k == "save" || k == "appendonly" || next_is_encoding_setting(&k)
+            {
                 continue;
             }
             if (k == "requirepass" || k == "metrics" || k == "checkpoint-dir") && v.is_empty() {
@@ -447,16 +500,18 @@ impl Server {
         if want("clients") {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
                 self.clients.lock().len(),
-                c.maxclients
+                c.maxclients,
+                self.blocking.blocked.load(Ordering::Relaxed)
             );
         }
         if want("memory") {
             let rss = resident_bytes();
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+                "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:{}\r\nmaxmemory_policy:noeviction\r\n\r\n",
+                c.maxmemory_bytes
             );
         }
         let stats = self.ks.db.stats();
@@ -483,7 +538,14 @@ impl Server {
             );
         }
         if want("replication") {
-            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\r\n");
+        }
+        if want("cpu") {
+            let (user, sys) = cpu_seconds();
+            let _ = write!(
+                out,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n\r\n"
+            );
         }
         if want("commandstats") {
             out.push_str("# Commandstats\r\n");
@@ -493,11 +555,12 @@ impl Server {
                     let us = n.micros.load(Ordering::Relaxed);
                     let _ = write!(
                         out,
-                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2}\r\n",
+                        "cmdstat_{}:calls={},usec={},usec_per_call={:.2},rejected_calls=0,failed_calls={}\r\n",
                         s.name,
                         calls,
                         us,
-                        us as f64 / calls as f64
+                        us as f64 / calls as f64,
+                        n.failed.load(Ordering::Relaxed)
                     );
                 }
             }
@@ -508,7 +571,7 @@ impl Server {
             let (mut keys, mut expires) = (0u64, 0u64);
             let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
                 keys += 1;
-                expires += u64::from(e.expire_at_ms.is_some());
+                expires += u64::from(e.expire_at_ms().is_some());
                 true
             });
             out.push_str("# Keyspace\r\n");
@@ -545,6 +608,24 @@ impl Server {
         }
         out
     }
+}
+
+fn next_is_encoding_setting(k: &str) -> bool {
+    crate::ENCODING_SETTINGS.iter().any(|(n, _)| *n == k)
+}
+
+/// The process's CPU time (user, system) in seconds, from /proc (zeros
+/// where there is none; the kernel counts in 1/100 s ticks on Linux).
+pub fn cpu_seconds() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 here.
+    (ticks(11), ticks(12))
 }
 
 /// The process's resident set size, from /proc (0 where there is none).

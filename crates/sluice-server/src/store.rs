@@ -18,7 +18,7 @@
 //! stripe, and every commit that writes the key bumps the entry's version
 //! under the stripe lock; `EXEC` compares versions under the same locks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,6 +34,21 @@ pub const EXPIRY_TAG: u8 = b'x';
 pub const VALUE_PLAIN: u8 = 0;
 /// Value encoding: a string with an expiry (u64 LE ms) before it.
 pub const VALUE_EXPIRING: u8 = 1;
+/// Value encoding: a collection's metadata (hash, list, set, sorted set).
+pub const VALUE_COLLECTION: u8 = 2;
+/// Tag of a collection element key: `'e' | version u64 BE | suffix`.
+pub const ELEMENT_TAG: u8 = b'e';
+/// Tag of a garbage record: `'g' | version u64 BE`, the elements of a
+/// collection that no key holds any more, reclaimed in the background.
+pub const GARBAGE_TAG: u8 = b'g';
+/// The one key holding the first collection version not yet reserved.
+pub const VERSION_KEY: &[u8] = b"v";
+/// Versions reserved at a time (one engine write per block).
+const VERSION_BLOCK: u64 = 1024;
+/// Element deletes per batch when garbage is reclaimed.
+const RECLAIM_BATCH_KEYS: usize = 1000;
+/// The error of a command given a key of another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// Stripes of the key lock table.
 const STRIPES: usize = 1024;
@@ -145,9 +160,191 @@ impl Entry {
             _ => Err(bad()),
         }
     }
+}
+
+/// The type of a collection, as its metadata records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollKind {
+    Hash = 1,
+    List = 2,
+    Set = 3,
+    ZSet = 4,
+}
+
+impl CollKind {
+    fn from_byte(b: u8) -> Option<CollKind> {
+        Some(match b {
+            1 => CollKind::Hash,
+            2 => CollKind::List,
+            3 => CollKind::Set,
+            4 => CollKind::ZSet,
+            _ => return None,
+        })
+    }
+
+    /// The name `TYPE` answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKind::Hash => "hash",
+            CollKind::List => "list",
+            CollKind::Set => "set",
+            CollKind::ZSet => "zset",
+        }
+    }
+}
+
+/// Bytes of a collection's metadata record; a list's adds head and tail.
+pub const META_BYTES: usize = 26;
+pub const LIST_META_BYTES: usize = META_BYTES + 16;
+
+/// A collection's metadata: the record at its data key. Its elements are
+/// engine keys `'e' | version | suffix`; `version` is never reused, so a
+/// collection that is deleted or replaced leaves elements no record can
+/// reach, which the reclaimer deletes (`docs/format/server-keyspace.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: CollKind,
+    pub expire_at_ms: Option<u64>,
+    pub version: u64,
+    /// Elements (for a sorted set: members).
+    pub count: u64,
+    /// Lists only: the position of the first element and one past the last.
+    pub head: i64,
+    pub tail: i64,
+}
+
+impl Meta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(LIST_META_BYTES);
+        v.push(VALUE_COLLECTION);
+        v.push(self.kind as u8);
+        v.extend_from_slice(&self.expire_at_ms.unwrap_or(0).to_le_bytes());
+        v.extend_from_slice(&self.version.to_le_bytes());
+        v.extend_from_slice(&self.count.to_le_bytes());
+        if self.kind == CollKind::List {
+            v.extend_from_slice(&self.head.to_le_bytes());
+            v.extend_from_slice(&self.tail.to_le_bytes());
+        }
+        v
+    }
+
+    fn decode(raw: &[u8]) -> Option<Meta> {
+        let kind = CollKind::from_byte(*raw.get(1)?)?;
+        let want = if kind == CollKind::List {
+            LIST_META_BYTES
+        } else {
+            META_BYTES
+        };
+        if raw.len() != want {
+            return None;
+        }
+        let u = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
+        let (head, tail) = if kind == CollKind::List {
+            (u(26) as i64, u(34) as i64)
+        } else {
+            (0, 0)
+        };
+        Some(Meta {
+            kind,
+            expire_at_ms: Some(u(2)).filter(|&at| at != 0),
+            version: u(10),
+            count: u(18),
+            head,
+            tail,
+        })
+    }
+
+    /// The first engine key of its elements.
+    pub fn prefix(&self) -> Vec<u8> {
+        element_prefix(self.version)
+    }
+
+    /// The engine key of the element with `suffix`.
+    pub fn elem(&self, suffix: &[u8]) -> Vec<u8> {
+        let mut k = element_prefix(self.version);
+        k.extend_from_slice(suffix);
+        k
+    }
+
+    /// One past the last engine key of its elements.
+    pub fn end(&self) -> Vec<u8> {
+        element_prefix(self.version + 1)
+    }
+}
+
+/// `'e' | version u64 BE`.
+pub fn element_prefix(version: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24);
+    k.push(ELEMENT_TAG);
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+fn garbage_key(version: u64) -> Vec<u8> {
+    let mut k = vec![GARBAGE_TAG];
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// What a data key holds: a string or a collection's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rec {
+    Str(Entry),
+    Coll(Meta),
+}
+
+impl Rec {
+    pub fn expire_at_ms(&self) -> Option<u64> {
+        match self {
+            Rec::Str(e) => e.expire_at_ms,
+            Rec::Coll(m) => m.expire_at_ms,
+        }
+    }
+
+    pub fn set_expire_at_ms(&mut self, at: Option<u64>) {
+        match self {
+            Rec::Str(e) => e.expire_at_ms = at,
+            Rec::Coll(m) => m.expire_at_ms = at,
+        }
+    }
 
     pub fn expired(&self, now: u64) -> bool {
-        self.expire_at_ms.is_some_and(|at| at <= now)
+        self.expire_at_ms().is_some_and(|at| at <= now)
+    }
+
+    /// The collection version it holds, if any.
+    pub fn version(&self) -> Option<u64> {
+        match self {
+            Rec::Str(_) => None,
+            Rec::Coll(m) => Some(m.version),
+        }
+    }
+
+    /// The name `TYPE` answers.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Rec::Str(_) => "string",
+            Rec::Coll(m) => m.kind.name(),
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Rec::Str(e) => e.encode(),
+            Rec::Coll(m) => m.encode(),
+        }
+    }
+
+    pub fn decode(raw: Vec<u8>, key: &[u8]) -> Result<Rec> {
+        if raw.first() == Some(&VALUE_COLLECTION) {
+            return Meta::decode(&raw).map(Rec::Coll).ok_or_else(|| {
+                sluicedb::Error::InvalidArgument(format!(
+                    "the collection record of {:?} is malformed",
+                    String::from_utf8_lossy(key)
+                ))
+            });
+        }
+        Entry::decode(raw, key).map(Rec::Str)
     }
 }
 
@@ -177,6 +374,12 @@ pub struct Keyspace {
     sync_always: AtomicBool,
     /// A write happened since the last `everysec` sync.
     pub dirty: AtomicBool,
+    /// (next version to hand out, first version not reserved on disk).
+    versions: Mutex<(u64, u64)>,
+    /// A collection was ever created here: a plain `SET` must then look at
+    /// what it replaces, so that a collection's elements become garbage.
+    /// Until then it writes blind (the string workloads' fast path).
+    collections_seen: AtomicBool,
 }
 
 /// The locks a command holds while it runs.
@@ -192,17 +395,46 @@ pub enum Held<'a> {
 }
 
 impl Keyspace {
-    pub fn new(db: Db, fsync: Fsync) -> Keyspace {
+    pub fn new(db: Db, fsync: Fsync) -> Result<Keyspace> {
         let stripes = (0..STRIPES)
             .map(|_| Mutex::new(Stripe::default()))
             .collect();
-        Keyspace {
+        let reserved = match db.get(VERSION_KEY)? {
+            Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
+                sluicedb::Error::InvalidArgument("the version record is malformed".into())
+            })?),
+            None => 0,
+        };
+        Ok(Keyspace {
             db,
             stripes,
             global: RwLock::new(()),
             sync_always: AtomicBool::new(fsync == Fsync::Always),
             dirty: AtomicBool::new(false),
+            versions: Mutex::new((reserved, reserved)),
+            collections_seen: AtomicBool::new(reserved > 0),
+        })
+    }
+
+    /// A collection version no collection had before, nor will have again.
+    /// Versions are reserved a block at a time by writing the block's end
+    /// to `VERSION_KEY` before any is handed out: every batch that uses one
+    /// is sequenced after that write, so recovery, which yields a prefix
+    /// of history, never keeps a use without its reservation.
+    pub fn new_version(&self) -> Result<u64> {
+        let mut v = self.versions.lock();
+        if v.0 == v.1 {
+            let limit = v.1 + VERSION_BLOCK;
+            self.db.put(VERSION_KEY, limit.to_le_bytes())?;
+            v.1 = limit;
+            self.collections_seen.store(true, Ordering::Relaxed);
         }
+        v.0 += 1;
+        Ok(v.0 - 1)
+    }
+
+    pub fn collections_seen(&self) -> bool {
+        self.collections_seen.load(Ordering::Relaxed)
     }
 
     pub fn set_fsync(&self, fsync: Fsync) {
@@ -273,17 +505,17 @@ impl Keyspace {
         }
     }
 
-    /// Reads `key` (expired entries read as absent).
-    pub fn read(&self, key: &[u8], now: u64) -> Result<Option<Entry>> {
-        self.read_at(&ReadOptions::default(), key, now)
+    /// Reads `key` (expired records read as absent).
+    pub fn read(&self, key: &[u8], now: u64) -> Result<Option<Rec>> {
+        Ok(self
+            .read_raw(&ReadOptions::default(), key)?
+            .filter(|r| !r.expired(now)))
     }
 
-    pub fn read_at(&self, opts: &ReadOptions<'_>, key: &[u8], now: u64) -> Result<Option<Entry>> {
+    /// Reads `key`'s record, expired or not.
+    pub fn read_raw(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Rec>> {
         match self.db.get_opt(opts, data_key(key))? {
-            Some(raw) => {
-                let e = Entry::decode(raw, key)?;
-                Ok((!e.expired(now)).then_some(e))
-            }
+            Some(raw) => Rec::decode(raw, key).map(Some),
             None => Ok(None),
         }
     }
@@ -301,24 +533,28 @@ impl Keyspace {
         }
     }
 
-    /// Bumps the version of every watched key among `keys`; with the
-    /// keyspace held exclusively (`FLUSHDB`), of every watched key.
-    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = Vec<u8>>, all: bool) {
+    /// The watched keys that exist in the engine (expired or not).
+    fn watched_present(&self) -> Result<Vec<Vec<u8>>> {
+        let mut keys = Vec::new();
+        for s in self.stripes.iter() {
+            keys.extend(s.lock().watched.keys().cloned());
+        }
+        let mut present = Vec::new();
+        for k in keys {
+            if self.db.get(data_key(&k))?.is_some() {
+                present.push(k);
+            }
+        }
+        Ok(present)
+    }
+
+    /// Bumps the version of every watched key among `keys`.
+    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = Vec<u8>>) {
         match held {
             Held::Exclusive { .. } => {
-                if all {
-                    for s in self.stripes.iter() {
-                        for e in s.lock().watched.values_mut() {
-                            e.0 += 1;
-                        }
-                    }
-                } else {
-                    for k in keys {
-                        if let Some(e) =
-                            self.stripes[Self::stripe_of(&k)].lock().watched.get_mut(&k)
-                        {
-                            e.0 += 1;
-                        }
+                for k in keys {
+                    if let Some(e) = self.stripes[Self::stripe_of(&k)].lock().watched.get_mut(&k) {
+                        e.0 += 1;
                     }
                 }
             }
@@ -342,7 +578,7 @@ impl Keyspace {
         &self,
         from: u64,
         now: u64,
-        mut f: impl FnMut(u64, &[u8], &Entry) -> bool,
+        mut f: impl FnMut(u64, &[u8], &Rec) -> bool,
     ) -> Result<()> {
         let lo = data_key_at_hash(from);
         let hi = vec![DATA_TAG + 1];
@@ -351,7 +587,7 @@ impl Keyspace {
             let Some((h, key)) = split_data_key(&k) else {
                 continue;
             };
-            let e = Entry::decode(v, key)?;
+            let e = Rec::decode(v, key)?;
             if e.expired(now) {
                 continue;
             }
@@ -365,7 +601,7 @@ impl Keyspace {
     /// Deletes every key (`FLUSHDB`), in batches; needs the keyspace
     /// held exclusively.
     fn delete_everything(&self) -> Result<()> {
-        for tag in [DATA_TAG, EXPIRY_TAG] {
+        for tag in [DATA_TAG, EXPIRY_TAG, ELEMENT_TAG, GARBAGE_TAG] {
             loop {
                 let mut batch = WriteBatch::new();
                 for pair in self
@@ -405,11 +641,14 @@ impl Keyspace {
             let mut batch = WriteBatch::new();
             batch.delete(ik);
             if let Some(raw) = self.db.get(data_key(key))? {
-                let e = Entry::decode(raw, key)?;
+                let e = Rec::decode(raw, key)?;
                 if e.expired(now_ms()) {
                     batch.delete(data_key(key));
+                    if let Some(v) = e.version() {
+                        batch.put(garbage_key(v), []);
+                    }
                     deleted += 1;
-                    self.touch(&mut held, std::iter::once(key.to_vec()), false);
+                    self.touch(&mut held, std::iter::once(key.to_vec()));
                 }
             }
             self.write(batch)?;
@@ -417,6 +656,240 @@ impl Keyspace {
         Ok((deleted, more))
     }
 }
+
+impl Keyspace {
+    /// One reclaimer round: deletes the elements of collections no key
+    /// holds any more, at most about `max` element keys; returns how many
+    /// it deleted. Needs no lock: no record names a garbage version, so no
+    /// command reads or writes its elements.
+    pub fn reclaim(&self, max: usize) -> Result<u64> {
+        let mut deleted = 0u64;
+        let garbage: Vec<Vec<u8>> = self
+            .db
+            .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
+            .limit(16)
+            .map(|p| p.map(|(k, _)| k))
+            .collect::<Result<_>>()?;
+        for g in garbage {
+            let Some(version) = g.get(1..9).and_then(|b| b.try_into().ok()) else {
+                self.db.delete(&g)?;
+                continue;
+            };
+            let version = u64::from_be_bytes(version);
+            loop {
+                let mut batch = WriteBatch::new();
+                for pair in self
+                    .db
+                    .range(element_prefix(version)..element_prefix(version + 1))
+                    .limit(RECLAIM_BATCH_KEYS)
+                {
+                    let (k, _) = pair?;
+                    batch.delete(k);
+                }
+                let n = batch.len() as u64;
+                if n == 0 {
+                    self.db.delete(&g)?;
+                    break;
+                }
+                deleted += n;
+                self.db.write(batch)?;
+                if deleted as usize >= max {
+                    return Ok(deleted);
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Whether any garbage record is left.
+    pub fn garbage_left(&self) -> Result<bool> {
+        Ok(self
+            .db
+            .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
+            .next()
+            .transpose()?
+            .is_some())
+    }
+
+    /// Checks that every collection's metadata agrees with its elements
+    /// and that every element belongs to a collection or to garbage;
+    /// returns what disagrees (empty: consistent). Reads at one snapshot,
+    /// so it may run while the server serves.
+    pub fn check(&self) -> Result<Vec<String>> {
+        let snap = self.db.snapshot();
+        let opts = ReadOptions::at(&snap);
+        let mut problems = Vec::new();
+        let mut owned = std::collections::BTreeSet::new();
+        for pair in self.db.range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1]) {
+            let (k, v) = pair?;
+            let Some((h, key)) = split_data_key(&k) else {
+                problems.push(format!("data key {k:?} is malformed"));
+                continue;
+            };
+            if h != key_hash(key) {
+                problems.push(format!("{key:?} is stored under another key's hash"));
+            }
+            let Rec::Coll(m) = Rec::decode(v, key)? else {
+                continue;
+            };
+            if !owned.insert(m.version) {
+                problems.push(format!("version {} is held by two keys", m.version));
+            }
+            let name = String::from_utf8_lossy(key);
+            let (mut members, mut index, mut seqs) = (0u64, 0u64, Vec::new());
+            for e in self.db.range_opt(&opts, m.prefix()..m.end()) {
+                let (ek, ev) = e?;
+                let suffix = &ek[9..];
+                match m.kind {
+                    CollKind::ZSet => match suffix.first() {
+                        Some(&ZSET_MEMBER) => {
+                            members += 1;
+                            let Some(score) = decode_score(&ev) else {
+                                problems.push(format!("{name}: a member's score is malformed"));
+                                continue;
+                            };
+                            let want = m.elem(&zset_index_suffix(score, &suffix[1..]));
+                            if self.db.get_opt(&opts, &want)?.is_none() {
+                                problems.push(format!("{name}: a member has no score index entry"));
+                            }
+                        }
+                        Some(&ZSET_INDEX) if suffix.len() >= 9 => {
+                            index += 1;
+                            let mut mk = vec![ZSET_MEMBER];
+                            mk.extend_from_slice(&suffix[9..]);
+                            let score = self.db.get_opt(&opts, m.elem(&mk))?;
+                            let sortable = u64::from_be_bytes(suffix[1..9].try_into().expect("8"));
+                            if score.and_then(|s| decode_score(&s)).map(score_sortable)
+                                != Some(sortable)
+                            {
+                                problems.push(format!(
+                                    "{name}: a score index entry disagrees with its member"
+                                ));
+                            }
+                        }
+                        _ => problems.push(format!("{name}: a malformed sorted-set element")),
+                    },
+                    CollKind::List => match <[u8; 8]>::try_from(suffix) {
+                        Ok(b) => seqs.push(list_seq_decode(b)),
+                        Err(_) => problems.push(format!("{name}: a malformed list element")),
+                    },
+                    _ => members += 1,
+                }
+            }
+            let counted = match m.kind {
+                CollKind::List => {
+                    let contiguous = seqs
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &s)| s == m.head + i as i64);
+                    if !contiguous || m.head + seqs.len() as i64 != m.tail {
+                        problems.push(format!(
+                            "{name}: elements are not exactly positions {}..{}",
+                            m.head, m.tail
+                        ));
+                    }
+                    seqs.len() as u64
+                }
+                CollKind::ZSet => {
+                    if index != members {
+                        problems.push(format!(
+                            "{name}: {members} members but {index} score index entries"
+                        ));
+                    }
+                    members
+                }
+                _ => members,
+            };
+            if counted != m.count || counted == 0 {
+                problems.push(format!(
+                    "{name}: metadata counts {} elements, found {counted}",
+                    m.count
+                ));
+            }
+        }
+        for pair in self
+            .db
+            .range_opt(&opts, vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
+        {
+            let (k, _) = pair?;
+            if let Some(b) = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+                owned.insert(u64::from_be_bytes(b));
+            }
+        }
+        // Every element's version is owned by a key or by garbage: walk
+        // the versions present by seeking past each one.
+        let mut at = vec![ELEMENT_TAG];
+        loop {
+            let Some(pair) = self
+                .db
+                .range_opt(&opts, at.clone()..vec![ELEMENT_TAG + 1])
+                .next()
+            else {
+                break;
+            };
+            let (k, _) = pair?;
+            let Some(v) = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+                problems.push(format!("element key {k:?} is malformed"));
+                break;
+            };
+            let v = u64::from_be_bytes(v);
+            if !owned.contains(&v) {
+                problems.push(format!("elements of version {v} belong to no key"));
+            }
+            if v == u64::MAX {
+                break;
+            }
+            at = element_prefix(v + 1);
+        }
+        Ok(problems)
+    }
+}
+
+/// Sorted-set element suffixes: the member's score by member, and the
+/// score-ordered index (`docs/format/server-keyspace.md`).
+pub const ZSET_MEMBER: u8 = 0;
+pub const ZSET_INDEX: u8 = 1;
+
+/// A score as its member record holds it (f64 LE).
+pub fn decode_score(raw: &[u8]) -> Option<f64> {
+    Some(f64::from_le_bytes(raw.try_into().ok()?))
+}
+
+/// A score as a big-endian u64 that sorts as the scores do (-0 as 0).
+pub fn score_sortable(score: f64) -> u64 {
+    let bits = if score == 0.0 { 0u64 } else { score.to_bits() };
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+pub fn score_from_sortable(s: u64) -> f64 {
+    let bits = if s >> 63 == 1 { s & !(1 << 63) } else { !s };
+    f64::from_bits(bits)
+}
+
+/// `ZSET_INDEX | sortable score u64 BE | member`.
+pub fn zset_index_suffix(score: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + member.len());
+    k.push(ZSET_INDEX);
+    k.extend_from_slice(&score_sortable(score).to_be_bytes());
+    k.extend_from_slice(member);
+    k
+}
+
+/// A list position as a key suffix that sorts as positions do.
+pub fn list_seq(seq: i64) -> [u8; 8] {
+    ((seq as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+pub fn list_seq_decode(b: [u8; 8]) -> i64 {
+    (u64::from_be_bytes(b) ^ (1 << 63)) as i64
+}
+
+/// An engine key and its value.
+type Pair = (Vec<u8>, Vec<u8>);
 
 /// The writes of one command or one `EXEC`, staged over the keyspace:
 /// reads see them, and `commit` applies them as one batch.
@@ -427,11 +900,26 @@ pub struct Txn<'a> {
     snapshot: Option<sluicedb::Snapshot>,
     pub now: u64,
     /// Staged writes by Redis key; `None` deletes.
-    writes: HashMap<Vec<u8>, Option<Entry>>,
+    writes: HashMap<Vec<u8>, Option<Rec>>,
     /// Order of first writes, so the batch is deterministic.
     order: Vec<Vec<u8>>,
+    /// Staged element writes by engine key; `None` deletes.
+    elems: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The collection version each key held in the engine when first read
+    /// (`None`: none), expired or not.
+    base: HashMap<Vec<u8>, Option<u64>>,
+    /// Versions a staged write replaced within this transaction.
+    replaced: Vec<u64>,
+    /// Keys whose elements changed without a new record (`HSET` of an
+    /// existing field, `LSET`): their watchers are touched all the same.
+    modified: Vec<Vec<u8>>,
     /// `FLUSHDB` ran: the keyspace reads as empty under the staged writes.
     flushed: bool,
+    /// Runs inside `EXEC`: a blocking command does not block.
+    pub in_multi: bool,
+    /// A blocking command found nothing and wrote no reply: the caller
+    /// parks the client until a write to one of its keys.
+    pub would_block: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -442,7 +930,13 @@ impl<'a> Txn<'a> {
             now: now_ms(),
             writes: HashMap::new(),
             order: Vec::new(),
+            elems: BTreeMap::new(),
+            base: HashMap::new(),
+            replaced: Vec::new(),
+            modified: Vec::new(),
             flushed: false,
+            in_multi: false,
+            would_block: false,
         }
     }
 
@@ -457,35 +951,194 @@ impl<'a> Txn<'a> {
         self.ks
     }
 
-    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+    fn opts(&self) -> ReadOptions<'_> {
+        match &self.snapshot {
+            Some(s) => ReadOptions::at(s),
+            None => ReadOptions::default(),
+        }
+    }
+
+    /// `key`'s record as this transaction sees it (expired: absent).
+    pub fn rec(&mut self, key: &[u8]) -> Result<Option<Rec>> {
         if let Some(w) = self.writes.get(key) {
             return Ok(w.clone().filter(|e| !e.expired(self.now)));
         }
         if self.flushed {
             return Ok(None);
         }
-        match &self.snapshot {
-            Some(s) => self.ks.read_at(&ReadOptions::at(s), key, self.now),
-            None => self.ks.read(key, self.now),
+        let r = self.ks.read_raw(&self.opts(), key)?;
+        self.base
+            .entry(key.to_vec())
+            .or_insert_with(|| r.as_ref().and_then(Rec::version));
+        Ok(r.filter(|e| !e.expired(self.now)))
+    }
+
+    /// `key`'s string; `WRONGTYPE` if it holds a collection.
+    pub fn get(&mut self, key: &[u8]) -> std::result::Result<Option<Entry>, String> {
+        match self.rec(key).map_err(crate::data::engine)? {
+            None => Ok(None),
+            Some(Rec::Str(e)) => Ok(Some(e)),
+            Some(Rec::Coll(_)) => Err(WRONGTYPE.to_owned()),
         }
     }
 
-    pub fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.get(key)?.is_some())
+    /// `key`'s collection of `kind`; `WRONGTYPE` if it holds another type.
+    pub fn coll(
+        &mut self,
+        key: &[u8],
+        kind: CollKind,
+    ) -> std::result::Result<Option<Meta>, String> {
+        match self.rec(key).map_err(crate::data::engine)? {
+            None => Ok(None),
+            Some(Rec::Coll(m)) if m.kind == kind => Ok(Some(m)),
+            Some(_) => Err(WRONGTYPE.to_owned()),
+        }
+    }
+
+    /// A new, empty collection of `kind` (staged once it gets elements).
+    pub fn new_coll(&mut self, kind: CollKind) -> std::result::Result<Meta, String> {
+        Ok(Meta {
+            kind,
+            expire_at_ms: None,
+            version: self.ks.new_version().map_err(crate::data::engine)?,
+            count: 0,
+            head: 0,
+            tail: 0,
+        })
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> std::result::Result<bool, String> {
+        Ok(self.rec(key).map_err(crate::data::engine)?.is_some())
     }
 
     pub fn set(&mut self, key: &[u8], e: Entry) {
-        self.stage(key, Some(e));
+        self.stage(key, Some(Rec::Str(e)));
+    }
+
+    pub fn put(&mut self, key: &[u8], r: Rec) {
+        self.stage(key, Some(r));
+    }
+
+    /// Stages a collection's metadata, or its deletion once it is empty
+    /// (Redis has no empty collections).
+    pub fn put_meta(&mut self, key: &[u8], m: Meta) {
+        if m.count == 0 {
+            self.stage(key, None);
+            // Elements staged for it (none should remain) go with it.
+            self.replaced.push(m.version);
+        } else {
+            self.stage(key, Some(Rec::Coll(m)));
+        }
     }
 
     pub fn delete(&mut self, key: &[u8]) {
         self.stage(key, None);
     }
 
-    fn stage(&mut self, key: &[u8], e: Option<Entry>) {
-        if self.writes.insert(key.to_vec(), e).is_none() {
-            self.order.push(key.to_vec());
+    fn stage(&mut self, key: &[u8], r: Option<Rec>) {
+        match self.writes.insert(key.to_vec(), r) {
+            None => self.order.push(key.to_vec()),
+            Some(old) => {
+                if let Some(v) = old.and_then(|o| o.version()) {
+                    self.replaced.push(v);
+                }
+            }
         }
+    }
+
+    /// Notes that `key`'s elements changed while its record did not.
+    pub fn modified(&mut self, key: &[u8]) {
+        self.modified.push(key.to_vec());
+    }
+
+    /// An element's value as this transaction sees it.
+    pub fn elem(&self, ekey: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.elems.get(ekey) {
+            return Ok(v.clone());
+        }
+        if self.flushed {
+            return Ok(None);
+        }
+        self.ks.db.get_opt(&self.opts(), ekey)
+    }
+
+    pub fn elem_put(&mut self, ekey: Vec<u8>, value: Vec<u8>) {
+        self.elems.insert(ekey, Some(value));
+    }
+
+    pub fn elem_del(&mut self, ekey: Vec<u8>) {
+        self.elems.insert(ekey, None);
+    }
+
+    /// The elements in `lo..hi` as this transaction sees them, in key
+    /// order (descending with `rev`): `f` gets (engine key, value) and
+    /// returns false to stop.
+    pub fn elems_in(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        rev: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        if lo >= hi {
+            return Ok(());
+        }
+        let staged: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = if rev {
+            self.elems.range(lo.to_vec()..hi.to_vec()).rev().collect()
+        } else {
+            self.elems.range(lo.to_vec()..hi.to_vec()).collect()
+        };
+        let mut staged = staged.into_iter().peekable();
+        let mut engine: Box<dyn Iterator<Item = sluicedb::Result<Pair>>> = if self.flushed {
+            Box::new(std::iter::empty())
+        } else if rev {
+            Box::new(self.ks.db.range_opt(&self.opts(), lo..hi).rev())
+        } else {
+            Box::new(self.ks.db.range_opt(&self.opts(), lo..hi))
+        };
+        let mut next_engine = engine.next().transpose()?;
+        loop {
+            // Which comes first: the staged write or the engine's pair.
+            let take_staged = match (staged.peek(), &next_engine) {
+                (None, None) => return Ok(()),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((sk, _)), Some((ek, _))) => {
+                    if rev {
+                        sk.as_slice() >= ek.as_slice()
+                    } else {
+                        sk.as_slice() <= ek.as_slice()
+                    }
+                }
+            };
+            if take_staged {
+                let (sk, sv) = staged.next().expect("peeked");
+                if next_engine.as_ref().is_some_and(|(ek, _)| ek == sk) {
+                    next_engine = engine.next().transpose()?;
+                }
+                if let Some(v) = sv {
+                    if !f(sk, v) {
+                        return Ok(());
+                    }
+                }
+            } else {
+                let (ek, ev) = next_engine.take().expect("present");
+                if !f(&ek, &ev) {
+                    return Ok(());
+                }
+                next_engine = engine.next().transpose()?;
+            }
+        }
+    }
+
+    /// Every element of a collection, in key order.
+    pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut v = Vec::with_capacity(m.count as usize);
+        self.elems_in(&m.prefix(), &m.end(), false, |k, val| {
+            v.push((k[9..].to_vec(), val.to_vec()));
+            true
+        })?;
+        Ok(v)
     }
 
     /// Empties the keyspace (`FLUSHDB`): needs it held exclusively.
@@ -493,25 +1146,57 @@ impl<'a> Txn<'a> {
         self.flushed = true;
         self.writes.clear();
         self.order.clear();
+        self.elems.clear();
+        self.base.clear();
+        self.replaced.clear();
     }
 
     pub fn has_writes(&self) -> bool {
-        self.flushed || !self.writes.is_empty()
+        self.flushed || !self.writes.is_empty() || !self.elems.is_empty()
+    }
+
+    /// The keys this transaction writes.
+    pub fn written_keys(&self) -> &[Vec<u8>] {
+        &self.order
     }
 
     /// Applies the staged writes as one batch and bumps the watched keys
     /// among them. After `FLUSHDB` the deletes go first, in their own
     /// batches (the keyspace is held exclusively, so no one sees between).
-    pub fn commit(self, held: &mut Held<'_>) -> Result<()> {
+    ///
+    /// A collection version that a key held before and no key holds after
+    /// becomes garbage in the same batch (`'g' | version`), so deleting or
+    /// replacing a collection of any size is one small batch.
+    pub fn commit(mut self, held: &mut Held<'_>) -> Result<()> {
+        // Emptying the keyspace touches the watched keys it deletes, not
+        // those that did not exist (redis-server's rule).
+        let mut flushed_keys = Vec::new();
         if self.flushed {
+            flushed_keys = self.ks.watched_present()?;
             self.ks.delete_everything()?;
         }
         let mut batch = WriteBatch::new();
+        let mut dead = std::mem::take(&mut self.replaced);
+        let mut live = std::collections::HashSet::new();
         for key in &self.order {
-            match &self.writes[key] {
-                Some(e) => {
-                    batch.put(data_key(key), e.encode());
-                    if let Some(at) = e.expire_at_ms {
+            let rec = &self.writes[key];
+            if let Some(v) = rec.as_ref().and_then(Rec::version) {
+                live.insert(v);
+            }
+            let base = match self.base.get(key) {
+                Some(b) => *b,
+                None if self.flushed || !self.ks.collections_seen() => None,
+                // Written blind (a plain `SET`): what did it replace?
+                None => self
+                    .ks
+                    .read_raw(&ReadOptions::default(), key)?
+                    .and_then(|r| r.version()),
+            };
+            dead.extend(base);
+            match rec {
+                Some(r) => {
+                    batch.put(data_key(key), r.encode());
+                    if let Some(at) = r.expire_at_ms() {
                         batch.put(expiry_key(at, key), []);
                     }
                 }
@@ -520,8 +1205,31 @@ impl<'a> Txn<'a> {
                 }
             }
         }
+        for (k, v) in std::mem::take(&mut self.elems) {
+            match v {
+                Some(v) => {
+                    batch.put(k, v);
+                }
+                None => {
+                    batch.delete(k);
+                }
+            }
+        }
+        dead.sort_unstable();
+        dead.dedup();
+        for v in dead {
+            if !live.contains(&v) {
+                batch.put(garbage_key(v), []);
+            }
+        }
         self.ks.write(batch)?;
-        self.ks.touch(held, self.order.into_iter(), self.flushed);
+        self.ks.touch(
+            held,
+            self.order
+                .into_iter()
+                .chain(flushed_keys)
+                .chain(self.modified),
+        );
         Ok(())
     }
 }
@@ -529,6 +1237,54 @@ impl<'a> Txn<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The collection example of `docs/format/server-keyspace.md`.
+    #[test]
+    fn a_collection_encodes_as_documented() {
+        let mut m = Meta {
+            kind: CollKind::Hash,
+            expire_at_ms: None,
+            version: 0,
+            count: 1,
+            head: 0,
+            tail: 0,
+        };
+        let mut want = vec![0x02, 0x01];
+        want.extend([0u8; 16]);
+        want.extend([1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(m.encode(), want);
+        assert_eq!(Meta::decode(&want), Some(m.clone()));
+        assert_eq!(
+            m.elem(b"name"),
+            [&[0x65, 0, 0, 0, 0, 0, 0, 0, 0][..], b"name"].concat()
+        );
+        m.kind = CollKind::List;
+        m.version = 1;
+        m.tail = 1;
+        assert_eq!(m.encode().len(), LIST_META_BYTES);
+        assert_eq!(&m.encode()[34..], [1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            m.elem(&list_seq(0)),
+            [0x65, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(garbage_key(0), [0x67, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(list_seq_decode(list_seq(-5)), -5);
+        assert!(list_seq(-1) < list_seq(0));
+        for (a, b) in [
+            (-2.5, -1.0),
+            (-1.0, -0.0),
+            (0.0, 1e-300),
+            (1.0, f64::INFINITY),
+        ] {
+            assert!(score_sortable(a) < score_sortable(b), "{a} < {b}");
+        }
+        assert_eq!(score_sortable(-0.0), score_sortable(0.0));
+        assert_eq!(score_from_sortable(score_sortable(-2.5)), -2.5);
+        assert!(
+            Meta::decode(&want[..20]).is_none(),
+            "a short record is refused"
+        );
+    }
 
     /// The worked example of `docs/format/server-keyspace.md`.
     #[test]

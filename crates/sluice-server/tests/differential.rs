@@ -151,6 +151,39 @@ AUTH default x
 HELLO 4
 HELLO abc
 COMMAND COUNT x
+DEL x
+WATCH x
+FLUSHALL
+MULTI
+PING
+EXEC
+SET x 1
+WATCH x
+FLUSHALL
+MULTI
+PING
+EXEC
+CONFIG SET maxmemory 100mb
+CONFIG GET maxmemory
+CONFIG SET maxmemory 0
+COMMAND LIST FILTERBY PATTERN hset
+COMMAND LIST FILTERBY PATTERN client|l*
+COMMAND LIST FOO
+COMMAND LIST FILTERBY FOO x
+COMMAND GETKEYS SET a b
+COMMAND GETKEYS MSET a 1 b 2
+COMMAND GETKEYS ZUNIONSTORE d 2 a b
+COMMAND GETKEYS BLPOP a b 0
+COMMAND GETKEYS PING x
+COMMAND GETKEYS NOSUCH a
+COMMAND GETKEYS GET
+CLIENT NO-EVICT on
+CLIENT NO-EVICT maybe
+CLIENT KILL 1.2.3.4:5
+CLIENT KILL ID 999999
+CLIENT KILL ID abc
+CLIENT KILL FOO bar
+CLIENT KILL ID
 FLUSHDB FOO
 FLUSHDB
 DBSIZE
@@ -161,8 +194,497 @@ SCAN 0 COUNT 0
 SCAN 0 FOO bar
 "#;
 
+/// The collection types. Elements go in in sorted order: redis-server
+/// replies with small collections in insertion order, this server in
+/// element order (`docs/format/server-keyspace.md`).
+const TYPES_SCRIPT: &str = r#"
+FLUSHALL
+HSET h a 1 b 2
+HSET h b 3 c 4
+HSET h a
+HSET h a 1 b
+HGET h a
+HGET h zz
+HGET nohash a
+HMGET h a zz c
+HMSET h d 5
+HLEN h
+HLEN nohash
+HEXISTS h a
+HEXISTS h zz
+HSTRLEN h a
+HSTRLEN h zz
+HGETALL h
+HGETALL nohash
+HKEYS h
+HVALS h
+HSETNX h a 9
+HSETNX h e 9
+HINCRBY h a 10
+HINCRBY h a abc
+HINCRBY h new 5
+HINCRBY h zz 1
+HSET h s str
+HINCRBY h s 1
+HINCRBYFLOAT h s 1
+HSET h big 9223372036854775807
+HINCRBY h big 1
+HINCRBYFLOAT h f 1.5
+HINCRBYFLOAT h f 2.25
+HINCRBYFLOAT h f abc
+HDEL h a zz
+HDEL h a
+HDEL nohash a
+HSCAN h 0 MATCH b*
+HSCAN h 0 COUNT 0
+HSCAN nohash 0
+HRANDFIELD nohash
+HRANDFIELD nohash 3
+HSET one f v
+HRANDFIELD one
+HRANDFIELD one 1
+HRANDFIELD one 5 WITHVALUES
+HRANDFIELD one -2
+HRANDFIELD one 1 FOO
+HRANDFIELD one abc
+TYPE h
+TYPE one
+GET h
+APPEND h x
+INCR h
+SET s v
+HSET s a 1
+HGET s a
+HGETALL s
+MGET s h
+SET h v GET
+SET h v NX
+SET h v2 XX GET
+GET h
+HSET h2 a 1
+EXPIRE h2 100
+TTL h2
+PERSIST h2
+TTL h2
+RENAME h2 h3
+HGETALL h3
+EXISTS h2 h3
+DEL h3 one
+EXISTS h3
+HDEL s2 a
+HSET e a 1
+HDEL e a
+EXISTS e
+TYPE e
+RPUSH l a b c
+LPUSH l z y
+RPUSHX nolist a
+LPUSHX nolist a
+LPUSHX l x
+LLEN l
+LLEN nolist
+LRANGE l 0 -1
+LRANGE l 1 2
+LRANGE l -2 -1
+LRANGE l 5 1
+LRANGE l -100 100
+LRANGE l a b
+LRANGE nolist 0 -1
+LINDEX l 0
+LINDEX l -1
+LINDEX l 100
+LINDEX l abc
+LSET l 0 X
+LSET l 100 v
+LSET nolist 0 v
+LRANGE l 0 -1
+LINSERT l BEFORE a ins
+LINSERT l AFTER c ins2
+LINSERT l AFTER nothere v
+LINSERT l MIDDLE a v
+LINSERT nolist BEFORE a v
+LRANGE l 0 -1
+RPUSH l a a
+LREM l 1 a
+LREM l -1 a
+LREM l 0 zz
+LRANGE l 0 -1
+LPOS l ins
+LPOS l a
+LPOS l zz
+LPOS l a RANK -1
+LPOS l a COUNT 0
+LPOS l a RANK 0
+LPOS l a COUNT -1
+LPOS l a MAXLEN 1
+LPOS l a FOO 1
+LPOP l
+RPOP l
+LPOP l 2
+RPOP l 0
+LPOP l -1
+LPOP nolist
+LPOP nolist 2
+LTRIM l 1 2
+LRANGE l 0 -1
+LTRIM l 5 10
+EXISTS l
+RPUSH src 1 2 3
+LMOVE src dst LEFT RIGHT
+LMOVE src dst RIGHT LEFT
+LMOVE src dst UP LEFT
+LMOVE nolist dst LEFT LEFT
+RPOPLPUSH src dst
+LRANGE dst 0 -1
+EXISTS src
+RPOPLPUSH dst dst
+LRANGE dst 0 -1
+LPUSH h x
+LRANGE h 0 -1
+BLPOP dst 0
+BRPOP dst nolist 0
+BLPOP dst abc
+BLPOP dst -1
+TYPE dst
+MULTI
+BLPOP nolist 1
+BLMOVE nolist dst LEFT LEFT 1
+EXEC
+SADD s1 1 2 3
+SADD sa a
+SMEMBERS sa
+SADD s1 1 4
+SADD s1
+SREM s1 4 99
+SREM noset 1
+SCARD s1
+SCARD noset
+SISMEMBER s1 1
+SISMEMBER s1 99
+SMISMEMBER s1 1 99 2
+SMEMBERS s1
+SMEMBERS noset
+SADD s2 2 3 4
+SINTER s1 s2
+SUNION s1 s2
+SDIFF s1 s2
+SINTER s1 noset
+SINTERSTORE s3 s1 s2
+SMEMBERS s3
+SUNIONSTORE s3 s1 s2
+SMEMBERS s3
+SDIFFSTORE s3 s1 s2
+SMEMBERS s3
+SDIFFSTORE s3 s1 s1
+EXISTS s3
+SINTERCARD 2 s1 s2
+SINTERCARD 2 s1 s2 LIMIT 1
+SINTERCARD 0 s1
+SINTERCARD 3 s1 s2
+SINTERCARD 2 s1 s2 LIMIT -1
+SMOVE s1 s2 1
+SMOVE s1 s2 99
+SMOVE noset s2 1
+SMEMBERS s1
+SMEMBERS s2
+SSCAN s2 0
+SSCAN s2 0 MATCH 3*
+SPOP noset
+SPOP noset 3
+SPOP s1 -1
+SADD one1 x
+SPOP one1
+EXISTS one1
+SADD one1 x
+SRANDMEMBER one1
+SRANDMEMBER one1 3
+SRANDMEMBER one1 -2
+SRANDMEMBER noset
+SRANDMEMBER noset 3
+SRANDMEMBER one1 -9223372036854775808
+HRANDFIELD one -9223372036854775808
+SPOP one1 5
+ZADD z 1 a 2 b 3 c
+ZADD z 1.5 a 4 d
+ZADD z NX 9 a 5 e
+ZADD z XX 9 a 9 zz
+ZADD z CH 10 a 11 f
+ZADD z GT 1 b
+ZADD z LT 1 b
+ZADD z GT CH 100 b
+ZADD z INCR 1 c
+ZADD z INCR NX 1 c
+ZADD z INCR 1 c 2 d
+ZADD z NX XX 1 a
+ZADD z GT LT 1 a
+ZADD z NX GT 1 a
+ZADD z 1
+ZADD z abc a
+ZADD z nan a
+ZADD noz XX 1 a
+ZADD noz XX INCR 1 a
+EXISTS noz
+ZADD z 1.1 g -2.5 h inf i -inf j
+ZCARD z
+ZCARD noz
+ZSCORE z a
+ZSCORE z g
+ZSCORE z i
+ZSCORE z zz
+ZSCORE noz a
+ZMSCORE z a zz h
+ZINCRBY z 2.5 a
+ZINCRBY z 1 newm
+ZINCRBY z abc a
+ZRANGE z 0 -1
+ZRANGE z 0 -1 WITHSCORES
+ZRANGE z 2 4 WITHSCORES
+ZRANGE z -3 -1
+ZRANGE z 0 -1 REV
+ZREVRANGE z 0 2 WITHSCORES
+ZRANGE z 5 1
+ZRANGE z 0 10 LIMIT 0 1
+ZRANGE z (1 5 BYSCORE
+ZRANGE z -inf +inf BYSCORE WITHSCORES
+ZRANGE z 5 (1 BYSCORE REV
+ZRANGE z 1 10 BYSCORE LIMIT 1 2
+ZRANGE z 1 10 BYSCORE LIMIT 1 -1
+ZRANGE z 1 10 BYSCORE LIMIT -1 2
+ZRANGE z x 10 BYSCORE
+ZRANGEBYSCORE z 1 5
+ZRANGEBYSCORE z (1 (5 WITHSCORES
+ZREVRANGEBYSCORE z 5 1 WITHSCORES LIMIT 0 2
+ZRANGE z 0 -1 BYLEX
+ZRANGE z [a (c BYLEX
+ZRANGE z a c BYLEX
+ZRANGE z - + BYLEX WITHSCORES
+ZCOUNT z 1 5
+ZCOUNT z (1 +inf
+ZCOUNT z a b
+ZRANK z a
+ZRANK z zz
+ZREVRANK z a
+ZRANK noz a
+ZADD lex 0 a 0 b 0 c 0 d 0 e
+ZRANGEBYLEX lex - +
+ZRANGEBYLEX lex [b (d
+ZREVRANGEBYLEX lex (d [b
+ZRANGEBYLEX lex - + LIMIT 1 2
+ZRANGEBYLEX lex - + LIMIT 0 0
+ZRANGE lex -inf +inf BYSCORE LIMIT 0 0
+ZINTERCARD 2 lex lex
+ZINTERCARD 2 lex nolex
+ZINTERCARD 1 lex LIMIT 2
+ZINTERCARD 0 lex
+ZLEXCOUNT lex [b +
+ZREMRANGEBYLEX lex [a [b
+ZRANGE lex 0 -1
+ZPOPMIN z
+ZPOPMAX z
+ZPOPMIN z 2
+ZPOPMAX z 0
+ZPOPMIN z -1
+ZPOPMIN noz
+ZPOPMIN noz 2
+ZREM z a zz
+ZREM noz a
+ZRANGE z 0 -1 WITHSCORES
+ZREMRANGEBYSCORE z 3 4
+ZREMRANGEBYRANK z 0 0
+ZRANGE z 0 -1 WITHSCORES
+ZADD z1 1 a 2 b 3 c
+ZADD z2 10 b 20 c 30 d
+ZUNIONSTORE out 2 z1 z2
+ZRANGE out 0 -1 WITHSCORES
+ZUNIONSTORE out 2 z1 z2 WEIGHTS 2 1 AGGREGATE MAX
+ZRANGE out 0 -1 WITHSCORES
+ZINTERSTORE out 2 z1 z2 AGGREGATE MIN
+ZRANGE out 0 -1 WITHSCORES
+ZINTERSTORE out 2 z1 z2 WEIGHTS 1
+ZUNIONSTORE out 0 z1
+ZDIFFSTORE out 2 z1 z2
+ZRANGE out 0 -1 WITHSCORES
+SADD sz a x
+ZUNIONSTORE out 2 z1 sz
+ZRANGE out 0 -1 WITHSCORES
+ZUNION 2 z1 z2 WITHSCORES
+ZINTER 2 z1 z2
+ZDIFF 2 z1 z2 WITHSCORES
+ZRANGESTORE out z1 0 1
+ZRANGE out 0 -1
+ZRANGESTORE out z1 (1 +inf BYSCORE
+ZRANGE out 0 -1
+ZINTERSTORE out 2 z1 noz
+EXISTS out
+ZSCAN z1 0
+BZPOPMIN z1 0
+BZPOPMAX z1 noz 0
+BZPOPMIN z1 abc
+MULTI
+BZPOPMIN noz 1
+EXEC
+ZADD h 1 a
+ZSCORE l a
+SET str v
+COPY str str2
+GET str2
+COPY str str2
+COPY str str2 REPLACE
+COPY str str
+COPY str str3 DB 0
+COPY str str3 FOO
+COPY nokey x
+RPUSH cl a b c
+EXPIRE cl 1000
+COPY cl cl2
+LRANGE cl2 0 -1
+TTL cl2
+ZADD cz 1 a 2 b
+COPY cz cz2
+ZRANGE cz2 0 -1 WITHSCORES
+HSET ch a 1
+COPY ch ch2
+HGETALL ch2
+TOUCH str cl nokey
+EXPIRETIME nokey
+EXPIRETIME str
+PEXPIRETIME nokey
+PEXPIREAT str 4102444800000
+EXPIRETIME str
+PEXPIRETIME str
+OBJECT ENCODING str
+SET num 123
+OBJECT ENCODING num
+SET long xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+OBJECT ENCODING long
+OBJECT ENCODING cl
+OBJECT ENCODING cz
+OBJECT ENCODING ch
+SADD is 1 2 3
+OBJECT ENCODING is
+SADD hs a
+OBJECT ENCODING hs
+OBJECT ENCODING nokey
+OBJECT FREQ str
+OBJECT REFCOUNT nokey
+OBJECT FOO str
+OBJECT ENCODING
+TYPE cl
+TYPE cz
+TYPE ch
+TYPE is
+SCAN 0 TYPE list COUNT 1000 MATCH cl2
+UNLINK cl cz nokey
+SETBIT bm 7 1
+SETBIT bm 7 0
+SETBIT bm 100 1
+SETBIT bm -1 1
+SETBIT bm 4294967296 1
+SETBIT bm 1 2
+GETBIT bm 100
+GETBIT bm 7
+GETBIT bm 100000
+GETBIT nobm 1
+GETBIT bm abc
+STRLEN bm
+SET bs foobar
+BITCOUNT bs
+BITCOUNT bs 0 0
+BITCOUNT bs 1 1
+BITCOUNT bs 1 -1
+BITCOUNT bs -2 -1
+BITCOUNT bs -1 -2
+BITCOUNT bs 5 30 BIT
+BITCOUNT bs 0 -1 BYTE
+BITCOUNT bs 0
+BITCOUNT bs 0 1 FOO
+BITCOUNT nobm
+SET bp "\xff\xf0\x00"
+BITPOS bp 0
+BITPOS bp 1
+BITPOS bp 0 2 -1
+BITPOS bp 1 2 -1
+BITPOS bp 0 7 15 BIT
+BITPOS bp 2
+BITPOS nobm 1
+BITPOS nobm 0
+SET ones "\xff\xff"
+BITPOS ones 0
+BITPOS ones 0 0 -1
+SET b1 abc
+SET b2 "\x01\x02"
+BITOP AND bdst b1 b2
+GET bdst
+BITOP OR bdst b1 b2
+GET bdst
+BITOP XOR bdst b1 b2 nobm
+GET bdst
+BITOP NOT bdst b1
+GET bdst
+BITOP NOT bdst b1 b2
+BITOP FOO bdst b1
+BITOP AND bdst nobm
+EXISTS bdst
+SETBIT h 1 1
+BITCOUNT l
+SADD h x
+SMEMBERS l
+SINTER s2 h
+HSET wh a 1
+WATCH wh
+HSET wh a 2
+MULTI
+PING
+EXEC
+WATCH wh
+HINCRBY wh a 1
+MULTI
+PING
+EXEC
+RPUSH wl a
+WATCH wl
+LSET wl 0 b
+MULTI
+PING
+EXEC
+WATCH wl
+SADD wl x
+MULTI
+PING
+EXEC
+PUBLISH ch hello
+PUBSUB NUMSUB ch
+PUBSUB NUMPAT
+PUBSUB CHANNELS
+PUBSUB FOO
+SUBSCRIBE ch
+PSUBSCRIBE c*
+GET k
+PING
+PING x
+PUBSUB NUMSUB ch
+UNSUBSCRIBE nosuch
+PUNSUBSCRIBE c*
+UNSUBSCRIBE
+UNSUBSCRIBE
+PUNSUBSCRIBE
+GET k
+"#;
+
 /// Commands run after `HELLO 3`: RESP3 replies.
 const RESP3_SCRIPT: &str = r#"
+ZADD zr 1 a 2.5 b
+ZRANGE zr 0 -1 WITHSCORES
+ZSCORE zr b
+ZPOPMIN zr
+ZADD zr 1 a
+ZPOPMIN zr 2
+ZADD zr 1 a 2 b
+BZPOPMAX zr 0
+ZINCRBY zr 1 a
+HSET h3 a 1 b 2
+HGETALL h3
+HRANDFIELD h3 5 WITHVALUES
 SET k v
 GET k
 GET missing
@@ -209,7 +731,8 @@ fn redis_server() -> Option<(Child, std::net::SocketAddr)> {
 
 fn run(script: &str, ours: &mut Raw, theirs: &mut Raw, mismatches: &mut Vec<String>) {
     for line in script.lines().filter(|l| !l.trim().is_empty()) {
-        let args = sluice_server::resp::split_args(line.as_bytes()).expect("script line parses");
+        let args = sluice_server::resp::split_args(line.as_bytes())
+            .unwrap_or_else(|| panic!("script line {line:?} does not parse"));
         let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         ours.command(&args);
         theirs.command(&args);
@@ -239,6 +762,7 @@ fn replies_match_redis_server_byte_for_byte() {
     let mut theirs = Raw::connect(addr);
     let mut mismatches = Vec::new();
     run(SCRIPT, &mut ours, &mut theirs, &mut mismatches);
+    run(TYPES_SCRIPT, &mut ours, &mut theirs, &mut mismatches);
     // RESP3: HELLO's reply differs by design (id, version); what follows
     // is compared.
     for r in [&mut ours, &mut theirs] {

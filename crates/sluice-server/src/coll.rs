@@ -1,0 +1,283 @@
+//! What the collection families share: element scans (`HSCAN`, `SSCAN`,
+//! `ZSCAN`), random picks, and Redis's number formats.
+
+use bytes::Bytes;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use crate::data::{engine, int_arg, CmdResult, SYNTAX};
+use crate::glob;
+use crate::resp::Out;
+use crate::store::{Meta, Txn};
+
+pub fn wrong_args(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// Up to this many elements, a scan returns the whole collection in one
+/// call with cursor 0, as redis-server does for its compact encodings.
+const SCAN_WHOLE_ELEMENTS: u64 = 128;
+/// Bytes of an element's suffix a scan cursor holds.
+const CURSOR_PREFIX_BYTES: usize = 7;
+
+/// Positions of `n` elements to return for a random pick of `count`
+/// (Redis's `SRANDMEMBER`/`HRANDFIELD` rule): distinct and at most `n`
+/// when `count` >= 0 (all of them, in order, when `count` >= `n`), else
+/// `-count` picks that may repeat.
+pub fn random_picks(n: usize, count: i64) -> Vec<usize> {
+    if n == 0 || count == 0 {
+        return Vec::new();
+    }
+    let mut rng = rand::thread_rng();
+    if count < 0 {
+        let want = count.unsigned_abs() as usize;
+        return (0..want).map(|_| rng.gen_range(0..n)).collect();
+    }
+    let count = count as usize;
+    if count >= n {
+        return (0..n).collect();
+    }
+    let mut all: Vec<usize> = (0..n).collect();
+    // The chosen ones are the first slice returned, wherever they sit.
+    let (chosen, _) = all.partial_shuffle(&mut rng, count);
+    chosen.to_vec()
+}
+
+/// Most picks with repeats (a negative count) in one reply: a larger one
+/// would be built in memory before it is sent. (redis-server takes any.)
+pub const MAX_REPEATED_PICKS: i64 = 1 << 24;
+
+/// A random pick's count: redis-server refuses magnitudes past half of
+/// i64's range (their replies could not be built).
+pub fn pick_count(arg: &[u8]) -> Result<i64, String> {
+    let c = int_arg(arg)?;
+    if c == i64::MIN {
+        return Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".to_owned());
+    }
+    if c.unsigned_abs() > (i64::MAX / 2) as u64 || c < -MAX_REPEATED_PICKS {
+        return Err("ERR value is out of range".to_owned());
+    }
+    Ok(c)
+}
+
+/// How a scan replies with each element's value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ScanValues {
+    /// Members only (`SSCAN`).
+    None,
+    /// The stored bytes (`HSCAN`).
+    Raw,
+    /// A score (`ZSCAN`).
+    Score,
+}
+
+/// `HSCAN/SSCAN/ZSCAN key cursor [MATCH p] [COUNT n]` over the elements
+/// of `m` whose suffix starts with `sub` (a sorted set's member records).
+/// The cursor is 1 + (the length of the next element's name up to 7 in
+/// the top byte, then its first 7 bytes, zero-padded), read big-endian
+/// (0: done): it needs no server state, and every element present for the
+/// whole scan is returned; elements sharing those 7 bytes come in the same
+/// call.
+pub fn scan_elements(
+    txn: &Txn<'_>,
+    m: Option<&Meta>,
+    sub: &[u8],
+    args: &[Bytes],
+    out: &mut Out,
+    values: bool,
+) -> CmdResult {
+    scan_with(
+        txn,
+        m,
+        sub,
+        args,
+        out,
+        if values {
+            ScanValues::Raw
+        } else {
+            ScanValues::None
+        },
+    )
+}
+
+pub fn scan_with(
+    txn: &Txn<'_>,
+    m: Option<&Meta>,
+    sub: &[u8],
+    args: &[Bytes],
+    out: &mut Out,
+    values: ScanValues,
+) -> CmdResult {
+    let cursor: u64 = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("ERR invalid cursor")?;
+    let (mut pattern, mut count) = (None, 10i64);
+    let mut i = 3;
+    while i < args.len() {
+        let Some(val) = args.get(i + 1) else {
+            return Err(SYNTAX.to_owned());
+        };
+        match &args[i].to_ascii_lowercase()[..] {
+            b"match" => pattern = Some(val.clone()),
+            b"count" => {
+                count = int_arg(val)?;
+                if count < 1 {
+                    return Err(SYNTAX.to_owned());
+                }
+            }
+            _ => return Err(SYNTAX.to_owned()),
+        }
+        i += 2;
+    }
+    let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut next = 0u64;
+    if let Some(m) = m {
+        let whole = m.count <= SCAN_WHOLE_ELEMENTS;
+        let mut lo = m.elem(sub);
+        if cursor > 0 && !whole {
+            let c = cursor - 1;
+            let len = ((c >> 56) as usize).min(CURSOR_PREFIX_BYTES);
+            lo.extend_from_slice(&c.to_be_bytes()[1..1 + len]);
+        }
+        let hi = if sub.is_empty() {
+            m.end()
+        } else {
+            let mut h = m.elem(sub);
+            *h.last_mut().expect("a sub-tag") += 1;
+            h
+        };
+        let skip = 9 + sub.len();
+        let mut seen = 0i64;
+        let mut stop_prefix: Option<Vec<u8>> = None;
+        txn.elems_in(&lo, &hi, false, |k, v| {
+            let name = &k[skip..];
+            let prefix = &name[..name.len().min(CURSOR_PREFIX_BYTES)];
+            if !whole && seen >= count {
+                match &stop_prefix {
+                    Some(p) if p.as_slice() == prefix => {}
+                    _ => {
+                        let mut b = [0u8; 8];
+                        b[0] = prefix.len() as u8;
+                        b[1..1 + prefix.len()].copy_from_slice(prefix);
+                        next = u64::from_be_bytes(b) + 1;
+                        return false;
+                    }
+                }
+            }
+            seen += 1;
+            stop_prefix = Some(prefix.to_vec());
+            if pattern
+                .as_ref()
+                .is_none_or(|p| glob::matches(p, name, false))
+            {
+                found.push((name.to_vec(), v.to_vec()));
+            }
+            true
+        })
+        .map_err(engine)?;
+    }
+    out.array(2);
+    out.bulk(next.to_string().as_bytes());
+    let per = if values == ScanValues::None { 1 } else { 2 };
+    out.array(found.len() * per);
+    for (name, v) in found {
+        out.bulk(&name);
+        match values {
+            ScanValues::None => {}
+            ScanValues::Raw => out.bulk(&v),
+            ScanValues::Score => {
+                let s = crate::store::decode_score(&v).unwrap_or(0.0);
+                out.bulk(format_score(s).as_bytes());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A double as redis-server 7.0 replies with one (`%.17g`; `inf`, `-inf`).
+pub fn format_score(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    // 17 significant digits in scientific form, then %g's choice.
+    let sci = format!("{v:.16e}");
+    let (mantissa, exp) = sci.split_once('e').expect("scientific form");
+    let exp: i32 = exp.parse().expect("an exponent");
+    let (neg, digits) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m.replace('.', "")),
+        None => (false, mantissa.replace('.', "")),
+    };
+    let sign = if neg { "-" } else { "" };
+    if !(-4..17).contains(&exp) {
+        let mut m = format!("{}.{}", &digits[..1], &digits[1..]);
+        while m.ends_with('0') {
+            m.pop();
+        }
+        if m.ends_with('.') {
+            m.pop();
+        }
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{m}e{esign}{:02}", exp.abs());
+    }
+    let mut s = if exp >= 0 {
+        let int_len = exp as usize + 1;
+        format!("{}.{}", &digits[..int_len], &digits[int_len..])
+    } else {
+        format!("0.{}{}", "0".repeat((-exp - 1) as usize), digits)
+    };
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.pop();
+        }
+    }
+    format!("{sign}{s}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the picks were the unshuffled front of the slice, so
+    /// the last element was never picked.
+    #[test]
+    fn random_picks_are_distinct_and_reach_every_element() {
+        let mut seen = [false; 3];
+        for _ in 0..200 {
+            let p = random_picks(3, 2);
+            assert_eq!(p.len(), 2);
+            assert_ne!(p[0], p[1]);
+            for i in p {
+                seen[i] = true;
+            }
+        }
+        assert_eq!(seen, [true; 3]);
+        assert_eq!(random_picks(3, 5), [0, 1, 2]);
+        assert_eq!(random_picks(3, -5).len(), 5);
+        assert!(random_picks(0, -5).is_empty());
+    }
+
+    #[test]
+    fn scores_format_as_printf_17g() {
+        for (v, want) in [
+            (1.0, "1"),
+            (1.1, "1.1000000000000001"),
+            (-2.5, "-2.5"),
+            (0.1, "0.10000000000000001"),
+            (1e17, "1e+17"),
+            (12345678901234567.0, "12345678901234568"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (f64::INFINITY, "inf"),
+            (3.0e100, "2.9999999999999999e+100"),
+        ] {
+            assert_eq!(format_score(v), want, "{v}");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Sets: a metadata record and one engine key per member
+//! (`'e' | version | member -> empty`). Membership is one engine read;
+//! the algebra (`SINTER`, `SUNION`, `SDIFF` and their `STORE` forms)
+//! reads the members of each input.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+
+use crate::coll::{random_picks, scan_elements};
+use crate::data::{engine, int_arg, CmdResult, SYNTAX};
+use crate::resp::Out;
+use crate::store::{CollKind, Meta, Txn};
+
+const SET: CollKind = CollKind::Set;
+
+/// Runs a set command; `None` if `name` is not one.
+pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Option<CmdResult> {
+    let r = match name {
+        "sadd" => sadd(args, txn, out),
+        "srem" => srem(args, txn, out),
+        "sismember" => (|| {
+            let found = match txn.coll(&args[1], SET)? {
+                Some(m) => txn.elem(&m.elem(&args[2])).map_err(engine)?.is_some(),
+                None => false,
+            };
+            out.int(i64::from(found));
+            Ok(())
+        })(),
+        "smismember" => (|| {
+            let m = txn.coll(&args[1], SET)?;
+            out.array(args.len() - 2);
+            for a in &args[2..] {
+                let found = match &m {
+                    Some(m) => txn.elem(&m.elem(a)).map_err(engine)?.is_some(),
+                    None => false,
+                };
+                out.int(i64::from(found));
+            }
+            Ok(())
+        })(),
+        "scard" => txn.coll(&args[1], SET).map(|m| {
+            out.int(m.map_or(0, |m| m.count as i64));
+        }),
+        "smembers" => (|| {
+            let members = members_of(txn, &args[1])?;
+            reply_set(out, members.iter());
+            Ok(())
+        })(),
+        "sscan" => (|| {
+            let m = txn.coll(&args[1], SET)?;
+            scan_elements(txn, m.as_ref(), &[], args, out, false)
+        })(),
+        "spop" => spop(args, txn, out),
+        "srandmember" => srandmember(args, txn, out),
+        "smove" => smove(args, txn, out),
+        "sinter" | "sunion" | "sdiff" => (|| {
+            let r = algebra(name, &args[1..], txn)?;
+            reply_set(out, r.iter());
+            Ok(())
+        })(),
+        "sinterstore" | "sunionstore" | "sdiffstore" => (|| {
+            let r = algebra(&name[..name.len() - 5], &args[2..], txn)?;
+            let n = r.len();
+            store_set(txn, &args[1], r)?;
+            out.int(n as i64);
+            Ok(())
+        })(),
+        "sintercard" => sintercard(args, txn, out),
+        _ => return None,
+    };
+    Some(r)
+}
+
+fn reply_set<'a>(out: &mut Out, members: impl ExactSizeIterator<Item = &'a Vec<u8>>) {
+    out.set(members.len());
+    for m in members {
+        out.bulk(m);
+    }
+}
+
+/// The members of `key` in order (none if it does not exist).
+fn members_of(txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    Ok(match txn.coll(key, SET)? {
+        Some(m) => txn
+            .all_elems(&m)
+            .map_err(engine)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect(),
+        None => Vec::new(),
+    })
+}
+
+fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let mut m = match txn.coll(&args[1], SET)? {
+        Some(m) => m,
+        None => txn.new_coll(SET)?,
+    };
+    let mut added = 0;
+    for a in &args[2..] {
+        let ek = m.elem(a);
+        if txn.elem(&ek).map_err(engine)?.is_none() {
+            txn.elem_put(ek, Vec::new());
+            added += 1;
+        }
+    }
+    if added > 0 {
+        m.count += added;
+        txn.put_meta(&args[1], m);
+    }
+    out.int(added as i64);
+    Ok(())
+}
+
+fn remove(txn: &mut Txn<'_>, key: &[u8], mut m: Meta, members: &[&[u8]]) -> Result<u64, String> {
+    let mut n = 0;
+    for a in members {
+        let ek = m.elem(a);
+        if txn.elem(&ek).map_err(engine)?.is_some() {
+            txn.elem_del(ek);
+            n += 1;
+        }
+    }
+    if n > 0 {
+        m.count -= n;
+        txn.put_meta(key, m);
+    }
+    Ok(n)
+}
+
+fn srem(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let Some(m) = txn.coll(&args[1], SET)? else {
+        out.int(0);
+        return Ok(());
+    };
+    let members: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
+    let n = remove(txn, &args[1], m, &members)?;
+    out.int(n as i64);
+    Ok(())
+}
+
+fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
+    match args.len() {
+        2 => Ok(None),
+        3 => crate::coll::pick_count(&args[2]).map(Some),
+        _ => Err(SYNTAX.to_owned()),
+    }
+}
+
+fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let count = count_arg(args)?;
+    if count.is_some_and(|c| c < 0) {
+        return Err("ERR value is out of range, must be positive".to_owned());
+    }
+    let Some(m) = txn.coll(&args[1], SET)? else {
+        match count {
+            Some(_) => out.set(0),
+            None => out.null(),
+        }
+        return Ok(());
+    };
+    let members = members_of(txn, &args[1])?;
+    let picks = random_picks(members.len(), count.unwrap_or(1));
+    let chosen: Vec<&[u8]> = picks.iter().map(|&i| &members[i][..]).collect();
+    remove(txn, &args[1], m, &chosen)?;
+    match count {
+        None => out.opt_bulk(chosen.first().copied()),
+        Some(_) => {
+            out.set(chosen.len());
+            for c in chosen {
+                out.bulk(c);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn srandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let count = count_arg(args)?;
+    let members = members_of(txn, &args[1])?;
+    match count {
+        None => {
+            let pick = random_picks(members.len(), 1).into_iter().next();
+            out.opt_bulk(pick.map(|i| &members[i][..]));
+        }
+        Some(c) => {
+            let picks = random_picks(members.len(), c);
+            out.array(picks.len());
+            for i in picks {
+                out.bulk(&members[i]);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let src = txn.coll(&args[1], SET)?;
+    let dst = txn.coll(&args[2], SET)?;
+    let Some(src) = src else {
+        out.int(0);
+        return Ok(());
+    };
+    if txn.elem(&src.elem(&args[3])).map_err(engine)?.is_none() {
+        out.int(0);
+        return Ok(());
+    }
+    if args[1] == args[2] {
+        out.int(1);
+        return Ok(());
+    }
+    remove(txn, &args[1], src, &[&args[3]])?;
+    let mut dst = match dst {
+        Some(d) => d,
+        None => txn.new_coll(SET)?,
+    };
+    let ek = dst.elem(&args[3]);
+    if txn.elem(&ek).map_err(engine)?.is_none() {
+        txn.elem_put(ek, Vec::new());
+        dst.count += 1;
+        txn.put_meta(&args[2], dst);
+    }
+    out.int(1);
+    Ok(())
+}
+
+/// `SINTER`, `SUNION` or `SDIFF` of `keys` (missing keys are empty sets).
+fn algebra(op: &str, keys: &[Bytes], txn: &mut Txn<'_>) -> Result<BTreeSet<Vec<u8>>, String> {
+    let mut sets = Vec::with_capacity(keys.len());
+    for k in keys {
+        sets.push(members_of(txn, k)?);
+    }
+    let mut it = sets.into_iter();
+    let mut acc: BTreeSet<Vec<u8>> = it.next().unwrap_or_default().into_iter().collect();
+    for s in it {
+        let s: BTreeSet<Vec<u8>> = s.into_iter().collect();
+        match op {
+            "sinter" => acc.retain(|m| s.contains(m)),
+            "sunion" => acc.extend(s),
+            _ => acc.retain(|m| !s.contains(m)),
+        }
+    }
+    Ok(acc)
+}
+
+/// Replaces `key` with a set of `members` (none: deletes it).
+fn store_set(txn: &mut Txn<'_>, key: &[u8], members: BTreeSet<Vec<u8>>) -> CmdResult {
+    // The old value, of any type, is replaced (and becomes garbage).
+    txn.rec(key).map_err(engine)?;
+    let mut m = txn.new_coll(SET)?;
+    for a in members {
+        txn.elem_put(m.elem(&a), Vec::new());
+        m.count += 1;
+    }
+    txn.put_meta(key, m);
+    Ok(())
+}
+
+/// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
+fn sintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let n = int_arg(&args[1]).map_err(|_| "ERR numkeys should be greater than 0".to_owned())?;
+    if n <= 0 {
+        return Err("ERR numkeys should be greater than 0".to_owned());
+    }
+    let n = n as usize;
+    if n > args.len() - 2 {
+        return Err("ERR Number of keys can't be greater than number of args".to_owned());
+    }
+    let mut limit = 0usize;
+    let mut i = 2 + n;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
+            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
+            if l < 0 {
+                return Err("ERR LIMIT can't be negative".to_owned());
+            }
+            limit = l as usize;
+            i += 2;
+        } else {
+            return Err(SYNTAX.to_owned());
+        }
+    }
+    let r = algebra("sinter", &args[2..2 + n], txn)?;
+    let c = if limit > 0 {
+        r.len().min(limit)
+    } else {
+        r.len()
+    };
+    out.int(c as i64);
+    Ok(())
+}

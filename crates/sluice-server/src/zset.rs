@@ -1,0 +1,856 @@
+//! Sorted sets: a metadata record, a member record per member
+//! (`'e' | version | 0x00 | member -> score`) and a score-ordered index
+//! entry per member (`'e' | version | 0x01 | sortable score | member`).
+//! `ZSCORE` is one read; ranges by score or rank and the pops are reads
+//! of the index; a score change rewrites the member's two keys.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::coll::{format_score, scan_with, ScanValues};
+use crate::data::{engine, int_arg, parse_float, CmdResult, SYNTAX};
+use crate::resp::Out;
+use crate::store::{
+    decode_score, score_from_sortable, zset_index_suffix, CollKind, Meta, Rec, Txn, ZSET_INDEX,
+    ZSET_MEMBER,
+};
+
+const ZSET: CollKind = CollKind::ZSet;
+const NOT_FLOAT: &str = "ERR value is not a valid float";
+const MINMAX_FLOAT: &str = "ERR min or max is not a float";
+const MINMAX_LEX: &str = "ERR min or max not valid string range item";
+
+fn member_key(m: &Meta, member: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(1 + member.len());
+    s.push(ZSET_MEMBER);
+    s.extend_from_slice(member);
+    m.elem(&s)
+}
+
+fn score_of(txn: &Txn<'_>, m: &Meta, member: &[u8]) -> Result<Option<f64>, String> {
+    Ok(txn
+        .elem(&member_key(m, member))
+        .map_err(engine)?
+        .and_then(|v| decode_score(&v)))
+}
+
+/// Sets `member`'s score (adding it if new), rewriting its index entry.
+fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Option<f64>) {
+    let score = if score == 0.0 { 0.0 } else { score };
+    match old {
+        Some(o) => txn.elem_del(m.elem(&zset_index_suffix(o, member))),
+        None => m.count += 1,
+    }
+    txn.elem_put(member_key(m, member), score.to_le_bytes().to_vec());
+    txn.elem_put(m.elem(&zset_index_suffix(score, member)), Vec::new());
+}
+
+fn del(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64) {
+    txn.elem_del(member_key(m, member));
+    txn.elem_del(m.elem(&zset_index_suffix(score, member)));
+    m.count -= 1;
+}
+
+/// The members in index order (descending with `rev`): `f` gets
+/// (member, score) and returns false to stop.
+fn walk(
+    txn: &Txn<'_>,
+    m: &Meta,
+    rev: bool,
+    mut f: impl FnMut(&[u8], f64) -> bool,
+) -> Result<(), String> {
+    txn.elems_in(
+        &m.elem(&[ZSET_INDEX]),
+        &m.elem(&[ZSET_INDEX + 1]),
+        rev,
+        |k, _| {
+            let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
+            f(&k[18..], score_from_sortable(s))
+        },
+    )
+    .map_err(engine)
+}
+
+/// A score bound: value and whether it is exclusive.
+#[derive(Clone, Copy)]
+struct ScoreBound(f64, bool);
+
+fn score_bound(b: &[u8]) -> Result<ScoreBound, String> {
+    let (ex, rest) = match b.strip_prefix(b"(") {
+        Some(r) => (true, r),
+        None => (false, b),
+    };
+    let v = parse_float(rest).ok_or(MINMAX_FLOAT)?;
+    Ok(ScoreBound(v, ex))
+}
+
+impl ScoreBound {
+    fn below(self, s: f64) -> bool {
+        // s is at or past the lower bound.
+        if self.1 {
+            s > self.0
+        } else {
+            s >= self.0
+        }
+    }
+    fn above(self, s: f64) -> bool {
+        if self.1 {
+            s < self.0
+        } else {
+            s <= self.0
+        }
+    }
+}
+
+#[derive(Clone)]
+enum LexBound {
+    Min,
+    Max,
+    In(Vec<u8>, bool),
+}
+
+fn lex_bound(b: &[u8]) -> Result<LexBound, String> {
+    match b.first() {
+        Some(b'-') if b.len() == 1 => Ok(LexBound::Min),
+        Some(b'+') if b.len() == 1 => Ok(LexBound::Max),
+        Some(b'(') => Ok(LexBound::In(b[1..].to_vec(), true)),
+        Some(b'[') => Ok(LexBound::In(b[1..].to_vec(), false)),
+        _ => Err(MINMAX_LEX.to_owned()),
+    }
+}
+
+fn lex_ge(lo: &LexBound, m: &[u8]) -> bool {
+    match lo {
+        LexBound::Min => true,
+        LexBound::Max => false,
+        LexBound::In(v, ex) => {
+            if *ex {
+                m > v.as_slice()
+            } else {
+                m >= v.as_slice()
+            }
+        }
+    }
+}
+
+fn lex_le(hi: &LexBound, m: &[u8]) -> bool {
+    match hi {
+        LexBound::Min => false,
+        LexBound::Max => true,
+        LexBound::In(v, ex) => {
+            if *ex {
+                m < v.as_slice()
+            } else {
+                m <= v.as_slice()
+            }
+        }
+    }
+}
+
+enum By {
+    Rank(i64, i64),
+    Score(ScoreBound, ScoreBound),
+    Lex(LexBound, LexBound),
+}
+
+struct RangeSpec {
+    by: By,
+    rev: bool,
+    /// (offset, count); count < 0: all.
+    limit: Option<(i64, i64)>,
+}
+
+/// The members a range selects, with their scores, in reply order.
+fn range(txn: &Txn<'_>, m: &Meta, spec: &RangeSpec) -> Result<Vec<(Vec<u8>, f64)>, String> {
+    let mut got = Vec::new();
+    match &spec.by {
+        By::Rank(start, stop) => {
+            let len = m.count as i64;
+            let start = if *start < 0 { start + len } else { *start }.max(0);
+            let stop = if *stop < 0 { stop + len } else { *stop }.min(len - 1);
+            if start > stop || start >= len {
+                return Ok(got);
+            }
+            let mut i = 0i64;
+            walk(txn, m, spec.rev, |member, s| {
+                if i >= start {
+                    got.push((member.to_vec(), s));
+                }
+                i += 1;
+                i <= stop
+            })?;
+        }
+        By::Score(min, max) => {
+            let (offset, count) = spec.limit.unwrap_or((0, -1));
+            if offset < 0 || count == 0 {
+                return Ok(got);
+            }
+            let mut skipped = 0;
+            walk(txn, m, spec.rev, |member, s| {
+                let past = if spec.rev {
+                    !min.below(s)
+                } else {
+                    !max.above(s)
+                };
+                if past {
+                    return false;
+                }
+                if min.below(s) && max.above(s) {
+                    if skipped < offset {
+                        skipped += 1;
+                    } else {
+                        got.push((member.to_vec(), s));
+                        if count >= 0 && got.len() as i64 >= count {
+                            return false;
+                        }
+                    }
+                }
+                true
+            })?;
+        }
+        By::Lex(min, max) => {
+            let (offset, count) = spec.limit.unwrap_or((0, -1));
+            if offset < 0 || count == 0 {
+                return Ok(got);
+            }
+            let mut skipped = 0;
+            walk(txn, m, spec.rev, |member, s| {
+                let past = if spec.rev {
+                    !lex_ge(min, member)
+                } else {
+                    !lex_le(max, member)
+                };
+                if past {
+                    return false;
+                }
+                if lex_ge(min, member) && lex_le(max, member) {
+                    if skipped < offset {
+                        skipped += 1;
+                    } else {
+                        got.push((member.to_vec(), s));
+                        if count >= 0 && got.len() as i64 >= count {
+                            return false;
+                        }
+                    }
+                }
+                true
+            })?;
+        }
+    }
+    Ok(got)
+}
+
+fn reply_scored(out: &mut Out, items: &[(Vec<u8>, f64)], with_scores: bool) {
+    if with_scores && out.resp3 {
+        out.array(items.len());
+        for (m, s) in items {
+            out.array(2);
+            out.bulk(m);
+            out.double(&format_score(*s));
+        }
+    } else {
+        out.array(items.len() * if with_scores { 2 } else { 1 });
+        for (m, s) in items {
+            out.bulk(m);
+            if with_scores {
+                out.bulk(format_score(*s).as_bytes());
+            }
+        }
+    }
+}
+
+/// Runs a sorted-set command; `None` if `name` is not one.
+pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Option<CmdResult> {
+    let r = match name {
+        "zadd" => zadd(args, txn, out),
+        "zincrby" => (|| {
+            let by = parse_float(&args[2]).ok_or(NOT_FLOAT)?;
+            let mut m = match txn.coll(&args[1], ZSET)? {
+                Some(m) => m,
+                None => txn.new_coll(ZSET)?,
+            };
+            let old = score_of(txn, &m, &args[3])?;
+            let s = old.unwrap_or(0.0) + by;
+            if s.is_nan() {
+                return Err("ERR resulting score is not a number (NaN)".to_owned());
+            }
+            put(txn, &mut m, &args[3], s, old);
+            txn.put_meta(&args[1], m);
+            out.double(&format_score(s));
+            Ok(())
+        })(),
+        "zrem" => (|| {
+            let Some(mut m) = txn.coll(&args[1], ZSET)? else {
+                out.int(0);
+                return Ok(());
+            };
+            let mut n = 0;
+            for a in &args[2..] {
+                if let Some(s) = score_of(txn, &m, a)? {
+                    del(txn, &mut m, a, s);
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                txn.put_meta(&args[1], m);
+            }
+            out.int(n);
+            Ok(())
+        })(),
+        "zscore" => (|| {
+            let s = match txn.coll(&args[1], ZSET)? {
+                Some(m) => score_of(txn, &m, &args[2])?,
+                None => None,
+            };
+            match s {
+                Some(s) => out.double(&format_score(s)),
+                None => out.null(),
+            }
+            Ok(())
+        })(),
+        "zmscore" => (|| {
+            let m = txn.coll(&args[1], ZSET)?;
+            out.array(args.len() - 2);
+            for a in &args[2..] {
+                let s = match &m {
+                    Some(m) => score_of(txn, m, a)?,
+                    None => None,
+                };
+                match s {
+                    Some(s) => out.double(&format_score(s)),
+                    None => out.null(),
+                }
+            }
+            Ok(())
+        })(),
+        "zcard" => txn.coll(&args[1], ZSET).map(|m| {
+            out.int(m.map_or(0, |m| m.count as i64));
+        }),
+        "zcount" | "zlexcount" => (|| {
+            let by = if name == "zcount" {
+                By::Score(score_bound(&args[2])?, score_bound(&args[3])?)
+            } else {
+                By::Lex(lex_bound(&args[2])?, lex_bound(&args[3])?)
+            };
+            let n = match txn.coll(&args[1], ZSET)? {
+                Some(m) => range(
+                    txn,
+                    &m,
+                    &RangeSpec {
+                        by,
+                        rev: false,
+                        limit: None,
+                    },
+                )?
+                .len(),
+                None => 0,
+            };
+            out.int(n as i64);
+            Ok(())
+        })(),
+        "zrange" | "zrevrange" | "zrangebyscore" | "zrevrangebyscore" | "zrangebylex"
+        | "zrevrangebylex" => (|| {
+            let (spec, with_scores) = parse_range(name, &args[1..])?;
+            let items = match txn.coll(&args[1], ZSET)? {
+                Some(m) => range(txn, &m, &spec)?,
+                None => Vec::new(),
+            };
+            reply_scored(out, &items, with_scores);
+            Ok(())
+        })(),
+        "zrangestore" => (|| {
+            let (spec, with_scores) = parse_range("zrange", &args[2..])?;
+            if with_scores {
+                return Err(SYNTAX.to_owned());
+            }
+            let items = match txn.coll(&args[2], ZSET)? {
+                Some(m) => range(txn, &m, &spec)?,
+                None => Vec::new(),
+            };
+            let n = items.len();
+            store(txn, &args[1], items.into_iter())?;
+            out.int(n as i64);
+            Ok(())
+        })(),
+        "zrank" | "zrevrank" => (|| {
+            let mut rank = None;
+            if let Some(m) = txn.coll(&args[1], ZSET)? {
+                if score_of(txn, &m, &args[2])?.is_some() {
+                    let mut i = 0i64;
+                    walk(txn, &m, name == "zrevrank", |member, _| {
+                        if member == &args[2][..] {
+                            rank = Some(i);
+                            return false;
+                        }
+                        i += 1;
+                        true
+                    })?;
+                }
+            }
+            match rank {
+                Some(r) => out.int(r),
+                None => out.null(),
+            }
+            Ok(())
+        })(),
+        "zpopmin" | "zpopmax" => zpop(name, args, txn, out),
+        "bzpopmin" | "bzpopmax" => bzpop(name, args, txn, out),
+        "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => (|| {
+            let by = match name {
+                "zremrangebyscore" => By::Score(score_bound(&args[2])?, score_bound(&args[3])?),
+                "zremrangebylex" => By::Lex(lex_bound(&args[2])?, lex_bound(&args[3])?),
+                _ => By::Rank(int_arg(&args[2])?, int_arg(&args[3])?),
+            };
+            let Some(mut m) = txn.coll(&args[1], ZSET)? else {
+                out.int(0);
+                return Ok(());
+            };
+            let items = range(
+                txn,
+                &m,
+                &RangeSpec {
+                    by,
+                    rev: false,
+                    limit: None,
+                },
+            )?;
+            for (member, s) in &items {
+                del(txn, &mut m, member, *s);
+            }
+            if !items.is_empty() {
+                txn.put_meta(&args[1], m);
+            }
+            out.int(items.len() as i64);
+            Ok(())
+        })(),
+        "zunionstore" | "zinterstore" | "zdiffstore" => combine(name, &args[1..], args, txn, out),
+        "zunion" | "zinter" | "zdiff" => combine(name, &[], args, txn, out),
+        "zintercard" => zintercard(args, txn, out),
+        "zscan" => (|| {
+            let m = txn.coll(&args[1], ZSET)?;
+            scan_with(
+                txn,
+                m.as_ref(),
+                &[ZSET_MEMBER],
+                args,
+                out,
+                ScanValues::Score,
+            )
+        })(),
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// `ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT o c] [WITHSCORES]`
+/// and the older forms; `args` starts at the key.
+fn parse_range(name: &str, args: &[Bytes]) -> Result<(RangeSpec, bool), String> {
+    let (mut byscore, mut bylex, mut rev) = (false, false, false);
+    let mut limit = None;
+    let mut with_scores = false;
+    match name {
+        "zrevrange" => rev = true,
+        "zrangebyscore" => byscore = true,
+        "zrevrangebyscore" => (byscore, rev) = (true, true),
+        "zrangebylex" => bylex = true,
+        "zrevrangebylex" => (bylex, rev) = (true, true),
+        _ => {}
+    }
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args[i].to_ascii_lowercase();
+        match &opt[..] {
+            b"withscores" if name != "zrangebylex" && name != "zrevrangebylex" => {
+                with_scores = true
+            }
+            b"limit" if i + 2 < args.len() && name != "zrevrange" => {
+                limit = Some((int_arg(&args[i + 1])?, int_arg(&args[i + 2])?));
+                i += 2;
+            }
+            b"byscore" if name == "zrange" && !bylex => byscore = true,
+            b"bylex" if name == "zrange" && !byscore => bylex = true,
+            b"rev" if name == "zrange" => rev = true,
+            _ => return Err(SYNTAX.to_owned()),
+        }
+        i += 1;
+    }
+    if limit.is_some() && !byscore && !bylex {
+        return Err(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+                .to_owned(),
+        );
+    }
+    if with_scores && bylex {
+        return Err(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX".to_owned(),
+        );
+    }
+    // With REV the bounds come max first.
+    let (lo, hi) = if rev && (byscore || bylex) {
+        (&args[2], &args[1])
+    } else {
+        (&args[1], &args[2])
+    };
+    let by = if byscore {
+        By::Score(score_bound(lo)?, score_bound(hi)?)
+    } else if bylex {
+        By::Lex(lex_bound(lo)?, lex_bound(hi)?)
+    } else {
+        By::Rank(int_arg(&args[1])?, int_arg(&args[2])?)
+    };
+    Ok((RangeSpec { by, rev, limit }, with_scores))
+}
+
+/// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ...`.
+fn zadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+        (false, false, false, false, false, false);
+    let mut i = 2;
+    while i < args.len() {
+        match &args[i].to_ascii_lowercase()[..] {
+            b"nx" => nx = true,
+            b"xx" => xx = true,
+            b"gt" => gt = true,
+            b"lt" => lt = true,
+            b"ch" => ch = true,
+            b"incr" => incr = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let rest = &args[i..];
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
+        return Err(SYNTAX.to_owned());
+    }
+    if nx && xx {
+        return Err("ERR XX and NX options at the same time are not compatible".to_owned());
+    }
+    if ((gt || lt) && nx) || (gt && lt) {
+        return Err("ERR GT, LT, and/or NX options at the same time are not compatible".to_owned());
+    }
+    if incr && rest.len() > 2 {
+        return Err("ERR INCR option supports a single increment-element pair".to_owned());
+    }
+    let mut pairs = Vec::with_capacity(rest.len() / 2);
+    for p in rest.chunks(2) {
+        pairs.push((parse_float(&p[0]).ok_or(NOT_FLOAT)?, &p[1]));
+    }
+    let existing = txn.coll(&args[1], ZSET)?;
+    if existing.is_none() && xx {
+        if incr {
+            out.null();
+        } else {
+            out.int(0);
+        }
+        return Ok(());
+    }
+    let mut m = match existing {
+        Some(m) => m,
+        None => txn.new_coll(ZSET)?,
+    };
+    let (mut added, mut updated) = (0, 0);
+    let mut incr_result = None;
+    for (score, member) in pairs {
+        let old = score_of(txn, &m, member)?;
+        match old {
+            Some(cur) => {
+                if nx {
+                    continue;
+                }
+                let new = if incr { cur + score } else { score };
+                if new.is_nan() {
+                    return Err("ERR resulting score is not a number (NaN)".to_owned());
+                }
+                if (gt && new <= cur) || (lt && new >= cur) {
+                    continue;
+                }
+                incr_result = Some(new);
+                if new != cur {
+                    put(txn, &mut m, member, new, old);
+                    updated += 1;
+                }
+            }
+            None => {
+                if xx {
+                    continue;
+                }
+                put(txn, &mut m, member, score, None);
+                incr_result = Some(score);
+                added += 1;
+            }
+        }
+    }
+    txn.put_meta(&args[1], m);
+    if incr {
+        match incr_result {
+            Some(s) => out.double(&format_score(s)),
+            None => out.null(),
+        }
+    } else {
+        out.int(if ch { added + updated } else { added });
+    }
+    Ok(())
+}
+
+/// Pops up to `count` lowest (or highest) members of `key`.
+fn pop_members(
+    txn: &mut Txn<'_>,
+    key: &[u8],
+    mut m: Meta,
+    count: usize,
+    max: bool,
+) -> Result<Vec<(Vec<u8>, f64)>, String> {
+    let mut got = Vec::new();
+    if count == 0 {
+        return Ok(got);
+    }
+    walk(txn, &m, max, |member, s| {
+        got.push((member.to_vec(), s));
+        got.len() < count
+    })?;
+    for (member, s) in &got {
+        del(txn, &mut m, member, *s);
+    }
+    txn.put_meta(key, m);
+    Ok(got)
+}
+
+fn zpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    if args.len() > 3 {
+        return Err(SYNTAX.to_owned());
+    }
+    let count = match args.get(2) {
+        Some(c) => {
+            let c = int_arg(c)?;
+            if c < 0 {
+                return Err("ERR value is out of range, must be positive".to_owned());
+            }
+            Some(c as usize)
+        }
+        None => None,
+    };
+    let items = match txn.coll(&args[1], ZSET)? {
+        Some(m) => pop_members(txn, &args[1], m, count.unwrap_or(1), name == "zpopmax")?,
+        None => Vec::new(),
+    };
+    if count.is_some() && out.resp3 {
+        reply_scored(out, &items, true);
+    } else {
+        out.array(items.len() * 2);
+        for (m, s) in &items {
+            out.bulk(m);
+            out.double(&format_score(*s));
+        }
+    }
+    Ok(())
+}
+
+fn bzpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    crate::list::timeout_arg(&args[args.len() - 1])?;
+    for key in &args[1..args.len() - 1] {
+        if let Some(m) = txn.coll(key, ZSET)? {
+            let items = pop_members(txn, key, m, 1, name == "bzpopmax")?;
+            out.array(3);
+            out.bulk(key);
+            out.bulk(&items[0].0);
+            out.double(&format_score(items[0].1));
+            return Ok(());
+        }
+    }
+    if txn.in_multi {
+        out.null_array();
+    } else {
+        txn.would_block = true;
+    }
+    Ok(())
+}
+
+/// Replaces `key` with a sorted set of `items` (none: deletes it).
+fn store(txn: &mut Txn<'_>, key: &[u8], items: impl Iterator<Item = (Vec<u8>, f64)>) -> CmdResult {
+    txn.rec(key).map_err(engine)?;
+    let mut m = txn.new_coll(ZSET)?;
+    for (member, s) in items {
+        put(txn, &mut m, &member, s, None);
+    }
+    txn.put_meta(key, m);
+    Ok(())
+}
+
+/// The members and scores of a sorted set or (scores 1) a set.
+fn inputs(txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<(Vec<u8>, f64)>, String> {
+    match txn.rec(key).map_err(engine)? {
+        None => Ok(Vec::new()),
+        Some(Rec::Coll(m)) if m.kind == ZSET => {
+            let mut v = Vec::with_capacity(m.count as usize);
+            walk(txn, &m, false, |member, s| {
+                v.push((member.to_vec(), s));
+                true
+            })?;
+            Ok(v)
+        }
+        Some(Rec::Coll(m)) if m.kind == CollKind::Set => Ok(txn
+            .all_elems(&m)
+            .map_err(engine)?
+            .into_iter()
+            .map(|(k, _)| (k, 1.0))
+            .collect()),
+        Some(_) => Err(crate::store::WRONGTYPE.to_owned()),
+    }
+}
+
+/// `ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE dst numkeys key ... [WEIGHTS w ...]
+/// [AGGREGATE SUM|MIN|MAX]` and `ZUNION/ZINTER/ZDIFF numkeys key ...
+/// [... ] [WITHSCORES]`. `dst` is the destination for the store forms
+/// (`args[1..]`), empty otherwise.
+fn combine(
+    name: &str,
+    dst: &[Bytes],
+    args: &[Bytes],
+    txn: &mut Txn<'_>,
+    out: &mut Out,
+) -> CmdResult {
+    let storing = !dst.is_empty();
+    let at = if storing { 2 } else { 1 };
+    let op = name.trim_end_matches("store");
+    let n = int_arg(&args[at])?;
+    if n < 1 {
+        return Err(format!(
+            "ERR at least 1 input key is needed for '{name}' command"
+        ));
+    }
+    let n = n as usize;
+    if at + 1 + n > args.len() {
+        return Err(SYNTAX.to_owned());
+    }
+    let keys = &args[at + 1..at + 1 + n];
+    let mut weights = vec![1.0; n];
+    let mut agg = "sum";
+    let mut with_scores = false;
+    let mut i = at + 1 + n;
+    while i < args.len() {
+        let opt = args[i].to_ascii_lowercase();
+        match &opt[..] {
+            b"weights" if op != "zdiff" && i + n < args.len() => {
+                for (j, w) in weights.iter_mut().enumerate() {
+                    *w = parse_float(&args[i + 1 + j]).ok_or("ERR weight value is not a float")?;
+                }
+                i += n;
+            }
+            b"aggregate" if op != "zdiff" && i + 1 < args.len() => {
+                agg = match &args[i + 1].to_ascii_lowercase()[..] {
+                    b"sum" => "sum",
+                    b"min" => "min",
+                    b"max" => "max",
+                    _ => return Err(SYNTAX.to_owned()),
+                };
+                i += 1;
+            }
+            b"withscores" if !storing => with_scores = true,
+            _ => return Err(SYNTAX.to_owned()),
+        }
+        i += 1;
+    }
+    let mut acc: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+    for (j, k) in keys.iter().enumerate() {
+        let items = inputs(txn, k)?;
+        let w = weights[j];
+        let weighted = |s: f64| {
+            let v = s * w;
+            if v.is_nan() {
+                0.0
+            } else {
+                v
+            }
+        };
+        if j == 0 {
+            acc = items.into_iter().map(|(m, s)| (m, weighted(s))).collect();
+            continue;
+        }
+        match op {
+            "zunion" => {
+                for (m, s) in items {
+                    let s = weighted(s);
+                    acc.entry(m)
+                        .and_modify(|cur| *cur = aggregate(agg, *cur, s))
+                        .or_insert(s);
+                }
+            }
+            "zinter" => {
+                let other: BTreeMap<Vec<u8>, f64> = items.into_iter().collect();
+                acc.retain(|m, _| other.contains_key(m));
+                for (m, cur) in acc.iter_mut() {
+                    *cur = aggregate(agg, *cur, weighted(other[m]));
+                }
+            }
+            _ => {
+                for (m, _) in items {
+                    acc.remove(&m);
+                }
+            }
+        }
+    }
+    let mut items: Vec<(Vec<u8>, f64)> = acc.into_iter().collect();
+    items.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    if storing {
+        let n = items.len();
+        store(txn, &dst[0], items.into_iter())?;
+        out.int(n as i64);
+    } else {
+        reply_scored(out, &items, with_scores);
+    }
+    Ok(())
+}
+
+fn aggregate(agg: &str, a: f64, b: f64) -> f64 {
+    match agg {
+        "min" => a.min(b),
+        "max" => a.max(b),
+        _ => {
+            let s = a + b;
+            if s.is_nan() {
+                0.0
+            } else {
+                s
+            }
+        }
+    }
+}
+
+/// `ZINTERCARD numkeys key [key ...] [LIMIT limit]` (sets count too).
+fn zintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let n = int_arg(&args[1])?;
+    if n <= 0 {
+        return Err("ERR at least 1 input key is needed for 'zintercard' command".to_owned());
+    }
+    let n = n as usize;
+    if n > args.len() - 2 {
+        return Err("ERR Number of keys can't be greater than number of args".to_owned());
+    }
+    let mut limit = 0usize;
+    let mut i = 2 + n;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
+            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
+            if l < 0 {
+                return Err("ERR LIMIT can't be negative".to_owned());
+            }
+            limit = l as usize;
+            i += 2;
+        } else {
+            return Err(SYNTAX.to_owned());
+        }
+    }
+    let mut acc: Option<std::collections::BTreeSet<Vec<u8>>> = None;
+    for k in &args[2..2 + n] {
+        let members: std::collections::BTreeSet<Vec<u8>> =
+            inputs(txn, k)?.into_iter().map(|(m, _)| m).collect();
+        acc = Some(match acc {
+            None => members,
+            Some(a) => a.intersection(&members).cloned().collect(),
+        });
+    }
+    let c = acc.map_or(0, |a| a.len());
+    out.int(if limit > 0 { c.min(limit) } else { c } as i64);
+    Ok(())
+}

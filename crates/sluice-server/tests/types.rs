@@ -1,0 +1,271 @@
+//! The collection types on a running server: blocking pops (served first
+//! blocked, first served; timeouts; disconnection), deleting a large
+//! collection, and the keyspace check after mixed workloads.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Raw, TestServer};
+
+fn cmd(r: &mut Raw, args: &[&str]) -> Vec<u8> {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    r.command(&a);
+    r.reply()
+}
+
+/// Waits until `INFO` reports `n` blocked clients (the order in which
+/// clients block is what the tests control, not how long anything takes).
+fn wait_blocked(r: &mut Raw, n: usize) {
+    let want = format!("blocked_clients:{n}\r");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = cmd(r, &["INFO", "clients"]);
+        if String::from_utf8_lossy(&info).contains(&want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never saw {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn blocked_clients_are_served_first_blocked_first_served() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut a = s.raw();
+    let mut b = s.raw();
+    a.command(&[b"BLPOP", b"q", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    b.command(&[b"BLPOP", b"other", b"q", b"0"]);
+    wait_blocked(&mut ctl, 2);
+    // One push of two elements serves both, in the order they blocked.
+    assert_eq!(cmd(&mut ctl, &["LPUSH", "q", "x", "y"]), b":2\r\n");
+    assert_eq!(a.reply(), b"*2\r\n$1\r\nq\r\n$1\r\ny\r\n");
+    assert_eq!(b.reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(cmd(&mut ctl, &["EXISTS", "q"]), b":0\r\n");
+    wait_blocked(&mut ctl, 0);
+}
+
+#[test]
+fn blmove_serves_a_client_blocked_on_its_destination() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut mover = s.raw();
+    let mut popper = s.raw();
+    mover.command(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    popper.command(&[b"BRPOP", b"dst", b"0"]);
+    wait_blocked(&mut ctl, 2);
+    assert_eq!(cmd(&mut ctl, &["RPUSH", "src", "v"]), b":1\r\n");
+    assert_eq!(mover.reply(), b"$1\r\nv\r\n");
+    assert_eq!(popper.reply(), b"*2\r\n$3\r\ndst\r\n$1\r\nv\r\n");
+    assert_eq!(cmd(&mut ctl, &["DBSIZE"]), b":0\r\n");
+}
+
+#[test]
+fn a_timeout_replies_nil_and_a_gone_client_takes_nothing() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut a = s.raw();
+    a.command(&[b"BRPOP", b"q", b"0.05"]);
+    assert_eq!(a.reply(), b"*-1\r\n");
+    // Commands sent while blocked run after the pop.
+    a.send(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n");
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(cmd(&mut ctl, &["RPUSH", "q", "1"]), b":1\r\n");
+    assert_eq!(a.reply(), b"*2\r\n$1\r\nq\r\n$1\r\n1\r\n");
+    assert_eq!(a.reply(), b"+PONG\r\n");
+    let mut gone = s.raw();
+    gone.command(&[b"BLPOP", b"q", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    drop(gone);
+    wait_blocked(&mut ctl, 0);
+    assert_eq!(cmd(&mut ctl, &["RPUSH", "q", "2"]), b":1\r\n");
+    assert_eq!(
+        cmd(&mut ctl, &["LRANGE", "q", "0", "-1"]),
+        b"*1\r\n$1\r\n2\r\n"
+    );
+}
+
+#[test]
+fn deleting_a_large_collection_leaves_a_consistent_keyspace() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    for i in 0..20 {
+        let mut args = vec!["HSET".to_owned(), "big".to_owned()];
+        for j in 0..100 {
+            args.push(format!("f{i}-{j}"));
+            args.push("v".to_owned());
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(cmd(&mut c, &a), b":100\r\n");
+    }
+    assert_eq!(cmd(&mut c, &["HLEN", "big"]), b":2000\r\n");
+    // Every type, then deleted, overwritten, renamed and expired.
+    cmd(&mut c, &["RPUSH", "l", "a", "b", "c"]);
+    cmd(&mut c, &["SADD", "s", "a", "b"]);
+    cmd(&mut c, &["HSET", "h", "a", "1"]);
+    assert_eq!(cmd(&mut c, &["DEL", "big"]), b":1\r\n");
+    assert_eq!(cmd(&mut c, &["SET", "s", "now a string"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut c, &["RENAME", "l", "l2"]), b"+OK\r\n");
+    assert_eq!(
+        cmd(&mut c, &["LRANGE", "l2", "0", "-1"]),
+        b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    assert_eq!(cmd(&mut c, &["PEXPIRE", "h", "1"]), b":1\r\n");
+    cmd(&mut c, &["MULTI"]);
+    cmd(&mut c, &["HSET", "t", "a", "1"]);
+    cmd(&mut c, &["DEL", "t"]);
+    cmd(&mut c, &["EXEC"]);
+    assert_eq!(cmd(&mut c, &["HLEN", "big"]), b":0\r\n");
+    drop(c);
+    let dir = s.dir.path().to_path_buf();
+    let mut s = s;
+    s.running
+        .take()
+        .expect("running")
+        .shutdown()
+        .expect("shutdown");
+    let problems = sluice_server::check_keyspace(&dir, true).expect("check");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn info_client_list_and_client_kill_say_what_redis_says() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let info = String::from_utf8_lossy(&cmd(&mut c, &["INFO"])).into_owned();
+    for field in [
+        "# CPU\r\nused_cpu_sys:",
+        "used_cpu_user:",
+        "master_repl_offset:0",
+    ] {
+        assert!(info.contains(field), "INFO lacks {field:?}");
+    }
+    cmd(&mut c, &["GET"]);
+    cmd(&mut c, &["HSET", "h", "a", "1"]);
+    cmd(&mut c, &["GET", "h"]);
+    let stats = String::from_utf8_lossy(&cmd(&mut c, &["INFO", "commandstats"])).into_owned();
+    assert!(
+        stats.contains("cmdstat_get:calls=2,") && stats.contains("rejected_calls=0,failed_calls=2"),
+        "{stats}"
+    );
+    let list = String::from_utf8_lossy(&cmd(&mut c, &["CLIENT", "LIST"])).into_owned();
+    assert!(list.contains("cmd=client|list"), "{list}");
+    let mut victim = s.raw();
+    let id = String::from_utf8_lossy(&cmd(&mut victim, &["CLIENT", "ID"]))
+        .trim_start_matches(':')
+        .trim()
+        .to_owned();
+    assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+    assert!(
+        victim.read_to_close().is_empty(),
+        "a killed client is closed"
+    );
+    assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), b":0\r\n");
+}
+
+#[test]
+fn published_messages_reach_channel_and_pattern_subscribers() {
+    let s = TestServer::start(|_| {});
+    let mut sub = s.raw();
+    let mut sub3 = s.raw();
+    let mut publisher = s.raw();
+    assert_eq!(
+        cmd(&mut sub, &["SUBSCRIBE", "news"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut sub, &["PSUBSCRIBE", "n*"]),
+        b"*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:2\r\n"
+    );
+    cmd(&mut sub3, &["HELLO", "3"]);
+    assert_eq!(
+        cmd(&mut sub3, &["SUBSCRIBE", "news"]),
+        b">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    assert_eq!(cmd(&mut publisher, &["PUBLISH", "news", "hi"]), b":3\r\n");
+    assert_eq!(
+        sub.reply(),
+        b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    assert_eq!(
+        sub.reply(),
+        b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    assert_eq!(
+        sub3.reply(),
+        b">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+    );
+    // A RESP3 subscriber may run any command.
+    assert_eq!(cmd(&mut sub3, &["GET", "nokey"]), b"_\r\n");
+    drop(sub);
+    // The subscriptions of a closed connection go with it (it closes
+    // asynchronously: ask until it has).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cmd(&mut publisher, &["PUBLISH", "news", "again"]) != b":1\r\n" {
+        assert!(Instant::now() < deadline, "the closed subscriber stayed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Parses `*2 $n cursor *m elements...` (bulk strings only).
+fn parse_scan(reply: &[u8]) -> (String, Vec<String>) {
+    let text = String::from_utf8_lossy(reply).into_owned();
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    let cursor = lines[2].to_owned();
+    let items = lines[4..]
+        .chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| c[1].to_owned())
+        .collect();
+    (cursor, items)
+}
+
+#[test]
+fn element_scans_of_large_collections_return_every_element() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut args = vec!["SADD".to_owned(), "big".to_owned()];
+    // Members sharing long prefixes, so that cursors fall inside groups.
+    for i in 0..300 {
+        args.push(format!("member-with-a-long-prefix-{i:03}"));
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut c, &a), b":300\r\n");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_owned();
+    let mut calls = 0;
+    loop {
+        let (next, items) = parse_scan(&cmd(&mut c, &["SSCAN", "big", &cursor, "COUNT", "7"]));
+        seen.extend(items);
+        calls += 1;
+        assert!(calls < 1000, "the scan does not end");
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 300);
+    // Names shorter than the cursor's 7 bytes.
+    let mut h = vec!["HSET".to_owned(), "hh".to_owned()];
+    for i in 0..200 {
+        h.push(format!("{i:04}"));
+        h.push("v".to_owned());
+    }
+    let a: Vec<&str> = h.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut c, &a), b":200\r\n");
+    let mut fields = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_owned();
+    loop {
+        let (next, items) = parse_scan(&cmd(&mut c, &["HSCAN", "hh", &cursor, "COUNT", "10"]));
+        // Field, value pairs: keep the fields.
+        fields.extend(items.into_iter().step_by(2));
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(fields.len(), 200);
+}

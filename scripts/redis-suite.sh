@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Redis's own test suite against `sluice serve` and against redis-server,
+# per unit: tests passed by each (issue 54's measure).
+#
+#   WORK=/tmp/redis-suite scripts/redis-suite.sh [unit ...]
+#
+# The suite comes from the Debian source package of the installed
+# redis-server (a deb-src entry for Debian's main archive is added if
+# missing, then `apt-get source --download-only redis`); it is unpacked under
+# $WORK and never enters the repository. Each unit runs once per server, as
+# an external server (`runtest --host --port --singledb`: one database, as
+# sluice serve has), with the tests that need DEBUG, replication or a
+# restart of the server skipped by their tags.
+# Needs tclsh, redis-server and apt-get source (root for the deb-src entry).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+WORK=${WORK:-/tmp/redis-suite}
+UNITS=("$@")
+if [ ${#UNITS[@]} -eq 0 ]; then
+  UNITS=(type/string type/incr type/hash type/list type/list-2 type/list-3 type/set
+         type/zset keyspace expire multi scan bitops info-command introspection
+         introspection-2 protocol pubsub)
+fi
+mkdir -p "$WORK"
+
+# 1. The suite's sources.
+if [ ! -x "$WORK/src/runtest" ]; then
+  if ! grep -rqs '^Types: deb deb-src\|^Types: deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    cat > /etc/apt/sources.list.d/redis-suite-src.sources <<'EOF'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    apt-get update -qq
+  fi
+  (cd "$WORK" && apt-get source --download-only -qq redis)
+  tarball=$(ls "$WORK"/redis_*.orig.tar.gz | head -n1)
+  rm -rf "$WORK/src" && mkdir -p "$WORK/src"
+  tar -xzf "$tarball" -C "$WORK/src" --strip-components=1
+  # The external-server mode still looks for the binaries under src/.
+  mkdir -p "$WORK/src/src"
+  for b in redis-server redis-cli redis-benchmark; do
+    ln -sf "$(command -v "$b")" "$WORK/src/src/$b"
+  done
+fi
+
+# 2. The server under test.
+cargo build --release -q -p sluice-cli
+SLUICE="$REPO/target/release/sluice"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Runs one unit against the server on $1 and prints "passed failed".
+run_unit() {
+  local port=$1 unit=$2 log=$3
+  (cd "$WORK/src" && timeout 600 tclsh tests/test_helper.tcl --host 127.0.0.1 --port "$port" \
+      --single "unit/$unit" --singledb --tags -needs:debug --tags -needs:repl --tags -needs:save \
+      --tags -needs:config-maxmemory --tags -needs:reset --timeout 60 --clients 1 \
+      >"$log" 2>&1) || true
+  # The log is coloured: strip the escape sequences before counting.
+  local plain="$log.txt"
+  sed 's/\x1b\[[0-9;]*m//g' "$log" >"$plain"
+  echo "$(grep -c '^\[ok\]' "$plain" || true) $(grep -c '^\[err\]\|^\[exception\]' "$plain" || true)"
+}
+
+printf '%-16s %8s %8s %8s %7s\n' unit redis sluice failed share
+for unit in "${UNITS[@]}"; do
+  name=${unit//\//-}
+  rport=$(free_port)
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$WORK" --daemonize no >/dev/null 2>&1 &
+  rpid=$!
+  sport=$(free_port)
+  rm -rf "$WORK/db-$name"
+  "$SLUICE" serve --db "$WORK/db-$name" --port "$sport" >/dev/null 2>&1 &
+  spid=$!
+  sleep 1
+  read -r rok rerr < <(run_unit "$rport" "$unit" "$WORK/redis-$name.log")
+  read -r sok serr < <(run_unit "$sport" "$unit" "$WORK/sluice-$name.log")
+  kill "$rpid" "$spid" 2>/dev/null || true
+  wait "$rpid" "$spid" 2>/dev/null || true
+  share=$(python3 -c "print(f'{100*$sok/max($rok,1):.0f}%')")
+  printf '%-16s %8s %8s %8s %7s\n' "$unit" "$rok" "$sok" "$serr" "$share"
+done
+echo "logs: $WORK/{redis,sluice}-<unit>.log"
