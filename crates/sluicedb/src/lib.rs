@@ -39,6 +39,7 @@ mod logfile;
 mod memtable;
 mod options;
 mod parallel;
+pub mod pm;
 mod pointer;
 mod policy;
 mod record;
