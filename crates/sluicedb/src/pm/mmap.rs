@@ -2,7 +2,8 @@
 //! into memory.
 //!
 //! Stores go to the mapping (the page cache); a flush records the pages of
-//! its range; a fence `msync`s them ([`FenceMode::Msync`]). An `msync` costs
+//! its range; a fence `msync`s them, in one call over the span they cover
+//! ([`FenceMode::Msync`]). An `msync` costs
 //! about an fsync here, so fences are group-committed like journal syncs:
 //! one `msync` at a time, and a fence whose flushes an `msync` that began
 //! after them already covered returns without its own.
@@ -209,20 +210,17 @@ impl Pm for MmapPm {
             // An msync that began after our flushes covered them.
             return Ok(());
         }
-        let (mut ranges, covered) = {
+        let (ranges, covered) = {
             let mut p = self.pending.lock();
             (std::mem::take(&mut p.ranges), p.flushes)
         };
-        ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for (s, e) in ranges {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        for (s, e) in merged {
-            if let Err(e) = self.map.flush_range(s as usize, (e - s) as usize) {
+        // One msync over the span of every flushed range: each msync is a
+        // device flush of its own, and writing back a dirty page that was
+        // not flushed is allowed (a cache may write any line back).
+        let start = ranges.iter().map(|r| r.0).min();
+        let end = ranges.iter().map(|r| r.1).max();
+        if let (Some(start), Some(end)) = (start, end) {
+            if let Err(e) = self.map.flush_range(start as usize, (end - start) as usize) {
                 let msg = e.to_string();
                 durable.failed = Some(msg.clone());
                 return Err(failed_error(&self.path, &msg));

@@ -423,3 +423,83 @@ fn bad_arguments_are_errors() {
     let tiny = SimPm::new("tiny", 128).unwrap();
     assert!(Pwb::open(Arc::new(tiny), SEGMENT_BYTES).is_err());
 }
+
+#[test]
+fn a_sync_covers_batches_other_threads_appended() {
+    let pm = SimPm::new("pwb", 64 + 64 + 5 * 4096).unwrap();
+    let (pwb, _) = Pwb::open(Arc::new(pm.clone()), 4096).unwrap();
+    let synced: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4u32)
+            .map(|t| {
+                let pwb = &pwb;
+                s.spawn(move || {
+                    let mut last = 0;
+                    for i in 0..20u32 {
+                        let p = [t as u8, i as u8];
+                        let a = pwb.append(&[(t, &p[..])]).unwrap().expect("room");
+                        if i % 5 == 4 {
+                            pwb.sync().unwrap();
+                            last = a.first_seq;
+                        }
+                    }
+                    last
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let (_, rec) = open(&pm.crash_image(0)).unwrap();
+    let need = synced.into_iter().max().unwrap();
+    assert!(
+        rec.last_seq >= need,
+        "kept {} of synced {need}",
+        rec.last_seq
+    );
+    let seqs: Vec<u64> = rec.records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=rec.last_seq).collect::<Vec<_>>());
+}
+
+/// Append-and-sync rates on a mapped file, per fence mode and thread count
+/// (a measurement, not a check: `cargo test -p sluicedb --lib --release
+/// pwb_sync_rate -- --ignored --nocapture`; `LIGHTKV_PM_DIR` picks the
+/// directory).
+#[test]
+#[ignore]
+fn pwb_sync_rate() {
+    use crate::pm::{FenceMode, MmapPm};
+    let dir = std::env::var_os("LIGHTKV_PM_DIR").map_or_else(std::env::temp_dir, Into::into);
+    let value = [7u8; 1024];
+    for mode in [FenceMode::Msync, FenceMode::Cache] {
+        for threads in [1u32, 4] {
+            let path = dir.join(format!("pwb-rate-{}", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let pm = MmapPm::open(&path, 64 << 20, mode).unwrap();
+            let (pwb, _) = Pwb::open(Arc::new(pm), 1 << 20).unwrap();
+            let per_thread = if mode == FenceMode::Msync {
+                300
+            } else {
+                20_000
+            } / threads;
+            let start = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let pwb = &pwb;
+                    s.spawn(move || {
+                        for _ in 0..per_thread {
+                            pwb.append(&[(t, &value[..])]).unwrap().expect("room");
+                            pwb.sync().unwrap();
+                        }
+                    });
+                }
+            });
+            let secs = start.elapsed().as_secs_f64();
+            let n = f64::from(per_thread * threads);
+            println!(
+                "{mode:?} {threads} thread(s): {n} synced 1 KiB writes in {secs:.3} s, {:.0}/s, {:.1} us each",
+                n / secs,
+                secs * 1e6 / n
+            );
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
