@@ -105,22 +105,63 @@ fn verify(rec: &Recovered, model: &Model) -> std::result::Result<(), String> {
 }
 
 /// Reopens `image`, verifies it, then (with `again`) has the reopened
-/// buffer take a synced batch and checks two crash images of that.
+/// buffer take a synced batch and checks two crash images of that; for one
+/// seed in four also two images of every moment from the reopening on
+/// (recovery's own writes included).
 fn check(image: &SimPm, model: &Model, again: bool, seed: u64) -> std::result::Result<(), String> {
+    if !again {
+        let (_, rec) = open(image).map_err(|e| format!("reopen: {e}"))?;
+        return verify(&rec, model);
+    }
+    if !mix(seed).is_multiple_of(4) {
+        return reopen_and_write(image, model, seed, &Mutex::new(Model::default()));
+    }
+    // What a crash at each moment must keep: `model` until recovery is
+    // done, then the kept prefix plus the new batch once it is synced.
+    let now = Arc::new(Mutex::new(model.clone()));
+    let failure = Arc::new(Mutex::new(None::<String>));
+    let (m, f) = (now.clone(), failure.clone());
+    image.set_hook(Some(Arc::new(move |pm: &SimPm, event| {
+        let model = m.lock().clone();
+        let moment = pm.stores() + pm.fences();
+        for img in [
+            pm.crash_image(0),
+            pm.sampled_crash_image(mix(seed ^ moment)),
+        ] {
+            if let Err(e) = check(&img, &model, false, seed) {
+                f.lock()
+                    .get_or_insert(format!("crash at {event:?} after reopening: {e}"));
+            }
+        }
+    })));
+    let result = reopen_and_write(image, model, seed, &now);
+    image.set_hook(None);
+    if let Some(e) = failure.lock().take() {
+        return Err(e);
+    }
+    result
+}
+
+fn reopen_and_write(
+    image: &SimPm,
+    model: &Model,
+    seed: u64,
+    now: &Mutex<Model>,
+) -> std::result::Result<(), String> {
     let (pwb, rec) = open(image).map_err(|e| format!("reopen: {e}"))?;
     verify(&rec, model)?;
-    if !again {
-        return Ok(());
-    }
     let mut next = Model {
         history: model.history[..rec.last_seq as usize].to_vec(),
         synced: rec.last_seq,
     };
+    *now.lock() = next.clone();
     let payloads = vec![b"after a crash".to_vec(), seed.to_le_bytes().to_vec()];
     let ops: Vec<(Lane, &[u8])> = payloads
         .iter()
         .map(|p| (seed as u32 % LANES, &p[..]))
         .collect();
+    next.push(&payloads);
+    now.lock().history = next.history.clone();
     let err = |e: Error| format!("after reopening: {e}");
     if pwb.append(&ops).map_err(err)?.is_none() {
         if rec.last_seq > rec.watermark {
@@ -131,8 +172,8 @@ fn check(image: &SimPm, model: &Model, again: bool, seed: u64) -> std::result::R
             .ok_or("no room after a reopen")?;
     }
     pwb.sync().map_err(err)?;
-    next.push(&payloads);
     next.synced = next.history.len() as u64;
+    *now.lock() = next.clone();
     for second in [image.crash_image(0), image.sampled_crash_image(seed)] {
         check(&second, &next, false, seed).map_err(|e| format!("second crash: {e}"))?;
     }
