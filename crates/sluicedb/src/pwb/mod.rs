@@ -113,6 +113,9 @@ pub(crate) enum Fault {
 pub(crate) struct Pwb {
     pm: Arc<dyn Pm>,
     geometry: Geometry,
+    /// Segments, free list, lanes, next sequence number and watermark.
+    /// Taken before the region's own locks (a hand-out fences under it); a
+    /// sync's fence runs without it.
     state: Mutex<State>,
     /// The injected [`Fault`] as its number; 0 for none.
     fault: AtomicU8,
