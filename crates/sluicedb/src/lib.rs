@@ -35,6 +35,14 @@ mod index;
 mod iter;
 mod journal;
 mod key;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "LightKV's buffer under its RH-Tree: the preset that uses it is not built yet"
+    )
+)]
+mod lightkv;
 mod logfile;
 mod memtable;
 mod options;

@@ -52,12 +52,16 @@ pub(crate) struct Loc {
 
 impl Loc {
     /// The 8-byte form an index slot holds.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the RH-Tree's offset slots, to come")
-    )]
     pub(crate) fn to_u64(self) -> u64 {
         u64::from(self.segment) << 32 | u64::from(self.offset)
+    }
+
+    /// The inverse of [`Loc::to_u64`].
+    pub(crate) fn from_u64(v: u64) -> Loc {
+        Loc {
+            segment: (v >> 32) as u32,
+            offset: v as u32,
+        }
     }
 }
 
@@ -207,19 +211,31 @@ impl Pwb {
     /// segments cannot hold the batch: the caller makes room (moves data
     /// elsewhere and [`Pwb::raise_watermark`]s) and tries again.
     pub(crate) fn append(&self, ops: &[(Lane, &[u8])]) -> Result<Option<Appended>> {
+        let sizes: Vec<(Lane, usize)> = ops.iter().map(|(l, p)| (*l, p.len())).collect();
+        self.append_with(&sizes, |i, _| ops[i].1.to_vec())
+    }
+
+    /// Like [`Pwb::append`], with operation `i`'s payload (of the length
+    /// `ops[i].1` announces) built once the places of the operations before
+    /// it are known (`payload(i, &locs[..i])`): a record may name an earlier
+    /// record of its own batch.
+    pub(crate) fn append_with(
+        &self,
+        ops: &[(Lane, usize)],
+        mut payload: impl FnMut(usize, &[Loc]) -> Vec<u8>,
+    ) -> Result<Option<Appended>> {
         if ops.is_empty() || ops.len() > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
                 "a batch of {} operations",
                 ops.len()
             )));
         }
-        if let Some((_, p)) = ops
+        if let Some((_, len)) = ops
             .iter()
-            .find(|(_, p)| p.is_empty() || p.len() > self.max_payload())
+            .find(|(_, len)| *len == 0 || *len > self.max_payload())
         {
             return Err(Error::InvalidArgument(format!(
-                "a write buffer record of {} bytes (1 to {} fit a segment)",
-                p.len(),
+                "a write buffer record of {len} bytes (1 to {} fit a segment)",
                 self.max_payload()
             )));
         }
@@ -229,12 +245,14 @@ impl Pwb {
         }
         let first_seq = s.next_seq;
         let mut locs = Vec::with_capacity(ops.len());
-        for (place, (lane, payload)) in ops.iter().enumerate() {
+        for (place, (lane, len)) in ops.iter().enumerate() {
             let seq = first_seq + place as u64;
+            let payload = payload(place, &locs);
+            assert_eq!(payload.len(), *len, "a payload of the announced length");
             let seg = self.segment_for(&mut s, *lane, payload.len())?;
             let at = s.segments[seg as usize].end;
             let generation = s.segments[seg as usize].generation;
-            let rec = encode_record(generation, seq, place as u32, ops.len() as u32, payload);
+            let rec = encode_record(generation, seq, place as u32, ops.len() as u32, &payload);
             let abs = self.geometry.segment_at(seg) + u64::from(at);
             self.pm.write(abs, &rec)?;
             if !self.skips(Fault::RecordFlush) {
@@ -253,12 +271,12 @@ impl Pwb {
     }
 
     /// New segments `ops` would take, given the lanes' open segments.
-    fn segments_needed(&self, s: &State, ops: &[(Lane, &[u8])]) -> usize {
+    fn segments_needed(&self, s: &State, ops: &[(Lane, usize)]) -> usize {
         let size = u64::from(self.geometry.segment_bytes);
         let mut room: HashMap<Lane, u64> = HashMap::new();
         let mut needed = 0;
-        for (lane, payload) in ops {
-            let need = record_bytes(payload.len());
+        for (lane, len) in ops {
+            let need = record_bytes(*len);
             let left = room.entry(*lane).or_insert_with(|| match s.open.get(lane) {
                 Some(&seg) => size - u64::from(s.segments[seg as usize].end),
                 None => 0,
@@ -360,6 +378,19 @@ impl Pwb {
             }
         }
         Ok(released)
+    }
+
+    /// A `Corruption` naming the region and the offset of `loc`.
+    pub(crate) fn damage(&self, loc: Loc, reason: &str) -> Error {
+        let at = self.geometry.segment_at(loc.segment) + u64::from(loc.offset);
+        corruption(&*self.pm, at, reason)
+    }
+
+    /// Whether segment `seg` is handed out (tests check the index's counts
+    /// against it).
+    #[cfg(test)]
+    pub(crate) fn in_use(&self, seg: u32) -> bool {
+        self.state.lock().segments[seg as usize].in_use
     }
 
     /// The record at `loc`: (sequence number, payload). A record that is

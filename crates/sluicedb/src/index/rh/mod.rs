@@ -277,6 +277,50 @@ impl RhTree {
             .find_map(|leaf| leaf.candidates(sig).find(|&o| key_of(o) == key))
     }
 
+    /// The offset leaf `depth` of partition `id`'s chain (0: the top leaf)
+    /// holds for `key`, confirmed with `key_of`.
+    pub(crate) fn get_in(
+        &self,
+        id: LeafId,
+        depth: usize,
+        key: &[u8],
+        mut key_of: impl FnMut(u64) -> Vec<u8>,
+    ) -> Option<u64> {
+        let sig = signature((self.hash)(key));
+        self.parts[id]
+            .chain
+            .get(depth)?
+            .candidates(sig)
+            .find(|&o| key_of(o) == key)
+    }
+
+    /// The offsets leaf `depth` of partition `id`'s chain holds.
+    pub(crate) fn offsets_in(&self, id: LeafId, depth: usize) -> Vec<u64> {
+        self.parts[id].chain[depth]
+            .entries()
+            .map(|e| e.offset)
+            .collect()
+    }
+
+    /// Puts a new empty top leaf in front of partition `id`'s chain, so its
+    /// old top leaf can be flushed (§III-D).
+    pub(crate) fn link(&mut self, id: LeafId) {
+        let leaf = self.new_leaf();
+        self.parts[id].chain.insert(0, leaf);
+        self.stats.links += 1;
+    }
+
+    /// Drops the oldest leaf of partition `id`'s chain once it is flushed;
+    /// the top leaf is never dropped. False when the chain has one leaf.
+    pub(crate) fn drop_oldest(&mut self, id: LeafId) -> bool {
+        let chain = &mut self.parts[id].chain;
+        if chain.len() < 2 {
+            return false;
+        }
+        chain.pop();
+        true
+    }
+
     /// Records `offset` as `key`'s newest version: updates the top leaf's
     /// entry for it, or adds one, splitting or linking a full leaf (§IV,
     /// Insert and Update). A delete is a tombstone's offset like any other.
