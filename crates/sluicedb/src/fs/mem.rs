@@ -15,6 +15,11 @@
 //! matching operation at or after a chosen index, once or from then on.
 //! Crash images can be captured after every mutating operation, so one run
 //! of a workload yields a crash state per operation.
+//!
+//! Persistent memory regions ([`Fs::open_pm`]) are [`SimPm`]s: created
+//! durable (name included), and crashed with the files: a crash image keeps
+//! their durable words, a torn image a seeded sample of the words a crash
+//! may leave ([`SimPm::sampled_crash_image`]), a kill image everything.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,7 @@ use parking_lot::Mutex;
 
 use super::{CachedRead, FileLock, FileSyncer, Fs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
+use crate::pm::{Pm, SimPm};
 
 /// An injected failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +139,10 @@ struct State {
     capture: Option<Capture>,
     locks: BTreeSet<PathBuf>,
     page_cache: PageCache,
+    /// Persistent memory regions by name (durable from their creation).
+    pms: BTreeMap<PathBuf, SimPm>,
+    /// New regions are in eADR mode ([`SimPm::new_eadr`]).
+    pm_eadr: bool,
 }
 
 /// What [`RandomAccessFile::read_at_cached`] answers on a [`MemFs`]: tests
@@ -226,8 +236,16 @@ impl State {
             durable_dirs: self.durable_dirs.clone(),
             no_links: self.no_links,
             next_id: self.next_id,
+            pm_eadr: self.pm_eadr,
             ..State::default()
         };
+        for (i, (name, pm)) in self.pms.iter().enumerate() {
+            let image = match torn_seed {
+                Some(seed) => pm.sampled_crash_image(mix(seed ^ i as u64)),
+                None => pm.crash_image(0),
+            };
+            out.pms.insert(name.clone(), image);
+        }
         for (name, &id) in &self.durable_names {
             let f = &self.files[&id];
             let mut durable = f.durable.clone();
@@ -406,6 +424,12 @@ impl MemFs {
             no_links: s.no_links,
             next_id: s.next_id,
             op_count: s.op_count,
+            pms: s
+                .pms
+                .iter()
+                .map(|(p, pm)| (p.clone(), pm.kill_image()))
+                .collect(),
+            pm_eadr: s.pm_eadr,
             capture: s.capture.as_ref().map(|c| Capture {
                 torn: c.torn,
                 images: c.images.clone(),
@@ -457,6 +481,18 @@ impl MemFs {
             f.data = Arc::new(data);
             f.durable = f.data.clone();
         }
+    }
+
+    /// The persistent memory region named `path`, if one was opened: crash
+    /// suites install hooks on it and take its images.
+    pub fn pm(&self, path: &Path) -> Option<SimPm> {
+        self.state.lock().pms.get(path).cloned()
+    }
+
+    /// Makes regions opened from now on eADR regions (every store durable
+    /// when it returns).
+    pub fn set_pm_eadr(&self, eadr: bool) {
+        self.state.lock().pm_eadr = eadr;
     }
 
     /// Paths of all files, sorted.
@@ -634,6 +670,9 @@ impl Fs for MemFs {
     }
     fn remove(&self, path: &Path) -> Result<()> {
         self.with(Op::Remove, path, |s| {
+            if s.pms.remove(path).is_some() {
+                return Ok(());
+            }
             s.names
                 .remove(path)
                 .map(|_| ())
@@ -642,7 +681,7 @@ impl Fs for MemFs {
     }
     fn exists(&self, path: &Path) -> bool {
         let s = self.state.lock();
-        s.names.contains_key(path) || s.dirs.contains(path)
+        s.names.contains_key(path) || s.dirs.contains(path) || s.pms.contains_key(path)
     }
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         self.with(Op::Meta, dir, |s| {
@@ -651,6 +690,7 @@ impl Fs for MemFs {
             }
             Ok(s.names
                 .keys()
+                .chain(s.pms.keys())
                 .filter(|p| p.parent() == Some(dir))
                 .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
                 .collect())
@@ -745,6 +785,33 @@ impl Fs for MemFs {
     /// Zeroes the whole blocks inside the range, now and in what is
     /// durable (a punch needs no sync: the blocks hold nothing anyone
     /// reads), and stops counting them as allocated.
+    fn open_pm(&self, path: &Path, len_bytes: u64) -> Result<Arc<dyn Pm>> {
+        self.with(Op::Create, path, |s| {
+            if let Some(pm) = s.pms.get(path) {
+                if pm.len() != len_bytes {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: persistent memory region of {} bytes, {len_bytes} expected",
+                        path.display(),
+                        pm.len()
+                    )));
+                }
+                return Ok(Arc::new(pm.clone()) as Arc<dyn Pm>);
+            }
+            if s.names.contains_key(path) {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a file, not a persistent memory region",
+                    path.display()
+                )));
+            }
+            let pm = if s.pm_eadr {
+                SimPm::new_eadr(path, len_bytes)?
+            } else {
+                SimPm::new(path, len_bytes)?
+            };
+            s.pms.insert(path.to_path_buf(), pm.clone());
+            Ok(Arc::new(pm) as Arc<dyn Pm>)
+        })
+    }
     fn punch_hole(&self, path: &Path, offset: u64, len: u64) -> Result<bool> {
         self.with(Op::Punch, path, |s| {
             let id = s.id_of(path)?;
@@ -864,5 +931,47 @@ mod tests {
         assert!(!images[0].1.exists(&p("/d/a")));
         assert_eq!(images[2].1.read_all(&p("/d/a")).unwrap(), b"");
         assert_eq!(images[3].1.read_all(&p("/d/a")).unwrap(), b"1");
+    }
+
+    #[test]
+    fn persistent_memory_crashes_with_the_files() {
+        let fs = MemFs::new();
+        fs.create_dir_all(&p("/d")).unwrap();
+        let pm = fs.open_pm(&p("/d/pm"), 128).unwrap();
+        assert_eq!(fs.list(&p("/d")).unwrap(), ["pm"]);
+        pm.write_u64(0, 1).unwrap();
+        pm.persist(0, 8).unwrap();
+        pm.write_u64(8, 2).unwrap();
+        let crashed = fs.crash_image().open_pm(&p("/d/pm"), 128).unwrap();
+        assert_eq!(crashed.read_u64(0).unwrap(), 1, "durable word kept");
+        assert_eq!(crashed.read_u64(8).unwrap(), 0, "unflushed word dropped");
+        let killed = fs.kill_image();
+        assert_eq!(
+            killed
+                .open_pm(&p("/d/pm"), 128)
+                .unwrap()
+                .read_u64(8)
+                .unwrap(),
+            2
+        );
+        let after_kill = killed.crash_image().open_pm(&p("/d/pm"), 128).unwrap();
+        assert_eq!(
+            after_kill.read_u64(8).unwrap(),
+            0,
+            "a kill does not make it durable"
+        );
+        let torn: Vec<u64> = (0..16)
+            .map(|seed| {
+                fs.torn_crash_image(seed)
+                    .pm(&p("/d/pm"))
+                    .unwrap()
+                    .read_u64(8)
+                    .unwrap()
+            })
+            .collect();
+        assert!(torn.contains(&0) && torn.contains(&2), "{torn:?}");
+        assert!(fs.open_pm(&p("/d/pm"), 64).is_err(), "size is checked");
+        fs.remove(&p("/d/pm")).unwrap();
+        assert!(!fs.exists(&p("/d/pm")));
     }
 }

@@ -12,6 +12,8 @@
 //! name (create, rename, delete) is durable once `sync_dir` on its directory
 //! returns; after a crash an unsynced append may be lost, or survive only as a
 //! prefix (a torn tail), but never as garbage in the middle of synced data.
+//! Persistent memory regions ([`Fs::open_pm`]) follow the crash model of
+//! [`crate::pm`] instead.
 
 mod mem;
 mod overlay;
@@ -26,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::pm::Pm;
 
 /// A file opened for writing. Writes append at the end unless `write_at` is
 /// used; nothing is durable before [`WritableFile::sync`].
@@ -178,6 +181,21 @@ pub trait Fs: Send + Sync + 'static {
     }
     /// Removes the empty directory `dir`.
     fn remove_dir(&self, dir: &Path) -> Result<()>;
+    /// Opens the persistent memory region kept in `path`
+    /// ([`crate::pm`]), creating it zeroed, `len_bytes` long (a positive
+    /// multiple of 64), if it is missing; its creation is durable when this
+    /// returns. An existing region of another size is an error. [`StdFs`]
+    /// maps the file ([`crate::pm::MmapPm`], fences `msync`); [`MemFs`]
+    /// keeps a [`crate::pm::SimPm`] that its crash images crash together
+    /// with its files. The path is a name in its directory like a file's
+    /// (listed, removable). Default: not supported.
+    fn open_pm(&self, path: &Path, len_bytes: u64) -> Result<Arc<dyn Pm>> {
+        let _ = len_bytes;
+        Err(crate::error::Error::InvalidArgument(format!(
+            "{}: this file system has no persistent memory",
+            path.display()
+        )))
+    }
 }
 
 /// The block size holes are punched in: 4 KiB, the file systems' usual

@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 
 use super::{FileLock, Fs, MemFs, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
+use crate::pm::Pm;
 
 pub(crate) struct OverlayFs {
     lower: Arc<dyn Fs>,
@@ -162,6 +163,30 @@ impl Fs for OverlayFs {
     fn remove_dir(&self, dir: &Path) -> Result<()> {
         self.upper.remove_dir(dir)
     }
+
+    /// A region of the real file system is copied into memory the first
+    /// time it is opened: recovery reads it and whatever it writes stays
+    /// in the copy.
+    fn open_pm(&self, path: &Path, len_bytes: u64) -> Result<Arc<dyn Pm>> {
+        if !self.upper.exists(path) && self.in_lower(path) {
+            let real = self.lower.open_pm(path, len_bytes)?;
+            let mut data = vec![0; real.len() as usize];
+            real.read(0, &mut data)?;
+            if let Some(dir) = path.parent() {
+                self.upper.create_dir_all(dir)?;
+            }
+            let copy = self.upper.open_pm(path, len_bytes)?;
+            copy.write(0, &data)?;
+            copy.persist(0, real.len())?;
+            self.shadowed.lock().insert(path.to_path_buf());
+            return Ok(copy);
+        }
+        if let Some(dir) = path.parent() {
+            self.upper.create_dir_all(dir)?;
+        }
+        self.shadowed.lock().insert(path.to_path_buf());
+        self.upper.open_pm(path, len_bytes)
+    }
 }
 
 #[cfg(test)]
@@ -205,5 +230,23 @@ mod tests {
         o.remove(&p("/d/c")).unwrap();
         assert_eq!(o.list(&p("/d")).unwrap(), ["a"]);
         assert_eq!(before, files(&lower));
+    }
+
+    #[test]
+    fn persistent_memory_is_copied_not_changed() {
+        let lower = MemFs::new();
+        lower.create_dir_all(&p("/d")).unwrap();
+        let real = lower.open_pm(&p("/d/pm"), 64).unwrap();
+        real.write_u64(0, 7).unwrap();
+        real.persist(0, 8).unwrap();
+        let o = OverlayFs::new(Arc::new(lower.clone()));
+        let copy = o.open_pm(&p("/d/pm"), 64).unwrap();
+        assert_eq!(copy.read_u64(0).unwrap(), 7);
+        copy.write_u64(0, 8).unwrap();
+        assert_eq!(o.open_pm(&p("/d/pm"), 64).unwrap().read_u64(0).unwrap(), 8);
+        assert_eq!(real.read_u64(0).unwrap(), 7);
+        assert!(!o.exists(&p("/d/other")));
+        o.open_pm(&p("/d/other"), 64).unwrap();
+        assert!(!lower.exists(&p("/d/other")));
     }
 }

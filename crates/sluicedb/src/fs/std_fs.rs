@@ -638,6 +638,10 @@ impl Fs for StdFs {
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
     }
+    fn open_pm(&self, path: &Path, len_bytes: u64) -> Result<Arc<dyn crate::pm::Pm>> {
+        let pm = crate::pm::MmapPm::open(path, len_bytes, crate::pm::FenceMode::Msync)?;
+        Ok(Arc::new(pm))
+    }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         File::open(dir)
             .and_then(|d| d.sync_all())

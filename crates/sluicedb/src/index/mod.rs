@@ -8,6 +8,14 @@
 
 mod level_iter;
 pub(crate) mod leveled;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "LightKV's index: the preset that uses it is not built yet"
+    )
+)]
+pub(crate) mod rh;
 pub(crate) mod unified;
 
 pub(crate) use level_iter::LevelIter;

@@ -1,0 +1,521 @@
+//! The persistent write buffer under its RH-Tree (LightKV, ICDE, §III-A..D):
+//! the buffer holds the records, the tree's leaves hold their places.
+//!
+//! - **Write**: each operation goes to its partition's lane (the top leaf's
+//!   segment chain in the buffer); the batch is appended as one, then each
+//!   record's place is put into its partition's top leaf.
+//! - **Versions**: a record names the key's previous version in the same
+//!   top leaf (its place and sequence number), or in its own batch. A read
+//!   at a snapshot walks that chain down to the snapshot, leaf by leaf,
+//!   newest first, confirming the full key of every record it reaches. A link
+//!   at or below the watermark `W` is not followed: that version is in a
+//!   table, and its segment may be reused.
+//! - **Segments**: each leaf names the segments it indexes (a leaf split off
+//!   another inherits its names) and each segment counts the leaves naming
+//!   it. The buffer releases segments by raising `W` (rule 5 of "The
+//!   persistent write buffer"): `W` rises to the last batch end below every
+//!   live leaf's oldest operation, so a segment some leaf names always holds
+//!   an operation above `W` and is never released.
+//! - **Flush units**: the oldest linked leaf of a partition, its entries
+//!   sorted, with every version a snapshot at or above the oldest one may
+//!   need; the leaf serves reads until [`LightBuffer::flushed`].
+//! - **Recovery**: the tree is rebuilt by putting the recovered records in
+//!   sequence order, skipping versions the tables already hold.
+//!
+//! Not thread-safe: the owner serializes calls (a read and a watermark raise
+//! must not interleave, or a read could follow a link into a reused segment).
+//! Record payload: `docs/format/pwb.md`, "LightKV payload".
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::index::rh::{LeafId, RhParams, RhTree};
+use crate::pm::Pm;
+use crate::pwb::{Lane, Loc, Pwb};
+
+/// Payload header: kind (1), previous version's sequence number (8) and
+/// place (8), key length (4).
+const PAYLOAD_HEADER: usize = 21;
+const KIND_PUT: u8 = 1;
+const KIND_DELETE: u8 = 2;
+
+/// One operation of a write: a put, or a delete when `value` is `None`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) value: Option<&'a [u8]>,
+}
+
+/// What the buffer says of a key at a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    Value(Vec<u8>),
+    Deleted,
+    /// No version at or below the snapshot here: ask the tables.
+    NotHere,
+}
+
+/// One version in a flush unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FlushEntry {
+    pub(crate) key: Vec<u8>,
+    pub(crate) seq: u64,
+    pub(crate) value: Option<Vec<u8>>,
+}
+
+/// A linked leaf's versions, sorted by key, then newest first; handed to a
+/// flush job, which calls [`LightBuffer::flushed`] with `leaf` once its
+/// table is installed.
+#[derive(Debug, Clone)]
+pub(crate) struct FlushUnit {
+    pub(crate) leaf: u32,
+    pub(crate) entries: Vec<FlushEntry>,
+}
+
+/// A decoded record.
+struct Record {
+    seq: u64,
+    kind: u8,
+    prev_seq: u64,
+    prev: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+fn encode(op: &Op<'_>, prev_seq: u64, prev: u64) -> Vec<u8> {
+    let value = op.value.unwrap_or(&[]);
+    let mut p = Vec::with_capacity(PAYLOAD_HEADER + op.key.len() + value.len());
+    p.push(if op.value.is_some() {
+        KIND_PUT
+    } else {
+        KIND_DELETE
+    });
+    p.extend_from_slice(&prev_seq.to_le_bytes());
+    p.extend_from_slice(&prev.to_le_bytes());
+    p.extend_from_slice(&(op.key.len() as u32).to_le_bytes());
+    p.extend_from_slice(op.key);
+    p.extend_from_slice(value);
+    p
+}
+
+fn payload_len(op: &Op<'_>) -> usize {
+    PAYLOAD_HEADER + op.key.len() + op.value.map_or(0, <[u8]>::len)
+}
+
+fn decode(pwb: &Pwb, loc: Loc, p: Vec<u8>, seq: u64) -> Result<Record> {
+    if p.len() < PAYLOAD_HEADER {
+        return Err(pwb.damage(loc, "record shorter than its header"));
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
+    let kind = p[0];
+    let (prev_seq, prev) = (u64_at(1), u64_at(9));
+    let key_len = u32::from_le_bytes(p[17..21].try_into().expect("4 bytes")) as usize;
+    if !(kind == KIND_PUT || kind == KIND_DELETE) || PAYLOAD_HEADER + key_len > p.len() {
+        return Err(pwb.damage(loc, "record payload out of range"));
+    }
+    let key = p[PAYLOAD_HEADER..PAYLOAD_HEADER + key_len].to_vec();
+    let value = p[PAYLOAD_HEADER + key_len..].to_vec();
+    Ok(Record {
+        seq,
+        kind,
+        prev_seq,
+        prev,
+        key,
+        value,
+    })
+}
+
+fn record(pwb: &Pwb, offset: u64) -> Result<Record> {
+    let loc = Loc::from_u64(offset);
+    let (seq, payload) = pwb.read(loc)?;
+    decode(pwb, loc, payload, seq)
+}
+
+/// The key of the record at `offset`, for the tree; an error is kept in
+/// `err` (and no key matches).
+fn key_at(pwb: &Pwb, offset: u64, err: &RefCell<Option<Error>>) -> Vec<u8> {
+    match record(pwb, offset) {
+        Ok(r) => r.key,
+        Err(e) => {
+            err.borrow_mut().get_or_insert(e);
+            Vec::new()
+        }
+    }
+}
+
+/// A leaf as the buffer tracks it, in the same order as its partition's
+/// chain (top leaf first).
+#[derive(Debug, Clone)]
+struct LeafMeta {
+    /// Unique; also the lane a top leaf appends to.
+    uid: u32,
+    /// Segments holding records it indexes (or that a leaf it was split
+    /// from indexed).
+    segments: BTreeSet<u32>,
+    /// Its oldest operation (`u64::MAX`: none).
+    min_seq: u64,
+    /// Handed out in a flush unit.
+    handed_out: bool,
+}
+
+/// The write buffer and its RH-Tree.
+pub(crate) struct LightBuffer {
+    pwb: Pwb,
+    tree: RhTree,
+    /// Per partition, its leaves' metadata, top leaf first.
+    leaves: Vec<Vec<LeafMeta>>,
+    /// Per segment, the leaves naming it.
+    counts: HashMap<u32, u32>,
+    next_uid: u32,
+    next_seq: u64,
+    /// Last operations of the batches above the watermark.
+    batch_ends: BTreeSet<u64>,
+}
+
+impl LightBuffer {
+    /// Opens the buffer in `pm` (formatting it with segments of
+    /// `segment_bytes` if new) and rebuilds the tree from the records it
+    /// keeps, in sequence order; `in_tables(key, seq)` says whether the
+    /// tables hold that version or a newer one of the key, which is then not
+    /// indexed (a stale record that outlived its leaf's flush must not
+    /// shadow a newer version in a table).
+    pub(crate) fn open(
+        pm: Arc<dyn Pm>,
+        segment_bytes: u64,
+        params: RhParams,
+        in_tables: impl Fn(&[u8], u64) -> bool,
+    ) -> Result<LightBuffer> {
+        let (pwb, recovered) = Pwb::open(pm, segment_bytes)?;
+        let tree = RhTree::new(params);
+        let mut buf = LightBuffer {
+            pwb,
+            leaves: Vec::new(),
+            counts: HashMap::new(),
+            next_uid: 0,
+            next_seq: recovered.last_seq + 1,
+            batch_ends: BTreeSet::new(),
+            tree,
+        };
+        for _ in 0..buf.tree.partitions() {
+            let meta = buf.new_meta();
+            buf.leaves.push(vec![meta]);
+        }
+        for r in &recovered.records {
+            if r.place + 1 == r.count {
+                buf.batch_ends.insert(r.seq);
+            }
+            let rec = decode(&buf.pwb, r.loc, r.payload.clone(), r.seq)?;
+            if !in_tables(&rec.key, r.seq) {
+                buf.index(&rec.key, r.seq, r.loc)?;
+            }
+        }
+        Ok(buf)
+    }
+
+    fn new_meta(&mut self) -> LeafMeta {
+        self.next_uid += 1;
+        LeafMeta {
+            uid: self.next_uid,
+            segments: BTreeSet::new(),
+            min_seq: u64::MAX,
+            handed_out: false,
+        }
+    }
+
+    /// The last operation written (0: none).
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// The buffer's watermark: every operation up to it is in tables.
+    pub(crate) fn watermark(&self) -> u64 {
+        self.pwb.watermark()
+    }
+
+    /// The tree (for its statistics).
+    pub(crate) fn tree(&self) -> &RhTree {
+        &self.tree
+    }
+
+    /// Makes every write so far durable (one fence).
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.pwb.sync()
+    }
+
+    fn record(&self, offset: u64) -> Result<Record> {
+        record(&self.pwb, offset)
+    }
+
+    /// Writes one batch; its operations take the sequence numbers after
+    /// [`LightBuffer::last_seq`]. Returns the first one, or `None` having
+    /// written nothing when the buffer is full: the caller flushes units
+    /// ([`LightBuffer::make_room`]) and tries again.
+    pub(crate) fn write(&mut self, ops: &[Op<'_>]) -> Result<Option<u64>> {
+        let mut lanes = Vec::with_capacity(ops.len());
+        let mut prevs = Vec::with_capacity(ops.len());
+        let mut last_in_batch: HashMap<&[u8], usize> = HashMap::new();
+        let mut earlier = Vec::with_capacity(ops.len());
+        for (i, op) in ops.iter().enumerate() {
+            let id = self.tree.partition_of(op.key);
+            lanes.push((self.leaves[id][0].uid as Lane, payload_len(op)));
+            earlier.push(last_in_batch.insert(op.key, i));
+            // The previous version in the top leaf only: a version in an
+            // older leaf is found by going down the chain.
+            let err = RefCell::new(None);
+            let prev = self
+                .tree
+                .get_in(id, 0, op.key, |o| key_at(&self.pwb, o, &err));
+            if let Some(e) = err.into_inner() {
+                return Err(e);
+            }
+            prevs.push(match prev {
+                Some(o) => (self.record(o)?.seq, o),
+                None => (0, 0),
+            });
+        }
+        let first_seq = self.next_seq;
+        let appended = self.pwb.append_with(&lanes, |i, locs| {
+            let (prev_seq, prev) = match earlier[i] {
+                Some(j) => (first_seq + j as u64, locs[j].to_u64()),
+                None => prevs[i],
+            };
+            encode(&ops[i], prev_seq, prev)
+        })?;
+        let Some(appended) = appended else {
+            return Ok(None);
+        };
+        debug_assert_eq!(appended.first_seq, first_seq);
+        self.next_seq = first_seq + ops.len() as u64;
+        self.batch_ends.insert(self.next_seq - 1);
+        for (i, op) in ops.iter().enumerate() {
+            self.index(op.key, first_seq + i as u64, appended.locs[i])?;
+        }
+        Ok(Some(first_seq))
+    }
+
+    /// Puts record `loc` (operation `seq` on `key`) into its partition's top
+    /// leaf, keeping leaf metadata in step with splits and links.
+    fn index(&mut self, key: &[u8], seq: u64, loc: Loc) -> Result<()> {
+        let from = self.tree.partition_of(key);
+        let (parts, links) = (self.tree.partitions(), self.tree.stats().links);
+        let err = RefCell::new(None);
+        let pwb = &self.pwb;
+        self.tree.put(key, loc.to_u64(), |o| key_at(pwb, o, &err));
+        if let Some(e) = err.into_inner() {
+            return Err(e);
+        }
+        // Splits cut only a partition of one leaf, and only `from`; each new
+        // partition's leaf may index records `from`'s leaf named.
+        for _ in parts..self.tree.partitions() {
+            let mut meta = self.new_meta();
+            meta.segments = self.leaves[from][0].segments.clone();
+            meta.min_seq = self.leaves[from][0].min_seq;
+            self.count(&meta.segments, true);
+            self.leaves.push(vec![meta]);
+        }
+        let id = self.tree.partition_of(key);
+        if self.tree.stats().links > links {
+            let meta = self.new_meta();
+            self.leaves[id].insert(0, meta);
+        }
+        let top = &mut self.leaves[id][0];
+        top.min_seq = top.min_seq.min(seq);
+        if top.segments.insert(loc.segment) {
+            *self.counts.entry(loc.segment).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, segments: &BTreeSet<u32>, up: bool) {
+        for s in segments {
+            let c = self.counts.entry(*s).or_default();
+            if up {
+                *c += 1;
+            } else {
+                *c -= 1;
+                if *c == 0 {
+                    self.counts.remove(s);
+                }
+            }
+        }
+    }
+
+    /// The newest version of `key` at or below `snapshot` (a batch end) in
+    /// the buffer.
+    pub(crate) fn get(&self, key: &[u8], snapshot: u64) -> Result<Lookup> {
+        let id = self.tree.partition_of(key);
+        let watermark = self.pwb.watermark();
+        for depth in 0..self.leaves[id].len() {
+            let err = RefCell::new(None);
+            let found = self
+                .tree
+                .get_in(id, depth, key, |o| key_at(&self.pwb, o, &err));
+            if let Some(e) = err.into_inner() {
+                return Err(e);
+            }
+            let Some(mut offset) = found else { continue };
+            loop {
+                let r = self.record(offset)?;
+                if r.key != key {
+                    return Err(self
+                        .pwb
+                        .damage(Loc::from_u64(offset), "a version link leads to another key"));
+                }
+                if r.seq <= snapshot {
+                    return Ok(if r.kind == KIND_PUT {
+                        Lookup::Value(r.value)
+                    } else {
+                        Lookup::Deleted
+                    });
+                }
+                if r.prev_seq <= watermark {
+                    break;
+                }
+                offset = r.prev;
+            }
+        }
+        Ok(Lookup::NotHere)
+    }
+
+    /// A flushable leaf: the oldest leaf of a chain of two or more, not yet
+    /// handed out, the one holding the oldest operation first.
+    fn flushable(&self) -> Option<LeafId> {
+        (0..self.leaves.len())
+            .filter(|&id| self.leaves[id].len() > 1)
+            .filter(|&id| !self.leaves[id].last().expect("a chain").handed_out)
+            .min_by_key(|&id| self.leaves[id].last().expect("a chain").min_seq)
+    }
+
+    /// Hands out the next flush unit: the buffer is synced first (a table
+    /// must never hold a write the buffer could lose), then the leaf's
+    /// entries are read with every version a snapshot at or above
+    /// `oldest_snapshot` may need. `None` when no linked leaf waits.
+    pub(crate) fn flush_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
+        let Some(id) = self.flushable() else {
+            return Ok(None);
+        };
+        self.pwb.sync()?;
+        let watermark = self.pwb.watermark();
+        let depth = self.leaves[id].len() - 1;
+        let mut entries = Vec::new();
+        for mut offset in self.tree.offsets_in(id, depth) {
+            loop {
+                let r = self.record(offset)?;
+                let older = r.seq > oldest_snapshot && r.prev_seq > watermark;
+                let (prev, seq) = (r.prev, r.seq);
+                let key = r.key;
+                let value = (r.kind == KIND_PUT).then_some(r.value);
+                entries.push(FlushEntry { key, seq, value });
+                if !older {
+                    break;
+                }
+                offset = prev;
+            }
+        }
+        entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+        entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
+        let meta = self.leaves[id].last_mut().expect("a chain");
+        meta.handed_out = true;
+        Ok(Some(FlushUnit {
+            leaf: meta.uid,
+            entries,
+        }))
+    }
+
+    /// Leaf `uid`'s table is installed: the leaf leaves the tree, its
+    /// segments lose a count, and the watermark rises as far as the
+    /// remaining leaves allow (releasing segments). Returns how many
+    /// segments were released.
+    pub(crate) fn flushed(&mut self, uid: u32) -> Result<usize> {
+        let id = (0..self.leaves.len())
+            .find(|&id| {
+                let chain = &self.leaves[id];
+                chain.len() > 1 && chain.last().is_some_and(|m| m.uid == uid && m.handed_out)
+            })
+            .ok_or_else(|| Error::InvalidArgument(format!("leaf {uid} was not handed out")))?;
+        assert!(self.tree.drop_oldest(id), "the chain has two leaves");
+        let meta = self.leaves[id].pop().expect("a chain");
+        self.count(&meta.segments, false);
+        let target = self
+            .leaves
+            .iter()
+            .flatten()
+            .map(|m| m.min_seq)
+            .min()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(1)
+            .min(self.last_seq());
+        let Some(&watermark) = self.batch_ends.range(..=target).next_back() else {
+            return Ok(0);
+        };
+        if watermark <= self.pwb.watermark() {
+            return Ok(0);
+        }
+        let released = self.pwb.raise_watermark(watermark)?;
+        self.batch_ends = self.batch_ends.split_off(&(watermark + 1));
+        Ok(released)
+    }
+
+    /// Makes a flush unit available if none is: links the top leaf holding
+    /// the oldest operation (only that leaf's flush lets the watermark, and
+    /// so the buffer's room, move). False when no leaf indexes anything.
+    pub(crate) fn make_room(&mut self) -> bool {
+        if self.flushable().is_some() {
+            return true;
+        }
+        let Some(id) = (0..self.leaves.len())
+            .filter(|&id| self.leaves[id][0].min_seq != u64::MAX)
+            .min_by_key(|&id| self.leaves[id][0].min_seq)
+        else {
+            return false;
+        };
+        self.tree.link(id);
+        let meta = self.new_meta();
+        self.leaves[id].insert(0, meta);
+        true
+    }
+
+    /// Checks the leaves against the tree and the segment counts against the
+    /// leaves and the buffer; `Err` says what is wrong.
+    #[cfg(test)]
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        if self.leaves.len() != self.tree.partitions() {
+            return Err("a partition without metadata".into());
+        }
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for (id, chain) in self.leaves.iter().enumerate() {
+            if chain.len() != self.tree.partition(id).1 {
+                return Err(format!("partition {id}: chain length out of step"));
+            }
+            for (depth, m) in chain.iter().enumerate() {
+                for s in &m.segments {
+                    *counts.entry(*s).or_default() += 1;
+                }
+                for o in self.tree.offsets_in(id, depth) {
+                    let loc = Loc::from_u64(o);
+                    if !m.segments.contains(&loc.segment) {
+                        return Err(format!(
+                            "leaf {} does not name segment {}",
+                            m.uid, loc.segment
+                        ));
+                    }
+                    let seq = self.record(o).map_err(|e| e.to_string())?.seq;
+                    if seq < m.min_seq {
+                        return Err(format!("leaf {} indexes {seq} below its oldest", m.uid));
+                    }
+                }
+            }
+        }
+        if counts != self.counts {
+            return Err("segment counts out of step with the leaves".into());
+        }
+        for s in counts.keys() {
+            if !self.pwb.in_use(*s) {
+                return Err(format!("segment {s} released while a leaf names it"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,470 @@
+//! The persistent write buffer (PWB) of LightKV (ICDE, §III-A): records
+//! appended to segments in persistent memory ([`crate::pm`]), durable
+//! without any journal.
+//!
+//! Each write lane (a top leaf of the Radix-Hash-Tree, in the preset to
+//! come) appends to a segment of its own. A record carries its sequence
+//! number, its place in its batch and the batch's size, and a checksum that
+//! includes the segment's generation. Protocol (`docs/design.md`, "The
+//! persistent write buffer"):
+//! - append: store and flush the record, no fence;
+//! - sync: one fence (group-committed by the region), then each segment's
+//!   tail is published with one 8-byte store, flushed for the next fence;
+//! - room: a segment leaves the buffer only once a persisted watermark `W`
+//!   (every operation at or below it is durable elsewhere) has passed all
+//!   its records, so room is made between batches;
+//! - recovery ([`Pwb::open`]): keeps every operation above `W` that belongs
+//!   to a prefix of whole batches in sequence order, ends each segment
+//!   after what it kept with a durable end word, and seals the segments it
+//!   kept: nothing is appended to them again, so nothing it dropped can
+//!   come back after a second crash.
+//!
+//! Format: `docs/format/pwb.md`.
+
+mod format;
+mod recover;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::pm::Pm;
+use format::{
+    check_word, encode_record, read_record, record_bytes, segment_word, Geometry, Read, CHECK_AT,
+    GEOMETRY_AT, MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, WATERMARK_AT,
+};
+pub(crate) use recover::Recovered;
+
+/// Which segment chain a record goes to (a top leaf, in the preset).
+pub(crate) type Lane = u32;
+
+/// Where a record lives: segment and byte offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Loc {
+    pub(crate) segment: u32,
+    pub(crate) offset: u32,
+}
+
+impl Loc {
+    /// The 8-byte form an index slot holds.
+    pub(crate) fn to_u64(self) -> u64 {
+        u64::from(self.segment) << 32 | u64::from(self.offset)
+    }
+
+    /// The inverse of [`Loc::to_u64`].
+    pub(crate) fn from_u64(v: u64) -> Loc {
+        Loc {
+            segment: (v >> 32) as u32,
+            offset: v as u32,
+        }
+    }
+}
+
+/// A batch placed in the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Appended {
+    /// The first operation's sequence number; the others follow.
+    pub(crate) first_seq: u64,
+    /// Where each operation's record went, in batch order.
+    pub(crate) locs: Vec<Loc>,
+}
+
+/// A segment as the buffer sees it in memory.
+#[derive(Debug, Clone, Default)]
+struct Segment {
+    generation: u32,
+    /// Bytes of records stored.
+    end: u32,
+    /// The tail last stored to the segment word.
+    published: u32,
+    /// Largest sequence number in it (0: none).
+    max_seq: u64,
+    /// Handed out and not yet released.
+    in_use: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    segments: Vec<Segment>,
+    free: Vec<u32>,
+    /// The segment each lane appends to.
+    open: HashMap<Lane, u32>,
+    next_seq: u64,
+    watermark: u64,
+}
+
+/// A step the crash suite makes the buffer skip ([`Pwb::inject`]) to prove
+/// it catches the omission; outside tests none is ever skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Fault {
+    /// The flush of each appended record.
+    RecordFlush = 1,
+    /// The fence of a sync.
+    SyncFence = 2,
+    /// The fence between a watermark raise and the release of segments.
+    WatermarkFence = 3,
+}
+
+/// The persistent write buffer. Thread safety: all methods take `&self`;
+/// appends are serialized by one lock (the engine's group commit calls it
+/// from its leader), syncs run their fence outside it.
+pub(crate) struct Pwb {
+    pm: Arc<dyn Pm>,
+    geometry: Geometry,
+    /// Segments, free list, lanes, next sequence number and watermark.
+    /// Taken before the region's own locks (a hand-out fences under it); a
+    /// sync's fence runs without it.
+    state: Mutex<State>,
+    /// The injected [`Fault`] as its number; 0 for none.
+    fault: AtomicU8,
+}
+
+impl Pwb {
+    /// Opens the buffer in `pm`: formats a region that was never formatted
+    /// (into segments of `segment_bytes`), otherwise recovers it (its own
+    /// segment size wins) and returns what it kept.
+    pub(crate) fn open(pm: Arc<dyn Pm>, segment_bytes: u64) -> Result<(Pwb, Recovered)> {
+        if pm.read_u64(MAGIC_AT)? == 0 {
+            let geometry = format(&*pm, segment_bytes)?;
+            let pwb = Pwb::new(
+                pm,
+                geometry,
+                0,
+                1,
+                vec![Segment::default(); geometry.segments as usize],
+            );
+            return Ok((pwb, Recovered::default()));
+        }
+        let geometry = read_geometry(&*pm)?;
+        let (segments, recovered) = recover::recover(&*pm, geometry)?;
+        let pwb = Pwb::new(
+            pm,
+            geometry,
+            recovered.watermark,
+            recovered.last_seq + 1,
+            segments,
+        );
+        Ok((pwb, recovered))
+    }
+
+    fn new(
+        pm: Arc<dyn Pm>,
+        geometry: Geometry,
+        watermark: u64,
+        next_seq: u64,
+        segments: Vec<Segment>,
+    ) -> Pwb {
+        let free = (0..geometry.segments)
+            .rev()
+            .filter(|&i| !segments[i as usize].in_use)
+            .collect();
+        Pwb {
+            pm,
+            geometry,
+            state: Mutex::new(State {
+                segments,
+                free,
+                open: HashMap::new(),
+                next_seq,
+                watermark,
+            }),
+            fault: AtomicU8::new(0),
+        }
+    }
+
+    /// Makes the buffer skip one step from now on (crash suite only).
+    #[cfg(test)]
+    pub(crate) fn inject(&self, fault: Fault) {
+        self.fault.store(fault as u8, Ordering::Relaxed);
+    }
+
+    /// True when `fault` was injected: the step it names is skipped.
+    fn skips(&self, fault: Fault) -> bool {
+        self.fault.load(Ordering::Relaxed) == fault as u8
+    }
+
+    /// The largest payload a record can carry.
+    pub(crate) fn max_payload(&self) -> usize {
+        (u64::from(self.geometry.segment_bytes) - RECORD_HEADER_BYTES) as usize
+    }
+
+    /// Segments in the region, and how many are free.
+    pub(crate) fn segments(&self) -> (u32, u32) {
+        let s = self.state.lock();
+        (self.geometry.segments, s.free.len() as u32)
+    }
+
+    /// The persisted watermark.
+    pub(crate) fn watermark(&self) -> u64 {
+        self.state.lock().watermark
+    }
+
+    /// Appends one batch, operation `i` to lane `ops[i].0`, with sequence
+    /// numbers following the last batch's. Not durable before
+    /// [`Pwb::sync`]. Returns `None`, having stored nothing, when the free
+    /// segments cannot hold the batch: the caller makes room (moves data
+    /// elsewhere and [`Pwb::raise_watermark`]s) and tries again.
+    pub(crate) fn append(&self, ops: &[(Lane, &[u8])]) -> Result<Option<Appended>> {
+        let sizes: Vec<(Lane, usize)> = ops.iter().map(|(l, p)| (*l, p.len())).collect();
+        self.append_with(&sizes, |i, _| ops[i].1.to_vec())
+    }
+
+    /// Like [`Pwb::append`], with operation `i`'s payload (of the length
+    /// `ops[i].1` announces) built once the places of the operations before
+    /// it are known (`payload(i, &locs[..i])`): a record may name an earlier
+    /// record of its own batch.
+    pub(crate) fn append_with(
+        &self,
+        ops: &[(Lane, usize)],
+        mut payload: impl FnMut(usize, &[Loc]) -> Vec<u8>,
+    ) -> Result<Option<Appended>> {
+        if ops.is_empty() || ops.len() > u32::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a batch of {} operations",
+                ops.len()
+            )));
+        }
+        if let Some((_, len)) = ops
+            .iter()
+            .find(|(_, len)| *len == 0 || *len > self.max_payload())
+        {
+            return Err(Error::InvalidArgument(format!(
+                "a write buffer record of {len} bytes (1 to {} fit a segment)",
+                self.max_payload()
+            )));
+        }
+        let mut s = self.state.lock();
+        if self.segments_needed(&s, ops) > s.free.len() {
+            return Ok(None);
+        }
+        let first_seq = s.next_seq;
+        let mut locs = Vec::with_capacity(ops.len());
+        for (place, (lane, len)) in ops.iter().enumerate() {
+            let seq = first_seq + place as u64;
+            let payload = payload(place, &locs);
+            assert_eq!(payload.len(), *len, "a payload of the announced length");
+            let seg = self.segment_for(&mut s, *lane, payload.len())?;
+            let at = s.segments[seg as usize].end;
+            let generation = s.segments[seg as usize].generation;
+            let rec = encode_record(generation, seq, place as u32, ops.len() as u32, &payload);
+            let abs = self.geometry.segment_at(seg) + u64::from(at);
+            self.pm.write(abs, &rec)?;
+            if !self.skips(Fault::RecordFlush) {
+                self.pm.flush(abs, rec.len() as u64);
+            }
+            let sg = &mut s.segments[seg as usize];
+            sg.end = at + rec.len() as u32;
+            sg.max_seq = seq;
+            locs.push(Loc {
+                segment: seg,
+                offset: at,
+            });
+        }
+        s.next_seq = first_seq + ops.len() as u64;
+        Ok(Some(Appended { first_seq, locs }))
+    }
+
+    /// New segments `ops` would take, given the lanes' open segments.
+    fn segments_needed(&self, s: &State, ops: &[(Lane, usize)]) -> usize {
+        let size = u64::from(self.geometry.segment_bytes);
+        let mut room: HashMap<Lane, u64> = HashMap::new();
+        let mut needed = 0;
+        for (lane, len) in ops {
+            let need = record_bytes(*len);
+            let left = room.entry(*lane).or_insert_with(|| match s.open.get(lane) {
+                Some(&seg) => size - u64::from(s.segments[seg as usize].end),
+                None => 0,
+            });
+            if *left < need {
+                needed += 1;
+                *left = size;
+            }
+            *left -= need;
+        }
+        needed
+    }
+
+    /// The segment `lane` appends a record of `payload_len` bytes to,
+    /// handing out a new one (its word persisted) when the open one is full.
+    fn segment_for(&self, s: &mut State, lane: Lane, payload_len: usize) -> Result<u32> {
+        let size = u64::from(self.geometry.segment_bytes);
+        if let Some(&seg) = s.open.get(&lane) {
+            if u64::from(s.segments[seg as usize].end) + record_bytes(payload_len) <= size {
+                return Ok(seg);
+            }
+        }
+        let seg = s.free.pop().expect("append checked the free segments");
+        let sg = &mut s.segments[seg as usize];
+        // Generation 0 marks a segment never handed out.
+        sg.generation = sg.generation.wrapping_add(1).max(1);
+        sg.end = 0;
+        sg.published = 0;
+        sg.max_seq = 0;
+        sg.in_use = true;
+        // Durable before any record of the new generation can be: a crash
+        // must never pair the old tail with new records (they would read as
+        // damage below the tail).
+        let word = self.geometry.word_at(seg);
+        self.pm.write_u64(word, segment_word(sg.generation, 0))?;
+        self.pm.persist(word, 8)?;
+        s.open.insert(lane, seg);
+        Ok(seg)
+    }
+
+    /// Makes every batch appended before the call durable: one fence, then
+    /// the segments' tails are published (durable with the next fence).
+    pub(crate) fn sync(&self) -> Result<()> {
+        let ends: Vec<(u32, u32, u32)> = {
+            let s = self.state.lock();
+            (0..self.geometry.segments)
+                .filter_map(|i| {
+                    let sg = &s.segments[i as usize];
+                    (sg.end > sg.published).then_some((i, sg.generation, sg.end))
+                })
+                .collect()
+        };
+        if ends.is_empty() {
+            return Ok(());
+        }
+        if !self.skips(Fault::SyncFence) {
+            self.pm.fence()?;
+        }
+        let mut s = self.state.lock();
+        for (i, generation, end) in ends {
+            let sg = &mut s.segments[i as usize];
+            if sg.generation != generation || !sg.in_use || sg.published >= end {
+                continue;
+            }
+            let word = self.geometry.word_at(i);
+            self.pm.write_u64(word, segment_word(generation, end))?;
+            self.pm.flush(word, 8);
+            sg.published = end;
+        }
+        Ok(())
+    }
+
+    /// Declares every operation up to `watermark` durable elsewhere (in
+    /// tables): persists it, then releases the segments holding nothing
+    /// above it. `watermark` must end a batch. Returns how many segments
+    /// were released.
+    pub(crate) fn raise_watermark(&self, watermark: u64) -> Result<usize> {
+        let mut s = self.state.lock();
+        if watermark < s.watermark || watermark >= s.next_seq {
+            return Err(Error::InvalidArgument(format!(
+                "write buffer watermark {watermark} outside {}..{}",
+                s.watermark, s.next_seq
+            )));
+        }
+        self.pm.write_u64(WATERMARK_AT, watermark)?;
+        self.pm.flush(WATERMARK_AT, 8);
+        if !self.skips(Fault::WatermarkFence) {
+            self.pm.fence()?;
+        }
+        s.watermark = watermark;
+        let mut released = 0;
+        for i in 0..self.geometry.segments {
+            let sg = &mut s.segments[i as usize];
+            if sg.in_use && sg.max_seq != 0 && sg.max_seq <= watermark {
+                sg.in_use = false;
+                s.free.push(i);
+                s.open.retain(|_, seg| *seg != i);
+                released += 1;
+            }
+        }
+        Ok(released)
+    }
+
+    /// A `Corruption` naming the region and the offset of `loc`.
+    pub(crate) fn damage(&self, loc: Loc, reason: &str) -> Error {
+        let at = self.geometry.segment_at(loc.segment) + u64::from(loc.offset);
+        corruption(&*self.pm, at, reason)
+    }
+
+    /// Whether segment `seg` is handed out (tests check the index's counts
+    /// against it).
+    #[cfg(test)]
+    pub(crate) fn in_use(&self, seg: u32) -> bool {
+        self.state.lock().segments[seg as usize].in_use
+    }
+
+    /// The record at `loc`: (sequence number, payload). A record that is
+    /// not whole is a `Corruption` naming the region and offset.
+    pub(crate) fn read(&self, loc: Loc) -> Result<(u64, Vec<u8>)> {
+        let generation = match self.state.lock().segments.get(loc.segment as usize) {
+            Some(sg) if sg.in_use && loc.offset < sg.end => sg.generation,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "write buffer location {loc:?} holds no record"
+                )))
+            }
+        };
+        let start = self.geometry.segment_at(loc.segment);
+        let at = start + u64::from(loc.offset);
+        let end = start + u64::from(self.geometry.segment_bytes);
+        match read_record(&*self.pm, generation, at, end)? {
+            Read::Record(h, payload) => Ok((h.seq, payload)),
+            Read::End => Err(corruption(
+                &*self.pm,
+                at,
+                "no record where the index points",
+            )),
+            Read::Invalid(why) => Err(corruption(&*self.pm, at, why)),
+        }
+    }
+}
+
+pub(crate) fn corruption(pm: &dyn Pm, offset: u64, reason: &str) -> Error {
+    Error::Corruption {
+        file: pm.name().to_path_buf(),
+        offset,
+        reason: format!("write buffer: {reason}"),
+    }
+}
+
+/// Formats a zeroed region: geometry and check word first, made durable,
+/// then the magic word, so a crash leaves either no buffer or a whole one.
+fn format(pm: &dyn Pm, segment_bytes: u64) -> Result<Geometry> {
+    let geometry = Geometry::for_region(pm.name(), pm.len(), segment_bytes)?;
+    pm.write_u64(GEOMETRY_AT, geometry.encode())?;
+    pm.write_u64(CHECK_AT, check_word(geometry.encode()))?;
+    pm.write_u64(WATERMARK_AT, 0)?;
+    pm.persist(0, format::HEADER_BYTES)?;
+    pm.write_u64(MAGIC_AT, MAGIC)?;
+    pm.persist(MAGIC_AT, 8)?;
+    Ok(geometry)
+}
+
+fn read_geometry(pm: &dyn Pm) -> Result<Geometry> {
+    if pm.read_u64(MAGIC_AT)? != MAGIC {
+        return Err(corruption(pm, MAGIC_AT, "not a write buffer (bad magic)"));
+    }
+    let word = pm.read_u64(GEOMETRY_AT)?;
+    let check = pm.read_u64(CHECK_AT)?;
+    if check >> 32 != u64::from(format::VERSION) {
+        return Err(Error::UnsupportedVersion {
+            file: pm.name().to_path_buf(),
+            version: (check >> 32) as u32,
+        });
+    }
+    if check != check_word(word) {
+        return Err(corruption(pm, GEOMETRY_AT, "header checksum mismatch"));
+    }
+    let geometry = Geometry::decode(word);
+    if geometry.segments == 0
+        || u64::from(geometry.segment_bytes) < format::MIN_SEGMENT_BYTES
+        || geometry.region_bytes() > pm.len()
+    {
+        return Err(corruption(
+            pm,
+            GEOMETRY_AT,
+            "geometry does not fit the region",
+        ));
+    }
+    Ok(geometry)
+}
