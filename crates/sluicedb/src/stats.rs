@@ -213,9 +213,8 @@ pub struct SpaceStats {
     pub inline_garbage_bytes: u64,
     /// Of the bytes the journal took lately, the share that added live
     /// data (0 for updates of existing keys, 1 for a load of new ones), in
-    /// thousandths: the space limit counts that share of what the journal
-    /// took since the last measurement as live (`docs/design.md`,
-    /// "Space-aware throttling").
+    /// thousandths, measured over windows of 8 MiB of journal between space
+    /// measurements (`docs/experiments.md`, "The live share of writes").
     pub live_share_of_writes_milli: u64,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).

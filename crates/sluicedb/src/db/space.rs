@@ -150,14 +150,13 @@ impl Core {
     /// - or space is at the low ratio or above and GC has too little known
     ///   garbage to reclaim: what the memtable hides may be all there is.
     ///
-    /// While a flush is queued the memtable cannot switch; once what its
-    /// flush would free (the hidden garbage, and the journal less its live
-    /// share) weighs twice the first reason's share (and the memtable twice
-    /// the smallest switch) the writer waits for the flush
-    /// ([`EarlySwitch::WaitForFlush`]): a memtable that keeps growing while
-    /// a slow flush runs is a journal the limit cannot bound. The switch
-    /// counts the whole journal: the learned shares lag a change of
-    /// workload by up to a flush, and a switch is cheap.
+    /// While a flush is queued the memtable cannot switch; once it weighs
+    /// twice the first reason's share (and twice the smallest switch) the
+    /// writer waits for the flush ([`EarlySwitch::WaitForFlush`]): a
+    /// memtable that keeps growing while a slow flush runs is a journal
+    /// the limit cannot bound. (Counting a load's journal here as what the
+    /// flush frees makes a young database's load wait on its flushes:
+    /// `docs/experiments.md`, "The live share of writes".)
     pub(super) fn early_switch_due(&self, st: &State) -> EarlySwitch {
         let Some(limit) = self.space_limit_acting() else {
             return EarlySwitch::No;
@@ -166,23 +165,16 @@ impl Core {
         if mem < MIN_EARLY_SWITCH_BYTES {
             return EarlySwitch::No;
         }
-        let hidden = self.hidden_garbage(st.mem.as_ref());
-        // Its journal holds what the memtable holds, about.
-        let journal = match self.opts.journal_mode {
-            JournalMode::Journal => mem as u64,
-            JournalMode::ValueLog => 0,
-        };
+        let mut hidden = self.hidden_garbage(st.mem.as_ref());
+        if self.opts.journal_mode == JournalMode::Journal {
+            // Its journal holds what the memtable holds, about.
+            hidden += mem as u64;
+        }
         let live = self.space_measure.live_bytes() as f64;
         let share = (limit.high - 1.0).max(0.0) / HIDDEN_GARBAGE_DIVISOR * live;
-        let weighs = live > 0.0 && (hidden + journal) as f64 >= share;
+        let weighs = live > 0.0 && hidden as f64 >= share;
         if !st.imms.is_empty() {
-            // Waiting is for space the flush frees: the garbage hidden,
-            // and the journal less its live share, which is the only copy
-            // of new data on disk (a load's writers waited here for space
-            // that was live data: `SpaceMeasure::live_share_milli`).
-            let new_data = journal * self.space_measure.live_share_milli() / 1000;
-            let frees = hidden + journal - new_data;
-            return if weighs && mem >= 2 * MIN_EARLY_SWITCH_BYTES && frees as f64 >= 2.0 * share {
+            return if weighs && mem >= 2 * MIN_EARLY_SWITCH_BYTES && hidden as f64 >= 2.0 * share {
                 EarlySwitch::WaitForFlush
             } else {
                 EarlySwitch::No

@@ -198,12 +198,7 @@ impl SpaceMeasure {
     /// values in a journal whose memtable outgrows the small one the space
     /// limit switches while the one before it still flushes, are held back
     /// in time) and as taking up the slack first (so that a database still
-    /// smaller than the slack is never over). Of what the journal took, the
-    /// live share ([`SpaceMeasure::record`]) is new data: without it a load
-    /// looked like garbage until the next measurement, most of all on a
-    /// young database whose live data is a few memtables, and writes waited
-    /// on GC that had nothing to collect (the hashkv preset's load of 1 KiB
-    /// values spent 1.9 s of its 7 s in such waits). Cheap: no lock.
+    /// smaller than the slack is never over). Cheap: no lock.
     pub(crate) fn pressure(&self, store_bytes: u64, journal_written: u64, freed: u64) -> f64 {
         let live = self.live.load(Ordering::Relaxed);
         if live == 0 {
@@ -211,9 +206,8 @@ impl SpaceMeasure {
         }
         let journal = journal_written.saturating_sub(self.journal_written.load(Ordering::Relaxed));
         let grown = store_bytes.saturating_sub(self.store_bytes.load(Ordering::Relaxed)) + journal;
-        let new_data = journal.saturating_mul(self.live_share_milli.load(Ordering::Relaxed)) / 1000;
         let used = (self.used.load(Ordering::Relaxed) + grown).saturating_sub(freed);
-        used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / (live + new_data) as f64
+        used.saturating_sub(SPACE_SLACK_FIXED_BYTES) as f64 / live as f64
     }
 
     /// Of the bytes the journal took over the last closed window, the share
@@ -303,11 +297,12 @@ mod tests {
         assert_eq!(m.live_share_milli(), 1000, "the first guess stands");
         m.record(measured(40 * MIB, 30 * MIB, 30 * MIB));
         assert_eq!(m.live_share_milli(), 999);
-        // 30 MiB more journal since: 30 MiB more used, about as much live.
+        // What the journal takes counts as used, whatever the share (the
+        // share is measured, not yet acted on: `docs/experiments.md`, "The
+        // live share of writes").
         let r = m.pressure(0, 60 * MIB, 0);
-        let expected = (70.0 - 4.0) / 59.97;
-        assert!((r - expected).abs() < 0.01, "{r} against {expected}");
-        assert!(r < 1.2, "a load is never near the limit: {r}");
+        let expected = (70.0 - 4.0) / (30.0 * MIB as f64 - 1.0) * MIB as f64;
+        assert!((r - expected).abs() < 0.001, "{r} against {expected}");
     }
 
     /// Updates of existing keys: live data stays, so the share is 0 and
