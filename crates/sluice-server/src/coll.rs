@@ -240,6 +240,26 @@ pub fn format_score(v: f64) -> String {
     format!("{sign}{s}")
 }
 
+/// The `[LIMIT limit]` that ends `SINTERCARD` and `ZINTERCARD` from
+/// `args[from]` on: 0 (no limit) when absent.
+pub(crate) fn card_limit(args: &[Bytes], from: usize) -> Result<usize, String> {
+    let mut limit = 0usize;
+    let mut i = from;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
+            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
+            if l < 0 {
+                return Err("ERR LIMIT can't be negative".to_owned());
+            }
+            limit = l as usize;
+            i += 2;
+        } else {
+            return Err(SYNTAX.to_owned());
+        }
+    }
+    Ok(limit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 
-use crate::coll::{random_picks, scan_elements};
+use crate::coll::{card_limit, random_picks, scan_elements};
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
 use crate::resp::Out;
 use crate::store::{CollKind, Meta, Txn};
@@ -267,20 +267,7 @@ fn sintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     if n > args.len() - 2 {
         return Err("ERR Number of keys can't be greater than number of args".to_owned());
     }
-    let mut limit = 0usize;
-    let mut i = 2 + n;
-    while i < args.len() {
-        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
-            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
-            if l < 0 {
-                return Err("ERR LIMIT can't be negative".to_owned());
-            }
-            limit = l as usize;
-            i += 2;
-        } else {
-            return Err(SYNTAX.to_owned());
-        }
-    }
+    let limit = card_limit(args, 2 + n)?;
     let r = algebra("sinter", &args[2..2 + n], txn)?;
     let c = if limit > 0 {
         r.len().min(limit)

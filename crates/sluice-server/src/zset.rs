@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::coll::{format_score, scan_with, ScanValues};
+use crate::coll::{card_limit, format_score, scan_with, ScanValues};
 use crate::data::{engine, int_arg, parse_float, CmdResult, SYNTAX};
 use crate::resp::Out;
 use crate::store::{
@@ -827,20 +827,7 @@ fn zintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     if n > args.len() - 2 {
         return Err("ERR Number of keys can't be greater than number of args".to_owned());
     }
-    let mut limit = 0usize;
-    let mut i = 2 + n;
-    while i < args.len() {
-        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
-            let l = int_arg(&args[i + 1]).map_err(|_| "ERR LIMIT can't be negative".to_owned())?;
-            if l < 0 {
-                return Err("ERR LIMIT can't be negative".to_owned());
-            }
-            limit = l as usize;
-            i += 2;
-        } else {
-            return Err(SYNTAX.to_owned());
-        }
-    }
+    let limit = card_limit(args, 2 + n)?;
     let mut acc: Option<std::collections::BTreeSet<Vec<u8>>> = None;
     for k in &args[2..2 + n] {
         let members: std::collections::BTreeSet<Vec<u8>> =
