@@ -182,63 +182,64 @@ fn range(txn: &Txn<'_>, m: &Meta, spec: &RangeSpec) -> Result<Vec<(Vec<u8>, f64)
             })?;
         }
         By::Score(min, max) => {
-            let (offset, count) = spec.limit.unwrap_or((0, -1));
-            if offset < 0 || count == 0 {
-                return Ok(got);
-            }
-            let mut skipped = 0;
-            walk(txn, m, spec.rev, |member, s| {
-                let past = if spec.rev {
+            // Past the range's far end in the walk's direction; in it.
+            let past = |_: &[u8], s: f64| {
+                if spec.rev {
                     !min.below(s)
                 } else {
                     !max.above(s)
-                };
-                if past {
-                    return false;
                 }
-                if min.below(s) && max.above(s) {
-                    if skipped < offset {
-                        skipped += 1;
-                    } else {
-                        got.push((member.to_vec(), s));
-                        if count >= 0 && got.len() as i64 >= count {
-                            return false;
-                        }
-                    }
-                }
-                true
-            })?;
+            };
+            let inside = |_: &[u8], s: f64| min.below(s) && max.above(s);
+            walk_limited(txn, m, spec, &mut got, past, inside)?;
         }
         By::Lex(min, max) => {
-            let (offset, count) = spec.limit.unwrap_or((0, -1));
-            if offset < 0 || count == 0 {
-                return Ok(got);
-            }
-            let mut skipped = 0;
-            walk(txn, m, spec.rev, |member, s| {
-                let past = if spec.rev {
+            let past = |member: &[u8], _: f64| {
+                if spec.rev {
                     !lex_ge(min, member)
                 } else {
                     !lex_le(max, member)
-                };
-                if past {
-                    return false;
                 }
-                if lex_ge(min, member) && lex_le(max, member) {
-                    if skipped < offset {
-                        skipped += 1;
-                    } else {
-                        got.push((member.to_vec(), s));
-                        if count >= 0 && got.len() as i64 >= count {
-                            return false;
-                        }
-                    }
-                }
-                true
-            })?;
+            };
+            let inside = |member: &[u8], _: f64| lex_ge(min, member) && lex_le(max, member);
+            walk_limited(txn, m, spec, &mut got, past, inside)?;
         }
     }
     Ok(got)
+}
+
+/// Walks the members in `spec`'s direction until `past`, collecting those
+/// `inside` after skipping `spec.limit`'s offset, at most its count (a
+/// negative count: all): the score and lex forms of ZRANGE.
+fn walk_limited(
+    txn: &Txn<'_>,
+    m: &Meta,
+    spec: &RangeSpec,
+    got: &mut Vec<(Vec<u8>, f64)>,
+    past: impl Fn(&[u8], f64) -> bool,
+    inside: impl Fn(&[u8], f64) -> bool,
+) -> Result<(), String> {
+    let (offset, count) = spec.limit.unwrap_or((0, -1));
+    if offset < 0 || count == 0 {
+        return Ok(());
+    }
+    let mut skipped = 0;
+    walk(txn, m, spec.rev, |member, s| {
+        if past(member, s) {
+            return false;
+        }
+        if inside(member, s) {
+            if skipped < offset {
+                skipped += 1;
+            } else {
+                got.push((member.to_vec(), s));
+                if count >= 0 && got.len() as i64 >= count {
+                    return false;
+                }
+            }
+        }
+        true
+    })
 }
 
 fn reply_scored(out: &mut Out, items: &[(Vec<u8>, f64)], with_scores: bool) {
