@@ -455,9 +455,7 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
     let src = txn.coll(&args[1], LIST)?;
     let dst = txn.coll(&args[2], LIST)?;
     let Some(src) = src else {
-        if name.starts_with('b') && !txn.in_multi {
-            txn.would_block = true;
-        } else {
+        if !(name.starts_with('b') && txn.block()) {
             out.null();
         }
         return Ok(());
@@ -489,10 +487,8 @@ fn bpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
             return Ok(());
         }
     }
-    if txn.in_multi {
+    if !txn.block() {
         out.null_array();
-    } else {
-        txn.would_block = true;
     }
     Ok(())
 }

@@ -923,6 +923,14 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
+    /// A blocking command found nothing: parks the client
+    /// ([`Txn::would_block`]) and returns true, or, inside `EXEC`, where
+    /// nothing blocks, returns false for the caller to reply nil.
+    pub fn block(&mut self) -> bool {
+        self.would_block = !self.in_multi;
+        self.would_block
+    }
+
     pub fn new(ks: &'a Keyspace) -> Txn<'a> {
         Txn {
             ks,

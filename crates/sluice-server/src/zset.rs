@@ -659,10 +659,8 @@ fn bzpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
             return Ok(());
         }
     }
-    if txn.in_multi {
+    if !txn.block() {
         out.null_array();
-    } else {
-        txn.would_block = true;
     }
     Ok(())
 }
