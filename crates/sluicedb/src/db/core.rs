@@ -102,6 +102,11 @@ pub(super) struct Jobs {
     pub(super) bg_loops: usize,
     pub(super) bg_parked: usize,
     pub(super) bg_looks: u64,
+    /// Threads in `Core::wait_idle`, the only waiters a loop parking with
+    /// nothing to do must wake (waking the others, writers stalled on GC or
+    /// a flush, made them wake the loops again: a ping-pong that ran for
+    /// the whole stall, issue 53).
+    pub(super) idle_waiters: usize,
 }
 
 impl Jobs {
@@ -119,6 +124,7 @@ impl Jobs {
             bg_loops: 0,
             bg_parked: 0,
             bg_looks: 0,
+            idle_waiters: 0,
         }
     }
 }

@@ -46,6 +46,14 @@ impl Core {
         // for work after everything came to rest, parked. Checking only
         // the shape's pick returned while a merge collecting values was
         // about to start, and the model suite's space check ran beside it.
+        st.jobs.idle_waiters += 1;
+        let r = self.wait_for_rest(&mut st);
+        st.jobs.idle_waiters -= 1;
+        r
+    }
+
+    /// `wait_idle`'s loop, counted in `Jobs::idle_waiters` by its caller.
+    fn wait_for_rest(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let mut rest_from: Option<u64> = None;
         loop {
             st.check_writable()?;
@@ -65,7 +73,7 @@ impl Core {
                 }
             }
             self.bg_cv.notify_all();
-            self.cv.wait_for(&mut st, Duration::from_millis(100));
+            self.cv.wait_for(st, Duration::from_millis(100));
         }
     }
 
@@ -82,7 +90,11 @@ impl Core {
                 Some(job) => self.run_background_job(&mut st, job),
                 None => {
                     st.jobs.bg_parked += 1;
-                    self.cv.notify_all();
+                    // Only `wait_idle` waits for a loop to park; the other
+                    // waiters wait for jobs to end (`run_background_job`).
+                    if st.jobs.idle_waiters > 0 {
+                        self.cv.notify_all();
+                    }
                     // With periodic GC, wake up to check the interval.
                     match self.opts.gc.interval_ms {
                         Some(ms) => {
