@@ -469,3 +469,46 @@ impl Core {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use crate::fs::MemFs;
+    use crate::options::{Options, Preset};
+    use crate::Db;
+
+    /// A writer stalled on GC wakes the background loops only on its own
+    /// timeouts (10 ms, for at most 1 s) and on jobs' ends, of which an
+    /// idle database has none: so the loops look for work at most once per
+    /// loop and wake-up, about a hundred times each. Until 2026-11-29 a
+    /// parking loop woke the writer, which woke the loops again, thousands
+    /// of looks a second for the whole stall (`docs/design.md`, "Background
+    /// work", *Who wakes whom*). A slower machine only makes fewer looks.
+    #[test]
+    fn a_stalled_writer_and_idle_loops_do_not_wake_each_other() {
+        let o = Options::preset(Preset::HashKv)
+            .fs(Arc::new(MemFs::new()))
+            .background_threads(2);
+        let db = Db::open("/db", o).unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.wait_for_background().unwrap();
+        let core = db.core();
+        let mut st = core.state.lock();
+        let loops = st.jobs.bg_loops as u64;
+        let looks_before = st.jobs.bg_looks;
+        let stalled = AtomicU64::new(0);
+        core.wait_for_gc(&mut st, |_| true, &stalled);
+        let looks = st.jobs.bg_looks - looks_before;
+        // 1 s of 10 ms waits, each followed by one wake-up of every loop
+        // (and one more each to begin with).
+        let bound = loops * (1000 / 10 + 2);
+        assert!(
+            looks <= bound,
+            "{looks} looks of {loops} loops in a 1 s stall (at most {bound})"
+        );
+        // The stall lasted its whole second (the condition never let go).
+        assert!(stalled.load(Ordering::Relaxed) >= 1_000_000);
+    }
+}
