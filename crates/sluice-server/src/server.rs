@@ -31,6 +31,8 @@ pub struct ClientShared {
     pub killed: std::sync::atomic::AtomicBool,
     /// Wakes its connection when killed.
     pub kick: tokio::sync::Notify,
+    /// Its blocked command while it waits (`CLIENT UNBLOCK` serves it).
+    pub parked: Mutex<Option<Arc<crate::block::Waiter>>>,
 }
 
 impl ClientShared {
@@ -74,6 +76,15 @@ pub struct Client {
     pub inbox: crate::pubsub::Inbox,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
+    /// `CLIENT REPLY OFF`: its commands get no replies.
+    pub reply_off: bool,
+    /// `CLIENT REPLY SKIP`: the next command gets no reply.
+    pub skip_next_reply: bool,
+    /// The command running now gets no reply (it followed a `SKIP`).
+    pub skip_this_reply: bool,
+    /// Bytes of the command running now as a client sent them (`CLIENT
+    /// LIST`'s `qbuf` for the client asking).
+    pub query_bytes: usize,
 }
 
 impl Client {
@@ -89,6 +100,7 @@ impl Client {
             last_command: Mutex::new("NULL"),
             killed: std::sync::atomic::AtomicBool::new(false),
             kick: tokio::sync::Notify::new(),
+            parked: Mutex::new(None),
         });
         server.clients.lock().insert(id, shared.clone());
         let (outbox, inbox) = tokio::sync::mpsc::unbounded_channel();
@@ -107,6 +119,10 @@ impl Client {
             parked: None,
             last_command: "NULL",
             shared,
+            reply_off: false,
+            skip_next_reply: false,
+            skip_this_reply: false,
+            query_bytes: 0,
         }
     }
 
@@ -427,17 +443,18 @@ impl Server {
         let now = now_ms();
         let idle = now.saturating_sub(s.last_active_ms.load(Ordering::Relaxed)) / 1000;
         let name = s.name.lock().clone().unwrap_or_default();
-        let (flags, multi, cmd, resp) = match me {
+        let (flags, multi, cmd, resp, qbuf) = match me {
             Some(c) => (
                 if c.multi.is_some() { "x" } else { "N" },
                 c.multi.as_ref().map_or(-1, |q| q.len() as i64),
                 c.last_command,
                 if c.resp3 { 3 } else { 2 },
+                c.query_bytes,
             ),
-            None => ("N", -1, *s.last_command.lock(), 2),
+            None => ("N", -1, *s.last_command.lock(), 2, 0),
         };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             s.id,
             s.addr,
             s.laddr,
@@ -446,6 +463,7 @@ impl Server {
             idle,
             flags,
             multi,
+            qbuf,
             cmd,
             resp
         )

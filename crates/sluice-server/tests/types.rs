@@ -269,3 +269,99 @@ fn element_scans_of_large_collections_return_every_element() {
     }
     assert_eq!(fields.len(), 200);
 }
+
+#[test]
+fn blmpop_and_bzmpop_block_and_are_served_in_order() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut a = s.raw();
+    let mut b = s.raw();
+    let mut z = s.raw();
+    a.command(&[b"BLMPOP", b"0", b"2", b"l1", b"l2", b"LEFT", b"COUNT", b"2"]);
+    wait_blocked(&mut ctl, 1);
+    b.command(&[b"BLMPOP", b"0", b"1", b"l2", b"RIGHT"]);
+    wait_blocked(&mut ctl, 2);
+    z.command(&[b"BZMPOP", b"0", b"1", b"z", b"MAX", b"COUNT", b"5"]);
+    wait_blocked(&mut ctl, 3);
+    // The first blocked takes two from the head, the second the tail.
+    assert_eq!(cmd(&mut ctl, &["RPUSH", "l2", "x", "y", "w"]), b":3\r\n");
+    assert_eq!(
+        a.reply(),
+        b"*2\r\n$2\r\nl2\r\n*2\r\n$1\r\nx\r\n$1\r\ny\r\n".to_vec()
+    );
+    assert_eq!(b.reply(), b"*2\r\n$2\r\nl2\r\n*1\r\n$1\r\nw\r\n".to_vec());
+    assert_eq!(cmd(&mut ctl, &["ZADD", "z", "1", "a", "2", "b"]), b":2\r\n");
+    assert_eq!(
+        z.reply(),
+        b"*2\r\n$1\r\nz\r\n*2\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n".to_vec()
+    );
+    // A timeout replies a null array.
+    a.command(&[b"BLMPOP", b"0.05", b"1", b"none", b"LEFT"]);
+    assert_eq!(a.reply(), b"*-1\r\n");
+    wait_blocked(&mut ctl, 0);
+}
+
+#[test]
+fn client_unblock_ends_a_blocked_command_with_nil_or_an_error() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut a = s.raw();
+    let id = String::from_utf8(cmd(&mut a, &["CLIENT", "ID"])).expect("utf-8");
+    let id = id.trim_start_matches(':').trim_end().to_owned();
+    assert_eq!(cmd(&mut ctl, &["CLIENT", "UNBLOCK", &id]), b":0\r\n");
+    a.command(&[b"BLPOP", b"l", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(
+        cmd(&mut ctl, &["CLIENT", "UNBLOCK", &id, "TIMEOUT"]),
+        b":1\r\n"
+    );
+    assert_eq!(a.reply(), b"*-1\r\n");
+    a.command(&[b"BLMPOP", b"0", b"1", b"l", b"LEFT"]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(
+        cmd(&mut ctl, &["CLIENT", "UNBLOCK", &id, "ERROR"]),
+        b":1\r\n"
+    );
+    assert_eq!(
+        a.reply(),
+        b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n".to_vec()
+    );
+    wait_blocked(&mut ctl, 0);
+    assert_eq!(
+        cmd(&mut ctl, &["CLIENT", "UNBLOCK", &id, "FOO"]),
+        b"-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n".to_vec()
+    );
+    assert_eq!(
+        cmd(&mut ctl, &["CLIENT", "UNBLOCK", "abc"]),
+        b"-ERR value is not an integer or out of range\r\n".to_vec()
+    );
+    // Unblocked, the client and the list work as before.
+    a.command(&[b"BLPOP", b"l", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(cmd(&mut ctl, &["LPUSH", "l", "v"]), b":1\r\n");
+    assert_eq!(a.reply(), b"*2\r\n$1\r\nl\r\n$1\r\nv\r\n");
+}
+
+#[test]
+fn client_reply_off_and_skip_silence_replies() {
+    let s = TestServer::start(|_| {});
+    let mut a = s.raw();
+    a.command(&[b"CLIENT", b"REPLY", b"OFF"]);
+    a.command(&[b"PING", b"silenced"]);
+    a.command(&[b"CLIENT", b"REPLY", b"ON"]);
+    assert_eq!(a.reply(), b"+OK\r\n");
+    a.command(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    a.command(&[b"PING", b"skipped"]);
+    a.command(&[b"PING", b"heard"]);
+    assert_eq!(a.reply(), b"$5\r\nheard\r\n");
+    a.command(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    a.command(&[b"CLIENT", b"REPLY", b"ON"]);
+    assert_eq!(a.reply(), b"+OK\r\n");
+    // Subscription confirmations are pushed even with replies off.
+    a.command(&[b"CLIENT", b"REPLY", b"OFF"]);
+    a.command(&[b"SUBSCRIBE", b"ch"]);
+    assert_eq!(
+        a.reply(),
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n".to_vec()
+    );
+}
