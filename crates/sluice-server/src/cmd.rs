@@ -834,6 +834,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     } else {
         Txn::new(ks)
     };
+    txn.serving_blocked = park.is_none();
     let start = out.buf.len();
     let mut ran = Ran::default();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {

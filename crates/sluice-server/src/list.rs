@@ -453,14 +453,15 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
         }
         _ => {}
     }
-    let src = txn.coll(&args[1], LIST)?;
-    let dst = txn.coll(&args[2], LIST)?;
-    let Some(src) = src else {
+    // The source first: a missing one replies nil (or blocks) whatever
+    // the destination holds, as in redis-server.
+    let Some(src) = txn.pop_source(&args[1], LIST)? else {
         if !(name.starts_with('b') && txn.block()) {
             out.null();
         }
         return Ok(());
     };
+    let dst = txn.coll(&args[2], LIST)?;
     let v = pop_values(txn, &args[1], src, 1, from_left)?;
     let Some(v) = v.into_iter().next() else {
         out.null();
@@ -480,7 +481,7 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
 fn bpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     timeout_arg(&args[args.len() - 1])?;
     for key in &args[1..args.len() - 1] {
-        if let Some(m) = txn.coll(key, LIST)? {
+        if let Some(m) = txn.pop_source(key, LIST)? {
             let v = pop_values(txn, key, m, 1, name == "blpop")?;
             out.array(2);
             out.bulk(key);
@@ -554,7 +555,7 @@ fn mpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
         timeout_arg(&args[1])?;
     }
     for key in p.keys {
-        if let Some(m) = txn.coll(key, LIST)? {
+        if let Some(m) = txn.pop_source(key, LIST)? {
             let v = pop_values(txn, key, m, p.count, left)?;
             out.array(2);
             out.bulk(key);

@@ -920,6 +920,10 @@ pub struct Txn<'a> {
     /// A blocking command found nothing and wrote no reply: the caller
     /// parks the client until a write to one of its keys.
     pub would_block: bool,
+    /// Runs a parked client's command again after a write to its keys: a
+    /// key to pop from that holds another type is nothing to pop yet (the
+    /// client keeps waiting, as in redis-server), not an error.
+    pub serving_blocked: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -945,6 +949,7 @@ impl<'a> Txn<'a> {
             flushed: false,
             in_multi: false,
             would_block: false,
+            serving_blocked: false,
         }
     }
 
@@ -1000,6 +1005,19 @@ impl<'a> Txn<'a> {
             None => Ok(None),
             Some(Rec::Coll(m)) if m.kind == kind => Ok(Some(m)),
             Some(_) => Err(WRONGTYPE.to_owned()),
+        }
+    }
+
+    /// The collection a blocking command pops from: as [`Txn::coll`], but
+    /// another type reads as absent while serving a parked client.
+    pub fn pop_source(
+        &mut self,
+        key: &[u8],
+        kind: CollKind,
+    ) -> std::result::Result<Option<Meta>, String> {
+        match self.coll(key, kind) {
+            Err(e) if self.serving_blocked && e == WRONGTYPE => Ok(None),
+            r => r,
         }
     }
 

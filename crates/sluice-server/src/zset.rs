@@ -662,7 +662,7 @@ fn zpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
 fn bzpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     crate::list::timeout_arg(&args[args.len() - 1])?;
     for key in &args[1..args.len() - 1] {
-        if let Some(m) = txn.coll(key, ZSET)? {
+        if let Some(m) = txn.pop_source(key, ZSET)? {
             let items = pop_members(txn, key, m, 1, name == "bzpopmax")?;
             out.array(3);
             out.bulk(key);
@@ -690,7 +690,7 @@ fn zmpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
         crate::list::timeout_arg(&args[1])?;
     }
     for key in p.keys {
-        if let Some(m) = txn.coll(key, ZSET)? {
+        if let Some(m) = txn.pop_source(key, ZSET)? {
             let count = usize::try_from(p.count).unwrap_or(usize::MAX);
             let items = pop_members(txn, key, m, count, max)?;
             out.array(2);

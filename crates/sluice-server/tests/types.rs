@@ -365,3 +365,33 @@ fn client_reply_off_and_skip_silence_replies() {
         b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n".to_vec()
     );
 }
+
+/// Regression (Redis's list suite): a blocked pop whose key became a
+/// string inside a transaction got WRONGTYPE; it keeps waiting, while a
+/// wrong destination still fails the blocked BRPOPLPUSH.
+#[test]
+fn a_blocked_pop_waits_past_a_key_of_another_type() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut a = s.raw();
+    a.command(&[b"BLPOP", b"l", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    for c in [
+        &["MULTI"][..],
+        &["LPUSH", "l", "a"],
+        &["DEL", "l"],
+        &["SET", "l", "foo"],
+    ] {
+        cmd(&mut ctl, c);
+    }
+    assert_eq!(cmd(&mut ctl, &["EXEC"]), b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+    assert_eq!(cmd(&mut ctl, &["DEL", "l"]), b":1\r\n");
+    assert_eq!(cmd(&mut ctl, &["LPUSH", "l", "b"]), b":1\r\n");
+    assert_eq!(a.reply(), b"*2\r\n$1\r\nl\r\n$1\r\nb\r\n");
+    cmd(&mut ctl, &["SET", "dst", "str"]);
+    a.command(&[b"BRPOPLPUSH", b"src", b"dst", b"0"]);
+    wait_blocked(&mut ctl, 1);
+    assert_eq!(cmd(&mut ctl, &["RPUSH", "src", "x"]), b":1\r\n");
+    assert!(a.reply().starts_with(b"-WRONGTYPE"));
+    assert_eq!(cmd(&mut ctl, &["LLEN", "src"]), b":1\r\n");
+}
