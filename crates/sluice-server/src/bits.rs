@@ -51,9 +51,12 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         b"0" => false,
         _ => return Err("ERR bit is not an integer or out of range".to_owned()),
     };
-    let mut e = txn.get(&args[1])?.unwrap_or(Entry::plain(Vec::new()));
+    let found = txn.get(&args[1])?;
+    let existed = found.is_some();
+    let mut e = found.unwrap_or(Entry::plain(Vec::new()));
     let byte = (off / 8) as usize;
-    if e.value.len() <= byte {
+    let grows = e.value.len() <= byte;
+    if grows {
         e.value.resize(byte + 1, 0);
     }
     let mask = 0x80u8 >> (off % 8);
@@ -63,7 +66,10 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     } else {
         e.value[byte] &= !mask;
     }
-    txn.set(&args[1], e);
+    // An unchanged string is not written (no change to count or watch).
+    if !existed || grows || old != on {
+        txn.set(&args[1], e);
+    }
     out.int(i64::from(old));
     Ok(())
 }

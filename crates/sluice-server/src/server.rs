@@ -315,12 +315,20 @@ impl Server {
     /// `SAVE`: a checkpoint into `checkpoint-dir`, or without one the
     /// memtable flushed to tables and the journal synced (`save.rs`).
     pub fn save(&self) -> Result<(), String> {
-        self.saves.save(&self.ks.db)
+        let changes = self.ks.changes.swap(0, Ordering::Relaxed);
+        let r = self.saves.save(&self.ks.db);
+        if r.is_err() {
+            self.ks.changes.fetch_add(changes, Ordering::Relaxed);
+        }
+        r
     }
 
     /// `BGSAVE`: the same on a thread of its own.
     pub fn bgsave(&self) -> Result<(), String> {
-        self.saves.bgsave(&self.ks.db)
+        self.saves.bgsave(&self.ks.db)?;
+        // The save covers what was written before it started.
+        self.ks.changes.store(0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The settings `CONFIG GET` knows, with their values now.
@@ -536,7 +544,8 @@ impl Server {
         if want("persistence") {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                self.ks.changes.load(Ordering::Relaxed),
                 u8::from(self.saves.in_progress()),
                 self.last_save_unix.load(Ordering::Relaxed),
                 if self.saves.last_failed.load(Ordering::Relaxed) { "err" } else { "ok" },

@@ -395,3 +395,34 @@ fn a_blocked_pop_waits_past_a_key_of_another_type() {
     assert!(a.reply().starts_with(b"-WRONGTYPE"));
     assert_eq!(cmd(&mut ctl, &["LLEN", "src"]), b":1\r\n");
 }
+
+fn changes_since_save(r: &mut Raw) -> u64 {
+    let info = cmd(r, &["INFO", "persistence"]);
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO persistence has rdb_changes_since_last_save")
+}
+
+/// Redis's bitops suite: SETBIT and BITFIELD count a change only when
+/// the string changes.
+#[test]
+fn changes_since_the_last_save_count_writes_that_change_something() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    let d0 = changes_since_save(&mut r);
+    cmd(&mut r, &["SETBIT", "foo", "0", "0"]);
+    cmd(&mut r, &["BITFIELD", "foo2", "SET", "i5", "0", "0"]);
+    let d1 = changes_since_save(&mut r);
+    assert_eq!(d1, d0 + 2, "new keys count");
+    cmd(&mut r, &["SETBIT", "foo", "0", "0"]);
+    cmd(&mut r, &["BITFIELD", "foo2", "SET", "i5", "0", "0"]);
+    assert_eq!(changes_since_save(&mut r), d1, "no change, no count");
+    cmd(&mut r, &["SETBIT", "foo", "0", "1"]);
+    cmd(&mut r, &["BITFIELD", "foo2", "INCRBY", "i5", "0", "1"]);
+    cmd(&mut r, &["SETBIT", "foo", "90", "0"]);
+    assert_eq!(changes_since_save(&mut r), d1 + 3);
+    assert_eq!(cmd(&mut r, &["SAVE"]), b"+OK\r\n");
+    assert_eq!(changes_since_save(&mut r), 0);
+}
