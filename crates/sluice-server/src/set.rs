@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use rand::Rng;
 
 use crate::coll::{card_limit, random_picks, scan_elements};
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
@@ -148,6 +149,56 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
     }
 }
 
+/// Up to this many members, a pick of one random member reads them all
+/// and is exactly uniform; past it, it seeks (`seek_random_member`).
+const EXACT_PICK_MEMBERS: u64 = 1024;
+
+/// One member of a large set, picked by seeking to a random point between
+/// its first and last member: one byte past their common prefix drawn
+/// uniformly between theirs, then random bytes. Two short range reads
+/// and a seek instead of reading the whole set; the pick is uniform over
+/// the key space, so members in sparse stretches of it come more often
+/// than in dense ones (redis-server's pick is uniform over members).
+fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    let edge = |rev: bool| -> Result<Option<Vec<u8>>, String> {
+        let mut found = None;
+        txn.elems_in(&m.prefix(), &m.end(), rev, |k, _| {
+            found = Some(k[9..].to_vec());
+            false
+        })
+        .map_err(engine)?;
+        Ok(found)
+    };
+    let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
+        return Ok(None);
+    };
+    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let lo = first.get(common).copied().unwrap_or(0);
+    let hi = last.get(common).copied().unwrap_or(0).max(lo);
+    let mut rng = rand::thread_rng();
+    let mut target = last[..common].to_vec();
+    target.push(rng.gen_range(lo..=hi));
+    target.extend((0..7).map(|_| rng.gen::<u8>()));
+    let mut found = None;
+    txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
+        found = Some(k[9..].to_vec());
+        false
+    })
+    .map_err(engine)?;
+    Ok(found.or(Some(last)))
+}
+
+/// One random member (none if the set is empty).
+fn random_member(txn: &mut Txn<'_>, key: &[u8], m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    if m.count > EXACT_PICK_MEMBERS {
+        return seek_random_member(txn, m);
+    }
+    let mut members = members_of(txn, key)?;
+    Ok(random_picks(members.len(), 1)
+        .first()
+        .map(|&i| std::mem::take(&mut members[i])))
+}
+
 fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let count = count_arg(args)?;
     if count.is_some_and(|c| c < 0) {
@@ -160,6 +211,14 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
         return Ok(());
     };
+    if count.is_none() {
+        let pick = random_member(txn, &args[1], &m)?;
+        if let Some(p) = &pick {
+            remove(txn, &args[1], m, &[p])?;
+        }
+        out.opt_bulk(pick.as_deref());
+        return Ok(());
+    }
     let members = members_of(txn, &args[1])?;
     let picks = random_picks(members.len(), count.unwrap_or(1));
     let chosen: Vec<&[u8]> = picks.iter().map(|&i| &members[i][..]).collect();
@@ -178,6 +237,14 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 
 fn srandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let count = count_arg(args)?;
+    if count.is_none() {
+        let pick = match txn.coll(&args[1], SET)? {
+            Some(m) => random_member(txn, &args[1], &m)?,
+            None => None,
+        };
+        out.opt_bulk(pick.as_deref());
+        return Ok(());
+    }
     let members = members_of(txn, &args[1])?;
     match count {
         None => {
