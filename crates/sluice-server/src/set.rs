@@ -153,12 +153,18 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
 /// and is exactly uniform; past it, it seeks (`seek_random_member`).
 const EXACT_PICK_MEMBERS: u64 = 1024;
 
+/// Bytes past the common prefix a random seek target draws.
+const TARGET_BYTES: usize = 8;
+
 /// One member of a large set, picked by seeking to a random point between
-/// its first and last member: one byte past their common prefix drawn
-/// uniformly between theirs, then random bytes. Two short range reads
-/// and a seek instead of reading the whole set; the pick is uniform over
-/// the key space, so members in sparse stretches of it come more often
-/// than in dense ones (redis-server's pick is uniform over members).
+/// its first and last member: past their common prefix, each byte drawn
+/// uniformly between the first's and the last's byte at that position
+/// (so `element:000123` members draw digits, not any byte, and the picks
+/// spread over the members instead of piling up at the start of each
+/// run, where the popped members' tombstones would slow every next seek).
+/// Two short range reads and a seek instead of reading the whole set;
+/// members in sparse stretches of the key space come more often than in
+/// dense ones (redis-server's pick is uniform over members).
 fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
     let edge = |rev: bool| -> Result<Option<Vec<u8>>, String> {
         let mut found = None;
@@ -173,12 +179,16 @@ fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String
         return Ok(None);
     };
     let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
-    let lo = first.get(common).copied().unwrap_or(0);
-    let hi = last.get(common).copied().unwrap_or(0).max(lo);
     let mut rng = rand::thread_rng();
     let mut target = last[..common].to_vec();
-    target.push(rng.gen_range(lo..=hi));
-    target.extend((0..7).map(|_| rng.gen::<u8>()));
+    for i in common..common + TARGET_BYTES {
+        let (lo, hi) = match (first.get(i), last.get(i)) {
+            (Some(&a), Some(&b)) => (a.min(b), a.max(b)),
+            (Some(&x), None) | (None, Some(&x)) => (0, x),
+            (None, None) => break,
+        };
+        target.push(rng.gen_range(lo..=hi));
+    }
     let mut found = None;
     txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
         found = Some(k[9..].to_vec());
