@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `sluice serve` against redis-server with Redis's own tools (issue 20):
 #
-#  1. redis-benchmark: SET, GET, INCR, MSET (10 keys); 1000-byte values;
-#     50 clients; pipeline 1 and 16; keys drawn from KEYSPACE.
+#  1. redis-benchmark: its default suite of tests (issue 54: SET GET INCR
+#     LPUSH RPUSH LPOP RPOP SADD HSET SPOP ZADD ZPOPMIN LRANGE_100 MSET;
+#     TESTS to change it); 1000-byte values; 50 clients; pipeline 1 and 16;
+#     keys drawn from KEYSPACE (the collection tests use redis-benchmark's
+#     one key each: mylist, myset, myhash, myzset).
 #  2. go-ycsb's redis binding (v1.0.1 from the Go module proxy, built here
 #     with only its redis and basic bindings): load YCSB_RECORDS records of
 #     one 1000-byte field (1 GiB by default), then YCSB A, B, C, F, D, E
@@ -19,6 +22,8 @@
 #
 # Usage: scripts/bench-server.sh [DATA_DIR] [OUT_DIR]
 # Env: REQUESTS (200000 per redis-benchmark test), KEYSPACE (100000),
+#      TESTS (redis-benchmark -t list; the default suite above), PORT (6390),
+#      SKIP_PY=1 (no redis-py smoke run),
 #      YCSB_RECORDS (1048576), YCSB_OPS (500000 per workload),
 #      PRESETS ("leveldb hashkv"), SKIP_YCSB=1, TOOLS_DIR (where go-ycsb and
 #      the redis-py venv are kept; default ~/.cache/sluicedb-bench),
@@ -32,13 +37,14 @@ DATA=${1:-/tmp/sluice-bench-server}
 OUT=${2:-bench-server-out}
 REQUESTS=${REQUESTS:-200000}
 KEYSPACE=${KEYSPACE:-100000}
+TESTS=${TESTS:-set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset}
 YCSB_RECORDS=${YCSB_RECORDS:-1048576}
 YCSB_OPS=${YCSB_OPS:-500000}
 PRESETS=${PRESETS:-leveldb hashkv}
 TOOLS=${TOOLS_DIR:-$HOME/.cache/sluicedb-bench}
 GOYCSB_VERSION=v1.0.1
 REDIS_PY_VERSION=8.1.0
-PORT=6390
+PORT=${PORT:-6390}
 TARGET=${CARGO_TARGET_DIR:-target}
 
 for tool in redis-server redis-benchmark redis-cli python3; do
@@ -122,7 +128,7 @@ run_redis_benchmark() { # name
     local name=$1 p
     for p in 1 16; do
         redis-benchmark -p $PORT -c 50 -n "$REQUESTS" -r "$KEYSPACE" -d 1000 -P $p \
-            -t set,get,incr,mset --csv >"$OUT/$name-redis-benchmark-P$p.csv"
+            -t "$TESTS" --csv >"$OUT/$name-redis-benchmark-P$p.csv"
         tail -n +2 "$OUT/$name-redis-benchmark-P$p.csv" | tr -d '"' |
             awk -F, -v s="$name" -v p="$p" -v OFS='\t' \
                 '{split($1, t, " "); print s, "redis-benchmark", t[1], p, $2, $5, $7}' >>"$OUT/results.tsv"
@@ -158,7 +164,7 @@ run_ycsb() { # name
 }
 
 [[ ${SKIP_YCSB:-} == 1 ]] || build_goycsb
-setup_redis_py
+[[ ${SKIP_PY:-} == 1 ]] || setup_redis_py
 
 SERVERS=(redis)
 for p in $PRESETS; do SERVERS+=("sluice-$p"); done
@@ -166,8 +172,10 @@ for s in "${SERVERS[@]}"; do
     echo "== $s: redis-benchmark, redis-py"
     start_server "$s" "$DATA/$s"
     run_redis_benchmark "$s"
-    "$PY" scripts/redis_py_smoke.py $PORT
-    "$PY" scripts/redis_py_smoke.py $PORT --resp3
+    if [[ ${SKIP_PY:-} != 1 ]]; then
+        "$PY" scripts/redis_py_smoke.py $PORT
+        "$PY" scripts/redis_py_smoke.py $PORT --resp3
+    fi
     record_rss "$s" redis-benchmark
     stop_server
     if [[ ${SKIP_YCSB:-} != 1 ]]; then

@@ -4,6 +4,8 @@
 #
 #   WORK=/tmp/redis-suite scripts/redis-suite.sh [unit ...]
 #
+# SLUICE=path/to/sluice runs that binary instead of building this tree's
+# release build (to compare two builds on the same suite).
 # The suite comes from the Debian source package of the installed
 # redis-server (a deb-src entry for Debian's main archive is added if
 # missing, then `apt-get source --download-only redis`); it is unpacked under
@@ -48,8 +50,10 @@ EOF
 fi
 
 # 2. The server under test.
-cargo build --release -q -p sluice-cli
-SLUICE="$REPO/target/release/sluice"
+if [ -z "${SLUICE:-}" ]; then
+  cargo build --release -q -p sluice-cli
+  SLUICE="$REPO/target/release/sluice"
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -80,7 +84,14 @@ for unit in "${UNITS[@]}"; do
   sleep 1
   read -r rok rerr < <(run_unit "$rport" "$unit" "$WORK/redis-$name.log")
   read -r sok serr < <(run_unit "$sport" "$unit" "$WORK/sluice-$name.log")
+  # A server that does not stop within 10 s of SIGTERM (a command that
+  # never ends) is killed.
   kill "$rpid" "$spid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$rpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$rpid" "$spid" 2>/dev/null || true
   wait "$rpid" "$spid" 2>/dev/null || true
   share=$(python3 -c "print(f'{100*$sok/max($rok,1):.0f}%')")
   printf '%-16s %8s %8s %8s %7s\n' "$unit" "$rok" "$sok" "$serr" "$share"

@@ -1,6 +1,7 @@
 //! Bitmaps: string values read and written a bit at a time, as in Redis
 //! (bit 0 is the most significant bit of the first byte). `SETBIT`
-//! rewrites the string's record, like `SETRANGE`.
+//! rewrites the string's record, like `SETRANGE`; so does a `BITFIELD`
+//! that writes, once for all its operations.
 
 use bytes::Bytes;
 
@@ -24,6 +25,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "bitcount" => bitcount(args, txn, out),
         "bitpos" => bitpos(args, txn, out),
         "bitop" => bitop(args, txn, out),
+        "bitfield" | "bitfield_ro" => bitfield(name, args, txn, out),
         _ => return None,
     };
     Some(r)
@@ -49,9 +51,12 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         b"0" => false,
         _ => return Err("ERR bit is not an integer or out of range".to_owned()),
     };
-    let mut e = txn.get(&args[1])?.unwrap_or(Entry::plain(Vec::new()));
+    let found = txn.get(&args[1])?;
+    let existed = found.is_some();
+    let mut e = found.unwrap_or(Entry::plain(Vec::new()));
     let byte = (off / 8) as usize;
-    if e.value.len() <= byte {
+    let grows = e.value.len() <= byte;
+    if grows {
         e.value.resize(byte + 1, 0);
     }
     let mask = 0x80u8 >> (off % 8);
@@ -61,7 +66,10 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     } else {
         e.value[byte] &= !mask;
     }
-    txn.set(&args[1], e);
+    // An unchanged string is not written (no change to count or watch).
+    if !existed || grows || old != on {
+        txn.set(&args[1], e);
+    }
     out.int(i64::from(old));
     Ok(())
 }
@@ -143,8 +151,11 @@ fn bitpos(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Ok(());
     };
     let v = e.value;
+    // An empty string has no bit to find, 0 or 1 (redis-server: -1).
     let range = if args.len() >= 4 {
         bit_range(&args[3..], v.len(), end_given)?
+    } else if v.is_empty() {
+        None
     } else {
         Some((0, v.len() as u64 * 8 - 1))
     };
@@ -193,5 +204,264 @@ fn bitop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         txn.set(&args[2], Entry::plain(res));
     }
     out.int(len as i64);
+    Ok(())
+}
+
+/// What `BITFIELD` does when a `SET` or `INCRBY` leaves the field's range.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set,
+    IncrBy,
+}
+
+/// One `BITFIELD` operation on the field of `bits` bits at bit `offset`.
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    value: i64,
+    overflow: Overflow,
+}
+
+/// A field type: `i1`..`i64` or `u1`..`u63` (a u64 could not be replied).
+fn field_type(arg: &[u8]) -> Result<(bool, u32), String> {
+    const ERR: &str = "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+    let signed = match arg.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return Err(ERR.to_owned()),
+    };
+    match crate::data::parse_i64(&arg[1..]) {
+        Some(b) if b >= 1 && (b <= 63 || (signed && b == 64)) => Ok((signed, b as u32)),
+        _ => Err(ERR.to_owned()),
+    }
+}
+
+/// A field offset in bits; `#n` means n fields of `bits` bits.
+fn field_offset(arg: &[u8], bits: u32) -> Result<u64, String> {
+    const ERR: &str = "ERR bit offset is not an integer or out of range";
+    let (times, digits) = match arg.strip_prefix(b"#") {
+        Some(rest) => (i64::from(bits), rest),
+        None => (1, arg),
+    };
+    crate::data::parse_i64(digits)
+        .and_then(|o| o.checked_mul(times))
+        .filter(|o| (0..=MAX_BIT_OFFSET).contains(o))
+        .map(|o| o as u64)
+        .ok_or_else(|| ERR.to_owned())
+}
+
+/// The `bits` bits at bit `offset` of `v` (zeros past its end), most
+/// significant first.
+fn get_field(v: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0u64, |acc, i| (acc << 1) | u64::from(bit(v, offset + i)))
+}
+
+/// Writes the low `bits` bits of `value` at bit `offset` (`v` is long
+/// enough).
+fn set_field(v: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for i in 0..u64::from(bits) {
+        let on = value >> (u64::from(bits) - 1 - i) & 1 == 1;
+        let at = offset + i;
+        let mask = 0x80u8 >> (at % 8);
+        if on {
+            v[(at / 8) as usize] |= mask;
+        } else {
+            v[(at / 8) as usize] &= !mask;
+        }
+    }
+}
+
+/// A signed field's value: its top bit extended.
+fn sign_extend(raw: u64, bits: u32) -> i64 {
+    if bits < 64 && raw >> (bits - 1) & 1 == 1 {
+        (raw | (u64::MAX << bits)) as i64
+    } else {
+        raw as i64
+    }
+}
+
+/// `value + incr` stored in an unsigned field of `bits` bits: the result,
+/// or `None` when it overflows and the policy is `FAIL` (redis-server's
+/// `checkUnsignedBitfieldOverflow`).
+fn unsigned_result(value: u64, incr: i64, bits: u32, ow: Overflow) -> Option<u64> {
+    let max = (1u64 << bits) - 1;
+    let wrapped = value.wrapping_add(incr as u64) & max;
+    let over = value > max || (incr > 0 && incr as u64 > max - value);
+    let under = !over && incr < 0 && incr.unsigned_abs() > value;
+    match (over || under, ow) {
+        (false, _) => Some(value.wrapping_add(incr as u64)),
+        (true, Overflow::Wrap) => Some(wrapped),
+        (true, Overflow::Sat) => Some(if over { max } else { 0 }),
+        (true, Overflow::Fail) => None,
+    }
+}
+
+/// The signed counterpart (`checkSignedBitfieldOverflow`).
+fn signed_result(value: i64, incr: i64, bits: u32, ow: Overflow) -> Option<i64> {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let sum = i128::from(value) + i128::from(incr);
+    let over = sum > i128::from(max);
+    let under = sum < i128::from(min);
+    match (over || under, ow) {
+        (false, _) => Some(sum as i64),
+        (true, Overflow::Wrap) => Some(sign_extend(
+            (value as u64).wrapping_add(incr as u64) & field_mask(bits),
+            bits,
+        )),
+        (true, Overflow::Sat) => Some(if over { max } else { min }),
+        (true, Overflow::Fail) => None,
+    }
+}
+
+fn field_mask(bits: u32) -> u64 {
+    if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// Parses `BITFIELD`'s operations (`GET type offset`, `SET type offset
+/// value`, `INCRBY type offset incr`, `OVERFLOW WRAP|SAT|FAIL`).
+fn field_ops(args: &[Bytes]) -> Result<Vec<Field>, String> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 2;
+    while j < args.len() {
+        let rest = args.len() - j - 1;
+        let op = match &args[j].to_ascii_lowercase()[..] {
+            b"get" if rest >= 2 => FieldOp::Get,
+            b"set" if rest >= 3 => FieldOp::Set,
+            b"incrby" if rest >= 3 => FieldOp::IncrBy,
+            b"overflow" if rest >= 1 => {
+                overflow = match &args[j + 1].to_ascii_lowercase()[..] {
+                    b"wrap" => Overflow::Wrap,
+                    b"sat" => Overflow::Sat,
+                    b"fail" => Overflow::Fail,
+                    _ => return Err("ERR Invalid OVERFLOW type specified".to_owned()),
+                };
+                j += 2;
+                continue;
+            }
+            _ => return Err(SYNTAX.to_owned()),
+        };
+        let (signed, bits) = field_type(&args[j + 1])?;
+        let offset = field_offset(&args[j + 2], bits)?;
+        let value = if op == FieldOp::Get {
+            0
+        } else {
+            int_arg(&args[j + 3])?
+        };
+        ops.push(Field {
+            op,
+            signed,
+            bits,
+            offset,
+            value,
+            overflow,
+        });
+        j += if op == FieldOp::Get { 3 } else { 4 };
+    }
+    Ok(ops)
+}
+
+/// `BITFIELD key [op ...]` and `BITFIELD_RO key [GET type offset ...]`:
+/// every operation applies to the string as the previous ones left it;
+/// the string is written once, grown to the farthest field written.
+fn bitfield(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let ops = field_ops(args)?;
+    let writes = ops.iter().any(|f| f.op != FieldOp::Get);
+    if writes && name == "bitfield_ro" {
+        return Err("ERR BITFIELD_RO only supports the GET subcommand".to_owned());
+    }
+    let entry = txn.get(&args[1])?;
+    let existed = entry.is_some();
+    let mut e = entry.unwrap_or(Entry::plain(Vec::new()));
+    let old_len = e.value.len();
+    if let Some(last) = ops
+        .iter()
+        .filter(|f| f.op != FieldOp::Get)
+        .map(|f| f.offset + u64::from(f.bits) - 1)
+        .max()
+    {
+        let need = (last / 8) as usize + 1;
+        if e.value.len() < need {
+            e.value.resize(need, 0);
+        }
+    }
+    let mut changed = false;
+    out.array(ops.len());
+    for f in &ops {
+        let raw = get_field(&e.value, f.offset, f.bits);
+        if f.op == FieldOp::Get {
+            if f.signed {
+                out.int(sign_extend(raw, f.bits));
+            } else {
+                out.int(raw as i64);
+            }
+            continue;
+        }
+        let (new, reply) = if f.signed {
+            let old = sign_extend(raw, f.bits);
+            let r = if f.op == FieldOp::IncrBy {
+                signed_result(old, f.value, f.bits, f.overflow)
+            } else {
+                signed_result(f.value, 0, f.bits, f.overflow)
+            };
+            match r {
+                Some(v) => (Some(v as u64 & field_mask(f.bits)), {
+                    if f.op == FieldOp::IncrBy {
+                        v
+                    } else {
+                        old
+                    }
+                }),
+                None => (None, 0),
+            }
+        } else {
+            let r = if f.op == FieldOp::IncrBy {
+                unsigned_result(raw, f.value, f.bits, f.overflow)
+            } else {
+                unsigned_result(f.value as u64, 0, f.bits, f.overflow)
+            };
+            match r {
+                Some(v) => (
+                    Some(v & field_mask(f.bits)),
+                    if f.op == FieldOp::IncrBy {
+                        v as i64
+                    } else {
+                        raw as i64
+                    },
+                ),
+                None => (None, 0),
+            }
+        };
+        match new {
+            Some(v) => {
+                set_field(&mut e.value, f.offset, f.bits, v);
+                changed |= v != raw;
+                out.int(reply);
+            }
+            None => out.null(),
+        }
+    }
+    if writes && (changed || !existed || e.value.len() != old_len) {
+        txn.set(&args[1], e);
+    }
     Ok(())
 }

@@ -101,12 +101,21 @@ pub static COMMANDS: &[Spec] = &[
     spec("incrby", 3, W, K1, Kind::Write),
     spec("decrby", 3, W, K1, Kind::Write),
     spec("incrbyfloat", 3, W, K1, Kind::Write),
+    spec("lcs", -3, &["readonly"], (1, 2, 1), Kind::Read),
     // Bitmaps.
     spec("setbit", 4, W, K1, Kind::Write),
     spec("getbit", 3, R, K1, Kind::Read),
     spec("bitcount", -2, &["readonly"], K1, Kind::Read),
     spec("bitpos", -3, &["readonly"], K1, Kind::Read),
     spec("bitop", -4, &["write", "denyoom"], (2, -1, 1), Kind::Write),
+    spec(
+        "bitfield",
+        -2,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec("bitfield_ro", -2, R, K1, Kind::Read),
     // Keys.
     spec("del", -2, WS, (1, -1, 1), Kind::Write),
     spec("unlink", -2, &["write", "fast"], (1, -1, 1), Kind::Write),
@@ -127,6 +136,14 @@ pub static COMMANDS: &[Spec] = &[
     spec("pexpiretime", 2, R, K1, Kind::Read),
     spec("object", -2, &["readonly"], (2, 2, 1), Kind::Read),
     spec("memory", -2, &["readonly"], (2, 2, 1), Kind::Read),
+    spec(
+        "sort",
+        -2,
+        &["write", "denyoom", "movablekeys"],
+        K1,
+        Kind::Write,
+    ),
+    spec("sort_ro", -2, &["readonly", "movablekeys"], K1, Kind::Read),
     spec("scan", -2, &["readonly"], NONE, Kind::ReadAll),
     spec("keys", 2, &["readonly"], NONE, Kind::ReadAll),
     spec("dbsize", 1, R, NONE, Kind::ReadAll),
@@ -199,6 +216,14 @@ pub static COMMANDS: &[Spec] = &[
         4,
         &["write", "denyoom", "noscript", "blocking"],
         (1, 2, 1),
+        Kind::Write,
+    ),
+    spec("lmpop", -4, &["write", "movablekeys"], NONE, Kind::Write),
+    spec(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NONE,
         Kind::Write,
     ),
     // Sets.
@@ -318,6 +343,15 @@ pub static COMMANDS: &[Spec] = &[
     spec("zinter", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zdiff", -3, &["readonly", "movablekeys"], NONE, Kind::Read),
     spec("zscan", -3, &["readonly"], K1, Kind::Read),
+    spec("zmpop", -4, &["write", "movablekeys"], NONE, Kind::Write),
+    spec("zrandmember", -2, &["readonly"], K1, Kind::Read),
+    spec(
+        "bzmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NONE,
+        Kind::Write,
+    ),
     // Pub/Sub.
     spec(
         "subscribe",
@@ -480,8 +514,10 @@ pub static SUBCOMMANDS: &[&str] = &[
     "client|kill",
     "client|list",
     "client|no-evict",
+    "client|reply",
     "client|setinfo",
     "client|setname",
+    "client|unblock",
     "command|count",
     "command|docs",
     "command|getkeys",
@@ -557,9 +593,15 @@ pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
 
 /// The keys of a command whose keys follow a count (`numkeys`).
 fn movable_keys<'a>(name: &str, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    match name {
+        "bitfield" | "sort_ro" => return vec![&args[1]],
+        "sort" => return crate::sort::keys(args),
+        _ => {}
+    }
     // Where the count is; store forms have the destination first.
     let (dst, at) = match name {
         "zunionstore" | "zinterstore" | "zdiffstore" => (true, 2),
+        "blmpop" | "bzmpop" => (false, 2),
         _ => (false, 1),
     };
     let n = args
@@ -641,8 +683,17 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
     let spec = index.map(|i| &COMMANDS[i]);
     client.last_command = spec.map_or("unknown", |s| full_name(s, &args));
     let at = out.buf.len();
+    client.skip_this_reply = std::mem::take(&mut client.skip_next_reply);
     let after = dispatch(server, client, &name, spec, &args, out);
     let failed = out.buf.get(at) == Some(&b'-');
+    // Pub/Sub confirmations are pushed whatever `CLIENT REPLY` says.
+    let pushes = matches!(
+        &name[..],
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe"
+    );
+    if (client.reply_off || client.skip_this_reply) && !pushes {
+        out.buf.truncate(at);
+    }
     server.record(index, started.elapsed(), failed);
     after
 }
@@ -704,6 +755,7 @@ fn dispatch(
         _ => {
             let ran = single(server, spec, args, out, Some(client.resp3));
             if let Some(p) = ran.parked {
+                *client.shared.parked.lock() = Some(p.waiter.clone());
                 client.parked = Some(p);
                 return After::Block;
             }
@@ -782,6 +834,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     } else {
         Txn::new(ks)
     };
+    txn.serving_blocked = park.is_none();
     let start = out.buf.len();
     let mut ran = Ran::default();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
@@ -805,7 +858,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
         Ok(()) if ran.would_block => {
             if let Some(resp3) = park {
                 let keys = keys_of(spec, args).iter().map(|k| k.to_vec()).collect();
-                let timeout = crate::list::timeout_arg(&args[args.len() - 1]).unwrap_or(0.0);
+                let timeout = crate::list::timeout_arg(timeout_of(spec.name, args)).unwrap_or(0.0);
                 ran.parked = Some(server.blocking.park(keys, args.to_vec(), resp3, timeout));
             }
         }
@@ -813,6 +866,15 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     }
     drop(held);
     ran
+}
+
+/// A blocking command's timeout argument: first for the `numkeys` forms
+/// (`BLMPOP`, `BZMPOP`), last for the others.
+fn timeout_of<'a>(name: &str, args: &'a [Bytes]) -> &'a [u8] {
+    match name {
+        "blmpop" | "bzmpop" => &args[1],
+        _ => &args[args.len() - 1],
+    }
 }
 
 /// A read command that makes more than one engine read (a collection's
@@ -1100,6 +1162,7 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
             &args[1],
             &[
                 "setname", "getname", "id", "info", "list", "setinfo", "help", "kill", "no-evict",
+                "unblock", "reply",
             ],
         ))
     };
@@ -1110,8 +1173,12 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
         }
         (b"getname", 2) => out.opt_bulk(client.name.as_deref()),
         (b"id", 2) => out.int(client.id as i64),
-        (b"info", 2) => out.verbatim(&format!("{}\n", server.client_line(client))),
+        (b"info", 2) => {
+            client.query_bytes = multibulk_bytes(args);
+            out.verbatim(&format!("{}\n", server.client_line(client)))
+        }
         (b"list", _) => {
+            client.query_bytes = multibulk_bytes(args);
             let text = server.client_list(client);
             out.verbatim(&text);
         }
@@ -1123,6 +1190,17 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
             _ => return Err(SYNTAX.to_owned()),
         },
         (b"kill", n) if n >= 3 => client_kill(server, client, &args[2..], out)?,
+        (b"reply", 3) => match &args[2].to_ascii_lowercase()[..] {
+            b"on" => {
+                client.reply_off = false;
+                client.skip_this_reply = false;
+                out.ok();
+            }
+            b"off" => client.reply_off = true,
+            b"skip" => client.skip_next_reply = !client.reply_off,
+            _ => return Err(SYNTAX.to_owned()),
+        },
+        (b"unblock", 3 | 4) => client_unblock(server, &args[2..], out)?,
         (b"help", 2) => {
             let lines = [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1147,6 +1225,55 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
         _ => return wrong(),
     }
     Ok(())
+}
+
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends a client's blocking command
+/// as if it timed out (a null reply) or with an `UNBLOCKED` error; 1 if
+/// the client was blocked, else 0.
+fn client_unblock(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let error = match args.get(1).map(|a| a.to_ascii_lowercase()) {
+        None => false,
+        Some(m) if m == b"timeout" => false,
+        Some(m) if m == b"error" => true,
+        Some(_) => {
+            return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".to_owned());
+        }
+    };
+    let id = int_arg(&args[0])?;
+    let target = server.clients.lock().get(&(id as u64)).cloned();
+    let waiter = target.and_then(|c| c.parked.lock().clone());
+    let unblocked = waiter.is_some_and(|w| {
+        let mut st = w.state.lock();
+        if *st != WaitState::Waiting {
+            return false;
+        }
+        let mut reply = Out {
+            resp3: w.resp3,
+            ..Out::default()
+        };
+        if error {
+            reply.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            reply.null_array();
+        }
+        *st = WaitState::Served;
+        w.send(reply.buf);
+        drop(st);
+        server.blocking.remove(&w);
+        true
+    });
+    out.int(i64::from(unblocked));
+    Ok(())
+}
+
+/// The bytes of a command sent as a RESP array of bulk strings.
+fn multibulk_bytes(args: &[Bytes]) -> usize {
+    let header = |n: usize| n.to_string().len() + 3;
+    header(args.len())
+        + args
+            .iter()
+            .map(|a| header(a.len()) + a.len() + 2)
+            .sum::<usize>()
 }
 
 /// One filter of `CLIENT KILL`.
@@ -1185,7 +1312,11 @@ fn client_kill(server: &Server, me: &Client, args: &[Bytes], out: &mut Out) -> C
             }
             b"addr" => tests.push(Box::new(move |c| c.addr.to_string() == v)),
             b"laddr" => tests.push(Box::new(move |c| c.laddr.to_string() == v)),
-            b"user" => tests.push(Box::new(move |_| v == "default")),
+            b"user" => {
+                if v != "default" {
+                    return Err(format!("ERR No such user '{v}'"));
+                }
+            }
             b"type" => match v.to_ascii_lowercase().as_str() {
                 "normal" => {}
                 "master" | "replica" | "slave" | "pubsub" => tests.push(Box::new(|_| false)),

@@ -248,6 +248,7 @@ async fn serve_client(
                     out.buf.clear();
                 }
                 let open = wait_blocked(server, stream, client, &mut buf, stopped, &mut out).await;
+                *client.shared.parked.lock() = None;
                 if stream.write_all(&out.buf).await.is_err() || !open {
                     return After::Close;
                 }

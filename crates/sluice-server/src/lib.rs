@@ -22,6 +22,7 @@ mod data;
 mod glob;
 mod hash;
 mod keys;
+mod lcs;
 mod list;
 mod metrics;
 mod pubsub;
@@ -29,6 +30,7 @@ pub mod resp;
 mod save;
 mod server;
 mod set;
+mod sort;
 mod store;
 mod zset;
 

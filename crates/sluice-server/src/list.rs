@@ -1,7 +1,7 @@
 //! Lists: a metadata record with the positions `head .. tail` and one
 //! engine key per element at its position, so that pushes, pops,
 //! `LINDEX` and `LSET` are one element read or write. The blocking pops
-//! (`BLPOP`, `BRPOP`, `BLMOVE`, `BRPOPLPUSH`) run as their non-blocking
+//! (`BLPOP`, `BRPOP`, `BLMOVE`, `BRPOPLPUSH`, `BLMPOP`) run as their non-blocking
 //! selves here; when there is nothing to pop they set `txn.would_block`
 //! and the caller parks the client (`block.rs`).
 
@@ -35,6 +35,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "lpos" => lpos(args, txn, out),
         "lmove" | "rpoplpush" | "blmove" | "brpoplpush" => lmove(name, args, txn, out),
         "blpop" | "brpop" => bpop(name, args, txn, out),
+        "lmpop" | "blmpop" => mpop(name, args, txn, out),
         _ => return None,
     };
     Some(r)
@@ -452,14 +453,15 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
         }
         _ => {}
     }
-    let src = txn.coll(&args[1], LIST)?;
-    let dst = txn.coll(&args[2], LIST)?;
-    let Some(src) = src else {
+    // The source first: a missing one replies nil (or blocks) whatever
+    // the destination holds, as in redis-server.
+    let Some(src) = txn.pop_source(&args[1], LIST)? else {
         if !(name.starts_with('b') && txn.block()) {
             out.null();
         }
         return Ok(());
     };
+    let dst = txn.coll(&args[2], LIST)?;
     let v = pop_values(txn, &args[1], src, 1, from_left)?;
     let Some(v) = v.into_iter().next() else {
         out.null();
@@ -479,7 +481,7 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
 fn bpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     timeout_arg(&args[args.len() - 1])?;
     for key in &args[1..args.len() - 1] {
-        if let Some(m) = txn.coll(key, LIST)? {
+        if let Some(m) = txn.pop_source(key, LIST)? {
             let v = pop_values(txn, key, m, 1, name == "blpop")?;
             out.array(2);
             out.bulk(key);
@@ -488,6 +490,83 @@ fn bpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
         }
     }
     if !txn.block() {
+        out.null_array();
+    }
+    Ok(())
+}
+
+/// The arguments of `LMPOP`/`ZMPOP` and their blocking forms, from the
+/// count of keys at `args[at]` on: `numkeys key... WHERE [COUNT n]`.
+pub struct MultiPop<'a> {
+    pub keys: &'a [Bytes],
+    /// The word after the keys (`LEFT`/`RIGHT`, `MIN`/`MAX`), unchecked.
+    pub side: &'a [u8],
+    pub count: u64,
+}
+
+/// Parses `numkeys key... side [COUNT n]` as redis-server does, in its
+/// order: the count of keys, the side's presence, then the options (the
+/// caller checks the side's word, before the options as redis-server).
+pub fn multi_pop_args(
+    args: &[Bytes],
+    at: usize,
+    side_ok: impl Fn(&[u8]) -> bool,
+) -> Result<MultiPop<'_>, String> {
+    let numkeys = parse_i64(&args[at])
+        .filter(|&n| n >= 1)
+        .ok_or("ERR numkeys should be greater than 0")?;
+    let side_at = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(at + 1))
+        .filter(|&i| i < args.len())
+        .ok_or(SYNTAX)?;
+    if !side_ok(&args[side_at]) {
+        return Err(SYNTAX.to_owned());
+    }
+    let mut count = None;
+    let mut i = side_at + 1;
+    while i < args.len() {
+        if count.is_none() && args[i].eq_ignore_ascii_case(b"count") && i + 1 < args.len() {
+            let c = parse_i64(&args[i + 1])
+                .filter(|&c| c >= 1)
+                .ok_or("ERR count should be greater than 0")?;
+            count = Some(c as u64);
+            i += 2;
+        } else {
+            return Err(SYNTAX.to_owned());
+        }
+    }
+    Ok(MultiPop {
+        keys: &args[at + 1..side_at],
+        side: &args[side_at],
+        count: count.unwrap_or(1),
+    })
+}
+
+/// `LMPOP numkeys key... LEFT|RIGHT [COUNT n]` and `BLMPOP timeout
+/// numkeys ...`: pops from the first non-empty list, replying its name and
+/// the elements.
+fn mpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let blocking = name == "blmpop";
+    let at = if blocking { 2 } else { 1 };
+    let p = multi_pop_args(args, at, |s| side(s).is_ok())?;
+    let left = side(p.side)?;
+    if blocking {
+        timeout_arg(&args[1])?;
+    }
+    for key in p.keys {
+        if let Some(m) = txn.pop_source(key, LIST)? {
+            let v = pop_values(txn, key, m, p.count, left)?;
+            out.array(2);
+            out.bulk(key);
+            out.array(v.len());
+            for e in v {
+                out.bulk(&e);
+            }
+            return Ok(());
+        }
+    }
+    if !(blocking && txn.block()) {
         out.null_array();
     }
     Ok(())

@@ -31,6 +31,8 @@ pub struct ClientShared {
     pub killed: std::sync::atomic::AtomicBool,
     /// Wakes its connection when killed.
     pub kick: tokio::sync::Notify,
+    /// Its blocked command while it waits (`CLIENT UNBLOCK` serves it).
+    pub parked: Mutex<Option<Arc<crate::block::Waiter>>>,
 }
 
 impl ClientShared {
@@ -74,6 +76,15 @@ pub struct Client {
     pub inbox: crate::pubsub::Inbox,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
+    /// `CLIENT REPLY OFF`: its commands get no replies.
+    pub reply_off: bool,
+    /// `CLIENT REPLY SKIP`: the next command gets no reply.
+    pub skip_next_reply: bool,
+    /// The command running now gets no reply (it followed a `SKIP`).
+    pub skip_this_reply: bool,
+    /// Bytes of the command running now as a client sent them (`CLIENT
+    /// LIST`'s `qbuf` for the client asking).
+    pub query_bytes: usize,
 }
 
 impl Client {
@@ -89,6 +100,7 @@ impl Client {
             last_command: Mutex::new("NULL"),
             killed: std::sync::atomic::AtomicBool::new(false),
             kick: tokio::sync::Notify::new(),
+            parked: Mutex::new(None),
         });
         server.clients.lock().insert(id, shared.clone());
         let (outbox, inbox) = tokio::sync::mpsc::unbounded_channel();
@@ -107,6 +119,10 @@ impl Client {
             parked: None,
             last_command: "NULL",
             shared,
+            reply_off: false,
+            skip_next_reply: false,
+            skip_this_reply: false,
+            query_bytes: 0,
         }
     }
 
@@ -299,12 +315,20 @@ impl Server {
     /// `SAVE`: a checkpoint into `checkpoint-dir`, or without one the
     /// memtable flushed to tables and the journal synced (`save.rs`).
     pub fn save(&self) -> Result<(), String> {
-        self.saves.save(&self.ks.db)
+        let changes = self.ks.changes.swap(0, Ordering::Relaxed);
+        let r = self.saves.save(&self.ks.db);
+        if r.is_err() {
+            self.ks.changes.fetch_add(changes, Ordering::Relaxed);
+        }
+        r
     }
 
     /// `BGSAVE`: the same on a thread of its own.
     pub fn bgsave(&self) -> Result<(), String> {
-        self.saves.bgsave(&self.ks.db)
+        self.saves.bgsave(&self.ks.db)?;
+        // The save covers what was written before it started.
+        self.ks.changes.store(0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The settings `CONFIG GET` knows, with their values now.
@@ -427,17 +451,18 @@ impl Server {
         let now = now_ms();
         let idle = now.saturating_sub(s.last_active_ms.load(Ordering::Relaxed)) / 1000;
         let name = s.name.lock().clone().unwrap_or_default();
-        let (flags, multi, cmd, resp) = match me {
+        let (flags, multi, cmd, resp, qbuf) = match me {
             Some(c) => (
                 if c.multi.is_some() { "x" } else { "N" },
                 c.multi.as_ref().map_or(-1, |q| q.len() as i64),
                 c.last_command,
                 if c.resp3 { 3 } else { 2 },
+                c.query_bytes,
             ),
-            None => ("N", -1, *s.last_command.lock(), 2),
+            None => ("N", -1, *s.last_command.lock(), 2, 0),
         };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             s.id,
             s.addr,
             s.laddr,
@@ -446,6 +471,7 @@ impl Server {
             idle,
             flags,
             multi,
+            qbuf,
             cmd,
             resp
         )
@@ -518,7 +544,8 @@ impl Server {
         if want("persistence") {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:{}\r\njournal_syncs:{}\r\n\r\n",
+                self.ks.changes.load(Ordering::Relaxed),
                 u8::from(self.saves.in_progress()),
                 self.last_save_unix.load(Ordering::Relaxed),
                 if self.saves.last_failed.load(Ordering::Relaxed) { "err" } else { "ok" },

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use rand::Rng;
 
 use crate::coll::{card_limit, random_picks, scan_elements};
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
@@ -148,6 +149,66 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
     }
 }
 
+/// Up to this many members, a pick of one random member reads them all
+/// and is exactly uniform; past it, it seeks (`seek_random_member`).
+const EXACT_PICK_MEMBERS: u64 = 1024;
+
+/// Bytes past the common prefix a random seek target draws.
+const TARGET_BYTES: usize = 8;
+
+/// One member of a large set, picked by seeking to a random point between
+/// its first and last member: past their common prefix, each byte drawn
+/// uniformly between the first's and the last's byte at that position
+/// (so `element:000123` members draw digits, not any byte, and the picks
+/// spread over the members instead of piling up at the start of each
+/// run, where the popped members' tombstones would slow every next seek).
+/// Two short range reads and a seek instead of reading the whole set;
+/// members in sparse stretches of the key space come more often than in
+/// dense ones (redis-server's pick is uniform over members).
+fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    let edge = |rev: bool| -> Result<Option<Vec<u8>>, String> {
+        let mut found = None;
+        txn.elems_in(&m.prefix(), &m.end(), rev, |k, _| {
+            found = Some(k[9..].to_vec());
+            false
+        })
+        .map_err(engine)?;
+        Ok(found)
+    };
+    let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
+        return Ok(None);
+    };
+    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let mut rng = rand::thread_rng();
+    let mut target = last[..common].to_vec();
+    for i in common..common + TARGET_BYTES {
+        let (lo, hi) = match (first.get(i), last.get(i)) {
+            (Some(&a), Some(&b)) => (a.min(b), a.max(b)),
+            (Some(&x), None) | (None, Some(&x)) => (0, x),
+            (None, None) => break,
+        };
+        target.push(rng.gen_range(lo..=hi));
+    }
+    let mut found = None;
+    txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
+        found = Some(k[9..].to_vec());
+        false
+    })
+    .map_err(engine)?;
+    Ok(found.or(Some(last)))
+}
+
+/// One random member (none if the set is empty).
+fn random_member(txn: &mut Txn<'_>, key: &[u8], m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    if m.count > EXACT_PICK_MEMBERS {
+        return seek_random_member(txn, m);
+    }
+    let mut members = members_of(txn, key)?;
+    Ok(random_picks(members.len(), 1)
+        .first()
+        .map(|&i| std::mem::take(&mut members[i])))
+}
+
 fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let count = count_arg(args)?;
     if count.is_some_and(|c| c < 0) {
@@ -160,6 +221,14 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
         return Ok(());
     };
+    if count.is_none() {
+        let pick = random_member(txn, &args[1], &m)?;
+        if let Some(p) = &pick {
+            remove(txn, &args[1], m, &[p])?;
+        }
+        out.opt_bulk(pick.as_deref());
+        return Ok(());
+    }
     let members = members_of(txn, &args[1])?;
     let picks = random_picks(members.len(), count.unwrap_or(1));
     let chosen: Vec<&[u8]> = picks.iter().map(|&i| &members[i][..]).collect();
@@ -178,6 +247,14 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 
 fn srandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let count = count_arg(args)?;
+    if count.is_none() {
+        let pick = match txn.coll(&args[1], SET)? {
+            Some(m) => random_member(txn, &args[1], &m)?,
+            None => None,
+        };
+        out.opt_bulk(pick.as_deref());
+        return Ok(());
+    }
     let members = members_of(txn, &args[1])?;
     match count {
         None => {

@@ -19,7 +19,7 @@
 //! under the stripe lock; `EXEC` compares versions under the same locks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -374,6 +374,9 @@ pub struct Keyspace {
     sync_always: AtomicBool,
     /// A write happened since the last `everysec` sync.
     pub dirty: AtomicBool,
+    /// Keys written since the last save (`INFO`'s
+    /// `rdb_changes_since_last_save`).
+    pub changes: AtomicU64,
     /// (next version to hand out, first version not reserved on disk).
     versions: Mutex<(u64, u64)>,
     /// A collection was ever created here: a plain `SET` must then look at
@@ -411,6 +414,7 @@ impl Keyspace {
             global: RwLock::new(()),
             sync_always: AtomicBool::new(fsync == Fsync::Always),
             dirty: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
             versions: Mutex::new((reserved, reserved)),
             collections_seen: AtomicBool::new(reserved > 0),
         })
@@ -920,6 +924,10 @@ pub struct Txn<'a> {
     /// A blocking command found nothing and wrote no reply: the caller
     /// parks the client until a write to one of its keys.
     pub would_block: bool,
+    /// Runs a parked client's command again after a write to its keys: a
+    /// key to pop from that holds another type is nothing to pop yet (the
+    /// client keeps waiting, as in redis-server), not an error.
+    pub serving_blocked: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -945,6 +953,7 @@ impl<'a> Txn<'a> {
             flushed: false,
             in_multi: false,
             would_block: false,
+            serving_blocked: false,
         }
     }
 
@@ -1000,6 +1009,19 @@ impl<'a> Txn<'a> {
             None => Ok(None),
             Some(Rec::Coll(m)) if m.kind == kind => Ok(Some(m)),
             Some(_) => Err(WRONGTYPE.to_owned()),
+        }
+    }
+
+    /// The collection a blocking command pops from: as [`Txn::coll`], but
+    /// another type reads as absent while serving a parked client.
+    pub fn pop_source(
+        &mut self,
+        key: &[u8],
+        kind: CollKind,
+    ) -> std::result::Result<Option<Meta>, String> {
+        match self.coll(key, kind) {
+            Err(e) if self.serving_blocked && e == WRONGTYPE => Ok(None),
+            r => r,
         }
     }
 
@@ -1231,6 +1253,8 @@ impl<'a> Txn<'a> {
             }
         }
         self.ks.write(batch)?;
+        let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
+        self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
         self.ks.touch(
             held,
             self.order

@@ -72,6 +72,16 @@ fn walk(
     .map_err(engine)
 }
 
+/// Every member of `m` in score order (`SORT`'s input).
+pub fn members_by_score(txn: &Txn<'_>, m: &Meta) -> Result<Vec<Vec<u8>>, String> {
+    let mut v = Vec::with_capacity(m.count as usize);
+    walk(txn, m, false, |member, _| {
+        v.push(member.to_vec());
+        true
+    })?;
+    Ok(v)
+}
+
 /// A score bound: value and whether it is exclusive.
 #[derive(Clone, Copy)]
 struct ScoreBound(f64, bool);
@@ -397,6 +407,8 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         })(),
         "zpopmin" | "zpopmax" => zpop(name, args, txn, out),
         "bzpopmin" | "bzpopmax" => bzpop(name, args, txn, out),
+        "zmpop" | "bzmpop" => zmpop(name, args, txn, out),
+        "zrandmember" => zrandmember(args, txn, out),
         "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => (|| {
             let by = match name {
                 "zremrangebyscore" => By::Score(score_bound(&args[2])?, score_bound(&args[3])?),
@@ -650,7 +662,7 @@ fn zpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
 fn bzpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     crate::list::timeout_arg(&args[args.len() - 1])?;
     for key in &args[1..args.len() - 1] {
-        if let Some(m) = txn.coll(key, ZSET)? {
+        if let Some(m) = txn.pop_source(key, ZSET)? {
             let items = pop_members(txn, key, m, 1, name == "bzpopmax")?;
             out.array(3);
             out.bulk(key);
@@ -661,6 +673,90 @@ fn bzpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
     }
     if !txn.block() {
         out.null_array();
+    }
+    Ok(())
+}
+
+/// `ZMPOP numkeys key... MIN|MAX [COUNT n]` and `BZMPOP timeout numkeys
+/// ...`: pops from the first sorted set present, replying its name and
+/// the members with their scores.
+fn zmpop(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let blocking = name == "bzmpop";
+    let at = if blocking { 2 } else { 1 };
+    let is_side = |s: &[u8]| s.eq_ignore_ascii_case(b"min") || s.eq_ignore_ascii_case(b"max");
+    let p = crate::list::multi_pop_args(args, at, is_side)?;
+    let max = p.side.eq_ignore_ascii_case(b"max");
+    if blocking {
+        crate::list::timeout_arg(&args[1])?;
+    }
+    for key in p.keys {
+        if let Some(m) = txn.pop_source(key, ZSET)? {
+            let count = usize::try_from(p.count).unwrap_or(usize::MAX);
+            let items = pop_members(txn, key, m, count, max)?;
+            out.array(2);
+            out.bulk(key);
+            out.array(items.len());
+            for (member, s) in &items {
+                out.array(2);
+                out.bulk(member);
+                out.double(&format_score(*s));
+            }
+            return Ok(());
+        }
+    }
+    if !(blocking && txn.block()) {
+        out.null_array();
+    }
+    Ok(())
+}
+
+/// `ZRANDMEMBER key [count [WITHSCORES]]`, by `HRANDFIELD`'s rules.
+fn zrandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let count = match args.get(2) {
+        Some(c) => {
+            let c = int_arg(c)?;
+            if c == i64::MIN {
+                return Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".to_owned());
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(b"withscores")) {
+        return Err(SYNTAX.to_owned());
+    }
+    let with_scores = args.len() == 4;
+    if let Some(c) = count {
+        if (with_scores && c.unsigned_abs() > (i64::MAX / 2) as u64)
+            || c < -crate::coll::MAX_REPEATED_PICKS
+        {
+            return Err("ERR value is out of range".to_owned());
+        }
+    }
+    let mut items = Vec::new();
+    if let Some(m) = txn.coll(&args[1], ZSET)? {
+        walk(txn, &m, false, |member, s| {
+            items.push((member.to_vec(), s));
+            true
+        })?;
+    }
+    let Some(count) = count else {
+        let pick = crate::coll::random_picks(items.len(), 1).into_iter().next();
+        out.opt_bulk(pick.map(|i| &items[i].0[..]));
+        return Ok(());
+    };
+    let picks = crate::coll::random_picks(items.len(), count);
+    let flat = with_scores && !out.resp3;
+    out.array(picks.len() * if flat { 2 } else { 1 });
+    for i in picks {
+        let (member, s) = &items[i];
+        if with_scores && out.resp3 {
+            out.array(2);
+        }
+        out.bulk(member);
+        if with_scores {
+            out.double(&format_score(*s));
+        }
     }
     Ok(())
 }
