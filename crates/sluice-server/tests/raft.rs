@@ -386,11 +386,24 @@ fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     for id in 1..=3u64 {
         let mut c = Config::new(root.join(format!("n{id}")));
         c.port = 0;
+        c.metrics = Some("127.0.0.1:0".into());
         let join = nodes.first().and_then(|n| n.raft_addr());
         c.raft = Some(raft_config(id, 0, join, snapshot_entries));
         nodes.push(start(c).expect("node starts"));
     }
     nodes
+}
+
+/// The node's Prometheus text.
+fn scrape(r: &Running) -> String {
+    use std::io::{Read, Write};
+    let addr = r.metrics_addr().expect("metrics on");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    text
 }
 
 fn running_client(r: &Running) -> redis::Connection {
@@ -479,6 +492,17 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
         .arg("yes")
         .query(&mut mc)
         .expect("SET");
+
+    // The new leader's metrics say so, and count the cut-off node's lag.
+    let text = scrape(&nodes[mi]);
+    assert!(text.contains("sluice_raft_is_leader 1"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "sluice_raft_follower_lag_entries{{node=\"{lid}\"}}"
+        )),
+        "{text}"
+    );
+    assert!(scrape(&nodes[li]).contains("sluice_raft_term "));
 
     // Healed: the old leader follows and converges; the write it could
     // not acknowledge is nowhere.

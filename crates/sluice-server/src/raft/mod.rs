@@ -412,7 +412,23 @@ pub async fn start(
                 let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_RETRY_MS);
                 loop {
                     match net::ask_to_join(addr, cfg.id, &me).await {
-                        Ok(()) => break,
+                        Ok(()) => {
+                            // The leader committed the promotion; wait until
+                            // this node applied it too, so that it starts a voter.
+                            let id = cfg.id;
+                            let voter = move |m: &openraft::RaftMetrics<NodeId, Member>| {
+                                m.membership_config
+                                    .membership()
+                                    .voter_ids()
+                                    .any(|v| v == id)
+                            };
+                            let wait = raft.wait(Some(Duration::from_millis(JOIN_RETRY_MS)));
+                            if let Err(e) = wait.metrics(voter, "promoted").await {
+                                stop(&replica).await;
+                                return Err(format!("joining through {addr}: {e}"));
+                            }
+                            break;
+                        }
                         Err(net::JoinError::Refused(e)) => {
                             stop(&replica).await;
                             return Err(format!("joining through {addr}: {e}"));
