@@ -81,6 +81,25 @@ struct ServeArgs {
     /// checkpoint-dir).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Serve as node N of a replicated shard (a Raft group); the database
+    /// then lives in DIR/db and snapshots in DIR/raft. Ids are never
+    /// reused: a node that lost its data joins with a new one.
+    #[arg(long, value_name = "N", requires = "raft_addr")]
+    raft_id: Option<u64>,
+    /// Where this node listens for the group (HOST:PORT).
+    #[arg(long, value_name = "HOST:PORT")]
+    raft_addr: Option<String>,
+    /// A member's raft address to ask for admission (a new node); without
+    /// it a node with an empty log starts a new group of itself.
+    #[arg(long, value_name = "HOST:PORT", requires = "raft_id")]
+    join: Option<String>,
+    /// Leader heartbeat interval (ms, default 250); elections wait 4 to 8
+    /// times as long without one.
+    #[arg(long, value_name = "MS", requires = "raft_id")]
+    raft_heartbeat_ms: Option<u64>,
+    /// Log entries between snapshots (default 20000).
+    #[arg(long, value_name = "N", requires = "raft_id")]
+    raft_snapshot_entries: Option<u64>,
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
@@ -105,6 +124,19 @@ fn serve(a: ServeArgs) -> Result<(), String> {
         "checkpoint-dir",
         a.checkpoint_dir.map(|p| p.display().to_string()),
     )?;
+    if let (Some(id), Some(addr)) = (a.raft_id, a.raft_addr) {
+        let mut r = sluice_server::raft::RaftConfig::new(id, addr);
+        r.join = a.join;
+        if let Some(ms) = a.raft_heartbeat_ms {
+            r.heartbeat_ms = ms.max(1);
+            r.election_min_ms = 4 * r.heartbeat_ms;
+            r.election_max_ms = 8 * r.heartbeat_ms;
+        }
+        if let Some(n) = a.raft_snapshot_entries {
+            r.snapshot_entries = n.max(1);
+        }
+        c.raft = Some(r);
+    }
     c.handle_signals = true;
     let dir = c.dir.clone();
     let running = sluice_server::start(c)?;
@@ -120,6 +152,38 @@ fn serve(a: ServeArgs) -> Result<(), String> {
 }
 
 #[derive(Subcommand)]
+enum ClusterCommand {
+    /// Print the group as the node at ADDR (its Redis address) sees it.
+    Status {
+        #[arg(long, default_value = "127.0.0.1:6379")]
+        addr: String,
+    },
+}
+
+/// `sluice cluster status`: the node's `INFO replication`, as sent.
+fn cluster_status(addr: &str) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n")
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    r.read_line(&mut head).map_err(|e| format!("{addr}: {e}"))?;
+    let len: usize = head
+        .trim_end()
+        .strip_prefix('$')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("{addr}: unexpected reply {head:?}"))?;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)
+        .map_err(|e| format!("{addr}: {e}"))?;
+    print!("{}", String::from_utf8_lossy(&body).replace("\r\n", "\n"));
+    Ok(())
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run workloads on sluicedb presets and peer engines (default: the
     /// update experiment, small, on leveldb, wisckey and hashkv in
@@ -129,6 +193,13 @@ enum Command {
     /// redis-benchmark...). Settings come from --config (redis.conf style:
     /// `name value` lines), then the flags.
     Serve(Box<ServeArgs>),
+    /// Ask a node of a replicated shard how the group stands (its
+    /// `INFO replication`): leader, term, log and applied indexes, and
+    /// each member's lag.
+    Cluster {
+        #[command(subcommand)]
+        what: ClusterCommand,
+    },
     /// Print levels, tables and counters of a database (opens read-only).
     Info {
         /// Database directory.
@@ -1057,6 +1128,9 @@ fn main() -> ExitCode {
     let r = match command {
         Command::Bench(a) => bench(*a),
         Command::Serve(a) => serve(*a),
+        Command::Cluster {
+            what: ClusterCommand::Status { addr },
+        } => cluster_status(&addr),
         Command::Info { db } => info(&db),
         Command::Verify { db } => open_existing(&db, Access::ReadOnly).and_then(|d| {
             let n = d.verify().map_err(|e| e.to_string())?;

@@ -486,6 +486,27 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
     spec("time", 1, &["loading", "stale", "fast"], NONE, Kind::Admin),
+    spec(
+        "role",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "readonly",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
+        "readwrite",
+        1,
+        &["loading", "stale", "fast"],
+        NONE,
+        Kind::Admin,
+    ),
     spec("function", -2, &["noscript"], NONE, Kind::Admin),
     spec("wait", 3, &["noscript"], NONE, Kind::Admin),
     spec(
@@ -555,7 +576,7 @@ fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
 }
 
 /// The position in [`COMMANDS`] of `name` (lowercase).
-fn lookup_index(name: &str) -> Option<usize> {
+pub fn lookup_index(name: &str) -> Option<usize> {
     static INDEX: std::sync::OnceLock<HashMap<&'static str, usize>> = std::sync::OnceLock::new();
     let index = INDEX.get_or_init(|| {
         COMMANDS
@@ -964,6 +985,8 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
         "watch" => {
             if client.multi.is_some() {
                 Err("ERR WATCH inside MULTI is not allowed".to_owned())
+            } else if server.replica.get().is_some() {
+                Err("ERR WATCH is not supported on a replicated shard".to_owned())
             } else {
                 let now = crate::store::now_ms();
                 let mut r = Ok(());
@@ -978,6 +1001,15 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
         }
         "unwatch" => {
             client.unwatch_all(server);
+            out.ok();
+            Ok(())
+        }
+        "role" => {
+            role(server, out);
+            Ok(())
+        }
+        "readonly" | "readwrite" => {
+            client.readonly = name == "readonly";
             out.ok();
             Ok(())
         }
@@ -1532,6 +1564,179 @@ fn exec_locked(
         }
     }
     Ok(())
+}
+
+/// `ROLE` as redis-server answers it: a shard's leader is a master
+/// listing its followers, a follower a slave naming the leader; a server
+/// of its own is a master without replicas.
+fn role(server: &Server, out: &mut Out) {
+    let Some(r) = server.replica.get() else {
+        out.array(3);
+        out.bulk(b"master");
+        out.int(0);
+        out.array(0);
+        return;
+    };
+    let st = r.status();
+    if st.state == openraft::ServerState::Leader {
+        let others: Vec<_> = st.members.iter().filter(|(id, _)| **id != st.id).collect();
+        out.array(3);
+        out.bulk(b"master");
+        out.int(st.applied_index as i64);
+        out.array(others.len());
+        for (id, (m, _)) in others {
+            let (h, p) = crate::raft::host_port(&m.redis_addr);
+            out.array(3);
+            out.bulk(h.as_bytes());
+            out.bulk(p.to_string().as_bytes());
+            let off = st.matched.get(id).copied().unwrap_or(0);
+            out.bulk(off.to_string().as_bytes());
+        }
+    } else {
+        let leader = r.leader_redis_addr();
+        let (h, p) = leader
+            .as_deref()
+            .map(crate::raft::host_port)
+            .unwrap_or_default();
+        out.array(5);
+        out.bulk(b"slave");
+        out.bulk(h.as_bytes());
+        out.int(i64::from(p));
+        out.bulk(if leader.is_some() {
+            b"connected"
+        } else {
+            b"connect"
+        });
+        out.int(st.applied_index as i64);
+    }
+}
+
+/// How a replicated shard runs a command from a client.
+#[derive(Debug)]
+pub enum Route {
+    /// Here, as a server of its own would (connection and server
+    /// commands, queueing inside `MULTI`, stale reads after `READONLY`).
+    Local,
+    /// Reads: here, once a read barrier confirmed this node leads.
+    Read,
+    /// Through the log: the command, or the `EXEC`'s queue.
+    Write(crate::raft::Request),
+}
+
+/// Where `args` from `client` runs on a replicated shard. Takes the
+/// queue of an `EXEC` it sends through the log.
+pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
+    let Some(first) = args.first() else {
+        return Route::Local;
+    };
+    let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+    let Some(spec) = lookup(&name) else {
+        return Route::Local;
+    };
+    let subscribed = !client.channels.is_empty() || !client.patterns.is_empty();
+    if !client.authenticated || !arity_ok(spec, args.len()) || (subscribed && !client.resp3) {
+        return Route::Local;
+    }
+    let now_ms = crate::store::now_ms();
+    if client.multi.is_some() {
+        if name != "exec" || client.multi_error {
+            return Route::Local;
+        }
+        let queued = client.multi.take().unwrap_or_default();
+        return Route::Write(crate::raft::Request {
+            now_ms,
+            resp3: client.resp3,
+            multi: true,
+            cmds: queued
+                .into_iter()
+                .map(|c| c.into_iter().map(|a| a.to_vec()).collect())
+                .collect(),
+        });
+    }
+    match spec.kind {
+        Kind::Write | Kind::Flush => Route::Write(crate::raft::Request {
+            now_ms,
+            resp3: client.resp3,
+            multi: false,
+            cmds: vec![args.iter().map(|a| a.to_vec()).collect()],
+        }),
+        Kind::Read | Kind::ReadAll if !client.readonly => Route::Read,
+        _ => Route::Local,
+    }
+}
+
+/// Applies one replicated entry: its commands run as one transaction under
+/// their locks, at the leader's clock, and commit with `mark` (the applied
+/// record) in the same batch, written even when they write nothing.
+/// Blocking pops do not block (as inside `EXEC`), and connection or
+/// server commands are refused inside a replicated `EXEC`. Returns the
+/// reply; an error means the engine refused the batch, and the node must
+/// not apply further.
+pub fn apply_entry(
+    server: &Server,
+    req: &crate::raft::Request,
+    mark: (Vec<u8>, Vec<u8>),
+    seed: u64,
+) -> sluicedb::Result<Vec<u8>> {
+    let ks = &server.ks;
+    let cmds: Vec<Vec<Bytes>> = req
+        .cmds
+        .iter()
+        .map(|c| c.iter().map(|a| Bytes::copy_from_slice(a)).collect())
+        .collect();
+    let specs: Vec<Option<&'static Spec>> = cmds
+        .iter()
+        .map(|a| {
+            a.first()
+                .and_then(|n| lookup(&String::from_utf8_lossy(n).to_ascii_lowercase()))
+        })
+        .collect();
+    let global = specs
+        .iter()
+        .flatten()
+        .any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll));
+    let mut held = if global {
+        ks.lock_all()
+    } else {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (s, a) in specs.iter().zip(&cmds) {
+            if let Some(s) = s.filter(|s| arity_ok(s, a.len())) {
+                keys.extend(keys_of(s, a));
+            }
+        }
+        ks.lock_keys(&keys)
+    };
+    let ctx = ctx(server);
+    let mut txn = Txn::new_at(ks, req.now_ms);
+    txn.in_multi = true;
+    txn.seed = Some(seed);
+    txn.mark = Some(mark);
+    let mut out = Out {
+        resp3: req.resp3,
+        ..Out::default()
+    };
+    if req.multi {
+        out.array(cmds.len());
+    }
+    for (s, a) in specs.iter().zip(&cmds) {
+        let at = out.buf.len();
+        let r = match s {
+            _ if a.is_empty() => Err("ERR empty command".to_owned()),
+            None => Err(unknown_command(a)),
+            Some(s) if !arity_ok(s, a.len()) => Err(wrong_args(s.name)),
+            Some(s) if s.kind == Kind::Admin => Err(format!(
+                "ERR {} is not run inside a transaction on a replicated shard",
+                s.name
+            )),
+            Some(s) => data::run(s.name, a, &mut txn, &ctx, &mut out),
+        };
+        if let Err(e) = r {
+            out.buf.truncate(at);
+            out.error(&e);
+        }
+    }
+    txn.commit(&mut held)?;
+    Ok(out.buf)
 }
 
 /// Parameters `CONFIG GET` reports and `CONFIG SET` changes.

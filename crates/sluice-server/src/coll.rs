@@ -25,10 +25,14 @@ const CURSOR_PREFIX_BYTES: usize = 7;
 /// when `count` >= 0 (all of them, in order, when `count` >= `n`), else
 /// `-count` picks that may repeat.
 pub fn random_picks(n: usize, count: i64) -> Vec<usize> {
+    random_picks_with(&mut rand::thread_rng(), n, count)
+}
+
+/// [`random_picks`] drawing from `rng`.
+pub fn random_picks_with(rng: &mut impl Rng, n: usize, count: i64) -> Vec<usize> {
     if n == 0 || count == 0 {
         return Vec::new();
     }
-    let mut rng = rand::thread_rng();
     if count < 0 {
         let want = count.unsigned_abs() as usize;
         return (0..want).map(|_| rng.gen_range(0..n)).collect();
@@ -39,7 +43,7 @@ pub fn random_picks(n: usize, count: i64) -> Vec<usize> {
     }
     let mut all: Vec<usize> = (0..n).collect();
     // The chosen ones are the first slice returned, wherever they sit.
-    let (chosen, _) = all.partial_shuffle(&mut rng, count);
+    let (chosen, _) = all.partial_shuffle(rng, count);
     chosen.to_vec()
 }
 

@@ -74,6 +74,9 @@ pub async fn serve(
     let mut set = std::mem::take(&mut *conns.lock().await);
     while set.join_next().await.is_some() {}
     let _ = background.await;
+    if let Some(r) = server.replica.get() {
+        crate::raft::stop(r).await;
+    }
     let ks = &server.ks;
     tokio::task::block_in_place(|| ks.db.sync()).map_err(|e| format!("final sync: {e}"))
 }
@@ -212,6 +215,14 @@ async fn serve_client(
             protocol_error =
                 Some("ERR client query buffer limit reached; closing the connection".into());
         }
+        // A replicated shard runs them through the group.
+        if let Some(replica) = server.replica.get() {
+            let after =
+                serve_replicated(server, replica, stream, client, &mut queue, &mut out).await;
+            if after != After::Continue || client.shared.is_killed() {
+                return after;
+            }
+        }
         // Run the queued commands, writing out every 64 KiB of replies.
         while !queue.is_empty() {
             let mut run = || {
@@ -314,6 +325,78 @@ async fn serve_client(
             out.buf.clear();
         }
     }
+}
+
+/// Runs the queued commands of a client of a replicated shard, in order:
+/// writes (and `EXEC`) through the log, awaiting their commit; reads after
+/// one read barrier that covers every read queued (all of them arrived
+/// before it); the rest here. Replies go out every 64 KiB and at the end.
+async fn serve_replicated(
+    server: &Server,
+    replica: &crate::raft::Replica,
+    stream: &mut TcpStream,
+    client: &mut Client,
+    queue: &mut VecDeque<Vec<Bytes>>,
+    out: &mut Out,
+) -> After {
+    let mut reads_cleared = false;
+    while let Some(args) = queue.pop_front() {
+        out.resp3 = client.resp3;
+        let after = match cmd::route(client, &args) {
+            cmd::Route::Local => cmd::execute(server, client, args, out),
+            cmd::Route::Read => {
+                if !reads_cleared {
+                    match replica.read_barrier().await {
+                        Ok(()) => reads_cleared = true,
+                        Err(e) => out.error(&e),
+                    }
+                }
+                if reads_cleared {
+                    cmd::execute(server, client, args, out)
+                } else {
+                    After::Continue
+                }
+            }
+            cmd::Route::Write(req) => {
+                let started = std::time::Instant::now();
+                let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+                let r = replica.write(req).await;
+                let failed = match r {
+                    Ok(reply) => {
+                        out.buf.extend_from_slice(&reply);
+                        reply.first() == Some(&b'-')
+                    }
+                    Err(e) => {
+                        out.error(&e);
+                        true
+                    }
+                };
+                server.record(cmd::lookup_index(&name), started.elapsed(), failed);
+                After::Continue
+            }
+        };
+        client
+            .shared
+            .last_active_ms
+            .store(now_ms(), Ordering::Relaxed);
+        if after == After::Shutdown {
+            return after;
+        }
+        if (after != After::Continue || out.len() >= OUT_FLUSH_BYTES || queue.is_empty())
+            && !out.is_empty()
+        {
+            if stream.write_all(&out.buf).await.is_err() {
+                return After::Close;
+            }
+            out.buf.clear();
+        }
+        if after != After::Continue {
+            // Blocking pops do not park on a replicated shard (they run
+            // through the log, where nothing blocks): only Close is left.
+            return After::Close;
+        }
+    }
+    After::Continue
 }
 
 /// Writes a Pub/Sub message and any others waiting; returns 1 (the read

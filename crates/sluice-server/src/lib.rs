@@ -26,6 +26,7 @@ mod lcs;
 mod list;
 mod metrics;
 mod pubsub;
+pub mod raft;
 pub mod resp;
 mod save;
 mod server;
@@ -113,6 +114,9 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// Shut down on SIGTERM and SIGINT (the command; not tests).
     pub handle_signals: bool,
+    /// Serve as a node of a replicated shard (`--raft-id`): the engine
+    /// then lives in `dir/db` and the snapshots in `dir/raft`.
+    pub raft: Option<raft::RaftConfig>,
 }
 
 impl Config {
@@ -138,6 +142,7 @@ impl Config {
                 .collect(),
             config_file: None,
             handle_signals: false,
+            raft: None,
         }
     }
 
@@ -206,6 +211,7 @@ pub struct Running {
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    replica: Option<Arc<raft::Replica>>,
 }
 
 impl Running {
@@ -221,6 +227,25 @@ impl Running {
     /// Where `GET /metrics` is served, when it is.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// On a replicated shard: this node's Raft address.
+    pub fn raft_addr(&self) -> Option<String> {
+        self.replica.as_ref().map(|r| r.me.raft_addr.clone())
+    }
+
+    /// On a replicated shard: the group as this node sees it.
+    pub fn raft_status(&self) -> Option<raft::Status> {
+        self.replica.as_ref().map(|r| r.status())
+    }
+
+    /// On a replicated shard: drops this node's links to `nodes` (none:
+    /// heals), as a network partition would; the other side must drop
+    /// its links to this node too for a full cut. For tests.
+    pub fn partition(&self, nodes: &[raft::NodeId]) {
+        if let Some(r) = &self.replica {
+            r.blocked.set(nodes.iter().copied());
+        }
     }
 
     /// Stops it as `SHUTDOWN` does and waits: no new connections, the
@@ -282,20 +307,45 @@ pub fn start(mut config: Config) -> Result<Running, String> {
     // on disk (it left an empty database behind). An existing database is
     // opened with the preset it was created with; a preset asked for that
     // differs is refused by the open, naming both.
+    let raft_listener = match &config.raft {
+        Some(r) => {
+            let l = std::net::TcpListener::bind(&r.addr)
+                .map_err(|e| format!("binding the raft address {}: {e}", r.addr))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            // Port 0 (tests): the group knows the node by the port taken.
+            if let Ok(a) = l.local_addr() {
+                if r.addr.ends_with(":0") {
+                    if let Some(rc) = config.raft.as_mut() {
+                        rc.addr = a.to_string();
+                    }
+                }
+            }
+            Some(l)
+        }
+        None => None,
+    };
+    let db_dir = match &config.raft {
+        Some(_) => raft::db_dir(&config.dir),
+        None => config.dir.clone(),
+    };
     let preset = match config.preset {
         Some(p) => p,
-        None => Db::recorded_preset(&config.dir)
+        None => Db::recorded_preset(&db_dir)
             .ok()
             .flatten()
             .unwrap_or_default(),
     };
-    let db = Db::open(&config.dir, Options::preset(preset)).map_err(|e| {
+    if config.raft.is_some() {
+        std::fs::create_dir_all(&config.dir)
+            .map_err(|e| format!("creating {}: {e}", config.dir.display()))?;
+    }
+    let db = Db::open(&db_dir, Options::preset(preset)).map_err(|e| {
         let asked = if config.preset.is_some() {
             " (--preset, or the config file's preset)"
         } else {
             ""
         };
-        format!("opening {}{asked}: {e}", config.dir.display())
+        format!("opening {}{asked}: {e}", db_dir.display())
     })?;
     config.preset = Some(preset);
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
@@ -305,7 +355,21 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         .collect();
     let ks = store::Keyspace::new(db, config.appendfsync)
         .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
+    let raft_config = config.raft.clone();
+    let dir = config.dir.clone();
     let server = Arc::new(server::Server::new(ks, config));
+    let replica = match (raft_config, raft_listener) {
+        (Some(rc), Some(l)) => {
+            let redis_addr = addrs
+                .first()
+                .map(|a| a.to_string())
+                .ok_or("no address to serve on")?;
+            let r = runtime.block_on(raft::start(server.clone(), rc, dir, redis_addr, l))?;
+            let _ = server.replica.set(r.clone());
+            Some(r)
+        }
+        _ => None,
+    };
     server.tcp_port.store(
         u64::from(addrs.first().map_or(0, |a| a.port())),
         std::sync::atomic::Ordering::Relaxed,
@@ -329,6 +393,7 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         metrics_addr,
         stop,
         thread: Some(thread),
+        replica,
     })
 }
 

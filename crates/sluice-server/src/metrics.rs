@@ -195,8 +195,57 @@ fn server_families(server: &Server) -> Vec<MetricFamily> {
         "Seconds since the server started",
         server.started.elapsed().as_secs_f64(),
     );
+    if let Some(r) = server.replica.get() {
+        raft_families(&mut f, &r.status());
+    }
     engine_families(&mut f, &server.ks.db.stats());
     f.0
+}
+
+/// A replicated shard's node: its term, role, indexes and, on the
+/// leader, each member's lag in entries.
+fn raft_families(f: &mut Families, st: &crate::raft::Status) {
+    f.gauge(
+        "sluice_raft_term",
+        "The node's current term",
+        st.term as f64,
+    );
+    f.gauge(
+        "sluice_raft_is_leader",
+        "1 on the group's leader, else 0",
+        f64::from(u8::from(st.role() == "leader")),
+    );
+    f.gauge(
+        "sluice_raft_last_log_index",
+        "Index of the last entry in the node's log",
+        st.last_log_index as f64,
+    );
+    f.gauge(
+        "sluice_raft_applied_index",
+        "Index of the last entry the node applied",
+        st.applied_index as f64,
+    );
+    f.gauge(
+        "sluice_raft_members",
+        "Members of the group, voters and learners",
+        st.members.len() as f64,
+    );
+    let lag = st
+        .matched
+        .iter()
+        .map(|(id, m)| {
+            (
+                vec![label("node", &id.to_string())],
+                st.last_log_index.saturating_sub(*m) as f64,
+            )
+        })
+        .collect();
+    f.add(
+        "sluice_raft_follower_lag_entries",
+        "On the leader: entries each member lacks of its log",
+        MetricType::GAUGE,
+        lag,
+    );
 }
 
 fn engine_families(f: &mut Families, s: &sluicedb::Stats) {

@@ -67,6 +67,9 @@ pub struct Client {
     /// A command was refused while queueing: `EXEC` aborts.
     pub multi_error: bool,
     pub watched: Vec<Watched>,
+    /// `READONLY`: on a replicated shard's follower, reads are served
+    /// from its own state (possibly stale) instead of redirected.
+    pub readonly: bool,
     /// Set while the client is blocked (`BLPOP` and the like).
     pub parked: Option<crate::block::Parked>,
     /// Pub/Sub: its channels and patterns, and where messages reach it.
@@ -116,6 +119,7 @@ impl Client {
             multi: None,
             multi_error: false,
             watched: Vec::new(),
+            readonly: false,
             parked: None,
             last_command: "NULL",
             shared,
@@ -172,6 +176,7 @@ impl Client {
         self.unwatch_all(server);
         server.pubsub.forget(self);
         self.resp3 = false;
+        self.readonly = false;
         self.name = None;
         *self.shared.name.lock() = None;
         self.authenticated = server.config.read().requirepass.is_none();
@@ -215,6 +220,9 @@ pub struct Server {
     pub pubsub: crate::pubsub::Registry,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
+    /// This node's part of a replicated shard (`--raft-id`); set once at
+    /// start, before any client connects.
+    pub replica: std::sync::OnceLock<Arc<crate::raft::Replica>>,
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -276,6 +284,7 @@ impl Server {
             blocking: crate::block::Blocking::default(),
             pubsub: crate::pubsub::Registry::default(),
             metrics,
+            replica: std::sync::OnceLock::new(),
         }
     }
 
@@ -565,7 +574,11 @@ impl Server {
             );
         }
         if want("replication") {
-            out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\r\n");
+            if let Some(r) = self.replica.get() {
+                out.push_str(&crate::raft::info_replication(r));
+            } else {
+                out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\r\n");
+            }
         }
         if want("cpu") {
             let (user, sys) = cpu_seconds();

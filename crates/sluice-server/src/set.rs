@@ -230,7 +230,15 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Ok(());
     }
     let members = members_of(txn, &args[1])?;
-    let picks = random_picks(members.len(), count.unwrap_or(1));
+    // A replicated shard's nodes pick the same members.
+    let picks = match txn.seed {
+        Some(seed) => {
+            use rand::SeedableRng;
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            crate::coll::random_picks_with(&mut rng, members.len(), count.unwrap_or(1))
+        }
+        None => random_picks(members.len(), count.unwrap_or(1)),
+    };
     let chosen: Vec<&[u8]> = picks.iter().map(|&i| &members[i][..]).collect();
     remove(txn, &args[1], m, &chosen)?;
     match count {

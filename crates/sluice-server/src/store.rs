@@ -437,6 +437,25 @@ impl Keyspace {
         Ok(v.0 - 1)
     }
 
+    /// Rereads the version reservation after the keyspace was replaced
+    /// underneath (a replicated shard installed a snapshot).
+    pub fn reload_versions(&self) -> Result<()> {
+        let reserved = match self.db.get(VERSION_KEY)? {
+            Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
+                sluicedb::Error::InvalidArgument("the version record is malformed".into())
+            })?),
+            None => 0,
+        };
+        let mut v = self.versions.lock();
+        // Past both: versions handed out here before stay unused.
+        let next = reserved.max(v.1);
+        *v = (next, next);
+        if next > 0 {
+            self.collections_seen.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     pub fn collections_seen(&self) -> bool {
         self.collections_seen.load(Ordering::Relaxed)
     }
@@ -604,7 +623,7 @@ impl Keyspace {
 
     /// Deletes every key (`FLUSHDB`), in batches; needs the keyspace
     /// held exclusively.
-    fn delete_everything(&self) -> Result<()> {
+    pub fn delete_everything(&self) -> Result<()> {
         for tag in [DATA_TAG, EXPIRY_TAG, ELEMENT_TAG, GARBAGE_TAG] {
             loop {
                 let mut batch = WriteBatch::new();
@@ -921,6 +940,12 @@ pub struct Txn<'a> {
     flushed: bool,
     /// Runs inside `EXEC`: a blocking command does not block.
     pub in_multi: bool,
+    /// A replicated entry: the random picks (`SPOP`) come from this seed,
+    /// the same on every node.
+    pub seed: Option<u64>,
+    /// A replicated entry: a record written in the same batch as the
+    /// staged writes (the applied log id), even when there are none.
+    pub mark: Option<(Vec<u8>, Vec<u8>)>,
     /// A blocking command found nothing and wrote no reply: the caller
     /// parks the client until a write to one of its keys.
     pub would_block: bool,
@@ -940,10 +965,16 @@ impl<'a> Txn<'a> {
     }
 
     pub fn new(ks: &'a Keyspace) -> Txn<'a> {
+        Txn::new_at(ks, now_ms())
+    }
+
+    /// A transaction whose clock reads `now` (ms since the epoch): a
+    /// replicated entry runs at its leader's time.
+    pub fn new_at(ks: &'a Keyspace, now: u64) -> Txn<'a> {
         Txn {
             ks,
             snapshot: None,
-            now: now_ms(),
+            now,
             writes: HashMap::new(),
             order: Vec::new(),
             elems: BTreeMap::new(),
@@ -952,6 +983,8 @@ impl<'a> Txn<'a> {
             modified: Vec::new(),
             flushed: false,
             in_multi: false,
+            seed: None,
+            mark: None,
             would_block: false,
             serving_blocked: false,
         }
@@ -1251,6 +1284,9 @@ impl<'a> Txn<'a> {
             if !live.contains(&v) {
                 batch.put(garbage_key(v), []);
             }
+        }
+        if let Some((k, v)) = self.mark.take() {
+            batch.put(k, v);
         }
         self.ks.write(batch)?;
         let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);

@@ -1,0 +1,455 @@
+//! A replicated shard: `sluice serve` nodes form one Raft group on
+//! openraft 0.9, and the keyspace is its state machine
+//! (`docs/design.md`, "Replication", has the protocol and its reasons).
+//!
+//! - The log, the vote and the committed id live in the node's own
+//!   database under the `r` tag ([`log`]); appends are synced.
+//! - An entry is a write command or a whole `EXEC` with the leader's
+//!   clock; applying it runs the command and writes, in the same unsynced
+//!   batch, the applied log id ([`sm`]), so recovery re-applies exactly the
+//!   entries missing from the engine's prefix of history.
+//! - Snapshots are checkpoints packed file by file into one archive and
+//!   sent in chunks ([`snapfile`]).
+//! - Nodes talk length-prefixed postcard frames over TCP ([`net`]).
+
+pub mod log;
+pub mod net;
+pub mod sm;
+pub mod snapfile;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{Raft, ServerState};
+use serde::{Deserialize, Serialize};
+
+use crate::server::Server;
+
+/// The node's id in the group. Never reused: see [`sm::Applied::ids`].
+pub type NodeId = u64;
+
+/// Where a member listens: Raft traffic and Redis clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub raft_addr: String,
+    pub redis_addr: String,
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "raft {} redis {}", self.raft_addr, self.redis_addr)
+    }
+}
+
+/// One log entry's command: a write command, or the commands of an
+/// `EXEC`, with what makes applying them the same on every node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// The leader's clock when it proposed the entry: expiries (`SET EX`,
+    /// `EXPIRE`) and expired reads are decided by it, not by each node's.
+    pub now_ms: u64,
+    /// Reply in RESP3 (the client said `HELLO 3`).
+    pub resp3: bool,
+    /// An `EXEC`: the reply is an array of the commands' replies.
+    pub multi: bool,
+    pub cmds: Vec<Vec<Vec<u8>>>,
+}
+
+/// The reply of an applied entry, RESP-encoded for the client that sent it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Reply(pub Vec<u8>);
+
+openraft::declare_raft_types!(
+    /// The group's types.
+    pub TypeConfig:
+        D = Request,
+        R = Reply,
+        NodeId = NodeId,
+        Node = Member,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = sm::SnapFile,
+);
+
+pub type SluiceRaft = Raft<TypeConfig>;
+
+/// Defaults, named so that docs and code agree.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 250;
+pub const DEFAULT_ELECTION_MIN_MS: u64 = 1000;
+pub const DEFAULT_ELECTION_MAX_MS: u64 = 2000;
+/// Entries between snapshots; the log keeps this many more after one.
+pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 20_000;
+/// A write not committed in this long answers `-TRYAGAIN` (a leader cut
+/// off from its quorum never acknowledges; the client learns it in time).
+pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
+/// How long a new node keeps asking to be admitted while no member answers.
+pub const JOIN_RETRY_MS: u64 = 60_000;
+
+/// The Raft settings of `sluice serve --raft-id N --raft-addr HOST:PORT`.
+#[derive(Debug, Clone)]
+pub struct RaftConfig {
+    pub id: NodeId,
+    /// Where this node listens for the group (and how others reach it).
+    pub addr: String,
+    /// A member's Raft address to ask for admission; none: a node without
+    /// a log starts a new group of itself.
+    pub join: Option<String>,
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+    pub snapshot_entries: u64,
+    /// See [`DEFAULT_WRITE_TIMEOUT_MS`]; also bounds a read barrier.
+    pub write_timeout_ms: u64,
+}
+
+impl RaftConfig {
+    pub fn new(id: NodeId, addr: impl Into<String>) -> RaftConfig {
+        RaftConfig {
+            id,
+            addr: addr.into(),
+            join: None,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
+            election_min_ms: DEFAULT_ELECTION_MIN_MS,
+            election_max_ms: DEFAULT_ELECTION_MAX_MS,
+            snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
+            write_timeout_ms: DEFAULT_WRITE_TIMEOUT_MS,
+        }
+    }
+
+    fn openraft(&self) -> Result<openraft::Config, String> {
+        let c = openraft::Config {
+            cluster_name: "sluice".into(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_min_ms,
+            election_timeout_max: self.election_max_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_entries),
+            max_in_snapshot_log_to_keep: self.snapshot_entries,
+            snapshot_max_chunk_size: snapfile::CHUNK_BYTES,
+            install_snapshot_timeout: 2000,
+            ..Default::default()
+        };
+        c.validate().map_err(|e| format!("raft settings: {e}"))
+    }
+}
+
+/// Where a node keeps its Raft files besides the database: snapshots.
+pub fn raft_dir(dir: &std::path::Path) -> PathBuf {
+    dir.join("raft")
+}
+
+/// Where a node's engine lives under `--dir`.
+pub fn db_dir(dir: &std::path::Path) -> PathBuf {
+    dir.join("db")
+}
+
+/// This node's part of the group, shared by its connections.
+pub struct Replica {
+    pub id: NodeId,
+    pub raft: SluiceRaft,
+    pub me: Member,
+    /// The node's database (the log and the state machine).
+    pub db: sluicedb::Db,
+    /// Links this node drops, as a partition would (tests).
+    pub blocked: Arc<net::Blocked>,
+    pub write_timeout: Duration,
+    pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// Why the group could not run a command; the client's error line.
+pub fn moved(addr: &str) -> String {
+    format!("MOVED 0 {addr}")
+}
+
+pub const NO_LEADER: &str = "CLUSTERDOWN The cluster is down: no leader is known";
+
+impl Replica {
+    /// The leader's Redis address, if one is known.
+    pub fn leader_redis_addr(&self) -> Option<String> {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m.current_leader?;
+        m.membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|n| n.redis_addr.clone())
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == ServerState::Leader
+    }
+
+    fn not_leader(&self, leader: Option<&Member>) -> String {
+        match leader
+            .map(|m| m.redis_addr.clone())
+            .or_else(|| self.leader_redis_addr())
+        {
+            Some(a) if a != self.me.redis_addr => moved(&a),
+            _ => NO_LEADER.to_owned(),
+        }
+    }
+
+    /// Proposes an entry and waits for it to be committed by a quorum and
+    /// applied here; returns its reply, or the error line to answer.
+    pub async fn write(&self, req: Request) -> Result<Vec<u8>, String> {
+        match tokio::time::timeout(self.write_timeout, self.raft.client_write(req)).await {
+            Err(_) => Err("TRYAGAIN the write was not committed in time".to_owned()),
+            Ok(Ok(r)) => Ok(r.data.0),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(self.not_leader(f.leader_node.as_ref()))
+            }
+            Ok(Err(e)) => Err(format!("CLUSTERDOWN {e}")),
+        }
+    }
+
+    /// Read-index: confirms with a quorum that this node still leads and
+    /// waits until it applied every entry committed before the call.
+    pub async fn read_barrier(&self) -> Result<(), String> {
+        use openraft::error::CheckIsLeaderError;
+        match tokio::time::timeout(self.write_timeout, self.raft.ensure_linearizable()).await {
+            Err(_) => Err("TRYAGAIN leadership was not confirmed in time".to_owned()),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                Err(self.not_leader(f.leader_node.as_ref()))
+            }
+            Ok(Err(e)) => Err(format!("CLUSTERDOWN {e}")),
+        }
+    }
+
+    /// A snapshot of what `ROLE`, `INFO replication` and `sluice cluster
+    /// status` show.
+    pub fn status(&self) -> Status {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(id, n)| (*id, (n.clone(), voters.contains(id))))
+            .collect();
+        let matched = m
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .map(|(id, l)| (*id, l.map_or(0, |l| l.index)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Status {
+            id: self.id,
+            state: m.state,
+            term: m.current_term,
+            leader: m.current_leader,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            applied_index: m.last_applied.map_or(0, |l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            members,
+            matched,
+        }
+    }
+}
+
+/// The group as one node sees it.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub id: NodeId,
+    pub state: ServerState,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+    pub last_log_index: u64,
+    pub applied_index: u64,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    /// Every member: where it listens, and whether it votes.
+    pub members: BTreeMap<NodeId, (Member, bool)>,
+    /// On the leader: the last index each member holds.
+    pub matched: BTreeMap<NodeId, u64>,
+}
+
+impl Status {
+    pub fn role(&self) -> &'static str {
+        match self.state {
+            ServerState::Leader => "leader",
+            ServerState::Candidate => "candidate",
+            ServerState::Follower => "follower",
+            ServerState::Learner => "learner",
+            ServerState::Shutdown => "shutdown",
+        }
+    }
+
+    /// Human-readable lines (`sluice cluster status`, `INFO replication`).
+    pub fn lines(&self) -> Vec<String> {
+        let mut v = vec![
+            format!("raft_node_id:{}", self.id),
+            format!("raft_state:{}", self.role()),
+            format!("raft_term:{}", self.term),
+            format!(
+                "raft_leader:{}",
+                self.leader.map_or("none".to_owned(), |l| l.to_string())
+            ),
+            format!("raft_last_log_index:{}", self.last_log_index),
+            format!("raft_applied_index:{}", self.applied_index),
+            format!(
+                "raft_snapshot_index:{}",
+                self.snapshot_index.map_or(-1, |i| i as i64)
+            ),
+            format!(
+                "raft_purged_index:{}",
+                self.purged_index.map_or(-1, |i| i as i64)
+            ),
+        ];
+        for (id, (m, voter)) in &self.members {
+            let lag = self.matched.get(id).map_or("-1".to_owned(), |i| {
+                (self.last_log_index.saturating_sub(*i)).to_string()
+            });
+            v.push(format!(
+                "raft_member_{id}:raft={},redis={},voter={},lag={lag}",
+                m.raft_addr,
+                m.redis_addr,
+                u8::from(*voter)
+            ));
+        }
+        v
+    }
+}
+
+/// `host:port` split for Redis's replies (`ROLE`, `INFO replication`).
+pub fn host_port(addr: &str) -> (String, u16) {
+    match addr.rsplit_once(':') {
+        Some((h, p)) => (h.to_owned(), p.parse().unwrap_or(0)),
+        None => (addr.to_owned(), 0),
+    }
+}
+
+/// `INFO replication` on a replicated shard: Redis's fields (the leader
+/// is `role:master`, its followers `slave0..`; a follower is `role:slave`
+/// naming the leader), then the group's own.
+pub fn info_replication(r: &Replica) -> String {
+    use std::fmt::Write as _;
+    let st = r.status();
+    let mut s = String::from("# Replication\r\n");
+    if st.state == ServerState::Leader {
+        let others: Vec<_> = st.members.iter().filter(|(id, _)| **id != st.id).collect();
+        let _ = write!(s, "role:master\r\nconnected_slaves:{}\r\n", others.len());
+        for (i, (id, (m, _))) in others.into_iter().enumerate() {
+            let (h, p) = host_port(&m.redis_addr);
+            let off = st.matched.get(id).copied().unwrap_or(0);
+            let lag = st.last_log_index.saturating_sub(off);
+            let _ = write!(
+                s,
+                "slave{i}:ip={h},port={p},state=online,offset={off},lag={lag}\r\n"
+            );
+        }
+        let _ = write!(s, "master_repl_offset:{}\r\n", st.applied_index);
+    } else {
+        let leader = r.leader_redis_addr();
+        let (h, p) = leader.as_deref().map(host_port).unwrap_or_default();
+        let _ = write!(
+            s,
+            "role:slave\r\nmaster_host:{h}\r\nmaster_port:{p}\r\nmaster_link_status:{}\r\nslave_repl_offset:{}\r\nslave_read_only:1\r\nconnected_slaves:0\r\n",
+            if leader.is_some() { "up" } else { "down" },
+            st.applied_index
+        );
+    }
+    for line in st.lines() {
+        let _ = write!(s, "{line}\r\n");
+    }
+    s.push_str("\r\n");
+    s
+}
+
+/// Starts this node's part of the group over `server`'s keyspace: opens
+/// the log and state machine, listens on the Raft address, and either
+/// starts a new group, asks to join one, or resumes.
+pub async fn start(
+    server: Arc<Server>,
+    cfg: RaftConfig,
+    dir: PathBuf,
+    redis_addr: String,
+    rpc_listener: std::net::TcpListener,
+) -> Result<Arc<Replica>, String> {
+    let db = server.ks.db.clone();
+    let log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
+    let fresh = log_store.is_empty();
+    let sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
+        .map_err(|e| format!("raft state: {e}"))?;
+    let blocked = Arc::new(net::Blocked::default());
+    let network = net::Network {
+        blocked: blocked.clone(),
+    };
+    let config = Arc::new(cfg.openraft()?);
+    let raft = Raft::new(cfg.id, config, network, log_store, sm)
+        .await
+        .map_err(|e| format!("starting raft: {e}"))?;
+    let me = Member {
+        raft_addr: cfg.addr.clone(),
+        redis_addr,
+    };
+    let (rpc_stop, rpc_stopped) = tokio::sync::watch::channel(false);
+    let replica = Arc::new(Replica {
+        id: cfg.id,
+        raft: raft.clone(),
+        me: me.clone(),
+        db,
+        blocked,
+        write_timeout: Duration::from_millis(cfg.write_timeout_ms),
+        rpc_stop,
+    });
+    let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;
+    tokio::spawn(net::serve(replica.clone(), listener, rpc_stopped));
+    if fresh {
+        match &cfg.join {
+            None => {
+                let members = BTreeMap::from([(cfg.id, me)]);
+                raft.initialize(members)
+                    .await
+                    .map_err(|e| format!("starting a new group: {e}"))?;
+            }
+            Some(addr) => {
+                // Admission needs the leader to copy its state here,
+                // through this node's RPC server, which runs already.
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_RETRY_MS);
+                loop {
+                    match net::ask_to_join(addr, cfg.id, &me).await {
+                        Ok(()) => {
+                            // The leader committed the promotion; wait until
+                            // this node applied it too, so that it starts a voter.
+                            let id = cfg.id;
+                            let voter = move |m: &openraft::RaftMetrics<NodeId, Member>| {
+                                m.membership_config
+                                    .membership()
+                                    .voter_ids()
+                                    .any(|v| v == id)
+                            };
+                            let wait = raft.wait(Some(Duration::from_millis(JOIN_RETRY_MS)));
+                            if let Err(e) = wait.metrics(voter, "promoted").await {
+                                stop(&replica).await;
+                                return Err(format!("joining through {addr}: {e}"));
+                            }
+                            break;
+                        }
+                        Err(net::JoinError::Refused(e)) => {
+                            stop(&replica).await;
+                            return Err(format!("joining through {addr}: {e}"));
+                        }
+                        Err(net::JoinError::Retry(e)) => {
+                            if tokio::time::Instant::now() >= deadline {
+                                stop(&replica).await;
+                                return Err(format!("joining through {addr}: {e}"));
+                            }
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(replica)
+}
+
+/// Stops the node's Raft part: its RPC server and its core.
+pub async fn stop(replica: &Replica) {
+    let _ = replica.rpc_stop.send(true);
+    let _ = replica.raft.shutdown().await;
+}

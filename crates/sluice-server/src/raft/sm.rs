@@ -1,0 +1,460 @@
+//! The state machine: the server's keyspace. An entry is applied as one
+//! unsynced `WriteBatch` that also holds the applied record
+//! ([`APPLIED_KEY`]: the entry's log id, the membership, every node id
+//! ever admitted), so the engine's prefix of history after a crash holds
+//! exactly the entries applied before it, and openraft re-applies the
+//! rest: an `INCR` is never applied twice, nor lost.
+//!
+//! Snapshots: under the apply lock, read the applied record and make a
+//! checkpoint (hard links, a fraction of a second); then pack the
+//! checkpoint into an archive ([`super::snapfile`]). Installing one is a
+//! redo-able copy: unpack to `raft/install`, mark the database
+//! ([`INSTALLING_KEY`], synced), replace every keyspace record with the
+//! snapshot's and write the snapshot's applied record in the last batch,
+//! which also removes the mark. A crash in between finds the mark on
+//! open and copies again.
+
+use std::collections::BTreeSet;
+use std::io::SeekFrom;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{
+    EntryPayload, LogId, RaftSnapshotBuilder, StorageError, StorageIOError, StoredMembership,
+};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use sluicedb::{Db, Options, WriteBatch, WriteOptions};
+use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
+
+use super::log::{decode, encode, RAFT_TAG};
+use super::{snapfile, Member, NodeId, Reply, TypeConfig};
+use crate::server::Server;
+
+/// The applied record.
+pub const APPLIED_KEY: &[u8] = b"ra";
+/// Set while a snapshot is being copied in.
+pub const INSTALLING_KEY: &[u8] = b"ri";
+/// Records per batch when a snapshot is copied in.
+const INSTALL_BATCH_KEYS: usize = 10_000;
+
+type SResult<T> = Result<T, StorageError<NodeId>>;
+
+/// What the state machine has applied.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Applied {
+    pub last: Option<LogId<NodeId>>,
+    pub membership: StoredMembership<NodeId, Member>,
+    /// Every node id ever admitted: a join with one of them that is not
+    /// the same member coming back is refused, so ids are never reused.
+    pub ids: BTreeSet<NodeId>,
+}
+
+pub fn read_applied(db: &Db) -> Result<Applied, String> {
+    match db.get(APPLIED_KEY).map_err(|e| e.to_string())? {
+        Some(raw) => decode(&raw, "raft applied record"),
+        None => Ok(Applied::default()),
+    }
+}
+
+fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write_snapshot(None, &std::io::Error::other(e.to_string())).into()
+}
+
+/// A snapshot archive on disk, open for reading or being received.
+pub struct SnapFile {
+    pub path: PathBuf,
+    file: tokio::fs::File,
+}
+
+impl AsyncRead for SnapFile {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().file).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for SnapFile {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().file).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().file).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().file).poll_shutdown(cx)
+    }
+}
+
+impl AsyncSeek for SnapFile {
+    fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> std::io::Result<()> {
+        Pin::new(&mut self.get_mut().file).start_seek(position)
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
+        Pin::new(&mut self.get_mut().file).poll_complete(cx)
+    }
+}
+
+/// Snapshot and archive names are unique within a node.
+static STAMP: AtomicU64 = AtomicU64::new(0);
+
+fn stamp() -> u64 {
+    crate::store::now_ms() * 1000 + STAMP.fetch_add(1, Ordering::Relaxed) % 1000
+}
+
+fn snapshots_dir(dir: &Path) -> PathBuf {
+    dir.join("snapshots")
+}
+
+/// The state machine over the server's keyspace.
+pub struct StateMachine {
+    server: Arc<Server>,
+    /// The node's raft directory.
+    dir: PathBuf,
+    applied: Applied,
+    /// Held while an entry is applied and while a snapshot's checkpoint is
+    /// made: a checkpoint holds whole entries and its applied record.
+    lock: Arc<Mutex<()>>,
+}
+
+impl StateMachine {
+    /// Opens the state machine, finishing a snapshot install a crash cut.
+    pub fn open(server: Arc<Server>, dir: PathBuf) -> Result<StateMachine, String> {
+        std::fs::create_dir_all(snapshots_dir(&dir))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let lock = Arc::new(Mutex::new(()));
+        if server
+            .ks
+            .db
+            .get(INSTALLING_KEY)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            copy_in(&server, &dir.join("install"), &lock)?;
+        }
+        let applied = read_applied(&server.ks.db)?;
+        Ok(StateMachine {
+            server,
+            dir,
+            applied,
+            lock,
+        })
+    }
+
+    fn apply_one(&mut self, entry: openraft::Entry<TypeConfig>) -> Result<Reply, String> {
+        let _g = self.lock.lock();
+        self.applied.last = Some(entry.log_id);
+        if let EntryPayload::Membership(m) = &entry.payload {
+            self.applied.ids.extend(m.nodes().map(|(id, _)| *id));
+            self.applied.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+        }
+        let mark = (APPLIED_KEY.to_vec(), encode(&self.applied));
+        match entry.payload {
+            EntryPayload::Normal(req) => {
+                crate::cmd::apply_entry(&self.server, &req, mark, entry.log_id.index)
+                    .map(Reply)
+                    .map_err(|e| e.to_string())
+            }
+            _ => {
+                let mut b = WriteBatch::new();
+                b.put(mark.0, mark.1);
+                self.server.ks.db.write(b).map_err(|e| e.to_string())?;
+                Ok(Reply::default())
+            }
+        }
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = Builder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> SResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, Member>)> {
+        Ok((self.applied.last, self.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> SResult<Vec<Reply>>
+    where
+        I: IntoIterator<Item = openraft::Entry<TypeConfig>> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let mut out = Vec::new();
+        for e in entries {
+            let id = e.log_id;
+            // A failed engine write stops this node's state machine (it
+            // must not apply the entries after a hole); openraft stops.
+            let r = self.apply_one(e).map_err(|err| {
+                StorageError::from(StorageIOError::apply(id, &std::io::Error::other(err)))
+            })?;
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Builder {
+        Builder {
+            server: self.server.clone(),
+            dir: self.dir.clone(),
+            lock: self.lock.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> SResult<Box<SnapFile>> {
+        let path = snapshots_dir(&self.dir).join(format!("incoming-{}.part", stamp()));
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await
+            .map_err(snap_err)?;
+        Ok(Box::new(SnapFile { path, file }))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, Member>,
+        snapshot: Box<SnapFile>,
+    ) -> SResult<()> {
+        let SnapFile { path, file } = *snapshot;
+        file.sync_all().await.map_err(snap_err)?;
+        drop(file);
+        let (server, dir, lock, meta2) = (
+            self.server.clone(),
+            self.dir.clone(),
+            self.lock.clone(),
+            meta.clone(),
+        );
+        let applied =
+            tokio::task::spawn_blocking(move || install(&server, &dir, &lock, &meta2, &path))
+                .await
+                .map_err(snap_err)?
+                .map_err(snap_err)?;
+        self.applied = applied;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> SResult<Option<Snapshot<TypeConfig>>> {
+        let Some((meta, path)) = newest(&self.dir).map_err(snap_err)? else {
+            return Ok(None);
+        };
+        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(SnapFile { path, file }),
+        }))
+    }
+}
+
+/// Builds snapshots: a checkpoint under the apply lock, then its archive.
+pub struct Builder {
+    server: Arc<Server>,
+    dir: PathBuf,
+    lock: Arc<Mutex<()>>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Builder {
+    async fn build_snapshot(&mut self) -> SResult<Snapshot<TypeConfig>> {
+        let (server, dir, lock) = (self.server.clone(), self.dir.clone(), self.lock.clone());
+        let (meta, path) = tokio::task::spawn_blocking(move || build(&server.ks.db, &dir, &lock))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
+        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(SnapFile { path, file }),
+        })
+    }
+}
+
+fn build(
+    db: &Db,
+    dir: &Path,
+    lock: &Mutex<()>,
+) -> Result<(SnapshotMeta<NodeId, Member>, PathBuf), String> {
+    let snaps = snapshots_dir(dir);
+    let st = stamp();
+    let ckpt = snaps.join(format!("checkpoint-{st}"));
+    let applied = {
+        let _g = lock.lock();
+        let a = read_applied(db)?;
+        db.checkpoint(&ckpt)
+            .map_err(|e| format!("checkpoint: {e}"))?;
+        a
+    };
+    let last = applied.last.map_or((0, 0), |l| (l.leader_id.term, l.index));
+    let meta = SnapshotMeta {
+        last_log_id: applied.last,
+        last_membership: applied.membership,
+        snapshot_id: format!("{}-{}-{st}", last.0, last.1),
+    };
+    let r = publish(&snaps, &meta, |tmp| {
+        snapfile::pack(&ckpt, tmp)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    let _ = std::fs::remove_dir_all(&ckpt);
+    r.map(|p| (meta, p))
+}
+
+/// Writes a snapshot's archive (by `write`) and then its meta file, each
+/// under a temporary name renamed when whole; removes older snapshots.
+/// Returns the archive's path.
+fn publish(
+    snaps: &Path,
+    meta: &SnapshotMeta<NodeId, Member>,
+    write: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
+    let archive = snaps.join(format!("{}.snap", meta.snapshot_id));
+    let tmp = snaps.join(format!("{}.snap.tmp", meta.snapshot_id));
+    write(&tmp)?;
+    std::fs::rename(&tmp, &archive).map_err(|e| e.to_string())?;
+    let meta_path = snaps.join(format!("{}.meta", meta.snapshot_id));
+    let meta_tmp = snaps.join(format!("{}.meta.tmp", meta.snapshot_id));
+    std::fs::write(&meta_tmp, encode(meta)).map_err(|e| e.to_string())?;
+    std::fs::File::open(&meta_tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| e.to_string())?;
+    std::fs::rename(&meta_tmp, &meta_path).map_err(|e| e.to_string())?;
+    std::fs::File::open(snaps)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| e.to_string())?;
+    // Older snapshots go; one being sent stays readable until closed.
+    for e in std::fs::read_dir(snaps).map_err(|e| e.to_string())? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let ours = name.starts_with(&meta.snapshot_id);
+        let finished = name.ends_with(".snap") || name.ends_with(".meta");
+        if finished && !ours {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    Ok(archive)
+}
+
+/// The newest whole snapshot: its meta and archive.
+/// A snapshot's meta and the path of its archive.
+type Stored = (SnapshotMeta<NodeId, Member>, PathBuf);
+
+fn newest(dir: &Path) -> Result<Option<Stored>, String> {
+    let snaps = snapshots_dir(dir);
+    let mut best: Option<Stored> = None;
+    for e in std::fs::read_dir(&snaps).map_err(|e| e.to_string())? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        if p.extension().and_then(|x| x.to_str()) != Some("meta") {
+            continue;
+        }
+        let raw = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let meta: SnapshotMeta<NodeId, Member> =
+            decode(&raw, &format!("snapshot meta {}", p.display()))?;
+        let archive = p.with_extension("snap");
+        if !archive.exists() {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|(b, _)| b.last_log_id < meta.last_log_id)
+        {
+            best = Some((meta, archive));
+        }
+    }
+    Ok(best)
+}
+
+/// Installs a received archive: keeps it as this node's snapshot, unpacks
+/// it, marks the database and copies it in.
+fn install(
+    server: &Server,
+    dir: &Path,
+    lock: &Mutex<()>,
+    meta: &SnapshotMeta<NodeId, Member>,
+    received: &Path,
+) -> Result<Applied, String> {
+    let snaps = snapshots_dir(dir);
+    let archive = publish(&snaps, meta, |tmp| {
+        std::fs::rename(received, tmp).map_err(|e| e.to_string())
+    })?;
+    let target = dir.join("install");
+    let staging = dir.join("install.tmp");
+    for d in [&target, &staging] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+    }
+    snapfile::unpack(&archive, &staging)?;
+    std::fs::rename(&staging, &target).map_err(|e| e.to_string())?;
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| e.to_string())?;
+    let mut b = WriteBatch::new();
+    b.put(INSTALLING_KEY, encode(meta));
+    server
+        .ks
+        .db
+        .write_opt(&WriteOptions::synced(), b)
+        .map_err(|e| e.to_string())?;
+    let applied = copy_in(server, &target, lock)?;
+    if applied.last != meta.last_log_id {
+        return Err(format!(
+            "snapshot {}: its database applied {:?}, its meta says {:?}",
+            meta.snapshot_id, applied.last, meta.last_log_id
+        ));
+    }
+    Ok(applied)
+}
+
+/// Replaces the keyspace with the database in `from` (an unpacked
+/// snapshot); the last batch writes its applied record and clears the
+/// install mark. Redo-able: every step before it is overwritten by a rerun.
+fn copy_in(server: &Server, from: &Path, lock: &Mutex<()>) -> Result<Applied, String> {
+    let preset = Db::recorded_preset(from).ok().flatten().unwrap_or_default();
+    let snap = Db::open(from, Options::preset(preset))
+        .map_err(|e| format!("opening the snapshot {}: {e}", from.display()))?;
+    let applied = read_applied(&snap)?;
+    let _g = lock.lock();
+    let ks = &server.ks;
+    let held = ks.lock_all();
+    ks.delete_everything().map_err(|e| e.to_string())?;
+    let mut batch = WriteBatch::new();
+    batch.delete(crate::store::VERSION_KEY);
+    let mut n = 0;
+    for pair in snap.range::<Vec<u8>>(..) {
+        let (k, v) = pair.map_err(|e| format!("reading the snapshot: {e}"))?;
+        if k.first() == Some(&RAFT_TAG) {
+            continue;
+        }
+        batch.put(k, v);
+        n += 1;
+        if n % INSTALL_BATCH_KEYS == 0 {
+            ks.db
+                .write(std::mem::take(&mut batch))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    batch.put(APPLIED_KEY, encode(&applied));
+    batch.delete(INSTALLING_KEY);
+    ks.db
+        .write_opt(&WriteOptions::synced(), batch)
+        .map_err(|e| e.to_string())?;
+    ks.reload_versions().map_err(|e| e.to_string())?;
+    drop(held);
+    drop(snap);
+    let _ = std::fs::remove_dir_all(from);
+    Ok(applied)
+}

@@ -1,0 +1,652 @@
+//! A replicated shard of three `sluice serve` nodes on loopback, driven
+//! through a real Redis client:
+//! - the leader process is SIGKILLed mid-load: a new leader is elected,
+//!   it holds every acknowledged write (each acknowledged `INCR` exactly
+//!   once), and the old leader, restarted, rejoins and converges;
+//! - a leader cut off from the others (links dropped in process) cannot
+//!   acknowledge a write, while the majority elects a leader that can;
+//! - a node wiped of everything joins again under a new id, as a learner
+//!   promoted to voter, and catches up by snapshot once the log it missed
+//!   was purged; its old id is refused.
+//!
+//! Node processes are this test binary re-run with only the ignored
+//! `raft_child_node` test. Randomized choices print their seed
+//! (`SLUICE_RAFT_SEED` replays one).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use sluice_server::raft::RaftConfig;
+use sluice_server::{start, Config, Running};
+
+const CHILD_ENV: &str = "SLUICE_RAFT_CHILD";
+/// Short timeouts, so that elections take a fraction of a second.
+const HEARTBEAT_MS: u64 = 100;
+/// Bound of every wait for the group to reach a state (a failure, not a
+/// measurement: the states are reached in well under a second here).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn raft_config(id: u64, raft_port: u16, join: Option<String>, snapshot_entries: u64) -> RaftConfig {
+    let mut r = RaftConfig::new(id, format!("127.0.0.1:{raft_port}"));
+    r.join = join;
+    r.heartbeat_ms = HEARTBEAT_MS;
+    r.election_min_ms = 5 * HEARTBEAT_MS;
+    r.election_max_ms = 10 * HEARTBEAT_MS;
+    r.snapshot_entries = snapshot_entries;
+    r.write_timeout_ms = 3000;
+    r
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("SLUICE_RAFT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("seed {s} (SLUICE_RAFT_SEED={s} replays it)");
+    s
+}
+
+#[test]
+#[ignore = "a node process of the raft tests; run by them"]
+fn raft_child_node() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    // dir|id|redis port|raft port|join (or -)
+    let f: Vec<&str> = spec.split('|').collect();
+    let mut c = Config::new(f[0]);
+    c.port = f[2].parse().expect("redis port");
+    let join = (f[4] != "-").then(|| f[4].to_owned());
+    c.raft = Some(raft_config(
+        f[1].parse().expect("id"),
+        f[3].parse().expect("raft port"),
+        join,
+        10_000,
+    ));
+    let running = start(c).expect("node starts");
+    let raft = running.raft_addr().expect("a raft node");
+    println!(
+        "PORTS {} {}",
+        running.addr().port(),
+        raft.rsplit(':').next().unwrap_or("0")
+    );
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+/// A node in a child process.
+struct Node {
+    id: u64,
+    dir: PathBuf,
+    child: Option<Child>,
+    redis: SocketAddr,
+    raft_port: u16,
+}
+
+impl Node {
+    /// Starts node `id` in `dir`; ports 0 pick free ones.
+    fn spawn(id: u64, dir: &Path, redis_port: u16, raft_port: u16, join: Option<&str>) -> Node {
+        let spec = format!(
+            "{}|{id}|{redis_port}|{raft_port}|{}",
+            dir.display(),
+            join.unwrap_or("-")
+        );
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
+            .env(CHILD_ENV, spec)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn a node");
+        let out = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(out).lines();
+        let (redis, raft) = loop {
+            let line = lines
+                .next()
+                .expect("the node printed its ports (did it fail to start?)")
+                .expect("read");
+            if let Some(p) = line.strip_prefix("PORTS ") {
+                let mut it = p
+                    .split_whitespace()
+                    .map(|x| x.parse::<u16>().expect("port"));
+                break (it.next().expect("redis"), it.next().expect("raft"));
+            }
+        };
+        Node {
+            id,
+            dir: dir.to_path_buf(),
+            child: Some(child),
+            redis: format!("127.0.0.1:{redis}").parse().expect("addr"),
+            raft_port: raft,
+        }
+    }
+
+    fn raft_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.raft_port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same ports (the group knows it by them).
+    fn restart(&mut self) {
+        self.kill();
+        let n = Node::spawn(self.id, &self.dir, self.redis.port(), self.raft_port, None);
+        self.child = n.into_child();
+    }
+
+    fn into_child(mut self) -> Option<Child> {
+        self.child.take()
+    }
+
+    fn client(&self) -> redis::Connection {
+        let c = redis::Client::open(format!("redis://{}/", self.redis)).expect("client");
+        let con = c
+            .get_connection_with_timeout(Duration::from_secs(10))
+            .expect("connect");
+        con.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        con
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `INFO replication` as name → value.
+fn info(con: &mut redis::Connection) -> redis::RedisResult<Vec<(String, String)>> {
+    let text: String = redis::cmd("INFO").arg("replication").query(con)?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect())
+}
+
+fn field(info: &[(String, String)], name: &str) -> Option<String> {
+    info.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
+/// Waits until `f` holds, or panics naming `what`.
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < PATIENCE, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The node among `nodes` (by index) that is leader of `voters` voters.
+fn leader_of(nodes: &[&Node], voters: usize) -> usize {
+    let mut found = None;
+    wait_until(&format!("a leader of {voters} voters"), || {
+        for (i, n) in nodes.iter().enumerate() {
+            let Ok(mut con) = redis::Client::open(format!("redis://{}/", n.redis))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            else {
+                continue;
+            };
+            let Ok(inf) = info(&mut con) else { continue };
+            let voting = inf
+                .iter()
+                .filter(|(k, v)| k.starts_with("raft_member_") && v.contains("voter=1"))
+                .count();
+            if field(&inf, "raft_state").as_deref() == Some("leader") && voting == voters {
+                found = Some(i);
+                return true;
+            }
+        }
+        false
+    });
+    found.expect("a leader")
+}
+
+/// The applied index a node reports.
+fn applied(n: &Node) -> u64 {
+    let Ok(mut con) = redis::Client::open(format!("redis://{}/", n.redis))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+    else {
+        return 0;
+    };
+    info(&mut con)
+        .ok()
+        .and_then(|i| field(&i, "raft_applied_index"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a client saw of its writes: acknowledged, or sent with no answer.
+#[derive(Default)]
+struct Seen {
+    acked_keys: Vec<String>,
+    unknown_keys: Vec<String>,
+    acked_incrs: u64,
+    unknown_incrs: u64,
+}
+
+/// Writes `n` keys and `n` INCRs of `counter` through `con`, stopping at
+/// the first error (its outcome unknown).
+fn write_some(con: &mut redis::Connection, tag: &str, n: usize, seen: &mut Seen) -> bool {
+    for i in 0..n {
+        let key = format!("{tag}:{i}");
+        match redis::cmd("SET").arg(&key).arg(&key).query::<String>(con) {
+            Ok(_) => seen.acked_keys.push(key),
+            Err(_) => {
+                seen.unknown_keys.push(key);
+                return false;
+            }
+        }
+        match redis::cmd("INCR").arg("counter").query::<i64>(con) {
+            Ok(_) => seen.acked_incrs += 1,
+            Err(_) => {
+                seen.unknown_incrs += 1;
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Every acknowledged key is on the node, and the counter counts every
+/// acknowledged INCR once and no more than the unanswered ones besides.
+fn check_node(con: &mut redis::Connection, seen: &Seen, seed: u64) -> i64 {
+    for k in &seen.acked_keys {
+        let v: Option<String> = redis::cmd("GET").arg(k).query(con).expect("GET");
+        assert_eq!(
+            v.as_deref(),
+            Some(k.as_str()),
+            "acknowledged {k} is missing (seed {seed})"
+        );
+    }
+    let counter: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query::<Option<i64>>(con)
+        .expect("GET counter")
+        .unwrap_or(0);
+    let acked = seen.acked_incrs as i64;
+    assert!(
+        counter >= acked && counter <= acked + seen.unknown_incrs as i64,
+        "counter {counter}: {acked} INCRs acknowledged, {} unanswered (seed {seed})",
+        seen.unknown_incrs
+    );
+    counter
+}
+
+#[test]
+fn killed_leader_loses_no_acknowledged_write_and_rejoins() {
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let t = tempfile::tempdir().expect("temp dir");
+    let n1 = Node::spawn(1, &t.path().join("n1"), 0, 0, None);
+    let n2 = Node::spawn(2, &t.path().join("n2"), 0, 0, Some(&n1.raft_addr()));
+    let n3 = Node::spawn(3, &t.path().join("n3"), 0, 0, Some(&n1.raft_addr()));
+    let mut nodes = [n1, n2, n3];
+    let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
+
+    // A follower redirects writes and reads to the leader; after
+    // READONLY it answers reads itself.
+    let follower = &nodes[(li + 1) % 3];
+    let mut fc = follower.client();
+    let e = redis::cmd("SET")
+        .arg("x")
+        .arg("1")
+        .query::<String>(&mut fc)
+        .unwrap_err();
+    assert_eq!(e.code(), Some("MOVED"), "{e}");
+    assert!(e.to_string().contains(&nodes[li].redis.to_string()), "{e}");
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut fc).expect("ROLE");
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+
+    let mut seen = Seen::default();
+    let mut lc = nodes[li].client();
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut lc).expect("ROLE");
+    assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+    let before = rng.gen_range(20..60);
+    assert!(
+        write_some(&mut lc, "before", before, &mut seen),
+        "writes before the kill (seed {seed})"
+    );
+    // MULTI/EXEC is one entry.
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("counter")
+        .cmd("INCR")
+        .arg("counter")
+        .query(&mut lc)
+        .expect("EXEC");
+    assert_eq!(b, a + 1);
+    seen.acked_incrs += 2;
+
+    // Kill the leader while a writer runs against it.
+    let leader_addr = nodes[li].redis;
+    let writer = std::thread::spawn(move || {
+        let mut seen = Seen::default();
+        if let Ok(mut con) =
+            redis::Client::open(format!("redis://{leader_addr}/")).and_then(|c| c.get_connection())
+        {
+            let _ = con.set_read_timeout(Some(Duration::from_secs(10)));
+            write_some(&mut con, "during", 100_000, &mut seen);
+        }
+        seen
+    });
+    std::thread::sleep(Duration::from_millis(rng.gen_range(50..300)));
+    nodes[li].kill();
+    let during = writer.join().expect("writer");
+    seen.acked_keys.extend(during.acked_keys);
+    seen.unknown_keys.extend(during.unknown_keys);
+    seen.acked_incrs += during.acked_incrs;
+    seen.unknown_incrs += during.unknown_incrs;
+
+    // A new leader among the two left, with every acknowledged write.
+    let left_idx: Vec<usize> = (0..3).filter(|&i| i != li).collect();
+    let ni = {
+        let left: Vec<&Node> = left_idx.iter().map(|&i| &nodes[i]).collect();
+        left_idx[leader_of(&left, 3)]
+    };
+    let mut nc = nodes[ni].client();
+    check_node(&mut nc, &seen, seed);
+    let after = rng.gen_range(10..40);
+    assert!(
+        write_some(&mut nc, "after", after, &mut seen),
+        "writes on the new leader (seed {seed})"
+    );
+    let counter = check_node(&mut nc, &seen, seed);
+
+    // The old leader comes back as a follower and converges.
+    nodes[li].restart();
+    let target = applied(&nodes[ni]);
+    wait_until("the old leader catching up", || {
+        applied(&nodes[li]) >= target
+    });
+    let mut oc = nodes[li].client();
+    let _: String = redis::cmd("READONLY").query(&mut oc).expect("READONLY");
+    assert_eq!(check_node(&mut oc, &seen, seed), counter, "seed {seed}");
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut oc).expect("ROLE");
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+}
+
+/// Three nodes in this process, on free ports.
+fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
+    let mut nodes: Vec<Running> = Vec::new();
+    for id in 1..=3u64 {
+        let mut c = Config::new(root.join(format!("n{id}")));
+        c.port = 0;
+        c.metrics = Some("127.0.0.1:0".into());
+        let join = nodes.first().and_then(|n| n.raft_addr());
+        c.raft = Some(raft_config(id, 0, join, snapshot_entries));
+        nodes.push(start(c).expect("node starts"));
+    }
+    nodes
+}
+
+/// The node's Prometheus text.
+fn scrape(r: &Running) -> String {
+    use std::io::{Read, Write};
+    let addr = r.metrics_addr().expect("metrics on");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    text
+}
+
+fn running_client(r: &Running) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://{}/", r.addr())).expect("client");
+    let con = c
+        .get_connection_with_timeout(Duration::from_secs(10))
+        .expect("connect");
+    con.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    con
+}
+
+fn in_process_leader(nodes: &[Running], except: Option<usize>) -> usize {
+    let mut found = None;
+    wait_until("an in-process leader", || {
+        found = nodes.iter().enumerate().position(|(i, n)| {
+            Some(i) != except
+                && n.raft_status()
+                    .is_some_and(|s| s.role() == "leader" && s.members.values().all(|(_, v)| *v))
+        });
+        found.is_some()
+    });
+    found.expect("leader")
+}
+
+#[test]
+fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group(t.path(), 10_000);
+    wait_until("three voters", || {
+        nodes.iter().all(|n| {
+            n.raft_status()
+                .is_some_and(|s| s.members.len() == 3 && s.leader.is_some())
+        })
+    });
+    let li = in_process_leader(&nodes, None);
+    let mut lc = running_client(&nodes[li]);
+    let n = rng.gen_range(5..20);
+    for i in 0..n {
+        let _: String = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut lc)
+            .expect("SET");
+    }
+    // Cut the leader off both ways.
+    let ids: Vec<u64> = (1..=3).collect();
+    let lid = ids[li];
+    nodes[li].partition(
+        &ids.iter()
+            .copied()
+            .filter(|&i| i != lid)
+            .collect::<Vec<_>>(),
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        if i != li {
+            node.partition(&[lid]);
+        }
+    }
+    let r = redis::cmd("SET")
+        .arg("cut")
+        .arg("off")
+        .query::<String>(&mut lc);
+    let e = r.expect_err("a leader without a quorum acknowledged a write (seed {seed})");
+    assert!(
+        matches!(
+            e.code(),
+            Some("TRYAGAIN") | Some("MOVED") | Some("CLUSTERDOWN")
+        ),
+        "{e} (seed {seed})"
+    );
+    // Its reads are refused too: a read barrier needs the quorum.
+    let r = redis::cmd("GET").arg("k0").query::<Option<String>>(&mut lc);
+    assert!(
+        r.is_err(),
+        "a cut-off leader answered a linearizable read (seed {seed})"
+    );
+
+    // The majority elects a leader that acknowledges writes.
+    let mi = in_process_leader(&nodes, Some(li));
+    let mut mc = running_client(&nodes[mi]);
+    let _: String = redis::cmd("SET")
+        .arg("majority")
+        .arg("yes")
+        .query(&mut mc)
+        .expect("SET");
+
+    // The new leader's metrics say so, and count the cut-off node's lag.
+    let text = scrape(&nodes[mi]);
+    assert!(text.contains("sluice_raft_is_leader 1"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "sluice_raft_follower_lag_entries{{node=\"{lid}\"}}"
+        )),
+        "{text}"
+    );
+    assert!(scrape(&nodes[li]).contains("sluice_raft_term "));
+
+    // Healed: the old leader follows and converges; the write it could
+    // not acknowledge is nowhere.
+    for node in &nodes {
+        node.partition(&[]);
+    }
+    wait_until("the old leader following", || {
+        nodes[li].raft_status().is_some_and(|s| {
+            s.role() == "follower"
+                && s.applied_index
+                    >= nodes[mi]
+                        .raft_status()
+                        .map_or(u64::MAX, |m| m.applied_index)
+        })
+    });
+    let mut oc = running_client(&nodes[li]);
+    let _: String = redis::cmd("READONLY").query(&mut oc).expect("READONLY");
+    for con in [&mut oc, &mut mc] {
+        let v: Option<String> = redis::cmd("GET").arg("majority").query(con).expect("GET");
+        assert_eq!(v.as_deref(), Some("yes"));
+        let v: Option<String> = redis::cmd("GET").arg("cut").query(con).expect("GET");
+        assert_eq!(
+            v, None,
+            "an unacknowledged write of the cut-off leader survived (seed {seed})"
+        );
+        for i in 0..n {
+            let v: Option<i64> = redis::cmd("GET")
+                .arg(format!("k{i}"))
+                .query(con)
+                .expect("GET");
+            assert_eq!(v, Some(i as i64));
+        }
+    }
+}
+
+#[test]
+fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
+    let t = tempfile::tempdir().expect("temp dir");
+    // A snapshot every 20 entries, keeping 20 after it: the log a wiped
+    // node missed is soon purged.
+    let mut nodes = in_process_group(t.path(), 20);
+    let li = in_process_leader(&nodes, None);
+    let victim = (li + 1) % 3;
+    let mut lc = running_client(&nodes[li]);
+    for i in 0..30 {
+        let _: String = redis::cmd("SET")
+            .arg(format!("a{i}"))
+            .arg(i)
+            .query(&mut lc)
+            .expect("SET");
+    }
+    // Wipe a follower: stop it and remove its directory.
+    let gone = nodes.remove(victim);
+    gone.shutdown().expect("stop");
+    std::fs::remove_dir_all(t.path().join(format!("n{}", victim + 1))).expect("wipe");
+    let li = in_process_leader(&nodes, None);
+    let mut lc = running_client(&nodes[li]);
+    // Collections too: their elements and versions travel in the snapshot.
+    for i in 0..100 {
+        let _: String = redis::cmd("SET")
+            .arg(format!("b{i}"))
+            .arg(i)
+            .query(&mut lc)
+            .expect("SET");
+        let _: i64 = redis::cmd("HSET")
+            .arg("h")
+            .arg(format!("f{i}"))
+            .arg(i)
+            .query(&mut lc)
+            .expect("HSET");
+    }
+    let _: i64 = redis::cmd("INCRBY")
+        .arg("n")
+        .arg(7)
+        .query(&mut lc)
+        .expect("INCRBY");
+    wait_until("the leader purging its log", || {
+        nodes[li]
+            .raft_status()
+            .is_some_and(|s| s.purged_index.is_some_and(|p| p > 30))
+    });
+
+    // Its old id is refused: ids are never reused.
+    let mut c = Config::new(t.path().join("again"));
+    c.port = 0;
+    c.raft = Some(raft_config(victim as u64 + 1, 0, nodes[li].raft_addr(), 20));
+    let e = start(c).err().expect("a used id was admitted");
+    assert!(e.contains("never reused"), "{e}");
+
+    // Under a new id: a learner, copied the snapshot, then a voter.
+    let mut c = Config::new(t.path().join("n4"));
+    c.port = 0;
+    c.raft = Some(raft_config(4, 0, nodes[li].raft_addr(), 20));
+    let n4 = start(c).expect("node 4 joins");
+    let st = n4.raft_status().expect("status");
+    assert!(
+        st.members.get(&4).is_some_and(|(_, voter)| *voter),
+        "node 4 votes: {st:?}"
+    );
+    let target = nodes[li].raft_status().expect("leader").applied_index;
+    wait_until("node 4 catching up", || {
+        n4.raft_status().is_some_and(|s| s.applied_index >= target)
+    });
+    let st = n4.raft_status().expect("status");
+    assert!(
+        st.snapshot_index.is_some(),
+        "node 4 installed a snapshot: {st:?}"
+    );
+    let mut c4 = running_client(&n4);
+    let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");
+    for i in 0..30 {
+        let v: Option<i64> = redis::cmd("GET")
+            .arg(format!("a{i}"))
+            .query(&mut c4)
+            .expect("GET");
+        assert_eq!(v, Some(i));
+    }
+    for i in 0..100 {
+        let v: Option<i64> = redis::cmd("GET")
+            .arg(format!("b{i}"))
+            .query(&mut c4)
+            .expect("GET");
+        assert_eq!(v, Some(i));
+    }
+    let len: i64 = redis::cmd("HLEN").arg("h").query(&mut c4).expect("HLEN");
+    assert_eq!(len, 100);
+    let v: i64 = redis::cmd("GET").arg("n").query(&mut c4).expect("GET");
+    assert_eq!(v, 7);
+    // It takes writes through the log like any member: a new collection
+    // on it gets a version its snapshot reserved past.
+    let _: String = redis::cmd("READWRITE").query(&mut c4).expect("READWRITE");
+    let _: i64 = redis::cmd("HSET")
+        .arg("h2")
+        .arg("f")
+        .arg(1)
+        .query(&mut lc)
+        .expect("HSET");
+    let target = nodes[li].raft_status().expect("leader").applied_index;
+    wait_until("node 4 applying", || {
+        n4.raft_status().is_some_and(|s| s.applied_index >= target)
+    });
+    let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");
+    let len: i64 = redis::cmd("HLEN").arg("h2").query(&mut c4).expect("HLEN");
+    assert_eq!(len, 1);
+    let len: i64 = redis::cmd("HLEN").arg("h").query(&mut c4).expect("HLEN");
+    assert_eq!(len, 100);
+}
