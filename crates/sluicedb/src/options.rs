@@ -320,7 +320,8 @@ pub struct LightKvOptions {
     /// ([`DEFAULT_LIGHTKV_BUFFER_BYTES`]). Writes stall while it is full
     /// and its leaves are being flushed.
     pub buffer_bytes: u64,
-    /// Its segment size ([`DEFAULT_LIGHTKV_SEGMENT_BYTES`]): each top leaf
+    /// Its segment size, a multiple of 64 from 256 B to 2 GiB
+    /// ([`DEFAULT_LIGHTKV_SEGMENT_BYTES`]): each top leaf
     /// appends to a segment of its own, so the buffer holds at most this
     /// many partitions' writes at once, and a record (key and value) must
     /// fit in one.
@@ -1218,14 +1219,15 @@ impl Options {
         let l = &self.lightkv;
         if self.preset == Preset::LightKv
             && (l.segment_bytes < 256
-                || l.segment_bytes > u64::from(u32::MAX)
+                || l.segment_bytes > 2 << 30
+                || !l.segment_bytes.is_multiple_of(64)
                 || l.buffer_bytes < 4 * l.segment_bytes
                 || l.leaf_buckets < 2
                 || l.max_leaf_nodes < 2)
         {
             return bad(format!(
-                "lightkv options out of range: {l:?} (segments of 256 B to 4 GiB, a buffer of \
-                 at least four, at least 2 leaf buckets and 2 leaves)"
+                "lightkv options out of range: {l:?} (segments a multiple of 64 B from 256 B to \
+                 2 GiB, a buffer of at least four, at least 2 leaf buckets and 2 leaves)"
             ));
         }
         if self.max_write_buffers < 2 {
