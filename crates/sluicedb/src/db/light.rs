@@ -138,8 +138,9 @@ impl Light {
     }
 
     /// Links the top leaf holding the oldest operation, if no unit waits;
-    /// false when nothing is indexed.
-    pub(crate) fn make_room(&self) -> bool {
+    /// false when nothing is indexed (the watermark then rises past every
+    /// record, releasing what they held).
+    pub(crate) fn make_room(&self) -> Result<bool> {
         self.buf.lock().make_room()
     }
 

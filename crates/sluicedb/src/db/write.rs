@@ -467,7 +467,7 @@ impl Core {
         } else {
             let (segments, free) = light.segments();
             if free * 4 < segments {
-                light.make_room();
+                light.make_room()?;
             }
         }
         self.light_hand_out(st, light)?;
@@ -518,6 +518,8 @@ impl Core {
         seq: u64,
         sync: bool,
     ) -> Result<()> {
+        // Rounds in a row that found nothing to flush and no flush under way.
+        let mut idle = 0;
         loop {
             if MutexGuard::unlocked(st, || light.append(group, seq, sync))? {
                 if sync {
@@ -530,19 +532,24 @@ impl Core {
             st.check_writable()?;
             let mut handed = self.light_hand_out(st, light)?;
             if handed == 0 && st.imms.is_empty() {
-                if !light.make_room() {
+                light.make_room()?;
+                handed = self.light_hand_out(st, light)?;
+            }
+            // A flushed unit's table may be installed (no longer among
+            // `imms`) with its leaf not yet out of the buffer: its flush
+            // job is about to free segments, and may have done so since
+            // the append above, which is then tried again at once.
+            if handed == 0 && st.imms.is_empty() && light.linked() == 0 {
+                idle += 1;
+                if idle > 1 {
                     return Err(Error::InvalidArgument(format!(
                         "a write group of {} operations does not fit the empty write buffer",
                         group.len()
                     )));
                 }
-                handed = self.light_hand_out(st, light)?;
+                continue;
             }
-            if handed == 0 && st.imms.is_empty() {
-                return Err(Error::InvalidArgument(
-                    "the write buffer is full and holds no leaf to flush".into(),
-                ));
-            }
+            idle = 0;
             self.stall_for_background(st, false, &self.counters.stall_memtable_micros);
         }
     }

@@ -540,6 +540,13 @@ impl LightBuffer {
         assert!(self.tree.drop_oldest(id), "the chain has two leaves");
         let meta = self.leaves[id].pop().expect("a chain");
         self.count(&meta.segments, false);
+        self.raise_watermark()
+    }
+
+    /// Raises the watermark to the last batch end below every live leaf's
+    /// oldest operation, releasing the segments wholly below it; returns
+    /// how many.
+    fn raise_watermark(&mut self) -> Result<usize> {
         let target = self
             .leaves
             .iter()
@@ -563,20 +570,24 @@ impl LightBuffer {
     /// Makes a flush unit available if none is: links the top leaf holding
     /// the oldest operation (only that leaf's flush lets the watermark, and
     /// so the buffer's room, move). False when no leaf indexes anything.
-    pub(crate) fn make_room(&mut self) -> bool {
+    pub(crate) fn make_room(&mut self) -> Result<bool> {
         if self.flushable().is_some() {
-            return true;
+            return Ok(true);
         }
         let Some(id) = (0..self.leaves.len())
             .filter(|&id| self.leaves[id][0].min_seq != u64::MAX)
             .min_by_key(|&id| self.leaves[id][0].min_seq)
         else {
-            return false;
+            // Nothing to flush; records recovery found in tables may
+            // still hold segments below a watermark never raised past
+            // them.
+            self.raise_watermark()?;
+            return Ok(false);
         };
         self.tree.link(id);
         let meta = self.new_meta();
         self.leaves[id].insert(0, meta);
-        true
+        Ok(true)
     }
 
     /// Checks the leaves against the tree and the segment counts against the
