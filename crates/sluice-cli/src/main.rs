@@ -391,7 +391,8 @@ struct BenchArgs {
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (adaptive, the default;
-    /// leveldb, wisckey, hashkv, scavenger, unikv), `default` (sluicedb as
+    /// leveldb, wisckey, hashkv, scavenger, unikv; lightkv, being built),
+    /// `default` (sluicedb as
     /// `Options::default()` opens it) and, when built with their features,
     /// rocksdb, rocksdb-blob, fjall, fjall-kv.
     #[arg(

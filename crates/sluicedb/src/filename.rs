@@ -9,6 +9,7 @@
 //! | `000015.vst`        | value table 15 (table layout)         |
 //! | `000016.hix`        | hash index checkpoint 16 (UniKV)      |
 //! | `MANIFEST-000005`   | manifest number 5                     |
+//! | `LIGHTKV.pwb`       | lightkv's write buffer region         |
 //! | `CURRENT`           | names the live manifest               |
 //! | `LOCK`              | held while a `Db` has the directory   |
 //! | `*.tmp`             | a file being written, never read      |

@@ -735,8 +735,9 @@ fn build_image(preset: Preset) -> MemFs {
 }
 
 fn image(preset: Preset) -> &'static MemFs {
-    static IMAGES: [OnceLock<MemFs>; 6] = [const { OnceLock::new() }; 6];
+    static IMAGES: [OnceLock<MemFs>; 7] = [const { OnceLock::new() }; 7];
     let slot = match preset {
+        Preset::LightKv => 6,
         Preset::Adaptive => 5,
         Preset::LevelDb => 0,
         Preset::WiscKey => 1,

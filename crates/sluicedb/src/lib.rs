@@ -71,8 +71,8 @@ pub use error::{Error, Result};
 pub use key::prefix_successor;
 pub use options::{
     GcOptions, HashGcPolicy, HashOptions, IndexOptions, IndexShapeKind, JournalMode,
-    JournalRecovery, LogOptions, Options, Preset, ReadOptions, SpaceLimit, TableLayoutOptions,
-    UnifiedOptions, ValueLayout, ValueOptions, WriteOptions,
+    JournalRecovery, LightKvOptions, LogOptions, Options, Preset, ReadOptions, SpaceLimit,
+    TableLayoutOptions, UnifiedOptions, ValueLayout, ValueOptions, WriteOptions,
 };
 pub use stats::{
     CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats,

@@ -298,7 +298,56 @@ pub enum Preset {
     /// garbage ratio of 0.8, and scans merge a partition's unsorted tables
     /// when there are many (§III-F).
     UniKv,
+    /// LightKV (ICDE, §III): no journal; a write is durable once its record
+    /// is in a persistent-memory write buffer (a mapped file here, `msync`
+    /// as the fence), whose records a Radix-Hash-Tree indexes, partition by
+    /// key range; a full leaf is flushed alone into a table. Being built
+    /// (`docs/design.md`, "LightKV (being built)"): partition compaction is
+    /// not yet, so its tables are compacted by the leveled index meanwhile,
+    /// and checkpoints refuse it. Not in [`Preset::all`] until it is done.
+    LightKv,
 }
+
+/// LightKV's options ([`Options::preset`] with [`Preset::LightKv`]): the
+/// persistent write buffer and the Radix-Hash-Tree over it. Named defaults,
+/// scaled to this machine (`docs/design.md`, "LightKV: the preset"): the
+/// paper's 4 MB segments and 2048 leaves assume a PM device of hundreds of
+/// GB; here the buffer is as large as the other presets' memtable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LightKvOptions {
+    /// Size of the persistent write buffer, the file `LIGHTKV.pwb`
+    /// ([`DEFAULT_LIGHTKV_BUFFER_BYTES`]). Writes stall while it is full
+    /// and its leaves are being flushed.
+    pub buffer_bytes: u64,
+    /// Its segment size, a multiple of 64 from 256 B to 2 GiB
+    /// ([`DEFAULT_LIGHTKV_SEGMENT_BYTES`]): each top leaf
+    /// appends to a segment of its own, so the buffer holds at most this
+    /// many partitions' writes at once, and a record (key and value) must
+    /// fit in one.
+    pub segment_bytes: u64,
+    /// Buckets of a hash leaf, 4 slots each
+    /// ([`DEFAULT_LIGHTKV_LEAF_BUCKETS`]): how many keys a leaf, and so a
+    /// flushed table, holds.
+    pub leaf_buckets: usize,
+    /// Partitions (top leaves) before a full leaf links instead of
+    /// splitting, the paper's MAX_LEAF_NODES
+    /// ([`DEFAULT_LIGHTKV_MAX_LEAF_NODES`]).
+    pub max_leaf_nodes: usize,
+}
+
+/// Default [`LightKvOptions::buffer_bytes`]: 64 MiB, the other presets'
+/// memtable.
+pub const DEFAULT_LIGHTKV_BUFFER_BYTES: u64 = 64 << 20;
+/// Default [`LightKvOptions::segment_bytes`]: 256 KiB, 256 segments in the
+/// default buffer (the paper: 4 MB).
+pub const DEFAULT_LIGHTKV_SEGMENT_BYTES: u64 = 256 << 10;
+/// Default [`LightKvOptions::leaf_buckets`]: 256 buckets, 1024 slots.
+pub const DEFAULT_LIGHTKV_LEAF_BUCKETS: usize = 256;
+/// Default [`LightKvOptions::max_leaf_nodes`]: 64 (the paper: 2048), a
+/// quarter of the default buffer's segments, so that every partition's
+/// top leaf has a segment to append to with room to spare.
+pub const DEFAULT_LIGHTKV_MAX_LEAF_NODES: usize = 64;
 
 /// How the key index organises its tables (DESIGN.md axis 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -380,6 +429,7 @@ impl Preset {
             Preset::HashKv => "hashkv",
             Preset::Scavenger => "scavenger",
             Preset::UniKv => "unikv",
+            Preset::LightKv => "lightkv",
         }
     }
 
@@ -392,11 +442,13 @@ impl Preset {
             "hashkv" => Some(Preset::HashKv),
             "scavenger" => Some(Preset::Scavenger),
             "unikv" => Some(Preset::UniKv),
+            "lightkv" => Some(Preset::LightKv),
             _ => None,
         }
     }
 
-    /// Every preset.
+    /// Every finished preset ([`Preset::LightKv`], being built, is not
+    /// listed yet).
     pub fn all() -> &'static [Preset] {
         &[
             Preset::Adaptive,
@@ -475,6 +527,8 @@ pub struct Options {
     pub(crate) values: ValueOptions,
     /// Garbage collection of the value store (axis 4).
     pub(crate) gc: GcOptions,
+    /// LightKV's write buffer and tree ([`Preset::LightKv`] only).
+    pub(crate) lightkv: LightKvOptions,
     /// The file system. Default: [`StdFs`].
     pub(crate) fs: Arc<dyn Fs>,
     /// The preset these options came from.
@@ -769,6 +823,7 @@ impl std::fmt::Debug for Options {
             .field("journal_recovery", &self.journal_recovery)
             .field("journal_mode", &self.journal_mode)
             .field("index", &self.index)
+            .field("lightkv", &self.lightkv)
             .field("values", &self.values)
             .field("gc", &self.gc)
             .finish_non_exhaustive()
@@ -855,6 +910,14 @@ setters! {
     index_shape => index.shape: IndexShapeKind,
     /// Sets [`UnifiedOptions::unsorted_limit_bytes`].
     unikv_unsorted_limit_bytes => index.unified.unsorted_limit_bytes: u64,
+    /// Sets [`LightKvOptions::buffer_bytes`].
+    lightkv_buffer_bytes => lightkv.buffer_bytes: u64,
+    /// Sets [`LightKvOptions::segment_bytes`].
+    lightkv_segment_bytes => lightkv.segment_bytes: u64,
+    /// Sets [`LightKvOptions::leaf_buckets`].
+    lightkv_leaf_buckets => lightkv.leaf_buckets: usize,
+    /// Sets [`LightKvOptions::max_leaf_nodes`].
+    lightkv_max_leaf_nodes => lightkv.max_leaf_nodes: usize,
     /// Sets [`UnifiedOptions::hash_buckets`].
     unikv_hash_buckets => index.unified.hash_buckets: usize,
     /// Sets [`UnifiedOptions::hash_functions`].
@@ -943,6 +1006,12 @@ setters! {
 }
 
 impl Options {
+    /// LightKV's options, as set (read only: change them with the
+    /// setters).
+    pub fn lightkv(&self) -> &LightKvOptions {
+        &self.lightkv
+    }
+
     /// The key index's options, as set (read only: change them with the
     /// setters).
     pub fn index(&self) -> &IndexOptions {
@@ -1033,6 +1102,9 @@ impl Options {
                 // measured on the scavenger preset only.
                 o.values.table.direct_io = false;
             }
+            // Values stay inline; the write buffer replaces the journal and
+            // the memtable (`Core::light`).
+            Preset::LightKv => {}
         }
         o
     }
@@ -1122,6 +1194,12 @@ impl Options {
                     gc_cost_benefit: true,
                 },
             },
+            lightkv: LightKvOptions {
+                buffer_bytes: DEFAULT_LIGHTKV_BUFFER_BYTES,
+                segment_bytes: DEFAULT_LIGHTKV_SEGMENT_BYTES,
+                leaf_buckets: DEFAULT_LIGHTKV_LEAF_BUCKETS,
+                max_leaf_nodes: DEFAULT_LIGHTKV_MAX_LEAF_NODES,
+            },
             gc: GcOptions {
                 background: true,
                 interval_ms: None,
@@ -1137,6 +1215,20 @@ impl Options {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if self.write_buffer_size_bytes < 4096 {
             return bad("write_buffer_size_bytes must be at least 4096".into());
+        }
+        let l = &self.lightkv;
+        if self.preset == Preset::LightKv
+            && (l.segment_bytes < 256
+                || l.segment_bytes > 2 << 30
+                || !l.segment_bytes.is_multiple_of(64)
+                || l.buffer_bytes < 4 * l.segment_bytes
+                || l.leaf_buckets < 2
+                || l.max_leaf_nodes < 2)
+        {
+            return bad(format!(
+                "lightkv options out of range: {l:?} (segments a multiple of 64 B from 256 B to \
+                 2 GiB, a buffer of at least four, at least 2 leaf buckets and 2 leaves)"
+            ));
         }
         if self.max_write_buffers < 2 {
             return bad("max_write_buffers must be at least 2".into());

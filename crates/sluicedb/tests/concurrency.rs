@@ -27,8 +27,19 @@ fn counter(v: &[u8]) -> u64 {
 
 #[test]
 fn writers_readers_snapshots_flush_and_compaction() {
+    race(&|fs| tiny_options(fs, 1));
+}
+
+/// The same under lightkv, whose readers race the leaves leaving its
+/// write buffer (`docs/design.md`, "LightKV: the preset").
+#[test]
+fn writers_readers_snapshots_flush_and_compaction_under_lightkv() {
+    race(&|fs| preset_options(fs, sluicedb::Preset::LightKv));
+}
+
+fn race(make: &dyn Fn(&MemFs) -> sluicedb::Options) {
     let fs = MemFs::new();
-    let db = Db::open("/db", tiny_options(&fs, 1)).unwrap();
+    let db = Db::open("/db", make(&fs)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
         for t in 0..WRITERS {
@@ -119,7 +130,7 @@ fn writers_readers_snapshots_flush_and_compaction() {
     assert!(s.flush.flushes > 0 && s.compaction.compactions > 0, "{s}");
     assert!(s.poisoned.is_none(), "{s}");
     drop(db);
-    let db = Db::open("/db", tiny_options(&fs, 1)).unwrap();
+    let db = Db::open("/db", make(&fs)).unwrap();
     for t in 0..WRITERS {
         let a = db.get(format!("a{t}")).unwrap().unwrap();
         assert_eq!(counter(&a), ROUNDS);

@@ -329,9 +329,13 @@ fn run_workload(w: Workload, seed: u64, fs: &mut MemFs, variant: u64) -> Vec<Log
 fn check_image(log: &[Logged], op: u64, image: &MemFs, w: Workload, variant: u64, deep: bool) {
     let log = history_at(log, op);
     let writes: Vec<Write> = log.iter().map(|l| l.write.clone()).collect();
+    // An image is taken after operation `op`. A synced write acknowledged
+    // at `op` did its sync there, except one that touches no file
+    // (lightkv's, into its write buffer region): it came after the image.
+    let pm = matches!(w, Workload::Preset(Preset::LightKv));
     let lo = log
         .iter()
-        .rposition(|l| l.write.sync && l.acked_at <= op)
+        .rposition(|l| l.write.sync && (l.acked_at < op || (!pm && l.acked_at == op)))
         .map_or(0, |i| i + 1);
     let hi = log.iter().filter(|l| l.issued_at < op).count();
     let db = Db::open("/db", workload_options(w, image, variant))
@@ -388,6 +392,7 @@ fn crash_after_every_file_operation() {
         Workload::Preset(Preset::HashKv),
         Workload::Preset(Preset::Scavenger),
         Workload::Preset(Preset::UniKv),
+        Workload::Preset(Preset::LightKv),
     ];
     for_seeds(seeds(100, 5), |seed| {
         for (i, &w) in workloads.iter().enumerate() {

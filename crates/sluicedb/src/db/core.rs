@@ -36,6 +36,8 @@ pub(super) struct Immutable {
     pub(super) since: Instant,
     /// The last sequence number written to it: durable once it is flushed.
     pub(super) last_seq: u64,
+    /// LightKV: the write buffer's leaf it is a flush unit of.
+    pub(super) leaf: Option<u32>,
 }
 
 /// What the state lock (`Core::state`) guards, in parts: the write
@@ -183,6 +185,11 @@ pub(crate) struct Core {
     /// Set by recovery, which creates it once the journals it read are
     /// replayed.
     pub(super) journal: OnceLock<Box<dyn Journal>>,
+    /// LightKV ([`crate::Preset::LightKv`], or a database created under
+    /// it): the write buffer stands for journal and memtable.
+    pub(super) lightkv: bool,
+    /// Its write buffer, set by recovery (`db/light.rs`).
+    pub(super) light: OnceLock<Arc<super::light::Light>>,
 
     // ---- locks, in the order a thread may take them, never the reverse:
     // `file_deletion`, `gc_lock`, `flush_appends`, `merge_appends`, the value store's

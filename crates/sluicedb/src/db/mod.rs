@@ -36,6 +36,7 @@ mod core;
 mod cursor;
 mod gc;
 mod jobs;
+pub(crate) mod light;
 mod open;
 mod queue;
 mod read;
@@ -266,6 +267,10 @@ impl Db {
         upper: std::ops::Bound<Vec<u8>>,
     ) -> DbIterator {
         let core = self.core();
+        // LightKV: no leaf leaves the buffer between the super version and
+        // the copy of the buffer below (`db/light.rs`).
+        let light = core.light.get().cloned();
+        let light_readers = light.as_ref().map(|l| l.readers.read());
         let (seq, sv) = {
             // Registered like a snapshot for the iterator's life: GC keeps
             // the value log files its pointers may need.
@@ -280,15 +285,19 @@ impl Db {
             seq,
             core: core.clone(),
         };
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![sv.mem.clone().iter()];
-        for m in &sv.imms {
-            children.push(m.clone().iter());
-        }
         let end = |b: &std::ops::Bound<Vec<u8>>| match b {
             std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => Some(k.clone()),
             std::ops::Bound::Unbounded => None,
         };
         let (lo, hi) = (end(&lower), end(&upper));
+        let mut children: Vec<Box<dyn InternalIterator>> = vec![match &light {
+            Some(l) => l.iter(lo.as_deref(), hi.as_deref()),
+            None => sv.mem.clone().iter(),
+        }];
+        drop(light_readers);
+        for m in &sv.imms {
+            children.push(m.clone().iter());
+        }
         if core.shape.note_scan() {
             // A read-only workload wakes no background thread otherwise:
             // its scans would never see the scan merge (seed 004 §III-F).

@@ -40,6 +40,14 @@ impl Core {
             // the data away (with the value log as the journal, the value
             // log files alone may hold every write).
             for name in fs.list(&dir)? {
+                // LightKV's write buffer alone may hold every write too.
+                if name == super::light::BUFFER_FILE {
+                    return Err(Error::corruption(
+                        filename::current(&dir),
+                        0,
+                        format!("CURRENT is missing but {name} exists; refusing to create a new database over it"),
+                    ));
+                }
                 if let Some(
                     FileKind::Table(_)
                     | FileKind::Journal(_)
@@ -78,6 +86,10 @@ impl Core {
             r => r?,
         };
         check_preset(&opts, rec.version.preset.as_deref())?;
+        // A LightKV database stays one under options that name no preset:
+        // its write buffer holds writes no journal has.
+        let lightkv = opts.preset == crate::Preset::LightKv
+            || rec.version.preset.as_deref() == Some(crate::Preset::LightKv.name());
         let manifest = filename::manifest(&dir, rec.manifest_number);
         let names = fs.list(&dir)?;
         let mut present = HashSet::new();
@@ -203,6 +215,8 @@ impl Core {
             cv: Condvar::new(),
             bg_cv: Condvar::new(),
             journal: OnceLock::new(),
+            lightkv,
+            light: OnceLock::new(),
             visible_seq: AtomicU64::new(rec.last_sequence),
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),

@@ -25,6 +25,9 @@ impl Core {
         // an error instead of a spin.
         let mut last = None;
         for _ in 0..8 {
+            // LightKV: no leaf leaves the buffer while this read holds it
+            // (`db/light.rs`).
+            let _light = self.light.get().map(|l| l.readers.read());
             let (seq, sv) = self.read_view(opts);
             match self.get_at(&sv, seq, key)? {
                 Some(Found::Value(v)) => return Ok(Some(v)),
@@ -61,7 +64,10 @@ impl Core {
         seq: u64,
         class: IoClass,
     ) -> Result<Lookup> {
-        let mut found = sv.mem.get(key, seq);
+        let mut found = match self.light.get() {
+            Some(light) => light.get(key, seq)?,
+            None => sv.mem.get(key, seq),
+        };
         for m in &sv.imms {
             if found != Lookup::Absent {
                 break;

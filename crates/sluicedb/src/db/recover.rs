@@ -14,6 +14,7 @@ use super::Core;
 use crate::batch::WriteBatch;
 use crate::compaction::JobStats;
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
 use crate::journal::engine::EngineJournal;
 use crate::journal::replay::{self, Ended, Source};
 use crate::journal::{Journal, JournalMark};
@@ -48,6 +49,9 @@ impl Core {
         value_log: Option<Arc<LogStore>>,
         log_journal: Option<LogJournal>,
     ) -> Result<()> {
+        if self.lightkv {
+            return self.recover_light(journals, opened, manifest);
+        }
         let (max_seq, log_meta) = {
             let st = self.state.lock();
             (st.last_sequence, st.current.values.log.clone())
@@ -143,6 +147,81 @@ impl Core {
             unreachable!("recovery runs once per open");
         }
         Ok(())
+    }
+
+    /// LightKV's recovery (`docs/design.md`, "LightKV: the preset"): no
+    /// journal; the write buffer rebuilds its tree from the records it
+    /// keeps, skipping each version the recovered tables already hold (that
+    /// version or a newer one of its key), and numbering goes on from its
+    /// last record: every sequence number a table holds was synced in the
+    /// buffer before its flush unit was handed out, so the buffer kept it.
+    fn recover_light(&self, journals: &[u64], opened: VersionEdit, manifest: &Path) -> Result<()> {
+        if let Some(&n) = journals.first() {
+            return Err(Error::corruption(
+                crate::filename::journal(&self.dir, n),
+                0,
+                "a journal in a lightkv database, which keeps none",
+            ));
+        }
+        let current = self.state.lock().current.clone();
+        let damage = std::cell::RefCell::new(None);
+        let in_tables = |key: &[u8], seq: u64| match self.newest_in_tables(&current, key) {
+            Ok(newest) => newest.is_some_and(|s| s >= seq),
+            Err(e) => {
+                damage.borrow_mut().get_or_insert(e);
+                false
+            }
+        };
+        let light = super::light::Light::open(&self.fs, &self.dir, &self.opts.lightkv, in_tables)?;
+        if let Some(e) = damage.into_inner() {
+            return Err(e);
+        }
+        let max_seq = light.last_seq();
+        let light = Arc::new(light);
+        let log_number = self.versions.new_file_number();
+        let mut st = self.state.lock();
+        let version = st.current.apply(&opened).map_err(|e| {
+            let why = format!("the recovered state does not apply to this manifest: {e}");
+            Error::corruption(manifest, 0, why)
+        })?;
+        let ms = self
+            .versions
+            .write_new_manifest(&version, log_number, max_seq)?;
+        *self.manifest.lock() = Some(ms);
+        st.current = Arc::new(version);
+        st.log_number = log_number;
+        st.last_sequence = max_seq;
+        st.mem = Arc::new(super::light::LightMem(light.clone()));
+        st.jobs.pending_outputs.clear();
+        st.refresh_sv();
+        self.visible_seq.store(max_seq, Ordering::Release);
+        self.durable_seq.store(max_seq, Ordering::Release);
+        let journal = Box::new(super::light::PwbJournal(light.clone()));
+        if self.journal.set(journal).is_err() || self.light.set(light).is_err() {
+            unreachable!("recovery runs once per open");
+        }
+        Ok(())
+    }
+
+    /// The sequence number of the newest version of `key` (a tombstone
+    /// included) the tables of `v` hold.
+    fn newest_in_tables(
+        &self,
+        v: &Arc<crate::version::Version>,
+        key: &[u8],
+    ) -> Result<Option<u64>> {
+        let children = self
+            .shape
+            .scan_iterators(v, &self.tables, Some(key), Some(key));
+        let mut it = crate::iter::MergingIterator::new(children);
+        it.seek(&crate::key::encode(
+            key,
+            crate::key::MAX_SEQUENCE,
+            crate::key::KIND_SEEK,
+        ));
+        it.status()?;
+        Ok((it.valid() && crate::key::user_key(it.key()) == key)
+            .then(|| crate::key::sequence(it.key())))
     }
 
     /// Applies one recovered batch; writes an L0 table when the memtable

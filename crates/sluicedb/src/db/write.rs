@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
+use super::light::Light;
 use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -39,6 +40,10 @@ const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
 /// a millisecond and set the separated presets' p99 latency under
 /// pressure (1.1 ms, the wisckey preset on the update benchmark).
 const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
+
+/// LightKV's flush units handed out at once (each a copy of one leaf's
+/// versions in memory).
+const LIGHT_UNITS_IN_FLIGHT: usize = 8;
 
 impl Core {
     /// Separates the group's values the policy picks at write time
@@ -316,12 +321,16 @@ impl Core {
         let count = group.len() as u64;
         group.set_sequence(seq);
         st.last_sequence += count;
-        let mem = st.mem.clone();
-        let result = MutexGuard::unlocked(st, || {
-            let logged = self.log_group(&group, seq, sync)?;
-            mem.insert_batch(logged.as_ref().unwrap_or(&group), seq);
-            Ok(())
-        });
+        let result = if let Some(light) = self.light.get().cloned() {
+            self.light_append(st, &light, &group, seq, sync)
+        } else {
+            let mem = st.mem.clone();
+            MutexGuard::unlocked(st, || {
+                let logged = self.log_group(&group, seq, sync)?;
+                mem.insert_batch(logged.as_ref().unwrap_or(&group), seq);
+                Ok(())
+            })
+        };
         match &result {
             Ok(()) => {
                 self.visible_seq.store(seq + count - 1, Ordering::Release);
@@ -362,6 +371,9 @@ impl Core {
         mut force: bool,
         gc: bool,
     ) -> Result<()> {
+        if let Some(light) = self.light.get().cloned() {
+            return self.light_room(st, &light, force);
+        }
         let mut allow_delay = !force;
         loop {
             st.check_writable()?;
@@ -417,6 +429,131 @@ impl Core {
         }
     }
 
+    /// LightKV's room for a group (`db/light.rs`): waits while the index
+    /// is too far behind (its L0), links the top leaf holding the oldest
+    /// operation once a quarter of the buffer is left (every top leaf when
+    /// `force`, a full flush), and hands out the flush units that wait.
+    fn light_room(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        light: &Arc<Light>,
+        force: bool,
+    ) -> Result<()> {
+        let mut allow_delay = !force;
+        loop {
+            st.check_writable()?;
+            match self.shape.write_pressure(&st.current) {
+                WritePressure::Stop => {
+                    self.stall_for_background(st, false, &self.counters.stall_l0_micros);
+                    continue;
+                }
+                WritePressure::None => {}
+                _ if allow_delay => {
+                    let t = Instant::now();
+                    MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                    let us = t.elapsed().as_micros() as u64;
+                    bump(&self.counters.slowdowns, 1);
+                    bump(&self.counters.stall_micros, us);
+                    bump(&self.counters.stall_l0_micros, us);
+                    allow_delay = false;
+                    continue;
+                }
+                _ => {}
+            }
+            break;
+        }
+        if force {
+            light.link_all();
+        } else {
+            let (segments, free) = light.segments();
+            if free * 4 < segments {
+                light.make_room()?;
+            }
+        }
+        self.light_hand_out(st, light)?;
+        Ok(())
+    }
+
+    /// Hands out waiting flush units as immutable memtables, at most
+    /// [`LIGHT_UNITS_IN_FLIGHT`] at once; returns how many.
+    pub(super) fn light_hand_out(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        light: &Arc<Light>,
+    ) -> Result<usize> {
+        let mut n = 0;
+        while st.imms.len() < LIGHT_UNITS_IN_FLIGHT {
+            let visible = self.visible_seq.load(Ordering::Acquire);
+            let oldest = st.smallest_snapshot(visible);
+            let Some((leaf, mem)) = light.next_unit(oldest)? else {
+                break;
+            };
+            let mark = st.mem_mark;
+            st.imms.push_back(Immutable {
+                mem,
+                mark,
+                since: Instant::now(),
+                // The buffer is durable (`Light::next_unit` synced it).
+                last_seq: 0,
+                leaf: Some(leaf),
+            });
+            st.memtables_switched += 1;
+            n += 1;
+        }
+        if n > 0 {
+            st.refresh_sv();
+            self.bg_cv.notify_all();
+        }
+        Ok(n)
+    }
+
+    /// Appends a group to LightKV's buffer; while it has no room, hands
+    /// out flush units (linking the leaf holding the oldest operation when
+    /// none waits) and waits for their flushes, which free segments.
+    fn light_append(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        light: &Arc<Light>,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+    ) -> Result<()> {
+        // Rounds in a row that found nothing to flush and no flush under way.
+        let mut idle = 0;
+        loop {
+            if MutexGuard::unlocked(st, || light.append(group, seq, sync))? {
+                if sync {
+                    bump(&self.counters.journal_syncs, 1);
+                    let last = seq + (group.len() as u64).saturating_sub(1);
+                    self.durable_seq.fetch_max(last, Ordering::AcqRel);
+                }
+                return Ok(());
+            }
+            st.check_writable()?;
+            let mut handed = self.light_hand_out(st, light)?;
+            if handed == 0 && st.imms.is_empty() {
+                light.make_room()?;
+                handed = self.light_hand_out(st, light)?;
+            }
+            // A flushed unit's table may be installed (no longer among
+            // `imms`) with its leaf not yet out of the buffer: its flush
+            // job is about to free segments, and may have done so since
+            // the append above, which is then tried again at once.
+            if handed == 0 && st.imms.is_empty() && light.linked() == 0 {
+                idle += 1;
+                if idle > 1 {
+                    return Err(Error::InvalidArgument(format!(
+                        "a write group of {} operations does not fit the empty write buffer",
+                        group.len()
+                    )));
+                }
+                continue;
+            }
+            idle = 0;
+            self.stall_for_background(st, false, &self.counters.stall_memtable_micros);
+        }
+    }
+
     /// Waits (up to 100 ms) for background work to make room, counting the
     /// stall under `reason`; a GC group runs pending work itself instead
     /// (`Core::help_background`).
@@ -450,6 +587,7 @@ impl Core {
             mark: old_mark,
             since: Instant::now(),
             last_seq,
+            leaf: None,
         });
         st.memtables_switched += 1;
         st.refresh_sv();
@@ -460,6 +598,15 @@ impl Core {
     pub(super) fn flush(&self) -> Result<()> {
         self.write(false, true, WriteBatch::new())?;
         let mut st = self.state.lock();
+        if let Some(light) = self.light.get() {
+            // Every leaf was linked; units are handed out as others flush.
+            while !st.imms.is_empty() || light.linked() > 0 {
+                st.check_writable()?;
+                self.bg_cv.notify_all();
+                self.cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            return Ok(());
+        }
         let target = st.memtables_switched;
         while st.memtables_flushed < target {
             st.check_writable()?;

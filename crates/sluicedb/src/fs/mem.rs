@@ -489,6 +489,18 @@ impl MemFs {
         self.state.lock().pms.get(path).cloned()
     }
 
+    /// Names of the persistent memory regions, sorted.
+    pub fn pm_paths(&self) -> Vec<PathBuf> {
+        self.state.lock().pms.keys().cloned().collect()
+    }
+
+    /// Puts `pm` in place as the region named `path`, durable as it stands
+    /// (a suite that continues from a crash image copies its regions).
+    pub fn set_pm(&self, path: &Path, pm: &SimPm) {
+        let copy = pm.kill_image();
+        self.state.lock().pms.insert(path.to_path_buf(), copy);
+    }
+
     /// Makes regions opened from now on eADR regions (every store durable
     /// when it returns).
     pub fn set_pm_eadr(&self, eadr: bool) {

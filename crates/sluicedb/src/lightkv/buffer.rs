@@ -345,6 +345,21 @@ impl LightBuffer {
     /// The newest version of `key` at or below `snapshot` (a batch end) in
     /// the buffer.
     pub(crate) fn get(&self, key: &[u8], snapshot: u64) -> Result<Lookup> {
+        Ok(match self.get_versioned(key, snapshot)? {
+            Some((_, Some(v))) => Lookup::Value(v),
+            Some((_, None)) => Lookup::Deleted,
+            None => Lookup::NotHere,
+        })
+    }
+
+    /// Like [`LightBuffer::get`], with the version's sequence number:
+    /// `Some((seq, None))` is a tombstone, `None` sends the read to the
+    /// tables.
+    pub(crate) fn get_versioned(
+        &self,
+        key: &[u8],
+        snapshot: u64,
+    ) -> Result<Option<(u64, Option<Vec<u8>>)>> {
         let id = self.tree.partition_of(key);
         let watermark = self.pwb.watermark();
         for depth in 0..self.leaves[id].len() {
@@ -364,11 +379,8 @@ impl LightBuffer {
                         .damage(Loc::from_u64(offset), "a version link leads to another key"));
                 }
                 if r.seq <= snapshot {
-                    return Ok(if r.kind == KIND_PUT {
-                        Lookup::Value(r.value)
-                    } else {
-                        Lookup::Deleted
-                    });
+                    let value = (r.kind == KIND_PUT).then_some(r.value);
+                    return Ok(Some((r.seq, value)));
                 }
                 if r.prev_seq <= watermark {
                     break;
@@ -376,7 +388,97 @@ impl LightBuffer {
                 offset = r.prev;
             }
         }
-        Ok(Lookup::NotHere)
+        Ok(None)
+    }
+
+    /// Every version the buffer holds above the watermark in the partitions
+    /// a key in `lo..=hi` may belong to (`None`: unbounded), sorted by key,
+    /// newest first; for scans, which merge them with the tables. A version
+    /// whose leaf was flushed but that a newer record still links to may
+    /// come too (the tables hold the same key, sequence number and value).
+    pub(crate) fn versions_in(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> Result<Vec<FlushEntry>> {
+        let order = self.tree.in_key_order();
+        let bounds: Vec<Vec<u8>> = order
+            .iter()
+            .map(|&id| self.tree.partition(id).0.lower_bound())
+            .collect();
+        // Partition i holds keys from bounds[i] up to bounds[i + 1]; one
+        // more partition on each side covers keys equal under zero padding.
+        let first = lo.map_or(0, |lo| {
+            bounds
+                .partition_point(|b| b.as_slice() <= lo)
+                .saturating_sub(2)
+        });
+        let last = hi.map_or(order.len(), |hi| {
+            (bounds.partition_point(|b| b.as_slice() <= hi) + 1).min(order.len())
+        });
+        let watermark = self.pwb.watermark();
+        let mut entries = Vec::new();
+        for &id in &order[first..last.max(first)] {
+            for depth in 0..self.leaves[id].len() {
+                for mut offset in self.tree.offsets_in(id, depth) {
+                    loop {
+                        let r = self.record(offset)?;
+                        let (prev, prev_seq, seq) = (r.prev, r.prev_seq, r.seq);
+                        let in_range = lo.is_none_or(|lo| r.key.as_slice() >= lo)
+                            && hi.is_none_or(|hi| r.key.as_slice() <= hi);
+                        if in_range {
+                            let value = (r.kind == KIND_PUT).then_some(r.value);
+                            entries.push(FlushEntry {
+                                key: r.key,
+                                seq,
+                                value,
+                            });
+                        }
+                        if prev_seq <= watermark {
+                            break;
+                        }
+                        offset = prev;
+                    }
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+        entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
+        Ok(entries)
+    }
+
+    /// Links every top leaf that indexes something, so that each can be
+    /// flushed (a full flush of the buffer); returns how many.
+    pub(crate) fn link_all(&mut self) -> usize {
+        let mut n = 0;
+        for id in 0..self.leaves.len() {
+            if self.leaves[id][0].min_seq != u64::MAX {
+                self.tree.link(id);
+                let meta = self.new_meta();
+                self.leaves[id].insert(0, meta);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Segments in the buffer, and how many are free.
+    pub(crate) fn segments(&self) -> (u32, u32) {
+        self.pwb.segments()
+    }
+
+    /// Operations above the watermark (written, not yet all in tables).
+    pub(crate) fn operations(&self) -> u64 {
+        self.last_seq().saturating_sub(self.pwb.watermark())
+    }
+
+    /// Leaves per partition chain, in key order (for `sluice info`).
+    pub(crate) fn chain_lengths(&self) -> Vec<usize> {
+        self.tree
+            .in_key_order()
+            .into_iter()
+            .map(|id| self.leaves[id].len())
+            .collect()
     }
 
     /// A flushable leaf: the oldest leaf of a chain of two or more, not yet
@@ -438,6 +540,13 @@ impl LightBuffer {
         assert!(self.tree.drop_oldest(id), "the chain has two leaves");
         let meta = self.leaves[id].pop().expect("a chain");
         self.count(&meta.segments, false);
+        self.raise_watermark()
+    }
+
+    /// Raises the watermark to the last batch end below every live leaf's
+    /// oldest operation, releasing the segments wholly below it; returns
+    /// how many.
+    fn raise_watermark(&mut self) -> Result<usize> {
         let target = self
             .leaves
             .iter()
@@ -461,20 +570,24 @@ impl LightBuffer {
     /// Makes a flush unit available if none is: links the top leaf holding
     /// the oldest operation (only that leaf's flush lets the watermark, and
     /// so the buffer's room, move). False when no leaf indexes anything.
-    pub(crate) fn make_room(&mut self) -> bool {
+    pub(crate) fn make_room(&mut self) -> Result<bool> {
         if self.flushable().is_some() {
-            return true;
+            return Ok(true);
         }
         let Some(id) = (0..self.leaves.len())
             .filter(|&id| self.leaves[id][0].min_seq != u64::MAX)
             .min_by_key(|&id| self.leaves[id][0].min_seq)
         else {
-            return false;
+            // Nothing to flush; records recovery found in tables may
+            // still hold segments below a watermark never raised past
+            // them.
+            self.raise_watermark()?;
+            return Ok(false);
         };
         self.tree.link(id);
         let meta = self.new_meta();
         self.leaves[id].insert(0, meta);
-        true
+        Ok(true)
     }
 
     /// Checks the leaves against the tree and the segment counts against the

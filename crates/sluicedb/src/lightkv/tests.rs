@@ -125,7 +125,11 @@ impl Run {
                 break first;
             }
             if !self.flush_one() {
-                assert!(self.buf.make_room(), "seed {}: no room to make", self.seed);
+                assert!(
+                    self.buf.make_room().unwrap(),
+                    "seed {}: no room to make",
+                    self.seed
+                );
             }
         };
         assert_eq!(first, self.buf.last_seq() + 1 - n as u64);
@@ -223,7 +227,7 @@ fn model_with_snapshots_flushes_and_crashes() {
         for step in 0..700 {
             run.write();
             if run.rng.gen_ratio(1, 25) {
-                run.buf.make_room();
+                run.buf.make_room().unwrap();
                 run.flush_one();
             }
             run.check_reads(3);
@@ -263,7 +267,7 @@ fn recovery_skips_versions_the_tables_hold() {
         value: Some(b"pin"),
     };
     buf.write(&[op(b"old"), pin]).unwrap().unwrap();
-    assert!(buf.make_room());
+    assert!(buf.make_room().unwrap());
     let unit = buf.flush_unit(0).unwrap().unwrap();
     assert_eq!(unit.entries.len(), 1);
     buf.flushed(unit.leaf).unwrap();

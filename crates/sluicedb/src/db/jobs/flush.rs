@@ -75,7 +75,7 @@ impl Core {
     }
 
     pub(in crate::db) fn run_flush(&self) -> Result<()> {
-        let (imm, next_mark, smallest_snapshot, below) = {
+        let (imm, leaf, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();
             let front = st
                 .imms
@@ -85,6 +85,7 @@ impl Core {
             let visible = self.visible_seq.load(Ordering::Acquire);
             (
                 front.mem.clone(),
+                front.leaf,
                 next,
                 st.smallest_snapshot(visible),
                 st.current.clone(),
@@ -160,6 +161,14 @@ impl Core {
             self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
         })?;
         bump(&self.counters.flushes, 1);
+        if let (Some(leaf), Some(light)) = (leaf, self.light.get()) {
+            // LightKV: the leaf's table is installed; the leaf leaves the
+            // buffer (raising its watermark), and the next units go out.
+            light.flushed(leaf)?;
+            let mut st = self.state.lock();
+            self.light_hand_out(&mut st, light)?;
+            self.cv.notify_all();
+        }
         if self.shape.checkpoint_due() {
             self.write_checkpoint()?;
         }

@@ -1,0 +1,313 @@
+//! LightKV in the engine (`docs/design.md`, "LightKV: the preset"): the
+//! persistent write buffer under its RH-Tree ([`LightBuffer`]) stands where
+//! the journal and the memtable stand.
+//!
+//! - **Writes**: the group-commit leader appends each group to the buffer
+//!   ([`Light::append`], records and tree at once); `sync` is the buffer's
+//!   fence. [`PwbJournal`] is the engine's `Journal` over it and
+//!   [`LightMem`] its `WriteBuffer`; both name the same [`Light`].
+//! - **Flushes**: a linked leaf is handed out as a flush unit, copied into
+//!   an immutable memtable (after the buffer is synced), and the engine's
+//!   flush job writes it into a table like any memtable; once the table is
+//!   installed, [`Light::flushed`] drops the leaf and raises the watermark.
+//! - **Reads** ask the buffer first, then the flush units not yet
+//!   installed, then the tables. A reader holds [`Light::readers`] shared
+//!   from taking its super version until it has read the buffer, and
+//!   `flushed` holds it exclusively: otherwise a reader whose super version
+//!   predates a table could look in the buffer after that table's leaf
+//!   left it, and find the version in neither.
+//! - **Recovery**: the buffer rebuilds its tree from its records, skipping
+//!   versions the recovered tables hold ([`Light::open`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::fs::CountingFs;
+use crate::index::rh::RhParams;
+use crate::iter::InternalIterator;
+use crate::journal::{Journal, JournalMark};
+use crate::key::Kind;
+use crate::lightkv::buffer::{FlushEntry, LightBuffer, Op};
+use crate::memtable::{DigestSet, Lookup, MemTable, ShadowCandidates, WriteBuffer};
+use crate::options::LightKvOptions;
+use crate::version::VersionEdit;
+
+/// The write buffer's file in the database directory.
+pub(crate) const BUFFER_FILE: &str = "LIGHTKV.pwb";
+
+/// The path of the write buffer of the database in `dir`.
+pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
+    dir.join(BUFFER_FILE)
+}
+
+/// The buffer and the lock that orders reads against leaves leaving it.
+pub(crate) struct Light {
+    buf: Mutex<LightBuffer>,
+    /// Shared by a read from its super version to its look into the
+    /// buffer; exclusive in [`Light::flushed`] (module documentation).
+    pub(crate) readers: RwLock<()>,
+}
+
+impl Light {
+    /// Opens (or creates) the buffer of the database in `dir`; a version
+    /// for which `in_tables(key, seq)` holds (the tables hold it or a newer
+    /// one) is not indexed again.
+    pub(crate) fn open(
+        fs: &CountingFs,
+        dir: &Path,
+        opts: &LightKvOptions,
+        in_tables: impl Fn(&[u8], u64) -> bool,
+    ) -> Result<Light> {
+        let pm = fs.open_pm(&buffer_path(dir), opts.buffer_bytes)?;
+        let params = RhParams {
+            leaf_buckets: opts.leaf_buckets,
+            extra_buckets: opts.leaf_buckets.div_ceil(20),
+            max_leaf_nodes: opts.max_leaf_nodes,
+            ..RhParams::default()
+        };
+        let buf = LightBuffer::open(pm, opts.segment_bytes, params, in_tables)?;
+        Ok(Light {
+            buf: Mutex::new(buf),
+            readers: RwLock::new(()),
+        })
+    }
+
+    /// The last operation the buffer holds or held.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.buf.lock().last_seq()
+    }
+
+    /// Writes `group`, whose first operation is `seq`, synced when `sync`.
+    /// False, having written nothing, when the buffer has no room for it.
+    pub(crate) fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<bool> {
+        let mut ops = Vec::with_capacity(group.len());
+        for op in group.iter() {
+            let op = op.map_err(Error::InvalidArgument)?;
+            ops.push(Op {
+                key: op.key,
+                value: (op.kind != Kind::Delete).then_some(op.value),
+            });
+        }
+        let mut buf = self.buf.lock();
+        let Some(first) = buf.write(&ops)? else {
+            return Ok(false);
+        };
+        if first != seq {
+            return Err(Error::InvalidArgument(format!(
+                "write buffer numbered a group {first}, the engine {seq}"
+            )));
+        }
+        if sync {
+            buf.sync()?;
+        }
+        Ok(true)
+    }
+
+    /// Makes every write so far durable.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.buf.lock().sync()
+    }
+
+    /// The newest version of `key` at or below `seq` in the buffer.
+    pub(crate) fn get(&self, key: &[u8], seq: u64) -> Result<Lookup> {
+        Ok(match self.buf.lock().get_versioned(key, seq)? {
+            Some((s, Some(v))) => Lookup::Found(Kind::Value, v, s),
+            Some((_, None)) => Lookup::Deleted,
+            None => Lookup::Absent,
+        })
+    }
+
+    /// Every version the buffer holds for keys in `lo..=hi`, as a sorted
+    /// iterator (a copy: the buffer may change under it).
+    pub(crate) fn iter(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Box<dyn InternalIterator> {
+        match self.buf.lock().versions_in(lo, hi) {
+            Ok(entries) => Arc::new(memtable_of(&entries)).iter(),
+            Err(e) => Box::new(Failed(e)),
+        }
+    }
+
+    /// The next flush unit as a memtable, with its leaf; `None` when no
+    /// linked leaf waits.
+    pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<MemTable>)>> {
+        let unit = self.buf.lock().flush_unit(oldest_snapshot)?;
+        Ok(unit.map(|u| (u.leaf, Arc::new(memtable_of(&u.entries)))))
+    }
+
+    /// Links the top leaf holding the oldest operation, if no unit waits;
+    /// false when nothing is indexed (the watermark then rises past every
+    /// record, releasing what they held).
+    pub(crate) fn make_room(&self) -> Result<bool> {
+        self.buf.lock().make_room()
+    }
+
+    /// Links every top leaf holding something (a full flush).
+    pub(crate) fn link_all(&self) -> usize {
+        self.buf.lock().link_all()
+    }
+
+    /// Chains holding a linked leaf (flushed or not yet).
+    pub(crate) fn linked(&self) -> usize {
+        self.buf
+            .lock()
+            .chain_lengths()
+            .iter()
+            .filter(|&&n| n > 1)
+            .count()
+    }
+
+    /// Segments, and how many are free.
+    pub(crate) fn segments(&self) -> (u32, u32) {
+        self.buf.lock().segments()
+    }
+
+    /// Leaf `uid`'s table is installed: the leaf leaves the tree and the
+    /// watermark rises as far as it may.
+    pub(crate) fn flushed(&self, uid: u32) -> Result<usize> {
+        let _readers = self.readers.write();
+        self.buf.lock().flushed(uid)
+    }
+
+    /// Operations above the watermark, the buffer's bytes in use, and the
+    /// leaves per partition in key order (for `Stats`).
+    pub(crate) fn describe(&self) -> (u64, Vec<usize>) {
+        let buf = self.buf.lock();
+        (buf.operations(), buf.chain_lengths())
+    }
+}
+
+/// A memtable holding `entries` (each at its own sequence number).
+fn memtable_of(entries: &[FlushEntry]) -> MemTable {
+    let mem = MemTable::new();
+    for e in entries {
+        let mut b = WriteBatch::new();
+        match &e.value {
+            Some(v) => b.put(&e.key, v),
+            None => b.delete(&e.key),
+        };
+        mem.insert_batch(&b, e.seq);
+    }
+    mem
+}
+
+/// An iterator that holds nothing and reports `0`'s error.
+struct Failed(Error);
+
+impl InternalIterator for Failed {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _target: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Err(self.0.clone())
+    }
+}
+
+/// The buffer as the engine's journal: appending is writing to it.
+pub(crate) struct PwbJournal(pub(crate) Arc<Light>);
+
+impl Journal for PwbJournal {
+    fn append(
+        &self,
+        group: &WriteBatch,
+        seq: u64,
+        sync: bool,
+        _separate: Option<usize>,
+    ) -> Result<Option<WriteBatch>> {
+        if self.0.append(group, seq, sync)? {
+            Ok(None)
+        } else {
+            // The write path makes room before it appends (`Core::lead_group`).
+            Err(Error::InvalidArgument(
+                "the write buffer has no room for this group".into(),
+            ))
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.0.sync()
+    }
+
+    /// Flush units are not journal files: nothing to rotate.
+    fn rotate(&self, current: JournalMark) -> Result<JournalMark> {
+        Ok(current)
+    }
+
+    /// The buffer's watermark, in the buffer itself, says where recovery
+    /// starts; the manifest's log number stays.
+    fn replay_from(&self, _next: JournalMark, _edit: &mut VersionEdit) -> Option<u64> {
+        None
+    }
+}
+
+/// The buffer as the engine's active write buffer. The journal's append
+/// already indexed each group, so inserting does nothing here.
+pub(crate) struct LightMem(pub(crate) Arc<Light>);
+
+impl WriteBuffer for LightMem {
+    fn insert_batch(&self, _batch: &WriteBatch, _seq: u64) {}
+
+    fn insert_relocations(&self, _batch: &WriteBatch, _seq: u64, _counted: bool) {
+        unreachable!("lightkv keeps values inline: no GC relocates them");
+    }
+
+    /// `Core::lookup` reads the buffer through `Light::get`, which reports
+    /// damage; this answers other callers, for which damage reads as
+    /// nothing here (the lookup that follows reports it).
+    fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
+        self.0.get(user_key, snapshot).unwrap_or(Lookup::Absent)
+    }
+
+    fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
+        match self.0.get(user_key, u64::MAX) {
+            Ok(Lookup::Found(_, _, s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn digests_newer_than(&self, _seq: u64, _out: &mut DigestSet) -> bool {
+        false
+    }
+
+    fn last_sequence(&self) -> u64 {
+        self.0.last_seq()
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        self.0.iter(None, None)
+    }
+
+    /// The buffer lives in its own region, not on the heap.
+    fn approximate_memory_bytes(&self) -> usize {
+        0
+    }
+
+    fn filter_bytes(&self) -> usize {
+        0
+    }
+
+    fn shadow_candidates(&self) -> ShadowCandidates {
+        ShadowCandidates::default()
+    }
+
+    fn held_live_bytes(&self) -> u64 {
+        0
+    }
+
+    fn len(&self) -> usize {
+        self.0.describe().0 as usize
+    }
+}
