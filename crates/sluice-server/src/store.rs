@@ -1256,6 +1256,16 @@ impl<'a> Txn<'a> {
         }
     }
 
+    /// One engine cursor over `lo..hi` for several seeks, or `None` when
+    /// this transaction staged writes there (or emptied the keyspace):
+    /// the caller then reads through [`Txn::elems_in`], which sees them.
+    pub fn engine_cursor(&self, lo: &[u8], hi: &[u8]) -> Option<sluicedb::DbIterator> {
+        if self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
+            return None;
+        }
+        Some(self.ks.db.iter_range(&self.opts(), lo..hi))
+    }
+
     /// Every element of a collection, in key order.
     pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = Vec::with_capacity(m.count as usize);
