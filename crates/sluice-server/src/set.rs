@@ -166,6 +166,28 @@ const TARGET_BYTES: usize = 8;
 /// members in sparse stretches of the key space come more often than in
 /// dense ones (redis-server's pick is uniform over members).
 fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    if let Some(mut c) = txn.engine_cursor(&m.prefix(), &m.end()) {
+        // One cursor for the three reads (opening one costs more than a
+        // seek once the engine has many tables).
+        let at = |c: &sluicedb::DbIterator| -> Result<Option<Vec<u8>>, String> {
+            if c.valid() {
+                Ok(Some(c.key()[9..].to_vec()))
+            } else {
+                c.status().map_err(engine)?;
+                Ok(None)
+            }
+        };
+        c.seek_to_first();
+        let Some(first) = at(&c)? else {
+            return Ok(None);
+        };
+        c.seek_to_last();
+        let Some(last) = at(&c)? else {
+            return Ok(None);
+        };
+        c.seek(m.elem(&random_target(&first, &last)));
+        return Ok(at(&c)?.or(Some(last)));
+    }
     let edge = |rev: bool| -> Result<Option<Vec<u8>>, String> {
         let mut found = None;
         txn.elems_in(&m.prefix(), &m.end(), rev, |k, _| {
@@ -178,7 +200,20 @@ fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String
     let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
         return Ok(None);
     };
-    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let target = random_target(&first, &last);
+    let mut found = None;
+    txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
+        found = Some(k[9..].to_vec());
+        false
+    })
+    .map_err(engine)?;
+    Ok(found.or(Some(last)))
+}
+
+/// A random member name between `first` and `last`: their common
+/// prefix, then each byte drawn between theirs at that position.
+fn random_target(first: &[u8], last: &[u8]) -> Vec<u8> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
     let mut rng = rand::thread_rng();
     let mut target = last[..common].to_vec();
     for i in common..common + TARGET_BYTES {
@@ -189,13 +224,7 @@ fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String
         };
         target.push(rng.gen_range(lo..=hi));
     }
-    let mut found = None;
-    txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
-        found = Some(k[9..].to_vec());
-        false
-    })
-    .map_err(engine)?;
-    Ok(found.or(Some(last)))
+    target
 }
 
 /// One random member (none if the set is empty).

@@ -383,7 +383,26 @@ pub struct Keyspace {
     /// what it replaces, so that a collection's elements become garbage.
     /// Until then it writes blind (the string workloads' fast path).
     collections_seen: AtomicBool,
+    /// Where a sorted set's live index entries begin and end, learnt from
+    /// its pops (by version): `ZPOPMIN` starts its walk there instead of
+    /// skipping the tombstones of every member popped before (until a
+    /// compaction drops them). Invariant: every live index entry of the
+    /// version is in `lo .. hi`; an insert widens the bounds first, a pop
+    /// narrows them only once committed. Kept in memory only; entries of
+    /// dropped versions go when the map is full (no bound: a full walk).
+    pop_bounds: Mutex<HashMap<u64, PopBounds>>,
 }
+
+/// Bounds of a sorted set's live index entries (engine keys): `lo`
+/// inclusive, `hi` exclusive; `None` is the index's own end.
+#[derive(Debug, Clone, Default)]
+pub struct PopBounds {
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+}
+
+/// Most versions `pop_bounds` remembers before it starts over.
+const POP_BOUNDS_MAX: usize = 10_000;
 
 /// The locks a command holds while it runs.
 pub enum Held<'a> {
@@ -417,6 +436,7 @@ impl Keyspace {
             changes: AtomicU64::new(0),
             versions: Mutex::new((reserved, reserved)),
             collections_seen: AtomicBool::new(reserved > 0),
+            pop_bounds: Mutex::new(HashMap::new()),
         })
     }
 
@@ -494,6 +514,37 @@ impl Keyspace {
     pub fn lock_all(&self) -> Held<'_> {
         Held::Exclusive {
             _global: self.global.write(),
+        }
+    }
+
+    /// The known bounds of `version`'s live index entries.
+    pub fn pop_bounds(&self, version: u64) -> PopBounds {
+        self.pop_bounds
+            .lock()
+            .get(&version)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Widens `version`'s bounds to take the index entry `key` in.
+    fn widen_pop_bounds(&self, version: u64, key: &[u8]) {
+        if let Some(b) = self.pop_bounds.lock().get_mut(&version) {
+            widen(b, key);
+        }
+    }
+
+    /// Narrows `version`'s bounds after a committed pop: the new start
+    /// (`max` false) or end (`max` true).
+    fn narrow_pop_bounds(&self, version: u64, max: bool, key: Vec<u8>) {
+        let mut all = self.pop_bounds.lock();
+        if all.len() >= POP_BOUNDS_MAX && !all.contains_key(&version) {
+            all.clear();
+        }
+        let b = all.entry(version).or_default();
+        if max {
+            b.hi = Some(key);
+        } else {
+            b.lo = Some(key);
         }
     }
 
@@ -914,6 +965,18 @@ pub fn list_seq_decode(b: [u8; 8]) -> i64 {
 /// An engine key and its value.
 type Pair = (Vec<u8>, Vec<u8>);
 
+/// Widens bounds so that `key` is inside them.
+fn widen(b: &mut PopBounds, key: &[u8]) {
+    if b.lo.as_deref().is_some_and(|lo| key < lo) {
+        b.lo = Some(key.to_vec());
+    }
+    if b.hi.as_deref().is_some_and(|hi| key >= hi) {
+        let mut past = key.to_vec();
+        past.push(0);
+        b.hi = Some(past);
+    }
+}
+
 /// The writes of one command or one `EXEC`, staged over the keyspace:
 /// reads see them, and `commit` applies them as one batch.
 pub struct Txn<'a> {
@@ -949,6 +1012,9 @@ pub struct Txn<'a> {
     /// A blocking command found nothing and wrote no reply: the caller
     /// parks the client until a write to one of its keys.
     pub would_block: bool,
+    /// Pops' narrowings of sorted-set bounds, applied once committed:
+    /// (version, the max end, new bound).
+    pop_narrowings: Vec<(u64, bool, Vec<u8>)>,
     /// Runs a parked client's command again after a write to its keys: a
     /// key to pop from that holds another type is nothing to pop yet (the
     /// client keeps waiting, as in redis-server), not an error.
@@ -981,6 +1047,7 @@ impl<'a> Txn<'a> {
             base: HashMap::new(),
             replaced: Vec::new(),
             modified: Vec::new(),
+            pop_narrowings: Vec::new(),
             flushed: false,
             in_multi: false,
             seed: None,
@@ -1056,6 +1123,34 @@ impl<'a> Txn<'a> {
             Err(e) if self.serving_blocked && e == WRONGTYPE => Ok(None),
             r => r,
         }
+    }
+
+    /// Notes a sorted-set index entry staged for `version`: the known
+    /// bounds, and this transaction's pending narrowings, take it in
+    /// before anything can walk past it.
+    pub fn index_inserted(&mut self, version: u64, key: &[u8]) {
+        self.ks.widen_pop_bounds(version, key);
+        for (v, max, bound) in &mut self.pop_narrowings {
+            if *v == version {
+                let mut b = PopBounds::default();
+                if *max {
+                    b.hi = Some(std::mem::take(bound));
+                    widen(&mut b, key);
+                    *bound = b.hi.unwrap_or_default();
+                } else {
+                    b.lo = Some(std::mem::take(bound));
+                    widen(&mut b, key);
+                    *bound = b.lo.unwrap_or_default();
+                }
+            }
+        }
+    }
+
+    /// Narrows `version`'s bounds once this transaction commits (a pop
+    /// deleted every index entry before `bound`, or from `bound` on with
+    /// `max`).
+    pub fn popped_to(&mut self, version: u64, max: bool, bound: Vec<u8>) {
+        self.pop_narrowings.push((version, max, bound));
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).
@@ -1194,6 +1289,16 @@ impl<'a> Txn<'a> {
         }
     }
 
+    /// One engine cursor over `lo..hi` for several seeks, or `None` when
+    /// this transaction staged writes there (or emptied the keyspace):
+    /// the caller then reads through [`Txn::elems_in`], which sees them.
+    pub fn engine_cursor(&self, lo: &[u8], hi: &[u8]) -> Option<sluicedb::DbIterator> {
+        if self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
+            return None;
+        }
+        Some(self.ks.db.iter_range(&self.opts(), lo..hi))
+    }
+
     /// Every element of a collection, in key order.
     pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = Vec::with_capacity(m.count as usize);
@@ -1289,6 +1394,9 @@ impl<'a> Txn<'a> {
             batch.put(k, v);
         }
         self.ks.write(batch)?;
+        for (v, max, bound) in std::mem::take(&mut self.pop_narrowings) {
+            self.ks.narrow_pop_bounds(v, max, bound);
+        }
         let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
         self.ks.touch(

@@ -43,7 +43,9 @@ fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Option<f
         None => m.count += 1,
     }
     txn.elem_put(member_key(m, member), score.to_le_bytes().to_vec());
-    txn.elem_put(m.elem(&zset_index_suffix(score, member)), Vec::new());
+    let index_key = m.elem(&zset_index_suffix(score, member));
+    txn.index_inserted(m.version, &index_key);
+    txn.elem_put(index_key, Vec::new());
 }
 
 fn del(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64) {
@@ -618,10 +620,27 @@ fn pop_members(
     if count == 0 {
         return Ok(got);
     }
-    walk(txn, &m, max, |member, s| {
-        got.push((member.to_vec(), s));
+    // Start past the members popped before (their tombstones).
+    let b = txn.keyspace().pop_bounds(m.version);
+    let lo =
+        b.lo.filter(|_| !max)
+            .unwrap_or_else(|| m.elem(&[ZSET_INDEX]));
+    let hi =
+        b.hi.filter(|_| max)
+            .unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1]));
+    txn.elems_in(&lo, &hi, max, |k, _| {
+        let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
+        got.push((k[18..].to_vec(), score_from_sortable(s)));
         got.len() < count
-    })?;
+    })
+    .map_err(engine)?;
+    if let Some((member, s)) = got.last() {
+        let mut bound = m.elem(&zset_index_suffix(*s, member));
+        if !max {
+            bound.push(0);
+        }
+        txn.popped_to(m.version, max, bound);
+    }
     for (member, s) in &got {
         del(txn, &mut m, member, *s);
     }

@@ -450,3 +450,57 @@ fn spop_empties_a_large_set_one_distinct_member_at_a_time() {
     assert_eq!(cmd(&mut r, &["SPOP", "big"]), b"$-1\r\n");
     assert_eq!(cmd(&mut r, &["EXISTS", "big"]), b":0\r\n");
 }
+
+/// ZPOPMIN/ZPOPMAX start past the members popped before (in memory,
+/// per version); a member added below (or above) that point, alone or
+/// inside the transaction that popped, is still the next one popped.
+#[test]
+fn pops_start_past_earlier_pops_but_see_members_added_behind_them() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    let mut zadd = vec!["ZADD".to_owned(), "z".to_owned()];
+    for i in 0..200 {
+        zadd.push((i + 100).to_string());
+        zadd.push(format!("m{i}"));
+    }
+    let args: Vec<&str> = zadd.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut r, &args), b":200\r\n");
+    assert!(cmd(&mut r, &["ZPOPMIN", "z", "50"]).starts_with(b"*100\r\n"));
+    assert!(cmd(&mut r, &["ZPOPMAX", "z", "50"]).starts_with(b"*100\r\n"));
+    // Behind both ends: the next pops must find them.
+    cmd(&mut r, &["ZADD", "z", "1", "low", "1000", "high"]);
+    assert_eq!(
+        cmd(&mut r, &["ZPOPMIN", "z"]),
+        b"*2\r\n$3\r\nlow\r\n$1\r\n1\r\n".to_vec()
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZPOPMAX", "z"]),
+        b"*2\r\n$4\r\nhigh\r\n$4\r\n1000\r\n".to_vec()
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZPOPMIN", "z"]),
+        b"*2\r\n$3\r\nm50\r\n$3\r\n150\r\n".to_vec()
+    );
+    // Inside one transaction: pop, then add below, then pop again.
+    cmd(&mut r, &["MULTI"]);
+    cmd(&mut r, &["ZPOPMIN", "z"]);
+    cmd(&mut r, &["ZADD", "z", "2", "low2"]);
+    cmd(&mut r, &["ZPOPMIN", "z", "0"]);
+    assert_eq!(
+        cmd(&mut r, &["EXEC"]),
+        b"*3\r\n*2\r\n$3\r\nm51\r\n$3\r\n151\r\n:1\r\n*0\r\n".to_vec()
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZPOPMIN", "z"]),
+        b"*2\r\n$4\r\nlow2\r\n$1\r\n2\r\n".to_vec()
+    );
+    cmd(&mut r, &["MULTI"]);
+    cmd(&mut r, &["ZPOPMAX", "z", "2"]);
+    cmd(&mut r, &["ZINCRBY", "z", "5000", "m60"]);
+    cmd(&mut r, &["EXEC"]);
+    assert_eq!(
+        cmd(&mut r, &["ZPOPMAX", "z"]),
+        b"*2\r\n$3\r\nm60\r\n$4\r\n5160\r\n".to_vec()
+    );
+    assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":95\r\n");
+}
