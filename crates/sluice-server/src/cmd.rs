@@ -1665,41 +1665,46 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
     }
 }
 
-/// Applies one replicated entry: its commands run as one transaction under
-/// their locks, at the leader's clock, and commit with `mark` (the applied
-/// record) in the same batch, written even when they write nothing.
-/// Blocking pops do not block (as inside `EXEC`), and connection or
-/// server commands are refused inside a replicated `EXEC`. Returns the
-/// reply; an error means the engine refused the batch, and the node must
-/// not apply further.
+/// Applies one replicated entry: the commands of its requests (each one
+/// command, or an `EXEC`'s queue) run in order in one transaction under
+/// all their locks, each request at its leader's clock, and commit as one
+/// batch with `mark` (the applied record), written even when they write
+/// nothing. Later requests see the earlier ones' writes, as if run one
+/// after another. Blocking pops do not block (as inside `EXEC`), and
+/// connection or server commands are refused inside a replicated `EXEC`.
+/// Returns each request's reply; an error means the engine refused the
+/// batch, and the node must not apply further.
 pub fn apply_entry(
     server: &Server,
-    req: &crate::raft::Request,
+    reqs: &[crate::raft::Request],
     mark: (Vec<u8>, Vec<u8>),
     seed: u64,
-) -> sluicedb::Result<Vec<u8>> {
+) -> sluicedb::Result<Vec<Vec<u8>>> {
     let ks = &server.ks;
-    let cmds: Vec<Vec<Bytes>> = req
-        .cmds
+    type Cmd = (Option<&'static Spec>, Vec<Bytes>);
+    let parsed: Vec<Vec<Cmd>> = reqs
         .iter()
-        .map(|c| c.iter().map(|a| Bytes::copy_from_slice(a)).collect())
-        .collect();
-    let specs: Vec<Option<&'static Spec>> = cmds
-        .iter()
-        .map(|a| {
-            a.first()
-                .and_then(|n| lookup(&String::from_utf8_lossy(n).to_ascii_lowercase()))
+        .map(|r| {
+            r.cmds
+                .iter()
+                .map(|c| {
+                    let a: Vec<Bytes> = c.iter().map(|x| Bytes::copy_from_slice(x)).collect();
+                    let s = a
+                        .first()
+                        .and_then(|n| lookup(&String::from_utf8_lossy(n).to_ascii_lowercase()));
+                    (s, a)
+                })
+                .collect()
         })
         .collect();
-    let global = specs
-        .iter()
-        .flatten()
-        .any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll));
+    let all = || parsed.iter().flatten();
+    let global =
+        all().any(|(s, _)| s.is_some_and(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll)));
     let mut held = if global {
         ks.lock_all()
     } else {
         let mut keys: Vec<&[u8]> = Vec::new();
-        for (s, a) in specs.iter().zip(&cmds) {
+        for (s, a) in all() {
             if let Some(s) = s.filter(|s| arity_ok(s, a.len())) {
                 keys.extend(keys_of(s, a));
             }
@@ -1707,36 +1712,41 @@ pub fn apply_entry(
         ks.lock_keys(&keys)
     };
     let ctx = ctx(server);
-    let mut txn = Txn::new_at(ks, req.now_ms);
+    let mut txn = Txn::new(ks);
     txn.in_multi = true;
-    txn.seed = Some(seed);
     txn.mark = Some(mark);
-    let mut out = Out {
-        resp3: req.resp3,
-        ..Out::default()
-    };
-    if req.multi {
-        out.array(cmds.len());
-    }
-    for (s, a) in specs.iter().zip(&cmds) {
-        let at = out.buf.len();
-        let r = match s {
-            _ if a.is_empty() => Err("ERR empty command".to_owned()),
-            None => Err(unknown_command(a)),
-            Some(s) if !arity_ok(s, a.len()) => Err(wrong_args(s.name)),
-            Some(s) if s.kind == Kind::Admin => Err(format!(
-                "ERR {} is not run inside a transaction on a replicated shard",
-                s.name
-            )),
-            Some(s) => data::run(s.name, a, &mut txn, &ctx, &mut out),
+    let mut replies = Vec::with_capacity(reqs.len());
+    for (j, (req, cmds)) in reqs.iter().zip(&parsed).enumerate() {
+        txn.now = req.now_ms;
+        txn.seed = Some(seed.wrapping_mul(1 << 16).wrapping_add(j as u64));
+        let mut out = Out {
+            resp3: req.resp3,
+            ..Out::default()
         };
-        if let Err(e) = r {
-            out.buf.truncate(at);
-            out.error(&e);
+        if req.multi {
+            out.array(cmds.len());
         }
+        for (s, a) in cmds {
+            let at = out.buf.len();
+            let r = match s {
+                _ if a.is_empty() => Err("ERR empty command".to_owned()),
+                None => Err(unknown_command(a)),
+                Some(s) if !arity_ok(s, a.len()) => Err(wrong_args(s.name)),
+                Some(s) if s.kind == Kind::Admin => Err(format!(
+                    "ERR {} is not run inside a transaction on a replicated shard",
+                    s.name
+                )),
+                Some(s) => data::run(s.name, a, &mut txn, &ctx, &mut out),
+            };
+            if let Err(e) = r {
+                out.buf.truncate(at);
+                out.error(&e);
+            }
+        }
+        replies.push(out.buf);
     }
     txn.commit(&mut held)?;
-    Ok(out.buf)
+    Ok(replies)
 }
 
 /// Parameters `CONFIG GET` reports and `CONFIG SET` changes.

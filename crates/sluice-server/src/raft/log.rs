@@ -279,16 +279,16 @@ mod tests {
         assert_eq!(log_key(300), [0x72, 0x6c, 0, 0, 0, 0, 0, 0, 0x01, 0x2c]);
         let e = Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(2, 1), 300),
-            payload: openraft::EntryPayload::Normal(super::super::Request {
+            payload: openraft::EntryPayload::Normal(vec![super::super::Request {
                 now_ms: 1_700_000_000_000,
                 resp3: false,
                 multi: false,
                 cmds: vec![vec![b"SET".to_vec(), b"a".to_vec(), b"b".to_vec()]],
-            }),
+            }]),
         };
         let want: Vec<u8> = vec![
-            0x02, 0x01, 0xac, 0x02, 0x01, 0x80, 0xd0, 0x95, 0xff, 0xbc, 0x31, 0x00, 0x00, 0x01,
-            0x03, 0x03, b'S', b'E', b'T', 0x01, b'a', 0x01, b'b',
+            0x02, 0x01, 0xac, 0x02, 0x01, 0x01, 0x80, 0xd0, 0x95, 0xff, 0xbc, 0x31, 0x00, 0x00,
+            0x01, 0x03, 0x03, b'S', b'E', b'T', 0x01, b'a', 0x01, b'b',
         ];
         assert_eq!(encode(&e), want);
         let back: Entry = decode(&want, "entry").unwrap();

@@ -63,10 +63,11 @@ pub struct Request {
 pub struct Reply(pub Vec<u8>);
 
 openraft::declare_raft_types!(
-    /// The group's types.
+    /// The group's types. An entry holds the write requests that arrived
+    /// together (one or more, in order); its response, their replies.
     pub TypeConfig:
-        D = Request,
-        R = Reply,
+        D = Vec<Request>,
+        R = Vec<Reply>,
         NodeId = NodeId,
         Node = Member,
         Entry = openraft::Entry<TypeConfig>,
@@ -84,6 +85,14 @@ pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 20_000;
 /// A write not committed in this long answers `-TRYAGAIN` (a leader cut
 /// off from its quorum never acknowledges; the client learns it in time).
 pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
+/// Requests in one entry at most, and their bytes: openraft 0.9's leader
+/// syncs each entry before it takes the next, so entries carry every write
+/// that arrived meanwhile (the engine's group commit, one level up).
+pub const BATCH_MAX_REQUESTS: usize = 1024;
+pub const BATCH_MAX_BYTES: usize = 4 << 20;
+/// Entries proposed and not yet answered at once.
+pub const PROPOSALS_IN_FLIGHT: usize = 2;
+
 /// How long a new node keeps asking to be admitted while no member answers.
 pub const JOIN_RETRY_MS: u64 = 60_000;
 
@@ -154,6 +163,7 @@ pub struct Replica {
     /// Links this node drops, as a partition would (tests).
     pub blocked: Arc<net::Blocked>,
     pub write_timeout: Duration,
+    proposals: tokio::sync::mpsc::UnboundedSender<Pending>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -180,26 +190,19 @@ impl Replica {
     }
 
     fn not_leader(&self, leader: Option<&Member>) -> String {
-        match leader
-            .map(|m| m.redis_addr.clone())
-            .or_else(|| self.leader_redis_addr())
-        {
-            Some(a) if a != self.me.redis_addr => moved(&a),
-            _ => NO_LEADER.to_owned(),
-        }
+        not_leader(&self.raft, &self.me, leader)
     }
 
-    /// Proposes an entry and waits for it to be committed by a quorum and
-    /// applied here; returns its reply, or the error line to answer.
+    /// Proposes a request and waits for it to be committed by a quorum and
+    /// applied here (in an entry with the requests that arrived with it);
+    /// returns its reply, or the error line to answer.
     pub async fn write(&self, req: Request) -> Result<Vec<u8>, String> {
-        match tokio::time::timeout(self.write_timeout, self.raft.client_write(req)).await {
-            Err(_) => Err("TRYAGAIN the write was not committed in time".to_owned()),
-            Ok(Ok(r)) => Ok(r.data.0),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                Err(self.not_leader(f.leader_node.as_ref()))
-            }
-            Ok(Err(e)) => Err(format!("CLUSTERDOWN {e}")),
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.proposals.send((req, tx)).is_err() {
+            return Err("CLUSTERDOWN the node is stopping".to_owned());
         }
+        rx.await
+            .unwrap_or_else(|_| Err("CLUSTERDOWN the node is stopping".to_owned()))
     }
 
     /// Read-index: confirms with a quorum that this node still leads and
@@ -314,6 +317,87 @@ impl Status {
     }
 }
 
+/// A request waiting to be proposed, and where its reply goes.
+type Pending = (
+    Request,
+    tokio::sync::oneshot::Sender<Result<Vec<u8>, String>>,
+);
+
+/// The error line for a client of a node that does not lead.
+fn not_leader(raft: &SluiceRaft, me: &Member, leader: Option<&Member>) -> String {
+    let known = leader.map(|m| m.redis_addr.clone()).or_else(|| {
+        let m = raft.metrics().borrow().clone();
+        let l = m.current_leader?;
+        m.membership_config
+            .membership()
+            .get_node(&l)
+            .map(|n| n.redis_addr.clone())
+    });
+    match known {
+        Some(a) if a != me.redis_addr => moved(&a),
+        _ => NO_LEADER.to_owned(),
+    }
+}
+
+fn request_bytes(r: &Request) -> usize {
+    r.cmds.iter().flatten().map(|a| a.len() + 8).sum::<usize>() + 16
+}
+
+/// Gathers the write requests of all connections into entries: takes the
+/// first waiting, then every other one waiting (up to a bound), proposes
+/// them as one entry, and answers each. At most [`PROPOSALS_IN_FLIGHT`]
+/// entries wait for their commit at once; meanwhile requests gather.
+/// Two entries in flight together hold only requests that were in flight
+/// together, so their order is free.
+async fn proposer(
+    raft: SluiceRaft,
+    me: Member,
+    timeout: Duration,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(PROPOSALS_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut bytes = request_bytes(&first.0);
+        let mut batch = vec![first];
+        while batch.len() < BATCH_MAX_REQUESTS && bytes < BATCH_MAX_BYTES {
+            match rx.try_recv() {
+                Ok(p) => {
+                    bytes += request_bytes(&p.0);
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        let (raft, me) = (raft.clone(), me.clone());
+        tokio::spawn(async move {
+            let (reqs, txs): (Vec<Request>, Vec<_>) = batch.into_iter().unzip();
+            let r = tokio::time::timeout(timeout, raft.client_write(reqs)).await;
+            let err = match r {
+                Ok(Ok(resp)) if resp.data.len() == txs.len() => {
+                    for (tx, reply) in txs.into_iter().zip(resp.data) {
+                        let _ = tx.send(Ok(reply.0));
+                    }
+                    drop(permit);
+                    return;
+                }
+                Ok(Ok(_)) => "CLUSTERDOWN an entry's replies went missing".to_owned(),
+                Err(_) => "TRYAGAIN the write was not committed in time".to_owned(),
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                    not_leader(&raft, &me, f.leader_node.as_ref())
+                }
+                Ok(Err(e)) => format!("CLUSTERDOWN {e}"),
+            };
+            for tx in txs {
+                let _ = tx.send(Err(err.clone()));
+            }
+            drop(permit);
+        });
+    }
+}
+
 /// `host:port` split for Redis's replies (`ROLE`, `INFO replication`).
 pub fn host_port(addr: &str) -> (String, u16) {
     match addr.rsplit_once(':') {
@@ -387,13 +471,17 @@ pub async fn start(
         redis_addr,
     };
     let (rpc_stop, rpc_stopped) = tokio::sync::watch::channel(false);
+    let (proposals, queued) = tokio::sync::mpsc::unbounded_channel();
+    let write_timeout = Duration::from_millis(cfg.write_timeout_ms);
+    tokio::spawn(proposer(raft.clone(), me.clone(), write_timeout, queued));
     let replica = Arc::new(Replica {
         id: cfg.id,
         raft: raft.clone(),
         me: me.clone(),
         db,
         blocked,
-        write_timeout: Duration::from_millis(cfg.write_timeout_ms),
+        write_timeout,
+        proposals,
         rpc_stop,
     });
     let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;

@@ -155,7 +155,7 @@ impl StateMachine {
         })
     }
 
-    fn apply_one(&mut self, entry: openraft::Entry<TypeConfig>) -> Result<Reply, String> {
+    fn apply_one(&mut self, entry: openraft::Entry<TypeConfig>) -> Result<Vec<Reply>, String> {
         let _g = self.lock.lock();
         self.applied.last = Some(entry.log_id);
         if let EntryPayload::Membership(m) = &entry.payload {
@@ -164,16 +164,16 @@ impl StateMachine {
         }
         let mark = (APPLIED_KEY.to_vec(), encode(&self.applied));
         match entry.payload {
-            EntryPayload::Normal(req) => {
-                crate::cmd::apply_entry(&self.server, &req, mark, entry.log_id.index)
-                    .map(Reply)
+            EntryPayload::Normal(reqs) => {
+                crate::cmd::apply_entry(&self.server, &reqs, mark, entry.log_id.index)
+                    .map(|replies| replies.into_iter().map(Reply).collect())
                     .map_err(|e| e.to_string())
             }
             _ => {
                 let mut b = WriteBatch::new();
                 b.put(mark.0, mark.1);
                 self.server.ks.db.write(b).map_err(|e| e.to_string())?;
-                Ok(Reply::default())
+                Ok(Vec::new())
             }
         }
     }
@@ -188,7 +188,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((self.applied.last, self.applied.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> SResult<Vec<Reply>>
+    async fn apply<I>(&mut self, entries: I) -> SResult<Vec<Vec<Reply>>>
     where
         I: IntoIterator<Item = openraft::Entry<TypeConfig>> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
