@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use crate::cmd::{self, After};
 use crate::resp::{Out, Parsed, RequestLimits, RequestParser};
 use crate::server::{Client, Server};
-use crate::store::{now_ms, Fsync};
+use crate::store::Fsync;
 
 /// Replies gathered before they are written out mid-pipeline.
 const OUT_FLUSH_BYTES: usize = 64 * 1024;
@@ -240,10 +240,7 @@ async fn serve_client(
             } else {
                 run()
             };
-            client
-                .shared
-                .last_active_ms
-                .store(now_ms(), Ordering::Relaxed);
+            client.shared.touch();
             *client.shared.last_command.lock() = client.last_command;
             if after == After::Shutdown {
                 return after;
@@ -375,10 +372,7 @@ async fn serve_replicated(
                 After::Continue
             }
         };
-        client
-            .shared
-            .last_active_ms
-            .store(now_ms(), Ordering::Relaxed);
+        client.shared.touch();
         if after == After::Shutdown {
             return after;
         }

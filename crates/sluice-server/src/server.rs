@@ -36,6 +36,11 @@ pub struct ClientShared {
 }
 
 impl ClientShared {
+    /// Notes that the client's commands ran now (`CLIENT LIST`'s `idle`).
+    pub fn touch(&self) {
+        self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         self.kick.notify_one();

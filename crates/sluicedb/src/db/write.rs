@@ -381,12 +381,7 @@ impl Core {
             let pressure = self.shape.write_pressure(&st.current);
             let stop = pressure == WritePressure::Stop;
             if allow_delay && pressure != WritePressure::None {
-                let t = Instant::now();
-                MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
-                let us = t.elapsed().as_micros() as u64;
-                bump(&self.counters.slowdowns, 1);
-                bump(&self.counters.stall_micros, us);
-                bump(&self.counters.stall_l0_micros, us);
+                self.slow_down_for_l0(st);
                 allow_delay = false;
                 continue;
             }
@@ -429,6 +424,18 @@ impl Core {
         }
     }
 
+    /// A writer's one slowdown while the index's compaction is behind
+    /// (its L0, for leveled): 1 ms with `state` released, counted as an L0
+    /// stall. Each write takes at most one.
+    fn slow_down_for_l0(&self, st: &mut MutexGuard<'_, State>) {
+        let t = Instant::now();
+        MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+        let us = t.elapsed().as_micros() as u64;
+        bump(&self.counters.slowdowns, 1);
+        bump(&self.counters.stall_micros, us);
+        bump(&self.counters.stall_l0_micros, us);
+    }
+
     /// LightKV's room for a group (`db/light.rs`): waits while the index
     /// is too far behind (its L0), links the top leaf holding the oldest
     /// operation once a quarter of the buffer is left (every top leaf when
@@ -449,12 +456,7 @@ impl Core {
                 }
                 WritePressure::None => {}
                 _ if allow_delay => {
-                    let t = Instant::now();
-                    MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
-                    let us = t.elapsed().as_micros() as u64;
-                    bump(&self.counters.slowdowns, 1);
-                    bump(&self.counters.stall_micros, us);
-                    bump(&self.counters.stall_l0_micros, us);
+                    self.slow_down_for_l0(st);
                     allow_delay = false;
                     continue;
                 }
