@@ -406,6 +406,28 @@ fn scrape(r: &Running) -> String {
     text
 }
 
+/// `SET {prefix}{i} {i}` for every `i` below `n`, each acknowledged.
+fn set_numbered(con: &mut redis::Connection, prefix: &str, n: usize) {
+    for i in 0..n {
+        let _: String = redis::cmd("SET")
+            .arg(format!("{prefix}{i}"))
+            .arg(i)
+            .query(con)
+            .expect("SET");
+    }
+}
+
+/// Every key `set_numbered` wrote holds its number.
+fn check_numbered(con: &mut redis::Connection, prefix: &str, n: usize) {
+    for i in 0..n {
+        let v: Option<usize> = redis::cmd("GET")
+            .arg(format!("{prefix}{i}"))
+            .query(con)
+            .expect("GET");
+        assert_eq!(v, Some(i), "{prefix}{i}");
+    }
+}
+
 fn running_client(r: &Running) -> redis::Connection {
     let c = redis::Client::open(format!("redis://{}/", r.addr())).expect("client");
     let con = c
@@ -444,13 +466,7 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
     let li = in_process_leader(&nodes, None);
     let mut lc = running_client(&nodes[li]);
     let n = rng.gen_range(5..20);
-    for i in 0..n {
-        let _: String = redis::cmd("SET")
-            .arg(format!("k{i}"))
-            .arg(i)
-            .query(&mut lc)
-            .expect("SET");
-    }
+    set_numbered(&mut lc, "k", n);
     // Cut the leader off both ways.
     let ids: Vec<u64> = (1..=3).collect();
     let lid = ids[li];
@@ -528,13 +544,7 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
             v, None,
             "an unacknowledged write of the cut-off leader survived (seed {seed})"
         );
-        for i in 0..n {
-            let v: Option<i64> = redis::cmd("GET")
-                .arg(format!("k{i}"))
-                .query(con)
-                .expect("GET");
-            assert_eq!(v, Some(i as i64));
-        }
+        check_numbered(con, "k", n);
     }
 }
 
@@ -547,13 +557,7 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     let li = in_process_leader(&nodes, None);
     let victim = (li + 1) % 3;
     let mut lc = running_client(&nodes[li]);
-    for i in 0..30 {
-        let _: String = redis::cmd("SET")
-            .arg(format!("a{i}"))
-            .arg(i)
-            .query(&mut lc)
-            .expect("SET");
-    }
+    set_numbered(&mut lc, "a", 30);
     // Wipe a follower: stop it and remove its directory.
     let gone = nodes.remove(victim);
     gone.shutdown().expect("stop");
@@ -561,12 +565,8 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     let li = in_process_leader(&nodes, None);
     let mut lc = running_client(&nodes[li]);
     // Collections too: their elements and versions travel in the snapshot.
+    set_numbered(&mut lc, "b", 100);
     for i in 0..100 {
-        let _: String = redis::cmd("SET")
-            .arg(format!("b{i}"))
-            .arg(i)
-            .query(&mut lc)
-            .expect("SET");
         let _: i64 = redis::cmd("HSET")
             .arg("h")
             .arg(format!("f{i}"))
@@ -613,20 +613,8 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     );
     let mut c4 = running_client(&n4);
     let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");
-    for i in 0..30 {
-        let v: Option<i64> = redis::cmd("GET")
-            .arg(format!("a{i}"))
-            .query(&mut c4)
-            .expect("GET");
-        assert_eq!(v, Some(i));
-    }
-    for i in 0..100 {
-        let v: Option<i64> = redis::cmd("GET")
-            .arg(format!("b{i}"))
-            .query(&mut c4)
-            .expect("GET");
-        assert_eq!(v, Some(i));
-    }
+    check_numbered(&mut c4, "a", 30);
+    check_numbered(&mut c4, "b", 100);
     let len: i64 = redis::cmd("HLEN").arg("h").query(&mut c4).expect("HLEN");
     assert_eq!(len, 100);
     let v: i64 = redis::cmd("GET").arg("n").query(&mut c4).expect("GET");
