@@ -1249,10 +1249,7 @@ fn client_cmd(server: &Server, client: &mut Client, args: &[Bytes], out: &mut Ou
                 "HELP",
                 "    Print this help.",
             ];
-            out.array(lines.len());
-            for l in lines {
-                out.simple(l);
-            }
+            out.help(&lines);
         }
         _ => return wrong(),
     }

@@ -151,10 +151,7 @@ fn object(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             "HELP",
             "    Prints this help.",
         ];
-        out.array(lines.len());
-        for l in lines {
-            out.simple(l);
-        }
+        out.help(&lines);
         return Ok(());
     }
     let known = ["encoding", "freq", "idletime", "refcount", "help"];

@@ -374,6 +374,14 @@ impl Out {
         self.line(b'+', s.as_bytes());
     }
 
+    /// A `HELP` subcommand's reply: its lines as an array of simple strings.
+    pub fn help(&mut self, lines: &[&str]) {
+        self.array(lines.len());
+        for l in lines {
+            self.simple(l);
+        }
+    }
+
     /// An error reply; `e` starts with its code (`ERR ...`). Line breaks
     /// become spaces, as redis-server does, so the reply stays one line.
     pub fn error(&mut self, e: &str) {

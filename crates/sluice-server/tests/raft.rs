@@ -151,13 +151,7 @@ impl Node {
     }
 
     fn client(&self) -> redis::Connection {
-        let c = redis::Client::open(format!("redis://{}/", self.redis)).expect("client");
-        let con = c
-            .get_connection_with_timeout(Duration::from_secs(10))
-            .expect("connect");
-        con.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        con
+        connect(self.redis)
     }
 }
 
@@ -429,7 +423,12 @@ fn check_numbered(con: &mut redis::Connection, prefix: &str, n: usize) {
 }
 
 fn running_client(r: &Running) -> redis::Connection {
-    let c = redis::Client::open(format!("redis://{}/", r.addr())).expect("client");
+    connect(r.addr())
+}
+
+/// A client of the node at `addr`, with 10 s to connect and to read.
+fn connect(addr: SocketAddr) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://{addr}/")).expect("client");
     let con = c
         .get_connection_with_timeout(Duration::from_secs(10))
         .expect("connect");
