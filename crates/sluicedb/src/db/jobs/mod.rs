@@ -62,6 +62,9 @@ impl Core {
                 || st.jobs.compactions_running > 0
                 || st.jobs.gc_running;
             if running || st.jobs.bg_parked < st.jobs.bg_loops {
+                // A job's end and a parking loop wake this waiter: waking
+                // the loops now would only have them look, park and wake
+                // it again, a ping-pong for as long as the job runs.
                 rest_from = None;
             } else {
                 match rest_from {
@@ -71,8 +74,9 @@ impl Core {
                     Some(_) => {}
                     None => rest_from = Some(st.jobs.bg_looks),
                 }
+                // Every loop is parked: each looks once more, after the rest.
+                self.bg_cv.notify_all();
             }
-            self.bg_cv.notify_all();
             self.cv.wait_for(st, Duration::from_millis(100));
         }
     }
@@ -406,5 +410,62 @@ impl Core {
         self.cv.notify_all();
         self.bg_cv.notify_all();
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::fs::MemFs;
+    use crate::options::{Options, Preset};
+    use crate::Db;
+
+    /// A thread waiting for background work to come to rest while a job
+    /// runs is woken by the job's end and by loops that park; it wakes the
+    /// loops only once all of them are parked. Until 2026-11-29 it woke
+    /// them on every turn of its loop, and each parking loop woke it back:
+    /// tens of thousands of looks a second for as long as the job ran,
+    /// most of the CPU of a benchmark's settle (`docs/design.md`,
+    /// "Background work", *Who wakes whom*). A slower machine only makes
+    /// fewer looks.
+    #[test]
+    fn a_waiter_for_rest_and_parked_loops_do_not_wake_each_other_while_a_job_runs() {
+        let o = Options::preset(Preset::HashKv)
+            .fs(Arc::new(MemFs::new()))
+            .background_threads(2);
+        let db = Db::open("/db", o).unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.wait_for_background().unwrap();
+        let core = db.core();
+        let (loops, looks_before) = {
+            let mut st = core.state.lock();
+            // A GC step that runs for 500 ms, as far as the waiter and the
+            // loops can tell (no loop starts another while it "runs").
+            st.jobs.gc_running = true;
+            (st.jobs.bg_loops as u64, st.jobs.bg_looks)
+        };
+        let ender = {
+            let core = core.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                core.state.lock().jobs.gc_running = false;
+                core.cv.notify_all();
+                core.bg_cv.notify_all();
+            })
+        };
+        db.wait_for_background().unwrap();
+        ender.join().unwrap();
+        let looks = core.state.lock().jobs.bg_looks - looks_before;
+        // While the job "ran" nothing woke the loops but the pressure GC
+        // thread's own polls, which do not wake a background loop; after
+        // it, the job's end and the rest's check wake each loop a few
+        // times.
+        let bound = loops * 8;
+        assert!(
+            looks <= bound,
+            "{looks} looks of {loops} loops while a 500 ms job ran (at most {bound})"
+        );
     }
 }
