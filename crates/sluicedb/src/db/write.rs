@@ -635,14 +635,21 @@ mod tests {
     /// parking loop woke the writer, which woke the loops again, thousands
     /// of looks a second for the whole stall (`docs/design.md`, "Background
     /// work", *Who wakes whom*). A slower machine only makes fewer looks.
-    #[test]
-    fn a_stalled_writer_and_idle_loops_do_not_wake_each_other() {
+    /// A database of one pair with its background work at rest: two
+    /// loops and the hashkv preset's pressure GC thread.
+    fn idle_db() -> Db {
         let o = Options::preset(Preset::HashKv)
             .fs(Arc::new(MemFs::new()))
             .background_threads(2);
         let db = Db::open("/db", o).unwrap();
         db.put(b"k", b"v").unwrap();
         db.wait_for_background().unwrap();
+        db
+    }
+
+    #[test]
+    fn a_stalled_writer_and_idle_loops_do_not_wake_each_other() {
+        let db = idle_db();
         let core = db.core();
         let mut st = core.state.lock();
         let loops = st.jobs.bg_loops as u64;
@@ -659,5 +666,47 @@ mod tests {
         );
         // The stall lasted its whole second (the condition never let go).
         assert!(stalled.load(Ordering::Relaxed) >= 1_000_000);
+    }
+
+    /// A thread waiting for background work to come to rest while a job
+    /// runs is woken by the job's end and by loops that park; it wakes the
+    /// loops only once all of them are parked. Until 2026-11-29 it woke
+    /// them on every turn of its loop, and each parking loop woke it back:
+    /// tens of thousands of looks a second for as long as the job ran,
+    /// most of the CPU of a benchmark's settle (`docs/design.md`,
+    /// "Background work", *Who wakes whom*). A slower machine only makes
+    /// fewer looks.
+    #[test]
+    fn a_waiter_for_rest_and_parked_loops_do_not_wake_each_other_while_a_job_runs() {
+        let db = idle_db();
+        let core = db.core();
+        let (loops, looks_before) = {
+            let mut st = core.state.lock();
+            // A GC step that runs for 500 ms, as far as the waiter and the
+            // loops can tell (no loop starts another while it "runs").
+            st.jobs.gc_running = true;
+            (st.jobs.bg_loops as u64, st.jobs.bg_looks)
+        };
+        let ender = {
+            let core = core.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                core.state.lock().jobs.gc_running = false;
+                core.cv.notify_all();
+                core.bg_cv.notify_all();
+            })
+        };
+        db.wait_for_background().unwrap();
+        ender.join().unwrap();
+        let looks = core.state.lock().jobs.bg_looks - looks_before;
+        // While the job "ran" nothing woke the loops but the pressure GC
+        // thread's own polls, which do not wake a background loop; after
+        // it, the job's end and the rest's check wake each loop a few
+        // times.
+        let bound = loops * 8;
+        assert!(
+            looks <= bound,
+            "{looks} looks of {loops} loops while a 500 ms job ran (at most {bound})"
+        );
     }
 }
