@@ -160,3 +160,122 @@ fn every_file_operation_crash_keeps_a_prefix() {
         }
     }
 }
+
+/// Tables merge by weight and partitions split while a model checks every
+/// read, through a reopen: the tiny options merge three tables of a weight
+/// and split a partition past 6 KiB of tables.
+#[test]
+fn partition_compaction_merges_by_weight_and_splits() {
+    for_seeds(seeds(0, 3), |seed| {
+        let fs = MemFs::new();
+        let mut db = open(&fs);
+        let mut rng = Rng::new(seed);
+        let mut model = std::collections::BTreeMap::new();
+        let mut heaviest = 0;
+        for serial in 0..3000u64 {
+            let key = key(&mut rng, 600);
+            if rng.chance(10) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let val = value(&mut rng, serial, 60);
+                db.put(&key, &val).unwrap();
+                model.insert(key, val);
+            }
+            if serial % 500 == 499 {
+                db.wait_for_background().unwrap();
+                let s = db.stats();
+                heaviest = s
+                    .index
+                    .levels
+                    .iter()
+                    .rposition(|l| l.tables > 0)
+                    .unwrap_or(0)
+                    .max(heaviest);
+                if serial == 1999 {
+                    drop(db);
+                    db = open(&fs);
+                }
+            }
+        }
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        assert!(
+            heaviest >= 2,
+            "seed {seed}: tables reached weight {heaviest}\n{s}"
+        );
+        assert!(s.compaction.compactions > 0, "seed {seed}\n{s}");
+        assert!(s.index.shape.partitions > 1, "seed {seed}: no split\n{s}");
+        for k in (0..600).map(|i| format!("k{i:05}").into_bytes()) {
+            assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed}");
+        }
+        let all: Vec<_> = db.range::<Vec<u8>>(..).map(|r| r.unwrap()).collect();
+        let want: Vec<_> = model.into_iter().collect();
+        assert_eq!(all, want, "seed {seed}");
+        db.verify().unwrap();
+    });
+}
+
+/// The bytes written by `n` equal flushes under the weight rule with
+/// compaction size `cs`, over the bytes they flushed (`log_CS(n) + 1` at
+/// powers of `cs`, less in between).
+fn weight_rule_amplification(n: u64, cs: u64) -> f64 {
+    // Each flushed byte is written once, and once more for every merge
+    // that takes it: a table of weight w holds cs^w flushes, and the
+    // weight-w merges so far are n / cs^(w+1).
+    let mut written = n;
+    let mut per = cs;
+    while per <= n {
+        written += n / per * per;
+        per *= cs;
+    }
+    written as f64 / n as f64
+}
+
+/// Under a uniform workload of new keys, the tables' write amplification
+/// (bytes written by flushes and merges over bytes written by flushes)
+/// follows the weight rule's `log_CS(N) + 1` for `N` flushes in one
+/// partition, not the leveled shape's growth with the data.
+#[test]
+fn write_amplification_follows_log_cs_of_flushes_plus_one() {
+    let fs = MemFs::new();
+    let cs = 4u64;
+    let opts = preset_options(&fs, Preset::LightKv)
+        .lightkv_buffer_bytes(64 * 1024)
+        .lightkv_segment_bytes(2048)
+        .lightkv_leaf_buckets(8)
+        .lightkv_max_leaf_nodes(4)
+        .lightkv_compaction_size(cs as usize)
+        .lightkv_partition_split_bytes(u64::MAX);
+    let db = Db::open("/db", opts).unwrap();
+    let mut rng = Rng::new(7);
+    // A random permutation of distinct keys: nothing is shadowed, so a
+    // merge writes what it reads.
+    let n_keys = 12_000u64;
+    for i in 0..n_keys {
+        let k = (i * 7919) % n_keys;
+        let val: Vec<u8> = (0..100).map(|_| rng.next() as u8).collect();
+        db.put(format!("key{k:08}"), val).unwrap();
+    }
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    let flushed = s.io.written(sluicedb::fs::IoClass::Flush) as f64;
+    let merged = s.io.written(sluicedb::fs::IoClass::Compaction) as f64;
+    let flushes = s.flush.flushes;
+    let measured = (flushed + merged) / flushed;
+    let rule = weight_rule_amplification(flushes, cs);
+    let log = (flushes as f64).log(cs as f64) + 1.0;
+    eprintln!("{flushes} flushes: measured {measured:.3}, rule {rule:.3}, log_CS(N)+1 {log:.3}");
+    assert!(s.index.shape.partitions == 1, "{s}");
+    assert!(flushes >= 64, "{flushes} flushes");
+    // Flushes differ in size (a leaf is flushed when the buffer needs room,
+    // full or not), so the rule's figure for equal flushes holds within 15%.
+    assert!(
+        (measured - rule).abs() <= 0.15 * rule,
+        "measured {measured:.3}, the rule gives {rule:.3} for {flushes} flushes"
+    );
+    assert!(
+        measured <= log * 1.05,
+        "measured {measured:.3}, log_CS(N)+1 {log:.3}"
+    );
+}
