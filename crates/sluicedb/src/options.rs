@@ -301,10 +301,10 @@ pub enum Preset {
     /// LightKV (ICDE, §III): no journal; a write is durable once its record
     /// is in a persistent-memory write buffer (a mapped file here, `msync`
     /// as the fence), whose records a Radix-Hash-Tree indexes, partition by
-    /// key range; a full leaf is flushed alone into a table. Being built
-    /// (`docs/design.md`, "LightKV (being built)"): partition compaction is
-    /// not yet, so its tables are compacted by the leveled index meanwhile,
-    /// and checkpoints refuse it. Not in [`Preset::all`] until it is done.
+    /// key range; a full leaf is flushed alone into a table, and tables are
+    /// compacted per key-range partition by the weight rule (§III-F). Being
+    /// built (`docs/design.md`, "LightKV (being built)"): checkpoints refuse
+    /// it, and it is not in [`Preset::all`] until it is done.
     LightKv,
 }
 
@@ -334,6 +334,13 @@ pub struct LightKvOptions {
     /// splitting, the paper's MAX_LEAF_NODES
     /// ([`DEFAULT_LIGHTKV_MAX_LEAF_NODES`]).
     pub max_leaf_nodes: usize,
+    /// The paper's compaction size `CS` (§III-F): this many tables of one
+    /// weight in a partition merge into one of the next weight
+    /// ([`DEFAULT_LIGHTKV_COMPACTION_SIZE`]); at least 2.
+    pub compaction_size: usize,
+    /// A partition's share of the table bytes at which it splits (§III-G)
+    /// ([`DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES`]).
+    pub partition_split_bytes: u64,
 }
 
 /// Default [`LightKvOptions::buffer_bytes`]: 64 MiB, the other presets'
@@ -348,6 +355,13 @@ pub const DEFAULT_LIGHTKV_LEAF_BUCKETS: usize = 256;
 /// quarter of the default buffer's segments, so that every partition's
 /// top leaf has a segment to append to with room to spare.
 pub const DEFAULT_LIGHTKV_MAX_LEAF_NODES: usize = 64;
+/// Default [`LightKvOptions::compaction_size`]: 4, the paper's `CS`.
+pub const DEFAULT_LIGHTKV_COMPACTION_SIZE: usize =
+    crate::lightkv::compaction::DEFAULT_COMPACTION_SIZE;
+/// Default [`LightKvOptions::partition_split_bytes`]: 16 MiB, about 16 full
+/// leaves' tables of 1 KiB values, so that a partition holds on the order
+/// of the paper's dozen flushed tables before it splits.
+pub const DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES: u64 = 16 << 20;
 
 /// How the key index organises its tables (DESIGN.md axis 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -359,6 +373,9 @@ pub enum IndexShapeKind {
     /// UniKV's UnsortedStore under a hash index over one sorted run (seed
     /// 004 §III). Values stay inline until a merge separates them.
     Unified,
+    /// LightKV's partition compaction (§III-F): key-range partitions whose
+    /// tables merge `CS` at a time by compaction weight.
+    Partitioned,
 }
 
 /// How the hash layout picks the segment group to collect (seed 000 §3.3).
@@ -918,6 +935,10 @@ setters! {
     lightkv_leaf_buckets => lightkv.leaf_buckets: usize,
     /// Sets [`LightKvOptions::max_leaf_nodes`].
     lightkv_max_leaf_nodes => lightkv.max_leaf_nodes: usize,
+    /// Sets [`LightKvOptions::compaction_size`].
+    lightkv_compaction_size => lightkv.compaction_size: usize,
+    /// Sets [`LightKvOptions::partition_split_bytes`].
+    lightkv_partition_split_bytes => lightkv.partition_split_bytes: u64,
     /// Sets [`UnifiedOptions::hash_buckets`].
     unikv_hash_buckets => index.unified.hash_buckets: usize,
     /// Sets [`UnifiedOptions::hash_functions`].
@@ -1103,8 +1124,9 @@ impl Options {
                 o.values.table.direct_io = false;
             }
             // Values stay inline; the write buffer replaces the journal and
-            // the memtable (`Core::light`).
-            Preset::LightKv => {}
+            // the memtable (`Core::light`); tables are compacted by
+            // partition and weight (§III-F).
+            Preset::LightKv => o.index.shape = IndexShapeKind::Partitioned,
         }
         o
     }
@@ -1199,6 +1221,8 @@ impl Options {
                 segment_bytes: DEFAULT_LIGHTKV_SEGMENT_BYTES,
                 leaf_buckets: DEFAULT_LIGHTKV_LEAF_BUCKETS,
                 max_leaf_nodes: DEFAULT_LIGHTKV_MAX_LEAF_NODES,
+                compaction_size: DEFAULT_LIGHTKV_COMPACTION_SIZE,
+                partition_split_bytes: DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES,
             },
             gc: GcOptions {
                 background: true,
@@ -1223,11 +1247,13 @@ impl Options {
                 || !l.segment_bytes.is_multiple_of(64)
                 || l.buffer_bytes < 4 * l.segment_bytes
                 || l.leaf_buckets < 2
-                || l.max_leaf_nodes < 2)
+                || l.max_leaf_nodes < 2
+                || l.compaction_size < 2)
         {
             return bad(format!(
                 "lightkv options out of range: {l:?} (segments a multiple of 64 B from 256 B to \
-                 2 GiB, a buffer of at least four, at least 2 leaf buckets and 2 leaves)"
+                 2 GiB, a buffer of at least four, at least 2 leaf buckets, 2 leaves and a compaction \
+                 size of 2)"
             ));
         }
         if self.max_write_buffers < 2 {

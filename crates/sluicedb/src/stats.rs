@@ -232,8 +232,9 @@ pub struct ShapeStats {
     pub hash_index_generations: usize,
     pub hash_index_entries: u64,
     pub hash_index_load: f64,
-    /// The unified shape's range partitions (seed 004 §III-D), and the
-    /// splits that made new ones since the database opened.
+    /// The unified shape's range partitions (seed 004 §III-D), or the
+    /// partitioned shape's (LightKV, §III-F, §III-G), and the splits that
+    /// made new ones since the database opened.
     pub partitions: usize,
     pub partition_splits: u64,
     /// Hash index checkpoints written since open (§III-G); at open, the

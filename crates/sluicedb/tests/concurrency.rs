@@ -34,10 +34,12 @@ fn writers_readers_snapshots_flush_and_compaction() {
 /// write buffer (`docs/design.md`, "LightKV: the preset").
 #[test]
 fn writers_readers_snapshots_flush_and_compaction_under_lightkv() {
-    race(&|fs| preset_options(fs, sluicedb::Preset::LightKv));
+    let s = race(&|fs| preset_options(fs, sluicedb::Preset::LightKv));
+    // Partition splits raced the flushes and merges.
+    assert!(s.index.shape.partition_splits > 0, "{s}");
 }
 
-fn race(make: &dyn Fn(&MemFs) -> sluicedb::Options) {
+fn race(make: &dyn Fn(&MemFs) -> sluicedb::Options) -> sluicedb::Stats {
     let fs = MemFs::new();
     let db = Db::open("/db", make(&fs)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -150,4 +152,5 @@ fn race(make: &dyn Fn(&MemFs) -> sluicedb::Options) {
         }
     }
     assert_eq!(read_all(&db).unwrap(), want);
+    s
 }

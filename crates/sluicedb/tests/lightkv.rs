@@ -160,3 +160,111 @@ fn every_file_operation_crash_keeps_a_prefix() {
         }
     }
 }
+
+/// Tables merge by weight and partitions split while a model checks every
+/// read, through a reopen: the tiny options merge three tables of a weight
+/// and split a partition past 6 KiB of tables.
+#[test]
+fn partition_compaction_merges_by_weight_and_splits() {
+    for_seeds(seeds(0, 3), |seed| {
+        let fs = MemFs::new();
+        let mut db = open(&fs);
+        let mut rng = Rng::new(seed);
+        let mut model = std::collections::BTreeMap::new();
+        let mut heaviest = 0;
+        for serial in 0..3000u64 {
+            let key = key(&mut rng, 600);
+            if rng.chance(10) {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            } else {
+                let val = value(&mut rng, serial, 60);
+                db.put(&key, &val).unwrap();
+                model.insert(key, val);
+            }
+            if serial % 500 == 499 {
+                db.wait_for_background().unwrap();
+                let s = db.stats();
+                heaviest = s
+                    .index
+                    .levels
+                    .iter()
+                    .rposition(|l| l.tables > 0)
+                    .unwrap_or(0)
+                    .max(heaviest);
+                if serial == 1999 {
+                    drop(db);
+                    db = open(&fs);
+                }
+            }
+        }
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        assert!(
+            heaviest >= 2,
+            "seed {seed}: tables reached weight {heaviest}\n{s}"
+        );
+        assert!(s.compaction.compactions > 0, "seed {seed}\n{s}");
+        assert!(s.index.shape.partitions > 1, "seed {seed}: no split\n{s}");
+        for k in (0..600).map(|i| format!("k{i:05}").into_bytes()) {
+            assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed}");
+        }
+        let all: Vec<_> = db.range::<Vec<u8>>(..).map(|r| r.unwrap()).collect();
+        let want: Vec<_> = model.into_iter().collect();
+        assert_eq!(all, want, "seed {seed}");
+        db.verify().unwrap();
+    });
+}
+
+/// Under a uniform workload of new keys, the tables' write amplification
+/// (bytes written by flushes and merges over bytes written by flushes)
+/// follows the weight rule's `log_CS(N) + 1` for `N` flushes into one
+/// partition, not the leveled shape's growth with the data. At `N = CS^k`
+/// every flushed byte climbs `k` weights whatever the flushes' sizes, so
+/// the figure is exact there but for the tables' own overhead; the flushes
+/// are made by `Db::flush` (one leaf each) so that `N` does not depend on
+/// timing.
+#[test]
+fn write_amplification_follows_log_cs_of_flushes_plus_one() {
+    let fs = MemFs::new();
+    let cs = 4u64;
+    let opts = preset_options(&fs, Preset::LightKv)
+        .lightkv_buffer_bytes(256 * 1024)
+        .lightkv_segment_bytes(4096)
+        // 128 slots: no leaf fills between flushes, so the tree does not
+        // split and each flush writes one table.
+        .lightkv_leaf_buckets(32)
+        .lightkv_max_leaf_nodes(2)
+        .lightkv_compaction_size(cs as usize)
+        .lightkv_partition_split_bytes(u64::MAX);
+    let db = Db::open("/db", opts).unwrap();
+    let mut rng = Rng::new(7);
+    // A permutation of distinct keys: nothing is shadowed, so a merge
+    // writes what it reads.
+    let (rounds, per_round) = (256u64, 48u64);
+    let n_keys = rounds * per_round;
+    for i in 0..n_keys {
+        let k = (i * 7919) % n_keys;
+        let val: Vec<u8> = (0..100).map(|_| rng.next() as u8).collect();
+        db.put(format!("key{k:08}"), val).unwrap();
+        if i % per_round == per_round - 1 {
+            db.flush().unwrap();
+        }
+    }
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    let flushed = s.io.written(sluicedb::fs::IoClass::Flush) as f64;
+    let merged = s.io.written(sluicedb::fs::IoClass::Compaction) as f64;
+    let flushes = s.flush.flushes;
+    let measured = (flushed + merged) / flushed;
+    let log = (flushes as f64).log(cs as f64) + 1.0;
+    eprintln!("{flushes} flushes: measured {measured:.3}, log_CS(N)+1 {log:.3}");
+    assert_eq!(s.index.shape.partitions, 1, "{s}");
+    assert_eq!(flushes, cs.pow(4), "{s}");
+    // One table of weight 4 is left.
+    assert_eq!(s.index.levels[4].tables, 1, "{s}");
+    assert!(
+        (measured - log).abs() <= 0.05 * log,
+        "measured {measured:.3}, log_CS(N)+1 {log:.3}"
+    );
+}

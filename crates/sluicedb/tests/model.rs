@@ -349,11 +349,16 @@ fn model_matches_btreemap() {
 }
 
 /// LightKV (not in `Preset::all` while it is being built), on a tiny
-/// write buffer whose leaves split, link and flush every few writes.
+/// write buffer whose leaves split, link and flush every few writes, with
+/// tables merged three at a time and partitions split past 6 KiB.
 #[test]
 fn model_matches_btreemap_under_lightkv() {
     for_seeds(seeds(1100, 4), |seed| {
-        run(seed, &|fs| preset_options(fs, sluicedb::Preset::LightKv));
+        let s = run(seed, &|fs| preset_options(fs, sluicedb::Preset::LightKv));
+        // Partition compaction ran: tables merged by weight, partitions split.
+        let merged = s.index.levels.iter().skip(1).any(|l| l.tables > 0);
+        assert!(merged, "seed {seed}: no table of weight 1 or more\n{s}");
+        assert!(s.index.shape.partitions > 1, "seed {seed}: no split\n{s}");
     });
 }
 

@@ -716,6 +716,8 @@ pub(crate) fn trivial_move_edit(plan: &CompactionPlan) -> VersionEdit {
             edit.added.push((plan.output_level as u32, f.clone()));
         }
     }
+    // A split by a boundary alone (the partitioned shape, LightKV §III-G).
+    edit.boundaries.extend(plan.new_boundary.clone());
     edit
 }
 

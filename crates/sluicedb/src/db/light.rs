@@ -137,6 +137,11 @@ impl Light {
         Ok(unit.map(|u| (u.leaf, Arc::new(memtable_of(&u.entries)))))
     }
 
+    /// True when a linked leaf waits to be handed out.
+    pub(crate) fn unit_waiting(&self) -> bool {
+        self.buf.lock().unit_waiting()
+    }
+
     /// Links the top leaf holding the oldest operation, if no unit waits;
     /// false when nothing is indexed (the watermark then rises past every
     /// record, releasing what they held).

@@ -287,12 +287,13 @@ fn check_preset(opts: &Options, recorded: Option<&str>) -> Result<()> {
 /// tried.
 pub(super) fn recorded_preset(fs: &CountingFs, dir: &Path) -> Result<Option<String>> {
     let shape = crate::index::shape_for(&Options::default());
-    let rec = match VersionSet::recover(fs, dir, shape) {
-        Err(Error::InvalidArgument(_)) => {
-            let unified = crate::index::shape_for(&Options::preset(crate::Preset::UniKv));
-            VersionSet::recover(fs, dir, unified)?
+    let mut rec = VersionSet::recover(fs, dir, shape);
+    for other in [crate::Preset::UniKv, crate::Preset::LightKv] {
+        if !matches!(rec, Err(Error::InvalidArgument(_))) {
+            break;
         }
-        r => r?,
-    };
+        rec = VersionSet::recover(fs, dir, crate::index::shape_for(&Options::preset(other)));
+    }
+    let rec = rec?;
     Ok(rec.version.preset)
 }

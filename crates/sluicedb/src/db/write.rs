@@ -484,6 +484,12 @@ impl Core {
         light: &Arc<Light>,
     ) -> Result<usize> {
         let mut n = 0;
+        if st.imms.len() < LIGHT_UNITS_IN_FLIGHT && light.unit_waiting() {
+            // The units' sync (an `msync` on a mapped file), once for all of
+            // them and without the engine's lock, so that writers and
+            // readers do not wait for it here.
+            MutexGuard::unlocked(st, || light.sync())?;
+        }
         while st.imms.len() < LIGHT_UNITS_IN_FLIGHT {
             let visible = self.visible_seq.load(Ordering::Acquire);
             let oldest = st.smallest_snapshot(visible);

@@ -3,11 +3,13 @@
 //!
 //! [`IndexShape`] is the seam: the engine asks the shape for lookup order,
 //! iterators and the next compaction, and never assumes levels itself.
-//! `leveled` is the LevelDB design (seed 001 §2.2, seed 000 §2.1); UniKV's
-//! unified partitions and LightKV's radix partitions are later shapes.
+//! `leveled` is the LevelDB design (seed 001 §2.2, seed 000 §2.1);
+//! `unified` is UniKV's range partitions; `partitioned` is LightKV's
+//! partition compaction by weight.
 
 mod level_iter;
 pub(crate) mod leveled;
+pub(crate) mod partitioned;
 #[cfg_attr(
     not(test),
     expect(
@@ -235,6 +237,14 @@ pub(crate) fn check_sorted_run(files: &[Arc<FileMeta>], what: &str) -> Result<()
 pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
     if opts.index.shape == IndexShapeKind::Unified {
         return Arc::new(unified::Unified::new(opts));
+    }
+    if opts.index.shape == IndexShapeKind::Partitioned {
+        return Arc::new(partitioned::Partitioned::new(
+            opts.lightkv.compaction_size,
+            opts.lightkv.partition_split_bytes,
+            opts.index.l0_slowdown_trigger,
+            opts.index.l0_stop_trigger,
+        ));
     }
     Arc::new(leveled::Leveled {
         num_levels: opts.index.num_levels,

@@ -483,6 +483,11 @@ impl LightBuffer {
 
     /// A flushable leaf: the oldest leaf of a chain of two or more, not yet
     /// handed out, the one holding the oldest operation first.
+    /// True when a linked leaf waits to be handed out.
+    pub(crate) fn unit_waiting(&self) -> bool {
+        self.flushable().is_some()
+    }
+
     fn flushable(&self) -> Option<LeafId> {
         (0..self.leaves.len())
             .filter(|&id| self.leaves[id].len() > 1)
@@ -490,15 +495,15 @@ impl LightBuffer {
             .min_by_key(|&id| self.leaves[id].last().expect("a chain").min_seq)
     }
 
-    /// Hands out the next flush unit: the buffer is synced first (a table
-    /// must never hold a write the buffer could lose), then the leaf's
-    /// entries are read with every version a snapshot at or above
-    /// `oldest_snapshot` may need. `None` when no linked leaf waits.
+    /// Hands out the next flush unit: the leaf's entries, with every
+    /// version a snapshot at or above `oldest_snapshot` may need, once every
+    /// operation up to the newest of them is durable (a table must never
+    /// hold a write the buffer could lose, nor one past a write it could
+    /// lose). `None` when no linked leaf waits.
     pub(crate) fn flush_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
         let Some(id) = self.flushable() else {
             return Ok(None);
         };
-        self.pwb.sync()?;
         let watermark = self.pwb.watermark();
         let depth = self.leaves[id].len() - 1;
         let mut entries = Vec::new();
@@ -516,6 +521,11 @@ impl LightBuffer {
                 offset = prev;
             }
         }
+        // Every operation up to the unit's newest is durable before a
+        // table may hold it (so recovery keeps a prefix); a sync since the
+        // leaf was linked (`Light::sync` before a hand-out) usually did it.
+        let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        self.pwb.sync_through(newest)?;
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
         let meta = self.leaves[id].last_mut().expect("a chain");

@@ -6,9 +6,9 @@
 //! flushed tables of equal size, `log_CS(N)` times, so write amplification
 //! is `log_CS(N) + 1` (the tests check it exactly).
 //!
-//! The rule over one partition's tables, oldest first. Not wired into the
-//! engine yet (`docs/design.md`, "Still to build", 1): the preset's tables
-//! are compacted by the leveled index meanwhile.
+//! The rule over one partition's tables, oldest first; the `partitioned`
+//! index shape (`crate::index::partitioned`) applies it to the lightkv
+//! preset's tables (`docs/design.md`, "Partition compaction").
 
 /// The paper's compaction size `CS`.
 pub(crate) const DEFAULT_COMPACTION_SIZE: usize = 4;

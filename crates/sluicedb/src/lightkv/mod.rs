@@ -4,10 +4,6 @@
 //! preset").
 
 pub(crate) mod buffer;
-#[cfg_attr(
-    not(test),
-    allow(dead_code, reason = "the weight rule is not wired into the engine yet")
-)]
 pub(crate) mod compaction;
 
 #[cfg(test)]

@@ -89,7 +89,9 @@ impl Run {
         let Some(unit) = self.buf.flush_unit(self.oldest()).unwrap() else {
             return false;
         };
-        self.synced = self.buf.last_seq();
+        // Every operation up to the unit's newest is durable.
+        let newest = unit.entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        self.synced = self.synced.max(newest);
         let mut sorted = unit.entries.clone();
         sorted.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         assert_eq!(sorted, unit.entries, "seed {}: unit not sorted", self.seed);

@@ -27,7 +27,7 @@ mod recover;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -86,6 +86,9 @@ struct Segment {
     max_seq: u64,
     /// Handed out and not yet released.
     in_use: bool,
+    /// Free, with the word of its next generation (tail 0) already
+    /// durable: handing it out needs no fence.
+    prepared: bool,
 }
 
 #[derive(Debug)]
@@ -123,6 +126,9 @@ pub(crate) struct Pwb {
     state: Mutex<State>,
     /// The injected [`Fault`] as its number; 0 for none.
     fault: AtomicU8,
+    /// Every operation up to this one is durable (a sync's fence covered
+    /// it).
+    durable_seq: AtomicU64,
 }
 
 impl Pwb {
@@ -175,6 +181,7 @@ impl Pwb {
                 watermark,
             }),
             fault: AtomicU8::new(0),
+            durable_seq: AtomicU64::new(next_seq.saturating_sub(1)),
         }
     }
 
@@ -299,42 +306,72 @@ impl Pwb {
                 return Ok(seg);
             }
         }
+        let next = *s.free.last().expect("append checked the free segments");
+        if !s.segments[next as usize].prepared {
+            self.prepare_free(s)?;
+        }
         let seg = s.free.pop().expect("append checked the free segments");
         let sg = &mut s.segments[seg as usize];
-        // Generation 0 marks a segment never handed out.
-        sg.generation = sg.generation.wrapping_add(1).max(1);
+        debug_assert!(sg.prepared, "segment {seg} handed out unprepared");
+        sg.prepared = false;
         sg.end = 0;
         sg.published = 0;
         sg.max_seq = 0;
         sg.in_use = true;
-        // Durable before any record of the new generation can be: a crash
-        // must never pair the old tail with new records (they would read as
-        // damage below the tail).
-        let word = self.geometry.word_at(seg);
-        self.pm.write_u64(word, segment_word(sg.generation, 0))?;
-        self.pm.persist(word, 8)?;
         s.open.insert(lane, seg);
         Ok(seg)
+    }
+
+    /// Stores the next generation's word (tail 0) of every free segment
+    /// not prepared yet, and makes them durable with one fence (rule 2 of
+    /// `docs/design.md`, "The persistent write buffer": a segment's word
+    /// is durable before any record of its generation can be, or a crash
+    /// could pair the old tail with new records, which would read as
+    /// damage below the tail). A free segment holds nothing above the
+    /// watermark, so what its old records become does not matter: under
+    /// the new generation they fail their checksum past tail 0.
+    fn prepare_free(&self, s: &mut State) -> Result<()> {
+        for &i in &s.free {
+            let sg = &mut s.segments[i as usize];
+            if sg.prepared {
+                continue;
+            }
+            // Generation 0 marks a segment never handed out.
+            sg.generation = sg.generation.wrapping_add(1).max(1);
+            sg.prepared = true;
+            let word = self.geometry.word_at(i);
+            self.pm.write_u64(word, segment_word(sg.generation, 0))?;
+            self.pm.flush(word, 8);
+        }
+        self.pm.fence()
     }
 
     /// Makes every batch appended before the call durable: one fence, then
     /// the segments' tails are published (durable with the next fence).
     pub(crate) fn sync(&self) -> Result<()> {
-        let ends: Vec<(u32, u32, u32)> = {
+        let (ends, last): (Vec<(u32, u32, u32)>, u64) = {
             let s = self.state.lock();
-            (0..self.geometry.segments)
+            let ends = (0..self.geometry.segments)
                 .filter_map(|i| {
                     let sg = &s.segments[i as usize];
                     (sg.end > sg.published).then_some((i, sg.generation, sg.end))
                 })
-                .collect()
+                .collect();
+            (ends, s.next_seq.saturating_sub(1))
         };
         if ends.is_empty() {
+            // Every record lies under a published tail, stored only after
+            // a fence made it durable.
+            self.durable_seq.fetch_max(last, Ordering::AcqRel);
             return Ok(());
         }
         if !self.skips(Fault::SyncFence) {
             self.pm.fence()?;
         }
+        // The fence covered every record stored before it began, and every
+        // operation up to `last` was stored then (appends store under the
+        // state lock before numbering on).
+        self.durable_seq.fetch_max(last, Ordering::AcqRel);
         let mut s = self.state.lock();
         for (i, generation, end) in ends {
             let sg = &mut s.segments[i as usize];
@@ -347,6 +384,15 @@ impl Pwb {
             sg.published = end;
         }
         Ok(())
+    }
+
+    /// Makes every operation up to `seq` durable: nothing to do when a
+    /// sync already covered it, else [`Pwb::sync`].
+    pub(crate) fn sync_through(&self, seq: u64) -> Result<()> {
+        if self.durable_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        self.sync()
     }
 
     /// Declares every operation up to `watermark` durable elsewhere (in

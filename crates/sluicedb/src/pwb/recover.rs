@@ -169,6 +169,8 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
             published: kept_end,
             max_seq: kept.last().map_or(0, |r| r.0.seq),
             in_use: kept.iter().any(|r| r.0.seq > watermark),
+            // A hand-out stores and persists the next generation's word.
+            prepared: false,
         });
     }
     if wrote {

@@ -137,11 +137,15 @@ pub fn preset_options(fs: &MemFs, preset: sluicedb::Preset) -> Options {
         .unikv_unsorted_limit_bytes(16 * 1024)
         .unikv_partition_size_limit_bytes(48 * 1024)
         // LightKV: 32 segments of 1 KiB, leaves of 8 slots, at most 8
-        // partitions: splits, links and flushes every few writes.
+        // partitions: splits, links and flushes every few writes; merges of
+        // three tables of a weight, and table partitions that split every
+        // 6 KiB of tables.
         .lightkv_buffer_bytes(32 * 1024)
         .lightkv_segment_bytes(1024)
         .lightkv_leaf_buckets(2)
         .lightkv_max_leaf_nodes(8)
+        .lightkv_compaction_size(3)
+        .lightkv_partition_split_bytes(6 * 1024)
 }
 
 /// One acknowledged or attempted write: a batch of puts (Some) and deletes.

@@ -1,0 +1,482 @@
+//! The `partitioned` key index shape: LightKV's partition compaction with
+//! the weight rule (LightKV, ICDE, §III-F), and its answer to skew (§III-G).
+//!
+//! The key space is cut into **key-range partitions** by boundary keys kept
+//! in the version (`Version::boundaries`, the manifest's partition boundary
+//! records, shared with the unified shape). A table's **level is its
+//! compaction weight**: a flushed table has weight 0, and a merge of `CS`
+//! tables of weight `w` writes weight `w + 1`. A table is a **member** of
+//! every partition its key range overlaps: flushes and merges cut their
+//! outputs at the boundaries, so a table spans two partitions only when a
+//! split added a boundary across it.
+//!
+//! Invariant (checked by [`LevelRules::check`]): within each partition, the
+//! members ordered oldest first are ordered by weight, heaviest first, and
+//! within a weight by table number. So a lookup reads the members holding
+//! its key lightest first, newest number first, and stops at the first
+//! entry it finds. Why it holds:
+//! - a flush adds a weight-0 table newer than every member (flushes run one
+//!   at a time, oldest first, so numbers follow age);
+//! - a merge takes the `CS` oldest members of the lowest weight `w` held
+//!   `CS` times (`crate::lightkv::compaction::pick`), and, for every input
+//!   that spans into another partition, that partition's members of weight
+//!   `w` older than the input (the closure below), so in every partition it
+//!   touches it takes the oldest members of weight `w`; its output, weight
+//!   `w + 1`, is younger than every heavier member and older than every
+//!   lighter one, and numbered after every table of weight `w + 1`. At most
+//!   one merge runs among the partitions a merge touches (a busy member
+//!   keeps a partition out of picks);
+//! - a split adds a boundary and moves nothing: each side's members are a
+//!   subset of the partition's, in the same order.
+//!
+//! A tombstone is dropped only where no table at the output's weight or
+//! heavier holds its key ([`IndexShape::is_bottommost_for`]): those are the
+//! older tables outside the merge.
+//!
+//! **Splits (§III-G).** The paper's RH-Tree partitions are fixed once the
+//! tree has `MAX_LEAF_NODES` leaves, so a skewed key distribution grows one
+//! partition's chain of tables without bound; the paper proposes a load
+//! factor and leaves it. Here a partition whose share of the table bytes
+//! (a spanning table counted in equal parts in each partition it spans)
+//! passes `split_bytes` gets a boundary at the median of its weight-0
+//! members' end keys (the recent writes, so a hot range is cut where it is
+//! hot), by a manifest edit alone: no byte is rewritten, and merges cut
+//! the spanning tables apart later.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{probe_in_order, CompactionInput, CompactionPlan, IndexShape, WritePressure};
+use crate::error::Result;
+use crate::fs::IoClass;
+use crate::iter::InternalIterator;
+use crate::lightkv::compaction::{self as weights, Weighted};
+use crate::memtable::Lookup;
+use crate::table::TableCache;
+use crate::version::{FileMeta, LevelRules, Version};
+
+/// Weights a table may have: a merge into the last one is never picked.
+/// With `CS` 4 a partition reaches weight 15 only after 4^15 flushes.
+pub(crate) const NUM_WEIGHTS: usize = 16;
+
+/// Parameters of the partitioned shape (from `Options`).
+#[derive(Debug)]
+pub(crate) struct Partitioned {
+    /// The paper's compaction size `CS`.
+    pub(crate) compaction_size: usize,
+    /// A partition's table bytes at which it splits (§III-G).
+    pub(crate) split_bytes: u64,
+    /// Weight-0 tables in one partition at which writes slow down, and
+    /// stop (merges behind).
+    pub(crate) slowdown_tables: usize,
+    pub(crate) stop_tables: usize,
+    /// A split picked and not yet installed: picks add no other boundary
+    /// until it is (a split has no inputs to mark busy).
+    pending_split: Mutex<Option<Vec<u8>>>,
+    /// Partitions of the current version, and splits installed since open
+    /// (for `Stats`).
+    partitions: AtomicUsize,
+    splits: AtomicU64,
+}
+
+/// Partition `i`'s smallest key (empty for the first) and the key that
+/// starts the next one.
+fn range_of(boundaries: &[Vec<u8>], i: usize) -> (&[u8], Option<&[u8]>) {
+    let lo = if i == 0 {
+        &[][..]
+    } else {
+        &boundaries[i - 1][..]
+    };
+    (lo, boundaries.get(i).map(Vec::as_slice))
+}
+
+/// The partitions (indexes) table `f` overlaps.
+fn partitions_of(boundaries: &[Vec<u8>], f: &FileMeta) -> std::ops::RangeInclusive<usize> {
+    super::unified::partition_of(boundaries, f.smallest_user_key())
+        ..=super::unified::partition_of(boundaries, f.largest_user_key())
+}
+
+/// Oldest first: heaviest weight first, then by number.
+fn age_order(a: &(usize, Arc<FileMeta>), b: &(usize, Arc<FileMeta>)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(a.1.number.cmp(&b.1.number))
+}
+
+impl Partitioned {
+    pub(crate) const NAME: &'static str = "partitioned";
+
+    pub(crate) fn new(
+        compaction_size: usize,
+        split_bytes: u64,
+        slowdown_tables: usize,
+        stop_tables: usize,
+    ) -> Partitioned {
+        assert!(compaction_size >= 2, "a compaction size of at least 2");
+        Partitioned {
+            compaction_size,
+            split_bytes,
+            slowdown_tables,
+            stop_tables,
+            pending_split: Mutex::new(None),
+            partitions: AtomicUsize::new(1),
+            splits: AtomicU64::new(0),
+        }
+    }
+
+    /// Every partition's members, oldest first, as (weight, table).
+    fn members(v: &Version) -> Vec<Vec<(usize, Arc<FileMeta>)>> {
+        let mut out = vec![Vec::new(); v.boundaries.len() + 1];
+        for (w, f) in v.all_files() {
+            for p in partitions_of(&v.boundaries, f) {
+                out[p].push((w, f.clone()));
+            }
+        }
+        for m in &mut out {
+            m.sort_by(age_order);
+        }
+        out
+    }
+
+    /// The weight merge due in partition `p`, closed over the partitions
+    /// its inputs span; `None` when none is due or a member it touches is
+    /// busy.
+    fn weight_merge(
+        &self,
+        v: &Version,
+        members: &[Vec<(usize, Arc<FileMeta>)>],
+        p: usize,
+        busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
+        let weighted: Vec<Weighted> = members[p]
+            .iter()
+            .map(|(w, f)| Weighted {
+                id: f.number,
+                weight: *w as u32,
+            })
+            .collect();
+        let m = weights::pick(&weighted, self.compaction_size)?;
+        let w = m.weight as usize - 1;
+        if w + 1 >= NUM_WEIGHTS {
+            return None;
+        }
+        let mut inputs: Vec<Arc<FileMeta>> = members[p][m.inputs]
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect();
+        // The closure: an input spanning into partition q takes q's
+        // members of weight w older than it.
+        let mut touched: HashSet<usize> = [p].into_iter().collect();
+        let mut i = 0;
+        while i < inputs.len() {
+            let f = inputs[i].clone();
+            for q in partitions_of(&v.boundaries, &f) {
+                touched.insert(q);
+                for (qw, g) in &members[q] {
+                    if *qw == w
+                        && g.number < f.number
+                        && !inputs.iter().any(|x| x.number == g.number)
+                    {
+                        inputs.push(g.clone());
+                    }
+                }
+            }
+            i += 1;
+        }
+        let touched_busy = touched
+            .iter()
+            .any(|&q| members[q].iter().any(|(_, f)| busy.contains(&f.number)));
+        if touched_busy {
+            return None;
+        }
+        inputs.sort_by_key(|f| f.number);
+        Some(Self::plan(
+            inputs.into_iter().map(|f| (w, f)).collect(),
+            w + 1,
+        ))
+    }
+
+    /// A merge of `files` (each with its weight, read on its own) into
+    /// tables of weight `output_level`.
+    fn plan(files: Vec<(usize, Arc<FileMeta>)>, output_level: usize) -> CompactionPlan {
+        CompactionPlan {
+            inputs: files
+                .into_iter()
+                .map(|(level, f)| CompactionInput {
+                    level,
+                    files: vec![f],
+                    sorted_run: false,
+                })
+                .collect(),
+            output_level,
+            // One output per partition: the rule counts tables.
+            target_file_size_bytes: u64::MAX,
+            overlap_limit: Vec::new(),
+            max_overlap_bytes: u64::MAX,
+            trivial_move: false,
+            separate_values: false,
+            new_boundary: None,
+            relocate: Vec::new(),
+            output_number: None,
+        }
+    }
+
+    /// Partition `p`'s share of the table bytes: each member's size over
+    /// the number of partitions it spans.
+    fn share_bytes(v: &Version, members: &[(usize, Arc<FileMeta>)]) -> u64 {
+        members
+            .iter()
+            .map(|(_, f)| f.file_size / partitions_of(&v.boundaries, f).count() as u64)
+            .sum()
+    }
+
+    /// The key at which partition `p` splits: the median of its weight-0
+    /// members' end keys (or of all its members', with fewer than two
+    /// weight-0 ones), strictly inside the partition. `None` when no key
+    /// is.
+    fn split_key(v: &Version, members: &[(usize, Arc<FileMeta>)], p: usize) -> Option<Vec<u8>> {
+        let (lo, hi) = range_of(&v.boundaries, p);
+        let light: Vec<&Arc<FileMeta>> = members
+            .iter()
+            .filter(|(w, _)| *w == 0)
+            .map(|(_, f)| f)
+            .collect();
+        let from: Vec<&Arc<FileMeta>> = if light.len() >= 2 {
+            light
+        } else {
+            members.iter().map(|(_, f)| f).collect()
+        };
+        let mut keys: Vec<&[u8]> = from
+            .iter()
+            .flat_map(|f| [f.smallest_user_key(), f.largest_user_key()])
+            .filter(|k| *k > lo && hi.is_none_or(|h| *k < h))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.get(keys.len() / 2).map(|k| k.to_vec())
+    }
+
+    fn split(
+        &self,
+        v: &Version,
+        members: &[Vec<(usize, Arc<FileMeta>)>],
+        busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
+        let mut pending = self.pending_split.lock();
+        if pending.is_some() {
+            return None;
+        }
+        let p = (0..members.len()).find(|&p| {
+            Self::share_bytes(v, &members[p]) >= self.split_bytes
+                && !members[p].iter().any(|(_, f)| busy.contains(&f.number))
+        })?;
+        let key = Self::split_key(v, &members[p], p)?;
+        *pending = Some(key.clone());
+        let mut plan = Self::plan(Vec::new(), 0);
+        plan.trivial_move = true;
+        plan.new_boundary = Some(key);
+        Some(plan)
+    }
+}
+
+impl LevelRules for Partitioned {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn num_levels(&self) -> usize {
+        NUM_WEIGHTS
+    }
+
+    fn normalize(&self, levels: &mut [Vec<Arc<FileMeta>>]) {
+        for l in levels {
+            l.sort_by_key(|f| f.number);
+        }
+    }
+
+    /// The rule's invariant is about the age of data (module
+    /// documentation), which table numbers do not show: a merge's output
+    /// is numbered after lighter tables flushed while it ran. The model,
+    /// crash and race suites check it by what reads return.
+    fn check(&self, _v: &Version) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl IndexShape for Partitioned {
+    fn get(
+        &self,
+        v: &Version,
+        tables: &TableCache,
+        user_key: &[u8],
+        snapshot: u64,
+        class: IoClass,
+    ) -> Result<Lookup> {
+        let mut holding: Vec<(usize, &Arc<FileMeta>)> = v
+            .all_files()
+            .filter(|(_, f)| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
+            .collect();
+        // Newest first: lightest weight first, then the larger number.
+        holding.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.number.cmp(&a.1.number)));
+        probe_in_order(
+            tables,
+            holding.into_iter().map(|(_, f)| &**f),
+            user_key,
+            snapshot,
+            class,
+        )
+    }
+
+    /// One iterator per table in range (the merging iterator orders
+    /// entries by sequence number).
+    fn scan_iterators(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        let mut files: Vec<(usize, &Arc<FileMeta>)> = v
+            .all_files()
+            .filter(|(_, f)| {
+                lower.is_none_or(|l| f.largest_user_key() >= l)
+                    && upper.is_none_or(|u| f.smallest_user_key() <= u)
+            })
+            .collect();
+        files.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.number.cmp(&a.1.number)));
+        files
+            .into_iter()
+            .map(|(_, f)| -> Box<dyn InternalIterator> {
+                Box::new(super::LevelIter::new(
+                    vec![f.clone()],
+                    tables.clone(),
+                    IoClass::UserRead,
+                    true,
+                ))
+            })
+            .collect()
+    }
+
+    /// The partition with the most weight-0 members first; a split before
+    /// merges when one is due.
+    fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let members = Self::members(v);
+        if let Some(plan) = self.split(v, &members, busy) {
+            return Some(plan);
+        }
+        let mut order: Vec<usize> = (0..members.len()).collect();
+        order.sort_by_key(|&p| {
+            std::cmp::Reverse(members[p].iter().filter(|(w, _)| *w == 0).count())
+        });
+        order
+            .into_iter()
+            .find_map(|p| self.weight_merge(v, &members, p, busy))
+    }
+
+    /// Every table of every partition the range touches (closed over
+    /// spanning tables) into one table per partition, heavier than all.
+    fn pick_range_compaction(
+        &self,
+        v: &Version,
+        level: usize,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Option<CompactionPlan> {
+        if level != 0 {
+            return None;
+        }
+        let b = &v.boundaries;
+        let mut parts: HashSet<usize> =
+            (super::unified::partition_of(b, lo)..=super::unified::partition_of(b, hi)).collect();
+        let files = loop {
+            let before = parts.len();
+            let files: Vec<(usize, Arc<FileMeta>)> = v
+                .all_files()
+                .filter(|(_, f)| partitions_of(b, f).any(|p| parts.contains(&p)))
+                .map(|(w, f)| (w, f.clone()))
+                .collect();
+            for (_, f) in &files {
+                parts.extend(partitions_of(b, f));
+            }
+            if parts.len() == before {
+                break files;
+            }
+        };
+        if files.is_empty() {
+            return None;
+        }
+        let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
+        let out = (heaviest + 1).min(NUM_WEIGHTS - 1);
+        Some(Self::plan(files, out))
+    }
+
+    /// True when no table of weight `level` or heavier (the older tables
+    /// outside a merge into `level`) may hold `user_key`.
+    fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {
+        v.levels.iter().skip(level).all(|files| {
+            files
+                .iter()
+                .all(|f| user_key < f.smallest_user_key() || f.largest_user_key() < user_key)
+        })
+    }
+
+    /// Per weight: the most tables of that weight in one partition, over
+    /// `CS`.
+    fn scores(&self, v: &Version) -> Vec<f64> {
+        let mut s = vec![0.0; NUM_WEIGHTS];
+        for m in Self::members(v) {
+            for (w, score) in s.iter_mut().enumerate() {
+                let n = m.iter().filter(|(mw, _)| *mw == w).count();
+                *score = f64::max(*score, n as f64 / self.compaction_size as f64);
+            }
+        }
+        s
+    }
+
+    fn write_pressure(&self, v: &Version) -> WritePressure {
+        let mut counts = vec![0usize; v.boundaries.len() + 1];
+        for f in &v.levels[0] {
+            for p in partitions_of(&v.boundaries, f) {
+                counts[p] += 1;
+            }
+        }
+        let most = counts.into_iter().max().unwrap_or(0);
+        if most >= self.stop_tables {
+            WritePressure::Stop
+        } else if most >= self.slowdown_tables {
+            WritePressure::Slowdown
+        } else {
+            WritePressure::None
+        }
+    }
+
+    fn installed(&self, v: &Version) {
+        self.partitions
+            .store(v.boundaries.len() + 1, Ordering::Relaxed);
+        let mut pending = self.pending_split.lock();
+        if pending
+            .as_ref()
+            .is_some_and(|k| v.boundaries.binary_search(k).is_ok())
+        {
+            *pending = None;
+            self.splits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn opened(
+        &self,
+        v: &Version,
+        _tables: &TableCache,
+        _checkpoint: Option<(&std::path::Path, Result<Vec<u8>>)>,
+    ) -> Result<()> {
+        self.partitions
+            .store(v.boundaries.len() + 1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
+        s.partitions = self.partitions.load(Ordering::Relaxed);
+        s.partition_splits = self.splits.load(Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The LightKV paper's experiments, scaled to this machine, on the lightkv and leveldb presets
+# in one invocation each (`docs/experiments.md`, "LightKV"). The write buffer is a mapped file
+# whose fence is an `msync` (FenceMode::Msync, the only mode a file-backed region has); the
+# page cache holds every file (in memory). Fig. 9: write amplification against data size,
+# 1 KiB values. Fig. 10a/b/c: random writes, random reads and 100-pair scans against value
+# size. Results: one JSON line per phase in $OUT.
+# Usage: scripts/bench-lightkv.sh [fig9|fig10|all] ; environment: SLUICE (binary, default
+# target/release/sluice), DIR (default /tmp/lightkv-scratch/bench), OUT (default
+# $DIR/lightkv.jsonl), FIG9_GIB (sizes, default "0.25 0.5 1"), FIG10_NUM (pairs per value
+# size, default 100000), ENGINES (default lightkv,leveldb).
+set -euo pipefail
+what=${1:-all}
+bin=${SLUICE:-target/release/sluice}
+dir=${DIR:-/tmp/lightkv-scratch/bench}
+out=${OUT:-$dir/lightkv.jsonl}
+engines=${ENGINES:-lightkv,leveldb}
+mkdir -p "$dir"
+if [ "$what" = fig9 ] || [ "$what" = all ]; then
+  for gib in ${FIG9_GIB:-0.25 0.5 1}; do
+    nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" --benchmarks fillrandom \
+      --dataset-gib "$gib" --value-size 1024 --out "$out"
+    rm -rf "$dir/db"
+  done
+fi
+if [ "$what" = fig10 ] || [ "$what" = all ]; then
+  for size in 256 1024 4096; do
+    nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" \
+      --benchmarks fillrandom,readrandom,scan --num "${FIG10_NUM:-100000}" \
+      --value-size "$size" --scan-length 100 --out "$out"
+    rm -rf "$dir/db"
+  done
+fi
