@@ -7,12 +7,13 @@
 #     keys drawn from KEYSPACE (the collection tests use redis-benchmark's
 #     one key each: mylist, myset, myhash, myzset).
 #  2. go-ycsb's redis binding (v1.0.1 from the Go module proxy, built here
-#     with only its redis and basic bindings): load YCSB_RECORDS records of
-#     one 1000-byte field (1 GiB by default), then YCSB A, B, C, F, D, E
-#     with YCSB's request distributions (zipfian; latest for D). go-ycsb
-#     stores a record as a JSON string (`redis.datatype=string`, since
-#     sluice serve has strings only); its redis binding has no SCAN, so E's
-#     scans are errors on both servers and only E's inserts count.
+#     with only its redis and basic bindings) in its default hash mode: a
+#     record is a hash of YCSB's default 10 fields of 100 bytes (`HSET`
+#     to insert and update one field, `HMGET` of all ten to read). Load
+#     YCSB_RECORDS records (1 GiB of field data by default), then YCSB A,
+#     B, C, F, D, E with the core workloads' mixes (zipfian; latest for
+#     D). The redis binding has no scans, so E's scans are errors on both
+#     servers and only E's inserts count.
 #  3. A redis-py smoke run (scripts/redis_py_smoke.py, RESP2 and RESP3).
 #
 # Servers, each on a fresh directory: redis-server 7 with `appendonly yes`,
@@ -25,9 +26,11 @@
 #      TESTS (redis-benchmark -t list; the default suite above), PORT (6390),
 #      SKIP_PY=1 (no redis-py smoke run),
 #      YCSB_RECORDS (1048576), YCSB_OPS (500000 per workload),
+#      GOYCSB (a go-ycsb binary to use instead of building one),
 #      PRESETS ("leveldb hashkv"), SKIP_YCSB=1, TOOLS_DIR (where go-ycsb and
 #      the redis-py venv are kept; default ~/.cache/sluicedb-bench),
-#      CARGO_TARGET_DIR.
+#      CARGO_TARGET_DIR, SLUICE (a sluice binary to run instead of this
+#      tree's release build, to compare two builds).
 # Writes OUT_DIR/results.tsv, OUT_DIR/rss.tsv, OUT_DIR/summary.md and the
 # tools' logs; prints the summary.
 set -euo pipefail
@@ -55,14 +58,19 @@ OUT=$(cd "$OUT" && pwd)
 : >"$OUT/results.tsv"
 : >"$OUT/rss.tsv"
 
-cargo build --release --locked -p sluice-cli
-SLUICE=$TARGET/release/sluice
+if [[ -z ${SLUICE:-} ]]; then
+    cargo build --release --locked -p sluice-cli
+    SLUICE=$TARGET/release/sluice
+fi
 
 # go-ycsb from the module proxy. `go install ...@v1.0.1` needs the
 # module's version list, which this proxy refuses, so the module is
 # downloaded by its exact version and built in a copy; dropping the other
 # bindings' imports keeps the build to seconds.
 build_goycsb() {
+    if [[ -n ${GOYCSB:-} ]]; then
+        return
+    fi
     GOYCSB=$TOOLS/go-ycsb-$GOYCSB_VERSION
     [[ -x $GOYCSB ]] && return
     command -v go >/dev/null || { echo "bench-server: go is needed for go-ycsb (or SKIP_YCSB=1)" >&2; exit 1; }
@@ -135,20 +143,30 @@ run_redis_benchmark() { # name
     done
 }
 
+# The core workloads' mixes (go-ycsb's workloads/workload[a-f]).
+ycsb_mix() { # workload
+    case $1 in
+    a) echo readproportion=0.5 updateproportion=0.5 ;;
+    b) echo readproportion=0.95 updateproportion=0.05 ;;
+    c) echo readproportion=1 ;;
+    d) echo readproportion=0.95 insertproportion=0.05 requestdistribution=latest ;;
+    e) echo readproportion=0 scanproportion=0.95 insertproportion=0.05 maxscanlength=100 ;;
+    f) echo readproportion=0.5 readmodifywriteproportion=0.5 ;;
+    esac
+}
+
 run_ycsb() { # name
-    local name=$1 w dist phase
-    local common=(-p "redis.addr=127.0.0.1:$PORT" -p redis.datatype=string
-        -p redis.pool_size=50 -p threadcount=50 -p "recordcount=$YCSB_RECORDS"
-        -p "operationcount=$YCSB_OPS" -p fieldcount=1 -p fieldlength=1000)
-    local workloads=$TOOLS/go-ycsb-src/workloads
+    local name=$1 w phase kv
+    local common=(-p "redis.addr=127.0.0.1:$PORT" -p redis.pool_size=50
+        -p threadcount=50 -p "recordcount=$YCSB_RECORDS" -p "operationcount=$YCSB_OPS"
+        -p workload=core -p fieldcount=10 -p fieldlength=100 -p readallfields=true
+        -p requestdistribution=zipfian -p updateproportion=0 -p scanproportion=0
+        -p insertproportion=0 -p readmodifywriteproportion=0)
     for w in load a b c f d e; do
-        case $w in
-        d) dist=latest ;;
-        *) dist=zipfian ;;
-        esac
-        if [[ $w == load ]]; then phase=load; wl=a; else phase=run; wl=$w; fi
-        "$GOYCSB" $phase redis -P "$workloads/workload$wl" "${common[@]}" \
-            -p "requestdistribution=$dist" >"$OUT/$name-ycsb-$w.log" 2>&1
+        local mix=()
+        if [[ $w == load ]]; then phase=load; else phase=run; fi
+        for kv in $(ycsb_mix "$w"); do mix+=(-p "$kv"); done
+        "$GOYCSB" $phase redis "${common[@]}" "${mix[@]}" >"$OUT/$name-ycsb-$w.log" 2>&1
         # "OP - Takes(s): 10.0, Count: N, OPS: X, ..., 50th(us): A, ..., 99th(us): B, ..."
         grep -E '^[A-Z_]+ +- Takes' "$OUT/$name-ycsb-$w.log" |
             awk -v s="$name" -v w="$w" -v OFS='\t' '

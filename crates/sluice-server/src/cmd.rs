@@ -136,6 +136,8 @@ pub static COMMANDS: &[Spec] = &[
     spec("pexpiretime", 2, R, K1, Kind::Read),
     spec("object", -2, &["readonly"], (2, 2, 1), Kind::Read),
     spec("memory", -2, &["readonly"], (2, 2, 1), Kind::Read),
+    spec("dump", 2, &["readonly"], K1, Kind::Read),
+    spec("restore", -4, &["write", "denyoom"], K1, Kind::Write),
     spec(
         "sort",
         -2,
@@ -436,6 +438,13 @@ pub static COMMANDS: &[Spec] = &[
     spec("echo", 2, &["fast"], NONE, Kind::Admin),
     spec("quit", -1, NA_BUSY, NONE, Kind::Admin),
     spec("reset", 1, NA_BUSY, NONE, Kind::Admin),
+    spec(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        NONE,
+        Kind::Admin,
+    ),
     spec("hello", -1, NA, NONE, Kind::Admin),
     spec(
         "auth",
@@ -562,7 +571,7 @@ pub static SUBCOMMANDS: &[&str] = &[
 ];
 
 /// A command's full name: `parent|sub` for a known subcommand.
-fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
+pub fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
     if let Some(sub) = args.get(1) {
         let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
         if let Some(s) = SUBCOMMANDS.iter().find(|s| {
@@ -586,6 +595,17 @@ pub fn lookup_index(name: &str) -> Option<usize> {
             .collect()
     });
     index.get(name).copied()
+}
+
+/// The index of the command named `name` in any case, without
+/// allocating (command names are short).
+pub fn lookup_bytes(name: &[u8]) -> Option<usize> {
+    let mut lower = [0u8; 32];
+    let lower = lower.get_mut(..name.len())?;
+    for (l, c) in lower.iter_mut().zip(name) {
+        *l = c.to_ascii_lowercase();
+    }
+    lookup_index(std::str::from_utf8(lower).ok()?)
 }
 
 /// The spec of `name` (lowercase).
@@ -650,7 +670,7 @@ pub enum After {
     Block,
 }
 
-fn arity_ok(spec: &Spec, n: usize) -> bool {
+pub fn arity_ok(spec: &Spec, n: usize) -> bool {
     let n = n as i32;
     if spec.arity >= 0 {
         n == spec.arity
@@ -705,7 +725,20 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
     client.last_command = spec.map_or("unknown", |s| full_name(s, &args));
     let at = out.buf.len();
     client.skip_this_reply = std::mem::take(&mut client.skip_next_reply);
+    // Shown to monitors once run: not when refused or only queued.
+    let shown = server.monitors.active()
+        && spec.is_some_and(|s| arity_ok(s, args.len()))
+        && (client.multi.is_none()
+            || matches!(
+                &name[..],
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            ));
     let after = dispatch(server, client, &name, spec, &args, out);
+    if shown {
+        server
+            .monitors
+            .feed(&name, &client.shared.addr.to_string(), &args);
+    }
     let failed = out.buf.get(at) == Some(&b'-');
     // Pub/Sub confirmations are pushed whatever `CLIENT REPLY` says.
     let pushes = matches!(
@@ -833,7 +866,7 @@ pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
     }
 }
 
-fn ctx(server: &Server) -> Ctx {
+pub fn ctx(server: &Server) -> Ctx {
     Ctx {
         max_bulk_bytes: server.config.read().max_bulk_bytes,
     }
@@ -944,6 +977,18 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
         "quit" => {
             out.ok();
             return After::Close;
+        }
+        "monitor" => {
+            if client.multi.is_some() {
+                Err("ERR MONITOR isn't allowed for DENY BLOCKING client".to_owned())
+            } else {
+                // Already a monitor: no reply, as in redis-server.
+                if !server.monitors.is(client.id) {
+                    server.monitors.add(client.id, client.outbox.clone());
+                    out.ok();
+                }
+                Ok(())
+            }
         }
         "reset" => {
             client.reset(server);
@@ -1546,6 +1591,11 @@ fn exec_locked(
         if let Err(e) = r {
             out.buf.truncate(at);
             out.error(&e);
+        }
+        if server.monitors.active() {
+            server
+                .monitors
+                .feed(s.name, &client.shared.addr.to_string(), a);
         }
     }
     if txn.has_writes() {

@@ -227,8 +227,16 @@ async fn serve_client(
         while !queue.is_empty() {
             let mut run = || {
                 out.resp3 = client.resp3;
-                while let Some(args) = queue.pop_front() {
-                    let after = cmd::execute(server, client, args, &mut out);
+                while !queue.is_empty() {
+                    // Consecutive writes go to the engine as one batch.
+                    let n = crate::pipeline::write_run_len(server, client, &queue);
+                    let after = if n >= 2 {
+                        let run = queue.drain(..n).collect();
+                        crate::pipeline::execute_writes(server, client, run, &mut out)
+                    } else {
+                        let args = queue.pop_front().expect("not empty");
+                        cmd::execute(server, client, args, &mut out)
+                    };
                     if after != After::Continue || out.len() >= OUT_FLUSH_BYTES {
                         return after;
                     }

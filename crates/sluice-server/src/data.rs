@@ -332,6 +332,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
                 .or_else(|| crate::bits::run(name, args, txn, out))
                 .or_else(|| crate::lcs::run(name, args, txn, ctx, out))
                 .or_else(|| crate::sort::run(name, args, txn, out))
+                .or_else(|| crate::dump::run(name, args, txn, out))
                 .unwrap_or_else(|| Err(format!("ERR unknown command '{name}'")))
         }
     }

@@ -187,8 +187,9 @@ fn hincrby(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 
 fn hincrbyfloat(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let by = parse_float(&args[3]).ok_or(crate::data::NOT_FLOAT)?;
-    if by.is_infinite() {
-        return Err("ERR increment would produce NaN or Infinity".to_owned());
+    if !by.is_finite() {
+        // redis-server checks the increment first, in these words.
+        return Err("ERR value is NaN or Infinity".to_owned());
     }
     let m = meta_or_new(txn, &args[1])?;
     let ek = m.elem(&args[2]);

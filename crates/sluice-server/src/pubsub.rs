@@ -14,13 +14,17 @@ use crate::glob;
 use crate::resp::Out;
 use crate::server::{Client, Server};
 
-/// A message on its way to one subscriber.
+/// A message on its way to one subscriber (or monitor).
 #[derive(Debug, Clone)]
-pub struct Message {
-    /// The pattern it matched (`PSUBSCRIBE`), if any.
-    pub pattern: Option<Bytes>,
-    pub channel: Bytes,
-    pub payload: Bytes,
+pub enum Message {
+    Pub {
+        /// The pattern it matched (`PSUBSCRIBE`), if any.
+        pattern: Option<Bytes>,
+        channel: Bytes,
+        payload: Bytes,
+    },
+    /// A line written as it is (`MONITOR`'s).
+    Line(Bytes),
 }
 
 pub type Inbox = mpsc::UnboundedReceiver<Message>;
@@ -45,7 +49,7 @@ impl Registry {
         let mut n = 0;
         if let Some(subs) = s.channels.get(channel) {
             for tx in subs.values() {
-                let m = Message {
+                let m = Message::Pub {
                     pattern: None,
                     channel: channel.clone(),
                     payload: payload.clone(),
@@ -56,7 +60,7 @@ impl Registry {
         for (p, subs) in &s.patterns {
             if glob::matches(p, channel, false) {
                 for tx in subs.values() {
-                    let m = Message {
+                    let m = Message::Pub {
                         pattern: Some(p.clone()),
                         channel: channel.clone(),
                         payload: payload.clone(),
@@ -91,7 +95,15 @@ fn remove(map: &mut BTreeMap<Bytes, HashMap<u64, Outbox>>, key: &Bytes, id: u64)
 
 /// Writes a message as the client's protocol has it.
 pub fn write_message(out: &mut Out, m: &Message) {
-    match &m.pattern {
+    let (pattern, channel, payload) = match m {
+        Message::Line(l) => return out.buf.extend_from_slice(l),
+        Message::Pub {
+            pattern,
+            channel,
+            payload,
+        } => (pattern, channel, payload),
+    };
+    match pattern {
         Some(p) => {
             out.push(4);
             out.bulk(b"pmessage");
@@ -102,8 +114,8 @@ pub fn write_message(out: &mut Out, m: &Message) {
             out.bulk(b"message");
         }
     }
-    out.bulk(&m.channel);
-    out.bulk(&m.payload);
+    out.bulk(channel);
+    out.bulk(payload);
 }
 
 fn confirm(out: &mut Out, kind: &[u8], name: Option<&[u8]>, count: usize) {

@@ -180,6 +180,7 @@ impl Client {
         self.multi_error = false;
         self.unwatch_all(server);
         server.pubsub.forget(self);
+        server.monitors.remove(self.id);
         self.resp3 = false;
         self.readonly = false;
         self.name = None;
@@ -191,6 +192,7 @@ impl Client {
     pub fn close(&mut self, server: &Server) {
         self.unwatch_all(server);
         server.pubsub.forget(self);
+        server.monitors.remove(self.id);
         server.clients.lock().remove(&self.id);
     }
 }
@@ -223,6 +225,7 @@ pub struct Server {
     /// Clients blocked in `BLPOP` and the like.
     pub blocking: crate::block::Blocking,
     pub pubsub: crate::pubsub::Registry,
+    pub monitors: crate::monitor::Monitors,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
     /// This node's part of a replicated shard (`--raft-id`); set once at
@@ -288,6 +291,7 @@ impl Server {
             tcp_port: AtomicU64::new(0),
             blocking: crate::block::Blocking::default(),
             pubsub: crate::pubsub::Registry::default(),
+            monitors: crate::monitor::Monitors::default(),
             metrics,
             replica: std::sync::OnceLock::new(),
         }

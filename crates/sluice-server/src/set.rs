@@ -102,6 +102,7 @@ fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     for a in &args[2..] {
         let ek = m.elem(a);
         if txn.elem(&ek).map_err(engine)?.is_none() {
+            txn.index_inserted(m.version, &ek);
             txn.elem_put(ek, Vec::new());
             added += 1;
         }
@@ -150,7 +151,8 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
 }
 
 /// Up to this many members, a pick of one random member reads them all
-/// and is exactly uniform; past it, it seeks (`seek_random_member`).
+/// and is exactly uniform; past it, or once the set has been popped while
+/// larger, it seeks (`seek_random_member`).
 const EXACT_PICK_MEMBERS: u64 = 1024;
 
 /// Bytes past the common prefix a random seek target draws.
@@ -161,53 +163,73 @@ const TARGET_BYTES: usize = 8;
 /// uniformly between the first's and the last's byte at that position
 /// (so `element:000123` members draw digits, not any byte, and the picks
 /// spread over the members instead of piling up at the start of each
-/// run, where the popped members' tombstones would slow every next seek).
-/// Two short range reads and a seek instead of reading the whole set;
-/// members in sparse stretches of the key space come more often than in
+/// run); past the last live member, the pick is the first. Forward reads
+/// only: the memtable steps back by searching from its head, so walking
+/// back over the tombstones of popped members cost milliseconds a pick
+/// once a set was mostly popped. The known bounds of its live members
+/// ([`crate::store::PopBounds`], kept up by `SADD` and narrowed by `SPOP`
+/// under the key's lock, as for sorted sets) give the start of the first
+/// read and the last member; without them one backward read finds it.
+/// Members in sparse stretches of the key space come more often than in
 /// dense ones (redis-server's pick is uniform over members).
-fn seek_random_member(txn: &Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
-    if let Some(mut c) = txn.engine_cursor(&m.prefix(), &m.end()) {
-        // One cursor for the three reads (opening one costs more than a
-        // seek once the engine has many tables).
-        let at = |c: &sluicedb::DbIterator| -> Result<Option<Vec<u8>>, String> {
-            if c.valid() {
-                Ok(Some(c.key()[9..].to_vec()))
-            } else {
-                c.status().map_err(engine)?;
-                Ok(None)
-            }
-        };
-        c.seek_to_first();
-        let Some(first) = at(&c)? else {
-            return Ok(None);
-        };
-        c.seek_to_last();
-        let Some(last) = at(&c)? else {
-            return Ok(None);
-        };
-        c.seek(m.elem(&random_target(&first, &last)));
-        return Ok(at(&c)?.or(Some(last)));
-    }
-    let edge = |rev: bool| -> Result<Option<Vec<u8>>, String> {
-        let mut found = None;
-        txn.elems_in(&m.prefix(), &m.end(), rev, |k, _| {
-            found = Some(k[9..].to_vec());
-            false
-        })
-        .map_err(engine)?;
-        Ok(found)
-    };
-    let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
+fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<Vec<u8>>, String> {
+    let bounds = txn.keyspace().pop_bounds(m.version);
+    let lo = bounds.lo.unwrap_or_else(|| m.prefix());
+    let Some(first) = first_from(txn, &lo, &m.end())? else {
         return Ok(None);
     };
-    let target = random_target(&first, &last);
+    // Every live member is below `hi`, an engine key.
+    let hi = match bounds.hi {
+        Some(hi) if hi.len() > m.prefix().len() => hi,
+        _ => {
+            let mut last = None;
+            txn.elems_in(&m.prefix(), &m.end(), true, |k, _| {
+                last = Some(k.to_vec());
+                false
+            })
+            .map_err(engine)?;
+            let mut past = last.unwrap_or_else(|| m.elem(&first));
+            past.push(0);
+            if pop {
+                txn.popped_to(m.version, true, past.clone());
+            }
+            past
+        }
+    };
+    if pop {
+        // Every member before the first is gone.
+        txn.popped_to(m.version, false, m.elem(&first));
+    }
+    let target = m.elem(&random_target(&first, &hi[9..]));
+    let found = first_from(txn, &target, &hi)?;
+    if found.is_none() && pop && target < hi {
+        // None from the target on: the next picks draw below it, and no
+        // later seek walks the tombstones past it again.
+        txn.popped_to(m.version, true, target);
+    }
+    Ok(found.or(Some(first)))
+}
+
+/// The first member at or after engine key `from`, before `end`.
+fn first_from(txn: &Txn<'_>, from: &[u8], end: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if from >= end {
+        return Ok(None);
+    }
+    if let Some(mut c) = txn.engine_cursor(from, end) {
+        c.seek_to_first();
+        if c.valid() {
+            return Ok(Some(c.key()[9..].to_vec()));
+        }
+        c.status().map_err(engine)?;
+        return Ok(None);
+    }
     let mut found = None;
-    txn.elems_in(&m.elem(&target), &m.end(), false, |k, _| {
+    txn.elems_in(from, end, false, |k, _| {
         found = Some(k[9..].to_vec());
         false
     })
     .map_err(engine)?;
-    Ok(found.or(Some(last)))
+    Ok(found)
 }
 
 /// A random member name between `first` and `last`: their common
@@ -228,9 +250,17 @@ fn random_target(first: &[u8], last: &[u8]) -> Vec<u8> {
 }
 
 /// One random member (none if the set is empty).
-fn random_member(txn: &mut Txn<'_>, key: &[u8], m: &Meta) -> Result<Option<Vec<u8>>, String> {
-    if m.count > EXACT_PICK_MEMBERS {
-        return seek_random_member(txn, m);
+fn random_member(
+    txn: &mut Txn<'_>,
+    key: &[u8],
+    m: &Meta,
+    pop: bool,
+) -> Result<Option<Vec<u8>>, String> {
+    // A set popped while large keeps seeking: the tombstones of its
+    // popped members would make every whole read cost them all.
+    let bounds = txn.keyspace().pop_bounds(m.version);
+    if m.count > EXACT_PICK_MEMBERS || bounds.lo.is_some() || bounds.hi.is_some() {
+        return seek_random_member(txn, m, pop);
     }
     let mut members = members_of(txn, key)?;
     Ok(random_picks(members.len(), 1)
@@ -251,7 +281,7 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Ok(());
     };
     if count.is_none() {
-        let pick = random_member(txn, &args[1], &m)?;
+        let pick = random_member(txn, &args[1], &m, true)?;
         if let Some(p) = &pick {
             remove(txn, &args[1], m, &[p])?;
         }
@@ -286,7 +316,7 @@ fn srandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let count = count_arg(args)?;
     if count.is_none() {
         let pick = match txn.coll(&args[1], SET)? {
-            Some(m) => random_member(txn, &args[1], &m)?,
+            Some(m) => random_member(txn, &args[1], &m, false)?,
             None => None,
         };
         out.opt_bulk(pick.as_deref());
@@ -331,6 +361,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let ek = dst.elem(&args[3]);
     if txn.elem(&ek).map_err(engine)?.is_none() {
+        txn.index_inserted(dst.version, &ek);
         txn.elem_put(ek, Vec::new());
         dst.count += 1;
         txn.put_meta(&args[2], dst);

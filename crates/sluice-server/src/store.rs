@@ -383,18 +383,19 @@ pub struct Keyspace {
     /// what it replaces, so that a collection's elements become garbage.
     /// Until then it writes blind (the string workloads' fast path).
     collections_seen: AtomicBool,
-    /// Where a sorted set's live index entries begin and end, learnt from
-    /// its pops (by version): `ZPOPMIN` starts its walk there instead of
-    /// skipping the tombstones of every member popped before (until a
-    /// compaction drops them). Invariant: every live index entry of the
+    /// Where a sorted set's live index entries (or a set's members) begin
+    /// and end, learnt from its pops (by version): `ZPOPMIN` and `SPOP`
+    /// start their walks there instead of skipping the tombstones of every
+    /// member popped before (until a compaction drops them). Invariant: every live index entry of the
     /// version is in `lo .. hi`; an insert widens the bounds first, a pop
     /// narrows them only once committed. Kept in memory only; entries of
     /// dropped versions go when the map is full (no bound: a full walk).
     pop_bounds: Mutex<HashMap<u64, PopBounds>>,
 }
 
-/// Bounds of a sorted set's live index entries (engine keys): `lo`
-/// inclusive, `hi` exclusive; `None` is the index's own end.
+/// Bounds of a sorted set's live index entries, or of a set's members
+/// (engine keys): `lo` inclusive, `hi` exclusive; `None` is the
+/// collection's own end.
 #[derive(Debug, Clone, Default)]
 pub struct PopBounds {
     pub lo: Option<Vec<u8>>,
@@ -1290,10 +1291,11 @@ impl<'a> Txn<'a> {
     }
 
     /// One engine cursor over `lo..hi` for several seeks, or `None` when
-    /// this transaction staged writes there (or emptied the keyspace):
+    /// this transaction staged writes there (or emptied the keyspace, or
+    /// the range is empty):
     /// the caller then reads through [`Txn::elems_in`], which sees them.
     pub fn engine_cursor(&self, lo: &[u8], hi: &[u8]) -> Option<sluicedb::DbIterator> {
-        if self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
+        if lo >= hi || self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
             return None;
         }
         Some(self.ks.db.iter_range(&self.opts(), lo..hi))

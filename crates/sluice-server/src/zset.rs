@@ -36,7 +36,7 @@ fn score_of(txn: &Txn<'_>, m: &Meta, member: &[u8]) -> Result<Option<f64>, Strin
 }
 
 /// Sets `member`'s score (adding it if new), rewriting its index entry.
-fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Option<f64>) {
+pub fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Option<f64>) {
     let score = if score == 0.0 { 0.0 } else { score };
     match old {
         Some(o) => txn.elem_del(m.elem(&zset_index_suffix(o, member))),

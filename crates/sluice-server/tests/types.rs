@@ -504,3 +504,146 @@ fn pops_start_past_earlier_pops_but_see_members_added_behind_them() {
     );
     assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":95\r\n");
 }
+
+/// `MONITOR` shows each command once it has run, in redis-server's line
+/// format, with `MULTI`, the transaction's commands, then `EXEC`, and
+/// nothing for a refused command or for its own `MONITOR`.
+#[test]
+fn monitor_shows_commands_once_run() {
+    let s = TestServer::start(|_| {});
+    let mut mon = s.raw();
+    let mut c = s.raw();
+    assert_eq!(cmd(&mut mon, &["MONITOR"]), b"+OK\r\n");
+    cmd(&mut c, &["SET", "foo", "a b\"c"]);
+    cmd(&mut c, &["NOSUCHCOMMAND"]);
+    cmd(&mut c, &["MULTI"]);
+    cmd(&mut c, &["RPUSH", "l", "x"]);
+    cmd(&mut c, &["EXEC"]);
+    cmd(&mut c, &["AUTH", "secret"]);
+    let mut lines = Vec::new();
+    for _ in 0..5 {
+        let line = mon.reply();
+        let text = String::from_utf8(line).expect("utf-8");
+        // "+<secs>.<micros> [0 <addr>] <args>\r\n"
+        let (stamp, rest) = text.split_once(' ').expect("a stamp");
+        let (secs, micros) = stamp[1..].split_once('.').expect("secs.micros");
+        assert!(secs.parse::<u64>().is_ok() && micros.len() == 6, "{text:?}");
+        let (_, args) = rest.split_once("] ").expect("[db addr]");
+        lines.push(args.trim_end().to_owned());
+    }
+    assert_eq!(
+        lines,
+        [
+            r#""SET" "foo" "a b\"c""#,
+            r#""MULTI""#,
+            r#""RPUSH" "l" "x""#,
+            r#""EXEC""#,
+            r#""AUTH" "(redacted)""#,
+        ]
+    );
+}
+
+/// A pipeline of writes runs as one batch: every reply is the one the
+/// command gets alone, a failing command in the middle fails alone, and
+/// each command sees the writes of those before it.
+#[test]
+fn a_pipeline_of_writes_answers_as_one_by_one() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let script: &[&[&str]] = &[
+        &["RPUSH", "l", "a"],
+        &["SET", "s", "1"],
+        &["INCR", "s"],
+        &["LPUSH", "s", "x"],
+        &["RPUSH", "l", "b"],
+        &["INCRBY", "s", "nan"],
+        &["SADD", "st", "m", "n"],
+        &["SPOP", "st"],
+        &["SREM", "st", "m", "n"],
+        &["DEL", "st"],
+        &["LPOP", "l"],
+    ];
+    let mut all = Vec::new();
+    for a in script {
+        let a: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
+        all.extend(common::encode(&a));
+    }
+    c.send(&all);
+    let replies: Vec<Vec<u8>> = script.iter().map(|_| c.reply()).collect();
+    let fixed = |i: usize| replies[i].clone();
+    assert_eq!(fixed(0), b":1\r\n");
+    assert_eq!(fixed(1), b"+OK\r\n");
+    assert_eq!(fixed(2), b":2\r\n");
+    assert!(fixed(3).starts_with(b"-WRONGTYPE"), "{:?}", fixed(3));
+    assert_eq!(fixed(4), b":2\r\n");
+    assert!(fixed(5).starts_with(b"-ERR value is not an integer"));
+    assert_eq!(fixed(6), b":2\r\n");
+    assert!(fixed(7) == b"$1\r\nm\r\n" || fixed(7) == b"$1\r\nn\r\n");
+    assert_eq!(fixed(8), b":1\r\n");
+    assert_eq!(fixed(9), b":0\r\n");
+    assert_eq!(fixed(10), b"$1\r\na\r\n");
+    assert_eq!(
+        cmd(&mut c, &["LRANGE", "l", "0", "-1"]),
+        b"*1\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(cmd(&mut c, &["GET", "s"]), b"$1\r\n2\r\n");
+}
+
+/// `SPOP` of a set too large to read whole (it seeks a random member,
+/// starting from the bounds its earlier pops learnt) pops every member
+/// exactly once, members added between pops included, and answers nil
+/// once the set is empty.
+#[test]
+fn spop_drains_a_large_set_exactly() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut expected = std::collections::BTreeSet::new();
+    let mut batch = Vec::new();
+    for i in 0..3000 {
+        let m = format!("element:{i:06}");
+        batch.extend(common::encode(&[b"SADD", b"big", m.as_bytes()]));
+        expected.insert(m);
+    }
+    c.send(&batch);
+    for _ in 0..3000 {
+        assert_eq!(c.reply(), b":1\r\n");
+    }
+    let mut popped = std::collections::BTreeSet::new();
+    let mut round = 0;
+    loop {
+        // Pipelined pops, and now and then members past either end.
+        let mut batch = Vec::new();
+        for _ in 0..16 {
+            batch.extend(common::encode(&[b"SPOP", b"big"]));
+        }
+        if round < 20 {
+            for m in [format!("a{round:03}"), format!("z{round:03}")] {
+                batch.extend(common::encode(&[b"SADD", b"big", m.as_bytes()]));
+                expected.insert(m);
+            }
+        }
+        c.send(&batch);
+        let mut nil = false;
+        for _ in 0..16 {
+            let r = c.reply();
+            if r == b"$-1\r\n" {
+                nil = true;
+                continue;
+            }
+            let text = String::from_utf8(r).expect("utf-8");
+            let m = text.split("\r\n").nth(1).expect("a bulk").to_owned();
+            assert!(popped.insert(m.clone()), "{m} popped twice");
+        }
+        if round < 20 {
+            assert_eq!(c.reply(), b":1\r\n");
+            assert_eq!(c.reply(), b":1\r\n");
+        }
+        round += 1;
+        if nil && round > 20 {
+            break;
+        }
+        assert!(round < 1000, "the set does not drain");
+    }
+    assert_eq!(popped, expected);
+    assert_eq!(cmd(&mut c, &["EXISTS", "big"]), b":0\r\n");
+}
