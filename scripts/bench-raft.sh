@@ -47,7 +47,7 @@ run() {
     for t in ${TESTS//,/ }; do
         local c0 c1 out rps
         c0=$(ticks "$@")
-        out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1)
+        out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1 || true)
         c1=$(ticks "$@")
         rps=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "requests") print $i}' <<<"$out")
         echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
@@ -69,7 +69,7 @@ ycsb() {
     for phase in load run; do
         c0=$(ticks "$@")
         ops=$(nice "$GOYCSB" "$phase" redis "${common[@]}" 2>&1 | grep -E '^TOTAL +- Takes' | tail -1 |
-            awk '{ for (i = 1; i <= NF; i++) if ($i == "OPS:") { gsub(",", "", $(i + 1)); print $(i + 1) } }')
+            awk '{ for (i = 1; i <= NF; i++) if ($i == "OPS:") { gsub(",", "", $(i + 1)); print $(i + 1) } }' || true)
         c1=$(ticks "$@")
         n=$YCSB_OPS; [[ $phase == load ]] && n=$YCSB_RECORDS
         echo "$setup ycsb-${phase/run/a} OPS ${ops:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"

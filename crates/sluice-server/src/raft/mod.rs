@@ -95,7 +95,13 @@ pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// syncs each entry before it takes the next, so entries carry every write
 /// that arrived meanwhile (the engine's group commit, one level up).
 pub const BATCH_MAX_REQUESTS: usize = 1024;
-pub const BATCH_MAX_BYTES: usize = 4 << 20;
+pub const BATCH_MAX_BYTES: usize = 1 << 20;
+/// Entries in one AppendEntries message at most. openraft 0.9 gives the
+/// message the heartbeat interval to be appended and synced by the
+/// follower and resends it whole when that runs out: with its default of
+/// 300 entries (of up to [`BATCH_MAX_BYTES`] each) a follower behind never
+/// caught up under pipelined load, and the group kept electing.
+pub const MAX_ENTRIES_PER_APPEND: u64 = 4;
 /// Entries proposed and not yet answered at once.
 pub const PROPOSALS_IN_FLIGHT: usize = 2;
 
@@ -160,6 +166,7 @@ impl RaftConfig {
             max_in_snapshot_log_to_keep: self.snapshot_entries,
             snapshot_max_chunk_size: snapfile::CHUNK_BYTES,
             install_snapshot_timeout: 2000,
+            max_payload_entries: MAX_ENTRIES_PER_APPEND,
             ..Default::default()
         };
         c.validate().map_err(|e| format!("raft settings: {e}"))
