@@ -61,7 +61,86 @@ pub struct Request {
     pub resp3: bool,
     /// An `EXEC`: the reply is an array of the commands' replies.
     pub multi: bool,
+    #[serde(with = "args")]
     pub cmds: Vec<Vec<Vec<u8>>>,
+}
+/// `Request::cmds` through serde with each argument as one byte string
+/// (`serialize_bytes`) instead of a sequence of `u8`s, which serde visits
+/// a byte at a time. postcard writes both the same way (a varint length,
+/// then the bytes), so the log's records and the messages do not change.
+mod args {
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+    use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+    struct Arg<'a>(&'a [u8]);
+
+    impl Serialize for Arg<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    struct Cmd<'a>(&'a [Vec<u8>]);
+
+    impl Serialize for Cmd<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for a in self.0 {
+                seq.serialize_element(&Arg(a))?;
+            }
+            seq.end()
+        }
+    }
+
+    pub fn serialize<S: Serializer>(cmds: &[Vec<Vec<u8>>], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(cmds.len()))?;
+        for c in cmds {
+            seq.serialize_element(&Cmd(c))?;
+        }
+        seq.end()
+    }
+
+    struct Buf(Vec<u8>);
+
+    struct BufVisitor;
+
+    impl<'de> Visitor<'de> for BufVisitor {
+        type Value = Buf;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+            Ok(Buf(v.to_vec()))
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+            Ok(Buf(v))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buf, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(b) = seq.next_element::<u8>()? {
+                v.push(b);
+            }
+            Ok(Buf(v))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Buf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Buf, D::Error> {
+            d.deserialize_byte_buf(BufVisitor)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<Vec<u8>>>, D::Error> {
+        let cmds: Vec<Vec<Buf>> = Deserialize::deserialize(d)?;
+        Ok(cmds
+            .into_iter()
+            .map(|c| c.into_iter().map(|a| a.0).collect())
+            .collect())
+    }
 }
 
 /// The reply of an applied entry, RESP-encoded for the client that sent it.
