@@ -158,6 +158,14 @@ enum ClusterCommand {
         #[arg(long, default_value = "127.0.0.1:6379")]
         addr: String,
     },
+    /// Remove member ID from the group, asking the member whose Raft
+    /// address is RAFT_ADDR (any member; it forwards to the leader). The
+    /// id is never used again; stop the removed node's process after.
+    Remove {
+        #[arg(long)]
+        raft_addr: String,
+        id: u64,
+    },
 }
 
 /// `sluice cluster status`: the node's `INFO replication`, as sent.
@@ -195,7 +203,7 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Ask a node of a replicated shard how the group stands (its
     /// `INFO replication`): leader, term, log and applied indexes, and
-    /// each member's lag.
+    /// each member's lag; or remove a member.
     Cluster {
         #[command(subcommand)]
         what: ClusterCommand,
@@ -1132,6 +1140,11 @@ fn main() -> ExitCode {
         Command::Cluster {
             what: ClusterCommand::Status { addr },
         } => cluster_status(&addr),
+        Command::Cluster {
+            what: ClusterCommand::Remove { raft_addr, id },
+        } => sluice_server::raft::remove_member(&raft_addr, id).map(|()| {
+            println!("node {id} removed");
+        }),
         Command::Info { db } => info(&db),
         Command::Verify { db } => open_existing(&db, Access::ReadOnly).and_then(|d| {
             let n = d.verify().map_err(|e| e.to_string())?;

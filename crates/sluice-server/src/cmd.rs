@@ -1662,10 +1662,13 @@ fn role(server: &Server, out: &mut Out) {
 #[derive(Debug)]
 pub enum Route {
     /// Here, as a server of its own would (connection and server
-    /// commands, queueing inside `MULTI`, stale reads after `READONLY`).
+    /// commands, queueing inside `MULTI`).
     Local,
     /// Reads: here, once a read barrier confirmed this node leads.
     Read,
+    /// Reads after `READONLY`: here, from whatever this node applied, but
+    /// never while a snapshot replaces its keyspace.
+    StaleRead,
     /// Through the log: the command, or the `EXEC`'s queue.
     Write(crate::raft::Request),
 }
@@ -1707,7 +1710,8 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
             multi: false,
             cmds: vec![args.iter().map(|a| a.to_vec()).collect()],
         }),
-        Kind::Read | Kind::ReadAll if !client.readonly => Route::Read,
+        Kind::Read | Kind::ReadAll if client.readonly => Route::StaleRead,
+        Kind::Read | Kind::ReadAll => Route::Read,
         _ => Route::Local,
     }
 }

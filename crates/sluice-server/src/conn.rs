@@ -345,10 +345,25 @@ async fn serve_replicated(
     out: &mut Out,
 ) -> After {
     let mut reads_cleared = false;
+    // Writes proposed and not answered yet, in the order sent: a pipeline
+    // of writes is queued for the log at once and answered in order.
+    let mut pending: VecDeque<ProposedWrite> = VecDeque::new();
     while let Some(args) = queue.pop_front() {
         out.resp3 = client.resp3;
-        let after = match cmd::route(client, &args) {
+        let route = cmd::route(client, &args);
+        if !matches!(route, cmd::Route::Write(_)) {
+            // What runs here must see the writes sent before it.
+            answer_writes(server, &mut pending, out).await;
+        }
+        let after = match route {
             cmd::Route::Local => cmd::execute(server, client, args, out),
+            cmd::Route::StaleRead => match server.ks.hold_for_stale_read() {
+                Some(_held) => cmd::execute(server, client, args, out),
+                None => {
+                    out.error(crate::raft::INSTALLING);
+                    After::Continue
+                }
+            },
             cmd::Route::Read => {
                 if !reads_cleared {
                     match replica.read_barrier().await {
@@ -363,26 +378,21 @@ async fn serve_replicated(
                 }
             }
             cmd::Route::Write(req) => {
-                let started = std::time::Instant::now();
                 let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-                let r = replica.write(req).await;
-                let failed = match r {
-                    Ok(reply) => {
-                        out.buf.extend_from_slice(&reply);
-                        reply.first() == Some(&b'-')
-                    }
-                    Err(e) => {
-                        out.error(&e);
-                        true
-                    }
-                };
-                server.record(cmd::lookup_index(&name), started.elapsed(), failed);
+                pending.push_back(ProposedWrite {
+                    started: std::time::Instant::now(),
+                    name: cmd::lookup_index(&name),
+                    reply: replica.propose(req),
+                });
                 After::Continue
             }
         };
         client.shared.touch();
         if after == After::Shutdown {
             return after;
+        }
+        if queue.is_empty() {
+            answer_writes(server, &mut pending, out).await;
         }
         if (after != After::Continue || out.len() >= OUT_FLUSH_BYTES || queue.is_empty())
             && !out.is_empty()
@@ -399,6 +409,34 @@ async fn serve_replicated(
         }
     }
     After::Continue
+}
+
+/// A write a connection sent to the log and waits for.
+struct ProposedWrite {
+    started: std::time::Instant,
+    name: Option<usize>,
+    reply: tokio::sync::oneshot::Receiver<crate::raft::WriteResult>,
+}
+
+/// Waits for the proposed writes' replies, in order, into `out`.
+async fn answer_writes(server: &Server, pending: &mut VecDeque<ProposedWrite>, out: &mut Out) {
+    while let Some(w) = pending.pop_front() {
+        let r = w
+            .reply
+            .await
+            .unwrap_or_else(|_| Err("CLUSTERDOWN the node is stopping".to_owned()));
+        let failed = match r {
+            Ok(reply) => {
+                out.buf.extend_from_slice(&reply);
+                reply.first() == Some(&b'-')
+            }
+            Err(e) => {
+                out.error(&e);
+                true
+            }
+        };
+        server.record(w.name, w.started.elapsed(), failed);
+    }
 }
 
 /// Writes a Pub/Sub message and any others waiting; returns 1 (the read

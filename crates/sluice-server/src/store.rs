@@ -391,6 +391,10 @@ pub struct Keyspace {
     /// narrows them only once committed. Kept in memory only; entries of
     /// dropped versions go when the map is full (no bound: a full walk).
     pop_bounds: Mutex<HashMap<u64, PopBounds>>,
+    /// A replicated shard is replacing the keyspace with a snapshot's
+    /// (under the keyspace lock held exclusively): stale reads answer
+    /// `-LOADING` instead of waiting for it.
+    replacing: AtomicBool,
 }
 
 /// Bounds of a sorted set's live index entries, or of a set's members
@@ -438,6 +442,7 @@ impl Keyspace {
             versions: Mutex::new((reserved, reserved)),
             collections_seen: AtomicBool::new(reserved > 0),
             pop_bounds: Mutex::new(HashMap::new()),
+            replacing: AtomicBool::new(false),
         })
     }
 
@@ -458,9 +463,47 @@ impl Keyspace {
         Ok(v.0 - 1)
     }
 
+    /// The keyspace held exclusively for replacing all of it (a replicated
+    /// shard installing a snapshot); stale reads meanwhile answer
+    /// `-LOADING` ([`Keyspace::hold_for_stale_read`]). Call
+    /// [`Keyspace::replaced`] before dropping the guard.
+    pub fn lock_for_replace(&self) -> Held<'_> {
+        self.replacing.store(true, Ordering::SeqCst);
+        self.lock_all()
+    }
+
+    /// Keeps a replacement of the keyspace out while a stale read
+    /// (`READONLY` on a replica) runs, so that it sees the state before
+    /// or after, never one half copied; `None` while a replacement runs.
+    /// Reads on a single server and the leader's need no lock: their
+    /// keyspace is never replaced.
+    pub fn hold_for_stale_read(&self) -> Option<Held<'_>> {
+        let g = match self.global.try_read() {
+            Some(g) => g,
+            None if self.replacing.load(Ordering::SeqCst) => return None,
+            // A `FLUSHDB` or a whole-keyspace `EXEC` being applied: short.
+            None => self.global.read(),
+        };
+        Some(Held::Shared {
+            _global: g,
+            stripes: Vec::new(),
+        })
+    }
+
+    /// Forgets what memory knew of the keyspace after it was replaced
+    /// underneath (a replicated shard installed a snapshot): rereads the
+    /// version reservation and drops the sorted sets' pop bounds, which
+    /// were learnt under versions the snapshot may use for other sets.
+    pub fn replaced(&self) -> Result<()> {
+        self.pop_bounds.lock().clear();
+        let r = self.reload_versions();
+        self.replacing.store(false, Ordering::SeqCst);
+        r
+    }
+
     /// Rereads the version reservation after the keyspace was replaced
     /// underneath (a replicated shard installed a snapshot).
-    pub fn reload_versions(&self) -> Result<()> {
+    fn reload_versions(&self) -> Result<()> {
         let reserved = match self.db.get(VERSION_KEY)? {
             Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
                 sluicedb::Error::InvalidArgument("the version record is malformed".into())
@@ -735,9 +778,15 @@ impl Keyspace {
 impl Keyspace {
     /// One reclaimer round: deletes the elements of collections no key
     /// holds any more, at most about `max` element keys; returns how many
-    /// it deleted. Needs no lock: no record names a garbage version, so no
-    /// command reads or writes its elements.
+    /// it deleted. No record names a garbage version, so no command reads
+    /// or writes its elements; the round still holds the keyspace lock
+    /// shared, because a replicated shard installing a snapshot replaces
+    /// the keyspace (exclusively) with one whose versions were numbered by
+    /// another node: a version garbage here before may be a live
+    /// collection there, whose elements a round listed before and deleting
+    /// after would destroy.
     pub fn reclaim(&self, max: usize) -> Result<u64> {
+        let _held = self.lock_keys(&[]);
         let mut deleted = 0u64;
         let garbage: Vec<Vec<u8>> = self
             .db

@@ -7,7 +7,10 @@
 //!   acknowledge a write, while the majority elects a leader that can;
 //! - a node wiped of everything joins again under a new id, as a learner
 //!   promoted to voter, and catches up by snapshot once the log it missed
-//!   was purged; its old id is refused.
+//!   was purged; its old id is refused;
+//! - a follower cut off until the leader purged its log installs a
+//!   snapshot while `READONLY` reads on it run: none sees the keyspace
+//!   half replaced; a pipeline of writes is applied in the order sent.
 //!
 //! Node processes are this test binary re-run with only the ignored
 //! `raft_child_node` test. Randomized choices print their seed
@@ -627,10 +630,13 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
         .arg(1)
         .query(&mut lc)
         .expect("HSET");
-    // Waits for the write itself: once in 20 runs node 4's applied index
-    // (its metrics) had passed the leader's while its read did not show the
-    // write yet; the cause is not found (a snapshot installed again while
-    // READONLY reads take no lock is one candidate).
+    // Waits for the write itself, not for node 4's applied index: once in
+    // 20 runs (issue 56) the index had passed the leader's while a read did
+    // not show the write. Stale reads during a snapshot's copy could read a
+    // keyspace half replaced, and the reclaimer could delete a snapshot's
+    // live elements; both are shut out now
+    // (`stale_reads_never_see_a_snapshot_half_installed`), but neither is
+    // proven to be what that run met.
     let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");
     wait_until("node 4 applying the HSET", || {
         redis::cmd("HLEN")
@@ -641,4 +647,157 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     });
     let len: i64 = redis::cmd("HLEN").arg("h").query(&mut c4).expect("HLEN");
     assert_eq!(len, 100);
+}
+
+#[test]
+fn stale_reads_never_see_a_snapshot_half_installed() {
+    let t = tempfile::tempdir().expect("temp dir");
+    // A snapshot every 20 entries, keeping 20 after it.
+    let nodes = in_process_group(t.path(), 20);
+    wait_until("three voters", || {
+        nodes.iter().all(|n| {
+            n.raft_status()
+                .is_some_and(|s| s.members.len() == 3 && s.leader.is_some())
+        })
+    });
+    let li = in_process_leader(&nodes, None);
+    let fi = (li + 1) % 3;
+    let mut lc = running_client(&nodes[li]);
+    // A pipeline of writes goes to the log at once and is applied, and
+    // answered, in the order sent.
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("RPUSH").arg("order").arg(i);
+    }
+    let lens: Vec<i64> = p.query(&mut lc).expect("pipelined RPUSH");
+    assert_eq!(lens, (1..=200).collect::<Vec<i64>>());
+    // Enough keys that copying them in takes a while; "stable" sorts
+    // after them and is never written again.
+    let mut p = redis::pipe();
+    for b in 0..10 {
+        let mut c = redis::cmd("MSET");
+        for i in 0..1000 {
+            c.arg(format!("bulk{b}:{i}")).arg(i);
+        }
+        p.add_command(c).ignore();
+    }
+    p.cmd("SET").arg("stable").arg("yes").ignore();
+    let () = p.query(&mut lc).expect("bulk load");
+    let target = nodes[li].raft_status().expect("leader").applied_index;
+    wait_until("the follower applying the load", || {
+        nodes[fi]
+            .raft_status()
+            .is_some_and(|s| s.applied_index >= target)
+    });
+    // Cut the follower off until the log it misses is purged.
+    let (lid, fid) = (li as u64 + 1, fi as u64 + 1);
+    nodes[fi].partition(
+        &[1, 2, 3]
+            .into_iter()
+            .filter(|&i| i != fid)
+            .collect::<Vec<_>>(),
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        if i != fi {
+            n.partition(&[fid]);
+        }
+    }
+    let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
+    set_numbered(&mut lc, "late", 60);
+    wait_until("the leader purging past the follower", || {
+        nodes[li]
+            .raft_status()
+            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f_last))
+    });
+    assert!(nodes[li].raft_status().is_some_and(|s| s.id == lid));
+    // Stale reads on the follower while it installs the leader's snapshot:
+    // each sees "stable" (the state before or after), or is told to wait.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stop, addr) = (stop.clone(), nodes[fi].addr());
+        std::thread::spawn(move || {
+            let mut c = connect(addr);
+            let _: String = redis::cmd("READONLY").query(&mut c).expect("READONLY");
+            let (mut reads, mut waits) = (0u64, 0u64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match redis::cmd("GET")
+                    .arg("stable")
+                    .query::<Option<String>>(&mut c)
+                {
+                    Ok(v) => {
+                        assert_eq!(
+                            v.as_deref(),
+                            Some("yes"),
+                            "a stale read saw a half-installed snapshot after {reads} reads"
+                        );
+                        reads += 1;
+                    }
+                    Err(e) if e.code() == Some("LOADING") => waits += 1,
+                    Err(e) => panic!("stale read: {e}"),
+                }
+            }
+            (reads, waits)
+        })
+    };
+    for n in &nodes {
+        n.partition(&[]);
+    }
+    wait_until(
+        "the follower installing the snapshot and catching up",
+        || {
+            let l = nodes[li].raft_status().map_or(0, |s| s.applied_index);
+            nodes[fi].raft_status().is_some_and(|s| {
+                s.snapshot_index.is_some_and(|i| i > f_last) && s.applied_index >= l
+            })
+        },
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (reads, waits) = reader.join().expect("reader");
+    eprintln!("stale reads during the install: {reads} answered, {waits} told to wait");
+    let mut fc = running_client(&nodes[fi]);
+    let _: String = redis::cmd("READONLY").query(&mut fc).expect("READONLY");
+    check_numbered(&mut fc, "late", 60);
+    let order: Vec<i64> = redis::cmd("LRANGE")
+        .arg("order")
+        .arg(0)
+        .arg(-1)
+        .query(&mut fc)
+        .expect("LRANGE");
+    assert_eq!(order, (0..200).collect::<Vec<i64>>());
+}
+
+#[test]
+fn a_removed_member_leaves_the_group_and_its_id_is_never_reused() {
+    use sluice_server::raft::remove_member;
+    let t = tempfile::tempdir().expect("temp dir");
+    let mut nodes = in_process_group(t.path(), 10_000);
+    let li = in_process_leader(&nodes, None);
+    let lid = li as u64 + 1;
+    let victim = (li + 1) % 3;
+    let vid = victim as u64 + 1;
+    // Asked through the third node, which forwards to the leader.
+    let asker = nodes[(li + 2) % 3].raft_addr().expect("raft address");
+    let e = remove_member(&asker, lid).expect_err("the leader removed itself");
+    assert!(e.contains("leads"), "{e}");
+    remove_member(&asker, vid).expect("removing a follower");
+    let st = nodes[li].raft_status().expect("leader");
+    assert!(!st.members.contains_key(&vid), "{st:?}");
+    assert_eq!(st.members.len(), 2, "{st:?}");
+    let e = remove_member(&asker, vid).expect_err("removed twice");
+    assert!(e.contains("not a member"), "{e}");
+    // The two left acknowledge writes without it.
+    nodes
+        .remove(victim)
+        .shutdown()
+        .expect("stop the removed node");
+    let li = in_process_leader(&nodes, None);
+    let mut lc = running_client(&nodes[li]);
+    set_numbered(&mut lc, "after", 10);
+    check_numbered(&mut lc, "after", 10);
+    // Its id does not come back, even from an empty node.
+    let mut c = Config::new(t.path().join("again"));
+    c.port = 0;
+    c.raft = Some(raft_config(vid, 0, nodes[li].raft_addr(), 10_000));
+    let e = start(c).err().expect("a removed id was admitted");
+    assert!(e.contains("never reused"), "{e}");
 }

@@ -75,6 +75,8 @@ struct Ends {
 pub struct LogStore {
     db: Db,
     ends: Arc<Mutex<Ends>>,
+    /// Where appends note their time.
+    pub stages: Arc<super::stages::Stages>,
 }
 
 impl LogStore {
@@ -96,6 +98,7 @@ impl LogStore {
         Ok(LogStore {
             db,
             ends: Arc::new(Mutex::new(Ends { last, purged })),
+            stages: Arc::default(),
         })
     }
 
@@ -199,7 +202,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             b.put(log_key(e.log_id.index), encode(&e));
             last = Some(e.log_id);
         }
+        let started = std::time::Instant::now();
         let r = self.write_synced(b).map_err(write_err);
+        self.stages.append.add(started.elapsed());
         if r.is_ok() {
             if let Some(l) = last {
                 self.ends.lock().last = Some(l);

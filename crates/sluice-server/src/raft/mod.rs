@@ -11,16 +11,22 @@
 //! - Snapshots are checkpoints packed file by file into one archive and
 //!   sent in chunks ([`snapfile`]).
 //! - Nodes talk length-prefixed postcard frames over TCP ([`net`]).
+//! - A follower that sees its leader's process gone stands for election
+//!   at once ([`failover`]).
 
+pub mod failover;
 pub mod log;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
+pub mod stages;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{Raft, ServerState};
@@ -55,7 +61,86 @@ pub struct Request {
     pub resp3: bool,
     /// An `EXEC`: the reply is an array of the commands' replies.
     pub multi: bool,
+    #[serde(with = "args")]
     pub cmds: Vec<Vec<Vec<u8>>>,
+}
+/// `Request::cmds` through serde with each argument as one byte string
+/// (`serialize_bytes`) instead of a sequence of `u8`s, which serde visits
+/// a byte at a time. postcard writes both the same way (a varint length,
+/// then the bytes), so the log's records and the messages do not change.
+mod args {
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+    use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+    struct Arg<'a>(&'a [u8]);
+
+    impl Serialize for Arg<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    struct Cmd<'a>(&'a [Vec<u8>]);
+
+    impl Serialize for Cmd<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for a in self.0 {
+                seq.serialize_element(&Arg(a))?;
+            }
+            seq.end()
+        }
+    }
+
+    pub fn serialize<S: Serializer>(cmds: &[Vec<Vec<u8>>], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(cmds.len()))?;
+        for c in cmds {
+            seq.serialize_element(&Cmd(c))?;
+        }
+        seq.end()
+    }
+
+    struct Buf(Vec<u8>);
+
+    struct BufVisitor;
+
+    impl<'de> Visitor<'de> for BufVisitor {
+        type Value = Buf;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+            Ok(Buf(v.to_vec()))
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+            Ok(Buf(v))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buf, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(b) = seq.next_element::<u8>()? {
+                v.push(b);
+            }
+            Ok(Buf(v))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Buf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Buf, D::Error> {
+            d.deserialize_byte_buf(BufVisitor)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<Vec<u8>>>, D::Error> {
+        let cmds: Vec<Vec<Buf>> = Deserialize::deserialize(d)?;
+        Ok(cmds
+            .into_iter()
+            .map(|c| c.into_iter().map(|a| a.0).collect())
+            .collect())
+    }
 }
 
 /// The reply of an applied entry, RESP-encoded for the client that sent it.
@@ -89,7 +174,13 @@ pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// syncs each entry before it takes the next, so entries carry every write
 /// that arrived meanwhile (the engine's group commit, one level up).
 pub const BATCH_MAX_REQUESTS: usize = 1024;
-pub const BATCH_MAX_BYTES: usize = 4 << 20;
+pub const BATCH_MAX_BYTES: usize = 1 << 20;
+/// Entries in one AppendEntries message at most. openraft 0.9 gives the
+/// message the heartbeat interval to be appended and synced by the
+/// follower and resends it whole when that runs out: with its default of
+/// 300 entries (of up to [`BATCH_MAX_BYTES`] each) a follower behind never
+/// caught up under pipelined load, and the group kept electing.
+pub const MAX_ENTRIES_PER_APPEND: u64 = 4;
 /// Entries proposed and not yet answered at once.
 pub const PROPOSALS_IN_FLIGHT: usize = 2;
 
@@ -111,6 +202,10 @@ pub struct RaftConfig {
     pub snapshot_entries: u64,
     /// See [`DEFAULT_WRITE_TIMEOUT_MS`]; also bounds a read barrier.
     pub write_timeout_ms: u64,
+    /// Whether a confirmed read-index round lets the leader answer reads
+    /// without another for [`RaftConfig::lease_ms`] (off: every read
+    /// waits for a round).
+    pub read_lease: bool,
 }
 
 impl RaftConfig {
@@ -124,6 +219,19 @@ impl RaftConfig {
             election_max_ms: DEFAULT_ELECTION_MAX_MS,
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
             write_timeout_ms: DEFAULT_WRITE_TIMEOUT_MS,
+            read_lease: true,
+        }
+    }
+
+    /// The read lease: half the shortest election timeout. openraft's
+    /// followers refuse to vote for `election_max_ms` after they last
+    /// heard from their leader, so the lease leaves more than three
+    /// quarters of that span for clocks running at different rates.
+    pub fn lease_ms(&self) -> u64 {
+        if self.read_lease {
+            self.election_min_ms / 2
+        } else {
+            0
         }
     }
 
@@ -137,6 +245,7 @@ impl RaftConfig {
             max_in_snapshot_log_to_keep: self.snapshot_entries,
             snapshot_max_chunk_size: snapfile::CHUNK_BYTES,
             install_snapshot_timeout: 2000,
+            max_payload_entries: MAX_ENTRIES_PER_APPEND,
             ..Default::default()
         };
         c.validate().map_err(|e| format!("raft settings: {e}"))
@@ -164,6 +273,15 @@ pub struct Replica {
     pub blocked: Arc<net::Blocked>,
     pub write_timeout: Duration,
     proposals: tokio::sync::mpsc::UnboundedSender<Pending>,
+    /// Reads waiting for the next read-index round.
+    reads: tokio::sync::mpsc::UnboundedSender<ReadWaiter>,
+    lease: Arc<Lease>,
+    /// Standing for election because the leader's process is gone
+    /// ([`failover`]).
+    pub(crate) standing: std::sync::atomic::AtomicBool,
+    pub(crate) heartbeat: Duration,
+    /// Time per stage ([`stages`]).
+    pub stages: Arc<stages::Stages>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -171,6 +289,10 @@ pub struct Replica {
 pub fn moved(addr: &str) -> String {
     format!("MOVED 0 {addr}")
 }
+
+/// A stale read while this node installs a snapshot (what a Redis
+/// replica answers while it loads the leader's data).
+pub const INSTALLING: &str = "LOADING the node is installing a snapshot of the group";
 
 pub const NO_LEADER: &str = "CLUSTERDOWN The cluster is down: no leader is known";
 
@@ -189,34 +311,41 @@ impl Replica {
         self.raft.metrics().borrow().state == ServerState::Leader
     }
 
-    fn not_leader(&self, leader: Option<&Member>) -> String {
-        not_leader(&self.raft, &self.me, leader)
-    }
-
     /// Proposes a request and waits for it to be committed by a quorum and
     /// applied here (in an entry with the requests that arrived with it);
     /// returns its reply, or the error line to answer.
     pub async fn write(&self, req: Request) -> Result<Vec<u8>, String> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.proposals.send((req, tx)).is_err() {
-            return Err("CLUSTERDOWN the node is stopping".to_owned());
-        }
-        rx.await
-            .unwrap_or_else(|_| Err("CLUSTERDOWN the node is stopping".to_owned()))
+        self.propose(req)
+            .await
+            .unwrap_or_else(|_| Err(STOPPING.to_owned()))
     }
 
-    /// Read-index: confirms with a quorum that this node still leads and
-    /// waits until it applied every entry committed before the call.
-    pub async fn read_barrier(&self) -> Result<(), String> {
-        use openraft::error::CheckIsLeaderError;
-        match tokio::time::timeout(self.write_timeout, self.raft.ensure_linearizable()).await {
-            Err(_) => Err("TRYAGAIN leadership was not confirmed in time".to_owned()),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
-                Err(self.not_leader(f.leader_node.as_ref()))
-            }
-            Ok(Err(e)) => Err(format!("CLUSTERDOWN {e}")),
+    /// Queues a request for the log and returns where its reply will come.
+    /// Requests queued one after another by one caller are proposed, and
+    /// so applied, in that order: a connection pipelines its writes by
+    /// queueing them all before it waits for the first reply.
+    pub fn propose(&self, req: Request) -> tokio::sync::oneshot::Receiver<WriteResult> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Err(e) = self.proposals.send((req, tx, std::time::Instant::now())) {
+            let _ = e.0 .1.send(Err(STOPPING.to_owned()));
         }
+        rx
+    }
+
+    /// Clears a linearizable read on this node: under a valid lease at
+    /// once, else by a read-index round shared with every read waiting
+    /// for one (see [`reader`]); a node that does not lead answers the
+    /// redirect.
+    pub async fn read_barrier(&self) -> Result<(), String> {
+        if self.lease.valid(&self.raft) {
+            self.stages.lease_reads.add(Duration::ZERO);
+            return Ok(());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.reads.send(tx).is_err() {
+            return Err(STOPPING.to_owned());
+        }
+        rx.await.unwrap_or_else(|_| Err(STOPPING.to_owned()))
     }
 
     /// A snapshot of what `ROLE`, `INFO replication` and `sluice cluster
@@ -317,11 +446,18 @@ impl Status {
     }
 }
 
-/// A request waiting to be proposed, and where its reply goes.
+/// A write's reply (RESP bytes) or the error line to answer.
+pub type WriteResult = Result<Vec<u8>, String>;
+
+/// A request waiting to be proposed, where its reply goes, and when it
+/// was proposed.
 type Pending = (
     Request,
-    tokio::sync::oneshot::Sender<Result<Vec<u8>, String>>,
+    tokio::sync::oneshot::Sender<WriteResult>,
+    std::time::Instant,
 );
+
+const STOPPING: &str = "CLUSTERDOWN the node is stopping";
 
 /// The error line for a client of a node that does not lead.
 fn not_leader(raft: &SluiceRaft, me: &Member, leader: Option<&Member>) -> String {
@@ -347,12 +483,14 @@ fn request_bytes(r: &Request) -> usize {
 /// first waiting, then every other one waiting (up to a bound), proposes
 /// them as one entry, and answers each. At most [`PROPOSALS_IN_FLIGHT`]
 /// entries wait for their commit at once; meanwhile requests gather.
-/// Two entries in flight together hold only requests that were in flight
-/// together, so their order is free.
+/// Entries are handed to openraft here, one after another, so the log
+/// holds requests in the order they were queued (a connection's pipelined
+/// writes stay in order); only the waits for their replies run apart.
 async fn proposer(
     raft: SluiceRaft,
     me: Member,
     timeout: Duration,
+    stages: Arc<stages::Stages>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(PROPOSALS_IN_FLIGHT));
@@ -371,30 +509,130 @@ async fn proposer(
                 Err(_) => break,
             }
         }
-        let (raft, me) = (raft.clone(), me.clone());
+        let handed = std::time::Instant::now();
+        for p in &batch {
+            stages.queue.add(handed.saturating_duration_since(p.2));
+            stages.requests.add(Duration::ZERO);
+        }
+        let (reqs, txs): (Vec<Request>, Vec<_>) = batch.into_iter().map(|(r, t, _)| (r, t)).unzip();
+        let submitted = raft.client_write_ff(reqs).await;
+        let (raft, me, stages) = (raft.clone(), me.clone(), stages.clone());
         tokio::spawn(async move {
-            let (reqs, txs): (Vec<Request>, Vec<_>) = batch.into_iter().unzip();
-            let r = tokio::time::timeout(timeout, raft.client_write(reqs)).await;
-            let err = match r {
-                Ok(Ok(resp)) if resp.data.len() == txs.len() => {
-                    for (tx, reply) in txs.into_iter().zip(resp.data) {
-                        let _ = tx.send(Ok(reply.0));
+            let err = match submitted {
+                Err(e) => format!("CLUSTERDOWN {e}"),
+                Ok(reply) => match tokio::time::timeout(timeout, reply).await {
+                    Ok(Ok(Ok(resp))) if resp.data.len() == txs.len() => {
+                        stages.commit.add(handed.elapsed());
+                        for (tx, reply) in txs.into_iter().zip(resp.data) {
+                            let _ = tx.send(Ok(reply.0));
+                        }
+                        drop(permit);
+                        return;
                     }
-                    drop(permit);
-                    return;
-                }
-                Ok(Ok(_)) => "CLUSTERDOWN an entry's replies went missing".to_owned(),
-                Err(_) => "TRYAGAIN the write was not committed in time".to_owned(),
-                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                    not_leader(&raft, &me, f.leader_node.as_ref())
-                }
-                Ok(Err(e)) => format!("CLUSTERDOWN {e}"),
+                    Ok(Ok(Ok(_))) => "CLUSTERDOWN an entry's replies went missing".to_owned(),
+                    Err(_) => "TRYAGAIN the write was not committed in time".to_owned(),
+                    Ok(Err(_)) => STOPPING.to_owned(),
+                    Ok(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => {
+                        not_leader(&raft, &me, f.leader_node.as_ref())
+                    }
+                    Ok(Ok(Err(e))) => format!("CLUSTERDOWN {e}"),
+                },
             };
             for tx in txs {
                 let _ = tx.send(Err(err.clone()));
             }
             drop(permit);
         });
+    }
+}
+
+/// A read waiting for a read-index round, and where its outcome goes.
+type ReadWaiter = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// The leader's read lease: until `until`, in the term `term`, no other
+/// node can have been elected, so this node's state holds every write
+/// acknowledged before now (`docs/design.md`, "Reads").
+#[derive(Default)]
+pub struct Lease {
+    /// (term, end); none: no lease.
+    held: Mutex<Option<(u64, std::time::Instant)>>,
+    /// How long a lease lasts from the start of the round that took it;
+    /// zero: never (every read needs a round).
+    span: Duration,
+}
+
+impl Lease {
+    fn new(span: Duration) -> Lease {
+        Lease {
+            held: Mutex::new(None),
+            span,
+        }
+    }
+
+    /// Whether a read may run now without a round: the lease has not run
+    /// out, and openraft still sees this node leading in the lease's term.
+    fn valid(&self, raft: &SluiceRaft) -> bool {
+        let Some((term, until)) = *self.held.lock() else {
+            return false;
+        };
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        let m = raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_term == term
+    }
+
+    /// A round started at `started` in `term` was confirmed by a quorum.
+    fn renew(&self, term: u64, started: std::time::Instant) {
+        if self.span.is_zero() {
+            return;
+        }
+        let until = started + self.span;
+        let mut h = self.held.lock();
+        if h.is_none_or(|(t, u)| t != term || u < until) {
+            *h = Some((term, until));
+        }
+    }
+}
+
+/// Runs read-index rounds: takes every read waiting, confirms leadership
+/// with a quorum once for all of them (openraft's `ensure_linearizable`:
+/// a heartbeat round, then a wait until this node applied what was
+/// committed before it), and answers them all. Reads arriving during a
+/// round wait for the next, so one round serves every read that waited at
+/// its start. A confirmed round renews the lease from its start.
+async fn reader(
+    raft: SluiceRaft,
+    me: Member,
+    timeout: Duration,
+    lease: Arc<Lease>,
+    stages: Arc<stages::Stages>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<ReadWaiter>,
+) {
+    use openraft::error::CheckIsLeaderError;
+    while let Some(first) = rx.recv().await {
+        let mut waiting = vec![first];
+        while let Ok(w) = rx.try_recv() {
+            waiting.push(w);
+        }
+        let started = std::time::Instant::now();
+        let term = raft.metrics().borrow().current_term;
+        let r = match tokio::time::timeout(timeout, raft.ensure_linearizable()).await {
+            Err(_) => Err("TRYAGAIN leadership was not confirmed in time".to_owned()),
+            Ok(Ok(_)) => {
+                stages.read_round.add(started.elapsed());
+                lease.renew(term, started);
+                Ok(())
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                Err(not_leader(&raft, &me, f.leader_node.as_ref()))
+            }
+            Ok(Err(e)) => Err(format!("CLUSTERDOWN {e}")),
+        };
+        for w in waiting {
+            let _ = w.send(r.clone());
+        }
     }
 }
 
@@ -436,7 +674,7 @@ pub fn info_replication(r: &Replica) -> String {
             st.applied_index
         );
     }
-    for line in st.lines() {
+    for line in st.lines().into_iter().chain(r.stages.lines()) {
         let _ = write!(s, "{line}\r\n");
     }
     s.push_str("\r\n");
@@ -454,13 +692,17 @@ pub async fn start(
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db.clone();
-    let log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
+    let stages = Arc::new(stages::Stages::default());
+    let mut log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
+    log_store.stages = stages.clone();
     let fresh = log_store.is_empty();
-    let sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
+    let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
+    sm.stages = stages.clone();
     let blocked = Arc::new(net::Blocked::default());
     let network = net::Network {
         blocked: blocked.clone(),
+        pool: Arc::new(net::Pool::default()),
     };
     let config = Arc::new(cfg.openraft()?);
     let raft = Raft::new(cfg.id, config, network, log_store, sm)
@@ -473,7 +715,23 @@ pub async fn start(
     let (rpc_stop, rpc_stopped) = tokio::sync::watch::channel(false);
     let (proposals, queued) = tokio::sync::mpsc::unbounded_channel();
     let write_timeout = Duration::from_millis(cfg.write_timeout_ms);
-    tokio::spawn(proposer(raft.clone(), me.clone(), write_timeout, queued));
+    tokio::spawn(proposer(
+        raft.clone(),
+        me.clone(),
+        write_timeout,
+        stages.clone(),
+        queued,
+    ));
+    let lease = Arc::new(Lease::new(Duration::from_millis(cfg.lease_ms())));
+    let (reads, read_queue) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(reader(
+        raft.clone(),
+        me.clone(),
+        write_timeout,
+        lease.clone(),
+        stages.clone(),
+        read_queue,
+    ));
     let replica = Arc::new(Replica {
         id: cfg.id,
         raft: raft.clone(),
@@ -482,6 +740,11 @@ pub async fn start(
         blocked,
         write_timeout,
         proposals,
+        reads,
+        lease,
+        standing: std::sync::atomic::AtomicBool::new(false),
+        stages,
+        heartbeat: Duration::from_millis(cfg.heartbeat_ms),
         rpc_stop,
     });
     let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;
@@ -534,6 +797,16 @@ pub async fn start(
         }
     }
     Ok(replica)
+}
+
+/// `sluice cluster remove`: asks the member whose Raft address is `addr`
+/// to remove member `id` from its group, and waits for the change.
+pub fn remove_member(addr: &str, id: NodeId) -> Result<(), String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(net::ask_to_remove(addr, id))
 }
 
 /// Stops the node's Raft part: its RPC server and its core.

@@ -48,6 +48,10 @@ enum Rpc {
         id: NodeId,
         member: Member,
     },
+    /// An operator asks to remove a member (`sluice cluster remove`).
+    Leave {
+        id: NodeId,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -56,6 +60,7 @@ enum RpcReply {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Join(Result<(), String>),
+    Leave(Result<(), String>),
 }
 
 /// Nodes whose links this node drops.
@@ -95,32 +100,54 @@ async fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     Ok(body)
 }
 
-/// One request and its reply on `conn`, connecting first if needed.
+/// One request and its reply on `conn`, connecting first if needed. The
+/// connection is held by this call while it runs: a call dropped halfway
+/// (a timeout) drops the connection with it, so no later call reads the
+/// reply meant for this one.
 async fn call(conn: &mut Option<TcpStream>, addr: &str, req: &Rpc) -> std::io::Result<RpcReply> {
-    if conn.is_none() {
-        let s = TcpStream::connect(addr).await?;
-        let _ = s.set_nodelay(true);
-        *conn = Some(s);
-    }
-    let Some(s) = conn.as_mut() else {
-        return Err(std::io::Error::other("not connected"));
+    let mut s = match conn.take() {
+        Some(s) => s,
+        None => {
+            let s = TcpStream::connect(addr).await?;
+            let _ = s.set_nodelay(true);
+            s
+        }
     };
     let body = postcard::to_stdvec(req).map_err(std::io::Error::other)?;
-    let r = async {
-        write_frame(s, &body).await?;
-        let raw = read_frame(s).await?;
-        postcard::from_bytes::<RpcReply>(&raw).map_err(std::io::Error::other)
+    write_frame(&mut s, &body).await?;
+    let raw = read_frame(&mut s).await?;
+    let reply = postcard::from_bytes::<RpcReply>(&raw).map_err(std::io::Error::other)?;
+    *conn = Some(s);
+    Ok(reply)
+}
+
+/// Idle connections to each node, kept by clients that are done with
+/// them: openraft makes a client for every read-index round, and one
+/// connection each would cost a connect per round.
+#[derive(Debug, Default)]
+pub struct Pool(Mutex<std::collections::HashMap<String, Vec<TcpStream>>>);
+
+/// Idle connections kept per node.
+const POOL_PER_NODE: usize = 8;
+
+impl Pool {
+    fn take(&self, addr: &str) -> Option<TcpStream> {
+        self.0.lock().get_mut(addr).and_then(|v| v.pop())
     }
-    .await;
-    if r.is_err() {
-        *conn = None;
+
+    fn put(&self, addr: &str, s: TcpStream) {
+        let mut m = self.0.lock();
+        let v = m.entry(addr.to_owned()).or_default();
+        if v.len() < POOL_PER_NODE {
+            v.push(s);
+        }
     }
-    r
 }
 
 /// Makes a client per target node.
 pub struct Network {
     pub blocked: Arc<Blocked>,
+    pub pool: Arc<Pool>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -131,6 +158,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.raft_addr.clone(),
             blocked: self.blocked.clone(),
+            pool: self.pool.clone(),
             conn: None,
         }
     }
@@ -141,7 +169,16 @@ pub struct Peer {
     target: NodeId,
     addr: String,
     blocked: Arc<Blocked>,
+    pool: Arc<Pool>,
     conn: Option<TcpStream>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(s) = self.conn.take() {
+            self.pool.put(&self.addr, s);
+        }
+    }
 }
 
 type RpcErr<E = RaftError<NodeId>> = RPCError<NodeId, Member, E>;
@@ -156,12 +193,22 @@ impl Peer {
             let e = std::io::Error::other("link dropped (partition)");
             return Err(RPCError::Unreachable(Unreachable::new(&e)));
         }
-        match tokio::time::timeout(option.hard_ttl(), call(&mut self.conn, &self.addr, &req)).await
-        {
+        let pooled = self.conn.is_none();
+        if pooled {
+            self.conn = self.pool.take(&self.addr);
+        }
+        let reused = self.conn.is_some();
+        let deadline = tokio::time::Instant::now() + option.hard_ttl();
+        let mut r = tokio::time::timeout_at(deadline, call(&mut self.conn, &self.addr, &req)).await;
+        if pooled && reused && matches!(r, Ok(Err(_))) {
+            // An idle connection the other end closed (it restarted):
+            // once more on a new one.
+            r = tokio::time::timeout_at(deadline, call(&mut self.conn, &self.addr, &req)).await;
+        }
+        match r {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(RPCError::Unreachable(Unreachable::new(&e))),
             Err(_) => {
-                self.conn = None;
                 let e = std::io::Error::other("timed out");
                 Err(RPCError::Unreachable(Unreachable::new(&e)))
             }
@@ -302,12 +349,68 @@ async fn admit(replica: &Replica, id: NodeId, member: Member) -> Result<(), Stri
     Ok(())
 }
 
+/// Asks the member at `addr` (its Raft address) to remove member `id`
+/// from the group; it forwards to the leader. Returns once the group's
+/// membership without it is committed.
+pub async fn ask_to_remove(addr: &str, id: NodeId) -> Result<(), String> {
+    let mut conn = None;
+    match tokio::time::timeout(JOIN_TIMEOUT, call(&mut conn, addr, &Rpc::Leave { id })).await {
+        Ok(Ok(RpcReply::Leave(r))) => r,
+        Ok(Ok(_)) => Err(format!("{addr}: a reply of another kind")),
+        Ok(Err(e)) => Err(format!("{addr}: {e}")),
+        Err(_) => Err(format!("{addr}: no answer in {JOIN_TIMEOUT:?}")),
+    }
+}
+
+/// Removes member `id` at the leader: a voter by a joint-consensus
+/// change, a learner at once; either leaves the membership, and its id
+/// stays among those ever admitted, so it is never reused. The leader
+/// itself is not removed (ask again once another leads).
+async fn remove(replica: &Replica, id: NodeId) -> Result<(), String> {
+    let m = replica.raft.metrics().borrow().clone();
+    if !replica.is_leader() {
+        let leader = m
+            .current_leader
+            .filter(|&l| l != replica.id)
+            .and_then(|l| m.membership_config.membership().get_node(&l).cloned());
+        return match leader {
+            Some(l) => Box::pin(ask_to_remove(&l.raft_addr, id)).await,
+            None => Err("no leader yet".to_owned()),
+        };
+    }
+    let membership = m.membership_config.membership().clone();
+    if membership.get_node(&id).is_none() {
+        return Err(format!("node {id} is not a member"));
+    }
+    if id == replica.id {
+        return Err(format!(
+            "node {id} leads: it is not removed while it leads (stop it, or ask again once another leads)"
+        ));
+    }
+    let voter = membership.voter_ids().any(|v| v == id);
+    let change = if voter {
+        if membership.voter_ids().count() < 2 {
+            return Err(format!("node {id} is the last voter"));
+        }
+        ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+    } else {
+        ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+    };
+    replica
+        .raft
+        .change_membership(change, false)
+        .await
+        .map_err(|e| format!("removing {id}: {e}"))?;
+    Ok(())
+}
+
 async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
     match req {
         Rpc::Append(r) => RpcReply::Append(replica.raft.append_entries(r).await),
         Rpc::Vote(r) => RpcReply::Vote(replica.raft.vote(r).await),
         Rpc::Snapshot(r) => RpcReply::Snapshot(replica.raft.install_snapshot(r).await),
         Rpc::Join { id, member } => RpcReply::Join(admit(replica, id, member).await),
+        Rpc::Leave { id } => RpcReply::Leave(remove(replica, id).await),
     }
 }
 
@@ -321,15 +424,26 @@ pub async fn serve(
         let _ = s.set_nodelay(true);
         let (replica, mut stopped) = (replica.clone(), stopped.clone());
         tokio::spawn(async move {
+            // The leader that last sent on this connection: when it closes
+            // (the process died), the leader may be gone.
+            let mut from = None;
             loop {
                 let raw = tokio::select! {
                     r = read_frame(&mut s) => r,
                     _ = stopped.wait_for(|s| *s) => return,
                 };
-                let Ok(raw) = raw else { return };
+                let Ok(raw) = raw else {
+                    if let Some(leader) = from {
+                        super::failover::connection_closed(&replica, leader).await;
+                    }
+                    return;
+                };
                 let Ok(req) = postcard::from_bytes::<Rpc>(&raw) else {
                     return;
                 };
+                if let Rpc::Append(a) = &req {
+                    from = a.vote.leader_id().voted_for();
+                }
                 let reply = handle(&replica, req).await;
                 let Ok(body) = postcard::to_stdvec(&reply) else {
                     return;
@@ -365,5 +479,9 @@ mod tests {
         assert_eq!(body.len(), 32);
         let reply = postcard::to_stdvec(&RpcReply::Join(Ok(()))).unwrap();
         assert_eq!(reply, [0x03, 0x00]);
+        let leave = postcard::to_stdvec(&Rpc::Leave { id: 2 }).unwrap();
+        assert_eq!(leave, [0x04, 0x02]);
+        let reply = postcard::to_stdvec(&RpcReply::Leave(Ok(()))).unwrap();
+        assert_eq!(reply, [0x04, 0x00]);
     }
 }

@@ -129,6 +129,8 @@ pub struct StateMachine {
     /// Held while an entry is applied and while a snapshot's checkpoint is
     /// made: a checkpoint holds whole entries and its applied record.
     lock: Arc<Mutex<()>>,
+    /// Where applies note their time.
+    pub stages: Arc<super::stages::Stages>,
 }
 
 impl StateMachine {
@@ -152,6 +154,7 @@ impl StateMachine {
             dir,
             applied,
             lock,
+            stages: Arc::default(),
         })
     }
 
@@ -196,11 +199,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut out = Vec::new();
         for e in entries {
             let id = e.log_id;
+            let started = std::time::Instant::now();
             // A failed engine write stops this node's state machine (it
             // must not apply the entries after a hole); openraft stops.
             let r = self.apply_one(e).map_err(|err| {
                 StorageError::from(StorageIOError::apply(id, &std::io::Error::other(err)))
             })?;
+            self.stages.apply.add(started.elapsed());
             out.push(r);
         }
         Ok(out)
@@ -429,7 +434,25 @@ fn copy_in(server: &Server, from: &Path, lock: &Mutex<()>) -> Result<Applied, St
     let applied = read_applied(&snap)?;
     let _g = lock.lock();
     let ks = &server.ks;
-    let held = ks.lock_all();
+    let held = ks.lock_for_replace();
+    let r = replace_keyspace(ks, &snap, &applied);
+    let after = ks.replaced();
+    drop(held);
+    drop(snap);
+    r?;
+    after.map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(from);
+    Ok(applied)
+}
+
+/// Deletes the keyspace's records and copies in `snap`'s (all but its
+/// `r` records), in batches; the last writes the snapshot's applied
+/// record and clears the install mark, synced.
+fn replace_keyspace(
+    ks: &crate::store::Keyspace,
+    snap: &Db,
+    applied: &Applied,
+) -> Result<(), String> {
     ks.delete_everything().map_err(|e| e.to_string())?;
     let mut batch = WriteBatch::new();
     batch.delete(crate::store::VERSION_KEY);
@@ -447,14 +470,9 @@ fn copy_in(server: &Server, from: &Path, lock: &Mutex<()>) -> Result<Applied, St
                 .map_err(|e| e.to_string())?;
         }
     }
-    batch.put(APPLIED_KEY, encode(&applied));
+    batch.put(APPLIED_KEY, encode(applied));
     batch.delete(INSTALLING_KEY);
     ks.db
         .write_opt(&WriteOptions::synced(), batch)
-        .map_err(|e| e.to_string())?;
-    ks.reload_versions().map_err(|e| e.to_string())?;
-    drop(held);
-    drop(snap);
-    let _ = std::fs::remove_dir_all(from);
-    Ok(applied)
+        .map_err(|e| e.to_string())
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# One `sluice serve` against a replicated shard of three (issue 56), with
+# redis-benchmark: TESTS (set,get,incr), 1000-byte values, 50 clients,
+# pipeline 1 and 16, against the one node and against the group's leader.
+# Setups alternate (one node, group, one node, group... ROUNDS times each,
+# fresh data each time), so that a busy machine's drift hits both alike.
+# For each run: requests/s, and the servers' CPU time per request (user +
+# system of every node's process, from /proc) in µs.
+#
+#   scripts/bench-raft.sh [DIR] [PORT]        (/tmp/raft-scratch/bench, 7600)
+#
+# With GOYCSB (a go-ycsb binary with its redis binding), also YCSB A (50%
+# reads, 50% updates, zipfian) after a load of YCSB_RECORDS (20000) records
+# of one 1000-byte field: YCSB_OPS (50000) operations, 50 threads.
+#
+# Env: N1 (requests per test at pipeline 1: 50000), N16 (at pipeline 16:
+# 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
+# default target/release/sluice), SLUICE_ARGS (flags for every server).
+# Prints one line per run: setup pipeline test req/s cpu-µs/req (YCSB:
+# setup ycsb-load|ycsb-a OPS ops/s cpu-µs/op).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:-/tmp/raft-scratch/bench}; port=${2:-7600}
+N1=${N1:-50000}; N16=${N16:-200000}; ROUNDS=${ROUNDS:-2}
+TESTS=${TESTS:-set,get,incr}; KEYSPACE=${KEYSPACE:-100000}
+export SLUICE=${SLUICE:-$here/target/release/sluice}
+cluster=$here/scripts/cluster.sh
+[[ -x $SLUICE ]] || { echo "no $SLUICE: cargo build --release -p sluice-cli" >&2; exit 1; }
+hz=$(getconf CLK_TCK)
+
+# CPU ticks (user + system) of the processes whose pids are in files $@.
+ticks() {
+    local t=0 f s
+    for f in "$@"; do
+        s=$(cut -d' ' -f14,15 "/proc/$(cat "$f")/stat")
+        t=$((t + ${s% *} + ${s#* }))
+    done
+    echo "$t"
+}
+
+# Runs the tests against port $2 at pipeline $3 with $4 requests; $1 names
+# the setup; the rest are the servers' pid files.
+run() {
+    local setup=$1 p=$2 pipe=$3 n=$4; shift 4
+    local t
+    for t in ${TESTS//,/ }; do
+        local c0 c1 out rps
+        c0=$(ticks "$@")
+        out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1 || true)
+        c1=$(ticks "$@")
+        rps=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "requests") print $i}' <<<"$out")
+        echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
+    done
+}
+
+YCSB_RECORDS=${YCSB_RECORDS:-20000}; YCSB_OPS=${YCSB_OPS:-50000}
+# go-ycsb load, then workload A, against port $2; $1 names the setup; the
+# rest are the servers' pid files.
+ycsb() {
+    [[ -n ${GOYCSB:-} ]] || return 0
+    local setup=$1 p=$2; shift 2
+    local common=(-p "redis.addr=127.0.0.1:$p" -p redis.datatype=string -p redis.pool_size=50
+        -p threadcount=50 -p "recordcount=$YCSB_RECORDS" -p "operationcount=$YCSB_OPS"
+        -p fieldcount=1 -p fieldlength=1000 -p workload=core -p readproportion=0.5
+        -p updateproportion=0.5 -p scanproportion=0 -p insertproportion=0
+        -p requestdistribution=zipfian)
+    local phase c0 c1 ops n
+    for phase in load run; do
+        c0=$(ticks "$@")
+        ops=$(nice "$GOYCSB" "$phase" redis "${common[@]}" 2>&1 | grep -E '^TOTAL +- Takes' | tail -1 |
+            awk '{ for (i = 1; i <= NF; i++) if ($i == "OPS:") { gsub(",", "", $(i + 1)); print $(i + 1) } }' || true)
+        c1=$(ticks "$@")
+        n=$YCSB_OPS; [[ $phase == load ]] && n=$YCSB_RECORDS
+        echo "$setup ycsb-${phase/run/a} OPS ${ops:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
+    done
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+    d=$dir/one; rm -rf "$d"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$SLUICE" serve --db "$d/db" --port "$port" ${SLUICE_ARGS:-} >"$d/log" 2>&1 &
+    echo $! >"$d/pid"
+    for _ in $(seq 1 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    run one "$port" 1 "$N1" "$d/pid"
+    run one "$port" 16 "$N16" "$d/pid"
+    ycsb one "$port" "$d/pid"
+    kill "$(cat "$d/pid")"; wait "$(cat "$d/pid")" 2>/dev/null || true
+
+    g=$dir/group; rm -rf "$g"
+    gp=$((port + 1))
+    "$cluster" start "$g" "$gp" >/dev/null
+    lp=$(for q in $gp $((gp + 1)) $((gp + 2)); do
+        if redis-cli -p "$q" info replication | grep -q '^raft_state:leader'; then echo "$q"; fi
+    done | head -1)
+    run group "$lp" 1 "$N1" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
+    run group "$lp" 16 "$N16" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
+    ycsb group "$lp" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
+    "$cluster" stop "$g" >/dev/null
+    for q in $gp $((gp + 1)) $((gp + 2)); do
+        for _ in $(seq 1 300); do redis-cli -p "$q" ping >/dev/null 2>&1 || break; sleep 0.1; done
+    done
+done
