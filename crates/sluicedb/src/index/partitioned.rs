@@ -313,19 +313,16 @@ impl IndexShape for Partitioned {
         snapshot: u64,
         class: IoClass,
     ) -> Result<Lookup> {
-        let mut holding: Vec<(usize, &Arc<FileMeta>)> = v
-            .all_files()
-            .filter(|(_, f)| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
-            .collect();
-        // Newest first: lightest weight first, then the larger number.
-        holding.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.number.cmp(&a.1.number)));
-        probe_in_order(
-            tables,
-            holding.into_iter().map(|(_, f)| &**f),
-            user_key,
-            snapshot,
-            class,
-        )
+        // Newest first: lightest weight first, then the larger number (each
+        // weight's tables are in number order, `normalize`), without a
+        // list or a sort per read.
+        let holding = v
+            .levels
+            .iter()
+            .flat_map(|weight| weight.iter().rev())
+            .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
+            .map(|f| &**f);
+        probe_in_order(tables, holding, user_key, snapshot, class)
     }
 
     /// One iterator per table in range (the merging iterator orders
