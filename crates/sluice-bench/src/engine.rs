@@ -255,6 +255,9 @@ impl SluiceEngine {
         if let Some(r) = cfg.table_gc_ratio {
             opts = opts.table_gc_ratio(r);
         }
+        if let Some(b) = cfg.memory_budget {
+            opts = opts.memory_budget_bytes(Some(b));
+        }
         if let Some(f) = cfg.separate_at_flush {
             opts = opts.separate_at_flush(f);
         }

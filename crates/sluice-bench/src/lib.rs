@@ -107,6 +107,9 @@ pub struct BenchConfig {
     pub drop_cache_bytes: Option<usize>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_ratio`].
     pub table_gc_ratio: Option<f64>,
+    /// Overrides [`sluicedb::Options::memory_budget_bytes`]
+    /// (`usize::MAX`: off).
+    pub memory_budget: Option<usize>,
     /// Overrides [`sluicedb::GcOptions::space_limit`] (`Some(None)`: off).
     pub space_limit: Option<Option<sluicedb::SpaceLimit>>,
     /// Give the separated presets a value store capacity derived from the
@@ -153,6 +156,7 @@ impl Default for BenchConfig {
             table_gc_cost_benefit: None,
             drop_cache_bytes: None,
             table_gc_ratio: None,
+            memory_budget: None,
             capacity: false,
         }
     }

@@ -532,6 +532,11 @@ struct BenchArgs {
     /// collected (Scavenger §3.2.2, 0.2). Default: the preset's.
     #[arg(long)]
     table_gc_ratio: Option<f64>,
+    /// Bytes the memtables and the block cache share (the cache gives way
+    /// to immutable memtables), or `off`. Default: the write buffer plus
+    /// the block cache.
+    #[arg(long)]
+    memory_budget: Option<String>,
     /// The separated presets' space limit (space amplification relative to
     /// live data): `LOW,HIGH` (e.g. `1.2,1.3`), `HIGH` alone (low four
     /// fifths of the way from 1 to high), or `off`. Default: the preset's
@@ -563,6 +568,15 @@ enum BenchCommand {
 
 /// Parses `--hash-gc-policy`.
 /// `--space-limit`: `off`, `HIGH` or `LOW,HIGH`.
+fn parse_memory_budget(s: &str) -> Result<usize, String> {
+    match s {
+        "off" => Ok(usize::MAX),
+        n => n
+            .parse()
+            .map_err(|_| format!("--memory-budget: {n:?} is neither bytes nor `off`")),
+    }
+}
+
 fn parse_space_limit(s: &str) -> Result<Option<sluicedb::SpaceLimit>, String> {
     if s == "off" {
         return Ok(None);
@@ -679,6 +693,11 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         table_gc_cost_benefit: a.victims.as_deref().map(|s| s == "cost-benefit"),
         drop_cache_bytes: a.drop_cache_bytes,
         table_gc_ratio: a.table_gc_ratio,
+        memory_budget: a
+            .memory_budget
+            .as_deref()
+            .map(parse_memory_budget)
+            .transpose()?,
         capacity: a.capacity,
         space_limit: a
             .space_limit

@@ -524,6 +524,16 @@ pub struct Options {
     /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
     /// runs, at the cost of memory.
     pub(crate) max_write_buffers: usize,
+    /// Bytes the memtables and the block cache share
+    /// (`docs/design.md`, "Memory"): while immutable memtables wait for
+    /// their flush, the block cache gives way to them, down to an eighth of
+    /// [`IndexOptions::block_cache_bytes`], so that a flush that falls
+    /// behind does not add a whole memtable to the process's memory
+    /// (RocksDB's write buffer manager charging memtables to the block
+    /// cache, without its stall). `None` (the default): the write buffer
+    /// plus the block cache, so that one immutable memtable takes the
+    /// cache's room; `usize::MAX`: no budget, the cache keeps its size.
+    pub(crate) memory_budget_bytes: Option<usize>,
     /// Background threads for flushes and compactions
     /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
     /// for flushes so that a long compaction never blocks a flush.
@@ -836,6 +846,7 @@ impl std::fmt::Debug for Options {
             .field("preset", &self.preset)
             .field("write_buffer_size_bytes", &self.write_buffer_size_bytes)
             .field("max_write_buffers", &self.max_write_buffers)
+            .field("memory_budget_bytes", &self.memory_budget_bytes)
             .field("background_threads", &self.background_threads)
             .field("journal_recovery", &self.journal_recovery)
             .field("journal_mode", &self.journal_mode)
@@ -897,6 +908,16 @@ setters! {
     /// ([`DEFAULT_MAX_WRITE_BUFFERS`]). More absorbs bursts while a flush
     /// runs, at the cost of memory.
     max_write_buffers => max_write_buffers: usize,
+    /// Bytes the memtables and the block cache share
+    /// (`docs/design.md`, "Memory"): while immutable memtables wait for
+    /// their flush, the block cache gives way to them, down to an eighth of
+    /// [`IndexOptions::block_cache_bytes`], so that a flush that falls
+    /// behind does not add a whole memtable to the process's memory
+    /// (RocksDB's write buffer manager charging memtables to the block
+    /// cache, without its stall). `None` (the default): the write buffer
+    /// plus the block cache, so that one immutable memtable takes the
+    /// cache's room; `usize::MAX`: no budget, the cache keeps its size.
+    memory_budget_bytes => memory_budget_bytes: Option<usize>,
     /// Sets [`IndexOptions::block_size_bytes`].
     block_size_bytes => index.block_size_bytes: usize,
     /// Sets [`IndexOptions::block_restart_interval`].
@@ -1053,6 +1074,23 @@ impl Options {
     pub fn write_buffers(&self) -> usize {
         self.max_write_buffers
     }
+
+    /// The memory budget in bytes ([`Options::memory_budget_bytes`], its
+    /// default resolved); `None`: no budget.
+    pub fn memory_budget(&self) -> Option<usize> {
+        match self.memory_budget_bytes {
+            Some(usize::MAX) => None,
+            Some(b) => Some(b),
+            None => Some(self.write_buffer_size_bytes + self.index.block_cache_bytes),
+        }
+    }
+
+    /// What the block cache and the immutable memtables may hold together:
+    /// the budget less the active memtable.
+    pub(crate) fn memory_shared_by_cache_and_immutables(&self) -> Option<u64> {
+        self.memory_budget()
+            .map(|b| b.saturating_sub(self.write_buffer_size_bytes) as u64)
+    }
 }
 
 impl Options {
@@ -1151,6 +1189,7 @@ impl Options {
             read_only: false,
             write_buffer_size_bytes: DEFAULT_WRITE_BUFFER_SIZE_BYTES,
             max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
+            memory_budget_bytes: None,
             background_threads: DEFAULT_BACKGROUND_THREADS,
             journal_recovery: JournalRecovery::default(),
             max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,

@@ -182,6 +182,10 @@ pub struct IndexStats {
     pub live_table_bytes: u64,
     /// Bytes held by the block cache.
     pub block_cache_bytes: u64,
+    /// The block cache's capacity now: less than `block_cache_bytes` asks
+    /// for while it gives way to immutable memtables under the memory
+    /// budget ([`crate::Options::memory_budget_bytes`]).
+    pub block_cache_capacity_bytes: u64,
     /// Index blocks and filters of the open key tables, held apart from
     /// the block cache while a table is open (`max_open_tables` bounds
     /// them).
@@ -489,10 +493,11 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memory: memtables {} bytes and their key filters {}, block cache {}, open tables' index and filters {}, hash indexes {}",
+            "  memory: memtables {} bytes and their key filters {}, block cache {} of {}, open tables' index and filters {}, hash indexes {}",
             self.flush.memtable_bytes,
             self.flush.memtable_filter_bytes,
             self.index.block_cache_bytes,
+            self.index.block_cache_capacity_bytes,
             self.index.open_table_bytes,
             self.index.shape.hash_index_bytes
         )?;

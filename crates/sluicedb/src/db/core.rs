@@ -23,7 +23,7 @@ use crate::stats::{
 };
 use crate::super_version::SuperVersion;
 use crate::table::builder::TableOptions;
-use crate::table::TableCache;
+use crate::table::{BlockCache, TableCache};
 use crate::value::{MergeCollection, ValueStore};
 use crate::version::{ManifestState, Version, VersionSet};
 
@@ -52,6 +52,9 @@ pub(super) struct State {
     /// replay start once older ones are flushed.
     pub(super) mem_mark: JournalMark,
     pub(super) imms: VecDeque<Immutable>,
+    /// The tables' block cache, which gives way to `imms` under the memory
+    /// budget (`refresh_sv`).
+    pub(super) block_cache: Arc<BlockCache>,
     pub(super) last_sequence: u64,
     pub(super) writers: VecDeque<Arc<WriterSlot>>,
     pub(super) memtables_switched: u64,
@@ -133,6 +136,14 @@ impl Jobs {
 
 impl State {
     pub(super) fn refresh_sv(&mut self) {
+        // Every change of the immutables passes here: the block cache
+        // gives way to them under the memory budget.
+        let immutable: usize = self
+            .imms
+            .iter()
+            .map(|i| i.mem.approximate_memory_bytes())
+            .sum();
+        self.block_cache.give_way_to(immutable as u64);
         self.sv = Arc::new(SuperVersion {
             mem: self.mem.clone(),
             imms: self.imms.iter().rev().map(|i| i.mem.clone()).collect(),
@@ -428,6 +439,7 @@ impl Core {
                 levels,
                 live_table_bytes,
                 block_cache_bytes: self.tables.block_cache().usage_bytes(),
+                block_cache_capacity_bytes: self.tables.block_cache().capacity_bytes(),
                 open_table_bytes: self.tables.open_table_bytes(),
                 ..IndexStats::default()
             },

@@ -134,12 +134,15 @@ impl Core {
             rec.next_file_number.max(max_number + 1),
             opts.max_manifest_bytes,
         );
-        let block_cache = Arc::new(BlockCache::new(opts.index.block_cache_bytes));
+        let block_cache = Arc::new(BlockCache::with_budget(
+            opts.index.block_cache_bytes,
+            opts.memory_shared_by_cache_and_immutables(),
+        ));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
             dir.clone(),
             opts.index.max_open_tables,
-            block_cache,
+            block_cache.clone(),
         ));
         let table_opts = TableOptions {
             block_size_bytes: opts.index.block_size_bytes,
@@ -184,6 +187,7 @@ impl Core {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
             imms: VecDeque::new(),
+            block_cache,
             current: version.clone(),
             sv: Arc::new(SuperVersion {
                 mem,

@@ -653,6 +653,48 @@ mod tests {
         db
     }
 
+    /// Under the default memory budget (the write buffer plus the block
+    /// cache), an immutable memtable takes its bytes out of the block
+    /// cache's capacity from the switch until its flush is installed, and
+    /// the cache has its full size again after (`docs/design.md`,
+    /// "Memory").
+    #[test]
+    fn the_block_cache_gives_way_to_an_immutable_memtable_until_it_is_flushed() {
+        let cache = 4 << 20;
+        let o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(1 << 20)
+            .block_cache_bytes(cache);
+        let db = Db::open("/db", o).unwrap();
+        for i in 0..500u32 {
+            db.put(&i.to_be_bytes(), &[7u8; 1000]).unwrap();
+        }
+        let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
+        assert_eq!(capacity(&db), cache as u64);
+        let core = db.core();
+        let mut st = core.state.lock();
+        let held = st.mem.approximate_memory_bytes() as u64;
+        assert!(held > 400_000, "{held} bytes in the memtable");
+        // The flush cannot install while this thread holds the lock.
+        core.switch_memtable(&mut st).unwrap();
+        assert_eq!(st.block_cache.capacity_bytes(), cache as u64 - held);
+        drop(st);
+        db.flush().unwrap();
+        assert_eq!(capacity(&db), cache as u64);
+        // Off: the cache keeps its size.
+        let o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(1 << 20)
+            .block_cache_bytes(cache)
+            .memory_budget_bytes(Some(usize::MAX));
+        let db = Db::open("/db", o).unwrap();
+        db.put(b"k", &[7u8; 1000]).unwrap();
+        let core = db.core();
+        let mut st = core.state.lock();
+        core.switch_memtable(&mut st).unwrap();
+        assert_eq!(st.block_cache.capacity_bytes(), cache as u64);
+    }
+
     #[test]
     fn a_stalled_writer_and_idle_loops_do_not_wake_each_other() {
         let db = idle_db();

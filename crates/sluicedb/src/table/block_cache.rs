@@ -1,6 +1,7 @@
 //! The block cache: a byte budget of uncompressed blocks shared by all
 //! tables of a database, key tables' and value tables' alike.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
@@ -21,17 +22,65 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
 /// Uncompressed blocks keyed by (table number, block offset).
 pub(crate) struct BlockCache {
     cache: Option<Cache<(u64, u64), Arc<Block>, BlockWeighter>>,
+    /// The capacity it was made with.
+    full: u64,
+    /// What the cache and the immutable memtables may hold together (the
+    /// memory budget less the active memtable's size); `u64::MAX`: no
+    /// budget, the cache keeps `full`.
+    shared: u64,
+    /// The capacity now (`give_way_to`).
+    capacity: AtomicU64,
 }
+
+/// The least share of its capacity the cache keeps under a memory budget:
+/// the blocks a flush's and a compaction's readers hold at once stay
+/// cached, so that a busy read path still hits.
+const BUDGET_FLOOR_DIVISOR: u64 = 8;
 
 impl BlockCache {
     /// A cache holding at most `capacity_bytes` of blocks; 0 disables it.
     pub(crate) fn new(capacity_bytes: usize) -> Self {
+        Self::with_budget(capacity_bytes, None)
+    }
+
+    /// A cache of `capacity_bytes` that gives way to immutable memtables
+    /// when it and they would hold more than `shared` bytes
+    /// ([`BlockCache::give_way_to`]); `None`: it never does.
+    pub(crate) fn with_budget(capacity_bytes: usize, shared: Option<u64>) -> Self {
         let cache = (capacity_bytes > 0).then(|| {
             // Estimated item count only sizes internal tables.
             let items = (capacity_bytes / 4096).max(16);
             Cache::with_weighter(items, capacity_bytes as u64, BlockWeighter)
         });
-        BlockCache { cache }
+        let full = capacity_bytes as u64;
+        BlockCache {
+            cache,
+            full,
+            shared: shared.unwrap_or(u64::MAX),
+            capacity: AtomicU64::new(full),
+        }
+    }
+
+    /// Sets the capacity for `immutable_bytes` of immutable memtables: what
+    /// the budget leaves beside them, between an eighth of the full
+    /// capacity and the full capacity (`docs/design.md`, "Memory"). Evicts
+    /// at once when it shrinks. Called whenever the immutables change.
+    pub(crate) fn give_way_to(&self, immutable_bytes: u64) {
+        let Some(c) = &self.cache else { return };
+        let floor = self.full / BUDGET_FLOOR_DIVISOR;
+        let target = self
+            .shared
+            .saturating_sub(immutable_bytes)
+            .clamp(floor, self.full);
+        if self.capacity.swap(target, Ordering::Relaxed) != target {
+            c.set_capacity(target);
+        }
+    }
+
+    /// The capacity now: the full one, or less while it gives way to
+    /// immutable memtables.
+    pub(crate) fn capacity_bytes(&self) -> u64 {
+        self.capacity.load(Ordering::Relaxed)
     }
 
     pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Arc<Block>> {
@@ -66,5 +115,58 @@ impl BlockCache {
     /// Bytes currently held.
     pub(crate) fn usage_bytes(&self) -> u64 {
         self.cache.as_ref().map_or(0, |c| c.weight())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::block::BlockBuilder;
+    use super::*;
+
+    /// A block of about `bytes`: one entry of that much value.
+    fn block(bytes: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(16);
+        b.add(b"k", &vec![7u8; bytes]);
+        Arc::new(Block::new(b.finish(), Arc::new("t".into()), 0).unwrap())
+    }
+
+    fn fill(c: &BlockCache, table: u64, blocks: u64) {
+        for i in 0..blocks {
+            c.insert(table, i * 4096, block(4000));
+        }
+    }
+
+    #[test]
+    fn the_cache_gives_way_to_immutables_down_to_its_floor_and_grows_back() {
+        let full = 4 << 20;
+        // The budget leaves the cache and the immutables 6 MiB together.
+        let c = BlockCache::with_budget(full, Some(6 << 20));
+        fill(&c, 1, 2048);
+        assert!(c.usage_bytes() > 3 << 20, "filled: {}", c.usage_bytes());
+        c.give_way_to(0);
+        assert_eq!(c.capacity_bytes(), full as u64);
+        // 3 MiB of immutables leave the cache 3 MiB; it evicts at once.
+        c.give_way_to(3 << 20);
+        assert_eq!(c.capacity_bytes(), 3 << 20);
+        assert!(c.usage_bytes() <= 3 << 20, "{}", c.usage_bytes());
+        // More than the budget: the floor, an eighth.
+        c.give_way_to(64 << 20);
+        assert_eq!(c.capacity_bytes(), (full / 8) as u64);
+        assert!(c.usage_bytes() <= (full / 8) as u64, "{}", c.usage_bytes());
+        // The flush done, the cache fills to its full size again.
+        c.give_way_to(0);
+        assert_eq!(c.capacity_bytes(), full as u64);
+        fill(&c, 2, 2048);
+        assert!(c.usage_bytes() > 3 << 20, "refilled: {}", c.usage_bytes());
+    }
+
+    #[test]
+    fn without_a_budget_the_cache_keeps_its_size() {
+        let c = BlockCache::with_budget(1 << 20, None);
+        fill(&c, 1, 512);
+        let held = c.usage_bytes();
+        c.give_way_to(1 << 40);
+        assert_eq!(c.capacity_bytes(), 1 << 20);
+        assert_eq!(c.usage_bytes(), held);
     }
 }
