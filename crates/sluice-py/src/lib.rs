@@ -263,6 +263,7 @@ fn apply_options(mut o: Options, options: Option<&Bound<'_, PyDict>>) -> PyResul
             read_only,
             write_buffer_size_bytes,
             max_write_buffers,
+            memory_budget_bytes,
             background_threads,
             max_write_group_bytes,
             block_size_bytes,
