@@ -208,6 +208,14 @@ impl Light {
         Ok(released)
     }
 
+    /// The buffer's region as it stands (`Pwb::image`), for a checkpoint:
+    /// `buf` is held, so no group is half written or half indexed, and no
+    /// segment is released or handed out meanwhile.
+    pub(crate) fn image(&self) -> Result<Vec<u8>> {
+        let _buf = self.buf.lock();
+        self.pwb.image()
+    }
+
     /// Operations above the watermark, the buffer's bytes in use, and the
     /// leaves per partition in key order (for `Stats`).
     pub(crate) fn describe(&self) -> (u64, Vec<usize>) {

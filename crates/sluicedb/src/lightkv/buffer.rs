@@ -129,6 +129,19 @@ fn decode(pwb: &Pwb, loc: Loc, p: Vec<u8>, seq: u64) -> Result<Record> {
     })
 }
 
+/// A record's payload as `sluice dump` shows it: (delete, key, value,
+/// previous version's sequence number); `None` when it does not decode.
+pub(crate) fn describe_payload(p: &[u8]) -> Option<(bool, &[u8], &[u8], u64)> {
+    if p.len() < PAYLOAD_HEADER || !(p[0] == KIND_PUT || p[0] == KIND_DELETE) {
+        return None;
+    }
+    let prev_seq = u64::from_le_bytes(p[1..9].try_into().ok()?);
+    let key_len = u32::from_le_bytes(p[17..21].try_into().ok()?) as usize;
+    let key = p.get(PAYLOAD_HEADER..PAYLOAD_HEADER.checked_add(key_len)?)?;
+    let value = &p[PAYLOAD_HEADER + key_len..];
+    Some((p[0] == KIND_DELETE, key, value, prev_seq))
+}
+
 fn record(pwb: &Pwb, offset: u64) -> Result<Record> {
     let loc = Loc::from_u64(offset);
     let (seq, payload) = pwb.read(loc)?;

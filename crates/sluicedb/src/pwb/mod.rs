@@ -208,6 +208,11 @@ impl Pwb {
         self.fault.load(Ordering::Relaxed) == fault as u8
     }
 
+    /// Segments in the region and their size in bytes.
+    pub(crate) fn geometry(&self) -> (u32, u32) {
+        (self.geometry.segments, self.geometry.segment_bytes)
+    }
+
     /// The largest payload a record can carry.
     pub(crate) fn max_payload(&self) -> usize {
         (u64::from(self.geometry.segment_bytes) - RECORD_HEADER_BYTES) as usize
@@ -511,6 +516,20 @@ impl Pwb {
             }
         }
         released
+    }
+
+    /// The whole region as it stands between two of the buffer's steps
+    /// (for a checkpoint): taken under the watermark's lock and the state
+    /// lock, which every store to the region holds (appends, tail
+    /// publications, segment words, the watermark), so the copy is what a
+    /// crash would leave if every store so far were durable. The caller
+    /// holds the owner's lock too, so no batch is half indexed.
+    pub(crate) fn image(&self) -> Result<Vec<u8>> {
+        let _watermark = self.persisted_watermark.lock();
+        let _state = self.state.lock();
+        let mut data = vec![0; self.pm.len() as usize];
+        self.pm.read(0, &mut data)?;
+        Ok(data)
     }
 
     /// A `Corruption` naming the region and the offset of `loc`.
