@@ -4,8 +4,9 @@
 # whose fence is an `msync` (FenceMode::Msync, the only mode a file-backed region has); the
 # page cache holds every file (in memory). Fig. 9: write amplification against data size,
 # 1 KiB values. Fig. 10a/b/c: random writes, random reads and 100-pair scans against value
-# size. Results: one JSON line per phase in $OUT.
-# Usage: scripts/bench-lightkv.sh [fig9|fig10|all] ; environment: SLUICE (binary, default
+# size. Results: one JSON line per phase in $OUT. Recovery (§V): reopen time against the
+# buffer's size, from the ignored test `recovery_time_against_buffer_size` (printed).
+# Usage: scripts/bench-lightkv.sh [fig9|fig10|recovery|all] ; environment: SLUICE (binary, default
 # target/release/sluice), DIR (default /tmp/lightkv-scratch/bench), OUT (default
 # $DIR/lightkv.jsonl), FIG9_GIB (sizes, default "0.25 0.5 1"), FIG10_NUM (pairs per value
 # size, default 100000), ENGINES (default lightkv,leveldb).
@@ -30,4 +31,9 @@ if [ "$what" = fig10 ] || [ "$what" = all ]; then
       --value-size "$size" --scan-length 100 --out "$out"
     rm -rf "$dir/db"
   done
+fi
+if [ "$what" = recovery ] || [ "$what" = all ]; then
+  LIGHTKV_RECOVERY_DIR="$dir/recovery" LIGHTKV_RECOVERY_MIB="${RECOVERY_MIB:-16 64 256}" \
+    nice cargo test -q -p sluicedb --test lightkv -- --ignored --nocapture \
+    recovery_time_against_buffer_size
 fi

@@ -42,6 +42,10 @@ pub fn options(preset: Preset) -> Options {
         .hash_main_segment_bytes(64 << 10)
         .hash_log_segment_bytes(16 << 10)
         .hash_groups(16)
+        // LightKV: 4 MiB of write buffer in 64 KiB segments, so that leaves
+        // link and flush within a round.
+        .lightkv_buffer_bytes(4 << 20)
+        .lightkv_segment_bytes(64 << 10)
 }
 
 /// True when write `i` is synced (every tenth).

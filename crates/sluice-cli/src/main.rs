@@ -399,7 +399,7 @@ struct BenchArgs {
     #[arg(long, alias = "workloads", default_value = "update")]
     benchmarks: String,
     /// Comma-separated engines: sluicedb presets (adaptive, the default;
-    /// leveldb, wisckey, hashkv, scavenger, unikv; lightkv, being built),
+    /// leveldb, wisckey, hashkv, scavenger, unikv, lightkv),
     /// `default` (sluicedb as
     /// `Options::default()` opens it) and, when built with their features,
     /// rocksdb, rocksdb-blob, fjall, fjall-kv.

@@ -60,9 +60,12 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Error::InvalidArgument(format!("{}: not a file name", path.display())))?;
+    if name == crate::db::light::BUFFER_FILE {
+        return dump_write_buffer(path, opts, out);
+    }
     let kind = filename::parse(name).ok_or_else(|| {
         Error::InvalidArgument(format!(
-            "{}: not a database file (tables, journals, manifests, value files, hash index checkpoints)",
+            "{}: not a database file (tables, journals, manifests, value files, hash index checkpoints, the lightkv write buffer)",
             path.display()
         ))
     })?;
@@ -449,4 +452,64 @@ impl Dumper<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// Dumps LightKV's write buffer (`docs/format/pwb.md`): its geometry, then
+/// the records recovery would keep, in sequence order. Recovery runs on an
+/// in-memory copy of the region, so the file is left as it is.
+fn dump_write_buffer(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<()> {
+    let data = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    let copy = crate::pm::SimPm::new_eadr(path, data.len() as u64)?;
+    crate::pm::Pm::write(&copy, 0, &data)?;
+    let (pwb, rec) = crate::pwb::Pwb::open(Arc::new(copy), 0)?;
+    let (segments, segment_bytes) = pwb.geometry();
+    let (_, free) = pwb.segments();
+    let mut d = Dumper {
+        out,
+        opts,
+        printed: 0,
+    };
+    writeln!(
+        d.out,
+        "write buffer: {} bytes, {segments} segments of {segment_bytes} bytes ({free} free), \
+         watermark {}, {} records kept above it (operations {}..={})",
+        data.len(),
+        rec.watermark,
+        rec.records.len(),
+        rec.watermark + 1,
+        rec.last_seq
+    )
+    .map_err(|e| Error::io("write", "dump output", e))?;
+    for r in &rec.records {
+        if !d.more() {
+            break;
+        }
+        let at = format!(
+            "#{} [{}/{}] segment {} offset {}",
+            r.seq,
+            r.place + 1,
+            r.count,
+            r.loc.segment,
+            r.loc.offset
+        );
+        let line = match crate::lightkv::buffer::describe_payload(&r.payload) {
+            Some((true, key, _, prev)) => {
+                format!(
+                    "{at}: {} delete (previous #{prev})",
+                    escape(key, d.opts.hex)
+                )
+            }
+            Some((false, key, value, prev)) => format!(
+                "{at}: {} value {} (previous #{prev})",
+                escape(key, d.opts.hex),
+                d.value(value)
+            ),
+            None => format!(
+                "{at}: payload that does not decode ({} bytes)",
+                r.payload.len()
+            ),
+        };
+        d.line(&line)?;
+    }
+    Ok(())
 }

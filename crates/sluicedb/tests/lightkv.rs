@@ -78,7 +78,21 @@ fn writes_go_to_the_buffer_and_leaves_to_tables() {
         assert_eq!(db.get(k(i)).unwrap(), want(i), "key {i} after reopen");
     }
     assert_eq!(db.created_with(), Some(Preset::LightKv));
-    assert!(db.checkpoint("/cp").is_err(), "checkpoints refuse lightkv");
+    // A checkpoint holds the buffer's region: writes not yet flushed
+    // are in it, and the copy opens on its own.
+    for i in 0..50 {
+        db.put(k(i), v(i, 3)).unwrap();
+    }
+    let stats = db.checkpoint("/cp").unwrap();
+    assert!(stats.files_copied >= 1, "{stats:?}");
+    assert!(fs.pm(Path::new("/cp/LIGHTKV.pwb")).is_some());
+    drop(db);
+    let cp = Db::open("/cp", preset_options(&fs, Preset::LightKv)).unwrap();
+    cp.verify().unwrap();
+    for i in 0..400 {
+        let want = if i < 50 { Some(v(i, 3)) } else { want(i) };
+        assert_eq!(cp.get(k(i)).unwrap(), want, "key {i} in the checkpoint");
+    }
 }
 
 #[test]
@@ -267,4 +281,60 @@ fn write_amplification_follows_log_cs_of_flushes_plus_one() {
         (measured - log).abs() <= 0.05 * log,
         "measured {measured:.3}, log_CS(N)+1 {log:.3}"
     );
+}
+
+/// Recovery time against the write buffer's size (LightKV §V): a buffer of
+/// each size is filled to about 70% with 1 KiB values, a checkpoint copies
+/// it (the region as a crash would leave it had every store been durable),
+/// and opening the checkpoint rebuilds the tree by scanning the buffer.
+/// A measurement, not a check: `LIGHTKV_RECOVERY_DIR=/tmp/... cargo test -p
+/// sluicedb --test lightkv -- --ignored --nocapture recovery_time` on a
+/// real file system (`FenceMode::Msync`).
+#[test]
+#[ignore = "a measurement: minutes, a real file system"]
+fn recovery_time_against_buffer_size() {
+    let root = std::path::PathBuf::from(
+        std::env::var("LIGHTKV_RECOVERY_DIR").unwrap_or_else(|_| "/tmp/lightkv-recovery".into()),
+    );
+    let mb: Vec<u64> = std::env::var("LIGHTKV_RECOVERY_MIB")
+        .unwrap_or_else(|_| "16 64 256".into())
+        .split_whitespace()
+        .map(|s| s.parse().expect("sizes in MiB"))
+        .collect();
+    for size_mib in mb {
+        let dir = root.join(format!("db-{size_mib}"));
+        let ckpt = root.join(format!("ckpt-{size_mib}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&ckpt);
+        std::fs::create_dir_all(&root).unwrap();
+        let opts =
+            || sluicedb::Options::preset(Preset::LightKv).lightkv_buffer_bytes(size_mib << 20);
+        let db = Db::open(&dir, opts()).unwrap();
+        let value = vec![b'v'; 1024];
+        // Below the quarter of free segments that starts flushes.
+        let n = (size_mib << 20) * 7 / 10 / 1100;
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            // Keys spread over the whole tree: every top leaf takes some.
+            let key = format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            db.put(key, &value).unwrap();
+        }
+        let write_s = t.elapsed().as_secs_f64();
+        db.checkpoint(&ckpt).unwrap();
+        let flushes = db.stats().flush.flushes;
+        drop(db);
+        let t = std::time::Instant::now();
+        let db = Db::open(&ckpt, opts().create_if_missing(false)).unwrap();
+        let open_s = t.elapsed().as_secs_f64();
+        let key = format!("{:016x}", (n - 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        assert_eq!(db.get(key).unwrap().as_deref(), Some(&value[..]));
+        drop(db);
+        println!(
+            "buffer {size_mib} MiB: {n} writes of 1 KiB in {write_s:.2} s ({flushes} flushes \
+             before the checkpoint); reopen (scan and re-index) {:.1} ms",
+            open_s * 1000.0
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&ckpt);
+    }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::db::core::Core;
+use crate::db::light;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::Fs;
@@ -73,6 +74,8 @@ struct Plan {
     last_sequence: u64,
     files: Vec<Planned>,
     manifest_number: u64,
+    /// LightKV's write buffer region as it stood (`Light::image`).
+    light_image: Option<Vec<u8>>,
 }
 
 impl Core {
@@ -80,13 +83,6 @@ impl Core {
     pub(super) fn checkpoint(&self, dir: &Path) -> Result<CheckpointStats> {
         if self.opts.read_only {
             return Err(Error::ReadOnly);
-        }
-        if self.lightkv {
-            // A copy of the write buffer consistent with the tables is not
-            // built yet (`docs/design.md`, "LightKV: the preset").
-            return Err(Error::InvalidArgument(
-                "checkpoints of a lightkv database are not supported yet".into(),
-            ));
         }
         let fs: &dyn Fs = &*self.fs;
         let staging = staging_dir(dir)?;
@@ -135,6 +131,9 @@ impl Core {
                     Ok(()) => {}
                 }
             }
+            if let Some(image) = &plan.light_image {
+                write_region(fs, &light::buffer_path(staging), image, &mut stats)?;
+            }
             plan
         };
         // Files the sweeps left while the links were made.
@@ -176,6 +175,11 @@ impl Core {
             Some(v) => v.checkpoint_files()?,
             None => Vec::new(),
         };
+        // LightKV's buffer, under the manifest lock too: its watermark
+        // covers only operations in tables installed before the plan (a
+        // leaf leaves the buffer after its table is installed), so the
+        // version and the region together hold every operation.
+        let light_image = self.light.get().map(|l| l.image()).transpose()?;
         let manifest_number = self.versions.new_file_number();
         drop(ms);
 
@@ -239,6 +243,7 @@ impl Core {
             last_sequence,
             files,
             manifest_number,
+            light_image,
         })
     }
 }
@@ -304,5 +309,23 @@ fn copy(
     dst.sync()?;
     stats.files_copied += 1;
     stats.bytes_copied += len;
+    Ok(())
+}
+
+/// Bytes of a region written at once; runs of zeros are skipped (a new
+/// region reads as zeros).
+const REGION_CHUNK_BYTES: usize = 4096;
+
+/// Creates the persistent memory region `to` holding `image`, durable.
+fn write_region(fs: &dyn Fs, to: &Path, image: &[u8], stats: &mut CheckpointStats) -> Result<()> {
+    let pm = fs.open_pm(to, image.len() as u64)?;
+    for (i, chunk) in image.chunks(REGION_CHUNK_BYTES).enumerate() {
+        if chunk.iter().any(|&b| b != 0) {
+            pm.write((i * REGION_CHUNK_BYTES) as u64, chunk)?;
+        }
+    }
+    pm.persist(0, image.len() as u64)?;
+    stats.files_copied += 1;
+    stats.bytes_copied += image.len() as u64;
     Ok(())
 }

@@ -34,6 +34,7 @@ use crate::key::Kind;
 use crate::lightkv::buffer::{FlushEntry, LightBuffer, Op};
 use crate::memtable::{DigestSet, Lookup, MemTable, ShadowCandidates, WriteBuffer};
 use crate::options::LightKvOptions;
+use crate::pwb::Pwb;
 use crate::version::VersionEdit;
 
 /// The write buffer's file in the database directory.
@@ -45,8 +46,17 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 }
 
 /// The buffer and the lock that orders reads against leaves leaving it.
+///
+/// Locks: `readers`, then `buf`, then the `Pwb`'s own. No fence runs under
+/// `readers` or `buf` (a read waits for both): syncs, the watermark's fence
+/// and the preparation of released segments go through `pwb` after `buf`
+/// is let go. The one exception is a hand-out that finds its segment not
+/// yet prepared (`Pwb::prepare_free`), and a watermark raise when no leaf
+/// indexes anything (`LightBuffer::make_room`).
 pub(crate) struct Light {
     buf: Mutex<LightBuffer>,
+    /// The buffer's records, for fences without `buf`.
+    pwb: Arc<Pwb>,
     /// Shared by a read from its super version to its look into the
     /// buffer; exclusive in [`Light::flushed`] (module documentation).
     pub(crate) readers: RwLock<()>,
@@ -71,6 +81,7 @@ impl Light {
         };
         let buf = LightBuffer::open(pm, opts.segment_bytes, params, in_tables)?;
         Ok(Light {
+            pwb: buf.pwb(),
             buf: Mutex::new(buf),
             readers: RwLock::new(()),
         })
@@ -92,8 +103,7 @@ impl Light {
                 value: (op.kind != Kind::Delete).then_some(op.value),
             });
         }
-        let mut buf = self.buf.lock();
-        let Some(first) = buf.write(&ops)? else {
+        let Some(first) = self.buf.lock().write(&ops)? else {
             return Ok(false);
         };
         if first != seq {
@@ -102,14 +112,16 @@ impl Light {
             )));
         }
         if sync {
-            buf.sync()?;
+            // Covers the group: its records were stored before the fence
+            // begins. Without `buf`, so reads go on meanwhile.
+            self.pwb.sync()?;
         }
         Ok(true)
     }
 
     /// Makes every write so far durable.
     pub(crate) fn sync(&self) -> Result<()> {
-        self.buf.lock().sync()
+        self.pwb.sync()
     }
 
     /// The newest version of `key` at or below `seq` in the buffer.
@@ -133,8 +145,12 @@ impl Light {
     /// The next flush unit as a memtable, with its leaf; `None` when no
     /// linked leaf waits.
     pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<MemTable>)>> {
-        let unit = self.buf.lock().flush_unit(oldest_snapshot)?;
-        Ok(unit.map(|u| (u.leaf, Arc::new(memtable_of(&u.entries)))))
+        let unit = self.buf.lock().take_unit(oldest_snapshot)?;
+        let Some(u) = unit else { return Ok(None) };
+        // A table must never hold a write the buffer could lose (nor one
+        // past such a write); the sync before a hand-out usually did this.
+        self.pwb.sync_through(u.newest)?;
+        Ok(Some((u.leaf, Arc::new(memtable_of(&u.entries)))))
     }
 
     /// True when a linked leaf waits to be handed out.
@@ -171,9 +187,33 @@ impl Light {
 
     /// Leaf `uid`'s table is installed: the leaf leaves the tree and the
     /// watermark rises as far as it may.
+    ///
+    /// Only the leaf's removal holds `readers` and `buf`; the watermark's
+    /// fence runs without them (what it covers stays readable until
+    /// `release_through`, under `buf`), and so does the preparation of the
+    /// released segments for reuse.
     pub(crate) fn flushed(&self, uid: u32) -> Result<usize> {
-        let _readers = self.readers.write();
-        self.buf.lock().flushed(uid)
+        let target = {
+            let _readers = self.readers.write();
+            self.buf.lock().drop_flushed(uid)?
+        };
+        let Some(target) = target else {
+            return Ok(0);
+        };
+        self.pwb.persist_watermark(target)?;
+        let released = self.buf.lock().release_through(target);
+        if released > 0 {
+            self.pwb.prepare_released()?;
+        }
+        Ok(released)
+    }
+
+    /// The buffer's region as it stands (`Pwb::image`), for a checkpoint:
+    /// `buf` is held, so no group is half written or half indexed, and no
+    /// segment is released or handed out meanwhile.
+    pub(crate) fn image(&self) -> Result<Vec<u8>> {
+        let _buf = self.buf.lock();
+        self.pwb.image()
     }
 
     /// Operations above the watermark, the buffer's bytes in use, and the

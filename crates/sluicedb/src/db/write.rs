@@ -45,6 +45,11 @@ const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 /// versions in memory).
 const LIGHT_UNITS_IN_FLIGHT: usize = 8;
 
+/// LightKV's flush units one flush writes together (`Core::run_flush`):
+/// half of those in flight, so that the other half is handed out while
+/// the batch is written and the flush thread always has its next batch.
+pub(super) const LIGHT_UNITS_PER_FLUSH: usize = LIGHT_UNITS_IN_FLIGHT / 2;
+
 impl Core {
     /// Separates the group's values the policy picks at write time
     /// (`policy::Separation::at_write`, the one place that decides it for

@@ -244,7 +244,15 @@ impl State {
                 Some(seed) => pm.sampled_crash_image(mix(seed ^ i as u64)),
                 None => pm.crash_image(0),
             };
-            out.pms.insert(name.clone(), image);
+            // A region under a directory renamed since the last sync of
+            // the new parent is found under the old name.
+            let mut name = name.clone();
+            for (from, to) in self.dir_renames.iter().rev() {
+                if name.starts_with(to) {
+                    name = from.join(name.strip_prefix(to).expect("under to"));
+                }
+            }
+            out.pms.insert(name, image);
         }
         for (name, &id) in &self.durable_names {
             let f = &self.files[&id];
@@ -307,6 +315,18 @@ impl State {
                     },
                     id,
                 )
+            })
+            .collect();
+        // Regions are durable by name from their creation; in a crash
+        // image they move back while the rename is not durable (`image`).
+        self.pms = std::mem::take(&mut self.pms)
+            .into_iter()
+            .map(|(p, pm)| {
+                if p.starts_with(from) {
+                    (moved(&p), pm)
+                } else {
+                    (p, pm)
+                }
             })
             .collect();
         self.dir_renames

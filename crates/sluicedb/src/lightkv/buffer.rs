@@ -72,6 +72,8 @@ pub(crate) struct FlushEntry {
 pub(crate) struct FlushUnit {
     pub(crate) leaf: u32,
     pub(crate) entries: Vec<FlushEntry>,
+    /// The newest operation among `entries`.
+    pub(crate) newest: u64,
 }
 
 /// A decoded record.
@@ -127,6 +129,19 @@ fn decode(pwb: &Pwb, loc: Loc, p: Vec<u8>, seq: u64) -> Result<Record> {
     })
 }
 
+/// A record's payload as `sluice dump` shows it: (delete, key, value,
+/// previous version's sequence number); `None` when it does not decode.
+pub(crate) fn describe_payload(p: &[u8]) -> Option<(bool, &[u8], &[u8], u64)> {
+    if p.len() < PAYLOAD_HEADER || !(p[0] == KIND_PUT || p[0] == KIND_DELETE) {
+        return None;
+    }
+    let prev_seq = u64::from_le_bytes(p[1..9].try_into().ok()?);
+    let key_len = u32::from_le_bytes(p[17..21].try_into().ok()?) as usize;
+    let key = p.get(PAYLOAD_HEADER..PAYLOAD_HEADER.checked_add(key_len)?)?;
+    let value = &p[PAYLOAD_HEADER + key_len..];
+    Some((p[0] == KIND_DELETE, key, value, prev_seq))
+}
+
 fn record(pwb: &Pwb, offset: u64) -> Result<Record> {
     let loc = Loc::from_u64(offset);
     let (seq, payload) = pwb.read(loc)?;
@@ -162,7 +177,9 @@ struct LeafMeta {
 
 /// The write buffer and its RH-Tree.
 pub(crate) struct LightBuffer {
-    pwb: Pwb,
+    /// Shared with the owner, which fences through it without holding the
+    /// buffer (`Pwb`'s fences need no lock of ours).
+    pwb: Arc<Pwb>,
     tree: RhTree,
     /// Per partition, its leaves' metadata, top leaf first.
     leaves: Vec<Vec<LeafMeta>>,
@@ -188,6 +205,7 @@ impl LightBuffer {
         in_tables: impl Fn(&[u8], u64) -> bool,
     ) -> Result<LightBuffer> {
         let (pwb, recovered) = Pwb::open(pm, segment_bytes)?;
+        let pwb = Arc::new(pwb);
         let tree = RhTree::new(params);
         let mut buf = LightBuffer {
             pwb,
@@ -237,6 +255,12 @@ impl LightBuffer {
     /// The tree (for its statistics).
     pub(crate) fn tree(&self) -> &RhTree {
         &self.tree
+    }
+
+    /// The buffer's records, for fences (`sync`, `sync_through`,
+    /// `persist_watermark`, `prepare_released`) made without the owner's lock.
+    pub(crate) fn pwb(&self) -> Arc<Pwb> {
+        Arc::clone(&self.pwb)
     }
 
     /// Makes every write so far durable (one fence).
@@ -500,7 +524,20 @@ impl LightBuffer {
     /// operation up to the newest of them is durable (a table must never
     /// hold a write the buffer could lose, nor one past a write it could
     /// lose). `None` when no linked leaf waits.
+    #[cfg(test)]
     pub(crate) fn flush_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
+        let unit = self.take_unit(oldest_snapshot)?;
+        if let Some(u) = &unit {
+            self.pwb.sync_through(u.newest)?;
+        }
+        Ok(unit)
+    }
+
+    /// Like [`LightBuffer::flush_unit`] without the sync: the caller makes
+    /// every operation up to the unit's `newest` durable
+    /// (`Pwb::sync_through`) before a table may hold any of it; a sync since
+    /// the leaf was linked (the engine syncs before a hand-out) usually did.
+    pub(crate) fn take_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
         let Some(id) = self.flushable() else {
             return Ok(None);
         };
@@ -521,11 +558,7 @@ impl LightBuffer {
                 offset = prev;
             }
         }
-        // Every operation up to the unit's newest is durable before a
-        // table may hold it (so recovery keeps a prefix); a sync since the
-        // leaf was linked (`Light::sync` before a hand-out) usually did it.
         let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
-        self.pwb.sync_through(newest)?;
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
         let meta = self.leaves[id].last_mut().expect("a chain");
@@ -533,6 +566,7 @@ impl LightBuffer {
         Ok(Some(FlushUnit {
             leaf: meta.uid,
             entries,
+            newest,
         }))
     }
 
@@ -540,7 +574,22 @@ impl LightBuffer {
     /// segments lose a count, and the watermark rises as far as the
     /// remaining leaves allow (releasing segments). Returns how many
     /// segments were released.
+    #[cfg(test)]
     pub(crate) fn flushed(&mut self, uid: u32) -> Result<usize> {
+        let Some(target) = self.drop_flushed(uid)? else {
+            return Ok(0);
+        };
+        self.pwb.persist_watermark(target)?;
+        Ok(self.release_through(target))
+    }
+
+    /// The first half of [`LightBuffer::flushed`]: the leaf leaves the
+    /// tree and its segments lose a count; returns the watermark the
+    /// remaining leaves allow, if above the current one. The caller
+    /// persists it (`Pwb::persist_watermark`, a fence it need not hold the
+    /// buffer for: until [`LightBuffer::release_through`] nothing reads or
+    /// reuses what it covers differently) and then releases through it.
+    pub(crate) fn drop_flushed(&mut self, uid: u32) -> Result<Option<u64>> {
         let id = (0..self.leaves.len())
             .find(|&id| {
                 let chain = &self.leaves[id];
@@ -550,13 +599,12 @@ impl LightBuffer {
         assert!(self.tree.drop_oldest(id), "the chain has two leaves");
         let meta = self.leaves[id].pop().expect("a chain");
         self.count(&meta.segments, false);
-        self.raise_watermark()
+        Ok(self.watermark_target())
     }
 
-    /// Raises the watermark to the last batch end below every live leaf's
-    /// oldest operation, releasing the segments wholly below it; returns
-    /// how many.
-    fn raise_watermark(&mut self) -> Result<usize> {
+    /// The last batch end below every live leaf's oldest operation, if
+    /// above the watermark: how far the watermark may rise.
+    fn watermark_target(&self) -> Option<u64> {
         let target = self
             .leaves
             .iter()
@@ -566,15 +614,29 @@ impl LightBuffer {
             .unwrap_or(u64::MAX)
             .saturating_sub(1)
             .min(self.last_seq());
-        let Some(&watermark) = self.batch_ends.range(..=target).next_back() else {
+        let &watermark = self.batch_ends.range(..=target).next_back()?;
+        (watermark > self.pwb.watermark()).then_some(watermark)
+    }
+
+    /// Releases the segments wholly at or below `watermark`, which the
+    /// caller persisted (`Pwb::persist_watermark`); returns how many. A
+    /// watermark a concurrent release already passed releases nothing.
+    pub(crate) fn release_through(&mut self, watermark: u64) -> usize {
+        let released = self.pwb.release_through(watermark);
+        let now = self.pwb.watermark();
+        self.batch_ends = self.batch_ends.split_off(&(now + 1));
+        released
+    }
+
+    /// Raises the watermark as far as the leaves allow (its fence under
+    /// the owner's lock: only [`LightBuffer::make_room`] does this, when no
+    /// leaf indexes anything).
+    fn raise_watermark(&mut self) -> Result<usize> {
+        let Some(target) = self.watermark_target() else {
             return Ok(0);
         };
-        if watermark <= self.pwb.watermark() {
-            return Ok(0);
-        }
-        let released = self.pwb.raise_watermark(watermark)?;
-        self.batch_ends = self.batch_ends.split_off(&(watermark + 1));
-        Ok(released)
+        self.pwb.persist_watermark(target)?;
+        Ok(self.release_through(target))
     }
 
     /// Makes a flush unit available if none is: links the top leaf holding

@@ -89,6 +89,10 @@ struct Segment {
     /// Free, with the word of its next generation (tail 0) already
     /// durable: handing it out needs no fence.
     prepared: bool,
+    /// Free, with the word of its next generation stored and flushed but
+    /// perhaps not yet fenced ([`Pwb::prepare_released`] fences it outside
+    /// the state lock); a hand-out meanwhile fences it itself.
+    word_stored: bool,
 }
 
 #[derive(Debug)]
@@ -116,7 +120,9 @@ pub(crate) enum Fault {
 
 /// The persistent write buffer. Thread safety: all methods take `&self`;
 /// appends are serialized by one lock (the engine's group commit calls it
-/// from its leader), syncs run their fence outside it.
+/// from its leader); syncs, watermark raises and the preparation of
+/// released segments run their fences outside it (only a hand-out that
+/// finds its segment unprepared fences under it).
 pub(crate) struct Pwb {
     pm: Arc<dyn Pm>,
     geometry: Geometry,
@@ -129,6 +135,11 @@ pub(crate) struct Pwb {
     /// Every operation up to this one is durable (a sync's fence covered
     /// it).
     durable_seq: AtomicU64,
+    /// The watermark as persisted (at or above `State::watermark`, which
+    /// follows it once segments are released). Its lock serializes the
+    /// watermark's store and fence without the state lock, so appends and
+    /// reads do not wait for that fence.
+    persisted_watermark: Mutex<u64>,
 }
 
 impl Pwb {
@@ -182,6 +193,7 @@ impl Pwb {
             }),
             fault: AtomicU8::new(0),
             durable_seq: AtomicU64::new(next_seq.saturating_sub(1)),
+            persisted_watermark: Mutex::new(watermark),
         }
     }
 
@@ -194,6 +206,11 @@ impl Pwb {
     /// True when `fault` was injected: the step it names is skipped.
     fn skips(&self, fault: Fault) -> bool {
         self.fault.load(Ordering::Relaxed) == fault as u8
+    }
+
+    /// Segments in the region and their size in bytes.
+    pub(crate) fn geometry(&self) -> (u32, u32) {
+        (self.geometry.segments, self.geometry.segment_bytes)
     }
 
     /// The largest payload a record can carry.
@@ -314,6 +331,7 @@ impl Pwb {
         let sg = &mut s.segments[seg as usize];
         debug_assert!(sg.prepared, "segment {seg} handed out unprepared");
         sg.prepared = false;
+        sg.word_stored = false;
         sg.end = 0;
         sg.published = 0;
         sg.max_seq = 0;
@@ -329,21 +347,59 @@ impl Pwb {
     /// could pair the old tail with new records, which would read as
     /// damage below the tail). A free segment holds nothing above the
     /// watermark, so what its old records become does not matter: under
-    /// the new generation they fail their checksum past tail 0.
+    /// the new generation they fail their checksum past tail 0. This runs
+    /// under the state lock only when a hand-out finds its segment not
+    /// prepared ([`Pwb::prepare_released`] usually did it without the lock).
     fn prepare_free(&self, s: &mut State) -> Result<()> {
+        self.store_free_words(s)?;
+        self.pm.fence()?;
+        for &i in &s.free {
+            s.segments[i as usize].prepared = true;
+        }
+        Ok(())
+    }
+
+    /// Stores and flushes the next generation's word of every free segment
+    /// whose word is not stored yet; returns them with their generations.
+    fn store_free_words(&self, s: &mut State) -> Result<Vec<(u32, u32)>> {
+        let mut stored = Vec::new();
         for &i in &s.free {
             let sg = &mut s.segments[i as usize];
-            if sg.prepared {
+            if sg.prepared || sg.word_stored {
                 continue;
             }
             // Generation 0 marks a segment never handed out.
             sg.generation = sg.generation.wrapping_add(1).max(1);
-            sg.prepared = true;
+            sg.word_stored = true;
             let word = self.geometry.word_at(i);
             self.pm.write_u64(word, segment_word(sg.generation, 0))?;
             self.pm.flush(word, 8);
+            stored.push((i, sg.generation));
         }
-        self.pm.fence()
+        Ok(stored)
+    }
+
+    /// Prepares the free segments (their next generation's word durable,
+    /// as [`Pwb::prepare_free`]) with the fence outside the state lock, so
+    /// that appends and reads do not wait for it; the engine calls it after
+    /// releasing segments. A segment handed out meanwhile was fenced by its
+    /// hand-out.
+    pub(crate) fn prepare_released(&self) -> Result<()> {
+        let stored = self.store_free_words(&mut self.state.lock())?;
+        if stored.is_empty() {
+            return Ok(());
+        }
+        self.pm.fence()?;
+        let mut s = self.state.lock();
+        for (i, generation) in stored {
+            let sg = &mut s.segments[i as usize];
+            // Released and stored again since: that later word is not
+            // covered by this fence.
+            if !sg.in_use && sg.word_stored && sg.generation == generation {
+                sg.prepared = true;
+            }
+        }
+        Ok(())
     }
 
     /// Makes every batch appended before the call durable: one fence, then
@@ -400,17 +456,51 @@ impl Pwb {
     /// above it. `watermark` must end a batch. Returns how many segments
     /// were released.
     pub(crate) fn raise_watermark(&self, watermark: u64) -> Result<usize> {
-        let mut s = self.state.lock();
-        if watermark < s.watermark || watermark >= s.next_seq {
-            return Err(Error::InvalidArgument(format!(
-                "write buffer watermark {watermark} outside {}..{}",
-                s.watermark, s.next_seq
-            )));
+        self.persist_watermark(watermark)?;
+        Ok(self.release_through(watermark))
+    }
+
+    /// Makes `watermark` the persisted watermark (one store, flush and
+    /// fence) unless it or a higher one already is (two flushes may raise it
+    /// at once, in either order); the state lock is not held
+    /// across the fence. Nothing is released: [`Pwb::release_through`]
+    /// does that once this returned.
+    pub(crate) fn persist_watermark(&self, watermark: u64) -> Result<()> {
+        {
+            let s = self.state.lock();
+            if watermark >= s.next_seq {
+                return Err(Error::InvalidArgument(format!(
+                    "write buffer watermark {watermark} past the last operation {}",
+                    s.next_seq.saturating_sub(1)
+                )));
+            }
+        }
+        let mut persisted = self.persisted_watermark.lock();
+        if watermark <= *persisted {
+            return Ok(());
         }
         self.pm.write_u64(WATERMARK_AT, watermark)?;
         self.pm.flush(WATERMARK_AT, 8);
         if !self.skips(Fault::WatermarkFence) {
             self.pm.fence()?;
+        }
+        *persisted = watermark;
+        Ok(())
+    }
+
+    /// Releases the segments holding nothing above `watermark`, which
+    /// [`Pwb::persist_watermark`] made durable (rule 5: never before);
+    /// returns how many. No fence: the released segments are prepared for
+    /// reuse by [`Pwb::prepare_released`] or at their hand-out.
+    pub(crate) fn release_through(&self, watermark: u64) -> usize {
+        let persisted = *self.persisted_watermark.lock();
+        assert!(
+            watermark <= persisted,
+            "segments released below watermark {watermark}, persisted {persisted}"
+        );
+        let mut s = self.state.lock();
+        if watermark <= s.watermark {
+            return 0;
         }
         s.watermark = watermark;
         let mut released = 0;
@@ -418,12 +508,28 @@ impl Pwb {
             let sg = &mut s.segments[i as usize];
             if sg.in_use && sg.max_seq != 0 && sg.max_seq <= watermark {
                 sg.in_use = false;
+                sg.prepared = false;
+                sg.word_stored = false;
                 s.free.push(i);
                 s.open.retain(|_, seg| *seg != i);
                 released += 1;
             }
         }
-        Ok(released)
+        released
+    }
+
+    /// The whole region as it stands between two of the buffer's steps
+    /// (for a checkpoint): taken under the watermark's lock and the state
+    /// lock, which every store to the region holds (appends, tail
+    /// publications, segment words, the watermark), so the copy is what a
+    /// crash would leave if every store so far were durable. The caller
+    /// holds the owner's lock too, so no batch is half indexed.
+    pub(crate) fn image(&self) -> Result<Vec<u8>> {
+        let _watermark = self.persisted_watermark.lock();
+        let _state = self.state.lock();
+        let mut data = vec![0; self.pm.len() as usize];
+        self.pm.read(0, &mut data)?;
+        Ok(data)
     }
 
     /// A `Corruption` naming the region and the offset of `loc`.

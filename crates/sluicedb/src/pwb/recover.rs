@@ -171,6 +171,7 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
             in_use: kept.iter().any(|r| r.0.seq > watermark),
             // A hand-out stores and persists the next generation's word.
             prepared: false,
+            word_stored: false,
         });
     }
     if wrote {

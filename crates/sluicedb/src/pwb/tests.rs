@@ -288,6 +288,12 @@ fn run(plan: Plan) -> Outcome {
             let ends = model.lock().batch_ends(pwb.watermark(), before);
             let w = ends[rng.gen_range(0..ends.len())];
             pwb.raise_watermark(w).unwrap();
+            // Half the time the released segments are prepared at once,
+            // fenced outside the state lock (as the engine does after a
+            // flush); otherwise by the next hand-out, under it.
+            if rng.gen_bool(0.5) {
+                pwb.prepare_released().unwrap();
+            }
         }
         if rng.gen_bool(plan.sync_chance) {
             pwb.sync().unwrap();
@@ -428,6 +434,36 @@ fn the_watermark_releases_segments_between_batches() {
     pwb.sync().unwrap();
     let (_, rec) = open(&pm.crash_image(0)).unwrap();
     assert_eq!((rec.watermark, rec.last_seq, rec.records.len()), (2, 5, 3));
+}
+
+/// Released segments prepared ahead (`prepare_released`, one fence for
+/// all) are handed out without a fence; without it, the hand-out fences.
+#[test]
+fn segments_prepared_after_a_release_are_handed_out_without_a_fence() {
+    for ahead in [true, false] {
+        let pm = new_pm();
+        let (pwb, _) = open(&pm).unwrap();
+        let big = [7u8; 200];
+        for _ in 0..5 {
+            assert!(pwb.append(&[(0, &big[..])]).unwrap().is_some());
+        }
+        // Every free segment is taken: the next hand-out needs a release.
+        assert_eq!(pwb.raise_watermark(4).unwrap(), 4);
+        if ahead {
+            let before = pm.fences();
+            pwb.prepare_released().unwrap();
+            assert_eq!(pm.fences(), before + 1, "one fence for all four");
+        }
+        let before = pm.fences();
+        for _ in 0..4 {
+            assert!(pwb.append(&[(0, &big[..])]).unwrap().is_some());
+        }
+        let fenced = pm.fences() - before;
+        assert_eq!(fenced, u64::from(!ahead), "ahead {ahead}");
+        pwb.sync().unwrap();
+        let (_, rec) = open(&pm.crash_image(0)).unwrap();
+        assert_eq!((rec.watermark, rec.last_seq, rec.records.len()), (4, 9, 5));
+    }
 }
 
 #[test]

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use crate::compaction::{self, JobStats, MergeParams, OlderTables};
 use crate::db::core::Core;
+use crate::db::write::LIGHT_UNITS_PER_FLUSH;
 use crate::error::Result;
 use crate::filename;
 use crate::fs::IoClass;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::memtable::WriteBuffer;
 use crate::stats::bump;
 use crate::version::{FileMeta, Version, VersionEdit};
 
@@ -75,7 +77,7 @@ impl Core {
     }
 
     pub(in crate::db) fn run_flush(&self) -> Result<()> {
-        let (imm, leaf, next_mark, smallest_snapshot, below) = {
+        let (imm, units, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();
             let front = st
                 .imms
@@ -83,13 +85,34 @@ impl Core {
                 .expect("flush picked with an immutable memtable");
             let next = st.imms.get(1).map_or(st.mem_mark, |i| i.mark);
             let visible = self.visible_seq.load(Ordering::Acquire);
+            // LightKV: every flush unit waiting goes into one set of
+            // tables (one per table partition), so the units share the
+            // tables' syncs and the manifest's edit instead of queueing
+            // for them one by one. Their keys are disjoint: a partition
+            // hands out its next unit only once the last is flushed, and
+            // never splits while it has a chain.
+            let units: Vec<(Arc<dyn WriteBuffer>, u32)> = st
+                .imms
+                .iter()
+                .map_while(|i| Some((i.mem.clone(), i.leaf?)))
+                .take(LIGHT_UNITS_PER_FLUSH)
+                .collect();
             (
                 front.mem.clone(),
-                front.leaf,
+                units,
                 next,
                 st.smallest_snapshot(visible),
                 st.current.clone(),
             )
+        };
+        let batched = units.len().max(1);
+        let input = || -> Box<dyn InternalIterator> {
+            if units.len() > 1 {
+                let children = units.iter().map(|(m, _)| m.clone().iter()).collect();
+                Box::new(MergingIterator::new(children))
+            } else {
+                imm.clone().iter()
+            }
         };
         // Held until the tables are installed: GC waits for it after
         // freezing files, so that the pointers to values this flush
@@ -106,8 +129,8 @@ impl Core {
         // meanwhile drops none of the newest ones (only shadowed versions
         // and bottom tombstones, which point at nothing).
         let outputs = self.build_tables(
-            imm.clone().iter(),
-            Some(&|| imm.clone().iter()),
+            input(),
+            Some(&input),
             smallest_snapshot,
             Some(&below),
             // One table per range partition (seed 004 §III-D).
@@ -149,22 +172,26 @@ impl Core {
         for f in outputs {
             // Indexed before it is installed, so lookups find it through
             // the shape's index at once (the unified shape's hash index).
-            self.shape
-                .index_flushed(&below, &f, imm.clone().iter().as_mut())?;
+            self.shape.index_flushed(&below, &f, input().as_mut())?;
             edit.add_file(self.shape.flush_level(), f);
         }
         self.install(edit, log_number, &numbers, |st| {
-            let i = st.imms.pop_front().expect("flushed memtable");
-            debug_assert!(Arc::ptr_eq(&i.mem, &imm));
-            st.memtables_flushed += 1;
-            // Its versions are in synced tables, listed by a synced edit.
-            self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
+            for n in 0..batched {
+                let i = st.imms.pop_front().expect("flushed memtable");
+                debug_assert!(n > 0 || Arc::ptr_eq(&i.mem, &imm));
+                debug_assert!(units.get(n).is_none_or(|u| Arc::ptr_eq(&i.mem, &u.0)));
+                st.memtables_flushed += 1;
+                // Its versions are in synced tables, listed by a synced edit.
+                self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
+            }
         })?;
         bump(&self.counters.flushes, 1);
-        if let (Some(leaf), Some(light)) = (leaf, self.light.get()) {
-            // LightKV: the leaf's table is installed; the leaf leaves the
-            // buffer (raising its watermark), and the next units go out.
-            light.flushed(leaf)?;
+        if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
+            // LightKV: the leaves' tables are installed; the leaves leave
+            // the buffer (raising its watermark), and the next units go out.
+            for (_, leaf) in &units {
+                light.flushed(*leaf)?;
+            }
             let mut st = self.state.lock();
             self.light_hand_out(&mut st, light)?;
             self.cv.notify_all();
