@@ -20,6 +20,7 @@ pub mod net;
 pub mod sm;
 pub mod snapfile;
 pub mod stages;
+pub mod swap;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -268,7 +269,7 @@ pub struct Replica {
     pub raft: SluiceRaft,
     pub me: Member,
     /// The node's database (the log and the state machine).
-    pub db: sluicedb::Db,
+    pub(crate) db: Arc<crate::dbslot::DbSlot>,
     /// Links this node drops, as a partition would (tests).
     pub blocked: Arc<net::Blocked>,
     pub write_timeout: Duration,
@@ -691,7 +692,7 @@ pub async fn start(
     redis_addr: String,
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
-    let db = server.ks.db.clone();
+    let db = server.ks.db_slot().clone();
     let stages = Arc::new(stages::Stages::default());
     let mut log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
     log_store.stages = stages.clone();

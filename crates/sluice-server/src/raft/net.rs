@@ -328,7 +328,7 @@ async fn admit(replica: &Replica, id: NodeId, member: Member) -> Result<(), Stri
         Some(_) if membership.voter_ids().any(|v| v == id) => return Ok(()),
         Some(_) => {}
         None => {
-            let applied = super::sm::read_applied(&replica.db)?;
+            let applied = super::sm::read_applied(&replica.db.get())?;
             if applied.ids.contains(&id) {
                 return Err(format!(
                     "{REFUSED}node id {id} was a member before: node ids are never reused"
