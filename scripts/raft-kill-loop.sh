@@ -78,7 +78,7 @@ for k in $(seq 1 "$kills"); do
         t1=$(date +%s.%N)
         took=$(echo "$t1 - $t0" | bc)
         echo "$took" >>"$dir/failover-seconds"
-        echo "kill $k: leader on $lp (node $id) killed; first write acknowledged through ${np:-none} after $took s"
+        echo "kill $k: leader on $lp (node $id) killed at $(echo "$t0 * 1000 / 1" | bc) ms; first write acknowledged through ${np:-none} after $took s"
         "$cluster" restart "$dir" "$id"
     else
         echo "kill $k: no leader to kill; waiting"

@@ -391,7 +391,8 @@ fn install(
             std::fs::remove_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
         }
     }
-    snapfile::unpack(&archive, &staging)?;
+    let started = std::time::Instant::now();
+    let bytes = snapfile::unpack(&archive, &staging)?;
     std::fs::rename(&staging, &target).map_err(|e| e.to_string())?;
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
@@ -417,6 +418,7 @@ fn install(
     // The leader's log, vote and committed id are not this node's.
     rewrite_raft_records(&snap, None)?;
     let db_dir = super::db_dir(node_dir);
+    let unpacked = started.elapsed();
     let _g = lock.lock();
     let held = ks.lock_for_replace();
     let r = ks.db_slot().replace(
@@ -437,6 +439,12 @@ fn install(
     drop(held);
     r?;
     after.map_err(|e| e.to_string())?;
+    eprintln!(
+        "sluice serve: installed snapshot {} ({bytes} bytes of files): unpacked in {} ms, swapped in {} ms",
+        meta.snapshot_id,
+        unpacked.as_millis(),
+        (started.elapsed() - unpacked).as_millis()
+    );
     Ok(applied)
 }
 
