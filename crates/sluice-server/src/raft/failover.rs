@@ -136,6 +136,10 @@ async fn gone(addr: &str) -> String {
     use tokio::io::AsyncReadExt;
     match tokio::time::timeout(PROBE, tokio::net::TcpStream::connect(addr)).await {
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => "gone: refused".into(),
+        // Reset during the handshake: the same gap, seen sooner.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            format!("gone: reset while connecting ({e})")
+        }
         Ok(Ok(mut s)) => {
             let mut b = [0u8; 1];
             match tokio::time::timeout(PROBE_HOLD, s.read(&mut b)).await {
