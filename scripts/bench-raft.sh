@@ -11,7 +11,8 @@
 #
 # With GOYCSB (a go-ycsb binary with its redis binding), also YCSB A (50%
 # reads, 50% updates, zipfian) after a load of YCSB_RECORDS (20000) records
-# of one 1000-byte field: YCSB_OPS (50000) operations, 50 threads.
+# in go-ycsb's hash mode (10 fields of 100 bytes: HSET, HMGET): YCSB_OPS
+# (50000) operations, 50 threads.
 #
 # Env: N1 (requests per test at pipeline 1: 50000), N16 (at pipeline 16:
 # 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
@@ -60,9 +61,9 @@ YCSB_RECORDS=${YCSB_RECORDS:-20000}; YCSB_OPS=${YCSB_OPS:-50000}
 ycsb() {
     [[ -n ${GOYCSB:-} ]] || return 0
     local setup=$1 p=$2; shift 2
-    local common=(-p "redis.addr=127.0.0.1:$p" -p redis.datatype=string -p redis.pool_size=50
+    local common=(-p "redis.addr=127.0.0.1:$p" -p redis.pool_size=50
         -p threadcount=50 -p "recordcount=$YCSB_RECORDS" -p "operationcount=$YCSB_OPS"
-        -p fieldcount=1 -p fieldlength=1000 -p workload=core -p readproportion=0.5
+        -p fieldcount=10 -p fieldlength=100 -p readallfields=true -p workload=core -p readproportion=0.5
         -p updateproportion=0.5 -p scanproportion=0 -p insertproportion=0
         -p requestdistribution=zipfian)
     local phase c0 c1 ops n

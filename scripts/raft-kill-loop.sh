@@ -8,7 +8,9 @@
 # Three nodes (scripts/cluster.sh). Two writers run SET of unique keys and INCR
 # of a counter of their own through redis-cli -c (which follows -MOVED), and
 # log what was acknowledged and what got no answer; redis-benchmark adds SET
-# load. Every 2-4 s the leader is SIGKILLed and restarted; the time from the
+# load, and with GOYCSB (a go-ycsb binary) so does go-ycsb's workload A in
+# hash mode (HSET/HMGET of 10 fields of 100 bytes) against each node in turn
+# (it follows no -MOVED: its errors are ignored; it is load, not checked). Every 2-4 s the leader is SIGKILLed and restarted; the time from the
 # kill to the first write the survivors acknowledge is noted, and its median,
 # 90th percentile and maximum printed. At the end each node must hold every
 # acknowledged key, and each counter must lie between its acknowledged INCRs
@@ -60,6 +62,17 @@ for w in 1 2; do : >"$dir/acked-keys-$w"; : >"$dir/acked-incr-$w"; : >"$dir/unkn
     done
 done) &
 
+if [[ -n ${GOYCSB:-} ]]; then
+    (while [[ ! -f $dir/stop ]]; do
+        for p in "${ports[@]}"; do
+            timeout 10 "$GOYCSB" run redis -p "redis.addr=127.0.0.1:$p" -p threadcount=16 \
+                -p recordcount=10000 -p operationcount=5000 -p fieldcount=10 -p fieldlength=100 \
+                -p workload=core -p readproportion=0.5 -p updateproportion=0.5 \
+                -p requestdistribution=zipfian >>"$dir/ycsb.log" 2>&1 || true
+        done
+    done) &
+fi
+
 for k in $(seq 1 "$kills"); do
     sleep "$((2 + RANDOM % 3))"
     if lp=$("$cluster" kill-leader "$dir" 2>/dev/null); then
@@ -78,7 +91,7 @@ for k in $(seq 1 "$kills"); do
         t1=$(date +%s.%N)
         took=$(echo "$t1 - $t0" | bc)
         echo "$took" >>"$dir/failover-seconds"
-        echo "kill $k: leader on $lp (node $id) killed; first write acknowledged through ${np:-none} after $took s"
+        echo "kill $k: leader on $lp (node $id) killed at $(echo "$t0 * 1000 / 1" | bc) ms; first write acknowledged through ${np:-none} after $took s"
         "$cluster" restart "$dir" "$id"
     else
         echo "kill $k: no leader to kill; waiting"

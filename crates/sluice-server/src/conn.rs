@@ -78,7 +78,7 @@ pub async fn serve(
         crate::raft::stop(r).await;
     }
     let ks = &server.ks;
-    tokio::task::block_in_place(|| ks.db.sync()).map_err(|e| format!("final sync: {e}"))
+    tokio::task::block_in_place(|| ks.db().sync()).map_err(|e| format!("final sync: {e}"))
 }
 
 async fn signals(stop: watch::Sender<bool>) {
@@ -532,7 +532,7 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             if sync_due && s.ks.dirty.swap(false, Ordering::Relaxed) {
                 // A failed sync poisons the database; writes then fail
                 // with that error, so nothing more is needed here.
-                let _ = s.ks.db.sync();
+                let _ = s.ks.db().sync();
             }
             // Reap in rounds of 1000 while keys are due, yielding to
             // the tick between when there are many.

@@ -19,6 +19,7 @@ mod cmd;
 mod coll;
 mod conn;
 mod data;
+mod dbslot;
 mod dump;
 mod glob;
 mod hash;
@@ -331,6 +332,11 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         Some(_) => raft::db_dir(&config.dir),
         None => config.dir.clone(),
     };
+    if config.raft.is_some() {
+        // A snapshot install a crash cut: finished if it had reached its
+        // commit point, dropped if not.
+        raft::swap::recover(&config.dir).map_err(|e| format!("raft snapshot swap: {e}"))?;
+    }
     let preset = match config.preset {
         Some(p) => p,
         None => Db::recorded_preset(&db_dir)

@@ -198,7 +198,7 @@ fn server_families(server: &Server) -> Vec<MetricFamily> {
     if let Some(r) = server.replica.get() {
         raft_families(&mut f, &r.status());
     }
-    engine_families(&mut f, &server.ks.db.stats());
+    engine_families(&mut f, &server.ks.db().stats());
     f.0
 }
 

@@ -52,7 +52,9 @@ impl Saves {
     }
 
     /// `BGSAVE`: starts a save on its own thread.
-    pub fn bgsave(&self, db: &Db) -> Result<(), String> {
+    /// The thread holds `db` (a replicated shard's snapshot install waits
+    /// for it before it replaces the database).
+    pub fn bgsave(&self, db: &Arc<Db>) -> Result<(), String> {
         self.claim()?;
         let (db, dir) = (db.clone(), self.dir.clone());
         let done = Saves {

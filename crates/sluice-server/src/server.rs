@@ -334,7 +334,7 @@ impl Server {
     /// memtable flushed to tables and the journal synced (`save.rs`).
     pub fn save(&self) -> Result<(), String> {
         let changes = self.ks.changes.swap(0, Ordering::Relaxed);
-        let r = self.saves.save(&self.ks.db);
+        let r = self.saves.save(&self.ks.db());
         if r.is_err() {
             self.ks.changes.fetch_add(changes, Ordering::Relaxed);
         }
@@ -343,7 +343,7 @@ impl Server {
 
     /// `BGSAVE`: the same on a thread of its own.
     pub fn bgsave(&self) -> Result<(), String> {
-        self.saves.bgsave(&self.ks.db)?;
+        self.saves.bgsave(&self.ks.db())?;
         // The save covers what was written before it started.
         self.ks.changes.store(0, Ordering::Relaxed);
         Ok(())
@@ -558,7 +558,7 @@ impl Server {
                 c.maxmemory_bytes
             );
         }
-        let stats = self.ks.db.stats();
+        let stats = self.ks.db().stats();
         if want("persistence") {
             let _ = write!(
                 out,

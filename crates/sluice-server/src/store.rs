@@ -20,11 +20,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use sluicedb::{Db, ReadOptions, WriteBatch, WriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
+
+use crate::dbslot::DbSlot;
 
 /// Tag of a data key.
 pub const DATA_TAG: u8 = b'k';
@@ -368,7 +371,8 @@ pub enum Fsync {
 
 /// The keyspace; shared by every connection.
 pub struct Keyspace {
-    pub db: Db,
+    /// The database; a replicated shard's snapshot install replaces it.
+    db: Arc<DbSlot>,
     stripes: Box<[Mutex<Stripe>]>,
     global: RwLock<()>,
     sync_always: AtomicBool,
@@ -433,7 +437,7 @@ impl Keyspace {
             None => 0,
         };
         Ok(Keyspace {
-            db,
+            db: Arc::new(DbSlot::new(db)),
             stripes,
             global: RwLock::new(()),
             sync_always: AtomicBool::new(fsync == Fsync::Always),
@@ -446,6 +450,16 @@ impl Keyspace {
         })
     }
 
+    /// The database now (see [`DbSlot::get`]: hold it for an operation).
+    pub fn db(&self) -> Arc<Db> {
+        self.db.get()
+    }
+
+    /// The database's slot, for a snapshot install that replaces it.
+    pub fn db_slot(&self) -> &Arc<DbSlot> {
+        &self.db
+    }
+
     /// A collection version no collection had before, nor will have again.
     /// Versions are reserved a block at a time by writing the block's end
     /// to `VERSION_KEY` before any is handed out: every batch that uses one
@@ -455,7 +469,7 @@ impl Keyspace {
         let mut v = self.versions.lock();
         if v.0 == v.1 {
             let limit = v.1 + VERSION_BLOCK;
-            self.db.put(VERSION_KEY, limit.to_le_bytes())?;
+            self.db().put(VERSION_KEY, limit.to_le_bytes())?;
             v.1 = limit;
             self.collections_seen.store(true, Ordering::Relaxed);
         }
@@ -504,7 +518,7 @@ impl Keyspace {
     /// Rereads the version reservation after the keyspace was replaced
     /// underneath (a replicated shard installed a snapshot).
     fn reload_versions(&self) -> Result<()> {
-        let reserved = match self.db.get(VERSION_KEY)? {
+        let reserved = match self.db().get(VERSION_KEY)? {
             Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
                 sluicedb::Error::InvalidArgument("the version record is malformed".into())
             })?),
@@ -632,7 +646,7 @@ impl Keyspace {
 
     /// Reads `key`'s record, expired or not.
     pub fn read_raw(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Rec>> {
-        match self.db.get_opt(opts, data_key(key))? {
+        match self.db().get_opt(opts, data_key(key))? {
             Some(raw) => Rec::decode(raw, key).map(Some),
             None => Ok(None),
         }
@@ -644,10 +658,10 @@ impl Keyspace {
             return Ok(());
         }
         if self.sync_always.load(Ordering::Relaxed) {
-            self.db.write_opt(&WriteOptions::synced(), batch)
+            self.db().write_opt(&WriteOptions::synced(), batch)
         } else {
             self.dirty.store(true, Ordering::Relaxed);
-            self.db.write(batch)
+            self.db().write(batch)
         }
     }
 
@@ -659,7 +673,7 @@ impl Keyspace {
         }
         let mut present = Vec::new();
         for k in keys {
-            if self.db.get(data_key(&k))?.is_some() {
+            if self.db().get(data_key(&k))?.is_some() {
                 present.push(k);
             }
         }
@@ -700,7 +714,7 @@ impl Keyspace {
     ) -> Result<()> {
         let lo = data_key_at_hash(from);
         let hi = vec![DATA_TAG + 1];
-        for pair in self.db.range(lo..hi) {
+        for pair in self.db().range(lo..hi) {
             let (k, v) = pair?;
             let Some((h, key)) = split_data_key(&k) else {
                 continue;
@@ -723,7 +737,7 @@ impl Keyspace {
             loop {
                 let mut batch = WriteBatch::new();
                 for pair in self
-                    .db
+                    .db()
                     .range(vec![tag]..vec![tag + 1])
                     .limit(FLUSH_BATCH_KEYS)
                 {
@@ -746,7 +760,7 @@ impl Keyspace {
         let now = now_ms();
         let hi = expiry_key(now.saturating_add(1), b"");
         let due: Vec<Vec<u8>> = self
-            .db
+            .db()
             .range(vec![EXPIRY_TAG]..hi)
             .limit(max + 1)
             .map(|p| p.map(|(k, _)| k))
@@ -758,7 +772,7 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(ik);
-            if let Some(raw) = self.db.get(data_key(key))? {
+            if let Some(raw) = self.db().get(data_key(key))? {
                 let e = Rec::decode(raw, key)?;
                 if e.expired(now_ms()) {
                     batch.delete(data_key(key));
@@ -789,21 +803,21 @@ impl Keyspace {
         let _held = self.lock_keys(&[]);
         let mut deleted = 0u64;
         let garbage: Vec<Vec<u8>> = self
-            .db
+            .db()
             .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
             .limit(16)
             .map(|p| p.map(|(k, _)| k))
             .collect::<Result<_>>()?;
         for g in garbage {
             let Some(version) = g.get(1..9).and_then(|b| b.try_into().ok()) else {
-                self.db.delete(&g)?;
+                self.db().delete(&g)?;
                 continue;
             };
             let version = u64::from_be_bytes(version);
             loop {
                 let mut batch = WriteBatch::new();
                 for pair in self
-                    .db
+                    .db()
                     .range(element_prefix(version)..element_prefix(version + 1))
                     .limit(RECLAIM_BATCH_KEYS)
                 {
@@ -812,11 +826,11 @@ impl Keyspace {
                 }
                 let n = batch.len() as u64;
                 if n == 0 {
-                    self.db.delete(&g)?;
+                    self.db().delete(&g)?;
                     break;
                 }
                 deleted += n;
-                self.db.write(batch)?;
+                self.db().write(batch)?;
                 if deleted as usize >= max {
                     return Ok(deleted);
                 }
@@ -828,7 +842,7 @@ impl Keyspace {
     /// Whether any garbage record is left.
     pub fn garbage_left(&self) -> Result<bool> {
         Ok(self
-            .db
+            .db()
             .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
             .next()
             .transpose()?
@@ -840,11 +854,14 @@ impl Keyspace {
     /// returns what disagrees (empty: consistent). Reads at one snapshot,
     /// so it may run while the server serves.
     pub fn check(&self) -> Result<Vec<String>> {
-        let snap = self.db.snapshot();
+        let snap = self.db().snapshot();
         let opts = ReadOptions::at(&snap);
         let mut problems = Vec::new();
         let mut owned = std::collections::BTreeSet::new();
-        for pair in self.db.range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1]) {
+        for pair in self
+            .db()
+            .range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1])
+        {
             let (k, v) = pair?;
             let Some((h, key)) = split_data_key(&k) else {
                 problems.push(format!("data key {k:?} is malformed"));
@@ -861,7 +878,7 @@ impl Keyspace {
             }
             let name = String::from_utf8_lossy(key);
             let (mut members, mut index, mut seqs) = (0u64, 0u64, Vec::new());
-            for e in self.db.range_opt(&opts, m.prefix()..m.end()) {
+            for e in self.db().range_opt(&opts, m.prefix()..m.end()) {
                 let (ek, ev) = e?;
                 let suffix = &ek[9..];
                 match m.kind {
@@ -873,7 +890,7 @@ impl Keyspace {
                                 continue;
                             };
                             let want = m.elem(&zset_index_suffix(score, &suffix[1..]));
-                            if self.db.get_opt(&opts, &want)?.is_none() {
+                            if self.db().get_opt(&opts, &want)?.is_none() {
                                 problems.push(format!("{name}: a member has no score index entry"));
                             }
                         }
@@ -881,7 +898,7 @@ impl Keyspace {
                             index += 1;
                             let mut mk = vec![ZSET_MEMBER];
                             mk.extend_from_slice(&suffix[9..]);
-                            let score = self.db.get_opt(&opts, m.elem(&mk))?;
+                            let score = self.db().get_opt(&opts, m.elem(&mk))?;
                             let sortable = u64::from_be_bytes(suffix[1..9].try_into().expect("8"));
                             if score.and_then(|s| decode_score(&s)).map(score_sortable)
                                 != Some(sortable)
@@ -932,7 +949,7 @@ impl Keyspace {
             }
         }
         for pair in self
-            .db
+            .db()
             .range_opt(&opts, vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
         {
             let (k, _) = pair?;
@@ -945,7 +962,7 @@ impl Keyspace {
         let mut at = vec![ELEMENT_TAG];
         loop {
             let Some(pair) = self
-                .db
+                .db()
                 .range_opt(&opts, at.clone()..vec![ELEMENT_TAG + 1])
                 .next()
             else {
@@ -1110,7 +1127,7 @@ impl<'a> Txn<'a> {
     /// A read-only transaction reading at one snapshot.
     pub fn at_snapshot(ks: &'a Keyspace) -> Txn<'a> {
         let mut t = Txn::new(ks);
-        t.snapshot = Some(ks.db.snapshot());
+        t.snapshot = Some(ks.db().snapshot());
         t
     }
 
@@ -1267,7 +1284,7 @@ impl<'a> Txn<'a> {
         if self.flushed {
             return Ok(None);
         }
-        self.ks.db.get_opt(&self.opts(), ekey)
+        self.ks.db().get_opt(&self.opts(), ekey)
     }
 
     pub fn elem_put(&mut self, ekey: Vec<u8>, value: Vec<u8>) {
@@ -1300,9 +1317,9 @@ impl<'a> Txn<'a> {
         let mut engine: Box<dyn Iterator<Item = sluicedb::Result<Pair>>> = if self.flushed {
             Box::new(std::iter::empty())
         } else if rev {
-            Box::new(self.ks.db.range_opt(&self.opts(), lo..hi).rev())
+            Box::new(self.ks.db().range_opt(&self.opts(), lo..hi).rev())
         } else {
-            Box::new(self.ks.db.range_opt(&self.opts(), lo..hi))
+            Box::new(self.ks.db().range_opt(&self.opts(), lo..hi))
         };
         let mut next_engine = engine.next().transpose()?;
         loop {
@@ -1347,7 +1364,7 @@ impl<'a> Txn<'a> {
         if lo >= hi || self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
             return None;
         }
-        Some(self.ks.db.iter_range(&self.opts(), lo..hi))
+        Some(self.ks.db().iter_range(&self.opts(), lo..hi))
     }
 
     /// Every element of a collection, in key order.

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use super::{NodeId, TypeConfig};
+use crate::dbslot::DbSlot;
 
 pub const RAFT_TAG: u8 = b'r';
 const LOG: u8 = b'l';
@@ -73,7 +74,10 @@ struct Ends {
 /// The log store; clones share the database and the ends.
 #[derive(Clone)]
 pub struct LogStore {
-    db: Db,
+    /// The node's database: each operation takes the handle for its
+    /// duration, so a snapshot install (which replaces the database)
+    /// waits for it and carries its records over.
+    slot: Arc<DbSlot>,
     ends: Arc<Mutex<Ends>>,
     /// Where appends note their time.
     pub stages: Arc<super::stages::Stages>,
@@ -81,7 +85,8 @@ pub struct LogStore {
 
 impl LogStore {
     /// Opens the log in `db`, finding its last entry.
-    pub fn open(db: Db) -> Result<LogStore, String> {
+    pub fn open(slot: Arc<DbSlot>) -> Result<LogStore, String> {
+        let db = slot.get();
         let purged = match db.get(PURGED_KEY).map_err(|e| e.to_string())? {
             Some(raw) => Some(decode::<LogId<NodeId>>(&raw, "raft purged id")?),
             None => None,
@@ -95,8 +100,9 @@ impl LogStore {
                 last = Some(e.log_id);
             }
         }
+        drop(db);
         Ok(LogStore {
-            db,
+            slot,
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             stages: Arc::default(),
         })
@@ -105,11 +111,15 @@ impl LogStore {
     /// No entry and no vote: a node that never was in a group.
     pub fn is_empty(&self) -> bool {
         let e = *self.ends.lock();
-        e.last.is_none() && e.purged.is_none() && matches!(self.db.get(VOTE), Ok(None))
+        e.last.is_none() && e.purged.is_none() && matches!(self.db().get(VOTE), Ok(None))
+    }
+
+    fn db(&self) -> Arc<Db> {
+        self.slot.get()
     }
 
     fn write_synced(&self, batch: WriteBatch) -> sluicedb::Result<()> {
-        let db = self.db.clone();
+        let db = self.db();
         tokio::task::block_in_place(|| db.write_opt(&WriteOptions::synced(), batch))
     }
 }
@@ -135,7 +145,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             return Ok(out);
         }
         for pair in self
-            .db
+            .db()
             .range(log_key(start).to_vec()..log_key(end).to_vec())
         {
             let (k, v) = pair.map_err(read_err)?;
@@ -170,7 +180,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> SResult<Option<Vote<NodeId>>> {
-        match self.db.get(VOTE).map_err(read_err)? {
+        match self.db().get(VOTE).map_err(read_err)? {
             Some(raw) => Ok(Some(decode(&raw, "raft vote").map_err(read_err)?)),
             None => Ok(None),
         }
@@ -179,13 +189,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// Not synced: it only spares re-applying after a restart, and the
     /// next synced append or vote carries it to disk.
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
-        self.db
+        self.db()
             .put(COMMITTED, encode(&committed))
             .map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> SResult<Option<LogId<NodeId>>> {
-        match self.db.get(COMMITTED).map_err(read_err)? {
+        match self.db().get(COMMITTED).map_err(read_err)? {
             Some(raw) => decode(&raw, "raft committed id").map_err(read_err),
             None => Ok(None),
         }
@@ -221,7 +231,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
         let mut b = WriteBatch::new();
         for pair in self
-            .db
+            .db()
             .range(log_key(log_id.index).to_vec()..log_key(u64::MAX).to_vec())
         {
             let (k, _) = pair.map_err(read_err)?;
@@ -233,7 +243,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let before = if log_id.index == 0 {
             None
         } else {
-            match self.db.get(log_key(log_id.index - 1)).map_err(read_err)? {
+            match self.db().get(log_key(log_id.index - 1)).map_err(read_err)? {
                 Some(raw) => Some(
                     decode::<Entry>(&raw, "raft log entry")
                         .map_err(read_err)?
@@ -255,7 +265,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         // The purge point first, in the same batch: a crash leaves either
         // the entries or the point past them, never a hole before `last`.
-        self.db.write(b).map_err(write_err)?;
+        self.db().write(b).map_err(write_err)?;
         let mut ends = self.ends.lock();
         ends.purged = Some(log_id);
         if ends.last.is_none_or(|l| l.index < log_id.index) {

@@ -20,6 +20,7 @@ pub mod net;
 pub mod sm;
 pub mod snapfile;
 pub mod stages;
+pub mod swap;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -141,6 +142,19 @@ mod args {
             .map(|c| c.into_iter().map(|a| a.0).collect())
             .collect())
     }
+
+    /// One `Vec<u8>` as a byte string (`#[serde(with = "args::bytes")]`).
+    pub mod bytes {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(v)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+            Ok(super::Buf::deserialize(d)?.0)
+        }
+    }
 }
 
 /// The reply of an applied entry, RESP-encoded for the client that sent it.
@@ -165,6 +179,11 @@ pub type SluiceRaft = Raft<TypeConfig>;
 pub const DEFAULT_HEARTBEAT_MS: u64 = 250;
 pub const DEFAULT_ELECTION_MIN_MS: u64 = 1000;
 pub const DEFAULT_ELECTION_MAX_MS: u64 = 2000;
+/// How long the leader waits for the answer to one snapshot chunk. The
+/// last chunk's answer comes once the follower unpacked and swapped the
+/// snapshot in (9 s for 1.6 GB here); when this ran out first (it was
+/// 2 s), the leader sent the whole snapshot again.
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 120_000;
 /// Entries between snapshots; the log keeps this many more after one.
 pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 20_000;
 /// A write not committed in this long answers `-TRYAGAIN` (a leader cut
@@ -244,7 +263,7 @@ impl RaftConfig {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_entries),
             max_in_snapshot_log_to_keep: self.snapshot_entries,
             snapshot_max_chunk_size: snapfile::CHUNK_BYTES,
-            install_snapshot_timeout: 2000,
+            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
             max_payload_entries: MAX_ENTRIES_PER_APPEND,
             ..Default::default()
         };
@@ -268,7 +287,7 @@ pub struct Replica {
     pub raft: SluiceRaft,
     pub me: Member,
     /// The node's database (the log and the state machine).
-    pub db: sluicedb::Db,
+    pub(crate) db: Arc<crate::dbslot::DbSlot>,
     /// Links this node drops, as a partition would (tests).
     pub blocked: Arc<net::Blocked>,
     pub write_timeout: Duration,
@@ -279,6 +298,8 @@ pub struct Replica {
     /// Standing for election because the leader's process is gone
     /// ([`failover`]).
     pub(crate) standing: std::sync::atomic::AtomicBool,
+    /// Candidates' last log ids, for the same ([`failover`]).
+    pub(crate) candidacies: Arc<failover::Candidacies>,
     pub(crate) heartbeat: Duration,
     /// Time per stage ([`stages`]).
     pub stages: Arc<stages::Stages>,
@@ -691,7 +712,7 @@ pub async fn start(
     redis_addr: String,
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
-    let db = server.ks.db.clone();
+    let db = server.ks.db_slot().clone();
     let stages = Arc::new(stages::Stages::default());
     let mut log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
     log_store.stages = stages.clone();
@@ -700,9 +721,11 @@ pub async fn start(
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
     let blocked = Arc::new(net::Blocked::default());
+    let candidacies = Arc::new(failover::Candidacies::default());
     let network = net::Network {
         blocked: blocked.clone(),
         pool: Arc::new(net::Pool::default()),
+        candidacies: candidacies.clone(),
     };
     let config = Arc::new(cfg.openraft()?);
     let raft = Raft::new(cfg.id, config, network, log_store, sm)
@@ -715,6 +738,7 @@ pub async fn start(
     let (rpc_stop, rpc_stopped) = tokio::sync::watch::channel(false);
     let (proposals, queued) = tokio::sync::mpsc::unbounded_channel();
     let write_timeout = Duration::from_millis(cfg.write_timeout_ms);
+    tokio::spawn(failover::trace_roles(cfg.id, raft.clone()));
     tokio::spawn(proposer(
         raft.clone(),
         me.clone(),
@@ -743,6 +767,7 @@ pub async fn start(
         reads,
         lease,
         standing: std::sync::atomic::AtomicBool::new(false),
+        candidacies,
         stages,
         heartbeat: Duration::from_millis(cfg.heartbeat_ms),
         rpc_stop,

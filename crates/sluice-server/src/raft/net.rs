@@ -38,11 +38,49 @@ pub const MAX_FRAME_BYTES: u32 = 256 << 20;
 /// How long a join may take: the new node is copied a snapshot first.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// openraft's `InstallSnapshotRequest` as it goes on the wire: the same
+/// fields in the same order, the chunk as one byte string (serde's
+/// derived `Vec<u8>` is a sequence visited a byte at a time, which capped
+/// a snapshot's transfer at tens of MB/s). postcard writes both alike.
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotChunk {
+    vote: openraft::Vote<NodeId>,
+    meta: openraft::SnapshotMeta<NodeId, Member>,
+    offset: u64,
+    #[serde(with = "super::args::bytes")]
+    data: Vec<u8>,
+    done: bool,
+}
+
+impl From<InstallSnapshotRequest<TypeConfig>> for SnapshotChunk {
+    fn from(r: InstallSnapshotRequest<TypeConfig>) -> SnapshotChunk {
+        SnapshotChunk {
+            vote: r.vote,
+            meta: r.meta,
+            offset: r.offset,
+            data: r.data,
+            done: r.done,
+        }
+    }
+}
+
+impl From<SnapshotChunk> for InstallSnapshotRequest<TypeConfig> {
+    fn from(c: SnapshotChunk) -> InstallSnapshotRequest<TypeConfig> {
+        InstallSnapshotRequest {
+            vote: c.vote,
+            meta: c.meta,
+            offset: c.offset,
+            data: c.data,
+            done: c.done,
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 enum Rpc {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Snapshot(SnapshotChunk),
     /// A node asks to be admitted: first as a learner, then as a voter.
     Join {
         id: NodeId,
@@ -148,6 +186,8 @@ impl Pool {
 pub struct Network {
     pub blocked: Arc<Blocked>,
     pub pool: Arc<Pool>,
+    /// Where this node's own vote requests are noted.
+    pub candidacies: Arc<super::failover::Candidacies>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -159,6 +199,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.raft_addr.clone(),
             blocked: self.blocked.clone(),
             pool: self.pool.clone(),
+            candidacies: self.candidacies.clone(),
             conn: None,
         }
     }
@@ -170,6 +211,7 @@ pub struct Peer {
     addr: String,
     blocked: Arc<Blocked>,
     pool: Arc<Pool>,
+    candidacies: Arc<super::failover::Candidacies>,
     conn: Option<TcpStream>,
 }
 
@@ -242,7 +284,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcErr<RaftError<NodeId, InstallSnapshotError>>>
     {
-        match self.send(Rpc::Snapshot(rpc), &option).await? {
+        match self.send(Rpc::Snapshot(rpc.into()), &option).await? {
             RpcReply::Snapshot(Ok(r)) => Ok(r),
             RpcReply::Snapshot(Err(e)) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
@@ -256,6 +298,9 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RpcErr> {
+        if let Some(me) = rpc.vote.leader_id().voted_for() {
+            self.candidacies.note(me, rpc.last_log_id);
+        }
         match self.send(Rpc::Vote(rpc), &option).await? {
             RpcReply::Vote(Ok(r)) => Ok(r),
             RpcReply::Vote(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
@@ -328,7 +373,7 @@ async fn admit(replica: &Replica, id: NodeId, member: Member) -> Result<(), Stri
         Some(_) if membership.voter_ids().any(|v| v == id) => return Ok(()),
         Some(_) => {}
         None => {
-            let applied = super::sm::read_applied(&replica.db)?;
+            let applied = super::sm::read_applied(&replica.db.get())?;
             if applied.ids.contains(&id) {
                 return Err(format!(
                     "{REFUSED}node id {id} was a member before: node ids are never reused"
@@ -407,8 +452,43 @@ async fn remove(replica: &Replica, id: NodeId) -> Result<(), String> {
 async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
     match req {
         Rpc::Append(r) => RpcReply::Append(replica.raft.append_entries(r).await),
-        Rpc::Vote(r) => RpcReply::Vote(replica.raft.vote(r).await),
-        Rpc::Snapshot(r) => RpcReply::Snapshot(replica.raft.install_snapshot(r).await),
+        Rpc::Vote(r) => {
+            if let Some(candidate) = r.vote.leader_id().voted_for() {
+                replica.candidacies.note(candidate, r.last_log_id);
+            }
+            let asked = super::failover::tracing().then(|| r.clone());
+            let reply = replica.raft.vote(r).await;
+            if let Some(r) = asked {
+                super::failover::trace(
+                    replica.id,
+                    format_args!(
+                        "vote asked by {:?} (last log {:?}): {:?}",
+                        r.vote, r.last_log_id, reply
+                    ),
+                );
+            }
+            RpcReply::Vote(reply)
+        }
+        Rpc::Snapshot(c) => {
+            // openraft 0.9 sends a follower no heartbeat while it streams
+            // it a snapshot (one replication stream per follower), and a
+            // chunk does not reset the follower's election timer: a
+            // transfer longer than the election timeout made the
+            // follower stand and depose its leader (measured: 1.6 GB).
+            // An empty AppendEntries under the chunk's vote is the
+            // leader's heartbeat: no entries, no previous entry to match
+            // (it truncates nothing), no commit index.
+            if c.vote.is_committed() {
+                let beat = AppendEntriesRequest {
+                    vote: c.vote,
+                    prev_log_id: None,
+                    entries: Vec::new(),
+                    leader_commit: None,
+                };
+                let _ = replica.raft.append_entries(beat).await;
+            }
+            RpcReply::Snapshot(replica.raft.install_snapshot(c.into()).await)
+        }
         Rpc::Join { id, member } => RpcReply::Join(admit(replica, id, member).await),
         Rpc::Leave { id } => RpcReply::Leave(remove(replica, id).await),
     }

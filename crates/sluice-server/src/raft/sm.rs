@@ -7,12 +7,10 @@
 //!
 //! Snapshots: under the apply lock, read the applied record and make a
 //! checkpoint (hard links, a fraction of a second); then pack the
-//! checkpoint into an archive ([`super::snapfile`]). Installing one is a
-//! redo-able copy: unpack to `raft/install`, mark the database
-//! ([`INSTALLING_KEY`], synced), replace every keyspace record with the
-//! snapshot's and write the snapshot's applied record in the last batch,
-//! which also removes the mark. A crash in between finds the mark on
-//! open and copies again.
+//! checkpoint into an archive ([`super::snapfile`]). Installing one
+//! unpacks it to `raft/install`, puts this node's own Raft records in
+//! place of the leader's, and swaps the directory in as the node's
+//! database ([`super::swap`]: a crash leaves the old database or the new).
 
 use std::collections::BTreeSet;
 use std::io::SeekFrom;
@@ -28,19 +26,15 @@ use openraft::{
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use sluicedb::{Db, Options, WriteBatch, WriteOptions};
+use sluicedb::{Db, Options, WriteBatch};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 use super::log::{decode, encode, RAFT_TAG};
-use super::{snapfile, Member, NodeId, Reply, TypeConfig};
+use super::{snapfile, swap, Member, NodeId, Reply, TypeConfig};
 use crate::server::Server;
 
 /// The applied record.
 pub const APPLIED_KEY: &[u8] = b"ra";
-/// Set while a snapshot is being copied in.
-pub const INSTALLING_KEY: &[u8] = b"ri";
-/// Records per batch when a snapshot is copied in.
-const INSTALL_BATCH_KEYS: usize = 10_000;
 
 type SResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -134,21 +128,13 @@ pub struct StateMachine {
 }
 
 impl StateMachine {
-    /// Opens the state machine, finishing a snapshot install a crash cut.
+    /// Opens the state machine (a swap a crash cut was finished by
+    /// [`swap::recover`] before the database was opened).
     pub fn open(server: Arc<Server>, dir: PathBuf) -> Result<StateMachine, String> {
         std::fs::create_dir_all(snapshots_dir(&dir))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = Arc::new(Mutex::new(()));
-        if server
-            .ks
-            .db
-            .get(INSTALLING_KEY)
-            .map_err(|e| e.to_string())?
-            .is_some()
-        {
-            copy_in(&server, &dir.join("install"), &lock)?;
-        }
-        let applied = read_applied(&server.ks.db)?;
+        let applied = read_applied(&server.ks.db())?;
         Ok(StateMachine {
             server,
             dir,
@@ -175,7 +161,7 @@ impl StateMachine {
             _ => {
                 let mut b = WriteBatch::new();
                 b.put(mark.0, mark.1);
-                self.server.ks.db.write(b).map_err(|e| e.to_string())?;
+                self.server.ks.db().write(b).map_err(|e| e.to_string())?;
                 Ok(Vec::new())
             }
         }
@@ -276,7 +262,7 @@ pub struct Builder {
 impl RaftSnapshotBuilder<TypeConfig> for Builder {
     async fn build_snapshot(&mut self) -> SResult<Snapshot<TypeConfig>> {
         let (server, dir, lock) = (self.server.clone(), self.dir.clone(), self.lock.clone());
-        let (meta, path) = tokio::task::spawn_blocking(move || build(&server.ks.db, &dir, &lock))
+        let (meta, path) = tokio::task::spawn_blocking(move || build(&server.ks.db(), &dir, &lock))
             .await
             .map_err(snap_err)?
             .map_err(snap_err)?;
@@ -383,7 +369,7 @@ fn newest(dir: &Path) -> Result<Option<Stored>, String> {
 }
 
 /// Installs a received archive: keeps it as this node's snapshot, unpacks
-/// it, marks the database and copies it in.
+/// it, and swaps it in as the node's database ([`super::swap`]).
 fn install(
     server: &Server,
     dir: &Path,
@@ -395,84 +381,100 @@ fn install(
     let archive = publish(&snaps, meta, |tmp| {
         std::fs::rename(received, tmp).map_err(|e| e.to_string())
     })?;
-    let target = dir.join("install");
-    let staging = dir.join("install.tmp");
+    let node_dir = dir
+        .parent()
+        .ok_or_else(|| format!("{}: no parent directory", dir.display()))?;
+    let target = swap::install_dir(node_dir);
+    let staging = swap::staging_dir(node_dir);
     for d in [&target, &staging] {
         if d.exists() {
             std::fs::remove_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
         }
     }
-    snapfile::unpack(&archive, &staging)?;
+    let started = std::time::Instant::now();
+    let bytes = snapfile::unpack(&archive, &staging)?;
     std::fs::rename(&staging, &target).map_err(|e| e.to_string())?;
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(|e| e.to_string())?;
-    let mut b = WriteBatch::new();
-    b.put(INSTALLING_KEY, encode(meta));
-    server
-        .ks
-        .db
-        .write_opt(&WriteOptions::synced(), b)
-        .map_err(|e| e.to_string())?;
-    let applied = copy_in(server, &target, lock)?;
+    let ks = &server.ks;
+    let preset = ks.db().created_with();
+    let preset = match preset {
+        Some(p) => p,
+        None => Db::recorded_preset(&target)
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+    };
+    let snap = Db::open(&target, Options::preset(preset))
+        .map_err(|e| format!("opening the snapshot {}: {e}", target.display()))?;
+    let applied = read_applied(&snap)?;
     if applied.last != meta.last_log_id {
         return Err(format!(
             "snapshot {}: its database applied {:?}, its meta says {:?}",
             meta.snapshot_id, applied.last, meta.last_log_id
         ));
     }
-    Ok(applied)
-}
-
-/// Replaces the keyspace with the database in `from` (an unpacked
-/// snapshot); the last batch writes its applied record and clears the
-/// install mark. Redo-able: every step before it is overwritten by a rerun.
-fn copy_in(server: &Server, from: &Path, lock: &Mutex<()>) -> Result<Applied, String> {
-    let preset = Db::recorded_preset(from).ok().flatten().unwrap_or_default();
-    let snap = Db::open(from, Options::preset(preset))
-        .map_err(|e| format!("opening the snapshot {}: {e}", from.display()))?;
-    let applied = read_applied(&snap)?;
+    // The leader's log, vote and committed id are not this node's.
+    rewrite_raft_records(&snap, None)?;
+    let db_dir = super::db_dir(node_dir);
+    let unpacked = started.elapsed();
     let _g = lock.lock();
-    let ks = &server.ks;
     let held = ks.lock_for_replace();
-    let r = replace_keyspace(ks, &snap, &applied);
+    let r = ks.db_slot().replace(
+        crate::dbslot::REPLACE_WAIT_MS,
+        move |old| {
+            rewrite_raft_records(&snap, Some(old))?;
+            snap.sync().map_err(|e| e.to_string())?;
+            Ok(snap)
+        },
+        |snap| {
+            drop(snap);
+            swap::commit(node_dir, swap::CrashAt(None))?;
+            Db::open(&db_dir, Options::preset(preset))
+                .map_err(|e| format!("opening {} after a snapshot swap: {e}", db_dir.display()))
+        },
+    );
     let after = ks.replaced();
     drop(held);
-    drop(snap);
     r?;
     after.map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(from);
+    eprintln!(
+        "sluice serve: installed snapshot {} ({bytes} bytes of files): unpacked in {} ms, swapped in {} ms",
+        meta.snapshot_id,
+        unpacked.as_millis(),
+        (started.elapsed() - unpacked).as_millis()
+    );
     Ok(applied)
 }
 
-/// Deletes the keyspace's records and copies in `snap`'s (all but its
-/// `r` records), in batches; the last writes the snapshot's applied
-/// record and clears the install mark, synced.
-fn replace_keyspace(
-    ks: &crate::store::Keyspace,
-    snap: &Db,
-    applied: &Applied,
-) -> Result<(), String> {
-    ks.delete_everything().map_err(|e| e.to_string())?;
+/// Records of a snapshot's database deleted or written per batch.
+const RECORDS_PER_BATCH: usize = 10_000;
+
+/// Deletes `snap`'s Raft records but its applied record; then, with
+/// `from`, copies `from`'s (this node's log, vote, committed id and purge
+/// point) in. Unsynced; the caller syncs.
+fn rewrite_raft_records(snap: &Db, from: Option<&Db>) -> Result<(), String> {
+    let lo = vec![RAFT_TAG];
+    let hi = vec![RAFT_TAG + 1];
+    let source = from.unwrap_or(snap);
     let mut batch = WriteBatch::new();
-    batch.delete(crate::store::VERSION_KEY);
     let mut n = 0;
-    for pair in snap.range::<Vec<u8>>(..) {
-        let (k, v) = pair.map_err(|e| format!("reading the snapshot: {e}"))?;
-        if k.first() == Some(&RAFT_TAG) {
+    for pair in source.range(lo..hi) {
+        let (k, v) = pair.map_err(|e| format!("reading raft records: {e}"))?;
+        if k == APPLIED_KEY {
             continue;
         }
-        batch.put(k, v);
+        if from.is_some() {
+            batch.put(k, v);
+        } else {
+            batch.delete(k);
+        }
         n += 1;
-        if n % INSTALL_BATCH_KEYS == 0 {
-            ks.db
-                .write(std::mem::take(&mut batch))
+        if n % RECORDS_PER_BATCH == 0 {
+            snap.write(std::mem::take(&mut batch))
                 .map_err(|e| e.to_string())?;
         }
     }
-    batch.put(APPLIED_KEY, encode(applied));
-    batch.delete(INSTALLING_KEY);
-    ks.db
-        .write_opt(&WriteOptions::synced(), batch)
-        .map_err(|e| e.to_string())
+    snap.write(batch).map_err(|e| e.to_string())
 }
