@@ -672,7 +672,7 @@ mod tests {
             .block_cache_bytes(cache);
         let db = Db::open("/db", o).unwrap();
         for i in 0..500u32 {
-            db.put(&i.to_be_bytes(), &[7u8; 1000]).unwrap();
+            db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
         }
         let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
         assert_eq!(capacity(&db), cache as u64);
@@ -693,7 +693,7 @@ mod tests {
             .block_cache_bytes(cache)
             .memory_budget_bytes(Some(usize::MAX));
         let db = Db::open("/db", o).unwrap();
-        db.put(b"k", &[7u8; 1000]).unwrap();
+        db.put(b"k", [7u8; 1000]).unwrap();
         let core = db.core();
         let mut st = core.state.lock();
         core.switch_memtable(&mut st).unwrap();
