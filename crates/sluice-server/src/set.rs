@@ -337,7 +337,11 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     if count.is_none() {
         let pick = random_member(txn, &args[1], &m, true)?;
         if let Some(p) = &pick {
-            remove(txn, &args[1], m, &[p])?;
+            // Read from this transaction's view just now: present.
+            let mut m = m;
+            txn.elem_del(m.elem(p));
+            m.count -= 1;
+            txn.put_meta(&args[1], m);
         }
         out.opt_bulk(pick.as_deref());
         return Ok(());
