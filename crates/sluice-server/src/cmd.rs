@@ -572,13 +572,25 @@ pub static SUBCOMMANDS: &[&str] = &[
 
 /// A command's full name: `parent|sub` for a known subcommand.
 pub fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
-    if let Some(sub) = args.get(1) {
-        let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
-        if let Some(s) = SUBCOMMANDS.iter().find(|s| {
-            s.split_once('|')
-                .is_some_and(|(p, c)| p == spec.name && c == sub)
-        }) {
-            return s;
+    // (parent, subcommand, full name), looked up by parent: most commands
+    // have none, and this runs for every command.
+    type Subs = HashMap<&'static str, Vec<(&'static str, &'static str)>>;
+    static BY_PARENT: std::sync::OnceLock<Subs> = std::sync::OnceLock::new();
+    let by_parent = BY_PARENT.get_or_init(|| {
+        let mut m: Subs = HashMap::new();
+        for s in SUBCOMMANDS {
+            if let Some((p, c)) = s.split_once('|') {
+                m.entry(p).or_default().push((c, s));
+            }
+        }
+        m
+    });
+    if let (Some(sub), Some(subs)) = (args.get(1), by_parent.get(spec.name)) {
+        if let Some((_, full)) = subs
+            .iter()
+            .find(|(c, _)| sub.eq_ignore_ascii_case(c.as_bytes()))
+        {
+            return full;
         }
     }
     spec.name
@@ -719,9 +731,11 @@ fn unknown_command(args: &[Bytes]) -> String {
 /// Runs one command from `client`, writing its reply to `out`.
 pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut Out) -> After {
     let started = Instant::now();
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let index = lookup_index(&name);
+    let index = lookup_bytes(&args[0]);
     let spec = index.map(|i| &COMMANDS[i]);
+    // Lowercase, as specs name commands; an unknown command's name is not
+    // looked at again (its reply quotes the arguments).
+    let name = spec.map_or("", |s| s.name);
     client.last_command = spec.map_or("unknown", |s| full_name(s, &args));
     let at = out.buf.len();
     client.skip_this_reply = std::mem::take(&mut client.skip_next_reply);
@@ -730,19 +744,19 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
         && spec.is_some_and(|s| arity_ok(s, args.len()))
         && (client.multi.is_none()
             || matches!(
-                &name[..],
+                name,
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             ));
-    let after = dispatch(server, client, &name, spec, &args, out);
+    let after = dispatch(server, client, name, spec, &args, out);
     if shown {
         server
             .monitors
-            .feed(&name, &client.shared.addr.to_string(), &args);
+            .feed(name, &client.shared.addr.to_string(), &args);
     }
     let failed = out.buf.get(at) == Some(&b'-');
     // Pub/Sub confirmations are pushed whatever `CLIENT REPLY` says.
     let pushes = matches!(
-        &name[..],
+        name,
         "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe"
     );
     if (client.reply_off || client.skip_this_reply) && !pushes {

@@ -173,8 +173,15 @@ const TARGET_BYTES: usize = 8;
 /// Members in sparse stretches of the key space come more often than in
 /// dense ones (redis-server's pick is uniform over members).
 fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<Vec<u8>>, String> {
+    if pop
+        && txn.keyspace().pop_bounds(m.version).popped > m.count * FRONT_PICK_AFTER_POPS_PER_MEMBER
+    {
+        return front_pick(txn, m);
+    }
     let bounds = txn.keyspace().pop_bounds(m.version);
-    let lo = bounds.lo.unwrap_or_else(|| m.prefix());
+    let lo = txn
+        .pop_bound(m.version, false)
+        .unwrap_or_else(|| m.prefix());
     let Some(first) = first_from(txn, &lo, &m.end())? else {
         return Ok(None);
     };
@@ -208,6 +215,50 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         txn.popped_to(m.version, true, target);
     }
     Ok(found.or(Some(first)))
+}
+
+/// A set popped more than this many times its live members (since the
+/// server started) is mostly tombstones: a random seek lands among them
+/// and walks over, on average, as many as there were pops per live
+/// member, and the walk grows as the set empties (SPOP of a whole set
+/// cost O(n log n) tombstone steps). From there pops choose among the
+/// first few live members instead ([`front_pick`]).
+const FRONT_PICK_AFTER_POPS_PER_MEMBER: u64 = 1;
+
+/// How many live members, from the first, a front pick chooses among.
+const FRONT_PICK_MEMBERS: usize = 8;
+
+/// A pop from a mostly popped set: one of its first
+/// [`FRONT_PICK_MEMBERS`] live members, uniformly, read from the known
+/// start of its live members on. The tombstones it leaves are all near
+/// that start, which the pop's narrowing moves past once the first live
+/// member goes, so a pop walks about a window's worth of keys however
+/// many were popped before. The cost is randomness: the rest of the set
+/// comes out roughly in member order, a window at a time (redis-server
+/// picks uniformly over all members; Kvrocks pops the first members).
+fn front_pick(txn: &mut Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
+    let lo = txn
+        .pop_bound(m.version, false)
+        .unwrap_or_else(|| m.prefix());
+    let mut window = Vec::with_capacity(FRONT_PICK_MEMBERS);
+    txn.elems_in(&lo, &m.end(), false, |k, _| {
+        window.push(k[9..].to_vec());
+        window.len() < FRONT_PICK_MEMBERS
+    })
+    .map_err(engine)?;
+    let Some(first) = window.first() else {
+        return Ok(None);
+    };
+    // Every member before the first live one is gone.
+    txn.popped_to(m.version, false, m.elem(first));
+    let i = match txn.seed {
+        Some(seed) => {
+            use rand::SeedableRng;
+            rand::rngs::StdRng::seed_from_u64(seed).gen_range(0..window.len())
+        }
+        None => rand::thread_rng().gen_range(0..window.len()),
+    };
+    Ok(Some(window.swap_remove(i)))
 }
 
 /// The first member at or after engine key `from`, before `end`.
@@ -260,6 +311,9 @@ fn random_member(
     // popped members would make every whole read cost them all.
     let bounds = txn.keyspace().pop_bounds(m.version);
     if m.count > EXACT_PICK_MEMBERS || bounds.lo.is_some() || bounds.hi.is_some() {
+        if pop {
+            txn.count_pop(m.version);
+        }
         return seek_random_member(txn, m, pop);
     }
     let mut members = members_of(txn, key)?;
@@ -283,7 +337,11 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     if count.is_none() {
         let pick = random_member(txn, &args[1], &m, true)?;
         if let Some(p) = &pick {
-            remove(txn, &args[1], m, &[p])?;
+            // Read from this transaction's view just now: present.
+            let mut m = m;
+            txn.elem_del(m.elem(p));
+            m.count -= 1;
+            txn.put_meta(&args[1], m);
         }
         out.opt_bulk(pick.as_deref());
         return Ok(());

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use sluicedb::{Db, ReadOptions, WriteBatch, WriteOptions};
+use sluicedb::{Db, ReadOptions, ValueRef, WriteBatch, WriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::dbslot::DbSlot;
@@ -46,6 +46,16 @@ pub const ELEMENT_TAG: u8 = b'e';
 pub const GARBAGE_TAG: u8 = b'g';
 /// The one key holding the first collection version not yet reserved.
 pub const VERSION_KEY: &[u8] = b"v";
+/// Tag of a collection bucket key, `'c' | bucket u32 BE`: a collection
+/// was stored, at some time, under a key whose hash falls in the bucket
+/// (the hash's top [`COLL_BUCKET_BITS`] bits). Never deleted but by
+/// `FLUSHDB`; a plain `SET` reads what it overwrites only in such buckets.
+pub const COLL_BUCKET_TAG: u8 = b'c';
+/// Present (empty value) once the bucket keys are kept: a database written
+/// before them has collections but no bucket keys, and is scanned once.
+pub const COLL_BUCKETS_KEPT_KEY: &[u8] = b"c";
+/// Buckets: 2^20, a 128 KiB bitmap in memory.
+pub const COLL_BUCKET_BITS: u32 = 20;
 /// Versions reserved at a time (one engine write per block).
 const VERSION_BLOCK: u64 = 1024;
 /// Element deletes per batch when garbage is reclaimed.
@@ -383,10 +393,16 @@ pub struct Keyspace {
     pub changes: AtomicU64,
     /// (next version to hand out, first version not reserved on disk).
     versions: Mutex<(u64, u64)>,
-    /// A collection was ever created here: a plain `SET` must then look at
-    /// what it replaces, so that a collection's elements become garbage.
-    /// Until then it writes blind (the string workloads' fast path).
-    collections_seen: AtomicBool,
+    /// The collection buckets ([`COLL_BUCKET_TAG`]), one bit each: a plain
+    /// `SET` looks at what it replaces (so that a collection's elements
+    /// become garbage) only when its key's bit is set, and otherwise
+    /// writes blind. Invariant: every collection record's bucket bit is
+    /// set here, and its bucket key is in the engine. A bit is set under
+    /// the key's stripe lock before the batch with the record is written
+    /// (the batch carries the bucket key), so a `SET` of the key, which
+    /// holds the same lock, sees it; bits are cleared only by `FLUSHDB`
+    /// (the keyspace held exclusively) and reloaded after a replacement.
+    coll_buckets: Box<[AtomicU64]>,
     /// Where a sorted set's live index entries (or a set's members) begin
     /// and end, learnt from its pops (by version): `ZPOPMIN` and `SPOP`
     /// start their walks there instead of skipping the tombstones of every
@@ -408,6 +424,9 @@ pub struct Keyspace {
 pub struct PopBounds {
     pub lo: Option<Vec<u8>>,
     pub hi: Option<Vec<u8>>,
+    /// Sets: members popped by seeking since the server started (how
+    /// dense the tombstones among the members are).
+    pub popped: u64,
 }
 
 /// Most versions `pop_bounds` remembers before it starts over.
@@ -436,7 +455,7 @@ impl Keyspace {
             })?),
             None => 0,
         };
-        Ok(Keyspace {
+        let ks = Keyspace {
             db: Arc::new(DbSlot::new(db)),
             stripes,
             global: RwLock::new(()),
@@ -444,10 +463,82 @@ impl Keyspace {
             dirty: AtomicBool::new(false),
             changes: AtomicU64::new(0),
             versions: Mutex::new((reserved, reserved)),
-            collections_seen: AtomicBool::new(reserved > 0),
+            coll_buckets: (0..(1usize << COLL_BUCKET_BITS) / 64)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             pop_bounds: Mutex::new(HashMap::new()),
             replacing: AtomicBool::new(false),
-        })
+        };
+        ks.load_coll_buckets(reserved)?;
+        Ok(ks)
+    }
+
+    fn coll_bucket(key: &[u8]) -> usize {
+        (key_hash(key) >> (64 - COLL_BUCKET_BITS)) as usize
+    }
+
+    fn coll_bucket_key(bucket: usize) -> [u8; 5] {
+        let mut k = [COLL_BUCKET_TAG, 0, 0, 0, 0];
+        k[1..].copy_from_slice(&(bucket as u32).to_be_bytes());
+        k
+    }
+
+    /// Whether `key` may hold a collection: false means it surely does not
+    /// (no collection was ever stored in its bucket since the last flush).
+    pub fn may_hold_collection(&self, key: &[u8]) -> bool {
+        let b = Self::coll_bucket(key);
+        self.coll_buckets[b / 64].load(Ordering::Relaxed) & (1 << (b % 64)) != 0
+    }
+
+    /// Sets `key`'s bucket bit before a collection record of it is
+    /// written, adding the bucket key to `batch` if the bit was clear.
+    fn note_collection(&self, key: &[u8], batch: &mut WriteBatch) {
+        let b = Self::coll_bucket(key);
+        let bit = 1 << (b % 64);
+        if self.coll_buckets[b / 64].fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            batch.put(Self::coll_bucket_key(b), []);
+            batch.put(COLL_BUCKETS_KEPT_KEY, []);
+        }
+    }
+
+    /// Loads the bucket bits from the engine. A database that reserved
+    /// collection versions but keeps no bucket keys was written before
+    /// them: its records are scanned once and its bucket keys written.
+    fn load_coll_buckets(&self, reserved: u64) -> Result<()> {
+        for w in self.coll_buckets.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+        if self.db().get(COLL_BUCKETS_KEPT_KEY)?.is_none() {
+            if reserved == 0 {
+                return Ok(()); // no collection was ever made here
+            }
+            let mut batch = WriteBatch::new();
+            self.scan_from(0, 0, |_, key, rec| {
+                if matches!(rec, Rec::Coll(_)) {
+                    self.note_collection(key, &mut batch);
+                }
+                true
+            })?;
+            batch.put(COLL_BUCKETS_KEPT_KEY, []);
+            return self.db().write(batch);
+        }
+        let lo = [COLL_BUCKET_TAG, 0, 0, 0, 0];
+        for pair in self.db().range(lo.to_vec()..vec![COLL_BUCKET_TAG + 1]) {
+            let (k, _) = pair?;
+            let b = <[u8; 4]>::try_from(&k[1..]).map_err(|_| {
+                sluicedb::Error::InvalidArgument(format!(
+                    "the collection bucket key {k:?} is malformed"
+                ))
+            })?;
+            let b = u32::from_be_bytes(b) as usize;
+            if b >= 1 << COLL_BUCKET_BITS {
+                return Err(sluicedb::Error::InvalidArgument(format!(
+                    "the collection bucket key {k:?} names no bucket"
+                )));
+            }
+            self.coll_buckets[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// The database now (see [`DbSlot::get`]: hold it for an operation).
@@ -471,7 +562,6 @@ impl Keyspace {
             let limit = v.1 + VERSION_BLOCK;
             self.db().put(VERSION_KEY, limit.to_le_bytes())?;
             v.1 = limit;
-            self.collections_seen.store(true, Ordering::Relaxed);
         }
         v.0 += 1;
         Ok(v.0 - 1)
@@ -506,18 +596,21 @@ impl Keyspace {
 
     /// Forgets what memory knew of the keyspace after it was replaced
     /// underneath (a replicated shard installed a snapshot): rereads the
-    /// version reservation and drops the sorted sets' pop bounds, which
-    /// were learnt under versions the snapshot may use for other sets.
+    /// version reservation and the collection buckets, and drops the
+    /// sorted sets' pop bounds, which were learnt under versions the
+    /// snapshot may use for other sets.
     pub fn replaced(&self) -> Result<()> {
         self.pop_bounds.lock().clear();
-        let r = self.reload_versions();
+        let r = self
+            .reload_versions()
+            .and_then(|reserved| self.load_coll_buckets(reserved));
         self.replacing.store(false, Ordering::SeqCst);
         r
     }
 
     /// Rereads the version reservation after the keyspace was replaced
-    /// underneath (a replicated shard installed a snapshot).
-    fn reload_versions(&self) -> Result<()> {
+    /// underneath (a replicated shard installed a snapshot); returns it.
+    fn reload_versions(&self) -> Result<u64> {
         let reserved = match self.db().get(VERSION_KEY)? {
             Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
                 sluicedb::Error::InvalidArgument("the version record is malformed".into())
@@ -528,14 +621,7 @@ impl Keyspace {
         // Past both: versions handed out here before stay unused.
         let next = reserved.max(v.1);
         *v = (next, next);
-        if next > 0 {
-            self.collections_seen.store(true, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
-    pub fn collections_seen(&self) -> bool {
-        self.collections_seen.load(Ordering::Relaxed)
+        Ok(reserved)
     }
 
     pub fn set_fsync(&self, fsync: Fsync) {
@@ -595,15 +681,19 @@ impl Keyspace {
     /// (`max` false) or end (`max` true).
     fn narrow_pop_bounds(&self, version: u64, max: bool, key: Vec<u8>) {
         let mut all = self.pop_bounds.lock();
-        if all.len() >= POP_BOUNDS_MAX && !all.contains_key(&version) {
-            all.clear();
-        }
-        let b = all.entry(version).or_default();
+        let b = Self::bounds_entry(&mut all, version);
         if max {
             b.hi = Some(key);
         } else {
             b.lo = Some(key);
         }
+    }
+
+    fn bounds_entry(all: &mut HashMap<u64, PopBounds>, version: u64) -> &mut PopBounds {
+        if all.len() >= POP_BOUNDS_MAX && !all.contains_key(&version) {
+            all.clear();
+        }
+        all.entry(version).or_default()
     }
 
     /// Registers a client's watch of `key`; returns the version to compare.
@@ -650,6 +740,32 @@ impl Keyspace {
             Some(raw) => Rec::decode(raw, key).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The collection version `key` holds in the engine (expired or not),
+    /// asked of the index alone: a collection's record is small and
+    /// exactly [`META_BYTES`] or [`LIST_META_BYTES`] long, so a separated
+    /// value of another size is a string and is not read (the blind
+    /// `SET` over a large string pays one index lookup, no value read).
+    pub fn replaced_version(&self, key: &[u8]) -> Result<Option<u64>> {
+        let opts = ReadOptions::default();
+        let raw = match self.db().peek_opt(&opts, data_key(key))? {
+            None => return Ok(None),
+            Some(ValueRef::Inline(raw)) => raw,
+            Some(ValueRef::Separated { value_bytes })
+                if value_bytes == META_BYTES as u64 || value_bytes == LIST_META_BYTES as u64 =>
+            {
+                match self.db().get_opt(&opts, data_key(key))? {
+                    Some(raw) => raw,
+                    None => return Ok(None),
+                }
+            }
+            Some(_) => return Ok(None),
+        };
+        if raw.first() != Some(&VALUE_COLLECTION) {
+            return Ok(None);
+        }
+        Ok(Rec::decode(raw, key)?.version())
     }
 
     /// Writes a batch, synced when `appendfsync always`.
@@ -733,12 +849,29 @@ impl Keyspace {
     /// Deletes every key (`FLUSHDB`), in batches; needs the keyspace
     /// held exclusively.
     pub fn delete_everything(&self) -> Result<()> {
-        for tag in [DATA_TAG, EXPIRY_TAG, ELEMENT_TAG, GARBAGE_TAG] {
+        // The bucket bits go first: a bit set without its collection only
+        // costs a read, never the other way round.
+        for w in self.coll_buckets.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+        for tag in [
+            DATA_TAG,
+            EXPIRY_TAG,
+            ELEMENT_TAG,
+            GARBAGE_TAG,
+            COLL_BUCKET_TAG,
+        ] {
+            // The bucket keys, not the key saying they are kept.
+            let lo = if tag == COLL_BUCKET_TAG {
+                vec![tag, 0]
+            } else {
+                vec![tag]
+            };
             loop {
                 let mut batch = WriteBatch::new();
                 for pair in self
                     .db()
-                    .range(vec![tag]..vec![tag + 1])
+                    .range(lo.clone()..vec![tag + 1])
                     .limit(FLUSH_BATCH_KEYS)
                 {
                     let (k, _) = pair?;
@@ -873,6 +1006,13 @@ impl Keyspace {
             let Rec::Coll(m) = Rec::decode(v, key)? else {
                 continue;
             };
+            let bucket = Self::coll_bucket_key(Self::coll_bucket(key));
+            if !self.may_hold_collection(key) || self.db().get_opt(&opts, bucket)?.is_none() {
+                problems.push(format!(
+                    "{:?}: its collection bucket is not marked",
+                    String::from_utf8_lossy(key)
+                ));
+            }
             if !owned.insert(m.version) {
                 problems.push(format!("version {} is held by two keys", m.version));
             }
@@ -1082,6 +1222,8 @@ pub struct Txn<'a> {
     /// Pops' narrowings of sorted-set bounds, applied once committed:
     /// (version, the max end, new bound).
     pop_narrowings: Vec<(u64, bool, Vec<u8>)>,
+    /// Versions of the sets popped by seeking, once per pop.
+    pops: Vec<u64>,
     /// Runs a parked client's command again after a write to its keys: a
     /// key to pop from that holds another type is nothing to pop yet (the
     /// client keeps waiting, as in redis-server), not an error.
@@ -1115,6 +1257,7 @@ impl<'a> Txn<'a> {
             replaced: Vec::new(),
             modified: Vec::new(),
             pop_narrowings: Vec::new(),
+            pops: Vec::new(),
             flushed: false,
             in_multi: false,
             seed: None,
@@ -1218,6 +1361,32 @@ impl<'a> Txn<'a> {
     /// `max`).
     pub fn popped_to(&mut self, version: u64, max: bool, bound: Vec<u8>) {
         self.pop_narrowings.push((version, max, bound));
+    }
+
+    /// Counts a pop of set `version` once this transaction commits.
+    pub fn count_pop(&mut self, version: u64) {
+        self.pops.push(version);
+    }
+
+    /// Where `version`'s live index entries begin (`max` false) or end
+    /// as this transaction sees them: its own pops' narrowing, else the
+    /// committed bound. A run of pipelined pops starts each past those
+    /// before it instead of walking over their staged deletes.
+    pub fn pop_bound(&self, version: u64, max: bool) -> Option<Vec<u8>> {
+        let own = self
+            .pop_narrowings
+            .iter()
+            .rev()
+            .find(|(v, m, _)| *v == version && *m == max)
+            .map(|(_, _, b)| b.clone());
+        own.or_else(|| {
+            let b = self.ks.pop_bounds(version);
+            if max {
+                b.hi
+            } else {
+                b.lo
+            }
+        })
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).
@@ -1421,16 +1590,16 @@ impl<'a> Txn<'a> {
             }
             let base = match self.base.get(key) {
                 Some(b) => *b,
-                None if self.flushed || !self.ks.collections_seen() => None,
+                None if self.flushed || !self.ks.may_hold_collection(key) => None,
                 // Written blind (a plain `SET`): what did it replace?
-                None => self
-                    .ks
-                    .read_raw(&ReadOptions::default(), key)?
-                    .and_then(|r| r.version()),
+                None => self.ks.replaced_version(key)?,
             };
             dead.extend(base);
             match rec {
                 Some(r) => {
+                    if let Rec::Coll(_) = r {
+                        self.ks.note_collection(key, &mut batch);
+                    }
                     batch.put(data_key(key), r.encode());
                     if let Some(at) = r.expire_at_ms() {
                         batch.put(expiry_key(at, key), []);
@@ -1464,6 +1633,12 @@ impl<'a> Txn<'a> {
         self.ks.write(batch)?;
         for (v, max, bound) in std::mem::take(&mut self.pop_narrowings) {
             self.ks.narrow_pop_bounds(v, max, bound);
+        }
+        if !self.pops.is_empty() {
+            let mut all = self.ks.pop_bounds.lock();
+            for v in std::mem::take(&mut self.pops) {
+                Keyspace::bounds_entry(&mut all, v).popped += 1;
+            }
         }
         let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
@@ -1528,6 +1703,88 @@ mod tests {
             Meta::decode(&want[..20]).is_none(),
             "a short record is refused"
         );
+    }
+
+    fn open_keyspace(fs: &sluicedb::fs::MemFs) -> Keyspace {
+        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+        Keyspace::new(Db::open("/db", o).unwrap(), Fsync::No).unwrap()
+    }
+
+    /// Stages and commits `f`'s writes to `key` alone.
+    fn write_key(ks: &Keyspace, key: &[u8], f: impl FnOnce(&mut Txn<'_>)) {
+        let mut held = ks.lock_keys(&[key]);
+        let mut txn = Txn::new(ks);
+        f(&mut txn);
+        txn.commit(&mut held).unwrap();
+    }
+
+    fn make_hash(ks: &Keyspace, key: &[u8]) {
+        write_key(ks, key, |txn| {
+            let mut m = txn.new_coll(CollKind::Hash).unwrap();
+            for f in [&b"a"[..], b"b", b"c"] {
+                txn.elem_put(m.elem(f), b"v".to_vec());
+                m.count += 1;
+            }
+            txn.put_meta(key, m);
+        });
+    }
+
+    /// A plain `SET` reads what it overwrites only in a bucket that held
+    /// a collection: the bucket keys survive a reopen, a database written
+    /// before them is scanned for its collections once, and an overwritten
+    /// collection's elements become garbage either way.
+    #[test]
+    fn a_blind_set_finds_the_collection_it_overwrites_by_its_bucket() {
+        let fs = sluicedb::fs::MemFs::new();
+        let ks = open_keyspace(&fs);
+        assert!(!ks.may_hold_collection(b"h"));
+        make_hash(&ks, b"h");
+        make_hash(&ks, b"h2");
+        assert!(ks.may_hold_collection(b"h"));
+        let lonely = (0..1000)
+            .map(|i| format!("s{i}").into_bytes())
+            .find(|k| !ks.may_hold_collection(k))
+            .expect("most buckets are clear");
+        drop(ks);
+        let ks = open_keyspace(&fs);
+        assert!(ks.may_hold_collection(b"h") && ks.may_hold_collection(b"h2"));
+        assert!(!ks.may_hold_collection(&lonely));
+        write_key(&ks, b"h", |txn| txn.set(b"h", Entry::plain(b"x".to_vec())));
+        assert!(
+            ks.garbage_left().unwrap(),
+            "the hash's elements are garbage"
+        );
+        ks.reclaim(100).unwrap();
+        assert!(!ks.garbage_left().unwrap());
+        assert_eq!(ks.check().unwrap(), Vec::<String>::new());
+
+        // As written before bucket keys: none, and no marker.
+        let bucket = Keyspace::coll_bucket_key(Keyspace::coll_bucket(b"h2"));
+        ks.db.delete(bucket).unwrap();
+        ks.db.delete(COLL_BUCKETS_KEPT_KEY).unwrap();
+        assert!(!ks.check().unwrap().is_empty(), "the check sees it");
+        drop(ks);
+        let ks = open_keyspace(&fs);
+        assert!(ks.may_hold_collection(b"h2"), "found by the scan");
+        assert_eq!(ks.check().unwrap(), Vec::<String>::new());
+        write_key(&ks, b"h2", |txn| {
+            txn.set(b"h2", Entry::plain(b"x".to_vec()))
+        });
+        assert!(ks.garbage_left().unwrap());
+
+        // FLUSHDB clears the buckets, and they stay clear after a reopen.
+        let mut held = ks.lock_all();
+        let mut txn = Txn::new(&ks);
+        txn.flush_all();
+        txn.commit(&mut held).unwrap();
+        drop(held);
+        assert!(!ks.may_hold_collection(b"h2"));
+        drop(ks);
+        let ks = open_keyspace(&fs);
+        assert!(!ks.may_hold_collection(b"h2"));
+        make_hash(&ks, b"h2");
+        assert!(ks.may_hold_collection(b"h2"));
+        assert_eq!(ks.check().unwrap(), Vec::<String>::new());
     }
 
     /// The worked example of `docs/format/server-keyspace.md`.

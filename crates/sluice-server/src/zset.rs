@@ -620,14 +620,16 @@ fn pop_members(
     if count == 0 {
         return Ok(got);
     }
-    // Start past the members popped before (their tombstones).
-    let b = txn.keyspace().pop_bounds(m.version);
-    let lo =
-        b.lo.filter(|_| !max)
-            .unwrap_or_else(|| m.elem(&[ZSET_INDEX]));
-    let hi =
-        b.hi.filter(|_| max)
-            .unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1]));
+    // Start past the members popped before (their tombstones, and the
+    // deletes this transaction staged).
+    let lo = (!max)
+        .then(|| txn.pop_bound(m.version, false))
+        .flatten()
+        .unwrap_or_else(|| m.elem(&[ZSET_INDEX]));
+    let hi = max
+        .then(|| txn.pop_bound(m.version, true))
+        .flatten()
+        .unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1]));
     txn.elems_in(&lo, &hi, max, |k, _| {
         let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
         got.push((k[18..].to_vec(), score_from_sortable(s)));

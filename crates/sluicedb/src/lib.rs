@@ -66,7 +66,9 @@ mod value;
 mod version;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{CheckpointStats, Db, DbIterator, Range, Snapshot, CHECKPOINT_STAGING_SUFFIX};
+pub use db::{
+    CheckpointStats, Db, DbIterator, Range, Snapshot, ValueRef, CHECKPOINT_STAGING_SUFFIX,
+};
 pub use error::{Error, Result};
 pub use key::prefix_successor;
 pub use options::{

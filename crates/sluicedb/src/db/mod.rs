@@ -47,6 +47,7 @@ mod write;
 pub(crate) use self::core::Core;
 pub use checkpoint::{CheckpointStats, CHECKPOINT_STAGING_SUFFIX};
 pub use cursor::{DbIterator, Range};
+pub use read::ValueRef;
 
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock
@@ -226,6 +227,21 @@ impl Db {
         key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>> {
         self.core().get(opts, key.as_ref())
+    }
+
+    /// What the index holds for `key` at `opts.snapshot` (latest if
+    /// none), without reading a separated value: the value when it is
+    /// kept inline, else its length ([`ValueRef`]); `None` if the key has
+    /// no value. For callers that decide by a value's first bytes or its
+    /// size whether they need it at all (the server asks whether a key it
+    /// overwrites held a collection's small record). Costs one index
+    /// lookup, as `get_opt` does before it reads the value store.
+    pub fn peek_opt(
+        &self,
+        opts: &ReadOptions<'_>,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<ValueRef>> {
+        self.core().peek(opts, key.as_ref())
     }
 
     /// A consistent point-in-time view for reads; released when dropped.

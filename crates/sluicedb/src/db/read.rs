@@ -8,8 +8,21 @@ use crate::key::Kind;
 use crate::memtable::Lookup;
 use crate::options::ReadOptions;
 use crate::pointer::ValuePointer;
+use crate::record::RECORD_HEADER_LEN;
 use crate::super_version::SuperVersion;
 use crate::value::Read;
+
+/// What the index holds for a key's newest visible entry
+/// ([`crate::Db::peek_opt`]): the value itself when it is kept inline, or
+/// only the size of a value kept in the value store, which is not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ValueRef {
+    /// The value is kept in the index (or a memtable): here it is.
+    Inline(Vec<u8>),
+    /// The value is in the value store and is `value_bytes` long.
+    Separated { value_bytes: u64 },
+}
 
 /// What a point lookup found.
 pub(super) enum Found {
@@ -53,6 +66,29 @@ impl Core {
             offset,
             "index entry points into a value store file that GC collected",
         ))
+    }
+
+    /// What the index holds for `key` (`Db::peek_opt`): one lookup, and
+    /// no read of the value store. A separated value's size comes from its
+    /// pointer's record length less the record's header and key (every
+    /// layout stores the shared record, `docs/format/value-log.md`).
+    pub(super) fn peek(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<ValueRef>> {
+        let _light = self.light.get().map(|l| l.readers.read());
+        let (seq, sv) = self.read_view(opts);
+        match self.lookup(&sv, key, seq, IoClass::UserRead)? {
+            Lookup::Found(Kind::Value, v, _) => Ok(Some(ValueRef::Inline(v))),
+            Lookup::Found(Kind::ValuePointer, p, _) => {
+                let bad =
+                    || Error::corruption(&self.dir, 0, "malformed value pointer in the index");
+                let ptr = ValuePointer::decode(&p).ok_or_else(bad)?;
+                let value_bytes = u64::from(ptr.record_len)
+                    .checked_sub((RECORD_HEADER_LEN + key.len()) as u64)
+                    .ok_or_else(bad)?;
+                Ok(Some(ValueRef::Separated { value_bytes }))
+            }
+            Lookup::Found(Kind::Delete, ..) => unreachable!("a lookup returns deletes as Deleted"),
+            Lookup::Deleted | Lookup::Absent => Ok(None),
+        }
     }
 
     /// The newest entry of `key` visible at `seq`: memtable, immutable
@@ -117,6 +153,49 @@ mod tests {
             }
             db.flush().unwrap();
         }
+    }
+
+    #[test]
+    fn peek_answers_inline_values_and_the_size_of_separated_ones_without_reading_them() {
+        use super::ValueRef;
+        use crate::options::{Preset, ReadOptions};
+        let o = Options::preset(Preset::WiscKey).fs(Arc::new(MemFs::new()));
+        let db = Db::open("/db", o).unwrap();
+        let small = Options::preset(Preset::LevelDb).fs(Arc::new(MemFs::new()));
+        let inline = Db::open("/db", small).unwrap();
+        for d in [&db, &inline] {
+            d.put("big", vec![7u8; 1000]).unwrap();
+            d.put("gone", "x").unwrap();
+            d.delete("gone").unwrap();
+        }
+        let snap = db.snapshot();
+        db.put("big", "now small").unwrap();
+        let peek = |d: &Db, k: &str| d.peek_opt(&ReadOptions::default(), k).unwrap();
+        let r = db.peek_opt(&ReadOptions::at(&snap), "big").unwrap();
+        assert_eq!(r, Some(ValueRef::Separated { value_bytes: 1000 }));
+        assert_eq!(
+            peek(&db, "big"),
+            Some(ValueRef::Separated { value_bytes: 9 }),
+            "WiscKey separates every value"
+        );
+        assert_eq!(
+            peek(&inline, "big"),
+            Some(ValueRef::Inline(vec![7u8; 1000]))
+        );
+        for d in [&db, &inline] {
+            assert_eq!(peek(d, "gone"), None);
+            assert_eq!(peek(d, "never"), None);
+            d.flush().unwrap();
+            assert_eq!(peek(d, "gone"), None);
+        }
+        assert_eq!(
+            peek(&db, "big"),
+            Some(ValueRef::Separated { value_bytes: 9 })
+        );
+        assert_eq!(
+            peek(&inline, "big"),
+            Some(ValueRef::Inline(vec![7u8; 1000]))
+        );
     }
 
     #[test]
