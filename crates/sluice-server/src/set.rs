@@ -173,11 +173,6 @@ const TARGET_BYTES: usize = 8;
 /// Members in sparse stretches of the key space come more often than in
 /// dense ones (redis-server's pick is uniform over members).
 fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<Vec<u8>>, String> {
-    if pop
-        && txn.keyspace().pop_bounds(m.version).popped > m.count * FRONT_PICK_AFTER_POPS_PER_MEMBER
-    {
-        return front_pick(txn, m);
-    }
     let bounds = txn.keyspace().pop_bounds(m.version);
     let lo = txn
         .pop_bound(m.version, false)
@@ -215,50 +210,6 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         txn.popped_to(m.version, true, target);
     }
     Ok(found.or(Some(first)))
-}
-
-/// A set popped more than this many times its live members (since the
-/// server started) is mostly tombstones: a random seek lands among them
-/// and walks over, on average, as many as there were pops per live
-/// member, and the walk grows as the set empties (SPOP of a whole set
-/// cost O(n log n) tombstone steps). From there pops choose among the
-/// first few live members instead ([`front_pick`]).
-const FRONT_PICK_AFTER_POPS_PER_MEMBER: u64 = 1;
-
-/// How many live members, from the first, a front pick chooses among.
-const FRONT_PICK_MEMBERS: usize = 8;
-
-/// A pop from a mostly popped set: one of its first
-/// [`FRONT_PICK_MEMBERS`] live members, uniformly, read from the known
-/// start of its live members on. The tombstones it leaves are all near
-/// that start, which the pop's narrowing moves past once the first live
-/// member goes, so a pop walks about a window's worth of keys however
-/// many were popped before. The cost is randomness: the rest of the set
-/// comes out roughly in member order, a window at a time (redis-server
-/// picks uniformly over all members; Kvrocks pops the first members).
-fn front_pick(txn: &mut Txn<'_>, m: &Meta) -> Result<Option<Vec<u8>>, String> {
-    let lo = txn
-        .pop_bound(m.version, false)
-        .unwrap_or_else(|| m.prefix());
-    let mut window = Vec::with_capacity(FRONT_PICK_MEMBERS);
-    txn.elems_in(&lo, &m.end(), false, |k, _| {
-        window.push(k[9..].to_vec());
-        window.len() < FRONT_PICK_MEMBERS
-    })
-    .map_err(engine)?;
-    let Some(first) = window.first() else {
-        return Ok(None);
-    };
-    // Every member before the first live one is gone.
-    txn.popped_to(m.version, false, m.elem(first));
-    let i = match txn.seed {
-        Some(seed) => {
-            use rand::SeedableRng;
-            rand::rngs::StdRng::seed_from_u64(seed).gen_range(0..window.len())
-        }
-        None => rand::thread_rng().gen_range(0..window.len()),
-    };
-    Ok(Some(window.swap_remove(i)))
 }
 
 /// The first member at or after engine key `from`, before `end`.
@@ -334,7 +285,10 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
         return Ok(());
     };
-    if count.is_none() {
+    // A replicated shard's nodes must pop the same member: the seek reads
+    // bounds each node keeps in its own memory, so they take the seeded
+    // whole read below.
+    if count.is_none() && txn.seed.is_none() {
         let pick = random_member(txn, &args[1], &m, true)?;
         if let Some(p) = &pick {
             // Read from this transaction's view just now: present.
@@ -479,4 +433,66 @@ fn sintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     out.int(c as i64);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sluicedb::fs::MemFs;
+    use sluicedb::{Db, Options};
+
+    use super::*;
+    use crate::store::{Fsync, Keyspace};
+
+    fn keyspace(fs: &MemFs) -> Keyspace {
+        let o = Options::default().fs(Arc::new(fs.clone()));
+        Keyspace::new(Db::open("/db", o).unwrap(), Fsync::No).unwrap()
+    }
+
+    /// Runs one set command on `args[1]` with the replication seed `seed`
+    /// and commits it; returns its reply.
+    fn command(ks: &Keyspace, seed: Option<u64>, args: &[&[u8]]) -> Vec<u8> {
+        let mut held = ks.lock_keys(&[args[1]]);
+        let mut txn = Txn::new(ks);
+        txn.seed = seed;
+        let mut out = Out::default();
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+        run(&name, &args, &mut txn, &mut out).unwrap().unwrap();
+        txn.commit(&mut held).unwrap();
+        out.buf.to_vec()
+    }
+
+    /// Two nodes of a replicated shard hold the same set but not the same
+    /// memory of it (one has popped from it, learning where its live
+    /// members lie; the other has just opened): a seeded `SPOP` pops the
+    /// same member on both. The seek of an unreplicated pop reads those
+    /// in-memory bounds, so it could not promise this.
+    #[test]
+    fn a_seeded_spop_pops_the_same_member_whatever_a_node_remembers() {
+        let fs = MemFs::new();
+        let a = keyspace(&fs);
+        for chunk in 0..3 {
+            let mut args: Vec<Vec<u8>> = vec![b"sadd".to_vec(), b"s".to_vec()];
+            args.extend((0..1000).map(|i| format!("m{:05}", chunk * 1000 + i).into_bytes()));
+            let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            command(&a, None, &args);
+        }
+        for _ in 0..500 {
+            command(&a, None, &[b"spop", b"s"]);
+        }
+        a.db().flush().unwrap();
+        let b = keyspace(&fs.kill_image());
+        for seed in 0..20u64 {
+            let on_a = command(&a, Some(seed), &[b"spop", b"s"]);
+            let on_b = command(&b, Some(seed), &[b"spop", b"s"]);
+            assert_eq!(on_a, on_b, "seed {seed}");
+            assert!(
+                on_a.starts_with(b"$6\r\nm"),
+                "{:?}",
+                String::from_utf8_lossy(&on_a)
+            );
+        }
+    }
 }

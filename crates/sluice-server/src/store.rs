@@ -1706,7 +1706,7 @@ mod tests {
     }
 
     fn open_keyspace(fs: &sluicedb::fs::MemFs) -> Keyspace {
-        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+        let o = sluicedb::Options::default().fs(Arc::new(fs.clone()));
         Keyspace::new(Db::open("/db", o).unwrap(), Fsync::No).unwrap()
     }
 
@@ -1760,8 +1760,8 @@ mod tests {
 
         // As written before bucket keys: none, and no marker.
         let bucket = Keyspace::coll_bucket_key(Keyspace::coll_bucket(b"h2"));
-        ks.db.delete(bucket).unwrap();
-        ks.db.delete(COLL_BUCKETS_KEPT_KEY).unwrap();
+        ks.db().delete(bucket).unwrap();
+        ks.db().delete(COLL_BUCKETS_KEPT_KEY).unwrap();
         assert!(!ks.check().unwrap().is_empty(), "the check sees it");
         drop(ks);
         let ks = open_keyspace(&fs);
