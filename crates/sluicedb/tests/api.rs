@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluicedb::fs::MemFs;
-use sluicedb::{Db, Error, Options, Preset, ReadOptions, WriteBatch, WriteOptions};
+use sluicedb::{Db, Error, Options, Preset, ReadOptions, ValueRef, WriteBatch, WriteOptions};
 
 fn small(fs: &MemFs) -> Options {
     Options::default()
@@ -537,5 +537,35 @@ fn totals_since_creation_survive_reopens() {
             r.bytes_written
         )));
         written = r.bytes_written;
+    }
+}
+
+/// `Db::peek_opt` answers a value's size under every preset, from the
+/// memtable and from the tables, inline or separated: the server decides
+/// by it whether a key it overwrites held a collection, and a wrong length
+/// (each value layout records its own) would have it read or skip the
+/// wrong records.
+#[test]
+fn peek_gives_the_value_size_under_every_preset() {
+    for p in Preset::all() {
+        let o = Options::preset(*p).fs(Arc::new(MemFs::new()));
+        let db = Db::open("/db", o).unwrap();
+        for n in [10usize, 600, 3000, 20000] {
+            let k = format!("key{n}");
+            db.put(&k, vec![7u8; n]).unwrap();
+            for when in ["in the memtable", "flushed"] {
+                if when == "flushed" {
+                    db.flush().unwrap();
+                    db.wait_for_background().unwrap();
+                }
+                match db.peek_opt(&ReadOptions::default(), &k).unwrap() {
+                    Some(ValueRef::Inline(v)) => assert_eq!(v, vec![7u8; n], "{p:?}, {n} B {when}"),
+                    Some(ValueRef::Separated { value_bytes }) => {
+                        assert_eq!(value_bytes, n as u64, "{p:?}, {n} B {when}")
+                    }
+                    other => panic!("{p:?}, {n} B {when}: {other:?}"),
+                }
+            }
+        }
     }
 }
