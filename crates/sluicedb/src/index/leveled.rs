@@ -192,7 +192,7 @@ impl IndexShape for Leveled {
         let overlapping = v.levels[0]
             .iter()
             .rev()
-            .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key());
+            .filter(|f| f.holds_user_key(user_key));
         let runs = v
             .levels
             .iter()

@@ -175,10 +175,7 @@ pub(crate) fn overlapping_then_runs(
     lower: Option<&[u8]>,
     upper: Option<&[u8]>,
 ) -> Vec<Box<dyn InternalIterator>> {
-    let within = |f: &&Arc<FileMeta>| {
-        lower.is_none_or(|l| f.largest_user_key() >= l)
-            && upper.is_none_or(|u| f.smallest_user_key() <= u)
-    };
+    let within = |f: &&Arc<FileMeta>| f.meets_range(lower, upper);
     let run = |files: Vec<Arc<FileMeta>>| -> Box<dyn InternalIterator> {
         Box::new(LevelIter::new(
             files,

@@ -320,7 +320,7 @@ impl IndexShape for Partitioned {
             .levels
             .iter()
             .flat_map(|weight| weight.iter().rev())
-            .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
+            .filter(|f| f.holds_user_key(user_key))
             .map(|f| &**f);
         probe_in_order(tables, holding, user_key, snapshot, class)
     }
@@ -336,10 +336,7 @@ impl IndexShape for Partitioned {
     ) -> Vec<Box<dyn InternalIterator>> {
         let mut files: Vec<(usize, &Arc<FileMeta>)> = v
             .all_files()
-            .filter(|(_, f)| {
-                lower.is_none_or(|l| f.largest_user_key() >= l)
-                    && upper.is_none_or(|u| f.smallest_user_key() <= u)
-            })
+            .filter(|(_, f)| f.meets_range(lower, upper))
             .collect();
         files.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.number.cmp(&a.1.number)));
         files

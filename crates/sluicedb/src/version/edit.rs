@@ -66,6 +66,18 @@ impl FileMeta {
     pub(crate) fn largest_user_key(&self) -> &[u8] {
         key::user_key(&self.largest)
     }
+
+    /// Whether `user_key` lies within the table's key range.
+    pub(crate) fn holds_user_key(&self, user_key: &[u8]) -> bool {
+        self.smallest_user_key() <= user_key && user_key <= self.largest_user_key()
+    }
+
+    /// Whether the table's key range meets the user keys from `lower`
+    /// through `upper` (either end open when `None`).
+    pub(crate) fn meets_range(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
+        lower.is_none_or(|l| self.largest_user_key() >= l)
+            && upper.is_none_or(|u| self.smallest_user_key() <= u)
+    }
 }
 
 /// A change to the set of tables and counters.

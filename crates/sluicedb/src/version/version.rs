@@ -149,7 +149,7 @@ impl Version {
     pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<FileMeta>> {
         self.levels[level]
             .iter()
-            .filter(|f| f.largest_user_key() >= lo && f.smallest_user_key() <= hi)
+            .filter(|f| f.meets_range(Some(lo), Some(hi)))
             .cloned()
             .collect()
     }

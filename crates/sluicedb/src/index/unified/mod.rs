@@ -275,7 +275,7 @@ impl Unified {
         let probe = v.levels[UNSORTED]
             .iter()
             .rev()
-            .filter(|f| f.smallest_user_key() <= user_key && user_key <= f.largest_user_key())
+            .filter(|f| f.holds_user_key(user_key))
             .filter(|f| {
                 candidates.contains(&f.number) || !gens.iter().any(|g| g.contains_table(f.number))
             })
