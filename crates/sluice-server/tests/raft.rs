@@ -377,7 +377,8 @@ fn killed_leader_loses_no_acknowledged_write_and_rejoins() {
     assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
 }
 
-/// Three nodes in this process, on free ports.
+/// Three nodes in this process, on free ports, once each knows all three
+/// voters and a leader.
 fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     let mut nodes: Vec<Running> = Vec::new();
     for id in 1..=3u64 {
@@ -388,6 +389,12 @@ fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
         c.raft = Some(raft_config(id, 0, join, snapshot_entries));
         nodes.push(start(c).expect("node starts"));
     }
+    wait_until("three voters", || {
+        nodes.iter().all(|n| {
+            n.raft_status()
+                .is_some_and(|s| s.members.len() == 3 && s.leader.is_some())
+        })
+    });
     nodes
 }
 
@@ -459,12 +466,6 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
     let nodes = in_process_group(t.path(), 10_000);
-    wait_until("three voters", || {
-        nodes.iter().all(|n| {
-            n.raft_status()
-                .is_some_and(|s| s.members.len() == 3 && s.leader.is_some())
-        })
-    });
     let li = in_process_leader(&nodes, None);
     let mut lc = running_client(&nodes[li]);
     let n = rng.gen_range(5..20);
@@ -654,12 +655,6 @@ fn stale_reads_never_see_a_snapshot_half_installed() {
     let t = tempfile::tempdir().expect("temp dir");
     // A snapshot every 20 entries, keeping 20 after it.
     let nodes = in_process_group(t.path(), 20);
-    wait_until("three voters", || {
-        nodes.iter().all(|n| {
-            n.raft_status()
-                .is_some_and(|s| s.members.len() == 3 && s.leader.is_some())
-        })
-    });
     let li = in_process_leader(&nodes, None);
     let fi = (li + 1) % 3;
     let mut lc = running_client(&nodes[li]);
