@@ -109,6 +109,9 @@ pub struct FlushStats {
     /// Bytes of their key filters (1/32 of the write buffer each, apart
     /// from `memtable_bytes`).
     pub memtable_filter_bytes: u64,
+    /// Memtable blocks a flushed memtable left for the next ones (at most a
+    /// write buffer's worth), held in the memory budget.
+    pub memtable_pool_bytes: u64,
     /// Immutable memtables waiting for flush.
     pub immutable_memtables: usize,
     /// Flushes completed.
@@ -493,9 +496,10 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memory: memtables {} bytes and their key filters {}, block cache {} of {}, open tables' index and filters {}, hash indexes {}",
+            "  memory: memtables {} bytes and their key filters {}, pooled for the next {}, block cache {} of {}, open tables' index and filters {}, hash indexes {}",
             self.flush.memtable_bytes,
             self.flush.memtable_filter_bytes,
+            self.flush.memtable_pool_bytes,
             self.index.block_cache_bytes,
             self.index.block_cache_capacity_bytes,
             self.index.open_table_bytes,

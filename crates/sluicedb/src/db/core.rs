@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fs::CountingFs;
 use crate::index::IndexShape;
 use crate::journal::{Journal, JournalMark};
-use crate::memtable::{MemTable, WriteBuffer};
+use crate::memtable::{BlockPool, MemTable, WriteBuffer};
 use crate::options::{Options, Preset, ReadOptions};
 use crate::policy::Separation;
 use crate::stats::Counters;
@@ -201,6 +201,8 @@ pub(crate) struct Core {
     pub(super) lightkv: bool,
     /// Its write buffer, set by recovery (`db/light.rs`).
     pub(super) light: OnceLock<Arc<super::light::Light>>,
+    /// Memtable blocks passed on from flushed memtables to new ones.
+    pub(super) block_pool: Arc<BlockPool>,
 
     // ---- locks, in the order a thread may take them, never the reverse:
     // `file_deletion`, `gc_lock`, `flush_appends`, `merge_appends`, the value store's
@@ -287,6 +289,7 @@ pub(crate) struct Core {
 pub(super) fn write_buffer_for(
     values: Option<&Arc<dyn ValueStore>>,
     bytes: usize,
+    pool: &Arc<BlockPool>,
 ) -> Arc<dyn WriteBuffer> {
     // A layout judging in the durable view commits no relocation through
     // the write path (`GcProfile::judges_durable_only`).
@@ -296,7 +299,7 @@ pub(super) fn write_buffer_for(
     } else {
         MemTable::new()
     };
-    Arc::new(m.with_key_filter(bytes))
+    Arc::new(m.with_key_filter(bytes).with_block_pool(pool.clone()))
 }
 
 /// See `Core::flush_hook`.
@@ -306,7 +309,11 @@ pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 impl Core {
     /// An empty write buffer for the next writes.
     pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
-        write_buffer_for(self.values.as_ref(), self.opts.write_buffer_size_bytes)
+        write_buffer_for(
+            self.values.as_ref(),
+            self.opts.write_buffer_size_bytes,
+            &self.block_pool,
+        )
     }
 
     /// The journal (`Closed` before recovery created it).
@@ -413,6 +420,7 @@ impl Core {
                     .map(|m| m.approximate_memory_bytes() as u64)
                     .sum(),
                 memtable_filter_bytes: memtables().map(|m| m.filter_bytes() as u64).sum(),
+                memtable_pool_bytes: self.block_pool.pooled_bytes(),
                 immutable_memtables: st.imms.len(),
                 flushes: get(&c.flushes),
                 flush_wait_micros: get(&c.flush_wait_micros),

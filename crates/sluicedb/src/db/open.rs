@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
 use crate::journal::JournalMark;
+use crate::memtable::BlockPool;
 use crate::options::{JournalMode, Options};
 use crate::policy::Separation;
 use crate::stats::Counters;
@@ -182,7 +183,20 @@ impl Core {
             ..Default::default()
         });
         let version = Arc::new(rec.version);
-        let mem = super::core::write_buffer_for(values.as_ref(), opts.write_buffer_size_bytes);
+        // Memtable blocks recycled from one memtable to the next, a write
+        // buffer's worth at most, held in the memory budget.
+        let block_pool = {
+            let cache = block_cache.clone();
+            Arc::new(BlockPool::new(
+                opts.write_buffer_size_bytes,
+                Box::new(move |pooled| cache.give_way_to_pool(pooled)),
+            ))
+        };
+        let mem = super::core::write_buffer_for(
+            values.as_ref(),
+            opts.write_buffer_size_bytes,
+            &block_pool,
+        );
         let state = State {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
@@ -221,6 +235,7 @@ impl Core {
             journal: OnceLock::new(),
             lightkv,
             light: OnceLock::new(),
+            block_pool,
             visible_seq: AtomicU64::new(rec.last_sequence),
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),

@@ -634,6 +634,7 @@ impl Core {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
+    use std::time::Duration;
 
     use crate::fs::MemFs;
     use crate::options::{Options, Preset};
@@ -701,6 +702,49 @@ mod tests {
     }
 
     #[test]
+    fn a_flushed_memtables_blocks_pass_to_the_next_inside_the_budget() {
+        let (cache, buffer) = (8u64 << 20, 4usize << 20);
+        let o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(buffer)
+            .block_cache_bytes(cache as usize);
+        let db = Db::open("/db", o).unwrap();
+        let fill = |from: u32| {
+            for i in from..from + 3000 {
+                db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
+            }
+        };
+        fill(0);
+        let pooled = |db: &Db| db.stats().flush.memtable_pool_bytes;
+        assert_eq!(pooled(&db), 0);
+        db.flush().unwrap();
+        // The flush job lets go of the memtable just after it installs.
+        let start = std::time::Instant::now();
+        while pooled(&db) == 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let after_flush = pooled(&db);
+        assert!(
+            (1 << 20..=buffer as u64).contains(&after_flush),
+            "{after_flush} bytes pooled"
+        );
+        // Held like an immutable memtable: the cache gives way.
+        let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
+        assert_eq!(capacity(&db), cache - after_flush);
+        // The next memtable takes the blocks back, and the cache grows.
+        fill(3000);
+        let now = pooled(&db);
+        assert!(
+            now < after_flush,
+            "{now} bytes pooled, {after_flush} before"
+        );
+        assert_eq!(capacity(&db), cache - now);
+        for i in (0..6000u32).step_by(7) {
+            assert_eq!(db.get(i.to_be_bytes()).unwrap().unwrap(), [7u8; 1000]);
+        }
+    }
+
+    #[test]
     fn a_stalled_writer_and_idle_loops_do_not_wake_each_other() {
         let db = idle_db();
         let core = db.core();
@@ -743,7 +787,7 @@ mod tests {
         let ender = {
             let core = core.clone();
             std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(500));
+                std::thread::sleep(Duration::from_millis(500));
                 core.state.lock().jobs.gc_running = false;
                 core.cv.notify_all();
                 core.bg_cv.notify_all();

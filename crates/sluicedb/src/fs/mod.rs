@@ -100,6 +100,16 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_at_uncached(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.read_at(offset, len)
     }
+    /// As [`RandomAccessFile::read_at_uncached`], into `buf`, which a caller
+    /// keeps across reads: a file system that can reuses it (grown when too
+    /// short, never shrunk), so that reading a victim run after run
+    /// allocates, zeroes and faults in no new memory each time. Returns
+    /// where in `buf` the `len` bytes start. Default: a read that replaces
+    /// `buf`.
+    fn read_at_uncached_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<usize> {
+        *buf = self.read_at_uncached(offset, len)?;
+        Ok(0)
+    }
     /// The file's length in bytes now: a file that is still being appended
     /// to grows while it is open for reading.
     fn len(&self) -> u64;
@@ -425,16 +435,17 @@ impl CountedReader {
         self.counters.add_read(class, data.len() as u64);
         Ok(data)
     }
-    /// [`RandomAccessFile::read_at_uncached`], counted.
-    pub(crate) fn read_at_uncached(
+    /// [`RandomAccessFile::read_at_uncached_into`], counted.
+    pub(crate) fn read_at_uncached_into(
         &self,
         offset: u64,
         len: usize,
+        buf: &mut Vec<u8>,
         class: IoClass,
-    ) -> Result<Vec<u8>> {
-        let data = self.inner.read_at_uncached(offset, len)?;
-        self.counters.add_read(class, data.len() as u64);
-        Ok(data)
+    ) -> Result<usize> {
+        let at = self.inner.read_at_uncached_into(offset, len, buf)?;
+        self.counters.add_read(class, len as u64);
+        Ok(at)
     }
     /// [`RandomAccessFile::read_at_cached`], counted when it read.
     pub(crate) fn read_at_cached(

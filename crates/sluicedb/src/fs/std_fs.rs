@@ -376,11 +376,13 @@ const DIRECT_ALIGN: usize = 4096;
 
 impl StdReadable {
     /// Reads `offset..offset + len` through the `O_DIRECT` descriptor: the
-    /// 4 KiB-aligned blocks around it into an aligned buffer, then the
-    /// asked bytes out of it. `None` when direct reads are not possible
-    /// here (no descriptor, or the file system refused the read).
+    /// 4 KiB-aligned blocks around it into an aligned window of `raw`
+    /// (grown when too short, never shrunk: a caller that keeps it reads
+    /// with no allocation and no page faults), returning where in `raw` the
+    /// asked bytes start. `None` when direct reads are not possible here
+    /// (no descriptor, or the file system refused the read).
     #[cfg(target_os = "linux")]
-    fn read_direct(&self, offset: u64, len: usize) -> Option<Result<Vec<u8>>> {
+    fn read_direct(&self, offset: u64, len: usize, raw: &mut Vec<u8>) -> Option<Result<usize>> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = self
             .direct
@@ -398,7 +400,9 @@ impl StdReadable {
         let end = want_end.div_ceil(align) * align;
         let span = (end - start) as usize;
         // An aligned window inside a plain buffer: no allocator tricks.
-        let mut raw = vec![0u8; span + DIRECT_ALIGN];
+        if raw.len() < span + DIRECT_ALIGN {
+            raw.resize(span + DIRECT_ALIGN, 0);
+        }
         let skew = raw.as_ptr().align_offset(DIRECT_ALIGN);
         let buf = &mut raw[skew..skew + span];
         let mut got = 0usize;
@@ -426,8 +430,7 @@ impl StdReadable {
                 std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
             )));
         }
-        let from = (offset - start) as usize;
-        Some(Ok(buf[from..from + len].to_vec()))
+        Some(Ok(skew + (offset - start) as usize))
     }
 }
 
@@ -467,11 +470,27 @@ impl RandomAccessFile for StdReadable {
     /// Through a second descriptor opened with `O_DIRECT`; a cached read
     /// where the file system refuses direct I/O.
     fn read_at_uncached(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let at = self.read_at_uncached_into(offset, len, &mut buf)?;
+        buf.truncate(at + len);
+        buf.drain(..at);
+        Ok(buf)
+    }
+    /// Through a second descriptor opened with `O_DIRECT` into `buf`'s
+    /// aligned window; a cached read into `buf` where the file system
+    /// refuses direct I/O.
+    fn read_at_uncached_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<usize> {
         #[cfg(target_os = "linux")]
-        if let Some(r) = self.read_direct(offset, len) {
+        if let Some(r) = self.read_direct(offset, len, buf) {
             return r;
         }
-        self.read_at(offset, len)
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        self.file
+            .read_exact_at(&mut buf[..len], offset)
+            .map_err(|e| Error::io("read", &self.path, e))?;
+        Ok(0)
     }
     /// The length now (one `fstat`), as `MemFs` reports it: a value store
     /// head grows while its reader is cached. Should `fstat` fail, the
@@ -873,6 +892,8 @@ mod tests {
         let r = StdFs.open(&path).unwrap();
         assert_eq!(r.len(), want.len() as u64, "seed {seed}");
         assert!(StdFs.read_all(&path).unwrap() == want, "seed {seed}");
+        // One buffer reused across reads of every size, as GC's cursors do.
+        let mut buf = Vec::new();
         for _ in 0..200 {
             let at = rng.gen_range(0..want.len());
             let len = rng.gen_range(0..(want.len() - at).min(3 << 20));
@@ -880,6 +901,11 @@ mod tests {
             assert!(
                 got == want[at..at + len],
                 "seed {seed}: {len} bytes at {at}"
+            );
+            let from = r.read_at_uncached_into(at as u64, len, &mut buf).unwrap();
+            assert!(
+                buf[from..from + len] == want[at..at + len],
+                "seed {seed}: {len} bytes at {at} into a reused buffer"
             );
         }
         let end = want.len() as u64;

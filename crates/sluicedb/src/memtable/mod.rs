@@ -11,6 +11,7 @@ mod skiplist;
 
 pub(crate) use filter::KeyFilter;
 
+pub(crate) use skiplist::BlockPool;
 use skiplist::{Entry, SkipList};
 
 use std::collections::HashSet;
@@ -203,6 +204,16 @@ impl MemTable {
     pub(crate) fn with_key_filter(self, write_buffer_bytes: usize) -> Self {
         MemTable {
             filter: Some(KeyFilter::for_write_buffer(write_buffer_bytes)),
+            ..self
+        }
+    }
+
+    /// The same (empty) memtable with its arenas' blocks from `pool`
+    /// ([`BlockPool`]).
+    pub(crate) fn with_block_pool(self, pool: std::sync::Arc<BlockPool>) -> Self {
+        debug_assert_eq!(self.map.len(), 0, "a pool for an empty memtable");
+        MemTable {
+            map: SkipList::with_pool(Some(pool)),
             ..self
         }
     }

@@ -30,6 +30,13 @@ pub(crate) struct BlockCache {
     shared: u64,
     /// The capacity now (`give_way_to`).
     capacity: AtomicU64,
+    /// What it gives way to: the immutable memtables' bytes and the
+    /// memtable blocks pooled for the next memtables (`give_way_to_pool`).
+    immutable: AtomicU64,
+    pooled: AtomicU64,
+    /// Orders the capacity's updates, so that the last one set is the
+    /// newest figures'.
+    resize: parking_lot::Mutex<()>,
 }
 
 /// The least share of its capacity the cache keeps under a memory budget:
@@ -58,6 +65,9 @@ impl BlockCache {
             full,
             shared: shared.unwrap_or(u64::MAX),
             capacity: AtomicU64::new(full),
+            immutable: AtomicU64::new(0),
+            pooled: AtomicU64::new(0),
+            resize: parking_lot::Mutex::new(()),
         }
     }
 
@@ -66,12 +76,27 @@ impl BlockCache {
     /// capacity and the full capacity (`docs/design.md`, "Memory"). Evicts
     /// at once when it shrinks. Called whenever the immutables change.
     pub(crate) fn give_way_to(&self, immutable_bytes: u64) {
+        self.immutable.store(immutable_bytes, Ordering::Relaxed);
+        self.resize();
+    }
+
+    /// As [`BlockCache::give_way_to`], for the bytes of memtable blocks
+    /// pooled for the next memtables (`memtable::BlockPool`): memory held
+    /// like an immutable memtable's. Called whenever the pool changes.
+    pub(crate) fn give_way_to_pool(&self, pooled_bytes: u64) {
+        self.pooled.store(pooled_bytes, Ordering::Relaxed);
+        self.resize();
+    }
+
+    fn resize(&self) {
         let Some(c) = &self.cache else { return };
+        if self.shared == u64::MAX {
+            return;
+        }
+        let _order = self.resize.lock();
+        let held = self.immutable.load(Ordering::Relaxed) + self.pooled.load(Ordering::Relaxed);
         let floor = self.full / BUDGET_FLOOR_DIVISOR;
-        let target = self
-            .shared
-            .saturating_sub(immutable_bytes)
-            .clamp(floor, self.full);
+        let target = self.shared.saturating_sub(held).clamp(floor, self.full);
         if self.capacity.swap(target, Ordering::Relaxed) != target {
             c.set_capacity(target);
         }
@@ -158,6 +183,23 @@ mod tests {
         assert_eq!(c.capacity_bytes(), full as u64);
         fill(&c, 2, 2048);
         assert!(c.usage_bytes() > 3 << 20, "refilled: {}", c.usage_bytes());
+    }
+
+    #[test]
+    fn pooled_memtable_blocks_count_as_immutables() {
+        let full = 4 << 20;
+        let c = BlockCache::with_budget(full, Some(6 << 20));
+        c.give_way_to(2 << 20);
+        c.give_way_to_pool(2 << 20);
+        assert_eq!(c.capacity_bytes(), 2 << 20);
+        // The flush done, its blocks pooled: held all the same.
+        c.give_way_to(0);
+        assert_eq!(c.capacity_bytes(), 4 << 20);
+        c.give_way_to_pool(3 << 20);
+        assert_eq!(c.capacity_bytes(), 3 << 20);
+        // The next memtable took the pooled blocks back.
+        c.give_way_to_pool(0);
+        assert_eq!(c.capacity_bytes(), full as u64);
     }
 
     #[test]
