@@ -495,12 +495,12 @@ fn scan_value_file(data: &[u8], path: &Path, store: u8) {
             data.len() as u64,
             path,
             chunk,
-            |off, n| {
+            &mut Vec::new(),
+            |off, n, buf| {
                 let at = usize::try_from(off).expect("offset of an in-memory file");
-                Ok(data
-                    .get(at..at + n)
-                    .expect("a read within the file")
-                    .to_vec())
+                buf.clear();
+                buf.extend_from_slice(data.get(at..at + n).expect("a read within the file"));
+                Ok(())
             },
             |off, raw, r| seen.push((off, raw.len() as u32, r.key.to_vec(), r.value.to_vec())),
         )

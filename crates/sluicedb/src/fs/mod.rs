@@ -85,6 +85,14 @@ pub enum CachedRead {
 pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short file is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// As [`RandomAccessFile::read_at`], into `buf`, which a caller keeps
+    /// across reads and which holds exactly the `len` bytes after it: a
+    /// file system that can reuses its memory. Default: a read that replaces
+    /// `buf`.
+    fn read_at_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        *buf = self.read_at(offset, len)?;
+        Ok(())
+    }
     /// Reads `len` bytes at `offset` only if that needs no wait on the
     /// device (they are in the page cache). Scans use it to read cached
     /// values on their own thread and hand only the rest to threads.
@@ -434,6 +442,18 @@ impl CountedReader {
         let data = self.inner.read_at(offset, len)?;
         self.counters.add_read(class, data.len() as u64);
         Ok(data)
+    }
+    /// [`RandomAccessFile::read_at_into`], counted.
+    pub(crate) fn read_at_into(
+        &self,
+        offset: u64,
+        len: usize,
+        buf: &mut Vec<u8>,
+        class: IoClass,
+    ) -> Result<()> {
+        self.inner.read_at_into(offset, len, buf)?;
+        self.counters.add_read(class, len as u64);
+        Ok(())
     }
     /// [`RandomAccessFile::read_at_uncached_into`], counted.
     pub(crate) fn read_at_uncached_into(

@@ -436,11 +436,16 @@ impl StdReadable {
 
 impl RandomAccessFile for StdReadable {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.file
-            .read_exact_at(&mut buf, offset)
-            .map_err(|e| Error::io("read", &self.path, e))?;
+        let mut buf = Vec::new();
+        self.read_at_into(offset, len, &mut buf)?;
         Ok(buf)
+    }
+    fn read_at_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        // Zeroes only what it grows by; the memory it had stays mapped.
+        buf.resize(len, 0);
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.path, e))
     }
     /// One `preadv2` with `RWF_NOWAIT` (Linux 4.14+): it returns only what
     /// the page cache holds, so a short read or `EAGAIN` means the rest

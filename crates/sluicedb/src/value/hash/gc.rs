@@ -336,7 +336,7 @@ impl HashStore {
     /// keys and pointers only. The file is read a chunk at a time
     /// ([`GC_READ_CHUNK_BYTES`]), so a step's memory is the group's keys,
     /// not its bytes (the live values are read again when copied).
-    fn scan_frozen(&self, file: u64, store_id: u8) -> Result<ScannedFile> {
+    fn scan_frozen(&self, file: u64, store_id: u8, buf: &mut Vec<u8>) -> Result<ScannedFile> {
         let path = self.path_of(file);
         let reader = self.reader_of(file)?;
         let len = reader.len();
@@ -347,7 +347,8 @@ impl HashStore {
             len,
             &path,
             GC_READ_CHUNK_BYTES,
-            |off, n| reader.read_at(off, n, IoClass::Gc),
+            buf,
+            |off, n, into| reader.read_at_into(off, n, into, IoClass::Gc),
             |offset, raw, rec| {
                 records += 1;
                 if !may_be_live(rec.flags) {
@@ -407,10 +408,18 @@ impl GcVictim for HashVictim<'_> {
         let collected: Vec<(u64, u64)> = (self.frozen.iter().copied())
             .filter(|(f, _)| !self.to_cold.contains(f))
             .collect();
-        let scan_one = |&(file, _): &(u64, u64)| store.scan_frozen(file, store_id(file));
+        // One read buffer per thread for all its files (`visit_file`).
+        let scan_one = |buf: &mut Vec<u8>, &(file, _): &(u64, u64)| {
+            store.scan_frozen(file, store_id(file), buf)
+        };
         let scanned: Vec<Result<ScannedFile>> = match host.pool() {
-            Some(pool) => pool.install(|| collected.par_iter().map(scan_one).collect()),
-            None => collected.iter().map(scan_one).collect(),
+            Some(pool) => {
+                pool.install(|| collected.par_iter().map_init(Vec::new, scan_one).collect())
+            }
+            None => {
+                let mut buf = Vec::new();
+                collected.iter().map(|f| scan_one(&mut buf, f)).collect()
+            }
         };
         let mut out = Collected::default();
         let files = scanned.into_iter().collect::<Result<Vec<ScannedFile>>>()?;
@@ -498,6 +507,10 @@ impl GcVictim for HashVictim<'_> {
             live_in[f as usize].push((i, cold, old));
         }
         let mut cold_moved = 0;
+        // Read in windows of up to a chunk (or one record), each spanning
+        // the live records that fit: sequential reads, and memory of one
+        // window, reused file after file.
+        let mut window: Vec<u8> = Vec::new();
         for (scanned, mut live) in files.iter().zip(live_in) {
             if live.is_empty() {
                 continue;
@@ -508,10 +521,8 @@ impl GcVictim for HashVictim<'_> {
             let path = store.path_of(file);
             let reader = store.reader_of(file)?;
             let len = reader.len();
-            // Read in windows of up to a chunk (or one record), each
-            // spanning the live records that fit: sequential reads, and
-            // memory of one window.
-            let mut window: Vec<u8> = Vec::new();
+            // No window of this file yet.
+            window.clear();
             let mut window_at = 0u64;
             for (i, cold, old) in live {
                 let key = scanned.key(i);
@@ -526,7 +537,7 @@ impl GcVictim for HashVictim<'_> {
                 if old.offset < window_at || end > window_at + window.len() as u64 {
                     let n = (end - old.offset).max(GC_READ_CHUNK_BYTES as u64);
                     let n = n.min(len - old.offset) as usize;
-                    window = reader.read_at(old.offset, n, IoClass::Gc)?;
+                    reader.read_at_into(old.offset, n, &mut window, IoClass::Gc)?;
                     window_at = old.offset;
                     out.bytes_read += n as u64;
                 }
