@@ -713,3 +713,46 @@ fn spop_finds_members_added_back_where_earlier_pops_walked() {
         "the first 200 pops look ordered: {rising} rises"
     );
 }
+
+/// `HMGET` of most fields of a small hash reads it in one walk: it sees
+/// the writes staged before it in the same `EXEC`, answers nil for the
+/// fields it lacks, in the order asked; a large hash is read field by
+/// field, with the same answers.
+#[test]
+fn hmget_reads_a_small_hash_whole_and_sees_staged_writes() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    assert_eq!(
+        cmd(&mut r, &["HSET", "h", "a", "1", "b", "2", "c", "3"]),
+        b":3\r\n"
+    );
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "h", "zz", "c", "a"]),
+        b"*3\r\n$-1\r\n$1\r\n3\r\n$1\r\n1\r\n"
+    );
+    assert_eq!(cmd(&mut r, &["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HSET", "h", "b", "new", "d", "4"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(cmd(&mut r, &["HDEL", "h", "a"]), b"+QUEUED\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "h", "a", "b", "c", "d"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(
+        cmd(&mut r, &["EXEC"]),
+        b"*3\r\n:1\r\n:1\r\n*4\r\n$-1\r\n$3\r\nnew\r\n$1\r\n3\r\n$1\r\n4\r\n"
+    );
+    let mut big = vec!["HSET".to_owned(), "big".to_owned()];
+    for i in 0..100 {
+        big.push(format!("f{i}"));
+        big.push(format!("v{i}"));
+    }
+    let args: Vec<&str> = big.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut r, &args), b":100\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "big", "f7", "nope"]),
+        b"*2\r\n$2\r\nv7\r\n$-1\r\n"
+    );
+}
