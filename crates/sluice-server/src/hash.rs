@@ -31,7 +31,18 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             out.opt_bulk(v.as_deref());
             Ok(())
         })(),
-        "hmget" => hmget(args, txn, out),
+        "hmget" => (|| {
+            let m = txn.coll(&args[1], HASH)?;
+            out.array(args.len() - 2);
+            for f in &args[2..] {
+                let v = match &m {
+                    Some(m) => txn.elem(&m.elem(f)).map_err(engine)?,
+                    None => None,
+                };
+                out.opt_bulk(v.as_deref());
+            }
+            Ok(())
+        })(),
         "hdel" => (|| {
             let Some(mut m) = txn.coll(&args[1], HASH)? else {
                 out.int(0);
@@ -103,46 +114,6 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         _ => return None,
     };
     Some(r)
-}
-
-/// Up to this many fields, an `HMGET` that asks for at least half of
-/// them reads the hash whole.
-const WHOLE_READ_FIELDS: u64 = 64;
-
-/// `HMGET key field...`. Asked for most fields of a small hash (YCSB's
-/// read: all ten of a record's fields), it reads the hash in one walk of
-/// its elements, which lie together: one seek and a step per field,
-/// where a lookup per field searches every level of the tree (and the
-/// memtables) again.
-fn hmget(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
-    let fields = &args[2..];
-    let m = txn.coll(&args[1], HASH)?;
-    out.array(fields.len());
-    let Some(m) = m else {
-        for _ in fields {
-            out.opt_bulk(None);
-        }
-        return Ok(());
-    };
-    if m.count <= WHOLE_READ_FIELDS && m.count <= 2 * fields.len() as u64 {
-        let prefix = m.prefix();
-        let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(m.count as usize);
-        txn.walk(&prefix, &m.end(), false, |k, v| {
-            all.push((k[prefix.len()..].to_vec(), v.to_vec()));
-            true
-        })
-        .map_err(engine)?;
-        for f in fields {
-            let i = all.binary_search_by(|(k, _)| k.as_slice().cmp(f));
-            out.opt_bulk(i.ok().map(|i| &all[i].1[..]));
-        }
-        return Ok(());
-    }
-    for f in fields {
-        let v = txn.elem(&m.elem(f)).map_err(engine)?;
-        out.opt_bulk(v.as_deref());
-    }
-    Ok(())
 }
 
 fn hset(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
