@@ -19,7 +19,8 @@
 //! under the stripe lock; `EXEC` compares versions under the same locks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -411,6 +412,8 @@ pub struct Keyspace {
     /// narrows them only once committed. Kept in memory only; entries of
     /// dropped versions go when the map is full (no bound: a full walk).
     pop_bounds: Mutex<HashMap<u64, PopBounds>>,
+    /// Holes of all sets in `pop_bounds` (at most [`HOLES_MAX`]).
+    holes_total: AtomicUsize,
     /// A replicated shard is replacing the keyspace with a snapshot's
     /// (under the keyspace lock held exclusively): stale reads answer
     /// `-LOADING` instead of waiting for it.
@@ -427,7 +430,16 @@ pub struct PopBounds {
     /// Sets: members popped by seeking since the server started (how
     /// dense the tombstones among the members are).
     pub popped: u64,
+    /// Sets: stretches of the members' key space known to hold no live
+    /// member (start inclusive -> end exclusive, disjoint), learnt from
+    /// the walks of committed pops; a seek that lands in one starts at its
+    /// end instead of walking the tombstones again. Not copied by
+    /// [`Keyspace::pop_bounds`]; read through [`Txn::past_holes`].
+    holes: BTreeMap<Vec<u8>, Vec<u8>>,
 }
+
+/// Most holes all sets together remember before they start over.
+const HOLES_MAX: usize = 65_536;
 
 /// Most versions `pop_bounds` remembers before it starts over.
 const POP_BOUNDS_MAX: usize = 10_000;
@@ -467,6 +479,7 @@ impl Keyspace {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             pop_bounds: Mutex::new(HashMap::new()),
+            holes_total: AtomicUsize::new(0),
             replacing: AtomicBool::new(false),
         };
         ks.load_coll_buckets(reserved)?;
@@ -601,6 +614,7 @@ impl Keyspace {
     /// snapshot may use for other sets.
     pub fn replaced(&self) -> Result<()> {
         self.pop_bounds.lock().clear();
+        self.holes_total.store(0, Ordering::Relaxed);
         let r = self
             .reload_versions()
             .and_then(|reserved| self.load_coll_buckets(reserved));
@@ -663,17 +677,68 @@ impl Keyspace {
 
     /// The known bounds of `version`'s live index entries.
     pub fn pop_bounds(&self, version: u64) -> PopBounds {
-        self.pop_bounds
-            .lock()
-            .get(&version)
-            .cloned()
-            .unwrap_or_default()
+        match self.pop_bounds.lock().get(&version) {
+            Some(b) => PopBounds {
+                lo: b.lo.clone(),
+                hi: b.hi.clone(),
+                popped: b.popped,
+                holes: BTreeMap::new(),
+            },
+            None => PopBounds::default(),
+        }
     }
 
-    /// Widens `version`'s bounds to take the index entry `key` in.
+    /// Widens `version`'s bounds to take the index entry `key` in, and
+    /// takes it out of the holes.
     fn widen_pop_bounds(&self, version: u64, key: &[u8]) {
-        if let Some(b) = self.pop_bounds.lock().get_mut(&version) {
+        let mut all = self.pop_bounds.lock();
+        if let Some(b) = all.get_mut(&version) {
             widen(b, key);
+            let before = b.holes.len();
+            split_hole(&mut b.holes, key);
+            self.count_holes(before, b.holes.len());
+        }
+    }
+
+    /// The end of the committed hole of set `version` holding `key`, if
+    /// one does.
+    fn hole_end(&self, version: u64, key: &[u8]) -> Option<Vec<u8>> {
+        let all = self.pop_bounds.lock();
+        let b = all.get(&version)?;
+        let (_, end) = b
+            .holes
+            .range::<[u8], _>((Unbounded, Included(key)))
+            .next_back()?;
+        (key < end.as_slice()).then(|| end.clone())
+    }
+
+    /// Records that `start .. end` of set `version` holds no live member
+    /// (a committed pop walked it).
+    fn add_hole(&self, version: u64, start: Vec<u8>, end: Vec<u8>) {
+        let mut all = self.pop_bounds.lock();
+        if self.holes_total.load(Ordering::Relaxed) >= HOLES_MAX {
+            for b in all.values_mut() {
+                b.holes.clear();
+            }
+            self.holes_total.store(0, Ordering::Relaxed);
+        }
+        let b = Self::bounds_entry(&mut all, version);
+        let before = b.holes.len();
+        merge_hole(&mut b.holes, start, end);
+        self.count_holes(before, b.holes.len());
+    }
+
+    fn count_holes(&self, before: usize, after: usize) {
+        if after >= before {
+            self.holes_total
+                .fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            // Saturating: a reset of the whole map may have zeroed it.
+            let _ = self
+                .holes_total
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                    Some(t.saturating_sub(before - after))
+                });
         }
     }
 
@@ -691,6 +756,8 @@ impl Keyspace {
 
     fn bounds_entry(all: &mut HashMap<u64, PopBounds>, version: u64) -> &mut PopBounds {
         if all.len() >= POP_BOUNDS_MAX && !all.contains_key(&version) {
+            // The holes go with them (the count is then an over-estimate
+            // until the next reset, which only resets sooner).
             all.clear();
         }
         all.entry(version).or_default()
@@ -1172,6 +1239,59 @@ pub fn list_seq_decode(b: [u8; 8]) -> i64 {
 /// An engine key and its value.
 type Pair = (Vec<u8>, Vec<u8>);
 
+/// Takes `key` out of the hole holding it, if one does (splitting it).
+fn split_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: &[u8]) {
+    let Some((start, end)) = holes
+        .range::<[u8], _>((Unbounded, Included(key)))
+        .next_back()
+    else {
+        return;
+    };
+    if key >= end.as_slice() {
+        return;
+    }
+    let start = start.clone();
+    let end = holes.remove(&start).expect("just found");
+    let mut past = key.to_vec();
+    past.push(0);
+    if start.as_slice() < key {
+        holes.insert(start, key.to_vec());
+    }
+    if past < end {
+        holes.insert(past, end);
+    }
+}
+
+/// Adds the hole `start .. end`, merged with those it overlaps or touches.
+fn merge_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, mut start: Vec<u8>, mut end: Vec<u8>) {
+    if start >= end {
+        return;
+    }
+    if let Some((s, e)) = holes
+        .range::<[u8], _>((Unbounded, Included(start.as_slice())))
+        .next_back()
+    {
+        if *e >= start {
+            let s = s.clone();
+            let e = holes.remove(&s).expect("just found");
+            start = s;
+            end = end.max(e);
+        }
+    }
+    while let Some((s, _)) = holes
+        .range::<[u8], _>((Included(start.as_slice()), Unbounded))
+        .next()
+    {
+        if *s > end {
+            break;
+        }
+        let s = s.clone();
+        let e = holes.remove(&s).expect("just found");
+        end = end.max(e);
+    }
+    holes.insert(start, end);
+}
+
 /// Widens bounds so that `key` is inside them.
 fn widen(b: &mut PopBounds, key: &[u8]) {
     if b.lo.as_deref().is_some_and(|lo| key < lo) {
@@ -1224,6 +1344,9 @@ pub struct Txn<'a> {
     pop_narrowings: Vec<(u64, bool, Vec<u8>)>,
     /// Versions of the sets popped by seeking, once per pop.
     pops: Vec<u64>,
+    /// Holes of sets learnt by this transaction's pops, added to the
+    /// committed ones once it commits: (version, start, end).
+    holes: Vec<(u64, Vec<u8>, Vec<u8>)>,
     /// Runs a parked client's command again after a write to its keys: a
     /// key to pop from that holds another type is nothing to pop yet (the
     /// client keeps waiting, as in redis-server), not an error.
@@ -1258,6 +1381,7 @@ impl<'a> Txn<'a> {
             modified: Vec::new(),
             pop_narrowings: Vec::new(),
             pops: Vec::new(),
+            holes: Vec::new(),
             flushed: false,
             in_multi: false,
             seed: None,
@@ -1340,6 +1464,19 @@ impl<'a> Txn<'a> {
     /// before anything can walk past it.
     pub fn index_inserted(&mut self, version: u64, key: &[u8]) {
         self.ks.widen_pop_bounds(version, key);
+        if self.holes.iter().any(|(v, _, _)| *v == version) {
+            let mut own = BTreeMap::new();
+            for (v, start, end) in std::mem::take(&mut self.holes) {
+                if v == version {
+                    own.insert(start, end);
+                } else {
+                    self.holes.push((v, start, end));
+                }
+            }
+            split_hole(&mut own, key);
+            self.holes
+                .extend(own.into_iter().map(|(start, end)| (version, start, end)));
+        }
         for (v, max, bound) in &mut self.pop_narrowings {
             if *v == version {
                 let mut b = PopBounds::default();
@@ -1366,6 +1503,32 @@ impl<'a> Txn<'a> {
     /// Counts a pop of set `version` once this transaction commits.
     pub fn count_pop(&mut self, version: u64) {
         self.pops.push(version);
+    }
+
+    /// Records that `start .. end` of set `version` holds no live member
+    /// as this transaction sees it (a pop walked it), for the seeks of
+    /// later pops, once this transaction commits.
+    pub fn learn_hole(&mut self, version: u64, start: Vec<u8>, end: Vec<u8>) {
+        if start < end {
+            self.holes.push((version, start, end));
+        }
+    }
+
+    /// Where a seek for the first member of set `version` at or after
+    /// `key` can start: past every hole (this transaction's or committed)
+    /// that holds it.
+    pub fn past_holes(&self, version: u64, mut key: Vec<u8>) -> Vec<u8> {
+        loop {
+            let own = self
+                .holes
+                .iter()
+                .find(|(v, start, end)| *v == version && *start <= key && key < *end)
+                .map(|(_, _, end)| end.clone());
+            match own.or_else(|| self.ks.hole_end(version, &key)) {
+                Some(end) => key = end,
+                None => return key,
+            }
+        }
     }
 
     /// Where `version`'s live index entries begin (`max` false) or end
@@ -1525,15 +1688,76 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// One engine cursor over `lo..hi` for several seeks, or `None` when
-    /// this transaction staged writes there (or emptied the keyspace, or
-    /// the range is empty):
-    /// the caller then reads through [`Txn::elems_in`], which sees them.
-    pub fn engine_cursor(&self, lo: &[u8], hi: &[u8]) -> Option<sluicedb::DbIterator> {
-        if lo >= hi || self.flushed || self.elems.range(lo.to_vec()..hi.to_vec()).next().is_some() {
-            return None;
+    /// As [`Txn::elems_in`], for a walk that stops after a few elements
+    /// (a pop, a seek for one member): one engine cursor and no value
+    /// read-ahead, where `elems_in`'s range opens two cursors and may read
+    /// values ahead of what a short walk takes.
+    pub fn walk(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        rev: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        if lo >= hi {
+            return Ok(());
         }
-        Some(self.ks.db().iter_range(&self.opts(), lo..hi))
+        let staged = self.elems.range::<[u8], _>((Included(lo), Excluded(hi)));
+        let staged: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = if rev {
+            staged.rev().collect()
+        } else {
+            staged.collect()
+        };
+        let mut staged = staged.into_iter().peekable();
+        let mut c = (!self.flushed).then(|| self.ks.db().iter_range(&self.opts(), lo..hi));
+        if let Some(c) = &mut c {
+            if rev {
+                c.seek_to_last();
+            } else {
+                c.seek_to_first();
+            }
+        }
+        let step = |c: &mut sluicedb::DbIterator| if rev { c.prev() } else { c.next() };
+        loop {
+            let engine_key = match &c {
+                Some(c) if c.valid() => Some(c.key()),
+                Some(c) => {
+                    c.status()?;
+                    None
+                }
+                None => None,
+            };
+            // Which comes first: the staged write or the engine's pair.
+            let take_staged = match (staged.peek(), engine_key) {
+                (None, None) => return Ok(()),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((sk, _)), Some(ek)) => {
+                    if rev {
+                        sk.as_slice() >= ek
+                    } else {
+                        sk.as_slice() <= ek
+                    }
+                }
+            };
+            if take_staged {
+                let (sk, sv) = staged.next().expect("peeked");
+                if let Some(c) = c.as_mut().filter(|c| c.valid() && c.key() == sk.as_slice()) {
+                    step(c);
+                }
+                if let Some(v) = sv {
+                    if !f(sk, v) {
+                        return Ok(());
+                    }
+                }
+            } else {
+                let c = c.as_mut().expect("an engine pair");
+                if !f(c.key(), c.value()?) {
+                    return Ok(());
+                }
+                step(c);
+            }
+        }
     }
 
     /// Every element of a collection, in key order.
@@ -1640,6 +1864,9 @@ impl<'a> Txn<'a> {
                 Keyspace::bounds_entry(&mut all, v).popped += 1;
             }
         }
+        for (v, start, end) in std::mem::take(&mut self.holes) {
+            self.ks.add_hole(v, start, end);
+        }
         let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
         self.ks.touch(
@@ -1703,6 +1930,27 @@ mod tests {
             Meta::decode(&want[..20]).is_none(),
             "a short record is refused"
         );
+    }
+
+    /// Holes merge with those they overlap or touch, and a key taken out
+    /// splits the hole holding it.
+    #[test]
+    fn holes_merge_and_split() {
+        let mut h = BTreeMap::new();
+        let k = |s: &str| s.as_bytes().to_vec();
+        merge_hole(&mut h, k("b"), k("d"));
+        merge_hole(&mut h, k("f"), k("h"));
+        merge_hole(&mut h, k("d"), k("e"));
+        assert_eq!(h, BTreeMap::from([(k("b"), k("e")), (k("f"), k("h"))]));
+        merge_hole(&mut h, k("a"), k("g"));
+        assert_eq!(h, BTreeMap::from([(k("a"), k("h"))]));
+        split_hole(&mut h, b"c");
+        assert_eq!(h, BTreeMap::from([(k("a"), k("c")), (k("c\0"), k("h"))]));
+        split_hole(&mut h, b"a");
+        split_hole(&mut h, b"z");
+        assert_eq!(h, BTreeMap::from([(k("a\0"), k("c")), (k("c\0"), k("h"))]));
+        merge_hole(&mut h, k("x"), k("x"));
+        assert_eq!(h.len(), 2, "an empty hole is no hole");
     }
 
     fn open_keyspace(fs: &sluicedb::fs::MemFs) -> Keyspace {

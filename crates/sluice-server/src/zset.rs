@@ -630,7 +630,7 @@ fn pop_members(
         .then(|| txn.pop_bound(m.version, true))
         .flatten()
         .unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1]));
-    txn.elems_in(&lo, &hi, max, |k, _| {
+    txn.walk(&lo, &hi, max, |k, _| {
         let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
         got.push((k[18..].to_vec(), score_from_sortable(s)));
         got.len() < count

@@ -647,3 +647,112 @@ fn spop_drains_a_large_set_exactly() {
     assert_eq!(popped, expected);
     assert_eq!(cmd(&mut c, &["EXISTS", "big"]), b":0\r\n");
 }
+
+/// A popped member added back lies inside a stretch an earlier pop
+/// walked (a hole its later seeks jump over): the add takes it out of
+/// the hole, so it is popped in turn, and the set still drains exactly.
+/// The pops come out in no order.
+#[test]
+fn spop_finds_members_added_back_where_earlier_pops_walked() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let n = 3000;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let m = format!("element:{i:06}");
+        batch.extend(common::encode(&[b"SADD", b"big", m.as_bytes()]));
+    }
+    c.send(&batch);
+    for _ in 0..n {
+        assert_eq!(c.reply(), b":1\r\n");
+    }
+    let mut order = Vec::new();
+    let mut pops_of = std::collections::BTreeMap::<String, usize>::new();
+    let mut adds_of: std::collections::BTreeMap<String, usize> =
+        (0..n).map(|i| (format!("element:{i:06}"), 1)).collect();
+    let mut added_back = 0;
+    loop {
+        let mut batch = Vec::new();
+        for _ in 0..16 {
+            batch.extend(common::encode(&[b"SPOP", b"big"]));
+        }
+        c.send(&batch);
+        let mut got = Vec::new();
+        for _ in 0..16 {
+            let r = c.reply();
+            if r != b"$-1\r\n" {
+                let text = String::from_utf8(r).expect("utf-8");
+                got.push(text.split("\r\n").nth(1).expect("a bulk").to_owned());
+            }
+        }
+        if got.is_empty() {
+            break;
+        }
+        // Every fourth batch, two of its pops go back in, alone and
+        // pipelined behind a pop.
+        if order.len() % 64 == 0 && added_back < 200 {
+            for m in got.iter().take(2) {
+                let r = cmd(&mut c, &["SADD", "big", m]);
+                assert_eq!(r, b":1\r\n");
+                *adds_of.get_mut(m).expect("a member") += 1;
+                added_back += 1;
+            }
+        }
+        for m in got {
+            *pops_of.entry(m.clone()).or_default() += 1;
+            order.push(m);
+        }
+        assert!(order.len() < 2 * n, "the set does not drain");
+    }
+    assert_eq!(cmd(&mut c, &["EXISTS", "big"]), b":0\r\n");
+    assert_eq!(order.len(), n + added_back);
+    assert_eq!(pops_of, adds_of, "each member popped once per add");
+    let rising = order[..200].windows(2).filter(|w| w[0] < w[1]).count();
+    assert!(
+        (40..160).contains(&rising),
+        "the first 200 pops look ordered: {rising} rises"
+    );
+}
+
+/// `HMGET` of most fields of a small hash reads it in one walk: it sees
+/// the writes staged before it in the same `EXEC`, answers nil for the
+/// fields it lacks, in the order asked; a large hash is read field by
+/// field, with the same answers.
+#[test]
+fn hmget_reads_a_small_hash_whole_and_sees_staged_writes() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    assert_eq!(
+        cmd(&mut r, &["HSET", "h", "a", "1", "b", "2", "c", "3"]),
+        b":3\r\n"
+    );
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "h", "zz", "c", "a"]),
+        b"*3\r\n$-1\r\n$1\r\n3\r\n$1\r\n1\r\n"
+    );
+    assert_eq!(cmd(&mut r, &["MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HSET", "h", "b", "new", "d", "4"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(cmd(&mut r, &["HDEL", "h", "a"]), b"+QUEUED\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "h", "a", "b", "c", "d"]),
+        b"+QUEUED\r\n"
+    );
+    assert_eq!(
+        cmd(&mut r, &["EXEC"]),
+        b"*3\r\n:1\r\n:1\r\n*4\r\n$-1\r\n$3\r\nnew\r\n$1\r\n3\r\n$1\r\n4\r\n"
+    );
+    let mut big = vec!["HSET".to_owned(), "big".to_owned()];
+    for i in 0..100 {
+        big.push(format!("f{i}"));
+        big.push(format!("v{i}"));
+    }
+    let args: Vec<&str> = big.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut r, &args), b":100\r\n");
+    assert_eq!(
+        cmd(&mut r, &["HMGET", "big", "f7", "nope"]),
+        b"*2\r\n$2\r\nv7\r\n$-1\r\n"
+    );
+}
