@@ -2,8 +2,9 @@
 //! openraft 0.9, and the keyspace is its state machine
 //! (`docs/design.md`, "Replication", has the protocol and its reasons).
 //!
-//! - The log, the vote and the committed id live in the node's own
-//!   database under the `r` tag ([`log`]); appends are synced.
+//! - The log lives in segment files of its own ([`logfile`]), synced per
+//!   append; the vote and the committed id in the node's database under
+//!   the `r` tag ([`log`]).
 //! - An entry is a write command or a whole `EXEC` with the leader's
 //!   clock; applying it runs the command and writes, in the same unsynced
 //!   batch, the applied log id ([`sm`]), so recovery re-applies exactly the
@@ -16,6 +17,7 @@
 
 pub mod failover;
 pub mod log;
+pub mod logfile;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
@@ -714,7 +716,8 @@ pub async fn start(
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db_slot().clone();
     let stages = Arc::new(stages::Stages::default());
-    let mut log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
+    let mut log_store =
+        log::LogStore::open(db.clone(), &raft_dir(&dir)).map_err(|e| format!("raft log: {e}"))?;
     log_store.stages = stages.clone();
     let fresh = log_store.is_empty();
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
