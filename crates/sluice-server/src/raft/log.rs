@@ -235,6 +235,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             if let Some(l) = last {
                 self.ends.lock().last = Some(l);
             }
+            self.stages.appended.send_modify(|n| *n += 1);
         }
         callback.log_io_completed(
             r.as_ref()
