@@ -516,18 +516,39 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
             // An empty AppendEntries under the chunk's vote is the
             // leader's heartbeat: no entries, no previous entry to match
             // (it truncates nothing), no commit index.
+            let beat = |vote| AppendEntriesRequest {
+                vote,
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit: None,
+            };
             if c.vote.is_committed() {
-                let beat = AppendEntriesRequest {
-                    vote: c.vote,
-                    prev_log_id: None,
-                    entries: Vec::new(),
-                    leader_commit: None,
-                };
-                let _ = replica.raft.append_entries(beat).await;
+                let _ = replica.raft.append_entries(beat(c.vote)).await;
             }
+            // The last chunk's answer waits for the install (unpacking
+            // and the swap: 8.6 s for 1.4 GB), and the leader sends this
+            // follower nothing meanwhile: its timer ran out and it stood
+            // for election during the install, three terms in a row,
+            // deposing the leader once it answered. So while it installs,
+            // the heartbeat goes on here every heartbeat interval under
+            // the chunk's vote (a newer vote refuses it). The cost: this
+            // node refuses other candidates until the install ends, so a
+            // leader that dies meanwhile is replaced that much later.
+            let keep_alive = (c.done && c.vote.is_committed()).then(|| {
+                let (raft, vote, every) = (replica.raft.clone(), c.vote, replica.heartbeat);
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(every).await;
+                        let _ = raft.append_entries(beat(vote)).await;
+                    }
+                })
+            });
             let got = super::failover::tracing()
                 .then(|| (c.offset, c.done, c.data.len(), std::time::Instant::now()));
             let reply = replica.raft.install_snapshot(c.into()).await;
+            if let Some(t) = keep_alive {
+                t.abort();
+            }
             if let Some((offset, done, len, at)) = got {
                 super::failover::trace(
                     replica.id,
