@@ -198,7 +198,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     /// Not synced: it only spares re-applying after a restart, and the
-    /// next synced append or vote carries it to disk.
+    /// database's next sync (a vote, a purge, its own flushes) carries it
+    /// to disk.
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
         self.db()
             .put(COMMITTED, encode(&committed))
