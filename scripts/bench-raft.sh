@@ -5,7 +5,8 @@
 # Setups alternate (one node, group, one node, group... ROUNDS times each,
 # fresh data each time), so that a busy machine's drift hits both alike.
 # For each run: requests/s, and the servers' CPU time per request (user +
-# system of every node's process, from /proc) in µs.
+# system of every node's process, from /proc) in µs, summed and then per
+# process (the group's in node order).
 #
 #   scripts/bench-raft.sh [DIR] [PORT]        (/tmp/raft-scratch/bench, 7600)
 #
@@ -16,9 +17,11 @@
 #
 # Env: N1 (requests per test at pipeline 1: 50000), N16 (at pipeline 16:
 # 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
-# default target/release/sluice), SLUICE_ARGS (flags for every server).
-# Prints one line per run: setup pipeline test req/s cpu-µs/req (YCSB:
-# setup ycsb-load|ycsb-a OPS ops/s cpu-µs/op).
+# default target/release/sluice), SLUICE_ARGS (flags for every server),
+# STAGES (set: print each node's stage timings from INFO after the group's
+# runs: entries committed, requests they carried, mean append and apply).
+# Prints one line per run: setup pipeline test req/s cpu-µs/req, then
+# cpu-µs/req per process (YCSB: setup ycsb-load|ycsb-a OPS ops/s cpu-µs/op).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,12 +49,18 @@ run() {
     local setup=$1 p=$2 pipe=$3 n=$4; shift 4
     local t
     for t in ${TESTS//,/ }; do
-        local c0 c1 out rps
+        local c0 c1 out rps f each=() per=""
         c0=$(ticks "$@")
+        for f in "$@"; do each+=("$(ticks "$f")"); done
         out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1 || true)
         c1=$(ticks "$@")
+        local i=0
+        for f in "$@"; do
+            per+=" $(awk -v d=$(($(ticks "$f") - each[i])) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
+            i=$((i + 1))
+        done
         rps=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "requests") print $i}' <<<"$out")
-        echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
+        echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')$per"
     done
 }
 
@@ -97,6 +106,12 @@ for r in $(seq 1 "$ROUNDS"); do
     run group "$lp" 1 "$N1" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
     run group "$lp" 16 "$N16" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
     ycsb group "$lp" "$g"/n1.pid "$g"/n2.pid "$g"/n3.pid
+    if [[ -n ${STAGES:-} ]]; then
+        for q in $gp $((gp + 1)) $((gp + 2)); do
+            echo "stages of the node on $q: $(redis-cli -p "$q" info replication | tr -d '\r' |
+                grep -E '^raft_(state|stage_(commit|append|apply)|requests_proposed)' | tr '\n' ' ')"
+        done
+    fi
     "$cluster" stop "$g" >/dev/null
     for q in $gp $((gp + 1)) $((gp + 2)); do
         for _ in $(seq 1 300); do redis-cli -p "$q" ping >/dev/null 2>&1 || break; sleep 0.1; done

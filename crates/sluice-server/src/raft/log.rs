@@ -1,19 +1,23 @@
-//! The Raft log, vote and committed id, kept in the node's own database
+//! The Raft log store. Entries live in segment files of their own under
+//! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), synced
+//! per append; the vote and the committed id live in the node's database
 //! under the `r` tag (`docs/format/raft-keys.md`):
 //!
 //! ```text
-//! 'r' 'l' index u64 BE  -> postcard(Entry)        the log
-//! 'r' 'p'               -> postcard(LogId)        last purged
 //! 'r' 'v'               -> postcard(Vote)         synced when saved
 //! 'r' 'c'               -> postcard(LogId)        committed (may lag)
 //! ```
 //!
-//! Appends are synced before openraft hears they are durable. The engine's
-//! one journal orders log appends and state-machine batches, so recovery's
-//! prefix of history never holds an applied entry without the log before it.
+//! The state machine's batches are not synced, so the log must never let
+//! go of an entry the database's prefix of history may still need: a
+//! purge first syncs the database (its applied record is then at or past
+//! the purge point, which is a snapshot's). The log is not in the
+//! database, so a snapshot (a checkpoint of the database) does not carry
+//! the leader's log.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
+use std::path::Path;
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -21,10 +25,13 @@ use openraft::{LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError,
 use parking_lot::Mutex;
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
+use super::logfile::LogFile;
 use super::{NodeId, TypeConfig};
 use crate::dbslot::DbSlot;
 
 pub const RAFT_TAG: u8 = b'r';
+/// The tag of log records kept in the database before the log had files
+/// of its own; a database holding any is refused.
 const LOG: u8 = b'l';
 const VOTE: &[u8] = b"rv";
 const COMMITTED: &[u8] = b"rc";
@@ -32,19 +39,6 @@ const PURGED_KEY: &[u8] = b"rp";
 
 type Entry = openraft::Entry<TypeConfig>;
 type SResult<T> = Result<T, StorageError<NodeId>>;
-
-pub fn log_key(index: u64) -> [u8; 10] {
-    let mut k = [0u8; 10];
-    k[0] = RAFT_TAG;
-    k[1] = LOG;
-    k[2..].copy_from_slice(&index.to_be_bytes());
-    k
-}
-
-fn index_of(key: &[u8]) -> Option<u64> {
-    (key.len() == 10 && key[0] == RAFT_TAG && key[1] == LOG)
-        .then(|| u64::from_be_bytes(key[2..].try_into().unwrap_or_default()))
-}
 
 fn read_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
     StorageIOError::read_logs(&std::io::Error::other(e.to_string())).into()
@@ -71,38 +65,56 @@ struct Ends {
     purged: Option<LogId<NodeId>>,
 }
 
-/// The log store; clones share the database and the ends.
+/// The log store; clones share the log, the database and the ends.
 #[derive(Clone)]
 pub struct LogStore {
-    /// The node's database: each operation takes the handle for its
-    /// duration, so a snapshot install (which replaces the database)
-    /// waits for it and carries its records over.
+    /// The node's database (vote, committed id; synced before a purge):
+    /// each operation takes the handle for its duration, so a snapshot
+    /// install (which replaces the database) waits for it and carries
+    /// its records over.
     slot: Arc<DbSlot>,
+    log: Arc<Mutex<LogFile>>,
     ends: Arc<Mutex<Ends>>,
     /// Where appends note their time.
     pub stages: Arc<super::stages::Stages>,
 }
 
 impl LogStore {
-    /// Opens the log in `db`, finding its last entry.
-    pub fn open(slot: Arc<DbSlot>) -> Result<LogStore, String> {
+    /// Opens the log in `dir` (the node's raft directory) beside the vote
+    /// and committed id in `slot`'s database, finding its ends.
+    pub fn open(slot: Arc<DbSlot>, dir: &Path) -> Result<LogStore, String> {
         let db = slot.get();
-        let purged = match db.get(PURGED_KEY).map_err(|e| e.to_string())? {
+        let old = db
+            .range(vec![RAFT_TAG, LOG]..vec![RAFT_TAG, LOG + 1])
+            .next()
+            .is_some()
+            || db.get(PURGED_KEY).map_err(|e| e.to_string())?.is_some();
+        if old {
+            return Err(format!(
+                "{}: the database holds a Raft log (the layout before the log moved to raft/log); \
+                 start this node afresh under a new id",
+                dir.display()
+            ));
+        }
+        let (file, marker) = LogFile::open(&dir.join("log"), |raw| {
+            decode::<LogId<NodeId>>(raw, "raft purged id").map(|l| l.index)
+        })?;
+        let purged = match marker {
             Some(raw) => Some(decode::<LogId<NodeId>>(&raw, "raft purged id")?),
             None => None,
         };
-        let mut last = purged;
-        let from = log_key(purged.map_or(0, |p| p.index + 1));
-        for pair in db.range(from.to_vec()..log_key(u64::MAX).to_vec()) {
-            let (k, v) = pair.map_err(|e| e.to_string())?;
-            if index_of(&k).is_some() {
-                let e: Entry = decode(&v, "raft log entry")?;
-                last = Some(e.log_id);
-            }
-        }
+        let (lo, hi) = file.bounds();
+        let last = if hi > lo {
+            let p = file.locate(hi - 1, hi);
+            let raw = p.first().ok_or("raft log: last entry not found")?;
+            Some(raw.read(|b| decode::<Entry>(b, "raft log entry"))??.log_id)
+        } else {
+            purged
+        };
         drop(db);
         Ok(LogStore {
             slot,
+            log: Arc::new(Mutex::new(file)),
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             stages: Arc::default(),
         })
@@ -140,18 +152,17 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(&e) => e,
             Bound::Unbounded => u64::MAX,
         };
-        let mut out = Vec::new();
         if start >= end {
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        for pair in self
-            .db()
-            .range(log_key(start).to_vec()..log_key(end).to_vec())
-        {
-            let (k, v) = pair.map_err(read_err)?;
-            if index_of(&k).is_some() {
-                out.push(decode(&v, "raft log entry").map_err(read_err)?);
-            }
+        let found = self.log.lock().locate(start, end);
+        let mut out = Vec::with_capacity(found.len());
+        for p in &found {
+            let e = p
+                .read(|b| decode::<Entry>(b, "raft log entry"))
+                .and_then(|r| r)
+                .map_err(read_err)?;
+            out.push(e);
         }
         Ok(out)
     }
@@ -187,7 +198,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     /// Not synced: it only spares re-applying after a restart, and the
-    /// next synced append or vote carries it to disk.
+    /// database's next sync (a vote, a purge, its own flushes) carries it
+    /// to disk.
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
         self.db()
             .put(COMMITTED, encode(&committed))
@@ -206,19 +218,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut b = WriteBatch::new();
+        let started = std::time::Instant::now();
+        let mut records = Vec::new();
         let mut last = None;
         for e in entries {
-            b.put(log_key(e.log_id.index), encode(&e));
+            records.push((e.log_id.index, encode(&e)));
             last = Some(e.log_id);
         }
-        let started = std::time::Instant::now();
-        let r = self.write_synced(b).map_err(write_err);
+        // Written under the lock, synced outside it: readers (replication
+        // streams) go on meanwhile.
+        let written = self.log.lock().append(&records);
+        let r = written
+            .and_then(|syncs| tokio::task::block_in_place(|| syncs.run()))
+            .map_err(write_err);
         self.stages.append.add(started.elapsed());
         if r.is_ok() {
             if let Some(l) = last {
                 self.ends.lock().last = Some(l);
             }
+            self.stages.appended.send_modify(|n| *n += 1);
         }
         callback.log_io_completed(
             r.as_ref()
@@ -229,43 +247,35 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
-        let mut b = WriteBatch::new();
-        for pair in self
-            .db()
-            .range(log_key(log_id.index).to_vec()..log_key(u64::MAX).to_vec())
-        {
-            let (k, _) = pair.map_err(read_err)?;
-            b.delete(k);
-        }
-        self.write_synced(b).map_err(write_err)?;
+        let mut log = self.log.lock();
+        tokio::task::block_in_place(|| log.truncate(log_id.index)).map_err(write_err)?;
         // What precedes the cut: the entry before it, or the purge point.
         let mut ends = self.ends.lock();
-        let before = if log_id.index == 0 {
-            None
-        } else {
-            match self.db().get(log_key(log_id.index - 1)).map_err(read_err)? {
-                Some(raw) => Some(
-                    decode::<Entry>(&raw, "raft log entry")
+        let before = match log_id.index.checked_sub(1) {
+            None => None,
+            Some(i) => match log.locate(i, i + 1).first() {
+                Some(p) => Some(
+                    p.read(|b| decode::<Entry>(b, "raft log entry"))
+                        .and_then(|r| r)
                         .map_err(read_err)?
                         .log_id,
                 ),
                 None => ends.purged,
-            }
+            },
         };
         ends.last = before;
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
-        let mut b = WriteBatch::new();
-        b.put(PURGED_KEY, encode(&log_id));
-        let from = self.ends.lock().purged.map_or(0, |p| p.index + 1);
-        for i in from..=log_id.index {
-            b.delete(log_key(i));
-        }
-        // The purge point first, in the same batch: a crash leaves either
-        // the entries or the point past them, never a hole before `last`.
-        self.db().write(b).map_err(write_err)?;
+        // The database's applied record must reach the purge point on disk
+        // before the entries go (its batches are not synced).
+        let db = self.db();
+        tokio::task::block_in_place(|| db.sync()).map_err(write_err)?;
+        drop(db);
+        let mut log = self.log.lock();
+        tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))
+            .map_err(write_err)?;
         let mut ends = self.ends.lock();
         ends.purged = Some(log_id);
         if ends.last.is_none_or(|l| l.index < log_id.index) {
@@ -279,19 +289,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn log_keys_sort_by_index() {
-        assert!(log_key(1) < log_key(2));
-        assert!(log_key(255) < log_key(256));
-        assert_eq!(index_of(&log_key(77)), Some(77));
-        assert_eq!(index_of(b"rv"), None);
-        assert_eq!(log_key(1)[..2], [b'r', b'l']);
-    }
-
-    /// The worked example of `docs/format/raft-keys.md`.
+    /// The worked example of `docs/format/raft-log.md`.
     #[test]
     fn an_entry_encodes_as_documented() {
-        assert_eq!(log_key(300), [0x72, 0x6c, 0, 0, 0, 0, 0, 0, 0x01, 0x2c]);
         let e = Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(2, 1), 300),
             payload: openraft::EntryPayload::Normal(vec![super::super::Request {

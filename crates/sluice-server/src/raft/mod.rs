@@ -2,8 +2,9 @@
 //! openraft 0.9, and the keyspace is its state machine
 //! (`docs/design.md`, "Replication", has the protocol and its reasons).
 //!
-//! - The log, the vote and the committed id live in the node's own
-//!   database under the `r` tag ([`log`]); appends are synced.
+//! - The log lives in segment files of its own ([`logfile`]), synced per
+//!   append; the vote and the committed id in the node's database under
+//!   the `r` tag ([`log`]).
 //! - An entry is a write command or a whole `EXEC` with the leader's
 //!   clock; applying it runs the command and writes, in the same unsynced
 //!   batch, the applied log id ([`sm`]), so recovery re-applies exactly the
@@ -16,6 +17,7 @@
 
 pub mod failover;
 pub mod log;
+pub mod logfile;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
@@ -201,7 +203,10 @@ pub const BATCH_MAX_BYTES: usize = 1 << 20;
 /// caught up under pipelined load, and the group kept electing.
 pub const MAX_ENTRIES_PER_APPEND: u64 = 4;
 /// Entries proposed and not yet answered at once.
-pub const PROPOSALS_IN_FLIGHT: usize = 2;
+pub const PROPOSALS_IN_FLIGHT: usize = 4;
+/// How long the proposer waits for the leader's last append to be synced
+/// before it takes the next entry's requests anyway (see [`proposer`]).
+pub const APPEND_WAIT: Duration = Duration::from_millis(5);
 
 /// How long a new node keeps asking to be admitted while no member answers.
 pub const JOIN_RETRY_MS: u64 = 60_000;
@@ -504,6 +509,12 @@ fn request_bytes(r: &Request) -> usize {
 /// first waiting, then every other one waiting (up to a bound), proposes
 /// them as one entry, and answers each. At most [`PROPOSALS_IN_FLIGHT`]
 /// entries wait for their commit at once; meanwhile requests gather.
+/// openraft 0.9's core appends and syncs one entry at a time, so an entry
+/// handed over while the one before is still being synced would only
+/// wait, holding what arrived until then: the next entry's requests are
+/// taken once a log append completed since the last hand-over (or after
+/// [`APPEND_WAIT`]), so each sync carries everything that arrived during
+/// the one before.
 /// Entries are handed to openraft here, one after another, so the log
 /// holds requests in the order they were queued (a connection's pipelined
 /// writes stay in order); only the waits for their replies run apart.
@@ -515,10 +526,15 @@ async fn proposer(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(PROPOSALS_IN_FLIGHT));
+    let mut appended = stages.appended.subscribe();
+    let mut handed_at: Option<u64> = None;
     while let Some(first) = rx.recv().await {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
         };
+        if let Some(n) = handed_at {
+            let _ = tokio::time::timeout(APPEND_WAIT, appended.wait_for(|a| *a > n)).await;
+        }
         let mut bytes = request_bytes(&first.0);
         let mut batch = vec![first];
         while batch.len() < BATCH_MAX_REQUESTS && bytes < BATCH_MAX_BYTES {
@@ -536,6 +552,7 @@ async fn proposer(
             stages.requests.add(Duration::ZERO);
         }
         let (reqs, txs): (Vec<Request>, Vec<_>) = batch.into_iter().map(|(r, t, _)| (r, t)).unzip();
+        handed_at = Some(*appended.borrow());
         let submitted = raft.client_write_ff(reqs).await;
         let (raft, me, stages) = (raft.clone(), me.clone(), stages.clone());
         tokio::spawn(async move {
@@ -714,7 +731,8 @@ pub async fn start(
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db_slot().clone();
     let stages = Arc::new(stages::Stages::default());
-    let mut log_store = log::LogStore::open(db.clone()).map_err(|e| format!("raft log: {e}"))?;
+    let mut log_store =
+        log::LogStore::open(db.clone(), &raft_dir(&dir)).map_err(|e| format!("raft log: {e}"))?;
     log_store.stages = stages.clone();
     let fresh = log_store.is_empty();
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))

@@ -269,7 +269,35 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcErr> {
-        match self.send(Rpc::Append(rpc), &option).await? {
+        // Traced: what the leader sends each follower (heartbeats and
+        // entries) and what comes back, to line up with the follower's
+        // election timer around a snapshot install.
+        let sent = super::failover::tracing().then(|| {
+            let me = rpc.vote.leader_id().voted_for().unwrap_or_default();
+            (
+                me,
+                rpc.entries.len(),
+                rpc.prev_log_id,
+                std::time::Instant::now(),
+            )
+        });
+        let r = self.send(Rpc::Append(rpc), &option).await;
+        if let Some((me, n, prev, at)) = sent {
+            super::failover::trace(
+                me,
+                format_args!(
+                    "append to {} ({n} entries after {prev:?}): {} in {} ms",
+                    self.target,
+                    match &r {
+                        Ok(RpcReply::Append(Ok(a))) => format!("{a:?}"),
+                        Ok(_) => "an error reply".to_owned(),
+                        Err(e) => format!("{e}"),
+                    },
+                    at.elapsed().as_millis()
+                ),
+            );
+        }
+        match r? {
             RpcReply::Append(Ok(r)) => Ok(r),
             RpcReply::Append(Err(e)) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
@@ -451,7 +479,17 @@ async fn remove(replica: &Replica, id: NodeId) -> Result<(), String> {
 
 async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
     match req {
-        Rpc::Append(r) => RpcReply::Append(replica.raft.append_entries(r).await),
+        Rpc::Append(r) => {
+            let got = super::failover::tracing().then_some((r.entries.len(), r.prev_log_id));
+            let reply = replica.raft.append_entries(r).await;
+            if let Some((n, prev)) = got {
+                super::failover::trace(
+                    replica.id,
+                    format_args!("append ({n} entries after {prev:?}) answered {reply:?}"),
+                );
+            }
+            RpcReply::Append(reply)
+        }
         Rpc::Vote(r) => {
             if let Some(candidate) = r.vote.leader_id().voted_for() {
                 replica.candidacies.note(candidate, r.last_log_id);
@@ -478,16 +516,50 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
             // An empty AppendEntries under the chunk's vote is the
             // leader's heartbeat: no entries, no previous entry to match
             // (it truncates nothing), no commit index.
+            let beat = |vote| AppendEntriesRequest {
+                vote,
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit: None,
+            };
             if c.vote.is_committed() {
-                let beat = AppendEntriesRequest {
-                    vote: c.vote,
-                    prev_log_id: None,
-                    entries: Vec::new(),
-                    leader_commit: None,
-                };
-                let _ = replica.raft.append_entries(beat).await;
+                let _ = replica.raft.append_entries(beat(c.vote)).await;
             }
-            RpcReply::Snapshot(replica.raft.install_snapshot(c.into()).await)
+            // The last chunk's answer waits for the install (unpacking
+            // and the swap: 8.6 s for 1.4 GB), and the leader sends this
+            // follower nothing meanwhile: its timer ran out and it stood
+            // for election during the install, three terms in a row,
+            // deposing the leader once it answered. So while it installs,
+            // the heartbeat goes on here every heartbeat interval under
+            // the chunk's vote (a newer vote refuses it). The cost: this
+            // node refuses other candidates until the install ends, so a
+            // leader that dies meanwhile is replaced that much later.
+            let keep_alive = (c.done && c.vote.is_committed()).then(|| {
+                let (raft, vote, every) = (replica.raft.clone(), c.vote, replica.heartbeat);
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(every).await;
+                        let _ = raft.append_entries(beat(vote)).await;
+                    }
+                })
+            });
+            let got = super::failover::tracing()
+                .then(|| (c.offset, c.done, c.data.len(), std::time::Instant::now()));
+            let reply = replica.raft.install_snapshot(c.into()).await;
+            if let Some(t) = keep_alive {
+                t.abort();
+            }
+            if let Some((offset, done, len, at)) = got {
+                super::failover::trace(
+                    replica.id,
+                    format_args!(
+                        "snapshot chunk at {offset} ({len} bytes, last {done}) answered in {} ms: {}",
+                        at.elapsed().as_millis(),
+                        if reply.is_ok() { "ok" } else { "error" }
+                    ),
+                );
+            }
+            RpcReply::Snapshot(reply)
         }
         Rpc::Join { id, member } => RpcReply::Join(admit(replica, id, member).await),
         Rpc::Leave { id } => RpcReply::Leave(remove(replica, id).await),

@@ -55,6 +55,9 @@ pub struct Stages {
     pub read_round: Stage,
     /// Reads answered under the lease without a round.
     pub lease_reads: Stage,
+    /// Log appends synced so far (the proposer waits on it: see
+    /// `raft::proposer`).
+    pub appended: tokio::sync::watch::Sender<u64>,
 }
 
 impl Stages {
