@@ -1239,6 +1239,28 @@ pub fn list_seq_decode(b: [u8; 8]) -> i64 {
 /// An engine key and its value.
 type Pair = (Vec<u8>, Vec<u8>);
 
+/// Which a walk takes next, the staged write or the engine's pair (true:
+/// the staged one; a staged write of the same key replaces the engine's);
+/// `None` when both are done.
+fn staged_first(
+    staged: Option<&(&Vec<u8>, &Option<Vec<u8>>)>,
+    engine_key: Option<&[u8]>,
+    rev: bool,
+) -> Option<bool> {
+    Some(match (staged, engine_key) {
+        (None, None) => return None,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (Some((sk, _)), Some(ek)) => {
+            if rev {
+                sk.as_slice() >= ek
+            } else {
+                sk.as_slice() <= ek
+            }
+        }
+    })
+}
+
 /// Takes `key` out of the hole holding it, if one does (splitting it).
 fn split_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: &[u8]) {
     let Some((start, end)) = holes
@@ -1640,12 +1662,7 @@ impl<'a> Txn<'a> {
         if lo >= hi {
             return Ok(());
         }
-        let staged: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = if rev {
-            self.elems.range(lo.to_vec()..hi.to_vec()).rev().collect()
-        } else {
-            self.elems.range(lo.to_vec()..hi.to_vec()).collect()
-        };
-        let mut staged = staged.into_iter().peekable();
+        let mut staged = self.staged_in(lo, hi, rev).into_iter().peekable();
         let mut engine: Box<dyn Iterator<Item = sluicedb::Result<Pair>>> = if self.flushed {
             Box::new(std::iter::empty())
         } else if rev {
@@ -1655,18 +1672,9 @@ impl<'a> Txn<'a> {
         };
         let mut next_engine = engine.next().transpose()?;
         loop {
-            // Which comes first: the staged write or the engine's pair.
-            let take_staged = match (staged.peek(), &next_engine) {
-                (None, None) => return Ok(()),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((sk, _)), Some((ek, _))) => {
-                    if rev {
-                        sk.as_slice() >= ek.as_slice()
-                    } else {
-                        sk.as_slice() <= ek.as_slice()
-                    }
-                }
+            let engine_key = next_engine.as_ref().map(|(ek, _)| ek.as_slice());
+            let Some(take_staged) = staged_first(staged.peek(), engine_key, rev) else {
+                return Ok(());
             };
             if take_staged {
                 let (sk, sv) = staged.next().expect("peeked");
@@ -1688,6 +1696,16 @@ impl<'a> Txn<'a> {
         }
     }
 
+    /// This transaction's staged element writes in `lo..hi`, in walk order.
+    fn staged_in(&self, lo: &[u8], hi: &[u8], rev: bool) -> Vec<(&Vec<u8>, &Option<Vec<u8>>)> {
+        let staged = self.elems.range::<[u8], _>((Included(lo), Excluded(hi)));
+        if rev {
+            staged.rev().collect()
+        } else {
+            staged.collect()
+        }
+    }
+
     /// As [`Txn::elems_in`], for a walk that stops after a few elements
     /// (a pop, a seek for one member): one engine cursor and no value
     /// read-ahead, where `elems_in`'s range opens two cursors and may read
@@ -1702,13 +1720,7 @@ impl<'a> Txn<'a> {
         if lo >= hi {
             return Ok(());
         }
-        let staged = self.elems.range::<[u8], _>((Included(lo), Excluded(hi)));
-        let staged: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = if rev {
-            staged.rev().collect()
-        } else {
-            staged.collect()
-        };
-        let mut staged = staged.into_iter().peekable();
+        let mut staged = self.staged_in(lo, hi, rev).into_iter().peekable();
         let mut c = (!self.flushed).then(|| self.ks.db().iter_range(&self.opts(), lo..hi));
         if let Some(c) = &mut c {
             if rev {
@@ -1727,18 +1739,8 @@ impl<'a> Txn<'a> {
                 }
                 None => None,
             };
-            // Which comes first: the staged write or the engine's pair.
-            let take_staged = match (staged.peek(), engine_key) {
-                (None, None) => return Ok(()),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((sk, _)), Some(ek)) => {
-                    if rev {
-                        sk.as_slice() >= ek
-                    } else {
-                        sk.as_slice() <= ek
-                    }
-                }
+            let Some(take_staged) = staged_first(staged.peek(), engine_key, rev) else {
+                return Ok(());
             };
             if take_staged {
                 let (sk, sv) = staged.next().expect("peeked");
