@@ -98,6 +98,10 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
     /// Fig. 15: pointer write-back instead of inheritance edges).
     pub table_gc_write_back: Option<bool>,
+    /// Overrides [`sluicedb::LightKvOptions::fence`]: true for
+    /// `FenceMode::Cache` (a memory fence, standing in for real persistent
+    /// memory), false for `FenceMode::Msync`.
+    pub lightkv_fence_cache: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::direct_io`].
     pub table_direct_io: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_cost_benefit`].
@@ -152,6 +156,7 @@ impl Default for BenchConfig {
             index_decoupled_tables: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
+            lightkv_fence_cache: None,
             table_direct_io: None,
             table_gc_cost_benefit: None,
             drop_cache_bytes: None,
