@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -59,7 +59,10 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 /// yet prepared (`Pwb::prepare_free`), and a watermark raise when no leaf
 /// indexes anything (`LightBuffer::make_room`).
 pub(crate) struct Light {
-    buf: Mutex<LightBuffer>,
+    /// Shared by reads (and by a hand-out's reading of its leaf), so that
+    /// readers do not wait for each other; exclusive for writes, links,
+    /// and leaves leaving.
+    buf: RwLock<LightBuffer>,
     /// The buffer's records, for fences without `buf`.
     pwb: Arc<Pwb>,
     /// Shared by a read from its super version to its look into the
@@ -101,7 +104,7 @@ impl Light {
         )?;
         Ok(Light {
             pwb: buf.pwb(),
-            buf: Mutex::new(buf),
+            buf: RwLock::new(buf),
             readers: RwLock::new(()),
             fs: fs.clone(),
             image_path,
@@ -122,7 +125,7 @@ impl Light {
     /// the mark leaves no mark, and the buffer is scanned at the next open;
     /// after it, the image describes the buffer exactly.
     pub(crate) fn close(&self) -> Result<()> {
-        let buf = self.buf.lock();
+        let buf = self.buf.write();
         self.pwb.sync()?;
         let image = buf.encode_image();
         let mut file = self.fs.create(&self.image_path, IoClass::Journal)?;
@@ -137,7 +140,7 @@ impl Light {
 
     /// The last operation the buffer holds or held.
     pub(crate) fn last_seq(&self) -> u64 {
-        self.buf.lock().last_seq()
+        self.buf.read().last_seq()
     }
 
     /// Writes `group`, whose first operation is `seq`, synced when `sync`.
@@ -151,7 +154,7 @@ impl Light {
                 value: (op.kind != Kind::Delete).then_some(op.value),
             });
         }
-        let Some(first) = self.buf.lock().write(&ops)? else {
+        let Some(first) = self.buf.write().write(&ops)? else {
             return Ok(false);
         };
         if first != seq {
@@ -174,7 +177,7 @@ impl Light {
 
     /// The newest version of `key` at or below `seq` in the buffer.
     pub(crate) fn get(&self, key: &[u8], seq: u64) -> Result<Lookup> {
-        Ok(match self.buf.lock().get_versioned(key, seq)? {
+        Ok(match self.buf.read().get_versioned(key, seq)? {
             Some((s, Some(v))) => Lookup::Found(Kind::Value, v, s),
             Some((_, None)) => Lookup::Deleted,
             None => Lookup::Absent,
@@ -184,7 +187,7 @@ impl Light {
     /// Every version the buffer holds for keys in `lo..=hi`, as a sorted
     /// iterator (a copy: the buffer may change under it).
     pub(crate) fn iter(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Box<dyn InternalIterator> {
-        match self.buf.lock().versions_in(lo, hi) {
+        match self.buf.read().versions_in(lo, hi) {
             Ok(entries) => Arc::new(Versions::new(entries)).iter(),
             Err(e) => Box::new(Failed(e)),
         }
@@ -193,8 +196,12 @@ impl Light {
     /// The next flush unit as a memtable, with its leaf; `None` when no
     /// linked leaf waits.
     pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
-        let unit = self.buf.lock().take_unit(oldest_snapshot)?;
+        // The leaf is read under the shared lock (reads go on), then
+        // marked under the exclusive one; the engine's state lock, held by
+        // the only caller, keeps a second hand-out from choosing it too.
+        let unit = self.buf.read().unit_entries(oldest_snapshot)?;
         let Some(u) = unit else { return Ok(None) };
+        self.buf.write().hand_out(u.leaf);
         // A table must never hold a write the buffer could lose (nor one
         // past such a write); the sync before a hand-out usually did this.
         self.pwb.sync_through(u.newest)?;
@@ -203,25 +210,25 @@ impl Light {
 
     /// True when a linked leaf waits to be handed out.
     pub(crate) fn unit_waiting(&self) -> bool {
-        self.buf.lock().unit_waiting()
+        self.buf.read().unit_waiting()
     }
 
     /// Links the top leaf holding the oldest operation, if no unit waits;
     /// false when nothing is indexed (the watermark then rises past every
     /// record, releasing what they held).
     pub(crate) fn make_room(&self) -> Result<bool> {
-        self.buf.lock().make_room()
+        self.buf.write().make_room()
     }
 
     /// Links every top leaf holding something (a full flush).
     pub(crate) fn link_all(&self) -> usize {
-        self.buf.lock().link_all()
+        self.buf.write().link_all()
     }
 
     /// Chains holding a linked leaf (flushed or not yet).
     pub(crate) fn linked(&self) -> usize {
         self.buf
-            .lock()
+            .read()
             .chain_lengths()
             .iter()
             .filter(|&&n| n > 1)
@@ -230,7 +237,7 @@ impl Light {
 
     /// Segments, and how many are free.
     pub(crate) fn segments(&self) -> (u32, u32) {
-        self.buf.lock().segments()
+        self.buf.read().segments()
     }
 
     /// The tables of leaves `uids` are installed: the leaves leave the
@@ -244,7 +251,7 @@ impl Light {
     pub(crate) fn flushed(&self, uids: &[u32]) -> Result<usize> {
         let target = {
             let _readers = self.readers.write();
-            let mut buf = self.buf.lock();
+            let mut buf = self.buf.write();
             let mut target = None;
             for &uid in uids {
                 target = buf.drop_flushed(uid)?.or(target);
@@ -255,7 +262,7 @@ impl Light {
             return Ok(0);
         };
         self.pwb.persist_watermark(target)?;
-        let released = self.buf.lock().release_through(target);
+        let released = self.buf.write().release_through(target);
         if released > 0 {
             self.pwb.prepare_released()?;
         }
@@ -266,14 +273,14 @@ impl Light {
     /// `buf` is held, so no group is half written or half indexed, and no
     /// segment is released or handed out meanwhile.
     pub(crate) fn image(&self) -> Result<Vec<u8>> {
-        let _buf = self.buf.lock();
+        let _buf = self.buf.read();
         self.pwb.image()
     }
 
     /// Operations above the watermark, the buffer's bytes in use, and the
     /// leaves per partition in key order (for `Stats`).
     pub(crate) fn describe(&self) -> (u64, Vec<usize>) {
-        let buf = self.buf.lock();
+        let buf = self.buf.read();
         (buf.operations(), buf.chain_lengths())
     }
 }

@@ -684,6 +684,20 @@ impl LightBuffer {
     /// (`Pwb::sync_through`) before a table may hold any of it; a sync since
     /// the leaf was linked (the engine syncs before a hand-out) usually did.
     pub(crate) fn take_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
+        let unit = self.unit_entries(oldest_snapshot)?;
+        if let Some(u) = &unit {
+            self.hand_out(u.leaf);
+        }
+        Ok(unit)
+    }
+
+    /// The first half of [`LightBuffer::take_unit`], reading only (the
+    /// owner may hold its lock shared, so that reads go on): the next
+    /// flushable leaf's unit, not yet marked handed out. Until
+    /// [`LightBuffer::hand_out`] marks it, the caller must be the only one
+    /// taking units (the leaf stays the oldest of its chain and flushable
+    /// meanwhile: only a handed-out leaf leaves a chain).
+    pub(crate) fn unit_entries(&self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
         let Some(id) = self.flushable() else {
             return Ok(None);
         };
@@ -707,13 +721,25 @@ impl LightBuffer {
         let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
-        let meta = self.leaves[id].last_mut().expect("a chain");
-        meta.handed_out = true;
         Ok(Some(FlushUnit {
-            leaf: meta.uid,
+            leaf: self.leaves[id].last().expect("a chain").uid,
             entries,
             newest,
         }))
+    }
+
+    /// Marks leaf `uid`, the oldest of its chain, handed out (the second
+    /// half of [`LightBuffer::take_unit`]).
+    pub(crate) fn hand_out(&mut self, uid: u32) {
+        let meta = self
+            .leaves
+            .iter_mut()
+            .filter(|chain| chain.len() > 1)
+            .filter_map(|chain| chain.last_mut())
+            .find(|m| m.uid == uid)
+            .expect("a unit's leaf stays the oldest of its chain until handed out");
+        debug_assert!(!meta.handed_out);
+        meta.handed_out = true;
     }
 
     /// Leaf `uid`'s table is installed: the leaf leaves the tree, its
