@@ -21,7 +21,7 @@
 //!
 //! Format: `docs/format/pwb.md`.
 
-mod format;
+pub(crate) mod format;
 mod recover;
 #[cfg(test)]
 mod tests;
