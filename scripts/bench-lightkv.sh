@@ -6,21 +6,26 @@
 # 1 KiB values. Fig. 10a/b/c: random writes, random reads and 100-pair scans against value
 # size. Results: one JSON line per phase in $OUT. Recovery (§V): reopen time against the
 # buffer's size, from the ignored test `recovery_time_against_buffer_size` (printed).
-# Usage: scripts/bench-lightkv.sh [fig9|fig10|recovery|all] ; environment: SLUICE (binary, default
-# target/release/sluice), DIR (default /tmp/lightkv-scratch/bench), OUT (default
+# Table I / Fig. 11: read latency (p99, p99.9) under concurrent random writes, one writer and
+# READERS reader threads (`readwhilewriting`).
+# Usage: scripts/bench-lightkv.sh [fig9|fig10|latency|recovery|all] ; environment: SLUICE (binary,
+# default target/release/sluice), DIR (default /tmp/lightkv-scratch/bench), OUT (default
 # $DIR/lightkv.jsonl), FIG9_GIB (sizes, default "0.25 0.5 1"), FIG10_NUM (pairs per value
-# size, default 100000), ENGINES (default lightkv,leveldb).
+# size, default 100000), LAT_NUM (pairs loaded, default 100000), READERS (default 2), ENGINES
+# (default lightkv,leveldb), PM_FENCE (msync or cache, default msync: what a fence of the
+# buffer's mapped file does; cache stands in for real PM and survives a process crash only).
 set -euo pipefail
 what=${1:-all}
 bin=${SLUICE:-target/release/sluice}
 dir=${DIR:-/tmp/lightkv-scratch/bench}
 out=${OUT:-$dir/lightkv.jsonl}
 engines=${ENGINES:-lightkv,leveldb}
+fence=(--pm-fence "${PM_FENCE:-msync}")
 mkdir -p "$dir"
 if [ "$what" = fig9 ] || [ "$what" = all ]; then
   for gib in ${FIG9_GIB:-0.25 0.5 1}; do
     nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" --benchmarks fillrandom \
-      --dataset-gib "$gib" --value-size 1024 --out "$out"
+      --dataset-gib "$gib" --value-size 1024 --out "$out" "${fence[@]}"
     rm -rf "$dir/db"
   done
 fi
@@ -28,9 +33,15 @@ if [ "$what" = fig10 ] || [ "$what" = all ]; then
   for size in 256 1024 4096; do
     nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" \
       --benchmarks fillrandom,readrandom,scan --num "${FIG10_NUM:-100000}" \
-      --value-size "$size" --scan-length 100 --out "$out"
+      --value-size "$size" --scan-length 100 --out "$out" "${fence[@]}"
     rm -rf "$dir/db"
   done
+fi
+if [ "$what" = latency ] || [ "$what" = all ]; then
+  nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" --benchmarks readwhilewriting \
+    --num "${LAT_NUM:-100000}" --value-size 1024 --threads $((${READERS:-2} + 1)) \
+    --out "$out" "${fence[@]}"
+  rm -rf "$dir/db"
 fi
 if [ "$what" = recovery ] || [ "$what" = all ]; then
   LIGHTKV_RECOVERY_DIR="$dir/recovery" LIGHTKV_RECOVERY_MIB="${RECOVERY_MIB:-16 64 256}" \

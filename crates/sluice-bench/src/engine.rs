@@ -249,6 +249,13 @@ impl SluiceEngine {
         if let Some(w) = cfg.table_gc_write_back {
             opts = opts.table_gc_write_back(w);
         }
+        if let Some(cache) = cfg.lightkv_fence_cache {
+            opts = opts.lightkv_fence(if cache {
+                sluicedb::pm::FenceMode::Cache
+            } else {
+                sluicedb::pm::FenceMode::Msync
+            });
+        }
         if let Some(n) = cfg.drop_cache_bytes {
             opts = opts.drop_cache_bytes(n);
         }

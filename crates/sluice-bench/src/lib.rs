@@ -98,6 +98,10 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
     /// Fig. 15: pointer write-back instead of inheritance edges).
     pub table_gc_write_back: Option<bool>,
+    /// Overrides [`sluicedb::LightKvOptions::fence`]: true for
+    /// `FenceMode::Cache` (a memory fence, standing in for real persistent
+    /// memory), false for `FenceMode::Msync`.
+    pub lightkv_fence_cache: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::direct_io`].
     pub table_direct_io: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_cost_benefit`].
@@ -152,6 +156,7 @@ impl Default for BenchConfig {
             index_decoupled_tables: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
+            lightkv_fence_cache: None,
             table_direct_io: None,
             table_gc_cost_benefit: None,
             drop_cache_bytes: None,
@@ -428,6 +433,9 @@ struct Shared<'a> {
     /// unless it runs).
     slots: Vec<AtomicU64>,
     values: Values,
+    /// Readers of a readwhilewriting phase still reading; its writer
+    /// writes while this is above 0.
+    readers_left: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared<'_> {
@@ -617,6 +625,7 @@ fn run_engine(
             Vec::new()
         },
         values: Values::new(cfg.seed, max_value),
+        readers_left: std::sync::atomic::AtomicUsize::new(0),
     };
     if cfg.use_existing {
         shared.key_count.store(cfg.num, Ordering::Relaxed);
@@ -798,6 +807,18 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared<'_>, rng: &mut StdRng)
             }
             v
         }
+        Workload::ReadWhileWriting => {
+            let mut v = load_unless_loaded("readwhilewriting.load", rng);
+            v.push(phase(
+                w.name(),
+                cfg.ops(),
+                Body::ReadWhileWriting {
+                    chooser: Chooser::Uniform,
+                },
+                false,
+            ));
+            v
+        }
         Workload::ReadWrite => {
             let mut v = load_unless_loaded("readwrite.load", rng);
             let count = shared.key_count.load(Ordering::Relaxed).max(cfg.num);
@@ -853,8 +874,10 @@ fn run_phase(
     let bar = progress_bar(cfg, kind, phase);
     let threads = match phase.body {
         Body::ReadAll => 1,
+        Body::ReadWhileWriting { .. } => cfg.threads.max(2),
         _ => cfg.threads,
     };
+    shared.readers_left.store(threads - 1, Ordering::SeqCst);
     let rss_reset = measure::reset_peak_rss();
     let index_peak = AtomicU64::new(0);
     let index_known = engine.index_memory_bytes().is_some();
@@ -1053,6 +1076,44 @@ fn run_thread(
             shared
                 .key_count
                 .fetch_max(keys.iter().max().map_or(0, |m| m + 1), Ordering::Relaxed);
+        }
+        Body::ReadWhileWriting { chooser } => {
+            let mut chooser = chooser.clone();
+            if thread == 0 {
+                // The writer: not timed, not counted among the ops.
+                while shared.readers_left.load(Ordering::Acquire) > 0 {
+                    let count = shared.key_count.load(Ordering::Relaxed);
+                    let key = chooser.next(count, &mut rng);
+                    put(&mut t, &mut rng, key)?;
+                }
+                return Ok(t);
+            }
+            let readers = threads as u64 - 1;
+            let me = thread as u64 - 1;
+            let n = phase.ops / readers + u64::from(me < phase.ops % readers);
+            // However the reader ends (an error, a panic), the writer stops.
+            struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            let _done = Done(&shared.readers_left);
+            for i in 0..n {
+                let count = shared.key_count.load(Ordering::Relaxed);
+                let k = make_key(chooser.next(count, &mut rng), key_size);
+                let op = Instant::now();
+                let got = engine.get(&k)?;
+                t.latency.record(op.elapsed().as_nanos() as u64);
+                if let Some(len) = got {
+                    t.found += 1;
+                    t.read += (k.len() + len) as u64;
+                }
+                t.ops += 1;
+                if i % PROGRESS_STEP == PROGRESS_STEP - 1 {
+                    bar.inc(PROGRESS_STEP);
+                }
+            }
         }
         Body::ReadAll => {
             let op = Instant::now();

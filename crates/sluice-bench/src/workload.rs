@@ -58,13 +58,19 @@ pub enum Workload {
     /// reads and updates of Zipf(0.99) keys in the ratios 30:70, 50:50 and
     /// 70:30.
     ReadWrite,
+    /// Random reads on every thread but one while that one overwrites
+    /// random keys for as long as the readers run (LightKV's Table I and
+    /// Fig. 11: read latency under concurrent writes; db_bench's
+    /// readwhilewriting). Latency and ops/s are the reads'; at least two
+    /// threads run.
+    ReadWhileWriting,
 }
 
 /// The read shares of [`Workload::ReadWrite`]'s phases, in percent.
 pub const READ_WRITE_READ_PERCENTS: [u32; 3] = [30, 50, 70];
 
 impl Workload {
-    pub const ALL: [Workload; 17] = [
+    pub const ALL: [Workload; 18] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::Overwrite,
@@ -82,6 +88,7 @@ impl Workload {
         Workload::Mixed,
         Workload::Churn,
         Workload::ReadWrite,
+        Workload::ReadWhileWriting,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +110,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Churn => "churn",
             Workload::ReadWrite => "readwrite",
+            Workload::ReadWhileWriting => "readwhilewriting",
         }
     }
 
@@ -236,6 +244,9 @@ pub enum Body {
     },
     /// One scan over everything, on one thread.
     ReadAll,
+    /// `ops` random reads spread over every thread but the first, which
+    /// overwrites random keys until they are done; only the reads count.
+    ReadWhileWriting { chooser: Chooser },
 }
 
 /// One measured phase of a workload.

@@ -515,6 +515,12 @@ struct BenchArgs {
     /// inheritance edges (`off`, TerarkDB; Scavenger §2.2). Default: off.
     #[arg(long, value_parser = ["on", "off"])]
     write_back: Option<String>,
+    /// LightKV: what a fence of the write buffer (a mapped file) does,
+    /// `msync` (durable across a power loss) or `cache` (a memory fence
+    /// standing in for real persistent memory; survives a process crash
+    /// only, as unsynced journal writes do). Default: msync.
+    #[arg(long, value_parser = ["msync", "cache"])]
+    pm_fence: Option<String>,
     /// Table layout: value tables written, and GC's victims read, around
     /// the page cache (`O_DIRECT`), `on` or `off`. Default: the preset's.
     #[arg(long, value_parser = ["on", "off"])]
@@ -689,6 +695,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
+        lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),
         table_direct_io: a.direct_io.as_deref().map(|s| s == "on"),
         table_gc_cost_benefit: a.victims.as_deref().map(|s| s == "cost-benefit"),
         drop_cache_bytes: a.drop_cache_bytes,

@@ -63,9 +63,12 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
     if name == crate::db::light::BUFFER_FILE {
         return dump_write_buffer(path, opts, out);
     }
+    if name == crate::db::light::IMAGE_FILE {
+        return dump_clean_image(path, out);
+    }
     let kind = filename::parse(name).ok_or_else(|| {
         Error::InvalidArgument(format!(
-            "{}: not a database file (tables, journals, manifests, value files, hash index checkpoints, the lightkv write buffer)",
+            "{}: not a database file (tables, journals, manifests, value files, hash index checkpoints, the lightkv write buffer and its clean shutdown image)",
             path.display()
         ))
     })?;
@@ -457,6 +460,35 @@ impl Dumper<'_> {
 /// Dumps LightKV's write buffer (`docs/format/pwb.md`): its geometry, then
 /// the records recovery would keep, in sequence order. Recovery runs on an
 /// in-memory copy of the region, so the file is left as it is.
+/// The lightkv clean shutdown image (`docs/format/lightkv-image.md`): its
+/// size and hash, and whether the write buffer beside it names it (then
+/// the next open loads it instead of scanning the buffer).
+fn dump_clean_image(path: &Path, out: &mut dyn Write) -> Result<()> {
+    let data = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    let hash = crate::lightkv::buffer::image_mark(&data);
+    let region = path.with_file_name(crate::db::light::BUFFER_FILE);
+    let at = crate::pwb::format::CLEAN_AT as usize;
+    let mark = std::fs::read(&region)
+        .ok()
+        .and_then(|d| {
+            d.get(at..at + 8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8")))
+        })
+        .unwrap_or(0);
+    writeln!(
+        out,
+        "clean shutdown image: {} bytes, hash {hash:016x}; the write buffer's clean mark \
+         {mark:016x} ({})",
+        data.len(),
+        if mark == hash {
+            "the next open loads the image"
+        } else {
+            "not this image: the next open scans the buffer"
+        }
+    )
+    .map_err(|e| Error::io("write", "dump output", e))
+}
+
 fn dump_write_buffer(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<()> {
     let data = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
     let copy = crate::pm::SimPm::new_eadr(path, data.len() as u64)?;

@@ -342,6 +342,13 @@ pub struct LightKvOptions {
     /// A partition's share of the table bytes at which it splits (§III-G)
     /// ([`DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES`]).
     pub partition_split_bytes: u64,
+    /// What a fence of the buffer does when it is a mapped file
+    /// ([`crate::pm::FenceMode`], default `Msync`: durable across a power
+    /// loss). `Cache` makes a fence a memory fence, standing in for real
+    /// persistent memory: data then survives a process crash but not a
+    /// power loss, as unsynced journal writes of the other presets do.
+    /// Benchmarks say which mode ran. No effect on an in-memory file system.
+    pub fence: crate::pm::FenceMode,
 }
 
 /// Default [`LightKvOptions::buffer_bytes`]: 64 MiB, the other presets'
@@ -961,6 +968,8 @@ setters! {
     lightkv_compaction_size => lightkv.compaction_size: usize,
     /// Sets [`LightKvOptions::partition_split_bytes`].
     lightkv_partition_split_bytes => lightkv.partition_split_bytes: u64,
+    /// Sets [`LightKvOptions::fence`].
+    lightkv_fence => lightkv.fence: crate::pm::FenceMode,
     /// Sets [`UnifiedOptions::hash_buckets`].
     unikv_hash_buckets => index.unified.hash_buckets: usize,
     /// Sets [`UnifiedOptions::hash_functions`].
@@ -1263,6 +1272,7 @@ impl Options {
                 max_leaf_nodes: DEFAULT_LIGHTKV_MAX_LEAF_NODES,
                 compaction_size: DEFAULT_LIGHTKV_COMPACTION_SIZE,
                 partition_split_bytes: DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES,
+                fence: crate::pm::FenceMode::Msync,
             },
             gc: GcOptions {
                 background: true,

@@ -254,6 +254,9 @@ pub struct ShapeStats {
     /// Merges of a partition's unsorted tables into one, for scans
     /// (§III-F), picked since open.
     pub scan_merges: u64,
+    /// LightKV: the open loaded the write buffer's tree from the image a
+    /// clean shutdown left (§V) instead of scanning the buffer.
+    pub lightkv_image_loaded: bool,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).

@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex};
 use super::queue::WriterSlot;
 use crate::error::{Error, Result};
 use crate::fs::CountingFs;
-use crate::index::IndexShape;
+use crate::index::{IndexShape, WritePressure};
 use crate::journal::{Journal, JournalMark};
 use crate::memtable::{BlockPool, MemTable, WriteBuffer};
 use crate::options::{Options, Preset, ReadOptions};
@@ -52,6 +52,11 @@ pub(super) struct State {
     /// replay start once older ones are flushed.
     pub(super) mem_mark: JournalMark,
     pub(super) imms: VecDeque<Immutable>,
+    /// LightKV: the shape's write pressure as computed for the version
+    /// the first half names (a weak reference, so that its address is not
+    /// reused while it is kept): the write path asks it once per group,
+    /// and the partitioned shape counts every weight-0 table to answer.
+    pub(super) light_pressure: Option<(Weak<Version>, WritePressure)>,
     /// The tables' block cache, which gives way to `imms` under the memory
     /// budget (`refresh_sv`).
     pub(super) block_cache: Arc<BlockCache>,
@@ -472,6 +477,9 @@ impl Core {
             ..Stats::default()
         };
         self.shape.shape_stats(&mut stats.index.shape);
+        if let Some(light) = self.light.get() {
+            stats.index.shape.lightkv_image_loaded = light.loaded_image();
+        }
         if let Some(v) = &self.values {
             stats.values.files = v.file_count();
             stats.values.bytes = v.total_bytes();

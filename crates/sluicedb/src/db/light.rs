@@ -22,23 +22,28 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::fs::CountingFs;
+use crate::fs::{CountingFs, IoClass};
 use crate::index::rh::RhParams;
 use crate::iter::InternalIterator;
 use crate::journal::{Journal, JournalMark};
+use crate::key;
 use crate::key::Kind;
-use crate::lightkv::buffer::{FlushEntry, LightBuffer, Op};
-use crate::memtable::{DigestSet, Lookup, MemTable, ShadowCandidates, WriteBuffer};
+use crate::lightkv::buffer::{image_mark, FlushEntry, LightBuffer, Op};
+use crate::memtable::{DigestSet, Lookup, ShadowCandidates, WriteBuffer};
 use crate::options::LightKvOptions;
 use crate::pwb::Pwb;
 use crate::version::VersionEdit;
 
 /// The write buffer's file in the database directory.
 pub(crate) const BUFFER_FILE: &str = "LIGHTKV.pwb";
+
+/// The image of the buffer's tree a clean shutdown leaves beside it
+/// (`docs/format/lightkv-image.md`).
+pub(crate) const IMAGE_FILE: &str = "LIGHTKV.image";
 
 /// The path of the write buffer of the database in `dir`.
 pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
@@ -54,12 +59,20 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 /// yet prepared (`Pwb::prepare_free`), and a watermark raise when no leaf
 /// indexes anything (`LightBuffer::make_room`).
 pub(crate) struct Light {
-    buf: Mutex<LightBuffer>,
+    /// Shared by reads (and by a hand-out's reading of its leaf), so that
+    /// readers do not wait for each other; exclusive for writes, links,
+    /// and leaves leaving.
+    buf: RwLock<LightBuffer>,
     /// The buffer's records, for fences without `buf`.
     pwb: Arc<Pwb>,
     /// Shared by a read from its super version to its look into the
     /// buffer; exclusive in [`Light::flushed`] (module documentation).
     pub(crate) readers: RwLock<()>,
+    /// For the clean shutdown's image ([`Light::close`]).
+    fs: CountingFs,
+    image_path: PathBuf,
+    /// The open loaded the image instead of scanning the buffer.
+    loaded_image: bool,
 }
 
 impl Light {
@@ -72,24 +85,62 @@ impl Light {
         opts: &LightKvOptions,
         in_tables: impl Fn(&[u8], u64) -> bool,
     ) -> Result<Light> {
-        let pm = fs.open_pm(&buffer_path(dir), opts.buffer_bytes)?;
+        let pm = fs.open_pm_fenced(&buffer_path(dir), opts.buffer_bytes, opts.fence)?;
         let params = RhParams {
             leaf_buckets: opts.leaf_buckets,
             extra_buckets: opts.leaf_buckets.div_ceil(20),
             max_leaf_nodes: opts.max_leaf_nodes,
             ..RhParams::default()
         };
-        let buf = LightBuffer::open(pm, opts.segment_bytes, params, in_tables)?;
+        let image_path = dir.join(IMAGE_FILE);
+        // A missing or unreadable image is no image: the buffer is scanned.
+        let image = fs.read_all(&image_path, IoClass::Journal).ok();
+        let (buf, loaded_image) = LightBuffer::open_with_image(
+            pm,
+            opts.segment_bytes,
+            params,
+            image.as_deref(),
+            in_tables,
+        )?;
         Ok(Light {
             pwb: buf.pwb(),
-            buf: Mutex::new(buf),
+            buf: RwLock::new(buf),
             readers: RwLock::new(()),
+            fs: fs.clone(),
+            image_path,
+            loaded_image,
         })
+    }
+
+    /// True when the open loaded a clean shutdown's image instead of
+    /// scanning the buffer.
+    pub(crate) fn loaded_image(&self) -> bool {
+        self.loaded_image
+    }
+
+    /// A clean shutdown (§V): every write made durable, then the image of
+    /// the tree and the buffer's state written and synced, then the clean
+    /// mark (the image's hash) stored with one fence. Nothing may write to
+    /// the buffer after (the engine's threads are stopped). A crash before
+    /// the mark leaves no mark, and the buffer is scanned at the next open;
+    /// after it, the image describes the buffer exactly.
+    pub(crate) fn close(&self) -> Result<()> {
+        let buf = self.buf.write();
+        self.pwb.sync()?;
+        let image = buf.encode_image();
+        let mut file = self.fs.create(&self.image_path, IoClass::Journal)?;
+        file.append(&image)?;
+        file.sync()?;
+        drop(file);
+        if let Some(dir) = self.image_path.parent() {
+            self.fs.sync_dir(dir)?;
+        }
+        self.pwb.set_clean_mark(image_mark(&image))
     }
 
     /// The last operation the buffer holds or held.
     pub(crate) fn last_seq(&self) -> u64 {
-        self.buf.lock().last_seq()
+        self.buf.read().last_seq()
     }
 
     /// Writes `group`, whose first operation is `seq`, synced when `sync`.
@@ -103,7 +154,7 @@ impl Light {
                 value: (op.kind != Kind::Delete).then_some(op.value),
             });
         }
-        let Some(first) = self.buf.lock().write(&ops)? else {
+        let Some(first) = self.buf.write().write(&ops)? else {
             return Ok(false);
         };
         if first != seq {
@@ -126,7 +177,7 @@ impl Light {
 
     /// The newest version of `key` at or below `seq` in the buffer.
     pub(crate) fn get(&self, key: &[u8], seq: u64) -> Result<Lookup> {
-        Ok(match self.buf.lock().get_versioned(key, seq)? {
+        Ok(match self.buf.read().get_versioned(key, seq)? {
             Some((s, Some(v))) => Lookup::Found(Kind::Value, v, s),
             Some((_, None)) => Lookup::Deleted,
             None => Lookup::Absent,
@@ -136,44 +187,48 @@ impl Light {
     /// Every version the buffer holds for keys in `lo..=hi`, as a sorted
     /// iterator (a copy: the buffer may change under it).
     pub(crate) fn iter(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Box<dyn InternalIterator> {
-        match self.buf.lock().versions_in(lo, hi) {
-            Ok(entries) => Arc::new(memtable_of(&entries)).iter(),
+        match self.buf.read().versions_in(lo, hi) {
+            Ok(entries) => Arc::new(Versions::new(entries)).iter(),
             Err(e) => Box::new(Failed(e)),
         }
     }
 
     /// The next flush unit as a memtable, with its leaf; `None` when no
     /// linked leaf waits.
-    pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<MemTable>)>> {
-        let unit = self.buf.lock().take_unit(oldest_snapshot)?;
+    pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
+        // The leaf is read under the shared lock (reads go on), then
+        // marked under the exclusive one; the engine's state lock, held by
+        // the only caller, keeps a second hand-out from choosing it too.
+        let unit = self.buf.read().unit_entries(oldest_snapshot)?;
         let Some(u) = unit else { return Ok(None) };
+        self.buf.write().hand_out(u.leaf);
         // A table must never hold a write the buffer could lose (nor one
         // past such a write); the sync before a hand-out usually did this.
         self.pwb.sync_through(u.newest)?;
-        Ok(Some((u.leaf, Arc::new(memtable_of(&u.entries)))))
+        Ok(Some((u.leaf, Arc::new(Versions::new(u.entries)))))
     }
 
     /// True when a linked leaf waits to be handed out.
     pub(crate) fn unit_waiting(&self) -> bool {
-        self.buf.lock().unit_waiting()
+        self.buf.read().unit_waiting()
     }
 
     /// Links the top leaf holding the oldest operation, if no unit waits;
     /// false when nothing is indexed (the watermark then rises past every
     /// record, releasing what they held).
     pub(crate) fn make_room(&self) -> Result<bool> {
-        self.buf.lock().make_room()
+        self.buf.write().make_room()
     }
 
     /// Links every top leaf holding something (a full flush).
     pub(crate) fn link_all(&self) -> usize {
-        self.buf.lock().link_all()
+        self.buf.write().link_all()
     }
 
     /// Chains holding a linked leaf (flushed or not yet).
     pub(crate) fn linked(&self) -> usize {
         self.buf
-            .lock()
+            .read()
             .chain_lengths()
             .iter()
             .filter(|&&n| n > 1)
@@ -182,26 +237,32 @@ impl Light {
 
     /// Segments, and how many are free.
     pub(crate) fn segments(&self) -> (u32, u32) {
-        self.buf.lock().segments()
+        self.buf.read().segments()
     }
 
-    /// Leaf `uid`'s table is installed: the leaf leaves the tree and the
-    /// watermark rises as far as it may.
+    /// The tables of leaves `uids` are installed: the leaves leave the
+    /// tree and the watermark rises as far as it may, once for all of them
+    /// (one fence, not one per leaf: on a mapped file each is an `msync`).
     ///
-    /// Only the leaf's removal holds `readers` and `buf`; the watermark's
+    /// Only the leaves' removal holds `readers` and `buf`; the watermark's
     /// fence runs without them (what it covers stays readable until
     /// `release_through`, under `buf`), and so does the preparation of the
     /// released segments for reuse.
-    pub(crate) fn flushed(&self, uid: u32) -> Result<usize> {
+    pub(crate) fn flushed(&self, uids: &[u32]) -> Result<usize> {
         let target = {
             let _readers = self.readers.write();
-            self.buf.lock().drop_flushed(uid)?
+            let mut buf = self.buf.write();
+            let mut target = None;
+            for &uid in uids {
+                target = buf.drop_flushed(uid)?.or(target);
+            }
+            target
         };
         let Some(target) = target else {
             return Ok(0);
         };
         self.pwb.persist_watermark(target)?;
-        let released = self.buf.lock().release_through(target);
+        let released = self.buf.write().release_through(target);
         if released > 0 {
             self.pwb.prepare_released()?;
         }
@@ -212,30 +273,174 @@ impl Light {
     /// `buf` is held, so no group is half written or half indexed, and no
     /// segment is released or handed out meanwhile.
     pub(crate) fn image(&self) -> Result<Vec<u8>> {
-        let _buf = self.buf.lock();
+        let _buf = self.buf.read();
         self.pwb.image()
     }
 
     /// Operations above the watermark, the buffer's bytes in use, and the
     /// leaves per partition in key order (for `Stats`).
     pub(crate) fn describe(&self) -> (u64, Vec<usize>) {
-        let buf = self.buf.lock();
+        let buf = self.buf.read();
         (buf.operations(), buf.chain_lengths())
     }
 }
 
-/// A memtable holding `entries` (each at its own sequence number).
-fn memtable_of(entries: &[FlushEntry]) -> MemTable {
-    let mem = MemTable::new();
-    for e in entries {
-        let mut b = WriteBatch::new();
-        match &e.value {
-            Some(v) => b.put(&e.key, v),
-            None => b.delete(&e.key),
-        };
-        mem.insert_batch(&b, e.seq);
+/// Versions taken from the buffer, sorted by internal key: a flush unit or
+/// a cursor's copy of its partitions. Built once from entries already
+/// sorted by key and newest first (`LightBuffer::take_unit`,
+/// `LightBuffer::versions_in`), so it costs one allocation per entry
+/// where a memtable's skip list cost an insert and a batch per entry.
+pub(crate) struct Versions {
+    /// (internal key, value), in internal-key order.
+    items: Vec<(Vec<u8>, Vec<u8>)>,
+    last_seq: u64,
+    bytes: usize,
+}
+
+impl Versions {
+    /// `entries` sorted by key, then newest first.
+    fn new(entries: Vec<FlushEntry>) -> Versions {
+        let mut bytes = 0;
+        let mut last_seq = 0;
+        let items: Vec<(Vec<u8>, Vec<u8>)> = entries
+            .into_iter()
+            .map(|e| {
+                let kind = if e.value.is_some() {
+                    Kind::Value
+                } else {
+                    Kind::Delete
+                };
+                last_seq = last_seq.max(e.seq);
+                let mut k = e.key;
+                k.extend_from_slice(&key::pack_trailer(e.seq, kind as u8).to_le_bytes());
+                let v = e.value.unwrap_or_default();
+                bytes += k.len() + v.len() + 48;
+                (k, v)
+            })
+            .collect();
+        debug_assert!(items
+            .windows(2)
+            .all(|w| key::compare(&w[0].0, &w[1].0).is_lt()));
+        Versions {
+            items,
+            last_seq,
+            bytes,
+        }
     }
-    mem
+
+    /// The first entry at or after internal key `target`.
+    fn seek(&self, target: &[u8]) -> usize {
+        self.items
+            .partition_point(|(k, _)| key::compare(k, target).is_lt())
+    }
+}
+
+impl WriteBuffer for Versions {
+    fn insert_batch(&self, _batch: &WriteBatch, _seq: u64) {
+        unreachable!("a flush unit or a cursor's copy is never written to");
+    }
+
+    fn insert_relocations(&self, _batch: &WriteBatch, _seq: u64, _counted: bool) {
+        unreachable!("lightkv keeps values inline: no GC relocates them");
+    }
+
+    fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
+        let mut seek = user_key.to_vec();
+        seek.extend_from_slice(&key::pack_trailer(snapshot, key::KIND_SEEK).to_le_bytes());
+        let Some((k, v)) = self.items.get(self.seek(&seek)) else {
+            return Lookup::Absent;
+        };
+        if key::user_key(k) != user_key {
+            return Lookup::Absent;
+        }
+        match Kind::from_u8(key::kind_byte(k)) {
+            Some(Kind::Delete) => Lookup::Deleted,
+            Some(kind) => Lookup::Found(kind, v.clone(), key::sequence(k)),
+            None => unreachable!("only puts and deletes are built"),
+        }
+    }
+
+    fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
+        let mut seek = user_key.to_vec();
+        seek.extend_from_slice(&key::pack_trailer(key::MAX_SEQUENCE, key::KIND_SEEK).to_le_bytes());
+        let (k, _) = self.items.get(self.seek(&seek))?;
+        (key::user_key(k) == user_key).then(|| key::sequence(k))
+    }
+
+    fn digests_newer_than(&self, _seq: u64, _out: &mut DigestSet) -> bool {
+        false
+    }
+
+    fn last_sequence(&self) -> u64 {
+        self.last_seq
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        Box::new(VersionsIter {
+            versions: self,
+            pos: None,
+        })
+    }
+
+    fn approximate_memory_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn filter_bytes(&self) -> usize {
+        0
+    }
+
+    fn shadow_candidates(&self) -> ShadowCandidates {
+        ShadowCandidates::default()
+    }
+
+    /// Held by the buffer too, which the space limit does not count
+    /// either (no value store in this preset).
+    fn held_live_bytes(&self) -> u64 {
+        0
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+/// An iterator over [`Versions`].
+struct VersionsIter {
+    versions: Arc<Versions>,
+    pos: Option<usize>,
+}
+
+impl InternalIterator for VersionsIter {
+    fn valid(&self) -> bool {
+        self.pos.is_some()
+    }
+    fn seek_to_first(&mut self) {
+        self.pos = (!self.versions.items.is_empty()).then_some(0);
+    }
+    fn seek_to_last(&mut self) {
+        self.pos = self.versions.items.len().checked_sub(1);
+    }
+    fn seek(&mut self, target: &[u8]) {
+        let i = self.versions.seek(target);
+        self.pos = (i < self.versions.items.len()).then_some(i);
+    }
+    fn next(&mut self) {
+        let n = self.versions.items.len();
+        self.pos = self.pos.map(|p| p + 1).filter(|&p| p < n);
+    }
+    fn prev(&mut self) {
+        self.pos = self.pos.and_then(|p| p.checked_sub(1));
+    }
+    fn key(&self) -> &[u8] {
+        &self.versions.items[self.pos.expect("a valid iterator")].0
+    }
+    fn value(&self) -> &[u8] {
+        &self.versions.items[self.pos.expect("a valid iterator")].1
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// An iterator that holds nothing and reports `0`'s error.
@@ -284,6 +489,12 @@ impl Journal for PwbJournal {
 
     fn sync(&self) -> Result<()> {
         self.0.sync()
+    }
+
+    /// A clean close leaves the tree's image and the clean mark
+    /// ([`Light::close`]).
+    fn close(&self) -> Result<()> {
+        self.0.close()
     }
 
     /// Flush units are not journal files: nothing to rotate.

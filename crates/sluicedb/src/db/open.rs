@@ -201,6 +201,7 @@ impl Core {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
             imms: VecDeque::new(),
+            light_pressure: None,
             block_cache,
             current: version.clone(),
             sv: Arc::new(SuperVersion {

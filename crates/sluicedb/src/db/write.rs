@@ -41,6 +41,17 @@ const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
 /// pressure (1.1 ms, the wisckey preset on the update benchmark).
 const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 
+/// LightKV's high-water mark: once fewer than this share of the buffer's
+/// segments (in percent) is free, each group links the top leaf holding
+/// the oldest operation (while no unit waits) and flush units go out.
+/// Segments come back only as the watermark passes them, in the order of
+/// the leaves' oldest operations; the first leaves all start at once, so
+/// none of their segments comes back before every one of them is flushed.
+/// Flushing from half full leaves the other half to write meanwhile (at a
+/// quarter, writers waited for room for seconds at 4 KiB values:
+/// `docs/experiments.md`, "LightKV's buffer stalls").
+const LIGHT_FLUSH_FREE_PERCENT: u64 = 50;
+
 /// LightKV's flush units handed out at once (each a copy of one leaf's
 /// versions in memory).
 const LIGHT_UNITS_IN_FLIGHT: usize = 8;
@@ -443,7 +454,8 @@ impl Core {
 
     /// LightKV's room for a group (`db/light.rs`): waits while the index
     /// is too far behind (its L0), links the top leaf holding the oldest
-    /// operation once a quarter of the buffer is left (every top leaf when
+    /// operation past the high-water mark ([`LIGHT_FLUSH_FREE_PERCENT`];
+    /// every top leaf when
     /// `force`, a full flush), and hands out the flush units that wait.
     fn light_room(
         &self,
@@ -454,7 +466,15 @@ impl Core {
         let mut allow_delay = !force;
         loop {
             st.check_writable()?;
-            match self.shape.write_pressure(&st.current) {
+            let pressure = match &st.light_pressure {
+                Some((v, p)) if std::ptr::eq(v.as_ptr(), Arc::as_ptr(&st.current)) => *p,
+                _ => {
+                    let p = self.shape.write_pressure(&st.current);
+                    st.light_pressure = Some((Arc::downgrade(&st.current), p));
+                    p
+                }
+            };
+            match pressure {
                 WritePressure::Stop => {
                     self.stall_for_background(st, false, &self.counters.stall_l0_micros);
                     continue;
@@ -473,7 +493,7 @@ impl Core {
             light.link_all();
         } else {
             let (segments, free) = light.segments();
-            if free * 4 < segments {
+            if u64::from(free) * 100 < u64::from(segments) * LIGHT_FLUSH_FREE_PERCENT {
                 light.make_room()?;
             }
         }

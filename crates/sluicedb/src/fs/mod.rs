@@ -214,6 +214,17 @@ pub trait Fs: Send + Sync + 'static {
             path.display()
         )))
     }
+    /// Like [`Fs::open_pm`], with what a fence does on a file system
+    /// whose regions are mapped files ([`StdFs`]); others ignore `fence`.
+    fn open_pm_fenced(
+        &self,
+        path: &Path,
+        len_bytes: u64,
+        fence: crate::pm::FenceMode,
+    ) -> Result<Arc<dyn Pm>> {
+        let _ = fence;
+        self.open_pm(path, len_bytes)
+    }
 }
 
 /// The block size holes are punched in: 4 KiB, the file systems' usual

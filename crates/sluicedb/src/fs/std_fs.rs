@@ -663,8 +663,15 @@ impl Fs for StdFs {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
     }
     fn open_pm(&self, path: &Path, len_bytes: u64) -> Result<Arc<dyn crate::pm::Pm>> {
-        let pm = crate::pm::MmapPm::open(path, len_bytes, crate::pm::FenceMode::Msync)?;
-        Ok(Arc::new(pm))
+        self.open_pm_fenced(path, len_bytes, crate::pm::FenceMode::Msync)
+    }
+    fn open_pm_fenced(
+        &self,
+        path: &Path,
+        len_bytes: u64,
+        fence: crate::pm::FenceMode,
+    ) -> Result<Arc<dyn crate::pm::Pm>> {
+        Ok(Arc::new(crate::pm::MmapPm::open(path, len_bytes, fence)?))
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         File::open(dir)

@@ -35,6 +35,9 @@ use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
 use crate::pwb::{Lane, Loc, Pwb};
 
+/// The first word of a clean shutdown's image ("LKVIMG01").
+const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"LKVIMG01");
+
 /// Payload header: kind (1), previous version's sequence number (8) and
 /// place (8), key length (4).
 const PAYLOAD_HEADER: usize = 21;
@@ -106,7 +109,7 @@ fn payload_len(op: &Op<'_>) -> usize {
     PAYLOAD_HEADER + op.key.len() + op.value.map_or(0, <[u8]>::len)
 }
 
-fn decode(pwb: &Pwb, loc: Loc, p: Vec<u8>, seq: u64) -> Result<Record> {
+fn decode(pwb: &Pwb, loc: Loc, mut p: Vec<u8>, seq: u64) -> Result<Record> {
     if p.len() < PAYLOAD_HEADER {
         return Err(pwb.damage(loc, "record shorter than its header"));
     }
@@ -117,8 +120,13 @@ fn decode(pwb: &Pwb, loc: Loc, p: Vec<u8>, seq: u64) -> Result<Record> {
     if !(kind == KIND_PUT || kind == KIND_DELETE) || PAYLOAD_HEADER + key_len > p.len() {
         return Err(pwb.damage(loc, "record payload out of range"));
     }
-    let key = p[PAYLOAD_HEADER..PAYLOAD_HEADER + key_len].to_vec();
-    let value = p[PAYLOAD_HEADER + key_len..].to_vec();
+    // Room for an internal key's trailer, which a flush unit appends.
+    let mut key = Vec::with_capacity(key_len + 8);
+    key.extend_from_slice(&p[PAYLOAD_HEADER..PAYLOAD_HEADER + key_len]);
+    // The value keeps the payload's allocation (moved down, not copied
+    // into a new one).
+    p.drain(..PAYLOAD_HEADER + key_len);
+    let value = p;
     Ok(Record {
         seq,
         kind,
@@ -140,6 +148,11 @@ pub(crate) fn describe_payload(p: &[u8]) -> Option<(bool, &[u8], &[u8], u64)> {
     let key = p.get(PAYLOAD_HEADER..PAYLOAD_HEADER.checked_add(key_len)?)?;
     let value = &p[PAYLOAD_HEADER + key_len..];
     Some((p[0] == KIND_DELETE, key, value, prev_seq))
+}
+
+/// The clean shutdown mark naming `image`: its hash, never 0.
+pub(crate) fn image_mark(image: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(image) | 1
 }
 
 fn record(pwb: &Pwb, offset: u64) -> Result<Record> {
@@ -204,6 +217,41 @@ impl LightBuffer {
         params: RhParams,
         in_tables: impl Fn(&[u8], u64) -> bool,
     ) -> Result<LightBuffer> {
+        Ok(Self::open_with_image(pm, segment_bytes, params, None, in_tables)?.0)
+    }
+
+    /// Like [`LightBuffer::open`], trying first the image a clean shutdown
+    /// left (`image`, read by the caller) when the region's clean mark
+    /// names it (its hash); true when it was loaded. The mark is cleared,
+    /// durably, before anything else is written: from then on the image no
+    /// longer describes the buffer, and a crash reopens it by scanning.
+    pub(crate) fn open_with_image(
+        pm: Arc<dyn Pm>,
+        segment_bytes: u64,
+        params: RhParams,
+        image: Option<&[u8]>,
+        in_tables: impl Fn(&[u8], u64) -> bool,
+    ) -> Result<(LightBuffer, bool)> {
+        let mark = Pwb::clean_mark(&*pm)?;
+        if mark != 0 {
+            Pwb::clear_clean_mark(&*pm)?;
+            let loaded = image
+                .filter(|i| image_mark(i) == mark)
+                .and_then(|i| Self::from_image(pm.clone(), params, i));
+            if let Some(buf) = loaded {
+                return Ok((buf, true));
+            }
+        }
+        Ok((Self::scan(pm, segment_bytes, params, in_tables)?, false))
+    }
+
+    /// Opens the buffer by reading every record (§V, after a crash).
+    fn scan(
+        pm: Arc<dyn Pm>,
+        segment_bytes: u64,
+        params: RhParams,
+        in_tables: impl Fn(&[u8], u64) -> bool,
+    ) -> Result<LightBuffer> {
         let (pwb, recovered) = Pwb::open(pm, segment_bytes)?;
         let pwb = Arc::new(pwb);
         let tree = RhTree::new(params);
@@ -220,16 +268,114 @@ impl LightBuffer {
             let meta = buf.new_meta();
             buf.leaves.push(vec![meta]);
         }
-        for r in &recovered.records {
+        for r in recovered.records {
             if r.place + 1 == r.count {
                 buf.batch_ends.insert(r.seq);
             }
-            let rec = decode(&buf.pwb, r.loc, r.payload.clone(), r.seq)?;
+            let rec = decode(&buf.pwb, r.loc, r.payload, r.seq)?;
             if !in_tables(&rec.key, r.seq) {
                 buf.index(&rec.key, r.seq, r.loc)?;
             }
         }
         Ok(buf)
+    }
+
+    /// The image a clean shutdown leaves (`docs/format/lightkv-image.md`):
+    /// the buffer's segments, the tree, and the leaves' metadata, so that
+    /// [`LightBuffer::from_image`] can rebuild all of it without reading a
+    /// record. Flush units handed out and not flushed go back to waiting.
+    pub(crate) fn encode_image(&self) -> Vec<u8> {
+        use crate::coding::{put_u32, put_u64};
+        let mut out = Vec::new();
+        put_u64(&mut out, IMAGE_MAGIC);
+        self.pwb.encode_state(&mut out);
+        self.tree.encode_into(&mut out);
+        put_u32(&mut out, self.next_uid);
+        put_u64(&mut out, self.next_seq);
+        put_u32(&mut out, self.batch_ends.len() as u32);
+        for &e in &self.batch_ends {
+            put_u64(&mut out, e);
+        }
+        for chain in &self.leaves {
+            put_u32(&mut out, chain.len() as u32);
+            for m in chain {
+                put_u32(&mut out, m.uid);
+                put_u64(&mut out, m.min_seq);
+                put_u32(&mut out, m.segments.len() as u32);
+                for &seg in &m.segments {
+                    put_u32(&mut out, seg);
+                }
+            }
+        }
+        out
+    }
+
+    /// The buffer in `pm` as `image` describes it; `None` when the image
+    /// does not decode or does not hold together with the region or with
+    /// itself (the caller then scans the buffer).
+    fn from_image(pm: Arc<dyn Pm>, params: RhParams, image: &[u8]) -> Option<LightBuffer> {
+        let mut r = crate::coding::Reader::new(image);
+        if r.u64()? != IMAGE_MAGIC {
+            return None;
+        }
+        let pwb = Arc::new(Pwb::from_image(pm, &mut r)?);
+        let tree = RhTree::decode(params, &mut r)?;
+        let next_uid = r.u32()?;
+        let next_seq = r.u64()?;
+        let ends = r.u32()? as usize;
+        let mut batch_ends = BTreeSet::new();
+        for _ in 0..ends {
+            batch_ends.insert(r.u64()?);
+        }
+        let mut leaves = Vec::with_capacity(tree.partitions());
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for id in 0..tree.partitions() {
+            let n = r.u32()? as usize;
+            if n != tree.partition(id).1 {
+                return None;
+            }
+            let mut chain = Vec::with_capacity(n);
+            for _ in 0..n {
+                let uid = r.u32()?;
+                let min_seq = r.u64()?;
+                let segs = r.u32()? as usize;
+                let mut segments = BTreeSet::new();
+                for _ in 0..segs {
+                    let seg = r.u32()?;
+                    if !pwb.holds(seg) {
+                        return None;
+                    }
+                    segments.insert(seg);
+                    *counts.entry(seg).or_default() += 1;
+                }
+                if uid > next_uid {
+                    return None;
+                }
+                chain.push(LeafMeta {
+                    uid,
+                    segments,
+                    min_seq,
+                    handed_out: false,
+                });
+            }
+            leaves.push(chain);
+        }
+        let last = next_seq.checked_sub(1)?;
+        if !r.is_empty()
+            || batch_ends.last().is_some_and(|&e| e > last)
+            || pwb.next_seq() != next_seq
+        {
+            return None;
+        }
+        Some(LightBuffer {
+            pwb,
+            tree,
+            leaves,
+            counts,
+            next_uid,
+            next_seq,
+            batch_ends,
+        })
     }
 
     fn new_meta(&mut self) -> LeafMeta {
@@ -538,6 +684,20 @@ impl LightBuffer {
     /// (`Pwb::sync_through`) before a table may hold any of it; a sync since
     /// the leaf was linked (the engine syncs before a hand-out) usually did.
     pub(crate) fn take_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
+        let unit = self.unit_entries(oldest_snapshot)?;
+        if let Some(u) = &unit {
+            self.hand_out(u.leaf);
+        }
+        Ok(unit)
+    }
+
+    /// The first half of [`LightBuffer::take_unit`], reading only (the
+    /// owner may hold its lock shared, so that reads go on): the next
+    /// flushable leaf's unit, not yet marked handed out. Until
+    /// [`LightBuffer::hand_out`] marks it, the caller must be the only one
+    /// taking units (the leaf stays the oldest of its chain and flushable
+    /// meanwhile: only a handed-out leaf leaves a chain).
+    pub(crate) fn unit_entries(&self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
         let Some(id) = self.flushable() else {
             return Ok(None);
         };
@@ -561,13 +721,25 @@ impl LightBuffer {
         let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
-        let meta = self.leaves[id].last_mut().expect("a chain");
-        meta.handed_out = true;
         Ok(Some(FlushUnit {
-            leaf: meta.uid,
+            leaf: self.leaves[id].last().expect("a chain").uid,
             entries,
             newest,
         }))
+    }
+
+    /// Marks leaf `uid`, the oldest of its chain, handed out (the second
+    /// half of [`LightBuffer::take_unit`]).
+    pub(crate) fn hand_out(&mut self, uid: u32) {
+        let meta = self
+            .leaves
+            .iter_mut()
+            .filter(|chain| chain.len() > 1)
+            .filter_map(|chain| chain.last_mut())
+            .find(|m| m.uid == uid)
+            .expect("a unit's leaf stays the oldest of its chain until handed out");
+        debug_assert!(!meta.handed_out);
+        meta.handed_out = true;
     }
 
     /// Leaf `uid`'s table is installed: the leaf leaves the tree, its

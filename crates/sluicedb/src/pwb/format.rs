@@ -16,6 +16,9 @@ pub(crate) const MAGIC_AT: u64 = 0;
 pub(crate) const GEOMETRY_AT: u64 = 8;
 pub(crate) const CHECK_AT: u64 = 16;
 pub(crate) const WATERMARK_AT: u64 = 24;
+/// The clean shutdown mark: the hash of the image a clean close wrote
+/// (`docs/format/lightkv-image.md`), 0 when there is none to trust.
+pub(crate) const CLEAN_AT: u64 = 32;
 /// The header takes one line; the segment words follow.
 pub(crate) const HEADER_BYTES: u64 = LINE_BYTES;
 /// A record's fixed part: length and checksum, sequence number, place and

@@ -21,7 +21,7 @@
 //!
 //! Format: `docs/format/pwb.md`.
 
-mod format;
+pub(crate) mod format;
 mod recover;
 #[cfg(test)]
 mod tests;
@@ -530,6 +530,108 @@ impl Pwb {
         let mut data = vec![0; self.pm.len() as usize];
         self.pm.read(0, &mut data)?;
         Ok(data)
+    }
+
+    /// True when `seg` is a segment of the region.
+    pub(crate) fn holds(&self, seg: u32) -> bool {
+        seg < self.geometry.segments
+    }
+
+    /// The sequence number the next operation takes.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.state.lock().next_seq
+    }
+
+    /// The clean shutdown mark (0: none), from a region that may not be
+    /// formatted yet.
+    pub(crate) fn clean_mark(pm: &dyn Pm) -> Result<u64> {
+        if pm.read_u64(MAGIC_AT)? == 0 {
+            return Ok(0);
+        }
+        pm.read_u64(format::CLEAN_AT)
+    }
+
+    /// Clears the clean shutdown mark durably (one fence), before anything
+    /// else is written: once the buffer changes, the image no longer
+    /// describes it.
+    pub(crate) fn clear_clean_mark(pm: &dyn Pm) -> Result<()> {
+        pm.write_u64(format::CLEAN_AT, 0)?;
+        pm.persist(format::CLEAN_AT, 8)
+    }
+
+    /// Sets the clean shutdown mark to `mark` (not 0), durably: one store
+    /// and one fence, which also makes the tails a sync stored durable.
+    /// The caller wrote and synced the image `mark` names first, and
+    /// writes nothing to the buffer after.
+    pub(crate) fn set_clean_mark(&self, mark: u64) -> Result<()> {
+        debug_assert_ne!(mark, 0);
+        let _state = self.state.lock();
+        self.pm.write_u64(format::CLEAN_AT, mark)?;
+        self.pm.flush(format::CLEAN_AT, 8);
+        self.pm.fence()
+    }
+
+    /// Appends the buffer's state to a clean shutdown's image
+    /// (`docs/format/lightkv-image.md`, "Buffer"): geometry, watermark,
+    /// next sequence number, and per segment its generation, end, newest
+    /// operation and whether it is in use.
+    pub(crate) fn encode_state(&self, out: &mut Vec<u8>) {
+        use crate::coding::{put_u32, put_u64};
+        let s = self.state.lock();
+        put_u64(out, self.geometry.encode());
+        put_u64(out, s.watermark);
+        put_u64(out, s.next_seq);
+        put_u32(out, s.segments.len() as u32);
+        for sg in &s.segments {
+            put_u32(out, sg.generation);
+            put_u32(out, sg.end);
+            put_u64(out, sg.max_seq);
+            out.push(u8::from(sg.in_use));
+        }
+    }
+
+    /// The buffer in `pm` as a clean shutdown's image describes it
+    /// ([`Pwb::encode_state`]), without reading its records; `None` when
+    /// the image does not decode or does not fit the region (its geometry
+    /// or watermark differ, a segment's end is past its size). As after a
+    /// recovery, no segment is open: new writes go to fresh ones.
+    pub(crate) fn from_image(pm: Arc<dyn Pm>, r: &mut crate::coding::Reader<'_>) -> Option<Pwb> {
+        let geometry = read_geometry(&*pm).ok()?;
+        if r.u64()? != geometry.encode() {
+            return None;
+        }
+        let watermark = r.u64()?;
+        let next_seq = r.u64()?;
+        if pm.read_u64(WATERMARK_AT).ok()? != watermark || next_seq <= watermark {
+            return None;
+        }
+        if r.u32()? != geometry.segments {
+            return None;
+        }
+        let mut segments = Vec::with_capacity(geometry.segments as usize);
+        for _ in 0..geometry.segments {
+            let generation = r.u32()?;
+            let end = r.u32()?;
+            let max_seq = r.u64()?;
+            let in_use = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            if end > geometry.segment_bytes || max_seq >= next_seq {
+                return None;
+            }
+            segments.push(Segment {
+                generation,
+                end,
+                published: end,
+                max_seq,
+                in_use,
+                prepared: false,
+                word_stored: false,
+            });
+        }
+        Some(Pwb::new(pm, geometry, watermark, next_seq, segments))
     }
 
     /// A `Corruption` naming the region and the offset of `loc`.

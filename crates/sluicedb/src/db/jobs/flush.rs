@@ -189,9 +189,8 @@ impl Core {
         if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
             // the buffer (raising its watermark), and the next units go out.
-            for (_, leaf) in &units {
-                light.flushed(*leaf)?;
-            }
+            let leaves: Vec<u32> = units.iter().map(|(_, leaf)| *leaf).collect();
+            light.flushed(&leaves)?;
             let mut st = self.state.lock();
             self.light_hand_out(&mut st, light)?;
             self.cv.notify_all();

@@ -77,6 +77,11 @@ impl HashLeaf {
         self.len
     }
 
+    /// Its normal and extra buckets.
+    pub(crate) fn buckets(&self) -> (usize, usize) {
+        (self.normal, self.buckets.len() - self.normal)
+    }
+
     /// Slots in all.
     pub(crate) fn capacity(&self) -> usize {
         self.buckets.len() * SLOTS

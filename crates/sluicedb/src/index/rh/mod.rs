@@ -227,6 +227,137 @@ impl RhTree {
         tree
     }
 
+    /// Appends the whole tree to a clean shutdown's image
+    /// (`docs/format/lightkv-image.md`, "Tree").
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        use crate::coding::{put_bytes, put_u32, put_u64};
+        let st = self.stats;
+        for x in [
+            st.normal_splits,
+            st.level_splits,
+            st.new_inner_nodes,
+            st.links,
+        ] {
+            put_u64(out, x);
+        }
+        put_u32(out, self.parts.len() as u32);
+        for p in &self.parts {
+            put_bytes(out, &p.span.prefix);
+            out.push(p.span.width);
+            put_u32(out, p.span.lo);
+            put_u32(out, p.span.hi);
+            put_u32(out, p.chain.len() as u32);
+            for leaf in &p.chain {
+                put_bytes(out, &leaf.encode());
+            }
+        }
+        fn inner(node: &Inner, out: &mut Vec<u8>) {
+            put_u32(out, node.depth as u32);
+            put_u32(out, node.children.len() as u32);
+            for (lo, c) in &node.children {
+                put_u32(out, *lo);
+                match c {
+                    Child::Leaf(id) => {
+                        out.push(0);
+                        put_u32(out, *id as u32);
+                    }
+                    Child::Inner(i) => {
+                        out.push(1);
+                        inner(i, out);
+                    }
+                }
+            }
+        }
+        inner(&self.root, out);
+    }
+
+    /// A tree as [`RhTree::encode_into`] wrote it, under `params` (whose
+    /// leaf shape must be the image's); `None` when it does not decode or
+    /// does not hold together (every partition under exactly one leaf
+    /// child, children sorted, inner nodes deeper than their parents).
+    pub(crate) fn decode(params: RhParams, r: &mut crate::coding::Reader<'_>) -> Option<RhTree> {
+        let stats = RhStats {
+            normal_splits: r.u64()?,
+            level_splits: r.u64()?,
+            new_inner_nodes: r.u64()?,
+            links: r.u64()?,
+        };
+        let n = r.u32()? as usize;
+        let mut parts = Vec::new();
+        for _ in 0..n {
+            let prefix = r.len_prefixed()?.to_vec();
+            let span = Span {
+                prefix,
+                width: r.u8()?,
+                lo: r.u32()?,
+                hi: r.u32()?,
+            };
+            if !(1..=4).contains(&span.width)
+                || span.lo > span.hi
+                || (span.width < 4 && span.hi >> (8 * u32::from(span.width)) != 0)
+            {
+                return None;
+            }
+            let leaves = r.u32()? as usize;
+            if leaves == 0 {
+                return None;
+            }
+            let mut chain = Vec::new();
+            for _ in 0..leaves {
+                let leaf = HashLeaf::decode(r.len_prefixed()?).ok()?;
+                if leaf.buckets() != (params.leaf_buckets, params.extra_buckets) {
+                    return None;
+                }
+                chain.push(leaf);
+            }
+            parts.push(Partition { span, chain });
+        }
+        let mut seen = vec![false; n];
+        fn inner(
+            r: &mut crate::coding::Reader<'_>,
+            seen: &mut [bool],
+            min_depth: usize,
+        ) -> Option<Inner> {
+            let depth = r.u32()? as usize;
+            if depth < min_depth || depth > MAX_PREFIX_BYTES + 4 {
+                return None;
+            }
+            let count = r.u32()? as usize;
+            let mut children: Vec<(u32, Child)> = Vec::new();
+            for _ in 0..count {
+                let lo = r.u32()?;
+                if children.last().is_some_and(|(prev, _)| *prev >= lo) {
+                    return None;
+                }
+                let child = match r.u8()? {
+                    0 => {
+                        let id = r.u32()? as usize;
+                        if std::mem::replace(seen.get_mut(id)?, true) {
+                            return None;
+                        }
+                        Child::Leaf(id)
+                    }
+                    1 => Child::Inner(Box::new(inner(r, seen, depth + 1)?)),
+                    _ => return None,
+                };
+                children.push((lo, child));
+            }
+            // Lookups take the last child starting at or below a key.
+            (children.first()?.0 == 0).then_some(Inner { depth, children })
+        }
+        let root = inner(r, &mut seen, 0)?;
+        if root.depth != 0 || !seen.iter().all(|&s| s) {
+            return None;
+        }
+        Some(RhTree {
+            params,
+            root,
+            parts,
+            hash: xxh3_64,
+            stats,
+        })
+    }
+
     fn new_leaf(&self) -> HashLeaf {
         HashLeaf::new(self.params.leaf_buckets, self.params.extra_buckets)
     }
