@@ -175,6 +175,26 @@ fn every_file_operation_crash_keeps_a_prefix() {
     }
 }
 
+/// Write `serial` over `keys` keys: a delete one time in ten, else a put
+/// of up to 60 bytes; mirrored in `model`.
+fn random_write(
+    db: &Db,
+    rng: &mut Rng,
+    model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    serial: u64,
+    keys: u64,
+) {
+    let key = key(rng, keys);
+    if rng.chance(10) {
+        db.delete(&key).unwrap();
+        model.remove(&key);
+    } else {
+        let val = value(rng, serial, 60);
+        db.put(&key, &val).unwrap();
+        model.insert(key, val);
+    }
+}
+
 /// A clean close leaves the tree's image and the clean mark, and the next
 /// open loads it instead of scanning the buffer (§V); a crash at any file
 /// operation of the close (the image written, not yet synced or marked)
@@ -190,15 +210,7 @@ fn a_clean_close_loads_the_image_and_anything_else_scans() {
         // Enough for splits, linked leaves and flushes on the tiny buffer,
         // with writes left in it at the close.
         for serial in 0..900u64 {
-            let key = key(&mut rng, 300);
-            if rng.chance(10) {
-                db.delete(&key).unwrap();
-                model.remove(&key);
-            } else {
-                let val = value(&mut rng, serial, 60);
-                db.put(&key, &val).unwrap();
-                model.insert(key, val);
-            }
+            random_write(&db, &mut rng, &mut model, serial, 300);
         }
         assert!(!db.stats().index.shape.lightkv_image_loaded);
         // The last write synced, and no flush or merge under way: every
@@ -285,15 +297,7 @@ fn partition_compaction_merges_by_weight_and_splits() {
         let mut model = std::collections::BTreeMap::new();
         let mut heaviest = 0;
         for serial in 0..3000u64 {
-            let key = key(&mut rng, 600);
-            if rng.chance(10) {
-                db.delete(&key).unwrap();
-                model.remove(&key);
-            } else {
-                let val = value(&mut rng, serial, 60);
-                db.put(&key, &val).unwrap();
-                model.insert(key, val);
-            }
+            random_write(&db, &mut rng, &mut model, serial, 600);
             if serial % 500 == 499 {
                 db.wait_for_background().unwrap();
                 let s = db.stats();
