@@ -720,6 +720,12 @@ mod tests {
         assert_eq!(all(&log)[20].1, payload(21, 1));
     }
 
+    /// Writes `bytes` over the file at `path` from `at` (damage).
+    fn overwrite(path: &Path, at: u64, bytes: &[u8]) {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all_at(bytes, at).unwrap();
+    }
+
     #[test]
     fn a_torn_tail_ends_the_log_at_the_last_whole_record() {
         let t = tempfile::tempdir().unwrap();
@@ -730,13 +736,11 @@ mod tests {
         drop(last);
         drop(log);
         // Damage the last record's payload: as if its write was cut.
-        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         let at = HEADER_BYTES
             + (1..10)
                 .map(|i| RECORD_HEADER + payload(i, 0).len() as u64)
                 .sum::<u64>();
-        f.write_all_at(b"garbage", at + RECORD_HEADER).unwrap();
-        drop(f);
+        overwrite(&path, at + RECORD_HEADER, b"garbage");
         let mut log = open(t.path(), 1 << 20);
         assert_eq!(log.bounds(), (1, 10));
         append(&mut log, 10, 1, 2);
@@ -750,13 +754,7 @@ mod tests {
         append(&mut log, 1, 40, 0);
         let first = log.segs[0].path.clone();
         drop(log);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&first)
-            .unwrap();
-        f.write_all_at(&[0xff], HEADER_BYTES + RECORD_HEADER + 1)
-            .unwrap();
-        drop(f);
+        overwrite(&first, HEADER_BYTES + RECORD_HEADER + 1, &[0xff]);
         let e = LogFile::open_sized(t.path(), 1024, marker_index)
             .err()
             .expect("damage must be reported");
