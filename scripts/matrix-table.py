@@ -6,7 +6,8 @@ order the engines first appear:
   1. thousands of ops/s, and CPU microseconds per operation (the process's CPU time over
      the phase, settling included, divided by its operations);
   2. p99 latency in microseconds, write amplification, space amplification at the phase's
-     last write and after settling, and peak resident memory in MiB.
+     last write, its mean and highest while the phase ran (sampled every 250 ms) and after
+     settling, and peak resident memory in MiB.
 Usage: scripts/matrix-table.py FILE.jsonl... > matrix.md
 """
 import sys
@@ -30,7 +31,7 @@ def main(paths):
             print(f"| {phase} | " + " | ".join(cells(rs, lambda r: "{:.0f}k ({:.1f})".format(
                 r["ops_per_sec"] / 1e3,
                 ((r["cpu_s"] or 0) + (r["settle_cpu_s"] or 0)) / r["ops"] * 1e6))) + " |")
-        print("\np99 µs / write amp. / space amp. at last write, after settle / peak RSS MiB:\n")
+        print("\np99 µs / write amp. / space amp. at last write (mean, max while running), after settle / peak RSS MiB:\n")
         print("| phase | " + " | ".join(names) + " |")
         print("|---" * (len(names) + 1) + "|")
         for phase, by in phases.items():
@@ -40,10 +41,12 @@ def main(paths):
                 def num(x, fmt="{:.2f}"):
                     return fmt.format(x) if x is not None else "-"
                 rss = r["peak_rss_bytes"]
-                return "{} / {} / {}, {} / {}".format(
+                return "{} / {} / {} ({}, {}), {} / {}".format(
                     num(r["latency"]["p99_us"], "{:.0f}"),
                     num(r["write_amp"]),
                     num(r["space_amp_before_settle"]),
+                    num(r.get("space_amp_running_mean")),
+                    num(r.get("space_amp_running_max")),
                     num(r["space_amp"]),
                     num(rss / 2**20 if rss else None, "{:.0f}"))
             print(f"| {phase} | " + " | ".join(cells(rs, second)) + " |")

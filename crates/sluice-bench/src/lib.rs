@@ -334,6 +334,15 @@ pub struct PhaseResult {
     /// it with space its throughput (`ops_per_sec`) did not pay for.
     #[serde(default)]
     pub space_amp_before_settle: Option<f64>,
+    /// The space amplification while the phase's operations ran, sampled
+    /// every 250 ms (`SpaceSamples`): its mean and its highest. A single
+    /// figure at the last write falls wherever the engine's compaction or
+    /// GC cycle happens to be; a leveled tree holds a compaction's inputs
+    /// and outputs at once, so it swings by a third within seconds.
+    #[serde(default)]
+    pub space_amp_running_mean: Option<f64>,
+    #[serde(default)]
+    pub space_amp_running_max: Option<f64>,
     /// Seconds the settle step (flush, wait for background work) took.
     pub settle_s: Option<f64>,
     /// CPU seconds the whole process spent (every thread, user and
@@ -406,7 +415,11 @@ impl PhaseResult {
         }
         s += &format!(" space-amp {}", amp(self.space_amp));
         if let Some(a) = self.space_amp_before_settle {
-            s += &format!(" ({a:.2} before settle)");
+            s += &format!(" ({a:.2} before settle");
+            if let (Some(m), Some(x)) = (self.space_amp_running_mean, self.space_amp_running_max) {
+                s += &format!(", {m:.2} mean {x:.2} max while running");
+            }
+            s += ")";
         }
         if self.gc_bytes > 0 {
             s += &format!(" gc {:.1} MB", self.gc_bytes as f64 / 1048576.0);
@@ -859,6 +872,49 @@ fn phases(w: Workload, cfg: &BenchConfig, shared: &Shared<'_>, rng: &mut StdRng)
     }
 }
 
+/// The directory's bytes and the live bytes, sampled while a writing
+/// phase's operations run.
+#[derive(Default)]
+struct SpaceSamples {
+    samples: Vec<(u64, u64)>,
+}
+
+impl SpaceSamples {
+    /// Ratios of the samples taken once the store held at least half of
+    /// `live`, the phase's live bytes at its end: while a load has written
+    /// little, its journal and first tables over almost nothing say
+    /// nothing of the engine.
+    fn ratios(&self, live: u64) -> impl Iterator<Item = f64> + '_ {
+        self.samples
+            .iter()
+            .filter(move |&&(_, l)| l > 0 && l >= live / 2)
+            .map(|&(d, l)| d as f64 / l as f64)
+    }
+
+    fn mean(&self, live: u64) -> Option<f64> {
+        let (n, sum) = self
+            .ratios(live)
+            .fold((0u32, 0.0), |(n, s), r| (n + 1, s + r));
+        (n > 0).then(|| sum / f64::from(n))
+    }
+
+    fn max(&self, live: u64) -> Option<f64> {
+        self.ratios(live).reduce(f64::max)
+    }
+}
+
+/// Sleeps `d`, or less once `running` is false.
+fn sleep_while(running: &AtomicBool, d: Duration) {
+    let end = Instant::now() + d;
+    while running.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(20)));
+    }
+}
+
 fn run_phase(
     kind: EngineKind,
     shared: &Shared<'_>,
@@ -887,9 +943,30 @@ fn run_phase(
         }
     };
     let running = AtomicBool::new(true);
+    let space = std::sync::Mutex::new(SpaceSamples::default());
+    let sample_space = || {
+        let sample = (
+            dir_allocated_bytes(&cfg.engine_dir(kind)),
+            shared.live_bytes(),
+        );
+        space.lock().unwrap().samples.push(sample);
+    };
+    let space_sampled = phase.workload.writes();
     let cpu_start = measure::process_cpu_secs();
     let start = Instant::now();
     let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
+        if space_sampled {
+            // One sample at the start and one at the end, whatever the
+            // phase's length, and one every 250 ms between.
+            sample_space();
+            s.spawn(|| loop {
+                sleep_while(&running, Duration::from_millis(250));
+                if !running.load(Ordering::Relaxed) {
+                    break;
+                }
+                sample_space();
+            });
+        }
         if index_known {
             s.spawn(|| {
                 while running.load(Ordering::Relaxed) {
@@ -911,6 +988,9 @@ fn run_phase(
                     .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
             })
             .collect();
+        if space_sampled {
+            sample_space();
+        }
         running.store(false, Ordering::Relaxed);
         tallies
     });
@@ -949,6 +1029,7 @@ fn run_phase(
     };
     let disk = dir_allocated_bytes(&cfg.engine_dir(kind));
     let live = shared.live_bytes();
+    let space = space.into_inner().unwrap_or_else(|e| e.into_inner());
     let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
     let secs = elapsed.as_secs_f64().max(1e-9);
     let value_size = if writes {
@@ -995,6 +1076,8 @@ fn run_phase(
         live_bytes: live,
         space_amp: ratio(disk, live),
         space_amp_before_settle: disk_unsettled.and_then(|d| ratio(d, live)),
+        space_amp_running_mean: space.mean(live),
+        space_amp_running_max: space.max(live),
         settle_s: settle.map(|d: Duration| d.as_secs_f64()),
         cpu_s: cpu_between(cpu_start, cpu_run_end),
         settle_cpu_s: settle.and(cpu_between(cpu_run_end, cpu_settle_end)),

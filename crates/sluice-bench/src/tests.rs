@@ -114,12 +114,18 @@ fn every_workload_runs_tiny_and_its_json_lines_read_back() {
         // Measured before the settle too: the memtable still unflushed
         // is in its journal.
         assert!(x.space_amp_before_settle.unwrap() > 0.5, "{p}");
+        // Phases over a store already full are sampled from their start.
+        if p != "fillseq" {
+            let (mean, max) = (x.space_amp_running_mean, x.space_amp_running_max);
+            assert!(mean.unwrap() > 0.5 && mean <= max, "{p}: {mean:?} {max:?}");
+        }
         if let Some(io) = x.proc_io {
             assert!(io.wchar > 0, "{p}: the process wrote");
         }
     }
     let c = by_phase(&r, "wisckey", "ycsb-c");
     assert!(c.settle_s.is_none() && c.space_amp_before_settle.is_none());
+    assert!(c.space_amp_running_mean.is_none() && c.space_amp_running_max.is_none());
     // The mixed phases write values of 16 KiB and 100-512 B, 1:1.
     let m = by_phase(&r, "wisckey", "mixed.load");
     assert!(
@@ -421,4 +427,15 @@ fn a_dataset_size_sizes_mixed_by_its_own_values() {
         (loaded / bytes - 1.0).abs() < 0.1,
         "mixed loaded {loaded} bytes for {bytes} asked"
     );
+}
+
+#[test]
+fn space_while_running_counts_samples_of_a_store_at_least_half_full() {
+    let s = SpaceSamples {
+        // (directory bytes, live bytes): the first two are a load's start.
+        samples: vec![(64, 1), (300, 40), (150, 100), (200, 100), (130, 100)],
+    };
+    assert_eq!(s.max(100), Some(2.0));
+    assert!((s.mean(100).unwrap() - 1.6).abs() < 1e-9);
+    assert_eq!(SpaceSamples::default().mean(100), None);
 }
