@@ -113,13 +113,13 @@ impl DropCache {
         found
     }
 
-    /// True when the record of `key` at `seq` is garbage by the cache alone
-    /// for a reader at `view`: a version newer than `seq`, at or below
+    /// True when a key's record at `seq` is garbage by the cache alone for
+    /// a reader at `view`, `newest` being the key's
+    /// [`Self::newest_dropped`]: a version newer than `seq`, at or below
     /// `view`, shadows it for every reader (see the module's caveat on when
-    /// a layout may ask).
-    pub(crate) fn is_dropped(&self, key: &[u8], seq: u64, view: u64) -> bool {
-        self.newest_dropped(key)
-            .is_some_and(|d| seq < d && d <= view)
+    /// a layout may ask). One lookup also says whether the key is hot.
+    pub(crate) fn shadows(newest: Option<u64>, seq: u64, view: u64) -> bool {
+        newest.is_some_and(|d| seq < d && d <= view)
     }
 
     /// True when `key` is hot: some version of it was dropped recently.
@@ -149,19 +149,19 @@ mod tests {
         c.record(b"k", 10);
         c.record(b"k", 4); // an older drop reported late
         assert_eq!(c.newest_dropped(b"k"), Some(10));
-        assert!(c.is_dropped(b"k", 9, 100));
-        assert!(c.is_dropped(b"k", 3, 10));
+        assert!(DropCache::shadows(c.newest_dropped(b"k"), 9, 100));
+        assert!(DropCache::shadows(c.newest_dropped(b"k"), 3, 10));
         assert!(
-            !c.is_dropped(b"k", 10, 100),
+            !DropCache::shadows(c.newest_dropped(b"k"), 10, 100),
             "the shadowing version itself is not garbage"
         );
         assert!(
-            !c.is_dropped(b"k", 3, 9),
+            !DropCache::shadows(c.newest_dropped(b"k"), 3, 9),
             "a shadow newer than the view does not count"
         );
         c.record(b"k", 12);
-        assert!(c.is_dropped(b"k", 11, 12));
-        assert!(!c.is_dropped(b"other", 1, 100));
+        assert!(DropCache::shadows(c.newest_dropped(b"k"), 11, 12));
+        assert!(!DropCache::shadows(c.newest_dropped(b"other"), 1, 100));
         let s = c.stats();
         assert_eq!((s.recorded, s.keys), (3, 1));
         assert_eq!(s.bytes, 1 + ENTRY_OVERHEAD_BYTES);

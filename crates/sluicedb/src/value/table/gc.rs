@@ -24,6 +24,7 @@ use super::reader::{CoalescedReader, IndexEntry, ValueTable};
 use super::store::{candidates, Frozen, PendingTable, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
+use crate::gc::drop_cache::DropCache;
 use crate::gc::{Collected, Committed, GcHost, GcVictim, Relocation, SeenView};
 use crate::pointer::ValuePointer;
 use crate::record::{Record, KIND_PUT};
@@ -43,14 +44,22 @@ const JUDGE_CHUNK: usize = 512;
 
 /// What GC decided about a record from its index entry. The live verdicts
 /// carry the pointer that entry holds (a relocation's old pointer, with
-/// write-back).
+/// write-back), and whether the key is hot (the DropCache holds it: its
+/// copy goes to the hot output), learnt from the judging's lookup in the
+/// cache so that the copy need not look again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verdict {
     Dead,
-    Live(ValuePointer),
+    Live {
+        pointer: ValuePointer,
+        hot: bool,
+    },
     /// The key's newest entry names a collected table whose heir may be
     /// this one: live if the record's checksum is the pointer's.
-    LiveIfCrc(ValuePointer),
+    LiveIfCrc {
+        pointer: ValuePointer,
+        hot: bool,
+    },
 }
 
 impl TableStore {
@@ -159,7 +168,9 @@ impl TableStore {
         );
         // With write-back a record's sequence is no longer its entry's: the
         // cache's rule does not hold (`TableLayoutOptions::gc_write_back`).
-        if !self.config.write_back && self.drop_cache.is_dropped(&e.key, e.seq, view.seq) {
+        let newest_dropped = self.drop_cache.newest_dropped(&e.key);
+        let hot = newest_dropped.is_some();
+        if !self.config.write_back && DropCache::shadows(newest_dropped, e.seq, view.seq) {
             self.checked_by_drop_cache.fetch_add(1, Ordering::Relaxed);
             return Ok(Verdict::Dead);
         }
@@ -172,7 +183,7 @@ impl TableStore {
         }
         if p.file == victim {
             return Ok(if p.offset == e.handle.offset {
-                Verdict::Live(p)
+                Verdict::Live { pointer: p, hot }
             } else {
                 Verdict::Dead
             });
@@ -183,7 +194,7 @@ impl TableStore {
             // The newest entry points at another table's record.
             Verdict::Dead
         } else {
-            Verdict::LiveIfCrc(p)
+            Verdict::LiveIfCrc { pointer: p, hot }
         })
     }
 }
@@ -252,12 +263,13 @@ impl TableVictim<'_> {
                 let Some((_, crc, r)) = cursors[i].next()? else {
                     return Ok(());
                 };
-                let old = match verdict {
-                    Verdict::Live(p) => p,
-                    Verdict::LiveIfCrc(p) if p.record_crc == crc => p,
+                let (old, hot) = match verdict {
+                    Verdict::Live { pointer, hot } => (pointer, hot),
+                    Verdict::LiveIfCrc { pointer, hot } if pointer.record_crc == crc => {
+                        (pointer, hot)
+                    }
                     _ => continue,
                 };
-                let hot = store.drop_cache.is_hot(r.key);
                 let rec = Record {
                     seq: r.seq,
                     flags: KIND_PUT,
