@@ -285,6 +285,8 @@ pub enum Preset {
     /// victim's dense index first and then only its live values, and
     /// records inheritance edges instead of rewriting the index; space
     /// bounded at 1.5x the live data.
+    /// Level 0 is compacted from 8 tables, as for hashkv's index of
+    /// pointers.
     Scavenger,
     /// UniKV (seed 004 §III): the `unified` index shape. Flushed tables
     /// keep their values inline in an UnsortedStore found through an
@@ -1138,15 +1140,11 @@ impl Options {
                 o.values.separate_at_flush = true;
                 o.values.hash.hotness = true;
                 o.values.hash.gc_threads = 2;
-                // An index of pointers: L1 is small and each L0 merge
-                // rewrites it whole (`docs/design.md`, "L0 from 8 tables
-                // for hashkv").
-                o.index.l0_compaction_trigger = 8;
-                o.index.l0_slowdown_trigger = 16;
-                o.index.l0_stop_trigger = 24;
+                o.l0_for_an_index_of_pointers();
             }
             Preset::Scavenger => {
-                o.value_tables_at_flush(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES)
+                o.value_tables_at_flush(DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES);
+                o.l0_for_an_index_of_pointers();
             }
             Preset::UniKv => {
                 o.index.shape = IndexShapeKind::Unified;
@@ -1183,6 +1181,15 @@ impl Options {
     /// and more go to value tables "during background flush operations"
     /// (§3.1), GC'd by lazy read on 2 threads, under index-decoupled key
     /// tables whose pointer blocks GetKey reads alone (§3.3).
+    /// L0 compacted from 8 tables (slowdown 16, stop 24): in an index of
+    /// pointers L1 is small and each L0 merge rewrites it whole
+    /// (`docs/design.md`, "L0 from 8 tables for hashkv and scavenger").
+    fn l0_for_an_index_of_pointers(&mut self) {
+        self.index.l0_compaction_trigger = 8;
+        self.index.l0_slowdown_trigger = 16;
+        self.index.l0_stop_trigger = 24;
+    }
+
     fn value_tables_at_flush(&mut self, threshold: usize) {
         self.values.separation_threshold_bytes = Some(threshold);
         self.values.layout = ValueLayout::Table;
