@@ -63,15 +63,55 @@ fn make_spare(path: &Path, len: u64) -> Result<File, String> {
         .truncate(true)
         .open(path)
         .map_err(|e| err(path, e))?;
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(zeros.len() as u64) as usize;
-        f.write_all_at(&zeros[..n], at).map_err(|e| err(path, e))?;
-        at += n as u64;
+    if !zero_fill_direct(path, len)? {
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(zeros.len() as u64) as usize;
+            f.write_all_at(&zeros[..n], at).map_err(|e| err(path, e))?;
+            at += n as u64;
+        }
     }
     f.sync_all().map_err(|e| err(path, e))?;
     Ok(f)
+}
+
+/// Zeroes the file at `path` through `O_DIRECT`: the device writes the
+/// blocks, and this process does not copy 64 MiB into the page cache per
+/// segment (under pipelined writes that copy was a tenth of each node's
+/// CPU). Returns false, having written nothing, where `O_DIRECT` is not
+/// supported (tmpfs) or `len` is not a whole number of blocks.
+fn zero_fill_direct(path: &Path, len: u64) -> Result<bool, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    const ALIGN: usize = 4096;
+    const PIECE: usize = 1 << 20;
+    if !len.is_multiple_of(ALIGN as u64) {
+        return Ok(false);
+    }
+    let Ok(d) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(path)
+    else {
+        return Ok(false);
+    };
+    let raw = vec![0u8; PIECE + ALIGN];
+    let skip = raw.as_ptr().align_offset(ALIGN);
+    let zeros = &raw[skip..skip + PIECE];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(PIECE as u64) as usize;
+        match d.write_all_at(&zeros[..n], at) {
+            Ok(()) => at += n as u64,
+            Err(e)
+                if at == 0 && e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
+                return Ok(false)
+            }
+            Err(e) => return Err(err(path, e)),
+        }
+    }
+    Ok(true)
 }
 
 fn err(path: &Path, e: impl std::fmt::Display) -> String {

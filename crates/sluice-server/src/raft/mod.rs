@@ -215,8 +215,10 @@ pub const BATCH_MAX_BYTES: usize = 1 << 20;
 /// message the heartbeat interval to be appended and synced by the
 /// follower and resends it whole when that runs out: with its default of
 /// 300 entries (of up to [`BATCH_MAX_BYTES`] each) a follower behind never
-/// caught up under pipelined load, and the group kept electing.
-pub const MAX_ENTRIES_PER_APPEND: u64 = 4;
+/// caught up under pipelined load, and the group kept electing. 16 (up to
+/// 16 MiB) since entries are copied whole instead of re-encoded request by
+/// request; at 4 a follower after a snapshot took the log at ~25 MB/s.
+pub const MAX_ENTRIES_PER_APPEND: u64 = 16;
 /// Entries proposed and not yet answered at once.
 pub const PROPOSALS_IN_FLIGHT: usize = 4;
 /// How long the proposer waits for the leader's last append to be synced

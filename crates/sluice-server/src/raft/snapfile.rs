@@ -17,8 +17,9 @@ use std::path::{Component, Path, PathBuf};
 pub const MAGIC: &[u8; 8] = b"SLSNAP01";
 const FILE_RECORD: u8 = 1;
 const END_RECORD: u8 = 0;
-/// Bytes per install-snapshot message.
-pub const CHUNK_BYTES: u64 = 1 << 20;
+/// Bytes per install-snapshot message (each is one round trip, and the
+/// receiver beats its election timer per message).
+pub const CHUNK_BYTES: u64 = 4 << 20;
 const BUF_BYTES: usize = 256 << 10;
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
