@@ -889,12 +889,13 @@ async fn log_bytes_policy(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let (snapshot, purged, shut) = {
+        let (snapshot, purged, applied, shut) = {
             let m = raft.metrics();
             let m = m.borrow();
             (
                 m.snapshot.map(|l| l.index),
                 m.purged.map(|l| l.index),
+                m.last_applied.map(|l| l.index),
                 m.state == ServerState::Shutdown || m.running_state.is_err(),
             )
         };
@@ -902,7 +903,11 @@ async fn log_bytes_policy(
             return;
         }
         let after = snapshot.map_or(0, |i| i + 1);
-        if log.record_bytes(after, u64::MAX) >= snapshot_bytes
+        // A snapshot holds what was applied: none while nothing was
+        // applied since the last (the bytes may be entries not applied yet).
+        let news = applied.is_some_and(|a| snapshot.is_none_or(|s| a > s));
+        if news
+            && log.record_bytes(after, u64::MAX) >= snapshot_bytes
             && raft.trigger().snapshot().await.is_err()
         {
             return;
