@@ -100,6 +100,10 @@ struct ServeArgs {
     /// Log entries between snapshots (default 20000).
     #[arg(long, value_name = "N", requires = "raft_id")]
     raft_snapshot_entries: Option<u64>,
+    /// Bytes of log after the last snapshot that make a snapshot too
+    /// (default 1 GiB); the log keeps as many up to it at most.
+    #[arg(long, value_name = "BYTES", requires = "raft_id")]
+    raft_snapshot_log_bytes: Option<u64>,
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
@@ -134,6 +138,10 @@ fn serve(a: ServeArgs) -> Result<(), String> {
         }
         if let Some(n) = a.raft_snapshot_entries {
             r.snapshot_entries = n.max(1);
+        }
+        if let Some(n) = a.raft_snapshot_log_bytes {
+            r.snapshot_log_bytes = n.max(1);
+            r.log_keep_bytes = n.max(1);
         }
         c.raft = Some(r);
     }

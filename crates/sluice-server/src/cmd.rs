@@ -1711,10 +1711,7 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
             now_ms,
             resp3: client.resp3,
             multi: true,
-            cmds: queued
-                .into_iter()
-                .map(|c| c.into_iter().map(|a| a.to_vec()).collect())
-                .collect(),
+            cmds: queued,
         });
     }
     match spec.kind {
@@ -1722,7 +1719,7 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
             now_ms,
             resp3: client.resp3,
             multi: false,
-            cmds: vec![args.iter().map(|a| a.to_vec()).collect()],
+            cmds: vec![args.to_vec()],
         }),
         Kind::Read | Kind::ReadAll if client.readonly => Route::StaleRead,
         Kind::Read | Kind::ReadAll => Route::Read,
@@ -1741,19 +1738,18 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
 /// batch, and the node must not apply further.
 pub fn apply_entry(
     server: &Server,
-    reqs: &[crate::raft::Request],
+    mut reqs: Vec<crate::raft::Request>,
     mark: (Vec<u8>, Vec<u8>),
     seed: u64,
 ) -> sluicedb::Result<Vec<Vec<u8>>> {
     let ks = &server.ks;
     type Cmd = (Option<&'static Spec>, Vec<Bytes>);
     let parsed: Vec<Vec<Cmd>> = reqs
-        .iter()
+        .iter_mut()
         .map(|r| {
-            r.cmds
-                .iter()
-                .map(|c| {
-                    let a: Vec<Bytes> = c.iter().map(|x| Bytes::copy_from_slice(x)).collect();
+            std::mem::take(&mut r.cmds)
+                .into_iter()
+                .map(|a| {
                     let s = a
                         .first()
                         .and_then(|n| lookup(&String::from_utf8_lossy(n).to_ascii_lowercase()));

@@ -380,13 +380,20 @@ fn killed_leader_loses_no_acknowledged_write_and_rejoins() {
 /// Three nodes in this process, on free ports, once each knows all three
 /// voters and a leader.
 fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
+    in_process_group_with(root, |r| r.snapshot_entries = snapshot_entries)
+}
+
+/// [`in_process_group`] with `tune` applied to each node's settings.
+fn in_process_group_with(root: &Path, tune: impl Fn(&mut RaftConfig)) -> Vec<Running> {
     let mut nodes: Vec<Running> = Vec::new();
     for id in 1..=3u64 {
         let mut c = Config::new(root.join(format!("n{id}")));
         c.port = 0;
         c.metrics = Some("127.0.0.1:0".into());
         let join = nodes.first().and_then(|n| n.raft_addr());
-        c.raft = Some(raft_config(id, 0, join, snapshot_entries));
+        let mut r = raft_config(id, 0, join, 10_000);
+        tune(&mut r);
+        c.raft = Some(r);
         nodes.push(start(c).expect("node starts"));
     }
     wait_until("three voters", || {
@@ -458,6 +465,43 @@ fn in_process_leader(nodes: &[Running], except: Option<usize>) -> usize {
         found.is_some()
     });
     found.expect("leader")
+}
+
+/// The snapshot policy by bytes (`docs/design.md`, "Snapshots"): far
+/// fewer entries than `snapshot_entries`, but more bytes than
+/// `snapshot_log_bytes`, make snapshots, and each node's log keeps at most
+/// `log_keep_bytes` of entries up to its last one. By entries alone, every
+/// entry written would still be held.
+#[test]
+fn the_log_is_bounded_by_bytes_however_few_its_entries() {
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group_with(t.path(), |r| {
+        r.snapshot_entries = 1_000_000;
+        r.snapshot_log_bytes = 16 << 10;
+        r.log_keep_bytes = 16 << 10;
+    });
+    let li = in_process_leader(&nodes, None);
+    let mut con = running_client(&nodes[li]);
+    let value = vec![b'v'; 1000];
+    // One client, one write at a time: an entry each, of about 1 KB.
+    for i in 0..300 {
+        let _: String = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .expect("SET");
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        // About 16 entries after the last snapshot at most, and 16 kept
+        // up to it: 60 leaves room for the membership entries.
+        wait_until(&format!("node {} holds a bounded log", i + 1), || {
+            n.raft_status().is_some_and(|s| {
+                s.snapshot_index.is_some() && s.last_log_index - s.purged_index.unwrap_or(0) <= 60
+            })
+        });
+    }
+    let v: Vec<u8> = redis::cmd("GET").arg("k299").query(&mut con).expect("GET");
+    assert_eq!(v, value);
 }
 
 #[test]

@@ -75,6 +75,8 @@ pub struct LogStore {
     slot: Arc<DbSlot>,
     log: Arc<Mutex<LogFile>>,
     ends: Arc<Mutex<Ends>>,
+    /// Where appends encode their entries (reused).
+    scratch: Arc<Mutex<Vec<u8>>>,
     /// Where appends note their time.
     pub stages: Arc<super::stages::Stages>,
 }
@@ -96,7 +98,15 @@ impl LogStore {
                 dir.display()
             ));
         }
-        let (file, marker) = LogFile::open(&dir.join("log"), |raw| {
+        // The committed id the database holds names an entry this log
+        // synced (a node counts an entry committed only once its own
+        // append is synced, and the id is written after): records ending
+        // before it are damage, not a torn tail.
+        let committed = match db.get(COMMITTED).map_err(|e| e.to_string())? {
+            Some(raw) => decode::<Option<LogId<NodeId>>>(&raw, "raft committed id")?,
+            None => None,
+        };
+        let (file, marker) = LogFile::open(&dir.join("log"), committed.map(|c| c.index), |raw| {
             decode::<LogId<NodeId>>(raw, "raft purged id").map(|l| l.index)
         })?;
         let purged = match marker {
@@ -116,6 +126,7 @@ impl LogStore {
             slot,
             log: Arc::new(Mutex::new(file)),
             ends: Arc::new(Mutex::new(Ends { last, purged })),
+            scratch: Arc::default(),
             stages: Arc::default(),
         })
     }
@@ -124,6 +135,16 @@ impl LogStore {
     pub fn is_empty(&self) -> bool {
         let e = *self.ends.lock();
         e.last.is_none() && e.purged.is_none() && matches!(self.db().get(VOTE), Ok(None))
+    }
+
+    /// Bytes of the log's records of entries `from..to`.
+    pub fn record_bytes(&self, from: u64, to: u64) -> u64 {
+        self.log.lock().record_bytes(from, to)
+    }
+
+    /// See [`LogFile::purge_keeping`].
+    pub fn purge_keeping(&self, upto: u64, keep_bytes: u64) -> Option<u64> {
+        self.log.lock().purge_keeping(upto, keep_bytes)
     }
 
     fn db(&self) -> Arc<Db> {
@@ -219,15 +240,34 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let started = std::time::Instant::now();
-        let mut records = Vec::new();
+        // The entries are encoded one after another into one buffer kept
+        // from append to append (an entry is up to a MiB: a fresh buffer
+        // each time is page faults).
+        let mut scratch = self.scratch.lock();
+        let mut buf = std::mem::take(&mut *scratch);
+        buf.clear();
+        let mut ends = Vec::new();
         let mut last = None;
         for e in entries {
-            records.push((e.log_id.index, encode(&e)));
+            buf = postcard::to_extend(&e, buf).map_err(write_err)?;
+            ends.push((e.log_id.index, buf.len()));
             last = Some(e.log_id);
         }
+        let mut at = 0;
+        let records: Vec<(u64, &[u8])> = ends
+            .iter()
+            .map(|&(index, end)| {
+                let r = (index, &buf[at..end]);
+                at = end;
+                r
+            })
+            .collect();
         // Written under the lock, synced outside it: readers (replication
         // streams) go on meanwhile.
         let written = self.log.lock().append(&records);
+        drop(records);
+        *scratch = buf;
+        drop(scratch);
         let r = written
             .and_then(|syncs| tokio::task::block_in_place(|| syncs.run()))
             .map_err(write_err);
@@ -294,16 +334,23 @@ mod tests {
     fn an_entry_encodes_as_documented() {
         let e = Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(2, 1), 300),
-            payload: openraft::EntryPayload::Normal(vec![super::super::Request {
-                now_ms: 1_700_000_000_000,
-                resp3: false,
-                multi: false,
-                cmds: vec![vec![b"SET".to_vec(), b"a".to_vec(), b"b".to_vec()]],
-            }]),
+            payload: openraft::EntryPayload::Normal(super::super::batch::Batch::encode(
+                &[super::super::Request {
+                    now_ms: 1_700_000_000_000,
+                    resp3: false,
+                    multi: false,
+                    cmds: vec![vec![
+                        bytes::Bytes::from_static(b"SET"),
+                        bytes::Bytes::from_static(b"a"),
+                        bytes::Bytes::from_static(b"b"),
+                    ]],
+                }],
+                0,
+            )),
         };
         let want: Vec<u8> = vec![
-            0x02, 0x01, 0xac, 0x02, 0x01, 0x01, 0x80, 0xd0, 0x95, 0xff, 0xbc, 0x31, 0x00, 0x00,
-            0x01, 0x03, 0x03, b'S', b'E', b'T', 0x01, b'a', 0x01, b'b',
+            0x02, 0x01, 0xac, 0x02, 0x01, 0x13, 0x01, 0x80, 0xd0, 0x95, 0xff, 0xbc, 0x31, 0x00,
+            0x00, 0x01, 0x03, 0x03, b'S', b'E', b'T', 0x01, b'a', 0x01, b'b',
         ];
         assert_eq!(encode(&e), want);
         let back: Entry = decode(&want, "entry").unwrap();

@@ -115,14 +115,15 @@ impl Blocked {
     }
 }
 
-async fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
-    let len = u32::try_from(body.len())
+/// Encodes `v` as a frame (its length, then its bytes) and sends it: one
+/// buffer, the length written in place once the body is encoded.
+async fn write_frame<T: Serialize>(s: &mut TcpStream, v: &T) -> std::io::Result<()> {
+    let mut buf = postcard::to_extend(v, vec![0u8; 4]).map_err(std::io::Error::other)?;
+    let len = u32::try_from(buf.len() - 4)
         .ok()
         .filter(|&l| l <= MAX_FRAME_BYTES)
         .ok_or_else(|| std::io::Error::other("frame too large"))?;
-    let mut buf = Vec::with_capacity(4 + body.len());
-    buf.extend_from_slice(&len.to_le_bytes());
-    buf.extend_from_slice(body);
+    buf[..4].copy_from_slice(&len.to_le_bytes());
     s.write_all(&buf).await
 }
 
@@ -151,8 +152,7 @@ async fn call(conn: &mut Option<TcpStream>, addr: &str, req: &Rpc) -> std::io::R
             s
         }
     };
-    let body = postcard::to_stdvec(req).map_err(std::io::Error::other)?;
-    write_frame(&mut s, &body).await?;
+    write_frame(&mut s, req).await?;
     let raw = read_frame(&mut s).await?;
     let reply = postcard::from_bytes::<RpcReply>(&raw).map_err(std::io::Error::other)?;
     *conn = Some(s);
@@ -597,10 +597,7 @@ pub async fn serve(
                     from = a.vote.leader_id().voted_for();
                 }
                 let reply = handle(&replica, req).await;
-                let Ok(body) = postcard::to_stdvec(&reply) else {
-                    return;
-                };
-                if write_frame(&mut s, &body).await.is_err() {
+                if write_frame(&mut s, &reply).await.is_err() {
                     return;
                 }
             }

@@ -63,6 +63,132 @@ fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
 pub struct SnapFile {
     pub path: PathBuf,
     file: tokio::fs::File,
+    /// Being received: written here, and unpacked as it comes.
+    recv: Option<Receiving>,
+}
+
+/// A snapshot being received. openraft writes its chunks in order (a chunk
+/// sent again is written again at its offset); each write goes to the
+/// archive at once (`pwrite`), and a thread unpacks the archive's bytes
+/// written without a gap from its start into the staging directory
+/// ([`snapfile::Unpacker`]) while the next chunks arrive.
+struct Receiving {
+    file: std::fs::File,
+    /// Where the next write goes.
+    pos: u64,
+    progress: Arc<(Mutex<Progress>, parking_lot::Condvar)>,
+    thread: Option<std::thread::JoinHandle<Result<u64, String>>>,
+    /// Where it unpacks: a directory of its own under the staging
+    /// directory (a stream given up may still be stopping when the next
+    /// one begins), which `swap::recover` removes whole at start.
+    unpack_dir: PathBuf,
+}
+
+/// What the unpacking thread may read, and whether more will come.
+#[derive(Default)]
+struct Progress {
+    /// Bytes from the archive's start written without a gap.
+    written: u64,
+    /// No more bytes will come: unpack what is written and finish.
+    closed: bool,
+    /// Stop at once (the stream was given up).
+    abandoned: bool,
+}
+
+impl Receiving {
+    fn start(archive: &Path, file: std::fs::File, staging: &Path) -> Result<Receiving, String> {
+        std::fs::create_dir_all(staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+        let unpack_dir = staging.join(stamp().to_string());
+        let mut unpacker = snapfile::Unpacker::new(archive, &unpack_dir)?;
+        let progress: Arc<(Mutex<Progress>, parking_lot::Condvar)> = Arc::default();
+        let (p, reader) = (
+            progress.clone(),
+            file.try_clone().map_err(|e| e.to_string())?,
+        );
+        let name = archive.display().to_string();
+        let thread = std::thread::Builder::new()
+            .name("raft-snapshot-unpack".into())
+            .spawn(move || {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; snapfile::CHUNK_BYTES as usize];
+                loop {
+                    let upto = {
+                        let mut g = p.0.lock();
+                        while g.written <= unpacker.offset() && !g.closed && !g.abandoned {
+                            p.1.wait(&mut g);
+                        }
+                        if g.abandoned {
+                            return Err(format!("{name}: the stream was given up"));
+                        }
+                        if g.written <= unpacker.offset() {
+                            break;
+                        }
+                        g.written
+                    };
+                    while unpacker.offset() < upto {
+                        if p.0.lock().abandoned {
+                            return Err(format!("{name}: the stream was given up"));
+                        }
+                        let at = unpacker.offset();
+                        let n = ((upto - at).min(buf.len() as u64)) as usize;
+                        reader
+                            .read_exact_at(&mut buf[..n], at)
+                            .map_err(|e| format!("{name}: {e}"))?;
+                        unpacker.feed(&buf[..n])?;
+                    }
+                }
+                unpacker.finish()
+            })
+            .map_err(|e| format!("starting a thread: {e}"))?;
+        Ok(Receiving {
+            file,
+            pos: 0,
+            progress,
+            thread: Some(thread),
+            unpack_dir,
+        })
+    }
+
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.write_all_at(buf, self.pos)?;
+        let end = self.pos + buf.len() as u64;
+        let mut g = self.progress.0.lock();
+        if self.pos <= g.written && end > g.written {
+            g.written = end;
+            self.progress.1.notify_one();
+        }
+        drop(g);
+        self.pos = end;
+        Ok(())
+    }
+
+    /// Every chunk is written: waits for the unpacking, and returns the
+    /// bytes of files it unpacked and where, or why it could not.
+    fn finish(mut self) -> Result<(u64, PathBuf), String> {
+        self.progress.0.lock().closed = true;
+        self.progress.1.notify_one();
+        let r = match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            _ => Err("the unpacking thread failed".to_owned()),
+        };
+        r.map(|b| (b, std::mem::take(&mut self.unpack_dir)))
+    }
+}
+
+impl Drop for Receiving {
+    /// A stream given up (or whose unpacking failed): its thread stops
+    /// and its files go.
+    fn drop(&mut self) {
+        self.progress.0.lock().abandoned = true;
+        self.progress.1.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if !self.unpack_dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.unpack_dir);
+        }
+    }
 }
 
 impl AsyncRead for SnapFile {
@@ -81,25 +207,57 @@ impl AsyncWrite for SnapFile {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().file).poll_write(cx, buf)
+        let me = self.get_mut();
+        match me.recv.as_mut() {
+            // A chunk's write into the page cache: a fraction of a ms.
+            Some(r) => Poll::Ready(r.write(buf).map(|_| buf.len())),
+            None => Pin::new(&mut me.file).poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_flush(cx)
+        let me = self.get_mut();
+        match me.recv {
+            Some(_) => Poll::Ready(Ok(())),
+            None => Pin::new(&mut me.file).poll_flush(cx),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_shutdown(cx)
+        let me = self.get_mut();
+        match me.recv {
+            Some(_) => Poll::Ready(Ok(())),
+            None => Pin::new(&mut me.file).poll_shutdown(cx),
+        }
     }
 }
 
 impl AsyncSeek for SnapFile {
     fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> std::io::Result<()> {
-        Pin::new(&mut self.get_mut().file).start_seek(position)
+        let me = self.get_mut();
+        match me.recv.as_mut() {
+            Some(r) => {
+                r.pos = match position {
+                    SeekFrom::Start(p) => p,
+                    SeekFrom::Current(d) => r.pos.checked_add_signed(d).unwrap_or(0),
+                    SeekFrom::End(_) => {
+                        return Err(std::io::Error::other(
+                            "a snapshot being received seeks from its start only",
+                        ))
+                    }
+                };
+                Ok(())
+            }
+            None => Pin::new(&mut me.file).start_seek(position),
+        }
     }
 
     fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
-        Pin::new(&mut self.get_mut().file).poll_complete(cx)
+        let me = self.get_mut();
+        match me.recv.as_ref() {
+            Some(r) => Poll::Ready(Ok(r.pos)),
+            None => Pin::new(&mut me.file).poll_complete(cx),
+        }
     }
 }
 
@@ -153,8 +311,9 @@ impl StateMachine {
         }
         let mark = (APPLIED_KEY.to_vec(), encode(&self.applied));
         match entry.payload {
-            EntryPayload::Normal(reqs) => {
-                crate::cmd::apply_entry(&self.server, &reqs, mark, entry.log_id.index)
+            EntryPayload::Normal(batch) => {
+                let reqs = batch.requests()?;
+                crate::cmd::apply_entry(&self.server, reqs, mark, entry.log_id.index)
                     .map(|replies| replies.into_iter().map(Reply).collect())
                     .map_err(|e| e.to_string())
             }
@@ -207,14 +366,24 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn begin_receiving_snapshot(&mut self) -> SResult<Box<SnapFile>> {
         let path = snapshots_dir(&self.dir).join(format!("incoming-{}.part", stamp()));
-        let file = tokio::fs::OpenOptions::new()
+        let std_file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&path)
-            .await
             .map_err(snap_err)?;
-        Ok(Box::new(SnapFile { path, file }))
+        let file = tokio::fs::File::from_std(std_file.try_clone().map_err(snap_err)?);
+        let staging = swap::staging_dir(node_dir(&self.dir).map_err(snap_err)?);
+        let (p, s) = (path.clone(), staging);
+        let recv = tokio::task::spawn_blocking(move || Receiving::start(&p, std_file, &s))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
+        Ok(Box::new(SnapFile {
+            path,
+            file,
+            recv: Some(recv),
+        }))
     }
 
     async fn install_snapshot(
@@ -222,20 +391,29 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, Member>,
         snapshot: Box<SnapFile>,
     ) -> SResult<()> {
-        let SnapFile { path, file } = *snapshot;
+        let SnapFile { path, file, recv } = *snapshot;
         file.sync_all().await.map_err(snap_err)?;
         drop(file);
+        // Unpacked while it came; else (an archive that was not received
+        // here) it is unpacked from the file.
+        let unpacked = match recv {
+            Some(r) => tokio::task::spawn_blocking(move || r.finish())
+                .await
+                .map_err(snap_err)?,
+            None => Err("not received".to_owned()),
+        };
         let (server, dir, lock, meta2) = (
             self.server.clone(),
             self.dir.clone(),
             self.lock.clone(),
             meta.clone(),
         );
-        let applied =
-            tokio::task::spawn_blocking(move || install(&server, &dir, &lock, &meta2, &path))
-                .await
-                .map_err(snap_err)?
-                .map_err(snap_err)?;
+        let applied = tokio::task::spawn_blocking(move || {
+            install(&server, &dir, &lock, &meta2, &path, unpacked)
+        })
+        .await
+        .map_err(snap_err)?
+        .map_err(snap_err)?;
         self.applied = applied;
         Ok(())
     }
@@ -247,7 +425,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(SnapFile { path, file }),
+            snapshot: Box::new(SnapFile {
+                path,
+                file,
+                recv: None,
+            }),
         }))
     }
 }
@@ -269,7 +451,11 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(SnapFile { path, file }),
+            snapshot: Box::new(SnapFile {
+                path,
+                file,
+                recv: None,
+            }),
         })
     }
 }
@@ -368,32 +554,48 @@ fn newest(dir: &Path) -> Result<Option<Stored>, String> {
     Ok(best)
 }
 
+/// The node's directory, whose `raft` directory is `dir`.
+fn node_dir(dir: &Path) -> Result<&Path, String> {
+    dir.parent()
+        .ok_or_else(|| format!("{}: no parent directory", dir.display()))
+}
+
 /// Installs a received archive: keeps it as this node's snapshot, unpacks
-/// it, and swaps it in as the node's database ([`super::swap`]).
+/// it (unless `unpacked` says it was, into the staging directory, while it
+/// was received: the bytes of its files), and swaps it in as the node's
+/// database ([`super::swap`]).
 fn install(
     server: &Server,
     dir: &Path,
     lock: &Mutex<()>,
     meta: &SnapshotMeta<NodeId, Member>,
     received: &Path,
+    unpacked: Result<(u64, PathBuf), String>,
 ) -> Result<Applied, String> {
     let snaps = snapshots_dir(dir);
     let archive = publish(&snaps, meta, |tmp| {
         std::fs::rename(received, tmp).map_err(|e| e.to_string())
     })?;
-    let node_dir = dir
-        .parent()
-        .ok_or_else(|| format!("{}: no parent directory", dir.display()))?;
+    let node_dir = node_dir(dir)?;
     let target = swap::install_dir(node_dir);
     let staging = swap::staging_dir(node_dir);
-    for d in [&target, &staging] {
-        if d.exists() {
-            std::fs::remove_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
-        }
-    }
     let started = std::time::Instant::now();
-    let bytes = snapfile::unpack(&archive, &staging)?;
-    std::fs::rename(&staging, &target).map_err(|e| e.to_string())?;
+    if target.exists() {
+        std::fs::remove_dir_all(&target).map_err(|e| format!("{}: {e}", target.display()))?;
+    }
+    let (bytes, unpacked_dir) = match unpacked {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!(
+                "sluice serve: snapshot {} was not unpacked as it came ({why}); unpacking it now",
+                meta.snapshot_id
+            );
+            std::fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+            let d = staging.join(stamp().to_string());
+            (snapfile::unpack(&archive, &d)?, d)
+        }
+    };
+    std::fs::rename(&unpacked_dir, &target).map_err(|e| e.to_string())?;
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(|e| e.to_string())?;

@@ -11,14 +11,15 @@
 //! ```
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 pub const MAGIC: &[u8; 8] = b"SLSNAP01";
 const FILE_RECORD: u8 = 1;
 const END_RECORD: u8 = 0;
-/// Bytes per install-snapshot message.
-pub const CHUNK_BYTES: u64 = 1 << 20;
+/// Bytes per install-snapshot message (each is one round trip, and the
+/// receiver beats its election timer per message).
+pub const CHUNK_BYTES: u64 = 4 << 20;
 const BUF_BYTES: usize = 256 << 10;
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -79,100 +80,225 @@ pub fn pack(dir: &Path, archive: &Path) -> std::io::Result<u64> {
     Ok(total)
 }
 
-/// Tracks the offset read so that damage is reported where it is.
-struct Counted<R> {
-    inner: R,
-    offset: u64,
-}
-
-impl<R: Read> Counted<R> {
-    fn exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
-        self.inner.read_exact(buf)?;
-        self.offset += buf.len() as u64;
-        Ok(())
-    }
-}
-
 /// Unpacks `archive` into `dir` (created; it must not exist), checking
 /// every file's checksum and syncing what it writes. Damage is an error
 /// naming the archive and the offset.
 pub fn unpack(archive: &Path, dir: &Path) -> Result<u64, String> {
-    let corrupt = |off: u64, why: &str| format!("{}: {why} at offset {off}", archive.display());
-    let f = File::open(archive).map_err(|e| format!("{}: {e}", archive.display()))?;
-    let mut r = Counted {
-        inner: BufReader::with_capacity(BUF_BYTES, f),
-        offset: 0,
-    };
-    let io = |r: &Counted<_>, e: std::io::Error| corrupt(r.offset, &format!("truncated ({e})"));
-    let mut magic = [0u8; 8];
-    r.exact(&mut magic).map_err(|e| io(&r, e))?;
-    if &magic != MAGIC {
-        return Err(corrupt(0, "not a snapshot archive"));
-    }
-    std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut files = 0u32;
-    let mut bytes = 0u64;
+    let mut f = File::open(archive).map_err(|e| format!("{}: {e}", archive.display()))?;
+    let mut u = Unpacker::new(archive, dir)?;
     let mut buf = vec![0u8; BUF_BYTES];
     loop {
-        let at = r.offset;
-        let mut kind = [0u8; 1];
-        r.exact(&mut kind).map_err(|e| io(&r, e))?;
-        match kind[0] {
-            END_RECORD => {
-                let mut n = [0u8; 4];
-                r.exact(&mut n).map_err(|e| io(&r, e))?;
-                if u32::from_le_bytes(n) != files {
-                    return Err(corrupt(at, "file count disagrees"));
-                }
-                break;
-            }
-            FILE_RECORD => {}
-            _ => return Err(corrupt(at, "unknown record")),
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| format!("{}: {e}", archive.display()))?;
+        if n == 0 {
+            break;
         }
-        let mut nl = [0u8; 2];
-        r.exact(&mut nl).map_err(|e| io(&r, e))?;
-        let mut name = vec![0u8; usize::from(u16::from_le_bytes(nl))];
-        r.exact(&mut name).map_err(|e| io(&r, e))?;
-        let name = String::from_utf8(name).map_err(|_| corrupt(at, "a name is not UTF-8"))?;
-        let rel = Path::new(&name);
-        if name.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(corrupt(at, "a name leaves the directory"));
-        }
-        let mut ll = [0u8; 8];
-        r.exact(&mut ll).map_err(|e| io(&r, e))?;
-        let len = u64::from_le_bytes(ll);
-        let path = dir.join(rel);
-        if let Some(p) = path.parent() {
-            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let out = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut w = BufWriter::with_capacity(BUF_BYTES, out);
-        let mut crc = 0u32;
-        let mut left = len;
-        while left > 0 {
-            let n = (left.min(BUF_BYTES as u64)) as usize;
-            r.exact(&mut buf[..n]).map_err(|e| io(&r, e))?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            w.write_all(&buf[..n])
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            left -= n as u64;
-        }
-        let mut c = [0u8; 4];
-        let crc_at = r.offset;
-        r.exact(&mut c).map_err(|e| io(&r, e))?;
-        if u32::from_le_bytes(c) != crc {
-            return Err(corrupt(crc_at, &format!("checksum mismatch in {name}")));
-        }
-        let out = w
-            .into_inner()
-            .map_err(|e| format!("{}: {}", path.display(), e.error()))?;
-        out.sync_all()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        files += 1;
-        bytes += len;
+        u.feed(&buf[..n])?;
     }
-    sync_dirs(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(bytes)
+    u.finish()
+}
+
+/// Where an [`Unpacker`] is in the archive.
+enum Step {
+    Magic,
+    Kind,
+    NameLen,
+    Name,
+    Len,
+    Data,
+    Crc,
+    Count,
+    Done,
+}
+
+/// Unpacks an archive from its bytes in order, as they come (a snapshot
+/// being received unpacks while its chunks arrive): every file checked
+/// against its checksum and synced, damage an error naming the archive
+/// and the offset.
+pub struct Unpacker {
+    archive: PathBuf,
+    dir: PathBuf,
+    /// Bytes of the archive taken so far.
+    offset: u64,
+    step: Step,
+    /// The field being gathered, and how long it is.
+    small: Vec<u8>,
+    want: usize,
+    /// Where the current record began.
+    record_at: u64,
+    name: String,
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    left: u64,
+    crc: u32,
+    files: u32,
+    bytes: u64,
+}
+
+impl Unpacker {
+    /// An unpacker into `dir` (created; it must not exist) of the archive
+    /// named `archive` in errors.
+    pub fn new(archive: &Path, dir: &Path) -> Result<Unpacker, String> {
+        std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Unpacker {
+            archive: archive.to_path_buf(),
+            dir: dir.to_path_buf(),
+            offset: 0,
+            step: Step::Magic,
+            small: Vec::new(),
+            want: MAGIC.len(),
+            record_at: 0,
+            name: String::new(),
+            path: PathBuf::new(),
+            out: None,
+            left: 0,
+            crc: 0,
+            files: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Bytes of the archive taken so far: the next byte fed is at it.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn corrupt(&self, at: u64, why: &str) -> String {
+        format!("{}: {why} at offset {at}", self.archive.display())
+    }
+
+    /// Takes the archive's next bytes.
+    pub fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
+        while !data.is_empty() {
+            match self.step {
+                Step::Data => {
+                    let n = (self.left.min(data.len() as u64)) as usize;
+                    self.crc = crc32c::crc32c_append(self.crc, &data[..n]);
+                    if let Some(w) = self.out.as_mut() {
+                        w.write_all(&data[..n])
+                            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                    }
+                    self.left -= n as u64;
+                    self.offset += n as u64;
+                    data = &data[n..];
+                    if self.left == 0 {
+                        self.expect(Step::Crc, 4);
+                    }
+                }
+                Step::Done => return Err(self.corrupt(self.offset, "bytes after the end")),
+                _ => {
+                    let n = (self.want - self.small.len()).min(data.len());
+                    self.small.extend_from_slice(&data[..n]);
+                    self.offset += n as u64;
+                    data = &data[n..];
+                    if self.small.len() == self.want {
+                        let field = std::mem::take(&mut self.small);
+                        self.field(&field)?;
+                        self.small = field;
+                        self.small.clear();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn expect(&mut self, step: Step, want: usize) {
+        self.step = step;
+        self.want = want;
+    }
+
+    /// A field is whole: check it and go on.
+    fn field(&mut self, f: &[u8]) -> Result<(), String> {
+        let at = self.offset - f.len() as u64;
+        match self.step {
+            Step::Magic => {
+                if f != MAGIC {
+                    return Err(self.corrupt(0, "not a snapshot archive"));
+                }
+                self.expect(Step::Kind, 1);
+            }
+            Step::Kind => {
+                self.record_at = at;
+                match f[0] {
+                    END_RECORD => self.expect(Step::Count, 4),
+                    FILE_RECORD => self.expect(Step::NameLen, 2),
+                    _ => return Err(self.corrupt(at, "unknown record")),
+                }
+            }
+            Step::NameLen => {
+                let n = usize::from(u16::from_le_bytes([f[0], f[1]]));
+                if n == 0 {
+                    return Err(self.corrupt(self.record_at, "a name leaves the directory"));
+                }
+                self.expect(Step::Name, n);
+            }
+            Step::Name => {
+                let name = String::from_utf8(f.to_vec())
+                    .map_err(|_| self.corrupt(self.record_at, "a name is not UTF-8"))?;
+                let rel = Path::new(&name);
+                if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+                    return Err(self.corrupt(self.record_at, "a name leaves the directory"));
+                }
+                self.path = self.dir.join(rel);
+                self.name = name;
+                self.expect(Step::Len, 8);
+            }
+            Step::Len => {
+                let mut l = [0u8; 8];
+                l.copy_from_slice(f);
+                self.left = u64::from_le_bytes(l);
+                if let Some(p) = self.path.parent() {
+                    std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                }
+                let out = File::create(&self.path)
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                self.out = Some(BufWriter::with_capacity(BUF_BYTES, out));
+                self.crc = 0;
+                self.bytes += self.left;
+                if self.left == 0 {
+                    self.expect(Step::Crc, 4);
+                } else {
+                    self.step = Step::Data;
+                }
+            }
+            Step::Crc => {
+                if u32::from_le_bytes([f[0], f[1], f[2], f[3]]) != self.crc {
+                    return Err(self.corrupt(at, &format!("checksum mismatch in {}", self.name)));
+                }
+                let out = self
+                    .out
+                    .take()
+                    .ok_or_else(|| self.corrupt(at, "no file open"))?;
+                let out = out
+                    .into_inner()
+                    .map_err(|e| format!("{}: {}", self.path.display(), e.error()))?;
+                out.sync_all()
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                self.files += 1;
+                self.expect(Step::Kind, 1);
+            }
+            Step::Count => {
+                if u32::from_le_bytes([f[0], f[1], f[2], f[3]]) != self.files {
+                    return Err(self.corrupt(self.record_at, "file count disagrees"));
+                }
+                self.step = Step::Done;
+            }
+            Step::Data | Step::Done => {}
+        }
+        Ok(())
+    }
+
+    /// The archive ended: it must have been whole. Syncs the directories
+    /// and returns the bytes of files unpacked.
+    pub fn finish(self) -> Result<u64, String> {
+        if !matches!(self.step, Step::Done) {
+            return Err(self.corrupt(self.offset, "truncated (the archive ends early)"));
+        }
+        sync_dirs(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        Ok(self.bytes)
+    }
 }
 
 fn sync_dirs(dir: &Path) -> std::io::Result<()> {
@@ -223,5 +349,40 @@ mod tests {
         std::fs::write(&ar, &raw[..raw.len() - 3]).unwrap();
         let e = unpack(&ar, &t.path().join("dst3")).unwrap_err();
         assert!(e.contains("truncated") || e.contains("checksum"), "{e}");
+    }
+
+    /// Fed in pieces of any size (chunks as they arrive), the archive
+    /// unpacks as it does from its file; a piece short, it is truncated.
+    #[test]
+    fn fed_in_pieces_of_any_size_it_unpacks_the_same() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        std::fs::write(src.join("a"), b"hello").unwrap();
+        std::fs::write(src.join("empty"), b"").unwrap();
+        let big: Vec<u8> = (0..700_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(src.join("sub/b"), &big).unwrap();
+        let ar = t.path().join("x.snap");
+        pack(&src, &ar).unwrap();
+        let raw = std::fs::read(&ar).unwrap();
+        for (i, piece) in [1usize, 3, 8, 4093, 1 << 20].into_iter().enumerate() {
+            let dst = t.path().join(format!("dst{i}"));
+            let mut u = Unpacker::new(&ar, &dst).unwrap();
+            for c in raw.chunks(piece) {
+                u.feed(c).unwrap();
+            }
+            assert_eq!(u.finish().unwrap(), 700_005, "pieces of {piece}");
+            assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"hello");
+            assert_eq!(std::fs::read(dst.join("sub/b")).unwrap(), big);
+            assert!(dst.join("empty").exists());
+        }
+        let mut u = Unpacker::new(&ar, &t.path().join("short")).unwrap();
+        u.feed(&raw[..raw.len() - 1]).unwrap();
+        let e = u.finish().unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+        let mut u = Unpacker::new(&ar, &t.path().join("long")).unwrap();
+        u.feed(&raw).unwrap();
+        let e = u.feed(b"x").unwrap_err();
+        assert!(e.contains(&format!("at offset {}", raw.len())), "{e}");
     }
 }
