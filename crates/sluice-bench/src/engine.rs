@@ -256,6 +256,12 @@ impl SluiceEngine {
                 sluicedb::pm::FenceMode::Msync
             });
         }
+        if let Some(n) = cfg.lightkv_max_leaf_nodes {
+            opts = opts.lightkv_max_leaf_nodes(n);
+        }
+        if let Some(n) = cfg.lightkv_compaction_size {
+            opts = opts.lightkv_compaction_size(n);
+        }
         if let Some(n) = cfg.drop_cache_bytes {
             opts = opts.drop_cache_bytes(n);
         }

@@ -102,6 +102,10 @@ pub struct BenchConfig {
     /// `FenceMode::Cache` (a memory fence, standing in for real persistent
     /// memory), false for `FenceMode::Msync`.
     pub lightkv_fence_cache: Option<bool>,
+    /// Overrides [`sluicedb::LightKvOptions::max_leaf_nodes`].
+    pub lightkv_max_leaf_nodes: Option<usize>,
+    /// Overrides [`sluicedb::LightKvOptions::compaction_size`].
+    pub lightkv_compaction_size: Option<usize>,
     /// Overrides [`sluicedb::TableLayoutOptions::direct_io`].
     pub table_direct_io: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_cost_benefit`].
@@ -157,6 +161,8 @@ impl Default for BenchConfig {
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             lightkv_fence_cache: None,
+            lightkv_max_leaf_nodes: None,
+            lightkv_compaction_size: None,
             table_direct_io: None,
             table_gc_cost_benefit: None,
             drop_cache_bytes: None,

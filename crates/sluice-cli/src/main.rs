@@ -529,6 +529,15 @@ struct BenchArgs {
     /// only, as unsynced journal writes do). Default: msync.
     #[arg(long, value_parser = ["msync", "cache"])]
     pm_fence: Option<String>,
+    /// LightKV: partitions (top leaves) before a full leaf links instead of
+    /// splitting, the paper's MAX_LEAF_NODES (Fig. 13a). Default: the
+    /// preset's.
+    #[arg(long)]
+    lightkv_max_leaf_nodes: Option<usize>,
+    /// LightKV: the compaction size CS, tables of one weight merged at once
+    /// (Fig. 13c). Default: the preset's.
+    #[arg(long)]
+    lightkv_cs: Option<usize>,
     /// Table layout: value tables written, and GC's victims read, around
     /// the page cache (`O_DIRECT`), `on` or `off`. Default: the preset's.
     #[arg(long, value_parser = ["on", "off"])]
@@ -704,6 +713,8 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),
+        lightkv_max_leaf_nodes: a.lightkv_max_leaf_nodes,
+        lightkv_compaction_size: a.lightkv_cs,
         table_direct_io: a.direct_io.as_deref().map(|s| s == "on"),
         table_gc_cost_benefit: a.victims.as_deref().map(|s| s == "cost-benefit"),
         drop_cache_bytes: a.drop_cache_bytes,

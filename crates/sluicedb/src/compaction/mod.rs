@@ -765,6 +765,7 @@ mod tests {
                 restart_interval: 16,
                 bloom_bits_per_key: 10,
                 decoupled: false,
+                hash_leaf: false,
             },
             smallest_snapshot: 1000,
             target_file_size_bytes: u64::MAX,

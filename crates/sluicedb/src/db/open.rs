@@ -150,6 +150,9 @@ impl Core {
             restart_interval: opts.index.block_restart_interval,
             bloom_bits_per_key: opts.index.bloom_bits_per_key,
             decoupled: opts.index.index_decoupled_tables,
+            // LightKV's on-disk leaves (ICDE, §III-D): a point read goes
+            // from a table's leaf straight to the block holding the key.
+            hash_leaf: lightkv,
         };
         let has_log_files = names
             .iter()

@@ -99,6 +99,31 @@ fn partitions_of(boundaries: &[Vec<u8>], f: &FileMeta) -> std::ops::RangeInclusi
         ..=super::unified::partition_of(boundaries, f.largest_user_key())
 }
 
+/// A version's tables per partition, each partition's newest first: the
+/// lightest weight first, then the larger number (each weight's tables are
+/// in number order, `normalize`). A lookup reads its partition's list, not
+/// every table of the version; built once per version, by its first lookup.
+struct Members(Vec<Vec<Arc<FileMeta>>>);
+
+impl Members {
+    fn of(v: &Version) -> &Members {
+        v.derived
+            .get_or_init(|| {
+                let mut m = vec![Vec::new(); v.boundaries.len() + 1];
+                for weight in &v.levels {
+                    for f in weight.iter().rev() {
+                        for p in partitions_of(&v.boundaries, f) {
+                            m[p].push(f.clone());
+                        }
+                    }
+                }
+                Box::new(Members(m))
+            })
+            .downcast_ref()
+            .expect("a partitioned version derives its members")
+    }
+}
+
 /// Oldest first: heaviest weight first, then by number.
 fn age_order(a: &(usize, Arc<FileMeta>), b: &(usize, Arc<FileMeta>)) -> std::cmp::Ordering {
     b.0.cmp(&a.0).then(a.1.number.cmp(&b.1.number))
@@ -313,13 +338,9 @@ impl IndexShape for Partitioned {
         snapshot: u64,
         class: IoClass,
     ) -> Result<Lookup> {
-        // Newest first: lightest weight first, then the larger number (each
-        // weight's tables are in number order, `normalize`), without a
-        // list or a sort per read.
-        let holding = v
-            .levels
+        let p = super::unified::partition_of(&v.boundaries, user_key);
+        let holding = Members::of(v).0[p]
             .iter()
-            .flat_map(|weight| weight.iter().rev())
             .filter(|f| f.holds_user_key(user_key))
             .map(|f| &**f);
         probe_in_order(tables, holding, user_key, snapshot, class)

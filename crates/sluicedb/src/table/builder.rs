@@ -13,6 +13,7 @@ use super::format::{
     block_trailer, decode_properties, encode_properties, BlockHandle, Footer,
     DECOUPLED_TABLE_FORMAT_VERSION, TABLE_FORMAT_VERSION,
 };
+use super::leaf::TableLeaf;
 use crate::error::Result;
 use crate::fs::CountedWriter;
 use crate::key::{self, Kind};
@@ -25,6 +26,9 @@ pub(crate) struct TableOptions {
     pub(crate) bloom_bits_per_key: u32,
     /// Write index-decoupled tables (format version 3).
     pub(crate) decoupled: bool,
+    /// Write a hash leaf (LightKV's on-disk leaf, [`super::leaf`]); plain
+    /// tables only, an index-decoupled one ignores it.
+    pub(crate) hash_leaf: bool,
 }
 
 /// Counters kept in the properties block and returned by `finish`.
@@ -43,6 +47,8 @@ pub(crate) struct TableProperties {
     /// Where the filter of its pointer keys is (size 0: none); the
     /// footer's filter then covers only the keys in the data blocks.
     pub(crate) pointer_filter: BlockHandle,
+    /// The hash leaf's block (size 0: none).
+    pub(crate) leaf: BlockHandle,
 }
 
 impl TableProperties {
@@ -64,6 +70,12 @@ impl TableProperties {
                 ("pointer_filter_size", self.pointer_filter.size),
             ]);
         }
+        if self.leaf.size > 0 {
+            fields.extend([
+                ("leaf_offset", self.leaf.offset),
+                ("leaf_size", self.leaf.size),
+            ]);
+        }
         encode_properties(&fields)
     }
 
@@ -81,6 +93,8 @@ impl TableProperties {
             b"pointer_index_size" => p.pointer_index.size = v,
             b"pointer_filter_offset" => p.pointer_filter.offset = v,
             b"pointer_filter_size" => p.pointer_filter.size = v,
+            b"leaf_offset" => p.leaf.offset = v,
+            b"leaf_size" => p.leaf.size = v,
             _ => {}
         })?;
         Some(p)
@@ -97,12 +111,15 @@ pub(crate) struct BuiltTable {
 }
 
 /// Blocks of one kind being cut, with the index entries naming them and
-/// the hashes of their user keys (for the run's filter).
+/// the hashes of their user keys (for the run's filter) and, for a hash
+/// leaf, where each block's keys end among them.
 struct BlockRun {
     block: BlockBuilder,
     index: BlockBuilder,
     blocks: u64,
     hashes: Vec<u64>,
+    handles: Vec<BlockHandle>,
+    block_ends: Vec<usize>,
 }
 
 impl BlockRun {
@@ -112,6 +129,8 @@ impl BlockRun {
             index: BlockBuilder::new(1),
             blocks: 0,
             hashes: Vec::new(),
+            handles: Vec::new(),
+            block_ends: Vec::new(),
         }
     }
 }
@@ -161,6 +180,10 @@ impl BlockWriter {
         run.index.add(&last, &hb);
         self.handle_buf = hb;
         run.blocks += 1;
+        // A key's hash is pushed before its first entry is added, so every
+        // hash so far belongs to this block or an earlier one.
+        run.handles.push(handle);
+        run.block_ends.push(run.hashes.len());
         Ok(())
     }
 }
@@ -280,6 +303,11 @@ impl TableBuilder {
         self.props.data_blocks = self.records.blocks;
         let bits = self.opts.bloom_bits_per_key;
         let filter = out.write_block(&bloom::build(&self.records.hashes, bits))?;
+        if self.opts.hash_leaf && self.pointers.is_none() {
+            let r = &mut self.records;
+            let leaf = TableLeaf::build(&r.hashes, &r.block_ends, std::mem::take(&mut r.handles));
+            self.props.leaf = out.write_block(&leaf.encode())?;
+        }
         let mut version = TABLE_FORMAT_VERSION;
         if let Some(p) = self.pointers.as_mut() {
             out.cut(p)?;

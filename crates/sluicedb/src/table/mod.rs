@@ -8,6 +8,7 @@ pub(crate) mod bloom;
 pub(crate) mod builder;
 pub(crate) mod cache;
 pub(crate) mod format;
+pub(crate) mod leaf;
 pub(crate) mod reader;
 
 pub(crate) use block_cache::BlockCache;

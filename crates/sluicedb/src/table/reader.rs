@@ -13,6 +13,7 @@ use super::format::{
     verify_block, BlockHandle, Footer, FooterKind, BLOCK_TRAILER_LEN,
     DECOUPLED_TABLE_FORMAT_VERSION, FOOTER_LEN,
 };
+use super::leaf::TableLeaf;
 use crate::error::{Error, Result};
 use crate::fs::{CountedReader, CountingFs, IoClass};
 use crate::iter::{InternalIterator, MergingIterator};
@@ -158,6 +159,9 @@ pub(crate) struct Table {
     filter: Vec<u8>,
     /// The filter of the keys in the pointer blocks.
     pointer_filter: Vec<u8>,
+    /// The hash leaf of a table written with one (the lightkv preset):
+    /// point lookups go through it instead of filter and index.
+    leaf: Option<TableLeaf>,
     properties: TableProperties,
     cache: Arc<BlockCache>,
     /// Where its index and filter bytes are counted while it is open
@@ -178,7 +182,8 @@ impl Table {
     /// index blocks and filters.
     pub(crate) fn memory_bytes(&self) -> u64 {
         let blocks = self.index.size() + self.pointers.as_ref().map_or(0, |p| p.size());
-        (blocks + self.filter.len() + self.pointer_filter.len()) as u64
+        let leaf = self.leaf.as_ref().map_or(0, TableLeaf::memory_bytes);
+        (blocks + self.filter.len() + self.pointer_filter.len() + leaf) as u64
     }
 
     /// Counts [`Table::memory_bytes`] in `counter` until it is dropped
@@ -231,6 +236,13 @@ impl Table {
         } else {
             (None, Vec::new())
         };
+        let leaf = match properties.leaf {
+            h if h.size == 0 || pointers.is_some() => None,
+            h => Some(
+                TableLeaf::decode(&read(h)?, h.offset)
+                    .map_err(|why| Error::corruption(path.as_path(), h.offset, why))?,
+            ),
+        };
         Ok(Table {
             id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
             number,
@@ -241,6 +253,7 @@ impl Table {
             pointers,
             filter,
             pointer_filter,
+            leaf,
             properties,
             cache,
             counted_in: std::sync::OnceLock::new(),
@@ -274,6 +287,9 @@ impl Table {
         hash: u64,
         class: IoClass,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if let Some(leaf) = &self.leaf {
+            return self.get_by_leaf(leaf, seek, user_key, hash, class);
+        }
         let may = |filter: &[u8]| filter.is_empty() || bloom::may_contain(filter, hash);
         if let Some(pointers) = &self.pointers {
             if may(&self.pointer_filter) {
@@ -286,6 +302,37 @@ impl Table {
             return Ok(None);
         }
         self.get_in(&self.index, false, seek, user_key, class)
+    }
+
+    /// `get` through the hash leaf: each block it names for the key's
+    /// signature is searched for the key (no index seek); none named is an
+    /// exact miss. A key starts in the block the leaf names, so a seek
+    /// there lands on the key's newest entry at or below the snapshot, or
+    /// on a later key (the table has none), or past the block's end: the
+    /// key's older entries may go on in the next block, and the index
+    /// decides.
+    fn get_by_leaf(
+        &self,
+        leaf: &TableLeaf,
+        seek: &[u8],
+        user_key: &[u8],
+        hash: u64,
+        class: IoClass,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let fill = !NO_FILL.with(|f| f.get());
+        for h in leaf.blocks_of(hash) {
+            let block = self.read_block(h, class, fill)?;
+            let mut it = block.iter();
+            it.seek(seek);
+            it.status()?;
+            if !it.valid() {
+                return self.get_in(&self.index, false, seek, user_key, class);
+            }
+            if key::user_key(it.key()) == user_key {
+                return Ok(Some((it.key().to_vec(), it.value().to_vec())));
+            }
+        }
+        Ok(None)
     }
 
     /// `get` in the blocks under one index (the pointer index when
@@ -691,6 +738,11 @@ mod tests {
         restart_interval: 4,
         bloom_bits_per_key: 10,
         decoupled: false,
+        hash_leaf: false,
+    };
+    const DECOUPLED: TableOptions = TableOptions {
+        decoupled: true,
+        ..OPTS
     };
 
     fn build(mem: &MemFs, n: usize) -> (CountingFs, u64, Vec<Vec<u8>>) {
@@ -815,11 +867,11 @@ mod tests {
         fs: &CountingFs,
         number: u64,
         entries: &[(Vec<u8>, Vec<u8>)],
-        decoupled: bool,
+        opts: TableOptions,
     ) -> Arc<Table> {
         let path = PathBuf::from(format!("/db/{number:06}.sst"));
         let w = fs.create(&path, IoClass::Flush).unwrap();
-        let mut b = TableBuilder::new(w, TableOptions { decoupled, ..OPTS });
+        let mut b = TableBuilder::new(w, opts);
         for (k, v) in entries {
             b.add(k, v).unwrap();
         }
@@ -861,8 +913,8 @@ mod tests {
     fn plain_and_decoupled(fs: &CountingFs, seed: u64, keys: usize) -> Tables {
         let mut rng = StdRng::seed_from_u64(seed);
         let entries = random_entries(&mut rng, keys);
-        let plain = build_entries(fs, 2 * seed + 1, &entries, false);
-        let dec = build_entries(fs, 2 * seed + 2, &entries, true);
+        let plain = build_entries(fs, 2 * seed + 1, &entries, OPTS);
+        let dec = build_entries(fs, 2 * seed + 2, &entries, DECOUPLED);
         (rng, entries, plain, dec)
     }
 
@@ -1012,7 +1064,7 @@ mod tests {
         let fs = CountingFs::new(Arc::new(mem.clone()));
         let seed = 7;
         let entries = random_entries(&mut StdRng::seed_from_u64(seed), 300);
-        let built = build_entries(&fs, 1, &entries, true);
+        let built = build_entries(&fs, 1, &entries, DECOUPLED);
         assert!(built.properties.data_blocks > 2 && built.properties.pointer_blocks > 2);
         let path = Path::new("/db/000001.sst");
         let orig = mem.contents(path).unwrap();
@@ -1078,7 +1130,20 @@ mod tests {
             .enumerate()
             .map(|(i, k)| (k.clone(), format!("value{i}").into_bytes()))
             .collect();
-        flips_are_detected_or_harmless(&mem, &fs, &entries, false);
+        flips_are_detected_or_harmless(&mem, &fs, &entries, OPTS);
+    }
+
+    #[test]
+    fn every_bit_flip_of_a_table_with_a_hash_leaf_is_detected_or_harmless() {
+        let mem = MemFs::new();
+        mem.create_dir_all(Path::new("/db")).unwrap();
+        let fs = CountingFs::new(Arc::new(mem.clone()));
+        let entries = random_entries(&mut StdRng::seed_from_u64(5), 40);
+        let opts = TableOptions {
+            hash_leaf: true,
+            ..OPTS
+        };
+        flips_are_detected_or_harmless(&mem, &fs, &entries, opts);
     }
 
     #[test]
@@ -1087,7 +1152,7 @@ mod tests {
         mem.create_dir_all(Path::new("/db")).unwrap();
         let fs = CountingFs::new(Arc::new(mem.clone()));
         let entries = random_entries(&mut StdRng::seed_from_u64(3), 40);
-        flips_are_detected_or_harmless(&mem, &fs, &entries, true);
+        flips_are_detected_or_harmless(&mem, &fs, &entries, DECOUPLED);
     }
 
     /// Flips each bit of table 1 (built from `entries`) in turn: opening,
@@ -1097,9 +1162,9 @@ mod tests {
         mem: &MemFs,
         fs: &CountingFs,
         entries: &[(Vec<u8>, Vec<u8>)],
-        decoupled: bool,
+        opts: TableOptions,
     ) {
-        let size = build_entries(fs, 1, entries, decoupled).file_size;
+        let size = build_entries(fs, 1, entries, opts).file_size;
         let p = Path::new("/db/000001.sst");
         let orig = mem.contents(p).unwrap();
         let user_keys: Vec<&[u8]> = entries.iter().map(|(k, _)| key::user_key(k)).collect();
@@ -1133,6 +1198,150 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Versions of keys in a table with a hash leaf, some keys with so many
+    /// versions that they run over several blocks, tombstones among them:
+    /// `(user key, seq, value)` sorted in table order, `None` a tombstone.
+    type Entries = Vec<(Vec<u8>, u64, Option<Vec<u8>>)>;
+
+    fn build_with_leaf(mem: &MemFs, seed: u64) -> (CountingFs, u64, Entries) {
+        let fs = CountingFs::new(Arc::new(mem.clone()));
+        mem.create_dir_all(Path::new("/db")).unwrap();
+        let w = fs
+            .create(Path::new("/db/000001.sst"), IoClass::Flush)
+            .unwrap();
+        let mut b = TableBuilder::new(
+            w,
+            TableOptions {
+                hash_leaf: true,
+                ..OPTS
+            },
+        );
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut entries: Entries = vec![];
+        for i in 0..400u64 {
+            let uk = format!("k{:05}", i * 2).into_bytes();
+            let versions = if rng.gen_ratio(1, 20) {
+                rng.gen_range(10..40)
+            } else {
+                rng.gen_range(1..4)
+            };
+            let mut seq = 1_000 + rng.gen_range(0..50);
+            for _ in 0..versions {
+                let v = (!rng.gen_ratio(1, 6)).then(|| format!("v{i}-{seq}").into_bytes());
+                entries.push((uk.clone(), seq, v));
+                seq -= rng.gen_range(1..20);
+            }
+        }
+        for (uk, seq, v) in &entries {
+            let kind = if v.is_some() {
+                Kind::Value
+            } else {
+                Kind::Delete
+            } as u8;
+            b.add(
+                &key::encode(uk, *seq, kind),
+                v.as_deref().unwrap_or_default(),
+            )
+            .unwrap();
+        }
+        let built = b.finish().unwrap();
+        assert!(built.properties.leaf.size > 0);
+        (fs, built.file_size, entries)
+    }
+
+    /// What the table must answer for `uk` at `snapshot`: its newest entry
+    /// at or below it, as `(seq, value)`.
+    fn leaf_model_get(
+        entries: &Entries,
+        uk: &[u8],
+        snapshot: u64,
+    ) -> Option<(u64, Option<Vec<u8>>)> {
+        entries
+            .iter()
+            .find(|(k, seq, _)| k == uk && *seq <= snapshot)
+            .map(|(_, seq, v)| (*seq, v.clone()))
+    }
+
+    fn check_against_model(t: &Table, entries: &Entries, rng: &mut StdRng, seed: u64) {
+        for _ in 0..3_000 {
+            // Present keys, absent keys between them, and past both ends.
+            let uk = format!("k{:05}", rng.gen_range(0..802u64)).into_bytes();
+            let snapshot = if rng.gen_bool(0.5) {
+                key::MAX_SEQUENCE
+            } else {
+                rng.gen_range(600..1_060)
+            };
+            let seek = key::encode(&uk, snapshot, key::KIND_SEEK);
+            let got = t
+                .get(&seek, &uk, bloom::key_hash(&uk), IoClass::UserRead)
+                .unwrap();
+            let got = got.map(|(ik, v)| {
+                let tomb = key::kind_byte(&ik) == Kind::Delete as u8;
+                assert_eq!(key::user_key(&ik), uk.as_slice(), "seed {seed}");
+                (key::sequence(&ik), (!tomb).then_some(v))
+            });
+            assert_eq!(
+                got,
+                leaf_model_get(entries, &uk, snapshot),
+                "seed {seed}, key {uk:?} at {snapshot}"
+            );
+        }
+    }
+
+    #[test]
+    fn lookups_through_the_hash_leaf_match_a_model() {
+        for seed in 0..4 {
+            let mem = MemFs::new();
+            let (fs, size, entries) = build_with_leaf(&mem, seed);
+            let t = open(&fs, size).unwrap();
+            assert!(
+                t.leaf.is_some() && t.properties.data_blocks > 50,
+                "seed {seed}"
+            );
+            let mut rng = StdRng::seed_from_u64(seed);
+            check_against_model(&t, &entries, &mut rng, seed);
+            // Every signature in every block: each lookup of a key the
+            // table holds meets every block, and still confirms the key.
+            let mut colliding = Table::open(
+                &fs,
+                "/db/000001.sst".into(),
+                1,
+                size,
+                Arc::new(BlockCache::new(1 << 20)),
+                IoClass::UserRead,
+            )
+            .unwrap();
+            colliding.leaf = colliding.leaf.as_ref().map(TableLeaf::colliding);
+            check_against_model(&colliding, &entries, &mut rng, seed);
+        }
+    }
+
+    #[test]
+    fn a_damaged_hash_leaf_is_corruption_naming_its_offset() {
+        let mem = MemFs::new();
+        let (fs, size, _) = build_with_leaf(&mem, 9);
+        let leaf = open(&fs, size).unwrap().properties.leaf;
+        let path = Path::new("/db/000001.sst");
+        let mut bytes = mem.read_all(path).unwrap();
+        // A slot naming a block that does not exist, under a recomputed
+        // block checksum (a checksum mismatch is caught before decoding).
+        // The last slot's low half is its block index.
+        let last = (leaf.offset + leaf.size - 8) as usize;
+        bytes[last..last + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let body = &bytes[leaf.offset as usize..(leaf.offset + leaf.size) as usize];
+        let trailer = crate::table::format::block_trailer(body);
+        let t = (leaf.offset + leaf.size) as usize;
+        bytes[t..t + trailer.len()].copy_from_slice(&trailer);
+        mem.set_contents(path, bytes);
+        match open(&fs, size) {
+            Err(Error::Corruption { offset, file, .. }) => {
+                assert_eq!(offset, leaf.offset);
+                assert!(file.ends_with("000001.sst"));
+            }
+            other => panic!("expected corruption, got {:?}", other.map(|_| ())),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! An immutable set of tables, organised in levels (or, for other index
 //! shapes, whatever "levels" mean to them: the shape interprets them).
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
 
 use super::edit::{FileMeta, VersionEdit};
 use crate::value::meta::ValueMeta;
@@ -41,6 +42,10 @@ pub(crate) struct Version {
     /// The totals as of the newest record that carried them (`None` for
     /// databases whose manifest never recorded them).
     pub(crate) totals: Option<crate::stats::Totals>,
+    /// What the index shape derives from these tables for its lookups,
+    /// built by the first lookup that needs it (the partitioned shape's
+    /// tables per partition). Not part of what the version says.
+    pub(crate) derived: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl Version {
@@ -53,6 +58,7 @@ impl Version {
             boundaries: Arc::default(),
             hash_index_checkpoint: None,
             totals: None,
+            derived: OnceLock::new(),
         }
     }
 
@@ -97,6 +103,7 @@ impl Version {
             boundaries,
             hash_index_checkpoint: edit.hash_index_checkpoint.or(self.hash_index_checkpoint),
             totals: edit.totals.or(self.totals),
+            derived: OnceLock::new(),
         };
         let mut v = v;
         self.shape.normalize(&mut v.levels);
