@@ -12,7 +12,7 @@ mod skiplist;
 pub(crate) use filter::KeyFilter;
 
 pub(crate) use skiplist::BlockPool;
-use skiplist::{Entry, SkipList};
+use skiplist::{Entry, SkipList, Splice};
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -54,6 +54,16 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
+    /// [`WriteBuffer::get`] of each of `keys` (ascending, repeats
+    /// allowed) whose answer in `found` (one per key) is still
+    /// [`Lookup::Absent`]; the others were answered by a newer source.
+    fn get_sorted(&self, keys: &[&[u8]], snapshot: u64, found: &mut [Lookup]) {
+        for (key, f) in keys.iter().zip(found) {
+            if *f == Lookup::Absent {
+                *f = self.get(key, snapshot);
+            }
+        }
+    }
     /// Sequence number of the newest entry for `user_key`, if any.
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64>;
     /// Adds to `out` the [`key_digest`] of every key with an entry newer
@@ -243,7 +253,12 @@ impl MemTable {
         self.inserted_up_to(seq, batch.len());
     }
 
-    /// Adds `ops`, the i-th at `seq + i`.
+    /// Adds `ops`, the i-th at `seq + i`. Keys go into the skiplist in
+    /// key order, each search starting from where the last one's path
+    /// parted from its own ([`SkipList::insert_with`]), unless a key
+    /// comes twice: then in batch order, each from the top (the shadow
+    /// counts of [`MemTable::add_entry`] expect each key's versions
+    /// oldest first).
     fn add_ops<'b>(
         &self,
         ops: impl IntoIterator<Item = crate::batch::BatchOp<'b>>,
@@ -251,27 +266,35 @@ impl MemTable {
         candidate: bool,
         counted: bool,
     ) {
-        let mut digests: SmallVec<[(u64, u64); 8]> = SmallVec::new();
-        let hashed = self.key_log.is_some() || self.filter.is_some();
-        for (i, op) in ops.into_iter().enumerate() {
-            // One hash a key serves the key log and the filter.
-            if let Some(d) = hashed.then(|| key_digest(op.key)) {
-                if self.key_log.is_some() {
-                    digests.push((d, seq + i as u64));
-                }
-                // Before the entry: see `filter` on why that suffices.
-                if let Some(f) = &self.filter {
-                    f.insert(d);
-                }
+        let mut ops: SmallVec<[(u64, crate::batch::BatchOp<'b>); 16]> =
+            (ops.into_iter().enumerate())
+                .map(|(i, op)| (seq + i as u64, op))
+                .collect();
+        // One hash a key serves the key log and the filter.
+        let digests: SmallVec<[(u64, u64); 16]> = if self.key_log.is_some() || self.filter.is_some()
+        {
+            ops.iter().map(|(s, op)| (key_digest(op.key), *s)).collect()
+        } else {
+            SmallVec::new()
+        };
+        // Before the entries: see `filter` on why that suffices.
+        if let Some(f) = &self.filter {
+            for &(d, _) in &digests {
+                f.insert(d);
             }
-            self.add_entry(
-                op.key,
-                seq + i as u64,
-                op.kind,
-                op.value,
-                candidate,
-                counted,
-            );
+        }
+        ops.sort_unstable_by(|a, b| a.1.key.cmp(b.1.key));
+        if ops.windows(2).any(|w| w[0].1.key == w[1].1.key) {
+            ops.sort_unstable_by_key(|&(s, _)| s);
+            for (s, op) in ops {
+                let splice = &mut self.map.splice();
+                self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            }
+        } else {
+            let splice = &mut self.map.splice();
+            for (s, op) in ops {
+                self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            }
         }
         if let Some(log) = &self.key_log {
             self.key_log_bytes
@@ -291,8 +314,10 @@ impl MemTable {
     /// garbage ([`ShadowCandidates`]).
     /// `counted`: flagged [`key::SHADOW_COUNTED`] (relocations,
     /// [`WriteBuffer::insert_relocations`]).
+    #[expect(clippy::too_many_arguments, reason = "one entry's fields and flags")]
     fn add_entry(
         &self,
+        splice: &mut Splice<'_>,
         user_key: &[u8],
         seq: u64,
         kind: Kind,
@@ -302,7 +327,7 @@ impl MemTable {
     ) {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
-        let entry = self.map.insert(user_key, trailer, value);
+        let entry = self.map.insert_with(splice, user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.
         if let Some(prev) = entry.next() {
@@ -368,17 +393,19 @@ impl WriteBuffer for MemTable {
             return Lookup::Absent;
         }
         let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
-        let Some(e) = self.map.lower_bound(&seek) else {
-            return Lookup::Absent;
-        };
-        let k = e.key();
-        if key::user_key(k) != user_key {
-            return Lookup::Absent;
-        }
-        match Kind::from_u8(key::kind_byte(k)) {
-            Some(Kind::Delete) => Lookup::Deleted,
-            Some(kind) => Lookup::Found(kind, e.value().to_vec(), key::sequence(k)),
-            None => unreachable!("memtable holds only valid kinds"),
+        lookup_in(user_key, self.map.lower_bound(&seek))
+    }
+
+    /// One descent shared by neighbouring keys: each search starts where
+    /// the last one's path parted from its own ([`SkipList::lower_bound_with`]).
+    fn get_sorted(&self, keys: &[&[u8]], snapshot: u64, found: &mut [Lookup]) {
+        let splice = &mut self.map.splice();
+        for (&user_key, f) in keys.iter().zip(found) {
+            if *f != Lookup::Absent || !self.may_hold(user_key) {
+                continue;
+            }
+            let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
+            *f = lookup_in(user_key, self.map.lower_bound_with(splice, &seek));
         }
     }
 
@@ -439,6 +466,22 @@ impl WriteBuffer for MemTable {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// What the entry a search for `user_key` landed on says of it.
+fn lookup_in(user_key: &[u8], entry: Option<Entry<'_>>) -> Lookup {
+    let Some(e) = entry else {
+        return Lookup::Absent;
+    };
+    let k = e.key();
+    if key::user_key(k) != user_key {
+        return Lookup::Absent;
+    }
+    match Kind::from_u8(key::kind_byte(k)) {
+        Some(Kind::Delete) => Lookup::Deleted,
+        Some(kind) => Lookup::Found(kind, e.value().to_vec(), key::sequence(k)),
+        None => unreachable!("memtable holds only valid kinds"),
     }
 }
 
@@ -519,6 +562,69 @@ mod tests {
         );
         assert_eq!(m.get(b"c", 100), Lookup::Absent);
         assert!(m.approximate_memory_bytes() > 0);
+    }
+
+    /// A model test of the batch path: random batches (keys repeated
+    /// within a batch or not, deletes among them) go in through
+    /// `insert_batch`, which inserts keys sorted through one splice when
+    /// none repeats; every key at several snapshots must read as a
+    /// `BTreeMap` of its versions says, by `get` and by `get_sorted`.
+    #[test]
+    fn sorted_batches_and_sorted_lookups_answer_as_the_model() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let m = MemTable::new().with_key_filter(64 << 10);
+        // (user key, seq) -> Some(value) or None for a delete.
+        let mut model = std::collections::BTreeMap::new();
+        let mut seq = 1;
+        for _ in 0..300 {
+            let mut b = WriteBatch::new();
+            for _ in 0..rng.gen_range(1..24) {
+                let k = format!("user:{}", rng.gen_range(0..400));
+                let s = seq + b.len() as u64;
+                if rng.gen_bool(0.15) {
+                    b.delete(&k);
+                    model.insert((k, s), None);
+                } else {
+                    let v = format!("v{s}");
+                    b.put(&k, &v);
+                    model.insert((k, s), Some(v.into_bytes()));
+                }
+            }
+            m.insert_batch(&b, seq);
+            seq += b.len() as u64;
+        }
+        let want = |k: &str, at: u64| -> Lookup {
+            let newest = (model.range((k.to_string(), 0)..=(k.to_string(), at))).next_back();
+            match newest {
+                None => Lookup::Absent,
+                Some((_, None)) => Lookup::Deleted,
+                Some(((_, s), Some(v))) => Lookup::Found(Kind::Value, v.clone(), *s),
+            }
+        };
+        for at in [seq / 4, seq / 2, seq] {
+            let mut names: Vec<String> = (0..rng.gen_range(1..60))
+                .map(|_| format!("user:{}", rng.gen_range(0..420)))
+                .collect();
+            names.sort();
+            let keys: Vec<&[u8]> = names.iter().map(|k| k.as_bytes()).collect();
+            let mut found = vec![Lookup::Absent; keys.len()];
+            // A key answered by a newer source is left alone.
+            found[0] = Lookup::Deleted;
+            m.get_sorted(&keys, at, &mut found);
+            assert_eq!(found[0], Lookup::Deleted, "seed {seed}");
+            for (i, k) in names.iter().enumerate() {
+                assert_eq!(
+                    m.get(k.as_bytes(), at),
+                    want(k, at),
+                    "seed {seed} {k} at {at}"
+                );
+                if i > 0 {
+                    assert_eq!(found[i], want(k, at), "seed {seed} {k} at {at}");
+                }
+            }
+        }
     }
 
     #[test]
