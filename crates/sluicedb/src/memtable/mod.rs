@@ -7,10 +7,12 @@
 //! relocation batches), reads from any thread concurrently.
 
 mod filter;
+mod point;
 mod skiplist;
 
 pub(crate) use filter::KeyFilter;
 
+use point::{PointIndex, Probe};
 pub(crate) use skiplist::BlockPool;
 use skiplist::{Entry, SkipList, Splice};
 
@@ -179,6 +181,9 @@ pub(crate) struct MemTable {
     /// With [`MemTable::with_key_filter`]: the keys it holds, so that a
     /// lookup of one it does not hold skips the skiplist search.
     filter: Option<KeyFilter>,
+    /// With [`MemTable::with_key_filter`]: the newest entry of each key,
+    /// so that a lookup of one it holds skips the search too.
+    index: Option<PointIndex>,
     /// Bytes of the key log (the entries' memory is the skiplist's arena).
     key_log_bytes: AtomicUsize,
     puts: AtomicU64,
@@ -208,12 +213,14 @@ impl MemTable {
         }
     }
 
-    /// The same memtable with a key filter sized for a write buffer of
-    /// `write_buffer_bytes` (`filter`; outside
-    /// [`WriteBuffer::approximate_memory_bytes`], a fixed 1/32 more).
+    /// The same memtable with a key filter and a point index sized for a
+    /// write buffer of `write_buffer_bytes` (`filter`, `point`; outside
+    /// [`WriteBuffer::approximate_memory_bytes`], a fixed 1/32 and 1/16
+    /// more, the index's pages touched only as keys claim its slots).
     pub(crate) fn with_key_filter(self, write_buffer_bytes: usize) -> Self {
         MemTable {
             filter: Some(KeyFilter::for_write_buffer(write_buffer_bytes)),
+            index: Some(PointIndex::for_write_buffer(write_buffer_bytes)),
             ..self
         }
     }
@@ -239,9 +246,33 @@ impl MemTable {
         self.add_ops([op], seq, true, false);
     }
 
-    /// False when the key filter says `user_key` has no entry here.
-    fn may_hold(&self, user_key: &[u8]) -> bool {
-        (self.filter.as_ref()).is_none_or(|f| f.may_contain(key_digest(user_key)))
+    /// What the key filter and the point index say of `user_key` at
+    /// `snapshot`: `None` when they cannot say, and a search must.
+    fn point_lookup(&self, user_key: &[u8], snapshot: u64) -> Option<Lookup> {
+        if self.filter.is_none() && self.index.is_none() {
+            return None;
+        }
+        let digest = key_digest(user_key);
+        if (self.filter.as_ref()).is_some_and(|f| !f.may_contain(digest)) {
+            return Some(Lookup::Absent);
+        }
+        let raw = match self.index.as_ref()?.find(digest) {
+            Probe::Absent => return Some(Lookup::Absent),
+            Probe::Unknown => return None,
+            Probe::At(raw) => raw,
+        };
+        // SAFETY: the index holds only entries of this memtable's list
+        // (`add_ops`).
+        let mut e = unsafe { self.map.entry_at(raw) };
+        if key::user_key(e.key()) != user_key {
+            // Another key with the same digest.
+            return None;
+        }
+        // The key's versions follow its newest, newest first.
+        while key::sequence(e.key()) > snapshot {
+            e = e.next()?;
+        }
+        Some(lookup_in(user_key, Some(e)))
     }
 
     /// Adds every operation of `batch`, the i-th at `seq + i`
@@ -266,10 +297,9 @@ impl MemTable {
         candidate: bool,
         counted: bool,
     ) {
-        let mut ops: SmallVec<[(u64, crate::batch::BatchOp<'b>); 16]> =
-            (ops.into_iter().enumerate())
-                .map(|(i, op)| (seq + i as u64, op))
-                .collect();
+        let ops: SmallVec<[(u64, crate::batch::BatchOp<'b>); 16]> = (ops.into_iter().enumerate())
+            .map(|(i, op)| (seq + i as u64, op))
+            .collect();
         // One hash a key serves the key log and the filter.
         let digests: SmallVec<[(u64, u64); 16]> = if self.key_log.is_some() || self.filter.is_some()
         {
@@ -283,17 +313,24 @@ impl MemTable {
                 f.insert(d);
             }
         }
-        ops.sort_unstable_by(|a, b| a.1.key.cmp(b.1.key));
-        if ops.windows(2).any(|w| w[0].1.key == w[1].1.key) {
-            ops.sort_unstable_by_key(|&(s, _)| s);
-            for (s, op) in ops {
-                let splice = &mut self.map.splice();
-                self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+        let mut order: SmallVec<[usize; 16]> = (0..ops.len()).collect();
+        order.sort_unstable_by_key(|&i| ops[i].1.key);
+        let repeats = order.windows(2).any(|w| ops[w[0]].1.key == ops[w[1]].1.key);
+        let splice = &mut self.map.splice();
+        for j in 0..ops.len() {
+            let i = if repeats { j } else { order[j] };
+            if repeats {
+                *splice = self.map.splice();
             }
-        } else {
-            let splice = &mut self.map.splice();
-            for (s, op) in ops {
-                self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            let (s, op) = ops[i];
+            let entry = self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            if let Some(index) = &self.index {
+                let raw = entry.as_raw();
+                index.insert(digests[i].0, raw, |other| {
+                    // SAFETY: the index holds only entries of this list.
+                    let other = unsafe { self.map.entry_at(other) }.key();
+                    key::user_key(other) != op.key || key::sequence(other) > s
+                });
             }
         }
         if let Some(log) = &self.key_log {
@@ -324,7 +361,7 @@ impl MemTable {
         value: &[u8],
         candidate: bool,
         counted: bool,
-    ) {
+    ) -> Entry<'_> {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
         let entry = self.map.insert_with(splice, user_key, trailer, value);
@@ -343,9 +380,14 @@ impl MemTable {
             self.held_bytes
                 .fetch_add((user_key.len() + value.len()) as u64, Ordering::Relaxed);
         }
-        if !candidate {
-            return;
+        if candidate {
+            self.count_candidate(kind, value);
         }
+        entry
+    }
+
+    /// Counts a write that may shadow an older version ([`ShadowCandidates`]).
+    fn count_candidate(&self, kind: Kind, value: &[u8]) {
         let value_bytes = match kind {
             Kind::Delete => {
                 self.deletes.fetch_add(1, Ordering::Relaxed);
@@ -389,8 +431,8 @@ impl WriteBuffer for MemTable {
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
-        if !self.may_hold(user_key) {
-            return Lookup::Absent;
+        if let Some(found) = self.point_lookup(user_key, snapshot) {
+            return found;
         }
         let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
         lookup_in(user_key, self.map.lower_bound(&seek))
@@ -401,7 +443,11 @@ impl WriteBuffer for MemTable {
     fn get_sorted(&self, keys: &[&[u8]], snapshot: u64, found: &mut [Lookup]) {
         let splice = &mut self.map.splice();
         for (&user_key, f) in keys.iter().zip(found) {
-            if *f != Lookup::Absent || !self.may_hold(user_key) {
+            if *f != Lookup::Absent {
+                continue;
+            }
+            if let Some(found) = self.point_lookup(user_key, snapshot) {
+                *f = found;
                 continue;
             }
             let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
@@ -410,8 +456,10 @@ impl WriteBuffer for MemTable {
     }
 
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
-        if !self.may_hold(user_key) {
-            return None;
+        match self.point_lookup(user_key, key::MAX_SEQUENCE) {
+            Some(Lookup::Absent) => return None,
+            Some(Lookup::Deleted) | None => {}
+            Some(Lookup::Found(.., seq)) => return Some(seq),
         }
         let seek = seek_key(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
         let e = self.map.lower_bound(&seek)?;
@@ -446,8 +494,10 @@ impl WriteBuffer for MemTable {
         self.map.memory_bytes() + self.key_log_bytes.load(Ordering::Relaxed)
     }
 
+    /// The key filter's and the point index's.
     fn filter_bytes(&self) -> usize {
         self.filter.as_ref().map_or(0, KeyFilter::memory_bytes)
+            + self.index.as_ref().map_or(0, PointIndex::memory_bytes)
     }
 
     fn shadow_candidates(&self) -> ShadowCandidates {
@@ -571,10 +621,17 @@ mod tests {
     /// `BTreeMap` of its versions says, by `get` and by `get_sorted`.
     #[test]
     fn sorted_batches_and_sorted_lookups_answer_as_the_model() {
-        use rand::{Rng, SeedableRng};
         let seed: u64 = rand::random();
+        // A point index with room for every key, and one far too small.
+        for buffer in [1 << 20, 16 << 10] {
+            sorted_batches_and_lookups_against_the_model(seed, buffer);
+        }
+    }
+
+    fn sorted_batches_and_lookups_against_the_model(seed: u64, buffer: usize) {
+        use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let m = MemTable::new().with_key_filter(64 << 10);
+        let m = MemTable::new().with_key_filter(buffer);
         // (user key, seq) -> Some(value) or None for a delete.
         let mut model = std::collections::BTreeMap::new();
         let mut seq = 1;
@@ -627,6 +684,42 @@ mod tests {
         }
     }
 
+    /// One writer inserts batches and publishes their last sequence;
+    /// readers look up at a published sequence through the point index
+    /// and must see exactly the versions up to it (never a newer one the
+    /// index already names, never an older one it no longer names).
+    #[test]
+    fn lookups_through_the_point_index_see_exactly_a_published_sequence() {
+        let m = MemTable::new().with_key_filter(1 << 20);
+        let rounds = 50_000u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..rounds {
+                    let mut b = WriteBatch::new();
+                    b.put("a", i.to_le_bytes()).put("b", i.to_le_bytes());
+                    m.insert_batch(&b, 1 + 2 * i);
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| loop {
+                    let v = m.last_sequence();
+                    if v == 0 {
+                        continue;
+                    }
+                    let round = (v - 2) / 2;
+                    let want = |seq| Lookup::Found(Kind::Value, round.to_le_bytes().to_vec(), seq);
+                    assert_eq!(m.get(b"a", v), want(v - 1), "a at {v}");
+                    assert_eq!(m.get(b"b", v), want(v), "b at {v}");
+                    assert_eq!(m.newest_sequence(b"c"), None);
+                    if v == 2 * rounds {
+                        break;
+                    }
+                });
+            }
+        });
+        assert_eq!(m.newest_sequence(b"b"), Some(2 * rounds));
+    }
+
     #[test]
     fn a_key_filter_changes_no_answer() {
         use rand::{Rng, SeedableRng};
@@ -668,7 +761,8 @@ mod tests {
                     "seed {seed} {k}"
                 );
             }
-            assert_eq!(filtered.filter_bytes(), 64);
+            // The filter's block, and the point index's smallest size.
+            assert_eq!(filtered.filter_bytes(), 64 + 16 * 16);
             assert_eq!(plain.filter_bytes(), 0);
         }
     }

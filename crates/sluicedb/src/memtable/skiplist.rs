@@ -463,6 +463,11 @@ impl<'a> Entry<'a> {
         self.list.entry(self.node.next(0))
     }
 
+    /// The entry as a pointer, for [`SkipList::entry_at`].
+    pub(crate) fn as_raw(&self) -> *mut u8 {
+        self.node.0.as_ptr().cast()
+    }
+
     /// The entry before this one in key order (a search from the head).
     pub(crate) fn prev(&self) -> Option<Entry<'a>> {
         self.list.entry(Some(self.list.last_below(self.key())))
@@ -479,6 +484,16 @@ impl SkipList {
     fn entry(&self, node: Option<NodePtr>) -> Option<Entry<'_>> {
         let node = node.filter(|&n| n != self.head())?;
         Some(Entry { node, list: self })
+    }
+
+    /// The entry `raw` points at.
+    ///
+    /// # Safety
+    /// `raw` must come from [`Entry::as_raw`] of an entry of this list.
+    pub(crate) unsafe fn entry_at(&self, raw: *mut u8) -> Entry<'_> {
+        // SAFETY: the caller's promise: a published node of this list.
+        let node = NodePtr(unsafe { NonNull::new_unchecked(raw.cast()) });
+        Entry { node, list: self }
     }
 
     /// Number of entries.
