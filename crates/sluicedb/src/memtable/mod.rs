@@ -300,9 +300,9 @@ impl MemTable {
         let ops: SmallVec<[(u64, crate::batch::BatchOp<'b>); 16]> = (ops.into_iter().enumerate())
             .map(|(i, op)| (seq + i as u64, op))
             .collect();
-        // One hash a key serves the key log and the filter.
-        let digests: SmallVec<[(u64, u64); 16]> = if self.key_log.is_some() || self.filter.is_some()
-        {
+        // One hash a key serves the key log, the filter and the index.
+        let hashed = self.key_log.is_some() || self.filter.is_some() || self.index.is_some();
+        let digests: SmallVec<[(u64, u64); 16]> = if hashed {
             ops.iter().map(|(s, op)| (key_digest(op.key), *s)).collect()
         } else {
             SmallVec::new()
