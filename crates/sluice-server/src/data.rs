@@ -127,9 +127,10 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "getex" => getex(args, txn, out)?,
         "mget" => {
             out.array(args.len() - 1);
-            for k in &args[1..] {
+            let keys: Vec<&[u8]> = args[1..].iter().map(|k| &k[..]).collect();
+            for r in txn.recs(&keys).map_err(e)? {
                 // Another type reads as nil here, not as an error.
-                match txn.rec(k).map_err(e)? {
+                match r {
                     Some(Rec::Str(v)) => out.bulk(&v.value),
                     _ => out.null(),
                 }

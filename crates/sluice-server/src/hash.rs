@@ -34,11 +34,14 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "hmget" => (|| {
             let m = txn.coll(&args[1], HASH)?;
             out.array(args.len() - 2);
-            for f in &args[2..] {
-                let v = match &m {
-                    Some(m) => txn.elem(&m.elem(f)).map_err(engine)?,
-                    None => None,
-                };
+            let values = match &m {
+                Some(m) => {
+                    let ekeys: Vec<Vec<u8>> = args[2..].iter().map(|f| m.elem(f)).collect();
+                    txn.elems(&ekeys).map_err(engine)?
+                }
+                None => vec![None; args.len() - 2],
+            };
+            for v in values {
                 out.opt_bulk(v.as_deref());
             }
             Ok(())

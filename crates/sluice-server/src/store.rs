@@ -809,6 +809,20 @@ impl Keyspace {
         }
     }
 
+    /// [`Keyspace::read_raw`] of each of `keys`, all at one point in time
+    /// (one engine multi-key read).
+    pub fn read_raw_many(
+        &self,
+        opts: &ReadOptions<'_>,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Rec>>> {
+        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(k)).collect();
+        let raws = self.db().multi_get_opt(opts, &data_keys)?;
+        (raws.into_iter().zip(keys))
+            .map(|(raw, key)| raw.map(|r| Rec::decode(r, key)).transpose())
+            .collect()
+    }
+
     /// The collection version `key` holds in the engine (expired or not),
     /// asked of the index alone: a collection's record is small and
     /// exactly [`META_BYTES`] or [`LIST_META_BYTES`] long, so a separated
@@ -1446,6 +1460,35 @@ impl<'a> Txn<'a> {
         Ok(r.filter(|e| !e.expired(self.now)))
     }
 
+    /// [`Txn::rec`] of each of `keys`; those not staged are read from the
+    /// engine together ([`Keyspace::read_raw_many`]).
+    pub fn recs(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Rec>>> {
+        let unstaged: Vec<&[u8]> = if self.flushed {
+            Vec::new()
+        } else {
+            (keys.iter().copied())
+                .filter(|k| !self.writes.contains_key(*k))
+                .collect()
+        };
+        let mut read = self.ks.read_raw_many(&self.opts(), &unstaged)?.into_iter();
+        let mut out = Vec::with_capacity(keys.len());
+        for &key in keys {
+            let r = if let Some(w) = self.writes.get(key) {
+                w.clone()
+            } else if self.flushed {
+                None
+            } else {
+                let r = read.next().expect("one read per unstaged key");
+                self.base
+                    .entry(key.to_vec())
+                    .or_insert_with(|| r.as_ref().and_then(Rec::version));
+                r
+            };
+            out.push(r.filter(|e| !e.expired(self.now)));
+        }
+        Ok(out)
+    }
+
     /// `key`'s string; `WRONGTYPE` if it holds a collection.
     pub fn get(&mut self, key: &[u8]) -> std::result::Result<Option<Entry>, String> {
         match self.rec(key).map_err(crate::data::engine)? {
@@ -1639,6 +1682,31 @@ impl<'a> Txn<'a> {
             return Ok(None);
         }
         self.ks.db().get_opt(&self.opts(), ekey)
+    }
+
+    /// [`Txn::elem`] of each of `ekeys`; those not staged are read from
+    /// the engine together (one multi-key read, at one point in time).
+    pub fn elems(&self, ekeys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let unstaged: Vec<&[u8]> = if self.flushed {
+            Vec::new()
+        } else {
+            (ekeys.iter())
+                .filter(|k| !self.elems.contains_key(k.as_slice()))
+                .map(Vec::as_slice)
+                .collect()
+        };
+        let mut read = self
+            .ks
+            .db()
+            .multi_get_opt(&self.opts(), &unstaged)?
+            .into_iter();
+        Ok((ekeys.iter())
+            .map(|k| match self.elems.get(k) {
+                Some(v) => v.clone(),
+                None if self.flushed => None,
+                None => read.next().expect("one read per unstaged element"),
+            })
+            .collect())
     }
 
     pub fn elem_put(&mut self, ekey: Vec<u8>, value: Vec<u8>) {

@@ -106,8 +106,9 @@ pub struct WriteStats {
 pub struct FlushStats {
     /// Bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
-    /// Bytes of their key filters (1/32 of the write buffer each, apart
-    /// from `memtable_bytes`).
+    /// Bytes of their key filters and point indexes (1/32 and 1/16 of the
+    /// write buffer each, apart from `memtable_bytes`; the index's pages
+    /// are touched only as keys claim its slots).
     pub memtable_filter_bytes: u64,
     /// Memtable blocks a flushed memtable left for the next ones (at most a
     /// write buffer's worth), held in the memory budget.

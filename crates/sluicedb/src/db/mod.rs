@@ -229,6 +229,19 @@ impl Db {
         self.core().get(opts, key.as_ref())
     }
 
+    /// The values of `keys`, in their order (`None` for a key without
+    /// one), all read at one point in time; the latest unless
+    /// `opts.snapshot`. Cheaper than a `get_opt` per key: the keys share
+    /// one read view and, in key order, one descent of each memtable.
+    pub fn multi_get_opt<K: AsRef<[u8]>>(
+        &self,
+        opts: &ReadOptions<'_>,
+        keys: &[K],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.core().multi_get(opts, &keys)
+    }
+
     /// What the index holds for `key` at `opts.snapshot` (latest if
     /// none), without reading a separated value: the value when it is
     /// kept inline, else its length ([`ValueRef`]); `None` if the key has

@@ -57,15 +57,92 @@ impl Core {
                 }
             }
         }
-        let (file, offset) = match (&self.values, last) {
+        Err(self.collected(last))
+    }
+
+    /// The error of a lookup whose pointer named a collected file.
+    fn collected(&self, pointer: Option<ValuePointer>) -> Error {
+        let (file, offset) = match (&self.values, pointer) {
             (Some(store), Some(p)) => (store.path_of(p.file), p.offset),
             _ => (self.dir.clone(), 0),
         };
-        Err(Error::corruption(
+        Error::corruption(
             file,
             offset,
             "index entry points into a value store file that GC collected",
-        ))
+        )
+    }
+
+    /// The values of `keys` at one read view (`Db::multi_get_opt`): the
+    /// keys are looked up in key order, so that each memtable is searched
+    /// in one shared descent ([`WriteBuffer::get_sorted`]); the tables are
+    /// asked key by key, through the block cache.
+    pub(super) fn multi_get(
+        &self,
+        opts: &ReadOptions<'_>,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by_key(|&i| keys[i]);
+        let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
+        // Retried whole, as `get` retries (a value relocated and collected
+        // after the view was taken), so that all keys share one view.
+        let mut last = None;
+        for _ in 0..8 {
+            match self.multi_get_once(opts, &sorted)? {
+                Ok(found) => {
+                    let mut out = vec![None; keys.len()];
+                    for (&i, v) in order.iter().zip(found) {
+                        out[i] = v;
+                    }
+                    return Ok(out);
+                }
+                Err(p) => {
+                    last = Some(p);
+                    if opts.snapshot.is_some() {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(self.collected(last))
+    }
+
+    /// One try of [`Core::multi_get`] for ascending `keys`: their values,
+    /// or a pointer that named a collected file.
+    fn multi_get_once(
+        &self,
+        opts: &ReadOptions<'_>,
+        keys: &[&[u8]],
+    ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, ValuePointer>> {
+        let _light = self.light.get().map(|l| l.readers.read());
+        let (seq, sv) = self.read_view(opts);
+        let mut found = vec![Lookup::Absent; keys.len()];
+        match self.light.get() {
+            Some(light) => {
+                for (key, f) in keys.iter().zip(&mut found) {
+                    *f = light.get(key, seq)?;
+                }
+            }
+            None => sv.mem.get_sorted(keys, seq, &mut found),
+        }
+        for m in &sv.imms {
+            m.get_sorted(keys, seq, &mut found);
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, mut f) in keys.iter().zip(found) {
+            if f == Lookup::Absent {
+                f = self
+                    .shape
+                    .get(&sv.current, &self.tables, key, seq, IoClass::UserRead)?;
+            }
+            out.push(match self.resolve(key, f)? {
+                Some(Found::Value(v)) => Some(v),
+                None => None,
+                Some(Found::Collected(p)) => return Ok(Err(p)),
+            });
+        }
+        Ok(Ok(out))
     }
 
     /// What the index holds for `key` (`Db::peek_opt`): one lookup, and
@@ -117,7 +194,14 @@ impl Core {
     }
 
     pub(super) fn get_at(&self, sv: &SuperVersion, seq: u64, key: &[u8]) -> Result<Option<Found>> {
-        match self.lookup(sv, key, seq, IoClass::UserRead)? {
+        let found = self.lookup(sv, key, seq, IoClass::UserRead)?;
+        self.resolve(key, found)
+    }
+
+    /// The value a lookup of `key` found: read from the value store when
+    /// the index holds a pointer.
+    fn resolve(&self, key: &[u8], found: Lookup) -> Result<Option<Found>> {
+        match found {
             Lookup::Found(Kind::Value, v, _) => Ok(Some(Found::Value(v))),
             Lookup::Found(Kind::ValuePointer, p, _) => {
                 let ptr = ValuePointer::decode(&p).ok_or_else(|| {
@@ -152,6 +236,50 @@ mod tests {
                 db.put(format!("k{i:03}"), format!("v{t}")).unwrap();
             }
             db.flush().unwrap();
+        }
+    }
+
+    /// `multi_get` against a `get` per key, over memtables, immutable
+    /// memtables and tables, inline and separated values, at the latest
+    /// view and at a snapshot; keys unsorted, repeated and absent.
+    #[test]
+    fn multi_get_answers_as_a_get_per_key_does() {
+        use crate::options::{Preset, ReadOptions};
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for preset in [Preset::LevelDb, Preset::WiscKey] {
+            let o = Options::preset(preset).fs(Arc::new(MemFs::new()));
+            let db = Db::open("/db", o).unwrap();
+            let mut snap = None;
+            for round in 0..6 {
+                for _ in 0..200 {
+                    let k = format!("k{:03}", rng.gen_range(0..300));
+                    if rng.gen_bool(0.2) {
+                        db.delete(&k).unwrap();
+                    } else {
+                        db.put(&k, vec![round as u8; rng.gen_range(1..300)])
+                            .unwrap();
+                    }
+                }
+                if round % 2 == 0 {
+                    db.flush().unwrap();
+                }
+                if round == 3 {
+                    snap = Some(db.snapshot());
+                }
+            }
+            let snap = snap.unwrap();
+            for opts in [ReadOptions::default(), ReadOptions::at(&snap)] {
+                for _ in 0..20 {
+                    let keys: Vec<String> = (0..rng.gen_range(0..40))
+                        .map(|_| format!("k{:03}", rng.gen_range(0..320)))
+                        .collect();
+                    let got = db.multi_get_opt(&opts, &keys).unwrap();
+                    let want: Vec<_> = keys.iter().map(|k| db.get_opt(&opts, k).unwrap()).collect();
+                    assert_eq!(got, want, "{preset:?}, seed {seed}");
+                }
+            }
         }
     }
 

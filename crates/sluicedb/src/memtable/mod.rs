@@ -7,12 +7,14 @@
 //! relocation batches), reads from any thread concurrently.
 
 mod filter;
+mod point;
 mod skiplist;
 
 pub(crate) use filter::KeyFilter;
 
+use point::{PointIndex, Probe};
 pub(crate) use skiplist::BlockPool;
-use skiplist::{Entry, SkipList};
+use skiplist::{Entry, SkipList, Splice};
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -54,6 +56,16 @@ pub(crate) trait WriteBuffer: Send + Sync {
     fn insert_relocations(&self, batch: &WriteBatch, seq: u64, counted: bool);
     /// Newest version of `user_key` with sequence `<= snapshot`.
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup;
+    /// [`WriteBuffer::get`] of each of `keys` (ascending, repeats
+    /// allowed) whose answer in `found` (one per key) is still
+    /// [`Lookup::Absent`]; the others were answered by a newer source.
+    fn get_sorted(&self, keys: &[&[u8]], snapshot: u64, found: &mut [Lookup]) {
+        for (key, f) in keys.iter().zip(found) {
+            if *f == Lookup::Absent {
+                *f = self.get(key, snapshot);
+            }
+        }
+    }
     /// Sequence number of the newest entry for `user_key`, if any.
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64>;
     /// Adds to `out` the [`key_digest`] of every key with an entry newer
@@ -169,6 +181,9 @@ pub(crate) struct MemTable {
     /// With [`MemTable::with_key_filter`]: the keys it holds, so that a
     /// lookup of one it does not hold skips the skiplist search.
     filter: Option<KeyFilter>,
+    /// With [`MemTable::with_key_filter`]: the newest entry of each key,
+    /// so that a lookup of one it holds skips the search too.
+    index: Option<PointIndex>,
     /// Bytes of the key log (the entries' memory is the skiplist's arena).
     key_log_bytes: AtomicUsize,
     puts: AtomicU64,
@@ -198,12 +213,14 @@ impl MemTable {
         }
     }
 
-    /// The same memtable with a key filter sized for a write buffer of
-    /// `write_buffer_bytes` (`filter`; outside
-    /// [`WriteBuffer::approximate_memory_bytes`], a fixed 1/32 more).
+    /// The same memtable with a key filter and a point index sized for a
+    /// write buffer of `write_buffer_bytes` (`filter`, `point`; outside
+    /// [`WriteBuffer::approximate_memory_bytes`], a fixed 1/32 and 1/16
+    /// more, the index's pages touched only as keys claim its slots).
     pub(crate) fn with_key_filter(self, write_buffer_bytes: usize) -> Self {
         MemTable {
             filter: Some(KeyFilter::for_write_buffer(write_buffer_bytes)),
+            index: Some(PointIndex::for_write_buffer(write_buffer_bytes)),
             ..self
         }
     }
@@ -229,9 +246,33 @@ impl MemTable {
         self.add_ops([op], seq, true, false);
     }
 
-    /// False when the key filter says `user_key` has no entry here.
-    fn may_hold(&self, user_key: &[u8]) -> bool {
-        (self.filter.as_ref()).is_none_or(|f| f.may_contain(key_digest(user_key)))
+    /// What the key filter and the point index say of `user_key` at
+    /// `snapshot`: `None` when they cannot say, and a search must.
+    fn point_lookup(&self, user_key: &[u8], snapshot: u64) -> Option<Lookup> {
+        if self.filter.is_none() && self.index.is_none() {
+            return None;
+        }
+        let digest = key_digest(user_key);
+        if (self.filter.as_ref()).is_some_and(|f| !f.may_contain(digest)) {
+            return Some(Lookup::Absent);
+        }
+        let raw = match self.index.as_ref()?.find(digest) {
+            Probe::Absent => return Some(Lookup::Absent),
+            Probe::Unknown => return None,
+            Probe::At(raw) => raw,
+        };
+        // SAFETY: the index holds only entries of this memtable's list
+        // (`add_ops`).
+        let mut e = unsafe { self.map.entry_at(raw) };
+        if key::user_key(e.key()) != user_key {
+            // Another key with the same digest.
+            return None;
+        }
+        // The key's versions follow its newest, newest first.
+        while key::sequence(e.key()) > snapshot {
+            e = e.next()?;
+        }
+        Some(lookup_in(user_key, Some(e)))
     }
 
     /// Adds every operation of `batch`, the i-th at `seq + i`
@@ -243,7 +284,12 @@ impl MemTable {
         self.inserted_up_to(seq, batch.len());
     }
 
-    /// Adds `ops`, the i-th at `seq + i`.
+    /// Adds `ops`, the i-th at `seq + i`. Keys go into the skiplist in
+    /// key order, each search starting from where the last one's path
+    /// parted from its own ([`SkipList::insert_with`]), unless a key
+    /// comes twice: then in batch order, each from the top (the shadow
+    /// counts of [`MemTable::add_entry`] expect each key's versions
+    /// oldest first).
     fn add_ops<'b>(
         &self,
         ops: impl IntoIterator<Item = crate::batch::BatchOp<'b>>,
@@ -251,27 +297,41 @@ impl MemTable {
         candidate: bool,
         counted: bool,
     ) {
-        let mut digests: SmallVec<[(u64, u64); 8]> = SmallVec::new();
-        let hashed = self.key_log.is_some() || self.filter.is_some();
-        for (i, op) in ops.into_iter().enumerate() {
-            // One hash a key serves the key log and the filter.
-            if let Some(d) = hashed.then(|| key_digest(op.key)) {
-                if self.key_log.is_some() {
-                    digests.push((d, seq + i as u64));
-                }
-                // Before the entry: see `filter` on why that suffices.
-                if let Some(f) = &self.filter {
-                    f.insert(d);
-                }
+        let ops: SmallVec<[(u64, crate::batch::BatchOp<'b>); 16]> = (ops.into_iter().enumerate())
+            .map(|(i, op)| (seq + i as u64, op))
+            .collect();
+        // One hash a key serves the key log, the filter and the index.
+        let hashed = self.key_log.is_some() || self.filter.is_some() || self.index.is_some();
+        let digests: SmallVec<[(u64, u64); 16]> = if hashed {
+            ops.iter().map(|(s, op)| (key_digest(op.key), *s)).collect()
+        } else {
+            SmallVec::new()
+        };
+        // Before the entries: see `filter` on why that suffices.
+        if let Some(f) = &self.filter {
+            for &(d, _) in &digests {
+                f.insert(d);
             }
-            self.add_entry(
-                op.key,
-                seq + i as u64,
-                op.kind,
-                op.value,
-                candidate,
-                counted,
-            );
+        }
+        let mut order: SmallVec<[usize; 16]> = (0..ops.len()).collect();
+        order.sort_unstable_by_key(|&i| ops[i].1.key);
+        let repeats = order.windows(2).any(|w| ops[w[0]].1.key == ops[w[1]].1.key);
+        let splice = &mut self.map.splice();
+        for j in 0..ops.len() {
+            let i = if repeats { j } else { order[j] };
+            if repeats {
+                *splice = self.map.splice();
+            }
+            let (s, op) = ops[i];
+            let entry = self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            if let Some(index) = &self.index {
+                let raw = entry.as_raw();
+                index.insert(digests[i].0, raw, |other| {
+                    // SAFETY: the index holds only entries of this list.
+                    let other = unsafe { self.map.entry_at(other) }.key();
+                    key::user_key(other) != op.key || key::sequence(other) > s
+                });
+            }
         }
         if let Some(log) = &self.key_log {
             self.key_log_bytes
@@ -291,18 +351,20 @@ impl MemTable {
     /// garbage ([`ShadowCandidates`]).
     /// `counted`: flagged [`key::SHADOW_COUNTED`] (relocations,
     /// [`WriteBuffer::insert_relocations`]).
+    #[expect(clippy::too_many_arguments, reason = "one entry's fields and flags")]
     fn add_entry(
         &self,
+        splice: &mut Splice<'_>,
         user_key: &[u8],
         seq: u64,
         kind: Kind,
         value: &[u8],
         candidate: bool,
         counted: bool,
-    ) {
+    ) -> Entry<'_> {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
-        let entry = self.map.insert(user_key, trailer, value);
+        let entry = self.map.insert_with(splice, user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.
         if let Some(prev) = entry.next() {
@@ -318,9 +380,14 @@ impl MemTable {
             self.held_bytes
                 .fetch_add((user_key.len() + value.len()) as u64, Ordering::Relaxed);
         }
-        if !candidate {
-            return;
+        if candidate {
+            self.count_candidate(kind, value);
         }
+        entry
+    }
+
+    /// Counts a write that may shadow an older version ([`ShadowCandidates`]).
+    fn count_candidate(&self, kind: Kind, value: &[u8]) {
         let value_bytes = match kind {
             Kind::Delete => {
                 self.deletes.fetch_add(1, Ordering::Relaxed);
@@ -364,27 +431,35 @@ impl WriteBuffer for MemTable {
     }
 
     fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
-        if !self.may_hold(user_key) {
-            return Lookup::Absent;
+        if let Some(found) = self.point_lookup(user_key, snapshot) {
+            return found;
         }
         let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
-        let Some(e) = self.map.lower_bound(&seek) else {
-            return Lookup::Absent;
-        };
-        let k = e.key();
-        if key::user_key(k) != user_key {
-            return Lookup::Absent;
-        }
-        match Kind::from_u8(key::kind_byte(k)) {
-            Some(Kind::Delete) => Lookup::Deleted,
-            Some(kind) => Lookup::Found(kind, e.value().to_vec(), key::sequence(k)),
-            None => unreachable!("memtable holds only valid kinds"),
+        lookup_in(user_key, self.map.lower_bound(&seek))
+    }
+
+    /// One descent shared by neighbouring keys: each search starts where
+    /// the last one's path parted from its own ([`SkipList::lower_bound_with`]).
+    fn get_sorted(&self, keys: &[&[u8]], snapshot: u64, found: &mut [Lookup]) {
+        let splice = &mut self.map.splice();
+        for (&user_key, f) in keys.iter().zip(found) {
+            if *f != Lookup::Absent {
+                continue;
+            }
+            if let Some(found) = self.point_lookup(user_key, snapshot) {
+                *f = found;
+                continue;
+            }
+            let seek = seek_key(user_key, snapshot, key::KIND_SEEK);
+            *f = lookup_in(user_key, self.map.lower_bound_with(splice, &seek));
         }
     }
 
     fn newest_sequence(&self, user_key: &[u8]) -> Option<u64> {
-        if !self.may_hold(user_key) {
-            return None;
+        match self.point_lookup(user_key, key::MAX_SEQUENCE) {
+            Some(Lookup::Absent) => return None,
+            Some(Lookup::Deleted) | None => {}
+            Some(Lookup::Found(.., seq)) => return Some(seq),
         }
         let seek = seek_key(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
         let e = self.map.lower_bound(&seek)?;
@@ -419,8 +494,10 @@ impl WriteBuffer for MemTable {
         self.map.memory_bytes() + self.key_log_bytes.load(Ordering::Relaxed)
     }
 
+    /// The key filter's and the point index's.
     fn filter_bytes(&self) -> usize {
         self.filter.as_ref().map_or(0, KeyFilter::memory_bytes)
+            + self.index.as_ref().map_or(0, PointIndex::memory_bytes)
     }
 
     fn shadow_candidates(&self) -> ShadowCandidates {
@@ -439,6 +516,22 @@ impl WriteBuffer for MemTable {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// What the entry a search for `user_key` landed on says of it.
+fn lookup_in(user_key: &[u8], entry: Option<Entry<'_>>) -> Lookup {
+    let Some(e) = entry else {
+        return Lookup::Absent;
+    };
+    let k = e.key();
+    if key::user_key(k) != user_key {
+        return Lookup::Absent;
+    }
+    match Kind::from_u8(key::kind_byte(k)) {
+        Some(Kind::Delete) => Lookup::Deleted,
+        Some(kind) => Lookup::Found(kind, e.value().to_vec(), key::sequence(k)),
+        None => unreachable!("memtable holds only valid kinds"),
     }
 }
 
@@ -521,6 +614,112 @@ mod tests {
         assert!(m.approximate_memory_bytes() > 0);
     }
 
+    /// A model test of the batch path: random batches (keys repeated
+    /// within a batch or not, deletes among them) go in through
+    /// `insert_batch`, which inserts keys sorted through one splice when
+    /// none repeats; every key at several snapshots must read as a
+    /// `BTreeMap` of its versions says, by `get` and by `get_sorted`.
+    #[test]
+    fn sorted_batches_and_sorted_lookups_answer_as_the_model() {
+        let seed: u64 = rand::random();
+        // A point index with room for every key, and one far too small.
+        for buffer in [1 << 20, 16 << 10] {
+            sorted_batches_and_lookups_against_the_model(seed, buffer);
+        }
+    }
+
+    fn sorted_batches_and_lookups_against_the_model(seed: u64, buffer: usize) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let m = MemTable::new().with_key_filter(buffer);
+        // (user key, seq) -> Some(value) or None for a delete.
+        let mut model = std::collections::BTreeMap::new();
+        let mut seq = 1;
+        for _ in 0..300 {
+            let mut b = WriteBatch::new();
+            for _ in 0..rng.gen_range(1..24) {
+                let k = format!("user:{}", rng.gen_range(0..400));
+                let s = seq + b.len() as u64;
+                if rng.gen_bool(0.15) {
+                    b.delete(&k);
+                    model.insert((k, s), None);
+                } else {
+                    let v = format!("v{s}");
+                    b.put(&k, &v);
+                    model.insert((k, s), Some(v.into_bytes()));
+                }
+            }
+            m.insert_batch(&b, seq);
+            seq += b.len() as u64;
+        }
+        let want = |k: &str, at: u64| -> Lookup {
+            let newest = (model.range((k.to_string(), 0)..=(k.to_string(), at))).next_back();
+            match newest {
+                None => Lookup::Absent,
+                Some((_, None)) => Lookup::Deleted,
+                Some(((_, s), Some(v))) => Lookup::Found(Kind::Value, v.clone(), *s),
+            }
+        };
+        for at in [seq / 4, seq / 2, seq] {
+            let mut names: Vec<String> = (0..rng.gen_range(1..60))
+                .map(|_| format!("user:{}", rng.gen_range(0..420)))
+                .collect();
+            names.sort();
+            let keys: Vec<&[u8]> = names.iter().map(|k| k.as_bytes()).collect();
+            let mut found = vec![Lookup::Absent; keys.len()];
+            // A key answered by a newer source is left alone.
+            found[0] = Lookup::Deleted;
+            m.get_sorted(&keys, at, &mut found);
+            assert_eq!(found[0], Lookup::Deleted, "seed {seed}");
+            for (i, k) in names.iter().enumerate() {
+                assert_eq!(
+                    m.get(k.as_bytes(), at),
+                    want(k, at),
+                    "seed {seed} {k} at {at}"
+                );
+                if i > 0 {
+                    assert_eq!(found[i], want(k, at), "seed {seed} {k} at {at}");
+                }
+            }
+        }
+    }
+
+    /// One writer inserts batches and publishes their last sequence;
+    /// readers look up at a published sequence through the point index
+    /// and must see exactly the versions up to it (never a newer one the
+    /// index already names, never an older one it no longer names).
+    #[test]
+    fn lookups_through_the_point_index_see_exactly_a_published_sequence() {
+        let m = MemTable::new().with_key_filter(1 << 20);
+        let rounds = 50_000u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..rounds {
+                    let mut b = WriteBatch::new();
+                    b.put("a", i.to_le_bytes()).put("b", i.to_le_bytes());
+                    m.insert_batch(&b, 1 + 2 * i);
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| loop {
+                    let v = m.last_sequence();
+                    if v == 0 {
+                        continue;
+                    }
+                    let round = (v - 2) / 2;
+                    let want = |seq| Lookup::Found(Kind::Value, round.to_le_bytes().to_vec(), seq);
+                    assert_eq!(m.get(b"a", v), want(v - 1), "a at {v}");
+                    assert_eq!(m.get(b"b", v), want(v), "b at {v}");
+                    assert_eq!(m.newest_sequence(b"c"), None);
+                    if v == 2 * rounds {
+                        break;
+                    }
+                });
+            }
+        });
+        assert_eq!(m.newest_sequence(b"b"), Some(2 * rounds));
+    }
+
     #[test]
     fn a_key_filter_changes_no_answer() {
         use rand::{Rng, SeedableRng};
@@ -562,7 +761,8 @@ mod tests {
                     "seed {seed} {k}"
                 );
             }
-            assert_eq!(filtered.filter_bytes(), 64);
+            // The filter's block, and the point index's smallest size.
+            assert_eq!(filtered.filter_bytes(), 64 + 16 * 16);
             assert_eq!(plain.filter_bytes(), 0);
         }
     }

@@ -56,26 +56,70 @@ const INLINE_VALUE_BYTES: usize = 64;
 
 /// A node's fixed part. In the arena it is followed by `height` links
 /// (`AtomicPtr<Node>`, level 0 first), then the key, then the value when
-/// it is kept inline.
+/// it is kept inline. The key's first bytes come first, with the links
+/// right behind them: a search compares most nodes it meets by
+/// [`Node::prefix`] alone and never touches their keys, which lie further
+/// on, often in the next cache line.
 #[repr(C)]
 struct Node {
-    key_len: u32,
+    /// The user key's first 8 bytes as a big-endian integer, zero-padded
+    /// ([`key_prefix`]).
+    prefix: u64,
+    /// The internal key's length in the low 24 bits (keys are at most
+    /// `MAX_KEY_BYTES` + 8), the node's height in the high 8.
+    key_len_height: u32,
     value_len: u32,
-    height: u32,
-    _pad: u32,
     /// Where the value is: after the key, or in the value arena. Written
     /// before the node is published, like the rest.
     value: AtomicPtr<u8>,
 }
 
+const _: () = assert!(size_of::<Node>() == 24);
 const _: () = assert!(size_of::<Node>().is_multiple_of(size_of::<AtomicPtr<Node>>()));
 const _: () = assert!(align_of::<Node>() <= 8);
+const _: () = assert!(crate::batch::MAX_KEY_BYTES + key::TRAILER_LEN < 1 << 24);
 
 impl Node {
     /// Bytes of a node of `height` holding `key_len` bytes of key and
     /// `inline_len` of value.
     fn size(height: usize, key_len: usize, inline_len: usize) -> usize {
         size_of::<Node>() + height * size_of::<AtomicPtr<Node>>() + key_len + inline_len
+    }
+}
+
+/// A user key's first 8 bytes as a big-endian integer, zero-padded. If two
+/// keys' prefixes differ, the keys compare as their prefixes do: a shorter
+/// key padded with zeros is below every longer key it begins, and so is
+/// the padding. Equal prefixes decide nothing.
+fn key_prefix(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    b[..n].copy_from_slice(&user_key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// An internal key being searched for, with its [`key_prefix`].
+#[derive(Clone, Copy)]
+pub(crate) struct SearchKey<'k> {
+    prefix: u64,
+    key: &'k [u8],
+}
+
+impl<'k> SearchKey<'k> {
+    /// `ikey` must be a valid internal key (user key and trailer).
+    pub(crate) fn new(ikey: &'k [u8]) -> Self {
+        SearchKey {
+            prefix: key_prefix(key::user_key(ikey)),
+            key: ikey,
+        }
+    }
+
+    /// True when `node`'s key is below this one.
+    fn above(&self, node: NodePtr) -> bool {
+        match node.prefix().cmp(&self.prefix) {
+            std::cmp::Ordering::Equal => key::compare(node.key(), self.key).is_lt(),
+            o => o.is_lt(),
+        }
     }
 }
 
@@ -101,7 +145,12 @@ impl NodePtr {
     fn height(self) -> usize {
         // SAFETY: the fixed part was written before the node was
         // published and never changes.
-        unsafe { (*self.0.as_ptr()).height as usize }
+        unsafe { ((*self.0.as_ptr()).key_len_height >> 24) as usize }
+    }
+
+    fn prefix(self) -> u64 {
+        // SAFETY: as for the height.
+        unsafe { (*self.0.as_ptr()).prefix }
     }
 
     fn links(self) -> *const AtomicPtr<Node> {
@@ -131,7 +180,7 @@ impl NodePtr {
     fn key<'a>(self) -> &'a [u8] {
         // SAFETY: written before the node was published, never changed.
         unsafe {
-            let n = (*self.0.as_ptr()).key_len as usize;
+            let n = ((*self.0.as_ptr()).key_len_height & 0xff_ffff) as usize;
             std::slice::from_raw_parts(self.bytes(), n)
         }
     }
@@ -365,10 +414,9 @@ impl SkipList {
         SkipList {
             head: Box::new(Head {
                 node: Node {
-                    key_len: 0,
+                    prefix: 0,
+                    key_len_height: (MAX_HEIGHT as u32) << 24,
                     value_len: 0,
-                    height: MAX_HEIGHT as u32,
-                    _pad: 0,
                     value: AtomicPtr::new(NonNull::dangling().as_ptr()),
                 },
                 links: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
@@ -380,6 +428,17 @@ impl SkipList {
             seed: AtomicU64::new(0x05ee_d0f5_ca1e),
         }
     }
+}
+
+/// Where a key goes at each level of a [`SkipList`]: the last node below
+/// it and the first not below it (`None`: the end), kept from one search
+/// or insert to the next of ascending keys ([`SkipList::insert_with`]).
+pub(crate) struct Splice<'a> {
+    list: &'a SkipList,
+    /// Levels filled (0 for a new splice).
+    height: usize,
+    prev: [NodePtr; MAX_HEIGHT],
+    next: [Option<NodePtr>; MAX_HEIGHT],
 }
 
 /// One entry of a [`SkipList`], valid while the list is.
@@ -404,6 +463,11 @@ impl<'a> Entry<'a> {
         self.list.entry(self.node.next(0))
     }
 
+    /// The entry as a pointer, for [`SkipList::entry_at`].
+    pub(crate) fn as_raw(&self) -> *mut u8 {
+        self.node.0.as_ptr().cast()
+    }
+
     /// The entry before this one in key order (a search from the head).
     pub(crate) fn prev(&self) -> Option<Entry<'a>> {
         self.list.entry(Some(self.list.last_below(self.key())))
@@ -420,6 +484,16 @@ impl SkipList {
     fn entry(&self, node: Option<NodePtr>) -> Option<Entry<'_>> {
         let node = node.filter(|&n| n != self.head())?;
         Some(Entry { node, list: self })
+    }
+
+    /// The entry `raw` points at.
+    ///
+    /// # Safety
+    /// `raw` must come from [`Entry::as_raw`] of an entry of this list.
+    pub(crate) unsafe fn entry_at(&self, raw: *mut u8) -> Entry<'_> {
+        // SAFETY: the caller's promise: a published node of this list.
+        let node = NodePtr(unsafe { NonNull::new_unchecked(raw.cast()) });
+        Entry { node, list: self }
     }
 
     /// Number of entries.
@@ -449,11 +523,20 @@ impl SkipList {
 
     /// The first node at `level` from `start` on whose key is not below
     /// `key`, with the node before it: where `key` goes at that level.
-    fn splice_at(&self, key: &[u8], start: NodePtr, level: usize) -> (NodePtr, Option<NodePtr>) {
+    /// `stop` is a node known not to be below `key` (the one the level
+    /// above stopped at): met again, it ends the walk without a
+    /// comparison.
+    fn splice_at(
+        &self,
+        key: &SearchKey<'_>,
+        start: NodePtr,
+        level: usize,
+        stop: Option<NodePtr>,
+    ) -> (NodePtr, Option<NodePtr>) {
         let mut before = start;
         loop {
             match before.next(level) {
-                Some(after) if key::compare(after.key(), key).is_lt() => before = after,
+                Some(after) if Some(after) != stop && key.above(after) => before = after,
                 after => return (before, after),
             }
         }
@@ -462,22 +545,79 @@ impl SkipList {
     /// The last node whose key is below `key` (or the head) and the one
     /// after it at level 0, as one search saw them. (Loading the link again
     /// could meet a node inserted since, newer than a reader's snapshot.)
-    fn search(&self, key: &[u8]) -> (NodePtr, Option<NodePtr>) {
+    fn search(&self, key: &SearchKey<'_>) -> (NodePtr, Option<NodePtr>) {
         let mut x = self.head();
-        for level in (1..self.height.load(Ordering::Acquire)).rev() {
-            x = self.splice_at(key, x, level).0;
+        let mut stop = None;
+        for level in (0..self.height.load(Ordering::Acquire)).rev() {
+            (x, stop) = self.splice_at(key, x, level, stop);
         }
-        self.splice_at(key, x, 0)
+        (x, stop)
+    }
+
+    /// Fills `splice` for `key` at levels `0..top`, starting from the
+    /// lowest level whose bracket from the splice's last key still holds
+    /// `key` (all of them, from the head, when the splice is shorter than
+    /// `top`). The splice's last key must not be above `key`.
+    fn search_from(&self, splice: &mut Splice<'_>, key: &SearchKey<'_>, top: usize) {
+        // Levels `0..from` are searched again, from `start` on level
+        // `from - 1`; `stop` is the next node of level `from`.
+        let (from, mut x, mut stop) = if splice.height < top {
+            splice.height = top;
+            (top, self.head(), None)
+        } else {
+            // Checked from the top: the first level whose next node is
+            // below `key`, and every level under it, are searched again.
+            // Above it `prev < key <= next` holds still (`prev` was below
+            // the last key, which is not above this one). Level 0 is
+            // searched again in any case: its link is what a lookup
+            // answers with, and this search must load it itself.
+            let from = (0..top)
+                .rev()
+                .find(|&l| splice.next[l].is_some_and(|n| key.above(n)))
+                .map_or(1, |l| l + 1);
+            let stop = if from < top { splice.next[from] } else { None };
+            (from, splice.prev[from - 1], stop)
+        };
+        for level in (0..from).rev() {
+            (x, stop) = self.splice_at(key, x, level, stop);
+            (splice.prev[level], splice.next[level]) = (x, stop);
+        }
     }
 
     /// The last node whose key is below `key`, or the head.
     fn last_below(&self, key: &[u8]) -> NodePtr {
-        self.search(key).0
+        self.search(&SearchKey::new(key)).0
     }
 
     /// The first entry whose key is at or above `key`.
     pub(crate) fn lower_bound(&self, key: &[u8]) -> Option<Entry<'_>> {
-        self.entry(self.search(key).1)
+        self.entry(self.search(&SearchKey::new(key)).1)
+    }
+
+    /// A finger for searches and inserts of ascending keys
+    /// ([`SkipList::lower_bound_with`], [`SkipList::insert_with`]).
+    pub(crate) fn splice(&self) -> Splice<'_> {
+        Splice {
+            list: self,
+            height: 0,
+            prev: [self.head(); MAX_HEIGHT],
+            next: [None; MAX_HEIGHT],
+        }
+    }
+
+    /// [`SkipList::lower_bound`] for the next of ascending keys: `key`
+    /// must not be below the last key `splice` served. The search starts
+    /// where the last one's path and this one's part, so neighbouring
+    /// keys share the upper levels of one descent.
+    pub(crate) fn lower_bound_with(
+        &self,
+        splice: &mut Splice<'_>,
+        key: &[u8],
+    ) -> Option<Entry<'_>> {
+        debug_assert!(ptr::eq(splice.list, self), "a splice of this list");
+        let top = self.height.load(Ordering::Acquire);
+        self.search_from(splice, &SearchKey::new(key), top);
+        self.entry(splice.next[0])
     }
 
     pub(crate) fn front(&self) -> Option<Entry<'_>> {
@@ -496,7 +636,23 @@ impl SkipList {
 
     /// Inserts the internal key `user_key` + `trailer` (little-endian, as
     /// `key::pack_trailer` gives it) with `value`; returns its entry.
+    #[cfg(test)]
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> Entry<'_> {
+        self.insert_with(&mut self.splice(), user_key, trailer, value)
+    }
+
+    /// [`SkipList::insert`] for the next of ascending keys: the internal
+    /// key must be above every key `splice` served before. The descent
+    /// starts where the last key's path and this one's part (a batch's
+    /// keys, sorted, share the upper levels of one descent).
+    pub(crate) fn insert_with(
+        &self,
+        splice: &mut Splice<'_>,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> Entry<'_> {
+        debug_assert!(ptr::eq(splice.list, self), "a splice of this list");
         let height = self.random_height();
         let key_len = user_key.len() + key::TRAILER_LEN;
         let inline = value.len() <= INLINE_VALUE_BYTES;
@@ -518,10 +674,9 @@ impl SkipList {
             };
             ptr::copy_nonoverlapping(value.as_ptr(), v, value.len());
             raw.as_ptr().write(Node {
-                key_len: key_len as u32,
+                prefix: key_prefix(user_key),
+                key_len_height: key_len as u32 | (height as u32) << 24,
                 value_len: value.len() as u32,
-                height: height as u32,
-                _pad: 0,
                 value: AtomicPtr::new(v),
             });
             for level in 0..height {
@@ -546,14 +701,12 @@ impl SkipList {
             }
         }
         let top = top.max(height);
-        // Where the key goes at each level, from the top down.
-        let mut prev = [self.head(); MAX_HEIGHT];
-        let mut next: [Option<NodePtr>; MAX_HEIGHT] = [None; MAX_HEIGHT];
-        let mut x = self.head();
-        for level in (0..top).rev() {
-            (prev[level], next[level]) = self.splice_at(key, x, level);
-            x = prev[level];
-        }
+        let search = SearchKey {
+            prefix: key_prefix(user_key),
+            key,
+        };
+        self.search_from(splice, &search, top);
+        let (prev, next) = (&mut splice.prev, &mut splice.next);
         // Linked bottom up: a reader that meets the node at a level can go
         // down from it.
         let as_raw = |n: Option<NodePtr>| n.map_or(ptr::null_mut(), |n| n.0.as_ptr());
@@ -570,9 +723,14 @@ impl SkipList {
                     Ok(_) => break,
                     // Another insert went in between: search on from the
                     // predecessor (entries never go away).
-                    Err(_) => (prev[level], next[level]) = self.splice_at(key, prev[level], level),
+                    Err(_) => {
+                        (prev[level], next[level]) =
+                            self.splice_at(&search, prev[level], level, None)
+                    }
                 }
             }
+            // The next key, above this one, goes after it.
+            prev[level] = node;
         }
         self.len.fetch_add(1, Ordering::Relaxed);
         Entry { node, list: self }
@@ -652,6 +810,89 @@ mod tests {
     }
 
     #[test]
+    fn key_prefixes_order_keys_as_their_bytes_do_where_they_differ() {
+        let keys: [&[u8]; 10] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"a\0\0",
+            b"a\0b",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+        ];
+        for a in keys {
+            for b in keys {
+                let (pa, pb) = (key_prefix(a), key_prefix(b));
+                assert!(pa == pb || pa.cmp(&pb) == a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    /// A model test of the finger: random runs of ascending keys inserted
+    /// through one splice each ([`SkipList::insert_with`]), among plain
+    /// inserts, then ascending lookups through one splice
+    /// ([`SkipList::lower_bound_with`]) against a `BTreeMap`. Keys share
+    /// long prefixes and differ within and beyond the first 8 bytes.
+    #[test]
+    fn runs_through_a_splice_insert_and_find_as_the_model_says() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let list = SkipList::default();
+        let mut model = std::collections::BTreeMap::new();
+        let user = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let stem = ["", "k", "key:0000", "key:00001234"][rng.gen_range(0..4)];
+            let mut k = stem.as_bytes().to_vec();
+            k.extend_from_slice(format!("{}", rng.gen_range(0..600)).as_bytes());
+            k
+        };
+        let mut seq = 1;
+        let rounds = if cfg!(miri) { 20 } else { 400 };
+        for _ in 0..rounds {
+            let mut run: Vec<Vec<u8>> = (0..rng.gen_range(1..20)).map(|_| user(&mut rng)).collect();
+            run.sort();
+            run.dedup();
+            let splice = &mut list.splice();
+            for u in run {
+                let value = vec![seq as u8; rng.gen_range(0..100)];
+                let e = if rng.gen_bool(0.9) {
+                    list.insert_with(splice, &u, key::pack_trailer(seq, 1), &value)
+                } else {
+                    list.insert(&u, key::pack_trailer(seq, 1), &value)
+                };
+                assert_eq!(
+                    (e.key(), e.value()),
+                    (&ikey(&u, seq)[..], &value[..]),
+                    "seed {seed}"
+                );
+                model.insert(ikey(&u, seq), value);
+                seq += 1;
+            }
+        }
+        let mut want: Vec<Vec<u8>> = model.keys().cloned().collect();
+        want.sort_by(|a, b| key::compare(a, b));
+        assert_eq!(keys(&list), want, "seed {seed}");
+        for _ in 0..rounds {
+            let mut targets: Vec<Vec<u8>> = (0..rng.gen_range(1..30))
+                .map(|_| ikey(&user(&mut rng), rng.gen_range(0..seq + 10)))
+                .collect();
+            targets.sort_by(|a, b| key::compare(a, b));
+            let splice = &mut list.splice();
+            for t in &targets {
+                let got = list.lower_bound_with(splice, t).map(|e| e.key().to_vec());
+                let first = want.iter().find(|k| key::compare(k, t).is_ge());
+                assert_eq!(got.as_ref(), first, "seed {seed}");
+                if let Some(k) = first {
+                    let v = list.lower_bound_with(splice, t).unwrap().value();
+                    assert_eq!(v, &model[k][..], "seed {seed}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn large_values_get_blocks_of_their_own_and_all_memory_is_counted() {
         let list = SkipList::default();
         insert(&list, b"small", 1, b"v");
@@ -681,10 +922,24 @@ mod tests {
                 let list = &list;
                 s.spawn(move || {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ t);
-                    for i in 0..per_thread {
-                        let user = format!("{:08}", rng.gen_range(0..1_000_000)).into_bytes();
-                        // Unique sequence numbers across the threads.
-                        insert(list, &user, 1 + i * 3 + t, &t.to_le_bytes());
+                    // Runs of ascending keys through a splice, as a
+                    // batch goes in, racing the other threads' runs.
+                    let mut i = 0;
+                    while i < per_thread {
+                        let n = rng.gen_range(1..16).min(per_thread - i);
+                        let mut run: Vec<Vec<u8>> = (0..n)
+                            .map(|_| format!("{:08}", rng.gen_range(0..1_000_000)).into_bytes())
+                            .collect();
+                        run.sort();
+                        run.dedup();
+                        let splice = &mut list.splice();
+                        for user in run {
+                            // Unique sequence numbers across the threads.
+                            let seq = 1 + i * 3 + t;
+                            let trailer = key::pack_trailer(seq, 1);
+                            list.insert_with(splice, &user, trailer, &t.to_le_bytes());
+                            i += 1;
+                        }
                     }
                 });
             }
