@@ -99,9 +99,13 @@ impl LogStore {
             ));
         }
         // The committed id the database holds names an entry this log
-        // synced (a node counts an entry committed only once its own
-        // append is synced, and the id is written after): records ending
-        // before it are damage, not a torn tail.
+        // synced: `append` returns only once its records are synced, and
+        // openraft (0.9) awaits it before it runs the commit that saves
+        // the id, on a follower too, where the id can name an entry as
+        // soon as it is accepted. A database write persisted after the
+        // log's sync therefore never names an entry the log lost, so
+        // records ending before it are damage, not a torn tail. An
+        // `append` that returned before its sync would break this.
         let committed = match db.get(COMMITTED).map_err(|e| e.to_string())? {
             Some(raw) => decode::<Option<LogId<NodeId>>>(&raw, "raft committed id")?,
             None => None,
