@@ -939,32 +939,69 @@ fn redis_server_or_skip() -> Option<(Child, std::net::SocketAddr)> {
 }
 
 fn redis_server() -> Option<(Child, std::net::SocketAddr)> {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
-        l.local_addr().ok()?.port()
-    };
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
+    // A port found free may be taken again before redis-server binds it
+    // (the other test here starts one too): redis-server then exits, and
+    // a connect reaches the other holder. So the child must still run once
+    // a connect succeeds; if it exited, another port is tried.
+    for _ in 0..5 {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            l.local_addr().ok()?.port()
+        };
+        let mut child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if child.try_wait().ok()?.is_some() {
+                break;
+            }
+            if let Ok(conn) = TcpStream::connect(addr) {
+                if serves_as(conn, child.id()) {
+                    return Some((child, addr));
+                }
+                // Another process's listener.
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-    Some((child, addr))
+    panic!("redis-server exited at start five times (ports taken?)")
+}
+
+/// Whether the redis-server answering on `conn` is the process `pid`
+/// (`INFO server`'s `process_id`).
+fn serves_as(mut conn: TcpStream, pid: u32) -> bool {
+    use std::io::{Read, Write};
+    let want = format!("process_id:{pid}\r\n");
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    if conn.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    let (mut got, mut chunk) = (Vec::new(), [0u8; 4096]);
+    while !String::from_utf8_lossy(&got).contains("process_id:") || !got.ends_with(b"\r\n") {
+        match conn.read(&mut chunk) {
+            Ok(n) if n > 0 => got.extend_from_slice(&chunk[..n]),
+            _ => return false,
+        }
+    }
+    String::from_utf8_lossy(&got).contains(&want)
 }
 
 fn run(script: &str, ours: &mut Raw, theirs: &mut Raw, mismatches: &mut Vec<String>) {

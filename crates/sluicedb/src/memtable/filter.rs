@@ -45,18 +45,8 @@ impl KeyFilter {
         let n = bytes.div_ceil(64).max(1);
         // Zeroed by the allocator: fresh pages stay unmapped until a key
         // sets a bit in them (a read-only open's memtable takes none).
-        let layout = std::alloc::Layout::array::<[AtomicU64; 8]>(n).expect("filter size");
-        // SAFETY: the layout's size is not zero (n >= 1); all-zero bytes
-        // are valid `AtomicU64`s; the box owns memory the global allocator
-        // gave with the layout of `[[AtomicU64; 8]]` of length n, and frees
-        // it with that layout.
-        let blocks = unsafe {
-            let p = std::alloc::alloc_zeroed(layout).cast::<[AtomicU64; 8]>();
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
-        };
+        // SAFETY: n >= 1, and all-zero bytes are valid `AtomicU64`s.
+        let blocks = unsafe { super::zeroed_slice::<[AtomicU64; 8]>(n) };
         KeyFilter { blocks }
     }
 

@@ -20,6 +20,29 @@ use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+/// A boxed slice of `n` `T`s in memory the allocator zeroed: fresh pages
+/// stay unmapped until something is stored in them (the key filter's and
+/// the point index's tables, most of which a small memtable never
+/// touches).
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`, and `n` and `T` not zero-sized.
+unsafe fn zeroed_slice<T>(n: usize) -> Box<[T]> {
+    let layout = std::alloc::Layout::array::<T>(n).expect("table size");
+    debug_assert!(layout.size() > 0);
+    // SAFETY: the layout's size is not zero (the caller's promise); the
+    // box owns memory the global allocator gave with the layout of `[T]`
+    // of length n, all-zero, which the caller promises is valid, and frees
+    // it with that layout.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
+    }
+}
+
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use xxhash_rust::xxh3::xxh3_64;

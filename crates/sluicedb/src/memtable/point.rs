@@ -64,19 +64,9 @@ impl PointIndex {
     /// [`PROBES`]).
     pub(crate) fn new(bytes: usize) -> PointIndex {
         let n = (bytes / size_of::<Slot>()).max(PROBES).next_power_of_two();
-        let layout = std::alloc::Layout::array::<Slot>(n).expect("index size");
-        // SAFETY: the layout's size is not zero (n >= PROBES); all-zero
-        // bytes are valid atomics (digest 0, null entry); the box owns
-        // memory the global allocator gave with the layout of `[Slot]` of
-        // length n, and frees it with that layout. Zeroed by the
-        // allocator: fresh pages stay unmapped until a key claims a slot.
-        let slots = unsafe {
-            let p = std::alloc::alloc_zeroed(layout).cast::<Slot>();
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
-        };
+        // SAFETY: n >= PROBES, and all-zero bytes are valid atomics
+        // (digest 0, null entry): an empty slot.
+        let slots = unsafe { super::zeroed_slice::<Slot>(n) };
         PointIndex { slots }
     }
 
