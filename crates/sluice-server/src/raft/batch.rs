@@ -36,14 +36,15 @@ struct RequestRef<'a> {
 }
 
 impl Batch {
-    /// Encodes `reqs`; `size_hint` is about their encoded size.
-    pub fn encode(reqs: &[Request], size_hint: usize) -> Batch {
+    /// Encodes `reqs`; `size_hint` is about their encoded size. postcard
+    /// into a `Vec` fails only for a type serde cannot say, and requests
+    /// are plain data; were it to fail, the requests get the error rather
+    /// than an entry that holds none of them.
+    pub fn encode(reqs: &[Request], size_hint: usize) -> Result<Batch, String> {
         let buf = Vec::with_capacity(size_hint);
-        // postcard into a Vec fails only for a type serde cannot say;
-        // requests are plain data.
-        Batch(Bytes::from(
-            postcard::to_extend(reqs, buf).unwrap_or_default(),
-        ))
+        postcard::to_extend(reqs, buf)
+            .map(|b| Batch(Bytes::from(b)))
+            .map_err(|e| format!("raft entry: encoding its requests: {e}"))
     }
 
     /// The encoded bytes.
@@ -144,7 +145,7 @@ mod tests {
                 ],
             },
         ];
-        let b = Batch::encode(&reqs, 0);
+        let b = Batch::encode(&reqs, 0).unwrap();
         let back = b.requests().unwrap();
         assert_eq!(back.len(), 2);
         for (x, y) in reqs.iter().zip(&back) {

@@ -338,19 +338,22 @@ mod tests {
     fn an_entry_encodes_as_documented() {
         let e = Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(2, 1), 300),
-            payload: openraft::EntryPayload::Normal(super::super::batch::Batch::encode(
-                &[super::super::Request {
-                    now_ms: 1_700_000_000_000,
-                    resp3: false,
-                    multi: false,
-                    cmds: vec![vec![
-                        bytes::Bytes::from_static(b"SET"),
-                        bytes::Bytes::from_static(b"a"),
-                        bytes::Bytes::from_static(b"b"),
-                    ]],
-                }],
-                0,
-            )),
+            payload: openraft::EntryPayload::Normal(
+                super::super::batch::Batch::encode(
+                    &[super::super::Request {
+                        now_ms: 1_700_000_000_000,
+                        resp3: false,
+                        multi: false,
+                        cmds: vec![vec![
+                            bytes::Bytes::from_static(b"SET"),
+                            bytes::Bytes::from_static(b"a"),
+                            bytes::Bytes::from_static(b"b"),
+                        ]],
+                    }],
+                    0,
+                )
+                .unwrap(),
+            ),
         };
         let want: Vec<u8> = vec![
             0x02, 0x01, 0xac, 0x02, 0x01, 0x13, 0x01, 0x80, 0xd0, 0x95, 0xff, 0xbc, 0x31, 0x00,

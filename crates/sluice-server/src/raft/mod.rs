@@ -575,7 +575,15 @@ async fn proposer(
             stages.requests.add(Duration::ZERO);
         }
         let (reqs, txs): (Vec<Request>, Vec<_>) = batch.into_iter().map(|(r, t, _)| (r, t)).unzip();
-        let entry = batch::Batch::encode(&reqs, bytes);
+        let entry = match batch::Batch::encode(&reqs, bytes) {
+            Ok(entry) => entry,
+            Err(e) => {
+                for tx in txs {
+                    let _ = tx.send(Err(format!("ERR {e}")));
+                }
+                continue;
+            }
+        };
         drop(reqs);
         handed_at = Some(*appended.borrow());
         let submitted = raft.client_write_ff(entry).await;
