@@ -1015,7 +1015,10 @@ fn run_phase(
     // Space is taken first as the phase's last write left it, before the
     // engine is given time for the flush and background work it left.
     let (disk_unsettled, settle) = if writes && cfg.settle {
-        let disk = dir_allocated_bytes(&cfg.engine_dir(kind));
+        // The space sampling's last sample was taken as the last write
+        // returned: the same figure.
+        let last_sample = space.lock().unwrap().samples.last().map(|&(d, _)| d);
+        let disk = last_sample.unwrap_or_else(|| dir_allocated_bytes(&cfg.engine_dir(kind)));
         let t = Instant::now();
         engine.settle()?;
         (Some(disk), Some(t.elapsed()))
