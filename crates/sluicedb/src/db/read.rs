@@ -33,23 +33,35 @@ pub(super) enum Found {
 
 impl Core {
     pub(super) fn get(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        // Each retry follows a relocation that became visible before its old
-        // file was deleted, so one retry suffices; the bound turns a bug into
-        // an error instead of a spin.
-        let mut last = None;
-        for _ in 0..8 {
+        self.retry_collected(opts, || {
             // LightKV: no leaf leaves the buffer while this read holds it
             // (`db/light.rs`).
             let _light = self.light.get().map(|l| l.readers.read());
             let (seq, sv) = self.read_view(opts);
-            match self.get_at(&sv, seq, key)? {
-                Some(Found::Value(v)) => return Ok(Some(v)),
-                None => return Ok(None),
-                // GC relocated the value and collected its old file after
-                // this read chose the old pointer; the relocation is visible
-                // now, so a fresh lookup finds it. A snapshot read is
-                // registered and so never sees a collected file.
-                Some(Found::Collected(p)) => {
+            Ok(match self.get_at(&sv, seq, key)? {
+                Some(Found::Value(v)) => Ok(Some(v)),
+                None => Ok(None),
+                Some(Found::Collected(p)) => Err(p),
+            })
+        })
+    }
+
+    /// Runs `read` (one try of a read at a fresh view) until it does not
+    /// meet a collected file. GC relocated a value and collected its old
+    /// file after the read chose the old pointer; the relocation is
+    /// visible by then, so a fresh view finds it, and one retry suffices:
+    /// the bound turns a bug into an error instead of a spin. A snapshot
+    /// read is registered and so never sees a collected file.
+    fn retry_collected<T>(
+        &self,
+        opts: &ReadOptions<'_>,
+        mut read: impl FnMut() -> Result<std::result::Result<T, ValuePointer>>,
+    ) -> Result<T> {
+        let mut last = None;
+        for _ in 0..8 {
+            match read()? {
+                Ok(v) => return Ok(v),
+                Err(p) => {
                     last = Some(p);
                     if opts.snapshot.is_some() {
                         break;
@@ -57,20 +69,15 @@ impl Core {
                 }
             }
         }
-        Err(self.collected(last))
-    }
-
-    /// The error of a lookup whose pointer named a collected file.
-    fn collected(&self, pointer: Option<ValuePointer>) -> Error {
-        let (file, offset) = match (&self.values, pointer) {
+        let (file, offset) = match (&self.values, last) {
             (Some(store), Some(p)) => (store.path_of(p.file), p.offset),
             _ => (self.dir.clone(), 0),
         };
-        Error::corruption(
+        Err(Error::corruption(
             file,
             offset,
             "index entry points into a value store file that GC collected",
-        )
+        ))
     }
 
     /// The values of `keys` at one read view (`Db::multi_get_opt`): the
@@ -85,27 +92,13 @@ impl Core {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_unstable_by_key(|&i| keys[i]);
         let sorted: Vec<&[u8]> = order.iter().map(|&i| keys[i]).collect();
-        // Retried whole, as `get` retries (a value relocated and collected
-        // after the view was taken), so that all keys share one view.
-        let mut last = None;
-        for _ in 0..8 {
-            match self.multi_get_once(opts, &sorted)? {
-                Ok(found) => {
-                    let mut out = vec![None; keys.len()];
-                    for (&i, v) in order.iter().zip(found) {
-                        out[i] = v;
-                    }
-                    return Ok(out);
-                }
-                Err(p) => {
-                    last = Some(p);
-                    if opts.snapshot.is_some() {
-                        break;
-                    }
-                }
-            }
+        // Retried whole, as `get` retries, so that all keys share one view.
+        let found = self.retry_collected(opts, || self.multi_get_once(opts, &sorted))?;
+        let mut out = vec![None; keys.len()];
+        for (&i, v) in order.iter().zip(found) {
+            out[i] = v;
         }
-        Err(self.collected(last))
+        Ok(out)
     }
 
     /// One try of [`Core::multi_get`] for ascending `keys`: their values,
