@@ -291,9 +291,15 @@ impl MemTable {
             // Another key with the same digest.
             return None;
         }
-        // The key's versions follow its newest, newest first.
+        // The key's versions follow its newest, newest first. The walk
+        // stops at the key's last version: past it come other keys, and a
+        // read at a snapshot older than all of them (GC's lookups while
+        // writes go on) would otherwise step through the rest of the list.
         while key::sequence(e.key()) > snapshot {
-            e = e.next()?;
+            match e.next() {
+                Some(next) if key::user_key(next.key()) == user_key => e = next,
+                _ => return Some(Lookup::Absent),
+            }
         }
         Some(lookup_in(user_key, Some(e)))
     }
