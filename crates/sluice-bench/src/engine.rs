@@ -234,6 +234,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.hash_batch_bytes {
             opts = opts.hash_batch_bytes(n);
         }
+        if let Some(b) = cfg.target_file_size_bytes {
+            opts = opts.target_file_size_bytes(b);
+        }
         if let Some(d) = cfg.index_decoupled_tables {
             opts = opts.index_decoupled_tables(d);
         }

@@ -93,6 +93,8 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::IndexOptions::index_decoupled_tables`]
     /// (Scavenger's GetKey, §3.3; off is an ablation).
     pub index_decoupled_tables: Option<bool>,
+    /// Overrides [`sluicedb::IndexOptions::target_file_size_bytes`].
+    pub target_file_size_bytes: Option<u64>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
@@ -158,6 +160,7 @@ impl Default for BenchConfig {
             space_limit: None,
             hash_batch_bytes: None,
             index_decoupled_tables: None,
+            target_file_size_bytes: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             lightkv_fence_cache: None,

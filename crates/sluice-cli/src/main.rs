@@ -514,6 +514,10 @@ struct BenchArgs {
     /// scavenger).
     #[arg(long, value_parser = ["on", "off"])]
     index_decoupled: Option<String>,
+    /// Leveled shape: size of compaction outputs in MiB. Default: the
+    /// preset's.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    target_file_size_mib: Option<u64>,
     /// Table layout: GC reads only the live values of a victim (lazy read,
     /// Scavenger §3.2.2), `on` or `off` (read whole victims). Default: on.
     #[arg(long, value_parser = ["on", "off"])]
@@ -710,6 +714,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         gc_overlap_steps: a.gc_overlap.as_deref().map(|s| s == "on"),
         hash_batch_bytes: a.hash_batch_bytes.map(|n| n as usize),
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
+        target_file_size_bytes: a.target_file_size_mib.map(|m| m << 20),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),
