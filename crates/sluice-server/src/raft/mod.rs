@@ -309,6 +309,16 @@ pub fn db_dir(dir: &std::path::Path) -> PathBuf {
     dir.join("db")
 }
 
+/// How a node opens its engine: the preset's options, with unsynced writes
+/// left out of the engine's journal (`docs/design.md`, "Replication",
+/// "One write-ahead log"): the Raft log holds every applied entry durably,
+/// and the applied record, written in each entry's batch, reaches the
+/// disk with the rest of the batch when its memtable is flushed. The vote
+/// is written synced, so it is journaled.
+pub fn db_options(preset: sluicedb::Preset) -> sluicedb::Options {
+    sluicedb::Options::preset(preset).skip_journal_unless_synced(true)
+}
+
 /// This node's part of the group, shared by its connections.
 pub struct Replica {
     pub id: NodeId,
@@ -771,6 +781,7 @@ pub async fn start(
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
+    log_store.progress = sm.progress.clone();
     let blocked = Arc::new(net::Blocked::default());
     let candidacies = Arc::new(failover::Candidacies::default());
     let network = net::Network {
