@@ -74,10 +74,13 @@ pub async fn serve(
     let mut set = std::mem::take(&mut *conns.lock().await);
     while set.join_next().await.is_some() {}
     let _ = background.await;
+    let ks = &server.ks;
     if let Some(r) = server.replica.get() {
         crate::raft::stop(r).await;
+        // The applied entries are not journaled: flushed, a restart need
+        // not apply them again.
+        tokio::task::block_in_place(|| ks.db().flush()).map_err(|e| format!("final flush: {e}"))?;
     }
-    let ks = &server.ks;
     tokio::task::block_in_place(|| ks.db().sync()).map_err(|e| format!("final sync: {e}"))
 }
 

@@ -348,7 +348,11 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| format!("creating {}: {e}", config.dir.display()))?;
     }
-    let db = Db::open(&db_dir, Options::preset(preset)).map_err(|e| {
+    let opts = match &config.raft {
+        Some(_) => raft::db_options(preset),
+        None => Options::preset(preset),
+    };
+    let db = Db::open(&db_dir, opts).map_err(|e| {
         let asked = if config.preset.is_some() {
             " (--preset, or the config file's preset)"
         } else {

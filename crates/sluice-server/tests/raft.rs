@@ -377,6 +377,73 @@ fn killed_leader_loses_no_acknowledged_write_and_rejoins() {
     assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
 }
 
+/// The applied index a node's database holds durably: opened read-only
+/// while the node is down, its recovery as the next start would see it.
+fn durable_applied(n: &Node) -> u64 {
+    let dir = n.dir.join("db");
+    let preset = sluicedb::Db::recorded_preset(&dir)
+        .expect("preset")
+        .unwrap_or_default();
+    let db = sluicedb::Db::open(&dir, sluicedb::Options::preset(preset).read_only(true))
+        .expect("open the node's database read-only");
+    let a = sluice_server::raft::sm::read_applied(&db).expect("applied record");
+    a.last.map_or(0, |l| l.index)
+}
+
+#[test]
+fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let t = tempfile::tempdir().expect("temp dir");
+    let n1 = Node::spawn(1, &t.path().join("n1"), 0, 0, None);
+    let n2 = Node::spawn(2, &t.path().join("n2"), 0, 0, Some(&n1.raft_addr()));
+    let n3 = Node::spawn(3, &t.path().join("n3"), 0, 0, Some(&n1.raft_addr()));
+    let mut nodes = [n1, n2, n3];
+    let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
+    let mut seen = Seen::default();
+    let mut lc = nodes[li].client();
+    assert!(
+        write_some(&mut lc, "w", rng.gen_range(30..120), &mut seen),
+        "writes (seed {seed})"
+    );
+    let target = applied(&nodes[li]);
+    wait_until("every node applied every write", || {
+        nodes.iter().all(|n| applied(n) >= target)
+    });
+    for n in nodes.iter_mut() {
+        n.kill();
+    }
+    // The applied entries were never journaled nor flushed: the databases
+    // hold an older state, and only the Raft logs hold the writes.
+    for n in &nodes {
+        let d = durable_applied(n);
+        assert!(
+            d < target,
+            "node {}: its database holds applied index {d} of {target} (seed {seed})",
+            n.id
+        );
+    }
+    for n in nodes.iter_mut() {
+        n.restart();
+    }
+    // A node may lead again in its old term at once, before it applied
+    // anything: wait for the index applied before the kill.
+    leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
+    for n in &nodes {
+        wait_until(&format!("node {} applying its log again", n.id), || {
+            applied(n) >= target
+        });
+        let mut con = n.client();
+        let _: String = redis::cmd("READONLY").query(&mut con).expect("READONLY");
+        let counter = check_node(&mut con, &seen, seed);
+        assert_eq!(
+            counter, seen.acked_incrs as i64,
+            "node {}: INCR applied twice or lost (seed {seed})",
+            n.id
+        );
+    }
+}
+
 /// Three nodes in this process, on free ports, once each knows all three
 /// voters and a leader.
 fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {

@@ -557,6 +557,22 @@ pub struct Options {
     pub(crate) max_write_group_bytes: usize,
     /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
     pub(crate) journal_mode: JournalMode,
+    /// Leave unsynced writes out of the journal (RocksDB's `disableWAL`,
+    /// for every write without `sync`): such a write reaches the disk only
+    /// with its memtable's flush ([`crate::Db::flush`], or one the engine
+    /// starts), and a crash before that loses it and the unsynced writes
+    /// after it. Synced writes are journaled and survive as ever; they
+    /// do not make the unjournaled ones before them durable, nor does
+    /// [`crate::Db::sync`]; a checkpoint flushes first. So the keys written
+    /// only unsynced recover to the last flushed state, a prefix of their
+    /// history. For callers that keep their writes in a durable log of
+    /// their own and record in the same batches how far it was applied (a
+    /// replicated state machine). Honoured where the memtable holds the
+    /// values whole until its flush (the engine journal, no separation
+    /// at write, no LightKV buffer) and GC judges records in the durable
+    /// view; elsewhere writes are journaled as usual
+    /// (`docs/design.md`, "Unjournaled writes"). Default: false.
+    pub(crate) skip_journal_unless_synced: bool,
     /// The key index: levels, compaction triggers and tables (DESIGN.md,
     /// axis 1).
     pub(crate) index: IndexOptions,
@@ -997,6 +1013,22 @@ setters! {
     separation_threshold_bytes => values.separation_threshold_bytes: Option<usize>,
     /// Journal or value-log-as-journal ([`JournalMode`]). Default: journal.
     journal_mode => journal_mode: JournalMode,
+    /// Leave unsynced writes out of the journal (RocksDB's `disableWAL`,
+    /// for every write without `sync`): such a write reaches the disk only
+    /// with its memtable's flush ([`crate::Db::flush`], or one the engine
+    /// starts), and a crash before that loses it and the unsynced writes
+    /// after it. Synced writes are journaled and survive as ever; they
+    /// do not make the unjournaled ones before them durable, nor does
+    /// [`crate::Db::sync`]; a checkpoint flushes first. So the keys written
+    /// only unsynced recover to the last flushed state, a prefix of their
+    /// history. For callers that keep their writes in a durable log of
+    /// their own and record in the same batches how far it was applied (a
+    /// replicated state machine). Honoured where the memtable holds the
+    /// values whole until its flush (the engine journal, no separation
+    /// at write, no LightKV buffer) and GC judges records in the durable
+    /// view; elsewhere writes are journaled as usual
+    /// (`docs/design.md`, "Unjournaled writes"). Default: false.
+    skip_journal_unless_synced => skip_journal_unless_synced: bool,
     /// Sets [`ValueOptions::separate_at_flush`].
     separate_at_flush => values.separate_at_flush: bool,
     /// Sets [`ValueOptions::layout`].
@@ -1212,6 +1244,7 @@ impl Options {
             max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
             max_write_group_bytes: DEFAULT_MAX_WRITE_GROUP_BYTES,
             journal_mode: JournalMode::Journal,
+            skip_journal_unless_synced: false,
             fs: Arc::new(StdFs),
             preset: Preset::LevelDb,
             preset_named: true,

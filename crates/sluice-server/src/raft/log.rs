@@ -8,16 +8,18 @@
 //! 'r' 'c'               -> postcard(LogId)        committed (may lag)
 //! ```
 //!
-//! The state machine's batches are not synced, so the log must never let
-//! go of an entry the database's prefix of history may still need: a
-//! purge first syncs the database (its applied record is then at or past
-//! the purge point, which is a snapshot's). The log is not in the
+//! The state machine's batches are not journaled (the database is opened
+//! with `skip_journal_unless_synced`), so they reach the disk with their
+//! memtable's flush, and the log must never let go of an entry the
+//! database's prefix of history may still need: a purge first makes sure
+//! a flush covered the purge point ([`ApplyProgress`]). The log is not in the
 //! database, so a snapshot (a checkpoint of the database) does not carry
 //! the leader's log.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -58,6 +60,25 @@ pub fn decode<T: serde::de::DeserializeOwned>(raw: &[u8], what: &str) -> Result<
     postcard::from_bytes(raw).map_err(|e| format!("{what}: malformed record: {e}"))
 }
 
+/// How far the state machine applied the log, and how far of that its
+/// database holds durably (a flush covered it): a purge never passes the
+/// second. Indexes plus one; 0: nothing.
+#[derive(Debug, Default)]
+pub struct ApplyProgress {
+    pub applied: AtomicU64,
+    pub flushed: AtomicU64,
+}
+
+impl ApplyProgress {
+    /// ApplyProgress of a database whose applied record names `last`, flushed
+    /// (just opened, a snapshot installed).
+    pub fn set_flushed(&self, last: Option<LogId<NodeId>>) {
+        let n = last.map_or(0, |l| l.index + 1);
+        self.applied.store(n, Ordering::Release);
+        self.flushed.store(n, Ordering::Release);
+    }
+}
+
 /// The log's ends, kept in memory.
 #[derive(Debug, Default, Clone, Copy)]
 struct Ends {
@@ -79,6 +100,8 @@ pub struct LogStore {
     scratch: Arc<Mutex<Vec<u8>>>,
     /// Where appends note their time.
     pub stages: Arc<super::stages::Stages>,
+    /// The state machine's (shared with it).
+    pub progress: Arc<ApplyProgress>,
 }
 
 impl LogStore {
@@ -132,6 +155,7 @@ impl LogStore {
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             scratch: Arc::default(),
             stages: Arc::default(),
+            progress: Arc::default(),
         })
     }
 
@@ -313,10 +337,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
         // The database's applied record must reach the purge point on disk
-        // before the entries go (its batches are not synced).
-        let db = self.db();
-        tokio::task::block_in_place(|| db.sync()).map_err(write_err)?;
-        drop(db);
+        // before the entries go (its batches reach it when flushed). Up to
+        // a snapshot this node built, its checkpoint flushed; else a flush
+        // now covers what was applied.
+        let upto = log_id.index + 1;
+        let applied = self.progress.applied.load(Ordering::Acquire);
+        if self.progress.flushed.load(Ordering::Acquire) < upto && applied >= upto {
+            let db = self.db();
+            tokio::task::block_in_place(|| db.flush()).map_err(write_err)?;
+            self.progress.flushed.fetch_max(applied, Ordering::AcqRel);
+        }
+        // Applied short of the purge point: a snapshot being installed
+        // covers it (openraft 0.9 purges as it hands the install to the
+        // state machine, without waiting for it), and brings a flushed
+        // database. A crash before the install's commit point leaves the
+        // old database behind a log purged past it (`docs/design.md`,
+        // "Not built yet").
         let mut log = self.log.lock();
         tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))
             .map_err(write_err)?;

@@ -309,6 +309,16 @@ pub fn db_dir(dir: &std::path::Path) -> PathBuf {
     dir.join("db")
 }
 
+/// How a node opens its engine: the preset's options, with unsynced writes
+/// left out of the engine's journal (`docs/design.md`, "Replication",
+/// "One write-ahead log"): the Raft log holds every applied entry durably,
+/// and the applied record, written in each entry's batch, reaches the
+/// disk with the rest of the batch when its memtable is flushed. The vote
+/// is written synced, so it is journaled.
+pub fn db_options(preset: sluicedb::Preset) -> sluicedb::Options {
+    sluicedb::Options::preset(preset).skip_journal_unless_synced(true)
+}
+
 /// This node's part of the group, shared by its connections.
 pub struct Replica {
     pub id: NodeId,
@@ -771,6 +781,7 @@ pub async fn start(
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
+    log_store.progress = sm.progress.clone();
     let blocked = Arc::new(net::Blocked::default());
     let candidacies = Arc::new(failover::Candidacies::default());
     let network = net::Network {
@@ -910,12 +921,8 @@ async fn log_bytes_policy(
         if shut {
             return;
         }
-        let after = snapshot.map_or(0, |i| i + 1);
-        // A snapshot holds what was applied: none while nothing was
-        // applied since the last (the bytes may be entries not applied yet).
-        let news = applied.is_some_and(|a| snapshot.is_none_or(|s| a > s));
-        if news
-            && log.record_bytes(after, u64::MAX) >= snapshot_bytes
+        let applied_bytes = |from: u64, to: u64| log.record_bytes(from, to);
+        if snapshot_due(snapshot, applied, snapshot_bytes, applied_bytes)
             && raft.trigger().snapshot().await.is_err()
         {
             return;
@@ -927,6 +934,27 @@ async fn log_bytes_policy(
             }
         }
     }
+}
+
+/// Whether the byte policy takes a snapshot: once the records of the
+/// entries applied after the last snapshot (`bytes(from, to)`: of entries
+/// `from..to`) reach `snapshot_bytes`. A snapshot holds what was applied,
+/// so entries not applied yet do not count: counting them, a node whose
+/// applying lagged a GiB behind its log took a snapshot of its whole
+/// database every check, each one ending where applying stood.
+fn snapshot_due(
+    snapshot: Option<u64>,
+    applied: Option<u64>,
+    snapshot_bytes: u64,
+    bytes: impl Fn(u64, u64) -> u64,
+) -> bool {
+    let Some(applied) = applied else {
+        return false;
+    };
+    if snapshot.is_some_and(|s| applied <= s) {
+        return false;
+    }
+    bytes(snapshot.map_or(0, |i| i + 1), applied + 1) >= snapshot_bytes
 }
 
 /// `sluice cluster remove`: asks the member whose Raft address is `addr`
@@ -943,4 +971,41 @@ pub fn remove_member(addr: &str, id: NodeId) -> Result<(), String> {
 pub async fn stop(replica: &Replica) {
     let _ = replica.rpc_stop.send(true);
     let _ = replica.raft.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snapshot_due;
+
+    /// Records of 1,000 bytes per entry.
+    fn bytes(from: u64, to: u64) -> u64 {
+        to.saturating_sub(from) * 1000
+    }
+
+    #[test]
+    fn a_snapshot_is_due_by_the_bytes_applied_since_the_last() {
+        // 10 entries applied since the snapshot at 100: 10,000 bytes.
+        assert!(snapshot_due(Some(100), Some(110), 10_000, bytes));
+        assert!(!snapshot_due(Some(100), Some(109), 10_000, bytes));
+        // Nothing applied, or no snapshot yet and 5 entries applied.
+        assert!(!snapshot_due(None, None, 1, bytes));
+        assert!(snapshot_due(None, Some(4), 5_000, bytes));
+    }
+
+    /// Applying lags far behind the log: the log's bytes after the last
+    /// snapshot are over the bound, but a snapshot would end where
+    /// applying stands. None is due until applying itself passes the
+    /// bound (before, one was taken every check).
+    #[test]
+    fn no_snapshot_over_and_over_while_applying_lags() {
+        let last_log = 1_000_000;
+        assert!(bytes(101, last_log + 1) >= 10_000);
+        for applied in [100, 101, 105, 109] {
+            assert!(
+                !snapshot_due(Some(100), Some(applied), 10_000, bytes),
+                "applied {applied}"
+            );
+        }
+        assert!(snapshot_due(Some(100), Some(110), 10_000, bytes));
+    }
 }

@@ -26,10 +26,10 @@ use openraft::{
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use sluicedb::{Db, Options, WriteBatch};
+use sluicedb::{Db, WriteBatch};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
-use super::log::{decode, encode, RAFT_TAG};
+use super::log::{decode, encode, ApplyProgress, RAFT_TAG};
 use super::{snapfile, swap, Member, NodeId, Reply, TypeConfig};
 use crate::server::Server;
 
@@ -283,6 +283,9 @@ pub struct StateMachine {
     lock: Arc<Mutex<()>>,
     /// Where applies note their time.
     pub stages: Arc<super::stages::Stages>,
+    /// How far it applied, and how far of that is flushed (shared with
+    /// the log store, which purges no further).
+    pub progress: Arc<ApplyProgress>,
 }
 
 impl StateMachine {
@@ -293,12 +296,16 @@ impl StateMachine {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = Arc::new(Mutex::new(()));
         let applied = read_applied(&server.ks.db())?;
+        // Whatever the database holds after its open is durable.
+        let progress = Arc::new(ApplyProgress::default());
+        progress.set_flushed(applied.last);
         Ok(StateMachine {
             server,
             dir,
             applied,
             lock,
             stages: Arc::default(),
+            progress,
         })
     }
 
@@ -350,6 +357,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let r = self.apply_one(e).map_err(|err| {
                 StorageError::from(StorageIOError::apply(id, &std::io::Error::other(err)))
             })?;
+            self.progress.applied.store(id.index + 1, Ordering::Release);
             self.stages.apply.add(started.elapsed());
             out.push(r);
         }
@@ -361,6 +369,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             server: self.server.clone(),
             dir: self.dir.clone(),
             lock: self.lock.clone(),
+            progress: self.progress.clone(),
         }
     }
 
@@ -414,6 +423,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .await
         .map_err(snap_err)?
         .map_err(snap_err)?;
+        self.progress.set_flushed(applied.last);
         self.applied = applied;
         Ok(())
     }
@@ -439,6 +449,7 @@ pub struct Builder {
     server: Arc<Server>,
     dir: PathBuf,
     lock: Arc<Mutex<()>>,
+    progress: Arc<ApplyProgress>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for Builder {
@@ -448,6 +459,9 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
             .await
             .map_err(snap_err)?
             .map_err(snap_err)?;
+        // The checkpoint flushed everything applied up to the snapshot.
+        let n = meta.last_log_id.map_or(0, |l| l.index + 1);
+        self.progress.flushed.fetch_max(n, Ordering::AcqRel);
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Snapshot {
             meta,
@@ -468,6 +482,9 @@ fn build(
     let snaps = snapshots_dir(dir);
     let st = stamp();
     let ckpt = snaps.join(format!("checkpoint-{st}"));
+    // Most of what the checkpoint must flush first (the state machine's
+    // batches are not journaled), flushed before applying stops for it.
+    db.flush().map_err(|e| format!("flush: {e}"))?;
     let applied = {
         let _g = lock.lock();
         let a = read_applied(db)?;
@@ -608,7 +625,7 @@ fn install(
             .flatten()
             .unwrap_or_default(),
     };
-    let snap = Db::open(&target, Options::preset(preset))
+    let snap = Db::open(&target, super::db_options(preset))
         .map_err(|e| format!("opening the snapshot {}: {e}", target.display()))?;
     let applied = read_applied(&snap)?;
     if applied.last != meta.last_log_id {
@@ -627,13 +644,16 @@ fn install(
         crate::dbslot::REPLACE_WAIT_MS,
         move |old| {
             rewrite_raft_records(&snap, Some(old))?;
+            // Unsynced writes are not journaled here: a flush makes them
+            // durable before the swap's commit point.
+            snap.flush().map_err(|e| e.to_string())?;
             snap.sync().map_err(|e| e.to_string())?;
             Ok(snap)
         },
         |snap| {
             drop(snap);
             swap::commit(node_dir, swap::CrashAt(None))?;
-            Db::open(&db_dir, Options::preset(preset))
+            Db::open(&db_dir, super::db_options(preset))
                 .map_err(|e| format!("opening {} after a snapshot swap: {e}", db_dir.display()))
         },
     );

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::db::core::Core;
@@ -110,6 +111,11 @@ impl Core {
         // Every write acknowledged before the call becomes durable, so
         // the copy holds it whatever is linked or copied below.
         self.sync_journal()?;
+        // Unjournaled writes are durable once flushed
+        // (`Options::skip_journal_unless_synced`).
+        if self.unjournaled_floor.load(Ordering::Acquire) != u64::MAX {
+            self.flush()?;
+        }
         let mut stats = CheckpointStats::default();
         let plan = {
             // No file the plan names is deleted or punched until every

@@ -38,6 +38,9 @@ pub(super) struct Immutable {
     pub(super) last_seq: u64,
     /// LightKV: the write buffer's leaf it is a flush unit of.
     pub(super) leaf: Option<u32>,
+    /// The first sequence number of an unjournaled write in it: durable
+    /// only once it is flushed.
+    pub(super) unjournaled_from: Option<u64>,
 }
 
 /// What the state lock (`Core::state`) guards, in parts: the write
@@ -51,6 +54,9 @@ pub(super) struct State {
     /// Where the active memtable's records begin in the journal: the
     /// replay start once older ones are flushed.
     pub(super) mem_mark: JournalMark,
+    /// The first sequence number of an unjournaled write in the active
+    /// memtable (`Options::skip_journal_unless_synced`).
+    pub(super) mem_unjournaled_from: Option<u64>,
     pub(super) imms: VecDeque<Immutable>,
     /// LightKV: the shape's write pressure as computed for the version
     /// the first half names (a weak reference, so that its address is not
@@ -140,6 +146,17 @@ impl Jobs {
 }
 
 impl State {
+    /// The first sequence number of an unjournaled write not yet flushed
+    /// (`u64::MAX`: none): memtables flush in order, so the oldest one
+    /// holding such a write has it.
+    pub(super) fn unjournaled_floor(&self) -> u64 {
+        self.imms
+            .iter()
+            .find_map(|i| i.unjournaled_from)
+            .or(self.mem_unjournaled_from)
+            .unwrap_or(u64::MAX)
+    }
+
     pub(super) fn refresh_sv(&mut self) {
         // Every change of the immutables passes here: the block cache
         // gives way to them under the memory budget.
@@ -249,6 +266,10 @@ pub(crate) struct Core {
     /// without the write path judges them in this view, so that its step
     /// needs no journal sync (`Core::gc_view`).
     pub(super) durable_seq: AtomicU64,
+    /// The first sequence number of an unjournaled write not yet flushed
+    /// (`u64::MAX`: none): `durable_seq` stays below it
+    /// (`Core::raise_durable`). Written under `state`.
+    pub(super) unjournaled_floor: AtomicU64,
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,

@@ -294,7 +294,7 @@ impl Core {
         let visible = self.visible_seq.load(Ordering::Acquire);
         let r = self.journal().and_then(|j| j.sync());
         if r.is_ok() {
-            self.durable_seq.fetch_max(visible, Ordering::AcqRel);
+            self.raise_durable(visible);
             // `Db::sync`'s and GC's syncs count with the synced writes'.
             bump(&self.counters.journal_syncs, 1);
         }
@@ -354,6 +354,7 @@ impl Core {
             batch: Mutex::new(WriteBatch::new()),
             // Journaled unsynced (`commit_relocations`).
             sync: false,
+            unjournaled: false,
             force_switch: false,
             committed: Mutex::new(Committed::default()),
             relocations: Some(relocations),

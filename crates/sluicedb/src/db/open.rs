@@ -203,6 +203,7 @@ impl Core {
         let state = State {
             mem: mem.clone(),
             mem_mark: JournalMark::File(0),
+            mem_unjournaled_from: None,
             imms: VecDeque::new(),
             light_pressure: None,
             block_cache,
@@ -243,6 +244,7 @@ impl Core {
             visible_seq: AtomicU64::new(rec.last_sequence),
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),
+            unjournaled_floor: AtomicU64::new(u64::MAX),
             space_ratio_milli: AtomicU64::new(0),
             space_delay_owed_nanos: AtomicI64::new(0),
             separable_written: AtomicBool::new(false),

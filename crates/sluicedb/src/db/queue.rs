@@ -15,6 +15,9 @@ pub(super) struct WriterSlot {
     /// Size and sync flag, readable without taking the batch.
     pub(super) size: usize,
     pub(super) sync: bool,
+    /// Left out of the journal (`Options::skip_journal_unless_synced`, where the
+    /// engine honours it): a group holds only writers alike in this.
+    pub(super) unjournaled: bool,
     /// Switch the memtable (for `flush`); carries no batch.
     pub(super) force_switch: bool,
     /// GC relocations, committed as a group of their own.

@@ -87,9 +87,36 @@ impl Core {
             bump(&self.counters.journal_syncs, 1);
             // A sync covers every record appended before it.
             let last = seq + (group.len() as u64).saturating_sub(1);
-            self.durable_seq.fetch_max(last, Ordering::AcqRel);
+            self.raise_durable(last);
         }
         Ok(out)
+    }
+
+    /// Whether this engine leaves writes out of the journal when asked
+    /// (`Options::skip_journal_unless_synced`): only where losing an unflushed
+    /// write loses nothing else. The memtable must hold the values whole
+    /// (no separation at write, no value log as journal, no LightKV
+    /// buffer), so that no value store record, nor a GC relocation of one,
+    /// outlives a lost write; and GC must judge records in the durable
+    /// view (`Core::raise_durable` keeps it below such writes), so that
+    /// no record goes whose only newer version is an unflushed one.
+    fn honours_skip_journal(&self) -> bool {
+        self.light.get().is_none()
+            && self.separation.at_write().is_none()
+            && self.journal().is_ok_and(|j| !j.holds_values())
+            && self
+                .values
+                .as_ref()
+                .is_none_or(|v| v.gc_profile().judges_durable_only)
+    }
+
+    /// Records that every version up to `seq` is in a synced journal,
+    /// below the first unflushed unjournaled write: those are durable only
+    /// once flushed (a flush's install raises `durable_seq` itself).
+    pub(super) fn raise_durable(&self, seq: u64) {
+        let floor = self.unjournaled_floor.load(Ordering::Acquire);
+        self.durable_seq
+            .fetch_max(seq.min(floor.saturating_sub(1)), Ordering::AcqRel);
     }
 
     // ---- write path ----
@@ -254,6 +281,9 @@ impl Core {
             size: batch.approximate_size(),
             batch: Mutex::new(batch),
             sync,
+            unjournaled: !sync
+                && self.opts.skip_journal_unless_synced
+                && self.honours_skip_journal(),
             force_switch,
             relocations: None,
             committed: Mutex::new(Committed::default()),
@@ -323,7 +353,11 @@ impl Core {
         let mut sync = leader.sync;
         let limit = self.opts.max_write_group_bytes;
         for w in st.writers.iter().skip(1) {
-            if w.force_switch || w.relocations.is_some() || (w.sync && !leader.sync) {
+            if w.force_switch
+                || w.relocations.is_some()
+                || (w.sync && !leader.sync)
+                || w.unjournaled != leader.unjournaled
+            {
                 break;
             }
             if group.approximate_size() + w.size > limit {
@@ -337,12 +371,26 @@ impl Core {
         let count = group.len() as u64;
         group.set_sequence(seq);
         st.last_sequence += count;
+        let unjournaled = leader.unjournaled;
+        if unjournaled && st.mem_unjournaled_from.is_none() {
+            // Before the sequence can be published: no journal sync that
+            // follows raises the durable sequence past it.
+            st.mem_unjournaled_from = Some(seq);
+            self.unjournaled_floor
+                .store(st.unjournaled_floor(), Ordering::Release);
+        }
         let result = if let Some(light) = self.light.get().cloned() {
             self.light_append(st, &light, &group, seq, sync)
         } else {
             let mem = st.mem.clone();
             MutexGuard::unlocked(st, || {
-                let logged = self.log_group(&group, seq, sync)?;
+                // Unjournaled: nothing is separated at write either
+                // (`honours_skip_journal`).
+                let logged = if unjournaled {
+                    None
+                } else {
+                    self.log_group(&group, seq, sync)?
+                };
                 mem.insert_batch(logged.as_ref().unwrap_or(&group), seq);
                 Ok(())
             })
@@ -529,6 +577,7 @@ impl Core {
                 // The buffer is durable (`Light::next_unit` synced it).
                 last_seq: 0,
                 leaf: Some(leaf),
+                unjournaled_from: None,
             });
             st.memtables_switched += 1;
             n += 1;
@@ -615,12 +664,14 @@ impl Core {
         let old = std::mem::replace(&mut st.mem, self.new_write_buffer());
         let old_mark = std::mem::replace(&mut st.mem_mark, mark);
         let last_seq = st.last_sequence;
+        let unjournaled_from = st.mem_unjournaled_from.take();
         st.imms.push_back(Immutable {
             mem: old,
             mark: old_mark,
             since: Instant::now(),
             last_seq,
             leaf: None,
+            unjournaled_from,
         });
         st.memtables_switched += 1;
         st.refresh_sv();

@@ -184,6 +184,8 @@ impl Core {
                 // Its versions are in synced tables, listed by a synced edit.
                 self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
             }
+            self.unjournaled_floor
+                .store(st.unjournaled_floor(), Ordering::Release);
         })?;
         bump(&self.counters.flushes, 1);
         if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
