@@ -249,20 +249,32 @@ impl Light {
     /// `release_through`, under `buf`), and so does the preparation of the
     /// released segments for reuse.
     pub(crate) fn flushed(&self, uids: &[u32]) -> Result<usize> {
-        let target = {
+        let (target, segments) = {
             let _readers = self.readers.write();
             let mut buf = self.buf.write();
             let mut target = None;
+            let mut segments = Vec::new();
             for &uid in uids {
-                target = buf.drop_flushed(uid)?.or(target);
+                let (t, s) = buf.drop_flushed(uid)?;
+                target = t.or(target);
+                segments.extend(s);
             }
-            target
+            (target, segments)
         };
-        let Some(target) = target else {
+        if target.is_none() && segments.is_empty() {
             return Ok(0);
+        }
+        // One fence for the watermark and `R` (the segments' records are in
+        // the installed tables, and were synced before their units went out).
+        self.pwb.persist_marks(target, &segments)?;
+        let released = {
+            let mut buf = self.buf.write();
+            let mut n = self.pwb.release_segments(&segments);
+            if let Some(target) = target {
+                n += buf.release_through(target);
+            }
+            n
         };
-        self.pwb.persist_watermark(target)?;
-        let released = self.buf.write().release_through(target);
         if released > 0 {
             self.pwb.prepare_released()?;
         }

@@ -33,10 +33,12 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
-use crate::pwb::{Lane, Loc, Pwb};
+use crate::pwb::{Lane, Loc, Pwb, SegmentUse};
 
-/// The first word of a clean shutdown's image ("LKVIMG01").
-const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"LKVIMG01");
+/// The first word of a clean shutdown's image ("LKVIMG02": since the
+/// released word and each segment's oldest operation; an image of the first
+/// layout fails it and the buffer is scanned).
+const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"LKVIMG02");
 
 /// Payload header: kind (1), previous version's sequence number (8) and
 /// place (8), key length (4).
@@ -277,6 +279,19 @@ impl LightBuffer {
                 buf.index(&rec.key, r.seq, r.loc)?;
             }
         }
+        // Segments whose kept records the tables all hold are named by no
+        // leaf: released now (by `R`) rather than once the watermark
+        // passes them.
+        let unnamed: Vec<SegmentUse> = buf
+            .pwb
+            .in_use()
+            .into_iter()
+            .filter(|(s, _)| !buf.counts.contains_key(s))
+            .collect();
+        if !unnamed.is_empty() {
+            buf.pwb.persist_marks(None, &unnamed)?;
+            buf.pwb.release_segments(&unnamed);
+        }
         Ok(buf)
     }
 
@@ -512,6 +527,16 @@ impl LightBuffer {
         }
     }
 
+    /// Whether a version link to (`prev_seq`, `prev`) leads to a record
+    /// still in the buffer: none at or below the watermark does (that
+    /// version is in a table, its segment perhaps reused), nor one whose
+    /// segment was released since the link was made (every leaf naming it
+    /// was flushed: the version is in a table) and perhaps handed out again
+    /// (the generation then holding it starts above `prev_seq`).
+    fn follows(&self, prev_seq: u64, prev: u64, watermark: u64) -> bool {
+        prev_seq > watermark && self.pwb.holds_version(Loc::from_u64(prev), prev_seq)
+    }
+
     /// The newest version of `key` at or below `snapshot` (a batch end) in
     /// the buffer.
     pub(crate) fn get(&self, key: &[u8], snapshot: u64) -> Result<Lookup> {
@@ -552,7 +577,7 @@ impl LightBuffer {
                     let value = (r.kind == KIND_PUT).then_some(r.value);
                     return Ok(Some((r.seq, value)));
                 }
-                if r.prev_seq <= watermark {
+                if !self.follows(r.prev_seq, r.prev, watermark) {
                     break;
                 }
                 offset = r.prev;
@@ -604,7 +629,7 @@ impl LightBuffer {
                                 value,
                             });
                         }
-                        if prev_seq <= watermark {
+                        if !self.follows(prev_seq, prev, watermark) {
                             break;
                         }
                         offset = prev;
@@ -707,7 +732,7 @@ impl LightBuffer {
         for mut offset in self.tree.offsets_in(id, depth) {
             loop {
                 let r = self.record(offset)?;
-                let older = r.seq > oldest_snapshot && r.prev_seq > watermark;
+                let older = r.seq > oldest_snapshot && self.follows(r.prev_seq, r.prev, watermark);
                 let (prev, seq) = (r.prev, r.seq);
                 let key = r.key;
                 let value = (r.kind == KIND_PUT).then_some(r.value);
@@ -748,20 +773,27 @@ impl LightBuffer {
     /// segments were released.
     #[cfg(test)]
     pub(crate) fn flushed(&mut self, uid: u32) -> Result<usize> {
-        let Some(target) = self.drop_flushed(uid)? else {
+        let (target, segments) = self.drop_flushed(uid)?;
+        if target.is_none() && segments.is_empty() {
             return Ok(0);
-        };
-        self.pwb.persist_watermark(target)?;
-        Ok(self.release_through(target))
+        }
+        self.pwb.persist_marks(target, &segments)?;
+        let mut released = self.pwb.release_segments(&segments);
+        if let Some(target) = target {
+            released += self.release_through(target);
+        }
+        Ok(released)
     }
 
     /// The first half of [`LightBuffer::flushed`]: the leaf leaves the
     /// tree and its segments lose a count; returns the watermark the
-    /// remaining leaves allow, if above the current one. The caller
-    /// persists it (`Pwb::persist_watermark`, a fence it need not hold the
-    /// buffer for: until [`LightBuffer::release_through`] nothing reads or
-    /// reuses what it covers differently) and then releases through it.
-    pub(crate) fn drop_flushed(&mut self, uid: u32) -> Result<Option<u64>> {
+    /// remaining leaves allow, if above the current one, and the segments
+    /// (with their generations) no leaf names any more, whose records are
+    /// all in tables now. The caller persists both (`Pwb::persist_marks`,
+    /// one fence it need not hold the buffer for: until the release nothing
+    /// reads or reuses what they cover differently) and then releases the
+    /// segments (`Pwb::release_segments`) and through the watermark.
+    pub(crate) fn drop_flushed(&mut self, uid: u32) -> Result<(Option<u64>, Vec<SegmentUse>)> {
         let id = (0..self.leaves.len())
             .find(|&id| {
                 let chain = &self.leaves[id];
@@ -771,7 +803,16 @@ impl LightBuffer {
         assert!(self.tree.drop_oldest(id), "the chain has two leaves");
         let meta = self.leaves[id].pop().expect("a chain");
         self.count(&meta.segments, false);
-        Ok(self.watermark_target())
+        // A leaf names every segment holding a record it indexes, and a top
+        // leaf appends only to segments it names: a segment no leaf names
+        // takes no appends and holds only versions now in tables.
+        let unnamed = meta
+            .segments
+            .iter()
+            .filter(|s| !self.counts.contains_key(s))
+            .filter_map(|&s| Some((s, self.pwb.generation(s)?)))
+            .collect();
+        Ok((self.watermark_target(), unnamed))
     }
 
     /// The last batch end below every live leaf's oldest operation, if
@@ -869,7 +910,7 @@ impl LightBuffer {
             return Err("segment counts out of step with the leaves".into());
         }
         for s in counts.keys() {
-            if !self.pwb.in_use(*s) {
+            if !self.pwb.is_in_use(*s) {
                 return Err(format!("segment {s} released while a leaf names it"));
             }
         }
