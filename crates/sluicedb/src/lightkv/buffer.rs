@@ -188,6 +188,20 @@ struct LeafMeta {
     min_seq: u64,
     /// Handed out in a flush unit.
     handed_out: bool,
+    /// Raised whenever what the leaf indexes may have changed (a put into
+    /// it, a split of its partition): a cursor's sorted copy of the leaf
+    /// ([`LightBuffer::leaf_versions`]) is current while this is.
+    version: u64,
+}
+
+/// A leaf a cursor reads: its partition and place in the chain, with the
+/// leaf's uid and version, which name its sorted copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafRef {
+    pub(crate) id: LeafId,
+    pub(crate) depth: usize,
+    pub(crate) uid: u32,
+    pub(crate) version: u64,
 }
 
 /// The write buffer and its RH-Tree.
@@ -371,6 +385,7 @@ impl LightBuffer {
                     segments,
                     min_seq,
                     handed_out: false,
+                    version: 0,
                 });
             }
             leaves.push(chain);
@@ -400,6 +415,7 @@ impl LightBuffer {
             segments: BTreeSet::new(),
             min_seq: u64::MAX,
             handed_out: false,
+            version: 0,
         }
     }
 
@@ -484,6 +500,8 @@ impl LightBuffer {
     /// leaf, keeping leaf metadata in step with splits and links.
     fn index(&mut self, key: &[u8], seq: u64, loc: Loc) -> Result<()> {
         let from = self.tree.partition_of(key);
+        // The put (or a split it makes) changes the top leaf.
+        self.leaves[from][0].version += 1;
         let (parts, links) = (self.tree.partitions(), self.tree.stats().links);
         let err = RefCell::new(None);
         let pwb = &self.pwb;
@@ -506,6 +524,7 @@ impl LightBuffer {
             self.leaves[id].insert(0, meta);
         }
         let top = &mut self.leaves[id][0];
+        top.version += 1;
         top.min_seq = top.min_seq.min(seq);
         if top.segments.insert(loc.segment) {
             *self.counts.entry(loc.segment).or_default() += 1;
@@ -586,23 +605,22 @@ impl LightBuffer {
         Ok(None)
     }
 
-    /// Every version the buffer holds above the watermark in the partitions
-    /// a key in `lo..=hi` may belong to (`None`: unbounded), sorted by key,
-    /// newest first; for scans, which merge them with the tables. A version
-    /// whose leaf was flushed but that a newer record still links to may
-    /// come too (the tables hold the same key, sequence number and value).
-    pub(crate) fn versions_in(
+    /// The leaves of the partitions a key in `lo..=hi` may belong to
+    /// (`None`: unbounded), partitions in key order (each one's keys all
+    /// sort before the next one's: zero padding keeps partitions
+    /// contiguous ranges), each with its lower bound and its chain, newest
+    /// first. For a cursor, which merges each partition's leaves lazily
+    /// ([`LightBuffer::leaf_versions`] gives a leaf's sorted versions).
+    pub(crate) fn partition_leaves(
         &self,
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
-    ) -> Result<Vec<FlushEntry>> {
+    ) -> Vec<(Vec<u8>, Vec<LeafRef>)> {
         let order = self.tree.in_key_order();
         let bounds: Vec<Vec<u8>> = order
             .iter()
             .map(|&id| self.tree.partition(id).0.lower_bound())
             .collect();
-        // Partition i holds keys from bounds[i] up to bounds[i + 1]; one
-        // more partition on each side covers keys equal under zero padding.
         let first = lo.map_or(0, |lo| {
             bounds
                 .partition_point(|b| b.as_slice() <= lo)
@@ -611,30 +629,45 @@ impl LightBuffer {
         let last = hi.map_or(order.len(), |hi| {
             (bounds.partition_point(|b| b.as_slice() <= hi) + 1).min(order.len())
         });
+        let mut out = Vec::with_capacity(last.saturating_sub(first));
+        for (k, &id) in order.iter().enumerate().take(last).skip(first) {
+            let chain = self.leaves[id]
+                .iter()
+                .enumerate()
+                .map(|(depth, m)| LeafRef {
+                    id,
+                    depth,
+                    uid: m.uid,
+                    version: m.version,
+                })
+                .collect();
+            out.push((bounds[k].clone(), chain));
+        }
+        out
+    }
+
+    /// Every version leaf `leaf` holds above the watermark (its entries and
+    /// the versions their links reach while still in the buffer), sorted by
+    /// key, newest first. A version whose leaf was flushed but that a newer
+    /// record still links to may come too (the tables hold the same key,
+    /// sequence number and value).
+    pub(crate) fn leaf_versions(&self, leaf: LeafRef) -> Result<Vec<FlushEntry>> {
         let watermark = self.pwb.watermark();
         let mut entries = Vec::new();
-        for &id in &order[first..last.max(first)] {
-            for depth in 0..self.leaves[id].len() {
-                for mut offset in self.tree.offsets_in(id, depth) {
-                    loop {
-                        let r = self.record(offset)?;
-                        let (prev, prev_seq, seq) = (r.prev, r.prev_seq, r.seq);
-                        let in_range = lo.is_none_or(|lo| r.key.as_slice() >= lo)
-                            && hi.is_none_or(|hi| r.key.as_slice() <= hi);
-                        if in_range {
-                            let value = (r.kind == KIND_PUT).then_some(r.value);
-                            entries.push(FlushEntry {
-                                key: r.key,
-                                seq,
-                                value,
-                            });
-                        }
-                        if !self.follows(prev_seq, prev, watermark) {
-                            break;
-                        }
-                        offset = prev;
-                    }
+        for mut offset in self.tree.offsets_in(leaf.id, leaf.depth) {
+            loop {
+                let r = self.record(offset)?;
+                let (prev, prev_seq, seq) = (r.prev, r.prev_seq, r.seq);
+                let value = (r.kind == KIND_PUT).then_some(r.value);
+                entries.push(FlushEntry {
+                    key: r.key,
+                    seq,
+                    value,
+                });
+                if !self.follows(prev_seq, prev, watermark) {
+                    break;
                 }
+                offset = prev;
             }
         }
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
