@@ -19,20 +19,22 @@
 //! - **Recovery**: the buffer rebuilds its tree from its records, skipping
 //!   versions the recovered tables hold ([`Light::open`]).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{CountingFs, IoClass};
 use crate::index::rh::RhParams;
 use crate::iter::InternalIterator;
+use crate::iter::MergingIterator;
 use crate::journal::{Journal, JournalMark};
 use crate::key;
 use crate::key::Kind;
-use crate::lightkv::buffer::{image_mark, FlushEntry, LightBuffer, Op};
+use crate::lightkv::buffer::{image_mark, FlushEntry, LeafRef, LightBuffer, Op};
 use crate::memtable::{DigestSet, Lookup, ShadowCandidates, WriteBuffer};
 use crate::options::LightKvOptions;
 use crate::pwb::Pwb;
@@ -73,6 +75,11 @@ pub(crate) struct Light {
     image_path: PathBuf,
     /// The open loaded the image instead of scanning the buffer.
     loaded_image: bool,
+    /// Each leaf's sorted versions as a cursor last copied them, by leaf
+    /// uid, with the leaf's version then: a linked leaf never changes, so
+    /// it is sorted once; a top leaf again only after a write reached it.
+    /// A leaf's copy goes when the leaf leaves the buffer.
+    sorted: Mutex<HashMap<u32, (u64, Arc<Versions>)>>,
 }
 
 impl Light {
@@ -109,6 +116,7 @@ impl Light {
             fs: fs.clone(),
             image_path,
             loaded_image,
+            sorted: Mutex::new(HashMap::new()),
         })
     }
 
@@ -184,13 +192,44 @@ impl Light {
         })
     }
 
-    /// Every version the buffer holds for keys in `lo..=hi`, as a sorted
-    /// iterator (a copy: the buffer may change under it).
+    /// Every version the buffer holds for keys in `lo..=hi` (and perhaps
+    /// others), as a sorted iterator over each leaf's sorted copy, taken
+    /// now (the buffer may change under it) and merged lazily, partition
+    /// by partition in key order: a cursor costs a lookup per leaf of the
+    /// partitions in range, and a sort only for a leaf written since a
+    /// cursor last sorted it.
     pub(crate) fn iter(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Box<dyn InternalIterator> {
-        match self.buf.read().versions_in(lo, hi) {
-            Ok(entries) => Arc::new(Versions::new(entries)).iter(),
-            Err(e) => Box::new(Failed(e)),
+        let buf = self.buf.read();
+        let mut sorted = self.sorted.lock();
+        let mut parts = Vec::new();
+        for (bound, chain) in buf.partition_leaves(lo, hi) {
+            let mut leaves = Vec::with_capacity(chain.len());
+            for leaf in chain {
+                match Self::sorted_leaf(&buf, &mut sorted, leaf) {
+                    Ok(v) => leaves.push(v),
+                    Err(e) => return Box::new(Failed(e)),
+                }
+            }
+            parts.push((bound, leaves));
         }
+        Box::new(BufferCursor::new(parts))
+    }
+
+    /// Leaf `leaf`'s sorted versions: the copy a cursor made if the leaf
+    /// has not changed since, else a new one (kept for the next cursor).
+    fn sorted_leaf(
+        buf: &LightBuffer,
+        sorted: &mut HashMap<u32, (u64, Arc<Versions>)>,
+        leaf: LeafRef,
+    ) -> Result<Arc<Versions>> {
+        if let Some((version, v)) = sorted.get(&leaf.uid) {
+            if *version == leaf.version {
+                return Ok(v.clone());
+            }
+        }
+        let v = Arc::new(Versions::new(buf.leaf_versions(leaf)?));
+        sorted.insert(leaf.uid, (leaf.version, v.clone()));
+        Ok(v)
     }
 
     /// The next flush unit as a memtable, with its leaf; `None` when no
@@ -249,20 +288,34 @@ impl Light {
     /// `release_through`, under `buf`), and so does the preparation of the
     /// released segments for reuse.
     pub(crate) fn flushed(&self, uids: &[u32]) -> Result<usize> {
-        let target = {
+        let (target, segments) = {
             let _readers = self.readers.write();
             let mut buf = self.buf.write();
             let mut target = None;
+            let mut segments = Vec::new();
+            let mut sorted = self.sorted.lock();
             for &uid in uids {
-                target = buf.drop_flushed(uid)?.or(target);
+                let (t, s) = buf.drop_flushed(uid)?;
+                target = t.or(target);
+                segments.extend(s);
+                sorted.remove(&uid);
             }
-            target
+            (target, segments)
         };
-        let Some(target) = target else {
+        if target.is_none() && segments.is_empty() {
             return Ok(0);
+        }
+        // One fence for the watermark and `R` (the segments' records are in
+        // the installed tables, and were synced before their units went out).
+        self.pwb.persist_marks(target, &segments)?;
+        let released = {
+            let mut buf = self.buf.write();
+            let mut n = self.pwb.release_segments(&segments);
+            if let Some(target) = target {
+                n += buf.release_through(target);
+            }
+            n
         };
-        self.pwb.persist_watermark(target)?;
-        let released = self.buf.write().release_through(target);
         if released > 0 {
             self.pwb.prepare_released()?;
         }
@@ -288,7 +341,7 @@ impl Light {
 /// Versions taken from the buffer, sorted by internal key: a flush unit or
 /// a cursor's copy of its partitions. Built once from entries already
 /// sorted by key and newest first (`LightBuffer::take_unit`,
-/// `LightBuffer::versions_in`), so it costs one allocation per entry
+/// `LightBuffer::leaf_versions`), so it costs one allocation per entry
 /// where a memtable's skip list cost an insert and a batch per entry.
 pub(crate) struct Versions {
     /// (internal key, value), in internal-key order.
@@ -440,6 +493,116 @@ impl InternalIterator for VersionsIter {
     }
     fn status(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// A cursor over the buffer's leaves ([`Light::iter`]): partitions in key
+/// order, each one's leaves merged (a chain is short), the next partition
+/// entered only when the current one runs out. Each partition's keys sort
+/// before the next one's, so this is one sorted sequence.
+struct BufferCursor {
+    /// Per partition, its lower bound and its leaves' sorted copies.
+    parts: Vec<(Vec<u8>, Vec<Arc<Versions>>)>,
+    /// The partition `inner` merges, if positioned.
+    at: usize,
+    inner: Option<MergingIterator>,
+}
+
+impl BufferCursor {
+    fn new(parts: Vec<(Vec<u8>, Vec<Arc<Versions>>)>) -> BufferCursor {
+        BufferCursor {
+            parts,
+            at: 0,
+            inner: None,
+        }
+    }
+
+    fn enter(&mut self, at: usize) -> &mut MergingIterator {
+        self.at = at;
+        let children = self.parts[at].1.iter().map(|v| v.clone().iter()).collect();
+        self.inner.insert(MergingIterator::new(children))
+    }
+
+    fn inner_valid(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.valid())
+    }
+
+    /// From an exhausted partition on, the first entry of the next ones.
+    fn forward(&mut self) {
+        while !self.inner_valid() && self.at + 1 < self.parts.len() {
+            let at = self.at + 1;
+            self.enter(at).seek_to_first();
+        }
+    }
+
+    /// From an exhausted partition back, the last entry of the earlier ones.
+    fn backward(&mut self) {
+        while !self.inner_valid() && self.at > 0 {
+            let at = self.at - 1;
+            self.enter(at).seek_to_last();
+        }
+    }
+}
+
+impl InternalIterator for BufferCursor {
+    fn valid(&self) -> bool {
+        self.inner_valid()
+    }
+    fn seek_to_first(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        self.enter(0).seek_to_first();
+        self.forward();
+    }
+    fn seek_to_last(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let last = self.parts.len() - 1;
+        self.enter(last).seek_to_last();
+        self.backward();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        if self.parts.is_empty() {
+            return;
+        }
+        // A key shorter than its partition's bound sorts before it (zero
+        // padding): start one partition early, and seek (not start) in
+        // the later ones too, since the target may lie inside one.
+        let uk = key::user_key(target);
+        let mut at = self
+            .parts
+            .partition_point(|(b, _)| b.as_slice() <= uk)
+            .saturating_sub(2);
+        loop {
+            self.enter(at).seek(target);
+            if self.inner_valid() || at + 1 >= self.parts.len() {
+                break;
+            }
+            at += 1;
+        }
+    }
+    fn next(&mut self) {
+        if let Some(i) = &mut self.inner {
+            i.next();
+        }
+        self.forward();
+    }
+    fn prev(&mut self) {
+        if let Some(i) = &mut self.inner {
+            i.prev();
+        }
+        self.backward();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.as_ref().expect("a valid iterator").key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.as_ref().expect("a valid iterator").value()
+    }
+    fn status(&self) -> Result<()> {
+        self.inner.as_ref().map_or(Ok(()), |i| i.status())
     }
 }
 

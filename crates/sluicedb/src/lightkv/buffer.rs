@@ -33,10 +33,12 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
-use crate::pwb::{Lane, Loc, Pwb};
+use crate::pwb::{Lane, Loc, Pwb, SegmentUse};
 
-/// The first word of a clean shutdown's image ("LKVIMG01").
-const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"LKVIMG01");
+/// The first word of a clean shutdown's image ("LKVIMG02": since the
+/// released word and each segment's oldest operation; an image of the first
+/// layout fails it and the buffer is scanned).
+const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"LKVIMG02");
 
 /// Payload header: kind (1), previous version's sequence number (8) and
 /// place (8), key length (4).
@@ -186,6 +188,20 @@ struct LeafMeta {
     min_seq: u64,
     /// Handed out in a flush unit.
     handed_out: bool,
+    /// Raised whenever what the leaf indexes may have changed (a put into
+    /// it, a split of its partition): a cursor's sorted copy of the leaf
+    /// ([`LightBuffer::leaf_versions`]) is current while this is.
+    version: u64,
+}
+
+/// A leaf a cursor reads: its partition and place in the chain, with the
+/// leaf's uid and version, which name its sorted copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafRef {
+    pub(crate) id: LeafId,
+    pub(crate) depth: usize,
+    pub(crate) uid: u32,
+    pub(crate) version: u64,
 }
 
 /// The write buffer and its RH-Tree.
@@ -277,6 +293,19 @@ impl LightBuffer {
                 buf.index(&rec.key, r.seq, r.loc)?;
             }
         }
+        // Segments whose kept records the tables all hold are named by no
+        // leaf: released now (by `R`) rather than once the watermark
+        // passes them.
+        let unnamed: Vec<SegmentUse> = buf
+            .pwb
+            .in_use()
+            .into_iter()
+            .filter(|(s, _)| !buf.counts.contains_key(s))
+            .collect();
+        if !unnamed.is_empty() {
+            buf.pwb.persist_marks(None, &unnamed)?;
+            buf.pwb.release_segments(&unnamed);
+        }
         Ok(buf)
     }
 
@@ -356,6 +385,7 @@ impl LightBuffer {
                     segments,
                     min_seq,
                     handed_out: false,
+                    version: 0,
                 });
             }
             leaves.push(chain);
@@ -385,6 +415,7 @@ impl LightBuffer {
             segments: BTreeSet::new(),
             min_seq: u64::MAX,
             handed_out: false,
+            version: 0,
         }
     }
 
@@ -469,6 +500,8 @@ impl LightBuffer {
     /// leaf, keeping leaf metadata in step with splits and links.
     fn index(&mut self, key: &[u8], seq: u64, loc: Loc) -> Result<()> {
         let from = self.tree.partition_of(key);
+        // The put (or a split it makes) changes the top leaf.
+        self.leaves[from][0].version += 1;
         let (parts, links) = (self.tree.partitions(), self.tree.stats().links);
         let err = RefCell::new(None);
         let pwb = &self.pwb;
@@ -491,6 +524,7 @@ impl LightBuffer {
             self.leaves[id].insert(0, meta);
         }
         let top = &mut self.leaves[id][0];
+        top.version += 1;
         top.min_seq = top.min_seq.min(seq);
         if top.segments.insert(loc.segment) {
             *self.counts.entry(loc.segment).or_default() += 1;
@@ -510,6 +544,16 @@ impl LightBuffer {
                 }
             }
         }
+    }
+
+    /// Whether a version link to (`prev_seq`, `prev`) leads to a record
+    /// still in the buffer: none at or below the watermark does (that
+    /// version is in a table, its segment perhaps reused), nor one whose
+    /// segment was released since the link was made (every leaf naming it
+    /// was flushed: the version is in a table) and perhaps handed out again
+    /// (the generation then holding it starts above `prev_seq`).
+    fn follows(&self, prev_seq: u64, prev: u64, watermark: u64) -> bool {
+        prev_seq > watermark && self.pwb.holds_version(Loc::from_u64(prev), prev_seq)
     }
 
     /// The newest version of `key` at or below `snapshot` (a batch end) in
@@ -552,7 +596,7 @@ impl LightBuffer {
                     let value = (r.kind == KIND_PUT).then_some(r.value);
                     return Ok(Some((r.seq, value)));
                 }
-                if r.prev_seq <= watermark {
+                if !self.follows(r.prev_seq, r.prev, watermark) {
                     break;
                 }
                 offset = r.prev;
@@ -561,23 +605,22 @@ impl LightBuffer {
         Ok(None)
     }
 
-    /// Every version the buffer holds above the watermark in the partitions
-    /// a key in `lo..=hi` may belong to (`None`: unbounded), sorted by key,
-    /// newest first; for scans, which merge them with the tables. A version
-    /// whose leaf was flushed but that a newer record still links to may
-    /// come too (the tables hold the same key, sequence number and value).
-    pub(crate) fn versions_in(
+    /// The leaves of the partitions a key in `lo..=hi` may belong to
+    /// (`None`: unbounded), partitions in key order (each one's keys all
+    /// sort before the next one's: zero padding keeps partitions
+    /// contiguous ranges), each with its lower bound and its chain, newest
+    /// first. For a cursor, which merges each partition's leaves lazily
+    /// ([`LightBuffer::leaf_versions`] gives a leaf's sorted versions).
+    pub(crate) fn partition_leaves(
         &self,
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
-    ) -> Result<Vec<FlushEntry>> {
+    ) -> Vec<(Vec<u8>, Vec<LeafRef>)> {
         let order = self.tree.in_key_order();
         let bounds: Vec<Vec<u8>> = order
             .iter()
             .map(|&id| self.tree.partition(id).0.lower_bound())
             .collect();
-        // Partition i holds keys from bounds[i] up to bounds[i + 1]; one
-        // more partition on each side covers keys equal under zero padding.
         let first = lo.map_or(0, |lo| {
             bounds
                 .partition_point(|b| b.as_slice() <= lo)
@@ -586,30 +629,45 @@ impl LightBuffer {
         let last = hi.map_or(order.len(), |hi| {
             (bounds.partition_point(|b| b.as_slice() <= hi) + 1).min(order.len())
         });
+        let mut out = Vec::with_capacity(last.saturating_sub(first));
+        for (k, &id) in order.iter().enumerate().take(last).skip(first) {
+            let chain = self.leaves[id]
+                .iter()
+                .enumerate()
+                .map(|(depth, m)| LeafRef {
+                    id,
+                    depth,
+                    uid: m.uid,
+                    version: m.version,
+                })
+                .collect();
+            out.push((bounds[k].clone(), chain));
+        }
+        out
+    }
+
+    /// Every version leaf `leaf` holds above the watermark (its entries and
+    /// the versions their links reach while still in the buffer), sorted by
+    /// key, newest first. A version whose leaf was flushed but that a newer
+    /// record still links to may come too (the tables hold the same key,
+    /// sequence number and value).
+    pub(crate) fn leaf_versions(&self, leaf: LeafRef) -> Result<Vec<FlushEntry>> {
         let watermark = self.pwb.watermark();
         let mut entries = Vec::new();
-        for &id in &order[first..last.max(first)] {
-            for depth in 0..self.leaves[id].len() {
-                for mut offset in self.tree.offsets_in(id, depth) {
-                    loop {
-                        let r = self.record(offset)?;
-                        let (prev, prev_seq, seq) = (r.prev, r.prev_seq, r.seq);
-                        let in_range = lo.is_none_or(|lo| r.key.as_slice() >= lo)
-                            && hi.is_none_or(|hi| r.key.as_slice() <= hi);
-                        if in_range {
-                            let value = (r.kind == KIND_PUT).then_some(r.value);
-                            entries.push(FlushEntry {
-                                key: r.key,
-                                seq,
-                                value,
-                            });
-                        }
-                        if prev_seq <= watermark {
-                            break;
-                        }
-                        offset = prev;
-                    }
+        for mut offset in self.tree.offsets_in(leaf.id, leaf.depth) {
+            loop {
+                let r = self.record(offset)?;
+                let (prev, prev_seq, seq) = (r.prev, r.prev_seq, r.seq);
+                let value = (r.kind == KIND_PUT).then_some(r.value);
+                entries.push(FlushEntry {
+                    key: r.key,
+                    seq,
+                    value,
+                });
+                if !self.follows(prev_seq, prev, watermark) {
+                    break;
                 }
+                offset = prev;
             }
         }
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
@@ -707,7 +765,7 @@ impl LightBuffer {
         for mut offset in self.tree.offsets_in(id, depth) {
             loop {
                 let r = self.record(offset)?;
-                let older = r.seq > oldest_snapshot && r.prev_seq > watermark;
+                let older = r.seq > oldest_snapshot && self.follows(r.prev_seq, r.prev, watermark);
                 let (prev, seq) = (r.prev, r.seq);
                 let key = r.key;
                 let value = (r.kind == KIND_PUT).then_some(r.value);
@@ -748,20 +806,27 @@ impl LightBuffer {
     /// segments were released.
     #[cfg(test)]
     pub(crate) fn flushed(&mut self, uid: u32) -> Result<usize> {
-        let Some(target) = self.drop_flushed(uid)? else {
+        let (target, segments) = self.drop_flushed(uid)?;
+        if target.is_none() && segments.is_empty() {
             return Ok(0);
-        };
-        self.pwb.persist_watermark(target)?;
-        Ok(self.release_through(target))
+        }
+        self.pwb.persist_marks(target, &segments)?;
+        let mut released = self.pwb.release_segments(&segments);
+        if let Some(target) = target {
+            released += self.release_through(target);
+        }
+        Ok(released)
     }
 
     /// The first half of [`LightBuffer::flushed`]: the leaf leaves the
     /// tree and its segments lose a count; returns the watermark the
-    /// remaining leaves allow, if above the current one. The caller
-    /// persists it (`Pwb::persist_watermark`, a fence it need not hold the
-    /// buffer for: until [`LightBuffer::release_through`] nothing reads or
-    /// reuses what it covers differently) and then releases through it.
-    pub(crate) fn drop_flushed(&mut self, uid: u32) -> Result<Option<u64>> {
+    /// remaining leaves allow, if above the current one, and the segments
+    /// (with their generations) no leaf names any more, whose records are
+    /// all in tables now. The caller persists both (`Pwb::persist_marks`,
+    /// one fence it need not hold the buffer for: until the release nothing
+    /// reads or reuses what they cover differently) and then releases the
+    /// segments (`Pwb::release_segments`) and through the watermark.
+    pub(crate) fn drop_flushed(&mut self, uid: u32) -> Result<(Option<u64>, Vec<SegmentUse>)> {
         let id = (0..self.leaves.len())
             .find(|&id| {
                 let chain = &self.leaves[id];
@@ -771,7 +836,16 @@ impl LightBuffer {
         assert!(self.tree.drop_oldest(id), "the chain has two leaves");
         let meta = self.leaves[id].pop().expect("a chain");
         self.count(&meta.segments, false);
-        Ok(self.watermark_target())
+        // A leaf names every segment holding a record it indexes, and a top
+        // leaf appends only to segments it names: a segment no leaf names
+        // takes no appends and holds only versions now in tables.
+        let unnamed = meta
+            .segments
+            .iter()
+            .filter(|s| !self.counts.contains_key(s))
+            .filter_map(|&s| Some((s, self.pwb.generation(s)?)))
+            .collect();
+        Ok((self.watermark_target(), unnamed))
     }
 
     /// The last batch end below every live leaf's oldest operation, if
@@ -869,7 +943,7 @@ impl LightBuffer {
             return Err("segment counts out of step with the leaves".into());
         }
         for s in counts.keys() {
-            if !self.pwb.in_use(*s) {
+            if !self.pwb.is_in_use(*s) {
                 return Err(format!("segment {s} released while a leaf names it"));
             }
         }

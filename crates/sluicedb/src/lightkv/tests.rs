@@ -60,6 +60,9 @@ struct Run {
     units: u64,
     crashes: u64,
     recovered_records: u64,
+    /// Crashes whose recovery found `R` above the watermark (segments
+    /// released by their leaves' flushes, the watermark behind).
+    released_above_watermark: u64,
 }
 
 impl Run {
@@ -78,6 +81,7 @@ impl Run {
             units: 0,
             crashes: 0,
             recovered_records: 0,
+            released_above_watermark: 0,
         }
     }
 
@@ -200,6 +204,9 @@ impl Run {
         );
         assert!(self.tables.keys().all(|(_, s)| *s <= last));
         self.recovered_records += last - buf.watermark();
+        if buf.pwb().released() > buf.watermark() {
+            self.released_above_watermark += 1;
+        }
         self.model.retain(|(_, s), _| *s <= last);
         self.pm = pm;
         self.buf = buf;
@@ -224,6 +231,7 @@ impl Run {
 #[test]
 fn model_with_snapshots_flushes_and_crashes() {
     let (mut units, mut crashes, mut recovered, mut links, mut splits) = (0, 0, 0, 0, 0);
+    let mut released_above = 0;
     for seed in 0..6 {
         let mut run = Run::new(seed);
         for step in 0..700 {
@@ -243,7 +251,12 @@ fn model_with_snapshots_flushes_and_crashes() {
         units += run.units;
         crashes += run.crashes;
         recovered += run.recovered_records;
+        released_above += run.released_above_watermark;
     }
+    assert!(
+        released_above >= 10,
+        "{released_above} recoveries with R above the watermark"
+    );
     assert!(units > 50, "{units} flush units");
     assert!(
         crashes >= 30 && recovered > 100,

@@ -9,8 +9,11 @@ use crate::pm::{Pm, LINE_BYTES};
 /// `"SLUPWB01"`: the first word of a formatted region. Zero means the
 /// region was never (completely) formatted.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SLUPWB01");
-/// The format version in the header.
-pub(crate) const VERSION: u32 = 1;
+/// The format version in the header: 2 since the released word `R`;
+/// version 1 regions (which hold 0 there) are read and upgraded on open.
+pub(crate) const VERSION: u32 = 2;
+/// The version before `R`, read and upgraded.
+pub(crate) const VERSION_1: u32 = 1;
 /// Header words.
 pub(crate) const MAGIC_AT: u64 = 0;
 pub(crate) const GEOMETRY_AT: u64 = 8;
@@ -19,6 +22,10 @@ pub(crate) const WATERMARK_AT: u64 = 24;
 /// The clean shutdown mark: the hash of the image a clean close wrote
 /// (`docs/format/lightkv-image.md`), 0 when there is none to trust.
 pub(crate) const CLEAN_AT: u64 = 32;
+/// The released word `R`: the highest sequence number of a segment
+/// released because every leaf naming it was flushed (0: none). Every
+/// operation up to `R` was durable in the buffer when `R` was stored.
+pub(crate) const RELEASED_AT: u64 = 40;
 /// The header takes one line; the segment words follow.
 pub(crate) const HEADER_BYTES: u64 = LINE_BYTES;
 /// A record's fixed part: length and checksum, sequence number, place and
@@ -99,8 +106,13 @@ impl Geometry {
 
 /// The header's check word: format version and a checksum of the geometry.
 pub(crate) fn check_word(geometry: u64) -> u64 {
+    check_word_of(geometry, VERSION)
+}
+
+/// The check word of `version`.
+pub(crate) fn check_word_of(geometry: u64, version: u32) -> u64 {
     let crc = crc32c::crc32c(&geometry.to_le_bytes());
-    u64::from(crc) | u64::from(VERSION) << 32
+    u64::from(crc) | u64::from(version) << 32
 }
 
 /// A segment word: the generation (raised each time the segment is handed

@@ -10,11 +10,14 @@
 //! - append: store and flush the record, no fence;
 //! - sync: one fence (group-committed by the region), then each segment's
 //!   tail is published with one 8-byte store, flushed for the next fence;
-//! - room: a segment leaves the buffer only once a persisted watermark `W`
+//! - room: a segment leaves the buffer once a persisted watermark `W`
 //!   (every operation at or below it is durable elsewhere) has passed all
-//!   its records, so room is made between batches;
-//! - recovery ([`Pwb::open`]): keeps every operation above `W` that belongs
-//!   to a prefix of whole batches in sequence order, ends each segment
+//!   its records, or once the owner says its records are all durable
+//!   elsewhere and the released word `R` (the highest sequence number of a
+//!   segment released that way) is persisted at or above its newest;
+//! - recovery ([`Pwb::open`]): keeps every operation above `W` found at or
+//!   below `R` (a missing one was released, durable elsewhere) and those
+//!   above `R` that form a prefix of whole batches in sequence order, ends each segment
 //!   after what it kept with a durable end word, and seals the segments it
 //!   kept: nothing is appended to them again, so nothing it dropped can
 //!   come back after a second crash.
@@ -36,12 +39,16 @@ use crate::error::{Error, Result};
 use crate::pm::Pm;
 use format::{
     check_word, encode_record, read_record, record_bytes, segment_word, Geometry, Read, CHECK_AT,
-    GEOMETRY_AT, MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, WATERMARK_AT,
+    GEOMETRY_AT, MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, RELEASED_AT, WATERMARK_AT,
 };
 pub(crate) use recover::Recovered;
 
 /// Which segment chain a record goes to (a top leaf, in the preset).
 pub(crate) type Lane = u32;
+
+/// A segment and the generation it is handed out in: names one use of it,
+/// so that a release meant for that use skips a later one.
+pub(crate) type SegmentUse = (u32, u32);
 
 /// Where a record lives: segment and byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,6 +91,12 @@ struct Segment {
     published: u32,
     /// Largest sequence number in it (0: none).
     max_seq: u64,
+    /// Smallest sequence number in it, of this generation (0: none): a
+    /// version link into the segment names a record of this generation
+    /// only if its sequence number lies in `min_seq..=max_seq` (numbers
+    /// rise, so a generation handed out after the link was made starts
+    /// above it).
+    min_seq: u64,
     /// Handed out and not yet released.
     in_use: bool,
     /// Free, with the word of its next generation (tail 0) already
@@ -135,11 +148,21 @@ pub(crate) struct Pwb {
     /// Every operation up to this one is durable (a sync's fence covered
     /// it).
     durable_seq: AtomicU64,
-    /// The watermark as persisted (at or above `State::watermark`, which
-    /// follows it once segments are released). Its lock serializes the
-    /// watermark's store and fence without the state lock, so appends and
-    /// reads do not wait for that fence.
-    persisted_watermark: Mutex<u64>,
+    /// The watermark and the released word as persisted (the watermark
+    /// at or above `State::watermark`, which follows it once segments are
+    /// released). Its lock serializes their stores and fence without the
+    /// state lock, so appends and reads do not wait for that fence.
+    persisted: Mutex<Marks>,
+}
+
+/// The header's two room words as persisted.
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    watermark: u64,
+    /// `R`: every segment released by [`Pwb::release_segments`] holds
+    /// nothing above it, and every operation up to it was durable in the
+    /// buffer when it was stored.
+    released: u64,
 }
 
 impl Pwb {
@@ -152,7 +175,7 @@ impl Pwb {
             let pwb = Pwb::new(
                 pm,
                 geometry,
-                0,
+                Marks::default(),
                 1,
                 vec![Segment::default(); geometry.segments as usize],
             );
@@ -160,20 +183,18 @@ impl Pwb {
         }
         let geometry = read_geometry(&*pm)?;
         let (segments, recovered) = recover::recover(&*pm, geometry)?;
-        let pwb = Pwb::new(
-            pm,
-            geometry,
-            recovered.watermark,
-            recovered.last_seq + 1,
-            segments,
-        );
+        let marks = Marks {
+            watermark: recovered.watermark,
+            released: recovered.released,
+        };
+        let pwb = Pwb::new(pm, geometry, marks, recovered.last_seq + 1, segments);
         Ok((pwb, recovered))
     }
 
     fn new(
         pm: Arc<dyn Pm>,
         geometry: Geometry,
-        watermark: u64,
+        marks: Marks,
         next_seq: u64,
         segments: Vec<Segment>,
     ) -> Pwb {
@@ -189,11 +210,11 @@ impl Pwb {
                 free,
                 open: HashMap::new(),
                 next_seq,
-                watermark,
+                watermark: marks.watermark,
             }),
             fault: AtomicU8::new(0),
             durable_seq: AtomicU64::new(next_seq.saturating_sub(1)),
-            persisted_watermark: Mutex::new(watermark),
+            persisted: Mutex::new(marks),
         }
     }
 
@@ -227,6 +248,11 @@ impl Pwb {
     /// The persisted watermark.
     pub(crate) fn watermark(&self) -> u64 {
         self.state.lock().watermark
+    }
+
+    /// The persisted released word `R` (0: none).
+    pub(crate) fn released(&self) -> u64 {
+        self.persisted.lock().released
     }
 
     /// Appends one batch, operation `i` to lane `ops[i].0`, with sequence
@@ -285,6 +311,9 @@ impl Pwb {
             let sg = &mut s.segments[seg as usize];
             sg.end = at + rec.len() as u32;
             sg.max_seq = seq;
+            if sg.min_seq == 0 {
+                sg.min_seq = seq;
+            }
             locs.push(Loc {
                 segment: seg,
                 offset: at,
@@ -335,6 +364,7 @@ impl Pwb {
         sg.end = 0;
         sg.published = 0;
         sg.max_seq = 0;
+        sg.min_seq = 0;
         sg.in_use = true;
         s.open.insert(lane, seg);
         Ok(seg)
@@ -466,26 +496,127 @@ impl Pwb {
     /// across the fence. Nothing is released: [`Pwb::release_through`]
     /// does that once this returned.
     pub(crate) fn persist_watermark(&self, watermark: u64) -> Result<()> {
-        {
+        self.persist_marks(Some(watermark), &[])
+    }
+
+    /// Persists, with one fence, the watermark `watermark` (as
+    /// [`Pwb::persist_watermark`]) and the released word `R` raised to the
+    /// newest operation of `segments` (segment, generation; those no longer
+    /// handed out in that generation are skipped), after making every
+    /// operation up to that one durable in the buffer (usually a sync did).
+    /// Only then may [`Pwb::release_segments`] release them: `R` tells
+    /// recovery that a missing operation at or below it was released, not
+    /// lost, which is true only if every operation up to it was durable
+    /// when `R` was.
+    pub(crate) fn persist_marks(
+        &self,
+        watermark: Option<u64>,
+        segments: &[SegmentUse],
+    ) -> Result<()> {
+        let released = {
             let s = self.state.lock();
-            if watermark >= s.next_seq {
+            if let Some(w) = watermark.filter(|&w| w >= s.next_seq) {
                 return Err(Error::InvalidArgument(format!(
-                    "write buffer watermark {watermark} past the last operation {}",
+                    "write buffer watermark {w} past the last operation {}",
                     s.next_seq.saturating_sub(1)
                 )));
             }
+            segments
+                .iter()
+                .filter_map(|&(i, g)| {
+                    let sg = s.segments.get(i as usize)?;
+                    (sg.in_use && sg.generation == g).then_some(sg.max_seq)
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        if released > 0 {
+            self.sync_through(released)?;
         }
-        let mut persisted = self.persisted_watermark.lock();
-        if watermark <= *persisted {
+        let mut persisted = self.persisted.lock();
+        let mut stored = false;
+        if let Some(w) = watermark.filter(|&w| w > persisted.watermark) {
+            self.pm.write_u64(WATERMARK_AT, w)?;
+            self.pm.flush(WATERMARK_AT, 8);
+            stored = true;
+        }
+        if released > persisted.released {
+            self.pm.write_u64(RELEASED_AT, released)?;
+            self.pm.flush(RELEASED_AT, 8);
+            stored = true;
+        }
+        if !stored {
             return Ok(());
         }
-        self.pm.write_u64(WATERMARK_AT, watermark)?;
-        self.pm.flush(WATERMARK_AT, 8);
         if !self.skips(Fault::WatermarkFence) {
             self.pm.fence()?;
         }
-        *persisted = watermark;
+        persisted.watermark = persisted.watermark.max(watermark.unwrap_or(0));
+        persisted.released = persisted.released.max(released);
         Ok(())
+    }
+
+    /// Releases `segments` (segment, generation), whose records the owner
+    /// holds elsewhere, for reuse: [`Pwb::persist_marks`] made `R` durable
+    /// at or above their newest operation (never before: a segment reused
+    /// first would lose, after a crash, records recovery needs to see or to
+    /// know released). A segment no longer handed out in that generation
+    /// is skipped. Returns how many were released. No fence, as
+    /// [`Pwb::release_through`].
+    pub(crate) fn release_segments(&self, segments: &[SegmentUse]) -> usize {
+        let released = self.persisted.lock().released;
+        let mut s = self.state.lock();
+        let mut n = 0;
+        for &(i, g) in segments {
+            let Some(sg) = s.segments.get_mut(i as usize) else {
+                continue;
+            };
+            if !sg.in_use || sg.generation != g {
+                continue;
+            }
+            assert!(
+                sg.max_seq <= released,
+                "segment {i} released holding {} above R {released}",
+                sg.max_seq
+            );
+            sg.in_use = false;
+            sg.prepared = false;
+            sg.word_stored = false;
+            s.free.push(i);
+            s.open.retain(|_, seg| *seg != i);
+            n += 1;
+        }
+        n
+    }
+
+    /// Every segment handed out, with its generation.
+    pub(crate) fn in_use(&self) -> Vec<SegmentUse> {
+        let s = self.state.lock();
+        (0..self.geometry.segments)
+            .filter(|&i| s.segments[i as usize].in_use)
+            .map(|i| (i, s.segments[i as usize].generation))
+            .collect()
+    }
+
+    /// The generation segment `seg` is handed out in, if it is.
+    pub(crate) fn generation(&self, seg: u32) -> Option<u32> {
+        let s = self.state.lock();
+        s.segments
+            .get(seg as usize)
+            .filter(|sg| sg.in_use)
+            .map(|sg| sg.generation)
+    }
+
+    /// True when the record at `loc` with sequence number `seq` is still
+    /// in the buffer: its segment is handed out in the generation that
+    /// holds `seq`. A version link made before its segment was released
+    /// (and perhaps handed out again) fails this, and the version is then
+    /// in a table.
+    pub(crate) fn holds_version(&self, loc: Loc, seq: u64) -> bool {
+        let s = self.state.lock();
+        s.segments.get(loc.segment as usize).is_some_and(|sg| {
+            sg.in_use && sg.min_seq <= seq && seq <= sg.max_seq && loc.offset < sg.end
+        })
     }
 
     /// Releases the segments holding nothing above `watermark`, which
@@ -493,7 +624,7 @@ impl Pwb {
     /// returns how many. No fence: the released segments are prepared for
     /// reuse by [`Pwb::prepare_released`] or at their hand-out.
     pub(crate) fn release_through(&self, watermark: u64) -> usize {
-        let persisted = *self.persisted_watermark.lock();
+        let persisted = self.persisted.lock().watermark;
         assert!(
             watermark <= persisted,
             "segments released below watermark {watermark}, persisted {persisted}"
@@ -525,7 +656,7 @@ impl Pwb {
     /// crash would leave if every store so far were durable. The caller
     /// holds the owner's lock too, so no batch is half indexed.
     pub(crate) fn image(&self) -> Result<Vec<u8>> {
-        let _watermark = self.persisted_watermark.lock();
+        let _marks = self.persisted.lock();
         let _state = self.state.lock();
         let mut data = vec![0; self.pm.len() as usize];
         self.pm.read(0, &mut data)?;
@@ -577,14 +708,17 @@ impl Pwb {
     /// operation and whether it is in use.
     pub(crate) fn encode_state(&self, out: &mut Vec<u8>) {
         use crate::coding::{put_u32, put_u64};
+        let released = self.persisted.lock().released;
         let s = self.state.lock();
         put_u64(out, self.geometry.encode());
         put_u64(out, s.watermark);
+        put_u64(out, released);
         put_u64(out, s.next_seq);
         put_u32(out, s.segments.len() as u32);
         for sg in &s.segments {
             put_u32(out, sg.generation);
             put_u32(out, sg.end);
+            put_u64(out, sg.min_seq);
             put_u64(out, sg.max_seq);
             out.push(u8::from(sg.in_use));
         }
@@ -601,8 +735,13 @@ impl Pwb {
             return None;
         }
         let watermark = r.u64()?;
+        let released = r.u64()?;
         let next_seq = r.u64()?;
-        if pm.read_u64(WATERMARK_AT).ok()? != watermark || next_seq <= watermark {
+        if pm.read_u64(WATERMARK_AT).ok()? != watermark
+            || pm.read_u64(RELEASED_AT).ok()? != released
+            || next_seq <= watermark
+            || next_seq <= released
+        {
             return None;
         }
         if r.u32()? != geometry.segments {
@@ -612,13 +751,14 @@ impl Pwb {
         for _ in 0..geometry.segments {
             let generation = r.u32()?;
             let end = r.u32()?;
+            let min_seq = r.u64()?;
             let max_seq = r.u64()?;
             let in_use = match r.u8()? {
                 0 => false,
                 1 => true,
                 _ => return None,
             };
-            if end > geometry.segment_bytes || max_seq >= next_seq {
+            if end > geometry.segment_bytes || max_seq >= next_seq || min_seq > max_seq {
                 return None;
             }
             segments.push(Segment {
@@ -626,12 +766,17 @@ impl Pwb {
                 end,
                 published: end,
                 max_seq,
+                min_seq,
                 in_use,
                 prepared: false,
                 word_stored: false,
             });
         }
-        Some(Pwb::new(pm, geometry, watermark, next_seq, segments))
+        let marks = Marks {
+            watermark,
+            released,
+        };
+        Some(Pwb::new(pm, geometry, marks, next_seq, segments))
     }
 
     /// A `Corruption` naming the region and the offset of `loc`.
@@ -643,7 +788,7 @@ impl Pwb {
     /// Whether segment `seg` is handed out (tests check the index's counts
     /// against it).
     #[cfg(test)]
-    pub(crate) fn in_use(&self, seg: u32) -> bool {
+    pub(crate) fn is_in_use(&self, seg: u32) -> bool {
         self.state.lock().segments[seg as usize].in_use
     }
 
@@ -688,6 +833,7 @@ fn format(pm: &dyn Pm, segment_bytes: u64) -> Result<Geometry> {
     pm.write_u64(GEOMETRY_AT, geometry.encode())?;
     pm.write_u64(CHECK_AT, check_word(geometry.encode()))?;
     pm.write_u64(WATERMARK_AT, 0)?;
+    pm.write_u64(RELEASED_AT, 0)?;
     pm.persist(0, format::HEADER_BYTES)?;
     pm.write_u64(MAGIC_AT, MAGIC)?;
     pm.persist(MAGIC_AT, 8)?;
@@ -700,14 +846,22 @@ fn read_geometry(pm: &dyn Pm) -> Result<Geometry> {
     }
     let word = pm.read_u64(GEOMETRY_AT)?;
     let check = pm.read_u64(CHECK_AT)?;
-    if check >> 32 != u64::from(format::VERSION) {
+    let version = (check >> 32) as u32;
+    if version != format::VERSION && version != format::VERSION_1 {
         return Err(Error::UnsupportedVersion {
             file: pm.name().to_path_buf(),
-            version: (check >> 32) as u32,
+            version,
         });
     }
-    if check != check_word(word) {
+    if check != format::check_word_of(word, version) {
         return Err(corruption(pm, GEOMETRY_AT, "header checksum mismatch"));
+    }
+    if version == format::VERSION_1 {
+        // Version 1 never stored `R` (its word is 0, none). Upgraded before
+        // anything can store it, so that a binary that knows no `R`
+        // refuses the region rather than recovering it without `R`.
+        pm.write_u64(CHECK_AT, check_word(word))?;
+        pm.persist(CHECK_AT, 8)?;
     }
     let geometry = Geometry::decode(word);
     if geometry.segments == 0

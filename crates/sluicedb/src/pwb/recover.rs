@@ -7,9 +7,13 @@
 //! the tail the first record that is not whole ends the segment (a write
 //! the crash cut short).
 //!
-//! The operations kept are those above the watermark `W` that form whole
-//! batches in sequence order from `W + 1` up to the first batch with an
-//! operation missing: a prefix of history. Each segment then ends after the
+//! The operations kept are those above the watermark `W` found at or below
+//! the released word `R` (every operation up to `R` was durable when `R` was
+//! stored, so one missing there was in a released segment, durable in a
+//! table), then those that form whole batches in sequence order from
+//! `max(W, R) + 1` up to the first batch with an operation missing: a
+//! prefix of history. (The batch holding `R` may go on above it: it was
+//! durable whole, so its rest is kept as a batch's tail.) Each segment then ends after the
 //! records it keeps: recovery stores an end word (zero) there and lowers the
 //! tail to it, and makes both durable before the buffer takes writes. The
 //! kept segments are sealed (nothing is appended to them again), so the
@@ -20,7 +24,7 @@ use std::collections::BTreeMap;
 
 use super::format::{
     read_record, record_bytes, segment_word, split_segment_word, Geometry, Read, RecordHeader,
-    WATERMARK_AT,
+    RELEASED_AT, WATERMARK_AT,
 };
 use super::{corruption, Loc, Segment};
 use crate::error::Result;
@@ -31,9 +35,13 @@ use crate::pm::Pm;
 pub(crate) struct Recovered {
     /// Every operation up to here is durable outside the buffer.
     pub(crate) watermark: u64,
+    /// The released word `R`: an operation at or below it that is not in
+    /// `records` is durable outside the buffer.
+    pub(crate) released: u64,
     /// The last operation kept (the watermark when the buffer kept none).
     pub(crate) last_seq: u64,
-    /// The operations from `watermark + 1` to `last_seq`, in order.
+    /// The operations from `watermark + 1` to `last_seq`, in order; those
+    /// at or below `released` may have gaps.
     pub(crate) records: Vec<RecoveredRecord>,
 }
 
@@ -109,6 +117,7 @@ fn scan(pm: &dyn Pm, g: Geometry, i: u32) -> Result<Scanned> {
 /// the segments' states and what was kept.
 pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recovered)> {
     let watermark = pm.read_u64(WATERMARK_AT)?;
+    let released = pm.read_u64(RELEASED_AT)?;
     let scans = (0..g.segments)
         .map(|i| scan(pm, g, i))
         .collect::<Result<Vec<_>>>()?;
@@ -127,16 +136,23 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
             .get(&seq)
             .map(|&(i, j)| scans[i as usize].records[j].0)
     };
-    let mut next = watermark + 1;
-    while let Some(first) = header(next).filter(|h| h.place == 0) {
-        let n = u64::from(first.count);
-        let whole = (1..n).all(|k| {
-            header(next + k).is_some_and(|h| u64::from(h.place) == k && h.count == first.count)
+    // At or below `R` whatever is found is kept; above it whole batches.
+    let floor = watermark.max(released);
+    let mut next = floor + 1;
+    while let Some(first) = header(next) {
+        // Only the batch holding `R` may have begun below `next`.
+        if first.place != 0 && (next != floor + 1 || released <= watermark) {
+            break;
+        }
+        let (place, n) = (u64::from(first.place), u64::from(first.count));
+        let whole = (1..n - place).all(|k| {
+            header(next + k)
+                .is_some_and(|h| u64::from(h.place) == place + k && h.count == first.count)
         });
         if !whole {
             break;
         }
-        next += n;
+        next += n - place;
     }
     let last_seq = next - 1;
 
@@ -168,6 +184,7 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
             end: kept_end,
             published: kept_end,
             max_seq: kept.last().map_or(0, |r| r.0.seq),
+            min_seq: kept.first().map_or(0, |r| r.0.seq),
             in_use: kept.iter().any(|r| r.0.seq > watermark),
             // A hand-out stores and persists the next generation's word.
             prepared: false,
@@ -195,6 +212,7 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
         .collect();
     let recovered = Recovered {
         watermark,
+        released,
         last_seq,
         records,
     };
