@@ -616,8 +616,8 @@ impl SkipList {
     /// each per round, each prefetching the node it will compare next:
     /// their misses overlap, and the inserts that follow find their paths
     /// cached (group prefetching; Chen, Ailamaki, Gibbons and Mowry,
-    /// "Improving Hash Join Performance through Prefetching", ICDE 2004,
-    /// §4). It only reads, as any reader does, and changes nothing:
+    /// "Improving Hash Join Performance through Prefetching", ICDE 2004).
+    /// It only reads, as any reader does, and changes nothing:
     /// the inserts search as before.
     pub(crate) fn warm(&self, user_keys: &[&[u8]]) {
         self.walk_in_step(user_keys, |_, _| {});
