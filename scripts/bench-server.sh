@@ -31,8 +31,10 @@
 #      the redis-py venv are kept; default ~/.cache/sluicedb-bench),
 #      CARGO_TARGET_DIR, SLUICE (a sluice binary to run instead of this
 #      tree's release build, to compare two builds).
-# Writes OUT_DIR/results.tsv, OUT_DIR/rss.tsv, OUT_DIR/summary.md and the
-# tools' logs; prints the summary.
+# Writes OUT_DIR/results.tsv (server, tool, test, pipeline, ops/s, p50 ms,
+# p99 ms, and for redis-benchmark's tests the server's CPU µs per
+# request), OUT_DIR/rss.tsv, OUT_DIR/summary.md and the tools' logs;
+# prints the summary.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -130,16 +132,38 @@ stop_server() {
 }
 trap '[[ -n $SERVER_PID ]] && kill $SERVER_PID 2>/dev/null; true' EXIT
 
+# The server's CPU time so far (user + system), in clock ticks.
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ticks() {
+    awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"
+}
+
 # redis-benchmark's CSV: "test","rps","avg_latency_ms","min_latency_ms",
 # "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+# One test at a time, in the suite's order on one server (SPOP pops what
+# SADD added, ZPOPMIN what ZADD added), so that the server's CPU time
+# around each (from /proc) gives its CPU µs per request, the figure that
+# stays steady on a busy machine where throughput swings. A test's own
+# set-up (LRANGE's LPUSH "needed to benchmark") is left out of the rows
+# but not out of its CPU time.
 run_redis_benchmark() { # name
-    local name=$1 p
+    local name=$1 p t c0 c1
     for p in 1 16; do
-        redis-benchmark -p $PORT -c 50 -n "$REQUESTS" -r "$KEYSPACE" -d 1000 -P $p \
-            -t "$TESTS" --csv >"$OUT/$name-redis-benchmark-P$p.csv"
-        tail -n +2 "$OUT/$name-redis-benchmark-P$p.csv" | tr -d '"' |
-            awk -F, -v s="$name" -v p="$p" -v OFS='\t' \
-                '{split($1, t, " "); print s, "redis-benchmark", t[1], p, $2, $5, $7}' >>"$OUT/results.tsv"
+        : >"$OUT/$name-redis-benchmark-P$p.csv"
+        for t in ${TESTS//,/ }; do
+            c0=$(cpu_ticks)
+            redis-benchmark -p $PORT -c 50 -n "$REQUESTS" -r "$KEYSPACE" -d 1000 -P $p \
+                -t "$t" --csv >"$OUT/$name-$t-P$p.csv"
+            c1=$(cpu_ticks)
+            tail -n +2 "$OUT/$name-$t-P$p.csv" | tee -a "$OUT/$name-redis-benchmark-P$p.csv" |
+                tr -d '"' | grep -v needed |
+                awk -F, -v s="$name" -v p="$p" -v OFS='\t' \
+                    -v cpu="$(awk -v d=$((c1 - c0)) -v hz="$CLK_TCK" -v n="$REQUESTS" \
+                        'BEGIN {printf "%.2f", d * 1e6 / hz / n}')" \
+                    '{split($1, t, " "); print s, "redis-benchmark", t[1], p, $2, $5, $7, cpu}' \
+                    >>"$OUT/results.tsv"
+            rm -f "$OUT/$name-$t-P$p.csv"
+        done
     done
 }
 
@@ -176,7 +200,7 @@ run_ycsb() { # name
                       if ($i == "50th(us):") p50 = $(i + 1)
                       if ($i == "99th(us):") p99 = $(i + 1) }
                   gsub(",", "", ops); gsub(",", "", p50); gsub(",", "", p99)
-                  seen[op] = s "\tycsb-" w "\t" op "\t1\t" ops "\t" p50 / 1000 "\t" p99 / 1000 }
+                  seen[op] = s "\tycsb-" w "\t" op "\t1\t" ops "\t" p50 / 1000 "\t" p99 / 1000 "\t" }
                 END { for (op in seen) print seen[op] }' >>"$OUT/results.tsv"
     done
 }
@@ -213,24 +237,25 @@ out = sys.argv[1]
 rows = collections.defaultdict(dict)
 servers = []
 for line in open(f"{out}/results.tsv"):
-    s, tool, test, p, rps, p50, p99 = line.rstrip("\n").split("\t")
+    s, tool, test, p, rps, p50, p99, cpu = line.rstrip("\n").split("\t")
     if s not in servers:
         servers.append(s)
-    rows[(tool, test, p)][s] = (float(rps or 0), float(p50 or 0), float(p99 or 0))
+    rows[(tool, test, p)][s] = (float(rps or 0), float(p50 or 0), float(p99 or 0), cpu)
 head = "| tool | test | pipeline | " + " | ".join(
-    f"{s} ops/s (×redis) p50/p99 ms" for s in servers) + " |"
+    f"{s} ops/s (×redis) p50/p99 ms, server CPU µs/request" for s in servers) + " |"
 print(head)
 print("|" + "---|" * (3 + len(servers)))
 for (tool, test, p), by in rows.items():
-    base = by.get("redis", (0, 0, 0))[0]
+    base = by.get("redis", (0, 0, 0, ""))[0]
     cells = []
     for s in servers:
         if s not in by:
             cells.append("")
             continue
-        rps, p50, p99 = by[s]
+        rps, p50, p99, cpu = by[s]
         ratio = f" ({rps / base:.2f}×)" if base and s != "redis" else ""
-        cells.append(f"{rps:,.0f}{ratio} {p50:g}/{p99:g}")
+        cpu = f", {cpu}" if cpu else ""
+        cells.append(f"{rps:,.0f}{ratio} {p50:g}/{p99:g}{cpu}")
     print(f"| {tool} | {test} | {p} | " + " | ".join(cells) + " |")
 print()
 print("| server | phase | peak RSS MiB |")

@@ -2,7 +2,6 @@
 //! queueing, the locks each command takes, and the connection and server
 //! commands. String and key commands are in `data.rs`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,6 +9,7 @@ use bytes::Bytes;
 
 use crate::block::{Parked, WaitState};
 use crate::data::{self, int_arg, CmdResult, Ctx, SYNTAX};
+use crate::fasthash::FastMap;
 use crate::glob;
 use crate::resp::Out;
 use crate::server::{Client, Server};
@@ -574,10 +574,10 @@ pub static SUBCOMMANDS: &[&str] = &[
 pub fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
     // (parent, subcommand, full name), looked up by parent: most commands
     // have none, and this runs for every command.
-    type Subs = HashMap<&'static str, Vec<(&'static str, &'static str)>>;
+    type Subs = FastMap<&'static str, Vec<(&'static str, &'static str)>>;
     static BY_PARENT: std::sync::OnceLock<Subs> = std::sync::OnceLock::new();
     let by_parent = BY_PARENT.get_or_init(|| {
-        let mut m: Subs = HashMap::new();
+        let mut m: Subs = FastMap::default();
         for s in SUBCOMMANDS {
             if let Some((p, c)) = s.split_once('|') {
                 m.entry(p).or_default().push((c, s));
@@ -598,7 +598,7 @@ pub fn full_name(spec: &'static Spec, args: &[Bytes]) -> &'static str {
 
 /// The position in [`COMMANDS`] of `name` (lowercase).
 pub fn lookup_index(name: &str) -> Option<usize> {
-    static INDEX: std::sync::OnceLock<HashMap<&'static str, usize>> = std::sync::OnceLock::new();
+    static INDEX: std::sync::OnceLock<FastMap<&'static str, usize>> = std::sync::OnceLock::new();
     let index = INDEX.get_or_init(|| {
         COMMANDS
             .iter()
@@ -903,6 +903,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
         Txn::new(ks)
     };
     txn.serving_blocked = park.is_none();
+    txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
     let start = out.buf.len();
     let mut ran = Ran::default();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {

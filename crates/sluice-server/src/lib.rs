@@ -21,6 +21,7 @@ mod conn;
 mod data;
 mod dbslot;
 mod dump;
+mod fasthash;
 mod glob;
 mod hash;
 mod keys;

@@ -345,6 +345,10 @@ impl MemTable {
         let mut order: SmallVec<[usize; 16]> = (0..ops.len()).collect();
         order.sort_unstable_by_key(|&i| ops[i].1.key);
         let repeats = order.windows(2).any(|w| ops[w[0]].1.key == ops[w[1]].1.key);
+        if ops.len() >= 2 {
+            let keys: SmallVec<[&[u8]; 16]> = order.iter().map(|&i| ops[i].1.key).collect();
+            self.map.warm(&keys);
+        }
         let splice = &mut self.map.splice();
         for j in 0..ops.len() {
             let i = if repeats { j } else { order[j] };
