@@ -146,6 +146,13 @@ impl Light {
         self.pwb.set_clean_mark(image_mark(&image))
     }
 
+    /// The persisted watermark `W`: recovery indexes again what it finds
+    /// in the buffer above it (`docs/design.md`, "The persistent write
+    /// buffer", rule 6).
+    pub(crate) fn watermark(&self) -> u64 {
+        self.pwb.watermark()
+    }
+
     /// The last operation the buffer holds or held.
     pub(crate) fn last_seq(&self) -> u64 {
         self.buf.read().last_seq()

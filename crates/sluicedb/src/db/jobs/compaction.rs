@@ -22,11 +22,18 @@ impl Core {
             bump(&self.counters.compactions, 1);
             return Ok(());
         }
-        let (version, smallest_snapshot) = {
+        let (version, mut smallest_snapshot) = {
             let st = self.state.lock();
             let visible = self.visible_seq.load(Ordering::Acquire);
             (st.current.clone(), st.smallest_snapshot(visible))
         };
+        // LightKV: recovery indexes again the records it finds in the
+        // buffer above `W`, flushed or not, so the merge keeps what a read
+        // at `W` needs, as for a snapshot there: a tombstone above `W`
+        // stays while the older put it hides may come back from the buffer.
+        if let Some(light) = self.light.get() {
+            smallest_snapshot = smallest_snapshot.min(light.watermark());
+        }
         // A scan merge's output was numbered when it was picked.
         let numbered = std::cell::Cell::new(plan.output_number);
         let alloc = || numbered.take().unwrap_or_else(|| self.new_output_number());
