@@ -402,24 +402,9 @@ fn crash_after_every_file_operation() {
             fs.capture_images(torn);
             let log = run_workload(w, seed * 10 + i as u64, &mut fs, variant);
             let images = fs.take_images();
-            let next = AtomicUsize::new(0);
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| loop {
-                        let j = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((op, image)) = images.get(j) else {
-                            break;
-                        };
-                        let deep = j.is_multiple_of(16);
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            check_image(&log, *op, image, w, variant, deep)
-                        }));
-                        if let Err(e) = r {
-                            eprintln!("workload {w:?} seed {seed} torn {torn}");
-                            std::panic::resume_unwind(e);
-                        }
-                    });
-                }
+            let what = format!("workload {w:?} seed {seed} torn {torn}");
+            check_images_on_two_threads(&images, &what, |j, op, image| {
+                check_image(&log, op, image, w, variant, j.is_multiple_of(16))
             });
             eprintln!(
                 "workload {w:?} seed {seed} torn {torn}: {} crash states",

@@ -158,23 +158,9 @@ fn unjournaled_writes_recover_to_their_last_flush_or_later() {
             fs.capture_images((seed + i as u64).is_multiple_of(2));
             let log = run(preset, seed * 10 + i as u64, &fs);
             let images = fs.take_images();
-            let next = AtomicUsize::new(0);
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| loop {
-                        let j = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((op, image)) = images.get(j) else {
-                            break;
-                        };
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            check(&log, *op, image, preset)
-                        }));
-                        if let Err(e) = r {
-                            eprintln!("preset {preset:?} seed {seed}");
-                            std::panic::resume_unwind(e);
-                        }
-                    });
-                }
+            let what = format!("preset {preset:?} seed {seed}");
+            check_images_on_two_threads(&images, &what, |_, op, image| {
+                check(&log, op, image, preset)
             });
             total.fetch_add(images.len(), Ordering::Relaxed);
         }

@@ -295,3 +295,31 @@ pub fn value(rng: &mut Rng, serial: u64, max_len: u64) -> Vec<u8> {
     v.resize(len.max(v.len()), b'a' + (serial % 26) as u8);
     v
 }
+
+/// Checks every crash image `fs.take_images()` gave on two threads:
+/// `check(j, op, image)` for the j-th image, taken after file operation
+/// `op`; a failure prints `what` before it goes on unwinding.
+pub fn check_images_on_two_threads(
+    images: &[(u64, MemFs)],
+    what: &str,
+    check: impl Fn(usize, u64, &MemFs) + Sync,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                let Some((op, image)) = images.get(j) else {
+                    break;
+                };
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(j, *op, image)));
+                if let Err(e) = r {
+                    eprintln!("{what}");
+                    std::panic::resume_unwind(e);
+                }
+            });
+        }
+    });
+}
