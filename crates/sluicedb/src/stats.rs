@@ -165,6 +165,15 @@ pub struct CompactionStats {
     pub compactions: u64,
     /// Of which trivial moves.
     pub trivial_moves: u64,
+    /// Key ranges compactions installed before their own end, each
+    /// replacing part of the next level's inputs with finished outputs
+    /// (`docs/design.md`, "Compactions installed a key range at a time").
+    pub ranges_installed: u64,
+    /// Entries compactions dropped as exact twins of the entry before them:
+    /// copies a compaction installed a key range at a time left in two
+    /// levels when it stopped before its own end (a crash, an error, a
+    /// close).
+    pub twins_dropped: u64,
     /// Bytes compactions read and wrote.
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
@@ -477,7 +486,7 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} made ahead unused, {} jobs run by GC)  compactions {} ({} trivial moves)",
+            "  memtables {} bytes ({} immutable)  flushes {} ({} us waiting for a thread, {} us running; {} to find garbage, {} shadow lookups, {} made ahead unused, {} jobs run by GC)  compactions {} ({} trivial moves, {} ranges installed early)",
             self.flush.memtable_bytes,
             self.flush.immutable_memtables,
             self.flush.flushes,
@@ -488,7 +497,8 @@ impl std::fmt::Display for Stats {
             self.flush.flush_shadow_lookups_unused,
             self.compaction.jobs_by_gc,
             self.compaction.compactions,
-            self.compaction.trivial_moves
+            self.compaction.trivial_moves,
+            self.compaction.ranges_installed
         )?;
         let sep = &self.flush.separation;
         if let Some(t) = sep.threshold_bytes {
@@ -655,6 +665,8 @@ pub(crate) struct Counters {
     pub(crate) jobs_by_gc: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
+    pub(crate) compaction_ranges: AtomicU64,
+    pub(crate) compaction_twins: AtomicU64,
     pub(crate) compaction_read: AtomicU64,
     pub(crate) compaction_written: AtomicU64,
     pub(crate) slowdowns: AtomicU64,

@@ -64,6 +64,14 @@ pub(crate) struct JobStats {
     pub(crate) shadow_lookups: u64,
     /// Lookups its [`look_ahead`] thread made that the merge did not use.
     pub(crate) shadow_lookups_unused: u64,
+    /// The output level's input tables ([`ByRange::below`]) already
+    /// replaced by installed outputs: a prefix of them.
+    pub(crate) below_installed: usize,
+    /// Key ranges installed before the job's own edit.
+    pub(crate) ranges_installed: u64,
+    /// Entries dropped as exact twins of the entry before them (left by a
+    /// compaction installed a range at a time that did not finish).
+    pub(crate) twins_dropped: u64,
 }
 
 /// What the merge loop needs to know.
@@ -109,7 +117,30 @@ pub(crate) struct MergeParams<'a> {
     /// with a pointer to a copy of its record in the merge's own value
     /// files (`separate`'s sink), and the old record counts as garbage.
     pub(crate) relocate: &'a [u64],
+    /// A compaction that installs its outputs a key range at a time
+    /// (`docs/design.md`, "Compactions installed a key range at a time").
+    pub(crate) by_range: Option<&'a ByRange<'a>>,
 }
+
+/// How a compaction installs its outputs a key range at a time: whenever
+/// the merge has passed the last key of one of the output level's input
+/// tables, and at least `min_bytes` of outputs wait, it cuts its output
+/// there and `install` swaps the outputs written so far for the output
+/// level's inputs they replace. The other inputs stay until the job's own
+/// edit; what they hold of the installed range is also in the outputs,
+/// the same entries with the same sequence numbers, which later merges
+/// drop as twins.
+pub(crate) struct ByRange<'a> {
+    /// The output level's input tables, a sorted run.
+    pub(crate) below: &'a [Arc<FileMeta>],
+    /// Output bytes that must wait before a range is installed.
+    pub(crate) min_bytes: u64,
+    /// Installs finished outputs in place of the `below` tables given.
+    pub(crate) install: &'a InstallRange<'a>,
+}
+
+/// Installs finished outputs in place of the output level's inputs given.
+pub(crate) type InstallRange<'a> = dyn Fn(Vec<FileMeta>, &[Arc<FileMeta>]) -> Result<()> + 'a;
 
 /// The tables a flush's memtable lies above.
 pub(crate) struct OlderTables<'a> {
@@ -346,6 +377,8 @@ fn merge(
     let mut held = Held::default();
     let (mut gp_index, mut gp_overlap, mut gp_seen) = (0usize, 0u64, false);
     let mut boundary = 0usize;
+    // The first of `ByRange::below` whose last key the merge has not passed.
+    let mut below_next = 0usize;
 
     iter.seek_to_first();
     while iter.valid() {
@@ -374,6 +407,22 @@ fn merge(
             if gp_overlap > p.max_grandparent_overlap_bytes {
                 cut = true;
             }
+            // Past the last key of one or more of the output level's
+            // inputs: the outputs so far may replace them.
+            let mut range_done = false;
+            if let Some(r) = p.by_range {
+                let mut crossed = false;
+                while below_next < r.below.len() && uk > r.below[below_next].largest_user_key() {
+                    below_next += 1;
+                    crossed = true;
+                }
+                let waiting = w.outputs.iter().map(|f| f.file_size).sum::<u64>()
+                    + w.current.as_ref().map_or(0, |o| o.builder.estimated_size());
+                if crossed && waiting >= r.min_bytes {
+                    range_done = true;
+                    cut = true;
+                }
+            }
             while p
                 .boundaries
                 .get(boundary)
@@ -389,14 +438,32 @@ fn merge(
                     gp_overlap = 0;
                 }
             }
+            if let (true, Some(r)) = (range_done, p.by_range) {
+                (r.install)(
+                    std::mem::take(&mut w.outputs),
+                    &r.below[stats.below_installed..below_next],
+                )?;
+                stats.below_installed = below_next;
+                stats.ranges_installed += 1;
+            }
             user_key.clear();
             user_key.extend_from_slice(uk);
             has_user_key = true;
             last_seq_for_key = MAX_SEQUENCE;
             shadow_counted = false;
         }
-        key_entries += 1;
         let seq = key::sequence(ik);
+        if last_seq_for_key == seq && held.present && is_twin(&held, ik, iter.value()) {
+            // The same entry again (flags aside): one copy is enough.
+            if p.inputs_are_tables && key::kind_byte(ik) == Kind::ValuePointer as u8 {
+                count_ref(p, iter.value(), -1, stats);
+            }
+            stats.entries_dropped += 1;
+            stats.twins_dropped += 1;
+            iter.next();
+            continue;
+        }
+        key_entries += 1;
         if p.inputs_are_tables && key::kind_byte(ik) == Kind::ValuePointer as u8 {
             count_ref(p, iter.value(), -1, stats);
         }
@@ -458,6 +525,17 @@ fn merge(
         stats.shadow_lookups_unused = a.unused_so_far();
     }
     Ok(w.outputs)
+}
+
+/// Whether `ikey` and `value` repeat the held entry: same user key,
+/// sequence and kind (flags aside), and the same value bytes. A
+/// compaction installed a key range at a time leaves such twins in two
+/// levels when it stops before its own edit; they are one entry.
+fn is_twin(held: &Held, ikey: &[u8], value: &[u8]) -> bool {
+    key::user_key(&held.ikey) == key::user_key(ikey)
+        && key::sequence(&held.ikey) == key::sequence(ikey)
+        && key::kind_byte(&held.ikey) == key::kind_byte(ikey)
+        && held.value == value
 }
 
 /// Counts the record an encoded pointer of `key` points at as garbage,
@@ -696,7 +774,13 @@ pub(crate) fn run_compaction(
     let outputs = write_merged(&mut iter, &params, stats)?;
     let mut edit = VersionEdit::default();
     for input in &plan.inputs {
-        for f in &input.files {
+        // The output level's inputs that installed ranges replaced.
+        let replaced = if input.level == plan.output_level && params.by_range.is_some() {
+            stats.below_installed
+        } else {
+            0
+        };
+        for f in &input.files[replaced..] {
             edit.delete_file(input.level, f.number);
         }
     }
@@ -780,6 +864,7 @@ mod tests {
             values: None,
             inputs_are_tables: true,
             relocate: &[],
+            by_range: None,
         };
         let mut stats = JobStats::default();
         let out = write_merged(&mut VecIter::new(entries), &p, &mut stats).unwrap();
@@ -827,5 +912,22 @@ mod tests {
         // Nothing dropped: flags stay as they are.
         let (w, g) = merge(vec![pointer(9, true)]);
         assert_eq!((w, g), (vec![(9, true)], vec![]));
+    }
+
+    /// A twin (the same entry again, left in two levels by a compaction
+    /// installed a key range at a time) is written once, and its record is
+    /// not counted as garbage: the entry kept still points at it.
+    #[test]
+    fn twins_are_written_once_and_not_counted() {
+        let (w, g) = merge(vec![
+            pointer(9, false),
+            pointer(9, false),
+            pointer(7, false),
+        ]);
+        assert_eq!((w, g), (vec![(9, false)], vec![7]));
+        // As without a twin: 7 was counted under the flagged 9, whose
+        // flag the kept 9 gives up for 7's.
+        let (w, g) = merge(vec![pointer(9, true), pointer(9, true), pointer(7, false)]);
+        assert_eq!((w, g), (vec![(9, false)], vec![]));
     }
 }

@@ -465,6 +465,8 @@ impl Core {
             compaction: CompactionStats {
                 compactions: get(&c.compactions),
                 trivial_moves: get(&c.trivial_moves),
+                ranges_installed: get(&c.compaction_ranges),
+                twins_dropped: get(&c.compaction_twins),
                 compaction_bytes_read: get(&c.compaction_read),
                 compaction_bytes_written: get(&c.compaction_written),
                 jobs_by_gc: get(&c.jobs_by_gc),

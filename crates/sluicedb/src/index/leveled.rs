@@ -181,6 +181,10 @@ impl LevelRules for Leveled {
 }
 
 impl IndexShape for Leveled {
+    fn installs_by_range(&self) -> bool {
+        true
+    }
+
     fn get(
         &self,
         v: &Version,

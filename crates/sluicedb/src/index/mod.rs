@@ -389,6 +389,13 @@ pub(crate) trait IndexShape: LevelRules {
     fn shape_stats(&self, _s: &mut crate::stats::ShapeStats) {}
     /// A compaction of `plan` starts.
     fn merge_started(&self, _plan: &CompactionPlan) {}
+    /// Whether a merge of one level into the next may install its outputs
+    /// a key range at a time (`compaction::ByRange`): true where a read
+    /// takes the first entry it meets going down the levels, so that an
+    /// upper input still in place shadows its twin below with itself.
+    fn installs_by_range(&self) -> bool {
+        false
+    }
     /// `v` became the current version.
     fn installed(&self, _v: &Version) {}
     /// The database opened with `v`: build in-memory indexes of its tables,

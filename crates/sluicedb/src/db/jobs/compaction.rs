@@ -70,6 +70,23 @@ impl Core {
             values: self.values.as_deref(),
             inputs_are_tables: true,
             relocate: &plan.relocate,
+            by_range: None,
+        };
+        // Outputs installed a key range at a time, numbered here to be
+        // marked busy until the job ends (`RangeOutputs`).
+        let installed = RangeOutputs(self, parking_lot::Mutex::new(Vec::new()));
+        let install_range = |outputs: Vec<FileMeta>, replaced: &[Arc<FileMeta>]| {
+            self.install_range(plan.output_level, outputs, replaced, &installed)
+        };
+        let below = self.by_range_below(plan);
+        let by_range = below.map(|below| compaction::ByRange {
+            below,
+            min_bytes: plan.target_file_size_bytes / 2,
+            install: &install_range,
+        });
+        let params = MergeParams {
+            by_range: by_range.as_ref(),
+            ..params
         };
         let separates = params.separate.is_some();
         // Appends to shared heads are judged by GC's barrier only once
@@ -128,6 +145,8 @@ impl Core {
         // must count in a victim at once, not defer to this merge.
         drop(_thaw);
         bump(&self.counters.compactions, 1);
+        bump(&self.counters.compaction_ranges, stats.ranges_installed);
+        bump(&self.counters.compaction_twins, stats.twins_dropped);
         bump(&self.counters.compaction_read, stats.bytes_read);
         bump(&self.counters.compaction_written, stats.bytes_written);
         if stats.relocated_records > 0 {
@@ -138,6 +157,60 @@ impl Core {
             bump(&self.counters.gc_bytes_written, stats.relocated_bytes);
             bump(&self.counters.relocations_applied, stats.relocated_records);
         }
+        Ok(())
+    }
+
+    /// The output level's inputs of a compaction that may install its
+    /// outputs a key range at a time (`docs/design.md`, "Compactions
+    /// installed a key range at a time"): a leveled merge of one level
+    /// into the next that moves, separates and relocates nothing, over
+    /// tables known to hold no pointer entries (whose garbage and pointer
+    /// counts settle once, at the job's install).
+    fn by_range_below<'p>(&self, plan: &'p CompactionPlan) -> Option<&'p [Arc<FileMeta>]> {
+        let [upper, below] = plan.inputs.as_slice() else {
+            return None;
+        };
+        let plain = self.shape.installs_by_range()
+            && upper.level + 1 == plan.output_level
+            && below.level == plan.output_level
+            && below.sorted_run
+            && !below.files.is_empty()
+            && !plan.separate_values
+            && plan.relocate.is_empty()
+            && plan.new_boundary.is_none()
+            && plan.output_number.is_none()
+            && plan
+                .input_files()
+                .all(|f| f.payload.as_ref().is_some_and(|p| p.pointers == 0));
+        plain.then_some(below.files.as_slice())
+    }
+
+    /// Installs a compaction's finished outputs in place of the output
+    /// level's inputs they replace, and marks them busy until the job
+    /// ends, so that no other compaction takes them meanwhile.
+    fn install_range(
+        &self,
+        level: usize,
+        outputs: Vec<FileMeta>,
+        replaced: &[Arc<FileMeta>],
+        installed: &RangeOutputs<'_>,
+    ) -> Result<()> {
+        let mut edit = crate::version::VersionEdit::default();
+        for f in replaced {
+            edit.delete_file(level, f.number);
+        }
+        let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        for f in outputs {
+            edit.add_file(level, f);
+        }
+        if !numbers.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        let _settled = self.settle_job(&mut JobStats::default(), &mut edit)?;
+        self.install(edit, None, &numbers, |st| {
+            st.jobs.busy.extend(numbers.iter().copied());
+        })?;
+        installed.1.lock().extend(numbers);
         Ok(())
     }
 
@@ -280,6 +353,25 @@ struct FlushHold<'a>(&'a Core);
 impl Drop for FlushHold<'_> {
     fn drop(&mut self) {
         self.0.state.lock().jobs.relocation_settling = false;
+        self.0.bg_cv.notify_all();
+    }
+}
+
+/// Outputs a compaction installed a key range at a time: busy until the
+/// job ends, installed or not.
+struct RangeOutputs<'a>(&'a Core, parking_lot::Mutex<Vec<u64>>);
+
+impl Drop for RangeOutputs<'_> {
+    fn drop(&mut self) {
+        let numbers = std::mem::take(&mut *self.1.lock());
+        if numbers.is_empty() {
+            return;
+        }
+        let mut st = self.0.state.lock();
+        for n in numbers {
+            st.jobs.busy.remove(&n);
+        }
+        drop(st);
         self.0.bg_cv.notify_all();
     }
 }

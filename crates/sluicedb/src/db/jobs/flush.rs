@@ -68,6 +68,7 @@ impl Core {
             values: self.values.as_deref(),
             inputs_are_tables: false,
             relocate: &[],
+            by_range: None,
         };
         let out = compaction::write_merged(iter.as_mut(), &params, stats)?;
         if !out.is_empty() {
