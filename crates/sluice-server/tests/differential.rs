@@ -877,6 +877,8 @@ RESTORE dk2 abc garbage
 RESTORE dk2 0 garbage FOO
 RESTORE dk2 0 garbage IDLETIME -1
 RESTORE dk2 0 garbage FREQ 256
+CONFIG SET maxmemory 0 maxmemory 0
+CONFIG SET daemonize yes
 RESTORE dk2 0 garbage IDLETIME 1 FREQ 1
 RESTORE dk2 0 garbage REPLACE ABSTTL IDLETIME 10
 EXISTS dk2
