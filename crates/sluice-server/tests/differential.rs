@@ -1135,12 +1135,22 @@ fn keyspace_notifications_match_redis_server() {
     };
     let s = TestServer::start(|_| {});
     let mut seen = Vec::new();
+    let mut numpat = Vec::new();
     let mut mismatches = Vec::new();
     for addr in [s.addr(), addr] {
         let mut sub = Raw::connect(addr);
         sub.command(&[b"PSUBSCRIBE", b"*"]);
         sub.reply();
+        // A second client on the same pattern: `PUBSUB NUMPAT` counts
+        // distinct patterns.
+        let mut sub2 = Raw::connect(addr);
+        sub2.command(&[b"PSUBSCRIBE", b"*", b"k*"]);
+        sub2.reply();
+        sub2.reply();
         let mut conn = Raw::connect(addr);
+        conn.command(&[b"PUBSUB", b"NUMPAT"]);
+        numpat.push(conn.reply());
+        drop(sub2);
         for line in NOTIFY_SCRIPT.lines().filter(|l| !l.trim().is_empty()) {
             let args = sluice_server::resp::split_args(line.as_bytes()).unwrap();
             let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
@@ -1159,6 +1169,7 @@ fn keyspace_notifications_match_redis_server() {
     }
     let _ = child.kill();
     let _ = child.wait();
+    assert_eq!(numpat[0], numpat[1], "PUBSUB NUMPAT");
     let (ours, theirs) = (&seen[0], &seen[1]);
     for i in 0..ours.len().max(theirs.len()) {
         if ours.get(i) != theirs.get(i) {
