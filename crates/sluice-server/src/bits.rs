@@ -69,6 +69,7 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     // An unchanged string is not written (no change to count or watch).
     if !existed || grows || old != on {
         txn.set(&args[1], e);
+        txn.notify(crate::notify::STRING, "setbit", &args[1]);
     }
     out.int(i64::from(old));
     Ok(())
@@ -198,10 +199,13 @@ fn bitop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         };
     }
     if res.is_empty() {
-        txn.rec(&args[2]).map_err(crate::data::engine)?;
+        if txn.rec(&args[2]).map_err(crate::data::engine)?.is_some() {
+            txn.notify(crate::notify::GENERIC, "del", &args[2]);
+        }
         txn.delete(&args[2]);
     } else {
         txn.set(&args[2], Entry::plain(res));
+        txn.notify(crate::notify::STRING, "set", &args[2]);
     }
     out.int(len as i64);
     Ok(())
@@ -462,6 +466,7 @@ fn bitfield(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
     }
     if writes && (changed || !existed || e.value.len() != old_len) {
         txn.set(&args[1], e);
+        txn.notify(crate::notify::STRING, "setbit", &args[1]);
     }
     Ok(())
 }

@@ -108,13 +108,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("bitcount", -2, &["readonly"], K1, Kind::Read),
     spec("bitpos", -3, &["readonly"], K1, Kind::Read),
     spec("bitop", -4, &["write", "denyoom"], (2, -1, 1), Kind::Write),
-    spec(
-        "bitfield",
-        -2,
-        &["write", "denyoom", "movablekeys"],
-        K1,
-        Kind::Write,
-    ),
+    spec("bitfield", -2, &["write", "denyoom"], K1, Kind::Write),
     spec("bitfield_ro", -2, R, K1, Kind::Read),
     // Keys.
     spec("del", -2, WS, (1, -1, 1), Kind::Write),
@@ -647,7 +641,7 @@ pub fn keys_of<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
 /// The keys of a command whose keys follow a count (`numkeys`).
 fn movable_keys<'a>(name: &str, args: &'a [Bytes]) -> Vec<&'a [u8]> {
     match name {
-        "bitfield" | "sort_ro" => return vec![&args[1]],
+        "sort_ro" => return vec![&args[1]],
         "sort" => return crate::sort::keys(args),
         _ => {}
     }
@@ -904,10 +898,13 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     };
     txn.serving_blocked = park.is_none();
     txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
+    txn.notify = server.notify_flags.load(Ordering::Relaxed);
     let start = out.buf.len();
     let mut ran = Ran::default();
+    let mut events = Vec::new();
     let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
         ran.would_block = txn.would_block;
+        events = txn.take_events();
         if txn.has_writes() {
             ran.written = txn.written_keys().to_vec();
             txn.commit(&mut held).map_err(data::engine)
@@ -923,6 +920,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
             out.error(&e);
             ran.written.clear();
             ran.would_block = false;
+            events.clear();
         }
         Ok(()) if ran.would_block => {
             if let Some(resp3) = park {
@@ -934,7 +932,15 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
         Ok(()) => {}
     }
     drop(held);
+    if !events.is_empty() {
+        crate::notify::publish(server, txn_flags(server), &events);
+    }
     ran
+}
+
+/// The keyspace notification classes enabled now.
+pub fn txn_flags(server: &Server) -> u32 {
+    server.notify_flags.load(Ordering::Relaxed)
 }
 
 /// A blocking command's timeout argument: first for the `numkeys` forms
@@ -1590,10 +1596,12 @@ fn exec_locked(
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
     txn.in_multi = true;
+    txn.notify = txn_flags(server);
     let start = out.buf.len();
     out.array(queued.len());
     for (s, a) in specs.iter().zip(queued) {
         let at = out.buf.len();
+        let mark = txn.events_len();
         let r = match s.kind {
             Kind::Admin => {
                 // Connection and server commands queued in a transaction
@@ -1606,6 +1614,7 @@ fn exec_locked(
         if let Err(e) = r {
             out.buf.truncate(at);
             out.error(&e);
+            txn.truncate_events(mark);
         }
         if server.monitors.active() {
             server
@@ -1613,6 +1622,7 @@ fn exec_locked(
                 .feed(s.name, &client.shared.addr.to_string(), a);
         }
     }
+    let events = txn.take_events();
     if txn.has_writes() {
         let written = txn.written_keys().to_vec();
         if let Err(e) = txn.commit(&mut held) {
@@ -1624,6 +1634,9 @@ fn exec_locked(
         if server.blocking.any() {
             serve_blocked(server, written);
         }
+    }
+    if !events.is_empty() {
+        crate::notify::publish(server, txn_flags(server), &events);
     }
     Ok(())
 }

@@ -543,8 +543,21 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             let _ = s.ks.reclaim(10_000);
             for _ in 0..10 {
                 match s.ks.reap(1000) {
-                    Ok((n, more)) => {
-                        s.expired_keys.fetch_add(n, Ordering::Relaxed);
+                    Ok((keys, more)) => {
+                        s.expired_keys
+                            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+                        let flags = cmd::txn_flags(&s);
+                        if flags & crate::notify::EXPIRED != 0 {
+                            let events: Vec<_> = keys
+                                .into_iter()
+                                .map(|key| crate::notify::Event {
+                                    class: crate::notify::EXPIRED,
+                                    name: "expired",
+                                    key,
+                                })
+                                .collect();
+                            crate::notify::publish(&s, flags, &events);
+                        }
                         if !more {
                             break;
                         }

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use crate::glob;
+use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{Entry, Rec, Txn};
 
@@ -103,6 +104,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
                 out.int(0);
             } else {
                 txn.set(&args[1], Entry::plain(args[2].to_vec()));
+                txn.notify(ev::STRING, "set", &args[1]);
                 out.int(1);
             }
         }
@@ -110,17 +112,23 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             let unit = if name == "setex" { 1000 } else { 1 };
             let at = expire_at(&args[2], unit, false, txn.now, name)?;
             put_expiring(txn, &args[1], args[3].to_vec(), at);
+            txn.notify(ev::STRING, "set", &args[1]);
+            if at as u64 > txn.now {
+                txn.notify(ev::GENERIC, "expire", &args[1]);
+            }
             out.ok();
         }
         "getset" => {
             let old = txn.get(&args[1])?;
             txn.set(&args[1], Entry::plain(args[2].to_vec()));
+            txn.notify(ev::STRING, "set", &args[1]);
             out.opt_bulk(old.as_ref().map(|v| &v.value[..]));
         }
         "getdel" => {
             let old = txn.get(&args[1])?;
             if old.is_some() {
                 txn.delete(&args[1]);
+                txn.notify(ev::GENERIC, "del", &args[1]);
             }
             out.opt_bulk(old.as_ref().map(|v| &v.value[..]));
         }
@@ -152,6 +160,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             }
             for pair in args[1..].chunks(2) {
                 txn.set(&pair[0], Entry::plain(pair[1].to_vec()));
+                txn.notify(ev::STRING, "set", &pair[0]);
             }
             if name == "mset" {
                 out.ok();
@@ -167,6 +176,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             cur.value.extend_from_slice(&args[2]);
             let n = cur.value.len();
             txn.set(&args[1], cur);
+            txn.notify(ev::STRING, "append", &args[1]);
             out.int(n as i64);
         }
         "strlen" => {
@@ -197,6 +207,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             let text = format_float(sum);
             cur.value = text.clone().into_bytes();
             txn.set(&args[1], cur);
+            txn.notify(ev::STRING, "incrbyfloat", &args[1]);
             out.bulk(text.as_bytes());
         }
         "del" | "unlink" => {
@@ -204,6 +215,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             for k in &args[1..] {
                 if txn.exists(k)? {
                     txn.delete(k);
+                    txn.notify(ev::GENERIC, "del", k);
                     n += 1;
                 }
             }
@@ -240,6 +252,8 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             // version, not its name.
             txn.delete(&args[1]);
             txn.put(&args[2], v);
+            txn.notify(ev::GENERIC, "rename_from", &args[1]);
+            txn.notify(ev::GENERIC, "rename_to", &args[2]);
             if name == "rename" {
                 out.ok();
             } else {
@@ -267,6 +281,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             Some(mut v) if v.expire_at_ms().is_some() => {
                 v.set_expire_at_ms(None);
                 txn.put(&args[1], v);
+                txn.notify(ev::GENERIC, "persist", &args[1]);
                 out.int(1);
             }
             _ => out.int(0),
@@ -425,6 +440,12 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             }
         }
     }
+    if !blocked {
+        txn.notify(ev::STRING, "set", &args[1]);
+        if at.is_some_and(|at| at as u64 > txn.now) {
+            txn.notify(ev::GENERIC, "expire", &args[1]);
+        }
+    }
     if get {
         match &old {
             Some(Rec::Str(v)) => out.bulk(&v.value),
@@ -475,8 +496,13 @@ fn getex(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         (Change::Persist, _) if v.expire_at_ms.is_some() => {
             v.expire_at_ms = None;
             txn.set(&args[1], v);
+            txn.notify(ev::GENERIC, "persist", &args[1]);
         }
-        (_, Some(at)) => put_expiring(txn, &args[1], v.value, at),
+        (_, Some(at)) => {
+            put_expiring(txn, &args[1], v.value, at);
+            let event = if at as u64 > txn.now { "expire" } else { "del" };
+            txn.notify(ev::GENERIC, event, &args[1]);
+        }
         _ => {}
     }
     Ok(())
@@ -531,6 +557,7 @@ fn setrange(args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut Out) -> CmdR
     cur.value[offset..offset + piece.len()].copy_from_slice(piece);
     let n = cur.value.len();
     txn.set(&args[1], cur);
+    txn.notify(ev::STRING, "setrange", &args[1]);
     out.int(n as i64);
     Ok(())
 }
@@ -541,6 +568,7 @@ fn incr(txn: &mut Txn<'_>, key: &[u8], by: i64, out: &mut Out) -> CmdResult {
     let n = v.checked_add(by).ok_or(OVERFLOW)?;
     cur.value = itoa::Buffer::new().format(n).as_bytes().to_vec();
     txn.set(key, cur);
+    txn.notify(ev::STRING, "incrby", key);
     out.int(n);
     Ok(())
 }
@@ -592,9 +620,11 @@ fn expire(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRe
     }
     if at <= txn.now as i64 {
         txn.delete(&args[1]);
+        txn.notify(ev::GENERIC, "del", &args[1]);
     } else {
         cur.set_expire_at_ms(Some(at as u64));
         txn.put(&args[1], cur);
+        txn.notify(ev::GENERIC, "expire", &args[1]);
     }
     out.int(1);
     Ok(())

@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use crate::coll::{random_picks, scan_elements, wrong_args};
 use crate::data::{engine, format_float, int_arg, parse_float, CmdResult, OVERFLOW};
+use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{CollKind, Meta, Txn};
 
@@ -62,6 +63,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             m.count -= n;
             if n > 0 {
                 txn.put_meta(&args[1], m);
+                txn.notify(ev::HASH, "hdel", &args[1]);
             }
             out.int(n as i64);
             Ok(())
@@ -140,8 +142,10 @@ fn hset(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
         txn.modified(&args[1]);
     }
     if name == "hset" {
+        txn.notify(ev::HASH, "hset", &args[1]);
         out.int(added as i64);
     } else {
+        txn.notify(ev::HASH, "hset", &args[1]);
         out.ok();
     }
     Ok(())
@@ -157,6 +161,7 @@ fn hsetnx(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     txn.elem_put(ek, args[3].to_vec());
     m.count += 1;
     txn.put_meta(&args[1], m);
+    txn.notify(ev::HASH, "hset", &args[1]);
     out.int(1);
     Ok(())
 }
@@ -184,6 +189,7 @@ fn hincrby(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let n = cur.checked_add(by).ok_or(OVERFLOW)?;
     let text = itoa::Buffer::new().format(n).as_bytes().to_vec();
     put_field(txn, &args[1], m, ek, old.is_none(), text);
+    txn.notify(ev::HASH, "hincrby", &args[1]);
     out.int(n);
     Ok(())
 }
@@ -214,6 +220,7 @@ fn hincrbyfloat(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         old.is_none(),
         text.clone().into_bytes(),
     );
+    txn.notify(ev::HASH, "hincrbyfloat", &args[1]);
     out.bulk(text.as_bytes());
     Ok(())
 }

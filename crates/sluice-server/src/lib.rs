@@ -29,6 +29,7 @@ mod lcs;
 mod list;
 mod metrics;
 mod monitor;
+mod notify;
 mod pipeline;
 mod pubsub;
 pub mod raft;

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::coll::wrong_args;
 use crate::data::{engine, int_arg, parse_i64, CmdResult, SYNTAX};
+use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{list_seq, CollKind, Meta, Txn};
 
@@ -66,6 +67,7 @@ pub fn push_values(
     }
     let n = m.count;
     txn.put_meta(key, m);
+    txn.notify(ev::LIST, if left { "lpush" } else { "rpush" }, key);
     Ok(n)
 }
 
@@ -107,6 +109,9 @@ pub fn pop_values(
         vals.push(v);
     }
     txn.put_meta(key, m);
+    if !vals.is_empty() {
+        txn.notify(ev::LIST, if left { "lpop" } else { "rpop" }, key);
+    }
     Ok(vals)
 }
 
@@ -226,6 +231,7 @@ fn lset(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let seq = position(&m, i).ok_or("ERR index out of range")?;
     txn.elem_put(elem_key(&m, seq), args[3].to_vec());
     txn.modified(&args[1]);
+    txn.notify(ev::LIST, "lset", &args[1]);
     out.ok();
     Ok(())
 }
@@ -272,6 +278,7 @@ fn linsert(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     vals.insert(if before { at } else { at + 1 }, args[4].to_vec());
     let n = vals.len();
     rewrite(txn, &args[1], m, &old, vals);
+    txn.notify(ev::LIST, "linsert", &args[1]);
     out.int(n as i64);
     Ok(())
 }
@@ -312,6 +319,7 @@ fn lrem(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             .map(|(v, _)| v.clone())
             .collect();
         rewrite(txn, &args[1], m, &old, vals);
+        txn.notify(ev::LIST, "lrem", &args[1]);
     }
     out.int(removed as i64);
     Ok(())
@@ -334,6 +342,7 @@ fn ltrim(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     m.tail = keep_to.max(keep_from);
     m.count = (m.tail - m.head) as u64;
     txn.put_meta(&args[1], m);
+    txn.notify(ev::LIST, "ltrim", &args[1]);
     out.ok();
     Ok(())
 }
@@ -462,7 +471,9 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
         return Ok(());
     };
     let dst = txn.coll(&args[2], LIST)?;
+    let popped_at = txn.events_len();
     let v = pop_values(txn, &args[1], src, 1, from_left)?;
+    let pushed_at = txn.events_len();
     let Some(v) = v.into_iter().next() else {
         out.null();
         return Ok(());
@@ -474,6 +485,8 @@ fn lmove(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdRes
         dst
     };
     push_values(txn, &args[2], dst, &[&v], to_left)?;
+    // redis-server tells of the push before the pop.
+    txn.events_after(popped_at, pushed_at);
     out.bulk(&v);
     Ok(())
 }

@@ -86,17 +86,21 @@ pub fn execute_writes(
     let mut held = ks.lock_keys(&keys);
     let ctx = cmd::ctx(server);
     let mut txn = Txn::new(ks);
+    txn.notify = cmd::txn_flags(server);
     let start = out.buf.len();
     let mut failed = Vec::with_capacity(run.len());
     for ((_, spec), args) in specs.iter().zip(&run) {
         let at = out.buf.len();
+        let mark = txn.events_len();
         let r = data::run(spec.name, args, &mut txn, &ctx, out);
         if let Err(e) = &r {
             out.buf.truncate(at);
             out.error(e);
+            txn.truncate_events(mark);
         }
         failed.push(r.is_err());
     }
+    let mut events = txn.take_events();
     let mut written = Vec::new();
     if txn.has_writes() {
         written = txn.written_keys().to_vec();
@@ -109,9 +113,13 @@ pub fn execute_writes(
                 *f = true;
             }
             written.clear();
+            events.clear();
         }
     }
     drop(held);
+    if !events.is_empty() {
+        crate::notify::publish(server, cmd::txn_flags(server), &events);
+    }
     if server.blocking.any() && !written.is_empty() {
         cmd::serve_blocked(server, written);
     }

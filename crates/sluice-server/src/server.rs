@@ -226,6 +226,8 @@ pub struct Server {
     pub blocking: crate::block::Blocking,
     pub pubsub: crate::pubsub::Registry,
     pub monitors: crate::monitor::Monitors,
+    /// `notify-keyspace-events`'s classes (`crate::notify`).
+    pub notify_flags: std::sync::atomic::AtomicU32,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<Metrics>,
     /// This node's part of a replicated shard (`--raft-id`); set once at
@@ -292,6 +294,7 @@ impl Server {
             blocking: crate::block::Blocking::default(),
             pubsub: crate::pubsub::Registry::default(),
             monitors: crate::monitor::Monitors::default(),
+            notify_flags: std::sync::atomic::AtomicU32::new(0),
             metrics,
             replica: std::sync::OnceLock::new(),
         }
@@ -380,17 +383,28 @@ impl Server {
             ),
         ];
         pairs.extend(c.encoding_settings.clone());
+        pairs.push((
+            "notify-keyspace-events".into(),
+            crate::notify::format(self.notify_flags.load(Ordering::Relaxed)),
+        ));
         pairs
     }
 
     /// `CONFIG SET`: all pairs checked first, then applied together.
     pub fn config_set(&self, pairs: &[(String, String)]) -> Result<(), String> {
         let mut next = self.config.read().clone();
-        for (k, v) in pairs {
+        let mut notify = None;
+        for (i, (k, v)) in pairs.iter().enumerate() {
             let bad = |why: &str| {
                 format!("ERR CONFIG SET failed (possibly related to argument '{k}') - {why}")
             };
+            if pairs[..i].iter().any(|(seen, _)| seen == k) {
+                return Err(bad("duplicate parameter"));
+            }
             match k.as_str() {
+                // Fixed at start, as in redis-server.
+                "daemonize" | "databases" | "bind" | "port" | "dir" | "preset" | "metrics"
+                | "checkpoint-dir" => return Err(bad("can't set immutable config")),
                 "requirepass" => next.requirepass = (!v.is_empty()).then(|| v.clone()),
                 "appendfsync" => {
                     next.appendfsync = cmd::parse_fsync(v).ok_or_else(|| {
@@ -421,6 +435,11 @@ impl Server {
                     next.maxmemory_bytes =
                         parse_size(v).ok_or_else(|| bad("argument must be a memory value"))?;
                 }
+                "notify-keyspace-events" => {
+                    notify = Some(crate::notify::parse(v).ok_or_else(|| {
+                        bad("Invalid event class character. Use 'Ag$lshzxeKEtmd'.")
+                    })?);
+                }
                 k if next.encoding_settings.contains_key(k) => {
                     v.parse::<i64>()
                         .map_err(|_| bad("argument couldn't be parsed into an integer"))?;
@@ -437,6 +456,9 @@ impl Server {
         }
         self.ks.set_fsync(next.appendfsync);
         *self.config.write() = next;
+        if let Some(flags) = notify {
+            self.notify_flags.store(flags, Ordering::Relaxed);
+        }
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use rand::Rng;
 
 use crate::coll::{card_limit, random_picks, scan_elements};
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
+use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{CollKind, Meta, Txn};
 
@@ -110,6 +111,7 @@ fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     if added > 0 {
         m.count += added;
         txn.put_meta(&args[1], m);
+        txn.notify(ev::SET, "sadd", &args[1]);
     }
     out.int(added as i64);
     Ok(())
@@ -138,6 +140,9 @@ fn srem(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let members: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
     let n = remove(txn, &args[1], m, &members)?;
+    if n > 0 {
+        txn.notify(ev::SET, "srem", &args[1]);
+    }
     out.int(n as i64);
     Ok(())
 }
@@ -327,6 +332,7 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             txn.elem_del(m.elem(p));
             m.count -= 1;
             txn.put_meta(&args[1], m);
+            txn.notify(ev::SET, "spop", &args[1]);
         }
         out.opt_bulk(pick.as_deref());
         return Ok(());
@@ -342,7 +348,9 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         None => random_picks(members.len(), count.unwrap_or(1)),
     };
     let chosen: Vec<&[u8]> = picks.iter().map(|&i| &members[i][..]).collect();
-    remove(txn, &args[1], m, &chosen)?;
+    if remove(txn, &args[1], m, &chosen)? > 0 {
+        txn.notify(ev::SET, "spop", &args[1]);
+    }
     match count {
         None => out.opt_bulk(chosen.first().copied()),
         Some(_) => {
@@ -398,6 +406,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Ok(());
     }
     remove(txn, &args[1], src, &[&args[3]])?;
+    txn.notify(ev::SET, "srem", &args[1]);
     let mut dst = match dst {
         Some(d) => d,
         None => txn.new_coll(SET)?,
@@ -408,6 +417,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         txn.elem_put(ek, Vec::new());
         dst.count += 1;
         txn.put_meta(&args[2], dst);
+        txn.notify(ev::SET, "sadd", &args[2]);
     }
     out.int(1);
     Ok(())

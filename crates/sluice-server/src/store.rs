@@ -980,9 +980,9 @@ impl Keyspace {
     }
 
     /// One reaper round: deletes keys whose expiry passed, by the expiry
-    /// index, at most `max` index entries; returns how many keys it
-    /// deleted and whether entries remain due.
-    pub fn reap(&self, max: usize) -> Result<(u64, bool)> {
+    /// index, at most `max` index entries; returns the keys it deleted
+    /// and whether entries remain due.
+    pub fn reap(&self, max: usize) -> Result<(Vec<Vec<u8>>, bool)> {
         let now = now_ms();
         let hi = expiry_key(now.saturating_add(1), b"");
         let due: Vec<Vec<u8>> = self
@@ -992,7 +992,7 @@ impl Keyspace {
             .map(|p| p.map(|(k, _)| k))
             .collect::<Result<_>>()?;
         let more = due.len() > max;
-        let mut deleted = 0;
+        let mut deleted = Vec::new();
         for ik in due.iter().take(max) {
             let key = &ik[9..];
             let mut held = self.lock_keys(&[key]);
@@ -1005,7 +1005,7 @@ impl Keyspace {
                     if let Some(v) = e.version() {
                         batch.put(garbage_key(v), []);
                     }
-                    deleted += 1;
+                    deleted.push(key.to_vec());
                     self.touch(&mut held, std::iter::once(key.to_vec()));
                 }
             }
@@ -1411,6 +1411,14 @@ pub struct Txn<'a> {
     /// A read command's: it stages nothing, so what its reads found is
     /// not noted for a commit ([`Txn::rec`]'s `base`, a key copy each).
     pub reads_only: bool,
+    /// The keyspace notification classes enabled (`crate::notify`): 0,
+    /// the default, records no event.
+    pub notify: u32,
+    /// The events recorded, published once the writes are committed.
+    events: Vec<crate::notify::Event>,
+    /// Collections emptied by [`Txn::put_meta`] whose `del` event waits
+    /// for the command's own event (redis-server sends it after).
+    emptied: Vec<Vec<u8>>,
 }
 
 impl<'a> Txn<'a> {
@@ -1449,7 +1457,57 @@ impl<'a> Txn<'a> {
             would_block: false,
             serving_blocked: false,
             reads_only: false,
+            notify: 0,
+            events: Vec::new(),
+            emptied: Vec::new(),
         }
+    }
+
+    /// Records a keyspace event of `class` for `key`, if that class is
+    /// enabled, then the `del` of `key` if the command emptied it.
+    pub fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.events.push(crate::notify::Event {
+                class,
+                name,
+                key: key.to_vec(),
+            });
+        }
+        if let Some(i) = self.emptied.iter().position(|k| k == key) {
+            self.emptied.remove(i);
+            self.push_event(crate::notify::GENERIC, "del", key.to_vec());
+        }
+    }
+
+    fn push_event(&mut self, class: u32, name: &'static str, key: Vec<u8>) {
+        if self.notify & class != 0 {
+            self.events.push(crate::notify::Event { class, name, key });
+        }
+    }
+
+    /// How many events are recorded (to drop a failed command's).
+    pub fn events_len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Moves the events recorded from `from` to `to` after those
+    /// recorded since.
+    pub fn events_after(&mut self, from: usize, to: usize) {
+        self.events[from..].rotate_left(to - from);
+    }
+
+    pub fn truncate_events(&mut self, len: usize) {
+        self.events.truncate(len);
+        self.emptied.clear();
+    }
+
+    /// The recorded events, with the `del` of every collection emptied
+    /// whose command recorded no event of its own.
+    pub fn take_events(&mut self) -> Vec<crate::notify::Event> {
+        for key in std::mem::take(&mut self.emptied) {
+            self.push_event(crate::notify::GENERIC, "del", key);
+        }
+        std::mem::take(&mut self.events)
     }
 
     /// A read-only transaction reading at one snapshot.
@@ -1672,6 +1730,14 @@ impl<'a> Txn<'a> {
     /// (Redis has no empty collections).
     pub fn put_meta(&mut self, key: &[u8], m: Meta) {
         if m.count == 0 {
+            // (A collection created empty and dropped at once, by
+            // `ZADD XX` say, was never there: no event.)
+            if self.notify & crate::notify::GENERIC != 0
+                && !self.emptied.iter().any(|k| k == key)
+                && self.rec(key).ok().flatten().is_some()
+            {
+                self.emptied.push(key.to_vec());
+            }
             self.stage(key, None);
             // Elements staged for it (none should remain) go with it.
             self.replaced.push(m.version);
@@ -1685,6 +1751,12 @@ impl<'a> Txn<'a> {
     }
 
     fn stage(&mut self, key: &[u8], r: Option<Rec>) {
+        if self.notify & crate::notify::NEW != 0
+            && r.is_some()
+            && self.rec(key).ok().flatten().is_none()
+        {
+            self.push_event(crate::notify::NEW, "new", key.to_vec());
+        }
         match self.writes.insert(key.to_vec(), r) {
             None => self.order.push(key.to_vec()),
             Some(old) => {

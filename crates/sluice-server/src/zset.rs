@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use crate::coll::{card_limit, format_score, scan_with, ScanValues};
 use crate::data::{engine, int_arg, parse_float, CmdResult, SYNTAX};
+use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{
     decode_score, score_from_sortable, zset_index_suffix, CollKind, Meta, Rec, Txn, ZSET_INDEX,
@@ -290,6 +291,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             }
             put(txn, &mut m, &args[3], s, old);
             txn.put_meta(&args[1], m);
+            txn.notify(ev::ZSET, "zincr", &args[1]);
             out.double(&format_score(s));
             Ok(())
         })(),
@@ -307,6 +309,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             }
             if n > 0 {
                 txn.put_meta(&args[1], m);
+                txn.notify(ev::ZSET, "zrem", &args[1]);
             }
             out.int(n);
             Ok(())
@@ -435,6 +438,12 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             }
             if !items.is_empty() {
                 txn.put_meta(&args[1], m);
+                let event = match name {
+                    "zremrangebyscore" => "zremrangebyscore",
+                    "zremrangebylex" => "zremrangebylex",
+                    _ => "zremrangebyrank",
+                };
+                txn.notify(ev::ZSET, event, &args[1]);
             }
             out.int(items.len() as i64);
             Ok(())
@@ -597,6 +606,9 @@ fn zadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
     }
     txn.put_meta(&args[1], m);
+    if added + updated > 0 {
+        txn.notify(ev::ZSET, if incr { "zincr" } else { "zadd" }, &args[1]);
+    }
     if incr {
         match incr_result {
             Some(s) => out.double(&format_score(s)),
@@ -647,6 +659,9 @@ fn pop_members(
         del(txn, &mut m, member, *s);
     }
     txn.put_meta(key, m);
+    if !got.is_empty() {
+        txn.notify(ev::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    }
     Ok(got)
 }
 

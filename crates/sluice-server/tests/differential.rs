@@ -877,6 +877,8 @@ RESTORE dk2 abc garbage
 RESTORE dk2 0 garbage FOO
 RESTORE dk2 0 garbage IDLETIME -1
 RESTORE dk2 0 garbage FREQ 256
+CONFIG SET maxmemory 0 maxmemory 0
+CONFIG SET daemonize yes
 RESTORE dk2 0 garbage IDLETIME 1 FREQ 1
 RESTORE dk2 0 garbage REPLACE ABSTTL IDLETIME 10
 EXISTS dk2
@@ -1052,6 +1054,137 @@ fn replies_match_redis_server_byte_for_byte() {
         mismatches.is_empty(),
         "{} replies differ from redis-server:\n{}",
         mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+/// Keyspace notifications: the commands that change keys, on fresh keys,
+/// with every class enabled (`new` included).
+const NOTIFY_SCRIPT: &str = r#"
+CONFIG SET notify-keyspace-events AKEn
+SET nk v
+SET nk v2 EX 100
+SET nk v3 NX
+SETNX nk2 a
+GETSET nk2 b
+MSET nk3 1 nk4 2
+APPEND nk3 x
+INCR nk4
+INCRBYFLOAT nk4 1.5
+SETRANGE nk3 0 ab
+EXPIRE nk3 100
+PERSIST nk3
+RENAME nk3 nk5
+DEL nk5 nk-missing
+GETDEL nk4
+GETDEL nk4
+SETEX nk6 100 v
+HSET nh a 1 b 2
+HSETNX nh a 3
+HINCRBY nh a 1
+HINCRBYFLOAT nh b 0.5
+HDEL nh x
+HDEL nh a b
+LPUSH nl a b c
+RPUSH nl d
+LPUSHX nl-missing a
+LPOP nl
+RPOP nl 2
+LSET nl 0 z
+LINSERT nl BEFORE z y
+LREM nl 0 y
+LREM nl 0 nothing
+RPUSH nl q
+LTRIM nl 0 0
+RPOPLPUSH nl nl2
+LMOVE nl2 nl3 LEFT RIGHT
+SADD ns a b c
+SADD ns a
+SREM ns a x
+SREM ns x
+SMOVE ns ns2 b
+SPOP ns
+ZADD nz 1 a 2 b 3 c
+ZADD nz XX 5 q
+ZADD nz-missing XX 5 q
+ZADD nz 1 a
+ZINCRBY nz 1 a
+ZREM nz a
+ZPOPMIN nz
+ZREMRANGEBYSCORE nz 0 10
+SETBIT nb 7 1
+SETBIT nb 7 1
+BITOP OR nb2 nb
+BITOP AND nb2 nb-missing
+BITFIELD nb SET u8 0 255
+MULTI
+SET nm 1
+INCR nm
+DEL nm
+EXEC
+CONFIG SET notify-keyspace-events ""
+PUBLISH notify-done x
+"#;
+
+/// Runs [`NOTIFY_SCRIPT`] on each server while another connection
+/// subscribes to every channel, and compares what that subscriber gets.
+#[test]
+fn keyspace_notifications_match_redis_server() {
+    let Some((mut child, addr)) = redis_server_or_skip() else {
+        return;
+    };
+    let s = TestServer::start(|_| {});
+    let mut seen = Vec::new();
+    let mut numpat = Vec::new();
+    let mut mismatches = Vec::new();
+    for addr in [s.addr(), addr] {
+        let mut sub = Raw::connect(addr);
+        sub.command(&[b"PSUBSCRIBE", b"*"]);
+        sub.reply();
+        // A second client on the same pattern: `PUBSUB NUMPAT` counts
+        // distinct patterns.
+        let mut sub2 = Raw::connect(addr);
+        sub2.command(&[b"PSUBSCRIBE", b"*", b"k*"]);
+        sub2.reply();
+        sub2.reply();
+        let mut conn = Raw::connect(addr);
+        conn.command(&[b"PUBSUB", b"NUMPAT"]);
+        numpat.push(conn.reply());
+        drop(sub2);
+        for line in NOTIFY_SCRIPT.lines().filter(|l| !l.trim().is_empty()) {
+            let args = sluice_server::resp::split_args(line.as_bytes()).unwrap();
+            let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            conn.command(&args);
+            conn.reply();
+        }
+        let mut messages = Vec::new();
+        loop {
+            let m = String::from_utf8_lossy(&sub.reply()).into_owned();
+            if m.contains("notify-done") {
+                break;
+            }
+            messages.push(m);
+        }
+        seen.push(messages);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(numpat[0], numpat[1], "PUBSUB NUMPAT");
+    let (ours, theirs) = (&seen[0], &seen[1]);
+    for i in 0..ours.len().max(theirs.len()) {
+        if ours.get(i) != theirs.get(i) {
+            mismatches.push(format!(
+                "message {i}\n  sluice: {:?}\n  redis:  {:?}",
+                ours.get(i),
+                theirs.get(i)
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} keyspace notifications differ from redis-server's:\n{}",
+        mismatches.len(),
+        theirs.len(),
         mismatches.join("\n")
     );
 }
