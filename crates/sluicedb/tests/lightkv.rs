@@ -175,6 +175,64 @@ fn every_file_operation_crash_keeps_a_prefix() {
     }
 }
 
+/// A merge must keep a tombstone while recovery may index again the put it
+/// hides: recovery indexes every record it finds in the buffer above the
+/// watermark `W` that the tables hold no version of, flushed or not, and a
+/// flushed put's record outlives its leaf while a leaf split off the same
+/// partition still names its segment. A pin written first into the tree's
+/// other initial partition, and never again, keeps `W` at 0 (its leaf holds
+/// the oldest operation and is never the fullest); every write is synced,
+/// `CS` is 2, and half the writes after the first puts are deletes, so
+/// merges drop tombstones with `W` below them. Every image, one after each
+/// file operation, must reopen to the writes acknowledged by then; a merge
+/// that dropped a tombstone above `W` brought its put back.
+#[test]
+fn a_merge_keeps_tombstones_above_the_watermark() {
+    for_seeds(seeds(0, 4), |seed| {
+        let fs = MemFs::new();
+        let opts = |fs: &MemFs| preset_options(fs, Preset::LightKv).lightkv_compaction_size(2);
+        let db = Db::open("/db", opts(&fs)).unwrap();
+        fs.capture_images(false);
+        let mut rng = Rng::new(seed);
+        let mut log: Vec<(Write, u64, u64)> = Vec::new();
+        let mut write = |ops: Vec<(Vec<u8>, Option<Vec<u8>>)>| {
+            let w = Write { ops, sync: true };
+            let issued = fs.op_count();
+            db.write_opt(&WriteOptions { sync: true }, w.batch())
+                .unwrap();
+            log.push((w, issued, fs.op_count()));
+        };
+        write(vec![(b"\xf0pin".to_vec(), Some(b"pin".to_vec()))]);
+        for serial in 0..300u64 {
+            let k = if serial < 60 {
+                format!("k{serial:05}").into_bytes()
+            } else {
+                key(&mut rng, 60)
+            };
+            let v = (serial < 60 || rng.chance(2)).then(|| value(&mut rng, serial, 40));
+            write(vec![(k, v)]);
+        }
+        db.wait_for_background().unwrap();
+        let compactions = db.stats().compaction.compactions;
+        drop(db);
+        assert!(compactions >= 5, "seed {seed}: {compactions} merges");
+        let writes: Vec<Write> = log.iter().map(|l| l.0.clone()).collect();
+        let images = fs.take_images();
+        assert!(images.len() > 100, "seed {seed}: {} images", images.len());
+        for (op, image) in images {
+            // Synced writes: each acknowledged before the image is in it.
+            let lo = log.iter().rposition(|l| l.2 < op).map_or(0, |i| i + 1);
+            let hi = log.iter().filter(|l| l.1 < op).count();
+            let db = Db::open("/db", opts(&image)).unwrap();
+            let got = read_all(&db).unwrap();
+            assert!(
+                matching_prefix(&writes, lo, hi.max(lo), &got).is_some(),
+                "seed {seed}: image after operation {op}: no prefix in {lo}..={hi}"
+            );
+        }
+    });
+}
+
 /// Write `serial` over `keys` keys: a delete one time in ten, else a put
 /// of up to 60 bytes; mirrored in `model`.
 fn random_write(

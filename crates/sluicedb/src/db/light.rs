@@ -259,11 +259,17 @@ impl Light {
         self.buf.read().unit_waiting()
     }
 
-    /// Links the top leaf holding the oldest operation, if no unit waits;
-    /// false when nothing is indexed (the watermark then rises past every
-    /// record, releasing what they held).
+    /// Links the fullest top leaf, if no unit waits; false when nothing is
+    /// indexed (the watermark then rises past every record, releasing what
+    /// they held).
     pub(crate) fn make_room(&self) -> Result<bool> {
         self.buf.write().make_room()
+    }
+
+    /// Links the fullest top leaf if no unit waits and it holds enough to
+    /// be worth a table (`LightBuffer::make_room_early`).
+    pub(crate) fn make_room_early(&self) -> Result<bool> {
+        self.buf.write().make_room_early()
     }
 
     /// Links every top leaf holding something (a full flush).

@@ -42,11 +42,10 @@ const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
 const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 
 /// LightKV's high-water mark: once fewer than this share of the buffer's
-/// segments (in percent) is free, each group links the top leaf holding
-/// the oldest operation (while no unit waits) and flush units go out.
-/// Segments come back only as the watermark passes them, in the order of
-/// the leaves' oldest operations; the first leaves all start at once, so
-/// none of their segments comes back before every one of them is flushed.
+/// segments (in percent) is free, each group links the fullest top leaf
+/// if it holds a quarter of a leaf or of its share of the buffer (while no
+/// unit waits: `LightBuffer::make_room_early`) and flush units go out. A
+/// flushed leaf's segments come back once no other leaf names them.
 /// Flushing from half full leaves the other half to write meanwhile (at a
 /// quarter, writers waited for room for seconds at 4 KiB values:
 /// `docs/experiments.md`, "LightKV's buffer stalls").
@@ -542,7 +541,7 @@ impl Core {
         } else {
             let (segments, free) = light.segments();
             if u64::from(free) * 100 < u64::from(segments) * LIGHT_FLUSH_FREE_PERCENT {
-                light.make_room()?;
+                light.make_room_early()?;
             }
         }
         self.light_hand_out(st, light)?;

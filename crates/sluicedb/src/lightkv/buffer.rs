@@ -218,6 +218,9 @@ pub(crate) struct LightBuffer {
     next_seq: u64,
     /// Last operations of the batches above the watermark.
     batch_ends: BTreeSet<u64>,
+    /// Mean payload bytes of the records written since open (a running
+    /// mean; 0 before the first), for [`LightBuffer::make_room_early`].
+    mean_record: u64,
 }
 
 impl LightBuffer {
@@ -279,6 +282,7 @@ impl LightBuffer {
             next_seq: recovered.last_seq + 1,
             batch_ends: BTreeSet::new(),
             tree,
+            mean_record: 0,
         };
         for _ in 0..buf.tree.partitions() {
             let meta = buf.new_meta();
@@ -405,6 +409,7 @@ impl LightBuffer {
             next_uid,
             next_seq,
             batch_ends,
+            mean_record: 0,
         })
     }
 
@@ -488,6 +493,13 @@ impl LightBuffer {
             return Ok(None);
         };
         debug_assert_eq!(appended.first_seq, first_seq);
+        let bytes: usize = lanes.iter().map(|&(_, len)| len).sum();
+        let mean = (bytes / ops.len().max(1)) as u64;
+        self.mean_record = if self.mean_record == 0 {
+            mean
+        } else {
+            (self.mean_record * 7 + mean) / 8
+        };
         self.next_seq = first_seq + ops.len() as u64;
         self.batch_ends.insert(self.next_seq - 1);
         for (i, op) in ops.iter().enumerate() {
@@ -885,16 +897,45 @@ impl LightBuffer {
         Ok(self.release_through(target))
     }
 
-    /// Makes a flush unit available if none is: links the top leaf holding
-    /// the oldest operation (only that leaf's flush lets the watermark, and
-    /// so the buffer's room, move). False when no leaf indexes anything.
+    /// Makes a flush unit available if none is: links the fullest top leaf
+    /// (the one holding the oldest operation among equals). False when no
+    /// leaf indexes anything.
+    ///
+    /// The fullest, not the oldest: a flushed leaf's segments come back by
+    /// `R` whatever its age, and the oldest top leaf may hold a handful of
+    /// entries. Linking the oldest made, once every partition's oldest
+    /// leaf was out, one leaf per write group, each holding the few writes
+    /// since its partition's last link and each flushed into a table of its
+    /// own (`docs/experiments.md`, "LightKV: the 16-leaf stall").
     pub(crate) fn make_room(&mut self) -> Result<bool> {
+        self.link_fullest(0)
+    }
+
+    /// Like [`LightBuffer::make_room`] ahead of need (the buffer has room
+    /// still, flushes may be under way): links only a top leaf holding a
+    /// quarter of a leaf's slots, or a quarter of its partition's share
+    /// of the buffer. False when none does (or nothing is indexed).
+    pub(crate) fn make_room_early(&mut self) -> Result<bool> {
+        let (segments, segment_bytes) = self.pwb.geometry();
+        let region = u64::from(segments) * u64::from(segment_bytes);
+        let share = region / (4 * self.leaves.len() as u64).max(1);
+        let entries = share / self.mean_record.max(1);
+        self.link_fullest(entries.max(1) as usize)
+    }
+
+    /// Links the top leaf with the most entries if it holds at least
+    /// `min_entries` (or a quarter of its slots), unless a unit waits.
+    fn link_fullest(&mut self, min_entries: usize) -> Result<bool> {
         if self.flushable().is_some() {
             return Ok(true);
         }
-        let Some(id) = (0..self.leaves.len())
+        let Some((id, entries, capacity)) = (0..self.leaves.len())
             .filter(|&id| self.leaves[id][0].min_seq != u64::MAX)
-            .min_by_key(|&id| self.leaves[id][0].min_seq)
+            .map(|id| {
+                let (n, cap) = self.tree.top_fill(id);
+                (id, n, cap)
+            })
+            .max_by_key(|&(id, n, _)| (n, std::cmp::Reverse(self.leaves[id][0].min_seq)))
         else {
             // Nothing to flush; records recovery found in tables may
             // still hold segments below a watermark never raised past
@@ -902,6 +943,9 @@ impl LightBuffer {
             self.raise_watermark()?;
             return Ok(false);
         };
+        if min_entries > 0 && entries < min_entries && entries * 4 < capacity {
+            return Ok(false);
+        }
         self.tree.link(id);
         let meta = self.new_meta();
         self.leaves[id].insert(0, meta);

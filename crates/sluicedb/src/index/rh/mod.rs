@@ -433,6 +433,12 @@ impl RhTree {
             .collect()
     }
 
+    /// Entries in partition `id`'s top leaf, and the slots it has.
+    pub(crate) fn top_fill(&self, id: LeafId) -> (usize, usize) {
+        let top = &self.parts[id].chain[0];
+        (top.len(), top.capacity())
+    }
+
     /// Puts a new empty top leaf in front of partition `id`'s chain, so its
     /// old top leaf can be flushed (§III-D).
     pub(crate) fn link(&mut self, id: LeafId) {
