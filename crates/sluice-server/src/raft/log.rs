@@ -102,7 +102,15 @@ pub struct LogStore {
     pub stages: Arc<super::stages::Stages>,
     /// The state machine's (shared with it).
     pub progress: Arc<ApplyProgress>,
+    /// A purge openraft asked for past what the state machine applied
+    /// (a snapshot being installed), held back until the install is
+    /// durable: see [`LogStore::purge`].
+    deferred: Arc<(Mutex<Option<LogId<NodeId>>>, parking_lot::Condvar)>,
 }
+
+/// How long an append that must follow a held-back purge waits for the
+/// snapshot install that lets it run.
+const DEFERRED_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl LogStore {
     /// Opens the log in `dir` (the node's raft directory) beside the vote
@@ -156,7 +164,74 @@ impl LogStore {
             scratch: Arc::default(),
             stages: Arc::default(),
             progress: Arc::default(),
+            deferred: Arc::default(),
         })
+    }
+
+    /// The purge held back until a snapshot install is durable, if any.
+    pub fn deferred_purge(&self) -> Option<LogId<NodeId>> {
+        *self.deferred.0.lock()
+    }
+
+    /// Runs the purge held back by [`LogStore::purge`] once the state
+    /// machine durably applied its point (the install's swap committed);
+    /// called by the state machine after an install, and by appends.
+    pub fn finish_deferred_purge(&self) -> Result<(), String> {
+        let mut d = self.deferred.0.lock();
+        let Some(id) = *d else { return Ok(()) };
+        if self.progress.flushed.load(Ordering::Acquire) < id.index + 1 {
+            return Ok(());
+        }
+        self.purge_now(id)?;
+        *d = None;
+        self.deferred.1.notify_all();
+        Ok(())
+    }
+
+    /// Removes the entries up to `log_id`: the purge point written
+    /// durably, then the segments behind it.
+    fn purge_now(&self, log_id: LogId<NodeId>) -> Result<(), String> {
+        let mut log = self.log.lock();
+        tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))?;
+        let mut ends = self.ends.lock();
+        if ends.purged.is_some_and(|p| p.index >= log_id.index) {
+            return Ok(());
+        }
+        ends.purged = Some(log_id);
+        if ends.last.is_none_or(|l| l.index < log_id.index) {
+            ends.last = Some(log_id);
+        }
+        Ok(())
+    }
+
+    /// Before an append: a held-back purge whose install is durable runs
+    /// now; one whose install is still running is waited for when the
+    /// entries would not follow the log's last (they follow the
+    /// snapshot, which the log does not hold yet).
+    fn settle_deferred(&self, first: u64) -> Result<(), String> {
+        if self.deferred.0.lock().is_none() {
+            return Ok(());
+        }
+        self.finish_deferred_purge()?;
+        let started = std::time::Instant::now();
+        let mut d = self.deferred.0.lock();
+        while d.is_some() && self.log.lock().bounds().1 != first {
+            if started.elapsed() > DEFERRED_WAIT {
+                return Err(format!(
+                    "entry {first} waits for a snapshot install that does not end (purge to {:?} held back)",
+                    *d
+                ));
+            }
+            tokio::task::block_in_place(|| {
+                self.deferred
+                    .1
+                    .wait_for(&mut d, std::time::Duration::from_millis(100))
+            });
+            drop(d);
+            self.finish_deferred_purge()?;
+            d = self.deferred.0.lock();
+        }
+        Ok(())
     }
 
     /// No entry and no vote: a node that never was in a group.
@@ -268,6 +343,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let started = std::time::Instant::now();
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(first) = entries.first() {
+            self.settle_deferred(first.log_id.index)
+                .map_err(write_err)?;
+        }
         // The entries are encoded one after another into one buffer kept
         // from append to append (an entry is up to a MiB: a fresh buffer
         // each time is page faults).
@@ -347,19 +427,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             tokio::task::block_in_place(|| db.flush()).map_err(write_err)?;
             self.progress.flushed.fetch_max(applied, Ordering::AcqRel);
         }
-        // Applied short of the purge point: a snapshot being installed
-        // covers it (openraft 0.9 purges as it hands the install to the
-        // state machine, without waiting for it), and brings a flushed
-        // database. A crash before the install's commit point leaves the
-        // old database behind a log purged past it (`docs/design.md`,
-        // "Not built yet").
-        let mut log = self.log.lock();
-        tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))
-            .map_err(write_err)?;
-        let mut ends = self.ends.lock();
-        ends.purged = Some(log_id);
-        if ends.last.is_none_or(|l| l.index < log_id.index) {
-            ends.last = Some(log_id);
+        if self.progress.flushed.load(Ordering::Acquire) < upto {
+            // Applied short of the purge point: a snapshot being installed
+            // covers it. openraft 0.9 purges as it hands the install to
+            // the state machine, without waiting for it; purged now, a
+            // crash before the install's swap committed would leave the
+            // old database behind a log purged past its applied record.
+            // So the purge waits for the install to be durable (the state
+            // machine runs it then), and a crash before that leaves the
+            // old database and the whole log: openraft asks for the
+            // snapshot again. openraft's own view already counts the
+            // entries purged and reads none of them.
+            let mut d = self.deferred.0.lock();
+            if d.is_none_or(|p| p.index < log_id.index) {
+                *d = Some(log_id);
+            }
+            return Ok(());
+        }
+        self.purge_now(log_id).map_err(write_err)?;
+        let mut d = self.deferred.0.lock();
+        if d.is_some_and(|p| p.index <= log_id.index) {
+            *d = None;
+            self.deferred.1.notify_all();
         }
         Ok(())
     }

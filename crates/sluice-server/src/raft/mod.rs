@@ -782,6 +782,7 @@ pub async fn start(
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
     log_store.progress = sm.progress.clone();
+    sm.log = Some(log_store.clone());
     let blocked = Arc::new(net::Blocked::default());
     let candidacies = Arc::new(failover::Candidacies::default());
     let network = net::Network {
