@@ -19,6 +19,7 @@ pub mod batch;
 pub mod failover;
 pub mod log;
 pub mod logfile;
+pub mod logstate;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
