@@ -543,10 +543,12 @@ fn info_index(n: &Node, name: &str) -> u64 {
 
 /// A follower dies inside a snapshot install, after openraft asked its
 /// log to purge up to the snapshot (`docs/design.md`, "Snapshots"): once
-/// just after the swap's commit point, once after the swap and before the
-/// purge ran. Each time it starts again on the database it had or the one
-/// it installed, with a log that still holds what that database has not
-/// applied, and at the end it holds every acknowledged write and counts
+/// with the snapshot unpacked and the swap not begun (the old database
+/// stays: a purge run then would have left it behind a log without the
+/// entries it lacks), once just after the swap's commit point, once after
+/// the swap and before the purge ran. Each time it starts again on the
+/// database it had or the one it installed, with a log that still holds
+/// what that database has not applied, and at the end it holds every acknowledged write and counts
 /// each acknowledged INCR once.
 #[test]
 fn a_node_killed_inside_a_snapshot_install_recovers_and_converges() {
@@ -567,7 +569,7 @@ fn a_node_killed_inside_a_snapshot_install_recovers_and_converges() {
         write_some(&mut lc, "a", rng.gen_range(5..20), &mut seen),
         "writes (seed {seed})"
     );
-    for at in ["commit", "swapped"] {
+    for at in ["unpacked", "commit", "swapped"] {
         // The follower's log ends at or before the leader's (it is down
         // in the second round: it crashed in the first).
         let behind = info_index(&nodes[li], "raft_last_log_index");

@@ -292,7 +292,9 @@ pub struct StateMachine {
 }
 
 /// Where a test makes a node die inside a snapshot install
-/// (`SLUICE_RAFT_CRASH_INSTALL`, read at each install): `commit`, just
+/// (`SLUICE_RAFT_CRASH_INSTALL`, read at each install): `unpacked`, with
+/// the snapshot unpacked in `raft/install` and the swap not begun (before
+/// its commit point: the old database stays); `commit`, just
 /// after the swap's commit point (the mark written, nothing renamed);
 /// `swapped`, after the swap and before the log's purge up to the
 /// snapshot. Either way openraft has asked for that purge before the
@@ -324,6 +326,7 @@ impl StateMachine {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = Arc::new(Mutex::new(()));
         let applied = read_applied(&server.ks.db())?;
+        drop_uncommitted_installs(&dir, applied.last)?;
         // Whatever the database holds after its open is durable.
         let progress = Arc::new(ApplyProgress::default());
         progress.set_flushed(applied.last);
@@ -606,6 +609,28 @@ fn newest(dir: &Path) -> Result<Option<Stored>, String> {
     Ok(best)
 }
 
+/// Removes the snapshots past `applied`: a received archive is kept as
+/// this node's snapshot before its swap, so a crash before the swap's
+/// commit point leaves one the database never took (a snapshot this node
+/// built is never past its database's applied record: its checkpoint
+/// flushed). openraft refuses to start with a snapshot past what it
+/// counts committed, and the leader sends it again.
+fn drop_uncommitted_installs(dir: &Path, applied: Option<LogId<NodeId>>) -> Result<(), String> {
+    while let Some((meta, archive)) = newest(dir)? {
+        if meta.last_log_id <= applied {
+            break;
+        }
+        eprintln!(
+            "sluice serve: snapshot {} was received but never swapped in (the database applied {:?}); removing it",
+            meta.snapshot_id, applied
+        );
+        for p in [archive.with_extension("meta"), archive] {
+            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The node's directory, whose `raft` directory is `dir`.
 fn node_dir(dir: &Path) -> Result<&Path, String> {
     dir.parent()
@@ -674,6 +699,7 @@ fn install(
     rewrite_raft_records(&snap, None)?;
     let db_dir = super::db_dir(node_dir);
     let unpacked = started.elapsed();
+    crash_point("unpacked", log, meta.last_log_id);
     let _g = lock.lock();
     let held = ks.lock_for_replace();
     let r = ks.db_slot().replace(
