@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use super::logfile::LogFile;
+use super::logstate::StateFile;
 use super::{NodeId, TypeConfig};
 use crate::dbslot::DbSlot;
 
@@ -95,6 +96,9 @@ pub struct LogStore {
     /// its records over.
     slot: Arc<DbSlot>,
     log: Arc<Mutex<LogFile>>,
+    /// The committed id and the last entry known synced
+    /// ([`super::logstate`]).
+    state: Arc<Mutex<StateFile>>,
     ends: Arc<Mutex<Ends>>,
     /// Where appends encode their entries (reused).
     scratch: Arc<Mutex<Vec<u8>>>,
@@ -102,7 +106,15 @@ pub struct LogStore {
     pub stages: Arc<super::stages::Stages>,
     /// The state machine's (shared with it).
     pub progress: Arc<ApplyProgress>,
+    /// A purge openraft asked for past what the state machine applied
+    /// (a snapshot being installed), held back until the install is
+    /// durable: see [`LogStore::purge`].
+    deferred: Arc<(Mutex<Option<LogId<NodeId>>>, parking_lot::Condvar)>,
 }
+
+/// How long an append that must follow a held-back purge waits for the
+/// snapshot install that lets it run.
+const DEFERRED_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl LogStore {
     /// Opens the log in `dir` (the node's raft directory) beside the vote
@@ -129,11 +141,24 @@ impl LogStore {
         // log's sync therefore never names an entry the log lost, so
         // records ending before it are damage, not a torn tail. An
         // `append` that returned before its sync would break this.
-        let committed = match db.get(COMMITTED).map_err(|e| e.to_string())? {
+        // The state file names the committed id too, and the last entry
+        // an append synced (written after the sync it reports): records up
+        // to either are damage when they do not check. A node from before
+        // the state file has its committed id in the database.
+        let log_dir = dir.join("log");
+        std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
+        let mut state = StateFile::open(&log_dir.join(super::logstate::FILE))?;
+        let legacy = match db.get(COMMITTED).map_err(|e| e.to_string())? {
             Some(raw) => decode::<Option<LogId<NodeId>>>(&raw, "raft committed id")?,
             None => None,
         };
-        let (file, marker) = LogFile::open(&dir.join("log"), committed.map(|c| c.index), |raw| {
+        let known = state.state();
+        if known.committed.is_none() && legacy.is_some() {
+            state.set_committed(legacy)?;
+        }
+        let committed = state.state().committed;
+        let synced = committed.map(|c| c.index).max(known.synced);
+        let (file, marker) = LogFile::open(&log_dir, synced, |raw| {
             decode::<LogId<NodeId>>(raw, "raft purged id").map(|l| l.index)
         })?;
         let purged = match marker {
@@ -152,11 +177,79 @@ impl LogStore {
         Ok(LogStore {
             slot,
             log: Arc::new(Mutex::new(file)),
+            state: Arc::new(Mutex::new(state)),
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             scratch: Arc::default(),
             stages: Arc::default(),
             progress: Arc::default(),
+            deferred: Arc::default(),
         })
+    }
+
+    /// The purge held back until a snapshot install is durable, if any.
+    pub fn deferred_purge(&self) -> Option<LogId<NodeId>> {
+        *self.deferred.0.lock()
+    }
+
+    /// Runs the purge held back by [`LogStore::purge`] once the state
+    /// machine durably applied its point (the install's swap committed);
+    /// called by the state machine after an install, and by appends.
+    pub fn finish_deferred_purge(&self) -> Result<(), String> {
+        let mut d = self.deferred.0.lock();
+        let Some(id) = *d else { return Ok(()) };
+        if self.progress.flushed.load(Ordering::Acquire) < id.index + 1 {
+            return Ok(());
+        }
+        self.purge_now(id)?;
+        *d = None;
+        self.deferred.1.notify_all();
+        Ok(())
+    }
+
+    /// Removes the entries up to `log_id`: the purge point written
+    /// durably, then the segments behind it.
+    fn purge_now(&self, log_id: LogId<NodeId>) -> Result<(), String> {
+        let mut log = self.log.lock();
+        tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))?;
+        let mut ends = self.ends.lock();
+        if ends.purged.is_some_and(|p| p.index >= log_id.index) {
+            return Ok(());
+        }
+        ends.purged = Some(log_id);
+        if ends.last.is_none_or(|l| l.index < log_id.index) {
+            ends.last = Some(log_id);
+        }
+        Ok(())
+    }
+
+    /// Before an append: a held-back purge whose install is durable runs
+    /// now; one whose install is still running is waited for when the
+    /// entries would not follow the log's last (they follow the
+    /// snapshot, which the log does not hold yet).
+    fn settle_deferred(&self, first: u64) -> Result<(), String> {
+        if self.deferred.0.lock().is_none() {
+            return Ok(());
+        }
+        self.finish_deferred_purge()?;
+        let started = std::time::Instant::now();
+        let mut d = self.deferred.0.lock();
+        while d.is_some() && self.log.lock().bounds().1 != first {
+            if started.elapsed() > DEFERRED_WAIT {
+                return Err(format!(
+                    "entry {first} waits for a snapshot install that does not end (purge to {:?} held back)",
+                    *d
+                ));
+            }
+            tokio::task::block_in_place(|| {
+                self.deferred
+                    .1
+                    .wait_for(&mut d, std::time::Duration::from_millis(100))
+            });
+            drop(d);
+            self.finish_deferred_purge()?;
+            d = self.deferred.0.lock();
+        }
+        Ok(())
     }
 
     /// No entry and no vote: a node that never was in a group.
@@ -246,20 +339,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
     }
 
-    /// Not synced: it only spares re-applying after a restart, and the
-    /// database's next sync (a vote, a purge, its own flushes) carries it
-    /// to disk.
+    /// Written to the state file, not synced: a killed process leaves it
+    /// in the page cache, so a restarted node re-applies every committed
+    /// entry before it hears from a leader ([`super::logstate`]).
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
-        self.db()
-            .put(COMMITTED, encode(&committed))
+        self.state
+            .lock()
+            .set_committed(committed)
             .map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> SResult<Option<LogId<NodeId>>> {
-        match self.db().get(COMMITTED).map_err(read_err)? {
-            Some(raw) => decode(&raw, "raft committed id").map_err(read_err),
-            None => Ok(None),
-        }
+        Ok(self.state.lock().state().committed)
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> SResult<()>
@@ -268,6 +359,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let started = std::time::Instant::now();
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(first) = entries.first() {
+            self.settle_deferred(first.log_id.index)
+                .map_err(write_err)?;
+        }
         // The entries are encoded one after another into one buffer kept
         // from append to append (an entry is up to a MiB: a fresh buffer
         // each time is page faults).
@@ -303,6 +399,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if r.is_ok() {
             if let Some(l) = last {
                 self.ends.lock().last = Some(l);
+                // After the sync: whatever of it reaches the disk names
+                // synced entries only.
+                if let Err(e) = self.state.lock().set_synced(l.index) {
+                    callback.log_io_completed(Err(std::io::Error::other(e.clone())));
+                    return Err(write_err(e));
+                }
             }
             self.stages.appended.send_modify(|n| *n += 1);
         }
@@ -315,6 +417,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
+        // The synced index leaves the cut first (synced), or a restart
+        // would take the zeroed record for damage.
+        let mut state = self.state.lock();
+        tokio::task::block_in_place(|| state.lower_synced(log_id.index)).map_err(write_err)?;
+        drop(state);
         let mut log = self.log.lock();
         tokio::task::block_in_place(|| log.truncate(log_id.index)).map_err(write_err)?;
         // What precedes the cut: the entry before it, or the purge point.
@@ -347,19 +454,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             tokio::task::block_in_place(|| db.flush()).map_err(write_err)?;
             self.progress.flushed.fetch_max(applied, Ordering::AcqRel);
         }
-        // Applied short of the purge point: a snapshot being installed
-        // covers it (openraft 0.9 purges as it hands the install to the
-        // state machine, without waiting for it), and brings a flushed
-        // database. A crash before the install's commit point leaves the
-        // old database behind a log purged past it (`docs/design.md`,
-        // "Not built yet").
-        let mut log = self.log.lock();
-        tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))
-            .map_err(write_err)?;
-        let mut ends = self.ends.lock();
-        ends.purged = Some(log_id);
-        if ends.last.is_none_or(|l| l.index < log_id.index) {
-            ends.last = Some(log_id);
+        if self.progress.flushed.load(Ordering::Acquire) < upto {
+            // Applied short of the purge point: a snapshot being installed
+            // covers it. openraft 0.9 purges as it hands the install to
+            // the state machine, without waiting for it; purged now, a
+            // crash before the install's swap committed would leave the
+            // old database behind a log purged past its applied record.
+            // So the purge waits for the install to be durable (the state
+            // machine runs it then), and a crash before that leaves the
+            // old database and the whole log: openraft asks for the
+            // snapshot again. openraft's own view already counts the
+            // entries purged and reads none of them.
+            let mut d = self.deferred.0.lock();
+            if d.is_none_or(|p| p.index < log_id.index) {
+                *d = Some(log_id);
+            }
+            return Ok(());
+        }
+        self.purge_now(log_id).map_err(write_err)?;
+        let mut d = self.deferred.0.lock();
+        if d.is_some_and(|p| p.index <= log_id.index) {
+            *d = None;
+            self.deferred.1.notify_all();
         }
         Ok(())
     }
@@ -399,5 +515,66 @@ mod tests {
         let back: Entry = decode(&want, "entry").unwrap();
         assert_eq!(back.log_id, e.log_id);
         assert!(decode::<Entry>(&want[..5], "entry").is_err());
+    }
+
+    fn id(index: u64) -> LogId<NodeId> {
+        LogId::new(openraft::CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// The torn-tail rule with the state file: a record that does not
+    /// check, after the committed id but at or before the last entry an
+    /// append reported synced, is damage (a `Corruption` error naming the
+    /// segment and offset); after the synced index it is a torn tail and
+    /// the log ends before it.
+    #[test]
+    fn damage_between_the_committed_id_and_the_synced_end_is_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        let raft = t.path().join("raft");
+        let log_dir = raft.join("log");
+        let db = Db::open(t.path().join("db"), sluicedb::Options::default()).unwrap();
+        let slot = Arc::new(DbSlot::new(db));
+        let payloads: Vec<(u64, Vec<u8>)> = (0..10)
+            .map(|i| {
+                let e = Entry {
+                    log_id: id(i),
+                    payload: openraft::EntryPayload::Blank,
+                };
+                (i, encode(&e))
+            })
+            .collect();
+        {
+            let (mut f, _) = LogFile::open(&log_dir, None, |_| Ok(0)).unwrap();
+            f.append(&payloads).unwrap().run().unwrap();
+            let mut st = StateFile::open(&log_dir.join(super::super::logstate::FILE)).unwrap();
+            st.set_synced(9).unwrap();
+            st.set_committed(Some(id(3))).unwrap();
+        }
+        let store = LogStore::open(slot.clone(), &raft).unwrap();
+        assert_eq!(store.ends.lock().last, Some(id(9)));
+        drop(store);
+        // Damage entry 6's payload: after the committed id, before the
+        // synced end.
+        let seg = log_dir.join(format!("{:020}.seg", 0));
+        let at: u64 = 32
+            + payloads[..6]
+                .iter()
+                .map(|(_, p)| 8 + p.len() as u64)
+                .sum::<u64>();
+        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(b"\xff", at + 8 + 1).unwrap();
+        let e = LogStore::open(slot.clone(), &raft)
+            .err()
+            .expect("damage must be reported");
+        assert!(e.starts_with("Corruption"), "{e}");
+        assert!(e.contains(&seg.display().to_string()), "{e}");
+        assert!(e.contains(&format!("at offset {at}")), "{e}");
+        // Had the slot naming entry 9 synced not reached the disk (the
+        // one before names entry 5), the same bytes are a torn tail.
+        let st_path = log_dir.join(super::super::logstate::FILE);
+        let mut st = StateFile::open(&st_path).unwrap();
+        st.lower_synced(6).unwrap();
+        let store = LogStore::open(slot, &raft).unwrap();
+        assert_eq!(store.ends.lock().last, Some(id(5)));
     }
 }

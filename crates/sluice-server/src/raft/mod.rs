@@ -19,6 +19,7 @@ pub mod batch;
 pub mod failover;
 pub mod log;
 pub mod logfile;
+pub mod logstate;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
@@ -782,6 +783,7 @@ pub async fn start(
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
     log_store.progress = sm.progress.clone();
+    sm.log = Some(log_store.clone());
     let blocked = Arc::new(net::Blocked::default());
     let candidacies = Arc::new(failover::Candidacies::default());
     let network = net::Network {

@@ -286,6 +286,36 @@ pub struct StateMachine {
     /// How far it applied, and how far of that is flushed (shared with
     /// the log store, which purges no further).
     pub progress: Arc<ApplyProgress>,
+    /// The log store, whose purge up to an installed snapshot waits until
+    /// the install is durable ([`super::log::LogStore::purge`]).
+    pub log: Option<super::log::LogStore>,
+}
+
+/// Where a test makes a node die inside a snapshot install
+/// (`SLUICE_RAFT_CRASH_INSTALL`, read at each install): `unpacked`, with
+/// the snapshot unpacked in `raft/install` and the swap not begun (before
+/// its commit point: the old database stays); `commit`, just
+/// after the swap's commit point (the mark written, nothing renamed);
+/// `swapped`, after the swap and before the log's purge up to the
+/// snapshot. Either way openraft has asked for that purge before the
+/// node dies. The process aborts, as a kill would stop it.
+const CRASH_ENV: &str = "SLUICE_RAFT_CRASH_INSTALL";
+
+fn crash_point(at: &str, log: Option<&super::log::LogStore>, upto: Option<LogId<NodeId>>) {
+    if std::env::var(CRASH_ENV).ok().as_deref() != Some(at) {
+        return;
+    }
+    // Die only once openraft asked for the purge the install covers (it
+    // does so as it hands the install over, from another task).
+    let started = std::time::Instant::now();
+    while let Some(log) = log {
+        if log.deferred_purge() >= upto || started.elapsed().as_secs() > 10 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    eprintln!("sluice serve: {CRASH_ENV}={at}: aborting inside a snapshot install");
+    std::process::abort();
 }
 
 impl StateMachine {
@@ -296,6 +326,7 @@ impl StateMachine {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = Arc::new(Mutex::new(()));
         let applied = read_applied(&server.ks.db())?;
+        drop_uncommitted_installs(&dir, applied.last)?;
         // Whatever the database holds after its open is durable.
         let progress = Arc::new(ApplyProgress::default());
         progress.set_flushed(applied.last);
@@ -306,6 +337,7 @@ impl StateMachine {
             lock,
             stages: Arc::default(),
             progress,
+            log: None,
         })
     }
 
@@ -411,20 +443,26 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 .map_err(snap_err)?,
             None => Err("not received".to_owned()),
         };
-        let (server, dir, lock, meta2) = (
+        let (server, dir, lock, meta2, log) = (
             self.server.clone(),
             self.dir.clone(),
             self.lock.clone(),
             meta.clone(),
+            self.log.clone(),
         );
         let applied = tokio::task::spawn_blocking(move || {
-            install(&server, &dir, &lock, &meta2, &path, unpacked)
+            install(&server, &dir, &lock, &meta2, &path, unpacked, log.as_ref())
         })
         .await
         .map_err(snap_err)?
         .map_err(snap_err)?;
         self.progress.set_flushed(applied.last);
         self.applied = applied;
+        // The database now durably holds the snapshot: the log may go.
+        if let Some(log) = &self.log {
+            crash_point("swapped", Some(log), meta.last_log_id);
+            log.finish_deferred_purge().map_err(snap_err)?;
+        }
         Ok(())
     }
 
@@ -571,6 +609,28 @@ fn newest(dir: &Path) -> Result<Option<Stored>, String> {
     Ok(best)
 }
 
+/// Removes the snapshots past `applied`: a received archive is kept as
+/// this node's snapshot before its swap, so a crash before the swap's
+/// commit point leaves one the database never took (a snapshot this node
+/// built is never past its database's applied record: its checkpoint
+/// flushed). openraft refuses to start with a snapshot past what it
+/// counts committed, and the leader sends it again.
+fn drop_uncommitted_installs(dir: &Path, applied: Option<LogId<NodeId>>) -> Result<(), String> {
+    while let Some((meta, archive)) = newest(dir)? {
+        if meta.last_log_id <= applied {
+            break;
+        }
+        eprintln!(
+            "sluice serve: snapshot {} was received but never swapped in (the database applied {:?}); removing it",
+            meta.snapshot_id, applied
+        );
+        for p in [archive.with_extension("meta"), archive] {
+            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The node's directory, whose `raft` directory is `dir`.
 fn node_dir(dir: &Path) -> Result<&Path, String> {
     dir.parent()
@@ -588,6 +648,7 @@ fn install(
     meta: &SnapshotMeta<NodeId, Member>,
     received: &Path,
     unpacked: Result<(u64, PathBuf), String>,
+    log: Option<&super::log::LogStore>,
 ) -> Result<Applied, String> {
     let snaps = snapshots_dir(dir);
     let archive = publish(&snaps, meta, |tmp| {
@@ -638,6 +699,7 @@ fn install(
     rewrite_raft_records(&snap, None)?;
     let db_dir = super::db_dir(node_dir);
     let unpacked = started.elapsed();
+    crash_point("unpacked", log, meta.last_log_id);
     let _g = lock.lock();
     let held = ks.lock_for_replace();
     let r = ks.db_slot().replace(
@@ -652,6 +714,10 @@ fn install(
         },
         |snap| {
             drop(snap);
+            if std::env::var(CRASH_ENV).ok().as_deref() == Some("commit") {
+                swap::commit(node_dir, swap::CrashAt(Some(2)))?;
+                crash_point("commit", log, meta.last_log_id);
+            }
             swap::commit(node_dir, swap::CrashAt(None))?;
             Db::open(&db_dir, super::db_options(preset))
                 .map_err(|e| format!("opening {} after a snapshot swap: {e}", db_dir.display()))
