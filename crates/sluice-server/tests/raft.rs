@@ -85,6 +85,23 @@ fn raft_child_node() {
     }
 }
 
+/// This test binary run as the node `spec` describes (`raft_child_node`).
+fn child_command(spec: String) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("test binary"));
+    c.args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, spec);
+    c
+}
+
+/// A node process whose stdout reports its ports ([`Node::from_child`]).
+fn spawn_child(spec: String) -> Child {
+    child_command(spec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a node")
+}
+
 /// A node in a child process.
 struct Node {
     id: u64,
@@ -102,14 +119,7 @@ impl Node {
             dir.display(),
             join.unwrap_or("-")
         );
-        let child = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
-            .env(CHILD_ENV, spec)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a node");
-        Node::from_child(id, dir, child)
+        Node::from_child(id, dir, spawn_child(spec))
     }
 
     /// A node process taking a snapshot every `entries` entries.
@@ -119,14 +129,7 @@ impl Node {
             dir.display(),
             join.unwrap_or("-")
         );
-        let child = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
-            .env(CHILD_ENV, spec)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a node");
-        Node::from_child(id, dir, child)
+        Node::from_child(id, dir, spawn_child(spec))
     }
 
     /// Runs this node again on its ports with `SLUICE_RAFT_CRASH_INSTALL`
@@ -143,9 +146,7 @@ impl Node {
         );
         let err_path = self.dir.with_extension(format!("{at}.stderr"));
         let err = std::fs::File::create(&err_path).expect("stderr file");
-        let mut child = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
-            .env(CHILD_ENV, spec)
+        let mut child = child_command(spec)
             .env("SLUICE_RAFT_CRASH_INSTALL", at)
             .stdout(Stdio::null())
             .stderr(err)
@@ -222,14 +223,7 @@ impl Node {
             self.redis.port(),
             self.raft_port
         );
-        let child = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["raft_child_node", "--exact", "--ignored", "--nocapture"])
-            .env(CHILD_ENV, spec)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn a node");
-        self.child = Node::from_child(self.id, &self.dir, child).into_child();
+        self.child = Node::from_child(self.id, &self.dir, spawn_child(spec)).into_child();
     }
 
     fn into_child(mut self) -> Option<Child> {

@@ -416,9 +416,11 @@ fn merge(
                     below_next += 1;
                     crossed = true;
                 }
-                let waiting = w.outputs.iter().map(|f| f.file_size).sum::<u64>()
-                    + w.current.as_ref().map_or(0, |o| o.builder.estimated_size());
-                if crossed && waiting >= r.min_bytes {
+                let waiting = || {
+                    w.outputs.iter().map(|f| f.file_size).sum::<u64>()
+                        + w.current.as_ref().map_or(0, |o| o.builder.estimated_size())
+                };
+                if crossed && waiting() >= r.min_bytes {
                     range_done = true;
                     cut = true;
                 }

@@ -48,7 +48,7 @@ const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 /// flushed leaf's segments come back once no other leaf names them.
 /// Flushing from half full leaves the other half to write meanwhile (at a
 /// quarter, writers waited for room for seconds at 4 KiB values:
-/// `docs/experiments.md`, "LightKV's buffer stalls").
+/// `docs/experiments.md`, "LightKV's write path").
 const LIGHT_FLUSH_FREE_PERCENT: u64 = 50;
 
 /// LightKV's flush units handed out at once (each a copy of one leaf's
