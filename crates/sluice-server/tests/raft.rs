@@ -335,6 +335,40 @@ struct Seen {
 
 /// Writes `n` keys and `n` INCRs of `counter` through `con`, stopping at
 /// the first error (its outcome unknown).
+/// A group with writes acknowledged through its leader
+/// ([`group_with_writes`]).
+struct Written {
+    seed: u64,
+    nodes: [Node; 3],
+    /// The leader's index in `nodes`.
+    li: usize,
+    seen: Seen,
+    /// A connection to the leader.
+    lc: redis::Connection,
+}
+
+/// Starts a group in `dir` and writes through its leader as many keys as
+/// the test's seed draws from `writes`.
+fn group_with_writes(dir: &Path, writes: std::ops::Range<usize>) -> Written {
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let nodes = spawn_group(dir);
+    let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
+    let mut seen = Seen::default();
+    let mut lc = nodes[li].client();
+    assert!(
+        write_some(&mut lc, "w", rng.gen_range(writes), &mut seen),
+        "writes (seed {seed})"
+    );
+    Written {
+        seed,
+        nodes,
+        li,
+        seen,
+        lc,
+    }
+}
+
 fn write_some(con: &mut redis::Connection, tag: &str, n: usize, seen: &mut Seen) -> bool {
     for i in 0..n {
         let key = format!("{tag}:{i}");
@@ -494,17 +528,14 @@ fn durable_applied(n: &Node) -> u64 {
 /// INCR once.
 #[test]
 fn a_leader_restarted_alone_applies_every_write_it_acknowledged() {
-    let seed = seed();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
-    let mut nodes = spawn_group(t.path());
-    let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
-    let mut seen = Seen::default();
-    let mut lc = nodes[li].client();
-    assert!(
-        write_some(&mut lc, "w", rng.gen_range(20..80), &mut seen),
-        "writes (seed {seed})"
-    );
+    let Written {
+        seed,
+        mut nodes,
+        li,
+        seen,
+        mut lc,
+    } = group_with_writes(t.path(), 20..80);
     let counter = check_node(&mut lc, &seen, seed);
     drop(lc);
     let target = applied(&nodes[li]);
@@ -599,17 +630,14 @@ fn a_node_killed_inside_a_snapshot_install_recovers_and_converges() {
 
 #[test]
 fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
-    let seed = seed();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
-    let mut nodes = spawn_group(t.path());
-    let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
-    let mut seen = Seen::default();
-    let mut lc = nodes[li].client();
-    assert!(
-        write_some(&mut lc, "w", rng.gen_range(30..120), &mut seen),
-        "writes (seed {seed})"
-    );
+    let Written {
+        seed,
+        mut nodes,
+        li,
+        seen,
+        lc: _,
+    } = group_with_writes(t.path(), 30..120);
     let target = applied(&nodes[li]);
     wait_until("every node applied every write", || {
         nodes.iter().all(|n| applied(n) >= target)
