@@ -137,13 +137,7 @@ impl Node {
     /// returns its stderr.
     fn run_until_install_crash(&mut self, at: &str, entries: u64) -> String {
         self.kill();
-        let spec = format!(
-            "{}|{}|{}|{}|-|{entries}",
-            self.dir.display(),
-            self.id,
-            self.redis.port(),
-            self.raft_port
-        );
+        let spec = self.own_ports_spec(entries);
         let err_path = self.dir.with_extension(format!("{at}.stderr"));
         let err = std::fs::File::create(&err_path).expect("stderr file");
         let mut child = child_command(spec)
@@ -216,14 +210,20 @@ impl Node {
     /// [`Node::restart`] with a snapshot every `entries` entries.
     fn restart_small_snapshots(&mut self, entries: u64) {
         self.kill();
-        let spec = format!(
+        let spec = self.own_ports_spec(entries);
+        self.child = Node::from_child(self.id, &self.dir, spawn_child(spec)).into_child();
+    }
+
+    /// The child spec of this node on its own ports, taking a snapshot
+    /// every `entries` entries.
+    fn own_ports_spec(&self, entries: u64) -> String {
+        format!(
             "{}|{}|{}|{}|-|{entries}",
             self.dir.display(),
             self.id,
             self.redis.port(),
             self.raft_port
-        );
-        self.child = Node::from_child(self.id, &self.dir, spawn_child(spec)).into_child();
+        )
     }
 
     fn into_child(mut self) -> Option<Child> {
