@@ -359,8 +359,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let started = std::time::Instant::now();
-        let entries: Vec<Entry> = entries.into_iter().collect();
-        if let Some(first) = entries.first() {
+        let mut entries = entries.into_iter().peekable();
+        if let Some(first) = entries.peek() {
             self.settle_deferred(first.log_id.index)
                 .map_err(write_err)?;
         }

@@ -74,7 +74,7 @@ impl Core {
         };
         // Outputs installed a key range at a time, numbered here to be
         // marked busy until the job ends (`RangeOutputs`).
-        let installed = RangeOutputs(self, parking_lot::Mutex::new(Vec::new()));
+        let installed = RangeOutputs(self, std::cell::RefCell::new(Vec::new()));
         let install_range = |outputs: Vec<FileMeta>, replaced: &[Arc<FileMeta>]| {
             self.install_range(plan.output_level, outputs, replaced, &installed)
         };
@@ -210,7 +210,7 @@ impl Core {
         self.install(edit, None, &numbers, |st| {
             st.jobs.busy.extend(numbers.iter().copied());
         })?;
-        installed.1.lock().extend(numbers);
+        installed.1.borrow_mut().extend(numbers);
         Ok(())
     }
 
@@ -359,11 +359,11 @@ impl Drop for FlushHold<'_> {
 
 /// Outputs a compaction installed a key range at a time: busy until the
 /// job ends, installed or not.
-struct RangeOutputs<'a>(&'a Core, parking_lot::Mutex<Vec<u64>>);
+struct RangeOutputs<'a>(&'a Core, std::cell::RefCell<Vec<u64>>);
 
 impl Drop for RangeOutputs<'_> {
     fn drop(&mut self) {
-        let numbers = std::mem::take(&mut *self.1.lock());
+        let numbers = self.1.take();
         if numbers.is_empty() {
             return;
         }
