@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HashKV's Experiment 6 (seed 000 §4.3): the update workload under the hashkv preset with
+# HashKV's Experiment 6 (HashKV, USENIX ATC '18, §4.3): the update workload under the hashkv preset with
 # hotness awareness (the cold log) on and off, in one invocation.
 # Usage: scripts/bench-hotness.sh [NUM (default 2000000 = about 2 GiB)] [DIR]
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Range scans over separated values (seed 001 §3.3.1): load NUM pairs of
+# Range scans over separated values (WiscKey, FAST '16, §3.3.1): load NUM pairs of
 # 4 KiB values in random order, then scan them all (`readseq`, a `Range`)
 # from a cold page cache, without and with value read-ahead, and the same
 # scan on the leveldb preset (values inline, sorted).

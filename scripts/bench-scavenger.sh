@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18's benchmark (Scavenger, seed 003 §4), scaled to this machine: 24-byte keys,
+# Issue 18's benchmark (Scavenger, VLDB, §4), scaled to this machine: 24-byte keys,
 # Zipf(0.99) updates, the page cache capped at a quarter of the data (../shared/tools/memcap),
 # every engine opened with its defaults (the separated presets' space limit is 1.4/1.5).
 #   main:    (a) the Mixed workload (values 1:1 of 16 KiB and uniform 100-512 B): load GIB,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Selective KV separation, the threshold search of HashKV §3.5 (seed 000,
+# Selective KV separation, the threshold search of HashKV §3.5 (USENIX ATC '18,
 # Fig. 5 / Experiment 8) on this machine: the update workload at several value
 # sizes, with the values kept in the LSM tree (no separation) and separated
 # into the hash layout. Where the separated line passes the other is the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's benchmark (UniKV, seed 004 §IV), scaled to this machine: 24-byte keys, 1 KiB
+# Issue 19's benchmark (UniKV, ICDE '20, §IV), scaled to this machine: 24-byte keys, 1 KiB
 # values, Zipf(0.99) where the workload draws keys, the page cache capped at about a sixth
 # of the data (../shared/tools/memcap), every engine opened with its defaults.
 #   exp1:  load GIB (fillrandom), then random reads, the update experiment's phases and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The update experiment (HashKV §4.2, seed 000) for each preset: 24-byte keys, 992-byte
+# The update experiment (HashKV §4.2, USENIX ATC '18) for each preset: 24-byte keys, 992-byte
 # values, NUM keys loaded then three Zipf(0.99) update phases of UPDATE_OPS updates each.
 # Usage: scripts/bench-update.sh [NUM (default 2000000 = about 2 GiB)] [DIR]
 # Environment: PRESETS (default "leveldb wisckey hashkv"; peers too when built with them), UPDATE_OPS (default NUM),

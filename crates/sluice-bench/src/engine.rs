@@ -54,7 +54,7 @@ pub trait Engine: Send + Sync {
     /// Bytes of the index the engine keeps in memory outside its block
     /// cache, where it says: the open tables' index and filter blocks
     /// (sluicedb's and RocksDB's table readers) and UniKV's hash indexes
-    /// (seed 004 Experiment 10).
+    /// (UniKV, ICDE '20 Experiment 10).
     fn index_memory_bytes(&self) -> Option<u64> {
         None
     }
@@ -323,7 +323,7 @@ impl Engine for SluiceEngine {
             it.status()?;
             return Ok((n, bytes));
         }
-        // A range: values are read ahead (seed 001 §3.3.1), exactly the
+        // A range: values are read ahead (WiscKey, FAST '16, §3.3.1), exactly the
         // `limit` the scan will take.
         for pair in self.db.range(start..).limit(limit) {
             let (k, v) = pair?;

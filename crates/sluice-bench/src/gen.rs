@@ -144,7 +144,7 @@ impl Chooser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueSizes {
     Fixed(usize),
-    /// Scavenger's Mixed workload (seed 003 §2.5, §4.1): values 1:1 of
+    /// Scavenger's Mixed workload (Scavenger, VLDB, §2.5, §4.1): values 1:1 of
     /// 16 KiB and of 100-512 bytes (uniform), about 8 KiB on average.
     Mixed,
 }

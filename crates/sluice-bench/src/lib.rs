@@ -1,6 +1,6 @@
 //! `sluice bench`: db_bench- and YCSB-style workloads against sluicedb and
 //! peer engines, on identical keys, values and operation sequences (the
-//! "unified framework" of HashKV's evaluation, seed 000 §4).
+//! "unified framework" of HashKV's evaluation, USENIX ATC '18, §4).
 //!
 //! Every phase reports throughput, latency percentiles, and write, read and
 //! space amplification on two yardsticks: the engine's own I/O counters
@@ -184,7 +184,7 @@ impl BenchConfig {
         self.update_ops.unwrap_or(self.num)
     }
 
-    /// The value store capacity the update or churn (data + 30%, seed 000
+    /// The value store capacity the update or churn (data + 30%, HashKV, USENIX ATC '18,
     /// §4.2) or
     /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs and
     /// [`BenchConfig::capacity`] is set.

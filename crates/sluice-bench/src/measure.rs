@@ -77,7 +77,7 @@ pub struct LatencySummary {
 /// The process's peak resident memory: restarted by [`reset_peak_rss`]
 /// (Linux `/proc/self/clear_refs`), read from `VmHWM` in
 /// `/proc/self/status`. The paper's Experiment 10 watched `top` for the
-/// same figure (seed 004 §IV). Memory an engine freed may stay with the
+/// same figure (UniKV, ICDE '20, §IV). Memory an engine freed may stay with the
 /// allocator, so a later engine in the same invocation starts from what
 /// the process held then.
 pub fn peak_rss_bytes() -> Option<u64> {

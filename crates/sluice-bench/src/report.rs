@@ -96,8 +96,8 @@ pub fn table(results: &[PhaseResult]) -> String {
 }
 
 /// A Markdown table of memory and CPU per phase: the process's peak
-/// resident memory and the most the engine's in-memory index held (seed
-/// 004 Experiment 10), with the index per GiB of live data; the CPU
+/// resident memory and the most the engine's in-memory index held
+/// (UniKV, ICDE '20, Experiment 10), with the index per GiB of live data; the CPU
 /// seconds of the phase's run and the cores they kept busy on average,
 /// then of its settle step; `-` where not measured.
 pub fn memory_table(results: &[PhaseResult]) -> String {

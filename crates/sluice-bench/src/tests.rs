@@ -276,7 +276,7 @@ fn bad_configurations_are_refused() {
     }
 }
 
-/// UniKV's Exp. 2 (seed 004 §IV-B): a load, then three phases of reads and
+/// UniKV's Exp. 2 (UniKV, ICDE '20, §IV-B): a load, then three phases of reads and
 /// updates in the ratios 30:70, 50:50 and 70:30; each read finds its key
 /// (the load came first), so reads and writes split in the stated shares.
 #[test]

@@ -36,14 +36,14 @@ pub enum Workload {
     SeekRandom,
     /// `ops` range scans of `scan_length` pairs from random keys.
     Scan,
-    /// HashKV §4.2 (seed 000): load num keys in random order (P0), then
+    /// HashKV §4.2 (USENIX ATC '18): load num keys in random order (P0), then
     /// three phases of `update_ops` updates to keys drawn from a scrambled
     /// Zipf(0.99) (P1-P3); the value store is capped at data + 30%.
     Update,
     /// A YCSB core workload, `ops` operations, after a load if the
     /// database is empty.
     Ycsb(Ycsb),
-    /// Scavenger's Mixed workload (seed 003 §4.1): load num keys with
+    /// Scavenger's Mixed workload (Scavenger, VLDB, §4.1): load num keys with
     /// values 1:1 of 16 KiB and 100-512 B, then `update_ops` Zipfian
     /// updates of the same mix; the value store is capped at data + 50%.
     Mixed,
@@ -53,7 +53,7 @@ pub enum Workload {
     /// number), so that each phase of `num` operations replaces about
     /// 63% of the keys while the live data stays the same.
     Churn,
-    /// UniKV's Experiment 2 (seed 004 §IV-B): on the loaded data (a load
+    /// UniKV's Experiment 2 (UniKV, ICDE '20, §IV-B): on the loaded data (a load
     /// first if the database is empty), three phases of `ops` operations,
     /// reads and updates of Zipf(0.99) keys in the ratios 30:70, 50:50 and
     /// 70:30.

@@ -25,7 +25,7 @@ pub(crate) enum Kind {
     /// The value is stored inline after the key.
     Value = 1,
     /// The value lives in the value store; the entry holds a value pointer
-    /// (seed 001 §3.2, `docs/format/value-pointer.md`).
+    /// (WiscKey, FAST '16, §3.2, `docs/format/value-pointer.md`).
     ValuePointer = 2,
 }
 

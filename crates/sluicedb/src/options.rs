@@ -42,15 +42,15 @@ pub const DEFAULT_BACKGROUND_THREADS: usize = 2;
 pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// Default size of a value log file before a new one is started: 64 MiB.
 pub const DEFAULT_VALUE_LOG_FILE_SIZE_BYTES: u64 = 64 << 20;
-/// Default value log write buffer: 256 KiB (seed 001 §3.4.1).
+/// Default value log write buffer: 256 KiB (WiscKey, FAST '16, §3.4.1).
 pub const DEFAULT_VALUE_LOG_BUFFER_BYTES: usize = 256 << 10;
-/// Default bytes GC reads from the value log tail per run: 4 MiB (seed 001 §3.3.2).
+/// Default bytes GC reads from the value log tail per run: 4 MiB (WiscKey, FAST '16, §3.3.2).
 pub const DEFAULT_GC_CHUNK_BYTES: u64 = 4 << 20;
 /// Default garbage ratio of the value log that triggers GC: 0.3.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.3;
 
 /// Space amplification (bytes of every file ÷ live bytes) at which GC takes
-/// priority and writes slow down in proportion (seed 003 §3.5's low ratio;
+/// priority and writes slow down in proportion (Scavenger, VLDB, §3.5's low ratio;
 /// the paper gives no value): 1.4, four fifths of the way to the high
 /// ratio ([`SpaceLimit::with_high`]). The lower the ratio GC is held at,
 /// the less garbage its victims hold and the more live data it copies per
@@ -72,11 +72,11 @@ pub const DEFAULT_SPACE_LOW_RATIO: f64 = 1.4;
 /// ratio gave up while the tail held too little garbage to gain).
 pub const WISCKEY_SPACE_LOW_RATIO: f64 = 1.3;
 
-/// Space amplification at which writes wait for GC (seed 003 §3.5's high
+/// Space amplification at which writes wait for GC (Scavenger, VLDB, §3.5's high
 /// ratio; its evaluation limits space to 1.5× the dataset).
 pub const DEFAULT_SPACE_HIGH_RATIO: f64 = 1.5;
 
-/// Space-aware throttling (seed 003 §3.5): the low and high space
+/// Space-aware throttling (Scavenger, VLDB, §3.5): the low and high space
 /// amplification ratios. Space amplification is the bytes of every file the
 /// database holds (tables, value files, journals, files not deleted yet)
 /// over its live bytes (tables, and the value records the index points at).
@@ -109,39 +109,39 @@ impl SpaceLimit {
     }
 }
 /// Default threads reading separated values in parallel for range scans:
-/// 16 (seed 001 §3.3.1 uses 32). Measured with `scripts/bench-scan.sh` on
+/// 16 (WiscKey, FAST '16, §3.3.1 uses 32). Measured with `scripts/bench-scan.sh` on
 /// this project's 2-core machine, a cold-cache scan of 4 KiB values ran at
 /// 82-103 MB/s with no read-ahead, 164-194 MB/s with 4 threads and
 /// 225-260 MB/s with 16; with the data in the page cache read-ahead costs
 /// about 15%. The threads start on the first scan and sleep when idle.
 pub const DEFAULT_SCAN_PREFETCH_THREADS: usize = 16;
 
-/// Default main segment of a hash layout group: 64 MiB (seed 000 §3.2).
+/// Default main segment of a hash layout group: 64 MiB (HashKV, USENIX ATC '18, §3.2).
 pub const DEFAULT_HASH_MAIN_SEGMENT_BYTES: u64 = 64 << 20;
-/// Default log segment of the hash layout's reserve: 1 MiB (seed 000 §3.2).
+/// Default log segment of the hash layout's reserve: 1 MiB (HashKV, USENIX ATC '18, §3.2).
 pub const DEFAULT_HASH_LOG_SEGMENT_BYTES: u64 = 1 << 20;
 /// Default share of the value store capacity kept as reserve for log
-/// segments: 0.3 (seed 000 §4.1).
+/// segments: 0.3 (HashKV, USENIX ATC '18, §4.1).
 pub const DEFAULT_HASH_RESERVE_RATIO: f64 = 0.3;
 /// Default segment groups without a capacity to derive them from: 16.
 pub const DEFAULT_HASH_GROUPS: usize = 16;
 /// Default batch write threshold of the hash layout: 64 KiB. HashKV uses
-/// 4 KiB (seed 000 §3.8), trading random writes against the parallelism of
+/// 4 KiB (HashKV, USENIX ATC '18, §3.8), trading random writes against the parallelism of
 /// 32 flush threads writing to an SSD. Here a group's batch goes to the page
 /// cache with one system call, so only the number of calls counts: 64 KiB
 /// loaded 500k × 1 KiB pairs at 215–287k ops/s against 157–170k with 4 KiB
 /// (`docs/design.md`, "Hash layout", write path).
 pub const DEFAULT_HASH_BATCH_BYTES: usize = 64 << 10;
-/// Default separation threshold of the `hashkv` preset: 192 B (seed 000
+/// Default separation threshold of the `hashkv` preset: 192 B (HashKV, USENIX ATC '18,
 /// §3.5).
 pub const DEFAULT_HASHKV_SEPARATION_THRESHOLD_BYTES: usize = 192;
 /// UniKV: bytes of an UnsortedStore at which it is merged into the
-/// SortedStore (seed 004 §III-C's `UnsortedLimit`; the paper's 4 GB, with
+/// SortedStore (UniKV, ICDE '20, §III-C's `UnsortedLimit`; the paper's 4 GB, with
 /// 64 MB memtables, is 64 of them; here 8, for a machine whose data sets
 /// are ten times smaller than the paper's).
 pub const DEFAULT_UNIKV_UNSORTED_LIMIT_BYTES: u64 = 512 << 20;
-/// UniKV: hash functions of the UnsortedStore's cuckoo hash index (seed
-/// 004 §III-B: "n = 4" in its runs).
+/// UniKV: hash functions of the UnsortedStore's cuckoo hash index
+/// (UniKV, ICDE '20, §III-B: "n = 4" in its runs).
 pub const DEFAULT_UNIKV_HASH_FUNCTIONS: u32 = 4;
 /// UniKV: bytes of unsorted data per hash bucket when
 /// [`UnifiedOptions::hash_buckets`] is 0: one bucket per KiB, the paper's
@@ -149,11 +149,11 @@ pub const DEFAULT_UNIKV_HASH_FUNCTIONS: u32 = 4;
 pub const UNIKV_BYTES_PER_HASH_BUCKET: u64 = 1024;
 /// UniKV: bytes of a range partition (its sorted keys and pointers and the
 /// values they point at) at which its next merge splits it in two
-/// at its median key (seed 004 §III-D's partition size limit; the paper's
+/// at its median key (UniKV, ICDE '20, §III-D's partition size limit; the paper's
 /// 40 GB is ten of its 4 GB UnsortedStores, here eight of ours: 4 GiB).
 pub const DEFAULT_UNIKV_PARTITION_SIZE_LIMIT_BYTES: u64 = 4 << 30;
 /// UniKV: unsorted tables of one partition above which, while scans run,
-/// they are merged into one sorted table (seed 004 §III-F's
+/// they are merged into one sorted table (UniKV, ICDE '20, §III-F's
 /// `scanMergeLimit`, for which the paper gives no figure). A scan reads
 /// every unsorted table of the partitions it crosses; at the default
 /// unsorted limit a partition holds about eight memtables' tables when its
@@ -186,12 +186,12 @@ pub const DEFAULT_UNIKV_SCAN_MERGE_LIMIT: usize = 4;
 /// now, and 0 of 54 contended runs failed.)
 pub const DEFAULT_UNIKV_TABLE_GC_RATIO: f64 = 0.8;
 /// Default value table size of the table layout: 64 MiB. Scavenger's vSSTs
-/// are 256 MB beside a 64 MB memtable (seed 003 §4.1); our memtable is the
+/// are 256 MB beside a 64 MB memtable (Scavenger, VLDB, §4.1); our memtable is the
 /// same 64 MiB, but GC frees space a whole table at a time and this machine
 /// holds 2-4 GiB benchmarks, so tables are a quarter of the paper's.
 pub const DEFAULT_VALUE_TABLE_BYTES: u64 = 64 << 20;
 /// Default garbage ratio from which a value table is collected: 0.2, the
-/// paper's (seed 003 §4.1, "GC is triggered at a garbage ratio of 0.2").
+/// paper's (Scavenger, VLDB, §4.1, "GC is triggered at a garbage ratio of 0.2").
 pub const DEFAULT_TABLE_GC_RATIO: f64 = 0.2;
 /// Default bytes of the table layout's DropCache
 /// ([`TableLayoutOptions::drop_cache_bytes`]): 8 MiB, about 110,000 keys
@@ -217,7 +217,7 @@ pub const DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES: usize = 2 << 10;
 
 /// Default separation threshold of the `scavenger` preset: 512 B. The
 /// paper gives none; its Mixed workload's small values (100-512 B) are the
-/// ones "falling below the separation threshold" (seed 003 §1, §2.5), so
+/// ones "falling below the separation threshold" (Scavenger, VLDB, §1, §2.5), so
 /// they stay inline (all but those of exactly 512 B).
 pub const DEFAULT_SCAVENGER_SEPARATION_THRESHOLD_BYTES: usize = 512;
 
@@ -261,26 +261,26 @@ pub enum Preset {
     /// space limit (1.4 / 1.5) bounds the space used while writing. Each
     /// version of a key is placed by its own size, so a key whose value
     /// shrinks moves back inline at its next flush, and one that grows
-    /// moves out (HashKV's selective separation, seed 000 §3.5, decided
+    /// moves out (HashKV's selective separation, HashKV, USENIX ATC '18, §3.5, decided
     /// per version). A database created under another preset opened with
     /// these options keeps its value store as it is: values it separated
     /// stay readable, and new ones stay inline unless its store is value
     /// tables. `Stats::flush` counts the decisions.
     #[default]
     Adaptive,
-    /// Plain leveled LSM tree with values inline (LevelDB, seed 001 §2.2).
+    /// Plain leveled LSM tree with values inline (LevelDB, WiscKey, FAST '16, §2.2).
     LevelDb,
-    /// Key-value separation into a value log (WiscKey, seed 001 §3): every
+    /// Key-value separation into a value log (WiscKey, FAST '16, §3): every
     /// value goes to the log (threshold 0), the log doubles as the journal.
     WiscKey,
-    /// Hash-grouped value store (HashKV, seed 000 §3): values of 192 B and
+    /// Hash-grouped value store (HashKV, USENIX ATC '18, §3): values of 192 B and
     /// more go to segment groups chosen by key hash, collected a group at a
     /// time, with hotness awareness (cold values to a cold log, §3.4).
     /// Level 0 is compacted from 8 tables (slowdown 16, stop 24): the
     /// index holds pointers only, so its L1 is small and every L0 merge
     /// rewrites all of it; merging half as often halves that work.
     HashKv,
-    /// Scavenger (seed 003 §3): values of 512 B and more go, at flush, to
+    /// Scavenger (VLDB, §3): values of 512 B and more go, at flush, to
     /// sorted value tables split hot and cold by the DropCache; GC reads a
     /// victim's dense index first and then only its live values, and
     /// records inheritance edges instead of rewriting the index; space
@@ -288,7 +288,7 @@ pub enum Preset {
     /// Level 0 is compacted from 8 tables, as for hashkv's index of
     /// pointers.
     Scavenger,
-    /// UniKV (seed 004 §III): the `unified` index shape. Flushed tables
+    /// UniKV (ICDE '20, §III): the `unified` index shape. Flushed tables
     /// keep their values inline in an UnsortedStore found through an
     /// in-memory two-level hash index (no bloom filters); at
     /// `unsorted_limit_bytes` they are merged into the partition's sorted
@@ -377,18 +377,18 @@ pub const DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum IndexShapeKind {
-    /// LevelDB's levels L0..Ln (seed 001 §2.2).
+    /// LevelDB's levels L0..Ln (WiscKey, FAST '16, §2.2).
     #[default]
     Leveled,
-    /// UniKV's UnsortedStore under a hash index over one sorted run (seed
-    /// 004 §III). Values stay inline until a merge separates them.
+    /// UniKV's UnsortedStore under a hash index over one sorted run
+    /// (UniKV, ICDE '20, §III). Values stay inline until a merge separates them.
     Unified,
     /// LightKV's partition compaction (§III-F): key-range partitions whose
     /// tables merge `CS` at a time by compaction weight.
     Partitioned,
 }
 
-/// How the hash layout picks the segment group to collect (seed 000 §3.3).
+/// How the hash layout picks the segment group to collect (HashKV, USENIX ATC '18, §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HashGcPolicy {
@@ -422,13 +422,13 @@ pub enum ValueLayout {
     #[default]
     Log,
     /// Segment groups by key hash, each a main segment that grows into log
-    /// segments from a reserved pool (HashKV, seed 000 §3.2).
+    /// segments from a reserved pool (HashKV, USENIX ATC '18, §3.2).
     Hash,
     /// Sorted value tables written at flush, collected by lazy-read GC that
     /// leaves the index alone and records inheritance edges (Scavenger,
-    /// seed 003 §3.2; TerarkDB, §2.2). Needs `separate_at_flush`, except
+    /// Scavenger, VLDB, §3.2; TerarkDB, §2.2). Needs `separate_at_flush`, except
     /// under the unified shape, whose merges write the tables and collect
-    /// them (UniKV, seed 004 §III-C).
+    /// them (UniKV, ICDE '20, §III-C).
     Table,
 }
 
@@ -440,7 +440,7 @@ pub enum JournalMode {
     /// are written to the value store and the journal holds pointers.
     #[default]
     Journal,
-    /// No journal: the value log is the journal (seed 001 §3.4.2). Every
+    /// No journal: the value log is the journal (WiscKey, FAST '16, §3.4.2). Every
     /// operation is a value log record; small values stay inline in the
     /// index too. Requires a value store (`separation_threshold_bytes`).
     ValueLog,
@@ -637,11 +637,11 @@ pub struct IndexOptions {
     /// How tables are organised ([`IndexShapeKind`]). Default: leveled. A
     /// database keeps the shape it was created with.
     pub shape: IndexShapeKind,
-    /// The unified shape's sizes (UniKV, seed 004).
+    /// The unified shape's sizes (UniKV, ICDE '20).
     pub unified: UnifiedOptions,
 }
 
-/// The unified shape's options ([`IndexOptions::unified`]; seed 004 §III).
+/// The unified shape's options ([`IndexOptions::unified`]; UniKV, ICDE '20, §III).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct UnifiedOptions {
@@ -675,13 +675,13 @@ pub struct UnifiedOptions {
 #[non_exhaustive]
 pub struct ValueOptions {
     /// Values of at least this many bytes are stored in the value store and
-    /// the index keeps a pointer (selective KV separation, seed 000 §3.5);
+    /// the index keeps a pointer (selective KV separation, HashKV, USENIX ATC '18, §3.5);
     /// `None` keeps every value inline. WiscKey's behaviour is `Some(0)`.
     /// Default: 2 KiB ([`DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES`], the
     /// `adaptive` preset); `None` in the `leveldb` preset.
     pub separation_threshold_bytes: Option<usize>,
     /// Separate values when a memtable is flushed instead of when they are
-    /// written: HashKV's write cache (seed 000 §3.2). The journal and the
+    /// written: HashKV's write cache (HashKV, USENIX ATC '18, §3.2). The journal and the
     /// memtable hold whole values, and a flush writes to the value store
     /// only each key's newest version, so updates to a key while it is in
     /// the memtable never reach the store (under a Zipf 0.99 update load
@@ -697,7 +697,7 @@ pub struct ValueOptions {
     /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
     pub capacity_bytes: Option<u64>,
     /// Threads that read separated values in parallel for range scans
-    /// ([`DEFAULT_SCAN_PREFETCH_THREADS`]; seed 001 §3.3.1). A [`crate::Range`]
+    /// ([`DEFAULT_SCAN_PREFETCH_THREADS`]; WiscKey, FAST '16, §3.3.1). A [`crate::Range`]
     /// that has returned a few pairs in a row reads the next values ahead in
     /// batches: records close together in one file with one read, the
     /// reads spread over these threads. 0 turns read-ahead off (one read
@@ -705,13 +705,13 @@ pub struct ValueOptions {
     pub scan_prefetch_threads: usize,
     /// The log layout's sizes.
     pub log: LogOptions,
-    /// The hash layout's sizes and choices (seed 000).
+    /// The hash layout's sizes and choices (HashKV, USENIX ATC '18).
     pub hash: HashOptions,
-    /// The table layout's sizes and choices (seed 003).
+    /// The table layout's sizes and choices (Scavenger, VLDB).
     pub table: TableLayoutOptions,
 }
 
-/// The log layout's options ([`ValueOptions::log`]; seed 001 §3.3).
+/// The log layout's options ([`ValueOptions::log`]; WiscKey, FAST '16, §3.3).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct LogOptions {
@@ -732,7 +732,7 @@ pub struct LogOptions {
     pub gc_garbage_ratio: Option<f64>,
 }
 
-/// The hash layout's options ([`ValueOptions::hash`]; seed 000).
+/// The hash layout's options ([`ValueOptions::hash`]; HashKV, USENIX ATC '18).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct HashOptions {
@@ -751,11 +751,11 @@ pub struct HashOptions {
     pub groups: usize,
     /// A group's buffered records are written out once they reach this
     /// many bytes, one sequential write per batch
-    /// ([`DEFAULT_HASH_BATCH_BYTES`], seed 000 §3.8).
+    /// ([`DEFAULT_HASH_BATCH_BYTES`], HashKV, USENIX ATC '18, §3.8).
     pub batch_bytes: usize,
     /// How GC picks its victim group ([`HashGcPolicy`]). Default: greedy.
     pub gc_policy: HashGcPolicy,
-    /// Hotness awareness (seed 000 §3.4). GC moves the values of keys not
+    /// Hotness awareness (HashKV, USENIX ATC '18, §3.4). GC moves the values of keys not
     /// updated for a whole GC period of their group to a cold log, so later
     /// GCs of the group no longer copy them; the cold log is collected a
     /// file at a time, the file with the most known garbage first.
@@ -766,10 +766,10 @@ pub struct HashOptions {
     /// segment of live data by the next hash bits, so that the groups grow
     /// in number with the data and a GC step stays about one main segment.
     /// With [`ValueOptions::capacity_bytes`] the groups stay fixed, as in
-    /// HashKV (seed 000 §3.2). Default: true.
+    /// HashKV (USENIX ATC '18, §3.2). Default: true.
     pub elastic: bool,
     /// Threads a hash layout GC step uses to read its frozen files and to
-    /// look up their keys in the index (seed 000 §3.3 reads a group's
+    /// look up their keys in the index (HashKV, USENIX ATC '18, §3.3 reads a group's
     /// segments in parallel; here the lookups are the larger cost). 1 does
     /// both on the GC's own thread. Default: 1 (preset `hashkv`: 2).
     pub gc_threads: usize,
@@ -782,7 +782,7 @@ pub struct HashOptions {
     pub gc_overlap_steps: bool,
 }
 
-/// The table layout's options ([`ValueOptions::table`]; seed 003 §3).
+/// The table layout's options ([`ValueOptions::table`]; Scavenger, VLDB, §3).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TableLayoutOptions {
@@ -794,16 +794,16 @@ pub struct TableLayoutOptions {
     /// [`DEFAULT_UNIKV_TABLE_GC_RATIO`]); under space pressure tables with
     /// less may be.
     pub gc_ratio: f64,
-    /// Bytes of the DropCache (seed 003 §3.4;
+    /// Bytes of the DropCache (Scavenger, VLDB, §3.4;
     /// [`DEFAULT_DROP_CACHE_BYTES`]). 0 turns it off: every key is cold and GC looks every
     /// record up.
     pub drop_cache_bytes: usize,
-    /// Lazy read (seed 003 §3.2.2): GC reads a victim's dense index, judges
+    /// Lazy read (Scavenger, VLDB, §3.2.2): GC reads a victim's dense index, judges
     /// every record, then reads only the live values. Off, GC reads the
     /// whole victim as Titan and BlobDB do: the ablation of Table 1 and
     /// Fig. 14. Default: true.
     pub gc_lazy_read: bool,
-    /// Pointer write-back (the baseline of seed 003 §2.2 and Fig. 15, as
+    /// Pointer write-back (the baseline of Scavenger, VLDB, §2.2 and Fig. 15, as
     /// Titan and BlobDB do): a GC step writes each moved value's new
     /// pointer into the key index through the write path, so that reads go
     /// straight to the copy. Off (default), the index is not touched and
@@ -814,8 +814,8 @@ pub struct TableLayoutOptions {
     /// "Table layout").
     pub gc_write_back: bool,
     /// Value tables are written around the page cache, and GC reads its
-    /// victims likewise (`O_DIRECT` where the file system allows it; seed
-    /// 003 §4 runs flushes and compactions with direct I/O). A flush then
+    /// victims likewise (`O_DIRECT` where the file system allows it;
+    /// Scavenger, VLDB, §4 runs flushes and compactions with direct I/O). A flush then
     /// neither waits on the kernel's writeback nor pushes the key tables'
     /// cached blocks out, which its lookups need next. Default: true
     /// (preset `unikv`: false, not measured there); a file system without
@@ -854,7 +854,7 @@ pub struct GcOptions {
     /// database with a value store.
     pub space_limit: Option<SpaceLimit>,
     /// Threads beside [`Options::background_threads`] that run GC steps
-    /// only while the space limit's pressure is on (seed 003 §3.5: past the
+    /// only while the space limit's pressure is on (Scavenger, VLDB, §3.5: past the
     /// low ratio "increasing the background GC thread"), so that GC under
     /// pressure does not take a background thread from the flush writers
     /// wait for. One GC step runs at a time either way. Default
@@ -1155,7 +1155,7 @@ impl Options {
             Preset::LevelDb => {}
             Preset::WiscKey => {
                 o.values.separation_threshold_bytes = Some(0);
-                // No LSM-tree log (seed 001 §3.4.2).
+                // No LSM-tree log (WiscKey, FAST '16, §3.4.2).
                 o.journal_mode = JournalMode::ValueLog;
                 o.values.log.gc_garbage_ratio = Some(DEFAULT_GC_GARBAGE_RATIO);
                 o.gc.space_limit = Some(SpaceLimit {
@@ -1191,7 +1191,7 @@ impl Options {
                 // split until each moves its own values (§III-C, §III-D).
                 o.values.layout = ValueLayout::Table;
                 o.values.table.gc_ratio = DEFAULT_UNIKV_TABLE_GC_RATIO;
-                // The DropCache (Scavenger's, seed 003 §3.4) only sorts
+                // The DropCache (Scavenger, VLDB, §3.4) only sorts
                 // hot values from cold here (GC looks nothing up): merges
                 // write recently overwritten keys' values to hot tables,
                 // which gather garbage fast while cold ones stay live. At
@@ -1209,7 +1209,7 @@ impl Options {
         o
     }
 
-    /// Scavenger's value store (seed 003 §3): values of `threshold` bytes
+    /// Scavenger's value store (Scavenger, VLDB, §3): values of `threshold` bytes
     /// and more go to value tables "during background flush operations"
     /// (§3.1), GC'd by lazy read on 2 threads, under index-decoupled key
     /// tables whose pointer blocks GetKey reads alone (§3.3).

@@ -24,7 +24,7 @@ pub(crate) const STORE_LOG: u8 = 1;
 pub(crate) const STORE_HASH: u8 = 2;
 /// The hash layout's cold log (HashKV §3.4).
 pub(crate) const STORE_COLD: u8 = 3;
-/// The table layout's value tables (Scavenger, seed 003 §3.2.1).
+/// The table layout's value tables (Scavenger, VLDB, §3.2.1).
 pub(crate) const STORE_TABLE: u8 = 4;
 
 /// The location of one value record.

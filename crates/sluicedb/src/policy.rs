@@ -2,13 +2,13 @@
 //! axis 4). Each is an enum or a function over plain numbers, so a new
 //! design adds a variant here rather than a branch in the engine.
 //!
-//! - [`Separation`]: which values leave the index, and when (WiscKey seed
-//!   001 §3.1 separates every value at write time; HashKV seed 000 §3.2
+//! - [`Separation`]: which values leave the index, and when (WiscKey, FAST '16,
+//!   §3.1 separates every value at write time; HashKV, USENIX ATC '18, §3.2
 //!   buffers values and separates at flush, §3.5 only large ones).
-//! - [`HashGcPolicy::choose`]: which segment group GC collects (seed 000
+//! - [`HashGcPolicy::choose`]: which segment group GC collects (HashKV, USENIX ATC '18,
 //!   §3.3: greedy, cost-benefit, greedy-random).
-//! - [`is_cold`]: which live values go to the cold log (seed 000 §3.4).
-//! - [`GcThrottle`]: how fast GC may read (seed 003, Scavenger, throttles
+//! - [`is_cold`]: which live values go to the cold log (HashKV, USENIX ATC '18, §3.4).
+//! - [`GcThrottle`]: how fast GC may read (Scavenger, VLDB, throttles
 //!   GC against user writes; here a plain rate cap).
 
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub(crate) struct Separation {
     /// Separated when the memtable is flushed instead of when written.
     pub(crate) at_flush: bool,
     /// Separated when the unified shape merges its UnsortedStore into the
-    /// sorted run (seed 004 §III-C), neither when written nor at flush.
+    /// sorted run (UniKV, ICDE '20, §III-C), neither when written nor at flush.
     pub(crate) at_merge: bool,
 }
 
@@ -67,7 +67,7 @@ pub(crate) struct GroupCandidate {
     pub(crate) garbage: u64,
 }
 
-/// The cost-benefit score of a group (seed 000 §3.3, after Rosenblum and
+/// The cost-benefit score of a group (HashKV, USENIX ATC '18, §3.3, after Rosenblum and
 /// Ousterhout's LFS): `(1 - u) · age / (1 + u)`, with `u` the valid share
 /// estimated as (bytes − bytes written since the last GC) ÷ bytes, since
 /// each write invalidates at most its own size of older data.
@@ -111,7 +111,7 @@ impl HashGcPolicy {
     }
 }
 
-/// True when GC should move a live record to the cold log (seed 000 §3.4):
+/// True when GC should move a live record to the cold log (HashKV, USENIX ATC '18, §3.4):
 /// it comes from the cold log already, or it is its key's only record in
 /// the victim and either is its key's first version (never updated since
 /// its insert: the paper's rule) or is the copy the group's last GC made
@@ -131,7 +131,7 @@ pub(crate) fn is_cold(
 /// True when the hash layout's GC should collect a cold log file, of
 /// `(bytes, known garbage)`, before the victim group, of `(bytes, known
 /// garbage)` if there is one: when the file is at least half garbage
-/// (seed 000 §3.4 collects the cold log "as in vLog"), or holds a larger
+/// (HashKV, USENIX ATC '18, §3.4 collects the cold log "as in vLog"), or holds a larger
 /// share of garbage than the group, or no group has anything to collect
 /// and the file has some. The space limit counts the cold log's garbage
 /// like the groups', so a cold log left to reach one half garbage makes

@@ -44,7 +44,7 @@ pub(crate) const FLAG_INLINE: u8 = 0x40;
 pub(crate) const FLAG_GROUP_END: u8 = 0x20;
 /// A put the flush that separated it found to be its key's first version
 /// (no older version in the memtable or the tables, or only a delete):
-/// HashKV's insert, which GC treats as cold until it is updated (seed 000
+/// HashKV's insert, which GC treats as cold until it is updated (HashKV, USENIX ATC '18,
 /// §3.4). Readers before this flag ignore it (the bit was always 0).
 pub(crate) const FLAG_FIRST_VERSION: u8 = 0x10;
 

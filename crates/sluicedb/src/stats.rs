@@ -242,14 +242,14 @@ pub struct SpaceStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ShapeStats {
-    /// The unified shape's hash indexes (seed 004 §III-B): memory held,
+    /// The unified shape's hash indexes (UniKV, ICDE '20, §III-B): memory held,
     /// generations (one more while a merge runs), key entries, and the
     /// share of buckets whose own entry is taken in the newest one.
     pub hash_index_bytes: u64,
     pub hash_index_generations: usize,
     pub hash_index_entries: u64,
     pub hash_index_load: f64,
-    /// The unified shape's range partitions (seed 004 §III-D), or the
+    /// The unified shape's range partitions (UniKV, ICDE '20, §III-D), or the
     /// partitioned shape's (LightKV, §III-F, §III-G), and the splits that
     /// made new ones since the database opened.
     pub partitions: usize,
@@ -292,7 +292,7 @@ pub struct ValueStats {
     pub table: TableStats,
 }
 
-/// The table layout's statistics ([`ValueStats::table`]; seed 003).
+/// The table layout's statistics ([`ValueStats::table`]; Scavenger, VLDB).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TableStats {

@@ -219,7 +219,7 @@ fn without_hard_links_a_checkpoint_copies_every_file() {
 }
 
 /// With links, the immutable files are linked, not copied; the source's
-/// later GC (which punches holes in the value log's tail, seed 001 §3.3.2,
+/// later GC (which punches holes in the value log's tail, WiscKey, FAST '16, §3.3.2,
 /// and deletes files) leaves the checkpoint whole: a file with a second
 /// name is never punched.
 #[test]

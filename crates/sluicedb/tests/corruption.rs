@@ -227,7 +227,7 @@ fn missing_current_with_data_is_refused_not_recreated() {
 }
 
 /// Bit flips in value log files: every read either returns the right value
-/// or `Corruption` naming the log file (seed 001 §3.3.3: never a wrong value),
+/// or `Corruption` naming the log file (WiscKey, FAST '16, §3.3.3: never a wrong value),
 /// with the engine journal and with the value log as the journal.
 #[test]
 fn bit_flips_in_value_log_files_are_detected_or_harmless() {

@@ -49,9 +49,9 @@ enum Workload {
     /// every step (copies, relocation commit, tail edit, file deletion);
     /// values separated when written or when flushed, by seed.
     Gc,
-    /// The same with the value log as the journal (seed 001 §3.4.2).
+    /// The same with the value log as the journal (WiscKey, FAST '16, §3.4.2).
     GcValueLog,
-    /// GC of the hash layout's segment groups (seed 000 §3.3): new heads,
+    /// GC of the hash layout's segment groups (HashKV, USENIX ATC '18, §3.3): new heads,
     /// copies, relocations and retired files at every crash point.
     GcHash,
     /// The hash layout with the cold log under inserts of new keys and
@@ -60,11 +60,11 @@ enum Workload {
     /// crash point.
     GcHashChurn,
     /// Value tables written at flush and collected by lazy-read GC with
-    /// inheritance edges (seed 003 §3.2), or with pointer write-back by
+    /// inheritance edges (Scavenger, VLDB, §3.2), or with pointer write-back by
     /// variant: every crash point of table writes, GC outputs, edge and
     /// pruning edits, relocation commits and retired tables.
     GcTable,
-    /// The unified shape (UniKV, seed 004 §III): flushes indexed by the
+    /// The unified shape (UniKV, ICDE '20, §III): flushes indexed by the
     /// hash index, merges into the sorted run that separate values into
     /// the value log, manual compactions and log GC at every crash point.
     Unified,

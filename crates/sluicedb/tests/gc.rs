@@ -19,7 +19,7 @@ fn wisckey(fs: &MemFs) -> Options {
         .gc_garbage_ratio(None)
 }
 
-/// The hash layout with tiny segments (seed 000 §3.2), values separated
+/// The hash layout with tiny segments (HashKV, USENIX ATC '18, §3.2), values separated
 /// when memtables are flushed (the write cache), and a cold log.
 fn hashkv(fs: &MemFs) -> Options {
     tiny_options(fs, 6)
@@ -40,7 +40,7 @@ fn hashkv_at_write(fs: &MemFs) -> Options {
         .gc_threads(1)
 }
 
-/// Value tables with lazy-read GC and inheritance edges (seed 003 §3.2),
+/// Value tables with lazy-read GC and inheritance edges (Scavenger, VLDB, §3.2),
 /// tiny tables, every table with garbage a victim.
 fn scavenger(fs: &MemFs) -> Options {
     tiny_options(fs, 4)
@@ -85,7 +85,7 @@ fn val(key: u32, version: u32) -> Vec<u8> {
     v
 }
 
-/// Lazy read (seed 003 §3.2.2): GC reads the values of live records only,
+/// Lazy read (Scavenger, VLDB, §3.2.2): GC reads the values of live records only,
 /// where the eager ablation reads every record. Each round of overwrites
 /// is flushed on its own, so every value table is all live or all dead,
 /// and only all-dead ones are victims (ratio 0.99, no space limit to lower
@@ -186,7 +186,7 @@ fn a_crash_in_a_write_back_gc_step_leaves_exact_accounting() {
     );
 }
 
-/// Write-back against inheritance (seed 003 §2.2, Fig. 15): with edges a
+/// Write-back against inheritance (Scavenger, VLDB, §2.2, Fig. 15): with edges a
 /// GC step leaves the index alone and reads of moved values follow an
 /// edge; with write-back it commits a relocation per moved value and reads
 /// go straight to the copies. Half the keys are overwritten so that every
@@ -471,7 +471,7 @@ fn throttled_gc_reads_no_faster_than_its_rate() {
     );
 }
 
-/// Hotness awareness (seed 000 §3.4): values not updated since their
+/// Hotness awareness (HashKV, USENIX ATC '18, §3.4): values not updated since their
 /// group's last GC move to the cold log and stay readable there; hot values
 /// stay in their groups; updating a cold key makes its cold copy garbage,
 /// and the cold log's GC frees it.
@@ -544,7 +544,7 @@ fn cold_values_move_to_the_cold_log_and_back_out() {
 }
 
 /// A key goes cold when GC finds it alone in its group and not updated
-/// since: a first version (HashKV's insert, seed 000 §3.4) at the first GC
+/// since: a first version (HashKV's insert, HashKV, USENIX ATC '18, §3.4) at the first GC
 /// after its flush, an update one whole GC period later (the first GC
 /// after it keeps it in its group, the next moves it).
 #[test]

@@ -1,4 +1,4 @@
-//! Space-aware throttling (seed 003 §3.5, issue 17): each separated preset,
+//! Space-aware throttling (Scavenger, VLDB, §3.5, issue 17): each separated preset,
 //! opened with its defaults and no capacity, keeps the bytes of all its
 //! files under the space limit's high ratio times its live bytes, plus a
 //! stated slack, through overwrites and deletes.

@@ -1,4 +1,4 @@
-//! The `unikv` preset (seed 004 §III, issue 19): flushed tables under the
+//! The `unikv` preset (UniKV, ICDE '20, §III, issue 19): flushed tables under the
 //! hash index, merges into the sorted run that separate values, partition
 //! splits, lookups, scans and reopen against a `BTreeMap`, with the shape's
 //! statistics showing each mechanism ran.
@@ -190,7 +190,7 @@ fn a_damaged_or_missing_checkpoint_is_set_aside_and_every_table_is_read_again() 
     }
 }
 
-/// GC without lookups (seed 004 §III-C): merges move the live records of
+/// GC without lookups (UniKV, ICDE '20, §III-C): merges move the live records of
 /// value tables with garbage into their own, and a table leaves once no
 /// pointer names it. Rounds of overwrites and deletes over a fixed key set
 /// must keep the value tables near the live data, with the garbage counts
@@ -264,7 +264,7 @@ fn merges_collect_value_tables_without_lookups_and_space_stays_bounded() {
     }
 }
 
-/// A read-only workload gets the scan merge too (seed 004 §III-F): nothing
+/// A read-only workload gets the scan merge too (UniKV, ICDE '20, §III-F): nothing
 /// else wakes the background threads once writes stop, so the first scan
 /// does. Before it did, the 5 GiB Exp. 1 scans met twelve unsorted tables
 /// and no scan merge ran.
@@ -312,7 +312,7 @@ fn scans_alone_start_the_scan_merge() {
 }
 
 /// Scans merge a partition's unsorted tables into one once there are more
-/// than the scan merge limit (seed 004 §III-F): lookups find keys in the
+/// than the scan merge limit (UniKV, ICDE '20, §III-F): lookups find keys in the
 /// merged table through the hash index, and scans and reopens see the
 /// model.
 #[test]

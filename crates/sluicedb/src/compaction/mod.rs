@@ -89,7 +89,7 @@ pub(crate) struct MergeParams<'a> {
     pub(crate) grandparents: &'a [Arc<FileMeta>],
     pub(crate) max_grandparent_overlap_bytes: u64,
     /// Sorted user keys no output spans: an output ends before each (the
-    /// unified shape's range partitions, seed 004 §III-D).
+    /// unified shape's range partitions, UniKV, ICDE '20, §III-D).
     pub(crate) boundaries: &'a [Vec<u8>],
     /// Allocates a file number and records it as a pending output, so the
     /// obsolete-file sweep leaves the file alone.
@@ -99,7 +99,7 @@ pub(crate) struct MergeParams<'a> {
     pub(crate) cancel: &'a AtomicBool,
     /// Flushes under `separate_at_flush`: values at or above the threshold
     /// go to this store and the table keeps pointers (HashKV's write cache,
-    /// seed 000 §3.2). Only entries that survive the merge are written, so
+    /// HashKV, USENIX ATC '18, §3.2). Only entries that survive the merge are written, so
     /// versions shadowed in the memtable never reach the store.
     pub(crate) separate: Option<(&'a dyn ValueStore, usize)>,
     /// Flushes into a database with a value store: the tables below the
@@ -113,7 +113,7 @@ pub(crate) struct MergeParams<'a> {
     /// leaves the version with them (`ValueTally::refs`).
     pub(crate) inputs_are_tables: bool,
     /// Value files whose records the merge moves (the unified shape's GC,
-    /// seed 004 §III-C): each kept pointer entry naming one is written
+    /// UniKV, ICDE '20, §III-C): each kept pointer entry naming one is written
     /// with a pointer to a copy of its record in the merge's own value
     /// files (`separate`'s sink), and the old record counts as garbage.
     pub(crate) relocate: &'a [u64],

@@ -208,7 +208,7 @@ impl DbIterator {
 /// One `next()` or `next_back()` result.
 type Item = Result<(Vec<u8>, Vec<u8>)>;
 
-/// Pairs returned in a row from one end before read-ahead starts (seed 001
+/// Pairs returned in a row from one end before read-ahead starts (WiscKey, FAST '16,
 /// §3.3.1: "after a few Next() calls").
 const READAHEAD_AFTER: usize = 2;
 /// First read-ahead window, in pairs; it doubles up to the maximum.
@@ -220,7 +220,7 @@ const READAHEAD_MAX_BYTES: u64 = 4 << 20;
 /// The pairs of a key range as a standard iterator; `next_back` (and so
 /// `.rev()`) walks from the end. Yields `Err` once if reading fails.
 ///
-/// Scans read separated values ahead (seed 001 §3.3.1): once an end has
+/// Scans read separated values ahead (WiscKey, FAST '16, §3.3.1): once an end has
 /// returned a few pairs in a row, it gathers the next pairs of the index
 /// (16, doubling to 256, at most 4 MiB of values) and reads their values
 /// together with `ValueStore::read_many`: nearby records with one read,

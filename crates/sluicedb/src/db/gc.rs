@@ -372,7 +372,7 @@ impl Core {
     }
 
     /// True when background GC should run: the space limit's low ratio is
-    /// passed and GC can reclaim space (seed 003 §3.5), or the layout's own
+    /// passed and GC can reclaim space (Scavenger, VLDB, §3.5), or the layout's own
     /// triggers fire.
     pub(super) fn gc_wanted(&self, st: &State) -> bool {
         let Some(store) = self.values.as_ref().filter(|_| self.opts.gc.background) else {

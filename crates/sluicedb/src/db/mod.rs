@@ -329,7 +329,7 @@ impl Db {
         }
         if core.shape.note_scan() {
             // A read-only workload wakes no background thread otherwise:
-            // its scans would never see the scan merge (seed 004 §III-F).
+            // its scans would never see the scan merge (UniKV, ICDE '20, §III-F).
             // Under the state lock, so that a thread about to wait does not
             // miss it.
             let _st = core.state.lock();
@@ -406,7 +406,7 @@ impl Db {
         self.core().wait_idle()
     }
 
-    /// Garbage-collects the oldest value log file (seed 001 §3.3.2): reads
+    /// Garbage-collects the oldest value log file (WiscKey, FAST '16, §3.3.2): reads
     /// it from the tail, relocates live values to the head, and frees the
     /// file once no snapshot or iterator can need it. Returns what was done;
     /// a database without a value store has nothing to collect.
@@ -480,7 +480,7 @@ impl Db {
     /// Checks every table block and entry, and every record of the value
     /// store's files, against their checksums; then reads every live pair,
     /// so that each separated value is checked where its index entry points
-    /// (file present, record whole, of that key: seed 001 §3.3.3). Returns
+    /// (file present, record whole, of that key: WiscKey, FAST '16, §3.3.3). Returns
     /// the entries, records and pairs checked. Damage is `Corruption`
     /// naming file and offset. Reads the whole database.
     pub fn verify(&self) -> Result<u64> {

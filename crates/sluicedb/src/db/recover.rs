@@ -2,7 +2,7 @@
 //! replays what the tables do not hold yet into L0 tables, then writes a
 //! fresh manifest. The source is the engine journals or, when the value log
 //! is the journal, the value log from the position the manifest records
-//! (seed 001 §3.4.2). Only one of them can hold unflushed writes: every
+//! (WiscKey, FAST '16, §3.4.2). Only one of them can hold unflushed writes: every
 //! open ends by flushing what it replayed.
 
 use std::collections::BTreeMap;

@@ -128,7 +128,7 @@ impl Core {
     /// - Over `value_store_capacity_bytes` while GC can free some: waits.
     /// - Space amplification between the space limit's low and high ratios:
     ///   a delay in proportion, up to [`MAX_SPACE_DELAY_MICROS`] a write
-    ///   (seed 003 §3.5 slows writes there), owed until the delays add up
+    ///   (Scavenger, VLDB, §3.5 slows writes there), owed until the delays add up
     ///   to [`SPACE_DELAY_SLEEP_NANOS`] and then slept by one write (what
     ///   it oversleeps credited to the next).
     /// - At the high ratio while GC can reclaim space: waits. When it
@@ -196,7 +196,7 @@ impl Core {
         }
     }
 
-    /// At the high ratio writes pause (seed 003 §3.5) while GC makes
+    /// At the high ratio writes pause (Scavenger, VLDB, §3.5) while GC makes
     /// progress: in slices of at most 1 s, for as long as each slice brought
     /// the ratio down, finished a GC step, or ended with one still running
     /// (on a busy machine a step can outlast a slice, and the ratio is

@@ -103,7 +103,7 @@ pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset` around the page cache where the
     /// file system allows it (`O_DIRECT`): for data read once and then
     /// deleted, such as the files garbage collection empties, whose pages
-    /// would only push cached data out (seed 003 §4 reads with direct I/O).
+    /// would only push cached data out (Scavenger, VLDB, §4 reads with direct I/O).
     /// Default: [`RandomAccessFile::read_at`].
     fn read_at_uncached(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.read_at(offset, len)
@@ -136,7 +136,7 @@ pub trait Fs: Send + Sync + 'static {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Creates `path` for a file written once, synced, and read later
     /// through its own reads or caches: tables. Its bytes may go around
-    /// the page cache (`O_DIRECT` on [`StdFs`]: seed 003 §4 flushes and
+    /// the page cache (`O_DIRECT` on [`StdFs`]: Scavenger, VLDB, §4 flushes and
     /// compacts with direct I/O), so a large flush or GC step neither
     /// waits on the kernel's writeback of dirty pages nor pushes cached
     /// data out. Default: [`Fs::create`].
@@ -172,7 +172,7 @@ pub trait Fs: Send + Sync + 'static {
     fn allocated_len(&self, path: &Path) -> Result<u64>;
     /// Frees the disk blocks of `path` inside `offset..offset + len`
     /// without changing its length; reads of them return zeros after
-    /// (WiscKey's hole punching, seed 001 §3.3.2). Callers pass whole
+    /// (WiscKey's hole punching, WiscKey, FAST '16, §3.3.2). Callers pass whole
     /// blocks ([`PUNCH_BLOCK`]). Returns false where the file system cannot:
     /// the space stays allocated and nothing else changes.
     ///

@@ -1,4 +1,4 @@
-//! DropCache (seed 003 §3.4.1): the keys whose versions flushes and
+//! DropCache (Scavenger, VLDB, §3.4.1): the keys whose versions flushes and
 //! compactions drop, each with the sequence number of the version that
 //! shadowed the dropped one (the paper's "sequence information").
 //!

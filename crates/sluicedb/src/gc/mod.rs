@@ -2,8 +2,8 @@
 //! (`docs/design.md`, "Garbage collection and relocation").
 //!
 //! A layout decides *what* to collect and *how* to read it: WiscKey's log
-//! collects a chunk at its tail (seed 001 §3.3.2), HashKV a whole segment
-//! group (seed 000 §3.3). It does so through two calls of its
+//! collects a chunk at its tail (WiscKey, FAST '16, §3.3.2), HashKV a whole segment
+//! group (HashKV, USENIX ATC '18, §3.3). It does so through two calls of its
 //! [`ValueStore`](crate::value::ValueStore): `gc_victim` picks and freezes
 //! what to collect (no append reaches it afterwards), and
 //! [`GcVictim::collect`] reads it, keeps the records the index still points
@@ -189,8 +189,8 @@ pub(crate) trait GcHost: Sync {
     /// with one thread.
     fn pool(&self) -> Option<&rayon::ThreadPool>;
 
-    /// True when space is at the space limit's low ratio or above (seed
-    /// 003 §3.5): a layout may collect what it otherwise would not yet.
+    /// True when space is at the space limit's low ratio or above
+    /// (Scavenger, VLDB, §3.5): a layout may collect what it otherwise would not yet.
     fn under_space_pressure(&self) -> bool;
 }
 

@@ -1,4 +1,4 @@
-//! Space control (seed 003 §3.5, "space-aware throttling"; `docs/design.md`,
+//! Space control (Scavenger, VLDB, §3.5, "space-aware throttling"; `docs/design.md`,
 //! "Space-aware throttling"): the last measurement of the directory against
 //! the user's live data, the ratio the space limit judges, and what it asks
 //! of the write path (slow down, wait, switch a memtable early) and of GC:
@@ -36,7 +36,7 @@ pub(crate) enum SpacePressure {
 }
 
 impl SpacePressure {
-    /// Where `ratio` stands against `limit` (seed 003 §3.5): below its low
+    /// Where `ratio` stands against `limit` (Scavenger, VLDB, §3.5): below its low
     /// ratio, between low and high (how far, 0..1), or at high.
     pub(crate) fn of(ratio: f64, limit: SpaceLimit) -> Self {
         if ratio >= limit.high {

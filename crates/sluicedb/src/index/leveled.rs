@@ -1,4 +1,4 @@
-//! The leveled shape: LevelDB's L0..Ln (seed 001 §2.2, seed 000 §2.1).
+//! The leveled shape: LevelDB's L0..Ln (WiscKey, FAST '16, §2.2, HashKV, USENIX ATC '18, §2.1).
 //!
 //! L0 holds flushed tables whose ranges may overlap, searched newest first;
 //! each deeper level is one sorted run of non-overlapping tables and is

@@ -3,7 +3,7 @@
 //!
 //! [`IndexShape`] is the seam: the engine asks the shape for lookup order,
 //! iterators and the next compaction, and never assumes levels itself.
-//! `leveled` is the LevelDB design (seed 001 §2.2, seed 000 §2.1);
+//! `leveled` is the LevelDB design (WiscKey, FAST '16, §2.2, HashKV, USENIX ATC '18, §2.1);
 //! `unified` is UniKV's range partitions; `partitioned` is LightKV's
 //! partition compaction by weight.
 
@@ -64,7 +64,7 @@ pub(crate) struct CompactionPlan {
     /// edit alone.
     pub(crate) trivial_move: bool,
     /// The merge separates the inline values it writes into the value
-    /// store (the unified shape's partial KV separation, seed 004 §III-C).
+    /// store (the unified shape's partial KV separation, UniKV, ICDE '20, §III-C).
     pub(crate) separate_values: bool,
     /// A range partition boundary the merge adds: its outputs end before
     /// it, and its edit records it (the unified shape's split, §III-D).
@@ -168,7 +168,7 @@ pub(crate) fn sorted_run_table<'v>(
 /// shape's UnsortedStore over its sorted run. A scan of user keys from
 /// `lower` through `upper` (either end open when `None`) leaves out the
 /// tables wholly outside the range (the unified shape's scans locate
-/// their partitions by boundary keys, seed 004 §III-F).
+/// their partitions by boundary keys, UniKV, ICDE '20, §III-F).
 pub(crate) fn overlapping_then_runs(
     v: &Arc<Version>,
     tables: &Arc<TableCache>,
@@ -301,7 +301,7 @@ pub(crate) trait IndexShape: LevelRules {
         overlapping_then_runs(v, tables, lower, upper)
     }
     /// A user scan starts (the unified shape merges a partition's unsorted
-    /// tables while scans run, seed 004 §III-F). True when the engine
+    /// tables while scans run, UniKV, ICDE '20, §III-F). True when the engine
     /// should look for background work now: the first scan since the last
     /// pick may make a scan merge due while no write wakes the background
     /// threads.
@@ -348,7 +348,7 @@ pub(crate) trait IndexShape: LevelRules {
     }
     /// A merge that reads every table holding an entry of a user key in
     /// `lo..=hi`, to collect the value files of that range (the unified
-    /// shape's GC, seed 004 §III-C); `None` for shapes whose GC is the
+    /// shape's GC, UniKV, ICDE '20, §III-C); `None` for shapes whose GC is the
     /// value store's, or when a table it needs is busy.
     fn pick_gc_compaction(
         &self,

@@ -3,8 +3,8 @@
 //!
 //! [`Journal`] is the seam: the engine journal (`engine.rs`, a block-framed
 //! log of write batches, `docs/format/journal.md`) is one implementation;
-//! the value log as journal (seed 001 §3.4.2, `value/log/journal.rs`) is
-//! the other; a persistent write buffer (LightKV, seed 002) would be a
+//! the value log as journal (WiscKey, FAST '16, §3.4.2, `value/log/journal.rs`) is
+//! the other; a persistent write buffer (LightKV, ICDE) would be a
 //! third. Its records are framed in the log file format (`crate::logfile`),
 //! which the manifest uses too.
 

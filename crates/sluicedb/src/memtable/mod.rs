@@ -1,7 +1,7 @@
 //! The write buffer: recent writes in memory, ordered by internal key.
 //!
 //! [`WriteBuffer`] is the small trait the engine uses, so that a later write
-//! buffer (LightKV's persistent buffer, seed 002) can take this one's place.
+//! buffer (LightKV's persistent buffer, LightKV, ICDE) can take this one's place.
 //! [`MemTable`] implements it on an arena skiplist ([`skiplist`]): inserts
 //! come from the group-commit leader (and a helper for GC's large
 //! relocation batches), reads from any thread concurrently.

@@ -26,7 +26,7 @@ pub(crate) trait ValueAccounting {
 
     /// A flush or compaction dropped a version of `key` that the version
     /// at `shadow` hides from every reader (the table layout's DropCache,
-    /// seed 003 §3.4.1).
+    /// Scavenger, VLDB, §3.4.1).
     fn note_dropped(&self, _key: &[u8], _shadow: u64) {}
 
     /// True when a job may add the record `p` points at to its file's

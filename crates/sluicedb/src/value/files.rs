@@ -1,5 +1,5 @@
 //! Reading records from a value store's files, shared by the layouts: the
-//! checks of a read by pointer (seed 001 §3.3.3), and batched, parallel
+//! checks of a read by pointer (WiscKey, FAST '16, §3.3.3), and batched, parallel
 //! reads for scans (§3.3.1). A layout says where a pointer's record can be
 //! read from ([`RecordFiles::locate`]); the rest is here.
 
@@ -156,7 +156,7 @@ pub(crate) fn read_one<S: RecordFiles + ?Sized>(
 const COPY_WINDOW_BYTES: u64 = 256 << 10;
 
 /// What a job copying records out of files in their order (a merge moving
-/// GC victims' records, seed 004 §III-C) has read ahead: a window per file,
+/// GC victims' records, UniKV, ICDE '20, §III-C) has read ahead: a window per file,
 /// so that the records it copies in key order, which lie in file order
 /// within each victim, take one read per window instead of one each.
 #[derive(Default)]
@@ -216,7 +216,7 @@ const COALESCE_GAP_BYTES: u64 = 4096;
 /// The largest single read of a run of records.
 const COALESCE_MAX_BYTES: u64 = 1 << 20;
 
-/// Reads many records at once (seed 001 §3.3.1): pointers into the same
+/// Reads many records at once (WiscKey, FAST '16, §3.3.1): pointers into the same
 /// file whose records lie close together are read with one read, and the
 /// reads that would wait on the device run in parallel on the prefetch
 /// threads. Results are in request order; each is checked like

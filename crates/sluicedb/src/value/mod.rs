@@ -57,7 +57,7 @@ pub(crate) trait ValueStore:
 
     /// Where one flush writes the values it separates, in key order. The
     /// log and hash layouts append to their shared heads; a layout whose
-    /// files belong to one job (Scavenger's value tables, seed 003 §3.1)
+    /// files belong to one job (Scavenger's value tables, Scavenger, VLDB, §3.1)
     /// writes its own and names them in the job's edit.
     fn flush_sink(&self) -> Box<dyn ValueSink + '_> {
         Box::new(SharedHeads(self))
@@ -74,7 +74,7 @@ pub(crate) trait ValueStore:
     }
 
     /// Reads the record `p` points at and checks that it is intact and
-    /// belongs to `key` (seed 001 §3.3.3); tells a collected file apart.
+    /// belongs to `key` (WiscKey, FAST '16, §3.3.3); tells a collected file apart.
     fn read_or_collected(&self, p: &ValuePointer, key: &[u8], class: IoClass) -> Result<Read> {
         files::read_one(self, p, key, class)
     }
@@ -303,7 +303,7 @@ impl<S: ValueStore + ?Sized> ValueSink for SharedHeads<'_, S> {
 }
 
 /// Moves the group's values of at least `threshold` bytes into `store`
-/// (key-value separation, seed 001 §3.1); returns the batch to journal and
+/// (key-value separation, WiscKey, FAST '16, §3.1); returns the batch to journal and
 /// insert, with pointers in place of those values, or `None` when no value
 /// is that large.
 pub(crate) fn separate(

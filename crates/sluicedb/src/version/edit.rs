@@ -96,10 +96,10 @@ pub(crate) struct VersionEdit {
     pub(crate) values: ValueEdit,
     /// The preset the database was created with (its CLI name).
     pub(crate) preset: Option<String>,
-    /// Range partition boundaries added (the unified shape's splits, seed
-    /// 004 §III-D): each user key starts a new partition.
+    /// Range partition boundaries added (the unified shape's splits,
+    /// UniKV, ICDE '20, §III-D): each user key starts a new partition.
     pub(crate) boundaries: Vec<Vec<u8>>,
-    /// The unified shape's newest hash index checkpoint file (seed 004
+    /// The unified shape's newest hash index checkpoint file (UniKV, ICDE '20,
     /// §III-G).
     pub(crate) hash_index_checkpoint: Option<u64>,
     /// The totals as of this record (every installed edit carries them).

@@ -31,12 +31,12 @@ pub(crate) struct Version {
     /// The preset the database was created with (`None` for databases
     /// created before the manifest recorded it).
     pub(crate) preset: Option<String>,
-    /// Range partition boundaries, sorted (the unified shape, seed 004
+    /// Range partition boundaries, sorted (the unified shape, UniKV, ICDE '20,
     /// §III-D): partition `i` holds the user keys from `boundaries[i - 1]`
     /// (from the smallest key, for 0) up to, not including,
     /// `boundaries[i]`. Empty for other shapes.
     pub(crate) boundaries: Arc<Vec<Vec<u8>>>,
-    /// The unified shape's newest hash index checkpoint file (seed 004
+    /// The unified shape's newest hash index checkpoint file (UniKV, ICDE '20,
     /// §III-G), if one was written.
     pub(crate) hash_index_checkpoint: Option<u64>,
     /// The totals as of the newest record that carried them (`None` for

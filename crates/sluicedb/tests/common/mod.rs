@@ -51,7 +51,7 @@ pub fn tiny_options(fs: &MemFs, variant: u64) -> Options {
         .separation_threshold_bytes(separation)
         .journal_mode(journal_mode)
         .separate_at_flush(matches!(variant % 8, 2 | 4 | 6))
-        // Index-decoupled key tables (pointer blocks apart, seed 003 §3.3)
+        // Index-decoupled key tables (pointer blocks apart, Scavenger, VLDB, §3.3)
         // under value tables and under the log.
         .index_decoupled_tables(matches!(variant % 8, 2 | 4))
         .hash_hotness(variant % 8 == 6)

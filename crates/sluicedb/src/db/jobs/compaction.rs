@@ -58,7 +58,7 @@ impl Core {
             new_file_number: &alloc,
             cancel: &self.shutting_down,
             // The unified shape's merge separates the values it carries
-            // (partial KV separation, seed 004 §III-C).
+            // (partial KV separation, UniKV, ICDE '20, §III-C).
             separate: match (
                 &self.values,
                 self.separation.at_merge().filter(|_| plan.separate_values),
@@ -150,7 +150,7 @@ impl Core {
         bump(&self.counters.compaction_read, stats.bytes_read);
         bump(&self.counters.compaction_written, stats.bytes_written);
         if stats.relocated_records > 0 {
-            // The merge was a GC step too (seed 004 §III-C): it counts as
+            // The merge was a GC step too (UniKV, ICDE '20, §III-C): it counts as
             // one, its copies as applied relocations.
             bump(&self.counters.gc_runs, 1);
             bump(&self.counters.gc_bytes_read, stats.relocated_bytes);

@@ -134,7 +134,7 @@ impl Core {
             Some(&input),
             smallest_snapshot,
             Some(&below),
-            // One table per range partition (seed 004 §III-D).
+            // One table per range partition (UniKV, ICDE '20, §III-D).
             &below.boundaries,
             &mut stats,
         )?;
@@ -205,7 +205,7 @@ impl Core {
     }
 
     /// Writes the shape's checkpoint of its in-memory index (the unified
-    /// shape's hash indexes, seed 004 §III-G) to a new file, syncs it, and
+    /// shape's hash indexes, UniKV, ICDE '20, §III-G) to a new file, syncs it, and
     /// records it in the manifest; the previous one becomes obsolete. A
     /// crash before the record leaves an unlisted file, swept at open.
     pub(in crate::db) fn write_checkpoint(&self) -> Result<()> {

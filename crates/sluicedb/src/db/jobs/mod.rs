@@ -114,7 +114,7 @@ impl Core {
 
     /// A thread of [`GcOptions::pressure_threads`](crate::GcOptions):
     /// runs GC steps while the space limit's pressure is on (the ratio at
-    /// its low mark or above, seed 003 §3.5), and sleeps otherwise. The
+    /// its low mark or above, Scavenger, VLDB, §3.5), and sleeps otherwise. The
     /// background threads leave GC under pressure to it.
     pub(in crate::db) fn pressure_gc_loop(self: Arc<Self>) {
         let mut st = self.state.lock();
@@ -233,7 +233,7 @@ impl Core {
         Some(Job::Compaction(plan))
     }
 
-    /// The shape's scan merge (seed 004 §III-F), while no flush runs, with
+    /// The shape's scan merge (UniKV, ICDE '20, §III-F), while no flush runs, with
     /// its output numbered now: newer than its inputs, older than every
     /// flush to come, as level 0's order by number requires.
     fn pick_scan_merge(&self, st: &State) -> Option<CompactionPlan> {
@@ -245,7 +245,7 @@ impl Core {
         Some(plan)
     }
 
-    /// When merges collect the value store (the unified shape, seed 004
+    /// When merges collect the value store (the unified shape, UniKV, ICDE '20,
     /// §III-C): a merge of the range of the value file with the most
     /// garbage, among those whose garbage ratio calls for GC, that moves
     /// its records (and those of any other such file it meets). The range

@@ -1,4 +1,4 @@
-//! The hash index checkpoint file (seed 004 §III-G;
+//! The hash index checkpoint file (UniKV, ICDE '20, §III-G;
 //! `docs/format/unikv-hash-index.md`, "Checkpoint file"): every generation
 //! of every partition's hash index, each in the single-index format of
 //! [`HashIndex::encode`], framed with its partition's key and covered by

@@ -1,4 +1,4 @@
-//! UniKV's two-level hash index over one UnsortedStore (seed 004 §III-B,
+//! UniKV's two-level hash index over one UnsortedStore (UniKV, ICDE '20, §III-B,
 //! Fig. 6): cuckoo hashing over `N` buckets with `n` hash functions, and
 //! linked overflow entries when all `n` candidate buckets are taken.
 //!
@@ -52,7 +52,7 @@ const CHECKPOINT_FORMAT_VERSION: u32 = 2;
 const HEADER_BYTES: usize = 8 + 4 * 5 + 8;
 const ENTRY_BYTES: usize = 8;
 
-/// One 8-byte index entry (seed 004 Fig. 6: keyTag, SSTableID, pointer).
+/// One 8-byte index entry (UniKV, ICDE '20 Fig. 6: keyTag, SSTableID, pointer).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Entry {
     tag: u16,
@@ -111,7 +111,7 @@ pub(crate) struct HashIndex {
 
 impl HashIndex {
     /// An empty index of `buckets` buckets probed with `functions` hash
-    /// functions (seed 004 §III-B: `N` and `n`).
+    /// functions (UniKV, ICDE '20, §III-B: `N` and `n`).
     pub(crate) fn new(buckets: usize, functions: u32) -> HashIndex {
         assert!(buckets > 0, "a hash index needs at least one bucket");
         assert!(
@@ -244,7 +244,7 @@ impl HashIndex {
             }
         }
         // All n candidates taken: link an overflow entry at the head of
-        // h_n's chain (seed 004 §III-B), so the chain reads newest first.
+        // h_n's chain (UniKV, ICDE '20, §III-B), so the chain reads newest first.
         let b = h.bucket(self.functions - 1, n);
         let head = self.buckets[b].next;
         assert!(

@@ -1,4 +1,4 @@
-//! The `unified` key index shape: UniKV (seed 004 §III).
+//! The `unified` key index shape: UniKV (ICDE '20, §III).
 //!
 //! The key space is cut into **range partitions** (§III-D) by boundary
 //! keys kept in the version (`Version::boundaries`, manifest records). Each

@@ -1,4 +1,4 @@
-//! GC of the hash layout, one segment group at a time (seed 000 §3.3;
+//! GC of the hash layout, one segment group at a time (HashKV, USENIX ATC '18, §3.3;
 //! `docs/design.md`, "Hash layout").
 //!
 //! A step picks the group with the most bytes written since its last GC,

@@ -14,7 +14,7 @@ pub(crate) struct HashMeta {
     /// Files of each group, oldest first; writes go to the last. Empty
     /// until the hash layout is first opened.
     pub(crate) groups: Vec<Vec<u64>>,
-    /// Files of the cold log (seed 000 §3.4), oldest first; edits name it
+    /// Files of the cold log (HashKV, USENIX ATC '18, §3.4), oldest first; edits name it
     /// as group [`COLD_GROUP`].
     pub(crate) cold: Vec<u64>,
     /// The group each group past the roots was split from, in the order

@@ -1,4 +1,4 @@
-//! [`HashStore`]: HashKV's hash layout (seed 000 §3.2). Values go to the
+//! [`HashStore`]: HashKV's hash layout (HashKV, USENIX ATC '18, §3.2). Values go to the
 //! segment group `xxh3(key) mod G`, so every version of a key lands in one
 //! group and a group can be collected by scanning it alone (§3.3).
 //!
@@ -134,7 +134,7 @@ struct Group {
     /// files of the group below it were collected.
     first_at_open: u64,
     /// Bytes appended since the group was last collected (greedy victim
-    /// choice, seed 000 §3.3).
+    /// choice, HashKV, USENIX ATC '18, §3.3).
     written_since_gc: u64,
     /// When the group was last collected (or the store opened): its age
     /// for the cost-benefit policy.
@@ -683,7 +683,7 @@ impl HashStore {
     }
 
     /// The GC victim among groups holding records, by the configured
-    /// policy (`crate::policy`; greedy by default, seed 000 §3.3).
+    /// policy (`crate::policy`; greedy by default, HashKV, USENIX ATC '18, §3.3).
     #[cfg(test)]
     pub(crate) fn victim(&self, garbage: &BTreeMap<u64, u64>) -> Option<u32> {
         self.victim_candidate(garbage).map(|c| c.group)
@@ -941,7 +941,7 @@ impl HashStore {
 
     /// Of group `g`'s files (the head too with `with_head`), those GC
     /// hands to the cold log whole rather than collecting them: every
-    /// record a first version, so every live one is cold (seed 000 §3.4;
+    /// record a first version, so every live one is cold (HashKV, USENIX ATC '18, §3.4;
     /// [`crate::policy::is_cold`]), and at most half of it known garbage,
     /// so that holding its garbage in the cold log costs less than copying
     /// its live records (`garbage`: bytes per file). Hotness awareness

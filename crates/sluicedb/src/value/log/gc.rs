@@ -1,4 +1,4 @@
-//! GC of the value log (seed 001 §3.3.2): a step reads a chunk at the
+//! GC of the value log (WiscKey, FAST '16, §3.3.2): a step reads a chunk at the
 //! tail, keeps the records the index still points at and appends their
 //! copies at the head; installing the step moves the tail past the chunk
 //! and frees the files behind it. The engine's driver does the rest

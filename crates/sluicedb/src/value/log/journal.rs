@@ -1,4 +1,4 @@
-//! The value log as the journal (seed 001 §3.4.2): every operation of a
+//! The value log as the journal (WiscKey, FAST '16, §3.4.2): every operation of a
 //! write group is a value log record, the last one flagged as the group's
 //! end, and there is no engine journal. Small values are logged inline;
 //! recovery replays the log from the position the manifest records

@@ -1,4 +1,4 @@
-//! WiscKey's value log (seed 001 §3.3.2) as a series of files
+//! WiscKey's value log (WiscKey, FAST '16, §3.3.2) as a series of files
 //! (`docs/format/value-log.md`): records `(key, value)` with sequence
 //! number, flags and CRC, appended at the head; GC reads from the tail.
 

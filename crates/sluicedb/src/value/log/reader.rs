@@ -1,5 +1,5 @@
 //! Reads value log records: one by pointer (lookups, with WiscKey's checks,
-//! seed 001 §3.3.3), or all of a file in order (GC and recovery).
+//! WiscKey, FAST '16, §3.3.3), or all of a file in order (GC and recovery).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

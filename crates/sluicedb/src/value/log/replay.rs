@@ -1,4 +1,4 @@
-//! Replay of the value log as the journal at recovery (seed 001 §3.4.2;
+//! Replay of the value log as the journal at recovery (WiscKey, FAST '16, §3.4.2;
 //! `docs/design.md`, "Value log as journal"): from the position the
 //! manifest records to the log's end, one write group at a time.
 
@@ -20,7 +20,7 @@ use crate::record::{
 };
 use crate::value::{PointerCheck, ValueStore};
 
-/// Replays the value log from `from` to its end (seed 001 §3.4.2): each
+/// Replays the value log from `from` to its end (WiscKey, FAST '16, §3.4.2): each
 /// write group becomes a batch once its last record (`FLAG_GROUP_END`)
 /// is read, so a group cut by the crash is dropped whole. GC copies are
 /// skipped; their relocations are records of their own.

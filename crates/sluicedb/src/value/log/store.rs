@@ -1,5 +1,5 @@
 //! [`LogStore`]: the value log as a series of files, with the head being
-//! written through a buffer and older files sealed (seed 001 §3.3).
+//! written through a buffer and older files sealed (WiscKey, FAST '16, §3.3).
 //!
 //! Rules (`docs/design.md`, "Value store"): a new head file is created only
 //! after the previous head is synced, and its name is made durable before
@@ -59,7 +59,7 @@ struct Inner {
     collected_below: u64,
     /// Records before this position were collected: GC's tail as of the
     /// last release (or the open). In its file, the whole blocks before it
-    /// are punched out (seed 001 §3.3.2), so reads start here.
+    /// are punched out (WiscKey, FAST '16, §3.3.2), so reads start here.
     released_to: (u64, u64),
 }
 
@@ -399,7 +399,7 @@ impl LogStore {
 
 impl RecordFiles for LogStore {
     /// Where the record `p` points at can be read from, after checking the
-    /// pointer against the log's valid range (seed 001 §3.3.3).
+    /// pointer against the log's valid range (WiscKey, FAST '16, §3.3.3).
     fn locate(&self, p: &ValuePointer, key: &[u8]) -> Result<Located> {
         let path = || self.file_path(p.file);
         if p.store != STORE_LOG {
@@ -679,7 +679,7 @@ impl ValueGc for LogStore {
     /// GC's tail reached `tail` and no reader needs what lies before it:
     /// the whole blocks of `tail`'s file between its header's block and
     /// the tail are punched out, so space comes back a chunk at a time
-    /// rather than a file at a time (WiscKey, seed 001 §3.3.2). Where the
+    /// rather than a file at a time (WiscKey, FAST '16, §3.3.2). Where the
     /// file system cannot punch, the file goes whole once the tail passes
     /// it, as before.
     fn release_collected(&self, tail: (u64, u64)) -> Result<()> {
@@ -790,7 +790,7 @@ mod tests {
     }
 
     /// A release punches out the whole blocks between the header's block
-    /// and the tail (seed 001 §3.3.2): the file keeps its length, fewer
+    /// and the tail (WiscKey, FAST '16, §3.3.2): the file keeps its length, fewer
     /// bytes stay allocated, a pointer before the tail is collected (a
     /// reader retries), the records from the tail on still read, and
     /// `verify` scans from the tail.

@@ -1,5 +1,5 @@
 //! Appends records at the head of the value log through a user-space write
-//! buffer (seed 001 §3.4.1): small appends cost no system call, and reads of
+//! buffer (WiscKey, FAST '16, §3.4.1): small appends cost no system call, and reads of
 //! bytes still in the buffer are served from it.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Writes a value table from records in internal-key order (seed 003
+//! Writes a value table from records in internal-key order (Scavenger, VLDB,
 //! §3.2.1, Fig. 7: records, then a dense index of every record).
 
 use super::format::{

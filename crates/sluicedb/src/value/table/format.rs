@@ -11,8 +11,8 @@
 //! footer (64 B)  : filter | properties | top index | version | crc | magic
 //! ```
 //! The index partitions are written back to back, so GC reads every key of
-//! a table in one sequential read of `[first partition, top index)` (seed
-//! 003 §3.2.2, lazy read), without touching a value.
+//! a table in one sequential read of `[first partition, top index)`
+//! (Scavenger, VLDB, §3.2.2, lazy read), without touching a value.
 
 use crate::coding::{u32_at, u64_at};
 use crate::table::format::{decode_properties, encode_properties, FooterKind};
@@ -99,7 +99,7 @@ pub(crate) struct ValueTableProperties {
     pub(crate) index_partitions: u64,
     pub(crate) smallest_seq: u64,
     pub(crate) largest_seq: u64,
-    /// 1 when the table holds hot values (seed 003 §3.4.2), else 0.
+    /// 1 when the table holds hot values (Scavenger, VLDB, §3.4.2), else 0.
     pub(crate) hot: u64,
 }
 

@@ -1,4 +1,4 @@
-//! Lazy-read GC of value tables (seed 003 §3.2.2, Fig. 8; `docs/design.md`,
+//! Lazy-read GC of value tables (Scavenger, VLDB, §3.2.2, Fig. 8; `docs/design.md`,
 //! "Table layout").
 //!
 //! A step picks victims by garbage ratio from the exact accounting, the
@@ -34,7 +34,7 @@ use crate::version::{Version, VersionEdit};
 /// Most victims of one step.
 const MAX_VICTIMS: usize = 8;
 
-/// Live records closer than this are read with one read (seed 003
+/// Live records closer than this are read with one read (Scavenger, VLDB,
 /// §3.2.2 coalesces "adjacent" valid records; 64 KiB keeps a read of a
 /// mostly live run to one request without reading much garbage).
 const COALESCE_GAP_BYTES: u64 = 64 << 10;
@@ -535,7 +535,7 @@ struct Copied {
 /// Steps 1-3 of a step for the victim `t` (one of `victims`): its dense
 /// index in one read, each record judged (on the GC threads when there
 /// are some). Without lazy read (the ablation) every record is kept, to
-/// be read whole; with it only those that may be live (seed 003 §3.2.2).
+/// be read whole; with it only those that may be live (Scavenger, VLDB, §3.2.2).
 fn judge_table(
     store: &TableStore,
     victims: &[u64],

@@ -3,7 +3,7 @@
 //! of collected ones, how many key-table entries point into each value
 //! table, and the tables a GC step with pointer write-back has not settled.
 //!
-//! **Inheritance edges** (seed 003 §2.2, TerarkDB). GC rewrites victims
+//! **Inheritance edges** (Scavenger, VLDB, §2.2, TerarkDB). GC rewrites victims
 //! into new tables without touching the index: an edge `victim → outputs`
 //! lets a read that meets a pointer into the victim find the record in an
 //! output by its key and sequence. Edges are kept path-compressed: when an
@@ -33,7 +33,7 @@ pub(crate) struct TableFile {
     /// Bytes of its records (header to the first index partition): what
     /// live and garbage bytes are shares of.
     pub(crate) record_bytes: u64,
-    /// Written for hot values (seed 003 §3.4.2).
+    /// Written for hot values (Scavenger, VLDB, §3.4.2).
     pub(crate) hot: bool,
 }
 

@@ -1,4 +1,4 @@
-//! Value tables: Scavenger's RecordBasedTable (seed 003 §3.2.1, Fig. 7),
+//! Value tables: Scavenger's RecordBasedTable (Scavenger, VLDB, §3.2.1, Fig. 7),
 //! the files of the `table` value layout (issue 18).
 //!
 //! A value table holds key-value records sorted by internal key and a

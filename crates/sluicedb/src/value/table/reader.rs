@@ -1,6 +1,6 @@
 //! Opens a value table: point lookups through the dense index, the whole
 //! index in one read for lazy GC, and coalesced reads of chosen records
-//! (seed 003 §3.2.2).
+//! (Scavenger, VLDB, §3.2.2).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -133,7 +133,7 @@ impl ValueTable {
         &self.properties
     }
 
-    /// True for a table of hot values (seed 003 §3.4.2).
+    /// True for a table of hot values (Scavenger, VLDB, §3.4.2).
     pub(crate) fn is_hot(&self) -> bool {
         self.hot
     }
@@ -226,7 +226,7 @@ impl ValueTable {
     }
 
     /// Every entry of the dense index, in key order, from one sequential
-    /// read of the partitions (lazy read's first step, seed 003 §3.2.2).
+    /// read of the partitions (lazy read's first step, Scavenger, VLDB, §3.2.2).
     /// Returns the entries and the bytes read.
     pub(crate) fn index_entries(&self, class: IoClass) -> Result<(Vec<IndexEntry>, u64)> {
         let start = self.properties.records_end;
@@ -307,7 +307,7 @@ impl ValueTable {
 
     /// A read of bytes the caller needs once: GC's reads of a victim, which
     /// it deletes once emptied, go around the page cache when the table was
-    /// opened so (seed 003 §4 reads with direct I/O) and push out nothing
+    /// opened so (Scavenger, VLDB, §4 reads with direct I/O) and push out nothing
     /// the engine still reads.
     /// Into `buf`, which the caller keeps from read to read (a GC step's
     /// runs: fresh multi-megabyte buffers cost page faults and zeroing, 5%
@@ -345,7 +345,7 @@ impl ValueTable {
 
     /// Visits the records of `entries` (in increasing offset order): runs
     /// of records with gaps of at most `gap` bytes come from one read of up
-    /// to [`MAX_COALESCED_READ`] (seed 003 §3.2.2: GC reads only valid
+    /// to [`MAX_COALESCED_READ`] (Scavenger, VLDB, §3.2.2: GC reads only valid
     /// values). Each record is checked against its entry and handed over
     /// with its stored checksum. Returns the bytes read.
     pub(crate) fn read_coalesced(

@@ -1,4 +1,4 @@
-//! [`TableStore`]: the table layout (Scavenger, seed 003 §3; `docs/design.md`,
+//! [`TableStore`]: the table layout (Scavenger, VLDB, §3; `docs/design.md`,
 //! "Table layout"). Values are separated when a memtable is flushed (§3.1)
 //! into sorted value tables (`NNNNNN.vst`, `docs/format/value-table.md`),
 //! two per flush at most: hot values (keys the DropCache holds, §3.4.2) and
@@ -504,7 +504,7 @@ impl RecordFiles for TableStore {
 }
 
 /// Hot and cold value tables being written by one flush or GC step, each
-/// cut at the table size (seed 003 §3.4.2: both write hot keys apart).
+/// cut at the table size (Scavenger, VLDB, §3.4.2: both write hot keys apart).
 pub(super) struct TableWriter<'a> {
     store: &'a TableStore,
     /// Open tables: [cold, hot].
@@ -1021,7 +1021,7 @@ impl MergeCollection for TableStore {
 /// faster, which a greedy order by ratio rewards by itself.
 impl TableStore {
     /// The garbage ratio from which a table is collected: `gc_ratio`, or
-    /// [`PRESSURE_RATIO`] under space pressure (seed 003 §3.5).
+    /// [`PRESSURE_RATIO`] under space pressure (Scavenger, VLDB, §3.5).
     pub(super) fn gc_ratio(&self, pressure: bool) -> f64 {
         if pressure {
             PRESSURE_RATIO.min(self.config.gc_ratio)
