@@ -225,14 +225,23 @@ pub struct SpaceStats {
     /// Of the keys and values tables hold inline, the bytes known dead when
     /// space was last measured, left out of [`SpaceStats::live_data_bytes`]:
     /// the unified shape's unsorted versions that newer ones shadow,
-    /// estimated from its hash index (`docs/design.md`, "Space-aware
-    /// throttling"). 0 for the other shapes.
+    /// estimated from its hash index, or the leveled shape's inline bytes
+    /// above its last level times
+    /// [`SpaceStats::shadow_share_of_writes_milli`] (`docs/design.md`,
+    /// "Space-aware throttling"). 0 for the other shapes.
     pub inline_garbage_bytes: u64,
     /// Of the bytes the journal took lately, the share that added live
     /// data (0 for updates of existing keys, 1 for a load of new ones), in
     /// thousandths, measured over windows of 8 MiB of journal between space
     /// measurements (`docs/experiments.md`, "The live share of writes").
     pub live_share_of_writes_milli: u64,
+    /// Of the bytes the last flushed memtable's writes could have made
+    /// garbage, the share that shadowed an older version, in thousandths:
+    /// counted by the flush's lookups, or, over a tree of inline values, by
+    /// a sample of them. `None` before a flush since open measured it. The
+    /// space limit counts that share of the leveled shape's inline bytes
+    /// above its last level dead ([`SpaceStats::inline_garbage_bytes`]).
+    pub shadow_share_of_writes_milli: Option<u64>,
     /// Why the space limit ([`crate::SpaceLimit`]) is not being held, when
     /// it is not (nothing GC can reclaim).
     pub space_limit_note: Option<String>,
@@ -612,7 +621,7 @@ impl std::fmt::Display for Stats {
         if self.space.space_amplification > 0.0 {
             writeln!(
                 f,
-                "  space amplification {:.2} over {} bytes of live data{}; writes add live data at {:.2} of their journal bytes",
+                "  space amplification {:.2} over {} bytes of live data{}; writes add live data at {:.2} of their journal bytes{}",
                 self.space.space_amplification,
                 self.space.live_data_bytes,
                 match self.space.inline_garbage_bytes {
@@ -620,6 +629,10 @@ impl std::fmt::Display for Stats {
                     g => format!(" ({g} bytes of tables' inline values dead)"),
                 },
                 self.space.live_share_of_writes_milli as f64 / 1000.0,
+                match self.space.shadow_share_of_writes_milli {
+                    Some(s) => format!(", and shadow an older version at {:.2}", s as f64 / 1000.0),
+                    None => String::new(),
+                },
             )?;
         }
         if let Some(n) = &self.space.space_limit_note {

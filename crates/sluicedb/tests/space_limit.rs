@@ -338,6 +338,92 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
     }
 }
 
+/// The default preset keeps values under its threshold inline in a leveled
+/// tree, where an update's older version stays until the merge into the
+/// last level drops it. The limit counts the inline bytes above the last
+/// level, times the share of them the merges into it dropped, as dead (the
+/// leveled shape's `inline_garbage`): after rounds of updates the engine's
+/// live data is the user's, within the spread of a shadow share learned
+/// over a few merges. Counting every inline entry live, it was the user's
+/// plus everything above the last level, and the space limit never acted on
+/// a tree whose first levels backed up (1.6-1.8 times the data at 1 GiB).
+#[test]
+fn the_default_counts_inline_versions_above_the_last_level_as_garbage() {
+    let fs = MemFs::new();
+    let o = Options::default()
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(256 << 10)
+        .target_file_size_bytes(256 << 10)
+        .base_level_size_bytes(1 << 20)
+        .level_size_ratio(4);
+    let max_write_buffers = o.write_buffers() as u64;
+    let db = Db::open("/db", o).unwrap();
+    let (keys, size) = (8000u64, 1000usize);
+    let value = |k: u64, round: u64| vec![b'a' + ((k * 7 + round) % 26) as u8; size];
+    let live = keys * (11 + size as u64);
+    for k in 0..keys {
+        db.put(format!("key{k:08}"), value(k, 0)).unwrap();
+    }
+    // Written level by level, as a store grows (a manual compaction would
+    // put it all in the deepest level, below empty ones, and the share is
+    // learned from merges into the last level holding tables).
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    // The engine's fixed slack, the journals, one memtable's flush in
+    // flight, as in `stays_bounded`, and a merge's outputs before its
+    // inputs go (up to L1's worth, four times its target here, into L2).
+    let slack = max_write_buffers * (256 << 10) + (4 << 20) + 2 * (256 << 10) + (5 << 20);
+    let bound = (DEFAULT_SPACE_HIGH_RATIO * live as f64) as u64 + slack;
+    // Rounds of updates in a scrambled order, so that every merge meets
+    // the versions below it.
+    let mut round_of = vec![0u64; keys as usize];
+    for round in 1..=4u64 {
+        for i in 0..keys {
+            let k = (i * 4099 + round * 13) % keys;
+            round_of[k as usize] = round;
+            db.put(format!("key{k:08}"), value(k, round)).unwrap();
+            if i % 500 == 499 {
+                let used = used_bytes(&fs);
+                assert!(
+                    used <= bound,
+                    "round {round} write {i}: {used} bytes, bound {bound}\n{}",
+                    db.stats()
+                );
+            }
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    // At rest, within the limit itself: the bytes past the engine's slack
+    // at most the high ratio times the live data.
+    let used = used_bytes(&fs);
+    assert!(
+        used <= (DEFAULT_SPACE_HIGH_RATIO * live as f64) as u64 + (4 << 20),
+        "at rest: {used} bytes for {live} live\n{s}"
+    );
+    assert!(
+        s.space
+            .shadow_share_of_writes_milli
+            .is_some_and(|m| m >= 900),
+        "updates of loaded keys shadow a version each\n{s}"
+    );
+    assert!(s.space.inline_garbage_bytes > 0, "{s}");
+    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
+    assert!(
+        off.abs() < 0.03,
+        "the engine counts {} bytes of live data, the test {live}\n{s}",
+        s.space.live_data_bytes
+    );
+    for k in 0..keys {
+        assert_eq!(
+            db.get(format!("key{k:08}")).unwrap(),
+            Some(value(k, round_of[k as usize])),
+            "key {k}"
+        );
+    }
+}
+
 /// Under space pressure a shadow compaction (L0 into L1) runs only while
 /// flushes left shadowed versions uncounted, as a snapshot makes them: a
 /// flush counts the rest itself, and merging after every flush only to drop

@@ -484,6 +484,7 @@ impl Core {
                 live_data_bytes: self.space_measure.live_bytes(),
                 inline_garbage_bytes: self.space_measure.inline_garbage_bytes(),
                 live_share_of_writes_milli: self.space_measure.live_share_milli(),
+                shadow_share_of_writes_milli: self.space_measure.learned_shadow_share_milli(),
                 space_limit_note: st.space_note.clone(),
             },
             poisoned: st.poisoned.clone(),

@@ -86,7 +86,8 @@ impl Core {
         // counted it yet: the limit judges by the estimate.
         let buffers = || std::iter::once(&sv.mem).chain(sv.imms.iter());
         let hidden: u64 = buffers().map(|m| self.hidden_garbage(m.as_ref())).sum();
-        let inline_garbage = self.shape.inline_garbage(&current);
+        let inline_garbage =
+            self.shape.inline_garbage(&current) + self.leveled_inline_garbage(&current, hidden);
         let data = live_data(&current, live_values.saturating_sub(hidden), inline_garbage);
         // And what they hold whole is live, though only their journals
         // hold it on disk: a memtable of overwrites stands for about as
@@ -124,6 +125,27 @@ impl Core {
         };
     }
 
+    /// The inline versions of a leveled tree that newer ones shadow: the
+    /// inline bytes above its last level times the share of writes the
+    /// flushes found shadowing an older version (each such entry leaves
+    /// one older version below until a merge meets it; exact for values of
+    /// one size under a steady workload), and, in a tree of inline values
+    /// only, the garbage the memtables likely hide (`hidden`: their puts
+    /// shadow inline versions, not value records). Nothing before a flush
+    /// since open measured the share.
+    fn leveled_inline_garbage(&self, current: &Version, hidden: u64) -> u64 {
+        let Some(share) = self.space_measure.learned_shadow_share_milli() else {
+            return 0;
+        };
+        let above = self.shape.inline_bytes_above_last_level(current);
+        let dead = (u128::from(above) * u128::from(share) / 1000) as u64;
+        if current.may_hold_pointers() {
+            dead
+        } else {
+            dead + hidden
+        }
+    }
+
     /// Learns from a flush how much of what its memtable's writes could
     /// have made garbage (`candidates`) they did (`counted` bytes).
     pub(crate) fn note_flushed_shadows(&self, candidates: ShadowCandidates, counted: u64) {
@@ -157,8 +179,18 @@ impl Core {
     /// the limit cannot bound. (Counting a load's journal here as what the
     /// flush frees makes a young database's load wait on its flushes:
     /// `docs/experiments.md`, "The live share of writes".)
+    ///
+    /// Neither applies while the limit acts on inline garbage alone
+    /// (`Core::limit_acts_on_values`): a flush of inline versions frees no
+    /// space (its table takes what its journal held) and counts nothing,
+    /// and switching early only made more, smaller L0 tables to merge (121
+    /// flushes for 68 in a 1 GiB update run, `docs/experiments.md`, "The
+    /// space limit over a leveled tree's inline garbage").
     pub(super) fn early_switch_due(&self, st: &State) -> EarlySwitch {
-        let Some(limit) = self.space_limit_acting() else {
+        let Some(limit) = self
+            .space_limit_acting()
+            .filter(|_| self.limit_acts_on_values())
+        else {
             return EarlySwitch::No;
         };
         let mem = st.mem.approximate_memory_bytes();
@@ -190,22 +222,33 @@ impl Core {
         }
     }
 
-    /// The space limit, when it has something to act on: a value store
-    /// holding files, values written since open that a flush will separate
-    /// (`separable_written`), or a shape whose merges drop inline garbage
-    /// (the unified one). Without them (the `adaptive` preset while every
-    /// value is small, and inline) GC has nothing to reclaim, and
-    /// compactions, which the limit does not drive, bound the space of
-    /// inline values: slowing writes there only made them slower (a 1 GiB
-    /// load of 1 KiB values ran at 135k ops/s against the leveldb preset's
-    /// 247k, 1.5 s of it in the limit's delays, and 52 memtables switched
-    /// early).
+    /// The space limit, when it has something to act on: values
+    /// (`Core::limit_acts_on_values`), or a leveled tree's inline garbage
+    /// worth reclaiming (`Core::inline_garbage_reclaimable`), which
+    /// merges drop under the limit's pressure. Without them (the
+    /// `adaptive` preset while every value is small, inline, and new) there
+    /// is nothing to reclaim, and slowing writes only made them slower (a
+    /// 1 GiB load of 1 KiB values ran at 135k ops/s against the leveldb
+    /// preset's 247k, 1.5 s of it in the limit's delays, and 52 memtables
+    /// switched early).
     fn space_limit_acting(&self) -> Option<SpaceLimit> {
-        let store = self.values.as_ref()?;
-        let acts = store.total_bytes() > 0
-            || self.separable_written.load(Ordering::Relaxed)
-            || self.opts.index.shape == IndexShapeKind::Unified;
-        self.opts.gc.space_limit.filter(|_| acts)
+        let acts = self.limit_acts_on_values() || self.inline_garbage_reclaimable();
+        self.opts
+            .gc
+            .space_limit
+            .filter(|_| acts && self.values.is_some())
+    }
+
+    /// Whether the space limit has values a flush counts or GC collects:
+    /// a value store holding files, a value written since open that a
+    /// flush will separate, or the unified shape (whose flushes count the
+    /// versions they shadow in its hash index).
+    fn limit_acts_on_values(&self) -> bool {
+        self.values.as_ref().is_some_and(|store| {
+            store.total_bytes() > 0
+                || self.separable_written.load(Ordering::Relaxed)
+                || self.opts.index.shape == IndexShapeKind::Unified
+        })
     }
 
     /// Where the space limit stands (`Options::gc.space_limit`;
@@ -243,9 +286,15 @@ impl Core {
     /// merge is picked, `Core::pick_job`, and writes at the high ratio
     /// wait for it as they wait for GC).
     pub(crate) fn space_reclaimable(&self, current: &Version) -> bool {
+        self.values_reclaimable(current) || self.inline_garbage_reclaimable()
+    }
+
+    /// True when the tables' inline garbage (`SpaceMeasure::inline_garbage_bytes`)
+    /// is at least 1/[`MIN_RECLAIMABLE_SHARE_DIVISOR`] of the live data:
+    /// merges can bring space down by dropping it.
+    pub(crate) fn inline_garbage_reclaimable(&self) -> bool {
         let m = &self.space_measure;
-        self.values_reclaimable(current)
-            || m.inline_garbage_bytes() * MIN_RECLAIMABLE_SHARE_DIVISOR >= m.live_bytes().max(1)
+        m.inline_garbage_bytes() * MIN_RECLAIMABLE_SHARE_DIVISOR >= m.live_bytes().max(1)
     }
 
     /// True when GC can bring space down: the layout has a victim, and it

@@ -219,9 +219,11 @@ impl Core {
                 &self.counters.stall_space_micros,
             );
             let still_high = self.space_pressure() == SpacePressure::High;
+            // A merge dropping inline garbage gains as a GC step does.
             let gained = self.space_ratio() < before
                 || st.jobs.gc_running
-                || self.counters.gc_runs.load(Ordering::Relaxed) > steps_before;
+                || self.counters.gc_runs.load(Ordering::Relaxed) > steps_before
+                || (st.jobs.compactions_running > 0 && self.inline_garbage_reclaimable());
             if !still_high || !gained || st.check_writable().is_err() {
                 break;
             }

@@ -6,7 +6,7 @@
 //! database measures and recounts (`db/space.rs`, which also decides an
 //! early switch from the memtables it holds) and acts (`db/write.rs`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -75,6 +75,8 @@ pub(crate) struct SpaceMeasure {
     /// in thousandths (1000 before the first flush): how much garbage a
     /// memtable hides per byte written.
     shadow_share_milli: AtomicU64,
+    /// Whether a flush set `shadow_share_milli` since open.
+    shadow_share_learned: AtomicBool,
     /// The mean value size of the last flushed memtable's puts.
     mean_value_bytes: AtomicU64,
     /// Of the bytes the journal took over the last closed window, the share
@@ -101,6 +103,7 @@ impl Default for SpaceMeasure {
             store_bytes: AtomicU64::new(0),
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
+            shadow_share_learned: AtomicBool::new(false),
             mean_value_bytes: AtomicU64::new(0),
             // Until a window closes, what the journal takes is taken as
             // new data: on a fresh database (a load) it is, and an
@@ -166,9 +169,40 @@ impl SpaceMeasure {
         }
         let bytes = candidates.bytes(self.mean_value_bytes.load(Ordering::Relaxed));
         if let Some(share) = counted.saturating_mul(1000).checked_div(bytes) {
-            self.shadow_share_milli
-                .store(share.min(1000), Ordering::Relaxed);
+            self.set_shadow_share(share);
         }
+    }
+
+    /// Learns the same share from a flush that looked up a sample of its
+    /// memtable's keys instead of counting (a tree of inline values, whose
+    /// versions have no value file to count garbage in): `shadowed` of the
+    /// `sampled` keys had an older version in the tables.
+    pub(crate) fn note_sampled_shadows(
+        &self,
+        candidates: ShadowCandidates,
+        sampled: u64,
+        shadowed: u64,
+    ) {
+        if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
+            self.mean_value_bytes.store(mean, Ordering::Relaxed);
+        }
+        if let Some(share) = shadowed.saturating_mul(1000).checked_div(sampled) {
+            self.set_shadow_share(share);
+        }
+    }
+
+    fn set_shadow_share(&self, milli: u64) {
+        self.shadow_share_milli
+            .store(milli.min(1000), Ordering::Relaxed);
+        self.shadow_share_learned.store(true, Ordering::Relaxed);
+    }
+
+    /// Of what the last flush's writes could have made garbage, the share
+    /// they did, in thousandths; `None` before a flush since open told.
+    pub(crate) fn learned_shadow_share_milli(&self) -> Option<u64> {
+        self.shadow_share_learned
+            .load(Ordering::Relaxed)
+            .then(|| self.shadow_share_milli.load(Ordering::Relaxed))
     }
 
     /// The garbage a memtable likely hides: its shadow candidates times the

@@ -185,6 +185,22 @@ impl IndexShape for Leveled {
         true
     }
 
+    /// The inline bytes of every level above the last one holding tables
+    /// (a table written before the manifest recorded its payload counts
+    /// whole). A version there that shadows an older one leaves that one
+    /// in a deeper level until a merge meets them; tombstones hold no
+    /// inline bytes, so what deletes free counts as live until then.
+    fn inline_bytes_above_last_level(&self, v: &Version) -> u64 {
+        let Some(last) = v.levels.iter().rposition(|l| !l.is_empty()) else {
+            return 0;
+        };
+        v.levels[..last]
+            .iter()
+            .flatten()
+            .map(|f| f.payload.map_or(f.file_size, |p| p.inline_bytes))
+            .sum()
+    }
+
     fn get(
         &self,
         v: &Version,
@@ -254,6 +270,25 @@ impl IndexShape for Leveled {
         // and shadowed versions in the range really go away.
         p.trivial_move = p.trivial_move && level + 2 < self.num_levels;
         Some(p)
+    }
+
+    /// The fullest level above the last one holding tables, by its score
+    /// (L0 as a batch, a deeper level by its table of least overlap below),
+    /// the next fullest when its pick is busy. Each merge drops the older
+    /// versions its entries meet in the next level, and brings the rest a
+    /// level closer to theirs.
+    fn pick_garbage_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let last = v.levels.iter().rposition(|l| !l.is_empty())?;
+        let scores = self.scores(v);
+        let mut levels: Vec<usize> = (0..last).filter(|&l| !v.levels[l].is_empty()).collect();
+        levels.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        levels.into_iter().find_map(|l| {
+            if l == 0 {
+                self.pick_level0(v, busy)
+            } else {
+                self.pick_level(v, l, busy)
+            }
+        })
     }
 
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {

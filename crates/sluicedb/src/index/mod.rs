@@ -332,6 +332,19 @@ pub(crate) trait IndexShape: LevelRules {
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool;
     /// How urgently compaction is needed (>= 1 means needed), per level.
     fn scores(&self, v: &Version) -> Vec<f64>;
+    /// Under space pressure, while the inline versions counted dead above
+    /// the last level ([`IndexShape::inline_bytes_above_last_level`]) are
+    /// worth reclaiming: a merge that carries entries on down toward the
+    /// older versions they shadow, though no level is over its size;
+    /// `None` when there is none (or the shape drops its inline garbage
+    /// otherwise).
+    fn pick_garbage_compaction(
+        &self,
+        _v: &Version,
+        _busy: &HashSet<u64>,
+    ) -> Option<CompactionPlan> {
+        None
+    }
     /// Under space pressure: a compaction that drops entries shadowed by
     /// newer ones soonest, since the separated values they point at count
     /// as live until then (compaction-triggered garbage discovery, as
@@ -383,6 +396,16 @@ pub(crate) trait IndexShape: LevelRules {
     /// shape's hash index knows those of its unsorted tables); the space
     /// limit does not count them live.
     fn inline_garbage(&self, _v: &Version) -> u64 {
+        0
+    }
+    /// Bytes of the keys and values `v`'s tables hold inline above the
+    /// tables that hold a key's oldest versions (the leveled shape: above
+    /// its last level holding tables). Each of their entries shadows an
+    /// older version below with the share the flushes measure of the
+    /// writes (`SpaceMeasure::shadow_share_milli`), and the space limit
+    /// counts that share of them dead (`Core::measure_space`). 0 for shapes
+    /// that count their inline garbage themselves.
+    fn inline_bytes_above_last_level(&self, _v: &Version) -> u64 {
         0
     }
     /// Fills the shape's section of `Stats`.

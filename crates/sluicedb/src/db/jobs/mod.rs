@@ -203,6 +203,17 @@ impl Core {
             .or_else(|| self.pick_scan_merge(st))
             .or_else(|| self.pick_gc_merge(st))
             .or_else(|| {
+                // Under space pressure, a tree whose levels above the last
+                // hold inline versions that newer ones shadow merges on
+                // down (`Core::inline_garbage_reclaimable`).
+                (self.space_pressure() != SpacePressure::Below && self.inline_garbage_reclaimable())
+                    .then(|| {
+                        self.shape
+                            .pick_garbage_compaction(&st.current, &st.jobs.busy)
+                    })
+                    .flatten()
+            })
+            .or_else(|| {
                 // Under space pressure, shadowed pointers keep their values
                 // counted live until a compaction drops them: those the
                 // flushes could not count. A flush counts the rest itself,
