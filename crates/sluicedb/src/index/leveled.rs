@@ -116,6 +116,29 @@ impl Leveled {
         })
     }
 
+    /// A merge out of the level of the highest score among those `eligible`
+    /// (given the level and its score; L0 as a batch, a deeper level by its table of least overlap below),
+    /// or of the next when that one's pick is busy.
+    fn pick_fullest(
+        &self,
+        v: &Version,
+        busy: &HashSet<u64>,
+        eligible: impl Fn(usize, f64) -> bool,
+    ) -> Option<CompactionPlan> {
+        let scores = self.scores(v);
+        let mut levels: Vec<usize> = (0..scores.len())
+            .filter(|&l| eligible(l, scores[l]))
+            .collect();
+        levels.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        levels.into_iter().find_map(|l| {
+            if l == 0 {
+                self.pick_level0(v, busy)
+            } else {
+                self.pick_level(v, l, busy)
+            }
+        })
+    }
+
     fn pick_level0(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
         let l0 = &v.levels[0];
         // Newer L0 tables must never reach L1 before older ones with the
@@ -228,16 +251,7 @@ impl IndexShape for Leveled {
     }
 
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
-        let scores = self.scores(v);
-        let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
-        levels.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
-        levels.into_iter().find_map(|l| {
-            if l == 0 {
-                self.pick_level0(v, busy)
-            } else {
-                self.pick_level(v, l, busy)
-            }
-        })
+        self.pick_fullest(v, busy, |_, score| score >= 1.0)
     }
 
     /// L0 into L1: the newest entries (flushed memtables) meet the older
@@ -272,23 +286,13 @@ impl IndexShape for Leveled {
         Some(p)
     }
 
-    /// The fullest level above the last one holding tables, by its score
-    /// (L0 as a batch, a deeper level by its table of least overlap below),
-    /// the next fullest when its pick is busy. Each merge drops the older
+    /// The fullest level above the last one holding tables, by its score,
+    /// though none is over its size (`Leveled::pick_fullest`). Each merge drops the older
     /// versions its entries meet in the next level, and brings the rest a
     /// level closer to theirs.
     fn pick_garbage_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
         let last = v.levels.iter().rposition(|l| !l.is_empty())?;
-        let scores = self.scores(v);
-        let mut levels: Vec<usize> = (0..last).filter(|&l| !v.levels[l].is_empty()).collect();
-        levels.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
-        levels.into_iter().find_map(|l| {
-            if l == 0 {
-                self.pick_level0(v, busy)
-            } else {
-                self.pick_level(v, l, busy)
-            }
-        })
+        self.pick_fullest(v, busy, |l, _| l < last && !v.levels[l].is_empty())
     }
 
     fn is_bottommost_for(&self, v: &Version, level: usize, user_key: &[u8]) -> bool {
