@@ -389,6 +389,9 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             };
             let n = items.len();
             store(txn, &args[1], items.into_iter())?;
+            if n > 0 {
+                txn.notify(ev::ZSET, "zrangestore", &args[1]);
+            }
             out.int(n as i64);
             Ok(())
         })(),
@@ -820,7 +823,8 @@ fn zrandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     Ok(())
 }
 
-/// Replaces `key` with a sorted set of `items` (none: deletes it).
+/// Replaces `key` with a sorted set of `items` (none: deletes it, and
+/// [`Txn::put_meta`] records the `del` event of a key that was there).
 fn store(txn: &mut Txn<'_>, key: &[u8], items: impl Iterator<Item = (Vec<u8>, f64)>) -> CmdResult {
     txn.rec(key).map_err(engine)?;
     let mut m = txn.new_coll(ZSET)?;
@@ -949,6 +953,14 @@ fn combine(
     if storing {
         let n = items.len();
         store(txn, &dst[0], items.into_iter())?;
+        if n > 0 {
+            let event = match name {
+                "zunionstore" => "zunionstore",
+                "zinterstore" => "zinterstore",
+                _ => "zdiffstore",
+            };
+            txn.notify(ev::ZSET, event, &dst[0]);
+        }
         out.int(n as i64);
     } else {
         reply_scored(out, &items, with_scores);
