@@ -289,11 +289,19 @@ fn restore(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         t => Some((t as u64).saturating_add(txn.now)),
     };
     // The old value of any type is replaced (and becomes garbage).
-    txn.rec(key).map_err(engine)?;
+    let existed = txn.rec(key).map_err(engine)?.is_some();
     if at.is_some_and(|at| at <= txn.now) {
         txn.delete(key);
+        if existed {
+            txn.notify(crate::notify::GENERIC, "del", key);
+        }
     } else {
+        if existed {
+            // redis-server deletes the old key, then adds the new as new.
+            txn.notify(crate::notify::NEW, "new", key);
+        }
         write_value(txn, key, value, at)?;
+        txn.notify(crate::notify::GENERIC, "restore", key);
     }
     out.ok();
     Ok(())

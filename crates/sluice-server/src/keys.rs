@@ -65,9 +65,14 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    if txn.exists(&args[2])? && !replace {
+    let replacing = txn.exists(&args[2])?;
+    if replacing && !replace {
         out.int(0);
         return Ok(());
+    }
+    if replacing {
+        // redis-server deletes the old key, then adds the copy as new.
+        txn.notify(crate::notify::NEW, "new", &args[2]);
     }
     match src {
         Rec::Str(e) => txn.set(&args[2], e),
@@ -84,6 +89,7 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             txn.put(&args[2], Rec::Coll(copy));
         }
     }
+    txn.notify(crate::notify::GENERIC, "copy_to", &args[2]);
     out.int(1);
     Ok(())
 }

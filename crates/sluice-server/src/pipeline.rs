@@ -89,7 +89,8 @@ pub fn execute_writes(
     txn.notify = cmd::txn_flags(server);
     let start = out.buf.len();
     let mut failed = Vec::with_capacity(run.len());
-    for ((_, spec), args) in specs.iter().zip(&run) {
+    for (n, ((_, spec), args)) in specs.iter().zip(&run).enumerate() {
+        txn.run_left = run.len() - 1 - n;
         let at = out.buf.len();
         let mark = txn.events_len();
         let r = data::run(spec.name, args, &mut txn, &ctx, out);

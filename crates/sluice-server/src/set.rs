@@ -64,7 +64,16 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "sinterstore" | "sunionstore" | "sdiffstore" => (|| {
             let r = algebra(&name[..name.len() - 5], &args[2..], txn)?;
             let n = r.len();
+            // Emptied, the destination's `del` event comes from `put_meta`.
             store_set(txn, &args[1], r)?;
+            if n > 0 {
+                let event = match name {
+                    "sinterstore" => "sinterstore",
+                    "sunionstore" => "sunionstore",
+                    _ => "sdiffstore",
+                };
+                txn.notify(ev::SET, event, &args[1]);
+            }
             out.int(n as i64);
             Ok(())
         })(),

@@ -223,13 +223,23 @@ fn sort(readonly: bool, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
             }
         }
         Some(dst) => {
-            txn.rec(dst).map_err(engine)?;
+            let existed = txn.rec(dst).map_err(engine)?.is_some();
             if rows.is_empty() {
                 txn.delete(dst);
+                if existed {
+                    txn.notify(crate::notify::GENERIC, "del", dst);
+                }
             } else {
-                let vals: Vec<&[u8]> = rows.iter().map(|r| r.as_deref().unwrap_or(b"")).collect();
                 // A fresh list replaces whatever `dst` held.
-                crate::list::push_values(txn, dst, None, &vals, false)?;
+                let mut m = txn.new_coll(CollKind::List)?;
+                for r in &rows {
+                    let v = r.as_deref().unwrap_or(b"").to_vec();
+                    txn.elem_put(m.elem(&crate::store::list_seq(m.tail)), v);
+                    m.tail += 1;
+                    m.count += 1;
+                }
+                txn.put_meta(dst, m);
+                txn.notify(crate::notify::LIST, "sortstore", dst);
             }
             out.int(rows.len() as i64);
         }

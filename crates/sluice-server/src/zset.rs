@@ -4,7 +4,7 @@
 //! `ZSCORE` is one read; ranges by score or rank and the pops are reads
 //! of the index; a score change rewrites the member's two keys.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -18,6 +18,9 @@ use crate::store::{
 };
 
 const ZSET: CollKind = CollKind::ZSet;
+/// Most index entries a pop reads past its own for the pops after it in
+/// a pipelined run ([`Txn::keep_popped_ahead`]).
+const POP_AHEAD_MAX: usize = 32;
 const NOT_FLOAT: &str = "ERR value is not a valid float";
 const MINMAX_FLOAT: &str = "ERR min or max is not a float";
 const MINMAX_LEX: &str = "ERR min or max not valid string range item";
@@ -386,6 +389,9 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             };
             let n = items.len();
             store(txn, &args[1], items.into_iter())?;
+            if n > 0 {
+                txn.notify(ev::ZSET, "zrangestore", &args[1]);
+            }
             out.int(n as i64);
             Ok(())
         })(),
@@ -632,22 +638,42 @@ fn pop_members(
     if count == 0 {
         return Ok(got);
     }
-    // Start past the members popped before (their tombstones, and the
-    // deletes this transaction staged).
-    let lo = (!max)
-        .then(|| txn.pop_bound(m.version, false))
-        .flatten()
-        .unwrap_or_else(|| m.elem(&[ZSET_INDEX]));
-    let hi = max
-        .then(|| txn.pop_bound(m.version, true))
-        .flatten()
-        .unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1]));
-    txn.walk(&lo, &hi, max, |k, _| {
+    let entry = |k: &[u8]| {
         let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
-        got.push((k[18..].to_vec(), score_from_sortable(s)));
-        got.len() < count
-    })
-    .map_err(engine)?;
+        (k[18..].to_vec(), score_from_sortable(s))
+    };
+    // A pop before this one in the pipelined run may have read these.
+    let taken = txn.take_popped_ahead(m.version, max, count);
+    got.extend(taken.iter().map(|k| entry(k)));
+    if got.len() < count {
+        // Start past the members popped before (their tombstones, and the
+        // deletes this transaction staged), and past those just taken
+        // (the entries kept ahead run up to them from the bound).
+        let (mut lo, mut hi) = (m.elem(&[ZSET_INDEX]), m.elem(&[ZSET_INDEX + 1]));
+        match (taken.last(), max) {
+            (Some(last), false) => {
+                lo = last.clone();
+                lo.push(0);
+            }
+            (Some(last), true) => hi = last.clone(),
+            (None, false) => lo = txn.pop_bound(m.version, false).unwrap_or(lo),
+            (None, true) => hi = txn.pop_bound(m.version, true).unwrap_or(hi),
+        }
+        // The pops that follow in the pipeline take the entries read past
+        // this one's: one engine seek serves a run of pops.
+        let ahead = txn.run_left.min(POP_AHEAD_MAX);
+        let mut past = VecDeque::new();
+        txn.walk(&lo, &hi, max, |k, _| {
+            if got.len() < count {
+                got.push(entry(k));
+            } else {
+                past.push_back(k.to_vec());
+            }
+            got.len() < count || past.len() < ahead
+        })
+        .map_err(engine)?;
+        txn.keep_popped_ahead(m.version, max, past);
+    }
     if let Some((member, s)) = got.last() {
         let mut bound = m.elem(&zset_index_suffix(*s, member));
         if !max {
@@ -797,7 +823,8 @@ fn zrandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     Ok(())
 }
 
-/// Replaces `key` with a sorted set of `items` (none: deletes it).
+/// Replaces `key` with a sorted set of `items` (none: deletes it, and
+/// [`Txn::put_meta`] records the `del` event of a key that was there).
 fn store(txn: &mut Txn<'_>, key: &[u8], items: impl Iterator<Item = (Vec<u8>, f64)>) -> CmdResult {
     txn.rec(key).map_err(engine)?;
     let mut m = txn.new_coll(ZSET)?;
@@ -926,6 +953,14 @@ fn combine(
     if storing {
         let n = items.len();
         store(txn, &dst[0], items.into_iter())?;
+        if n > 0 {
+            let event = match name {
+                "zunionstore" => "zunionstore",
+                "zinterstore" => "zinterstore",
+                _ => "zdiffstore",
+            };
+            txn.notify(ev::ZSET, event, &dst[0]);
+        }
         out.int(n as i64);
     } else {
         reply_scored(out, &items, with_scores);

@@ -1117,6 +1117,34 @@ SETBIT nb 7 1
 BITOP OR nb2 nb
 BITOP AND nb2 nb-missing
 BITFIELD nb SET u8 0 255
+SADD nsa a b
+SADD nsb b c
+SINTERSTORE nsi nsa nsb
+SUNIONSTORE nsi nsa nsb
+SDIFFSTORE nsd nsa nsb
+SINTERSTORE nsi nsa ns-missing
+SINTERSTORE nsi nsa ns-missing
+SDIFFSTORE nsd nsa nsa
+ZADD nza 1 a 2 b
+ZADD nzb 3 b 4 c
+ZUNIONSTORE nzu 2 nza nzb
+ZINTERSTORE nzu 2 nza nzb
+ZDIFFSTORE nzd 2 nza nzb
+ZINTERSTORE nzu 2 nza nz-missing
+ZRANGESTORE nzr nza 0 -1
+ZRANGESTORE nzr nza 0 -1
+ZRANGESTORE nzr nza 5 10
+RPUSH nsrt 3 1 2
+SORT nsrt STORE nsrt2
+SORT nsrt STORE nsrt2
+SORT nsrt-missing STORE nsrt2
+COPY nza nzc
+COPY nza nzc
+COPY nsa nzc REPLACE
+COPY nk nkc
+DUMP-RESTORE nza nzx
+DUMP-RESTORE nsa nzx
+DUMP-RESTORE nk nkx
 MULTI
 SET nm 1
 INCR nm
@@ -1154,6 +1182,17 @@ fn keyspace_notifications_match_redis_server() {
         for line in NOTIFY_SCRIPT.lines().filter(|l| !l.trim().is_empty()) {
             let args = sluice_server::resp::split_args(line.as_bytes()).unwrap();
             let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            if args[0] == b"DUMP-RESTORE" {
+                // `RESTORE dst 0 <src's DUMP> REPLACE`, each server with
+                // its own payload (the formats differ by design).
+                conn.command(&[b"DUMP", args[1]]);
+                let r = conn.reply();
+                let start = r.iter().position(|&b| b == b'\n').expect("a bulk") + 1;
+                let payload = &r[start..r.len() - 2];
+                conn.command(&[b"RESTORE", args[2], b"0", payload, b"REPLACE"]);
+                assert_eq!(conn.reply(), b"+OK\r\n", "{line}");
+                continue;
+            }
             conn.command(&args);
             conn.reply();
         }

@@ -756,3 +756,116 @@ fn hmget_reads_a_small_hash_whole_and_sees_staged_writes() {
         b"*2\r\n$2\r\nv7\r\n$-1\r\n"
     );
 }
+
+/// Pipelined pops of a sorted set share one engine walk (a pop reads
+/// ahead for those after it): mixed with adds below the smallest member,
+/// removals of members read ahead, counted pops and pops from the other
+/// end, every reply is the one a model of the sorted set gives.
+#[test]
+fn pipelined_zset_pops_answer_as_the_model_says() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_nanos() as u64;
+    // A small xorshift: the test needs no rand dependency.
+    let mut x = seed | 1;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut model = std::collections::BTreeSet::<(i64, String)>::new();
+    let mut batch = Vec::new();
+    for i in 0..400 {
+        let (score, m) = (i * 10, format!("m{i:04}"));
+        batch.extend(common::encode(&[
+            b"ZADD",
+            b"z",
+            score.to_string().as_bytes(),
+            m.as_bytes(),
+        ]));
+        model.insert((score, m));
+    }
+    c.send(&batch);
+    for _ in 0..400 {
+        assert_eq!(c.reply(), b":1\r\n", "seed {seed}");
+    }
+    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+    let popped = |model: &mut std::collections::BTreeSet<(i64, String)>, n: usize, max: bool| {
+        let mut r = Vec::new();
+        for _ in 0..n {
+            let e = if max {
+                model.pop_last()
+            } else {
+                model.pop_first()
+            };
+            match e {
+                Some((s, m)) => r.push((s, m)),
+                None => break,
+            }
+        }
+        let mut out = format!("*{}\r\n", r.len() * 2);
+        for (s, m) in r {
+            out += &bulk(&m);
+            out += &bulk(&s.to_string());
+        }
+        out
+    };
+    for round in 0..60 {
+        let mut batch = Vec::new();
+        let mut want = Vec::new();
+        for _ in 0..16 {
+            let args: Vec<String> = match rnd(10) {
+                0 => {
+                    // Below (or among) the smallest: popped next.
+                    let m = format!("n{}", rnd(100_000));
+                    let score = model.first().map_or(0, |(s, _)| *s) - rnd(3) as i64;
+                    let new = !model.iter().any(|(_, x)| *x == m);
+                    model.retain(|(_, x)| *x != m);
+                    model.insert((score, m.clone()));
+                    want.push(format!(":{}\r\n", i64::from(new)));
+                    vec!["ZADD".into(), "z".into(), score.to_string(), m]
+                }
+                1 => {
+                    // A member a pop before may have read ahead.
+                    let m = match model.iter().nth(rnd(4) as usize) {
+                        Some((_, m)) => m.clone(),
+                        None => "none".to_owned(),
+                    };
+                    let had = model.iter().any(|(_, x)| *x == m);
+                    model.retain(|(_, x)| *x != m);
+                    want.push(format!(":{}\r\n", i64::from(had)));
+                    vec!["ZREM".into(), "z".into(), m]
+                }
+                2 => {
+                    let n = rnd(4) as usize;
+                    want.push(popped(&mut model, n, false));
+                    vec!["ZPOPMIN".into(), "z".into(), n.to_string()]
+                }
+                3 => {
+                    want.push(popped(&mut model, 1, true));
+                    vec!["ZPOPMAX".into(), "z".into()]
+                }
+                _ => {
+                    want.push(popped(&mut model, 1, false));
+                    vec!["ZPOPMIN".into(), "z".into()]
+                }
+            };
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            batch.extend(common::encode(&args));
+        }
+        c.send(&batch);
+        for (i, w) in want.iter().enumerate() {
+            let got = String::from_utf8(c.reply()).expect("utf-8");
+            assert_eq!(&got, w, "seed {seed}, round {round}, command {i}");
+        }
+    }
+    assert_eq!(
+        cmd(&mut c, &["ZCARD", "z"]),
+        format!(":{}\r\n", model.len()).into_bytes(),
+        "seed {seed}"
+    );
+}

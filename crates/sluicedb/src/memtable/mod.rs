@@ -14,7 +14,7 @@ pub(crate) use filter::KeyFilter;
 
 use point::{PointIndex, Probe};
 pub(crate) use skiplist::BlockPool;
-use skiplist::{Entry, SkipList, Splice};
+use skiplist::{Entry, Hint, SkipList, Splice};
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -315,7 +315,7 @@ impl MemTable {
 
     /// Adds `ops`, the i-th at `seq + i`. Keys go into the skiplist in
     /// key order, each search starting from where the last one's path
-    /// parted from its own ([`SkipList::insert_with`]), unless a key
+    /// parted from its own ([`SkipList::insert_hinted`]), unless a key
     /// comes twice: then in batch order, each from the top (the shadow
     /// counts of [`MemTable::add_entry`] expect each key's versions
     /// oldest first).
@@ -345,9 +345,13 @@ impl MemTable {
         let mut order: SmallVec<[usize; 16]> = (0..ops.len()).collect();
         order.sort_unstable_by_key(|&i| ops[i].1.key);
         let repeats = order.windows(2).any(|w| ops[w[0]].1.key == ops[w[1]].1.key);
+        // Each key's hint, by batch position (none for a single op).
+        let mut hints: SmallVec<[Option<Hint<'_>>; 16]> = smallvec::smallvec![None; ops.len()];
         if ops.len() >= 2 {
             let keys: SmallVec<[&[u8]; 16]> = order.iter().map(|&i| ops[i].1.key).collect();
-            self.map.warm(&keys);
+            for (&i, h) in order.iter().zip(self.map.warm(&keys)) {
+                hints[i] = Some(h);
+            }
         }
         let splice = &mut self.map.splice();
         for j in 0..ops.len() {
@@ -356,7 +360,15 @@ impl MemTable {
                 *splice = self.map.splice();
             }
             let (s, op) = ops[i];
-            let entry = self.add_entry(splice, op.key, s, op.kind, op.value, candidate, counted);
+            let entry = self.add_entry(
+                (splice, hints[i]),
+                op.key,
+                s,
+                op.kind,
+                op.value,
+                candidate,
+                counted,
+            );
             if let Some(index) = &self.index {
                 let raw = entry.as_raw();
                 index.insert(digests[i].0, raw, |other| {
@@ -387,7 +399,7 @@ impl MemTable {
     #[expect(clippy::too_many_arguments, reason = "one entry's fields and flags")]
     fn add_entry(
         &self,
-        splice: &mut Splice<'_>,
+        (splice, hint): (&mut Splice<'_>, Option<Hint<'_>>),
         user_key: &[u8],
         seq: u64,
         kind: Kind,
@@ -397,7 +409,9 @@ impl MemTable {
     ) -> Entry<'_> {
         let flags = if counted { key::SHADOW_COUNTED } else { 0 };
         let trailer = key::pack_trailer(seq, kind as u8 | flags);
-        let entry = self.map.insert_with(splice, user_key, trailer, value);
+        let entry = self
+            .map
+            .insert_hinted(splice, hint, user_key, trailer, value);
         // The next entry in internal order is the key's previous version in
         // this buffer, if it has one: whole, it is live no more.
         if let Some(prev) = entry.next() {

@@ -25,12 +25,14 @@
 //! reference counting 4.5%, dropping memtables 3.4%, plus the allocator),
 //! beside the searches themselves, which any skiplist pays.
 
+use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::key;
 
@@ -455,13 +457,21 @@ impl SkipList {
 
 /// Where a key goes at each level of a [`SkipList`]: the last node below
 /// it and the first not below it (`None`: the end), kept from one search
-/// or insert to the next of ascending keys ([`SkipList::insert_with`]).
+/// or insert to the next of ascending keys ([`SkipList::insert_hinted`]).
 pub(crate) struct Splice<'a> {
     list: &'a SkipList,
     /// Levels filled (0 for a new splice).
     height: usize,
     prev: [NodePtr; MAX_HEIGHT],
     next: [Option<NodePtr>; MAX_HEIGHT],
+}
+
+/// Where [`SkipList::warm`]'s walk for a key ended: the last node whose
+/// user key is below it (or the head), valid while the list is.
+#[derive(Clone, Copy)]
+pub(crate) struct Hint<'a> {
+    below: NodePtr,
+    _list: PhantomData<&'a SkipList>,
 }
 
 /// One entry of a [`SkipList`], valid while the list is.
@@ -617,10 +627,20 @@ impl SkipList {
     /// their misses overlap, and the inserts that follow find their paths
     /// cached (group prefetching; Chen, Ailamaki, Gibbons and Mowry,
     /// "Improving Hash Join Performance through Prefetching", ICDE 2004).
-    /// It only reads, as any reader does, and changes nothing:
-    /// the inserts search as before.
-    pub(crate) fn warm(&self, user_keys: &[&[u8]]) {
-        self.walk_in_step(user_keys, |_, _| {});
+    /// It only reads, as any reader does, and changes nothing. It returns,
+    /// for each key, the last node its walk found below the key at level 0:
+    /// an insert of that key whose node takes level 0 only starts there
+    /// ([`SkipList::insert_hinted`]) instead of searching again.
+    pub(crate) fn warm(&self, user_keys: &[&[u8]]) -> SmallVec<[Hint<'_>; WARM_GROUP]> {
+        let mut hints: SmallVec<[Hint<'_>; WARM_GROUP]> = smallvec::smallvec![
+            Hint {
+                below: self.head(),
+                _list: PhantomData,
+            };
+            user_keys.len()
+        ];
+        self.walk_in_step(user_keys, |i, n| hints[i].below = n);
+        hints
     }
 
     /// [`SkipList::warm`]'s walks; `reached` gets each key's index and the
@@ -643,7 +663,7 @@ impl SkipList {
             o => o.is_lt(),
         };
         for (g, group) in user_keys.chunks(WARM_GROUP).enumerate() {
-            let mut walks: smallvec::SmallVec<[Walk<'_>; WARM_GROUP]> = (group.iter().enumerate())
+            let mut walks: SmallVec<[Walk<'_>; WARM_GROUP]> = (group.iter().enumerate())
                 .map(|(i, &key)| {
                     let next = self.head().next(top - 1);
                     prefetch(next);
@@ -686,7 +706,7 @@ impl SkipList {
     }
 
     /// A finger for searches and inserts of ascending keys
-    /// ([`SkipList::lower_bound_with`], [`SkipList::insert_with`]).
+    /// ([`SkipList::lower_bound_with`], [`SkipList::insert_hinted`]).
     pub(crate) fn splice(&self) -> Splice<'_> {
         Splice {
             list: self,
@@ -736,9 +756,32 @@ impl SkipList {
     /// key must be above every key `splice` served before. The descent
     /// starts where the last key's path and this one's part (a batch's
     /// keys, sorted, share the upper levels of one descent).
+    #[cfg(test)]
     pub(crate) fn insert_with(
         &self,
         splice: &mut Splice<'_>,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> Entry<'_> {
+        self.insert_hinted(splice, None, user_key, trailer, value)
+    }
+
+    /// Inserts the internal key `user_key` + `trailer` with `value`, the
+    /// next of ascending keys: the internal key must be above every key
+    /// `splice` served before. The descent starts where the last key's
+    /// path and this one's part (a batch's keys, sorted, share the upper
+    /// levels of one descent). With the [`Hint`] [`SkipList::warm`] gave
+    /// for `user_key`, a node of height 1 (three in four) is linked
+    /// by a walk at level 0 from the hint, where the nodes inserted since
+    /// the warm-up (this batch's, below the key) are the only ones to pass,
+    /// instead of a descent from the splice. `splice` is left as it was:
+    /// its nodes are still below the keys that follow, and a descent
+    /// searches level 0 again from them in any case.
+    pub(crate) fn insert_hinted(
+        &self,
+        splice: &mut Splice<'_>,
+        hint: Option<Hint<'_>>,
         user_key: &[u8],
         trailer: u64,
         value: &[u8],
@@ -796,8 +839,20 @@ impl SkipList {
             prefix: key_prefix(user_key),
             key,
         };
-        self.search_from(splice, &search, top);
-        let (prev, next) = (&mut splice.prev, &mut splice.next);
+        // (Only a node of height 1 takes the hint; `own` holds its place.)
+        let mut own = ([self.head(); 1], [None; 1]);
+        let (prev, next): (&mut [NodePtr], &mut [Option<NodePtr>]) = match hint {
+            Some(h) if height == 1 => {
+                // The hint's user key is below this one, and nodes never
+                // go away: the walk from it ends where this key goes.
+                (own.0[0], own.1[0]) = self.splice_at(&search, h.below, 0, None);
+                (&mut own.0, &mut own.1)
+            }
+            _ => {
+                self.search_from(splice, &search, top);
+                (&mut splice.prev, &mut splice.next)
+            }
+        };
         // Linked bottom up: a reader that meets the node at a level can go
         // down from it.
         let as_raw = |n: Option<NodePtr>| n.map_or(ptr::null_mut(), |n| n.0.as_ptr());
@@ -957,6 +1012,61 @@ mod tests {
                 let (pa, pb) = (key_prefix(a), key_prefix(b));
                 assert!(pa == pb || pa.cmp(&pb) == a.cmp(b), "{a:?} {b:?}");
             }
+        }
+    }
+
+    /// A model test of the warm-up's hints: runs of keys (sorted, some
+    /// twice, as a batch may hold them) are warmed, then inserted through
+    /// one splice each with their hints ([`SkipList::insert_hinted`]),
+    /// with a key of another run now and then inserted between the
+    /// warm-up and the run's inserts; every key must land in order.
+    #[test]
+    fn hinted_inserts_land_where_the_model_says() {
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let list = SkipList::default();
+        let mut model = Vec::new();
+        let user = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let stem = ["", "k", "key:0000", "key:00001234"][rng.gen_range(0..4)];
+            let mut k = stem.as_bytes().to_vec();
+            k.extend_from_slice(format!("{}", rng.gen_range(0..300)).as_bytes());
+            k
+        };
+        let mut seq = 1;
+        let rounds = if cfg!(miri) { 20 } else { 400 };
+        for _ in 0..rounds {
+            let mut run: Vec<Vec<u8>> = (0..rng.gen_range(2..40)).map(|_| user(&mut rng)).collect();
+            run.sort();
+            let refs: Vec<&[u8]> = run.iter().map(Vec::as_slice).collect();
+            let hints = list.warm(&refs);
+            // Inserted after the warm-up: the hints must walk past them.
+            for _ in 0..rng.gen_range(0..3) {
+                let u = user(&mut rng);
+                list.insert(&u, key::pack_trailer(seq, 1), b"between");
+                model.push(ikey(&u, seq));
+                seq += 1;
+            }
+            // Repeated keys go in batch order, each from a new splice, as
+            // `MemTable::add_ops` inserts them.
+            let repeats = run.windows(2).any(|w| w[0] == w[1]);
+            let splice = &mut list.splice();
+            for (u, h) in run.iter().zip(hints) {
+                if repeats {
+                    *splice = list.splice();
+                }
+                let hint = rng.gen_bool(0.9).then_some(h);
+                let e = list.insert_hinted(splice, hint, u, key::pack_trailer(seq, 1), b"v");
+                assert_eq!(e.key(), &ikey(u, seq)[..], "seed {seed}");
+                model.push(ikey(u, seq));
+                seq += 1;
+            }
+        }
+        model.sort_by(|a, b| key::compare(a, b));
+        assert_eq!(keys(&list), model, "seed {seed}");
+        // Every level is in order too: lookups of every key find it.
+        for k in &model {
+            let got = list.lower_bound(k).map(|e| e.key().to_vec());
+            assert_eq!(got.as_ref(), Some(k), "seed {seed}");
         }
     }
 
