@@ -233,6 +233,12 @@ impl LogStore {
         self.finish_deferred_purge()?;
         let started = std::time::Instant::now();
         let mut d = self.deferred.0.lock();
+        if d.is_some() && self.log.lock().bounds().1 != first {
+            eprintln!(
+                "sluice serve: entry {first} waits for the purge to {:?}, held back until a snapshot install is durable",
+                *d
+            );
+        }
         while d.is_some() && self.log.lock().bounds().1 != first {
             if started.elapsed() > DEFERRED_WAIT {
                 return Err(format!(
