@@ -351,31 +351,7 @@ fn crash_requested(at: &str) -> bool {
     }
 }
 
-/// Where a test holds an install back (`SLUICE_RAFT_PAUSE_INSTALL=FILE`):
-/// at the point `unpacked` names, until `FILE` exists (a minute at most),
-/// so that a new leader's appends come while it is in flight. Compiled
-/// only with the `fault-points` feature, as [`CRASH_ENV`].
-#[cfg(feature = "fault-points")]
-const PAUSE_ENV: &str = "SLUICE_RAFT_PAUSE_INSTALL";
-
-fn pause_point() {
-    #[cfg(feature = "fault-points")]
-    if let Ok(file) = std::env::var(PAUSE_ENV) {
-        eprintln!(
-            "sluice serve: pausing inside a snapshot install until {file} exists (fault point)"
-        );
-        let started = std::time::Instant::now();
-        while !Path::new(&file).exists() && started.elapsed().as_secs() < 60 {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        eprintln!("sluice serve: the snapshot install goes on");
-    }
-}
-
 fn crash_point(at: &str, log: Option<&super::log::LogStore>, upto: Option<LogId<NodeId>>) {
-    if at == "unpacked" {
-        pause_point();
-    }
     if !crash_requested(at) {
         return;
     }
