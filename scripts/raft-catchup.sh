@@ -9,8 +9,9 @@
 # 1000-byte SETs of distinct keys (pipeline 16, 50 clients) to the leader;
 # once the leader's snapshot covers most of it, node 3 starts again and the
 # time until it applied the leader's applied index is measured. Prints the
-# snapshot archive's size, the time and the rate, and node 3's own account
-# of the install (unpack and swap times, from its log).
+# snapshot's size (its files), how long the leader took to build it, the
+# time and the rate, and node 3's own account of the install (transfer,
+# syncs and swap times, from its log).
 set -euo pipefail
 
 mb=${1:-1100}; dir=${2:-/tmp/raft-scratch/catchup}; port=${3:-7700}
@@ -44,9 +45,13 @@ for _ in $(seq 1 600); do
     [[ -n $s && $s -ge $((target - ${SNAP_ENTRIES:-1000})) ]] && break
     sleep 0.5
 done
-snap=$(ls -S "$dir"/n*/raft/snapshots/*.snap | head -1)
-bytes=$(stat -c %s "$snap")
-echo "leader applied $target, snapshot index $(field "$leader" raft_snapshot_index), archive $bytes bytes"
+# The leader's snapshot: a checkpoint directory, sent as an archive of its
+# files; the bytes counted are the files'.
+ln=$((leader - port + 1))
+snap=$(ls -d "$dir/n$ln"/raft/snapshots/*.d | tail -1)
+bytes=$(find "$snap" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+echo "leader applied $target, snapshot index $(field "$leader" raft_snapshot_index), $bytes bytes of files"
+grep -h "built snapshot" "$dir/n$ln.log" | tail -1 || true
 
 t0=$(date +%s.%N)
 "$cluster" restart "$dir" "$victim" >/dev/null
@@ -58,5 +63,5 @@ for _ in $(seq 1 6000); do
 done
 t1=$(date +%s.%N)
 took=$(echo "$t1 - $t0" | bc)
-echo "node $victim caught up to $target in $took s: $(echo "$bytes / $took / 1000000" | bc) MB/s of archive"
+echo "node $victim caught up to $target in $took s: $(echo "$bytes / $took / 1000000" | bc) MB/s of snapshot"
 grep -h "installed snapshot" "$dir/n$victim.log" || true

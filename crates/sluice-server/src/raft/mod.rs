@@ -9,8 +9,8 @@
 //!   clock; applying it runs the command and writes, in the same unsynced
 //!   batch, the applied log id ([`sm`]), so recovery re-applies exactly the
 //!   entries missing from the engine's prefix of history.
-//! - Snapshots are checkpoints packed file by file into one archive and
-//!   sent in chunks ([`snapfile`]).
+//! - Snapshots are checkpoints, kept as directories and sent file by file
+//!   in chunks, read as one archive's bytes ([`snapfile`]).
 //! - Nodes talk length-prefixed postcard frames over TCP ([`net`]).
 //! - A follower that sees its leader's process gone stands for election
 //!   at once ([`failover`]).

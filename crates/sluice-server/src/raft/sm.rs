@@ -6,11 +6,13 @@
 //! rest: an `INCR` is never applied twice, nor lost.
 //!
 //! Snapshots: under the apply lock, read the applied record and make a
-//! checkpoint (hard links, a fraction of a second); then pack the
-//! checkpoint into an archive ([`super::snapfile`]). Installing one
-//! unpacks it to `raft/install`, puts this node's own Raft records in
-//! place of the leader's, and swaps the directory in as the node's
-//! database ([`super::swap`]: a crash leaves the old database or the new).
+//! checkpoint (hard links, a fraction of a second), kept as the node's
+//! snapshot directory and sent as an archive's bytes read from its files
+//! ([`super::snapfile`]). A received one is unpacked as it comes into a
+//! staging directory, then moved to `raft/install`, where this node's
+//! own Raft records take the place of the leader's, and swapped in as
+//! the node's database ([`super::swap`]: a crash leaves the old database
+//! or the new).
 
 use std::collections::BTreeSet;
 use std::io::SeekFrom;
@@ -59,120 +61,138 @@ fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
     StorageIOError::write_snapshot(None, &std::io::Error::other(e.to_string())).into()
 }
 
-/// A snapshot archive on disk, open for reading or being received.
+/// A snapshot as openraft sees it: the archive's bytes
+/// (`docs/format/raft-snapshot.md`), read from this node's checkpoint
+/// directory as they are sent, or written by the sender straight into the
+/// directory being installed as they are received. Neither side keeps the
+/// archive itself.
 pub struct SnapFile {
-    pub path: PathBuf,
-    file: tokio::fs::File,
-    /// Being received: written here, and unpacked as it comes.
-    recv: Option<Receiving>,
+    inner: Side,
 }
 
-/// A snapshot being received. openraft writes its chunks in order (a chunk
-/// sent again is written again at its offset); each write goes to the
-/// archive at once (`pwrite`), and a thread unpacks the archive's bytes
-/// written without a gap from its start into the staging directory
-/// ([`snapfile::Unpacker`]) while the next chunks arrive.
+enum Side {
+    /// This node's snapshot, being sent.
+    Sending(snapfile::Packer),
+    /// A snapshot being received.
+    Receiving(Receiving),
+}
+
+/// A snapshot being received. openraft writes its chunks in order; a
+/// chunk sent again (its answer was lost) is written again at its offset,
+/// and what of it was taken already is skipped. Each chunk goes to a
+/// thread that unpacks it ([`snapfile::Unpacker`]: every file written in
+/// place, checked against its checksum and synced) into a directory of
+/// its own under the staging directory, while the next chunks arrive.
 struct Receiving {
-    file: std::fs::File,
     /// Where the next write goes.
     pos: u64,
-    progress: Arc<(Mutex<Progress>, parking_lot::Condvar)>,
-    thread: Option<std::thread::JoinHandle<Result<u64, String>>>,
+    /// Bytes of the archive handed to the thread.
+    taken: u64,
+    /// Chunks to the thread; `None` once closed.
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    /// Tells the thread to stop at once (the stream was given up).
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<snapfile::Unpacked, String>>>,
     /// Where it unpacks: a directory of its own under the staging
     /// directory (a stream given up may still be stopping when the next
     /// one begins), which `swap::recover` removes whole at start.
     unpack_dir: PathBuf,
+    /// When the first byte came.
+    started: std::time::Instant,
 }
 
-/// What the unpacking thread may read, and whether more will come.
-#[derive(Default)]
-struct Progress {
-    /// Bytes from the archive's start written without a gap.
-    written: u64,
-    /// No more bytes will come: unpack what is written and finish.
-    closed: bool,
-    /// Stop at once (the stream was given up).
-    abandoned: bool,
+/// Chunks waiting for the unpacking thread: beyond them a write waits
+/// (the disk is slower than the network).
+const CHUNKS_QUEUED: usize = 4;
+
+/// What a received snapshot left: its files, where, and the time spent.
+struct Received {
+    unpacked: snapfile::Unpacked,
+    dir: PathBuf,
+    /// From the first chunk to the last file synced.
+    took: std::time::Duration,
 }
 
 impl Receiving {
-    fn start(archive: &Path, file: std::fs::File, staging: &Path) -> Result<Receiving, String> {
+    fn start(staging: &Path) -> Result<Receiving, String> {
         std::fs::create_dir_all(staging).map_err(|e| format!("{}: {e}", staging.display()))?;
         let unpack_dir = staging.join(stamp().to_string());
-        let mut unpacker = snapfile::Unpacker::new(archive, &unpack_dir)?;
-        let progress: Arc<(Mutex<Progress>, parking_lot::Condvar)> = Arc::default();
-        let (p, reader) = (
-            progress.clone(),
-            file.try_clone().map_err(|e| e.to_string())?,
-        );
-        let name = archive.display().to_string();
+        let name = PathBuf::from(format!("the snapshot stream into {}", unpack_dir.display()));
+        let mut unpacker = snapfile::Unpacker::new(&name, &unpack_dir)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
+        let abandoned: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let stop = abandoned.clone();
         let thread = std::thread::Builder::new()
             .name("raft-snapshot-unpack".into())
             .spawn(move || {
-                use std::os::unix::fs::FileExt;
-                let mut buf = vec![0u8; snapfile::CHUNK_BYTES as usize];
-                loop {
-                    let upto = {
-                        let mut g = p.0.lock();
-                        while g.written <= unpacker.offset() && !g.closed && !g.abandoned {
-                            p.1.wait(&mut g);
-                        }
-                        if g.abandoned {
-                            return Err(format!("{name}: the stream was given up"));
-                        }
-                        if g.written <= unpacker.offset() {
-                            break;
-                        }
-                        g.written
-                    };
-                    while unpacker.offset() < upto {
-                        if p.0.lock().abandoned {
-                            return Err(format!("{name}: the stream was given up"));
-                        }
-                        let at = unpacker.offset();
-                        let n = ((upto - at).min(buf.len() as u64)) as usize;
-                        reader
-                            .read_exact_at(&mut buf[..n], at)
-                            .map_err(|e| format!("{name}: {e}"))?;
-                        unpacker.feed(&buf[..n])?;
+                for chunk in rx {
+                    if stop.load(Ordering::Acquire) {
+                        return Err(format!("{}: the stream was given up", name.display()));
                     }
+                    unpacker.feed(&chunk)?;
+                }
+                if stop.load(Ordering::Acquire) {
+                    return Err(format!("{}: the stream was given up", name.display()));
                 }
                 unpacker.finish()
             })
             .map_err(|e| format!("starting a thread: {e}"))?;
         Ok(Receiving {
-            file,
             pos: 0,
-            progress,
+            taken: 0,
+            tx: Some(tx),
+            abandoned,
             thread: Some(thread),
             unpack_dir,
+            started: std::time::Instant::now(),
         })
     }
 
+    /// Takes the bytes written at `pos`. Blocks while the thread is
+    /// `CHUNKS_QUEUED` chunks behind (as a write to a file would block).
     fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        self.file.write_all_at(buf, self.pos)?;
         let end = self.pos + buf.len() as u64;
-        let mut g = self.progress.0.lock();
-        if self.pos <= g.written && end > g.written {
-            g.written = end;
-            self.progress.1.notify_one();
+        if self.pos > self.taken {
+            return Err(std::io::Error::other(format!(
+                "a snapshot chunk at offset {} leaves a gap after {}",
+                self.pos, self.taken
+            )));
         }
-        drop(g);
+        if end > self.taken {
+            let fresh = buf[(self.taken - self.pos) as usize..].to_vec();
+            let sent = self.tx.as_ref().is_some_and(|tx| tx.send(fresh).is_ok());
+            if !sent {
+                // The thread stopped: on damage (its error says where).
+                return Err(std::io::Error::other(self.failure()));
+            }
+            self.taken = end;
+        }
         self.pos = end;
         Ok(())
     }
 
-    /// Every chunk is written: waits for the unpacking, and returns the
-    /// bytes of files it unpacked and where, or why it could not.
-    fn finish(mut self) -> Result<(u64, PathBuf), String> {
-        self.progress.0.lock().closed = true;
-        self.progress.1.notify_one();
+    /// Why the thread stopped early.
+    fn failure(&mut self) -> String {
+        self.tx = None;
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            _ => "the snapshot's unpacking thread stopped".to_owned(),
+        }
+    }
+
+    /// Every chunk is written: waits for the unpacking, and returns what
+    /// it unpacked and where, or why it could not.
+    fn finish(mut self) -> Result<Received, String> {
+        self.tx = None;
         let r = match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(r)) => r,
             _ => Err("the unpacking thread failed".to_owned()),
         };
-        r.map(|b| (b, std::mem::take(&mut self.unpack_dir)))
+        r.map(|unpacked| Received {
+            unpacked,
+            dir: std::mem::take(&mut self.unpack_dir),
+            took: self.started.elapsed(),
+        })
     }
 }
 
@@ -180,8 +200,8 @@ impl Drop for Receiving {
     /// A stream given up (or whose unpacking failed): its thread stops
     /// and its files go.
     fn drop(&mut self) {
-        self.progress.0.lock().abandoned = true;
-        self.progress.1.notify_one();
+        self.abandoned.store(true, Ordering::Release);
+        self.tx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -191,52 +211,59 @@ impl Drop for Receiving {
     }
 }
 
+fn not_received() -> std::io::Error {
+    std::io::Error::other("a snapshot being sent is not written")
+}
+
+// The reads and writes below run on the runtime's thread: a read is
+// from the page cache (the checkpoint's files were just written or are
+// the database's, read by it too), a write a hand-over to the unpacking
+// thread, which waits only while that thread is `CHUNKS_QUEUED` chunks
+// behind, that is for the disk, as a file's write would.
 impl AsyncRead for SnapFile {
     fn poll_read(
         self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_read(cx, buf)
+        match &mut self.get_mut().inner {
+            Side::Sending(p) => {
+                let n = p.read(buf.initialize_unfilled())?;
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Side::Receiving(_) => Poll::Ready(Err(std::io::Error::other(
+                "a snapshot being received is not read",
+            ))),
+        }
     }
 }
 
 impl AsyncWrite for SnapFile {
     fn poll_write(
         self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let me = self.get_mut();
-        match me.recv.as_mut() {
-            // A chunk's write into the page cache: a fraction of a ms.
-            Some(r) => Poll::Ready(r.write(buf).map(|_| buf.len())),
-            None => Pin::new(&mut me.file).poll_write(cx, buf),
+        match &mut self.get_mut().inner {
+            Side::Receiving(r) => Poll::Ready(r.write(buf).map(|_| buf.len())),
+            Side::Sending(_) => Poll::Ready(Err(not_received())),
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let me = self.get_mut();
-        match me.recv {
-            Some(_) => Poll::Ready(Ok(())),
-            None => Pin::new(&mut me.file).poll_flush(cx),
-        }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let me = self.get_mut();
-        match me.recv {
-            Some(_) => Poll::Ready(Ok(())),
-            None => Pin::new(&mut me.file).poll_shutdown(cx),
-        }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
 impl AsyncSeek for SnapFile {
     fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> std::io::Result<()> {
-        let me = self.get_mut();
-        match me.recv.as_mut() {
-            Some(r) => {
+        match &mut self.get_mut().inner {
+            Side::Receiving(r) => {
                 r.pos = match position {
                     SeekFrom::Start(p) => p,
                     SeekFrom::Current(d) => r.pos.checked_add_signed(d).unwrap_or(0),
@@ -248,16 +275,23 @@ impl AsyncSeek for SnapFile {
                 };
                 Ok(())
             }
-            None => Pin::new(&mut me.file).start_seek(position),
+            Side::Sending(p) => {
+                let to = match position {
+                    SeekFrom::Start(at) => Some(at),
+                    SeekFrom::Current(d) => p.position().checked_add_signed(d),
+                    SeekFrom::End(d) => p.archive_len().checked_add_signed(d),
+                };
+                let to = to.ok_or_else(|| std::io::Error::other("a seek before the start"))?;
+                p.seek(to).map(|_| ())
+            }
         }
     }
 
-    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
-        let me = self.get_mut();
-        match me.recv.as_ref() {
-            Some(r) => Poll::Ready(Ok(r.pos)),
-            None => Pin::new(&mut me.file).poll_complete(cx),
-        }
+    fn poll_complete(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
+        Poll::Ready(Ok(match &self.get_mut().inner {
+            Side::Receiving(r) => r.pos,
+            Side::Sending(p) => p.position(),
+        }))
     }
 }
 
@@ -299,10 +333,26 @@ pub struct StateMachine {
 /// `swapped`, after the swap and before the log's purge up to the
 /// snapshot. Either way openraft has asked for that purge before the
 /// node dies. The process aborts, as a kill would stop it.
+///
+/// Compiled only with the `fault-points` feature, which only this crate's
+/// own tests enable: a server built for use never reads the variable.
+#[cfg(feature = "fault-points")]
 const CRASH_ENV: &str = "SLUICE_RAFT_CRASH_INSTALL";
 
+/// Whether a test asked for a crash at `at` (never, without the
+/// `fault-points` feature).
+fn crash_requested(at: &str) -> bool {
+    #[cfg(feature = "fault-points")]
+    return std::env::var(CRASH_ENV).ok().as_deref() == Some(at);
+    #[cfg(not(feature = "fault-points"))]
+    {
+        let _ = at;
+        false
+    }
+}
+
 fn crash_point(at: &str, log: Option<&super::log::LogStore>, upto: Option<LogId<NodeId>>) {
-    if std::env::var(CRASH_ENV).ok().as_deref() != Some(at) {
+    if !crash_requested(at) {
         return;
     }
     // Die only once openraft asked for the purge the install covers (it
@@ -314,7 +364,7 @@ fn crash_point(at: &str, log: Option<&super::log::LogStore>, upto: Option<LogId<
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    eprintln!("sluice serve: {CRASH_ENV}={at}: aborting inside a snapshot install");
+    eprintln!("sluice serve: {at}: aborting inside a snapshot install (fault point)");
     std::process::abort();
 }
 
@@ -326,6 +376,7 @@ impl StateMachine {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = Arc::new(Mutex::new(()));
         let applied = read_applied(&server.ks.db())?;
+        tidy_snapshots(&dir)?;
         drop_uncommitted_installs(&dir, applied.last)?;
         // Whatever the database holds after its open is durable.
         let progress = Arc::new(ApplyProgress::default());
@@ -406,24 +457,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> SResult<Box<SnapFile>> {
-        let path = snapshots_dir(&self.dir).join(format!("incoming-{}.part", stamp()));
-        let std_file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(snap_err)?;
-        let file = tokio::fs::File::from_std(std_file.try_clone().map_err(snap_err)?);
         let staging = swap::staging_dir(node_dir(&self.dir).map_err(snap_err)?);
-        let (p, s) = (path.clone(), staging);
-        let recv = tokio::task::spawn_blocking(move || Receiving::start(&p, std_file, &s))
+        let recv = tokio::task::spawn_blocking(move || Receiving::start(&staging))
             .await
             .map_err(snap_err)?
             .map_err(snap_err)?;
         Ok(Box::new(SnapFile {
-            path,
-            file,
-            recv: Some(recv),
+            inner: Side::Receiving(recv),
         }))
     }
 
@@ -432,17 +472,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, Member>,
         snapshot: Box<SnapFile>,
     ) -> SResult<()> {
-        let SnapFile { path, file, recv } = *snapshot;
-        file.sync_all().await.map_err(snap_err)?;
-        drop(file);
-        // Unpacked while it came; else (an archive that was not received
-        // here) it is unpacked from the file.
-        let unpacked = match recv {
-            Some(r) => tokio::task::spawn_blocking(move || r.finish())
-                .await
-                .map_err(snap_err)?,
-            None => Err("not received".to_owned()),
+        let Side::Receiving(recv) = snapshot.inner else {
+            return Err(snap_err("installing a snapshot that was not received"));
         };
+        // Every file was unpacked (and synced) while it came.
+        let received = tokio::task::spawn_blocking(move || recv.finish())
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
         let (server, dir, lock, meta2, log) = (
             self.server.clone(),
             self.dir.clone(),
@@ -451,7 +488,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.log.clone(),
         );
         let applied = tokio::task::spawn_blocking(move || {
-            install(&server, &dir, &lock, &meta2, &path, unpacked, log.as_ref())
+            install(&server, &dir, &lock, &meta2, received, log.as_ref())
         })
         .await
         .map_err(snap_err)?
@@ -470,13 +507,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let Some((meta, path)) = newest(&self.dir).map_err(snap_err)? else {
             return Ok(None);
         };
-        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
+        let packer = tokio::task::spawn_blocking(move || snapfile::Packer::open(&path))
+            .await
+            .map_err(snap_err)?
+            .map_err(snap_err)?;
         Ok(Some(Snapshot {
             meta,
             snapshot: Box::new(SnapFile {
-                path,
-                file,
-                recv: None,
+                inner: Side::Sending(packer),
             }),
         }))
     }
@@ -493,25 +531,28 @@ pub struct Builder {
 impl RaftSnapshotBuilder<TypeConfig> for Builder {
     async fn build_snapshot(&mut self) -> SResult<Snapshot<TypeConfig>> {
         let (server, dir, lock) = (self.server.clone(), self.dir.clone(), self.lock.clone());
-        let (meta, path) = tokio::task::spawn_blocking(move || build(&server.ks.db(), &dir, &lock))
-            .await
-            .map_err(snap_err)?
-            .map_err(snap_err)?;
+        let (meta, packer) = tokio::task::spawn_blocking(move || {
+            let (meta, path) = build(&server.ks.db(), &dir, &lock)?;
+            let packer = snapfile::Packer::open(&path).map_err(|e| e.to_string())?;
+            Ok::<_, String>((meta, packer))
+        })
+        .await
+        .map_err(snap_err)?
+        .map_err(snap_err)?;
         // The checkpoint flushed everything applied up to the snapshot.
         let n = meta.last_log_id.map_or(0, |l| l.index + 1);
         self.progress.flushed.fetch_max(n, Ordering::AcqRel);
-        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(SnapFile {
-                path,
-                file,
-                recv: None,
+                inner: Side::Sending(packer),
             }),
         })
     }
 }
 
+/// Makes a snapshot: a checkpoint of the database, under the apply lock,
+/// kept as this node's snapshot directory. Returns its meta and path.
 fn build(
     db: &Db,
     dir: &Path,
@@ -519,44 +560,46 @@ fn build(
 ) -> Result<(SnapshotMeta<NodeId, Member>, PathBuf), String> {
     let snaps = snapshots_dir(dir);
     let st = stamp();
-    let ckpt = snaps.join(format!("checkpoint-{st}"));
+    let started = std::time::Instant::now();
     // Most of what the checkpoint must flush first (the state machine's
     // batches are not journaled), flushed before applying stops for it.
     db.flush().map_err(|e| format!("flush: {e}"))?;
-    let applied = {
-        let _g = lock.lock();
-        let a = read_applied(db)?;
-        db.checkpoint(&ckpt)
-            .map_err(|e| format!("checkpoint: {e}"))?;
-        a
-    };
+    let _g = lock.lock();
+    let applied = read_applied(db)?;
     let last = applied.last.map_or((0, 0), |l| (l.leader_id.term, l.index));
     let meta = SnapshotMeta {
         last_log_id: applied.last,
         last_membership: applied.membership,
         snapshot_id: format!("{}-{}-{st}", last.0, last.1),
     };
-    let r = publish(&snaps, &meta, |tmp| {
-        snapfile::pack(&ckpt, tmp)
+    let path = publish(&snaps, &meta, |tmp| {
+        db.checkpoint(tmp)
             .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    let _ = std::fs::remove_dir_all(&ckpt);
-    r.map(|p| (meta, p))
+            .map_err(|e| format!("checkpoint: {e}"))
+    })?;
+    eprintln!(
+        "sluice serve: built snapshot {} in {} ms",
+        meta.snapshot_id,
+        started.elapsed().as_millis()
+    );
+    Ok((meta, path))
 }
 
-/// Writes a snapshot's archive (by `write`) and then its meta file, each
-/// under a temporary name renamed when whole; removes older snapshots.
-/// Returns the archive's path.
+/// The directory of a kept snapshot, beside its meta file.
+const SNAP_DIR_EXT: &str = "d";
+
+/// Makes a snapshot's directory (by `write`, into a temporary name it
+/// must create) and then its meta file, each renamed into place once
+/// whole and synced; removes older snapshots. Returns the directory.
 fn publish(
     snaps: &Path,
     meta: &SnapshotMeta<NodeId, Member>,
     write: impl FnOnce(&Path) -> Result<(), String>,
 ) -> Result<PathBuf, String> {
-    let archive = snaps.join(format!("{}.snap", meta.snapshot_id));
-    let tmp = snaps.join(format!("{}.snap.tmp", meta.snapshot_id));
+    let data = snaps.join(format!("{}.{SNAP_DIR_EXT}", meta.snapshot_id));
+    let tmp = snaps.join(format!("{}.{SNAP_DIR_EXT}.tmp", meta.snapshot_id));
     write(&tmp)?;
-    std::fs::rename(&tmp, &archive).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, &data).map_err(|e| e.to_string())?;
     let meta_path = snaps.join(format!("{}.meta", meta.snapshot_id));
     let meta_tmp = snaps.join(format!("{}.meta.tmp", meta.snapshot_id));
     std::fs::write(&meta_tmp, encode(meta)).map_err(|e| e.to_string())?;
@@ -567,23 +610,26 @@ fn publish(
     std::fs::File::open(snaps)
         .and_then(|f| f.sync_all())
         .map_err(|e| e.to_string())?;
-    // Older snapshots go; one being sent stays readable until closed.
+    // Older snapshots go; one being sent goes on being read through the
+    // files its sender opened.
     for e in std::fs::read_dir(snaps).map_err(|e| e.to_string())? {
         let p = e.map_err(|e| e.to_string())?.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let ours = name.starts_with(&meta.snapshot_id);
-        let finished = name.ends_with(".snap") || name.ends_with(".meta");
-        if finished && !ours {
+        let ext = p.extension().and_then(|x| x.to_str());
+        if !ours && ext == Some("meta") {
             let _ = std::fs::remove_file(&p);
+        } else if !ours && ext == Some(SNAP_DIR_EXT) {
+            let _ = std::fs::remove_dir_all(&p);
         }
     }
-    Ok(archive)
+    Ok(data)
 }
 
-/// The newest whole snapshot: its meta and archive.
-/// A snapshot's meta and the path of its archive.
+/// A snapshot's meta and the path of its directory.
 type Stored = (SnapshotMeta<NodeId, Member>, PathBuf);
 
+/// The newest whole snapshot: its meta and directory.
 fn newest(dir: &Path) -> Result<Option<Stored>, String> {
     let snaps = snapshots_dir(dir);
     let mut best: Option<Stored> = None;
@@ -595,28 +641,60 @@ fn newest(dir: &Path) -> Result<Option<Stored>, String> {
         let raw = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         let meta: SnapshotMeta<NodeId, Member> =
             decode(&raw, &format!("snapshot meta {}", p.display()))?;
-        let archive = p.with_extension("snap");
-        if !archive.exists() {
+        let data = p.with_extension(SNAP_DIR_EXT);
+        if !data.is_dir() {
             continue;
         }
         if best
             .as_ref()
             .is_none_or(|(b, _)| b.last_log_id < meta.last_log_id)
         {
-            best = Some((meta, archive));
+            best = Some((meta, data));
         }
     }
     Ok(best)
 }
 
-/// Removes the snapshots past `applied`: a received archive is kept as
+/// Tidies the snapshots directory at start: what a build, a receive or a
+/// publish cut short left (temporary names, the engine's checkpoint
+/// staging), and the archives nodes of earlier versions kept as their
+/// snapshots, each unpacked into the directory that replaces it.
+fn tidy_snapshots(dir: &Path) -> Result<(), String> {
+    let snaps = snapshots_dir(dir);
+    for e in std::fs::read_dir(&snaps).map_err(|e| e.to_string())? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("");
+        let gone = match ext {
+            "meta" | SNAP_DIR_EXT => continue,
+            "snap" => {
+                let data = p.with_extension(SNAP_DIR_EXT);
+                if p.with_extension("meta").exists() && !data.exists() {
+                    let tmp = p.with_extension("d.tmp");
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    snapfile::unpack(&p, &tmp)?;
+                    std::fs::rename(&tmp, &data).map_err(|e| format!("{}: {e}", tmp.display()))?;
+                    std::fs::File::open(&snaps)
+                        .and_then(|f| f.sync_all())
+                        .map_err(|e| format!("{}: {e}", snaps.display()))?;
+                }
+                std::fs::remove_file(&p)
+            }
+            _ if p.is_dir() => std::fs::remove_dir_all(&p),
+            _ => std::fs::remove_file(&p),
+        };
+        gone.map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes the snapshots past `applied`: a received snapshot is kept as
 /// this node's snapshot before its swap, so a crash before the swap's
 /// commit point leaves one the database never took (a snapshot this node
 /// built is never past its database's applied record: its checkpoint
 /// flushed). openraft refuses to start with a snapshot past what it
 /// counts committed, and the leader sends it again.
 fn drop_uncommitted_installs(dir: &Path, applied: Option<LogId<NodeId>>) -> Result<(), String> {
-    while let Some((meta, archive)) = newest(dir)? {
+    while let Some((meta, data)) = newest(dir)? {
         if meta.last_log_id <= applied {
             break;
         }
@@ -624,9 +702,9 @@ fn drop_uncommitted_installs(dir: &Path, applied: Option<LogId<NodeId>>) -> Resu
             "sluice serve: snapshot {} was received but never swapped in (the database applied {:?}); removing it",
             meta.snapshot_id, applied
         );
-        for p in [archive.with_extension("meta"), archive] {
-            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
+        let m = data.with_extension("meta");
+        std::fs::remove_file(&m).map_err(|e| format!("{}: {e}", m.display()))?;
+        std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     }
     Ok(())
 }
@@ -637,42 +715,29 @@ fn node_dir(dir: &Path) -> Result<&Path, String> {
         .ok_or_else(|| format!("{}: no parent directory", dir.display()))
 }
 
-/// Installs a received archive: keeps it as this node's snapshot, unpacks
-/// it (unless `unpacked` says it was, into the staging directory, while it
-/// was received: the bytes of its files), and swaps it in as the node's
-/// database ([`super::swap`]).
+/// Installs a received snapshot, unpacked (and synced) as it came: opens
+/// it, keeps a checkpoint of it as this node's snapshot, and swaps it in
+/// as the node's database ([`super::swap`]).
 fn install(
     server: &Server,
     dir: &Path,
     lock: &Mutex<()>,
     meta: &SnapshotMeta<NodeId, Member>,
-    received: &Path,
-    unpacked: Result<(u64, PathBuf), String>,
+    received: Received,
     log: Option<&super::log::LogStore>,
 ) -> Result<Applied, String> {
     let snaps = snapshots_dir(dir);
-    let archive = publish(&snaps, meta, |tmp| {
-        std::fs::rename(received, tmp).map_err(|e| e.to_string())
-    })?;
     let node_dir = node_dir(dir)?;
     let target = swap::install_dir(node_dir);
-    let staging = swap::staging_dir(node_dir);
     let started = std::time::Instant::now();
     if target.exists() {
         std::fs::remove_dir_all(&target).map_err(|e| format!("{}: {e}", target.display()))?;
     }
-    let (bytes, unpacked_dir) = match unpacked {
-        Ok(b) => b,
-        Err(why) => {
-            eprintln!(
-                "sluice serve: snapshot {} was not unpacked as it came ({why}); unpacking it now",
-                meta.snapshot_id
-            );
-            std::fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
-            let d = staging.join(stamp().to_string());
-            (snapfile::unpack(&archive, &d)?, d)
-        }
-    };
+    let Received {
+        unpacked,
+        dir: unpacked_dir,
+        took: received_in,
+    } = received;
     std::fs::rename(&unpacked_dir, &target).map_err(|e| e.to_string())?;
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
@@ -697,8 +762,19 @@ fn install(
     }
     // The leader's log, vote and committed id are not this node's.
     rewrite_raft_records(&snap, None)?;
+    // This node's own snapshot from now on (it sends it should it lead):
+    // a checkpoint of what it installs, hard links into `raft/install`,
+    // whose files the swap keeps. Kept before the swap's commit point: a
+    // crash before it leaves a snapshot past the old database's applied
+    // record, which the next start removes (`drop_uncommitted_installs`).
+    publish(&snaps, meta, |tmp| {
+        snap.checkpoint(tmp)
+            .map(|_| ())
+            .map_err(|e| format!("checkpoint of the snapshot: {e}"))
+    })?;
+    let bytes = unpacked.file_bytes;
     let db_dir = super::db_dir(node_dir);
-    let unpacked = started.elapsed();
+    let opened = started.elapsed();
     crash_point("unpacked", log, meta.last_log_id);
     let _g = lock.lock();
     let held = ks.lock_for_replace();
@@ -714,7 +790,7 @@ fn install(
         },
         |snap| {
             drop(snap);
-            if std::env::var(CRASH_ENV).ok().as_deref() == Some("commit") {
+            if crash_requested("commit") {
                 swap::commit(node_dir, swap::CrashAt(Some(2)))?;
                 crash_point("commit", log, meta.last_log_id);
             }
@@ -728,10 +804,13 @@ fn install(
     r?;
     after.map_err(|e| e.to_string())?;
     eprintln!(
-        "sluice serve: installed snapshot {} ({bytes} bytes of files): unpacked in {} ms, swapped in {} ms",
+        "sluice serve: installed snapshot {} ({bytes} bytes of files): received in {} ms \
+         ({} ms of it syncing files), opened and kept in {} ms, swapped in {} ms",
         meta.snapshot_id,
-        unpacked.as_millis(),
-        (started.elapsed() - unpacked).as_millis()
+        received_in.as_millis(),
+        unpacked.sync.as_millis(),
+        opened.as_millis(),
+        (started.elapsed() - opened).as_millis()
     );
     Ok(applied)
 }

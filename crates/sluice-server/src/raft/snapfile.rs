@@ -1,8 +1,11 @@
 //! A snapshot archive: the files of a checkpoint, one after another, each
 //! with its name, length and checksum (`docs/format/raft-snapshot.md`).
-//! Packing and unpacking stream file by file through a fixed buffer, and
-//! openraft sends the archive in chunks of [`CHUNK_BYTES`]: no snapshot
-//! is ever one blob in memory.
+//! It is the form a snapshot takes on the wire only: a node keeps its
+//! snapshot as a checkpoint directory, a [`Packer`] reads that directory
+//! as the archive's bytes while openraft sends them in chunks of
+//! [`CHUNK_BYTES`], and the receiver's [`Unpacker`] writes the files
+//! straight into the directory being installed. No snapshot is ever one
+//! blob in memory, nor an archive on disk.
 //!
 //! ```text
 //! "SLSNAP01"
@@ -12,7 +15,9 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 pub const MAGIC: &[u8; 8] = b"SLSNAP01";
 const FILE_RECORD: u8 = 1;
@@ -21,6 +26,12 @@ const END_RECORD: u8 = 0;
 /// receiver beats its election timer per message).
 pub const CHUNK_BYTES: u64 = 4 << 20;
 const BUF_BYTES: usize = 256 << 10;
+/// Bytes of a file record before its data: kind, name length, length.
+const RECORD_HEAD_BYTES: u64 = 1 + 2 + 8;
+/// Bytes of a file record after its data: the checksum.
+const RECORD_TAIL_BYTES: u64 = 4;
+/// Bytes of the end record: kind, file count.
+const END_BYTES: u64 = 1 + 4;
 
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let mut names: Vec<_> = std::fs::read_dir(root.join(rel))?
@@ -41,43 +52,223 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> 
 /// Packs every file under `dir` into `archive` (created, synced). Returns
 /// the archive's length in bytes.
 pub fn pack(dir: &Path, archive: &Path) -> std::io::Result<u64> {
-    let mut files = Vec::new();
-    walk(dir, Path::new(""), &mut files)?;
-    let f = File::create(archive)?;
-    let mut w = BufWriter::with_capacity(BUF_BYTES, f);
-    w.write_all(MAGIC)?;
-    let mut total = MAGIC.len() as u64;
+    let mut p = Packer::open(dir)?;
+    let mut w = BufWriter::with_capacity(BUF_BYTES, File::create(archive)?);
     let mut buf = vec![0u8; BUF_BYTES];
-    for rel in &files {
-        let name = rel
-            .to_str()
-            .ok_or_else(|| std::io::Error::other(format!("{}: not UTF-8", rel.display())))?;
-        let name_len = u16::try_from(name.len())
-            .map_err(|_| std::io::Error::other(format!("{name}: name too long")))?;
-        let mut src = File::open(dir.join(rel))?;
-        let len = src.metadata()?.len();
-        w.write_all(&[FILE_RECORD])?;
-        w.write_all(&name_len.to_le_bytes())?;
-        w.write_all(name.as_bytes())?;
-        w.write_all(&len.to_le_bytes())?;
-        let mut crc = 0u32;
-        let mut left = len;
-        while left > 0 {
-            let n = (left.min(BUF_BYTES as u64)) as usize;
-            src.read_exact(&mut buf[..n])?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            w.write_all(&buf[..n])?;
-            left -= n as u64;
+    loop {
+        let n = p.read(&mut buf)?;
+        if n == 0 {
+            break;
         }
-        w.write_all(&crc.to_le_bytes())?;
-        total += 1 + 2 + u64::from(name_len) + 8 + len + 4;
+        w.write_all(&buf[..n])?;
     }
-    w.write_all(&[END_RECORD])?;
-    w.write_all(&(files.len() as u32).to_le_bytes())?;
-    total += 5;
     let f = w.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()?;
-    Ok(total)
+    Ok(p.archive_len())
+}
+
+/// One file of a [`Packer`]: open from the start (a snapshot replaced
+/// while it is sent goes on being read through these handles).
+struct Packed {
+    name: String,
+    file: File,
+    len: u64,
+    /// Where its record begins in the archive.
+    at: u64,
+    /// Its checksum, once read whole.
+    crc: Option<u32>,
+}
+
+impl Packed {
+    fn data_at(&self) -> u64 {
+        self.at + RECORD_HEAD_BYTES + self.name.len() as u64
+    }
+
+    fn end(&self) -> u64 {
+        self.data_at() + self.len + RECORD_TAIL_BYTES
+    }
+}
+
+/// A checkpoint directory read as its archive, from any offset: the
+/// layout follows from the names and lengths (taken when it is opened),
+/// each file's checksum is taken as its bytes are read in order (a seek
+/// into a file's middle, openraft resending a chunk, reads the file's
+/// start again for it). The files are immutable (a checkpoint's), and a
+/// file found shorter than when opened is an error.
+pub struct Packer {
+    dir: PathBuf,
+    files: Vec<Packed>,
+    total: u64,
+    /// The next byte read is at this offset.
+    pos: u64,
+    /// The checksum of file `.0`'s bytes before offset `.1` of it.
+    running: Option<(usize, u64, u32)>,
+}
+
+impl Packer {
+    /// Opens every file under `dir` (sorted walk).
+    pub fn open(dir: &Path) -> std::io::Result<Packer> {
+        let mut rels = Vec::new();
+        walk(dir, Path::new(""), &mut rels)?;
+        let mut files = Vec::with_capacity(rels.len());
+        let mut at = MAGIC.len() as u64;
+        for rel in rels {
+            let name = rel
+                .to_str()
+                .ok_or_else(|| std::io::Error::other(format!("{}: not UTF-8", rel.display())))?
+                .to_owned();
+            if u16::try_from(name.len()).is_err() {
+                return Err(std::io::Error::other(format!("{name}: name too long")));
+            }
+            let file = File::open(dir.join(&rel))?;
+            let len = file.metadata()?.len();
+            let f = Packed {
+                name,
+                file,
+                len,
+                at,
+                crc: None,
+            };
+            at = f.end();
+            files.push(f);
+        }
+        Ok(Packer {
+            dir: dir.to_path_buf(),
+            files,
+            total: at + END_BYTES,
+            pos: 0,
+            running: None,
+        })
+    }
+
+    /// The archive's length in bytes.
+    pub fn archive_len(&self) -> u64 {
+        self.total
+    }
+
+    /// Bytes of the files packed (the archive less its framing).
+    pub fn file_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.len).sum()
+    }
+
+    /// Moves to `pos` (at most the length).
+    pub fn seek(&mut self, pos: u64) -> std::io::Result<u64> {
+        if pos > self.total {
+            return Err(std::io::Error::other(format!(
+                "{}: seek to {pos} past the archive's end {}",
+                self.dir.display(),
+                self.total
+            )));
+        }
+        self.pos = pos;
+        Ok(pos)
+    }
+
+    /// Where the next byte read is.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Reads the archive's next bytes into `buf`: as many as fit, 0 at
+    /// its end.
+    pub fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() && self.pos < self.total {
+            let n = self.read_some(&mut buf[done..])?;
+            done += n;
+            self.pos += n as u64;
+        }
+        Ok(done)
+    }
+
+    /// Some bytes at `pos`, from one field.
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let pos = self.pos;
+        let small = |field: &[u8], from: u64, buf: &mut [u8]| {
+            let field = &field[(pos - from) as usize..];
+            let n = field.len().min(buf.len());
+            buf[..n].copy_from_slice(&field[..n]);
+            n
+        };
+        if pos < MAGIC.len() as u64 {
+            return Ok(small(MAGIC, 0, buf));
+        }
+        // The file whose record holds `pos`, if any: the last one starting
+        // at or before it.
+        let i = self.files.partition_point(|f| f.at <= pos);
+        if i == 0 || pos >= self.files[i - 1].end() {
+            let mut end = [0u8; END_BYTES as usize];
+            end[0] = END_RECORD;
+            end[1..].copy_from_slice(&(self.files.len() as u32).to_le_bytes());
+            return Ok(small(&end, self.total - END_BYTES, buf));
+        }
+        let i = i - 1;
+        let f = &self.files[i];
+        let data_at = f.data_at();
+        if pos < data_at {
+            let mut head = Vec::with_capacity((data_at - f.at) as usize);
+            head.push(FILE_RECORD);
+            head.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
+            head.extend_from_slice(f.name.as_bytes());
+            head.extend_from_slice(&f.len.to_le_bytes());
+            return Ok(small(&head, f.at, buf));
+        }
+        if pos < data_at + f.len {
+            return self.read_data(i, pos - data_at, buf);
+        }
+        let crc = self.crc_of(i)?;
+        Ok(small(&crc.to_le_bytes(), data_at + self.files[i].len, buf))
+    }
+
+    /// Bytes of file `i` from offset `at` of it, its checksum kept.
+    fn read_data(&mut self, i: usize, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let crc = match self.running {
+            Some((j, upto, crc)) if j == i && upto == at => crc,
+            _ => self.crc_prefix(i, at)?,
+        };
+        let f = &mut self.files[i];
+        let n = ((f.len - at).min(buf.len() as u64)) as usize;
+        f.file.read_exact_at(&mut buf[..n], at).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "{}/{} (changed while sent?): {e}",
+                    self.dir.display(),
+                    f.name
+                ),
+            )
+        })?;
+        let crc = crc32c::crc32c_append(crc, &buf[..n]);
+        let upto = at + n as u64;
+        if upto == f.len {
+            f.crc = Some(crc);
+        }
+        self.running = Some((i, upto, crc));
+        Ok(n)
+    }
+
+    /// The checksum of file `i`'s first `upto` bytes, read for it.
+    fn crc_prefix(&mut self, i: usize, upto: u64) -> std::io::Result<u32> {
+        let f = &self.files[i];
+        let mut buf = vec![0u8; BUF_BYTES];
+        let (mut crc, mut at) = (0u32, 0u64);
+        while at < upto {
+            let n = ((upto - at).min(BUF_BYTES as u64)) as usize;
+            f.file.read_exact_at(&mut buf[..n], at)?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc)
+    }
+
+    fn crc_of(&mut self, i: usize) -> std::io::Result<u32> {
+        if let Some(c) = self.files[i].crc {
+            return Ok(c);
+        }
+        let c = self.crc_prefix(i, self.files[i].len)?;
+        self.files[i].crc = Some(c);
+        Ok(c)
+    }
 }
 
 /// Unpacks `archive` into `dir` (created; it must not exist), checking
@@ -96,7 +287,16 @@ pub fn unpack(archive: &Path, dir: &Path) -> Result<u64, String> {
         }
         u.feed(&buf[..n])?;
     }
-    u.finish()
+    u.finish().map(|u| u.file_bytes)
+}
+
+/// What an [`Unpacker`] unpacked.
+#[derive(Debug, Clone, Copy)]
+pub struct Unpacked {
+    /// Bytes of the files.
+    pub file_bytes: u64,
+    /// Time spent syncing them (and their directories).
+    pub sync: Duration,
 }
 
 /// Where an [`Unpacker`] is in the archive.
@@ -134,6 +334,8 @@ pub struct Unpacker {
     crc: u32,
     files: u32,
     bytes: u64,
+    /// Time spent in syncs so far.
+    sync: Duration,
 }
 
 impl Unpacker {
@@ -156,6 +358,7 @@ impl Unpacker {
             crc: 0,
             files: 0,
             bytes: 0,
+            sync: Duration::ZERO,
         })
     }
 
@@ -274,8 +477,10 @@ impl Unpacker {
                 let out = out
                     .into_inner()
                     .map_err(|e| format!("{}: {}", self.path.display(), e.error()))?;
+                let started = Instant::now();
                 out.sync_all()
                     .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                self.sync += started.elapsed();
                 self.files += 1;
                 self.expect(Step::Kind, 1);
             }
@@ -291,13 +496,17 @@ impl Unpacker {
     }
 
     /// The archive ended: it must have been whole. Syncs the directories
-    /// and returns the bytes of files unpacked.
-    pub fn finish(self) -> Result<u64, String> {
+    /// and returns what it unpacked.
+    pub fn finish(self) -> Result<Unpacked, String> {
         if !matches!(self.step, Step::Done) {
             return Err(self.corrupt(self.offset, "truncated (the archive ends early)"));
         }
+        let started = Instant::now();
         sync_dirs(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
-        Ok(self.bytes)
+        Ok(Unpacked {
+            file_bytes: self.bytes,
+            sync: self.sync + started.elapsed(),
+        })
     }
 }
 
@@ -371,10 +580,21 @@ mod tests {
             for c in raw.chunks(piece) {
                 u.feed(c).unwrap();
             }
-            assert_eq!(u.finish().unwrap(), 700_005, "pieces of {piece}");
+            assert_eq!(u.finish().unwrap().file_bytes, 700_005, "pieces of {piece}");
             assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"hello");
             assert_eq!(std::fs::read(dst.join("sub/b")).unwrap(), big);
             assert!(dst.join("empty").exists());
+        }
+        // Read from any offset (openraft resends a chunk at its offset),
+        // the packed directory gives the same bytes as the archive.
+        let mut p = Packer::open(&src).unwrap();
+        assert_eq!(p.archive_len(), raw.len() as u64);
+        for at in [0u64, 5, 9, 30, 80, 300_000, raw.len() as u64 - 7, 100] {
+            p.seek(at).unwrap();
+            let mut got = vec![0u8; 100_000];
+            let n = p.read(&mut got).unwrap();
+            let want = &raw[at as usize..(at as usize + 100_000).min(raw.len())];
+            assert_eq!(&got[..n], want, "read at {at}");
         }
         let mut u = Unpacker::new(&ar, &t.path().join("short")).unwrap();
         u.feed(&raw[..raw.len() - 1]).unwrap();
