@@ -239,11 +239,13 @@ impl Core {
             .filter(|_| acts && self.values.is_some())
     }
 
-    /// Whether the space limit has values a flush counts or GC collects:
+    /// Whether the space limit has values a flush counts or GC collects
+    /// (without them, writes at its high ratio are delayed, not stopped:
+    /// `Core::wait_for_space`):
     /// a value store holding files, a value written since open that a
     /// flush will separate, or the unified shape (whose flushes count the
     /// versions they shadow in its hash index).
-    fn limit_acts_on_values(&self) -> bool {
+    pub(super) fn limit_acts_on_values(&self) -> bool {
         self.values.as_ref().is_some_and(|store| {
             store.total_bytes() > 0
                 || self.separable_written.load(Ordering::Relaxed)
