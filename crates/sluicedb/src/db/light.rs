@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockUpgradableReadGuard};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -54,7 +54,8 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 
 /// The buffer and the lock that orders reads against leaves leaving it.
 ///
-/// Locks: `readers`, then `buf`, then the `Pwb`'s own. No fence runs under
+/// Locks: `hand_outs` (never under the engine's state lock), then
+/// `readers`, then `buf`, then the `Pwb`'s own. No fence runs under
 /// `readers` or `buf` (a read waits for both): syncs, the watermark's fence
 /// and the preparation of released segments go through `pwb` after `buf`
 /// is let go. The one exception is a hand-out that finds its segment not
@@ -70,6 +71,12 @@ pub(crate) struct Light {
     /// Shared by a read from its super version to its look into the
     /// buffer; exclusive in [`Light::flushed`] (module documentation).
     pub(crate) readers: RwLock<()>,
+    /// Held by the one hand-out of flush units under way
+    /// (`Core::light_hand_out`), which builds them without the engine's
+    /// state lock: it keeps two hand-outs from choosing one leaf, and units
+    /// queued in the order they were taken. Taken without the engine's
+    /// state lock, and before it.
+    pub(crate) hand_outs: Mutex<()>,
     /// For the clean shutdown's image ([`Light::close`]).
     fs: CountingFs,
     image_path: PathBuf,
@@ -113,6 +120,7 @@ impl Light {
             pwb: buf.pwb(),
             buf: RwLock::new(buf),
             readers: RwLock::new(()),
+            hand_outs: Mutex::new(()),
             fs: fs.clone(),
             image_path,
             loaded_image,
@@ -169,9 +177,17 @@ impl Light {
                 value: (op.kind != Kind::Delete).then_some(op.value),
             });
         }
-        let Some(first) = self.buf.write().write(&ops)? else {
+        // Lanes and links are read, and the records stored, with the
+        // buffer shared (reads go on); only the tree's update takes it
+        // alone. The upgradable lock keeps every other change of the tree
+        // (links, leaves leaving, hand-outs) out from the first step to the
+        // last, as the steps require.
+        let buf = self.buf.upgradable_read();
+        let plan = buf.plan(&ops)?;
+        let Some(stored) = buf.store(&ops, &plan)? else {
             return Ok(false);
         };
+        let first = RwLockUpgradableReadGuard::upgrade(buf).index_stored(&ops, stored)?;
         if first != seq {
             return Err(Error::InvalidArgument(format!(
                 "write buffer numbered a group {first}, the engine {seq}"
@@ -240,11 +256,11 @@ impl Light {
     }
 
     /// The next flush unit as a memtable, with its leaf; `None` when no
-    /// linked leaf waits.
+    /// linked leaf waits. The caller holds [`Light::hand_outs`].
     pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
         // The leaf is read under the shared lock (reads go on), then
-        // marked under the exclusive one; the engine's state lock, held by
-        // the only caller, keeps a second hand-out from choosing it too.
+        // marked under the exclusive one; `hand_outs`, held by the only
+        // caller, keeps a second hand-out from choosing it too.
         let unit = self.buf.read().unit_entries(oldest_snapshot)?;
         let Some(u) = unit else { return Ok(None) };
         self.buf.write().hand_out(u.leaf);
