@@ -93,12 +93,19 @@ impl Light {
     /// Opens (or creates) the buffer of the database in `dir`; a version
     /// for which `in_tables(key, seq)` holds (the tables hold it or a newer
     /// one) is not indexed again.
+    ///
+    /// A buffer larger than `budget` (the options' memory budget, when one
+    /// is set) or than the memory this process may use (`memory_limit`) is
+    /// refused before anything is opened or allocated
+    /// (`lightkv::memory::check_buffer_fits`).
     pub(crate) fn open(
         fs: &CountingFs,
         dir: &Path,
         opts: &LightKvOptions,
+        budget: Option<usize>,
         in_tables: impl Fn(&[u8], u64) -> bool,
     ) -> Result<Light> {
+        crate::lightkv::memory::check_buffer_fits(opts.buffer_bytes, budget)?;
         let pm = fs.open_pm_fenced(&buffer_path(dir), opts.buffer_bytes, opts.fence)?;
         let params = RhParams {
             leaf_buckets: opts.leaf_buckets,
