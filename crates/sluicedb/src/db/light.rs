@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockUpgradableReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockUpgradableReadGuard};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -42,6 +42,11 @@ use crate::version::VersionEdit;
 
 /// The write buffer's file in the database directory.
 pub(crate) const BUFFER_FILE: &str = "LIGHTKV.pwb";
+
+/// Records a flush unit's hand-out reads under one hold of the buffer's
+/// shared lock before yielding it to a waiting writer
+/// ([`Light::next_unit`]): tens of microseconds of reads.
+const UNIT_RECORDS_PER_HOLD: usize = 64;
 
 /// The image of the buffer's tree a clean shutdown leaves beside it
 /// (`docs/format/lightkv-image.md`).
@@ -267,9 +272,23 @@ impl Light {
     pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
         // The leaf is read under the shared lock (reads go on), then
         // marked under the exclusive one; `hand_outs`, held by the only
-        // caller, keeps a second hand-out from choosing it too.
-        let unit = self.buf.read().unit_entries(oldest_snapshot)?;
-        let Some(u) = unit else { return Ok(None) };
+        // caller, keeps a second hand-out from choosing it too. The shared
+        // lock is yielded every `UNIT_RECORDS_PER_HOLD` records to a
+        // writer waiting for it (and the reads queued behind that writer):
+        // held for a whole leaf, it held them up for milliseconds
+        // (`docs/experiments.md`, "LightKV's read tail under writes").
+        let u = {
+            let mut buf = self.buf.read();
+            let Some((leaf, offsets)) = buf.unit_leaf() else {
+                return Ok(None);
+            };
+            let mut entries = Vec::with_capacity(offsets.len());
+            for chunk in offsets.chunks(UNIT_RECORDS_PER_HOLD) {
+                buf.unit_collect(chunk, oldest_snapshot, &mut entries)?;
+                RwLockReadGuard::bump(&mut buf);
+            }
+            LightBuffer::unit_finish(leaf, entries)
+        };
         self.buf.write().hand_out(u.leaf);
         // A table must never hold a write the buffer could lose (nor one
         // past such a write); the sync before a hand-out usually did this.

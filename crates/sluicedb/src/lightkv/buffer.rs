@@ -24,6 +24,9 @@
 //!
 //! Not thread-safe: the owner serializes calls (a read and a watermark raise
 //! must not interleave, or a read could follow a link into a reused segment).
+//! A write's first two steps ([`LightBuffer::plan`], [`LightBuffer::store`])
+//! take `&self` and may run beside reads, provided nothing changes the tree
+//! until its last ([`LightBuffer::index_stored`]).
 //! Record payload: `docs/format/pwb.md`, "LightKV payload".
 
 use std::cell::RefCell;
@@ -843,13 +846,39 @@ impl LightBuffer {
     /// taking units (the leaf stays the oldest of its chain and flushable
     /// meanwhile: only a handed-out leaf leaves a chain).
     pub(crate) fn unit_entries(&self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
-        let Some(id) = self.flushable() else {
+        let Some((leaf, offsets)) = self.unit_leaf() else {
             return Ok(None);
         };
-        let watermark = self.pwb.watermark();
+        let mut entries = Vec::with_capacity(offsets.len());
+        self.unit_collect(&offsets, oldest_snapshot, &mut entries)?;
+        Ok(Some(Self::unit_finish(leaf, entries)))
+    }
+
+    /// The next flushable leaf (not yet handed out): its uid and the
+    /// places it indexes. [`LightBuffer::unit_entries`] in steps: the owner
+    /// may let its lock go between [`LightBuffer::unit_collect`]s, since
+    /// the leaf neither changes nor leaves its chain until it is handed
+    /// out, and its segments stay in use while it is in the chain; each
+    /// step walks its links under the lock, with the watermark of then.
+    pub(crate) fn unit_leaf(&self) -> Option<(u32, Vec<u64>)> {
+        let id = self.flushable()?;
         let depth = self.leaves[id].len() - 1;
-        let mut entries = Vec::new();
-        for mut offset in self.tree.offsets_in(id, depth) {
+        let uid = self.leaves[id].last().expect("a chain").uid;
+        Some((uid, self.tree.offsets_in(id, depth)))
+    }
+
+    /// Appends to `entries` the versions of the records at `offsets` (of
+    /// the leaf [`LightBuffer::unit_leaf`] named) with every older version
+    /// a snapshot at or above `oldest_snapshot` may need.
+    pub(crate) fn unit_collect(
+        &self,
+        offsets: &[u64],
+        oldest_snapshot: u64,
+        entries: &mut Vec<FlushEntry>,
+    ) -> Result<()> {
+        let watermark = self.pwb.watermark();
+        for &first in offsets {
+            let mut offset = first;
             loop {
                 let r = self.record(offset)?;
                 let older = r.seq > oldest_snapshot && self.follows(r.prev_seq, r.prev, watermark);
@@ -863,14 +892,19 @@ impl LightBuffer {
                 offset = prev;
             }
         }
+        Ok(())
+    }
+
+    /// Leaf `leaf`'s unit from the versions collected for it.
+    pub(crate) fn unit_finish(leaf: u32, mut entries: Vec<FlushEntry>) -> FlushUnit {
         let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
-        Ok(Some(FlushUnit {
-            leaf: self.leaves[id].last().expect("a chain").uid,
+        FlushUnit {
+            leaf,
             entries,
             newest,
-        }))
+        }
     }
 
     /// Marks leaf `uid`, the oldest of its chain, handed out (the second

@@ -132,8 +132,9 @@ pub(crate) enum Fault {
 }
 
 /// The persistent write buffer. Thread safety: all methods take `&self`;
-/// appends are serialized by one lock (the engine's group commit calls it
-/// from its leader); syncs, watermark raises and the preparation of
+/// appends are serialized by the append lock (the engine's group commit
+/// calls it from its leader), and store their records without the state
+/// lock, which reads take; syncs, watermark raises and the preparation of
 /// released segments run their fences outside it (only a hand-out that
 /// finds its segment unprepared fences under it).
 pub(crate) struct Pwb {
