@@ -96,12 +96,6 @@ impl MmapPm {
             )));
         }
         let map = MmapOptions::new().map_raw(&file).map_err(io("mmap"))?;
-        // Every page is written over and over: fault them all in, writable,
-        // now rather than one first write at a time (a page cache page
-        // allocated and zeroed under the buffer's locks). Only advice: a
-        // kernel without it (before Linux 5.14) faults them in as written.
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::PopulateWrite);
         Ok(MmapPm {
             path: path.to_path_buf(),
             map,
