@@ -1346,6 +1346,10 @@ impl Options {
                  size of 2)"
             ));
         }
+        if self.preset == Preset::LightKv {
+            let budget = self.memory_budget_bytes.filter(|&b| b != usize::MAX);
+            crate::lightkv::memory::check_buffer_fits(l.buffer_bytes, budget)?;
+        }
         if self.max_write_buffers < 2 {
             return bad("max_write_buffers must be at least 2".into());
         }

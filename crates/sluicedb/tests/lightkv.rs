@@ -509,3 +509,49 @@ fn recovery_time_against_buffer_size() {
         let _ = std::fs::remove_dir_all(&ckpt);
     }
 }
+
+/// A buffer larger than the memory budget is refused at open, naming both
+/// sizes: when the options name the preset (checked with the options) and
+/// when they do not (checked as the buffer opens), and before the region is
+/// created or allocated.
+#[test]
+fn a_buffer_larger_than_the_memory_budget_is_refused_at_open() {
+    let fs = MemFs::new();
+    let buffer = preset_options(&fs, Preset::LightKv).lightkv().buffer_bytes;
+    let budget = buffer as usize / 2;
+    let refused = |r: sluicedb::Result<Db>| match r {
+        Err(sluicedb::Error::InvalidArgument(m)) => m,
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    };
+    let m = refused(Db::open(
+        "/db",
+        preset_options(&fs, Preset::LightKv).memory_budget_bytes(Some(budget)),
+    ));
+    assert!(
+        m.contains(&buffer.to_string()) && m.contains(&budget.to_string()),
+        "{m}"
+    );
+    assert!(fs.pm(Path::new("/db/LIGHTKV.pwb")).is_none());
+    // Created within the budget, then reopened under a smaller one by
+    // options that name no preset.
+    let db = open(&fs);
+    db.put(k(1), v(1, 0)).unwrap();
+    drop(db);
+    let o = sluicedb::Options::default()
+        .fs(std::sync::Arc::new(fs.clone()))
+        .index_shape(sluicedb::IndexShapeKind::Partitioned)
+        .lightkv_buffer_bytes(buffer)
+        .memory_budget_bytes(Some(budget));
+    let m = refused(Db::open("/db", o));
+    assert!(
+        m.contains(&buffer.to_string()) && m.contains(&budget.to_string()),
+        "{m}"
+    );
+    // An exbibyte buffer is larger than any machine here: refused before
+    // the in-memory file system is asked for one.
+    let huge = preset_options(&fs, Preset::LightKv).lightkv_buffer_bytes(1 << 60);
+    let m = refused(Db::open("/db2", huge));
+    assert!(m.contains("memory this process may use"), "{m}");
+    let db = open(&fs);
+    assert_eq!(db.get(k(1)).unwrap(), Some(v(1, 0)));
+}

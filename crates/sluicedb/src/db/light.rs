@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockUpgradableReadGuard};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -43,6 +43,11 @@ use crate::version::VersionEdit;
 /// The write buffer's file in the database directory.
 pub(crate) const BUFFER_FILE: &str = "LIGHTKV.pwb";
 
+/// Records a flush unit's hand-out reads under one hold of the buffer's
+/// shared lock before yielding it to a waiting writer
+/// ([`Light::next_unit`]): tens of microseconds of reads.
+const UNIT_RECORDS_PER_HOLD: usize = 64;
+
 /// The image of the buffer's tree a clean shutdown leaves beside it
 /// (`docs/format/lightkv-image.md`).
 pub(crate) const IMAGE_FILE: &str = "LIGHTKV.image";
@@ -54,7 +59,8 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 
 /// The buffer and the lock that orders reads against leaves leaving it.
 ///
-/// Locks: `readers`, then `buf`, then the `Pwb`'s own. No fence runs under
+/// Locks: `hand_outs` (never under the engine's state lock), then
+/// `readers`, then `buf`, then the `Pwb`'s own. No fence runs under
 /// `readers` or `buf` (a read waits for both): syncs, the watermark's fence
 /// and the preparation of released segments go through `pwb` after `buf`
 /// is let go. The one exception is a hand-out that finds its segment not
@@ -70,6 +76,12 @@ pub(crate) struct Light {
     /// Shared by a read from its super version to its look into the
     /// buffer; exclusive in [`Light::flushed`] (module documentation).
     pub(crate) readers: RwLock<()>,
+    /// Held by the one hand-out of flush units under way
+    /// (`Core::light_hand_out`), which builds them without the engine's
+    /// state lock: it keeps two hand-outs from choosing one leaf, and units
+    /// queued in the order they were taken. Taken without the engine's
+    /// state lock, and before it.
+    pub(crate) hand_outs: Mutex<()>,
     /// For the clean shutdown's image ([`Light::close`]).
     fs: CountingFs,
     image_path: PathBuf,
@@ -86,12 +98,19 @@ impl Light {
     /// Opens (or creates) the buffer of the database in `dir`; a version
     /// for which `in_tables(key, seq)` holds (the tables hold it or a newer
     /// one) is not indexed again.
+    ///
+    /// A buffer larger than `budget` (the options' memory budget, when one
+    /// is set) or than the memory this process may use (`memory_limit`) is
+    /// refused before anything is opened or allocated
+    /// (`lightkv::memory::check_buffer_fits`).
     pub(crate) fn open(
         fs: &CountingFs,
         dir: &Path,
         opts: &LightKvOptions,
+        budget: Option<usize>,
         in_tables: impl Fn(&[u8], u64) -> bool,
     ) -> Result<Light> {
+        crate::lightkv::memory::check_buffer_fits(opts.buffer_bytes, budget)?;
         let pm = fs.open_pm_fenced(&buffer_path(dir), opts.buffer_bytes, opts.fence)?;
         let params = RhParams {
             leaf_buckets: opts.leaf_buckets,
@@ -113,6 +132,7 @@ impl Light {
             pwb: buf.pwb(),
             buf: RwLock::new(buf),
             readers: RwLock::new(()),
+            hand_outs: Mutex::new(()),
             fs: fs.clone(),
             image_path,
             loaded_image,
@@ -169,9 +189,17 @@ impl Light {
                 value: (op.kind != Kind::Delete).then_some(op.value),
             });
         }
-        let Some(first) = self.buf.write().write(&ops)? else {
+        // Lanes and links are read, and the records stored, with the
+        // buffer shared (reads go on); only the tree's update takes it
+        // alone. The upgradable lock keeps every other change of the tree
+        // (links, leaves leaving, hand-outs) out from the first step to the
+        // last, as the steps require.
+        let buf = self.buf.upgradable_read();
+        let plan = buf.plan(&ops)?;
+        let Some(stored) = buf.store(&ops, &plan)? else {
             return Ok(false);
         };
+        let first = RwLockUpgradableReadGuard::upgrade(buf).index_stored(&ops, stored)?;
         if first != seq {
             return Err(Error::InvalidArgument(format!(
                 "write buffer numbered a group {first}, the engine {seq}"
@@ -240,13 +268,27 @@ impl Light {
     }
 
     /// The next flush unit as a memtable, with its leaf; `None` when no
-    /// linked leaf waits.
+    /// linked leaf waits. The caller holds [`Light::hand_outs`].
     pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
         // The leaf is read under the shared lock (reads go on), then
-        // marked under the exclusive one; the engine's state lock, held by
-        // the only caller, keeps a second hand-out from choosing it too.
-        let unit = self.buf.read().unit_entries(oldest_snapshot)?;
-        let Some(u) = unit else { return Ok(None) };
+        // marked under the exclusive one; `hand_outs`, held by the only
+        // caller, keeps a second hand-out from choosing it too. The shared
+        // lock is yielded every `UNIT_RECORDS_PER_HOLD` records to a
+        // writer waiting for it (and the reads queued behind that writer):
+        // held for a whole leaf, it held them up for milliseconds
+        // (`docs/experiments.md`, "LightKV's read tail under writes").
+        let u = {
+            let mut buf = self.buf.read();
+            let Some((leaf, offsets)) = buf.unit_leaf() else {
+                return Ok(None);
+            };
+            let mut entries = Vec::with_capacity(offsets.len());
+            for chunk in offsets.chunks(UNIT_RECORDS_PER_HOLD) {
+                buf.unit_collect(chunk, oldest_snapshot, &mut entries)?;
+                RwLockReadGuard::bump(&mut buf);
+            }
+            LightBuffer::unit_finish(leaf, entries)
+        };
         self.buf.write().hand_out(u.leaf);
         // A table must never hold a write the buffer could lose (nor one
         // past such a write); the sync before a hand-out usually did this.

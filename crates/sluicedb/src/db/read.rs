@@ -34,11 +34,16 @@ pub(super) enum Found {
 impl Core {
     pub(super) fn get(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.retry_collected(opts, || {
-            // LightKV: no leaf leaves the buffer while this read holds it
-            // (`db/light.rs`).
-            let _light = self.light.get().map(|l| l.readers.read());
-            let (seq, sv) = self.read_view(opts);
-            Ok(match self.get_at(&sv, seq, key)? {
+            let (seq, sv, found) = {
+                // LightKV: no leaf leaves the buffer while this read holds
+                // it (`db/light.rs`); the tables of its view need no lock.
+                let _light = self.light.get().map(|l| l.readers.read());
+                let (seq, sv) = self.read_view(opts);
+                let found = self.lookup_buffer(&sv, key, seq)?;
+                (seq, sv, found)
+            };
+            let found = self.lookup_below(&sv, key, seq, IoClass::UserRead, found)?;
+            Ok(match self.resolve(key, found)? {
                 Some(Found::Value(v)) => Ok(Some(v)),
                 None => Ok(None),
                 Some(Found::Collected(p)) => Err(p),
@@ -108,7 +113,8 @@ impl Core {
         opts: &ReadOptions<'_>,
         keys: &[&[u8]],
     ) -> Result<std::result::Result<Vec<Option<Vec<u8>>>, ValuePointer>> {
-        let _light = self.light.get().map(|l| l.readers.read());
+        // LightKV: held until the buffer is read (`Core::get`).
+        let light_readers = self.light.get().map(|l| l.readers.read());
         let (seq, sv) = self.read_view(opts);
         let mut found = vec![Lookup::Absent; keys.len()];
         match self.light.get() {
@@ -119,6 +125,7 @@ impl Core {
             }
             None => sv.mem.get_sorted(keys, seq, &mut found),
         }
+        drop(light_readers);
         for m in &sv.imms {
             m.get_sorted(keys, seq, &mut found);
         }
@@ -170,10 +177,29 @@ impl Core {
         seq: u64,
         class: IoClass,
     ) -> Result<Lookup> {
-        let mut found = match self.light.get() {
+        let found = self.lookup_buffer(sv, key, seq)?;
+        self.lookup_below(sv, key, seq, class, found)
+    }
+
+    /// The active write buffer's entry for `key` at `seq`: the memtable's,
+    /// or LightKV's buffer's (whose damage is an error).
+    fn lookup_buffer(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
+        Ok(match self.light.get() {
             Some(light) => light.get(key, seq)?,
             None => sv.mem.get(key, seq),
-        };
+        })
+    }
+
+    /// The rest of [`Core::lookup`] after the active write buffer found
+    /// `found`: immutable memtables newest first, then the tables.
+    fn lookup_below(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: u64,
+        class: IoClass,
+        mut found: Lookup,
+    ) -> Result<Lookup> {
         for m in &sv.imms {
             if found != Lookup::Absent {
                 break;
@@ -184,11 +210,6 @@ impl Core {
             found = self.shape.get(&sv.current, &self.tables, key, seq, class)?;
         }
         Ok(found)
-    }
-
-    pub(super) fn get_at(&self, sv: &SuperVersion, seq: u64, key: &[u8]) -> Result<Option<Found>> {
-        let found = self.lookup(sv, key, seq, IoClass::UserRead)?;
-        self.resolve(key, found)
     }
 
     /// The value a lookup of `key` found: read from the value store when

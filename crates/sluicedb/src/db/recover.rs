@@ -172,7 +172,9 @@ impl Core {
                 false
             }
         };
-        let light = super::light::Light::open(&self.fs, &self.dir, &self.opts.lightkv, in_tables)?;
+        let budget = self.opts.memory_budget_bytes.filter(|&b| b != usize::MAX);
+        let light =
+            super::light::Light::open(&self.fs, &self.dir, &self.opts.lightkv, budget, in_tables)?;
         if let Some(e) = damage.into_inner() {
             return Err(e);
         }

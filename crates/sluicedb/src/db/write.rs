@@ -560,42 +560,72 @@ impl Core {
 
     /// Hands out waiting flush units as immutable memtables, at most
     /// [`LIGHT_UNITS_IN_FLIGHT`] at once; returns how many.
+    ///
+    /// A unit is a copy of a whole leaf's versions (a thousand records read
+    /// and sorted): it is built without the engine's state lock, which
+    /// every read's view and every write group takes, under
+    /// `Light::hand_outs` instead (one hand-out at a time, so units go out
+    /// and are queued in the order they were taken). Built under the state
+    /// lock, each hand-out held up every read for as long as a leaf took to
+    /// copy (`docs/experiments.md`, "LightKV's read tail under writes").
     pub(super) fn light_hand_out(
         &self,
         st: &mut MutexGuard<'_, State>,
         light: &Arc<Light>,
     ) -> Result<usize> {
-        let mut n = 0;
-        if st.imms.len() < LIGHT_UNITS_IN_FLIGHT && light.unit_waiting() {
-            // The units' sync (an `msync` on a mapped file), once for all of
-            // them and without the engine's lock, so that writers and
-            // readers do not wait for it here.
-            MutexGuard::unlocked(st, || light.sync())?;
+        if st.imms.len() >= LIGHT_UNITS_IN_FLIGHT || !light.unit_waiting() {
+            return Ok(0);
         }
-        while st.imms.len() < LIGHT_UNITS_IN_FLIGHT {
-            let visible = self.visible_seq.load(Ordering::Acquire);
-            let oldest = st.smallest_snapshot(visible);
-            let Some((leaf, mem)) = light.next_unit(oldest)? else {
-                break;
+        MutexGuard::unlocked(st, || {
+            let _hand_outs = light.hand_outs.lock();
+            let (room, oldest) = {
+                let st = self.state.lock();
+                let visible = self.visible_seq.load(Ordering::Acquire);
+                // Only hand-outs, one at a time, add a unit: `imms` can
+                // only shrink until this one queues its units.
+                let room = LIGHT_UNITS_IN_FLIGHT.saturating_sub(st.imms.len());
+                (room, st.smallest_snapshot(visible))
             };
-            let mark = st.mem_mark;
-            st.imms.push_back(Immutable {
-                mem,
-                mark,
-                since: Instant::now(),
-                // The buffer is durable (`Light::next_unit` synced it).
-                last_seq: 0,
-                leaf: Some(leaf),
-                unjournaled_from: None,
-            });
-            st.memtables_switched += 1;
-            n += 1;
-        }
-        if n > 0 {
-            st.refresh_sv();
-            self.bg_cv.notify_all();
-        }
-        Ok(n)
+            if room == 0 || !light.unit_waiting() {
+                return Ok(0);
+            }
+            // The units' sync (an `msync` on a mapped file), once for all.
+            light.sync()?;
+            let mut units = Vec::new();
+            let mut failed = None;
+            while units.len() < room {
+                match light.next_unit(oldest) {
+                    Ok(Some(u)) => units.push(u),
+                    Ok(None) => break,
+                    Err(e) => {
+                        // The units taken go out all the same: their leaves
+                        // are marked handed out and wait for their flush.
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let n = units.len();
+            if n > 0 {
+                let mut st = self.state.lock();
+                for (leaf, mem) in units {
+                    let mark = st.mem_mark;
+                    st.imms.push_back(Immutable {
+                        mem,
+                        mark,
+                        since: Instant::now(),
+                        // The buffer is durable (`Light::next_unit` synced it).
+                        last_seq: 0,
+                        leaf: Some(leaf),
+                        unjournaled_from: None,
+                    });
+                    st.memtables_switched += 1;
+                }
+                st.refresh_sv();
+                self.bg_cv.notify_all();
+            }
+            failed.map_or(Ok(n), Err)
+        })
     }
 
     /// Appends a group to LightKV's buffer; while it has no room, hands

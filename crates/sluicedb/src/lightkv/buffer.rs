@@ -24,6 +24,9 @@
 //!
 //! Not thread-safe: the owner serializes calls (a read and a watermark raise
 //! must not interleave, or a read could follow a link into a reused segment).
+//! A write's first two steps ([`LightBuffer::plan`], [`LightBuffer::store`])
+//! take `&self` and may run beside reads, provided nothing changes the tree
+//! until its last ([`LightBuffer::index_stored`]).
 //! Record payload: `docs/format/pwb.md`, "LightKV payload".
 
 use std::cell::RefCell;
@@ -33,7 +36,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
-use crate::pwb::{Lane, Loc, Pwb, SegmentUse};
+use crate::pwb::{Appended, Lane, Loc, Pwb, SegmentUse};
 
 /// The first word of a clean shutdown's image ("LKVIMG02": since the
 /// released word and each segment's oldest operation; an image of the first
@@ -81,6 +84,18 @@ pub(crate) struct FlushUnit {
     pub(crate) newest: u64,
 }
 
+/// A batch's lanes and version links, taken from the tree before its
+/// records are stored ([`LightBuffer::plan`]).
+pub(crate) struct Plan {
+    /// Per operation, its lane and payload length.
+    lanes: Vec<(Lane, usize)>,
+    /// Per operation, the key's previous version in its top leaf
+    /// (sequence number, place; (0, 0): none).
+    prevs: Vec<(u64, u64)>,
+    /// Per operation, the same key's last earlier operation in the batch.
+    earlier: Vec<Option<usize>>,
+}
+
 /// A decoded record.
 struct Record {
     seq: u64,
@@ -91,9 +106,9 @@ struct Record {
     value: Vec<u8>,
 }
 
-fn encode(op: &Op<'_>, prev_seq: u64, prev: u64) -> Vec<u8> {
+/// Appends `op`'s payload, naming its previous version, to `p`.
+fn encode(op: &Op<'_>, prev_seq: u64, prev: u64, p: &mut Vec<u8>) {
     let value = op.value.unwrap_or(&[]);
-    let mut p = Vec::with_capacity(PAYLOAD_HEADER + op.key.len() + value.len());
     p.push(if op.value.is_some() {
         KIND_PUT
     } else {
@@ -104,7 +119,6 @@ fn encode(op: &Op<'_>, prev_seq: u64, prev: u64) -> Vec<u8> {
     p.extend_from_slice(&(op.key.len() as u32).to_le_bytes());
     p.extend_from_slice(op.key);
     p.extend_from_slice(value);
-    p
 }
 
 fn payload_len(op: &Op<'_>) -> usize {
@@ -171,6 +185,31 @@ fn key_at(pwb: &Pwb, offset: u64, err: &RefCell<Option<Error>>) -> Vec<u8> {
         Err(e) => {
             err.borrow_mut().get_or_insert(e);
             Vec::new()
+        }
+    }
+}
+
+/// True when the record at `offset` is `key`'s: only its key is read when
+/// it is (the caller reads the record in full, checked, for its value or
+/// sequence number). One that is not is read in full, so that damage is
+/// told from a signature collision: damage goes to `err` (and no key
+/// matches), never taken for another key, which would let a read fall
+/// through to an older version.
+fn is_key_at(pwb: &Pwb, offset: u64, key: &[u8], err: &RefCell<Option<Error>>) -> bool {
+    let want = PAYLOAD_HEADER + key.len();
+    if let Ok(Some(p)) = pwb.peek(Loc::from_u64(offset), want) {
+        let key_len = p
+            .get(17..21)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
+        if p.len() == want && key_len == Some(key.len()) && &p[PAYLOAD_HEADER..] == key {
+            return true;
+        }
+    }
+    match record(pwb, offset) {
+        Ok(r) => r.key == key,
+        Err(e) => {
+            err.borrow_mut().get_or_insert(e);
+            false
         }
     }
 }
@@ -459,6 +498,19 @@ impl LightBuffer {
     /// written nothing when the buffer is full: the caller flushes units
     /// ([`LightBuffer::make_room`]) and tries again.
     pub(crate) fn write(&mut self, ops: &[Op<'_>]) -> Result<Option<u64>> {
+        let plan = self.plan(ops)?;
+        let Some(stored) = self.store(ops, &plan)? else {
+            return Ok(None);
+        };
+        self.index_stored(ops, stored).map(Some)
+    }
+
+    /// The first step of [`LightBuffer::write`], reading only: each
+    /// operation's lane and the version its record will name. The owner
+    /// may hold its lock shared for this step and the next
+    /// ([`LightBuffer::store`]), so that reads go on meanwhile, provided
+    /// nothing changes the tree before [`LightBuffer::index_stored`].
+    pub(crate) fn plan(&self, ops: &[Op<'_>]) -> Result<Plan> {
         let mut lanes = Vec::with_capacity(ops.len());
         let mut prevs = Vec::with_capacity(ops.len());
         let mut last_in_batch: HashMap<&[u8], usize> = HashMap::new();
@@ -472,7 +524,7 @@ impl LightBuffer {
             let err = RefCell::new(None);
             let prev = self
                 .tree
-                .get_in(id, 0, op.key, |o| key_at(&self.pwb, o, &err));
+                .get_in(id, 0, op.key, |o| is_key_at(&self.pwb, o, op.key, &err));
             if let Some(e) = err.into_inner() {
                 return Err(e);
             }
@@ -481,19 +533,40 @@ impl LightBuffer {
                 None => (0, 0),
             });
         }
+        Ok(Plan {
+            lanes,
+            prevs,
+            earlier,
+        })
+    }
+
+    /// The second step: stores the records (no fence), or returns `None`,
+    /// having stored nothing, when the buffer has no room for them.
+    pub(crate) fn store(&self, ops: &[Op<'_>], plan: &Plan) -> Result<Option<Appended>> {
         let first_seq = self.next_seq;
-        let appended = self.pwb.append_with(&lanes, |i, locs| {
-            let (prev_seq, prev) = match earlier[i] {
+        let appended = self.pwb.append_with(&plan.lanes, |i, locs, out| {
+            let (prev_seq, prev) = match plan.earlier[i] {
                 Some(j) => (first_seq + j as u64, locs[j].to_u64()),
-                None => prevs[i],
+                None => plan.prevs[i],
             };
-            encode(&ops[i], prev_seq, prev)
+            encode(&ops[i], prev_seq, prev, out)
         })?;
-        let Some(appended) = appended else {
-            return Ok(None);
-        };
-        debug_assert_eq!(appended.first_seq, first_seq);
-        let bytes: usize = lanes.iter().map(|&(_, len)| len).sum();
+        debug_assert!(appended.as_ref().is_none_or(|a| a.first_seq == first_seq));
+        Ok(appended)
+    }
+
+    /// The last step: puts the stored records into the tree (splitting and
+    /// linking leaves as they fill); returns the batch's first sequence
+    /// number.
+    pub(crate) fn index_stored(&mut self, ops: &[Op<'_>], stored: Appended) -> Result<u64> {
+        let first_seq = stored.first_seq;
+        if first_seq != self.next_seq {
+            return Err(Error::InvalidArgument(format!(
+                "write buffer stored a batch at {first_seq}, the tree expected {}",
+                self.next_seq
+            )));
+        }
+        let bytes: usize = ops.iter().map(payload_len).sum();
         let mean = (bytes / ops.len().max(1)) as u64;
         self.mean_record = if self.mean_record == 0 {
             mean
@@ -503,9 +576,9 @@ impl LightBuffer {
         self.next_seq = first_seq + ops.len() as u64;
         self.batch_ends.insert(self.next_seq - 1);
         for (i, op) in ops.iter().enumerate() {
-            self.index(op.key, first_seq + i as u64, appended.locs[i])?;
+            self.index(op.key, first_seq + i as u64, stored.locs[i])?;
         }
-        Ok(Some(first_seq))
+        Ok(first_seq)
     }
 
     /// Puts record `loc` (operation `seq` on `key`) into its partition's top
@@ -517,7 +590,12 @@ impl LightBuffer {
         let (parts, links) = (self.tree.partitions(), self.tree.stats().links);
         let err = RefCell::new(None);
         let pwb = &self.pwb;
-        self.tree.put(key, loc.to_u64(), |o| key_at(pwb, o, &err));
+        self.tree.put_with(
+            key,
+            loc.to_u64(),
+            |o| is_key_at(pwb, o, key, &err),
+            |o| key_at(pwb, o, &err),
+        );
         if let Some(e) = err.into_inner() {
             return Err(e);
         }
@@ -592,7 +670,7 @@ impl LightBuffer {
             let err = RefCell::new(None);
             let found = self
                 .tree
-                .get_in(id, depth, key, |o| key_at(&self.pwb, o, &err));
+                .get_in(id, depth, key, |o| is_key_at(&self.pwb, o, key, &err));
             if let Some(e) = err.into_inner() {
                 return Err(e);
             }
@@ -768,13 +846,39 @@ impl LightBuffer {
     /// taking units (the leaf stays the oldest of its chain and flushable
     /// meanwhile: only a handed-out leaf leaves a chain).
     pub(crate) fn unit_entries(&self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
-        let Some(id) = self.flushable() else {
+        let Some((leaf, offsets)) = self.unit_leaf() else {
             return Ok(None);
         };
-        let watermark = self.pwb.watermark();
+        let mut entries = Vec::with_capacity(offsets.len());
+        self.unit_collect(&offsets, oldest_snapshot, &mut entries)?;
+        Ok(Some(Self::unit_finish(leaf, entries)))
+    }
+
+    /// The next flushable leaf (not yet handed out): its uid and the
+    /// places it indexes. [`LightBuffer::unit_entries`] in steps: the owner
+    /// may let its lock go between [`LightBuffer::unit_collect`]s, since
+    /// the leaf neither changes nor leaves its chain until it is handed
+    /// out, and its segments stay in use while it is in the chain; each
+    /// step walks its links under the lock, with the watermark of then.
+    pub(crate) fn unit_leaf(&self) -> Option<(u32, Vec<u64>)> {
+        let id = self.flushable()?;
         let depth = self.leaves[id].len() - 1;
-        let mut entries = Vec::new();
-        for mut offset in self.tree.offsets_in(id, depth) {
+        let uid = self.leaves[id].last().expect("a chain").uid;
+        Some((uid, self.tree.offsets_in(id, depth)))
+    }
+
+    /// Appends to `entries` the versions of the records at `offsets` (of
+    /// the leaf [`LightBuffer::unit_leaf`] named) with every older version
+    /// a snapshot at or above `oldest_snapshot` may need.
+    pub(crate) fn unit_collect(
+        &self,
+        offsets: &[u64],
+        oldest_snapshot: u64,
+        entries: &mut Vec<FlushEntry>,
+    ) -> Result<()> {
+        let watermark = self.pwb.watermark();
+        for &first in offsets {
+            let mut offset = first;
             loop {
                 let r = self.record(offset)?;
                 let older = r.seq > oldest_snapshot && self.follows(r.prev_seq, r.prev, watermark);
@@ -788,14 +892,19 @@ impl LightBuffer {
                 offset = prev;
             }
         }
+        Ok(())
+    }
+
+    /// Leaf `leaf`'s unit from the versions collected for it.
+    pub(crate) fn unit_finish(leaf: u32, mut entries: Vec<FlushEntry>) -> FlushUnit {
         let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
         entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
         entries.dedup_by(|a, b| a.key == b.key && a.seq == b.seq);
-        Ok(Some(FlushUnit {
-            leaf: self.leaves[id].last().expect("a chain").uid,
+        FlushUnit {
+            leaf,
             entries,
             newest,
-        }))
+        }
     }
 
     /// Marks leaf `uid`, the oldest of its chain, handed out (the second

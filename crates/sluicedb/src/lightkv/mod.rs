@@ -5,6 +5,7 @@
 
 pub(crate) mod buffer;
 pub(crate) mod compaction;
+pub(crate) mod memory;
 
 #[cfg(test)]
 mod tests;

@@ -181,7 +181,9 @@ impl Pm for MmapPm {
     }
 
     fn flush(&self, offset: u64, len: u64) {
-        if len == 0 {
+        // A fence of `FenceMode::Cache` syncs nothing, so there is nothing
+        // to note: noted ranges would pile up, never taken by an `msync`.
+        if len == 0 || self.mode == FenceMode::Cache {
             return;
         }
         let start = offset / PAGE_BYTES * PAGE_BYTES;

@@ -173,31 +173,28 @@ pub(crate) fn record_crc(generation: u32, h: &RecordHeader, payload: &[u8]) -> u
     crc32c::crc32c_append(crc32c::crc32c(&fixed), payload)
 }
 
-/// A record ready to store: header, payload, zero padding.
-pub(crate) fn encode_record(
-    generation: u32,
-    seq: u64,
-    place: u32,
-    count: u32,
-    payload: &[u8],
-) -> Vec<u8> {
+/// Makes `out` a record ready to store: `out` holds a header's room
+/// ([`RECORD_HEADER_BYTES`], any bytes) and then the payload; the header is
+/// written over the room and the zero padding appended. The payload is
+/// thus copied once, by whoever wrote it into `out`.
+pub(crate) fn seal_record(generation: u32, seq: u64, place: u32, count: u32, out: &mut Vec<u8>) {
+    let header = RECORD_HEADER_BYTES as usize;
+    debug_assert!(out.len() > header, "a record has a payload");
+    let payload_len = out.len() - header;
     let mut h = RecordHeader {
-        len: payload.len() as u32,
+        len: payload_len as u32,
         crc: 0,
         seq,
         place,
         count,
     };
-    h.crc = record_crc(generation, &h, payload);
-    let mut out = Vec::with_capacity(record_bytes(payload.len()) as usize);
-    out.extend_from_slice(&h.len.to_le_bytes());
-    out.extend_from_slice(&h.crc.to_le_bytes());
-    out.extend_from_slice(&h.seq.to_le_bytes());
-    out.extend_from_slice(&h.place.to_le_bytes());
-    out.extend_from_slice(&h.count.to_le_bytes());
-    out.extend_from_slice(payload);
-    out.resize(record_bytes(payload.len()) as usize, 0);
-    out
+    h.crc = record_crc(generation, &h, &out[header..]);
+    out[0..4].copy_from_slice(&h.len.to_le_bytes());
+    out[4..8].copy_from_slice(&h.crc.to_le_bytes());
+    out[8..16].copy_from_slice(&h.seq.to_le_bytes());
+    out[16..20].copy_from_slice(&h.place.to_le_bytes());
+    out[20..24].copy_from_slice(&h.count.to_le_bytes());
+    out.resize(record_bytes(payload_len) as usize, 0);
 }
 
 /// What a record read at a place turned out to be.

@@ -38,8 +38,8 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::pm::Pm;
 use format::{
-    check_word, encode_record, read_record, record_bytes, segment_word, Geometry, Read, CHECK_AT,
-    GEOMETRY_AT, MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, RELEASED_AT, WATERMARK_AT,
+    check_word, read_record, record_bytes, segment_word, Geometry, Read, CHECK_AT, GEOMETRY_AT,
+    MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, RELEASED_AT, WATERMARK_AT,
 };
 pub(crate) use recover::Recovered;
 
@@ -132,17 +132,26 @@ pub(crate) enum Fault {
 }
 
 /// The persistent write buffer. Thread safety: all methods take `&self`;
-/// appends are serialized by one lock (the engine's group commit calls it
-/// from its leader); syncs, watermark raises and the preparation of
+/// appends are serialized by the append lock (the engine's group commit
+/// calls it from its leader), and store their records without the state
+/// lock, which reads take; syncs, watermark raises and the preparation of
 /// released segments run their fences outside it (only a hand-out that
 /// finds its segment unprepared fences under it).
 pub(crate) struct Pwb {
     pm: Arc<dyn Pm>,
     geometry: Geometry,
+    /// Held by the append under way, for all of it: its records are
+    /// stored under this lock alone (places reserved and published under
+    /// `state`). Taken before `state`; a copy of the region
+    /// ([`Pwb::image`]) takes both, so that no record is half stored in it.
+    append: Mutex<()>,
     /// Segments, free list, lanes, next sequence number and watermark.
     /// Taken before the region's own locks (a hand-out fences under it); a
     /// sync's fence runs without it.
     state: Mutex<State>,
+    /// `State::watermark`, readable without the state lock (every read
+    /// of the buffer asks for it); stored under the state lock.
+    watermark: AtomicU64,
     /// The injected [`Fault`] as its number; 0 for none.
     fault: AtomicU8,
     /// Every operation up to this one is durable (a sync's fence covered
@@ -205,6 +214,7 @@ impl Pwb {
         Pwb {
             pm,
             geometry,
+            append: Mutex::new(()),
             state: Mutex::new(State {
                 segments,
                 free,
@@ -212,6 +222,7 @@ impl Pwb {
                 next_seq,
                 watermark: marks.watermark,
             }),
+            watermark: AtomicU64::new(marks.watermark),
             fault: AtomicU8::new(0),
             durable_seq: AtomicU64::new(next_seq.saturating_sub(1)),
             persisted: Mutex::new(marks),
@@ -247,7 +258,7 @@ impl Pwb {
 
     /// The persisted watermark.
     pub(crate) fn watermark(&self) -> u64 {
-        self.state.lock().watermark
+        self.watermark.load(Ordering::Acquire)
     }
 
     /// The persisted released word `R` (0: none).
@@ -262,17 +273,19 @@ impl Pwb {
     /// elsewhere and [`Pwb::raise_watermark`]s) and tries again.
     pub(crate) fn append(&self, ops: &[(Lane, &[u8])]) -> Result<Option<Appended>> {
         let sizes: Vec<(Lane, usize)> = ops.iter().map(|(l, p)| (*l, p.len())).collect();
-        self.append_with(&sizes, |i, _| ops[i].1.to_vec())
+        self.append_with(&sizes, |i, _, out| out.extend_from_slice(ops[i].1))
     }
 
     /// Like [`Pwb::append`], with operation `i`'s payload (of the length
     /// `ops[i].1` announces) built once the places of the operations before
-    /// it are known (`payload(i, &locs[..i])`): a record may name an earlier
-    /// record of its own batch.
+    /// it are known (`payload(i, &locs[..i], out)` appends it to `out`): a
+    /// record may name an earlier record of its own batch. The payload is
+    /// written straight after the record's header room, so the caller's
+    /// bytes are copied once before they are stored.
     pub(crate) fn append_with(
         &self,
         ops: &[(Lane, usize)],
-        mut payload: impl FnMut(usize, &[Loc]) -> Vec<u8>,
+        mut payload: impl FnMut(usize, &[Loc], &mut Vec<u8>),
     ) -> Result<Option<Appended>> {
         if ops.is_empty() || ops.len() > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
@@ -289,35 +302,64 @@ impl Pwb {
                 self.max_payload()
             )));
         }
-        let mut s = self.state.lock();
-        if self.segments_needed(&s, ops) > s.free.len() {
-            return Ok(None);
-        }
-        let first_seq = s.next_seq;
-        let mut locs = Vec::with_capacity(ops.len());
-        for (place, (lane, len)) in ops.iter().enumerate() {
+        // One append at a time; its records are stored without the state
+        // lock, which reads, syncs and releases take: places are reserved
+        // under it, the records stored, and then published under it (ends,
+        // sequence numbers), so a sync never covers a record not yet
+        // stored, and a read never reaches one (the index learns its place
+        // only after this returns).
+        let _append = self.append.lock();
+        let (first_seq, plan) = {
+            let mut s = self.state.lock();
+            if self.segments_needed(&s, ops) > s.free.len() {
+                return Ok(None);
+            }
+            // Each segment's end as this append reserves it.
+            let mut ends: HashMap<u32, u32> = HashMap::new();
+            let mut plan = Vec::with_capacity(ops.len());
+            for (lane, len) in ops {
+                let bytes = record_bytes(*len) as u32;
+                let seg = self.segment_for(&mut s, *lane, bytes, &ends)?;
+                let sg = &s.segments[seg as usize];
+                let at = *ends.get(&seg).unwrap_or(&sg.end);
+                ends.insert(seg, at + bytes);
+                plan.push((seg, at, sg.generation));
+            }
+            (s.next_seq, plan)
+        };
+        let locs: Vec<Loc> = plan
+            .iter()
+            .map(|&(segment, offset, _)| Loc { segment, offset })
+            .collect();
+        let header = RECORD_HEADER_BYTES as usize;
+        let largest = ops.iter().map(|&(_, len)| len).max().unwrap_or(0);
+        let mut rec = Vec::with_capacity(record_bytes(largest) as usize);
+        for (place, &(seg, at, generation)) in plan.iter().enumerate() {
             let seq = first_seq + place as u64;
-            let payload = payload(place, &locs);
-            assert_eq!(payload.len(), *len, "a payload of the announced length");
-            let seg = self.segment_for(&mut s, *lane, payload.len())?;
-            let at = s.segments[seg as usize].end;
-            let generation = s.segments[seg as usize].generation;
-            let rec = encode_record(generation, seq, place as u32, ops.len() as u32, &payload);
+            rec.clear();
+            rec.resize(header, 0);
+            payload(place, &locs[..place], &mut rec);
+            assert_eq!(
+                rec.len() - header,
+                ops[place].1,
+                "a payload of the announced length"
+            );
+            format::seal_record(generation, seq, place as u32, ops.len() as u32, &mut rec);
             let abs = self.geometry.segment_at(seg) + u64::from(at);
             self.pm.write(abs, &rec)?;
             if !self.skips(Fault::RecordFlush) {
                 self.pm.flush(abs, rec.len() as u64);
             }
+        }
+        let mut s = self.state.lock();
+        for (place, &(seg, at, _)) in plan.iter().enumerate() {
+            let seq = first_seq + place as u64;
             let sg = &mut s.segments[seg as usize];
-            sg.end = at + rec.len() as u32;
+            sg.end = at + record_bytes(ops[place].1) as u32;
             sg.max_seq = seq;
             if sg.min_seq == 0 {
                 sg.min_seq = seq;
             }
-            locs.push(Loc {
-                segment: seg,
-                offset: at,
-            });
         }
         s.next_seq = first_seq + ops.len() as u64;
         Ok(Some(Appended { first_seq, locs }))
@@ -343,12 +385,20 @@ impl Pwb {
         needed
     }
 
-    /// The segment `lane` appends a record of `payload_len` bytes to,
-    /// handing out a new one (its word persisted) when the open one is full.
-    fn segment_for(&self, s: &mut State, lane: Lane, payload_len: usize) -> Result<u32> {
+    /// The segment `lane` appends a record of `bytes` bytes to, handing
+    /// out a new one (its word persisted) when the open one is full; `ends`
+    /// holds the ends the append under way reserved so far.
+    fn segment_for(
+        &self,
+        s: &mut State,
+        lane: Lane,
+        bytes: u32,
+        ends: &HashMap<u32, u32>,
+    ) -> Result<u32> {
         let size = u64::from(self.geometry.segment_bytes);
         if let Some(&seg) = s.open.get(&lane) {
-            if u64::from(s.segments[seg as usize].end) + record_bytes(payload_len) <= size {
+            let end = *ends.get(&seg).unwrap_or(&s.segments[seg as usize].end);
+            if u64::from(end) + u64::from(bytes) <= size {
                 return Ok(seg);
             }
         }
@@ -634,6 +684,7 @@ impl Pwb {
             return 0;
         }
         s.watermark = watermark;
+        self.watermark.store(watermark, Ordering::Release);
         let mut released = 0;
         for i in 0..self.geometry.segments {
             let sg = &mut s.segments[i as usize];
@@ -656,6 +707,7 @@ impl Pwb {
     /// crash would leave if every store so far were durable. The caller
     /// holds the owner's lock too, so no batch is half indexed.
     pub(crate) fn image(&self) -> Result<Vec<u8>> {
+        let _append = self.append.lock();
         let _marks = self.persisted.lock();
         let _state = self.state.lock();
         let mut data = vec![0; self.pm.len() as usize];
@@ -790,6 +842,31 @@ impl Pwb {
     #[cfg(test)]
     pub(crate) fn is_in_use(&self, seg: u32) -> bool {
         self.state.lock().segments[seg as usize].in_use
+    }
+
+    /// The first `n` payload bytes (fewer when the payload is shorter) of
+    /// the record at `loc`, which the caller's index holds (it lies below
+    /// its segment's end, and its segment is not released while the index
+    /// holds it), read without the state lock and without its checksum:
+    /// for telling keys apart, where a mismatch is then read in full with
+    /// [`Pwb::read`] (a damaged record must not pass for another key's).
+    /// `None` when the bytes there cannot start a record.
+    pub(crate) fn peek(&self, loc: Loc, n: usize) -> Result<Option<Vec<u8>>> {
+        let size = u64::from(self.geometry.segment_bytes);
+        let offset = u64::from(loc.offset);
+        if loc.segment >= self.geometry.segments || offset + RECORD_HEADER_BYTES > size {
+            return Ok(None);
+        }
+        let at = self.geometry.segment_at(loc.segment) + offset;
+        let mut b = [0u8; RECORD_HEADER_BYTES as usize];
+        self.pm.read(at, &mut b)?;
+        let h = format::RecordHeader::decode(&b);
+        if !h.plausible() || offset + record_bytes(h.len as usize) > size {
+            return Ok(None);
+        }
+        let mut payload = vec![0; n.min(h.len as usize)];
+        self.pm.read(at + RECORD_HEADER_BYTES, &mut payload)?;
+        Ok(Some(payload))
     }
 
     /// The record at `loc`: (sequence number, payload). A record that is

@@ -409,20 +409,21 @@ impl RhTree {
     }
 
     /// The offset leaf `depth` of partition `id`'s chain (0: the top leaf)
-    /// holds for `key`, confirmed with `key_of`.
+    /// holds for `key`, each signature match confirmed by `is_key(offset)`
+    /// (the record there is `key`'s).
     pub(crate) fn get_in(
         &self,
         id: LeafId,
         depth: usize,
         key: &[u8],
-        mut key_of: impl FnMut(u64) -> Vec<u8>,
+        mut is_key: impl FnMut(u64) -> bool,
     ) -> Option<u64> {
         let sig = signature((self.hash)(key));
         self.parts[id]
             .chain
             .get(depth)?
             .candidates(sig)
-            .find(|&o| key_of(o) == key)
+            .find(|&o| is_key(o))
     }
 
     /// The offsets leaf `depth` of partition `id`'s chain holds.
@@ -461,12 +462,31 @@ impl RhTree {
     /// Records `offset` as `key`'s newest version: updates the top leaf's
     /// entry for it, or adds one, splitting or linking a full leaf (§IV,
     /// Insert and Update). A delete is a tombstone's offset like any other.
-    pub(crate) fn put(&mut self, key: &[u8], offset: u64, mut key_of: impl FnMut(u64) -> Vec<u8>) {
+    pub(crate) fn put(&mut self, key: &[u8], offset: u64, key_of: impl FnMut(u64) -> Vec<u8>) {
+        let key_of = std::cell::RefCell::new(key_of);
+        self.put_with(
+            key,
+            offset,
+            |o| (key_of.borrow_mut())(o) == key,
+            |o| (key_of.borrow_mut())(o),
+        );
+    }
+
+    /// [`RhTree::put`] with the signature matches confirmed by
+    /// `is_key(offset)` (the record there is `key`'s), which need not read
+    /// the whole key; `key_of` gives the keys a split needs.
+    pub(crate) fn put_with(
+        &mut self,
+        key: &[u8],
+        offset: u64,
+        mut is_key: impl FnMut(u64) -> bool,
+        mut key_of: impl FnMut(u64) -> Vec<u8>,
+    ) {
         let sig = signature((self.hash)(key));
         loop {
             let id = self.partition_of(key);
             let part = &mut self.parts[id];
-            if part.chain[0].update(sig, offset, |o| key_of(o) == key) {
+            if part.chain[0].update(sig, offset, &mut is_key) {
                 return;
             }
             let cache = part.span.cache_of(key);
