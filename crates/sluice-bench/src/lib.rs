@@ -184,9 +184,9 @@ impl BenchConfig {
         self.update_ops.unwrap_or(self.num)
     }
 
-    /// The value store capacity the update or churn (data + 30%, HashKV, USENIX ATC '18,
-    /// §4.2) or
-    /// mixed (data + 50%, DESIGN.md) workload asks for, if either runs and
+    /// The value store capacity the update or churn (data + 30%, HashKV,
+    /// USENIX ATC '18, §4.2) or mixed (data + 50%, the space Scavenger's
+    /// evaluation allows, VLDB, §4.1) workload asks for, if either runs and
     /// [`BenchConfig::capacity`] is set.
     pub fn value_store_capacity(&self) -> Option<u64> {
         if !self.capacity {

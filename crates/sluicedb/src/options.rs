@@ -245,7 +245,7 @@ pub enum JournalRecovery {
     SkipAnyCorrupted,
 }
 
-/// A complete configuration of the engine's design axes (DESIGN.md).
+/// A complete configuration of the engine's design axes (`docs/design.md`, "The three axes and the presets").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Preset {
@@ -373,7 +373,7 @@ pub const DEFAULT_LIGHTKV_COMPACTION_SIZE: usize =
 /// of the paper's dozen flushed tables before it splits.
 pub const DEFAULT_LIGHTKV_PARTITION_SPLIT_BYTES: u64 = 16 << 20;
 
-/// How the key index organises its tables (DESIGN.md axis 1).
+/// How the key index organises its tables (`docs/design.md`, "The three axes and the presets", axis 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum IndexShapeKind {
@@ -414,7 +414,7 @@ pub enum HashGcPolicy {
     MostGarbage,
 }
 
-/// How the value store lays out separated values (DESIGN.md axis 2).
+/// How the value store lays out separated values (`docs/design.md`, "The three axes and the presets", axis 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ValueLayout {
@@ -573,8 +573,8 @@ pub struct Options {
     /// view; elsewhere writes are journaled as usual
     /// (`docs/design.md`, "Unjournaled writes"). Default: false.
     pub(crate) skip_journal_unless_synced: bool,
-    /// The key index: levels, compaction triggers and tables (DESIGN.md,
-    /// axis 1).
+    /// The key index: levels, compaction triggers and tables
+    /// (`docs/design.md`, "The three axes and the presets", axis 1).
     pub(crate) index: IndexOptions,
     /// The value store: separation and its layout (axis 2).
     pub(crate) values: ValueOptions,

@@ -1,5 +1,5 @@
-//! Policies: the small decisions the papers vary, in one place (DESIGN.md,
-//! axis 4). Each is an enum or a function over plain numbers, so a new
+//! Policies: the small decisions the papers vary, in one place
+//! (`docs/design.md`, "The three axes and the presets"). Each is an enum or a function over plain numbers, so a new
 //! design adds a variant here rather than a branch in the engine.
 //!
 //! - [`Separation`]: which values leave the index, and when (WiscKey, FAST '16,

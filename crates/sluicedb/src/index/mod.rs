@@ -1,5 +1,5 @@
 //! Key index shapes: how the tables of a version are organised, searched and
-//! compacted (`../shared/DESIGN.md`, axis 1).
+//! compacted (`docs/design.md`, "The three axes and the presets", axis 1).
 //!
 //! [`IndexShape`] is the seam: the engine asks the shape for lookup order,
 //! iterators and the next compaction, and never assumes levels itself.

@@ -1,5 +1,5 @@
 //! The write-ahead journal: where a write group is made durable before it
-//! enters the write buffer (DESIGN.md, "Journal").
+//! enters the write buffer (`docs/design.md`, "Write path").
 //!
 //! [`Journal`] is the seam: the engine journal (`engine.rs`, a block-framed
 //! log of write batches, `docs/format/journal.md`) is one implementation;
