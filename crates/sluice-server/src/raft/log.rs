@@ -527,13 +527,19 @@ mod tests {
         LogId::new(openraft::CommittedLeaderId::new(1, 1), index)
     }
 
-    /// The torn-tail rule with the state file: a record that does not
-    /// check, after the committed id but at or before the last entry an
-    /// append reported synced, is damage (a `Corruption` error naming the
-    /// segment and offset); after the synced index it is a torn tail and
-    /// the log ends before it.
-    #[test]
-    fn damage_between_the_committed_id_and_the_synced_end_is_an_error() {
+    /// A database and a log of ten blank entries (indexes 0-9), all
+    /// reported synced, under a temporary directory.
+    struct TenEntryLog {
+        _dir: tempfile::TempDir,
+        raft: std::path::PathBuf,
+        log_dir: std::path::PathBuf,
+        slot: Arc<DbSlot>,
+        payloads: Vec<(u64, Vec<u8>)>,
+    }
+
+    /// [`TenEntryLog`], with `state` setting more in the state file before
+    /// the log is opened.
+    fn ten_entry_log(state: impl FnOnce(&mut StateFile)) -> TenEntryLog {
         let t = tempfile::tempdir().unwrap();
         let raft = t.path().join("raft");
         let log_dir = raft.join("log");
@@ -548,13 +554,34 @@ mod tests {
                 (i, encode(&e))
             })
             .collect();
-        {
-            let (mut f, _) = LogFile::open(&log_dir, None, |_| Ok(0)).unwrap();
-            f.append(&payloads).unwrap().run().unwrap();
-            let mut st = StateFile::open(&log_dir.join(super::super::logstate::FILE)).unwrap();
-            st.set_synced(9).unwrap();
-            st.set_committed(Some(id(3))).unwrap();
+        let (mut f, _) = LogFile::open(&log_dir, None, |_| Ok(0)).unwrap();
+        f.append(&payloads).unwrap().run().unwrap();
+        let mut st = StateFile::open(&log_dir.join(super::super::logstate::FILE)).unwrap();
+        st.set_synced(9).unwrap();
+        state(&mut st);
+        TenEntryLog {
+            _dir: t,
+            raft,
+            log_dir,
+            slot,
+            payloads,
         }
+    }
+
+    /// The torn-tail rule with the state file: a record that does not
+    /// check, after the committed id but at or before the last entry an
+    /// append reported synced, is damage (a `Corruption` error naming the
+    /// segment and offset); after the synced index it is a torn tail and
+    /// the log ends before it.
+    #[test]
+    fn damage_between_the_committed_id_and_the_synced_end_is_an_error() {
+        let TenEntryLog {
+            _dir,
+            raft,
+            log_dir,
+            slot,
+            payloads,
+        } = ten_entry_log(|st| st.set_committed(Some(id(3))).unwrap());
         let store = LogStore::open(slot.clone(), &raft).unwrap();
         assert_eq!(store.ends.lock().last, Some(id(9)));
         drop(store);
@@ -593,26 +620,9 @@ mod tests {
     /// still lacks while the install could yet fail.
     #[test]
     fn an_append_past_a_held_back_purge_waits_for_the_install() {
-        let t = tempfile::tempdir().unwrap();
-        let raft = t.path().join("raft");
-        let log_dir = raft.join("log");
-        let db = Db::open(t.path().join("db"), sluicedb::Options::default()).unwrap();
-        let slot = Arc::new(DbSlot::new(db));
-        let payloads: Vec<(u64, Vec<u8>)> = (0..10)
-            .map(|i| {
-                let e = Entry {
-                    log_id: id(i),
-                    payload: openraft::EntryPayload::Blank,
-                };
-                (i, encode(&e))
-            })
-            .collect();
-        {
-            let (mut f, _) = LogFile::open(&log_dir, None, |_| Ok(0)).unwrap();
-            f.append(&payloads).unwrap().run().unwrap();
-            let mut st = StateFile::open(&log_dir.join(super::super::logstate::FILE)).unwrap();
-            st.set_synced(9).unwrap();
-        }
+        let TenEntryLog {
+            _dir, raft, slot, ..
+        } = ten_entry_log(|_| {});
         let store = LogStore::open(slot, &raft).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
