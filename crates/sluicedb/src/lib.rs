@@ -61,6 +61,7 @@ mod pwb;
 mod record;
 mod stats;
 mod super_version;
+pub mod sysmem;
 mod table;
 mod value;
 mod version;

@@ -43,51 +43,17 @@ pub(crate) fn check_against(
 }
 
 /// The memory this process may use, and what sets it: the machine's, or
-/// its memory cgroup's limit when lower (cgroup v1 or v2). `None` when
+/// its memory cgroup's limit when lower (`crate::sysmem`). `None` when
 /// neither can be read.
 fn memory_limit() -> Option<(u64, &'static str)> {
-    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown
-    // name.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let machine = (pages > 0 && page > 0).then(|| pages as u64 * page as u64);
-    let cgroup = cgroup_memory_limit();
+    let machine = crate::sysmem::machine_memory_bytes();
+    let cgroup = crate::sysmem::cgroup_memory_limit_bytes();
     match (machine, cgroup) {
         (Some(m), Some(c)) if c < m => Some((c, "its memory cgroup's limit")),
         (Some(m), _) => Some((m, "the machine's memory")),
         (None, Some(c)) => Some((c, "its memory cgroup's limit")),
         (None, None) => None,
     }
-}
-
-/// The limit of the memory cgroup this process is in, if it has one.
-fn cgroup_memory_limit() -> Option<u64> {
-    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in groups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let file = if controllers.split(',').any(|c| c == "memory") {
-            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
-        } else if controllers.is_empty() {
-            format!("/sys/fs/cgroup{path}/memory.max")
-        } else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        // "max" (v2) or a huge number (v1) means no limit.
-        if let Ok(n) = text.trim().parse::<u64>() {
-            if n < 1 << 60 {
-                return Some(n);
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,0 +1,100 @@
+//! The memory this process may use: the machine's, and the limit of its
+//! memory cgroup (v1 or v2). The LightKV preset refuses a write buffer
+//! larger than it (`lightkv::memory`), and the `sluice` binary sets its
+//! allocator's retention by it.
+
+use std::path::{Path, PathBuf};
+
+/// The machine's memory in bytes; `None` when the system does not say.
+pub fn machine_memory_bytes() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown
+    // name.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && page > 0).then(|| pages as u64 * page as u64)
+}
+
+/// The lowest memory limit among the cgroups this process is in; `None`
+/// when none sets one ("max") or none can be read. A v1 group without a
+/// limit reads as a number near 2^63, above any machine's memory.
+pub fn cgroup_memory_limit_bytes() -> Option<u64> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    limit_files(&groups)
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|s| parse_limit(&s))
+        .min()
+}
+
+/// The files that hold the memory limit of the cgroups `/proc/self/cgroup`
+/// names: v1's `memory.limit_in_bytes` under the memory controller's
+/// hierarchy, v2's `memory.max` under the unified one.
+fn limit_files(proc_self_cgroup: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in proc_self_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "memory") {
+            out.push(
+                Path::new("/sys/fs/cgroup/memory")
+                    .join(path)
+                    .join("memory.limit_in_bytes"),
+            );
+        } else if controllers.is_empty() {
+            out.push(Path::new("/sys/fs/cgroup").join(path).join("memory.max"));
+        }
+    }
+    out
+}
+
+/// A limit file's value in bytes; `None` for "max" (v2's no limit) or
+/// anything unreadable.
+fn parse_limit(s: &str) -> Option<u64> {
+    s.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_files_of_v1_and_v2_hierarchies() {
+        let v1 = "9:name=systemd:/\n4:memory:/memcap-42\n1:cpu,cpuacct:/\n0::/";
+        assert_eq!(
+            limit_files(v1),
+            vec![
+                Path::new("/sys/fs/cgroup/memory/memcap-42/memory.limit_in_bytes").to_path_buf(),
+                Path::new("/sys/fs/cgroup/memory.max").to_path_buf(),
+            ]
+        );
+        let v2 = "0::/user.slice/app.scope\n";
+        assert_eq!(
+            limit_files(v2),
+            vec![Path::new("/sys/fs/cgroup/user.slice/app.scope/memory.max").to_path_buf()]
+        );
+        assert!(limit_files("garbage\n").is_empty());
+    }
+
+    #[test]
+    fn limits_parse() {
+        assert_eq!(parse_limit("268435456\n"), Some(256 << 20));
+        assert_eq!(parse_limit("max\n"), None);
+        assert_eq!(
+            parse_limit("9223372036854771712\n"),
+            Some(9223372036854771712)
+        );
+    }
+
+    #[test]
+    fn the_machine_has_memory() {
+        assert!(machine_memory_bytes().is_some_and(|m| m > 0));
+    }
+}
