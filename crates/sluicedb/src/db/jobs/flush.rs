@@ -55,16 +55,8 @@ impl Core {
                 (Some(v), Some(t)) => Some((v.as_ref(), t)),
                 _ => None,
             },
-            // A version whose tables hold no pointer (values all inline
-            // so far, the adaptive default's small values) has no record
-            // for a flush to count: its lookups are skipped. An empty one
-            // is still asked (at no cost), so that a hash layout learns
-            // which records are their keys' first versions.
             older: below
-                .filter(|v| {
-                    self.values.is_some()
-                        && (v.may_hold_pointers() || v.all_files().next().is_none())
-                })
+                .filter(|v| self.flush_looks_up(v))
                 .map(|version| OlderTables {
                     version,
                     shape: self.shape.as_ref(),
@@ -85,14 +77,21 @@ impl Core {
 
     /// Whether a flush into `below` learns the share of its writes that
     /// shadow an older version from a sample of lookups: when its merge
-    /// looks none up (`build_tables`: the tables hold no pointer, so there
-    /// is no record to count) but a value store makes the space limit
-    /// measure (a tree of inline values under the `adaptive` preset).
+    /// looks none up ([`Core::flush_looks_up`]) but a value store makes the
+    /// space limit measure (a tree of inline values under the `adaptive`
+    /// preset).
     fn samples_shadows(&self, below: &Version) -> bool {
-        self.values.is_some()
-            && self.opts.gc.space_limit.is_some()
-            && !below.may_hold_pointers()
-            && below.all_files().next().is_some()
+        self.values.is_some() && self.opts.gc.space_limit.is_some() && !self.flush_looks_up(below)
+    }
+
+    /// Whether a flush into `below` looks up the versions its entries
+    /// shadow, to count their records as garbage: with a value store, unless
+    /// `below`'s tables hold no pointer (values all inline so far, the
+    /// adaptive default's small values), which leaves no record to count.
+    /// An empty version is still asked (at no cost), so that a hash layout
+    /// learns which records are their keys' first versions.
+    fn flush_looks_up(&self, below: &Version) -> bool {
+        self.values.is_some() && (below.may_hold_pointers() || below.all_files().next().is_none())
     }
 
     /// Looks up one key in [`SHADOW_SAMPLE_EVERY`] of `entries` (the first
