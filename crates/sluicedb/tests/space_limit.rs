@@ -341,12 +341,13 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
 /// The default preset keeps values under its threshold inline in a leveled
 /// tree, where an update's older version stays until the merge into the
 /// last level drops it. The limit counts the inline bytes above the last
-/// level, times the share of them the merges into it dropped, as dead (the
-/// leveled shape's `inline_garbage`): after rounds of updates the engine's
-/// live data is the user's, within the spread of a shadow share learned
-/// over a few merges. Counting every inline entry live, it was the user's
-/// plus everything above the last level, and the space limit never acted on
-/// a tree whose first levels backed up (1.6-1.8 times the data at 1 GiB).
+/// level, times the share of writes a flush's sample of lookups finds
+/// shadowing an older version, as dead (`Core::leveled_inline_garbage`):
+/// after rounds of updates the engine's live data is the user's, within
+/// a few percent, and merges picked under pressure hold the space bound
+/// while writing. Counting every inline entry live, it was the user's plus
+/// everything above the last level, and the space limit never acted on a
+/// tree whose first levels backed up (1.6-1.8 times the data at 1 GiB).
 #[test]
 fn the_default_counts_inline_versions_above_the_last_level_as_garbage() {
     let fs = MemFs::new();
