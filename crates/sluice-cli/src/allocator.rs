@@ -8,6 +8,7 @@ use std::os::raw::c_long;
 /// otherwise `madvise`s its segments for transparent huge pages, which
 /// under a memory cgroup counted 250 MB of half-empty huge pages and got a
 /// capped benchmark killed.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -33,7 +34,7 @@ const LIMITED_PURGE_DELAY_MS: c_long = 0;
 /// Sets the allocator's options for bounded resident memory; the
 /// environment's `MIMALLOC_PURGE_DELAY`, when set, stands.
 pub(crate) fn bound_retention() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    if cfg!(feature = "system-allocator") || std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
     let delay = if memory_limited() {

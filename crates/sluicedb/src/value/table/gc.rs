@@ -20,7 +20,7 @@ use parking_lot::MutexGuard;
 use rayon::prelude::*;
 
 use super::meta::{KeyRange, TableFile};
-use super::reader::{CoalescedReader, IndexEntry, ValueTable};
+use super::reader::{CoalescedReader, IndexEntry, ValueTable, MAX_COALESCED_READ};
 use super::store::{candidates, Frozen, PendingTable, TableStore, TableWriter};
 use crate::error::Result;
 use crate::fs::IoClass;
@@ -38,6 +38,17 @@ const MAX_VICTIMS: usize = 8;
 /// §3.2.2 coalesces "adjacent" valid records; 64 KiB keeps a read of a
 /// mostly live run to one request without reading much garbage).
 const COALESCE_GAP_BYTES: u64 = 64 << 10;
+
+/// What the victim cursors of one step may hold in memory together: each
+/// reads runs of up to this share (between [`MIN_VICTIM_READ_BYTES`] and
+/// `MAX_COALESCED_READ`, 4 MiB), so that a step of eight victims holds
+/// 8 MiB of runs rather than 32 (issue 53's memory bound: GC's buffers
+/// counted and bounded).
+const VICTIM_READS_BYTES: u64 = 8 << 20;
+
+/// Shortest run a victim cursor is held to: direct reads of 1 MiB still
+/// take a device's bandwidth in one request.
+const MIN_VICTIM_READ_BYTES: u64 = 1 << 20;
 
 /// Keys judged per task on the GC threads.
 const JUDGE_CHUNK: usize = 512;
@@ -237,9 +248,13 @@ impl TableVictim<'_> {
         } else {
             u64::MAX
         };
+        let max_read = (VICTIM_READS_BYTES / judged.len().max(1) as u64)
+            .clamp(MIN_VICTIM_READ_BYTES, MAX_COALESCED_READ);
         let mut cursors: Vec<CoalescedReader<'_>> = judged
             .iter()
-            .map(|j| CoalescedReader::new(&j.table, &j.keep, gap, IoClass::Gc))
+            .map(|j| {
+                CoalescedReader::new(&j.table, &j.keep, gap, IoClass::Gc).with_max_read(max_read)
+            })
             .collect();
         let mut w = TableWriter::new(store);
         let mut out = Copied::default();

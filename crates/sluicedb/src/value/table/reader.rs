@@ -431,13 +431,15 @@ impl ValueTable {
 
 /// The records of some of a value table's entries (in increasing offset
 /// order), read as [`ValueTable::read_coalesced`] reads them but pulled
-/// one at a time, with one run (at most [`MAX_COALESCED_READ`]) in memory:
-/// GC merges its victims' live records through one cursor each instead of
-/// holding them all.
+/// one at a time, with one run (at most `max_read` bytes,
+/// [`MAX_COALESCED_READ`] unless [`CoalescedReader::with_max_read`] says
+/// less) in memory: GC merges its victims' live records through one cursor
+/// each instead of holding them all.
 pub(crate) struct CoalescedReader<'a> {
     table: &'a ValueTable,
     entries: &'a [IndexEntry],
     gap: u64,
+    max_read: u64,
     class: IoClass,
     /// The next entry to hand out.
     next: usize,
@@ -462,6 +464,7 @@ impl<'a> CoalescedReader<'a> {
             table,
             entries,
             gap,
+            max_read: MAX_COALESCED_READ,
             class,
             next: 0,
             run_end: 0,
@@ -470,6 +473,12 @@ impl<'a> CoalescedReader<'a> {
             buf_offset: 0,
             bytes_read: 0,
         }
+    }
+
+    /// Runs of at most `bytes` (a single record may still be longer).
+    pub(crate) fn with_max_read(mut self, bytes: u64) -> Self {
+        self.max_read = bytes;
+        self
     }
 
     /// The entry the next record is read for.
@@ -499,7 +508,7 @@ impl<'a> CoalescedReader<'a> {
     }
 
     /// Reads the run that starts at the next entry: the entries after it
-    /// with gaps of at most `gap` bytes, up to [`MAX_COALESCED_READ`].
+    /// with gaps of at most `gap` bytes, up to `max_read` bytes.
     fn fill(&mut self) -> Result<()> {
         let (entries, i) = (self.entries, self.next);
         let limit = self.table.properties.records_end;
@@ -508,9 +517,7 @@ impl<'a> CoalescedReader<'a> {
         let mut j = i + 1;
         while j < entries.len() {
             let h = entries[j].handle;
-            if h.offset < end
-                || h.offset - end > self.gap
-                || h.end() - first.offset > MAX_COALESCED_READ
+            if h.offset < end || h.offset - end > self.gap || h.end() - first.offset > self.max_read
             {
                 break;
             }

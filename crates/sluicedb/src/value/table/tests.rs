@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use super::builder::{BuiltValueTable, ValueTableBuilder, ValueTableOptions};
 use super::format::{RecordHandle, VT_HEADER_LEN};
-use super::reader::{IndexEntry, ValueTable};
+use super::reader::{CoalescedReader, IndexEntry, ValueTable};
 use crate::fs::{CountingFs, IoClass, MemFs};
 use crate::record::{Record, FLAG_GC_COPY, KIND_DELETE, KIND_PUT};
 use crate::table::BlockCache;
@@ -135,6 +135,16 @@ fn lookups_index_and_coalesced_reads_match_what_was_written() {
         let chosen_bytes: u64 = chosen.iter().map(|e| u64::from(e.handle.len)).sum();
         assert!(read >= chosen_bytes, "seed {seed}");
         assert!(read <= built.properties.records_end, "seed {seed}");
+        // A cursor held to runs of one byte reads each record alone: the
+        // same records, and not a byte between them.
+        let mut cursor = CoalescedReader::new(&t, &chosen, u64::MAX, IoClass::Gc).with_max_read(1);
+        let mut alone = Vec::new();
+        while let Some((e, _, r)) = cursor.next().unwrap() {
+            assert_eq!((e.key.as_slice(), e.seq), (r.key, r.seq), "seed {seed}");
+            alone.push((r.key.to_vec(), r.seq, r.value.to_vec()));
+        }
+        assert_eq!(alone, want, "seed {seed}");
+        assert_eq!(cursor.bytes_read, chosen_bytes, "seed {seed}");
         for e in chosen.iter().take(5) {
             let r = t.read(e, IoClass::UserRead).unwrap();
             assert_eq!(
