@@ -585,12 +585,12 @@ struct Writer<'a, 'p> {
     outputs: Vec<FileMeta>,
     /// Sync handles of the finished outputs not yet synced: every output
     /// is synced before the job returns it or installs it, all of them
-    /// after the last one is written, so that the file system commits
-    /// their metadata together and each sync finds its data on its way to
-    /// the device (a flush of LightKV units writes a table per partition
-    /// the units meet; synced one after each, they cost a device flush
-    /// each, `docs/experiments.md`, "LightKV's random writes: tables
-    /// synced together").
+    /// after the last one is written, so that no table's writing waits
+    /// for another's sync and each sync finds its data already on its way
+    /// to the device (a flush of LightKV units writes a table per
+    /// partition the units meet, `docs/experiments.md`, "LightKV's random
+    /// writes: tables synced together"). Each file still takes a sync of
+    /// its own: no portable call makes several files durable at once.
     unsynced: Vec<Arc<dyn FileSyncer>>,
     current: Option<Output>,
     pointer_key: Vec<u8>,
