@@ -19,9 +19,13 @@
 # 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
 # default target/release/sluice), SLUICE_ARGS (flags for every server),
 # STAGES (set: print each node's stage timings from INFO after the group's
-# runs: entries committed, requests they carried, mean append and apply).
+# runs: entries committed, requests they carried, mean append and apply),
+# SWITCHES (set: also each process's context switches per request, from
+# `perf stat -e context-switches` attached for the run).
 # Prints one line per run: setup pipeline test req/s cpu-µs/req, then
-# cpu-µs/req per process (YCSB: setup ycsb-load|ycsb-a OPS ops/s cpu-µs/op).
+# cpu-µs/req per process, then redis-benchmark's p50 and p99 latency (and
+# with SWITCHES, switches per request per process) (YCSB: setup
+# ycsb-load|ycsb-a OPS ops/s cpu-µs/op).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,15 +56,36 @@ run() {
         local c0 c1 out rps f each=() per=""
         c0=$(ticks "$@")
         for f in "$@"; do each+=("$(ticks "$f")"); done
-        out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" -q 2>/dev/null | tr '\r' '\n' | grep -i "requests per second" | tail -1 || true)
+        local sw=() pf
+        if [[ -n ${SWITCHES:-} ]]; then
+            for f in "$@"; do
+                pf=$(mktemp)
+                perf stat -e context-switches -x, -o "$pf" -p "$(cat "$f")" &
+                sw+=("$!:$pf")
+            done
+        fi
+        out=$(nice redis-benchmark -p "$p" -t "$t" -n "$n" -r "$KEYSPACE" -d 1000 -c 50 -P "$pipe" --csv 2>/dev/null | tail -1 || true)
         c1=$(ticks "$@")
+        local switches=""
+        if [[ -n ${SWITCHES:-} ]]; then
+            local s
+            for s in "${sw[@]}"; do
+                kill -INT "${s%%:*}"; wait "${s%%:*}" 2>/dev/null || true
+                switches+=" $(awk -F, -v n="$n" '$3 == "context-switches" { printf "%.2f", $1 / n }' "${s#*:}")"
+                rm -f "${s#*:}"
+            done
+            switches=" switches/req$switches"
+        fi
         local i=0
         for f in "$@"; do
             per+=" $(awk -v d=$(($(ticks "$f") - each[i])) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
             i=$((i + 1))
         done
-        rps=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "requests") print $i}' <<<"$out")
-        echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')$per"
+        # --csv: "test","rps","avg_latency_ms","min","p50","p95","p99","max"
+        rps=$(awk -F'"' '{ print $4 }' <<<"$out")
+        local lat
+        lat=$(awk -F'"' '{ printf "p50 %s p99 %s ms", $10, $14 }' <<<"$out")
+        echo "$setup P$pipe $t ${rps:-?} $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')$per $lat$switches"
     done
 }
 
@@ -109,7 +134,7 @@ for r in $(seq 1 "$ROUNDS"); do
     if [[ -n ${STAGES:-} ]]; then
         for q in $gp $((gp + 1)) $((gp + 2)); do
             echo "stages of the node on $q: $(redis-cli -p "$q" info replication | tr -d '\r' |
-                grep -E '^raft_(state|stage_(commit|append|apply)|requests_proposed)' | tr '\n' ' ')"
+                grep -E '^raft_(state|stage_(queue|commit|append|apply)|requests_proposed)' | tr '\n' ' ')"
         done
     fi
     "$cluster" stop "$g" >/dev/null

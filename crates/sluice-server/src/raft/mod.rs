@@ -567,7 +567,9 @@ async fn proposer(
             return;
         };
         if let Some(n) = handed_at {
+            let waited = std::time::Instant::now();
             let _ = tokio::time::timeout(APPEND_WAIT, appended.wait_for(|a| *a > n)).await;
+            stages.append_wait.add(waited.elapsed());
         }
         let mut bytes = request_bytes(&first.0);
         let mut batch = vec![first];

@@ -48,6 +48,9 @@ pub struct Stages {
     pub append: Stage,
     /// Applying one entry to the keyspace.
     pub apply: Stage,
+    /// The proposer's wait, before it takes an entry's requests, for the
+    /// leader's append of the entry before (see `raft::proposer`).
+    pub append_wait: Stage,
     /// Requests carried by entries (count: requests; mean: unused).
     pub requests: Stage,
     /// A read-index round (heartbeats to a quorum, then the wait for
@@ -64,6 +67,7 @@ impl Stages {
     pub fn lines(&self) -> Vec<String> {
         let all = [
             ("queue", &self.queue),
+            ("append_wait", &self.append_wait),
             ("commit", &self.commit),
             ("append", &self.append),
             ("apply", &self.apply),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::fs::{CountingFs, IoClass};
+use crate::fs::{CountingFs, FileSyncer, IoClass};
 use crate::index::{CompactionPlan, IndexShape, LevelIter};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind, MAX_SEQUENCE};
@@ -278,8 +278,15 @@ struct Output {
     payload: TablePayload,
 }
 
-fn finish(out: Output, stats: &mut JobStats) -> Result<FileMeta> {
-    let built = out.builder.finish()?;
+/// Finishes `out`'s table without syncing it: its sync handle goes to
+/// `unsynced`, for [`Writer::sync_outputs`].
+fn finish(
+    out: Output,
+    stats: &mut JobStats,
+    unsynced: &mut Vec<Arc<dyn FileSyncer>>,
+) -> Result<FileMeta> {
+    let (built, syncer) = out.builder.finish_unsynced()?;
+    unsynced.push(syncer);
     stats.bytes_written += built.file_size;
     stats.tables_written += 1;
     Ok(FileMeta {
@@ -363,6 +370,7 @@ fn merge(
             .separate
             .map(|(store, threshold)| (store.flush_sink(), threshold)),
         outputs: Vec::new(),
+        unsynced: Vec::new(),
         current: None,
         pointer_key: Vec::new(),
         copy_windows: CopyWindows::default(),
@@ -436,11 +444,12 @@ fn merge(
             if let Some(out) = &w.current {
                 if cut || out.builder.estimated_size() >= p.target_file_size_bytes {
                     let out = w.current.take().expect("current output");
-                    w.outputs.push(finish(out, stats)?);
+                    w.outputs.push(finish(out, stats, &mut w.unsynced)?);
                     gp_overlap = 0;
                 }
             }
             if let (true, Some(r)) = (range_done, p.by_range) {
+                w.sync_outputs()?;
                 (r.install)(
                     std::mem::take(&mut w.outputs),
                     &r.below[stats.below_installed..below_next],
@@ -518,8 +527,9 @@ fn merge(
         w.finish_key(&mut held, shadow_counted, key_entries == 1, stats)?;
     }
     if let Some(out) = w.current.take() {
-        w.outputs.push(finish(out, stats)?);
+        w.outputs.push(finish(out, stats, &mut w.unsynced)?);
     }
+    w.sync_outputs()?;
     if let Some((sink, _)) = w.sink.take() {
         sink.finish(&mut stats.value_edit)?;
     }
@@ -573,6 +583,15 @@ struct Writer<'a, 'p> {
     /// Where separated values go, and the threshold (with `p.separate`).
     sink: Option<(Box<dyn ValueSink + 'p>, usize)>,
     outputs: Vec<FileMeta>,
+    /// Sync handles of the finished outputs not yet synced: every output
+    /// is synced before the job returns it or installs it, all of them
+    /// after the last one is written, so that no table's writing waits
+    /// for another's sync and each sync finds its data already on its way
+    /// to the device (a flush of LightKV units writes a table per
+    /// partition the units meet, `docs/experiments.md`, "LightKV's random
+    /// writes: tables synced together"). Each file still takes a sync of
+    /// its own: no portable call makes several files durable at once.
+    unsynced: Vec<Arc<dyn FileSyncer>>,
     current: Option<Output>,
     pointer_key: Vec<u8>,
     /// Read-ahead over the victims whose records the merge relocates.
@@ -582,6 +601,14 @@ struct Writer<'a, 'p> {
 }
 
 impl Writer<'_, '_> {
+    /// Makes every finished output durable (see `unsynced`).
+    fn sync_outputs(&mut self) -> Result<()> {
+        for s in self.unsynced.drain(..) {
+            s.sync()?;
+        }
+        Ok(())
+    }
+
     /// Writes the last kept entry of a user key. A flush first counts the
     /// tables' newest version of the key, which the entry shadows, unless
     /// a snapshot still reads it (it is counted when a compaction drops

@@ -433,6 +433,18 @@ impl CountedWriter {
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.inner.flush()
     }
+    /// Starts the writeback of what was appended since the last start
+    /// ([`WritableFile::start_writeback`]), so that a sync made later finds
+    /// little left to write. Journal and manifest writers start none (see
+    /// the type's comment).
+    pub(crate) fn start_writeback(&mut self) {
+        if !matches!(self.class, IoClass::Journal | IoClass::Manifest)
+            && self.inner.len() > self.written_back
+        {
+            self.inner.start_writeback();
+            self.written_back = self.inner.len();
+        }
+    }
     pub(crate) fn len(&self) -> u64 {
         self.inner.len()
     }

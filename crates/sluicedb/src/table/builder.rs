@@ -15,7 +15,9 @@ use super::format::{
 };
 use super::leaf::TableLeaf;
 use crate::error::Result;
-use crate::fs::CountedWriter;
+use std::sync::Arc;
+
+use crate::fs::{CountedWriter, FileSyncer};
 use crate::key::{self, Kind};
 
 /// Knobs a table is built with (from `Options`).
@@ -296,7 +298,20 @@ impl TableBuilder {
     }
 
     /// Writes filter, properties, indexes and footer, and syncs the file.
-    pub(crate) fn finish(mut self) -> Result<BuiltTable> {
+    #[cfg(test)]
+    pub(crate) fn finish(self) -> Result<BuiltTable> {
+        let (built, syncer) = self.finish_unsynced()?;
+        syncer.sync()?;
+        Ok(built)
+    }
+
+    /// [`TableBuilder::finish`] without the sync: the file's bytes are
+    /// handed to the file system and their writeback started, and the
+    /// returned handle makes them durable. The caller syncs it before the
+    /// table is named anywhere durable (a manifest edit), so that a job
+    /// writing several tables syncs them together at its end
+    /// (`compaction::write_merged`) rather than one after each.
+    pub(crate) fn finish_unsynced(mut self) -> Result<(BuiltTable, Arc<dyn FileSyncer>)> {
         self.flush_group()?;
         let out = &mut self.out;
         out.cut(&mut self.records)?;
@@ -325,12 +340,15 @@ impl TableBuilder {
             format_version: version,
         };
         self.out.file.append(&footer.encode())?;
-        self.out.file.sync()?;
-        Ok(BuiltTable {
+        self.out.file.flush()?;
+        self.out.file.start_writeback();
+        let syncer = self.out.file.syncer()?;
+        let built = BuiltTable {
             file_size: self.out.file.len(),
             smallest: self.smallest,
             largest: self.last_key,
             properties: self.props,
-        })
+        };
+        Ok((built, syncer))
     }
 }
