@@ -35,6 +35,8 @@ TESTS=${TESTS:-set,get,incr}; KEYSPACE=${KEYSPACE:-100000}
 export SLUICE=${SLUICE:-$here/target/release/sluice}
 cluster=$here/scripts/cluster.sh
 [[ -x $SLUICE ]] || { echo "no $SLUICE: cargo build --release -p sluice-cli" >&2; exit 1; }
+command -v redis-benchmark >/dev/null ||
+    { echo "bench-raft.sh needs redis-benchmark (Debian: apt-get install redis-tools)" >&2; exit 1; }
 hz=$(getconf CLK_TCK)
 
 # CPU ticks (user + system) of the processes whose pids are in files $@.

@@ -191,7 +191,7 @@ impl SluiceEngine {
             cfg.value_store_capacity(),
             opts.values().separation_threshold_bytes,
         ) {
-            // HashKV §4.2 (USENIX ATC '18): the value store holds the data
+            // HashKV (USENIX ATC '18) §4.2: the value store holds the data
             // plus a 30% reserve.
             // GC frees whole files: keep them small next to the capacity,
             // so that small runs have files to collect too (with 1 MiB at

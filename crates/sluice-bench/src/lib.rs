@@ -123,7 +123,7 @@ pub struct BenchConfig {
     /// Overrides [`sluicedb::GcOptions::space_limit`] (`Some(None)`: off).
     pub space_limit: Option<Option<sluicedb::SpaceLimit>>,
     /// Give the separated presets a value store capacity derived from the
-    /// workload (HashKV §4.2's setup: the data plus a 30% reserve). Off by
+    /// workload (HashKV (USENIX ATC '18) §4.2's setup: the data plus a 30% reserve). Off by
     /// default: a user cannot know the data size, so the presets run as
     /// shipped and bound space themselves (issue 17).
     pub capacity: bool,

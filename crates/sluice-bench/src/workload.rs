@@ -36,7 +36,7 @@ pub enum Workload {
     SeekRandom,
     /// `ops` range scans of `scan_length` pairs from random keys.
     Scan,
-    /// HashKV §4.2 (USENIX ATC '18): load num keys in random order (P0), then
+    /// HashKV (USENIX ATC '18) §4.2: load num keys in random order (P0), then
     /// three phases of `update_ops` updates to keys drawn from a scrambled
     /// Zipf(0.99) (P1-P3); the value store is capped at data + 30%.
     Update,

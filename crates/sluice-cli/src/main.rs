@@ -519,12 +519,12 @@ struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     target_file_size_mib: Option<u64>,
     /// Table layout: GC reads only the live values of a victim (lazy read,
-    /// Scavenger §3.2.2), `on` or `off` (read whole victims). Default: on.
+    /// Scavenger (VLDB) §3.2.2), `on` or `off` (read whole victims). Default: on.
     #[arg(long, value_parser = ["on", "off"])]
     lazy_read: Option<String>,
     /// Table layout: GC writes the moved values' new pointers into the
     /// index (`on`, as Titan and BlobDB do) instead of recording
-    /// inheritance edges (`off`, TerarkDB; Scavenger §2.2). Default: off.
+    /// inheritance edges (`off`, TerarkDB; Scavenger (VLDB) §2.2). Default: off.
     #[arg(long, value_parser = ["on", "off"])]
     write_back: Option<String>,
     /// LightKV: what a fence of the write buffer (a mapped file) does,
@@ -551,12 +551,12 @@ struct BenchArgs {
     /// the preset's (cost-benefit).
     #[arg(long, value_parser = ["cost-benefit", "greedy"])]
     victims: Option<String>,
-    /// Table layout: DropCache bytes (Scavenger §3.4); 0 turns it and the
+    /// Table layout: DropCache bytes (Scavenger (VLDB) §3.4); 0 turns it and the
     /// hot/cold split off. Default: the preset's.
     #[arg(long)]
     drop_cache_bytes: Option<usize>,
     /// Table layout: the garbage ratio from which a value table is
-    /// collected (Scavenger §3.2.2, 0.2). Default: the preset's.
+    /// collected (Scavenger (VLDB) §3.2.2, 0.2). Default: the preset's.
     #[arg(long)]
     table_gc_ratio: Option<f64>,
     /// Bytes the memtables and the block cache share (the cache gives way
@@ -571,7 +571,7 @@ struct BenchArgs {
     #[arg(long)]
     space_limit: Option<String>,
     /// Give the separated presets a value store capacity from the workload
-    /// (the data plus a 30% reserve, HashKV §4.2). Without it they run as
+    /// (the data plus a 30% reserve, HashKV (USENIX ATC '18) §4.2). Without it they run as
     /// shipped and bound space with their space limit.
     #[arg(long)]
     capacity: bool,

@@ -627,7 +627,7 @@ pub struct IndexOptions {
     /// Target size of compaction outputs ([`DEFAULT_TARGET_FILE_SIZE_BYTES`]).
     /// Smaller: finer-grained compactions, more files.
     pub target_file_size_bytes: u64,
-    /// Write index-decoupled tables (Scavenger §3.3, `docs/format/sstable.md`):
+    /// Write index-decoupled tables (Scavenger (VLDB) §3.3, `docs/format/sstable.md`):
     /// value pointers go to pointer blocks of their own, apart from inline
     /// values and tombstones, so that GC's validity check and point lookups
     /// of separated keys read only pointer blocks, never a data block of
@@ -694,7 +694,7 @@ pub struct ValueOptions {
     /// `adaptive` preset). A database keeps the layout it was created with.
     pub layout: ValueLayout,
     /// Space the value store may use; background GC runs while it is larger
-    /// (HashKV §4.2's "data plus reserve"). `None`: no size trigger.
+    /// (HashKV (USENIX ATC '18) §4.2's "data plus reserve"). `None`: no size trigger.
     pub capacity_bytes: Option<u64>,
     /// Threads that read separated values in parallel for range scans
     /// ([`DEFAULT_SCAN_PREFETCH_THREADS`]; WiscKey, FAST '16, §3.3.1). A [`crate::Range`]

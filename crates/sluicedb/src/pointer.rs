@@ -22,7 +22,7 @@ const _: () = assert!(POINTER_LEN == 25);
 pub(crate) const STORE_LOG: u8 = 1;
 /// The hash layout (HashKV segment groups).
 pub(crate) const STORE_HASH: u8 = 2;
-/// The hash layout's cold log (HashKV §3.4).
+/// The hash layout's cold log (HashKV (USENIX ATC '18) §3.4).
 pub(crate) const STORE_COLD: u8 = 3;
 /// The table layout's value tables (Scavenger, VLDB, §3.2.1).
 pub(crate) const STORE_TABLE: u8 = 4;

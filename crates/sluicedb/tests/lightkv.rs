@@ -443,7 +443,7 @@ fn write_amplification_follows_log_cs_of_flushes_plus_one() {
     );
 }
 
-/// Recovery time against the write buffer's size (LightKV §V): a buffer of
+/// Recovery time against the write buffer's size (LightKV (ICDE) §V): a buffer of
 /// each size is filled to about 45% with 1 KiB values (below the high-water
 /// mark that starts flushes), a checkpoint copies it (the region as a crash
 /// would leave it had every store been durable), and opening the checkpoint

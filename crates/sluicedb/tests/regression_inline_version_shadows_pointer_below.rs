@@ -1,4 +1,4 @@
-//! Scavenger §3.3.3 (Fig. 10): when a key's newer version is a small inline
+//! Scavenger (VLDB) §3.3.3 (Fig. 10): when a key's newer version is a small inline
 //! value in a higher level and its older version a pointer in a lower one,
 //! GC's validity check (GetKey) must see the inline version and drop the
 //! old separated value. A check that read only pointer entries (the paper's

@@ -829,7 +829,7 @@ pub(crate) fn trivial_move_edit(plan: &CompactionPlan) -> VersionEdit {
             edit.added.push((plan.output_level as u32, f.clone()));
         }
     }
-    // A split by a boundary alone (the partitioned shape, LightKV §III-G).
+    // A split by a boundary alone (the partitioned shape, LightKV (ICDE) §III-G).
     edit.boundaries.extend(plan.new_boundary.clone());
     edit
 }

@@ -1,11 +1,13 @@
 //! Writes a table file from entries in increasing internal-key order.
 //!
-//! An index-decoupled table (format version 3, Scavenger §3.3) keeps the
+//! An index-decoupled table (format version 3, Scavenger (VLDB) §3.3) keeps the
 //! pointer entries of separated values apart from the records (inline
 //! values and tombstones): records go to data blocks under the pinned data
 //! index, pointers to pointer blocks under a pinned pointer index, so that
 //! the validity check of GC (GetKey, §3.3.2) reads only small pointer
 //! blocks, never a data block full of inline values.
+
+use std::sync::Arc;
 
 use super::block::BlockBuilder;
 use super::bloom;
@@ -15,8 +17,6 @@ use super::format::{
 };
 use super::leaf::TableLeaf;
 use crate::error::Result;
-use std::sync::Arc;
-
 use crate::fs::{CountedWriter, FileSyncer};
 use crate::key::{self, Kind};
 

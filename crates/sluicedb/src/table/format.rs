@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 pub(crate) const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"sluicetb");
 /// The format of plain tables this build writes.
 pub(crate) const TABLE_FORMAT_VERSION: u32 = 2;
-/// The format of index-decoupled tables (Scavenger §3.3): pointer entries in
+/// The format of index-decoupled tables (Scavenger (VLDB) §3.3): pointer entries in
 /// pointer blocks of their own. Readers accept versions up to it.
 pub(crate) const DECOUPLED_TABLE_FORMAT_VERSION: u32 = 3;
 /// Bytes of the block trailer.

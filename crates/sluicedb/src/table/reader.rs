@@ -278,7 +278,7 @@ impl Table {
     /// In an index-decoupled table a user key's entries are all in the
     /// pointer blocks or all in the data blocks, each stream with its own
     /// filter: a separated key reads one pointer block and no data block
-    /// (GC's GetKey, Scavenger §3.3.2), an inline one one data block and no
+    /// (GC's GetKey, Scavenger (VLDB) §3.3.2), an inline one one data block and no
     /// pointer block, but for filter false positives.
     pub(crate) fn get(
         &self,
@@ -1052,7 +1052,7 @@ mod tests {
         assert!(sorted * 3 < plain, "sorted {sorted} bytes, plain {plain}");
     }
 
-    /// GetKey's promise (Scavenger §3.3.2): the newest pointer of a key
+    /// GetKey's promise (Scavenger (VLDB) §3.3.2): the newest pointer of a key
     /// whose entries are all pointers is found without reading a data
     /// block, and an inline key's entry without reading a pointer block
     /// (but for pointer-filter false positives); shown by damaging every
