@@ -46,8 +46,11 @@ const COALESCE_GAP_BYTES: u64 = 64 << 10;
 /// counted and bounded).
 const VICTIM_READS_BYTES: u64 = 8 << 20;
 
-/// Shortest run a victim cursor is held to: direct reads of 1 MiB still
-/// take a device's bandwidth in one request.
+/// Shortest run a victim cursor is held to, so that a step of many
+/// victims still reads a mostly live one in requests of a megabyte (not
+/// measured apart from the bound: the update benchmark's CPU per update
+/// did not move, `docs/experiments.md`, "Value table GC's read buffers,
+/// bounded").
 const MIN_VICTIM_READ_BYTES: u64 = 1 << 20;
 
 /// Keys judged per task on the GC threads.
