@@ -64,8 +64,12 @@ pub(crate) struct SpaceMeasure {
     used: AtomicU64,
     /// Live bytes.
     live: AtomicU64,
-    /// Inline bytes in tables known dead (`IndexShape::inline_garbage`).
+    /// Inline bytes known dead: in tables (`IndexShape::inline_garbage`, a
+    /// leveled tree's shadowed versions) and, in a tree of inline values
+    /// only, those the memtables likely hide.
     inline_garbage: AtomicU64,
+    /// Of those, the tables' alone: what merges can drop.
+    tables_inline_garbage: AtomicU64,
     /// The value store's bytes then.
     store_bytes: AtomicU64,
     /// Journal bytes written by then (since open).
@@ -100,6 +104,7 @@ impl Default for SpaceMeasure {
             used: AtomicU64::new(0),
             live: AtomicU64::new(0),
             inline_garbage: AtomicU64::new(0),
+            tables_inline_garbage: AtomicU64::new(0),
             store_bytes: AtomicU64::new(0),
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
@@ -120,8 +125,10 @@ pub(crate) struct Measured {
     pub(crate) used: u64,
     /// The user's live data.
     pub(crate) live: u64,
-    /// Inline bytes in tables known dead.
+    /// Inline bytes known dead, the memtables' included.
     pub(crate) inline_garbage: u64,
+    /// Of those, the tables' alone.
+    pub(crate) tables_inline_garbage: u64,
     /// Journal bytes written by the measurement (since open).
     pub(crate) journal_written: u64,
     /// The value store's bytes then.
@@ -156,6 +163,8 @@ impl SpaceMeasure {
         self.live.store(m.live, Ordering::Relaxed);
         self.inline_garbage
             .store(m.inline_garbage, Ordering::Relaxed);
+        self.tables_inline_garbage
+            .store(m.tables_inline_garbage, Ordering::Relaxed);
         self.journal_written
             .store(m.journal_written, Ordering::Relaxed);
         self.store_bytes.store(m.store_bytes, Ordering::Relaxed);
@@ -219,9 +228,15 @@ impl SpaceMeasure {
         self.live.load(Ordering::Relaxed)
     }
 
-    /// The tables' inline garbage of the last measurement.
+    /// The inline garbage of the last measurement, the memtables' included.
     pub(crate) fn inline_garbage_bytes(&self) -> u64 {
         self.inline_garbage.load(Ordering::Relaxed)
+    }
+
+    /// The tables' inline garbage of the last measurement: what merges can
+    /// drop.
+    pub(crate) fn tables_inline_garbage_bytes(&self) -> u64 {
+        self.tables_inline_garbage.load(Ordering::Relaxed)
     }
 
     /// The space amplification the limit compares: the bytes beyond the
@@ -314,6 +329,7 @@ mod tests {
             used,
             live,
             inline_garbage: 0,
+            tables_inline_garbage: 0,
             journal_written,
             store_bytes: 0,
         }
