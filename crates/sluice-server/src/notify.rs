@@ -37,6 +37,17 @@ pub const KEY_MISS: u32 = 1 << 11;
 pub const MODULE: u32 = 1 << 12;
 /// `n`: a key created.
 pub const NEW: u32 = 1 << 13;
+
+/// The event named by a command of a family (`name`, as dispatched) among
+/// that family's event names, which outlive the command (`Txn::notify`);
+/// the last of `names` when none matches.
+pub fn event_of(name: &str, names: &[&'static str]) -> &'static str {
+    names
+        .iter()
+        .copied()
+        .find(|e| *e == name)
+        .unwrap_or(names[names.len() - 1])
+}
 /// `A`: `g$lshzxetd`.
 pub const ALL: u32 =
     GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;

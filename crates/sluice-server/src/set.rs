@@ -67,11 +67,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             // Emptied, the destination's `del` event comes from `put_meta`.
             store_set(txn, &args[1], r)?;
             if n > 0 {
-                let event = match name {
-                    "sinterstore" => "sinterstore",
-                    "sunionstore" => "sunionstore",
-                    _ => "sdiffstore",
-                };
+                let event = ev::event_of(name, &["sinterstore", "sunionstore", "sdiffstore"]);
                 txn.notify(ev::SET, event, &args[1]);
             }
             out.int(n as i64);

@@ -444,11 +444,10 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             }
             if !items.is_empty() {
                 txn.put_meta(&args[1], m);
-                let event = match name {
-                    "zremrangebyscore" => "zremrangebyscore",
-                    "zremrangebylex" => "zremrangebylex",
-                    _ => "zremrangebyrank",
-                };
+                let event = ev::event_of(
+                    name,
+                    &["zremrangebyscore", "zremrangebylex", "zremrangebyrank"],
+                );
                 txn.notify(ev::ZSET, event, &args[1]);
             }
             out.int(items.len() as i64);
@@ -954,11 +953,7 @@ fn combine(
         let n = items.len();
         store(txn, &dst[0], items.into_iter())?;
         if n > 0 {
-            let event = match name {
-                "zunionstore" => "zunionstore",
-                "zinterstore" => "zinterstore",
-                _ => "zdiffstore",
-            };
+            let event = ev::event_of(name, &["zunionstore", "zinterstore", "zdiffstore"]);
             txn.notify(ev::ZSET, event, &dst[0]);
         }
         out.int(n as i64);

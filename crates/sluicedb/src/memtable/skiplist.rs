@@ -1026,12 +1026,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let list = SkipList::default();
         let mut model = Vec::new();
-        let user = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
-            let stem = ["", "k", "key:0000", "key:00001234"][rng.gen_range(0..4)];
-            let mut k = stem.as_bytes().to_vec();
-            k.extend_from_slice(format!("{}", rng.gen_range(0..300)).as_bytes());
-            k
-        };
+        let user = |rng: &mut rand::rngs::StdRng| random_user_key(rng, 300);
         let mut seq = 1;
         let rounds = if cfg!(miri) { 20 } else { 400 };
         for _ in 0..rounds {
@@ -1070,6 +1065,16 @@ mod tests {
         }
     }
 
+    /// A user key of one of four stems (none, short, long, longer than
+    /// eight bytes) and a number below `spread`: keys that share long
+    /// prefixes and differ within and beyond the first 8 bytes.
+    fn random_user_key(rng: &mut rand::rngs::StdRng, spread: u32) -> Vec<u8> {
+        let stem = ["", "k", "key:0000", "key:00001234"][rng.gen_range(0..4)];
+        let mut k = stem.as_bytes().to_vec();
+        k.extend_from_slice(format!("{}", rng.gen_range(0..spread)).as_bytes());
+        k
+    }
+
     /// A model test of the finger: random runs of ascending keys inserted
     /// through one splice each ([`SkipList::insert_with`]), among plain
     /// inserts, then ascending lookups through one splice
@@ -1081,12 +1086,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let list = SkipList::default();
         let mut model = std::collections::BTreeMap::new();
-        let user = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
-            let stem = ["", "k", "key:0000", "key:00001234"][rng.gen_range(0..4)];
-            let mut k = stem.as_bytes().to_vec();
-            k.extend_from_slice(format!("{}", rng.gen_range(0..600)).as_bytes());
-            k
-        };
+        let user = |rng: &mut rand::rngs::StdRng| random_user_key(rng, 600);
         let mut seq = 1;
         let rounds = if cfg!(miri) { 20 } else { 400 };
         for _ in 0..rounds {
