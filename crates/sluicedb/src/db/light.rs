@@ -377,6 +377,13 @@ impl Light {
         Ok(released)
     }
 
+    /// The keys at which the buffer cuts its flush units (its partitions'
+    /// smallest keys but the first), for the index shape
+    /// (`IndexShape::flush_cuts`).
+    pub(crate) fn partition_cuts(&self) -> Vec<Vec<u8>> {
+        self.buf.read().partition_cuts()
+    }
+
     /// The buffer's region as it stands (`Pwb::image`), for a checkpoint:
     /// `buf` is held, so no group is half written or half indexed, and no
     /// segment is released or handed out meanwhile.

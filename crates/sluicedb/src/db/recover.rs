@@ -180,6 +180,7 @@ impl Core {
         }
         let max_seq = light.last_seq();
         let light = Arc::new(light);
+        self.shape.flush_cuts(light.partition_cuts());
         let log_number = self.versions.new_file_number();
         let mut st = self.state.lock();
         let version = st.current.apply(&opened).map_err(|e| {

@@ -421,6 +421,11 @@ pub(crate) trait IndexShape: LevelRules {
     }
     /// `v` became the current version.
     fn installed(&self, _v: &Version) {}
+    /// The keys, sorted, at which the write buffer cuts what it flushes
+    /// (the lightkv buffer's partitions: each flushed table holds keys of
+    /// one of them). A shape that cuts the key space itself may cut there,
+    /// so that a flushed table falls into one of its parts, not several.
+    fn flush_cuts(&self, _cuts: Vec<Vec<u8>>) {}
     /// The database opened with `v`: build in-memory indexes of its tables,
     /// starting from `checkpoint` (the file `v` names and its bytes, or the
     /// error reading it) when there is one.

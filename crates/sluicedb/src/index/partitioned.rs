@@ -38,10 +38,24 @@
 //! partition's chain of tables without bound; the paper proposes a load
 //! factor and leaves it. Here a partition whose share of the table bytes
 //! (a spanning table counted in equal parts in each partition it spans)
-//! passes `split_bytes` gets a boundary at the median of its weight-0
-//! members' end keys (the recent writes, so a hot range is cut where it is
-//! hot), by a manifest edit alone: no byte is rewritten, and merges cut
-//! the spanning tables apart later.
+//! passes `split_bytes` gets a boundary by a manifest edit alone: no byte
+//! is rewritten, and merges cut the spanning tables apart later. Where the
+//! boundary goes:
+//! - at one of the write buffer's cuts ([`IndexShape::flush_cuts`], the
+//!   lightkv buffer's partitions) inside the partition, the one nearest the
+//!   median of its weight-0 members' end keys. A flushed unit holds the keys
+//!   of one buffer partition, so with boundaries only at its cuts it falls
+//!   into one partition whole: one table per unit, and `N` in the weight
+//!   rule's `log_CS(N) + 1` counts units, not the pieces a boundary inside
+//!   a unit's range would cut it into (LightKV, ICDE, §III-D and §III-F: a
+//!   flushed leaf's segment is one table of its partition);
+//! - inside one buffer partition only when the partition is skewed, its
+//!   share at least [`SKEW_FACTOR`] times the mean share of a buffer
+//!   partition: then at the median of its weight-0 members' end keys (the
+//!   recent writes, so a hot range is cut where it is hot), and the units
+//!   of that buffer partition are cut in pieces again. A uniform load never
+//!   splits a partition that holds one buffer partition, however large;
+//! - at the median, as in the last case, while no cuts are known.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -62,6 +76,12 @@ use crate::version::{FileMeta, LevelRules, Version};
 /// With `CS` 4 a partition reaches weight 15 only after 4^15 flushes.
 pub(crate) const NUM_WEIGHTS: usize = 16;
 
+/// How many times the mean share of a buffer partition a partition inside
+/// one buffer partition must hold to split inside it (module
+/// documentation). Under a uniform load the buffer's partitions differ by
+/// about 2x (the tree splits a full leaf at its median), so 4 is skew.
+pub(crate) const SKEW_FACTOR: u64 = 4;
+
 /// Parameters of the partitioned shape (from `Options`).
 #[derive(Debug)]
 pub(crate) struct Partitioned {
@@ -76,6 +96,9 @@ pub(crate) struct Partitioned {
     /// A split picked and not yet installed: picks add no other boundary
     /// until it is (a split has no inputs to mark busy).
     pending_split: Mutex<Option<Vec<u8>>>,
+    /// The write buffer's cuts, sorted ([`IndexShape::flush_cuts`]); `None`
+    /// until the buffer tells them.
+    flush_cuts: Mutex<Option<Vec<Vec<u8>>>>,
     /// Partitions of the current version, and splits installed since open
     /// (for `Stats`).
     partitions: AtomicUsize,
@@ -145,6 +168,7 @@ impl Partitioned {
             slowdown_tables,
             stop_tables,
             pending_split: Mutex::new(None),
+            flush_cuts: Mutex::new(None),
             partitions: AtomicUsize::new(1),
             splits: AtomicU64::new(0),
         }
@@ -256,11 +280,20 @@ impl Partitioned {
             .sum()
     }
 
-    /// The key at which partition `p` splits: the median of its weight-0
-    /// members' end keys (or of all its members', with fewer than two
-    /// weight-0 ones), strictly inside the partition. `None` when no key
-    /// is.
-    fn split_key(v: &Version, members: &[(usize, Arc<FileMeta>)], p: usize) -> Option<Vec<u8>> {
+    /// The key at which partition `p`, holding `share` of the version's
+    /// `total` table bytes, splits (module documentation): at the buffer's
+    /// cut inside it nearest the median of its weight-0 members' end keys
+    /// (of all its members', with fewer than two weight-0 ones); at that
+    /// median when it lies inside one buffer partition and is skewed, or no
+    /// cuts are known. `None` when it does not split, or no key strictly
+    /// inside it is at hand.
+    fn split_key(
+        v: &Version,
+        members: &[(usize, Arc<FileMeta>)],
+        p: usize,
+        (share, total): (u64, u64),
+        cuts: Option<&[Vec<u8>]>,
+    ) -> Option<Vec<u8>> {
         let (lo, hi) = range_of(&v.boundaries, p);
         let light: Vec<&Arc<FileMeta>> = members
             .iter()
@@ -279,7 +312,25 @@ impl Partitioned {
             .collect();
         keys.sort_unstable();
         keys.dedup();
-        keys.get(keys.len() / 2).map(|k| k.to_vec())
+        let median = || keys.get(keys.len() / 2).map(|k| k.to_vec());
+        let Some(cuts) = cuts else {
+            return median();
+        };
+        let first = cuts.partition_point(|c| c.as_slice() <= lo);
+        let end = hi.map_or(cuts.len(), |h| cuts.partition_point(|c| c.as_slice() < h));
+        let inside = &cuts[first..end.max(first)];
+        if inside.is_empty() {
+            let buffer_mean = total / (cuts.len() as u64 + 1);
+            return (share >= SKEW_FACTOR.saturating_mul(buffer_mean))
+                .then(median)
+                .flatten();
+        }
+        // The cut leaving the end keys most evenly on its two sides.
+        let half = keys.len() / 2;
+        inside
+            .iter()
+            .min_by_key(|c| keys.partition_point(|k| k < &c.as_slice()).abs_diff(half))
+            .cloned()
     }
 
     fn split(
@@ -292,11 +343,16 @@ impl Partitioned {
         if pending.is_some() {
             return None;
         }
-        let p = (0..members.len()).find(|&p| {
-            Self::share_bytes(v, &members[p]) >= self.split_bytes
-                && !members[p].iter().any(|(_, f)| busy.contains(&f.number))
+        let cuts = self.flush_cuts.lock();
+        let total: u64 = v.all_files().map(|(_, f)| f.file_size).sum();
+        let key = (0..members.len()).find_map(|p| {
+            let share = Self::share_bytes(v, &members[p]);
+            if share < self.split_bytes || members[p].iter().any(|(_, f)| busy.contains(&f.number))
+            {
+                return None;
+            }
+            Self::split_key(v, &members[p], p, (share, total), cuts.as_deref())
         })?;
-        let key = Self::split_key(v, &members[p], p)?;
         *pending = Some(key.clone());
         let mut plan = Self::plan(Vec::new(), 0);
         plan.trivial_move = true;
@@ -479,6 +535,14 @@ impl IndexShape for Partitioned {
         }
     }
 
+    fn flush_cuts(&self, mut cuts: Vec<Vec<u8>>) {
+        cuts.sort_unstable();
+        cuts.dedup();
+        // The empty key starts the key space; it cuts nothing.
+        cuts.retain(|c| !c.is_empty());
+        *self.flush_cuts.lock() = Some(cuts);
+    }
+
     fn opened(
         &self,
         v: &Version,
@@ -493,5 +557,96 @@ impl IndexShape for Partitioned {
     fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::test_file;
+    use crate::version::VersionEdit;
+
+    /// A version with partitions starting at `boundaries`, holding weight-0
+    /// tables `(number, lo, hi, size)`.
+    fn version(
+        s: &Arc<Partitioned>,
+        boundaries: &[&str],
+        files: &[(u64, &str, &str, u64)],
+    ) -> Version {
+        let mut e = VersionEdit {
+            boundaries: boundaries.iter().map(|b| b.as_bytes().to_vec()).collect(),
+            ..VersionEdit::default()
+        };
+        for &(n, lo, hi, size) in files {
+            e.add_file(0, test_file(n, lo, hi, size));
+        }
+        Version::empty(s.clone()).apply(&e).unwrap()
+    }
+
+    fn split_at(s: &Partitioned, v: &Version) -> Option<String> {
+        let plan = s.pick_compaction(v, &HashSet::new())?;
+        // A split is the only plan without inputs.
+        assert!(plan.inputs.is_empty(), "a merge, not a split");
+        let key = plan.new_boundary.expect("a split names its boundary");
+        *s.pending_split.lock() = None;
+        Some(String::from_utf8(key).unwrap())
+    }
+
+    fn shape(cuts: Option<&[&str]>) -> Arc<Partitioned> {
+        // CS 9: the four tables below never merge.
+        let s = Arc::new(Partitioned::new(9, 1000, 100, 200));
+        if let Some(cuts) = cuts {
+            s.flush_cuts(cuts.iter().map(|c| c.as_bytes().to_vec()).collect());
+        }
+        s
+    }
+
+    /// Four flushed tables of 400 bytes in one partition (over its 1000).
+    const TABLES: [(u64, &str, &str, u64); 4] = [
+        (1, "a", "c", 400),
+        (2, "d", "f", 400),
+        (3, "g", "i", 400),
+        (4, "j", "l", 400),
+    ];
+
+    #[test]
+    fn a_split_goes_to_the_buffer_cut_nearest_the_median() {
+        // Without cuts: the median of the tables' end keys ("g").
+        let s = shape(None);
+        assert_eq!(
+            split_at(&s, &version(&s, &[], &TABLES)).as_deref(),
+            Some("g")
+        );
+        // With cuts: the one leaving the end keys most evenly split, not
+        // the median; a cut outside the partition is never chosen.
+        let s = shape(Some(&["", "b", "fz", "k", "zz"]));
+        assert_eq!(
+            split_at(&s, &version(&s, &[], &TABLES)).as_deref(),
+            Some("fz")
+        );
+        // Partition "e".. holds 1000 bytes (table 2 counted half); its end
+        // keys f g i j l: "fz" leaves 1 below, "k" 4, "zz" 5.
+        let v = version(&s, &["e"], &TABLES[1..]);
+        assert_eq!(split_at(&s, &v).as_deref(), Some("fz"));
+    }
+
+    #[test]
+    fn a_partition_inside_one_buffer_partition_splits_only_when_skewed() {
+        // One partition "a".."m" inside the buffer partition "a".."n" of
+        // three: its 1600 bytes are 1.5x the mean buffer partition's (all
+        // 3200 bytes over 3), not skew.
+        let s = shape(Some(&["a", "n"]));
+        let mut files = TABLES.to_vec();
+        files.extend([(5, "o", "p", 800), (6, "q", "r", 800)]);
+        let v = version(&s, &["a", "n"], &files);
+        assert_eq!(split_at(&s, &v), None);
+        // With the same data over twelve buffer partitions it is skewed
+        // (1600 >= 4 x 3200 / 12): split at the median of its end keys
+        // inside "a".. (c d f g i j l).
+        let s = shape(Some(&[
+            "a", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w",
+        ]));
+        let v = version(&s, &["a", "n"], &files);
+        assert_eq!(split_at(&s, &v).as_deref(), Some("g"));
     }
 }

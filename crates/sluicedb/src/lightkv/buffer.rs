@@ -125,24 +125,27 @@ fn payload_len(op: &Op<'_>) -> usize {
     PAYLOAD_HEADER + op.key.len() + op.value.map_or(0, <[u8]>::len)
 }
 
-fn decode(pwb: &Pwb, loc: Loc, mut p: Vec<u8>, seq: u64) -> Result<Record> {
+fn decode(pwb: &Pwb, loc: Loc, p: &[u8], seq: u64) -> Result<Record> {
+    parse(p, seq).map_err(|why| pwb.damage(loc, why))
+}
+
+/// Key and value are copied out of the payload `p` into allocations of
+/// their own, sized to them: no zero-filled buffer, no second copy.
+fn parse(p: &[u8], seq: u64) -> std::result::Result<Record, &'static str> {
     if p.len() < PAYLOAD_HEADER {
-        return Err(pwb.damage(loc, "record shorter than its header"));
+        return Err("record shorter than its header");
     }
     let u64_at = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
     let kind = p[0];
     let (prev_seq, prev) = (u64_at(1), u64_at(9));
     let key_len = u32::from_le_bytes(p[17..21].try_into().expect("4 bytes")) as usize;
     if !(kind == KIND_PUT || kind == KIND_DELETE) || PAYLOAD_HEADER + key_len > p.len() {
-        return Err(pwb.damage(loc, "record payload out of range"));
+        return Err("record payload out of range");
     }
     // Room for an internal key's trailer, which a flush unit appends.
     let mut key = Vec::with_capacity(key_len + 8);
     key.extend_from_slice(&p[PAYLOAD_HEADER..PAYLOAD_HEADER + key_len]);
-    // The value keeps the payload's allocation (moved down, not copied
-    // into a new one).
-    p.drain(..PAYLOAD_HEADER + key_len);
-    let value = p;
+    let value = p[PAYLOAD_HEADER + key_len..].to_vec();
     Ok(Record {
         seq,
         kind,
@@ -173,8 +176,10 @@ pub(crate) fn image_mark(image: &[u8]) -> u64 {
 
 fn record(pwb: &Pwb, offset: u64) -> Result<Record> {
     let loc = Loc::from_u64(offset);
-    let (seq, payload) = pwb.read(loc)?;
-    decode(pwb, loc, payload, seq)
+    let (seq, parsed) = pwb.read_with(loc, |p| parse(p, 0))?;
+    let mut r = parsed.map_err(|why| pwb.damage(loc, why))?;
+    r.seq = seq;
+    Ok(r)
 }
 
 /// The key of the record at `offset`, for the tree; an error is kept in
@@ -331,7 +336,7 @@ impl LightBuffer {
             if r.place + 1 == r.count {
                 buf.batch_ends.insert(r.seq);
             }
-            let rec = decode(&buf.pwb, r.loc, r.payload, r.seq)?;
+            let rec = decode(&buf.pwb, r.loc, &r.payload, r.seq)?;
             if !in_tables(&rec.key, r.seq) {
                 buf.index(&rec.key, r.seq, r.loc)?;
             }
@@ -693,6 +698,18 @@ impl LightBuffer {
             }
         }
         Ok(None)
+    }
+
+    /// The smallest key of every partition but the first, in key order: the
+    /// keys at which flush units are cut (a leaf's keys lie between two of
+    /// them). Splits only add cuts.
+    pub(crate) fn partition_cuts(&self) -> Vec<Vec<u8>> {
+        let order = self.tree.in_key_order();
+        order
+            .iter()
+            .skip(1)
+            .map(|&id| self.tree.partition(id).0.lower_bound())
+            .collect()
     }
 
     /// The leaves of the partitions a key in `lo..=hi` may belong to

@@ -154,6 +154,18 @@ impl Pm for MmapPm {
         Ok(())
     }
 
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        check_range(&self.path, self.len(), offset, len as u64)?;
+        // SAFETY: the range is inside the mapping (checked), which lives
+        // as long as `self`; the trait's contract keeps other threads from
+        // writing these bytes while they are read, so the slice does not
+        // change while `f` holds it.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) };
+        f(bytes);
+        Ok(())
+    }
+
     fn read_u64(&self, offset: u64) -> Result<u64> {
         check_word(&self.path, self.len(), offset)?;
         Ok(u64::from_le(self.word(offset).load(Ordering::Acquire)))
@@ -261,6 +273,11 @@ mod tests {
             let mut buf = [0; 13];
             pm.read(4090, &mut buf).unwrap();
             assert_eq!(&buf, b"across a page");
+            let mut seen = Vec::new();
+            pm.read_with(4090, 13, &mut |b| seen.extend_from_slice(b))
+                .unwrap();
+            assert_eq!(seen, b"across a page");
+            assert!(pm.read_with(3 * PAGE_BYTES - 4, 5, &mut |_| ()).is_err());
             assert_eq!(pm.read_u64(8192).unwrap(), 42);
             assert!(MmapPm::open(&path, PAGE_BYTES, mode).is_err());
         }

@@ -62,6 +62,16 @@ pub trait Pm: Send + Sync {
     }
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Calls `f` with the `len` bytes at `offset`, borrowed in place where
+    /// the backend can (a mapped region), so that a caller copying parts of
+    /// them out copies once and fills no buffer with zeros first. `f` must
+    /// not call into the region (a backend may hold a lock while it runs).
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let mut buf = vec![0; len];
+        self.read(offset, &mut buf)?;
+        f(&buf);
+        Ok(())
+    }
     /// Reads the aligned 8-byte word at `offset` (little-endian), atomically.
     fn read_u64(&self, offset: u64) -> Result<u64>;
     /// Stores `data` at `offset`. Not failure-atomic: after a crash each

@@ -278,6 +278,13 @@ impl Pm for SimPm {
         Ok(())
     }
 
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let s = self.inner.state.lock();
+        check_range(&self.inner.name, s.bytes.len() as u64, offset, len as u64)?;
+        f(&s.bytes[offset as usize..offset as usize + len]);
+        Ok(())
+    }
+
     fn read_u64(&self, offset: u64) -> Result<u64> {
         let s = self.inner.state.lock();
         check_word(&self.inner.name, s.bytes.len() as u64, offset)?;
@@ -454,6 +461,13 @@ mod tests {
         assert!(pm.write(250, &[0; 8]).is_err());
         assert!(pm.write_u64(4, 1).is_err());
         assert!(pm.read_u64(256).is_err());
+        let mut called = false;
+        assert!(pm.read_with(250, 7, &mut |_| called = true).is_err());
+        assert!(!called);
+        pm.write(248, b"in range").unwrap();
+        pm.read_with(248, 8, &mut |b| called = b == b"in range")
+            .unwrap();
+        assert!(called);
         assert!(SimPm::new("pm", 100).is_err());
     }
 }

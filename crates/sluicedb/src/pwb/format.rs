@@ -197,10 +197,11 @@ pub(crate) fn seal_record(generation: u32, seq: u64, place: u32, count: u32, out
     out.resize(record_bytes(payload_len) as usize, 0);
 }
 
-/// What a record read at a place turned out to be.
-pub(crate) enum Read {
+/// What a record read at a place turned out to be; `P` is what was made
+/// of its payload (by default a copy of it).
+pub(crate) enum Read<P = Vec<u8>> {
     /// A whole record.
-    Record(RecordHeader, Vec<u8>),
+    Record(RecordHeader, P),
     /// The end word (zero): nothing was written here, or recovery ended
     /// the segment here.
     End,
@@ -211,6 +212,19 @@ pub(crate) enum Read {
 /// Reads the record at `at` (absolute), in a segment of generation
 /// `generation` that ends at `segment_end`.
 pub(crate) fn read_record(pm: &dyn Pm, generation: u32, at: u64, segment_end: u64) -> Result<Read> {
+    read_record_with(pm, generation, at, segment_end, <[u8]>::to_vec)
+}
+
+/// [`read_record`], making of a whole record's payload what `f` makes of
+/// it, in place ([`Pm::read_with`]): no copy of the payload is made but
+/// the ones `f` makes.
+pub(crate) fn read_record_with<P>(
+    pm: &dyn Pm,
+    generation: u32,
+    at: u64,
+    segment_end: u64,
+    f: impl FnOnce(&[u8]) -> P,
+) -> Result<Read<P>> {
     if at + RECORD_HEADER_BYTES > segment_end {
         return Ok(Read::End);
     }
@@ -226,10 +240,15 @@ pub(crate) fn read_record(pm: &dyn Pm, generation: u32, at: u64, segment_end: u6
     if at + record_bytes(h.len as usize) > segment_end {
         return Ok(Read::Invalid("record runs past its segment"));
     }
-    let mut payload = vec![0; h.len as usize];
-    pm.read(at + RECORD_HEADER_BYTES, &mut payload)?;
-    if record_crc(generation, &h, &payload) != h.crc {
-        return Ok(Read::Invalid("record checksum mismatch"));
-    }
-    Ok(Read::Record(h, payload))
+    let mut f = Some(f);
+    let mut made = None;
+    pm.read_with(at + RECORD_HEADER_BYTES, h.len as usize, &mut |payload| {
+        if record_crc(generation, &h, payload) == h.crc {
+            made = f.take().map(|f| f(payload));
+        }
+    })?;
+    Ok(match made {
+        Some(p) => Read::Record(h, p),
+        None => Read::Invalid("record checksum mismatch"),
+    })
 }

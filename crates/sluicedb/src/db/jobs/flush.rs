@@ -261,6 +261,8 @@ impl Core {
             // the buffer (raising its watermark), and the next units go out.
             let leaves: Vec<u32> = units.iter().map(|(_, leaf)| *leaf).collect();
             light.flushed(&leaves)?;
+            // Splits of the buffer's partitions since the last flush.
+            self.shape.flush_cuts(light.partition_cuts());
             let mut st = self.state.lock();
             self.light_hand_out(&mut st, light)?;
             self.cv.notify_all();
