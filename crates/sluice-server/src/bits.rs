@@ -199,7 +199,7 @@ fn bitop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         };
     }
     if res.is_empty() {
-        if txn.rec(&args[2]).map_err(crate::data::engine)?.is_some() {
+        if txn.peek(&args[2]).map_err(crate::data::engine)?.is_some() {
             txn.notify(crate::notify::GENERIC, "del", &args[2]);
         }
         txn.delete(&args[2]);

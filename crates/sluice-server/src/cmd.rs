@@ -468,6 +468,13 @@ pub static COMMANDS: &[Spec] = &[
     spec("info", -1, &["loading", "stale"], NONE, Kind::Admin),
     spec("config", -2, A, NONE, Kind::Admin),
     spec(
+        "debug",
+        -2,
+        &["admin", "noscript", "loading", "stale", "protected"],
+        NONE,
+        Kind::Admin,
+    ),
+    spec(
         "save",
         1,
         &["admin", "noscript", "no_async_loading", "no_multi"],
@@ -898,7 +905,12 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     };
     txn.serving_blocked = park.is_none();
     txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
-    txn.notify = server.notify_flags.load(Ordering::Relaxed);
+    // A replicated shard runs only reads here, and publishes no event
+    // (a lazy expiry would be a write outside its log).
+    if server.replica.get().is_none() {
+        txn.notify = server.notify_flags.load(Ordering::Relaxed);
+        txn.misses = misses_of(spec, args, txn.notify);
+    }
     let start = out.buf.len();
     let mut ran = Ran::default();
     let mut events = Vec::new();
@@ -933,6 +945,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     }
     drop(held);
     if !events.is_empty() {
+        expire_found(server, &ran.written, &mut events);
         crate::notify::publish(server, txn_flags(server), &events);
     }
     ran
@@ -941,6 +954,46 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
 /// The keyspace notification classes enabled now.
 pub fn txn_flags(server: &Server) -> u32 {
     server.notify_flags.load(Ordering::Relaxed)
+}
+
+/// Whether `args`' lookups of missing keys send `keymiss` (`Txn::misses`):
+/// those of the commands redis-server 7.0 looks keys up for reading
+/// (`lookupKeyRead`), which are its read commands but `OBJECT` and
+/// `MEMORY`, and these writes: the reading `GETDEL`, `GETEX`, `GETSET`
+/// and `SET ... GET`, and the sources of `COPY`, `SORT`, `BITOP` and
+/// the set and sorted-set stores (their destinations are looked at with
+/// `Txn::peek`). False unless `keymiss` events are enabled (`flags`).
+pub fn misses_of(spec: &Spec, args: &[Bytes], flags: u32) -> bool {
+    if flags & crate::notify::KEY_MISS == 0 {
+        return false;
+    }
+    match spec.name {
+        "object" | "memory" => false,
+        "set" => args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get")),
+        "getdel" | "getex" | "getset" | "copy" | "sort" | "bitop" | "sinterstore"
+        | "sunionstore" | "sdiffstore" | "zunionstore" | "zinterstore" | "zdiffstore"
+        | "zrangestore" => true,
+        _ => matches!(spec.kind, Kind::Read | Kind::ReadAll),
+    }
+}
+
+/// Redis's lazy expiry, for the keys a command found past their expiry
+/// (each has its `expired` event in `events`, recorded where it was
+/// found): one the command's commit wrote (`written`) is gone already; any
+/// other is deleted now ([`crate::store::Keyspace::expire_if_due`]), and
+/// its event dropped if someone else (the reaper, a writer) got there
+/// first and reports it. Called holding no lock.
+pub fn expire_found(server: &Server, written: &[Vec<u8>], events: &mut Vec<crate::notify::Event>) {
+    events.retain(|e| {
+        if e.class != crate::notify::EXPIRED {
+            return true;
+        }
+        let gone = written.contains(&e.key) || server.ks.expire_if_due(&e.key).unwrap_or(false);
+        if gone {
+            server.expired_keys.fetch_add(1, Ordering::Relaxed);
+        }
+        gone
+    });
 }
 
 /// A blocking command's timeout argument: first for the `numkeys` forms
@@ -1085,6 +1138,7 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             Ok(())
         }
         "config" => config(server, args, out),
+        "debug" => debug(server, args, out),
         "save" => server.save().map(|()| out.ok()),
         "bgsave" => server
             .bgsave()
@@ -1602,6 +1656,7 @@ fn exec_locked(
     for (s, a) in specs.iter().zip(queued) {
         let at = out.buf.len();
         let mark = txn.events_len();
+        txn.misses = misses_of(s, a, txn.notify);
         let r = match s.kind {
             Kind::Admin => {
                 // Connection and server commands queued in a transaction
@@ -1622,23 +1677,44 @@ fn exec_locked(
                 .feed(s.name, &client.shared.addr.to_string(), a);
         }
     }
-    let events = txn.take_events();
+    let mut events = txn.take_events();
+    let mut written = Vec::new();
     if txn.has_writes() {
-        let written = txn.written_keys().to_vec();
+        written = txn.written_keys().to_vec();
         if let Err(e) = txn.commit(&mut held) {
             // Nothing of the batch was applied: the reply is the error.
             out.buf.truncate(start);
             return Err(data::engine(e));
         }
-        drop(held);
-        if server.blocking.any() {
-            serve_blocked(server, written);
-        }
     }
+    drop(held);
     if !events.is_empty() {
+        expire_found(server, &written, &mut events);
         crate::notify::publish(server, txn_flags(server), &events);
     }
+    if server.blocking.any() && !written.is_empty() {
+        serve_blocked(server, written);
+    }
     Ok(())
+}
+
+/// `DEBUG`: of redis-server's subcommands only `SET-ACTIVE-EXPIRE 0|1`
+/// (the reaper off or on; reads still treat expired keys as absent),
+/// which Redis's own tests use to see lazy expiry alone.
+fn debug(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let sub = args[1].to_ascii_lowercase();
+    match (&sub[..], args.len()) {
+        (b"set-active-expire", 3) => {
+            let on = int_arg(&args[2])? != 0;
+            *server.active_expire.lock() = on;
+            out.ok();
+            Ok(())
+        }
+        _ => Err(format!(
+            "ERR Unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
 }
 
 /// `ROLE` as redis-server answers it: a shard's leader is a master

@@ -541,7 +541,8 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             // the tick between when there are many.
             // Then the elements of deleted collections.
             let _ = s.ks.reclaim(10_000);
-            for _ in 0..10 {
+            let active = s.active_expire.lock();
+            for _ in 0..if *active { 10 } else { 0 } {
                 match s.ks.reap(1000) {
                     Ok((keys, more)) => {
                         s.expired_keys

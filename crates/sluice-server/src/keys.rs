@@ -65,7 +65,7 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    let replacing = txn.exists(&args[2])?;
+    let replacing = txn.peek(&args[2]).map_err(engine)?.is_some();
     if replacing && !replace {
         out.int(0);
         return Ok(());

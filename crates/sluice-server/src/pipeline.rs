@@ -93,6 +93,7 @@ pub fn execute_writes(
         txn.run_left = run.len() - 1 - n;
         let at = out.buf.len();
         let mark = txn.events_len();
+        txn.misses = cmd::misses_of(spec, args, txn.notify);
         let r = data::run(spec.name, args, &mut txn, &ctx, out);
         if let Err(e) = &r {
             out.buf.truncate(at);
@@ -119,6 +120,7 @@ pub fn execute_writes(
     }
     drop(held);
     if !events.is_empty() {
+        cmd::expire_found(server, &written, &mut events);
         crate::notify::publish(server, cmd::txn_flags(server), &events);
     }
     if server.blocking.any() && !written.is_empty() {

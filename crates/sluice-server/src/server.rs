@@ -221,6 +221,9 @@ pub struct Server {
     pub per_command: Vec<CommandCounters>,
     pub unknown_commands: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// The reaper runs (`DEBUG SET-ACTIVE-EXPIRE`): held through each of
+    /// its rounds, so once a change returns no round runs against it.
+    pub active_expire: Mutex<bool>,
     pub tcp_port: AtomicU64,
     /// Clients blocked in `BLPOP` and the like.
     pub blocking: crate::block::Blocking,
@@ -290,6 +293,7 @@ impl Server {
                 .collect(),
             unknown_commands: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            active_expire: Mutex::new(true),
             tcp_port: AtomicU64::new(0),
             blocking: crate::block::Blocking::default(),
             pubsub: crate::pubsub::Registry::default(),

@@ -450,7 +450,7 @@ fn algebra(op: &str, keys: &[Bytes], txn: &mut Txn<'_>) -> Result<BTreeSet<Vec<u
 /// Replaces `key` with a set of `members` (none: deletes it).
 fn store_set(txn: &mut Txn<'_>, key: &[u8], members: BTreeSet<Vec<u8>>) -> CmdResult {
     // The old value, of any type, is replaced (and becomes garbage).
-    txn.rec(key).map_err(engine)?;
+    txn.peek(key).map_err(engine)?;
     let mut m = txn.new_coll(SET)?;
     for a in members {
         txn.elem_put(m.elem(&a), Vec::new());

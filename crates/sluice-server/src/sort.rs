@@ -223,7 +223,7 @@ fn sort(readonly: bool, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
             }
         }
         Some(dst) => {
-            let existed = txn.rec(dst).map_err(engine)?.is_some();
+            let existed = txn.peek(dst).map_err(engine)?.is_some();
             if rows.is_empty() {
                 txn.delete(dst);
                 if existed {

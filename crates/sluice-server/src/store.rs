@@ -998,20 +998,48 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(ik);
-            if let Some(raw) = self.db().get(data_key(key))? {
-                let e = Rec::decode(raw, key)?;
-                if e.expired(now_ms()) {
-                    batch.delete(data_key(key));
-                    if let Some(v) = e.version() {
-                        batch.put(garbage_key(v), []);
-                    }
-                    deleted.push(key.to_vec());
-                    self.touch(&mut held, std::iter::once(key.to_vec()));
-                }
+            if self.stage_expired_delete(key, &mut batch)?.is_some() {
+                deleted.push(key.to_vec());
+                self.touch(&mut held, std::iter::once(key.to_vec()));
             }
             self.write(batch)?;
         }
         Ok((deleted, more))
+    }
+
+    /// Deletes `key` if its record is past its expiry, as the reaper
+    /// would (with its time index entry): redis-server's lazy expiry, for
+    /// a key a command found expired. True if it deleted it; false if the
+    /// key is gone or was written again meanwhile (whoever did that
+    /// reports it). Takes `key`'s stripe lock: call it holding none.
+    pub fn expire_if_due(&self, key: &[u8]) -> Result<bool> {
+        let mut held = self.lock_keys(&[key]);
+        let mut batch = WriteBatch::new();
+        let Some(at) = self.stage_expired_delete(key, &mut batch)? else {
+            return Ok(false);
+        };
+        batch.delete(expiry_key(at, key));
+        self.write(batch)?;
+        self.touch(&mut held, std::iter::once(key.to_vec()));
+        Ok(true)
+    }
+
+    /// Stages the deletion of `key` (and of its collection's elements, as
+    /// garbage) if its record is past its expiry; returns that expiry.
+    /// The caller holds `key`'s stripe lock.
+    fn stage_expired_delete(&self, key: &[u8], batch: &mut WriteBatch) -> Result<Option<u64>> {
+        let Some(raw) = self.db().get(data_key(key))? else {
+            return Ok(None);
+        };
+        let e = Rec::decode(raw, key)?;
+        if !e.expired(now_ms()) {
+            return Ok(None);
+        }
+        batch.delete(data_key(key));
+        if let Some(v) = e.version() {
+            batch.put(garbage_key(v), []);
+        }
+        Ok(e.expire_at_ms())
     }
 }
 
@@ -1429,6 +1457,15 @@ pub struct Txn<'a> {
     /// The keyspace notification classes enabled (`crate::notify`): 0,
     /// the default, records no event.
     pub notify: u32,
+    /// A lookup that finds no key records `keymiss` (class `m`): set per
+    /// command for the lookups redis-server makes as reads
+    /// (`crate::cmd::misses_of`).
+    pub misses: bool,
+    /// Keys whose engine record a lookup found past its expiry (once
+    /// each), recorded only when `expired` events are enabled: their
+    /// `expired` event is recorded where they were found, and the caller
+    /// deletes them after the commit ([`crate::cmd::expire_found`]).
+    found_expired: Vec<Vec<u8>>,
     /// The events recorded, published once the writes are committed.
     events: Vec<crate::notify::Event>,
     /// Collections emptied by [`Txn::put_meta`] whose `del` event waits
@@ -1476,6 +1513,8 @@ impl<'a> Txn<'a> {
             serving_blocked: false,
             reads_only: false,
             notify: 0,
+            misses: false,
+            found_expired: Vec::new(),
             events: Vec::new(),
             emptied: Vec::new(),
         }
@@ -1546,8 +1585,25 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// `key`'s record as this transaction sees it (expired: absent).
+    /// `key`'s record as this transaction sees it (expired: absent): a
+    /// command's lookup, recording `expired` for a record found past its
+    /// expiry and `keymiss` for no record ([`Txn::misses`]).
     pub fn rec(&mut self, key: &[u8]) -> Result<Option<Rec>> {
+        let r = self.lookup(key)?;
+        if r.is_none() && self.misses {
+            self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
+        }
+        Ok(r)
+    }
+
+    /// [`Txn::rec`] without `keymiss`: a write command's look at the key
+    /// it writes (a store's destination), which redis-server makes as a
+    /// write lookup even in commands whose other lookups are reads.
+    pub fn peek(&mut self, key: &[u8]) -> Result<Option<Rec>> {
+        self.lookup(key)
+    }
+
+    fn lookup(&mut self, key: &[u8]) -> Result<Option<Rec>> {
         if let Some(w) = self.writes.get(key) {
             return Ok(w.clone().filter(|e| !e.expired(self.now)));
         }
@@ -1559,7 +1615,24 @@ impl<'a> Txn<'a> {
             self.base
                 .insert(key.to_vec(), r.as_ref().and_then(Rec::version));
         }
-        Ok(r.filter(|e| !e.expired(self.now)))
+        Ok(self.unexpired(key, r))
+    }
+
+    /// An engine record as this transaction sees it: absent past its
+    /// expiry, which records the `expired` event (once per key).
+    fn unexpired(&mut self, key: &[u8], r: Option<Rec>) -> Option<Rec> {
+        match r {
+            Some(e) if e.expired(self.now) => {
+                if self.notify & crate::notify::EXPIRED != 0
+                    && !self.found_expired.iter().any(|k| k == key)
+                {
+                    self.found_expired.push(key.to_vec());
+                    self.push_event(crate::notify::EXPIRED, "expired", key.to_vec());
+                }
+                None
+            }
+            r => r,
+        }
     }
 
     /// [`Txn::rec`] of each of `keys`; those not staged are read from the
@@ -1585,9 +1658,13 @@ impl<'a> Txn<'a> {
                     self.base
                         .insert(key.to_vec(), r.as_ref().and_then(Rec::version));
                 }
-                r
+                self.unexpired(key, r)
             };
-            out.push(r.filter(|e| !e.expired(self.now)));
+            let r = r.filter(|e| !e.expired(self.now));
+            if r.is_none() && self.misses {
+                self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
+            }
+            out.push(r);
         }
         Ok(out)
     }
@@ -1785,7 +1862,7 @@ impl<'a> Txn<'a> {
             // `ZADD XX` say, was never there: no event.)
             if self.notify & crate::notify::GENERIC != 0
                 && !self.emptied.iter().any(|k| k == key)
-                && self.rec(key).ok().flatten().is_some()
+                && self.lookup(key).ok().flatten().is_some()
             {
                 self.emptied.push(key.to_vec());
             }
@@ -1803,11 +1880,14 @@ impl<'a> Txn<'a> {
     }
 
     fn stage(&mut self, key: &[u8], r: Option<Rec>) {
-        if self.notify & crate::notify::NEW != 0
-            && r.is_some()
-            && self.rec(key).ok().flatten().is_none()
-        {
-            self.push_event(crate::notify::NEW, "new", key.to_vec());
+        // A blind write (`SET`) looks too when `expired` is enabled: the
+        // key it replaces may be past its expiry, which redis-server
+        // reports before the write's own events.
+        if self.notify & (crate::notify::NEW | crate::notify::EXPIRED) != 0 {
+            let absent = self.lookup(key).ok().flatten().is_none();
+            if self.notify & crate::notify::NEW != 0 && r.is_some() && absent {
+                self.push_event(crate::notify::NEW, "new", key.to_vec());
+            }
         }
         match self.writes.insert(key.to_vec(), r) {
             None => self.order.push(key.to_vec()),

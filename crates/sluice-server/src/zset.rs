@@ -825,7 +825,7 @@ fn zrandmember(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 /// Replaces `key` with a sorted set of `items` (none: deletes it, and
 /// [`Txn::put_meta`] records the `del` event of a key that was there).
 fn store(txn: &mut Txn<'_>, key: &[u8], items: impl Iterator<Item = (Vec<u8>, f64)>) -> CmdResult {
-    txn.rec(key).map_err(engine)?;
+    txn.peek(key).map_err(engine)?;
     let mut m = txn.new_coll(ZSET)?;
     for (member, s) in items {
         put(txn, &mut m, &member, s, None);

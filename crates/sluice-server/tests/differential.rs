@@ -960,6 +960,9 @@ fn redis_server() -> Option<(Child, std::net::SocketAddr)> {
                 "",
                 "--appendonly",
                 "no",
+                // `DEBUG SET-ACTIVE-EXPIRE` (the notification test).
+                "--enable-debug-command",
+                "local",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -1150,11 +1153,123 @@ SET nm 1
 INCR nm
 DEL nm
 EXEC
+"#;
+
+/// `keymiss` from the lookups redis-server makes as reads, and `expired`
+/// from lazy expiry: a command that finds a key past its expiry (the
+/// reaper, and redis-server's active expiry, off; `SLEEP-MS` waits in the
+/// test, past every `PX 1`).
+const MISS_EXPIRY_SCRIPT: &str = r#"
+DEBUG SET-ACTIVE-EXPIRE 0
+CONFIG SET notify-keyspace-events KEAm
+GET m1
+MGET m2 m3 m2
+EXISTS m4 m4
+TYPE m5
+TTL m6
+PTTL m6
+EXPIRETIME m6
+STRLEN m7
+GETRANGE m8 0 1
+HGET m9 f
+HGETALL m9
+HMGET m9 a b
+LRANGE m10 0 -1
+LINDEX m10 0
+LLEN m10
+SMEMBERS m11
+SISMEMBER m11 a
+SCARD m11
+ZSCORE m12 a
+ZRANGE m12 0 -1
+ZCARD m12
+SINTER m13 m14
+SUNION m13
+SINTERCARD 1 m13
+ZUNION 1 m15
+ZINTERCARD 1 m15
+TOUCH m16 m16b
+DUMP m17
+GETBIT m18 0
+BITCOUNT m18
+LCS m19 m20
+OBJECT ENCODING m21
+GETDEL m22
+GETEX m23
+GETSET m24 v
+SET m25 v GET
+SET m26 v NX
+COPY m27 d27
+SORT m28 STORE d28
+RPUSH srt 2 1
+SORT srt BY w_* GET g_*
+ZRANGESTORE d29 m29 0 -1
+BITOP OR d30 m30
+SINTERSTORE d31 m31
+SUNIONSTORE d31 m31 m31b
+ZUNIONSTORE d32 1 m32
+LPOP m35
+INCR m36
+DEL m37
+EXPIRE m38 10
+HSET h a 1
+HGET h b
+SET wt v
+HGET wt a
+LRANGE wt 0 1
+MULTI
+GET m39
+DEL h
+HGET h a
+EXEC
+SET e1 v PX 1
+SET e2 v PX 1
+SET e3 v PX 1
+HSET e4 a b
+PEXPIRE e4 1
+RPUSH e5 a b
+PEXPIRE e5 1
+SET e6 v PX 1
+SET e7 v PX 1
+SET e8 1 PX 1
+SET e9 v PX 1
+SET e10 v PX 1
+SET e11 v PX 1
+SET e12 v PX 1
+ZADD e13 1 a
+PEXPIRE e13 1
+SET e14 v PX 1
+SET e15 v PX 1
+SADD e16 a b
+PEXPIRE e16 1
+SLEEP-MS 20
+GET e1
+SET e2 v2
+DEL e3
+HGET e4 a
+LPOP e5
+EXISTS e6
+TTL e7
+INCR e8
+MGET e9 e9
+SET e10 v NX
+GETDEL e11
+MULTI
+GET e12
+SET e12 x
+EXEC
+ZADD e13 2 b
+SUNIONSTORE e16d e16
+CONFIG SET notify-keyspace-events KEA
+GET e14
+CONFIG SET notify-keyspace-events KEAn
+SET e15 v
+DEBUG SET-ACTIVE-EXPIRE 1
 CONFIG SET notify-keyspace-events ""
 PUBLISH notify-done x
 "#;
 
-/// Runs [`NOTIFY_SCRIPT`] on each server while another connection
+/// Runs [`NOTIFY_SCRIPT`] and [`MISS_EXPIRY_SCRIPT`] on each server while another connection
 /// subscribes to every channel, and compares what that subscriber gets.
 #[test]
 fn keyspace_notifications_match_redis_server() {
@@ -1179,9 +1294,15 @@ fn keyspace_notifications_match_redis_server() {
         conn.command(&[b"PUBSUB", b"NUMPAT"]);
         numpat.push(conn.reply());
         drop(sub2);
-        for line in NOTIFY_SCRIPT.lines().filter(|l| !l.trim().is_empty()) {
+        let script = NOTIFY_SCRIPT.lines().chain(MISS_EXPIRY_SCRIPT.lines());
+        for line in script.filter(|l| !l.trim().is_empty()) {
             let args = sluice_server::resp::split_args(line.as_bytes()).unwrap();
             let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            if args[0] == b"SLEEP-MS" {
+                let ms = std::str::from_utf8(args[1]).unwrap().parse().unwrap();
+                std::thread::sleep(Duration::from_millis(ms));
+                continue;
+            }
             if args[0] == b"DUMP-RESTORE" {
                 // `RESTORE dst 0 <src's DUMP> REPLACE`, each server with
                 // its own payload (the formats differ by design).
