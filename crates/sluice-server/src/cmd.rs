@@ -944,10 +944,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
         Ok(()) => {}
     }
     drop(held);
-    if !events.is_empty() {
-        expire_found(server, &ran.written, &mut events);
-        crate::notify::publish(server, txn_flags(server), &events);
-    }
+    publish_committed(server, &ran.written, events);
     ran
 }
 
@@ -977,13 +974,21 @@ pub fn misses_of(spec: &Spec, args: &[Bytes], flags: u32) -> bool {
     }
 }
 
-/// Redis's lazy expiry, for the keys a command found past their expiry
-/// (each has its `expired` event in `events`, recorded where it was
-/// found): one the command's commit wrote (`written`) is gone already; any
-/// other is deleted now ([`crate::store::Keyspace::expire_if_due`]), and
-/// its event dropped if someone else (the reaper, a writer) got there
-/// first and reports it. Called holding no lock.
-pub fn expire_found(server: &Server, written: &[Vec<u8>], events: &mut Vec<crate::notify::Event>) {
+/// Publishes the events a command (or a transaction, or a pipelined run)
+/// recorded, once its writes are committed, holding no lock. First
+/// Redis's lazy expiry, for the keys it found past their expiry (each has
+/// its `expired` event in `events`, recorded where it was found): one the
+/// commit wrote (`written`) is gone already; any other is deleted now
+/// ([`crate::store::Keyspace::expire_if_due`]), and its event dropped if
+/// someone else (the reaper, a writer) got there first and reports it.
+pub fn publish_committed(
+    server: &Server,
+    written: &[Vec<u8>],
+    mut events: Vec<crate::notify::Event>,
+) {
+    if events.is_empty() {
+        return;
+    }
     events.retain(|e| {
         if e.class != crate::notify::EXPIRED {
             return true;
@@ -994,6 +999,7 @@ pub fn expire_found(server: &Server, written: &[Vec<u8>], events: &mut Vec<crate
         }
         gone
     });
+    crate::notify::publish(server, txn_flags(server), &events);
 }
 
 /// A blocking command's timeout argument: first for the `numkeys` forms
@@ -1677,7 +1683,7 @@ fn exec_locked(
                 .feed(s.name, &client.shared.addr.to_string(), a);
         }
     }
-    let mut events = txn.take_events();
+    let events = txn.take_events();
     let mut written = Vec::new();
     if txn.has_writes() {
         written = txn.written_keys().to_vec();
@@ -1688,10 +1694,7 @@ fn exec_locked(
         }
     }
     drop(held);
-    if !events.is_empty() {
-        expire_found(server, &written, &mut events);
-        crate::notify::publish(server, txn_flags(server), &events);
-    }
+    publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
         serve_blocked(server, written);
     }

@@ -119,10 +119,7 @@ pub fn execute_writes(
         }
     }
     drop(held);
-    if !events.is_empty() {
-        cmd::expire_found(server, &written, &mut events);
-        crate::notify::publish(server, cmd::txn_flags(server), &events);
-    }
+    cmd::publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
         cmd::serve_blocked(server, written);
     }

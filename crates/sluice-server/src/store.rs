@@ -1464,7 +1464,7 @@ pub struct Txn<'a> {
     /// Keys whose engine record a lookup found past its expiry (once
     /// each), recorded only when `expired` events are enabled: their
     /// `expired` event is recorded where they were found, and the caller
-    /// deletes them after the commit ([`crate::cmd::expire_found`]).
+    /// deletes them after the commit ([`crate::cmd::publish_committed`]).
     found_expired: Vec<Vec<u8>>,
     /// The events recorded, published once the writes are committed.
     events: Vec<crate::notify::Event>,
@@ -1590,10 +1590,16 @@ impl<'a> Txn<'a> {
     /// expiry and `keymiss` for no record ([`Txn::misses`]).
     pub fn rec(&mut self, key: &[u8]) -> Result<Option<Rec>> {
         let r = self.lookup(key)?;
-        if r.is_none() && self.misses {
+        self.note_miss(key, &r);
+        Ok(r)
+    }
+
+    /// Records `keymiss` for a lookup of `key` that found nothing, when
+    /// this command's lookups are reads ([`Txn::misses`]).
+    fn note_miss(&mut self, key: &[u8], found: &Option<Rec>) {
+        if found.is_none() && self.misses {
             self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
         }
-        Ok(r)
     }
 
     /// [`Txn::rec`] without `keymiss`: a write command's look at the key
@@ -1661,9 +1667,7 @@ impl<'a> Txn<'a> {
                 self.unexpired(key, r)
             };
             let r = r.filter(|e| !e.expired(self.now));
-            if r.is_none() && self.misses {
-                self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
-            }
+            self.note_miss(key, &r);
             out.push(r);
         }
         Ok(out)
