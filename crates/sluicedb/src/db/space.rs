@@ -12,8 +12,8 @@ use super::core::{Core, State};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::space::{
-    gc_pressure_persists, live_data, EarlySwitch, Measured, SpacePressure, HIDDEN_GARBAGE_DIVISOR,
-    MIN_EARLY_SWITCH_BYTES, MIN_RECLAIMABLE_SHARE_DIVISOR,
+    excess_floored, gc_pressure_persists, live_data, EarlySwitch, Measured, SpacePressure,
+    HIDDEN_GARBAGE_DIVISOR, MIN_EARLY_SWITCH_BYTES, MIN_RECLAIMABLE_SHARE_DIVISOR,
 };
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
@@ -275,11 +275,21 @@ impl Core {
 
     /// The ratio the space limit judges, once `freed` more bytes of files
     /// are gone, with the limit; `None` without a limit or a value store.
+    /// Over inline garbage alone, the excess over the live data reads as
+    /// the high ratio only once it also passes what the write path holds
+    /// by configuration: every memtable's journal and the table of the
+    /// last flush ([`excess_floored`]). Below that the limit would ask a
+    /// merge of every flush of a small store, and nothing it can free.
     fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
         let limit = self.space_limit_acting()?;
         let journal = self.fs.counters().written(IoClass::Journal);
         let store_bytes = self.values.as_ref().map_or(0, |v| v.total_bytes());
-        let r = self.space_measure.pressure(store_bytes, journal, freed);
+        let mut r = self.space_measure.pressure(store_bytes, journal, freed);
+        if !self.limit_acts_on_values() {
+            let floor = (self.opts.write_buffers() as u64 + 1)
+                .saturating_mul(self.opts.write_buffer_size_bytes as u64);
+            r = excess_floored(r, self.space_measure.live_bytes(), limit.high, floor);
+        }
         Some((r, limit))
     }
 
