@@ -142,8 +142,13 @@ impl Core {
             // wait for each (under a memory cap a 1 GiB tree's writes
             // waited 30-47 s a phase for merges, and ran at a fifth of the
             // speed; `docs/experiments.md`, "The space limit over a
-            // leveled tree's inline garbage").
+            // leveled tree's inline garbage"). Between the ratios they
+            // are not delayed at all: the merges picked from the low ratio
+            // run at their own pace, and the delays only took time from
+            // the writes ("No delays between the ratios over inline
+            // garbage").
             SpacePressure::High if !self.limit_acts_on_values() => SpacePressure::Between(1.0),
+            SpacePressure::Between(_) if !self.limit_acts_on_values() => SpacePressure::Below,
             p => p,
         };
         match pressure {
