@@ -78,7 +78,7 @@ pub use options::{
     TableLayoutOptions, UnifiedOptions, ValueLayout, ValueOptions, WriteOptions,
 };
 pub use stats::{
-    CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats,
+    CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats, MemoryStats,
     SeparationStats, ShapeStats, SpaceMismatch, SpaceStats, StallMicros, Stats, TableStats, Totals,
     ValueStats, WriteStats,
 };

@@ -68,8 +68,32 @@ pub struct Stats {
     pub gc: GcTotals,
     /// Bytes read and written per purpose.
     pub io: IoStats,
+    /// Memory: the engine's own count beside the process's resident memory.
+    pub memory: MemoryStats,
     /// The error that poisoned writes, if any.
     pub poisoned: Option<String>,
+}
+
+/// Memory: what the engine holds by its own count, and the process's
+/// resident memory beside it (issue 53 asks where memory goes). Part of
+/// [`Stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct MemoryStats {
+    /// The engine's own count: memtables with their key filters and point
+    /// indexes, the memtable blocks pooled for the next, the block cache,
+    /// the open tables' index blocks and filters, and the unified shape's
+    /// hash indexes (each also in its own section).
+    pub accounted_bytes: u64,
+    /// The process's resident memory now and at its peak (Linux: `VmRSS`
+    /// and `VmHWM`); `None` where the system does not say. Beyond
+    /// `accounted_bytes` it holds what the engine does not count: the
+    /// allocator's free and fragmented memory, GC's and I/O's buffers
+    /// (GC's victim reads share at most 8 MiB), thread stacks and the
+    /// program itself, and whatever else the process holds (other
+    /// databases among it).
+    pub process_resident_bytes: Option<u64>,
+    pub process_peak_resident_bytes: Option<u64>,
 }
 
 /// Writes: what users wrote, how they were committed, and how long they waited. Part of [`Stats`].
@@ -528,6 +552,16 @@ impl std::fmt::Display for Stats {
             self.index.open_table_bytes,
             self.index.shape.hash_index_bytes
         )?;
+        if let (Some(now), Some(peak)) = (
+            self.memory.process_resident_bytes,
+            self.memory.process_peak_resident_bytes,
+        ) {
+            writeln!(
+                f,
+                "  memory counted above: {} bytes; the process's resident memory {} (peak {}), the rest the allocator's, buffers and the program's",
+                self.memory.accounted_bytes, now, peak
+            )?;
+        }
         writeln!(
             f,
             "  compaction read {} written {}  stalls {} slowdowns {} ({} us)",

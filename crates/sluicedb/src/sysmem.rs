@@ -61,6 +61,27 @@ fn parse_limit(s: &str) -> Option<u64> {
     s.trim().parse().ok()
 }
 
+/// This process's resident memory now and at its peak, in bytes
+/// (`VmRSS` and `VmHWM` of `/proc/self/status`); `None` where the system
+/// does not say (not Linux).
+pub fn process_resident_bytes() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_resident(&status)
+}
+
+/// `VmRSS` and `VmHWM` of a `/proc/<pid>/status` text, in bytes.
+fn parse_resident(status: &str) -> Option<(u64, u64)> {
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .map(|n| n * 1024)
+    };
+    Some((kib("VmRSS:")?, kib("VmHWM:")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +117,19 @@ mod tests {
     #[test]
     fn the_machine_has_memory() {
         assert!(machine_memory_bytes().is_some_and(|m| m > 0));
+    }
+
+    #[test]
+    fn resident_memory_is_read_from_the_status_fields() {
+        let status = "Name:\tsluice\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nThreads:\t4\n";
+        assert_eq!(parse_resident(status), Some((1 << 20, 2 << 20)));
+        assert_eq!(parse_resident("VmRSS:\t1 kB\n"), None, "no peak");
+        assert_eq!(parse_resident("VmRSS:\tx kB\nVmHWM:\t1 kB\n"), None);
+        // This process has both on Linux.
+        #[cfg(target_os = "linux")]
+        {
+            let (now, peak) = process_resident_bytes().unwrap();
+            assert!(now > 0 && peak >= now, "{now} {peak}");
+        }
     }
 }

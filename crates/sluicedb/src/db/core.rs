@@ -513,6 +513,17 @@ impl Core {
             stats.values.garbage_bytes = garbage;
             v.layout_stats(&st.current, &mut stats.values);
         }
+        let (f, i) = (&stats.flush, &stats.index);
+        stats.memory.accounted_bytes = f.memtable_bytes
+            + f.memtable_filter_bytes
+            + f.memtable_pool_bytes
+            + i.block_cache_bytes
+            + i.open_table_bytes
+            + i.shape.hash_index_bytes;
+        if let Some((now, peak)) = crate::sysmem::process_resident_bytes() {
+            stats.memory.process_resident_bytes = Some(now);
+            stats.memory.process_peak_resident_bytes = Some(peak);
+        }
         stats
     }
 }
