@@ -298,22 +298,34 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "dbsize" => {
             let mut n = 0;
             txn.keyspace()
-                .scan_from(0, txn.now, |_, _, _| {
-                    n += 1;
-                    true
-                })
+                .scan_from(
+                    0,
+                    txn.now,
+                    |_, _, _| {
+                        n += 1;
+                        true
+                    },
+                    |_| {},
+                )
                 .map_err(e)?;
             out.int(n);
         }
         "keys" => {
+            // redis-server's KEYS (7.0) skips expired keys without
+            // expiring them: no `expired` event.
             let mut keys = Vec::new();
             txn.keyspace()
-                .scan_from(0, txn.now, |_, k, _| {
-                    if glob::matches(&args[1], k, false) {
-                        keys.push(k.to_vec());
-                    }
-                    true
-                })
+                .scan_from(
+                    0,
+                    txn.now,
+                    |_, k, _| {
+                        if glob::matches(&args[1], k, false) {
+                            keys.push(k.to_vec());
+                        }
+                        true
+                    },
+                    |_| {},
+                )
                 .map_err(e)?;
             out.array(keys.len());
             for k in keys {
@@ -322,20 +334,28 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         }
         "scan" => scan(args, txn, out)?,
         "randomkey" => {
-            let start: u64 = rand::random();
-            let mut found = None;
+            // Every expired key passed over on the way is expired, as
+            // redis-server's RANDOMKEY expires those it draws.
+            let (start, now): (u64, u64) = (rand::random(), txn.now);
+            let (mut found, mut expired) = (None, Vec::new());
             let ks = txn.keyspace();
-            ks.scan_from(start, txn.now, |_, k, _| {
-                found = Some(k.to_vec());
-                false
-            })
-            .map_err(e)?;
-            if found.is_none() {
-                ks.scan_from(0, txn.now, |_, k, _| {
-                    found = Some(k.to_vec());
-                    false
-                })
+            for from in [start, 0] {
+                ks.scan_from(
+                    from,
+                    now,
+                    |_, k, _| {
+                        found = Some(k.to_vec());
+                        false
+                    },
+                    |k| expired.push(k.to_vec()),
+                )
                 .map_err(e)?;
+                if found.is_some() {
+                    break;
+                }
+            }
+            for k in expired {
+                txn.note_expired(&k);
             }
             out.opt_bulk(found.as_deref());
         }
@@ -661,27 +681,46 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         i += 2;
     }
     let mut keys = Vec::new();
+    let mut expired = Vec::new();
     let mut seen = 0i64;
     let mut last_hash = None;
     let mut next = 0u64;
     txn.keyspace()
-        .scan_from(cursor, txn.now, |h, k, r| {
-            // Past COUNT, finish the hash bucket being read, then stop.
-            if seen >= count && last_hash != Some(h) {
-                next = h;
-                return false;
-            }
-            seen += 1;
-            last_hash = Some(h);
-            let type_ok = type_want
-                .as_ref()
-                .is_none_or(|t| t.as_slice() == r.type_name().as_bytes());
-            if type_ok && pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)) {
-                keys.push(k.to_vec());
-            }
-            true
-        })
+        .scan_from(
+            cursor,
+            txn.now,
+            |h, k, r| {
+                // Past COUNT, finish the hash bucket being read, then stop.
+                if seen >= count && last_hash != Some(h) {
+                    next = h;
+                    return false;
+                }
+                seen += 1;
+                last_hash = Some(h);
+                let type_ok = type_want
+                    .as_ref()
+                    .is_none_or(|t| t.as_slice() == r.type_name().as_bytes());
+                if type_ok && pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)) {
+                    keys.push(k.to_vec());
+                }
+                true
+            },
+            // redis-server's SCAN expires the expired keys its MATCH
+            // pattern lets through; with TYPE, its lookup of the key's
+            // type also reports the miss.
+            |k| {
+                if pattern.as_ref().is_none_or(|p| glob::matches(p, k, false)) {
+                    expired.push(k.to_vec());
+                }
+            },
+        )
         .map_err(engine)?;
+    for k in expired {
+        txn.note_expired(&k);
+        if type_want.is_some() {
+            txn.note_miss(&k, &None);
+        }
+    }
     out.array(2);
     out.bulk(next.to_string().as_bytes());
     out.array(keys.len());

@@ -644,11 +644,16 @@ impl Server {
         if want("keyspace") {
             // A full count: the engine keeps no key count (see README).
             let (mut keys, mut expires) = (0u64, 0u64);
-            let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
-                keys += 1;
-                expires += u64::from(e.expire_at_ms().is_some());
-                true
-            });
+            let _ = self.ks.scan_from(
+                0,
+                now_ms(),
+                |_, _, e| {
+                    keys += 1;
+                    expires += u64::from(e.expire_at_ms().is_some());
+                    true
+                },
+                |_| {},
+            );
             out.push_str("# Keyspace\r\n");
             if keys > 0 {
                 let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");

@@ -537,12 +537,17 @@ impl Keyspace {
                 return Ok(()); // no collection was ever made here
             }
             let mut batch = WriteBatch::new();
-            self.scan_from(0, 0, |_, key, rec| {
-                if matches!(rec, Rec::Coll(_)) {
-                    self.note_collection(key, &mut batch);
-                }
-                true
-            })?;
+            self.scan_from(
+                0,
+                0,
+                |_, key, rec| {
+                    if matches!(rec, Rec::Coll(_)) {
+                        self.note_collection(key, &mut batch);
+                    }
+                    true
+                },
+                |_| {},
+            )?;
             batch.put(COLL_BUCKETS_KEPT_KEY, []);
             return self.db().write(batch);
         }
@@ -914,12 +919,16 @@ impl Keyspace {
     }
 
     /// Every Redis key present now (not expired), in hash order, from hash
-    /// `from`: `f` gets (hash, key, entry) and returns false to stop.
+    /// `from`: `f` gets (hash, key, entry) and returns false to stop;
+    /// `expired` gets each key passed over because its expiry is past (a
+    /// command that would expire it lazily, as `SCAN` and `RANDOMKEY` do,
+    /// notes it: [`Txn::note_expired`]).
     pub fn scan_from(
         &self,
         from: u64,
         now: u64,
         mut f: impl FnMut(u64, &[u8], &Rec) -> bool,
+        mut expired: impl FnMut(&[u8]),
     ) -> Result<()> {
         let lo = data_key_at_hash(from);
         let hi = vec![DATA_TAG + 1];
@@ -930,6 +939,7 @@ impl Keyspace {
             };
             let e = Rec::decode(v, key)?;
             if e.expired(now) {
+                expired(key);
                 continue;
             }
             if !f(h, key, &e) {
@@ -1596,7 +1606,7 @@ impl<'a> Txn<'a> {
 
     /// Records `keymiss` for a lookup of `key` that found nothing, when
     /// this command's lookups are reads ([`Txn::misses`]).
-    fn note_miss(&mut self, key: &[u8], found: &Option<Rec>) {
+    pub fn note_miss(&mut self, key: &[u8], found: &Option<Rec>) {
         if found.is_none() && self.misses {
             self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
         }
@@ -1629,15 +1639,22 @@ impl<'a> Txn<'a> {
     fn unexpired(&mut self, key: &[u8], r: Option<Rec>) -> Option<Rec> {
         match r {
             Some(e) if e.expired(self.now) => {
-                if self.notify & crate::notify::EXPIRED != 0
-                    && !self.found_expired.iter().any(|k| k == key)
-                {
-                    self.found_expired.push(key.to_vec());
-                    self.push_event(crate::notify::EXPIRED, "expired", key.to_vec());
-                }
+                self.note_expired(key);
                 None
             }
             r => r,
+        }
+    }
+
+    /// Records the `expired` event (once per key) of a key this command
+    /// found past its expiry: once the command commits, the key is deleted
+    /// and the event published (`cmd::publish_committed`), Redis's lazy
+    /// expiry.
+    pub fn note_expired(&mut self, key: &[u8]) {
+        if self.notify & crate::notify::EXPIRED != 0 && !self.found_expired.iter().any(|k| k == key)
+        {
+            self.found_expired.push(key.to_vec());
+            self.push_event(crate::notify::EXPIRED, "expired", key.to_vec());
         }
     }
 
