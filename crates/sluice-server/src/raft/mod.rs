@@ -20,6 +20,7 @@ pub mod failover;
 pub mod log;
 pub mod logfile;
 pub mod logstate;
+pub mod logsync;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
@@ -343,6 +344,9 @@ pub struct Replica {
     /// Time per stage ([`stages`]).
     pub stages: Arc<stages::Stages>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
+    /// The log store (tests reach its sync thread's hooks through it).
+    #[cfg(feature = "fault-points")]
+    pub(crate) log: log::LogStore,
 }
 
 /// Why the group could not run a command; the client's error line.
@@ -776,10 +780,9 @@ pub async fn start(
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db_slot().clone();
-    let stages = Arc::new(stages::Stages::default());
     let mut log_store =
         log::LogStore::open(db.clone(), &raft_dir(&dir)).map_err(|e| format!("raft log: {e}"))?;
-    log_store.stages = stages.clone();
+    let stages = log_store.stages.clone();
     let fresh = log_store.is_empty();
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
@@ -795,6 +798,8 @@ pub async fn start(
     };
     let config = Arc::new(cfg.openraft()?);
     let log_bytes = log_store.clone();
+    #[cfg(feature = "fault-points")]
+    let log_handle = log_store.clone();
     let raft = Raft::new(cfg.id, config, network, log_store, sm)
         .await
         .map_err(|e| format!("starting raft: {e}"))?;
@@ -844,6 +849,8 @@ pub async fn start(
         stages,
         heartbeat: Duration::from_millis(cfg.heartbeat_ms),
         rpc_stop,
+        #[cfg(feature = "fault-points")]
+        log: log_handle,
     });
     let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;
     tokio::spawn(net::serve(replica.clone(), listener, rpc_stopped));

@@ -6,6 +6,7 @@
 
 pub(crate) mod balancer;
 pub(crate) mod command_state;
+pub(crate) mod leader_log_flush;
 pub(crate) mod notify;
 mod raft_core;
 pub(crate) mod raft_msg;

@@ -3,6 +3,8 @@ use crate::raft::VoteResponse;
 use crate::replication;
 use crate::MessageSummary;
 use crate::RaftTypeConfig;
+use crate::LogId;
+use crate::StorageIOError;
 use crate::Vote;
 
 /// A message coming from the internal components.
@@ -41,6 +43,14 @@ where C: RaftTypeConfig
 
     /// Result of executing a command sent from state machine worker.
     StateMachine { command_result: sm::CommandResult<C> },
+
+    /// PATCH(sluicedb): the leader's append of its own entries up to `last_log_id`, made under
+    /// `vote`, is flushed (or failed).
+    LocalLogFlushed {
+        vote: Vote<C::NodeId>,
+        last_log_id: LogId<C::NodeId>,
+        result: Result<(), StorageIOError<C::NodeId>>,
+    },
 
     /// A tick event to wake up RaftCore to check timeout etc.
     Tick {
@@ -84,6 +94,9 @@ where C: RaftTypeConfig
             }
             Self::StateMachine { command_result } => {
                 format!("StateMachine command done: {:?}", command_result)
+            }
+            Self::LocalLogFlushed { vote, last_log_id, result } => {
+                format!("LocalLogFlushed: vote: {}, upto: {}, ok: {}", vote, last_log_id, result.is_ok())
             }
             Self::Tick { i } => {
                 format!("Tick {}", i)

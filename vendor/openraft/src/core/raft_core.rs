@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::config::RuntimeConfig;
 use crate::core::balancer::Balancer;
 use crate::core::command_state::CommandState;
+use crate::core::leader_log_flush;
 use crate::core::notify::Notify;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::AppendEntriesTx;
@@ -199,6 +200,11 @@ where
 
     /// A Receiver to receive callback from other components.
     pub(crate) rx_notify: mpsc::UnboundedReceiver<Notify<C>>,
+
+    /// PATCH(sluicedb): the leader's own appends whose flush is still to come, in log order, to
+    /// the single waiter that reports each to this core as `Notify::LocalLogFlushed`
+    /// (`leader_log_flush::wait_in_order`).
+    pub(crate) tx_local_flush: mpsc::UnboundedSender<leader_log_flush::Pending<C>>,
 
     pub(crate) tx_metrics: watch::Sender<RaftMetrics<C::NodeId, C::Node>>,
     pub(crate) tx_data_metrics: watch::Sender<RaftDataMetrics<C::NodeId>>,
@@ -1327,6 +1333,20 @@ where
                 }
             }
 
+            // PATCH(sluicedb): the leader's own append is durable: only now does it count
+            // toward the quorum. A report under another vote is dropped: this node no longer
+            // leads under it (its entries may since have been truncated), and a leadership
+            // under a new vote starts its own progress empty and counts the flush of its own
+            // first entry, which comes after these (flushes are reported in log order).
+            Notify::LocalLogFlushed { vote, last_log_id, result } => {
+                result.map_err(|e| Fatal::from(StorageError::from(e)))?;
+                if self.does_vote_match(&vote, "LocalLogFlushed") {
+                    if let Ok(mut lh) = self.engine.leader_handler() {
+                        lh.replication_handler().update_local_progress(Some(last_log_id));
+                    }
+                }
+            }
+
             Notify::Network { response } => {
                 //
                 match response {
@@ -1636,6 +1656,20 @@ where
             Command::AppendInputEntries { vote, entries } => {
                 let last_log_id = entries.last().unwrap().get_log_id().clone();
                 tracing::debug!("AppendInputEntries: {}", DisplaySlice::<_>(&entries),);
+
+                // PATCH(sluicedb): the leader's own entries are replicated while they are
+                // synced (Ongaro, "Consensus: Bridging Theory and Practice", §10.2.1): the
+                // append is submitted, not awaited; the leader counts the entries toward the
+                // quorum once the waiter reports their flush (`Notify::LocalLogFlushed`).
+                // A follower's entries are awaited as before: it answers only once they are
+                // durable.
+                if self.engine.leader.as_ref().is_some_and(|l| l.vote == vote) {
+                    let (tx, rx) = C::AsyncRuntime::oneshot();
+                    let callback = LogFlushed::new(LogIOId::new(vote.clone(), Some(last_log_id.clone())), tx);
+                    self.log_store.append(entries, callback).await?;
+                    let _ = self.tx_local_flush.send(leader_log_flush::Pending { vote, last_log_id, rx });
+                    return Ok(None);
+                }
 
                 self.append_to_log(entries, vote, last_log_id.clone()).await?;
 

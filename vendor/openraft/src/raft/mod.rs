@@ -273,6 +273,13 @@ where C: RaftTypeConfig
 
         let sm_handle = worker::Worker::spawn(state_machine, tx_notify.clone());
 
+        // PATCH(sluicedb): one waiter reports the leader's own log flushes to the core, in order.
+        let (tx_local_flush, rx_local_flush) = mpsc::unbounded_channel();
+        let _ = C::AsyncRuntime::spawn(crate::core::leader_log_flush::wait_in_order::<C>(
+            rx_local_flush,
+            tx_notify.clone(),
+        ));
+
         let core: RaftCore<C, N, LS, SM> = RaftCore {
             id: id.clone(),
             config: config.clone(),
@@ -293,6 +300,7 @@ where C: RaftTypeConfig
 
             tx_notify,
             rx_notify,
+            tx_local_flush,
 
             tx_metrics,
             tx_data_metrics,
