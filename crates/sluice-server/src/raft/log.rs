@@ -1,6 +1,6 @@
 //! The Raft log store. Entries live in segment files of their own under
-//! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), synced
-//! per append; the vote and the committed id live in the node's database
+//! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), written
+//! by each append and synced by the sync thread ([`super::logsync`]); the vote and the committed id live in the node's database
 //! under the `r` tag (`docs/format/raft-keys.md`):
 //!
 //! ```text
@@ -142,18 +142,16 @@ impl LogStore {
                 dir.display()
             ));
         }
-        // The committed id the database holds names an entry this log
-        // synced: `append` returns only once its records are synced, and
-        // openraft (0.9) awaits it before it runs the commit that saves
-        // the id, on a follower too, where the id can name an entry as
-        // soon as it is accepted. A database write persisted after the
-        // log's sync therefore never names an entry the log lost, so
-        // records ending before it are damage, not a torn tail. An
-        // `append` that returned before its sync would break this.
-        // The state file names the committed id too, and the last entry
-        // an append synced (written after the sync it reports): records up
-        // to either are damage when they do not check. A node from before
-        // the state file has its committed id in the database.
+        // The state file names the committed id and the last entry an
+        // append synced, each only ever an entry this log synced: the
+        // synced index is written after the sync it reports, and
+        // `save_committed` holds back an id naming an entry written but
+        // not yet synced (the leader's sync runs beside replication) until
+        // the sync thread covers it. So records up to either are damage
+        // when they do not check, not a torn tail. A node from before the
+        // state file has its committed id in the database, saved when
+        // every append returned only once synced: it names a synced entry
+        // too.
         let log_dir = dir.join("log");
         std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
         let mut state = StateFile::open(&log_dir.join(super::logstate::FILE))?;
