@@ -405,8 +405,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
         let mut state = self.state.lock();
         let synced = state.state().synced;
-        let written = self.ends.lock().last.map(|l| l.index);
-        if let Some(c) = committed.filter(|c| synced < Some(c.index) && Some(c.index) <= written) {
+        let ends = *self.ends.lock();
+        let (written, purged) = (ends.last.map(|l| l.index), ends.purged.map(|p| p.index));
+        // Entries up to the purge point are durable in the database.
+        let unsynced = |i: u64| synced < Some(i) && purged < Some(i) && Some(i) <= written;
+        if let Some(c) = committed.filter(|c| unsynced(c.index)) {
             // Written here and not yet synced (the leader's own sync runs
             // beside replication, and its followers can make a quorum
             // first): the file would name an entry a machine's crash can
