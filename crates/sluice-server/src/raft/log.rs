@@ -1,7 +1,8 @@
 //! The Raft log store. Entries live in segment files of their own under
 //! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), written
-//! by each append and synced by the sync thread ([`super::logsync`]); the vote and the committed id live in the node's database
-//! under the `r` tag (`docs/format/raft-keys.md`):
+//! by each append and synced by the sync thread ([`super::logsync`]); the
+//! vote and the committed id live in the node's database under the `r` tag
+//! (`docs/format/raft-keys.md`):
 //!
 //! ```text
 //! 'r' 'v'               -> postcard(Vote)         synced when saved
@@ -417,6 +418,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             *self.pending_committed.lock() = Some(c);
             return Ok(());
         }
+        // An id held back before this one is older: it must not be
+        // written over this one later.
+        let mut p = self.pending_committed.lock();
+        if p.is_some_and(|h| committed.is_some_and(|c| h.index <= c.index)) {
+            *p = None;
+        }
+        drop(p);
         state.set_committed(committed).map_err(write_err)
     }
 
