@@ -19,7 +19,8 @@
 # 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
 # default target/release/sluice), SLUICE_ARGS (flags for every server),
 # STAGES (set: print each node's stage timings from INFO after the group's
-# runs: entries committed, requests they carried, mean append and apply),
+# runs: entries committed, requests they carried, mean append (the write),
+# sync (from the write to its sync's end) and apply),
 # SWITCHES (set: also each process's context switches per request, from
 # `perf stat -e context-switches` attached for the run).
 # Prints one line per run: setup pipeline test req/s cpu-µs/req, then
@@ -136,7 +137,7 @@ for r in $(seq 1 "$ROUNDS"); do
     if [[ -n ${STAGES:-} ]]; then
         for q in $gp $((gp + 1)) $((gp + 2)); do
             echo "stages of the node on $q: $(redis-cli -p "$q" info replication | tr -d '\r' |
-                grep -E '^raft_(state|stage_(queue|commit|append|apply)|requests_proposed)' | tr '\n' ' ')"
+                grep -E '^raft_(state|stage_(queue|commit|append|sync|apply)|requests_proposed)' | tr '\n' ' ')"
         done
     fi
     "$cluster" stop "$g" >/dev/null

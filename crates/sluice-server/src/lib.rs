@@ -254,6 +254,25 @@ impl Running {
         }
     }
 
+    /// On a replicated shard: while `on`, this node's Raft log syncs
+    /// nothing (appends are written and readable, none becomes durable),
+    /// as a slow disk would. For tests (the `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn hold_log_syncs(&self, on: bool) {
+        if let Some(r) = &self.replica {
+            r.log.syncer().hold(on);
+        }
+    }
+
+    /// On a replicated shard: this node's next Raft log sync fails, as a
+    /// failed `fdatasync` would. For tests (the `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn fail_next_log_sync(&self) {
+        if let Some(r) = &self.replica {
+            r.log.syncer().fail_next();
+        }
+    }
+
     /// Stops it as `SHUTDOWN` does and waits: no new connections, the
     /// commands being run finish, the journal is synced, the database closed.
     pub fn shutdown(mut self) -> Result<(), String> {

@@ -10,7 +10,10 @@
 //!   was purged; its old id is refused;
 //! - a follower cut off until the leader purged its log installs a
 //!   snapshot while `READONLY` reads on it run: none sees the keyspace
-//!   half replaced; a pipeline of writes is applied in the order sent.
+//!   half replaced; a pipeline of writes is applied in the order sent;
+//! - a leader whose own log sync is held acknowledges nothing until it
+//!   holds the entry durably (its followers have it meanwhile), and one
+//!   whose sync fails acknowledges nothing more.
 //!
 //! Node processes are this test binary re-run with only the ignored
 //! `raft_child_node` test. Randomized choices print their seed
@@ -892,6 +895,87 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
         );
         check_numbered(con, "k", n);
     }
+}
+
+/// The leader's log sync runs beside replication (`docs/design.md`,
+/// "The leader's sync beside replication"). With the leader's syncs held,
+/// a write reaches both followers (each answers once the entry is synced
+/// in its log: the leader counts them as holding it) while the leader
+/// counts nothing for itself, and no client is answered: the leader
+/// applies, and so answers, only entries its own log holds durably.
+/// Released, the write is acknowledged. Then the leader's next sync
+/// fails: it acknowledges nothing more, and the others elect a leader
+/// that holds every acknowledged write.
+#[test]
+fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group(t.path(), 10_000);
+    let li = in_process_leader(&nodes, None);
+    let lid = nodes[li].raft_status().expect("status").id;
+    let mut lc = running_client(&nodes[li]);
+    let n = rng.gen_range(3..12);
+    set_numbered(&mut lc, "k", n);
+    let before = nodes[li].raft_status().expect("status").last_log_index;
+
+    nodes[li].hold_log_syncs(true);
+    let addr = nodes[li].addr();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = connect(addr);
+        let r = redis::cmd("SET")
+            .arg("held")
+            .arg("v")
+            .query::<String>(&mut c);
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    // Both followers hold the entry durably (they answered for it).
+    wait_until("both followers holding the write", || {
+        nodes[li].raft_status().is_some_and(|s| {
+            s.matched
+                .iter()
+                .filter(|(id, _)| **id != lid)
+                .all(|(_, m)| *m > before)
+                && s.matched.len() == 3
+        })
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the leader acknowledged a write its own log had not synced (seed {seed})"
+    );
+    let s = nodes[li].raft_status().expect("status");
+    assert!(
+        s.matched.get(&lid).is_some_and(|m| *m <= before) && s.applied_index <= before,
+        "the leader counted or applied its unsynced entry: {s:?} (seed {seed})"
+    );
+
+    nodes[li].hold_log_syncs(false);
+    let r = rx
+        .recv_timeout(PATIENCE)
+        .expect("the write is answered once the leader synced it");
+    assert_eq!(r.as_deref(), Ok("OK"), "seed {seed}");
+
+    // A failed sync: this leader acknowledges nothing more.
+    nodes[li].fail_next_log_sync();
+    let r = redis::cmd("SET")
+        .arg("after-failure")
+        .arg("v")
+        .query::<String>(&mut lc);
+    assert!(
+        r.is_err(),
+        "a leader whose log sync failed acknowledged a write (seed {seed})"
+    );
+    let mi = in_process_leader(&nodes, Some(li));
+    let mut mc = running_client(&nodes[mi]);
+    let _: String = redis::cmd("SET")
+        .arg("new-leader")
+        .arg("yes")
+        .query(&mut mc)
+        .expect("SET on the new leader");
+    check_numbered(&mut mc, "k", n);
+    let v: Option<String> = redis::cmd("GET").arg("held").query(&mut mc).expect("GET");
+    assert_eq!(v.as_deref(), Some("v"), "seed {seed}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The Raft log store. Entries live in segment files of their own under
-//! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), synced
-//! per append; the vote and the committed id live in the node's database
-//! under the `r` tag (`docs/format/raft-keys.md`):
+//! `DIR/raft/log` ([`super::logfile`], `docs/format/raft-log.md`), written
+//! by each append and synced by the sync thread ([`super::logsync`]); the
+//! vote and the committed id live in the node's database under the `r` tag
+//! (`docs/format/raft-keys.md`):
 //!
 //! ```text
 //! 'r' 'v'               -> postcard(Vote)         synced when saved
@@ -29,6 +30,7 @@ use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use super::logfile::LogFile;
 use super::logstate::StateFile;
+use super::logsync::Syncer;
 use super::{NodeId, TypeConfig};
 use crate::dbslot::DbSlot;
 
@@ -102,8 +104,16 @@ pub struct LogStore {
     ends: Arc<Mutex<Ends>>,
     /// Where appends encode their entries (reused).
     scratch: Arc<Mutex<Vec<u8>>>,
-    /// Where appends note their time.
+    /// Where appends note their time; the node's stages (made here: the
+    /// sync thread reports to them).
     pub stages: Arc<super::stages::Stages>,
+    /// The sync thread: appends return once written, and are reported
+    /// durable from there ([`super::logsync`]).
+    syncer: Arc<Syncer>,
+    /// A committed id not yet written to the state file because it names
+    /// an entry not yet synced (see `save_committed`). Locked after
+    /// `state`.
+    pending_committed: Arc<Mutex<Option<LogId<NodeId>>>>,
     /// The state machine's (shared with it).
     pub progress: Arc<ApplyProgress>,
     /// A purge openraft asked for past what the state machine applied
@@ -133,18 +143,16 @@ impl LogStore {
                 dir.display()
             ));
         }
-        // The committed id the database holds names an entry this log
-        // synced: `append` returns only once its records are synced, and
-        // openraft (0.9) awaits it before it runs the commit that saves
-        // the id, on a follower too, where the id can name an entry as
-        // soon as it is accepted. A database write persisted after the
-        // log's sync therefore never names an entry the log lost, so
-        // records ending before it are damage, not a torn tail. An
-        // `append` that returned before its sync would break this.
-        // The state file names the committed id too, and the last entry
-        // an append synced (written after the sync it reports): records up
-        // to either are damage when they do not check. A node from before
-        // the state file has its committed id in the database.
+        // The state file names the committed id and the last entry an
+        // append synced, each only ever an entry this log synced: the
+        // synced index is written after the sync it reports, and
+        // `save_committed` holds back an id naming an entry written but
+        // not yet synced (the leader's sync runs beside replication) until
+        // the sync thread covers it. So records up to either are damage
+        // when they do not check, not a torn tail. A node from before the
+        // state file has its committed id in the database, saved when
+        // every append returned only once synced: it names a synced entry
+        // too.
         let log_dir = dir.join("log");
         std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
         let mut state = StateFile::open(&log_dir.join(super::logstate::FILE))?;
@@ -174,16 +182,59 @@ impl LogStore {
             purged
         };
         drop(db);
+        // Records a killed process wrote but did not sync are readable (in
+        // the page cache) and not yet durable: synced now, so that all
+        // this log holds counts as durable (openraft takes the log as
+        // opened for this node's progress).
+        file.sync_all().run()?;
+        if let Some(l) = last.filter(|l| purged.is_none_or(|p| p.index < l.index)) {
+            state.set_synced(l.index)?;
+        }
+        let state = Arc::new(Mutex::new(state));
+        let stages: Arc<super::stages::Stages> = Arc::default();
+        let pending_committed: Arc<Mutex<Option<LogId<NodeId>>>> = Arc::default();
+        let after = {
+            let (state, stages) = (state.clone(), stages.clone());
+            let pending = pending_committed.clone();
+            Box::new(move |last: u64| {
+                // After the sync: whatever of it reaches the disk names
+                // synced entries only.
+                let mut st = state.lock();
+                st.set_synced(last)?;
+                let mut p = pending.lock();
+                if let Some(c) = p.filter(|c| c.index <= last) {
+                    st.set_committed(Some(c))?;
+                    *p = None;
+                }
+                drop((p, st));
+                stages.appended.send_modify(|n| *n += 1);
+                Ok(())
+            })
+        };
+        let syncer = Syncer::start(last.map_or(0, |l| l.index + 1), after, stages.clone())?;
         Ok(LogStore {
             slot,
             log: Arc::new(Mutex::new(file)),
-            state: Arc::new(Mutex::new(state)),
+            state,
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             scratch: Arc::default(),
-            stages: Arc::default(),
+            stages,
+            syncer: Arc::new(syncer),
+            pending_committed,
             progress: Arc::default(),
             deferred: Arc::default(),
         })
+    }
+
+    /// Waits until entry `index` is durable in this log.
+    pub async fn wait_durable(&self, index: u64) -> Result<(), String> {
+        self.syncer.wait_durable(index).await
+    }
+
+    /// The sync thread's test hooks ([`Syncer::hold`], [`Syncer::fail_next`]).
+    #[cfg(any(test, feature = "fault-points"))]
+    pub fn syncer(&self) -> &Syncer {
+        &self.syncer
     }
 
     /// The purge held back until a snapshot install is durable, if any.
@@ -348,17 +399,46 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// Written to the state file, not synced: a killed process leaves it
     /// in the page cache, so a restarted node re-applies every committed
     /// entry before it hears from a leader ([`super::logstate`]).
+    ///
+    /// Never names an entry this log holds unsynced: such an id waits for
+    /// the sync thread, which writes it after the sync that covers it (the
+    /// id is a lower bound; an older one is still right).
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> SResult<()> {
-        self.state
-            .lock()
-            .set_committed(committed)
-            .map_err(write_err)
+        let mut state = self.state.lock();
+        let synced = state.state().synced;
+        let ends = *self.ends.lock();
+        let (written, purged) = (ends.last.map(|l| l.index), ends.purged.map(|p| p.index));
+        // Entries up to the purge point are durable in the database.
+        let unsynced = |i: u64| synced < Some(i) && purged < Some(i) && Some(i) <= written;
+        if let Some(c) = committed.filter(|c| unsynced(c.index)) {
+            // Written here and not yet synced (the leader's own sync runs
+            // beside replication, and its followers can make a quorum
+            // first): the file would name an entry a machine's crash can
+            // take. Written by the sync thread once it covers it.
+            *self.pending_committed.lock() = Some(c);
+            return Ok(());
+        }
+        // An id held back before this one is older: it must not be
+        // written over this one later.
+        let mut p = self.pending_committed.lock();
+        if p.is_some_and(|h| committed.is_some_and(|c| h.index <= c.index)) {
+            *p = None;
+        }
+        drop(p);
+        state.set_committed(committed).map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> SResult<Option<LogId<NodeId>>> {
         Ok(self.state.lock().state().committed)
     }
 
+    /// Returns once the entries are written (readable by the replication
+    /// streams); `callback` runs once they are durable, from the sync
+    /// thread, in log order ([`super::logsync`]). openraft's core awaits
+    /// the callback for a follower's entries (it answers the leader only
+    /// then) and not for the leader's own (patched openraft,
+    /// `vendor/openraft/PATCH.md`: the leader counts them toward the
+    /// quorum once the callback came).
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> SResult<()>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
@@ -392,37 +472,48 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 r
             })
             .collect();
-        // Written under the lock, synced outside it: readers (replication
-        // streams) go on meanwhile.
-        let written = self.log.lock().append(&records);
+        // Written and submitted under the log's lock, so that syncs are
+        // queued in log order; synced by the sync thread.
+        let mut log = self.log.lock();
+        let written = log.append(&records);
+        let r = match (written, last) {
+            (Ok(syncs), Some(l)) => {
+                self.ends.lock().last = Some(l);
+                let done = Box::new(move |r: Result<(), String>| {
+                    callback.log_io_completed(r.map_err(std::io::Error::other));
+                });
+                self.syncer.submit(syncs, l.index, done);
+                Ok(())
+            }
+            (Ok(_), None) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            (Err(e), _) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.clone())));
+                Err(write_err(e))
+            }
+        };
+        drop(log);
         drop(records);
         *scratch = buf;
-        drop(scratch);
-        let r = written
-            .and_then(|syncs| tokio::task::block_in_place(|| syncs.run()))
-            .map_err(write_err);
         self.stages.append.add(started.elapsed());
-        if r.is_ok() {
-            if let Some(l) = last {
-                self.ends.lock().last = Some(l);
-                // After the sync: whatever of it reaches the disk names
-                // synced entries only.
-                if let Err(e) = self.state.lock().set_synced(l.index) {
-                    callback.log_io_completed(Err(std::io::Error::other(e.clone())));
-                    return Err(write_err(e));
-                }
-            }
-            self.stages.appended.send_modify(|n| *n += 1);
-        }
-        callback.log_io_completed(
-            r.as_ref()
-                .map(|_| ())
-                .map_err(|e| std::io::Error::other(e.to_string())),
-        );
         r
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> SResult<()> {
+        // No sync in flight: one ending after the cut would raise the
+        // synced index past it again.
+        let syncer = self.syncer.clone();
+        tokio::task::block_in_place(|| syncer.drain()).map_err(write_err)?;
+        syncer.lower_durable(log_id.index);
+        let mut p = self.pending_committed.lock();
+        if p.is_some_and(|c| c.index >= log_id.index) {
+            // Cannot happen (openraft never cuts a committed entry); the
+            // id would name a cut entry.
+            *p = None;
+        }
+        drop(p);
         // The synced index leaves the cut first (synced), or a restart
         // would take the zeroed record for damage.
         let mut state = self.state.lock();
@@ -609,6 +700,131 @@ mod tests {
         st.lower_synced(6).unwrap();
         let store = LogStore::open(slot, &raft).unwrap();
         assert_eq!(store.ends.lock().last, Some(id(5)));
+    }
+
+    /// The sync off the Raft core (`raft::logsync`): an append returns
+    /// with its entries written and readable while their sync is held
+    /// (the leader replicates them meanwhile); its completion, the durable
+    /// index, the state file's synced index and a committed id naming
+    /// them all wait for the sync. Had the machine crashed meanwhile (the
+    /// unsynced records lost: zeroed here, as their preallocated blocks
+    /// read), the log reopens at the synced entries with no damage
+    /// reported: no file names an entry that was not durable.
+    #[test]
+    fn an_append_is_readable_before_its_sync_and_durable_only_after() {
+        use openraft::storage::RaftLogStorageExt;
+        let TenEntryLog {
+            _dir,
+            raft,
+            log_dir,
+            slot,
+            payloads,
+        } = ten_entry_log(|_| {});
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = LogStore::open(slot.clone(), &raft).unwrap();
+        assert_eq!(store.syncer().durable().upto, 10);
+        store.syncer().hold(true);
+        let more: Vec<Entry> = (10..13)
+            .map(|i| Entry {
+                log_id: id(i),
+                payload: openraft::EntryPayload::Blank,
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut s = store.clone();
+        rt.spawn(async move {
+            let _ = tx.send(s.blocking_append(more).await);
+        });
+        let started = std::time::Instant::now();
+        while store.ends.lock().last != Some(id(12)) {
+            assert!(started.elapsed().as_secs() < 60, "the append never wrote");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut s = store.clone();
+        let got = rt
+            .block_on(async move { s.try_get_log_entries(10..13).await })
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|e| e.log_id).collect::<Vec<_>>(),
+            vec![id(10), id(11), id(12)]
+        );
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "an append was reported durable while its sync was held"
+        );
+        assert_eq!(store.syncer().durable().upto, 10);
+        let mut s = store.clone();
+        rt.block_on(async move { s.save_committed(Some(id(11))).await })
+            .unwrap();
+        assert_eq!(store.state.lock().state().committed, None);
+        assert_eq!(store.state.lock().state().synced, Some(9));
+
+        // The machine's crash now: the disk holds what was synced, and
+        // the state file as written; the three records are lost.
+        let crash = raft.parent().unwrap().join("crash");
+        std::fs::create_dir_all(crash.join("log")).unwrap();
+        for f in std::fs::read_dir(&log_dir).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, crash.join("log").join(f.file_name().unwrap())).unwrap();
+        }
+        let end9: u64 = 32
+            + payloads
+                .iter()
+                .map(|(_, p)| 8 + p.len() as u64)
+                .sum::<u64>();
+        let lost: u64 = got.iter().map(|e| 8 + encode(e).len() as u64).sum();
+        let seg = crash.join("log").join(format!("{:020}.seg", 0));
+        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&vec![0; lost as usize], end9).unwrap();
+        let reopened = LogStore::open(slot.clone(), &crash).unwrap();
+        assert_eq!(reopened.ends.lock().last, Some(id(9)));
+        assert_eq!(reopened.syncer().durable().upto, 10);
+        drop(reopened);
+
+        // Released: the append completes, and the held committed id is
+        // written after the sync that covers it.
+        store.syncer().hold(false);
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the append completes once synced")
+            .unwrap();
+        assert_eq!(store.syncer().durable().upto, 13);
+        assert_eq!(store.state.lock().state().synced, Some(12));
+        assert_eq!(store.state.lock().state().committed, Some(id(11)));
+    }
+
+    /// A failed sync fails its append and every one after it (what the
+    /// disk kept is not known), and whoever waits for the durable index.
+    #[test]
+    fn a_failed_sync_fails_its_append_and_every_later_one() {
+        use openraft::storage::RaftLogStorageExt;
+        let TenEntryLog {
+            _dir, raft, slot, ..
+        } = ten_entry_log(|_| {});
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut store = LogStore::open(slot, &raft).unwrap();
+        store.syncer().fail_next();
+        let blank = |i| Entry {
+            log_id: id(i),
+            payload: openraft::EntryPayload::Blank,
+        };
+        let s = &mut store;
+        rt.block_on(async {
+            assert!(s.blocking_append([blank(10)]).await.is_err());
+            assert!(s.blocking_append([blank(11)]).await.is_err());
+            assert!(s.wait_durable(10).await.is_err());
+            assert!(s.wait_durable(9).await.is_ok());
+        });
+        assert_eq!(store.state.lock().state().synced, Some(9));
     }
 
     /// An append of entries after a snapshot the log does not reach yet

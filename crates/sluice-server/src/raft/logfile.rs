@@ -232,6 +232,21 @@ impl Syncs {
         }
         Ok(())
     }
+
+    /// Adds `other`'s files (once each): one sync then covers the
+    /// appends of both (`raft::logsync` groups appends this way).
+    pub fn absorb(&mut self, other: Syncs) {
+        for s in other.0 {
+            if !self.0.iter().any(|t| Arc::ptr_eq(t, &s)) {
+                self.0.push(s);
+            }
+        }
+    }
+
+    /// No file to sync.
+    pub fn none() -> Syncs {
+        Syncs(Vec::new())
+    }
 }
 
 /// The log: its segments and, in memory, where each entry after the purge
@@ -490,6 +505,13 @@ impl LogFile {
 
     /// The index of the first entry held, and of the one after the last
     /// (equal: none held).
+    /// Every segment's file, to make all the log holds durable (at open:
+    /// records a killed process wrote but did not sync are in the page
+    /// cache, readable, and not yet on the disk).
+    pub fn sync_all(&self) -> Syncs {
+        Syncs(self.segs.iter().cloned().collect())
+    }
+
     pub fn bounds(&self) -> (u64, u64) {
         (self.first, self.first + self.slots.len() as u64)
     }

@@ -20,6 +20,7 @@ pub mod failover;
 pub mod log;
 pub mod logfile;
 pub mod logstate;
+pub mod logsync;
 pub mod net;
 pub mod sm;
 pub mod snapfile;
@@ -207,9 +208,9 @@ pub const LOG_BYTES_CHECK: Duration = Duration::from_millis(500);
 /// A write not committed in this long answers `-TRYAGAIN` (a leader cut
 /// off from its quorum never acknowledges; the client learns it in time).
 pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
-/// Requests in one entry at most, and their bytes: openraft 0.9's leader
-/// syncs each entry before it takes the next, so entries carry every write
-/// that arrived meanwhile (the engine's group commit, one level up).
+/// Requests in one entry at most, and their bytes: every entry costs a
+/// log sync on each node, so entries carry every write that arrived
+/// during the sync before (the engine's group commit, one level up).
 pub const BATCH_MAX_REQUESTS: usize = 1024;
 pub const BATCH_MAX_BYTES: usize = 1 << 20;
 /// Entries in one AppendEntries message at most. openraft 0.9 gives the
@@ -343,6 +344,9 @@ pub struct Replica {
     /// Time per stage ([`stages`]).
     pub stages: Arc<stages::Stages>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
+    /// The log store (tests reach its sync thread's hooks through it).
+    #[cfg(feature = "fault-points")]
+    pub(crate) log: log::LogStore,
 }
 
 /// Why the group could not run a command; the client's error line.
@@ -543,12 +547,12 @@ fn request_bytes(r: &Request) -> usize {
 /// first waiting, then every other one waiting (up to a bound), proposes
 /// them as one entry, and answers each. At most [`PROPOSALS_IN_FLIGHT`]
 /// entries wait for their commit at once; meanwhile requests gather.
-/// openraft 0.9's core appends and syncs one entry at a time, so an entry
-/// handed over while the one before is still being synced would only
-/// wait, holding what arrived until then: the next entry's requests are
-/// taken once a log append completed since the last hand-over (or after
-/// [`APPEND_WAIT`]), so each sync carries everything that arrived during
-/// the one before.
+/// Each entry is synced on every node, so an entry handed over while
+/// the sync before it still runs would only wait for the next sync,
+/// holding what arrived until then: the next entry's requests are taken
+/// once a group of the leader's log syncs completed since the last
+/// hand-over (or after [`APPEND_WAIT`]), so each sync carries everything
+/// that arrived during the one before.
 /// Entries are handed to openraft here, one after another, so the log
 /// holds requests in the order they were queued (a connection's pipelined
 /// writes stay in order); only the waits for their replies run apart.
@@ -776,10 +780,9 @@ pub async fn start(
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db_slot().clone();
-    let stages = Arc::new(stages::Stages::default());
     let mut log_store =
         log::LogStore::open(db.clone(), &raft_dir(&dir)).map_err(|e| format!("raft log: {e}"))?;
-    log_store.stages = stages.clone();
+    let stages = log_store.stages.clone();
     let fresh = log_store.is_empty();
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
@@ -795,6 +798,8 @@ pub async fn start(
     };
     let config = Arc::new(cfg.openraft()?);
     let log_bytes = log_store.clone();
+    #[cfg(feature = "fault-points")]
+    let log_handle = log_store.clone();
     let raft = Raft::new(cfg.id, config, network, log_store, sm)
         .await
         .map_err(|e| format!("starting raft: {e}"))?;
@@ -844,6 +849,8 @@ pub async fn start(
         stages,
         heartbeat: Duration::from_millis(cfg.heartbeat_ms),
         rpc_stop,
+        #[cfg(feature = "fault-points")]
+        log: log_handle,
     });
     let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;
     tokio::spawn(net::serve(replica.clone(), listener, rpc_stopped));

@@ -434,6 +434,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut out = Vec::new();
         for e in entries {
             let id = e.log_id;
+            // Never past this node's durable log: the leader's own sync
+            // runs beside replication, and a flush of the database would
+            // make the applied record durable ("Applying an entry" and
+            // "Where the log lives" in docs/design.md). openraft's
+            // `save_committed` waited already; this is the rule's home.
+            if let Some(log) = &self.log {
+                log.wait_durable(id.index).await.map_err(|err| {
+                    StorageError::from(StorageIOError::apply(id, &std::io::Error::other(err)))
+                })?;
+            }
             let started = std::time::Instant::now();
             // A failed engine write stops this node's state machine (it
             // must not apply the entries after a hole); openraft stops.

@@ -43,9 +43,13 @@ pub struct Stages {
     /// An entry from its hand-over to its reply: append and sync here,
     /// replication, the followers' syncs, commit and apply.
     pub commit: Stage,
-    /// A log append with its sync (every node; on the leader it comes
-    /// before the entry is sent to the followers).
+    /// A log append's write (every node): its records written and
+    /// readable; the sync runs after it, off the Raft core.
     pub append: Stage,
+    /// A group of log appends synced together, from the oldest one's
+    /// write to the sync's end (every node; on the leader it overlaps the
+    /// entries' replication: `raft::logsync`).
+    pub sync: Stage,
     /// Applying one entry to the keyspace.
     pub apply: Stage,
     /// The proposer's wait, before it takes an entry's requests, for the
@@ -58,8 +62,8 @@ pub struct Stages {
     pub read_round: Stage,
     /// Reads answered under the lease without a round.
     pub lease_reads: Stage,
-    /// Log appends synced so far (the proposer waits on it: see
-    /// `raft::proposer`).
+    /// Groups of log appends synced so far (the proposer waits on it:
+    /// see `raft::proposer`).
     pub appended: tokio::sync::watch::Sender<u64>,
 }
 
@@ -70,6 +74,7 @@ impl Stages {
             ("append_wait", &self.append_wait),
             ("commit", &self.commit),
             ("append", &self.append),
+            ("sync", &self.sync),
             ("apply", &self.apply),
             ("read_round", &self.read_round),
         ];
