@@ -146,7 +146,7 @@ impl Core {
             // are not delayed at all: the merges picked from the low ratio
             // run at their own pace, and the delays only took time from
             // the writes ("No delays between the ratios over inline
-            // garbage").
+            // garbage"; a phase may end a little over high).
             SpacePressure::High if !self.limit_acts_on_values() => SpacePressure::Between(1.0),
             SpacePressure::Between(_) if !self.limit_acts_on_values() => SpacePressure::Below,
             p => p,
