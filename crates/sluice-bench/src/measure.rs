@@ -81,26 +81,13 @@ pub struct LatencySummary {
 /// allocator, so a later engine in the same invocation starts from what
 /// the process held then.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    parse_vm_hwm(&status)
+    sluicedb::sysmem::process_resident_bytes().map(|(_, peak)| peak)
 }
 
 /// Restarts [`peak_rss_bytes`] at the current resident size; false where
 /// the kernel does not offer it.
 pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-/// `VmHWM` of a `/proc/<pid>/status` text, in bytes.
-pub fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line["VmHWM:".len()..]
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
 }
 
 /// The process's I/O counters from `/proc/self/io` (Linux).

@@ -316,14 +316,6 @@ fn readwrite_runs_three_read_write_ratios_after_a_load() {
     }
 }
 
-#[test]
-fn peak_resident_memory_parses_from_proc_status() {
-    let status = "Name:\tsluice\nVmPeak:\t  300 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n";
-    assert_eq!(measure::parse_vm_hwm(status), Some(2 << 20));
-    assert_eq!(measure::parse_vm_hwm("VmRSS:\t1 kB\n"), None);
-    assert_eq!(measure::parse_vm_hwm("VmHWM:\t12 MB\n"), None);
-}
-
 /// The leveled presets' in-memory index is their open tables' index blocks
 /// and filters, which reads open.
 #[test]

@@ -644,16 +644,11 @@ impl Server {
         if want("keyspace") {
             // A full count: the engine keeps no key count (see README).
             let (mut keys, mut expires) = (0u64, 0u64);
-            let _ = self.ks.scan_from(
-                0,
-                now_ms(),
-                |_, _, e| {
-                    keys += 1;
-                    expires += u64::from(e.expire_at_ms().is_some());
-                    true
-                },
-                |_| {},
-            );
+            let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
+                keys += 1;
+                expires += u64::from(e.expire_at_ms().is_some());
+                true
+            });
             out.push_str("# Keyspace\r\n");
             if keys > 0 {
                 let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
@@ -710,12 +705,5 @@ pub fn cpu_seconds() -> (f64, f64) {
 
 /// The process's resident set size, from /proc (0 where there is none).
 pub fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
+    sluicedb::sysmem::process_resident_bytes().map_or(0, |(now, _)| now)
 }

@@ -63,7 +63,8 @@ fn parse_limit(s: &str) -> Option<u64> {
 
 /// This process's resident memory now and at its peak, in bytes
 /// (`VmRSS` and `VmHWM` of `/proc/self/status`); `None` where the system
-/// does not say (not Linux).
+/// does not say (not Linux). `Stats::memory`, the benchmark's peak RSS
+/// and the server's `used_memory_rss` all read it here.
 pub fn process_resident_bytes() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     parse_resident(&status)
@@ -125,6 +126,11 @@ mod tests {
         assert_eq!(parse_resident(status), Some((1 << 20, 2 << 20)));
         assert_eq!(parse_resident("VmRSS:\t1 kB\n"), None, "no peak");
         assert_eq!(parse_resident("VmRSS:\tx kB\nVmHWM:\t1 kB\n"), None);
+        assert_eq!(
+            parse_resident("VmRSS:\t1 kB\nVmHWM:\t12 MB\n"),
+            None,
+            "not kB"
+        );
         // This process has both on Linux.
         #[cfg(target_os = "linux")]
         {
