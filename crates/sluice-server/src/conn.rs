@@ -541,8 +541,11 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             // the tick between when there are many.
             // Then the elements of deleted collections.
             let _ = s.ks.reclaim(10_000);
+            // `DEBUG SET-ACTIVE-EXPIRE 0` turns the rounds off; its lock
+            // held through them, so the command waits for a round under way.
             let active = s.active_expire.lock();
-            for _ in 0..if *active { 10 } else { 0 } {
+            let rounds = if *active { 10 } else { 0 };
+            for _ in 0..rounds {
                 match s.ks.reap(1000) {
                     Ok((keys, more)) => {
                         s.expired_keys

@@ -298,15 +298,10 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "dbsize" => {
             let mut n = 0;
             txn.keyspace()
-                .scan_from(
-                    0,
-                    txn.now,
-                    |_, _, _| {
-                        n += 1;
-                        true
-                    },
-                    |_| {},
-                )
+                .scan_from(0, txn.now, |_, _, _| {
+                    n += 1;
+                    true
+                })
                 .map_err(e)?;
             out.int(n);
         }
@@ -315,17 +310,12 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             // expiring them: no `expired` event.
             let mut keys = Vec::new();
             txn.keyspace()
-                .scan_from(
-                    0,
-                    txn.now,
-                    |_, k, _| {
-                        if glob::matches(&args[1], k, false) {
-                            keys.push(k.to_vec());
-                        }
-                        true
-                    },
-                    |_| {},
-                )
+                .scan_from(0, txn.now, |_, k, _| {
+                    if glob::matches(&args[1], k, false) {
+                        keys.push(k.to_vec());
+                    }
+                    true
+                })
                 .map_err(e)?;
             out.array(keys.len());
             for k in keys {
@@ -340,7 +330,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             let (mut found, mut expired) = (None, Vec::new());
             let ks = txn.keyspace();
             for from in [start, 0] {
-                ks.scan_from(
+                ks.scan_seeing_expired(
                     from,
                     now,
                     |_, k, _| {
@@ -686,7 +676,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let mut last_hash = None;
     let mut next = 0u64;
     txn.keyspace()
-        .scan_from(
+        .scan_seeing_expired(
             cursor,
             txn.now,
             |h, k, r| {
@@ -718,7 +708,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     for k in expired {
         txn.note_expired(&k);
         if type_want.is_some() {
-            txn.note_miss(&k, &None);
+            txn.note_keymiss(&k);
         }
     }
     out.array(2);

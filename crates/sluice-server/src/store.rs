@@ -537,17 +537,12 @@ impl Keyspace {
                 return Ok(()); // no collection was ever made here
             }
             let mut batch = WriteBatch::new();
-            self.scan_from(
-                0,
-                0,
-                |_, key, rec| {
-                    if matches!(rec, Rec::Coll(_)) {
-                        self.note_collection(key, &mut batch);
-                    }
-                    true
-                },
-                |_| {},
-            )?;
+            self.scan_from(0, 0, |_, key, rec| {
+                if matches!(rec, Rec::Coll(_)) {
+                    self.note_collection(key, &mut batch);
+                }
+                true
+            })?;
             batch.put(COLL_BUCKETS_KEPT_KEY, []);
             return self.db().write(batch);
         }
@@ -919,11 +914,20 @@ impl Keyspace {
     }
 
     /// Every Redis key present now (not expired), in hash order, from hash
-    /// `from`: `f` gets (hash, key, entry) and returns false to stop;
-    /// `expired` gets each key passed over because its expiry is past (a
-    /// command that would expire it lazily, as `SCAN` and `RANDOMKEY` do,
-    /// notes it: [`Txn::note_expired`]).
+    /// `from`: `f` gets (hash, key, entry) and returns false to stop.
     pub fn scan_from(
+        &self,
+        from: u64,
+        now: u64,
+        f: impl FnMut(u64, &[u8], &Rec) -> bool,
+    ) -> Result<()> {
+        self.scan_seeing_expired(from, now, f, |_| {})
+    }
+
+    /// [`Keyspace::scan_from`], with `expired` given each key passed over
+    /// because its expiry is past (a command that expires it lazily, as
+    /// `SCAN` and `RANDOMKEY` do, notes it: [`Txn::note_expired`]).
+    pub fn scan_seeing_expired(
         &self,
         from: u64,
         now: u64,
@@ -1606,8 +1610,16 @@ impl<'a> Txn<'a> {
 
     /// Records `keymiss` for a lookup of `key` that found nothing, when
     /// this command's lookups are reads ([`Txn::misses`]).
-    pub fn note_miss(&mut self, key: &[u8], found: &Option<Rec>) {
-        if found.is_none() && self.misses {
+    fn note_miss(&mut self, key: &[u8], found: &Option<Rec>) {
+        if found.is_none() {
+            self.note_keymiss(key);
+        }
+    }
+
+    /// Records `keymiss` for `key`, which a read lookup did not find,
+    /// when this command's lookups are reads ([`Txn::misses`]).
+    pub fn note_keymiss(&mut self, key: &[u8]) {
+        if self.misses {
             self.push_event(crate::notify::KEY_MISS, "keymiss", key.to_vec());
         }
     }

@@ -503,8 +503,6 @@ impl LogFile {
         Ok(self)
     }
 
-    /// The index of the first entry held, and of the one after the last
-    /// (equal: none held).
     /// Every segment's file, to make all the log holds durable (at open:
     /// records a killed process wrote but did not sync are in the page
     /// cache, readable, and not yet on the disk).
@@ -512,6 +510,8 @@ impl LogFile {
         Syncs(self.segs.iter().cloned().collect())
     }
 
+    /// The index of the first entry held, and of the one after the last
+    /// (equal: none held).
     pub fn bounds(&self) -> (u64, u64) {
         (self.first, self.first + self.slots.len() as u64)
     }
