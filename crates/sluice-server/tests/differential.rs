@@ -1158,7 +1158,9 @@ EXEC
 /// `keymiss` from the lookups redis-server makes as reads, and `expired`
 /// from lazy expiry: a command that finds a key past its expiry (the
 /// reaper, and redis-server's active expiry, off; `SLEEP-MS` waits in the
-/// test, past every `PX 1`).
+/// test, past every `PX 50`; redis-server 7.0 reads its clock twice in
+/// `PEXPIRE`, so a 1 ms expiry turns into `del` when a millisecond ticks
+/// inside the command on a busy machine).
 const MISS_EXPIRY_SCRIPT: &str = r#"
 DEBUG SET-ACTIVE-EXPIRE 0
 CONFIG SET notify-keyspace-events KEAm
@@ -1222,30 +1224,30 @@ GET m39
 DEL h
 HGET h a
 EXEC
-SET e1 v PX 1
-SET e2 v PX 1
-SET e3 v PX 1
+SET e1 v PX 50
+SET e2 v PX 50
+SET e3 v PX 50
 HSET e4 a b
-PEXPIRE e4 1
+PEXPIRE e4 50
 RPUSH e5 a b
-PEXPIRE e5 1
-SET e6 v PX 1
-SET e7 v PX 1
-SET e8 1 PX 1
-SET e9 v PX 1
-SET e10 v PX 1
-SET e11 v PX 1
-SET e12 v PX 1
+PEXPIRE e5 50
+SET e6 v PX 50
+SET e7 v PX 50
+SET e8 1 PX 50
+SET e9 v PX 50
+SET e10 v PX 50
+SET e11 v PX 50
+SET e12 v PX 50
 ZADD e13 1 a
-PEXPIRE e13 1
-SET e14 v PX 1
-SET e15 v PX 1
+PEXPIRE e13 50
+SET e14 v PX 50
+SET e15 v PX 50
 SADD e16 a b
-PEXPIRE e16 1
-SET s1 v PX 1
-SET s2 v PX 1
-SET s3 v PX 1
-SLEEP-MS 20
+PEXPIRE e16 50
+SET s1 v PX 50
+SET s2 v PX 50
+SET s3 v PX 50
+SLEEP-MS 200
 SCAN 0 MATCH s1 COUNT 1000
 SCAN 0 MATCH s2 TYPE string COUNT 1000
 SCAN 0 MATCH s2x COUNT 1000
@@ -1273,8 +1275,8 @@ GET e14
 CONFIG SET notify-keyspace-events KEAn
 SET e15 v
 FLUSHALL
-SET r1 v PX 1
-SLEEP-MS 20
+SET r1 v PX 50
+SLEEP-MS 200
 RANDOMKEY
 DEBUG SET-ACTIVE-EXPIRE 1
 CONFIG SET notify-keyspace-events ""
