@@ -561,6 +561,19 @@ impl WritableFile for MemWritable {
         self.len += data.len() as u64;
         Ok(())
     }
+    /// One operation, as one `append` of the whole would be: fault plans
+    /// count operations, and a record's parts stay one of them.
+    fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let id = self.id;
+        self.fs.with(Op::Append, &self.path, |s| {
+            let f = s.files.get_mut(&id).expect("open file exists");
+            let data = Arc::make_mut(&mut f.data);
+            parts.iter().for_each(|p| data.extend_from_slice(p));
+            Ok(())
+        })?;
+        self.len += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+        Ok(())
+    }
     fn sync(&mut self) -> Result<()> {
         sync_file(&self.fs, self.id, &self.path)
     }

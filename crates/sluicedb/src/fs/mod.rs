@@ -35,6 +35,13 @@ use crate::pm::Pm;
 pub trait WritableFile: Send + Sync {
     /// Appends `data` at the end of the file.
     fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Appends the concatenation of `parts`, as one [`WritableFile::append`]
+    /// of it would, without the caller gathering them into one buffer
+    /// first (a journal record's fragment headers between slices of its
+    /// batch). Default: one `append` per part.
+    fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        parts.iter().try_for_each(|p| self.append(p))
+    }
     /// Makes everything written so far durable (fsync / fdatasync).
     fn sync(&mut self) -> Result<()>;
     /// Hands buffered bytes to the operating system (no durability), so
@@ -418,14 +425,23 @@ pub(crate) struct CountedWriter {
 impl CountedWriter {
     pub(crate) fn append(&mut self, data: &[u8]) -> Result<()> {
         self.inner.append(data)?;
-        self.counters.add_written(self.class, data.len() as u64);
+        self.appended(data.len());
+        Ok(())
+    }
+    /// [`WritableFile::append_parts`], counted.
+    pub(crate) fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        self.inner.append_parts(parts)?;
+        self.appended(parts.iter().map(|p| p.len()).sum());
+        Ok(())
+    }
+    fn appended(&mut self, bytes: usize) {
+        self.counters.add_written(self.class, bytes as u64);
         if !matches!(self.class, IoClass::Journal | IoClass::Manifest)
             && self.inner.len() - self.written_back >= WRITE_BEHIND_BYTES
         {
             self.inner.start_writeback();
             self.written_back = self.inner.len();
         }
-        Ok(())
     }
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.inner.sync()

@@ -215,6 +215,30 @@ mod tests {
         assert_eq!(bodies, recs);
     }
 
+    /// The real file system takes a record's parts in its buffer, or by
+    /// `writev` from the record itself when it is a buffer's size or more
+    /// (the multi-block record here): the file holds the same frames.
+    #[test]
+    fn round_trip_through_the_real_file_system() {
+        let recs = sample();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l");
+        let fs = CountingFs::new(Arc::new(crate::fs::StdFs));
+        let mut w = LogWriter::new(fs.create(&p, IoClass::Journal).unwrap());
+        for r in &recs {
+            w.add_record(r).unwrap();
+        }
+        w.sync().unwrap();
+        let data = crate::fs::StdFs.read_all(&p).unwrap();
+        assert!(data == write(&recs), "the same bytes as through MemFs");
+        let bodies: Vec<_> = read_log(&data)
+            .records
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        assert_eq!(bodies, recs);
+    }
+
     #[test]
     fn every_truncation_is_a_torn_tail_with_a_prefix_of_records() {
         let recs = sample();
