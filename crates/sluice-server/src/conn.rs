@@ -543,8 +543,21 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             let _ = s.ks.reclaim(10_000);
             // `DEBUG SET-ACTIVE-EXPIRE 0` turns the rounds off; its lock
             // held through them, so the command waits for a round under way.
+            // A replicated shard runs none: the reaper deletes by this
+            // node's clock, outside the log, while entries apply at their
+            // proposer's clock, so a node applying an entry late (a
+            // follower catching up, a leader's slow commit) could reap a
+            // key that entry still finds alive at its own clock (`INCR`,
+            // `PERSIST` on a key with a TTL), and the nodes would disagree.
+            // Reads hide expired keys all the same; they hold their space
+            // until a write replaces or deletes them (docs/design.md,
+            // "What runs the same on every node").
             let active = s.active_expire.lock();
-            let rounds = if *active { 10 } else { 0 };
+            let rounds = if *active && s.replica.get().is_none() {
+                10
+            } else {
+                0
+            };
             for _ in 0..rounds {
                 match s.ks.reap(1000) {
                     Ok((keys, more)) => {

@@ -681,6 +681,62 @@ fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
 
 /// Three nodes in this process, on free ports, once each knows all three
 /// voters and a leader.
+/// No node deletes an expired key outside the log. Each node's reaper
+/// went by its own clock while entries apply at their proposer's, so a
+/// node applying late could reap a key that a later entry, at its clock,
+/// still found alive: the nodes then disagreed (`INCR` of a key with a TTL
+/// counted from 1 on one node and on from the old value on another).
+#[test]
+fn expired_keys_are_not_reaped_outside_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = in_process_group(dir.path(), 10_000);
+    let leader = in_process_leader(&nodes, None);
+    let mut con = running_client(&nodes[leader]);
+    let _: String = redis::cmd("SET")
+        .arg("ttl-key")
+        .arg(5)
+        .arg("PX")
+        .arg(50)
+        .query(&mut con)
+        .expect("SET");
+    // Past the expiry by several reaper rounds (100 ms apart).
+    std::thread::sleep(Duration::from_millis(50) + 6 * sluice_server::REAP_INTERVAL);
+    let v: Option<i64> = redis::cmd("GET")
+        .arg("ttl-key")
+        .query(&mut con)
+        .expect("GET");
+    assert_eq!(v, None, "an expired key reads as absent");
+    for (i, n) in nodes.iter().enumerate() {
+        let stats: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut running_client(n))
+            .expect("INFO");
+        assert!(
+            stats.lines().any(|l| l.trim() == "expired_keys:0"),
+            "node {i} reaped a key outside the log:\n{stats}"
+        );
+    }
+    // A write through the log finds it expired on every node alike.
+    let n: i64 = redis::cmd("INCR")
+        .arg("ttl-key")
+        .query(&mut con)
+        .expect("INCR");
+    assert_eq!(n, 1);
+    let mut cons: Vec<redis::Connection> = nodes.iter().map(running_client).collect();
+    for con in &mut cons {
+        let _: String = redis::cmd("READONLY").query(con).expect("READONLY");
+    }
+    wait_until("every node holds the INCR's 1", || {
+        cons.iter_mut().all(|con| {
+            redis::cmd("GET")
+                .arg("ttl-key")
+                .query::<Option<i64>>(con)
+                .ok()
+                == Some(Some(1))
+        })
+    });
+}
+
 fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     in_process_group_with(root, |r| r.snapshot_entries = snapshot_entries)
 }
