@@ -10,8 +10,9 @@
 # once the leader's snapshot covers most of it, node 3 starts again and the
 # time until it applied the leader's applied index is measured. Prints the
 # snapshot's size (its files), how long the leader took to build it, the
-# time and the rate, and node 3's own account of the install (transfer,
-# syncs and swap times, from its log).
+# time and the rate, node 3's own account of the install (transfer, syncs
+# and swap times, from its log), and the bytes node 3 wrote and the CPU it
+# spent since its restart (/proc/PID/io and stat).
 set -euo pipefail
 
 mb=${1:-1100}; dir=${2:-/tmp/raft-scratch/catchup}; port=${3:-7700}
@@ -65,3 +66,14 @@ t1=$(date +%s.%N)
 took=$(echo "$t1 - $t0" | bc)
 echo "node $victim caught up to $target in $took s: $(echo "$bytes / $took / 1000000" | bc) MB/s of snapshot"
 grep -h "installed snapshot" "$dir/n$victim.log" || true
+# What the caught-up node wrote and spent since its restart: write_bytes
+# (bytes it dirtied in the page cache, bound for the disk), wchar (bytes
+# passed to write calls), and its CPU time (user + system).
+pid=$(cat "$dir/n$victim.pid")
+if [[ -r /proc/$pid/io ]]; then
+    wb=$(sed -n 's/^write_bytes: //p' "/proc/$pid/io")
+    wc=$(sed -n 's/^wchar: //p' "/proc/$pid/io")
+    read -r ut st < <(awk '{print $14, $15}' "/proc/$pid/stat")
+    cpu=$(echo "scale=2; ($ut + $st) / $(getconf CLK_TCK)" | bc)
+    echo "node $victim since its restart: write_bytes $wb, wchar $wc, CPU $cpu s (snapshot files $bytes bytes); load $(cut -d' ' -f1-3 /proc/loadavg)"
+fi

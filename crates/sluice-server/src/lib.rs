@@ -273,6 +273,26 @@ impl Running {
         }
     }
 
+    /// On a replicated shard: this node's next snapshot install waits,
+    /// unpacked and opened, before its swap while `closed` (`false`
+    /// releases it). For tests (the `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn hold_next_snapshot_install(&self, closed: bool) {
+        if let Some(r) = &self.replica {
+            r.install_gate.close(closed);
+        }
+    }
+
+    /// On a replicated shard: whether a snapshot install waits at the
+    /// point [`Running::hold_next_snapshot_install`] holds it. For tests
+    /// (the `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn snapshot_install_held(&self) -> bool {
+        self.replica
+            .as_ref()
+            .is_some_and(|r| r.install_gate.waiting())
+    }
+
     /// Stops it as `SHUTDOWN` does and waits: no new connections, the
     /// commands being run finish, the journal is synced, the database closed.
     pub fn shutdown(mut self) -> Result<(), String> {

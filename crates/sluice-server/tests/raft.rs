@@ -11,6 +11,9 @@
 //! - a follower cut off until the leader purged its log installs a
 //!   snapshot while `READONLY` reads on it run: none sees the keyspace
 //!   half replaced; a pipeline of writes is applied in the order sent;
+//! - a follower installs a snapshot while writes go on: entries are
+//!   committed while its install is held before the swap and right after
+//!   it, and every node ends with every acknowledged write;
 //! - a leader whose own log sync is held acknowledges nothing until it
 //!   holds the entry durably (its followers have it meanwhile), and one
 //!   whose sync fails acknowledges nothing more.
@@ -1288,4 +1291,240 @@ fn a_removed_member_leaves_the_group_and_its_id_is_never_reused() {
     c.raft = Some(raft_config(vid, 0, nodes[li].raft_addr(), 10_000));
     let e = start(c).err().expect("a removed id was admitted");
     assert!(e.contains("never reused"), "{e}");
+}
+
+/// Rounds of writes the writers of
+/// [`a_follower_installing_a_snapshot_under_writes_converges`] may still
+/// start, and how many they finished: the test hands them out in batches.
+#[derive(Default)]
+struct Rounds {
+    allowed: std::sync::atomic::AtomicU64,
+    done: std::sync::atomic::AtomicU64,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl Rounds {
+    /// Takes a round to run; `None` once stopped.
+    fn take(&self) -> Option<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        loop {
+            if self.stop.load(SeqCst) {
+                return None;
+            }
+            let left = self.allowed.load(SeqCst);
+            if left > 0 {
+                if self
+                    .allowed
+                    .compare_exchange(left, left - 1, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    return Some(());
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+
+    /// Lets `n` more rounds run and waits until they ran.
+    fn run(&self, n: u64, what: &str) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let target = self.done.load(SeqCst) + self.allowed.load(SeqCst) + n;
+        self.allowed.fetch_add(n, SeqCst);
+        wait_until(what, || self.done.load(SeqCst) >= target);
+    }
+}
+
+/// A writer's loop ([`a_follower_installing_a_snapshot_under_writes_converges`]):
+/// per round it is given, SETs of its own keys (one, or a pipeline of
+/// several) and an INCR of `counter`, through whichever node takes them. A
+/// round that fails is counted as unanswered (its outcome unknown) and the
+/// writer moves to the next node.
+fn write_rounds(addrs: &[SocketAddr], tag: usize, seed: u64, rounds: &Rounds) -> Seen {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut seen = Seen::default();
+    let mut at = 0;
+    let mut con = connect(addrs[at]);
+    let mut i = 0usize;
+    while rounds.take().is_some() {
+        let n = if rng.gen_bool(0.5) {
+            1
+        } else {
+            rng.gen_range(2..8)
+        };
+        let keys: Vec<String> = (i..i + n).map(|k| format!("t{tag}:{k}")).collect();
+        i += n;
+        let mut p = redis::pipe();
+        for k in &keys {
+            p.cmd("SET").arg(k).arg(k).ignore();
+        }
+        p.cmd("INCR").arg("counter");
+        match p.query::<(i64,)>(&mut con) {
+            Ok(_) => {
+                seen.acked_keys.extend(keys);
+                seen.acked_incrs += 1;
+            }
+            Err(e) => {
+                if seen.unknown_incrs < 3 {
+                    eprintln!("writer {tag} at {}: {e}", addrs[at]);
+                }
+                seen.unknown_keys.extend(keys);
+                seen.unknown_incrs += 1;
+                at = (at + 1) % addrs.len();
+                std::thread::sleep(Duration::from_millis(20));
+                con = connect(addrs[at]);
+            }
+        }
+        rounds.done.fetch_add(1, SeqCst);
+    }
+    seen
+}
+
+/// A follower installs a snapshot while the leader keeps taking writes:
+/// cut off until the leader purged the log it lacks, it is sent the
+/// leader's snapshot once healed, and its install is held (unpacked and
+/// opened, before its swap) while writers keep having requests
+/// acknowledged, so entries are committed during the install; released,
+/// more are acknowledged right after it. The entries after the snapshot
+/// reach the follower by its log (the leader keeps 200 entries behind its
+/// snapshots, more than the test writes after the one sent): it installs
+/// no other snapshot. At the end every node holds every acknowledged write
+/// (each acknowledged `INCR` counted once), and the follower's applied
+/// index is the leader's.
+#[test]
+fn a_follower_installing_a_snapshot_under_writes_converges() {
+    use std::sync::Arc;
+    /// A snapshot every this many entries, and as many kept behind it.
+    const ENTRIES: u64 = 200;
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group(t.path(), ENTRIES);
+    let li = in_process_leader(&nodes, None);
+    let fi = (li + rng.gen_range(1..3)) % 3;
+    let fid = nodes[fi].raft_status().expect("follower").id;
+    let mut lc = running_client(&nodes[li]);
+    let before = rng.gen_range(10..60);
+    set_numbered(&mut lc, "k", before);
+    // Cut the follower off until the leader purged past its log.
+    nodes[fi].partition(
+        &[1, 2, 3]
+            .into_iter()
+            .filter(|&i| i != fid)
+            .collect::<Vec<_>>(),
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        if i != fi {
+            n.partition(&[fid]);
+        }
+    }
+    let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
+    // One entry per write, until the leader purged past the follower's
+    // log and its last snapshot is within a few entries of its log's end
+    // (the snapshot it sends: what follows it stays in its log).
+    let mut cut = 0;
+    let started = Instant::now();
+    while !nodes[li].raft_status().is_some_and(|s| {
+        s.purged_index.is_some_and(|p| p > f_last)
+            && s.snapshot_index.is_some_and(|i| i + 5 >= s.last_log_index)
+    }) {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "gave up waiting for the leader's purge (seed {seed})"
+        );
+        let _: String = redis::cmd("SET")
+            .arg(format!("cut{cut}"))
+            .arg(cut)
+            .query(&mut lc)
+            .expect("SET");
+        cut += 1;
+    }
+
+    nodes[fi].hold_next_snapshot_install(true);
+    for n in &nodes {
+        n.partition(&[]);
+    }
+    wait_until("the follower's install held before its swap", || {
+        nodes[fi].snapshot_install_held()
+    });
+    let rounds = Arc::new(Rounds::default());
+    // The leader first: writers move on to the others only on a failure.
+    let mut addrs: Vec<SocketAddr> = nodes.iter().map(Running::addr).collect();
+    addrs.rotate_left(li);
+    let writers: Vec<_> = (0..rng.gen_range(1..4))
+        .map(|w| {
+            let (rounds, addrs) = (rounds.clone(), addrs.clone());
+            let wseed = seed.wrapping_add(w as u64 + 1);
+            std::thread::spawn(move || write_rounds(&addrs, w, wseed, &rounds))
+        })
+        .collect();
+    // Rounds answered while the follower installs: committed by the two
+    // others, after the snapshot it is installing. At most 60 rounds in
+    // all (an entry each at most), so the leader's log still holds every
+    // entry after that snapshot.
+    rounds.run(rng.gen_range(5..30), "writes during the install");
+    assert!(
+        nodes[fi].snapshot_install_held(),
+        "the install was not held (seed {seed})"
+    );
+    nodes[fi].hold_next_snapshot_install(false);
+    wait_until("the follower's install done", || {
+        nodes[fi]
+            .raft_status()
+            .is_some_and(|s| s.snapshot_index.is_some_and(|i| i > f_last))
+    });
+    let installed = nodes[fi].raft_status().and_then(|s| s.snapshot_index);
+    // And right after it.
+    rounds.run(rng.gen_range(5..30), "writes after the install");
+    rounds.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut seen = Seen::default();
+    for w in writers {
+        let s = w.join().expect("writer");
+        seen.acked_keys.extend(s.acked_keys);
+        seen.unknown_keys.extend(s.unknown_keys);
+        seen.acked_incrs += s.acked_incrs;
+        seen.unknown_incrs += s.unknown_incrs;
+    }
+    eprintln!(
+        "{} keys and {} INCRs acknowledged, {} requests unanswered (seed {seed})",
+        seen.acked_keys.len(),
+        seen.acked_incrs,
+        seen.unknown_keys.len() as u64 + seen.unknown_incrs
+    );
+
+    let li = in_process_leader(&nodes, None);
+    wait_until("every node applying the leader's last entry", || {
+        let Some(l) = nodes[li].raft_status() else {
+            return false;
+        };
+        l.applied_index == l.last_log_index
+            && nodes.iter().all(|n| {
+                n.raft_status()
+                    .is_some_and(|s| s.applied_index == l.applied_index)
+            })
+    });
+    let leader_applied = nodes[li].raft_status().expect("leader").applied_index;
+    let f = nodes[fi].raft_status().expect("follower");
+    assert_eq!(f.applied_index, leader_applied, "seed {seed}");
+    assert_eq!(
+        f.snapshot_index, installed,
+        "the follower took another snapshot after the one held (seed {seed})"
+    );
+    assert!(
+        installed.is_some_and(|i| i < f.applied_index),
+        "no entry reached the follower after its snapshot {installed:?} (seed {seed})"
+    );
+    let mut counters = Vec::new();
+    for n in &nodes {
+        let mut con = running_client(n);
+        let _: String = redis::cmd("READONLY").query(&mut con).expect("READONLY");
+        check_numbered(&mut con, "k", before);
+        check_numbered(&mut con, "cut", cut);
+        counters.push(check_node(&mut con, &seen, seed));
+    }
+    assert!(
+        counters.iter().all(|c| *c == counters[0]),
+        "the nodes' counters differ: {counters:?} (seed {seed})"
+    );
 }

@@ -347,6 +347,9 @@ pub struct Replica {
     /// The log store (tests reach its sync thread's hooks through it).
     #[cfg(feature = "fault-points")]
     pub(crate) log: log::LogStore,
+    /// Where a test holds this node's next snapshot install.
+    #[cfg(feature = "fault-points")]
+    pub(crate) install_gate: Arc<sm::InstallGate>,
 }
 
 /// Why the group could not run a command; the client's error line.
@@ -800,6 +803,8 @@ pub async fn start(
     let log_bytes = log_store.clone();
     #[cfg(feature = "fault-points")]
     let log_handle = log_store.clone();
+    #[cfg(feature = "fault-points")]
+    let install_gate = sm.gate.clone();
     let raft = Raft::new(cfg.id, config, network, log_store, sm)
         .await
         .map_err(|e| format!("starting raft: {e}"))?;
@@ -851,6 +856,8 @@ pub async fn start(
         rpc_stop,
         #[cfg(feature = "fault-points")]
         log: log_handle,
+        #[cfg(feature = "fault-points")]
+        install_gate,
     });
     let listener = tokio::net::TcpListener::from_std(rpc_listener).map_err(|e| e.to_string())?;
     tokio::spawn(net::serve(replica.clone(), listener, rpc_stopped));

@@ -81,8 +81,9 @@ enum Side {
 /// chunk sent again (its answer was lost) is written again at its offset,
 /// and what of it was taken already is skipped. Each chunk goes to a
 /// thread that unpacks it ([`snapfile::Unpacker`]: every file written in
-/// place, checked against its checksum and synced) into a directory of
-/// its own under the staging directory, while the next chunks arrive.
+/// place and checked against its checksum; all synced once the archive
+/// ended) into a directory of its own under the staging directory, while
+/// the next chunks arrive.
 struct Receiving {
     /// Where the next write goes.
     pos: u64,
@@ -323,6 +324,62 @@ pub struct StateMachine {
     /// The log store, whose purge up to an installed snapshot waits until
     /// the install is durable ([`super::log::LogStore::purge`]).
     pub log: Option<super::log::LogStore>,
+    /// Where a test holds an install before its swap.
+    pub gate: Arc<InstallGate>,
+}
+
+/// Holds the next snapshot install, unpacked and opened, before its swap,
+/// until released: a test writes to the group meanwhile, so that entries
+/// are committed while a follower installs. Only the `fault-points`
+/// feature (this crate's own tests) can close it; otherwise every install
+/// passes at once.
+#[derive(Default)]
+pub struct InstallGate {
+    #[cfg(feature = "fault-points")]
+    state: Mutex<GateState>,
+    #[cfg(feature = "fault-points")]
+    moved: parking_lot::Condvar,
+}
+
+#[cfg(feature = "fault-points")]
+#[derive(Default)]
+struct GateState {
+    /// The next install waits.
+    closed: bool,
+    /// An install is waiting.
+    waiting: bool,
+}
+
+impl InstallGate {
+    /// Waits while the gate is closed.
+    fn pass(&self) {
+        #[cfg(feature = "fault-points")]
+        {
+            let mut st = self.state.lock();
+            if st.closed {
+                st.waiting = true;
+                self.moved.notify_all();
+                while st.closed {
+                    self.moved.wait(&mut st);
+                }
+                st.waiting = false;
+            }
+        }
+    }
+
+    /// Closes the gate for the next install (`true`) or opens it.
+    #[cfg(feature = "fault-points")]
+    pub fn close(&self, closed: bool) {
+        let mut st = self.state.lock();
+        st.closed = closed;
+        self.moved.notify_all();
+    }
+
+    /// Whether an install is waiting at the gate.
+    #[cfg(feature = "fault-points")]
+    pub fn waiting(&self) -> bool {
+        self.state.lock().waiting
+    }
 }
 
 /// Where a test makes a node die inside a snapshot install
@@ -389,6 +446,7 @@ impl StateMachine {
             stages: Arc::default(),
             progress,
             log: None,
+            gate: Arc::default(),
         })
     }
 
@@ -485,20 +543,22 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let Side::Receiving(recv) = snapshot.inner else {
             return Err(snap_err("installing a snapshot that was not received"));
         };
-        // Every file was unpacked (and synced) while it came.
+        // Every file was unpacked while it came; what is left is their
+        // syncs.
         let received = tokio::task::spawn_blocking(move || recv.finish())
             .await
             .map_err(snap_err)?
             .map_err(snap_err)?;
-        let (server, dir, lock, meta2, log) = (
+        let (server, dir, lock, meta2, log, gate) = (
             self.server.clone(),
             self.dir.clone(),
             self.lock.clone(),
             meta.clone(),
             self.log.clone(),
+            self.gate.clone(),
         );
         let applied = tokio::task::spawn_blocking(move || {
-            install(&server, &dir, &lock, &meta2, received, log.as_ref())
+            install(&server, &dir, &lock, &meta2, received, log.as_ref(), &gate)
         })
         .await
         .map_err(snap_err)?
@@ -725,7 +785,7 @@ fn node_dir(dir: &Path) -> Result<&Path, String> {
         .ok_or_else(|| format!("{}: no parent directory", dir.display()))
 }
 
-/// Installs a received snapshot, unpacked (and synced) as it came: opens
+/// Installs a received snapshot, unpacked as it came and synced: opens
 /// it, keeps a checkpoint of it as this node's snapshot, and swaps it in
 /// as the node's database ([`super::swap`]).
 fn install(
@@ -735,6 +795,7 @@ fn install(
     meta: &SnapshotMeta<NodeId, Member>,
     received: Received,
     log: Option<&super::log::LogStore>,
+    gate: &InstallGate,
 ) -> Result<Applied, String> {
     let snaps = snapshots_dir(dir);
     let node_dir = node_dir(dir)?;
@@ -786,6 +847,7 @@ fn install(
     let db_dir = super::db_dir(node_dir);
     let opened = started.elapsed();
     crash_point("unpacked", log, meta.last_log_id);
+    gate.pass();
     let _g = lock.lock();
     let held = ks.lock_for_replace();
     let r = ks.db_slot().replace(
