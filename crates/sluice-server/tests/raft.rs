@@ -681,17 +681,35 @@ fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
 
 /// Three nodes in this process, on free ports, once each knows all three
 /// voters and a leader.
-/// No node deletes an expired key outside the log. Each node's reaper
-/// went by its own clock while entries apply at their proposer's, so a
-/// node applying late could reap a key that a later entry, at its clock,
-/// still found alive: the nodes then disagreed (`INCR` of a key with a TTL
-/// counted from 1 on one node and on from the old value on another).
+/// Expired keys are reaped through the log, never by a node on its own.
+/// Each node's reaper went by its own clock while entries apply at their
+/// proposer's, so a node applying late could reap a key that a later
+/// entry, at its clock, still found alive, and the nodes then disagreed
+/// (`INCR` of a key with a TTL counted from 1 on one node and on from the
+/// old value on another). With the leader's reaper paused no node may
+/// reap; resumed, every node deletes the key when it applies the leader's
+/// reap entry.
 #[test]
-fn expired_keys_are_not_reaped_outside_the_log() {
+fn expired_keys_are_reaped_through_the_log_on_every_node() {
     let dir = tempfile::tempdir().unwrap();
     let nodes = in_process_group(dir.path(), 10_000);
     let leader = in_process_leader(&nodes, None);
     let mut con = running_client(&nodes[leader]);
+    let expired_keys = |n: &Running| -> String {
+        let stats: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut running_client(n))
+            .expect("INFO");
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("expired_keys:").map(str::to_owned))
+            .expect("expired_keys in INFO stats")
+    };
+    let _: String = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut con)
+        .expect("DEBUG SET-ACTIVE-EXPIRE 0 on the leader");
     let _: String = redis::cmd("SET")
         .arg("ttl-key")
         .arg(5)
@@ -707,16 +725,21 @@ fn expired_keys_are_not_reaped_outside_the_log() {
         .expect("GET");
     assert_eq!(v, None, "an expired key reads as absent");
     for (i, n) in nodes.iter().enumerate() {
-        let stats: String = redis::cmd("INFO")
-            .arg("stats")
-            .query(&mut running_client(n))
-            .expect("INFO");
-        assert!(
-            stats.lines().any(|l| l.trim() == "expired_keys:0"),
-            "node {i} reaped a key outside the log:\n{stats}"
+        assert_eq!(
+            expired_keys(n),
+            "0",
+            "node {i} reaped a key outside the log"
         );
     }
-    // A write through the log finds it expired on every node alike.
+    let _: String = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(1)
+        .query(&mut con)
+        .expect("DEBUG SET-ACTIVE-EXPIRE 1 on the leader");
+    wait_until("every node reaped the key from the log", || {
+        nodes.iter().all(|n| expired_keys(n) == "1")
+    });
+    // A write through the log finds it gone on every node alike.
     let n: i64 = redis::cmd("INCR")
         .arg("ttl-key")
         .query(&mut con)
