@@ -19,7 +19,7 @@
 //! is synced and the database closed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -520,6 +520,7 @@ async fn wait_blocked(
 async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(crate::REAP_INTERVAL);
     let mut last_sync = std::time::Instant::now();
+    let reaping = Arc::new(AtomicBool::new(false));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -577,8 +578,16 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             }
         })
         .await;
+        // Its own task, one at a time: a write through the log waits for a
+        // quorum, which must not hold up this tick's other work.
         if let Some(replica) = server.replica.get() {
-            reap_through_log(&server, replica).await;
+            if !reaping.swap(true, Ordering::AcqRel) {
+                let (server, replica, reaping) = (server.clone(), replica.clone(), reaping.clone());
+                tokio::spawn(async move {
+                    reap_through_log(&server, &replica).await;
+                    reaping.store(false, Ordering::Release);
+                });
+            }
         }
     }
 }
