@@ -1820,6 +1820,36 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
     }
 }
 
+/// The name of the command a replicated shard's leader proposes for the
+/// keys its reaper finds due: `REAP_EXPIRED at key [at key ...]`, each
+/// `at` a time index entry's expiry (decimal ms). No client can send it:
+/// the leading zero byte names no command, so a client's copy is an
+/// unknown command and never enters the log.
+pub const REAP_EXPIRED: &[u8] = b"\0reap-expired";
+
+/// The (`at`, key) pairs of a [`REAP_EXPIRED`] request, if `req` is one
+/// (one command, not an `EXEC`); malformed pairs are left out.
+fn reap_pairs(
+    req: &crate::raft::Request,
+    cmds: &[(Option<&'static Spec>, Vec<Bytes>)],
+) -> Option<Vec<(u64, Bytes)>> {
+    let [(None, a)] = cmds else {
+        return None;
+    };
+    if req.multi || a.first().map(|n| &n[..]) != Some(REAP_EXPIRED) {
+        return None;
+    }
+    Some(
+        a[1..]
+            .chunks_exact(2)
+            .filter_map(|p| {
+                let at = std::str::from_utf8(&p[0]).ok()?.parse().ok()?;
+                Some((at, p[1].clone()))
+            })
+            .collect(),
+    )
+}
+
 /// Applies one replicated entry: the commands of its requests (each one
 /// command, or an `EXEC`'s queue) run in order in one transaction under
 /// all their locks, each request at its leader's clock, and commit as one
@@ -1861,6 +1891,8 @@ pub fn apply_entry(
         for (s, a) in all() {
             if let Some(s) = s.filter(|s| arity_ok(s, a.len())) {
                 keys.extend(keys_of(s, a));
+            } else if s.is_none() && a.first().map(|n| &n[..]) == Some(REAP_EXPIRED) {
+                keys.extend(a[1..].iter().skip(1).step_by(2).map(|k| &k[..]));
             }
         }
         ks.lock_keys(&keys)
@@ -1870,6 +1902,7 @@ pub fn apply_entry(
     txn.in_multi = true;
     txn.mark = Some(mark);
     let mut replies = Vec::with_capacity(reqs.len());
+    let mut reaped_keys = 0u64;
     for (j, (req, cmds)) in reqs.iter().zip(&parsed).enumerate() {
         txn.now = req.now_ms;
         txn.seed = Some(seed.wrapping_mul(1 << 16).wrapping_add(j as u64));
@@ -1877,6 +1910,16 @@ pub fn apply_entry(
             resp3: req.resp3,
             ..Out::default()
         };
+        if let Some(pairs) = reap_pairs(req, cmds) {
+            let mut reaped = 0;
+            for (at, key) in &pairs {
+                reaped += i64::from(txn.reap(*at, key)?);
+            }
+            reaped_keys += reaped as u64;
+            out.int(reaped);
+            replies.push(out.buf);
+            continue;
+        }
         if req.multi {
             out.array(cmds.len());
         }
@@ -1900,6 +1943,9 @@ pub fn apply_entry(
         replies.push(out.buf);
     }
     txn.commit(&mut held)?;
+    server
+        .expired_keys
+        .fetch_add(reaped_keys, Ordering::Relaxed);
     Ok(replies)
 }
 

@@ -19,7 +19,7 @@
 //! is synced and the database closed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -520,6 +520,7 @@ async fn wait_blocked(
 async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(crate::REAP_INTERVAL);
     let mut last_sync = std::time::Instant::now();
+    let reaping = Arc::new(AtomicBool::new(false));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -543,15 +544,8 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             let _ = s.ks.reclaim(10_000);
             // `DEBUG SET-ACTIVE-EXPIRE 0` turns the rounds off; its lock
             // held through them, so the command waits for a round under way.
-            // A replicated shard runs none: the reaper deletes by this
-            // node's clock, outside the log, while entries apply at their
-            // proposer's clock, so a node applying an entry late (a
-            // follower catching up, a leader's slow commit) could reap a
-            // key that entry still finds alive at its own clock (`INCR`,
-            // `PERSIST` on a key with a TTL), and the nodes would disagree.
-            // Reads hide expired keys all the same; they hold their space
-            // until a write replaces or deletes them (docs/design.md,
-            // "What runs the same on every node").
+            // A replicated shard reaps through its log instead
+            // (`reap_through_log`, after this).
             let active = s.active_expire.lock();
             let rounds = if *active && s.replica.get().is_none() {
                 10
@@ -584,5 +578,58 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             }
         })
         .await;
+        // Its own task, one at a time: a write through the log waits for a
+        // quorum, which must not hold up this tick's other work.
+        if let Some(replica) = server.replica.get() {
+            if !reaping.swap(true, Ordering::AcqRel) {
+                let (server, replica, reaping) = (server.clone(), replica.clone(), reaping.clone());
+                tokio::spawn(async move {
+                    reap_through_log(&server, &replica).await;
+                    reaping.store(false, Ordering::Release);
+                });
+            }
+        }
+    }
+}
+
+/// A replicated shard's reaper, on the leader only: the keys the time
+/// index holds due by this node's clock go to the log as one
+/// [`cmd::REAP_EXPIRED`] entry per round of up to 1,000, which every node
+/// applies at the entry's clock, deleting each key still past its expiry
+/// there. Deleting by each node's own clock, outside the log, would let a
+/// node applying an entry late (a follower catching up, a slow commit)
+/// reap a key that entry still finds alive (`INCR` or `PERSIST` of a key
+/// with a TTL), and the nodes would disagree (redis-server's master, the
+/// same way, sends its replicas a `DEL` for each key it expires).
+async fn reap_through_log(server: &Arc<Server>, replica: &Arc<crate::raft::Replica>) {
+    for _ in 0..10 {
+        if !replica.is_leader() || !*server.active_expire.lock() {
+            return;
+        }
+        let s = server.clone();
+        let now = crate::store::now_ms();
+        let Ok(Ok((due, more))) =
+            tokio::task::spawn_blocking(move || s.ks.due_expiries(now, 1000)).await
+        else {
+            return;
+        };
+        if due.is_empty() {
+            return;
+        }
+        let mut args = vec![Bytes::from_static(cmd::REAP_EXPIRED)];
+        for d in due {
+            args.push(Bytes::from(d.at_ms.to_string()));
+            args.push(Bytes::from(d.key));
+        }
+        let req = crate::raft::Request {
+            now_ms: now,
+            resp3: false,
+            multi: false,
+            cmds: vec![args],
+        };
+        // Lost leadership or a failed commit: the next tick tries again.
+        if replica.write(req).await.is_err() || !more {
+            return;
+        }
     }
 }

@@ -118,6 +118,21 @@ fn expiry_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// A time index entry: a key's expiry and the key.
+pub struct DueExpiry {
+    pub at_ms: u64,
+    pub key: Vec<u8>,
+}
+
+/// A time index key too short to hold its expiry: not one this server
+/// wrote.
+fn corrupt_index_key(k: &[u8]) -> sluicedb::Error {
+    sluicedb::Error::InvalidArgument(format!(
+        "the time index key {:?} is not in the server's encoding",
+        String::from_utf8_lossy(k)
+    ))
+}
+
 /// A string value with its expiry (ms since the epoch), if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -997,18 +1012,11 @@ impl Keyspace {
     /// index, at most `max` index entries; returns the keys it deleted
     /// and whether entries remain due.
     pub fn reap(&self, max: usize) -> Result<(Vec<Vec<u8>>, bool)> {
-        let now = now_ms();
-        let hi = expiry_key(now.saturating_add(1), b"");
-        let due: Vec<Vec<u8>> = self
-            .db()
-            .range(vec![EXPIRY_TAG]..hi)
-            .limit(max + 1)
-            .map(|p| p.map(|(k, _)| k))
-            .collect::<Result<_>>()?;
-        let more = due.len() > max;
+        let (due, more) = self.due_expiries(now_ms(), max)?;
         let mut deleted = Vec::new();
-        for ik in due.iter().take(max) {
-            let key = &ik[9..];
+        for DueExpiry { at_ms, key } in &due {
+            let key = &key[..];
+            let ik = expiry_key(*at_ms, key);
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(ik);
@@ -1019,6 +1027,28 @@ impl Keyspace {
             self.write(batch)?;
         }
         Ok((deleted, more))
+    }
+
+    /// The time index entries due at `now`, oldest first, at most `max`,
+    /// and whether more are due.
+    pub fn due_expiries(&self, now: u64, max: usize) -> Result<(Vec<DueExpiry>, bool)> {
+        let hi = expiry_key(now.saturating_add(1), b"");
+        let mut due = Vec::new();
+        for p in self.db().range(vec![EXPIRY_TAG]..hi).limit(max + 1) {
+            let (k, _) = p?;
+            let at = k
+                .get(1..9)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| corrupt_index_key(&k))?;
+            due.push(DueExpiry {
+                at_ms: at,
+                key: k[9..].to_vec(),
+            });
+        }
+        let more = due.len() > max;
+        due.truncate(max);
+        Ok((due, more))
     }
 
     /// Deletes `key` if its record is past its expiry, as the reaper
@@ -1430,6 +1460,8 @@ pub struct Txn<'a> {
     /// Keys whose elements changed without a new record (`HSET` of an
     /// existing field, `LSET`): their watchers are touched all the same.
     modified: Vec<Vec<u8>>,
+    /// Time index entries to delete ([`Txn::reap`]), as engine keys.
+    index_deletes: Vec<Vec<u8>>,
     /// `FLUSHDB` ran: the keyspace reads as empty under the staged writes.
     flushed: bool,
     /// Runs inside `EXEC`: a blocking command does not block.
@@ -1514,6 +1546,7 @@ impl<'a> Txn<'a> {
             replaced: Vec::new(),
             emptied_versions: Vec::new(),
             modified: Vec::new(),
+            index_deletes: Vec::new(),
             pop_narrowings: Vec::new(),
             pops: Vec::new(),
             pop_ahead: Vec::new(),
@@ -1912,6 +1945,34 @@ impl<'a> Txn<'a> {
         self.stage(key, None);
     }
 
+    /// A replicated shard's reaping, applied from the log at the entry's
+    /// clock ([`Txn::now`]): deletes the time index entry (`at`, `key`)
+    /// the leader's reaper found due, and `key` itself if its record is
+    /// past its expiry at this clock (an entry staged earlier in this
+    /// transaction counts as its record). True if it deleted the key.
+    pub fn reap(&mut self, at: u64, key: &[u8]) -> Result<bool> {
+        if at <= self.now {
+            self.index_deletes.push(expiry_key(at, key));
+        }
+        let expired = match self.writes.get(key) {
+            Some(w) => w.as_ref().is_some_and(|r| r.expired(self.now)),
+            None if self.flushed => false,
+            None => {
+                let r = self.ks.read_raw(&self.opts(), key)?;
+                let expired = r.as_ref().is_some_and(|r| r.expired(self.now));
+                if expired && !self.base.contains_key(key) {
+                    self.base
+                        .insert(key.to_vec(), r.as_ref().and_then(Rec::version));
+                }
+                expired
+            }
+        };
+        if expired {
+            self.stage(key, None);
+        }
+        Ok(expired)
+    }
+
     fn stage(&mut self, key: &[u8], r: Option<Rec>) {
         // A blind write (`SET`) looks too when `expired` is enabled: the
         // key it replaces may be past its expiry, which redis-server
@@ -2204,6 +2265,9 @@ impl<'a> Txn<'a> {
             if !live.contains(&v) && !emptied.contains(&v) {
                 batch.put(garbage_key(v), []);
             }
+        }
+        for k in std::mem::take(&mut self.index_deletes) {
+            batch.delete(k);
         }
         if let Some((k, v)) = self.mark.take() {
             batch.put(k, v);

@@ -684,45 +684,90 @@ fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
 
 /// Three nodes in this process, on free ports, once each knows all three
 /// voters and a leader.
-/// No node deletes an expired key outside the log. Each node's reaper
-/// went by its own clock while entries apply at their proposer's, so a
-/// node applying late could reap a key that a later entry, at its clock,
-/// still found alive: the nodes then disagreed (`INCR` of a key with a TTL
-/// counted from 1 on one node and on from the old value on another).
+/// Expired keys are reaped through the log, never by a node on its own.
+/// Each node's reaper went by its own clock while entries apply at their
+/// proposer's, so a node applying late could reap a key that a later
+/// entry, at its clock, still found alive, and the nodes then disagreed
+/// (`INCR` of a key with a TTL counted from 1 on one node and on from the
+/// old value on another). With the leader's reaper paused no node may
+/// reap; resumed, every node deletes the key when it applies the leader's
+/// reap entry.
 #[test]
-fn expired_keys_are_not_reaped_outside_the_log() {
+fn expired_keys_are_reaped_through_the_log_on_every_node() {
     let dir = tempfile::tempdir().unwrap();
     let nodes = in_process_group(dir.path(), 10_000);
-    let leader = in_process_leader(&nodes, None);
-    let mut con = running_client(&nodes[leader]);
-    let _: String = redis::cmd("SET")
-        .arg("ttl-key")
-        .arg(5)
-        .arg("PX")
-        .arg(50)
-        .query(&mut con)
-        .expect("SET");
-    // Past the expiry by several reaper rounds (100 ms apart).
-    std::thread::sleep(Duration::from_millis(50) + 6 * sluice_server::REAP_INTERVAL);
-    let v: Option<i64> = redis::cmd("GET")
-        .arg("ttl-key")
-        .query(&mut con)
-        .expect("GET");
-    assert_eq!(v, None, "an expired key reads as absent");
-    for (i, n) in nodes.iter().enumerate() {
+    let expired_keys = |n: &Running| -> u64 {
         let stats: String = redis::cmd("INFO")
             .arg("stats")
             .query(&mut running_client(n))
             .expect("INFO");
-        assert!(
-            stats.lines().any(|l| l.trim() == "expired_keys:0"),
-            "node {i} reaped a key outside the log:\n{stats}"
-        );
-    }
-    // A write through the log finds it expired on every node alike.
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("expired_keys:")?.parse().ok())
+            .expect("expired_keys in INFO stats")
+    };
+    let active_expire = |n: &Running, on: u8| {
+        let _: String = redis::cmd("DEBUG")
+            .arg("SET-ACTIVE-EXPIRE")
+            .arg(on)
+            .query(&mut running_client(n))
+            .expect("DEBUG SET-ACTIVE-EXPIRE");
+    };
+    // The pause holds only while its node leads: an election during the
+    // wait hands reaping to a node that was not paused, so that attempt
+    // shows nothing and runs again on a fresh key.
+    let mut attempts = 0;
+    let (leader, key, before) = loop {
+        attempts += 1;
+        assert!(attempts <= 5, "the leader changed in every attempt");
+        let leader = in_process_leader(&nodes, None);
+        let term = nodes[leader].raft_status().expect("status").term;
+        active_expire(&nodes[leader], 0);
+        let before: Vec<u64> = nodes.iter().map(expired_keys).collect();
+        let key = format!("ttl-key-{attempts}");
+        let mut con = running_client(&nodes[leader]);
+        let _: String = redis::cmd("SET")
+            .arg(&key)
+            .arg(5)
+            .arg("PX")
+            .arg(50)
+            .query(&mut con)
+            .expect("SET");
+        // Past the expiry by several reaper rounds (100 ms apart).
+        std::thread::sleep(Duration::from_millis(50) + 6 * sluice_server::REAP_INTERVAL);
+        let v: Option<i64> = redis::cmd("GET").arg(&key).query(&mut con).expect("GET");
+        assert_eq!(v, None, "an expired key reads as absent");
+        let after: Vec<u64> = nodes.iter().map(expired_keys).collect();
+        let same_leader = nodes[leader]
+            .raft_status()
+            .is_some_and(|s| s.term == term && s.role() == "leader");
+        if same_leader {
+            // Reaped through the log, a key counts on every node; reaped
+            // by a node on its own, on that node alone. (A reap entry the
+            // leader of an earlier attempt had in flight may still apply.)
+            let grew: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+            assert!(
+                grew.iter().all(|g| *g == grew[0]),
+                "a node reaped a key outside the log: {before:?} -> {after:?}"
+            );
+            break (leader, key, after);
+        }
+        active_expire(&nodes[leader], 1);
+    };
+    active_expire(&nodes[leader], 1);
+    wait_until("every node reaped the key from the log", || {
+        let grew: Vec<u64> = nodes
+            .iter()
+            .zip(&before)
+            .map(|(n, b)| expired_keys(n) - b)
+            .collect();
+        grew[0] >= 1 && grew.iter().all(|g| *g == grew[0])
+    });
+    // A write through the log finds it gone on every node alike.
+    let leader = in_process_leader(&nodes, None);
     let n: i64 = redis::cmd("INCR")
-        .arg("ttl-key")
-        .query(&mut con)
+        .arg(&key)
+        .query(&mut running_client(&nodes[leader]))
         .expect("INCR");
     assert_eq!(n, 1);
     let mut cons: Vec<redis::Connection> = nodes.iter().map(running_client).collect();
@@ -730,13 +775,8 @@ fn expired_keys_are_not_reaped_outside_the_log() {
         let _: String = redis::cmd("READONLY").query(con).expect("READONLY");
     }
     wait_until("every node holds the INCR's 1", || {
-        cons.iter_mut().all(|con| {
-            redis::cmd("GET")
-                .arg("ttl-key")
-                .query::<Option<i64>>(con)
-                .ok()
-                == Some(Some(1))
-        })
+        cons.iter_mut()
+            .all(|con| redis::cmd("GET").arg(&key).query::<Option<i64>>(con).ok() == Some(Some(1)))
     });
 }
 
