@@ -780,6 +780,26 @@ fn expired_keys_are_reaped_through_the_log_on_every_node() {
     });
 }
 
+/// Cuts node `fi` of a three-node group off from the others, both ways
+/// (node ids are 1 to 3).
+fn cut_off(nodes: &[Running], fi: usize) {
+    let fid = nodes[fi].raft_status().expect("status").id;
+    let others: Vec<u64> = (1..=3).filter(|&i| i != fid).collect();
+    nodes[fi].partition(&others);
+    for (i, n) in nodes.iter().enumerate() {
+        if i != fi {
+            n.partition(&[fid]);
+        }
+    }
+}
+
+/// Heals every cut.
+fn heal(nodes: &[Running]) {
+    for n in nodes {
+        n.partition(&[]);
+    }
+}
+
 fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     in_process_group_with(root, |r| r.snapshot_entries = snapshot_entries)
 }
@@ -916,19 +936,8 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
     let n = rng.gen_range(5..20);
     set_numbered(&mut lc, "k", n);
     // Cut the leader off both ways.
-    let ids: Vec<u64> = (1..=3).collect();
-    let lid = ids[li];
-    nodes[li].partition(
-        &ids.iter()
-            .copied()
-            .filter(|&i| i != lid)
-            .collect::<Vec<_>>(),
-    );
-    for (i, node) in nodes.iter().enumerate() {
-        if i != li {
-            node.partition(&[lid]);
-        }
-    }
+    let lid = nodes[li].raft_status().expect("status").id;
+    cut_off(&nodes, li);
     let r = redis::cmd("SET")
         .arg("cut")
         .arg("off")
@@ -970,9 +979,7 @@ fn a_partitioned_minority_leader_cannot_acknowledge_writes() {
 
     // Healed: the old leader follows and converges; the write it could
     // not acknowledge is nowhere.
-    for node in &nodes {
-        node.partition(&[]);
-    }
+    heal(&nodes);
     wait_until("the old leader following", || {
         nodes[li].raft_status().is_some_and(|s| {
             s.role() == "follower"
@@ -1223,18 +1230,8 @@ fn stale_reads_never_see_a_snapshot_half_installed() {
         }
     });
     // Cut the follower off until the log it misses is purged.
-    let (lid, fid) = (li as u64 + 1, fi as u64 + 1);
-    nodes[fi].partition(
-        &[1, 2, 3]
-            .into_iter()
-            .filter(|&i| i != fid)
-            .collect::<Vec<_>>(),
-    );
-    for (i, n) in nodes.iter().enumerate() {
-        if i != fi {
-            n.partition(&[fid]);
-        }
-    }
+    let lid = li as u64 + 1;
+    cut_off(&nodes, fi);
     let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
     set_numbered(&mut lc, "late", 60);
     wait_until("the leader purging past the follower", || {
@@ -1272,9 +1269,7 @@ fn stale_reads_never_see_a_snapshot_half_installed() {
             (reads, waits)
         })
     };
-    for n in &nodes {
-        n.partition(&[]);
-    }
+    heal(&nodes);
     wait_until(
         "the follower installing the snapshot and catching up",
         || {
@@ -1443,22 +1438,11 @@ fn a_follower_installing_a_snapshot_under_writes_converges() {
     let nodes = in_process_group(t.path(), ENTRIES);
     let li = in_process_leader(&nodes, None);
     let fi = (li + rng.gen_range(1..3)) % 3;
-    let fid = nodes[fi].raft_status().expect("follower").id;
     let mut lc = running_client(&nodes[li]);
     let before = rng.gen_range(10..60);
     set_numbered(&mut lc, "k", before);
     // Cut the follower off until the leader purged past its log.
-    nodes[fi].partition(
-        &[1, 2, 3]
-            .into_iter()
-            .filter(|&i| i != fid)
-            .collect::<Vec<_>>(),
-    );
-    for (i, n) in nodes.iter().enumerate() {
-        if i != fi {
-            n.partition(&[fid]);
-        }
-    }
+    cut_off(&nodes, fi);
     let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
     // One entry per write, until the leader purged past the follower's
     // log and its last snapshot is within a few entries of its log's end
@@ -1482,9 +1466,7 @@ fn a_follower_installing_a_snapshot_under_writes_converges() {
     }
 
     nodes[fi].hold_next_snapshot_install(true);
-    for n in &nodes {
-        n.partition(&[]);
-    }
+    heal(&nodes);
     wait_until("the follower's install held before its swap", || {
         nodes[fi].snapshot_install_held()
     });
