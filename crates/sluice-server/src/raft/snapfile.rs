@@ -405,7 +405,11 @@ impl Unpacker {
                         if self.written - self.written_back >= WRITEBACK_BYTES {
                             w.flush()
                                 .map_err(|e| format!("{}: {e}", self.path.display()))?;
-                            start_writeback(w.get_ref(), self.written_back, self.written);
+                            sluicedb::fs::start_writeback(
+                                w.get_ref(),
+                                self.written_back,
+                                self.written,
+                            );
                             self.written_back = self.written;
                         }
                     }
@@ -506,7 +510,7 @@ impl Unpacker {
                 let out = out
                     .into_inner()
                     .map_err(|e| format!("{}: {}", self.path.display(), e.error()))?;
-                start_writeback(&out, self.written_back, self.written);
+                sluicedb::fs::start_writeback(&out, self.written_back, self.written);
                 self.unsynced
                     .push_back((std::mem::take(&mut self.path), out));
                 if self.unsynced.len() > UNSYNCED_FILES {
@@ -554,31 +558,6 @@ impl Unpacker {
         })
     }
 }
-
-/// Starts writing bytes `from..to` of `f` back to the disk, without
-/// waiting (Linux's `sync_file_range`; elsewhere nothing): a hint, whose
-/// failure changes nothing, as the sync that follows writes the pages and
-/// reports any error.
-#[cfg(target_os = "linux")]
-fn start_writeback(f: &File, from: u64, to: u64) {
-    use std::os::fd::AsRawFd;
-    if to <= from {
-        return;
-    }
-    // SAFETY: sync_file_range only reads its integer arguments; the
-    // descriptor is open for as long as `f` lives.
-    let _ = unsafe {
-        libc::sync_file_range(
-            f.as_raw_fd(),
-            from as libc::off64_t,
-            (to - from) as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_f: &File, _from: u64, _to: u64) {}
 
 fn sync_dirs(dir: &Path) -> std::io::Result<()> {
     for e in std::fs::read_dir(dir)? {

@@ -21,7 +21,7 @@ mod std_fs;
 
 pub use mem::{Fault, MemFs, PageCache};
 pub(crate) use overlay::OverlayFs;
-pub use std_fs::StdFs;
+pub use std_fs::{start_writeback, StdFs};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

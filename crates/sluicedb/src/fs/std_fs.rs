@@ -24,7 +24,6 @@ struct StdWritable {
     buf: Vec<u8>,
     len: u64,
     /// Where the next writeback start begins.
-    #[cfg(target_os = "linux")]
     written_back: u64,
 }
 
@@ -40,13 +39,40 @@ impl StdWritable {
     }
 }
 
+/// Starts writing bytes `from..to` of `file` back to the disk without
+/// waiting (Linux's `sync_file_range(SYNC_FILE_RANGE_WRITE)`; elsewhere
+/// nothing). A hint: a failure changes nothing, as the sync that follows
+/// writes the pages and reports any error.
+pub fn start_writeback(file: &File, from: u64, to: u64) {
+    #[cfg(target_os = "linux")]
+    if to > from {
+        use std::os::fd::AsRawFd;
+        // SAFETY: sync_file_range only reads its integer arguments; the
+        // descriptor is open for as long as `file` is borrowed.
+        let _ = unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                from as libc::off64_t,
+                (to - from) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, to);
+}
+
 /// Writes all of `parts`, in order, in as few `writev` calls as the
 /// kernel takes them (`Write::write_all_vectored` is not stable yet).
 fn write_all_vectored(mut file: &File, parts: &[&[u8]]) -> std::io::Result<()> {
     use std::io::IoSlice;
-    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    // Empty parts left out, so that a write of nothing never reads as
+    // the file refusing bytes.
+    let mut slices: Vec<IoSlice<'_>> = (parts.iter())
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
     let mut rest = &mut slices[..];
-    IoSlice::advance_slices(&mut rest, 0);
     while !rest.is_empty() {
         match file.write_vectored(rest) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
@@ -92,26 +118,11 @@ impl WritableFile for StdWritable {
     fn flush(&mut self) -> Result<()> {
         self.flush_buf()
     }
-    #[cfg(target_os = "linux")]
     fn start_writeback(&mut self) {
-        use std::os::fd::AsRawFd;
         if self.flush_buf().is_err() {
             return; // the next append or sync reports it
         }
-        let (from, n) = (self.written_back, self.len - self.written_back);
-        // SAFETY: sync_file_range only reads its integer arguments; the
-        // descriptor is open for as long as `self.file` lives.
-        let r = unsafe {
-            libc::sync_file_range(
-                self.file.as_raw_fd(),
-                from as libc::off64_t,
-                n as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            )
-        };
-        // A failed hint changes nothing: the sync that follows writes the
-        // pages and reports any error.
-        let _ = r;
+        start_writeback(&self.file, self.written_back, self.len);
         self.written_back = self.len;
     }
     fn sync(&mut self) -> Result<()> {
@@ -646,7 +657,6 @@ impl Fs for StdFs {
             path: path.to_path_buf(),
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
-            #[cfg(target_os = "linux")]
             written_back: 0,
         }))
     }
