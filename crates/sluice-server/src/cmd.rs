@@ -1881,6 +1881,11 @@ pub fn apply_entry(
                 .collect()
         })
         .collect();
+    let reaps: Vec<Option<Vec<(u64, Bytes)>>> = reqs
+        .iter()
+        .zip(&parsed)
+        .map(|(r, cmds)| reap_pairs(r, cmds))
+        .collect();
     let all = || parsed.iter().flatten();
     let global =
         all().any(|(s, _)| s.is_some_and(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll)));
@@ -1891,10 +1896,9 @@ pub fn apply_entry(
         for (s, a) in all() {
             if let Some(s) = s.filter(|s| arity_ok(s, a.len())) {
                 keys.extend(keys_of(s, a));
-            } else if s.is_none() && a.first().map(|n| &n[..]) == Some(REAP_EXPIRED) {
-                keys.extend(a[1..].iter().skip(1).step_by(2).map(|k| &k[..]));
             }
         }
+        keys.extend(reaps.iter().flatten().flatten().map(|(_, k)| &k[..]));
         ks.lock_keys(&keys)
     };
     let ctx = ctx(server);
@@ -1903,16 +1907,16 @@ pub fn apply_entry(
     txn.mark = Some(mark);
     let mut replies = Vec::with_capacity(reqs.len());
     let mut reaped_keys = 0u64;
-    for (j, (req, cmds)) in reqs.iter().zip(&parsed).enumerate() {
+    for (j, ((req, cmds), reap)) in reqs.iter().zip(&parsed).zip(&reaps).enumerate() {
         txn.now = req.now_ms;
         txn.seed = Some(seed.wrapping_mul(1 << 16).wrapping_add(j as u64));
         let mut out = Out {
             resp3: req.resp3,
             ..Out::default()
         };
-        if let Some(pairs) = reap_pairs(req, cmds) {
+        if let Some(pairs) = reap {
             let mut reaped = 0;
-            for (at, key) in &pairs {
+            for (at, key) in pairs {
                 reaped += i64::from(txn.reap(*at, key)?);
             }
             reaped_keys += reaped as u64;

@@ -617,9 +617,9 @@ async fn reap_through_log(server: &Arc<Server>, replica: &Arc<crate::raft::Repli
             return;
         }
         let mut args = vec![Bytes::from_static(cmd::REAP_EXPIRED)];
-        for d in due {
+        for d in &due {
             args.push(Bytes::from(d.at_ms.to_string()));
-            args.push(Bytes::from(d.key));
+            args.push(Bytes::copy_from_slice(d.key()));
         }
         let req = crate::raft::Request {
             now_ms: now,

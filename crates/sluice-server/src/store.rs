@@ -118,10 +118,18 @@ fn expiry_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// A time index entry: a key's expiry and the key.
+/// A time index entry due: its engine key (`'x' | expiry | key`) and
+/// the expiry it holds.
 pub struct DueExpiry {
+    index_key: Vec<u8>,
     pub at_ms: u64,
-    pub key: Vec<u8>,
+}
+
+impl DueExpiry {
+    /// The Redis key.
+    pub fn key(&self) -> &[u8] {
+        &self.index_key[9..]
+    }
 }
 
 /// A time index key too short to hold its expiry: not one this server
@@ -1014,12 +1022,11 @@ impl Keyspace {
     pub fn reap(&self, max: usize) -> Result<(Vec<Vec<u8>>, bool)> {
         let (due, more) = self.due_expiries(now_ms(), max)?;
         let mut deleted = Vec::new();
-        for DueExpiry { at_ms, key } in &due {
-            let key = &key[..];
-            let ik = expiry_key(*at_ms, key);
+        for d in &due {
+            let key = d.key();
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
-            batch.delete(ik);
+            batch.delete(&d.index_key);
             if self.stage_expired_delete(key, &mut batch)?.is_some() {
                 deleted.push(key.to_vec());
                 self.touch(&mut held, std::iter::once(key.to_vec()));
@@ -1042,8 +1049,8 @@ impl Keyspace {
                 .map(u64::from_be_bytes)
                 .ok_or_else(|| corrupt_index_key(&k))?;
             due.push(DueExpiry {
+                index_key: k,
                 at_ms: at,
-                key: k[9..].to_vec(),
             });
         }
         let more = due.len() > max;
@@ -1968,7 +1975,7 @@ impl<'a> Txn<'a> {
             }
         };
         if expired {
-            self.stage(key, None);
+            self.delete(key);
         }
         Ok(expired)
     }
