@@ -239,8 +239,11 @@ pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
         return Arc::new(partitioned::Partitioned::new(
             opts.lightkv.compaction_size,
             opts.lightkv.partition_split_bytes,
-            opts.index.l0_slowdown_trigger,
-            opts.index.l0_stop_trigger,
+            [
+                opts.index.l0_compaction_trigger,
+                opts.index.l0_slowdown_trigger,
+                opts.index.l0_stop_trigger,
+            ],
         ));
     }
     Arc::new(leveled::Leveled {

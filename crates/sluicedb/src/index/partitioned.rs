@@ -90,7 +90,8 @@ pub(crate) struct Partitioned {
     /// A partition's table bytes at which it splits (§III-G).
     pub(crate) split_bytes: u64,
     /// Weight-0 tables in one partition at which writes slow down, and
-    /// stop (merges behind).
+    /// stop (merges behind): `CS` plus the leveled triggers' distance past
+    /// their compaction trigger ([`Partitioned::new`]).
     pub(crate) slowdown_tables: usize,
     pub(crate) stop_tables: usize,
     /// A split picked and not yet installed: picks add no other boundary
@@ -155,18 +156,28 @@ fn age_order(a: &(usize, Arc<FileMeta>), b: &(usize, Arc<FileMeta>)) -> std::cmp
 impl Partitioned {
     pub(crate) const NAME: &'static str = "partitioned";
 
+    /// The shape for `CS` = `compaction_size`, splitting at `split_bytes`.
+    /// The L0 triggers (`compaction`, `slowdown`, `stop`, as the leveled
+    /// shape has them) count weight-0 tables past the merge that is due:
+    /// writes slow down at `CS + slowdown - compaction` weight-0 tables in
+    /// one partition and stop at `CS + stop - compaction`. A partition
+    /// reaches `CS` weight-0 tables between every two merges, so
+    /// thresholds not shifted by `CS` slowed every merge's wait once `CS`
+    /// reached them and, from `CS` = `stop`, stopped writes for good
+    /// (`docs/experiments.md`, "LightKV: write pressure past the merge
+    /// due").
     pub(crate) fn new(
         compaction_size: usize,
         split_bytes: u64,
-        slowdown_tables: usize,
-        stop_tables: usize,
+        [compaction, slowdown, stop]: [usize; 3],
     ) -> Partitioned {
         assert!(compaction_size >= 2, "a compaction size of at least 2");
+        let past_due = |trigger: usize| compaction_size + trigger.saturating_sub(compaction).max(1);
         Partitioned {
             compaction_size,
             split_bytes,
-            slowdown_tables,
-            stop_tables,
+            slowdown_tables: past_due(slowdown),
+            stop_tables: past_due(stop).max(past_due(slowdown)),
             pending_split: Mutex::new(None),
             flush_cuts: Mutex::new(None),
             partitions: AtomicUsize::new(1),
@@ -594,7 +605,7 @@ mod tests {
 
     fn shape(cuts: Option<&[&str]>) -> Arc<Partitioned> {
         // CS 9: the four tables below never merge.
-        let s = Arc::new(Partitioned::new(9, 1000, 100, 200));
+        let s = Arc::new(Partitioned::new(9, 1000, [4, 100, 200]));
         if let Some(cuts) = cuts {
             s.flush_cuts(cuts.iter().map(|c| c.as_bytes().to_vec()).collect());
         }
@@ -648,5 +659,31 @@ mod tests {
         ]));
         let v = version(&s, &["a", "n"], &files);
         assert_eq!(split_at(&s, &v).as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn writes_slow_down_and_stop_past_the_merge_due() {
+        // Weight-0 tables in one partition: 1..=n.
+        let pressure = |cs: usize, n: u64| {
+            let s = Arc::new(Partitioned::new(cs, 1 << 30, [4, 8, 12]));
+            let files: Vec<(u64, String)> = (1..=n).map(|i| (i, format!("k{i:03}"))).collect();
+            let files: Vec<(u64, &str, &str, u64)> = files
+                .iter()
+                .map(|(i, k)| (*i, "a", k.as_str(), 10))
+                .collect();
+            s.write_pressure(&version(&s, &[], &files))
+        };
+        // The defaults (CS 4 and triggers 4, 8, 12): as the leveled shape.
+        assert_eq!(pressure(4, 7), WritePressure::None);
+        assert_eq!(pressure(4, 8), WritePressure::Slowdown);
+        assert_eq!(pressure(4, 12), WritePressure::Stop);
+        // CS 8: a partition holds 8 weight-0 tables whenever a merge is due,
+        // which is no reason to slow writes; 16 is four past it.
+        assert_eq!(pressure(8, 8), WritePressure::None);
+        assert_eq!(pressure(8, 12), WritePressure::Slowdown);
+        assert_eq!(pressure(8, 16), WritePressure::Stop);
+        // CS 16 reaches its merge at all (writes stopped at 12 before).
+        assert_eq!(pressure(16, 16), WritePressure::None);
+        assert_eq!(pressure(16, 24), WritePressure::Stop);
     }
 }
