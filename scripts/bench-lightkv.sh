@@ -19,10 +19,7 @@
 # YCSB_NUM and YCSB_OPS (default 100000 each), FIG13_NUM (default 100000), FIG13_LEAVES
 # (default "16 32 64 128"), FIG13_CS (default "2 3 4 6 8"), ENGINES (default lightkv,leveldb;
 # the fig13 sweeps run lightkv alone), PM_FENCE (msync or cache, default msync: what a fence of the
-# buffer's mapped file does; cache stands in for real PM and survives a process crash only),
-# EXTRA (more `sluice bench` flags for every invocation, e.g. `--lightkv-cs 8`), MEMCAP (MiB: fig9
-# runs each engine in an invocation of its own inside `memcap MEMCAP`, since a cgroup limit
-# counts the page cache the engine before left; MEMCAP_BIN, default /work/shared/tools/memcap).
+# buffer's mapped file does; cache stands in for real PM and survives a process crash only).
 set -euo pipefail
 what=${1:-all}
 bin=${SLUICE:-target/release/sluice}
@@ -30,23 +27,12 @@ dir=${DIR:-/tmp/lightkv-scratch/bench}
 out=${OUT:-$dir/lightkv.jsonl}
 engines=${ENGINES:-lightkv,leveldb}
 fence=(--pm-fence "${PM_FENCE:-msync}")
-# shellcheck disable=SC2206
-fence+=(${EXTRA:-})
 mkdir -p "$dir"
 if [ "$what" = fig9 ] || [ "$what" = all ]; then
   for gib in ${FIG9_GIB:-0.25 0.5 1}; do
-    if [ -n "${MEMCAP:-}" ]; then
-      for engine in ${engines//,/ }; do
-        nice "${MEMCAP_BIN:-/work/shared/tools/memcap}" "$MEMCAP" "$bin" bench --quiet \
-          --db "$dir/db" --engines "$engine" --benchmarks fillrandom --dataset-gib "$gib" \
-          --value-size 1024 --out "$out" "${fence[@]}"
-        rm -rf "$dir/db"
-      done
-    else
-      nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" --benchmarks fillrandom \
-        --dataset-gib "$gib" --value-size 1024 --out "$out" "${fence[@]}"
-      rm -rf "$dir/db"
-    fi
+    nice "$bin" bench --quiet --db "$dir/db" --engines "$engines" --benchmarks fillrandom \
+      --dataset-gib "$gib" --value-size 1024 --out "$out" "${fence[@]}"
+    rm -rf "$dir/db"
   done
 fi
 if [ "$what" = fig10 ] || [ "$what" = all ]; then

@@ -100,14 +100,7 @@ pub(super) struct Jobs {
     pub(super) busy: HashSet<u64>,
     /// Numbers of files jobs are writing (not obsolete though unlisted).
     pub(super) pending_outputs: HashSet<u64>,
-    /// Flushes running, and how many immutable memtables at the front of
-    /// `State::imms` they hold: a flush takes the ones after those held,
-    /// and takes its own out of the queue as it installs them, so the held
-    /// ones stay a prefix (`Core::pick_job`). One flush at a time but for
-    /// LightKV's, whose units of distinct partitions hold no versions of
-    /// one key ([`LIGHT_FLUSHES_AT_ONCE`](super::write::LIGHT_FLUSHES_AT_ONCE)).
-    pub(super) flushes_running: usize,
-    pub(super) flush_claimed: usize,
+    pub(super) flush_running: bool,
     /// A merge that moved value records is settling its garbage: no flush
     /// starts (`Core::hold_flushes`).
     pub(super) relocation_settling: bool,
@@ -137,8 +130,7 @@ impl Jobs {
         Jobs {
             busy: HashSet::new(),
             pending_outputs: HashSet::new(),
-            flushes_running: 0,
-            flush_claimed: 0,
+            flush_running: false,
             relocation_settling: false,
             compactions_running: 0,
             manual_compaction: false,

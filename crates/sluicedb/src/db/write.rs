@@ -51,22 +51,14 @@ const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 /// `docs/experiments.md`, "LightKV's write path").
 const LIGHT_FLUSH_FREE_PERCENT: u64 = 50;
 
-/// LightKV's flushes that may run at once. Flushes of other presets run
-/// one at a time, oldest memtable first; LightKV's units of distinct
-/// partitions hold no two versions of one key, so two flushes overlap one's
-/// syncs with the other's table building (LightKV, ICDE, §III-D: each
-/// leaf is flushed on its own). A writer waiting for room runs the second
-/// (`Core::help_background`) while a background thread runs the first.
-pub(super) const LIGHT_FLUSHES_AT_ONCE: usize = 2;
-
-/// LightKV's flush units one flush writes together (`Core::run_flush`).
-pub(super) const LIGHT_UNITS_PER_FLUSH: usize = 4;
-
 /// LightKV's flush units handed out at once (each a copy of one leaf's
-/// versions in memory): a batch for each flush that may run, and one more
-/// handed out while they are written, so that a flush always finds its
-/// next batch.
-const LIGHT_UNITS_IN_FLIGHT: usize = LIGHT_UNITS_PER_FLUSH * (LIGHT_FLUSHES_AT_ONCE + 1);
+/// versions in memory).
+const LIGHT_UNITS_IN_FLIGHT: usize = 8;
+
+/// LightKV's flush units one flush writes together (`Core::run_flush`):
+/// half of those in flight, so that the other half is handed out while
+/// the batch is written and the flush thread always has its next batch.
+pub(super) const LIGHT_UNITS_PER_FLUSH: usize = LIGHT_UNITS_IN_FLIGHT / 2;
 
 impl Core {
     /// Separates the group's values the policy picks at write time
@@ -684,18 +676,15 @@ impl Core {
                 continue;
             }
             idle = 0;
-            // The writer runs a flush itself while it waits, beside the
-            // background thread's ([`LIGHT_FLUSHES_AT_ONCE`]).
-            self.stall_for_background(st, true, &self.counters.stall_memtable_micros);
+            self.stall_for_background(st, false, &self.counters.stall_memtable_micros);
         }
     }
 
     /// Waits (up to 100 ms) for background work to make room, counting the
-    /// stall under `reason`; with `help` (a GC group, a LightKV writer
-    /// waiting for buffer room) it runs pending work itself instead
+    /// stall under `reason`; a GC group runs pending work itself instead
     /// (`Core::help_background`).
-    fn stall_for_background(&self, st: &mut MutexGuard<'_, State>, help: bool, reason: &AtomicU64) {
-        if help && self.help_background(st) {
+    fn stall_for_background(&self, st: &mut MutexGuard<'_, State>, gc: bool, reason: &AtomicU64) {
+        if gc && self.help_background(st) {
             return;
         }
         let t = Instant::now();

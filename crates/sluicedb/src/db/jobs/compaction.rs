@@ -223,7 +223,7 @@ impl Core {
     fn hold_flushes(&self) -> FlushHold<'_> {
         let mut st = self.state.lock();
         st.jobs.relocation_settling = true;
-        while st.jobs.flushes_running > 0 && st.poisoned.is_none() && !st.closing {
+        while st.jobs.flush_running && st.poisoned.is_none() && !st.closing {
             self.cv.wait_for(&mut st, Duration::from_millis(100));
         }
         FlushHold(self)

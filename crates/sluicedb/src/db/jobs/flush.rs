@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use crate::compaction::{self, JobStats, MergeParams, OlderTables};
 use crate::db::core::Core;
-use crate::db::core::State;
-use crate::db::jobs::FlushClaim;
+use crate::db::write::LIGHT_UNITS_PER_FLUSH;
 use crate::error::Result;
 use crate::filename;
 use crate::fs::IoClass;
@@ -139,23 +138,39 @@ impl Core {
         Ok((sampled, shadowed))
     }
 
-    /// Writes the memtables of `claim` (`Core::pick_job`) into tables and
-    /// installs them, taking them out of the queue.
-    pub(in crate::db) fn run_flush(&self, claim: &FlushClaim) -> Result<()> {
-        let imm = claim[0].0.clone();
-        let (next_mark, smallest_snapshot, below) = {
+    pub(in crate::db) fn run_flush(&self) -> Result<()> {
+        let (imm, units, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();
-            let at = queued_at(&st, &imm);
-            let next = st
+            let front = st
                 .imms
-                .get(at + claim.len())
-                .map_or(st.mem_mark, |i| i.mark);
+                .front()
+                .expect("flush picked with an immutable memtable");
+            let next = st.imms.get(1).map_or(st.mem_mark, |i| i.mark);
             let visible = self.visible_seq.load(Ordering::Acquire);
-            (next, st.smallest_snapshot(visible), st.current.clone())
+            // LightKV: every flush unit waiting goes into one set of
+            // tables (one per table partition), so the units share the
+            // tables' syncs and the manifest's edit instead of queueing
+            // for them one by one. Their keys are disjoint: a partition
+            // hands out its next unit only once the last is flushed, and
+            // never splits while it has a chain.
+            let units: Vec<(Arc<dyn WriteBuffer>, u32)> = st
+                .imms
+                .iter()
+                .map_while(|i| Some((i.mem.clone(), i.leaf?)))
+                .take(LIGHT_UNITS_PER_FLUSH)
+                .collect();
+            (
+                front.mem.clone(),
+                units,
+                next,
+                st.smallest_snapshot(visible),
+                st.current.clone(),
+            )
         };
+        let batched = units.len().max(1);
         let input = || -> Box<dyn InternalIterator> {
-            if claim.len() > 1 {
-                let children = claim.iter().map(|(m, _)| m.clone().iter()).collect();
+            if units.len() > 1 {
+                let children = units.iter().map(|(m, _)| m.clone().iter()).collect();
                 Box::new(MergingIterator::new(children))
             } else {
                 imm.clone().iter()
@@ -165,9 +180,8 @@ impl Core {
         // freezing files, so that the pointers to values this flush
         // appends are in the index before GC judges them (except where
         // GC judges such records by their version instead,
-        // `GcProfile::waits_for_flushes`). Without a value store (LightKV's
-        // two flushes at once among them) there is no GC to wait.
-        let _appending = self.values.is_some().then(|| self.flush_appends.lock());
+        // `GcProfile::waits_for_flushes`).
+        let _appending = self.flush_appends.lock();
         // Its lookups of the versions it shadows go in key order (those
         // the merge makes itself, when the thread looking ahead is behind).
         let _sorted = crate::table::reader::SortedProbes::uncached();
@@ -175,9 +189,7 @@ impl Core {
         // Flushes run one at a time, oldest memtable first, so `below` holds
         // every version older than this memtable's: a compaction running
         // meanwhile drops none of the newest ones (only shadowed versions
-        // and bottom tombstones, which point at nothing). LightKV's two at
-        // once flush units of distinct partitions: neither holds a version
-        // of a key the other has.
+        // and bottom tombstones, which point at nothing).
         let outputs = self.build_tables(
             input(),
             Some(&input),
@@ -195,12 +207,8 @@ impl Core {
             v.sync()?;
         }
         #[cfg(test)]
-        {
-            // Not under the hook's lock: a hook may run a flush itself.
-            let hook = self.flush_hook.lock().take();
-            if let Some(hook) = hook {
-                hook(self);
-            }
+        if let Some(hook) = self.flush_hook.lock().take() {
+            hook(self);
         }
         if self.samples_shadows(&below) {
             let (sampled, shadowed) = self.sample_shadows(input(), &below)?;
@@ -236,24 +244,22 @@ impl Core {
             edit.add_file(self.shape.flush_level(), f);
         }
         self.install(edit, log_number, &numbers, |st| {
-            // Out of the queue with their claim, in one hold of the lock,
-            // so that the claimed memtables stay its prefix.
-            for (mem, _) in claim {
-                let at = queued_at(st, mem);
-                let i = st.imms.remove(at).expect("a queued memtable");
+            for n in 0..batched {
+                let i = st.imms.pop_front().expect("flushed memtable");
+                debug_assert!(n > 0 || Arc::ptr_eq(&i.mem, &imm));
+                debug_assert!(units.get(n).is_none_or(|u| Arc::ptr_eq(&i.mem, &u.0)));
                 st.memtables_flushed += 1;
                 // Its versions are in synced tables, listed by a synced edit.
                 self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
             }
-            st.jobs.flush_claimed -= claim.len();
             self.unjournaled_floor
                 .store(st.unjournaled_floor(), Ordering::Release);
         })?;
         bump(&self.counters.flushes, 1);
-        let leaves: Vec<u32> = claim.iter().filter_map(|(_, leaf)| *leaf).collect();
-        if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
+        if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
             // the buffer (raising its watermark), and the next units go out.
+            let leaves: Vec<u32> = units.iter().map(|(_, leaf)| *leaf).collect();
             light.flushed(&leaves)?;
             // Splits of the buffer's partitions since the last flush.
             self.shape.flush_cuts(light.partition_cuts());
@@ -288,99 +294,5 @@ impl Core {
             ..VersionEdit::default()
         };
         self.install(edit, None, &[number], |_| {})
-    }
-}
-
-/// Where `mem`, which a running flush holds, is in the queue of immutable
-/// memtables.
-fn queued_at(st: &State, mem: &Arc<dyn WriteBuffer>) -> usize {
-    st.imms
-        .iter()
-        .position(|i| Arc::ptr_eq(&i.mem, mem))
-        .expect("a flush's memtables stay queued until it installs them")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    use parking_lot::{Mutex, MutexGuard};
-
-    use crate::db::core::Core;
-    use crate::db::jobs::Job;
-    use crate::fs::MemFs;
-    use crate::options::{Options, Preset};
-    use crate::Db;
-
-    /// LightKV's flushes run two at a time (`LIGHT_FLUSHES_AT_ONCE`): a
-    /// second flush, of the next units, runs inside the first between its
-    /// tables and their install, and so installs first, with the larger
-    /// table numbers. Every pair reads back, by key and in a scan, before
-    /// and after a reopen, and no claim is left behind.
-    #[test]
-    fn two_lightkv_flushes_at_once_install_in_either_order() {
-        let fs = MemFs::new();
-        let opts = Options::preset(Preset::LightKv)
-            .fs(Arc::new(fs.clone()))
-            .background_threads(1)
-            .lightkv_buffer_bytes(256 << 10)
-            .lightkv_segment_bytes(1024)
-            .lightkv_leaf_buckets(2)
-            .lightkv_max_leaf_nodes(16);
-        let db = Db::open("/db", opts.clone()).unwrap();
-        let mut model = BTreeMap::new();
-        for round in 0..2u32 {
-            for i in 0..300u32 {
-                let k = format!("k{:04}", (i * 7919) % 1000).into_bytes();
-                let v = format!("v{round}.{i}").into_bytes();
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
-            // Units handed out by the writes are flushed before the hook is
-            // set: it must run in the flush of `Db::flush`'s hand-out.
-            db.wait_for_background().unwrap();
-            let second: Arc<Mutex<Option<Result<usize, String>>>> = Arc::new(Mutex::new(None));
-            let seen = second.clone();
-            *db.core().flush_hook.lock() = Some(Box::new(move |core: &Core| {
-                let mut st = core.state.lock();
-                let waiting = st.imms.len() - st.jobs.flush_claimed;
-                *seen.lock() = Some(match core.pick_job(&mut st, false) {
-                    Some(job @ Job::Flush(_)) => {
-                        let Job::Flush(claim) = &job else {
-                            unreachable!()
-                        };
-                        let n = claim.len();
-                        let r = MutexGuard::unlocked(&mut st, || core.run_job(&job));
-                        let ok = r.as_ref().map(|_| n).map_err(|e| e.to_string());
-                        core.finish_job(&mut st, job, r);
-                        ok
-                    }
-                    _ => Err(format!("no second flush ({waiting} units waiting)")),
-                });
-            }));
-            db.flush().unwrap();
-            let ran = second.lock().take().expect("the hook ran");
-            assert!(ran.unwrap() > 0, "round {round}");
-            {
-                let st = db.core().state.lock();
-                assert!(st.imms.is_empty());
-                assert_eq!(st.jobs.flush_claimed, 0);
-            }
-            for (k, v) in &model {
-                assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "round {round}");
-            }
-            let scanned: Vec<(Vec<u8>, Vec<u8>)> =
-                db.range::<&[u8]>(..).map(|p| p.unwrap()).collect();
-            let expected: Vec<(Vec<u8>, Vec<u8>)> =
-                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            assert_eq!(scanned, expected, "round {round}");
-        }
-        drop(db);
-        let db = Db::open("/db", opts).unwrap();
-        for (k, v) in &model {
-            assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "reopened");
-        }
-        db.verify().unwrap();
     }
 }

@@ -16,27 +16,20 @@ use std::time::Duration;
 use parking_lot::MutexGuard;
 
 use crate::db::core::{Core, State};
-use crate::db::write::{LIGHT_FLUSHES_AT_ONCE, LIGHT_UNITS_PER_FLUSH};
 use crate::error::Result;
 use crate::gc::space::SpacePressure;
 use crate::index::{CompactionPlan, WritePressure};
-use crate::memtable::WriteBuffer;
 use crate::stats::bump;
 
 /// Value files a GC merge pick tries before giving up until the next pick
 /// (each may need a table another merge holds).
 const GC_MERGE_TRIES: usize = 4;
 
-/// The immutable memtables a flush writes (`Core::run_flush`), oldest
-/// first, each with its LightKV leaf: the front one alone, or LightKV's
-/// next units.
-pub(in crate::db) type FlushClaim = Vec<(Arc<dyn WriteBuffer>, Option<u32>)>;
-
 /// How often an idle pressure GC thread looks at the space ratio.
 const PRESSURE_GC_POLL: Duration = Duration::from_millis(20);
 
 pub(in crate::db) enum Job {
-    Flush(FlushClaim),
+    Flush,
     Compaction(CompactionPlan),
     Gc,
 }
@@ -65,7 +58,7 @@ impl Core {
         loop {
             st.check_writable()?;
             let running = !st.imms.is_empty()
-                || st.jobs.flushes_running > 0
+                || st.jobs.flush_running
                 || st.jobs.compactions_running > 0
                 || st.jobs.gc_running;
             if running || st.jobs.bg_parked < st.jobs.bg_loops {
@@ -173,17 +166,6 @@ impl Core {
         self.bg_cv.notify_all();
     }
 
-    /// True when an immutable memtable no flush holds waits and another
-    /// flush may start: one at a time, LightKV's [`LIGHT_FLUSHES_AT_ONCE`].
-    fn flush_due(&self, st: &State) -> bool {
-        let most = if self.light.get().is_some() {
-            LIGHT_FLUSHES_AT_ONCE
-        } else {
-            1
-        };
-        st.imms.len() > st.jobs.flush_claimed && st.jobs.flushes_running < most
-    }
-
     /// The next background job; GC only with `gc` (a GC step helping
     /// out, `help_background`, must not start another).
     pub(in crate::db) fn pick_job(&self, st: &mut State, gc: bool) -> Option<Job> {
@@ -193,27 +175,14 @@ impl Core {
         // A merge that moved records is settling its garbage: a flush
         // starting now could count garbage in a record it moved without
         // being seen (`Core::run_compaction`).
-        if self.flush_due(st) && !st.jobs.relocation_settling {
-            let unclaimed = st.imms.iter().skip(st.jobs.flush_claimed);
-            // LightKV: the next units waiting go into one set of tables
-            // (one per table partition), so that they share the tables'
-            // syncs and the manifest's edit instead of queueing for them
-            // one by one. Their keys are disjoint: a partition hands out
-            // its next unit only once the last is flushed, and never
-            // splits while it has a chain.
-            let mut claim: FlushClaim = unclaimed
-                .clone()
-                .map_while(|i| Some((i.mem.clone(), Some(i.leaf?))))
-                .take(LIGHT_UNITS_PER_FLUSH)
-                .collect();
-            if claim.is_empty() {
-                claim = unclaimed.take(1).map(|i| (i.mem.clone(), i.leaf)).collect();
-            }
-            let waited = st.imms[st.jobs.flush_claimed].since.elapsed();
-            bump(&self.counters.flush_wait_micros, waited.as_micros() as u64);
-            st.jobs.flushes_running += 1;
-            st.jobs.flush_claimed += claim.len();
-            return Some(Job::Flush(claim));
+        if !st.imms.is_empty() && !st.jobs.flush_running && !st.jobs.relocation_settling {
+            st.jobs.flush_running = true;
+            let waited = st.imms.front().map(|i| i.since.elapsed());
+            bump(
+                &self.counters.flush_wait_micros,
+                waited.map_or(0, |d| d.as_micros() as u64),
+            );
+            return Some(Job::Flush);
         }
         // Under the space limit's pressure GC is the pressure threads' own;
         // no step starts once the database is closing (`Handle::drop`).
@@ -279,7 +248,7 @@ impl Core {
     /// its output numbered now: newer than its inputs, older than every
     /// flush to come, as level 0's order by number requires.
     fn pick_scan_merge(&self, st: &State) -> Option<CompactionPlan> {
-        if st.jobs.flushes_running > 0 {
+        if st.jobs.flush_running {
             return None;
         }
         let mut plan = self.shape.pick_scan_merge(&st.current, &st.jobs.busy)?;
@@ -379,9 +348,9 @@ impl Core {
 
     pub(in crate::db) fn run_job(&self, job: &Job) -> Result<()> {
         match job {
-            Job::Flush(claim) => {
+            Job::Flush => {
                 let t = std::time::Instant::now();
-                let r = self.run_flush(claim);
+                let r = self.run_flush();
                 bump(&self.counters.flush_micros, t.elapsed().as_micros() as u64);
                 r
             }
@@ -408,15 +377,7 @@ impl Core {
         r: Result<()>,
     ) {
         match job {
-            Job::Flush(claim) => {
-                st.jobs.flushes_running -= 1;
-                // A flush that failed before installing leaves its
-                // memtables queued: its claim on them ends here (an
-                // installed flush took them out with their claim).
-                if st.imms.iter().any(|i| Arc::ptr_eq(&i.mem, &claim[0].0)) {
-                    st.jobs.flush_claimed -= claim.len();
-                }
-            }
+            Job::Flush => st.jobs.flush_running = false,
             Job::Gc => st.jobs.gc_running = false,
             Job::Compaction(plan) => {
                 st.jobs.compactions_running -= 1;
@@ -440,11 +401,9 @@ impl Core {
     /// one background thread, or every one busy, that work would otherwise
     /// wait for the GC thread, which waits for the writer. Only that work,
     /// so that GC's commit does not wait out a compaction nobody waits for.
-    /// And for a LightKV writer waiting for buffer room: the second flush
-    /// that may run beside a background thread's.
     /// Returns true if it ran a job.
     pub(in crate::db) fn help_background(&self, st: &mut MutexGuard<'_, State>) -> bool {
-        let flush_due = self.flush_due(st);
+        let flush_due = !st.imms.is_empty() && !st.jobs.flush_running;
         let stopped = self.shape.write_pressure(&st.current) == WritePressure::Stop;
         if st.closing || !(flush_due || stopped) {
             return false;
