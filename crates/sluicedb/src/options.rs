@@ -365,7 +365,8 @@ pub const DEFAULT_LIGHTKV_LEAF_BUCKETS: usize = 256;
 /// quarter of the default buffer's segments, so that every partition's
 /// top leaf has a segment to append to with room to spare.
 pub const DEFAULT_LIGHTKV_MAX_LEAF_NODES: usize = 64;
-/// Default [`LightKvOptions::compaction_size`]: 4, the paper's `CS`.
+/// Default [`LightKvOptions::compaction_size`]: 8 (the paper's `CS` is 4;
+/// why 8: `lightkv::compaction::DEFAULT_COMPACTION_SIZE`).
 pub const DEFAULT_LIGHTKV_COMPACTION_SIZE: usize =
     crate::lightkv::compaction::DEFAULT_COMPACTION_SIZE;
 /// Default [`LightKvOptions::partition_split_bytes`]: 16 MiB, about 16 full

@@ -164,8 +164,8 @@ impl Partitioned {
     /// reaches `CS` weight-0 tables between every two merges, so
     /// thresholds not shifted by `CS` slowed every merge's wait once `CS`
     /// reached them and, from `CS` = `stop`, stopped writes for good
-    /// (`docs/experiments.md`, "LightKV: write pressure past the merge
-    /// due").
+    /// (`docs/experiments.md`, "LightKV: compaction size 8, and write
+    /// amplification at 4 GiB").
     pub(crate) fn new(
         compaction_size: usize,
         split_bytes: u64,
