@@ -77,7 +77,8 @@ pub enum ScanValues {
 
 /// `HSCAN/SSCAN/ZSCAN key cursor [MATCH p] [COUNT n]` over the elements
 /// of `m` whose suffix starts with `sub` (a sorted set's member records);
-/// past `sub`, each suffix is a name hash and the name. The cursor is 1 +
+/// past `sub`, each suffix is a name hash and the name (a set's: the
+/// name). The cursor is 1 +
 /// (the length of the rest of the next element's suffix up to 7 in the
 /// top byte, then its first 7 bytes, zero-padded), read big-endian (0:
 /// done): it needs no server state, and every element present for the
@@ -157,9 +158,10 @@ pub fn scan_with(
         let mut stop_prefix: Option<Vec<u8>> = None;
         let mut bad = None;
         txn.elems_in(&lo, &hi, false, |k, v| {
-            // The cursor holds the start of the suffix (name hash first).
+            // The cursor holds the start of the suffix (a name hash first
+            // but in a set).
             let rest = &k[skip..];
-            let Some(name) = crate::store::name_of(rest) else {
+            let Some(name) = m.name_in(rest) else {
                 bad = Some(crate::store::malformed_element(k));
                 return false;
             };

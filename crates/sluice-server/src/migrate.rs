@@ -2,8 +2,7 @@
 //! written before it (`docs/format/server-keyspace.md`, "Migration").
 //!
 //! Before format 1 an element key was `'e' | version u64 BE | suffix`
-//! and a hash field, set member or sorted-set member record held its name
-//! unhashed. Versions are reserved from 0 upwards, so every old key has a
+//! and a hash field or sorted-set member record held its name unhashed. Versions are reserved from 0 upwards, so every old key has a
 //! 0 after the tag (versions below 2^56), and no new key does (its byte
 //! there is a length, 1..=8): the two layouts never share a key.
 //!
@@ -329,7 +328,7 @@ mod tests {
             let suffix = &k[at..];
             // The deleted set's version has no record: a set.
             let old_suffix = match kinds.get(&version).copied().unwrap_or(CollKind::Set) {
-                CollKind::Hash | CollKind::Set => name_of(suffix).unwrap().to_vec(),
+                CollKind::Hash => name_of(suffix).unwrap().to_vec(),
                 CollKind::ZSet if suffix[0] == ZSET_MEMBER => {
                     [&[ZSET_MEMBER][..], name_of(&suffix[1..]).unwrap()].concat()
                 }

@@ -1,5 +1,6 @@
 //! Sets: a metadata record and one engine key per member
-//! (`'e' | version | name hash | member -> empty`). Membership is one engine read;
+//! (`'e' | version | member -> empty`, no name hash: see
+//! [`crate::store::hashes_names`]). Membership is one engine read;
 //! the algebra (`SINTER`, `SUNION`, `SDIFF` and their `STORE` forms)
 //! reads the members of each input.
 
@@ -12,7 +13,7 @@ use crate::coll::{card_limit, random_picks, scan_elements};
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
 use crate::notify as ev;
 use crate::resp::Out;
-use crate::store::{CollKind, Meta, Txn, NAME_HASH_BYTES};
+use crate::store::{CollKind, Meta, Txn};
 
 const SET: CollKind = CollKind::Set;
 
@@ -165,11 +166,16 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, String> {
 /// larger, it seeks (`seek_random_member`).
 const EXACT_PICK_MEMBERS: u64 = 1024;
 
+/// Bytes past the common prefix a random seek target draws.
+const TARGET_BYTES: usize = 8;
+
 /// One member of a large set, picked by seeking to a random point between
 /// its first and last member (from where its live members are known to
-/// begin, once it was popped): a name hash drawn uniformly between
-/// theirs ([`random_target`]); past the last live member, the pick is the
-/// first. Forward reads
+/// begin, once it was popped): past their common prefix, each byte drawn
+/// uniformly between the first's and the last's byte at that position
+/// (so `element:000123` members draw digits, not any byte, and the picks
+/// spread over the members instead of piling up at the start of each
+/// run); past the last live member, the pick is the first. Forward reads
 /// only: the memtable steps back by searching from its head, so walking
 /// back over the tombstones of popped members cost milliseconds a pick
 /// once a set was mostly popped. The known bounds of its live members
@@ -259,15 +265,15 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
     member_in(m, &first).map(Some)
 }
 
-/// The member named by `suffix` (name hash, member), one of `m`'s.
+/// The member named by `suffix`, one of `m`'s.
 fn member_in(m: &Meta, suffix: &[u8]) -> Result<Vec<u8>, String> {
-    match crate::store::name_of(suffix) {
+    match m.name_in(suffix) {
         Some(name) => Ok(name.to_vec()),
         None => Err(engine(crate::store::malformed_element(&m.elem(suffix)))),
     }
 }
 
-/// The suffix (name hash, member) of the first member at or after engine
+/// The suffix (the member) of the first member at or after engine
 /// key `from`, before `end`.
 fn first_from(txn: &Txn<'_>, m: &Meta, from: &[u8], end: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let mut found = None;
@@ -279,22 +285,21 @@ fn first_from(txn: &Txn<'_>, m: &Meta, from: &[u8], end: &[u8]) -> Result<Option
     Ok(found)
 }
 
-/// A random seek target between the member key suffixes `first` and
-/// `last`: a name hash drawn uniformly between theirs (read as integers).
-/// The hashes of the members are spread uniformly whatever their names, so
-/// a target lands between two live members with a chance proportional to
-/// the hash space between them.
-fn random_target(first: &[u8], last: &[u8]) -> [u8; NAME_HASH_BYTES] {
-    let hash = |s: &[u8]| {
-        let mut b = [0u8; NAME_HASH_BYTES];
-        let n = s.len().min(NAME_HASH_BYTES);
-        b[..n].copy_from_slice(&s[..n]);
-        u32::from_be_bytes(b)
-    };
-    let (lo, hi) = (hash(first), hash(last));
-    rand::thread_rng()
-        .gen_range(lo.min(hi)..=lo.max(hi))
-        .to_be_bytes()
+/// A random member name between `first` and `last`: their common
+/// prefix, then each byte drawn between theirs at that position.
+fn random_target(first: &[u8], last: &[u8]) -> Vec<u8> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let mut rng = rand::thread_rng();
+    let mut target = last[..common].to_vec();
+    for i in common..common + TARGET_BYTES {
+        let (lo, hi) = match (first.get(i), last.get(i)) {
+            (Some(&a), Some(&b)) => (a.min(b), a.max(b)),
+            (Some(&x), None) | (None, Some(&x)) => (0, x),
+            (None, None) => break,
+        };
+        target.push(rng.gen_range(lo..=hi));
+    }
+    target
 }
 
 /// One random member (none if the set is empty).

@@ -320,14 +320,26 @@ impl Meta {
         &ekey[self.prefix_len()..]
     }
 
-    /// The engine key of a hash field or set member: its name hash, then
-    /// the name.
+    /// The engine key of a hash field (its name hash, then the name) or a
+    /// set member (the name alone: see [`hashes_names`]).
     pub fn named(&self, name: &[u8]) -> Vec<u8> {
         let mut k = Vec::with_capacity(self.prefix_len() + NAME_HASH_BYTES + name.len());
         k.extend_from_slice(&element_prefix(self.version));
-        k.extend_from_slice(&name_hash(name));
+        if hashes_names(self.kind) {
+            k.extend_from_slice(&name_hash(name));
+        }
         k.extend_from_slice(name);
         k
+    }
+
+    /// The name in `suffix`, the suffix of one of its named elements (past
+    /// a sorted set's sub-tag); `None` if its name hash is not the name's.
+    pub fn name_in<'a>(&self, suffix: &'a [u8]) -> Option<&'a [u8]> {
+        if hashes_names(self.kind) {
+            name_of(suffix)
+        } else {
+            Some(suffix)
+        }
     }
 
     /// The engine key of the element with `suffix`.
@@ -394,7 +406,16 @@ pub fn split_element_key(k: &[u8]) -> Option<(u64, usize)> {
     Some((v, 2 + n))
 }
 
-/// The name hash of a hash field, set member or sorted-set member: the
+/// Whether the named elements of `kind` carry a name hash: hash fields and
+/// sorted-set member records do; set members do not. A set's random picks
+/// (`SPOP`, `SRANDMEMBER`) seek between its live members, and with hashed
+/// members they walked far more tombstones of popped ones (measured:
+/// `docs/experiments.md`, "Short element-key versions and hashed names").
+pub fn hashes_names(kind: CollKind) -> bool {
+    matches!(kind, CollKind::Hash | CollKind::ZSet)
+}
+
+/// The name hash of a hash field or sorted-set member: the
 /// top 4 bytes of `xxh3_64(name)` (seed 0), big-endian. On disk: it may
 /// never change. It puts differing bytes early in element keys whose
 /// names share a long prefix; the name follows it whole, so two names
@@ -1348,7 +1369,7 @@ impl Keyspace {
                     },
                     CollKind::Hash | CollKind::Set => {
                         members += 1;
-                        if name_of(suffix).is_none() {
+                        if m.name_in(suffix).is_none() {
                             problems.push(format!("{name}: an element's name hash is wrong"));
                         }
                     }
@@ -2303,8 +2324,8 @@ impl<'a> Txn<'a> {
 
     /// The fields of a hash, the members of a set or the member records
     /// of a sorted set (score f64 LE), as (name, value), in key order
-    /// (name hash order); an error names an element key not in the
-    /// encoding.
+    /// (name hash order, but a set's in name order); an error names an
+    /// element key not in the encoding.
     pub fn names(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         debug_assert!(m.kind != CollKind::List, "list elements have no names");
         let (lo, hi) = match m.kind {
@@ -2315,7 +2336,7 @@ impl<'a> Txn<'a> {
         let mut v = Vec::with_capacity(m.count as usize);
         let mut bad = None;
         self.elems_in(&lo, &hi, false, |k, val| {
-            match name_of(&m.suffix_of(k)[skip..]) {
+            match m.name_in(&m.suffix_of(k)[skip..]) {
                 Some(name) => {
                     v.push((name.to_vec(), val.to_vec()));
                     true
@@ -2739,8 +2760,8 @@ mod tests {
         assert_eq!(split_element_key(&[0x65, 3, 1]), None, "too short");
         // Names sharing a long prefix differ within an element key's
         // first 8 bytes (the memtable's inline key prefix).
-        let m = Meta {
-            kind: CollKind::Set,
+        let mut m = Meta {
+            kind: CollKind::Hash,
             expire_at_ms: None,
             version: 1234,
             count: 2,
@@ -2753,6 +2774,8 @@ mod tests {
         let mut forged = m.suffix_of(&a).to_vec();
         forged[0] ^= 1;
         assert_eq!(name_of(&forged), None, "a wrong name hash is refused");
+        m.kind = CollKind::Set;
+        assert_eq!(m.named(b"x"), [0x65, 2, 0x04, 0xd2, b'x']);
     }
 
     /// The worked example of `docs/format/server-keyspace.md`.
