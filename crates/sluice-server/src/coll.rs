@@ -76,10 +76,12 @@ pub enum ScanValues {
 }
 
 /// `HSCAN/SSCAN/ZSCAN key cursor [MATCH p] [COUNT n]` over the elements
-/// of `m` whose suffix starts with `sub` (a sorted set's member records).
-/// The cursor is 1 + (the length of the next element's name up to 7 in
-/// the top byte, then its first 7 bytes, zero-padded), read big-endian
-/// (0: done): it needs no server state, and every element present for the
+/// of `m` whose suffix starts with `sub` (a sorted set's member records);
+/// past `sub`, each suffix is a name hash and the name (a set's: the
+/// name). The cursor is 1 +
+/// (the length of the rest of the next element's suffix up to 7 in the
+/// top byte, then its first 7 bytes, zero-padded), read big-endian (0:
+/// done): it needs no server state, and every element present for the
 /// whole scan is returned; elements sharing those 7 bytes come in the same
 /// call.
 pub fn scan_elements(
@@ -151,12 +153,19 @@ pub fn scan_with(
             *h.last_mut().expect("a sub-tag") += 1;
             h
         };
-        let skip = 9 + sub.len();
+        let skip = m.prefix_len() + sub.len();
         let mut seen = 0i64;
         let mut stop_prefix: Option<Vec<u8>> = None;
+        let mut bad = None;
         txn.elems_in(&lo, &hi, false, |k, v| {
-            let name = &k[skip..];
-            let prefix = &name[..name.len().min(CURSOR_PREFIX_BYTES)];
+            // The cursor holds the start of the suffix (a name hash first
+            // but in a set).
+            let rest = &k[skip..];
+            let Some(name) = m.name_in(rest) else {
+                bad = Some(crate::store::malformed_element(k));
+                return false;
+            };
+            let prefix = &rest[..rest.len().min(CURSOR_PREFIX_BYTES)];
             if !whole && seen >= count {
                 match &stop_prefix {
                     Some(p) if p.as_slice() == prefix => {}
@@ -180,6 +189,9 @@ pub fn scan_with(
             true
         })
         .map_err(engine)?;
+        if let Some(e) = bad {
+            return Err(engine(e));
+        }
     }
     out.array(2);
     out.bulk(next.to_string().as_bytes());

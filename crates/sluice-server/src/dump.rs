@@ -17,7 +17,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
 use crate::resp::Out;
-use crate::store::{list_seq, CollKind, Entry, Meta, Rec, Txn, ZSET_MEMBER};
+use crate::store::{list_seq, CollKind, Entry, Meta, Rec, Txn};
 
 /// Payload type bytes (the first byte).
 const TYPE_STRING: u8 = 0;
@@ -217,17 +217,20 @@ fn read_value(txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Value>, String> {
         Some(Rec::Str(e)) => return Ok(Some(Value::Str(e.value))),
         Some(Rec::Coll(m)) => m,
     };
-    let elems = txn.all_elems(&m).map_err(engine)?;
+    // Element keys of a list are in position order.
+    let elems = match m.kind {
+        CollKind::List => txn.all_elems(&m),
+        _ => txn.names(&m),
+    }
+    .map_err(engine)?;
     Ok(Some(match m.kind {
         CollKind::Hash => Value::Hash(elems),
         CollKind::Set => Value::Set(elems.into_iter().map(|(k, _)| k).collect()),
-        // Element keys are in position order.
         CollKind::List => Value::List(elems.into_iter().map(|(_, v)| v).collect()),
         CollKind::ZSet => Value::ZSet(
             elems
                 .into_iter()
-                .filter(|(k, _)| k.first() == Some(&ZSET_MEMBER))
-                .filter_map(|(k, v)| Some((k[1..].to_vec(), crate::store::decode_score(&v)?)))
+                .filter_map(|(k, v)| Some((k, crate::store::decode_score(&v)?)))
                 .collect(),
         ),
     }))
@@ -331,13 +334,13 @@ fn write_value(txn: &mut Txn<'_>, key: &[u8], value: Value, at: Option<u64>) -> 
         Value::Str(_) => unreachable!("handled above"),
         Value::Hash(pairs) => {
             for (f, v) in pairs {
-                txn.elem_put(m.elem(&f), v);
+                txn.elem_put(m.named(&f), v);
                 m.count += 1;
             }
         }
         Value::Set(members) => {
             for s in members {
-                txn.elem_put(m.elem(&s), Vec::new());
+                txn.elem_put(m.named(&s), Vec::new());
                 m.count += 1;
             }
         }

@@ -1,5 +1,5 @@
 //! Hashes: a metadata record and one engine key per field
-//! (`'e' | version | field -> value`), so that a field is read or written
+//! (`'e' | version | name hash | field -> value`), so that a field is read or written
 //! with one engine operation whatever the hash's size.
 
 use bytes::Bytes;
@@ -26,7 +26,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "hsetnx" => hsetnx(args, txn, out),
         "hget" => (|| {
             let v = match txn.coll(&args[1], HASH)? {
-                Some(m) => txn.elem(&m.elem(&args[2])).map_err(engine)?,
+                Some(m) => txn.elem(&m.named(&args[2])).map_err(engine)?,
                 None => None,
             };
             out.opt_bulk(v.as_deref());
@@ -37,7 +37,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             out.array(args.len() - 2);
             let values = match &m {
                 Some(m) => {
-                    let ekeys: Vec<Vec<u8>> = args[2..].iter().map(|f| m.elem(f)).collect();
+                    let ekeys: Vec<Vec<u8>> = args[2..].iter().map(|f| m.named(f)).collect();
                     txn.elems(&ekeys).map_err(engine)?
                 }
                 None => vec![None; args.len() - 2],
@@ -54,7 +54,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             };
             let mut n = 0;
             for f in &args[2..] {
-                let ek = m.elem(f);
+                let ek = m.named(f);
                 if txn.elem(&ek).map_err(engine)?.is_some() {
                     txn.elem_del(ek);
                     n += 1;
@@ -70,7 +70,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         })(),
         "hexists" => (|| {
             let found = match txn.coll(&args[1], HASH)? {
-                Some(m) => txn.elem(&m.elem(&args[2])).map_err(engine)?.is_some(),
+                Some(m) => txn.elem(&m.named(&args[2])).map_err(engine)?.is_some(),
                 None => false,
             };
             out.int(i64::from(found));
@@ -81,7 +81,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         }),
         "hstrlen" => (|| {
             let v = match txn.coll(&args[1], HASH)? {
-                Some(m) => txn.elem(&m.elem(&args[2])).map_err(engine)?,
+                Some(m) => txn.elem(&m.named(&args[2])).map_err(engine)?,
                 None => None,
             };
             out.int(v.map_or(0, |v| v.len() as i64));
@@ -89,7 +89,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         })(),
         "hgetall" | "hkeys" | "hvals" => (|| {
             let pairs = match txn.coll(&args[1], HASH)? {
-                Some(m) => txn.all_elems(&m).map_err(engine)?,
+                Some(m) => txn.names(&m).map_err(engine)?,
                 None => Vec::new(),
             };
             match name {
@@ -128,7 +128,7 @@ fn hset(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
     let mut m = meta_or_new(txn, &args[1])?;
     let mut added = 0;
     for pair in args[2..].chunks(2) {
-        let ek = m.elem(&pair[0]);
+        let ek = m.named(&pair[0]);
         if txn.elem(&ek).map_err(engine)?.is_none() {
             added += 1;
         }
@@ -153,7 +153,7 @@ fn hset(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResu
 
 fn hsetnx(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let mut m = meta_or_new(txn, &args[1])?;
-    let ek = m.elem(&args[2]);
+    let ek = m.named(&args[2]);
     if txn.elem(&ek).map_err(engine)?.is_some() {
         out.int(0);
         return Ok(());
@@ -180,7 +180,7 @@ fn put_field(txn: &mut Txn<'_>, key: &[u8], mut m: Meta, ek: Vec<u8>, new: bool,
 fn hincrby(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let by = int_arg(&args[3])?;
     let m = meta_or_new(txn, &args[1])?;
-    let ek = m.elem(&args[2]);
+    let ek = m.named(&args[2]);
     let old = txn.elem(&ek).map_err(engine)?;
     let cur = match &old {
         Some(v) => crate::data::parse_i64(v).ok_or("ERR hash value is not an integer")?,
@@ -201,7 +201,7 @@ fn hincrbyfloat(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         return Err("ERR value is NaN or Infinity".to_owned());
     }
     let m = meta_or_new(txn, &args[1])?;
-    let ek = m.elem(&args[2]);
+    let ek = m.named(&args[2]);
     let old = txn.elem(&ek).map_err(engine)?;
     let cur = match &old {
         Some(v) => parse_float(v).ok_or("ERR hash value is not a float")?,
@@ -236,7 +236,7 @@ fn hrandfield(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let with_values = args.len() == 4;
     let pairs = match txn.coll(&args[1], HASH)? {
-        Some(m) => txn.all_elems(&m).map_err(engine)?,
+        Some(m) => txn.names(&m).map_err(engine)?,
         None => Vec::new(),
     };
     let Some(count) = count else {

@@ -211,7 +211,7 @@ fn encoding(txn: &Txn<'_>, rec: &Rec) -> Result<&'static str, String> {
             if m.count > INTSET_ENTRIES {
                 return Ok("hashtable");
             }
-            let elems = txn.all_elems(m).map_err(engine)?;
+            let elems = txn.names(m).map_err(engine)?;
             if elems.iter().all(|(k, _)| parse_i64(k).is_some()) {
                 "intset"
             } else {
@@ -226,12 +226,10 @@ fn encoding(txn: &Txn<'_>, rec: &Rec) -> Result<&'static str, String> {
                     "skiplist"
                 });
             }
-            let elems = txn.all_elems(m).map_err(engine)?;
+            let elems = txn.names(m).map_err(engine)?;
             let small = elems.iter().all(|(k, v)| match m.kind {
-                // A sorted set's member records: the sub-tag, then the member.
-                CollKind::ZSet => {
-                    k[0] != crate::store::ZSET_MEMBER || k.len() <= COMPACT_VALUE_BYTES + 1
-                }
+                // A sorted set's member records: the value is the score.
+                CollKind::ZSet => k.len() <= COMPACT_VALUE_BYTES,
                 _ => k.len() <= COMPACT_VALUE_BYTES && v.len() <= COMPACT_VALUE_BYTES,
             });
             match (small, m.kind) {

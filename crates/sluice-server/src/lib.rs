@@ -28,6 +28,7 @@ mod keys;
 mod lcs;
 mod list;
 mod metrics;
+mod migrate;
 mod monitor;
 mod notify;
 mod pipeline;

@@ -1,5 +1,6 @@
 //! Sets: a metadata record and one engine key per member
-//! (`'e' | version | member -> empty`). Membership is one engine read;
+//! (`'e' | version | member -> empty`, no name hash: see
+//! [`crate::store::hashes_names`]). Membership is one engine read;
 //! the algebra (`SINTER`, `SUNION`, `SDIFF` and their `STORE` forms)
 //! reads the members of each input.
 
@@ -23,7 +24,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
         "srem" => srem(args, txn, out),
         "sismember" => (|| {
             let found = match txn.coll(&args[1], SET)? {
-                Some(m) => txn.elem(&m.elem(&args[2])).map_err(engine)?.is_some(),
+                Some(m) => txn.elem(&m.named(&args[2])).map_err(engine)?.is_some(),
                 None => false,
             };
             out.int(i64::from(found));
@@ -34,7 +35,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
             out.array(args.len() - 2);
             for a in &args[2..] {
                 let found = match &m {
-                    Some(m) => txn.elem(&m.elem(a)).map_err(engine)?.is_some(),
+                    Some(m) => txn.elem(&m.named(a)).map_err(engine)?.is_some(),
                     None => false,
                 };
                 out.int(i64::from(found));
@@ -90,7 +91,7 @@ fn reply_set<'a>(out: &mut Out, members: impl ExactSizeIterator<Item = &'a Vec<u
 fn members_of(txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(match txn.coll(key, SET)? {
         Some(m) => txn
-            .all_elems(&m)
+            .names(&m)
             .map_err(engine)?
             .into_iter()
             .map(|(k, _)| k)
@@ -106,7 +107,7 @@ fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let mut added = 0;
     for a in &args[2..] {
-        let ek = m.elem(a);
+        let ek = m.named(a);
         if txn.elem(&ek).map_err(engine)?.is_none() {
             txn.index_inserted(m.version, &ek);
             txn.elem_put(ek, Vec::new());
@@ -125,7 +126,7 @@ fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
 fn remove(txn: &mut Txn<'_>, key: &[u8], mut m: Meta, members: &[&[u8]]) -> Result<u64, String> {
     let mut n = 0;
     for a in members {
-        let ek = m.elem(a);
+        let ek = m.named(a);
         if txn.elem(&ek).map_err(engine)?.is_some() {
             txn.elem_del(ek);
             n += 1;
@@ -191,7 +192,7 @@ const TARGET_BYTES: usize = 8;
 /// dense ones (redis-server's pick is uniform over members).
 fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<Vec<u8>>, String> {
     let bounds = txn.keyspace().pop_bounds(m.version);
-    let prefix_len = m.prefix().len();
+    let prefix_len = m.prefix_len();
     // Where the live members begin: the known bound, past the holes at
     // it (no live member is below it); without one, a seek finds the
     // first member.
@@ -201,7 +202,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
     let (lo, mut first) = match known_lo {
         Some(lo) => (txn.past_holes(m.version, lo), None),
         None => {
-            let Some(first) = first_from(txn, &m.prefix(), &m.end())? else {
+            let Some(first) = first_from(txn, m, &m.prefix(), &m.end())? else {
                 return Ok(None);
             };
             if pop {
@@ -232,7 +233,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         }
     };
     let target = m.elem(&random_target(&lo[prefix_len..], &hi[prefix_len..]));
-    let found = first_from(txn, &txn.past_holes(m.version, target.clone()), &hi)?;
+    let found = first_from(txn, m, &txn.past_holes(m.version, target.clone()), &hi)?;
     if let Some(f) = found {
         if pop {
             // Nothing is live from the target to the pick, nor the pick
@@ -241,7 +242,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
             past.push(0);
             txn.learn_hole(m.version, target, past);
         }
-        return Ok(Some(f));
+        return member_in(m, &f).map(Some);
     }
     if pop && target < hi {
         // None from the target on: the next picks draw below it, and no
@@ -250,7 +251,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
     }
     // Past the last live member the pick is the first.
     if first.is_none() {
-        first = first_from(txn, &lo, &m.end())?;
+        first = first_from(txn, m, &lo, &m.end())?;
     }
     let Some(first) = first else {
         return Ok(None);
@@ -261,14 +262,23 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         txn.learn_hole(m.version, lo, past);
         txn.popped_to(m.version, false, m.elem(&first));
     }
-    Ok(Some(first))
+    member_in(m, &first).map(Some)
 }
 
-/// The first member at or after engine key `from`, before `end`.
-fn first_from(txn: &Txn<'_>, from: &[u8], end: &[u8]) -> Result<Option<Vec<u8>>, String> {
+/// The member named by `suffix`, one of `m`'s.
+fn member_in(m: &Meta, suffix: &[u8]) -> Result<Vec<u8>, String> {
+    match m.name_in(suffix) {
+        Some(name) => Ok(name.to_vec()),
+        None => Err(engine(crate::store::malformed_element(&m.elem(suffix)))),
+    }
+}
+
+/// The suffix (the member) of the first member at or after engine
+/// key `from`, before `end`.
+fn first_from(txn: &Txn<'_>, m: &Meta, from: &[u8], end: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let mut found = None;
     txn.walk(from, end, false, |k, _| {
-        found = Some(k[9..].to_vec());
+        found = Some(m.suffix_of(k).to_vec());
         false
     })
     .map_err(engine)?;
@@ -334,7 +344,7 @@ fn spop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         if let Some(p) = &pick {
             // Read from this transaction's view just now: present.
             let mut m = m;
-            txn.elem_del(m.elem(p));
+            txn.elem_del(m.named(p));
             m.count -= 1;
             txn.put_meta(&args[1], m);
             txn.notify(ev::SET, "spop", &args[1]);
@@ -402,7 +412,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    if txn.elem(&src.elem(&args[3])).map_err(engine)?.is_none() {
+    if txn.elem(&src.named(&args[3])).map_err(engine)?.is_none() {
         out.int(0);
         return Ok(());
     }
@@ -416,7 +426,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         Some(d) => d,
         None => txn.new_coll(SET)?,
     };
-    let ek = dst.elem(&args[3]);
+    let ek = dst.named(&args[3]);
     if txn.elem(&ek).map_err(engine)?.is_none() {
         txn.index_inserted(dst.version, &ek);
         txn.elem_put(ek, Vec::new());
@@ -453,7 +463,7 @@ fn store_set(txn: &mut Txn<'_>, key: &[u8], members: BTreeSet<Vec<u8>>) -> CmdRe
     txn.peek(key).map_err(engine)?;
     let mut m = txn.new_coll(SET)?;
     for a in members {
-        txn.elem_put(m.elem(&a), Vec::new());
+        txn.elem_put(m.named(&a), Vec::new());
         m.count += 1;
     }
     txn.put_meta(key, m);

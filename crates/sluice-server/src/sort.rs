@@ -121,7 +121,7 @@ fn lookup(txn: &mut Txn<'_>, pattern: &[u8], elem: &[u8]) -> Result<Option<Vec<u
     match (txn.rec(&key).map_err(engine)?, field) {
         (Some(Rec::Str(e)), None) => Ok(Some(e.value)),
         (Some(Rec::Coll(m)), Some(f)) if m.kind == CollKind::Hash => {
-            txn.elem(&m.elem(f)).map_err(engine)
+            txn.elem(&m.named(f)).map_err(engine)
         }
         _ => Ok(None),
     }
@@ -161,7 +161,7 @@ fn elements(txn: &mut Txn<'_>, key: &[u8]) -> Result<(Vec<Vec<u8>>, Option<CollK
             .map(|(_, v)| v)
             .collect(),
         _ => txn
-            .all_elems(&m)
+            .names(&m)
             .map_err(engine)?
             .into_iter()
             .map(|(k, _)| k)

@@ -42,8 +42,20 @@ pub const VALUE_PLAIN: u8 = 0;
 pub const VALUE_EXPIRING: u8 = 1;
 /// Value encoding: a collection's metadata (hash, list, set, sorted set).
 pub const VALUE_COLLECTION: u8 = 2;
-/// Tag of a collection element key: `'e' | version u64 BE | suffix`.
+/// Tag of a collection element key: `'e' | n | version's n significant
+/// bytes BE | suffix` ([`element_prefix`]).
 pub const ELEMENT_TAG: u8 = b'e';
+/// Bytes of the name hash ([`name_hash`]) before the name of a hash
+/// field, a set member or a sorted-set member record in its element key.
+pub const NAME_HASH_BYTES: usize = 4;
+/// Present once every element key is in the layout of
+/// [`element_prefix`]; its value is [`KEYSPACE_FORMAT`]. Written with
+/// every version reservation, so a database that reserved versions but
+/// lacks it was written before that layout (the version as 8 bytes, names
+/// unhashed) and is converted at open ([`crate::migrate`]).
+pub const KEYSPACE_FORMAT_KEY: &[u8] = b"f";
+/// The keyspace format this build writes.
+pub const KEYSPACE_FORMAT: u8 = 1;
 /// Tag of a garbage record: `'g' | version u64 BE`, the elements of a
 /// collection that no key holds any more, reclaimed in the background.
 pub const GARBAGE_TAG: u8 = b'g';
@@ -298,6 +310,38 @@ impl Meta {
         element_prefix(self.version)
     }
 
+    /// Bytes of [`Meta::prefix`].
+    pub fn prefix_len(&self) -> usize {
+        element_prefix_len(self.version)
+    }
+
+    /// The suffix of `ekey`, one of its element keys.
+    pub fn suffix_of<'a>(&self, ekey: &'a [u8]) -> &'a [u8] {
+        &ekey[self.prefix_len()..]
+    }
+
+    /// The engine key of a hash field (its name hash, then the name) or a
+    /// set member (the name alone: see [`hashes_names`]).
+    pub fn named(&self, name: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix_len() + NAME_HASH_BYTES + name.len());
+        k.extend_from_slice(&element_prefix(self.version));
+        if hashes_names(self.kind) {
+            k.extend_from_slice(&name_hash(name));
+        }
+        k.extend_from_slice(name);
+        k
+    }
+
+    /// The name in `suffix`, the suffix of one of its named elements (past
+    /// a sorted set's sub-tag); `None` if its name hash is not the name's.
+    pub fn name_in<'a>(&self, suffix: &'a [u8]) -> Option<&'a [u8]> {
+        if hashes_names(self.kind) {
+            name_of(suffix)
+        } else {
+            Some(suffix)
+        }
+    }
+
     /// The engine key of the element with `suffix`.
     pub fn elem(&self, suffix: &[u8]) -> Vec<u8> {
         let mut k = element_prefix(self.version);
@@ -307,16 +351,92 @@ impl Meta {
 
     /// One past the last engine key of its elements.
     pub fn end(&self) -> Vec<u8> {
-        element_prefix(self.version + 1)
+        element_end(self.version)
     }
 }
 
-/// `'e' | version u64 BE`.
+/// Significant bytes of `version` (1 for 0).
+fn version_bytes(version: u64) -> usize {
+    (8 - version.leading_zeros() as usize / 8).max(1)
+}
+
+/// Bytes of [`element_prefix`]`(version)`.
+pub fn element_prefix_len(version: u64) -> usize {
+    2 + version_bytes(version)
+}
+
+/// `'e' | n | the version's n significant bytes, big-endian` (n in 1..=8).
+/// A longer encoding sorts after a shorter one, so the prefixes are in
+/// version order and each is a prefix of its own version's keys only.
+/// Short, so that the skiplist's 8-byte inline key prefix holds bytes
+/// that differ between one collection's elements
+/// (`docs/format/server-keyspace.md`).
 pub fn element_prefix(version: u64) -> Vec<u8> {
+    let n = version_bytes(version);
     let mut k = Vec::with_capacity(24);
     k.push(ELEMENT_TAG);
-    k.extend_from_slice(&version.to_be_bytes());
+    k.push(n as u8);
+    k.extend_from_slice(&version.to_be_bytes()[8 - n..]);
     k
+}
+
+/// One past the last engine key of `version`'s elements: the smallest
+/// key that does not start with its prefix.
+pub fn element_end(version: u64) -> Vec<u8> {
+    let mut k = element_prefix(version);
+    while k.last() == Some(&0xff) {
+        k.pop();
+    }
+    *k.last_mut().expect("the tag is not 0xff") += 1;
+    k
+}
+
+/// The version of an element key and the length of its prefix; `None`
+/// if `k` is not an element key of [`element_prefix`]'s layout.
+pub fn split_element_key(k: &[u8]) -> Option<(u64, usize)> {
+    if k.first() != Some(&ELEMENT_TAG) {
+        return None;
+    }
+    let n = usize::from(*k.get(1)?);
+    let b = k.get(2..2 + n).filter(|_| (1..=8).contains(&n))?;
+    if n > 1 && b[0] == 0 {
+        return None; // not the shortest encoding
+    }
+    let v = b.iter().fold(0u64, |v, &x| (v << 8) | u64::from(x));
+    Some((v, 2 + n))
+}
+
+/// Whether the named elements of `kind` carry a name hash: hash fields and
+/// sorted-set member records do; set members do not. A set's random picks
+/// (`SPOP`, `SRANDMEMBER`) seek between its live members, and with hashed
+/// members they walked far more tombstones of popped ones (measured:
+/// `docs/experiments.md`, "Short element-key versions and hashed names").
+pub fn hashes_names(kind: CollKind) -> bool {
+    matches!(kind, CollKind::Hash | CollKind::ZSet)
+}
+
+/// The name hash of a hash field or sorted-set member: the
+/// top 4 bytes of `xxh3_64(name)` (seed 0), big-endian. On disk: it may
+/// never change. It puts differing bytes early in element keys whose
+/// names share a long prefix; the name follows it whole, so two names
+/// with one hash only cost a longer compare.
+pub fn name_hash(name: &[u8]) -> [u8; NAME_HASH_BYTES] {
+    ((xxh3_64(name) >> 32) as u32).to_be_bytes()
+}
+
+/// The name in a named suffix (name hash, then name); `None` if it is
+/// too short to hold the hash or the hash is not the name's.
+pub fn name_of(suffix: &[u8]) -> Option<&[u8]> {
+    let name = suffix.get(NAME_HASH_BYTES..)?;
+    (suffix[..NAME_HASH_BYTES] == name_hash(name)).then_some(name)
+}
+
+/// An element key whose suffix is not in the server's encoding.
+pub fn malformed_element(ekey: &[u8]) -> sluicedb::Error {
+    sluicedb::Error::InvalidArgument(format!(
+        "the element key {:?} is not in the server's encoding",
+        String::from_utf8_lossy(ekey)
+    ))
 }
 
 fn garbage_key(version: u64) -> Vec<u8> {
@@ -494,6 +614,7 @@ impl Keyspace {
         let stripes = (0..STRIPES)
             .map(|_| Mutex::new(Stripe::default()))
             .collect();
+        crate::migrate::ensure_format(&db)?;
         let reserved = match db.get(VERSION_KEY)? {
             Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
                 sluicedb::Error::InvalidArgument("the version record is malformed".into())
@@ -607,7 +728,12 @@ impl Keyspace {
         let mut v = self.versions.lock();
         if v.0 == v.1 {
             let limit = v.1 + VERSION_BLOCK;
-            self.db().put(VERSION_KEY, limit.to_le_bytes())?;
+            // The format key with it: a database that reserved versions
+            // without it was written before keyspace format 1.
+            let mut batch = WriteBatch::new();
+            batch.put(VERSION_KEY, limit.to_le_bytes());
+            batch.put(KEYSPACE_FORMAT_KEY, [KEYSPACE_FORMAT]);
+            self.db().write(batch)?;
             v.1 = limit;
         }
         v.0 += 1;
@@ -650,8 +776,9 @@ impl Keyspace {
         self.pop_bounds.lock().clear();
         self.holes_total.store(0, Ordering::Relaxed);
         *self.reclaim_from.lock() = None;
-        let r = self
-            .reload_versions()
+        // A snapshot from a node of an earlier build holds the old layout.
+        let r = crate::migrate::ensure_format(&self.db())
+            .and_then(|_| self.reload_versions())
             .and_then(|reserved| self.load_coll_buckets(reserved));
         self.replacing.store(false, Ordering::SeqCst);
         r
@@ -1128,7 +1255,7 @@ impl Keyspace {
                 let mut last = None;
                 for pair in self
                     .db()
-                    .range(from.clone()..element_prefix(version + 1))
+                    .range(from.clone()..element_end(version))
                     .limit(RECLAIM_BATCH_KEYS)
                 {
                     let (k, _) = pair?;
@@ -1201,25 +1328,30 @@ impl Keyspace {
             let (mut members, mut index, mut seqs) = (0u64, 0u64, Vec::new());
             for e in self.db().range_opt(&opts, m.prefix()..m.end()) {
                 let (ek, ev) = e?;
-                let suffix = &ek[9..];
+                let suffix = m.suffix_of(&ek);
                 match m.kind {
                     CollKind::ZSet => match suffix.first() {
                         Some(&ZSET_MEMBER) => {
                             members += 1;
+                            let Some(member) = name_of(&suffix[1..]) else {
+                                problems
+                                    .push(format!("{name}: a member record's name hash is wrong"));
+                                continue;
+                            };
                             let Some(score) = decode_score(&ev) else {
                                 problems.push(format!("{name}: a member's score is malformed"));
                                 continue;
                             };
-                            let want = m.elem(&zset_index_suffix(score, &suffix[1..]));
+                            let want = m.elem(&zset_index_suffix(score, member));
                             if self.db().get_opt(&opts, &want)?.is_none() {
                                 problems.push(format!("{name}: a member has no score index entry"));
                             }
                         }
                         Some(&ZSET_INDEX) if suffix.len() >= 9 => {
                             index += 1;
-                            let mut mk = vec![ZSET_MEMBER];
-                            mk.extend_from_slice(&suffix[9..]);
-                            let score = self.db().get_opt(&opts, m.elem(&mk))?;
+                            let score = self
+                                .db()
+                                .get_opt(&opts, zset_member_key(&m, &suffix[9..]))?;
                             let sortable = u64::from_be_bytes(suffix[1..9].try_into().expect("8"));
                             if score.and_then(|s| decode_score(&s)).map(score_sortable)
                                 != Some(sortable)
@@ -1235,7 +1367,12 @@ impl Keyspace {
                         Ok(b) => seqs.push(list_seq_decode(b)),
                         Err(_) => problems.push(format!("{name}: a malformed list element")),
                     },
-                    _ => members += 1,
+                    CollKind::Hash | CollKind::Set => {
+                        members += 1;
+                        if m.name_in(suffix).is_none() {
+                            problems.push(format!("{name}: an element's name hash is wrong"));
+                        }
+                    }
                 }
             }
             let counted = match m.kind {
@@ -1290,18 +1427,14 @@ impl Keyspace {
                 break;
             };
             let (k, _) = pair?;
-            let Some(v) = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+            let Some((v, _)) = split_element_key(&k) else {
                 problems.push(format!("element key {k:?} is malformed"));
                 break;
             };
-            let v = u64::from_be_bytes(v);
             if !owned.contains(&v) {
                 problems.push(format!("elements of version {v} belong to no key"));
             }
-            if v == u64::MAX {
-                break;
-            }
-            at = element_prefix(v + 1);
+            at = element_end(v);
         }
         Ok(problems)
     }
@@ -1330,6 +1463,23 @@ pub fn score_sortable(score: f64) -> u64 {
 pub fn score_from_sortable(s: u64) -> f64 {
     let bits = if s >> 63 == 1 { s & !(1 << 63) } else { !s };
     f64::from_bits(bits)
+}
+
+/// A sorted-set member's record: `ZSET_MEMBER | name hash | member`.
+pub fn zset_member_key(m: &Meta, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(m.prefix_len() + 1 + NAME_HASH_BYTES + member.len());
+    k.extend_from_slice(&m.prefix());
+    k.push(ZSET_MEMBER);
+    k.extend_from_slice(&name_hash(member));
+    k.extend_from_slice(member);
+    k
+}
+
+/// The member and score of a sorted set's score index entry `ekey`.
+pub fn zset_index_entry<'a>(m: &Meta, ekey: &'a [u8]) -> (&'a [u8], f64) {
+    let suffix = m.suffix_of(ekey);
+    let s = u64::from_be_bytes(suffix[1..9].try_into().expect("an index key"));
+    (&suffix[9..], score_from_sortable(s))
 }
 
 /// `ZSET_INDEX | sortable score u64 BE | member`.
@@ -2162,14 +2312,45 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Every element of a collection, in key order.
+    /// Every element of a collection, in key order: (suffix, value).
     pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = Vec::with_capacity(m.count as usize);
         self.elems_in(&m.prefix(), &m.end(), false, |k, val| {
-            v.push((k[9..].to_vec(), val.to_vec()));
+            v.push((m.suffix_of(k).to_vec(), val.to_vec()));
             true
         })?;
         Ok(v)
+    }
+
+    /// The fields of a hash, the members of a set or the member records
+    /// of a sorted set (score f64 LE), as (name, value), in key order
+    /// (name hash order, but a set's in name order); an error names an
+    /// element key not in the encoding.
+    pub fn names(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        debug_assert!(m.kind != CollKind::List, "list elements have no names");
+        let (lo, hi) = match m.kind {
+            CollKind::ZSet => (m.elem(&[ZSET_MEMBER]), m.elem(&[ZSET_MEMBER + 1])),
+            _ => (m.prefix(), m.end()),
+        };
+        let skip = lo.len() - m.prefix_len();
+        let mut v = Vec::with_capacity(m.count as usize);
+        let mut bad = None;
+        self.elems_in(&lo, &hi, false, |k, val| {
+            match m.name_in(&m.suffix_of(k)[skip..]) {
+                Some(name) => {
+                    v.push((name.to_vec(), val.to_vec()));
+                    true
+                }
+                None => {
+                    bad = Some(malformed_element(k));
+                    false
+                }
+            }
+        })?;
+        match bad {
+            Some(e) => Err(e),
+            None => Ok(v),
+        }
     }
 
     /// Empties the keyspace (`FLUSHDB`): needs it held exclusively.
@@ -2325,9 +2506,10 @@ mod tests {
         want.extend([1, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(m.encode(), want);
         assert_eq!(Meta::decode(&want), Some(m.clone()));
+        assert_eq!(name_hash(b"name"), [0x0c, 0x35, 0x4e, 0xcd]);
         assert_eq!(
-            m.elem(b"name"),
-            [&[0x65, 0, 0, 0, 0, 0, 0, 0, 0][..], b"name"].concat()
+            m.named(b"name"),
+            [&[0x65, 1, 0][..], &name_hash(b"name"), b"name"].concat()
         );
         m.kind = CollKind::List;
         m.version = 1;
@@ -2336,7 +2518,7 @@ mod tests {
         assert_eq!(&m.encode()[34..], [1, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
             m.elem(&list_seq(0)),
-            [0x65, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 0]
+            [0x65, 1, 1, 0x80, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(garbage_key(0), [0x67, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(list_seq_decode(list_seq(-5)), -5);
@@ -2395,7 +2577,7 @@ mod tests {
         write_key(ks, key, |txn| {
             let mut m = txn.new_coll(CollKind::Hash).unwrap();
             for f in [&b"a"[..], b"b", b"c"] {
-                txn.elem_put(m.elem(f), b"v".to_vec());
+                txn.elem_put(m.named(f), b"v".to_vec());
                 m.count += 1;
             }
             txn.put_meta(key, m);
@@ -2417,11 +2599,11 @@ mod tests {
             };
             write_key(ks, b"h", |txn| {
                 for f in [&b"a"[..], b"b", b"c"] {
-                    txn.elem_del(m.elem(f));
+                    txn.elem_del(m.named(f));
                     m.count -= 1;
                 }
                 if stray {
-                    txn.elem_put(m.elem(b"stray"), b"v".to_vec());
+                    txn.elem_put(m.named(b"stray"), b"v".to_vec());
                 }
                 txn.put_meta(b"h", m);
             });
@@ -2507,7 +2689,7 @@ mod tests {
             write_key(ks, key, |txn| {
                 let mut m = txn.new_coll(CollKind::Set).unwrap();
                 for i in 0..n {
-                    txn.elem_put(m.elem(format!("m{i:05}").as_bytes()), Vec::new());
+                    txn.elem_put(m.named(format!("m{i:05}").as_bytes()), Vec::new());
                     m.count += 1;
                 }
                 txn.put_meta(key, m);
@@ -2537,6 +2719,63 @@ mod tests {
             Rec::Str(_) => panic!("a set"),
         };
         assert_eq!(Txn::new(&ks).all_elems(&m).unwrap().len(), 300);
+    }
+
+    /// Element prefixes sort as their versions do, none is a prefix of
+    /// another's, each version's keys lie in `prefix .. end`, and the
+    /// version reads back from a key.
+    #[test]
+    fn element_prefixes_keep_version_order() {
+        let mut versions = vec![
+            0,
+            1,
+            255,
+            256,
+            65_535,
+            65_536,
+            1 << 56,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        versions.extend((0..64).map(|b| 1u64 << b).flat_map(|v| [v - 1, v, v + 1]));
+        versions.sort_unstable();
+        versions.dedup();
+        for w in versions.windows(2) {
+            let (a, b) = (element_prefix(w[0]), element_prefix(w[1]));
+            assert!(a < b && !b.starts_with(&a), "{} < {}", w[0], w[1]);
+            assert!(element_end(w[0]) <= b, "{} ends before {}", w[0], w[1]);
+        }
+        for &v in &versions {
+            let mut k = element_prefix(v);
+            assert_eq!(k.len(), element_prefix_len(v));
+            k.extend_from_slice(&[0xff; 12]);
+            assert!(k < element_end(v), "{v}: a key past its end");
+            assert_eq!(split_element_key(&k), Some((v, element_prefix_len(v))));
+        }
+        assert_eq!(element_prefix(300), [0x65, 2, 0x01, 0x2c]);
+        assert_eq!(element_end(255), [0x65, 2]);
+        // The layout before keyspace format 1, and a non-shortest one.
+        assert_eq!(split_element_key(&[0x65, 0, 0, 0, 0, 0, 0, 0, 0, 7]), None);
+        assert_eq!(split_element_key(&[0x65, 2, 0, 7]), None);
+        assert_eq!(split_element_key(&[0x65, 3, 1]), None, "too short");
+        // Names sharing a long prefix differ within an element key's
+        // first 8 bytes (the memtable's inline key prefix).
+        let mut m = Meta {
+            kind: CollKind::Hash,
+            expire_at_ms: None,
+            version: 1234,
+            count: 2,
+            head: 0,
+            tail: 0,
+        };
+        let (a, b) = (m.named(b"element:000000001"), m.named(b"element:000000002"));
+        assert_ne!(a[..8], b[..8]);
+        assert_eq!(name_of(m.suffix_of(&a)), Some(&b"element:000000001"[..]));
+        let mut forged = m.suffix_of(&a).to_vec();
+        forged[0] ^= 1;
+        assert_eq!(name_of(&forged), None, "a wrong name hash is refused");
+        m.kind = CollKind::Set;
+        assert_eq!(m.named(b"x"), [0x65, 2, 0x04, 0xd2, b'x']);
     }
 
     /// The worked example of `docs/format/server-keyspace.md`.

@@ -1,5 +1,5 @@
 //! Sorted sets: a metadata record, a member record per member
-//! (`'e' | version | 0x00 | member -> score`) and a score-ordered index
+//! (`'e' | version | 0x00 | name hash | member -> score`) and a score-ordered index
 //! entry per member (`'e' | version | 0x01 | sortable score | member`).
 //! `ZSCORE` is one read; ranges by score or rank and the pops are reads
 //! of the index; a score change rewrites the member's two keys.
@@ -13,8 +13,8 @@ use crate::data::{engine, int_arg, parse_float, CmdResult, SYNTAX};
 use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{
-    decode_score, score_from_sortable, zset_index_suffix, CollKind, Meta, Rec, Txn, ZSET_INDEX,
-    ZSET_MEMBER,
+    decode_score, zset_index_entry, zset_index_suffix, zset_member_key, CollKind, Meta, Rec, Txn,
+    ZSET_INDEX, ZSET_MEMBER,
 };
 
 const ZSET: CollKind = CollKind::ZSet;
@@ -25,16 +25,9 @@ const NOT_FLOAT: &str = "ERR value is not a valid float";
 const MINMAX_FLOAT: &str = "ERR min or max is not a float";
 const MINMAX_LEX: &str = "ERR min or max not valid string range item";
 
-fn member_key(m: &Meta, member: &[u8]) -> Vec<u8> {
-    let mut s = Vec::with_capacity(1 + member.len());
-    s.push(ZSET_MEMBER);
-    s.extend_from_slice(member);
-    m.elem(&s)
-}
-
 fn score_of(txn: &Txn<'_>, m: &Meta, member: &[u8]) -> Result<Option<f64>, String> {
     Ok(txn
-        .elem(&member_key(m, member))
+        .elem(&zset_member_key(m, member))
         .map_err(engine)?
         .and_then(|v| decode_score(&v)))
 }
@@ -46,14 +39,14 @@ pub fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Opti
         Some(o) => txn.elem_del(m.elem(&zset_index_suffix(o, member))),
         None => m.count += 1,
     }
-    txn.elem_put(member_key(m, member), score.to_le_bytes().to_vec());
+    txn.elem_put(zset_member_key(m, member), score.to_le_bytes().to_vec());
     let index_key = m.elem(&zset_index_suffix(score, member));
     txn.index_inserted(m.version, &index_key);
     txn.elem_put(index_key, Vec::new());
 }
 
 fn del(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64) {
-    txn.elem_del(member_key(m, member));
+    txn.elem_del(zset_member_key(m, member));
     txn.elem_del(m.elem(&zset_index_suffix(score, member)));
     m.count -= 1;
 }
@@ -71,8 +64,8 @@ fn walk(
         &m.elem(&[ZSET_INDEX + 1]),
         rev,
         |k, _| {
-            let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
-            f(&k[18..], score_from_sortable(s))
+            let (member, score) = zset_index_entry(m, k);
+            f(member, score)
         },
     )
     .map_err(engine)
@@ -638,8 +631,8 @@ fn pop_members(
         return Ok(got);
     }
     let entry = |k: &[u8]| {
-        let s = u64::from_be_bytes(k[10..18].try_into().expect("an index key"));
-        (k[18..].to_vec(), score_from_sortable(s))
+        let (member, score) = zset_index_entry(&m, k);
+        (member.to_vec(), score)
     };
     // A pop before this one in the pipelined run may have read these.
     let taken = txn.take_popped_ahead(m.version, max, count);
@@ -847,7 +840,7 @@ fn inputs(txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<(Vec<u8>, f64)>, String> 
             Ok(v)
         }
         Some(Rec::Coll(m)) if m.kind == CollKind::Set => Ok(txn
-            .all_elems(&m)
+            .names(&m)
             .map_err(engine)?
             .into_iter()
             .map(|(k, _)| (k, 1.0))

@@ -194,9 +194,10 @@ SCAN 0 COUNT 0
 SCAN 0 FOO bar
 "#;
 
-/// The collection types. Elements go in in sorted order: redis-server
-/// replies with small collections in insertion order, this server in
-/// element order (`docs/format/server-keyspace.md`).
+/// The collection types. Replies listing a hash's or a set's elements are
+/// compared as multisets ([`unordered`]): Redis leaves their order
+/// unspecified (redis-server replies with small collections in insertion
+/// order, this server in name hash order, `docs/format/server-keyspace.md`).
 const TYPES_SCRIPT: &str = r#"
 FLUSHALL
 HSET h a 1 b 2
@@ -1009,6 +1010,90 @@ fn serves_as(mut conn: TcpStream, pid: u32) -> bool {
     String::from_utf8_lossy(&got).contains(&want)
 }
 
+/// For a command whose reply lists a hash's or a set's elements, in an
+/// order Redis leaves unspecified: how many items make one element (2 for
+/// field-value pairs in a flat array), and whether the list is a scan's
+/// (the second item of its reply).
+fn unordered(args: &[&[u8]]) -> Option<(usize, bool)> {
+    let name = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
+    let with_values = args.len() == 4 && args[3].eq_ignore_ascii_case(b"withvalues");
+    Some(match name.as_str() {
+        "HSCAN" | "ZSCAN" => (2, true),
+        "SSCAN" => (1, true),
+        "HGETALL" => (2, false),
+        "HRANDFIELD" if with_values => (2, false),
+        "SMEMBERS" | "HKEYS" | "HVALS" | "SRANDMEMBER" | "SPOP" | "HRANDFIELD" => (1, false),
+        _ => return None,
+    })
+}
+
+/// One RESP item: its bytes, and for an aggregate its header line and
+/// items.
+struct Item<'a> {
+    raw: &'a [u8],
+    header: &'a [u8],
+    items: Vec<Item<'a>>,
+}
+
+fn parse_item(b: &[u8]) -> Item<'_> {
+    let line_end = b.windows(2).position(|w| w == b"\r\n").expect("a line") + 2;
+    let header = &b[..line_end];
+    let n: i64 = std::str::from_utf8(&header[1..line_end - 2])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1);
+    let (mut at, mut items) = (line_end, Vec::new());
+    match header[0] {
+        b'$' | b'=' | b'!' if n >= 0 => at += n as usize + 2,
+        b'*' | b'~' | b'>' | b'%' | b'|' if n > 0 => {
+            let count = if matches!(header[0], b'%' | b'|') {
+                2 * n
+            } else {
+                n
+            };
+            for _ in 0..count {
+                let item = parse_item(&b[at..]);
+                at += item.raw.len();
+                items.push(item);
+            }
+        }
+        _ => {}
+    }
+    Item {
+        raw: &b[..at],
+        header,
+        items,
+    }
+}
+
+/// `reply` with the elements of its list (with `is_scan`, its second
+/// item) sorted, `group` items an element.
+fn sorted_reply(reply: &[u8], (group, is_scan): (usize, bool)) -> Vec<u8> {
+    let top = parse_item(reply);
+    let is_scan = is_scan && top.items.len() == 2;
+    let list = if is_scan { &top.items[1] } else { &top };
+    // RESP3 nests each field-value pair in an array of its own.
+    let nested = list.items.first().is_some_and(|i| i.header[0] == b'*');
+    let group = if nested { 1 } else { group };
+    if list.items.is_empty() || list.items.len() % group != 0 {
+        return reply.to_vec();
+    }
+    let mut elements: Vec<Vec<u8>> = list
+        .items
+        .chunks(group)
+        .map(|c| c.iter().flat_map(|i| i.raw.to_vec()).collect())
+        .collect();
+    elements.sort();
+    let mut out = Vec::new();
+    if is_scan {
+        out.extend_from_slice(top.header);
+        out.extend_from_slice(top.items[0].raw);
+    }
+    out.extend_from_slice(list.header);
+    out.extend(elements.concat());
+    out
+}
+
 fn run(script: &str, ours: &mut Raw, theirs: &mut Raw, mismatches: &mut Vec<String>) {
     for line in script.lines().filter(|l| !l.trim().is_empty()) {
         let args = sluice_server::resp::split_args(line.as_bytes())
@@ -1016,7 +1101,10 @@ fn run(script: &str, ours: &mut Raw, theirs: &mut Raw, mismatches: &mut Vec<Stri
         let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         ours.command(&args);
         theirs.command(&args);
-        let (a, b) = (ours.reply(), theirs.reply());
+        let (mut a, mut b) = (ours.reply(), theirs.reply());
+        if let Some(group) = unordered(&args) {
+            (a, b) = (sorted_reply(&a, group), sorted_reply(&b, group));
+        }
         if a != b {
             mismatches.push(format!(
                 "{line}\n  sluice: {:?}\n  redis:  {:?}",
@@ -1435,7 +1523,11 @@ ZADD z 1 a 2.5 b -inf c
         replies.push(r.reply());
         for c in checks {
             r.command(c);
-            replies.push(r.reply());
+            let reply = r.reply();
+            replies.push(match unordered(c) {
+                Some(group) => sorted_reply(&reply, group),
+                None => reply,
+            });
         }
         payloads.push(replies.into_iter().collect());
     }
