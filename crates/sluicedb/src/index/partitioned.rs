@@ -66,7 +66,8 @@ use parking_lot::Mutex;
 use super::{probe_in_order, CompactionInput, CompactionPlan, IndexShape, WritePressure};
 use crate::error::Result;
 use crate::fs::IoClass;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key;
 use crate::lightkv::compaction::{self as weights, Weighted};
 use crate::memtable::Lookup;
 use crate::table::TableCache;
@@ -413,8 +414,11 @@ impl IndexShape for Partitioned {
         probe_in_order(tables, holding, user_key, snapshot, class)
     }
 
-    /// One iterator per table in range (the merging iterator orders
-    /// entries by sequence number).
+    /// One cursor over the partitions in range, in key order
+    /// ([`PartitionCursor`]): a seek reads the members of one partition,
+    /// not every table in range. One iterator per table, as before, made
+    /// each 100-pair scan seek in every table from its start key on
+    /// (`docs/experiments.md`, "LightKV: scans by partition").
     fn scan_iterators(
         &self,
         v: &Arc<Version>,
@@ -422,22 +426,33 @@ impl IndexShape for Partitioned {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        let mut files: Vec<(usize, &Arc<FileMeta>)> = v
-            .all_files()
-            .filter(|(_, f)| f.meets_range(lower, upper))
-            .collect();
-        files.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.number.cmp(&a.1.number)));
-        files
-            .into_iter()
-            .map(|(_, f)| -> Box<dyn InternalIterator> {
-                Box::new(super::LevelIter::new(
-                    vec![f.clone()],
-                    tables.clone(),
-                    IoClass::UserRead,
-                    true,
-                ))
+        let members = &Members::of(v).0;
+        let first = lower.map_or(0, |k| super::unified::partition_of(&v.boundaries, k));
+        let last = upper.map_or(members.len() - 1, |k| {
+            super::unified::partition_of(&v.boundaries, k)
+        });
+        let parts = (first..=last)
+            .filter(|&p| !members[p].is_empty())
+            .map(|p| {
+                let (lo, hi) = range_of(&v.boundaries, p);
+                let files = members[p]
+                    .iter()
+                    .filter(|f| f.meets_range(lower, upper))
+                    .cloned()
+                    .collect();
+                ScanPart {
+                    lo: lo.to_vec(),
+                    hi: hi.map(<[u8]>::to_vec),
+                    files,
+                }
             })
-            .collect()
+            .collect();
+        vec![Box::new(PartitionCursor {
+            parts,
+            tables: tables.clone(),
+            at: 0,
+            inner: None,
+        })]
     }
 
     /// The partition with the most weight-0 members first; a split before
@@ -568,6 +583,154 @@ impl IndexShape for Partitioned {
     fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
+    }
+}
+
+/// A cursor over a version's tables, partition by partition in key
+/// order: each partition's members merged (newest first by the merging
+/// iterator's sequence order), clipped to the partition's keys, since a
+/// table a split left spanning two partitions is a member of both; the
+/// next partition entered only when the current one runs out. So a seek
+/// reads the members of one partition (a dozen tables or two), where one
+/// iterator per table read every table in range.
+struct PartitionCursor {
+    /// The partitions in range, in key order.
+    parts: Vec<ScanPart>,
+    tables: Arc<TableCache>,
+    /// The partition `inner` merges, if positioned.
+    at: usize,
+    inner: Option<MergingIterator>,
+}
+
+impl PartitionCursor {
+    /// Positions on partition `at`'s members: at its first key at or after
+    /// `target` (an internal key), or at its first or last key.
+    fn enter(&mut self, at: usize, to: Entry<'_>) {
+        self.at = at;
+        let ScanPart { lo, hi, files } = &self.parts[at];
+        let children = files
+            .iter()
+            .map(|f| -> Box<dyn InternalIterator> {
+                Box::new(super::LevelIter::new(
+                    vec![f.clone()],
+                    self.tables.clone(),
+                    IoClass::UserRead,
+                    true,
+                ))
+            })
+            .collect();
+        let inner = self.inner.insert(MergingIterator::new(children));
+        let first = key::encode(lo, key::MAX_SEQUENCE, key::KIND_SEEK);
+        match to {
+            Entry::At(target) if key::compare(target, &first).is_gt() => inner.seek(target),
+            Entry::At(_) | Entry::First => inner.seek(&first),
+            Entry::Last => match hi {
+                Some(hi) => {
+                    inner.seek(&key::encode(hi, key::MAX_SEQUENCE, key::KIND_SEEK));
+                    if inner.valid() {
+                        inner.prev();
+                    } else {
+                        inner.seek_to_last();
+                    }
+                }
+                None => inner.seek_to_last(),
+            },
+        }
+    }
+
+    /// Whether `inner` stands on a key of partition `at`.
+    fn inner_valid(&self) -> bool {
+        let Some(inner) = &self.inner else {
+            return false;
+        };
+        if !inner.valid() {
+            return false;
+        }
+        let uk = key::user_key(inner.key());
+        let ScanPart { lo, hi, .. } = &self.parts[self.at];
+        uk >= lo.as_slice() && hi.as_ref().is_none_or(|hi| uk < hi.as_slice())
+    }
+
+    /// From an exhausted partition on (or a failed one), the first entry
+    /// of the next ones.
+    fn forward(&mut self) {
+        while !self.inner_valid() && self.status().is_ok() && self.at + 1 < self.parts.len() {
+            self.enter(self.at + 1, Entry::First);
+        }
+    }
+
+    /// From an exhausted partition back, the last entry of the earlier ones.
+    fn backward(&mut self) {
+        while !self.inner_valid() && self.status().is_ok() && self.at > 0 {
+            self.enter(self.at - 1, Entry::Last);
+        }
+    }
+}
+
+/// A partition a [`PartitionCursor`] reads: its smallest key, the next
+/// one's (`None` for the last), and its members that meet the range.
+struct ScanPart {
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    files: Vec<Arc<FileMeta>>,
+}
+
+/// Where [`PartitionCursor::enter`] positions.
+enum Entry<'a> {
+    At(&'a [u8]),
+    First,
+    Last,
+}
+
+impl InternalIterator for PartitionCursor {
+    fn valid(&self) -> bool {
+        self.inner_valid()
+    }
+    fn seek_to_first(&mut self) {
+        if !self.parts.is_empty() {
+            self.enter(0, Entry::First);
+            self.forward();
+        }
+    }
+    fn seek_to_last(&mut self) {
+        if let Some(last) = self.parts.len().checked_sub(1) {
+            self.enter(last, Entry::Last);
+            self.backward();
+        }
+    }
+    fn seek(&mut self, target: &[u8]) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let uk = key::user_key(target);
+        // The partition holding the target's key, or the first after it.
+        let at = self
+            .parts
+            .partition_point(|p| p.hi.as_ref().is_some_and(|hi| hi.as_slice() <= uk))
+            .min(self.parts.len() - 1);
+        self.enter(at, Entry::At(target));
+        self.forward();
+    }
+    fn next(&mut self) {
+        if let Some(i) = &mut self.inner {
+            i.next();
+        }
+        self.forward();
+    }
+    fn prev(&mut self) {
+        if let Some(i) = &mut self.inner {
+            i.prev();
+        }
+        self.backward();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.as_ref().expect("a valid iterator").key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.as_ref().expect("a valid iterator").value()
+    }
+    fn status(&self) -> Result<()> {
+        self.inner.as_ref().map_or(Ok(()), |i| i.status())
     }
 }
 
