@@ -29,8 +29,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{CountingFs, IoClass};
 use crate::index::rh::RhParams;
-use crate::iter::InternalIterator;
-use crate::iter::MergingIterator;
+use crate::iter::{Entry, InternalIterator, MergingIterator, Parts, PartsCursor};
 use crate::journal::{Journal, JournalMark};
 use crate::key;
 use crate::key::Kind;
@@ -247,7 +246,7 @@ impl Light {
             }
             parts.push((bound, leaves));
         }
-        Box::new(BufferCursor::new(parts))
+        Box::new(PartsCursor::new(BufferParts(parts)))
     }
 
     /// Leaf `leaf`'s sorted versions: the copy a cursor made if the leaf
@@ -558,113 +557,39 @@ impl InternalIterator for VersionsIter {
     }
 }
 
-/// A cursor over the buffer's leaves ([`Light::iter`]): partitions in key
-/// order, each one's leaves merged (a chain is short), the next partition
-/// entered only when the current one runs out. Each partition's keys sort
-/// before the next one's, so this is one sorted sequence.
-struct BufferCursor {
+/// The buffer's partitions a cursor goes over ([`Light::iter`], a
+/// [`PartsCursor`]): each one's leaves merged (a chain is short). Each
+/// partition's keys sort before the next one's, so the cursor yields one
+/// sorted sequence.
+struct BufferParts(
     /// Per partition, its lower bound and its leaves' sorted copies.
-    parts: Vec<(Vec<u8>, Vec<Arc<Versions>>)>,
-    /// The partition `inner` merges, if positioned.
-    at: usize,
-    inner: Option<MergingIterator>,
-}
+    Vec<(Vec<u8>, Vec<Arc<Versions>>)>,
+);
 
-impl BufferCursor {
-    fn new(parts: Vec<(Vec<u8>, Vec<Arc<Versions>>)>) -> BufferCursor {
-        BufferCursor {
-            parts,
-            at: 0,
-            inner: None,
+impl Parts for BufferParts {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn enter(&self, at: usize, to: Entry<'_>) -> MergingIterator {
+        let children = self.0[at].1.iter().map(|v| v.clone().iter()).collect();
+        let mut inner = MergingIterator::new(children);
+        match to {
+            Entry::At(target) => inner.seek(target),
+            Entry::First => inner.seek_to_first(),
+            Entry::Last => inner.seek_to_last(),
         }
+        inner
     }
-
-    fn enter(&mut self, at: usize) -> &mut MergingIterator {
-        self.at = at;
-        let children = self.parts[at].1.iter().map(|v| v.clone().iter()).collect();
-        self.inner.insert(MergingIterator::new(children))
+    fn holds(&self, _at: usize, _user_key: &[u8]) -> bool {
+        true
     }
-
-    fn inner_valid(&self) -> bool {
-        self.inner.as_ref().is_some_and(|i| i.valid())
-    }
-
-    /// From an exhausted partition on, the first entry of the next ones.
-    fn forward(&mut self) {
-        while !self.inner_valid() && self.at + 1 < self.parts.len() {
-            let at = self.at + 1;
-            self.enter(at).seek_to_first();
-        }
-    }
-
-    /// From an exhausted partition back, the last entry of the earlier ones.
-    fn backward(&mut self) {
-        while !self.inner_valid() && self.at > 0 {
-            let at = self.at - 1;
-            self.enter(at).seek_to_last();
-        }
-    }
-}
-
-impl InternalIterator for BufferCursor {
-    fn valid(&self) -> bool {
-        self.inner_valid()
-    }
-    fn seek_to_first(&mut self) {
-        if self.parts.is_empty() {
-            return;
-        }
-        self.enter(0).seek_to_first();
-        self.forward();
-    }
-    fn seek_to_last(&mut self) {
-        if self.parts.is_empty() {
-            return;
-        }
-        let last = self.parts.len() - 1;
-        self.enter(last).seek_to_last();
-        self.backward();
-    }
-    fn seek(&mut self, target: &[u8]) {
-        if self.parts.is_empty() {
-            return;
-        }
-        // A key shorter than its partition's bound sorts before it (zero
-        // padding): start one partition early, and seek (not start) in
-        // the later ones too, since the target may lie inside one.
-        let uk = key::user_key(target);
-        let mut at = self
-            .parts
-            .partition_point(|(b, _)| b.as_slice() <= uk)
-            .saturating_sub(2);
-        loop {
-            self.enter(at).seek(target);
-            if self.inner_valid() || at + 1 >= self.parts.len() {
-                break;
-            }
-            at += 1;
-        }
-    }
-    fn next(&mut self) {
-        if let Some(i) = &mut self.inner {
-            i.next();
-        }
-        self.forward();
-    }
-    fn prev(&mut self) {
-        if let Some(i) = &mut self.inner {
-            i.prev();
-        }
-        self.backward();
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.as_ref().expect("a valid iterator").key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.as_ref().expect("a valid iterator").value()
-    }
-    fn status(&self) -> Result<()> {
-        self.inner.as_ref().map_or(Ok(()), |i| i.status())
+    /// A key shorter than its partition's bound sorts before it (zero
+    /// padding): one partition early, and the target is sought (not the
+    /// first entry) in the later ones too, since it may lie inside one.
+    fn seek_start(&self, user_key: &[u8]) -> usize {
+        self.0
+            .partition_point(|(b, _)| b.as_slice() <= user_key)
+            .saturating_sub(2)
     }
 }
 

@@ -66,7 +66,7 @@ use parking_lot::Mutex;
 use super::{probe_in_order, CompactionInput, CompactionPlan, IndexShape, WritePressure};
 use crate::error::Result;
 use crate::fs::IoClass;
-use crate::iter::{InternalIterator, MergingIterator};
+use crate::iter::{Entry, InternalIterator, MergingIterator, Parts, PartsCursor};
 use crate::key;
 use crate::lightkv::compaction::{self as weights, Weighted};
 use crate::memtable::Lookup;
@@ -415,7 +415,7 @@ impl IndexShape for Partitioned {
     }
 
     /// One cursor over the partitions in range, in key order
-    /// ([`PartitionCursor`]): a seek reads the members of one partition,
+    /// ([`TableParts`]): a seek reads the members of one partition,
     /// not every table in range. One iterator per table, as before, made
     /// each 100-pair scan seek in every table from its start key on
     /// (`docs/experiments.md`, "LightKV: scans by partition").
@@ -447,12 +447,10 @@ impl IndexShape for Partitioned {
                 }
             })
             .collect();
-        vec![Box::new(PartitionCursor {
+        vec![Box::new(PartsCursor::new(TableParts {
             parts,
             tables: tables.clone(),
-            at: 0,
-            inner: None,
-        })]
+        }))]
     }
 
     /// The partition with the most weight-0 members first; a split before
@@ -586,27 +584,31 @@ impl IndexShape for Partitioned {
     }
 }
 
-/// A cursor over a version's tables, partition by partition in key
-/// order: each partition's members merged (newest first by the merging
-/// iterator's sequence order), clipped to the partition's keys, since a
-/// table a split left spanning two partitions is a member of both; the
-/// next partition entered only when the current one runs out. So a seek
-/// reads the members of one partition (a dozen tables or two), where one
-/// iterator per table read every table in range.
-struct PartitionCursor {
+/// A version's partitions a scan goes over (a [`PartsCursor`]): each
+/// one's members merged (newest first by the merging iterator's sequence
+/// order), clipped to the partition's keys, since a table a split left
+/// spanning two partitions is a member of both. A seek so reads the
+/// members of one partition (a dozen tables or two), where one iterator per
+/// table read every table in range.
+struct TableParts {
     /// The partitions in range, in key order.
     parts: Vec<ScanPart>,
     tables: Arc<TableCache>,
-    /// The partition `inner` merges, if positioned.
-    at: usize,
-    inner: Option<MergingIterator>,
 }
 
-impl PartitionCursor {
-    /// Positions on partition `at`'s members: at its first key at or after
-    /// `target` (an internal key), or at its first or last key.
-    fn enter(&mut self, at: usize, to: Entry<'_>) {
-        self.at = at;
+/// A partition a scan reads: its smallest key, the next one's (`None` for
+/// the last), and its members that meet the range.
+struct ScanPart {
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    files: Vec<Arc<FileMeta>>,
+}
+
+impl Parts for TableParts {
+    fn len(&self) -> usize {
+        self.parts.len()
+    }
+    fn enter(&self, at: usize, to: Entry<'_>) -> MergingIterator {
         let ScanPart { lo, hi, files } = &self.parts[at];
         let children = files
             .iter()
@@ -619,7 +621,7 @@ impl PartitionCursor {
                 ))
             })
             .collect();
-        let inner = self.inner.insert(MergingIterator::new(children));
+        let mut inner = MergingIterator::new(children);
         let first = key::encode(lo, key::MAX_SEQUENCE, key::KIND_SEEK);
         match to {
             Entry::At(target) if key::compare(target, &first).is_gt() => inner.seek(target),
@@ -636,101 +638,16 @@ impl PartitionCursor {
                 None => inner.seek_to_last(),
             },
         }
+        inner
     }
-
-    /// Whether `inner` stands on a key of partition `at`.
-    fn inner_valid(&self) -> bool {
-        let Some(inner) = &self.inner else {
-            return false;
-        };
-        if !inner.valid() {
-            return false;
-        }
-        let uk = key::user_key(inner.key());
-        let ScanPart { lo, hi, .. } = &self.parts[self.at];
-        uk >= lo.as_slice() && hi.as_ref().is_none_or(|hi| uk < hi.as_slice())
+    fn holds(&self, at: usize, user_key: &[u8]) -> bool {
+        let ScanPart { lo, hi, .. } = &self.parts[at];
+        user_key >= lo.as_slice() && hi.as_ref().is_none_or(|hi| user_key < hi.as_slice())
     }
-
-    /// From an exhausted partition on (or a failed one), the first entry
-    /// of the next ones.
-    fn forward(&mut self) {
-        while !self.inner_valid() && self.status().is_ok() && self.at + 1 < self.parts.len() {
-            self.enter(self.at + 1, Entry::First);
-        }
-    }
-
-    /// From an exhausted partition back, the last entry of the earlier ones.
-    fn backward(&mut self) {
-        while !self.inner_valid() && self.status().is_ok() && self.at > 0 {
-            self.enter(self.at - 1, Entry::Last);
-        }
-    }
-}
-
-/// A partition a [`PartitionCursor`] reads: its smallest key, the next
-/// one's (`None` for the last), and its members that meet the range.
-struct ScanPart {
-    lo: Vec<u8>,
-    hi: Option<Vec<u8>>,
-    files: Vec<Arc<FileMeta>>,
-}
-
-/// Where [`PartitionCursor::enter`] positions.
-enum Entry<'a> {
-    At(&'a [u8]),
-    First,
-    Last,
-}
-
-impl InternalIterator for PartitionCursor {
-    fn valid(&self) -> bool {
-        self.inner_valid()
-    }
-    fn seek_to_first(&mut self) {
-        if !self.parts.is_empty() {
-            self.enter(0, Entry::First);
-            self.forward();
-        }
-    }
-    fn seek_to_last(&mut self) {
-        if let Some(last) = self.parts.len().checked_sub(1) {
-            self.enter(last, Entry::Last);
-            self.backward();
-        }
-    }
-    fn seek(&mut self, target: &[u8]) {
-        if self.parts.is_empty() {
-            return;
-        }
-        let uk = key::user_key(target);
-        // The partition holding the target's key, or the first after it.
-        let at = self
-            .parts
-            .partition_point(|p| p.hi.as_ref().is_some_and(|hi| hi.as_slice() <= uk))
-            .min(self.parts.len() - 1);
-        self.enter(at, Entry::At(target));
-        self.forward();
-    }
-    fn next(&mut self) {
-        if let Some(i) = &mut self.inner {
-            i.next();
-        }
-        self.forward();
-    }
-    fn prev(&mut self) {
-        if let Some(i) = &mut self.inner {
-            i.prev();
-        }
-        self.backward();
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.as_ref().expect("a valid iterator").key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.as_ref().expect("a valid iterator").value()
-    }
-    fn status(&self) -> Result<()> {
-        self.inner.as_ref().map_or(Ok(()), |i| i.status())
+    /// The partition holding the key, or the first after it.
+    fn seek_start(&self, user_key: &[u8]) -> usize {
+        self.parts
+            .partition_point(|p| p.hi.as_ref().is_some_and(|hi| hi.as_slice() <= user_key))
     }
 }
 

@@ -9,9 +9,11 @@
 
 mod db_iter;
 mod merge;
+mod parts;
 
 pub(crate) use db_iter::DbIter;
 pub(crate) use merge::MergingIterator;
+pub(crate) use parts::{Entry, Parts, PartsCursor};
 
 use crate::error::Result;
 
