@@ -19,8 +19,8 @@
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use crate::store::{
-    split_data_key, zset_member_key, CollKind, Meta, Rec, Result, DATA_TAG, ELEMENT_TAG,
-    KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, VERSION_KEY, ZSET_INDEX, ZSET_MEMBER,
+    reserved_versions, split_data_key, zset_member_key, CollKind, Meta, Rec, Result, DATA_TAG,
+    ELEMENT_TAG, KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, ZSET_INDEX, ZSET_MEMBER,
 };
 
 /// Old element keys converted (or deleted) per batch.
@@ -54,11 +54,8 @@ pub(crate) fn migrate(db: &Db, batch_keys: usize, max_batches: usize) -> Result<
     }
     // The format key is written with every version reservation: without
     // either, no collection was ever made, and there is nothing to do.
-    let reserved = match db.get(VERSION_KEY)? {
-        Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
-            sluicedb::Error::InvalidArgument("the version record is malformed".into())
-        })?),
-        None => return Ok((0, true)),
+    let Some(reserved) = reserved_versions(db)? else {
+        return Ok((0, true));
     };
     if reserved > OLD_VERSIONS_END {
         return Err(sluicedb::Error::InvalidArgument(format!(

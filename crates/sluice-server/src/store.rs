@@ -439,6 +439,21 @@ pub fn malformed_element(ekey: &[u8]) -> sluicedb::Error {
     ))
 }
 
+/// The end of the versions reserved so far (the version record), `None`
+/// if no collection was ever made.
+pub fn reserved_versions(db: &Db) -> Result<Option<u64>> {
+    db.get(VERSION_KEY)?
+        .map(|raw| {
+            raw.as_slice()
+                .try_into()
+                .map(u64::from_le_bytes)
+                .map_err(|_| {
+                    sluicedb::Error::InvalidArgument("the version record is malformed".into())
+                })
+        })
+        .transpose()
+}
+
 fn garbage_key(version: u64) -> Vec<u8> {
     let mut k = vec![GARBAGE_TAG];
     k.extend_from_slice(&version.to_be_bytes());
@@ -615,12 +630,7 @@ impl Keyspace {
             .map(|_| Mutex::new(Stripe::default()))
             .collect();
         crate::migrate::ensure_format(&db)?;
-        let reserved = match db.get(VERSION_KEY)? {
-            Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
-                sluicedb::Error::InvalidArgument("the version record is malformed".into())
-            })?),
-            None => 0,
-        };
+        let reserved = reserved_versions(&db)?.unwrap_or(0);
         let ks = Keyspace {
             db: Arc::new(DbSlot::new(db)),
             stripes,
@@ -787,12 +797,7 @@ impl Keyspace {
     /// Rereads the version reservation after the keyspace was replaced
     /// underneath (a replicated shard installed a snapshot); returns it.
     fn reload_versions(&self) -> Result<u64> {
-        let reserved = match self.db().get(VERSION_KEY)? {
-            Some(raw) => u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| {
-                sluicedb::Error::InvalidArgument("the version record is malformed".into())
-            })?),
-            None => 0,
-        };
+        let reserved = reserved_versions(&self.db())?.unwrap_or(0);
         let mut v = self.versions.lock();
         // Past both: versions handed out here before stay unused.
         let next = reserved.max(v.1);
