@@ -295,7 +295,8 @@ pub struct ShapeStats {
     pub hash_index_reindexed_at_open: usize,
     pub hash_index_checkpoint_rejected: bool,
     /// Merges of a partition's unsorted tables into one, for scans
-    /// (§III-F), picked since open.
+    /// (§III-F), picked since open; for the partitioned shape (LightKV),
+    /// merges of whole partitions whose scans' extra reads paid for them.
     pub scan_merges: u64,
     /// LightKV: the open loaded the write buffer's tree from the image a
     /// clean shutdown left (§V) instead of scanning the buffer.

@@ -390,6 +390,56 @@ fn partition_compaction_merges_by_weight_and_splits() {
     });
 }
 
+/// Seeks into partitions of several tables merge them whole once their
+/// extra reads pay for it (the scan merge, `docs/design.md`, "Partition
+/// compaction"), while writes go on; every scan, before and after,
+/// answers as the model does, and so do reads after a reopen.
+#[test]
+fn seeks_merge_partitions_whole_and_scans_answer_alike() {
+    for_seeds(seeds(0, 3), |seed| {
+        let fs = MemFs::new();
+        let mut db = open(&fs);
+        let mut rng = Rng::new(seed);
+        let mut model = std::collections::BTreeMap::new();
+        for serial in 0..2000u64 {
+            random_write(&db, &mut rng, &mut model, serial, 600);
+        }
+        db.wait_for_background().unwrap();
+        for round in 0..400u64 {
+            if round % 4 == 0 {
+                random_write(&db, &mut rng, &mut model, 2000 + round, 600);
+            }
+            let start = key(&mut rng, 600);
+            let got: Vec<_> = db
+                .range(start.clone()..)
+                .take(5)
+                .map(|r| r.unwrap())
+                .collect();
+            let want: Vec<_> = model
+                .range(start..)
+                .take(5)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "seed {seed}, round {round}");
+            if round % 100 == 99 {
+                db.wait_for_background().unwrap();
+            }
+        }
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        assert!(
+            s.index.shape.scan_merges > 0,
+            "seed {seed}: no scan merge\n{s}"
+        );
+        drop(db);
+        db = open(&fs);
+        let all: Vec<_> = db.range::<Vec<u8>>(..).map(|r| r.unwrap()).collect();
+        let want: Vec<_> = model.into_iter().collect();
+        assert_eq!(all, want, "seed {seed}");
+        db.verify().unwrap();
+    });
+}
+
 /// Under a uniform workload of new keys, the tables' write amplification
 /// (bytes written by flushes and merges over bytes written by flushes)
 /// follows the weight rule's `log_CS(N) + 1` for `N` flushes into one

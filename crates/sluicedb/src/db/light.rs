@@ -21,9 +21,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockUpgradableReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard};
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -68,8 +69,16 @@ pub(crate) fn buffer_path(dir: &Path) -> PathBuf {
 pub(crate) struct Light {
     /// Shared by reads (and by a hand-out's reading of its leaf), so that
     /// readers do not wait for each other; exclusive for writes, links,
-    /// and leaves leaving.
+    /// and leaves leaving: taken exclusively through [`Light::buf_mut`]
+    /// or [`Light::upgrade`], which count the change in `generation`.
     buf: RwLock<LightBuffer>,
+    /// Changes made to `buf` (counted under its exclusive lock, before the
+    /// change): a cursor's view of the buffer ([`Light::view`]) is current
+    /// while this is.
+    generation: AtomicU64,
+    /// The buffer's partitions as the last cursor's view took them, with
+    /// the generation then: cursors share it until the buffer changes.
+    view: Mutex<Option<(u64, Arc<BufferView>)>>,
     /// The buffer's records, for fences without `buf`.
     pwb: Arc<Pwb>,
     /// Shared by a read from its super version to its look into the
@@ -130,6 +139,8 @@ impl Light {
         Ok(Light {
             pwb: buf.pwb(),
             buf: RwLock::new(buf),
+            generation: AtomicU64::new(0),
+            view: Mutex::new(None),
             readers: RwLock::new(()),
             hand_outs: Mutex::new(()),
             fs: fs.clone(),
@@ -152,7 +163,7 @@ impl Light {
     /// the mark leaves no mark, and the buffer is scanned at the next open;
     /// after it, the image describes the buffer exactly.
     pub(crate) fn close(&self) -> Result<()> {
-        let buf = self.buf.write();
+        let buf = self.buf_mut();
         self.pwb.sync()?;
         let image = buf.encode_image();
         let mut file = self.fs.create(&self.image_path, IoClass::Journal)?;
@@ -198,7 +209,7 @@ impl Light {
         let Some(stored) = buf.store(&ops, &plan)? else {
             return Ok(false);
         };
-        let first = RwLockUpgradableReadGuard::upgrade(buf).index_stored(&ops, stored)?;
+        let first = self.upgrade(buf).index_stored(&ops, stored)?;
         if first != seq {
             return Err(Error::InvalidArgument(format!(
                 "write buffer numbered a group {first}, the engine {seq}"
@@ -226,27 +237,73 @@ impl Light {
         })
     }
 
+    /// The buffer, exclusively, with the change counted (`generation`).
+    fn buf_mut(&self) -> RwLockWriteGuard<'_, LightBuffer> {
+        let buf = self.buf.write();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        buf
+    }
+
+    /// `buf` upgraded to exclusive, with the change counted.
+    fn upgrade<'a>(
+        &self,
+        buf: RwLockUpgradableReadGuard<'a, LightBuffer>,
+    ) -> RwLockWriteGuard<'a, LightBuffer> {
+        let buf = RwLockUpgradableReadGuard::upgrade(buf);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        buf
+    }
+
     /// Every version the buffer holds for keys in `lo..=hi` (and perhaps
     /// others), as a sorted iterator over each leaf's sorted copy, taken
     /// now (the buffer may change under it) and merged lazily, partition
-    /// by partition in key order: a cursor costs a lookup per leaf of the
-    /// partitions in range, and a sort only for a leaf written since a
-    /// cursor last sorted it.
+    /// by partition in key order. The copies come from the buffer's view
+    /// ([`Light::view`]), which cursors share until the buffer changes: a
+    /// cursor costs two binary searches while it does not, where taking
+    /// every partition's leaves for each one cost a fifth of a 100-pair
+    /// scan's time (`docs/experiments.md`, "LightKV: scans by partition").
     pub(crate) fn iter(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Box<dyn InternalIterator> {
+        let view = match self.view() {
+            Ok(v) => v,
+            Err(e) => return Box::new(Failed(e)),
+        };
+        // A key shorter than a partition's bound sorts before it (zero
+        // padding): one partition early, as `BufferParts::seek_start`.
+        let bound_at_or_below = |k: &[u8]| view.partition_point(|(b, _)| b.as_slice() <= k);
+        let first = lo.map_or(0, |lo| bound_at_or_below(lo).saturating_sub(2));
+        let last = hi.map_or(view.len(), |hi| (bound_at_or_below(hi) + 1).min(view.len()));
+        Box::new(PartsCursor::new(BufferParts {
+            view,
+            first,
+            last: last.max(first),
+        }))
+    }
+
+    /// Every partition's lower bound and its leaves' sorted copies, newest
+    /// leaf first, in key order: the view the last cursor took if the
+    /// buffer has not changed since, else a new one (a leaf unchanged since
+    /// a cursor sorted it keeps its copy).
+    fn view(&self) -> Result<Arc<BufferView>> {
         let buf = self.buf.read();
+        let generation = self.generation.load(Ordering::Relaxed);
+        let mut view = self.view.lock();
+        if let Some((g, v)) = &*view {
+            if *g == generation {
+                return Ok(v.clone());
+            }
+        }
         let mut sorted = self.sorted.lock();
         let mut parts = Vec::new();
-        for (bound, chain) in buf.partition_leaves(lo, hi) {
+        for (bound, chain) in buf.partition_leaves() {
             let mut leaves = Vec::with_capacity(chain.len());
             for leaf in chain {
-                match Self::sorted_leaf(&buf, &mut sorted, leaf) {
-                    Ok(v) => leaves.push(v),
-                    Err(e) => return Box::new(Failed(e)),
-                }
+                leaves.push(Self::sorted_leaf(&buf, &mut sorted, leaf)?);
             }
             parts.push((bound, leaves));
         }
-        Box::new(PartsCursor::new(BufferParts(parts)))
+        let v = Arc::new(parts);
+        *view = Some((generation, v.clone()));
+        Ok(v)
     }
 
     /// Leaf `leaf`'s sorted versions: the copy a cursor made if the leaf
@@ -288,7 +345,7 @@ impl Light {
             }
             LightBuffer::unit_finish(leaf, entries)
         };
-        self.buf.write().hand_out(u.leaf);
+        self.buf_mut().hand_out(u.leaf);
         // A table must never hold a write the buffer could lose (nor one
         // past such a write); the sync before a hand-out usually did this.
         self.pwb.sync_through(u.newest)?;
@@ -304,18 +361,18 @@ impl Light {
     /// indexed (the watermark then rises past every record, releasing what
     /// they held).
     pub(crate) fn make_room(&self) -> Result<bool> {
-        self.buf.write().make_room()
+        self.buf_mut().make_room()
     }
 
     /// Links the fullest top leaf if no unit waits and it holds enough to
     /// be worth a table (`LightBuffer::make_room_early`).
     pub(crate) fn make_room_early(&self) -> Result<bool> {
-        self.buf.write().make_room_early()
+        self.buf_mut().make_room_early()
     }
 
     /// Links every top leaf holding something (a full flush).
     pub(crate) fn link_all(&self) -> usize {
-        self.buf.write().link_all()
+        self.buf_mut().link_all()
     }
 
     /// Chains holding a linked leaf (flushed or not yet).
@@ -344,7 +401,7 @@ impl Light {
     pub(crate) fn flushed(&self, uids: &[u32]) -> Result<usize> {
         let (target, segments) = {
             let _readers = self.readers.write();
-            let mut buf = self.buf.write();
+            let mut buf = self.buf_mut();
             let mut target = None;
             let mut segments = Vec::new();
             let mut sorted = self.sorted.lock();
@@ -363,7 +420,7 @@ impl Light {
         // the installed tables, and were synced before their units went out).
         self.pwb.persist_marks(target, &segments)?;
         let released = {
-            let mut buf = self.buf.write();
+            let mut buf = self.buf_mut();
             let mut n = self.pwb.release_segments(&segments);
             if let Some(target) = target {
                 n += buf.release_through(target);
@@ -557,21 +614,27 @@ impl InternalIterator for VersionsIter {
     }
 }
 
-/// The buffer's partitions a cursor goes over ([`Light::iter`], a
-/// [`PartsCursor`]): each one's leaves merged (a chain is short). Each
-/// partition's keys sort before the next one's, so the cursor yields one
-/// sorted sequence.
-struct BufferParts(
-    /// Per partition, its lower bound and its leaves' sorted copies.
-    Vec<(Vec<u8>, Vec<Arc<Versions>>)>,
-);
+/// Per partition in key order, its lower bound and its leaves' sorted
+/// copies, newest first ([`Light::view`]). Each partition's keys sort
+/// before the next one's.
+type BufferView = Vec<(Vec<u8>, Vec<Arc<Versions>>)>;
+
+/// The buffer's partitions `first..last` a cursor goes over
+/// ([`Light::iter`], a [`PartsCursor`]): each one's leaves merged (a chain
+/// is short), so the cursor yields one sorted sequence.
+struct BufferParts {
+    view: Arc<BufferView>,
+    first: usize,
+    last: usize,
+}
 
 impl Parts for BufferParts {
     fn len(&self) -> usize {
-        self.0.len()
+        self.last - self.first
     }
     fn enter(&self, at: usize, to: Entry<'_>) -> MergingIterator {
-        let children = self.0[at].1.iter().map(|v| v.clone().iter()).collect();
+        let leaves = &self.view[self.first + at].1;
+        let children = leaves.iter().map(|v| v.clone().iter()).collect();
         let mut inner = MergingIterator::new(children);
         match to {
             Entry::At(target) => inner.seek(target),
@@ -587,7 +650,7 @@ impl Parts for BufferParts {
     /// padding): one partition early, and the target is sought (not the
     /// first entry) in the later ones too, since it may lie inside one.
     fn seek_start(&self, user_key: &[u8]) -> usize {
-        self.0
+        self.view[self.first..self.last]
             .partition_point(|(b, _)| b.as_slice() <= user_key)
             .saturating_sub(2)
     }

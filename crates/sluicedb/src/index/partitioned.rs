@@ -58,7 +58,7 @@
 //! - at the median, as in the last case, while no cuts are known.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -105,6 +105,60 @@ pub(crate) struct Partitioned {
     /// (for `Stats`).
     partitions: AtomicUsize,
     splits: AtomicU64,
+    /// User scans' reads beyond one table per partition, for the scan merge
+    /// ([`IndexShape::pick_scan_merge`]), and the merges picked since open.
+    seek_reads: Arc<SeekReads>,
+    scan_merges: AtomicU64,
+}
+
+/// Table bytes of a partition per member read its seeks made beyond one
+/// table before the partition is merged whole. The rule is the ski
+/// rental's: keep paying the extra reads until they have cost what the
+/// merge costs, then merge, which never costs more than twice the best
+/// choice made knowing the future. Both counted in bytes of I/O: a read is
+/// a block (4 KiB), a merge of `S` bytes reads and writes `S`, so a
+/// partition is merged once its extra reads reach `2 S / 4 KiB`, one per
+/// 2 KiB of its tables (a partition of 17 MB: about 8,700 extra reads,
+/// 1,600 seeks among 6 tables). LevelDB's seek compaction allows one seek
+/// per 16 KiB (`db/version_set.cc`: a seek of 10 ms costs what compacting
+/// 40 KB costs on a disk), counting point lookups that bloom filters now
+/// answer without a read; RocksDB deprecated it for hurting reads, and
+/// LevelDB's users turn it off. Here only a scan's seeks count, which no
+/// filter spares, and a merge waits 8 times as long.
+pub(crate) const SEEK_READ_BYTES: u64 = 2 << 10;
+
+/// Per partition (by its smallest key), the member reads user scans made
+/// there beyond one table since the partition was last merged whole, and
+/// whether one may now be due.
+#[derive(Debug, Default)]
+struct SeekReads {
+    counts: Mutex<std::collections::HashMap<Vec<u8>, u64>>,
+    due: AtomicBool,
+    /// A merge became due since the engine was last told
+    /// ([`IndexShape::note_scan`]): one wake-up of the background per
+    /// merge due, not one per cursor while it waits for a thread.
+    wake: AtomicBool,
+}
+
+impl SeekReads {
+    /// A user scan entered the partition starting at `lo`, whose members
+    /// are `members`: each member past the first costs it a block read.
+    fn entered(&self, lo: &[u8], members: &[Arc<FileMeta>]) {
+        let Some(extra) = members.len().checked_sub(1).filter(|&n| n > 0) else {
+            return;
+        };
+        let mut counts = self.counts.lock();
+        let reads = match counts.get_mut(lo) {
+            Some(r) => r,
+            None => counts.entry(lo.to_vec()).or_default(),
+        };
+        *reads += extra as u64;
+        let bytes: u64 = members.iter().map(|f| f.file_size).sum();
+        if reads.saturating_mul(SEEK_READ_BYTES) >= bytes && !self.due.swap(true, Ordering::Relaxed)
+        {
+            self.wake.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Partition `i`'s smallest key (empty for the first) and the key that
@@ -183,6 +237,8 @@ impl Partitioned {
             flush_cuts: Mutex::new(None),
             partitions: AtomicUsize::new(1),
             splits: AtomicU64::new(0),
+            seek_reads: Arc::default(),
+            scan_merges: AtomicU64::new(0),
         }
     }
 
@@ -198,6 +254,31 @@ impl Partitioned {
             m.sort_by(age_order);
         }
         out
+    }
+
+    /// Partitions `parts` and those the tables of any of them span into,
+    /// until none is added, with every table of them (and its weight): a
+    /// merge of all of them leaves its outputs the only members of those
+    /// partitions, so the order of weights holds whatever weight it writes.
+    fn closure(
+        v: &Version,
+        mut parts: HashSet<usize>,
+    ) -> (HashSet<usize>, Vec<(usize, Arc<FileMeta>)>) {
+        let b = &v.boundaries;
+        loop {
+            let before = parts.len();
+            let files: Vec<(usize, Arc<FileMeta>)> = v
+                .all_files()
+                .filter(|(_, f)| partitions_of(b, f).any(|p| parts.contains(&p)))
+                .map(|(w, f)| (w, f.clone()))
+                .collect();
+            for (_, f) in &files {
+                parts.extend(partitions_of(b, f));
+            }
+            if parts.len() == before {
+                return (parts, files);
+            }
+        }
     }
 
     /// The weight merge due in partition `p`, closed over the partitions
@@ -426,31 +507,87 @@ impl IndexShape for Partitioned {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        let members = &Members::of(v).0;
+        let partitions = Members::of(v).0.len();
         let first = lower.map_or(0, |k| super::unified::partition_of(&v.boundaries, k));
-        let last = upper.map_or(members.len() - 1, |k| {
+        let last = upper.map_or(partitions - 1, |k| {
             super::unified::partition_of(&v.boundaries, k)
         });
-        let parts = (first..=last)
-            .filter(|&p| !members[p].is_empty())
-            .map(|p| {
-                let (lo, hi) = range_of(&v.boundaries, p);
-                let files = members[p]
-                    .iter()
-                    .filter(|f| f.meets_range(lower, upper))
-                    .cloned()
-                    .collect();
-                ScanPart {
-                    lo: lo.to_vec(),
-                    hi: hi.map(<[u8]>::to_vec),
-                    files,
-                }
+        vec![Box::new(PartsCursor::new(TableParts {
+            v: v.clone(),
+            first,
+            len: (last + 1).saturating_sub(first),
+            lower: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            tables: tables.clone(),
+            seek_reads: Some(self.seek_reads.clone()),
+        }))]
+    }
+
+    /// Every table, partition by partition, for the engine's full scans
+    /// and recounts: like a user scan, but its reads call for no merge.
+    fn iterators(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+    ) -> Vec<Box<dyn InternalIterator>> {
+        vec![Box::new(PartsCursor::new(TableParts {
+            v: v.clone(),
+            first: 0,
+            len: Members::of(v).0.len(),
+            lower: None,
+            upper: None,
+            tables: tables.clone(),
+            seek_reads: None,
+        }))]
+    }
+
+    fn note_scan(&self) -> bool {
+        self.seek_reads.wake.swap(false, Ordering::Relaxed)
+    }
+
+    /// The partition whose seeks have read the most beyond one table, once
+    /// they have read as many bytes too many as the partition holds
+    /// ([`SeekReads`]), merged whole into one table per partition of its
+    /// heaviest weight (at least 1: older than every weight-0 table to
+    /// come): a seek then reads one table there. With it go the partitions
+    /// its tables span into, whole ([`Partitioned::closure`]), so that the
+    /// outputs are the only members of every partition the merge touches
+    /// and the order of weights holds. None busy, and two tables or more.
+    fn pick_scan_merge(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        if !self.seek_reads.due.swap(false, Ordering::Relaxed) {
+            return None;
+        }
+        let members = &Members::of(v).0;
+        let mut counts = self.seek_reads.counts.lock();
+        let mut due: Vec<(u64, usize)> = counts
+            .iter()
+            .filter_map(|(lo, &reads)| {
+                let p = super::unified::partition_of(&v.boundaries, lo);
+                let bytes: u64 = members[p].iter().map(|f| f.file_size).sum();
+                (range_of(&v.boundaries, p).0 == lo.as_slice()
+                    && members[p].len() >= 2
+                    && reads.saturating_mul(SEEK_READ_BYTES) >= bytes)
+                    .then_some((reads, p))
             })
             .collect();
-        vec![Box::new(PartsCursor::new(TableParts {
-            parts,
-            tables: tables.clone(),
-        }))]
+        due.sort_unstable_by_key(|&(reads, _)| std::cmp::Reverse(reads));
+        for (k, &(_, p)) in due.iter().enumerate() {
+            let (parts, files) = Self::closure(v, [p].into_iter().collect());
+            if files.iter().any(|(_, f)| busy.contains(&f.number)) {
+                continue;
+            }
+            for q in parts {
+                counts.remove(range_of(&v.boundaries, q).0);
+            }
+            if k + 1 < due.len() {
+                // Another partition is due: the next pick looks again.
+                self.seek_reads.due.store(true, Ordering::Relaxed);
+            }
+            self.scan_merges.fetch_add(1, Ordering::Relaxed);
+            let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
+            return Some(Self::plan(files, heaviest.clamp(1, NUM_WEIGHTS - 1)));
+        }
+        None
     }
 
     /// The partition with the most weight-0 members first; a split before
@@ -482,22 +619,9 @@ impl IndexShape for Partitioned {
             return None;
         }
         let b = &v.boundaries;
-        let mut parts: HashSet<usize> =
+        let parts =
             (super::unified::partition_of(b, lo)..=super::unified::partition_of(b, hi)).collect();
-        let files = loop {
-            let before = parts.len();
-            let files: Vec<(usize, Arc<FileMeta>)> = v
-                .all_files()
-                .filter(|(_, f)| partitions_of(b, f).any(|p| parts.contains(&p)))
-                .map(|(w, f)| (w, f.clone()))
-                .collect();
-            for (_, f) in &files {
-                parts.extend(partitions_of(b, f));
-            }
-            if parts.len() == before {
-                break files;
-            }
-        };
+        let (_, files) = Self::closure(v, parts);
         if files.is_empty() {
             return None;
         }
@@ -581,37 +705,54 @@ impl IndexShape for Partitioned {
     fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
+        s.scan_merges = self.scan_merges.load(Ordering::Relaxed);
     }
 }
 
-/// A version's partitions a scan goes over (a [`PartsCursor`]): each
-/// one's members merged (newest first by the merging iterator's sequence
-/// order), clipped to the partition's keys, since a table a split left
-/// spanning two partitions is a member of both. A seek so reads the
-/// members of one partition (a dozen tables or two), where one iterator per
-/// table read every table in range.
+/// The partitions `first..first + len` of version `v` a scan goes over (a
+/// [`PartsCursor`]): each one's members merged (newest first by the
+/// merging iterator's sequence order), clipped to the partition's keys,
+/// since a table a split left spanning two partitions is a member of both.
+/// A seek so reads the members of one partition, where one iterator per
+/// table read every table in range; and a partition's members are taken
+/// when the cursor enters it, so a cursor costs nothing per partition it
+/// does not enter, where listing every partition's members up front cost
+/// a tenth of a seek's time (`docs/experiments.md`, "LightKV: scans by
+/// partition").
 struct TableParts {
-    /// The partitions in range, in key order.
-    parts: Vec<ScanPart>,
+    v: Arc<Version>,
+    first: usize,
+    len: usize,
+    /// The scan's range: members outside it are not read.
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
     tables: Arc<TableCache>,
+    /// Where a user scan counts the member reads it makes beyond one table
+    /// per partition it enters; `None` for the engine's own full scans.
+    seek_reads: Option<Arc<SeekReads>>,
 }
 
-/// A partition a scan reads: its smallest key, the next one's (`None` for
-/// the last), and its members that meet the range.
-struct ScanPart {
-    lo: Vec<u8>,
-    hi: Option<Vec<u8>>,
-    files: Vec<Arc<FileMeta>>,
+impl TableParts {
+    /// Partition `at`'s smallest key and the next one's (`None` for the
+    /// last).
+    fn range(&self, at: usize) -> (&[u8], Option<&[u8]>) {
+        range_of(&self.v.boundaries, self.first + at)
+    }
 }
 
 impl Parts for TableParts {
     fn len(&self) -> usize {
-        self.parts.len()
+        self.len
     }
     fn enter(&self, at: usize, to: Entry<'_>) -> MergingIterator {
-        let ScanPart { lo, hi, files } = &self.parts[at];
-        let children = files
+        let (lo, hi) = self.range(at);
+        let members = &Members::of(&self.v).0[self.first + at];
+        if let Some(reads) = &self.seek_reads {
+            reads.entered(lo, members);
+        }
+        let children = members
             .iter()
+            .filter(|f| f.meets_range(self.lower.as_deref(), self.upper.as_deref()))
             .map(|f| -> Box<dyn InternalIterator> {
                 Box::new(super::LevelIter::new(
                     vec![f.clone()],
@@ -641,13 +782,14 @@ impl Parts for TableParts {
         inner
     }
     fn holds(&self, at: usize, user_key: &[u8]) -> bool {
-        let ScanPart { lo, hi, .. } = &self.parts[at];
-        user_key >= lo.as_slice() && hi.as_ref().is_none_or(|hi| user_key < hi.as_slice())
+        let (lo, hi) = self.range(at);
+        user_key >= lo && hi.is_none_or(|hi| user_key < hi)
     }
     /// The partition holding the key, or the first after it.
     fn seek_start(&self, user_key: &[u8]) -> usize {
-        self.parts
-            .partition_point(|p| p.hi.as_ref().is_some_and(|hi| hi.as_slice() <= user_key))
+        super::unified::partition_of(&self.v.boundaries, user_key)
+            .saturating_sub(self.first)
+            .min(self.len.saturating_sub(1))
     }
 }
 
@@ -699,6 +841,81 @@ mod tests {
         (3, "g", "i", 400),
         (4, "j", "l", 400),
     ];
+
+    /// Enters partition `p` of `v` as a user scan's cursor does, `times`
+    /// times.
+    fn enter(s: &Partitioned, v: &Version, p: usize, times: usize) {
+        let members = &Members::of(v).0[p];
+        for _ in 0..times {
+            s.seek_reads.entered(range_of(&v.boundaries, p).0, members);
+        }
+    }
+
+    #[test]
+    fn seeks_merge_a_partition_whole_once_their_extra_reads_pay_for_it() {
+        let s = shape(None);
+        // Partition "m".. holds 4 tables of 50 KiB: 200 KiB, so 100
+        // reads beyond one table (`SEEK_READ_BYTES` each) pay for its
+        // merge, and each seek there makes 3.
+        assert_eq!(SEEK_READ_BYTES, 2 << 10);
+        let kib = 1 << 10;
+        let files: Vec<(u64, &str, &str, u64)> = TABLES
+            .iter()
+            .map(|&(n, lo, hi, _)| (n, lo, hi, 50 * kib))
+            .chain([(5, "m", "o", 50 * kib), (6, "n", "p", 50 * kib)])
+            .chain([(7, "n", "q", 50 * kib), (8, "o", "r", 50 * kib)])
+            .collect();
+        let mut v = version(&s, &["m"], &files);
+        // Table 8 is of weight 1: the output takes the heaviest weight.
+        let mut e = VersionEdit::default();
+        e.delete_file(0, 8);
+        e.add_file(1, test_file(8, "o", "r", 50 * kib));
+        v = v.apply(&e).unwrap();
+        let none = HashSet::new();
+        enter(&s, &v, 1, 33);
+        assert!(!s.note_scan(), "99 extra reads are not yet due");
+        assert!(s.pick_scan_merge(&v, &none).is_none());
+        enter(&s, &v, 1, 1);
+        assert!(s.note_scan(), "102 extra reads are due");
+        // A busy member keeps the partition out; the next scan there
+        // makes it due again.
+        let busy: HashSet<u64> = [6].into_iter().collect();
+        assert!(s.pick_scan_merge(&v, &busy).is_none());
+        assert!(!s.note_scan());
+        enter(&s, &v, 1, 1);
+        assert!(s.note_scan(), "due again");
+        let plan = s.pick_scan_merge(&v, &none).expect("a scan merge");
+        let mut inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
+        inputs.sort_unstable();
+        assert_eq!(inputs, [5, 6, 7, 8]);
+        assert_eq!(plan.output_level, 1);
+        assert_eq!(s.scan_merges.load(Ordering::Relaxed), 1);
+        // Its count starts again.
+        assert!(s.pick_scan_merge(&v, &none).is_none());
+        enter(&s, &v, 1, 33);
+        assert!(!s.note_scan());
+        // Partition ..m, the four 50 KiB tables, all weight 0: due after
+        // 34 seeks too, merged into weight 1 (older than every flush to
+        // come) ...
+        enter(&s, &v, 0, 34);
+        let plan = s.pick_scan_merge(&v, &none).expect("a scan merge");
+        assert_eq!(plan.input_files().count(), 4);
+        assert_eq!(plan.output_level, 1);
+        // A member spanning into the next partition takes that one whole
+        // too: every table of both.
+        let mut e = VersionEdit::default();
+        e.add_file(0, test_file(9, "l", "n", 50 * kib));
+        let v = v.apply(&e).unwrap();
+        enter(&s, &v, 0, 100);
+        assert!(s.note_scan());
+        let plan = s.pick_scan_merge(&v, &none).expect("a scan merge");
+        assert_eq!(plan.input_files().count(), 9);
+        assert_eq!(plan.output_level, 1);
+        // Both partitions' counts start again: 80 reads of partition "m"..
+        // (five tables, 250 KiB) were due before, are not now.
+        enter(&s, &v, 1, 20);
+        assert!(s.pick_scan_merge(&v, &none).is_none());
+    }
 
     #[test]
     fn a_split_goes_to_the_buffer_cut_nearest_the_median() {

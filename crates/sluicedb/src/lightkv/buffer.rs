@@ -712,45 +712,29 @@ impl LightBuffer {
             .collect()
     }
 
-    /// The leaves of the partitions a key in `lo..=hi` may belong to
-    /// (`None`: unbounded), partitions in key order (each one's keys all
-    /// sort before the next one's: zero padding keeps partitions
+    /// Every partition's leaves, partitions in key order (each one's keys
+    /// all sort before the next one's: zero padding keeps partitions
     /// contiguous ranges), each with its lower bound and its chain, newest
-    /// first. For a cursor, which merges each partition's leaves lazily
+    /// first. For cursors, which merge each partition's leaves lazily
     /// ([`LightBuffer::leaf_versions`] gives a leaf's sorted versions).
-    pub(crate) fn partition_leaves(
-        &self,
-        lo: Option<&[u8]>,
-        hi: Option<&[u8]>,
-    ) -> Vec<(Vec<u8>, Vec<LeafRef>)> {
-        let order = self.tree.in_key_order();
-        let bounds: Vec<Vec<u8>> = order
-            .iter()
-            .map(|&id| self.tree.partition(id).0.lower_bound())
-            .collect();
-        let first = lo.map_or(0, |lo| {
-            bounds
-                .partition_point(|b| b.as_slice() <= lo)
-                .saturating_sub(2)
-        });
-        let last = hi.map_or(order.len(), |hi| {
-            (bounds.partition_point(|b| b.as_slice() <= hi) + 1).min(order.len())
-        });
-        let mut out = Vec::with_capacity(last.saturating_sub(first));
-        for (k, &id) in order.iter().enumerate().take(last).skip(first) {
-            let chain = self.leaves[id]
-                .iter()
-                .enumerate()
-                .map(|(depth, m)| LeafRef {
-                    id,
-                    depth,
-                    uid: m.uid,
-                    version: m.version,
-                })
-                .collect();
-            out.push((bounds[k].clone(), chain));
-        }
-        out
+    pub(crate) fn partition_leaves(&self) -> Vec<(Vec<u8>, Vec<LeafRef>)> {
+        self.tree
+            .in_key_order()
+            .into_iter()
+            .map(|id| {
+                let chain = self.leaves[id]
+                    .iter()
+                    .enumerate()
+                    .map(|(depth, m)| LeafRef {
+                        id,
+                        depth,
+                        uid: m.uid,
+                        version: m.version,
+                    })
+                    .collect();
+                (self.tree.partition(id).0.lower_bound(), chain)
+            })
+            .collect()
     }
 
     /// Every version leaf `leaf` holds above the watermark (its entries and
