@@ -6,13 +6,14 @@
 #   sluice bench --engines lightkv,leveldb --benchmarks fillrandom --num N --value-size 1024
 #     --pm-fence cache
 # then each run is one invocation of
-#   sluice bench --engines lightkv,leveldb --benchmarks seekrandom,scan --use-existing
+#   sluice bench --engines lightkv,leveldb --benchmarks PHASES --use-existing
 #     --num N --ops OPS --scan-length 100 --value-size 1024 --pm-fence cache
 # (under MEMCAP inside `memcap MEMCAP`, each engine in an invocation of its own). Prints per
 # run and engine: ops/s, CPU µs per operation, p50 and p99 µs, and the lightkv / leveldb
 # ratios per run, with the load average when the run began.
 # Usage: scripts/ab-lightkv-scans.sh BIN_A BIN_B [PAIRS (default 2)]
-# Environment: NUM (default 1000000), OPS (default 30000), DIR (default /tmp/lightkv-scan-ab;
+# Environment: PHASES (default seekrandom,scan; e.g. five seekrandom phases before the scan warm
+# the store up: its scan merges run), NUM (default 1000000), OPS (default 30000), DIR (default /tmp/lightkv-scan-ab;
 # the filled databases in DIR/seed are kept when KEEP=1), MEMCAP (MiB; unset: in memory), MEMCAP_BIN
 # (default /work/shared/tools/memcap), EXTRA (more `sluice bench` flags, for every run and the
 # fill).
@@ -37,7 +38,7 @@ run() { # side bin engines
   rm -rf "$dir/db"
   cp -a "$dir/seed" "$dir/db"
   local cmd=("$bin" bench --quiet --db "$dir/db" "${common[@]}" --engines "$engines" --use-existing
-    --benchmarks seekrandom,scan --ops "$ops" --scan-length 100 --verbose
+    --benchmarks "${PHASES:-seekrandom,scan}" --ops "$ops" --scan-length 100 --verbose
     --out "$dir/$side.jsonl")
   # shellcheck disable=SC2206
   cmd+=(${EXTRA:-})

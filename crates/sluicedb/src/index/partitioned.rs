@@ -552,7 +552,8 @@ impl IndexShape for Partitioned {
     /// come): a seek then reads one table there. With it go the partitions
     /// its tables span into, whole ([`Partitioned::closure`]), so that the
     /// outputs are the only members of every partition the merge touches
-    /// and the order of weights holds. None busy, and two tables or more.
+    /// and the order of weights holds, once the extra reads of all of them
+    /// have paid for all their bytes. None busy, and two tables or more.
     fn pick_scan_merge(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
         if !self.seek_reads.due.swap(false, Ordering::Relaxed) {
             return None;
@@ -573,7 +574,16 @@ impl IndexShape for Partitioned {
         due.sort_unstable_by_key(|&(reads, _)| std::cmp::Reverse(reads));
         for (k, &(_, p)) in due.iter().enumerate() {
             let (parts, files) = Self::closure(v, [p].into_iter().collect());
-            if files.iter().any(|(_, f)| busy.contains(&f.number)) {
+            // The merge costs the closure's bytes: the reads of all its
+            // partitions must have paid for them.
+            let reads: u64 = parts
+                .iter()
+                .filter_map(|&q| counts.get(range_of(&v.boundaries, q).0))
+                .sum();
+            let bytes: u64 = files.iter().map(|(_, f)| f.file_size).sum();
+            if reads.saturating_mul(SEEK_READ_BYTES) < bytes
+                || files.iter().any(|(_, f)| busy.contains(&f.number))
+            {
                 continue;
             }
             for q in parts {
@@ -902,18 +912,29 @@ mod tests {
         assert_eq!(plan.input_files().count(), 4);
         assert_eq!(plan.output_level, 1);
         // A member spanning into the next partition takes that one whole
-        // too: every table of both.
+        // too, every table of both, once the reads of both pay for all
+        // of them (a shape with no reads counted yet).
         let mut e = VersionEdit::default();
         e.add_file(0, test_file(9, "l", "n", 50 * kib));
         let v = v.apply(&e).unwrap();
-        enter(&s, &v, 0, 100);
-        assert!(s.note_scan());
-        let plan = s.pick_scan_merge(&v, &none).expect("a scan merge");
+        let s = shape(None);
+        enter(&s, &v, 0, 32);
+        assert!(s.note_scan(), "128 reads pay for partition ..m's 250 KiB");
+        assert!(
+            s.pick_scan_merge(&v, &none).is_none(),
+            "but not for both partitions' 450 KiB"
+        );
+        enter(&s, &v, 1, 25);
+        enter(&s, &v, 0, 1);
+        let plan = s
+            .pick_scan_merge(&v, &none)
+            .expect("232 reads pay for 450 KiB");
         assert_eq!(plan.input_files().count(), 9);
         assert_eq!(plan.output_level, 1);
-        // Both partitions' counts start again: 80 reads of partition "m"..
-        // (five tables, 250 KiB) were due before, are not now.
-        enter(&s, &v, 1, 20);
+        // Both partitions' counts start again: 128 reads of "m".. alone
+        // do not pay for both.
+        enter(&s, &v, 1, 32);
+        assert!(s.note_scan());
         assert!(s.pick_scan_merge(&v, &none).is_none());
     }
 
