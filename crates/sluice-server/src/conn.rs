@@ -72,10 +72,10 @@ pub async fn serve(
     while accepts.join_next().await.is_some() {}
     // Connections finish what they run and close: each checks `stopped`
     // before it reads, and one waiting to read or blocked is woken by its
-    // kick (a permit, kept if it is not waiting yet). Every client is
+    // kick (which stays set if it is not waiting yet). Every client is
     // registered by now, the accept loops having ended.
     for c in server.clients.lock().values() {
-        c.kick.notify_one();
+        c.kick();
     }
     let mut set = std::mem::take(&mut *conns.lock().await);
     while set.join_next().await.is_some() {}
@@ -311,14 +311,18 @@ async fn serve_client(
         if buf.capacity() - buf.len() < want {
             buf.reserve(want);
         }
-        // Shutdown reaches a waiting connection as a kick (`serve`), so
-        // the wait registers with two wakers, not three; `biased` polls in
-        // this order without drawing a random start each time.
+        // Shutdown reaches a waiting connection as a kick (`serve`), and
+        // the inbox is polled only once messages can arrive, so most
+        // waits register the socket and one atomic waker; `biased` polls
+        // in this order without drawing a random start each time.
+        let may_receive = client.mailbox.may_receive();
         let read = async {
             tokio::select! {
                 biased;
-                _ = client.shared.kick.notified() => None,
-                Some(m) = client.inbox.recv() => Some(Ok(deliver(&mut out, client, m))),
+                _ = client.shared.kicked() => None,
+                Some(m) = client.inbox.recv(), if may_receive => {
+                    Some(Ok(deliver(&mut out, client, m)))
+                }
                 r = stream.read_buf(&mut buf) => Some(r),
             }
         };
@@ -499,7 +503,7 @@ async fn wait_blocked(
             }
             _ = &mut sleep => break,
             // Shutdown kicks too (`serve`).
-            _ = client.shared.kick.notified() => {
+            _ = client.shared.kicked() => {
                 open = false;
                 break;
             }
