@@ -1064,7 +1064,7 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             } else {
                 // Already a monitor: no reply, as in redis-server.
                 if !server.monitors.is(client.id) {
-                    server.monitors.add(client.id, client.outbox.clone());
+                    server.monitors.add(client.id, client.mailbox.sender());
                     out.ok();
                 }
                 Ok(())

@@ -70,7 +70,13 @@ pub async fn serve(
     let mut wait = stopped.clone();
     let _ = wait.wait_for(|s| *s).await;
     while accepts.join_next().await.is_some() {}
-    // Connections finish what they run and close.
+    // Connections finish what they run and close: each checks `stopped`
+    // before it reads, and one waiting to read or blocked is woken by its
+    // kick (which stays set if it is not waiting yet). Every client is
+    // registered by now, the accept loops having ended.
+    for c in server.clients.lock().values() {
+        c.kick();
+    }
     let mut set = std::mem::take(&mut *conns.lock().await);
     while set.join_next().await.is_some() {}
     let _ = background.await;
@@ -266,7 +272,7 @@ async fn serve_client(
                     }
                     out.buf.clear();
                 }
-                let open = wait_blocked(server, stream, client, &mut buf, stopped, &mut out).await;
+                let open = wait_blocked(server, stream, client, &mut buf, &mut out).await;
                 *client.shared.parked.lock() = None;
                 if stream.write_all(&out.buf).await.is_err() || !open {
                     return After::Close;
@@ -305,12 +311,19 @@ async fn serve_client(
         if buf.capacity() - buf.len() < want {
             buf.reserve(want);
         }
+        // Shutdown reaches a waiting connection as a kick (`serve`), and
+        // the inbox is polled only once messages can arrive, so most
+        // waits register the socket and one atomic waker; `biased` polls
+        // in this order without drawing a random start each time.
+        let may_receive = client.mailbox.may_receive();
         let read = async {
             tokio::select! {
+                biased;
+                _ = client.shared.kicked() => None,
+                Some(m) = client.inbox.recv(), if may_receive => {
+                    Some(Ok(deliver(&mut out, client, m)))
+                }
                 r = stream.read_buf(&mut buf) => Some(r),
-                _ = stopped.wait_for(|s| *s) => None,
-                _ = client.shared.kick.notified() => None,
-                Some(m) = client.inbox.recv() => Some(Ok(deliver(&mut out, client, m))),
             }
         };
         let r = if timeout_secs > 0 {
@@ -462,7 +475,6 @@ async fn wait_blocked(
     stream: &mut TcpStream,
     client: &mut Client,
     buf: &mut BytesMut,
-    stopped: &mut watch::Receiver<bool>,
     out: &mut Out,
 ) -> bool {
     let Some(mut parked) = client.parked.take() else {
@@ -490,11 +502,8 @@ async fn wait_blocked(
                 return true;
             }
             _ = &mut sleep => break,
-            _ = stopped.wait_for(|s| *s) => {
-                open = false;
-                break;
-            }
-            _ = client.shared.kick.notified() => {
+            // Shutdown kicks too (`serve`).
+            _ = client.shared.kicked() => {
                 open = false;
                 break;
             }

@@ -30,6 +30,38 @@ pub enum Message {
 pub type Inbox = mpsc::UnboundedReceiver<Message>;
 pub type Outbox = mpsc::UnboundedSender<Message>;
 
+/// A connection's sending end, handed out only through [`Mailbox::sender`],
+/// which remembers that it was: until then nothing can arrive in the
+/// inbox, and the connection's read wait does not poll it (a poll per
+/// wait, a cold cache line of the channel's, for the clients that never
+/// subscribe or monitor).
+#[derive(Debug)]
+pub struct Mailbox {
+    outbox: Outbox,
+    handed_out: bool,
+}
+
+impl Mailbox {
+    pub fn new(outbox: Outbox) -> Mailbox {
+        Mailbox {
+            outbox,
+            handed_out: false,
+        }
+    }
+
+    /// A sender for a registry (subscriptions, monitors).
+    pub fn sender(&mut self) -> Outbox {
+        self.handed_out = true;
+        self.outbox.clone()
+    }
+
+    /// Whether a sender was ever handed out, so messages may arrive (it
+    /// stays true: some may still be queued after an unsubscribe).
+    pub fn may_receive(&self) -> bool {
+        self.handed_out
+    }
+}
+
 /// Who listens to what.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -147,7 +179,7 @@ pub fn run(
                 if mine.insert(a.clone()) {
                     map.entry(a.clone())
                         .or_default()
-                        .insert(client.id, client.outbox.clone());
+                        .insert(client.id, client.mailbox.sender());
                 }
                 let count = client.channels.len() + client.patterns.len();
                 confirm(out, name.as_bytes(), Some(a), count);

@@ -29,8 +29,13 @@ pub struct ClientShared {
     pub last_command: Mutex<&'static str>,
     /// `CLIENT KILL` chose it: its connection closes.
     pub killed: std::sync::atomic::AtomicBool,
-    /// Wakes its connection when killed.
-    pub kick: tokio::sync::Notify,
+    /// Its connection is to close (`CLIENT KILL`, shutdown): set once,
+    /// never cleared.
+    closing: std::sync::atomic::AtomicBool,
+    /// Wakes its connection, waiting in [`ClientShared::kicked`], when
+    /// `closing` is set. One waker, not a `Notify`'s list under a mutex:
+    /// only the connection's own task waits, once per read.
+    closing_waker: futures_util::task::AtomicWaker,
     /// Its blocked command while it waits (`CLIENT UNBLOCK` serves it).
     pub parked: Mutex<Option<Arc<crate::block::Waiter>>>,
 }
@@ -43,7 +48,30 @@ impl ClientShared {
 
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
-        self.kick.notify_one();
+        self.kick();
+    }
+
+    /// Asks its connection to close: a connection waiting to read, or
+    /// blocked, wakes from [`ClientShared::kicked`]; one running commands
+    /// sees it at its next wait.
+    pub fn kick(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.closing_waker.wake();
+    }
+
+    /// Resolves once [`ClientShared::kick`] was called (at once if it was
+    /// before). The waker is registered before the flag is read, so a kick
+    /// between the two is not missed.
+    pub async fn kicked(&self) {
+        std::future::poll_fn(|cx| {
+            self.closing_waker.register(cx.waker());
+            if self.closing.load(Ordering::Acquire) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
     }
 
     pub fn is_killed(&self) -> bool {
@@ -80,7 +108,7 @@ pub struct Client {
     /// Pub/Sub: its channels and patterns, and where messages reach it.
     pub channels: crate::pubsub::Names,
     pub patterns: crate::pubsub::Names,
-    pub outbox: crate::pubsub::Outbox,
+    pub mailbox: crate::pubsub::Mailbox,
     pub inbox: crate::pubsub::Inbox,
     pub last_command: &'static str,
     pub shared: Arc<ClientShared>,
@@ -107,7 +135,8 @@ impl Client {
             name: Mutex::new(None),
             last_command: Mutex::new("NULL"),
             killed: std::sync::atomic::AtomicBool::new(false),
-            kick: tokio::sync::Notify::new(),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            closing_waker: futures_util::task::AtomicWaker::new(),
             parked: Mutex::new(None),
         });
         server.clients.lock().insert(id, shared.clone());
@@ -115,7 +144,7 @@ impl Client {
         Client {
             channels: Default::default(),
             patterns: Default::default(),
-            outbox,
+            mailbox: crate::pubsub::Mailbox::new(outbox),
             inbox,
             id,
             resp3: false,
