@@ -18,6 +18,8 @@
 # (default /work/shared/tools/memcap), EXTRA (more `sluice bench` flags, for every run and the
 # fill).
 set -euo pipefail
+# shellcheck source=lib/ab-lightkv.sh
+. "$(dirname "$0")/lib/ab-lightkv.sh"
 a=$1 b=$2 pairs=${3:-2}
 num=${NUM:-1000000}
 ops=${OPS:-30000}
@@ -42,27 +44,13 @@ run() { # side bin engines
     --out "$dir/$side.jsonl")
   # shellcheck disable=SC2206
   cmd+=(${EXTRA:-})
-  if [ -n "${MEMCAP:-}" ]; then
-    cmd=("${MEMCAP_BIN:-/work/shared/tools/memcap}" "$MEMCAP" "${cmd[@]}")
-  fi
+  capped
   echo "== $side $engines load $load" >>"$dir/log"
   nice -n 5 "${cmd[@]}" >>"$dir/log" 2>&1
   echo "$load" >>"$dir/$side.load"
   grep -h "scan merges" "$dir/log" | tail -n 1 >>"$dir/$side.merges" || true
 }
-for i in $(seq "$pairs"); do
-  for side in a b; do
-    bin=$a
-    [ "$side" = b ] && bin=$b
-    if [ -n "${MEMCAP:-}" ]; then
-      run "$side" "$bin" lightkv
-      run "$side" "$bin" leveldb
-    else
-      run "$side" "$bin" lightkv,leveldb
-    fi
-    echo "pair $i: $side done" >&2
-  done
-done
+alternate "$a" "$b" "$pairs"
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]

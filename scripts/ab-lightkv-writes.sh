@@ -15,6 +15,8 @@
 # STRACE=1 (count the syncs and the wall time spent in them, `strace -w -c`, into
 # DIR/SIDE.strace.K; it slows the runs, so compare throughput only between runs without it).
 set -euo pipefail
+# shellcheck source=lib/ab-lightkv.sh
+. "$(dirname "$0")/lib/ab-lightkv.sh"
 a=$1 b=$2 pairs=${3:-2}
 num=${NUM:-1000000}
 dir=${DIR:-/tmp/lightkv-ab}
@@ -32,9 +34,7 @@ run() { # side bin engines
     k=$(wc -l <"$dir/log")
     cmd=(strace -w -f -c --seccomp-bpf -e trace=fdatasync,fsync -o "$dir/$side.strace.$k" "${cmd[@]}")
   fi
-  if [ -n "${MEMCAP:-}" ]; then
-    cmd=("${MEMCAP_BIN:-/work/shared/tools/memcap}" "$MEMCAP" "${cmd[@]}")
-  fi
+  capped
   echo "== $side $engines load $load" >>"$dir/log"
   nice -n 5 "${cmd[@]}" >>"$dir/log" 2>&1
   echo "$load" >>"$dir/$side.load"
@@ -42,19 +42,7 @@ run() { # side bin engines
 }
 rm -f "$dir"/*.load "$dir"/*.strace.*
 : >"$dir/log"
-for i in $(seq "$pairs"); do
-  for side in a b; do
-    bin=$a
-    [ "$side" = b ] && bin=$b
-    if [ -n "${MEMCAP:-}" ]; then
-      run "$side" "$bin" lightkv
-      run "$side" "$bin" leveldb
-    else
-      run "$side" "$bin" lightkv,leveldb
-    fi
-    echo "pair $i: $side done" >&2
-  done
-done
+alternate "$a" "$b" "$pairs"
 python3 - "$dir" <<'EOF'
 import json, sys
 d = sys.argv[1]

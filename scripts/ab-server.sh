@@ -8,6 +8,8 @@
 # Env: TESTS (set,get,incr,zadd), REQUESTS (200000), PIPELINE (16), PRESET (adaptive),
 #      PORT (6393).
 set -euo pipefail
+# shellcheck source=lib/server.sh
+. "$(dirname "$0")/lib/server.sh"
 a=$1 b=$2 pairs=${3:-2}
 TESTS=${TESTS:-set,get,incr,zadd}
 REQUESTS=${REQUESTS:-200000}
@@ -23,10 +25,7 @@ for i in $(seq "$pairs"); do
         "$bin" serve --db "$dir/db" --preset "$PRESET" --port "$PORT" \
             --appendfsync everysec 2>/dev/null &
         pid=$!
-        for _ in $(seq 100); do
-            redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-            sleep 0.1
-        done
+        wait_for_server "$PORT"
         for t in ${TESTS//,/ }; do
             c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
             row=$(redis-benchmark -p "$PORT" -c 50 -n "$REQUESTS" -r 100000 -d 1000 \

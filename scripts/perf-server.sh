@@ -13,6 +13,8 @@
 #      (100000), PIPELINE (16), FILL (the tests run before TEST; default
 #      zadd before zpopmin, sadd before spop), PORT (6391).
 set -euo pipefail
+# shellcheck source=lib/server.sh
+. "$(dirname "$0")/lib/server.sh"
 
 cd "$(dirname "$0")/.."
 TEST=${1:?usage: scripts/perf-server.sh TEST [OUT_DIR]}
@@ -35,10 +37,7 @@ DIR=$(mktemp -d)
     --appendfsync everysec 2>"$OUT/serve.log" &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
-for _ in $(seq 100); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_for_server "$PORT"
 bench() { # test
     redis-benchmark -p "$PORT" -c 50 -n "$REQUESTS" -r "$KEYSPACE" -d 1000 -P "$PIPELINE" \
         -t "$1" --csv | tail -n +2

@@ -14,6 +14,8 @@
 #      redis-server instead), PRESET (adaptive), REQUESTS (100000), PIPELINE
 #      (1), PORT (6394).
 set -euo pipefail
+# shellcheck source=lib/server.sh
+. "$(dirname "$0")/lib/server.sh"
 
 cd "$(dirname "$0")/.."
 TESTS=${1:?usage: scripts/stat-server.sh TEST[,TEST...]}
@@ -33,10 +35,7 @@ else
 fi
 PID=$!
 trap 'redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
-for _ in $(seq 100); do
-    redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_for_server "$PORT"
 events=task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter
 for s in read write recvfrom sendto epoll_wait futex pread64; do
     events+=",syscalls:sys_enter_$s"
