@@ -63,6 +63,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::unified::range_of;
 use super::{probe_in_order, CompactionInput, CompactionPlan, IndexShape, WritePressure};
 use crate::error::Result;
 use crate::fs::IoClass;
@@ -159,17 +160,6 @@ impl SeekReads {
             self.wake.store(true, Ordering::Relaxed);
         }
     }
-}
-
-/// Partition `i`'s smallest key (empty for the first) and the key that
-/// starts the next one.
-fn range_of(boundaries: &[Vec<u8>], i: usize) -> (&[u8], Option<&[u8]>) {
-    let lo = if i == 0 {
-        &[][..]
-    } else {
-        &boundaries[i - 1][..]
-    };
-    (lo, boundaries.get(i).map(Vec::as_slice))
 }
 
 /// The partitions (indexes) table `f` overlaps.

@@ -77,7 +77,7 @@ pub(crate) fn partition_of(boundaries: &[Vec<u8>], user_key: &[u8]) -> usize {
 
 /// Partition `i`'s smallest key (empty for the first: every key is at
 /// least that) and the key that starts the next one.
-fn range_of(boundaries: &[Vec<u8>], i: usize) -> (&[u8], Option<&[u8]>) {
+pub(crate) fn range_of(boundaries: &[Vec<u8>], i: usize) -> (&[u8], Option<&[u8]>) {
     let lo = if i == 0 {
         &[][..]
     } else {
