@@ -267,11 +267,10 @@ impl Light {
             Ok(v) => v,
             Err(e) => return Box::new(Failed(e)),
         };
-        // A key shorter than a partition's bound sorts before it (zero
-        // padding): one partition early, as `BufferParts::seek_start`.
-        let bound_at_or_below = |k: &[u8]| view.partition_point(|(b, _)| b.as_slice() <= k);
-        let first = lo.map_or(0, |lo| bound_at_or_below(lo).saturating_sub(2));
-        let last = hi.map_or(view.len(), |hi| (bound_at_or_below(hi) + 1).min(view.len()));
+        let first = lo.map_or(0, |lo| first_holding(&view, lo));
+        let last = hi.map_or(view.len(), |hi| {
+            (view.partition_point(|(b, _)| b.as_slice() <= hi) + 1).min(view.len())
+        });
         Box::new(PartsCursor::new(BufferParts {
             view,
             first,
@@ -646,14 +645,20 @@ impl Parts for BufferParts {
     fn holds(&self, _at: usize, _user_key: &[u8]) -> bool {
         true
     }
-    /// A key shorter than its partition's bound sorts before it (zero
-    /// padding): one partition early, and the target is sought (not the
-    /// first entry) in the later ones too, since it may lie inside one.
+    /// The target is sought (not the first entry) in the later ones too,
+    /// since it may lie inside one ([`first_holding`]).
     fn seek_start(&self, user_key: &[u8]) -> usize {
-        self.view[self.first..self.last]
-            .partition_point(|(b, _)| b.as_slice() <= user_key)
-            .saturating_sub(2)
+        first_holding(&self.view[self.first..self.last], user_key)
     }
+}
+
+/// The first of `parts` that may hold `user_key`: a key shorter than its
+/// partition's bound sorts before it (zero padding), so one partition
+/// before the one its bytes sort into.
+fn first_holding(parts: &[(Vec<u8>, Vec<Arc<Versions>>)], user_key: &[u8]) -> usize {
+    parts
+        .partition_point(|(b, _)| b.as_slice() <= user_key)
+        .saturating_sub(2)
 }
 
 /// An iterator that holds nothing and reports `0`'s error.

@@ -497,20 +497,13 @@ impl IndexShape for Partitioned {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        let partitions = Members::of(v).0.len();
-        let first = lower.map_or(0, |k| super::unified::partition_of(&v.boundaries, k));
-        let last = upper.map_or(partitions - 1, |k| {
-            super::unified::partition_of(&v.boundaries, k)
-        });
-        vec![Box::new(PartsCursor::new(TableParts {
-            v: v.clone(),
-            first,
-            len: (last + 1).saturating_sub(first),
-            lower: lower.map(<[u8]>::to_vec),
-            upper: upper.map(<[u8]>::to_vec),
-            tables: tables.clone(),
-            seek_reads: Some(self.seek_reads.clone()),
-        }))]
+        vec![Box::new(PartsCursor::new(TableParts::new(
+            v,
+            tables,
+            lower,
+            upper,
+            Some(self.seek_reads.clone()),
+        )))]
     }
 
     /// Every table, partition by partition, for the engine's full scans
@@ -520,15 +513,9 @@ impl IndexShape for Partitioned {
         v: &Arc<Version>,
         tables: &Arc<TableCache>,
     ) -> Vec<Box<dyn InternalIterator>> {
-        vec![Box::new(PartsCursor::new(TableParts {
-            v: v.clone(),
-            first: 0,
-            len: Members::of(v).0.len(),
-            lower: None,
-            upper: None,
-            tables: tables.clone(),
-            seek_reads: None,
-        }))]
+        vec![Box::new(PartsCursor::new(TableParts::new(
+            v, tables, None, None, None,
+        )))]
     }
 
     fn note_scan(&self) -> bool {
@@ -733,6 +720,29 @@ struct TableParts {
 }
 
 impl TableParts {
+    /// The partitions of `v` that keys from `lower` through `upper` (open
+    /// ends `None`) belong to.
+    fn new(
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        seek_reads: Option<Arc<SeekReads>>,
+    ) -> TableParts {
+        let b = &v.boundaries;
+        let first = lower.map_or(0, |k| super::unified::partition_of(b, k));
+        let last = upper.map_or(b.len(), |k| super::unified::partition_of(b, k));
+        TableParts {
+            v: v.clone(),
+            first,
+            len: (last + 1).saturating_sub(first),
+            lower: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            tables: tables.clone(),
+            seek_reads,
+        }
+    }
+
     /// Partition `at`'s smallest key and the next one's (`None` for the
     /// last).
     fn range(&self, at: usize) -> (&[u8], Option<&[u8]>) {

@@ -34,6 +34,10 @@ pub(crate) struct PartsCursor<P> {
     /// The part `inner` merges, if positioned.
     at: usize,
     inner: Option<MergingIterator>,
+    /// Whether `inner` stands on an entry of part `at`, as of the last
+    /// move: `valid` is asked several times per step of a scan, and
+    /// `holds` compares keys.
+    on: bool,
 }
 
 impl<P: Parts> PartsCursor<P> {
@@ -42,6 +46,7 @@ impl<P: Parts> PartsCursor<P> {
             parts,
             at: 0,
             inner: None,
+            on: false,
         }
     }
 
@@ -50,7 +55,7 @@ impl<P: Parts> PartsCursor<P> {
         self.inner = Some(self.parts.enter(at, to));
     }
 
-    /// Whether `inner` stands on an entry of part `at`.
+    /// Whether `inner` stands on an entry of part `at` (`on` caches it).
     fn inner_valid(&self) -> bool {
         self.inner
             .as_ref()
@@ -63,6 +68,7 @@ impl<P: Parts> PartsCursor<P> {
         while !self.inner_valid() && self.status().is_ok() && self.at + 1 < self.parts.len() {
             self.enter(self.at + 1, Entry::First);
         }
+        self.on = self.inner_valid();
     }
 
     /// From an exhausted part back, the last entry of the earlier ones.
@@ -70,12 +76,13 @@ impl<P: Parts> PartsCursor<P> {
         while !self.inner_valid() && self.status().is_ok() && self.at > 0 {
             self.enter(self.at - 1, Entry::Last);
         }
+        self.on = self.inner_valid();
     }
 }
 
 impl<P: Parts> InternalIterator for PartsCursor<P> {
     fn valid(&self) -> bool {
-        self.inner_valid()
+        self.on
     }
     fn seek_to_first(&mut self) {
         if self.parts.len() > 0 {
@@ -90,6 +97,7 @@ impl<P: Parts> InternalIterator for PartsCursor<P> {
         }
     }
     fn seek(&mut self, target: &[u8]) {
+        self.on = false;
         if self.parts.len() == 0 {
             return;
         }
@@ -104,6 +112,7 @@ impl<P: Parts> InternalIterator for PartsCursor<P> {
             }
             at += 1;
         }
+        self.on = self.inner_valid();
     }
     fn next(&mut self) {
         if let Some(i) = &mut self.inner {
