@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::{Advice, MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 
 use super::{check_range, check_size, check_word, Pm};
@@ -96,6 +96,7 @@ impl MmapPm {
             )));
         }
         let map = MmapOptions::new().map_raw(&file).map_err(io("mmap"))?;
+        advise_small_pages(&map);
         Ok(MmapPm {
             path: path.to_path_buf(),
             map,
@@ -112,6 +113,21 @@ impl MmapPm {
         // all 8-byte accesses of a word go through this atomic.
         unsafe { &*(self.map.as_mut_ptr().add(offset as usize) as *const AtomicU64) }
     }
+}
+
+/// Asks the kernel to back the mapping with single pages. A store marks
+/// its whole page-cache folio dirty, and an `msync` writes dirty folios
+/// back whole: with the large folios (up to 2 MiB) that Linux's page cache
+/// gives a file faulted in in order, a 1 KiB record cost an `msync` up to
+/// 2 MiB of writes, and the buffer's fences wrote 12-20 times the data
+/// (`docs/experiments.md`, "LightKV: the write buffer's pages"). Random
+/// access turns off the fault path's readahead, which is what grows the
+/// folios; no huge pages keeps them from being mapped by 2 MiB. Both are
+/// hints: a kernel that ignores them only costs speed.
+fn advise_small_pages(map: &MmapRaw) {
+    let _ = map.advise(Advice::Random);
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(Advice::NoHugePage);
 }
 
 /// Sizes a new file to `len` with its blocks allocated (so that a store to
