@@ -11,8 +11,9 @@
 # time until it applied the leader's applied index is measured. Prints the
 # snapshot's size (its files), how long the leader took to build it, the
 # time and the rate, node 3's own account of the install (transfer, syncs
-# and swap times, from its log), and the bytes node 3 wrote and the CPU it
-# spent since its restart (/proc/PID/io and stat).
+# and swap times, from its log), the leader's own account of what it did
+# after the restart (snapshots built and sent), and the bytes node 3 wrote
+# and the CPU it spent since its restart (/proc/PID/io and stat).
 set -euo pipefail
 
 mb=${1:-1100}; dir=${2:-/tmp/raft-scratch/catchup}; port=${3:-7700}
@@ -54,6 +55,7 @@ bytes=$(find "$snap" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 echo "leader applied $target, snapshot index $(field "$leader" raft_snapshot_index), $bytes bytes of files"
 grep -h "built snapshot" "$dir/n$ln.log" | tail -1 || true
 
+leader_lines=$(wc -l < "$dir/n$ln.log")
 t0=$(date +%s.%N)
 "$cluster" restart "$dir" "$victim" >/dev/null
 vport=$((port + victim - 1))
@@ -65,7 +67,11 @@ done
 t1=$(date +%s.%N)
 took=$(echo "$t1 - $t0" | bc)
 echo "node $victim caught up to $target in $took s: $(echo "$bytes / $took / 1000000" | bc) MB/s of snapshot"
+# Wall clock in ms, to line up with the nodes' trace (SLUICE_RAFT_TRACE=1):
+# scripts/raft-catchup-split.py splits the time with it.
+echo "restarted at ms $(echo "$t0 * 1000 / 1" | bc), caught up at ms $(echo "$t1 * 1000 / 1" | bc)"
 grep -h "installed snapshot" "$dir/n$victim.log" || true
+tail -n +$((leader_lines + 1)) "$dir/n$ln.log" | grep -E "built snapshot|sent snapshot" || true
 # What the caught-up node wrote and spent since its restart: write_bytes
 # (bytes it dirtied in the page cache, bound for the disk), wchar (bytes
 # passed to write calls), and its CPU time (user + system).

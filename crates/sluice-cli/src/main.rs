@@ -104,6 +104,11 @@ struct ServeArgs {
     /// (default 1 GiB); the log keeps as many up to it at most.
     #[arg(long, value_name = "BYTES", requires = "raft_id")]
     raft_snapshot_log_bytes: Option<u64>,
+    /// Bytes of log applied after the newest snapshot beyond which a
+    /// follower to be sent a snapshot gets a fresh one (default 64 MiB;
+    /// 0 never builds one for it).
+    #[arg(long, value_name = "BYTES", requires = "raft_id")]
+    raft_fresh_snapshot_bytes: Option<u64>,
 }
 
 fn serve(a: ServeArgs) -> Result<(), String> {
@@ -142,6 +147,9 @@ fn serve(a: ServeArgs) -> Result<(), String> {
         if let Some(n) = a.raft_snapshot_log_bytes {
             r.snapshot_log_bytes = n.max(1);
             r.log_keep_bytes = n.max(1);
+        }
+        if let Some(n) = a.raft_fresh_snapshot_bytes {
+            r.fresh_snapshot_bytes = if n == 0 { u64::MAX } else { n };
         }
         c.raft = Some(r);
     }

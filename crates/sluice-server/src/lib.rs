@@ -294,6 +294,25 @@ impl Running {
             .is_some_and(|r| r.install_gate.waiting())
     }
 
+    /// On a replicated shard: every snapshot stream this node sends from
+    /// now on is cut after `bytes` of its archive (its connection
+    /// dropped), as a broken link would cut it; `None` stops cutting.
+    /// For tests (the `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn cut_snapshot_streams_after(&self, bytes: Option<u64>) {
+        if let Some(r) = &self.replica {
+            r.stream_faults.cut_after(bytes);
+        }
+    }
+
+    /// On a replicated shard: how many snapshot streams this node cut
+    /// ([`Running::cut_snapshot_streams_after`]). For tests (the
+    /// `fault-points` feature).
+    #[cfg(feature = "fault-points")]
+    pub fn snapshot_streams_cut(&self) -> u64 {
+        self.replica.as_ref().map_or(0, |r| r.stream_faults.cuts())
+    }
+
     /// Stops it as `SHUTDOWN` does and waits: no new connections, the
     /// commands being run finish, the journal is synced, the database closed.
     pub fn shutdown(mut self) -> Result<(), String> {

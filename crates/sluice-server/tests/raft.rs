@@ -11,6 +11,8 @@
 //! - a follower cut off until the leader purged its log installs a
 //!   snapshot while `READONLY` reads on it run: none sees the keyspace
 //!   half replaced; a pipeline of writes is applied in the order sent;
+//! - a snapshot stream cut midway installs nothing, and a later whole
+//!   one installs;
 //! - a follower installs a snapshot while writes go on: entries are
 //!   committed while its install is held before the swap and right after
 //!   it, and every node ends with every acknowledged write;
@@ -1290,6 +1292,163 @@ fn stale_reads_never_see_a_snapshot_half_installed() {
         .query(&mut fc)
         .expect("LRANGE");
     assert_eq!(order, (0..200).collect::<Vec<i64>>());
+}
+
+/// Entries in the follower's snapshot staging directory (`raft/install.tmp`):
+/// what streams being received, or given up and not yet removed, left.
+fn staged(root: &Path, id: u64) -> usize {
+    std::fs::read_dir(root.join(format!("n{id}/raft/install.tmp"))).map_or(0, |d| d.count())
+}
+
+/// A snapshot stream cut midway (every node's sender drops its connection
+/// after part of the archive, as a broken link would) leaves the follower
+/// on its old state, with nothing of the stream kept; once streams are no
+/// longer cut, the next one installs and the follower converges.
+#[test]
+fn a_snapshot_stream_cut_midway_installs_nothing_and_a_later_one_installs() {
+    let t = tempfile::tempdir().expect("temp dir");
+    // A snapshot every 20 entries, keeping 20 after it.
+    let nodes = in_process_group(t.path(), 20);
+    let li = in_process_leader(&nodes, None);
+    let fi = (li + 1) % 3;
+    let fid = fi as u64 + 1;
+    let mut lc = running_client(&nodes[li]);
+    // An archive of some hundreds of KB, so that the cut falls inside it.
+    let mut mset = redis::cmd("MSET");
+    for i in 0..300 {
+        mset.arg(format!("bulk{i}"))
+            .arg(vec![b'a' + (i % 26) as u8; 1000]);
+    }
+    let () = mset.query(&mut lc).expect("MSET");
+    set_numbered(&mut lc, "early", 10);
+    let mut fc = running_client(&nodes[fi]);
+    let _: String = redis::cmd("READONLY").query(&mut fc).expect("READONLY");
+    wait_until("the follower applying the early writes", || {
+        redis::cmd("GET")
+            .arg("early9")
+            .query::<Option<usize>>(&mut fc)
+            .ok()
+            == Some(Some(9))
+    });
+    cut_off(&nodes, fi);
+    // Its log cannot grow while cut off: once it applied all of it, its
+    // state stays as it is until a snapshot is installed.
+    wait_until("the cut-off follower applying its whole log", || {
+        nodes[fi]
+            .raft_status()
+            .is_some_and(|s| s.applied_index == s.last_log_index)
+    });
+    let f = nodes[fi].raft_status().expect("follower");
+    set_numbered(&mut lc, "late", 60);
+    wait_until("the leader purging past the follower", || {
+        nodes[li]
+            .raft_status()
+            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f.last_log_index))
+    });
+    // Whoever leads after the heal (the follower's candidacies while cut
+    // off may bring an election), its streams are cut.
+    for n in &nodes {
+        n.cut_snapshot_streams_after(Some(16 << 10));
+    }
+    heal(&nodes);
+    wait_until("two snapshot streams cut", || {
+        nodes.iter().map(Running::snapshot_streams_cut).sum::<u64>() >= 2
+    });
+    let cut = nodes[fi].raft_status().expect("follower");
+    assert_eq!(
+        cut.applied_index, f.applied_index,
+        "a cut stream changed what the follower applied"
+    );
+    assert_eq!(
+        cut.snapshot_index, f.snapshot_index,
+        "a cut stream installed"
+    );
+    for n in &nodes {
+        n.cut_snapshot_streams_after(None);
+    }
+    wait_until(
+        "the follower installing a later stream and catching up",
+        || {
+            let l = nodes[li]
+                .raft_status()
+                .map_or(u64::MAX, |s| s.applied_index);
+            nodes[fi].raft_status().is_some_and(|s| {
+                s.snapshot_index.is_some_and(|i| i > f.last_log_index) && s.applied_index >= l
+            })
+        },
+    );
+    wait_until("the given-up streams' files removed", || {
+        staged(t.path(), fid) == 0
+    });
+    check_numbered(&mut fc, "early", 10);
+    check_numbered(&mut fc, "late", 60);
+    let v: Vec<u8> = redis::cmd("GET")
+        .arg("bulk299")
+        .query(&mut fc)
+        .expect("GET");
+    assert_eq!(v, vec![b'a' + (299 % 26) as u8; 1000]);
+}
+
+/// A follower sent a snapshot while the leader applied entries after its
+/// newest one (here any: the threshold is 1 byte) is sent a fresh
+/// snapshot holding all of them, not the newest one and the entries after
+/// it by log. The leader's own snapshots come every 20 entries, and no
+/// write follows the heal, so only a fresh build reaches past them.
+#[test]
+fn a_follower_far_behind_is_sent_a_fresh_snapshot() {
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group_with(t.path(), |r| {
+        r.snapshot_entries = 20;
+        r.fresh_snapshot_bytes = 1;
+    });
+    let li = in_process_leader(&nodes, None);
+    let fi = (li + 1) % 3;
+    let mut lc = running_client(&nodes[li]);
+    set_numbered(&mut lc, "early", 10);
+    cut_off(&nodes, fi);
+    let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
+    set_numbered(&mut lc, "late", 60);
+    wait_until("the leader purging past the follower", || {
+        nodes[li]
+            .raft_status()
+            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f_last))
+    });
+    // Entries applied after the leader's last snapshot, and too few for
+    // its policy to take another (20): one write at a time until so.
+    let mut extra = 0;
+    let (snap, applied) = loop {
+        let s = nodes[li].raft_status().expect("leader");
+        let snap = s.snapshot_index.unwrap_or(0);
+        if s.applied_index == s.last_log_index
+            && (3..20).contains(&s.applied_index.saturating_sub(snap))
+        {
+            break (snap, s.applied_index);
+        }
+        let _: String = redis::cmd("SET")
+            .arg(format!("extra{extra}"))
+            .arg(extra)
+            .query(&mut lc)
+            .expect("SET");
+        extra += 1;
+        assert!(extra < 100, "the leader's snapshots never left a tail");
+    };
+    heal(&nodes);
+    wait_until("the follower installing a snapshot and catching up", || {
+        nodes[fi].raft_status().is_some_and(|s| {
+            s.snapshot_index.is_some_and(|i| i > f_last) && s.applied_index >= applied
+        })
+    });
+    let f = nodes[fi].raft_status().expect("follower");
+    assert!(
+        f.snapshot_index.is_some_and(|i| i >= applied),
+        "the follower was sent snapshot {:?}, the leader's was {snap} and it had applied {applied}",
+        f.snapshot_index
+    );
+    let mut fc = running_client(&nodes[fi]);
+    let _: String = redis::cmd("READONLY").query(&mut fc).expect("READONLY");
+    check_numbered(&mut fc, "early", 10);
+    check_numbered(&mut fc, "late", 60);
+    check_numbered(&mut fc, "extra", extra);
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //!   batch, the applied log id ([`sm`]), so recovery re-applies exactly the
 //!   entries missing from the engine's prefix of history.
 //! - Snapshots are checkpoints, kept as directories and sent file by file
-//!   in chunks, read as one archive's bytes ([`snapfile`]).
+//!   as one archive's bytes ([`snapfile`]), streamed on a connection of
+//!   their own ([`net`]).
 //! - Nodes talk length-prefixed postcard frames over TCP ([`net`]).
 //! - A follower that sees its leader's process gone stands for election
 //!   at once ([`failover`]).
@@ -187,10 +188,10 @@ pub type SluiceRaft = Raft<TypeConfig>;
 pub const DEFAULT_HEARTBEAT_MS: u64 = 250;
 pub const DEFAULT_ELECTION_MIN_MS: u64 = 1000;
 pub const DEFAULT_ELECTION_MAX_MS: u64 = 2000;
-/// How long the leader waits for the answer to one snapshot chunk. The
-/// last chunk's answer comes once the follower unpacked and swapped the
-/// snapshot in (9 s for 1.6 GB here); when this ran out first (it was
-/// 2 s), the leader sent the whole snapshot again.
+/// How long the leader waits for each frame of a snapshot stream to be
+/// taken, and for the stream's answer, which comes once the follower
+/// unpacked and swapped the snapshot in (9 s for 1.6 GB here); when this
+/// ran out first (it was 2 s), the leader sent the whole snapshot again.
 pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 120_000;
 /// Entries between snapshots; the log keeps this many more after one.
 pub const DEFAULT_SNAPSHOT_ENTRIES: u64 = 20_000;
@@ -203,6 +204,10 @@ pub const DEFAULT_SNAPSHOT_LOG_BYTES: u64 = 1 << 30;
 /// [`DEFAULT_SNAPSHOT_LOG_BYTES`], the log on disk stays under the sum
 /// of the two, plus a segment and an entry.
 pub const DEFAULT_LOG_KEEP_BYTES: u64 = 1 << 30;
+/// Log records applied after the newest snapshot beyond which a follower
+/// to be sent a snapshot gets a fresh one instead, which carries them as
+/// files rather than leaving them to the log (`sm::StateMachine::far_behind`).
+pub const DEFAULT_FRESH_SNAPSHOT_BYTES: u64 = 64 << 20;
 /// How often a node checks its log's bytes against those bounds.
 pub const LOG_BYTES_CHECK: Duration = Duration::from_millis(500);
 /// A write not committed in this long answers `-TRYAGAIN` (a leader cut
@@ -247,6 +252,8 @@ pub struct RaftConfig {
     pub snapshot_log_bytes: u64,
     /// See [`DEFAULT_LOG_KEEP_BYTES`].
     pub log_keep_bytes: u64,
+    /// See [`DEFAULT_FRESH_SNAPSHOT_BYTES`] (`u64::MAX`: never).
+    pub fresh_snapshot_bytes: u64,
     /// See [`DEFAULT_WRITE_TIMEOUT_MS`]; also bounds a read barrier.
     pub write_timeout_ms: u64,
     /// Whether a confirmed read-index round lets the leader answer reads
@@ -267,6 +274,7 @@ impl RaftConfig {
             snapshot_entries: DEFAULT_SNAPSHOT_ENTRIES,
             snapshot_log_bytes: DEFAULT_SNAPSHOT_LOG_BYTES,
             log_keep_bytes: DEFAULT_LOG_KEEP_BYTES,
+            fresh_snapshot_bytes: DEFAULT_FRESH_SNAPSHOT_BYTES,
             write_timeout_ms: DEFAULT_WRITE_TIMEOUT_MS,
             read_lease: true,
         }
@@ -341,6 +349,12 @@ pub struct Replica {
     /// Candidates' last log ids, for the same ([`failover`]).
     pub(crate) candidacies: Arc<failover::Candidacies>,
     pub(crate) heartbeat: Duration,
+    /// Snapshot streams begun on this node: a stream whose number is no
+    /// longer the last is given up ([`net`]).
+    pub(crate) snapshot_streams: std::sync::atomic::AtomicU64,
+    /// Where a test cuts this node's snapshot streams short.
+    #[cfg(feature = "fault-points")]
+    pub(crate) stream_faults: Arc<net::StreamFaults>,
     /// Time per stage ([`stages`]).
     pub stages: Arc<stages::Stages>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
@@ -790,14 +804,17 @@ pub async fn start(
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
         .map_err(|e| format!("raft state: {e}"))?;
     sm.stages = stages.clone();
+    sm.fresh_snapshot_bytes = cfg.fresh_snapshot_bytes;
     log_store.progress = sm.progress.clone();
     sm.log = Some(log_store.clone());
     let blocked = Arc::new(net::Blocked::default());
     let candidacies = Arc::new(failover::Candidacies::default());
+    let stream_faults = Arc::new(net::StreamFaults::default());
     let network = net::Network {
         blocked: blocked.clone(),
         pool: Arc::new(net::Pool::default()),
         candidacies: candidacies.clone(),
+        faults: stream_faults.clone(),
     };
     let config = Arc::new(cfg.openraft()?);
     let log_bytes = log_store.clone();
@@ -853,6 +870,9 @@ pub async fn start(
         candidacies,
         stages,
         heartbeat: Duration::from_millis(cfg.heartbeat_ms),
+        snapshot_streams: std::sync::atomic::AtomicU64::new(0),
+        #[cfg(feature = "fault-points")]
+        stream_faults,
         rpc_stop,
         #[cfg(feature = "fault-points")]
         log: log_handle,

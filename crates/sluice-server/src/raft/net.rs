@@ -10,27 +10,38 @@
 //! Each openraft network client keeps one connection and reconnects after
 //! an error. [`Blocked`] drops the links to chosen nodes, as a partition
 //! would, without touching the sockets (tests).
+//!
+//! A snapshot goes on a connection of its own as one stream
+//! ([`Peer::full_snapshot`]): a head, then the archive's bytes in frames
+//! sent back to back (the leader reads the next while the socket carries
+//! the last, the follower unpacks them as they arrive), then one answer
+//! once the follower installed it. openraft 0.9's own transport waited for
+//! each 4 MiB chunk's answer before it read the next, so the two sides'
+//! per-byte work never overlapped (`docs/design.md`, "Snapshots").
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    Fatal, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed,
+    StreamingError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::ChangeMembers;
+use openraft::{ChangeMembers, Snapshot, SnapshotMeta, Vote};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::{Member, NodeId, Replica, TypeConfig};
+use super::{snapfile, Member, NodeId, Replica, TypeConfig};
 
 /// The largest frame accepted: a snapshot chunk or an append batch with
 /// room to spare.
@@ -44,8 +55,8 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// a snapshot's transfer at tens of MB/s). postcard writes both alike.
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotChunk {
-    vote: openraft::Vote<NodeId>,
-    meta: openraft::SnapshotMeta<NodeId, Member>,
+    vote: Vote<NodeId>,
+    meta: SnapshotMeta<NodeId, Member>,
     offset: u64,
     #[serde(with = "super::args::bytes")]
     data: Vec<u8>,
@@ -76,6 +87,17 @@ impl From<SnapshotChunk> for InstallSnapshotRequest<TypeConfig> {
     }
 }
 
+/// The head of a snapshot stream: what openraft hands `full_snapshot`
+/// (the leader's vote, the snapshot's meta) and the archive's length. The
+/// archive's bytes follow it on the same connection in raw frames
+/// (`len u32 LE | bytes`, no postcard), `archive_len` bytes in all.
+#[derive(Debug, Serialize, Deserialize)]
+struct StreamHead {
+    vote: Vote<NodeId>,
+    meta: SnapshotMeta<NodeId, Member>,
+    archive_len: u64,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 enum Rpc {
     Append(AppendEntriesRequest<TypeConfig>),
@@ -90,6 +112,9 @@ enum Rpc {
     Leave {
         id: NodeId,
     },
+    /// A whole snapshot on this connection: the head, then the archive's
+    /// frames; answered once, after the install (or sooner: refused).
+    SnapshotStream(StreamHead),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -99,6 +124,10 @@ enum RpcReply {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Join(Result<(), String>),
     Leave(Result<(), String>),
+    /// The follower's vote once the snapshot is installed; or, before the
+    /// archive's end, a vote higher than the stream's (the stream is
+    /// refused). An error: nothing was installed.
+    SnapshotStream(Result<SnapshotResponse<NodeId>, String>),
 }
 
 /// Nodes whose links this node drops.
@@ -115,9 +144,52 @@ impl Blocked {
     }
 }
 
+/// Where a test cuts this node's snapshot streams short (the
+/// `fault-points` feature; without it nothing is ever cut).
+#[derive(Debug, Default)]
+pub struct StreamFaults {
+    /// Each stream sends at most this many bytes of its archive, then
+    /// drops its connection.
+    #[cfg(feature = "fault-points")]
+    cut_after: Mutex<Option<u64>>,
+    /// Streams cut so far.
+    #[cfg(feature = "fault-points")]
+    cuts: std::sync::atomic::AtomicU64,
+}
+
+impl StreamFaults {
+    fn cut_at(&self) -> Option<u64> {
+        #[cfg(feature = "fault-points")]
+        return *self.cut_after.lock();
+        #[cfg(not(feature = "fault-points"))]
+        None
+    }
+
+    fn note_cut(&self) {
+        #[cfg(feature = "fault-points")]
+        self.cuts.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Cuts every later stream after `bytes` of its archive (`None`: no
+    /// more cuts).
+    #[cfg(feature = "fault-points")]
+    pub fn cut_after(&self, bytes: Option<u64>) {
+        *self.cut_after.lock() = bytes;
+    }
+
+    /// Streams cut so far.
+    #[cfg(feature = "fault-points")]
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::Acquire)
+    }
+}
+
 /// Encodes `v` as a frame (its length, then its bytes) and sends it: one
 /// buffer, the length written in place once the body is encoded.
-async fn write_frame<T: Serialize>(s: &mut TcpStream, v: &T) -> std::io::Result<()> {
+async fn write_frame<T: Serialize>(
+    s: &mut (impl AsyncWrite + Unpin),
+    v: &T,
+) -> std::io::Result<()> {
     let mut buf = postcard::to_extend(v, vec![0u8; 4]).map_err(std::io::Error::other)?;
     let len = u32::try_from(buf.len() - 4)
         .ok()
@@ -127,7 +199,7 @@ async fn write_frame<T: Serialize>(s: &mut TcpStream, v: &T) -> std::io::Result<
     s.write_all(&buf).await
 }
 
-async fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+async fn read_frame(s: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Vec<u8>> {
     let mut l = [0u8; 4];
     s.read_exact(&mut l).await?;
     let len = u32::from_le_bytes(l);
@@ -188,6 +260,8 @@ pub struct Network {
     pub pool: Arc<Pool>,
     /// Where this node's own vote requests are noted.
     pub candidacies: Arc<super::failover::Candidacies>,
+    /// Where a test cuts snapshot streams.
+    pub faults: Arc<StreamFaults>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -200,6 +274,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             blocked: self.blocked.clone(),
             pool: self.pool.clone(),
             candidacies: self.candidacies.clone(),
+            faults: self.faults.clone(),
             conn: None,
         }
     }
@@ -212,6 +287,7 @@ pub struct Peer {
     blocked: Arc<Blocked>,
     pool: Arc<Pool>,
     candidacies: Arc<super::failover::Candidacies>,
+    faults: Arc<StreamFaults>,
     conn: Option<TcpStream>,
 }
 
@@ -261,6 +337,162 @@ impl Peer {
         let e = std::io::Error::other("a reply of another kind");
         RPCError::Network(NetworkError::new(&e))
     }
+
+    /// Sends `snapshot` as one stream on a connection of its own and
+    /// returns the follower's answer (see [`StreamHead`]). The archive is
+    /// read on a thread of its own, [`STREAM_READ_AHEAD`] chunks ahead of
+    /// the socket; the follower's answer is read while the frames go, so
+    /// a refusal stops the stream at once. Each frame's write and the
+    /// final answer get `option`'s hard TTL (openraft's install timeout).
+    /// Dropped (`cancel`: the leader's replication stream ended, a newer
+    /// snapshot or term), it drops the connection, and the follower
+    /// throws away what it unpacked.
+    async fn stream_snapshot(
+        &mut self,
+        vote: Vote<NodeId>,
+        snapshot: Snapshot<TypeConfig>,
+        cancel: impl Future<Output = ReplicationClosed>,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        let io = |e: std::io::Error| StreamingError::Network(NetworkError::new(&e));
+        let timed_out = |what: &str| io(std::io::Error::other(format!("{what}: timed out")));
+        if self.blocked.contains(self.target) {
+            let e = std::io::Error::other("link dropped (partition)");
+            return Err(StreamingError::Unreachable(Unreachable::new(&e)));
+        }
+        let Snapshot { meta, snapshot } = snapshot;
+        let packer = snapshot.into_packer().ok_or_else(|| {
+            io(std::io::Error::other(
+                "a snapshot being received is not sent",
+            ))
+        })?;
+        let archive_len = packer.archive_len();
+        let ttl = option.hard_ttl();
+        let started = Instant::now();
+        let s = match tokio::time::timeout(ttl, TcpStream::connect(&self.addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(StreamingError::Unreachable(Unreachable::new(&e))),
+            Err(_) => return Err(timed_out("connecting")),
+        };
+        let _ = s.set_nodelay(true);
+        let (mut rd, mut wr) = s.into_split();
+        let cut = self.faults.cut_at().filter(|&c| c < archive_len);
+        let (tx, mut chunks) = tokio::sync::mpsc::channel(STREAM_READ_AHEAD);
+        let stop_at = cut.unwrap_or(archive_len);
+        // Stops once `chunks` is dropped (the stream ended or was given up).
+        let _reader = tokio::task::spawn_blocking(move || read_chunks(packer, stop_at, &tx));
+        let head = Rpc::SnapshotStream(StreamHead {
+            vote,
+            meta: meta.clone(),
+            archive_len,
+        });
+        let (blocked, target) = (self.blocked.clone(), self.target);
+        let send = async {
+            let frame = |r: Result<std::io::Result<()>, tokio::time::error::Elapsed>| {
+                r.map_err(|_| std::io::Error::other("a frame's write timed out"))?
+            };
+            frame(tokio::time::timeout(ttl, write_frame(&mut wr, &head)).await)?;
+            let mut frames = 0u64;
+            while let Some(chunk) = chunks.recv().await {
+                let chunk = chunk?;
+                if blocked.contains(target) {
+                    return Err(std::io::Error::other("link dropped (partition)"));
+                }
+                frame(tokio::time::timeout(ttl, write_raw_frame(&mut wr, &chunk)).await)?;
+                frames += 1;
+            }
+            Ok::<_, std::io::Error>(frames)
+        };
+        let answer = async {
+            let raw = read_frame(&mut rd).await?;
+            match postcard::from_bytes::<RpcReply>(&raw).map_err(std::io::Error::other)? {
+                RpcReply::SnapshotStream(r) => Ok::<_, std::io::Error>(r),
+                _ => Err(std::io::Error::other("a reply of another kind")),
+            }
+        };
+        let mut cancel = std::pin::pin!(cancel);
+        let mut answer = std::pin::pin!(answer);
+        let sent = tokio::select! {
+            r = send => r,
+            r = &mut answer => {
+                // Before the archive's end: only a higher vote (a
+                // refusal) or an error is a valid answer.
+                return match r.map_err(io)? {
+                    Ok(resp) if resp.vote > vote => Ok(resp),
+                    Ok(_) => Err(io(std::io::Error::other(
+                        "the follower answered before the archive's end",
+                    ))),
+                    Err(e) => Err(io(std::io::Error::other(e))),
+                };
+            }
+            c = &mut cancel => return Err(StreamingError::Closed(c)),
+        };
+        let frames = sent.map_err(io)?;
+        if cut.is_some() {
+            // A test's cut: the connection goes with the archive unsent.
+            self.faults.note_cut();
+            return Err(io(std::io::Error::other(
+                "the stream was cut (fault point)",
+            )));
+        }
+        let sent_in = started.elapsed();
+        let r = tokio::select! {
+            r = tokio::time::timeout(ttl, &mut answer) => r,
+            c = &mut cancel => return Err(StreamingError::Closed(c)),
+        };
+        let resp = r
+            .map_err(|_| timed_out("the install's answer"))?
+            .map_err(io)?
+            .map_err(|e| io(std::io::Error::other(e)))?;
+        eprintln!(
+            "sluice serve: sent snapshot {} to node {} ({archive_len} bytes in {frames} frames) in {} ms, installed {} ms later",
+            meta.snapshot_id,
+            self.target,
+            sent_in.as_millis(),
+            (started.elapsed() - sent_in).as_millis()
+        );
+        Ok(resp)
+    }
+}
+
+/// Chunks of an archive a snapshot stream's sender reads ahead of its
+/// socket: one being read while one waits and one is written.
+const STREAM_READ_AHEAD: usize = 2;
+
+/// Reads `packer`'s archive up to `stop_at` in chunks of
+/// [`snapfile::CHUNK_BYTES`] into `tx` (a thread's loop: it blocks while
+/// the socket is behind). Stops early when the stream is gone.
+fn read_chunks(
+    mut packer: snapfile::Packer,
+    stop_at: u64,
+    tx: &tokio::sync::mpsc::Sender<std::io::Result<Vec<u8>>>,
+) {
+    while packer.position() < stop_at {
+        let n = (stop_at - packer.position()).min(snapfile::CHUNK_BYTES) as usize;
+        let mut buf = vec![0u8; n];
+        let r = packer.read(&mut buf).and_then(|got| {
+            if got == n {
+                Ok(buf)
+            } else {
+                Err(std::io::Error::other("the snapshot's archive ended early"))
+            }
+        });
+        let failed = r.is_err();
+        if tx.blocking_send(r).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// Sends `data` as one raw frame of a snapshot stream: its length, then
+/// the bytes as they are (no copy into an encoding buffer).
+async fn write_raw_frame(s: &mut (impl AsyncWrite + Unpin), data: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(data.len())
+        .ok()
+        .filter(|&l| l <= MAX_FRAME_BYTES)
+        .ok_or_else(|| std::io::Error::other("frame too large"))?;
+    s.write_all(&len.to_le_bytes()).await?;
+    s.write_all(data).await
 }
 
 impl RaftNetwork<TypeConfig> for Peer {
@@ -274,12 +506,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         // election timer around a snapshot install.
         let sent = super::failover::tracing().then(|| {
             let me = rpc.vote.leader_id().voted_for().unwrap_or_default();
-            (
-                me,
-                rpc.entries.len(),
-                rpc.prev_log_id,
-                std::time::Instant::now(),
-            )
+            (me, rpc.entries.len(), rpc.prev_log_id, Instant::now())
         });
         let r = self.send(Rpc::Append(rpc), &option).await;
         if let Some((me, n, prev, at)) = sent {
@@ -319,6 +546,18 @@ impl RaftNetwork<TypeConfig> for Peer {
             }
             _ => Err(self.unexpected()),
         }
+    }
+
+    /// A snapshot as one stream on a connection of its own, in place of
+    /// openraft's one chunk per round trip ([`Peer::stream_snapshot`]).
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote<NodeId>,
+        snapshot: Snapshot<TypeConfig>,
+        cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        self.stream_snapshot(vote, snapshot, cancel, option).await
     }
 
     async fn vote(
@@ -544,7 +783,7 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
                 })
             });
             let got = super::failover::tracing()
-                .then(|| (c.offset, c.done, c.data.len(), std::time::Instant::now()));
+                .then(|| (c.offset, c.done, c.data.len(), Instant::now()));
             let reply = replica.raft.install_snapshot(c.into()).await;
             if let Some(t) = keep_alive {
                 t.abort();
@@ -563,8 +802,170 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
         }
         Rpc::Join { id, member } => RpcReply::Join(admit(replica, id, member).await),
         Rpc::Leave { id } => RpcReply::Leave(remove(replica, id).await),
+        Rpc::SnapshotStream(_) => {
+            RpcReply::SnapshotStream(Err("a snapshot stream outside its connection".to_owned()))
+        }
     }
 }
+
+/// An empty AppendEntries under `vote`, the leader's heartbeat: no
+/// entries, no previous entry to match (it truncates nothing), no commit
+/// index; it resets this node's election timer. Returns this node's vote
+/// when it is higher than `vote` (the stream's leader is deposed).
+async fn beat(replica: &Replica, vote: Vote<NodeId>) -> Option<Vote<NodeId>> {
+    if !vote.is_committed() {
+        return None;
+    }
+    let req = AppendEntriesRequest {
+        vote,
+        prev_log_id: None,
+        entries: Vec::new(),
+        leader_commit: None,
+    };
+    match replica.raft.append_entries(req).await {
+        Ok(AppendEntriesResponse::HigherVote(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// How a snapshot stream ended on the receiving side.
+struct StreamEnd {
+    /// The answer to send, if any (none: the connection broke).
+    reply: Option<RpcReply>,
+    /// Whether every frame was read: otherwise the sender may still be
+    /// sending, and its frames are read and dropped until it closes, so
+    /// that the answer is not lost to a reset.
+    whole: bool,
+}
+
+/// Receives a snapshot stream whose head came on `s`: its frames go to
+/// the state machine's unpacker as they arrive ([`super::sm::SnapFile::push`],
+/// on this task, blocking while the unpacking thread is behind, which
+/// holds the sender back through the socket), then openraft installs it
+/// under the stream's vote (`Raft::install_full_snapshot`, which checks
+/// the vote again). While it runs, the leader's heartbeat is beaten here
+/// every heartbeat interval under the stream's vote: openraft 0.9 sends a
+/// follower nothing else while it streams it a snapshot, and without it
+/// the follower stood for election during a long transfer or install and
+/// deposed the leader (measured: `docs/experiments.md`). The cost: this
+/// node refuses other candidates until the stream ends.
+///
+/// Nothing is installed unless the whole archive came: a stream cut
+/// short (the connection broke, a newer stream began on this node, the
+/// vote was found stale, the unpacking failed) drops what it unpacked.
+async fn receive_stream(replica: &Replica, s: &mut TcpStream, head: StreamHead) -> StreamEnd {
+    let StreamHead {
+        vote,
+        meta,
+        archive_len,
+    } = head;
+    let end = |r, whole| StreamEnd {
+        reply: Some(RpcReply::SnapshotStream(r)),
+        whole,
+    };
+    if let Some(higher) = beat(replica, vote).await {
+        return end(Ok(SnapshotResponse::new(higher)), false);
+    }
+    // A newer stream on this node supersedes this one.
+    let stream = replica.snapshot_streams.fetch_add(1, Ordering::AcqRel) + 1;
+    let mut data = match replica.raft.begin_receiving_snapshot().await {
+        Ok(d) => d,
+        Err(e) => return end(Err(format!("receiving a snapshot: {e}")), false),
+    };
+    // Set (once) by the heartbeats when this node holds a higher vote.
+    let (higher_tx, mut higher) = watch::channel(None::<Vote<NodeId>>);
+    let keep_alive = {
+        let (raft, every) = (replica.raft.clone(), replica.heartbeat);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let req = AppendEntriesRequest {
+                    vote,
+                    prev_log_id: None,
+                    entries: Vec::new(),
+                    leader_commit: None,
+                };
+                if let Ok(AppendEntriesResponse::HigherVote(v)) = raft.append_entries(req).await {
+                    let _ = higher_tx.send(Some(v));
+                    return;
+                }
+            }
+        })
+    };
+    let started = Instant::now();
+    let (mut taken, mut frames) = (0u64, 0u64);
+    let failed = loop {
+        if taken == archive_len {
+            break None;
+        }
+        let frame = tokio::select! {
+            f = read_frame(s) => f,
+            Ok(()) = higher.changed() => {
+                let v = (*higher.borrow()).unwrap_or_default();
+                break Some(end(Ok(SnapshotResponse::new(v)), false));
+            }
+        };
+        let Ok(frame) = frame else {
+            // Cut short: nothing to answer on a broken connection.
+            break Some(StreamEnd {
+                reply: None,
+                whole: false,
+            });
+        };
+        if replica.snapshot_streams.load(Ordering::Acquire) != stream {
+            break Some(end(Err("a newer snapshot stream began".to_owned()), false));
+        }
+        let len = frame.len() as u64;
+        if taken + len > archive_len {
+            break Some(end(Err("a frame past the archive's end".to_owned()), false));
+        }
+        if let Err(e) = tokio::task::block_in_place(|| data.push(frame)) {
+            break Some(end(Err(e.to_string()), false));
+        }
+        taken += len;
+        frames += 1;
+    };
+    let received_in = started.elapsed();
+    if let Some(e) = failed {
+        keep_alive.abort();
+        // Its unpacking thread stops and its directory goes.
+        tokio::task::block_in_place(|| drop(data));
+        super::failover::trace(
+            replica.id,
+            format_args!(
+                "snapshot stream {} given up after {taken} of {archive_len} bytes",
+                meta.snapshot_id
+            ),
+        );
+        return e;
+    }
+    let id = meta.snapshot_id.clone();
+    let r = replica
+        .raft
+        .install_full_snapshot(
+            vote,
+            Snapshot {
+                meta,
+                snapshot: data,
+            },
+        )
+        .await;
+    keep_alive.abort();
+    super::failover::trace(
+        replica.id,
+        format_args!(
+            "snapshot stream {id}: {archive_len} bytes in {frames} frames received in {} ms, answered {} ms later: {}",
+            received_in.as_millis(),
+            (started.elapsed() - received_in).as_millis(),
+            if r.is_ok() { "ok" } else { "error" }
+        ),
+    );
+    end(r.map_err(|e| e.to_string()), true)
+}
+
+/// How long a refused stream's frames are read and dropped at most,
+/// waiting for its sender to close.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the group's requests until `stopped`.
 pub async fn serve(
@@ -595,6 +996,19 @@ pub async fn serve(
                 };
                 if let Rpc::Append(a) = &req {
                     from = a.vote.leader_id().voted_for();
+                }
+                if let Rpc::SnapshotStream(head) = req {
+                    // The connection carries this stream only.
+                    let end = receive_stream(&replica, &mut s, head).await;
+                    if let Some(reply) = end.reply {
+                        if write_frame(&mut s, &reply).await.is_ok() && !end.whole {
+                            let mut sink = vec![0u8; 64 << 10];
+                            let drain =
+                                async { while s.read(&mut sink).await.is_ok_and(|n| n > 0) {} };
+                            let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+                        }
+                    }
+                    return;
                 }
                 let reply = handle(&replica, req).await;
                 if write_frame(&mut s, &reply).await.is_err() {
