@@ -866,6 +866,16 @@ fn running_client(r: &Running) -> redis::Connection {
     connect(r.addr())
 }
 
+/// A group taking a snapshot every 20 entries (keeping 20 after it), so
+/// that a follower cut off soon needs one: the nodes, the leader's index,
+/// a follower's (the one after it) and a client of the leader.
+fn snapshotting_group(root: &Path) -> (Vec<Running>, usize, usize, redis::Connection) {
+    let nodes = in_process_group(root, 20);
+    let li = in_process_leader(&nodes, None);
+    let lc = running_client(&nodes[li]);
+    (nodes, li, (li + 1) % 3, lc)
+}
+
 /// A client of the node at `addr`, with 10 s to connect and to read.
 fn connect(addr: SocketAddr) -> redis::Connection {
     let c = redis::Client::open(format!("redis://{addr}/")).expect("client");
@@ -1089,12 +1099,8 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
 #[test]
 fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     let t = tempfile::tempdir().expect("temp dir");
-    // A snapshot every 20 entries, keeping 20 after it: the log a wiped
-    // node missed is soon purged.
-    let mut nodes = in_process_group(t.path(), 20);
-    let li = in_process_leader(&nodes, None);
-    let victim = (li + 1) % 3;
-    let mut lc = running_client(&nodes[li]);
+    // The log a wiped node missed is soon purged.
+    let (mut nodes, _, victim, mut lc) = snapshotting_group(t.path());
     set_numbered(&mut lc, "a", 30);
     // Wipe a follower: stop it and remove its directory.
     let gone = nodes.remove(victim);
@@ -1188,11 +1194,7 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
 #[test]
 fn stale_reads_never_see_a_snapshot_half_installed() {
     let t = tempfile::tempdir().expect("temp dir");
-    // A snapshot every 20 entries, keeping 20 after it.
-    let nodes = in_process_group(t.path(), 20);
-    let li = in_process_leader(&nodes, None);
-    let fi = (li + 1) % 3;
-    let mut lc = running_client(&nodes[li]);
+    let (nodes, li, fi, mut lc) = snapshotting_group(t.path());
     // A pipeline of writes goes to the log at once and is applied, and
     // answered, in the order sent.
     let mut p = redis::pipe();
@@ -1307,12 +1309,8 @@ fn staged(root: &Path, id: u64) -> usize {
 #[test]
 fn a_snapshot_stream_cut_midway_installs_nothing_and_a_later_one_installs() {
     let t = tempfile::tempdir().expect("temp dir");
-    // A snapshot every 20 entries, keeping 20 after it.
-    let nodes = in_process_group(t.path(), 20);
-    let li = in_process_leader(&nodes, None);
-    let fi = (li + 1) % 3;
+    let (nodes, li, fi, mut lc) = snapshotting_group(t.path());
     let fid = fi as u64 + 1;
-    let mut lc = running_client(&nodes[li]);
     // An archive of some hundreds of KB, so that the cut falls inside it.
     let mut mset = redis::cmd("MSET");
     for i in 0..300 {
