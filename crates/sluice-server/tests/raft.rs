@@ -866,6 +866,19 @@ fn running_client(r: &Running) -> redis::Connection {
     connect(r.addr())
 }
 
+/// Writes keys `late0..late59` through the leader's client `lc`, then
+/// waits until the leader's log is purged past `last` (a cut-off
+/// follower's last index): that follower can then catch up by snapshot
+/// only.
+fn write_until_purged_past(nodes: &[Running], li: usize, lc: &mut redis::Connection, last: u64) {
+    set_numbered(lc, "late", 60);
+    wait_until("the leader purging past the follower", || {
+        nodes[li]
+            .raft_status()
+            .is_some_and(|s| s.purged_index.is_some_and(|p| p > last))
+    });
+}
+
 /// A group taking a snapshot every 20 entries (keeping 20 after it), so
 /// that a follower cut off soon needs one: the nodes, the leader's index,
 /// a follower's (the one after it) and a client of the leader.
@@ -1237,12 +1250,7 @@ fn stale_reads_never_see_a_snapshot_half_installed() {
     let lid = li as u64 + 1;
     cut_off(&nodes, fi);
     let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
-    set_numbered(&mut lc, "late", 60);
-    wait_until("the leader purging past the follower", || {
-        nodes[li]
-            .raft_status()
-            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f_last))
-    });
+    write_until_purged_past(&nodes, li, &mut lc, f_last);
     assert!(nodes[li].raft_status().is_some_and(|s| s.id == lid));
     // Stale reads on the follower while it installs the leader's snapshot:
     // each sees "stable" (the state before or after), or is told to wait.
@@ -1337,12 +1345,7 @@ fn a_snapshot_stream_cut_midway_installs_nothing_and_a_later_one_installs() {
             .is_some_and(|s| s.applied_index == s.last_log_index)
     });
     let f = nodes[fi].raft_status().expect("follower");
-    set_numbered(&mut lc, "late", 60);
-    wait_until("the leader purging past the follower", || {
-        nodes[li]
-            .raft_status()
-            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f.last_log_index))
-    });
+    write_until_purged_past(&nodes, li, &mut lc, f.last_log_index);
     // Whoever leads after the heal (the follower's candidacies while cut
     // off may bring an election), its streams are cut.
     for n in &nodes {
@@ -1405,12 +1408,7 @@ fn a_follower_far_behind_is_sent_a_fresh_snapshot() {
     set_numbered(&mut lc, "early", 10);
     cut_off(&nodes, fi);
     let f_last = nodes[fi].raft_status().expect("follower").last_log_index;
-    set_numbered(&mut lc, "late", 60);
-    wait_until("the leader purging past the follower", || {
-        nodes[li]
-            .raft_status()
-            .is_some_and(|s| s.purged_index.is_some_and(|p| p > f_last))
-    });
+    write_until_purged_past(&nodes, li, &mut lc, f_last);
     // Entries applied after the leader's last snapshot, and too few for
     // its policy to take another (20): one write at a time until so.
     let mut extra = 0;
