@@ -752,36 +752,16 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
             // chunk does not reset the follower's election timer: a
             // transfer longer than the election timeout made the
             // follower stand and depose its leader (measured: 1.6 GB).
-            // An empty AppendEntries under the chunk's vote is the
-            // leader's heartbeat: no entries, no previous entry to match
-            // (it truncates nothing), no commit index.
-            let beat = |vote| AppendEntriesRequest {
-                vote,
-                prev_log_id: None,
-                entries: Vec::new(),
-                leader_commit: None,
-            };
-            if c.vote.is_committed() {
-                let _ = replica.raft.append_entries(beat(c.vote)).await;
-            }
+            // So each chunk beats the leader's heartbeat here.
+            beat(&replica.raft, c.vote).await;
             // The last chunk's answer waits for the install (unpacking
             // and the swap: 8.6 s for 1.4 GB), and the leader sends this
             // follower nothing meanwhile: its timer ran out and it stood
             // for election during the install, three terms in a row,
             // deposing the leader once it answered. So while it installs,
-            // the heartbeat goes on here every heartbeat interval under
-            // the chunk's vote (a newer vote refuses it). The cost: this
-            // node refuses other candidates until the install ends, so a
-            // leader that dies meanwhile is replaced that much later.
-            let keep_alive = (c.done && c.vote.is_committed()).then(|| {
-                let (raft, vote, every) = (replica.raft.clone(), c.vote, replica.heartbeat);
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(every).await;
-                        let _ = raft.append_entries(beat(vote)).await;
-                    }
-                })
-            });
+            // the heartbeat goes on here ([`keep_alive`]).
+            let keep_alive =
+                (c.done && c.vote.is_committed()).then(|| keep_alive(replica, c.vote).0);
             let got = super::failover::tracing()
                 .then(|| (c.offset, c.done, c.data.len(), Instant::now()));
             let reply = replica.raft.install_snapshot(c.into()).await;
@@ -811,8 +791,9 @@ async fn handle(replica: &Replica, req: Rpc) -> RpcReply {
 /// An empty AppendEntries under `vote`, the leader's heartbeat: no
 /// entries, no previous entry to match (it truncates nothing), no commit
 /// index; it resets this node's election timer. Returns this node's vote
-/// when it is higher than `vote` (the stream's leader is deposed).
-async fn beat(replica: &Replica, vote: Vote<NodeId>) -> Option<Vote<NodeId>> {
+/// when it is higher than `vote` (the sender's leader is deposed). Nothing
+/// is beaten under a vote not yet committed.
+async fn beat(raft: &super::SluiceRaft, vote: Vote<NodeId>) -> Option<Vote<NodeId>> {
     if !vote.is_committed() {
         return None;
     }
@@ -822,10 +803,37 @@ async fn beat(replica: &Replica, vote: Vote<NodeId>) -> Option<Vote<NodeId>> {
         entries: Vec::new(),
         leader_commit: None,
     };
-    match replica.raft.append_entries(req).await {
+    match raft.append_entries(req).await {
         Ok(AppendEntriesResponse::HigherVote(v)) => Some(v),
         _ => None,
     }
+}
+
+/// Beats the leader's heartbeat under `vote` every heartbeat interval
+/// while a snapshot is received or installed (the leader sends this node
+/// nothing meanwhile), until the task is aborted or this node holds a
+/// higher vote, which it then sends on the returned channel. The cost:
+/// this node refuses other candidates until then, so a leader that dies
+/// meanwhile is replaced that much later.
+fn keep_alive(
+    replica: &Replica,
+    vote: Vote<NodeId>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    watch::Receiver<Option<Vote<NodeId>>>,
+) {
+    let (higher_tx, higher) = watch::channel(None);
+    let (raft, every) = (replica.raft.clone(), replica.heartbeat);
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if let Some(v) = beat(&raft, vote).await {
+                let _ = higher_tx.send(Some(v));
+                return;
+            }
+        }
+    });
+    (task, higher)
 }
 
 /// How a snapshot stream ended on the receiving side.
@@ -863,7 +871,7 @@ async fn receive_stream(replica: &Replica, s: &mut TcpStream, head: StreamHead) 
         reply: Some(RpcReply::SnapshotStream(r)),
         whole,
     };
-    if let Some(higher) = beat(replica, vote).await {
+    if let Some(higher) = beat(&replica.raft, vote).await {
         return end(Ok(SnapshotResponse::new(higher)), false);
     }
     // A newer stream on this node supersedes this one.
@@ -872,26 +880,8 @@ async fn receive_stream(replica: &Replica, s: &mut TcpStream, head: StreamHead) 
         Ok(d) => d,
         Err(e) => return end(Err(format!("receiving a snapshot: {e}")), false),
     };
-    // Set (once) by the heartbeats when this node holds a higher vote.
-    let (higher_tx, mut higher) = watch::channel(None::<Vote<NodeId>>);
-    let keep_alive = {
-        let (raft, every) = (replica.raft.clone(), replica.heartbeat);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let req = AppendEntriesRequest {
-                    vote,
-                    prev_log_id: None,
-                    entries: Vec::new(),
-                    leader_commit: None,
-                };
-                if let Ok(AppendEntriesResponse::HigherVote(v)) = raft.append_entries(req).await {
-                    let _ = higher_tx.send(Some(v));
-                    return;
-                }
-            }
-        })
-    };
+    // `higher` is set (once) when this node holds a higher vote.
+    let (keep_alive, mut higher) = keep_alive(replica, vote);
     let started = Instant::now();
     let (mut taken, mut frames) = (0u64, 0u64);
     let failed = loop {
