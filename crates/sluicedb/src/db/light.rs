@@ -228,6 +228,12 @@ impl Light {
         self.pwb.sync()
     }
 
+    /// Makes every write up to `seq` durable: nothing to do when a sync
+    /// already covered it.
+    pub(crate) fn sync_through(&self, seq: u64) -> Result<()> {
+        self.pwb.sync_through(seq)
+    }
+
     /// The newest version of `key` at or below `seq` in the buffer.
     pub(crate) fn get(&self, key: &[u8], seq: u64) -> Result<Lookup> {
         Ok(match self.buf.read().get_versioned(key, seq)? {
@@ -345,9 +351,9 @@ impl Light {
             LightBuffer::unit_finish(leaf, entries)
         };
         self.buf_mut().hand_out(u.leaf);
-        // A table must never hold a write the buffer could lose (nor one
-        // past such a write); the sync before a hand-out usually did this.
-        self.pwb.sync_through(u.newest)?;
+        // Not synced here: the flush job syncs through the unit's newest
+        // operation (the `Versions`' last sequence) before it lists the
+        // unit's table (`Core::run_flush`), off the writer's path.
         Ok(Some((u.leaf, Arc::new(Versions::new(u.entries)))))
     }
 
@@ -416,7 +422,7 @@ impl Light {
             return Ok(0);
         }
         // One fence for the watermark and `R` (the segments' records are in
-        // the installed tables, and were synced before their units went out).
+        // the installed tables, and were synced before those were listed).
         self.pwb.persist_marks(target, &segments)?;
         let released = {
             let mut buf = self.buf_mut();

@@ -594,8 +594,6 @@ impl Core {
             if room == 0 || !light.unit_waiting() {
                 return Ok(0);
             }
-            // The units' sync (an `msync` on a mapped file), once for all.
-            light.sync()?;
             let mut units = Vec::new();
             let mut failed = None;
             while units.len() < room {
@@ -619,7 +617,8 @@ impl Core {
                         mem,
                         mark,
                         since: Instant::now(),
-                        // The buffer is durable (`Light::next_unit` synced it).
+                        // Its flush syncs the buffer through the unit
+                        // before listing its table (`Core::run_flush`).
                         last_seq: 0,
                         leaf: Some(leaf),
                         unjournaled_from: None,

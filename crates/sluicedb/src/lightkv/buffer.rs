@@ -830,8 +830,8 @@ impl LightBuffer {
 
     /// Like [`LightBuffer::flush_unit`] without the sync: the caller makes
     /// every operation up to the unit's `newest` durable
-    /// (`Pwb::sync_through`) before a table may hold any of it; a sync since
-    /// the leaf was linked (the engine syncs before a hand-out) usually did.
+    /// (`Pwb::sync_through`) before a table may hold any of it (the engine's
+    /// flush job, before it lists the unit's table: `Core::run_flush`).
     pub(crate) fn take_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
         let unit = self.unit_entries(oldest_snapshot)?;
         if let Some(u) = &unit {

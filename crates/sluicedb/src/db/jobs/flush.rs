@@ -206,6 +206,15 @@ impl Core {
         if let Some(v) = &self.values {
             v.sync()?;
         }
+        // LightKV: a table must never hold a write the buffer could lose in
+        // a crash, nor one past such a write, so the buffer is durable
+        // through the units' newest operation before their tables are
+        // listed: one fence for all of them, on this thread (at the
+        // hand-out it was the writer's, an `msync` in the write path).
+        if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
+            let newest = units.iter().map(|(m, _)| m.last_sequence()).max();
+            light.sync_through(newest.unwrap_or(0))?;
+        }
         #[cfg(test)]
         if let Some(hook) = self.flush_hook.lock().take() {
             hook(self);
