@@ -298,6 +298,10 @@ pub struct ShapeStats {
     /// (§III-F), picked since open; for the partitioned shape (LightKV),
     /// merges of whole partitions whose scans' extra reads paid for them.
     pub scan_merges: u64,
+    /// The partitioned shape (LightKV): whole-partition merges picked
+    /// under the space limit's pressure since open, for the versions newer
+    /// ones shadow.
+    pub garbage_merges: u64,
     /// LightKV: the open loaded the write buffer's tree from the image a
     /// clean shutdown left (§V) instead of scanning the buffer.
     pub lightkv_image_loaded: bool,
@@ -495,10 +499,11 @@ impl std::fmt::Display for Stats {
         if self.index.shape.partitions > 0 {
             writeln!(
                 f,
-                "  partitions: {} ({} split since open), {} scan merges",
+                "  partitions: {} ({} split since open), {} scan merges, {} garbage merges",
                 self.index.shape.partitions,
                 self.index.shape.partition_splits,
-                self.index.shape.scan_merges
+                self.index.shape.scan_merges,
+                self.index.shape.garbage_merges
             )?;
         }
         if self.index.shape.hash_index_generations > 0 {

@@ -62,7 +62,7 @@ impl Core {
     /// for `Stats` (a read-only open measures once, so that `sluice info`
     /// shows the ratio; it writes nothing).
     pub(crate) fn measure_space(&self) {
-        if self.values.is_none() {
+        if !self.space_limited() {
             return;
         }
         // Read first: what the journal writes while the files are listed
@@ -86,7 +86,7 @@ impl Core {
         // counted it yet: the limit judges by the estimate.
         let buffers = || std::iter::once(&sv.mem).chain(sv.imms.iter());
         let hidden: u64 = buffers().map(|m| self.hidden_garbage(m.as_ref())).sum();
-        let (in_tables, in_memtables) = self.leveled_inline_garbage(&current, hidden);
+        let (in_tables, in_memtables) = self.shadowed_inline_garbage(&current, hidden);
         let tables_inline_garbage = self.shape.inline_garbage(&current) + in_tables;
         let inline_garbage = tables_inline_garbage + in_memtables;
         let data = live_data(&current, live_values.saturating_sub(hidden), inline_garbage);
@@ -128,7 +128,8 @@ impl Core {
     }
 
     /// The inline versions of a leveled tree that newer ones shadow: the
-    /// inline bytes above its last level times the share of writes the
+    /// inline bytes above its last level (the partitioned shape: above
+    /// each partition's oldest table) times the share of writes the
     /// flushes found shadowing an older version (each such entry leaves
     /// one older version below until a merge meets it; exact for values of
     /// one size under a steady workload), and, in a tree of inline values
@@ -136,7 +137,7 @@ impl Core {
     /// shadow inline versions, not value records). Nothing before a flush
     /// since open measured the share. Returns the two apart, the tables'
     /// and the memtables': a merge can drop only the first.
-    fn leveled_inline_garbage(&self, current: &Version, hidden: u64) -> (u64, u64) {
+    fn shadowed_inline_garbage(&self, current: &Version, hidden: u64) -> (u64, u64) {
         let Some(share) = self.space_measure.learned_shadow_share_milli() else {
             return (0, 0);
         };
@@ -239,7 +240,17 @@ impl Core {
         self.opts
             .gc
             .space_limit
-            .filter(|_| acts && self.values.is_some())
+            .filter(|_| acts && self.space_limited())
+    }
+
+    /// Whether the engine measures space for a space limit at all: with a
+    /// value store, or under the partitioned shape (the lightkv preset),
+    /// whose tables hold every value inline and whose merges drop the
+    /// versions newer ones shadow (`docs/design.md`, "Partition
+    /// compaction", Merges for space). A leveled tree without a value
+    /// store (the leveldb preset) is LevelDB as it is, unbounded.
+    pub(crate) fn space_limited(&self) -> bool {
+        self.values.is_some() || self.opts.index.shape == IndexShapeKind::Partitioned
     }
 
     /// Whether the space limit has values a flush counts or GC collects
@@ -277,8 +288,8 @@ impl Core {
     /// are gone, with the limit; `None` without a limit or a value store.
     /// Over inline garbage alone, the excess over the live data reads as
     /// the high ratio only once it also passes what the write path holds
-    /// by configuration: every memtable's journal and the table of the
-    /// last flush ([`excess_floored`]). Below that the limit would ask a
+    /// by configuration ([`Core::write_path_bytes`], [`excess_floored`]).
+    /// Below that the limit would ask a
     /// merge of every flush of a small store, and nothing it can free.
     fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
         let limit = self.space_limit_acting()?;
@@ -286,11 +297,22 @@ impl Core {
         let store_bytes = self.values.as_ref().map_or(0, |v| v.total_bytes());
         let mut r = self.space_measure.pressure(store_bytes, journal, freed);
         if !self.limit_acts_on_values() {
-            let floor = (self.opts.write_buffers() as u64 + 1)
-                .saturating_mul(self.opts.write_buffer_size_bytes as u64);
+            let floor = self.write_path_bytes();
             r = excess_floored(r, self.space_measure.live_bytes(), limit.high, floor);
         }
         Some((r, limit))
+    }
+
+    /// The bytes the write path holds on disk by configuration, whatever
+    /// the data: every memtable's journal and the table of the last flush;
+    /// under the lightkv preset its write buffer's region (preallocated
+    /// whole; its flushes' tables are a few leaves).
+    fn write_path_bytes(&self) -> u64 {
+        if self.light.get().is_some() {
+            return self.opts.lightkv.buffer_bytes;
+        }
+        (self.opts.write_buffers() as u64 + 1)
+            .saturating_mul(self.opts.write_buffer_size_bytes as u64)
     }
 
     /// True when background work can bring space down: GC

@@ -147,7 +147,13 @@ impl Core {
             // run at their own pace, and the delays only took time from
             // the writes ("No delays between the ratios over inline
             // garbage"; a phase may end a little over high).
-            SpacePressure::High if !self.limit_acts_on_values() => SpacePressure::Between(1.0),
+            // (Merges for space that take one partition are short: writes
+            // wait for them as for GC, `IndexShape::merges_for_space_by_partition`.)
+            SpacePressure::High
+                if !self.limit_acts_on_values() && !self.shape.merges_for_space_by_partition() =>
+            {
+                SpacePressure::Between(1.0)
+            }
             SpacePressure::Between(_) if !self.limit_acts_on_values() => SpacePressure::Below,
             p => p,
         };
@@ -234,8 +240,13 @@ impl Core {
                 &self.counters.stall_space_micros,
             );
             let still_high = self.space_pressure() == SpacePressure::High;
+            // A merge for space that takes a partition is under way, or
+            // one ended (the ratio is measured after it): as a GC step.
+            let merging =
+                self.shape.merges_for_space_by_partition() && st.jobs.compactions_running > 0;
             let gained = self.space_ratio() < before
                 || st.jobs.gc_running
+                || merging
                 || self.counters.gc_runs.load(Ordering::Relaxed) > steps_before;
             if !still_high || !gained || st.check_writable().is_err() {
                 break;

@@ -348,6 +348,18 @@ pub(crate) trait IndexShape: LevelRules {
     ) -> Option<CompactionPlan> {
         None
     }
+    /// True when [`IndexShape::pick_garbage_compaction`]'s merges take a
+    /// partition (a bounded part of the data) and do all the shape's own
+    /// merging there (the partitioned shape's whole-partition merges). Then
+    /// under space pressure they go before the shape's own merges (behind a
+    /// backlog of weight merges they never ran), and writes at the high
+    /// ratio wait for them as for GC (`Core::wait_for_space`). The leveled
+    /// shape's merge into its last level rewrites a large part of the
+    /// data, and its own merges keep L0 short for reads and writes: writes
+    /// go on at the slowest delay, and its own merges go first.
+    fn merges_for_space_by_partition(&self) -> bool {
+        false
+    }
     /// Under space pressure: a compaction that drops entries shadowed by
     /// newer ones soonest, since the separated values they point at count
     /// as live until then (compaction-triggered garbage discovery, as

@@ -110,6 +110,9 @@ pub(crate) struct Partitioned {
     /// ([`IndexShape::pick_scan_merge`]), and the merges picked since open.
     seek_reads: Arc<SeekReads>,
     scan_merges: AtomicU64,
+    /// Whole-partition merges picked under the space limit's pressure
+    /// ([`IndexShape::pick_garbage_compaction`]) since open.
+    garbage_merges: AtomicU64,
 }
 
 /// Table bytes of a partition per member read its seeks made beyond one
@@ -229,6 +232,7 @@ impl Partitioned {
             splits: AtomicU64::new(0),
             seek_reads: Arc::default(),
             scan_merges: AtomicU64::new(0),
+            garbage_merges: AtomicU64::new(0),
         }
     }
 
@@ -360,6 +364,22 @@ impl Partitioned {
         members
             .iter()
             .map(|(_, f)| f.file_size / partitions_of(&v.boundaries, f).count() as u64)
+            .sum()
+    }
+
+    /// The inline bytes of partition members `newest_first` (as
+    /// [`Members`] lists them) but the oldest, each spanning table in
+    /// equal parts in the partitions it spans.
+    fn above_oldest_bytes(v: &Version, newest_first: &[Arc<FileMeta>]) -> u64 {
+        let Some((_, above)) = newest_first.split_last() else {
+            return 0;
+        };
+        above
+            .iter()
+            .map(|f| {
+                let inline = f.payload.map_or(f.file_size, |p| p.inline_bytes);
+                inline / partitions_of(&v.boundaries, f).count() as u64
+            })
             .sum()
     }
 
@@ -577,6 +597,60 @@ impl IndexShape for Partitioned {
         None
     }
 
+    /// The inline bytes of every member of a partition but its oldest (a
+    /// spanning table in equal parts in each partition it spans; a table
+    /// written before the manifest recorded its payload counts whole).
+    /// Under updates each entry there shadows an older version of its key
+    /// further down the partition's age order, kept until a merge meets
+    /// both: the space limit counts the share of them the flushes find
+    /// shadowing as dead (`Core::shadowed_inline_garbage`), as it does
+    /// the leveled shape's entries above its last level.
+    fn inline_bytes_above_last_level(&self, v: &Version) -> u64 {
+        Members::of(v)
+            .0
+            .iter()
+            .map(|m| Self::above_oldest_bytes(v, m))
+            .sum()
+    }
+
+    /// Under the space limit's pressure, while the versions counted dead
+    /// above each partition's oldest member are worth reclaiming
+    /// (`Core::inline_garbage_reclaimable`): the partition holding the
+    /// most bytes above its oldest member, merged whole into one table per
+    /// partition of its heaviest weight (at least 1), as the scan merge
+    /// does and with the partitions its tables span into
+    /// ([`Partitioned::closure`]): every version a newer one shadows is
+    /// dropped, and the outputs are the only members of every partition
+    /// the merge touches, so the order of weights holds. The weight rule
+    /// alone never merges the heaviest tables of a partition with the
+    /// lighter ones until `CS` of each weight accumulate, and under
+    /// updates a partition so held up to twice its live data
+    /// (`docs/experiments.md`, "LightKV: merges for space"). None busy,
+    /// and two tables or more.
+    fn merges_for_space_by_partition(&self) -> bool {
+        true
+    }
+
+    fn pick_garbage_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
+        let members = &Members::of(v).0;
+        let mut order: Vec<(u64, usize)> = members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.len() >= 2)
+            .map(|(p, m)| (Self::above_oldest_bytes(v, m), p))
+            .collect();
+        order.sort_unstable_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+        order.into_iter().find_map(|(_, p)| {
+            let (_, files) = Self::closure(v, [p].into_iter().collect());
+            if files.iter().any(|(_, f)| busy.contains(&f.number)) {
+                return None;
+            }
+            self.garbage_merges.fetch_add(1, Ordering::Relaxed);
+            let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
+            Some(Self::plan(files, heaviest.clamp(1, NUM_WEIGHTS - 1)))
+        })
+    }
+
     /// The partition with the most weight-0 members first; a split before
     /// merges when one is due.
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
@@ -693,6 +767,7 @@ impl IndexShape for Partitioned {
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
         s.scan_merges = self.scan_merges.load(Ordering::Relaxed);
+        s.garbage_merges = self.garbage_merges.load(Ordering::Relaxed);
     }
 }
 

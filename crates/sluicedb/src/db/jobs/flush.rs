@@ -77,11 +77,11 @@ impl Core {
 
     /// Whether a flush into `below` learns the share of its writes that
     /// shadow an older version from a sample of lookups: when its merge
-    /// looks none up ([`Core::flush_looks_up`]) but a value store makes the
-    /// space limit measure (a tree of inline values under the `adaptive`
-    /// preset).
+    /// looks none up ([`Core::flush_looks_up`]) but the space limit
+    /// measures (`Core::space_limited`: a tree of inline values under the
+    /// `adaptive` preset, or the lightkv preset's partitions).
     fn samples_shadows(&self, below: &Version) -> bool {
-        self.values.is_some() && self.opts.gc.space_limit.is_some() && !self.flush_looks_up(below)
+        self.space_limited() && self.opts.gc.space_limit.is_some() && !self.flush_looks_up(below)
     }
 
     /// Whether a flush into `below` looks up the versions its entries

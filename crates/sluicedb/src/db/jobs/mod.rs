@@ -197,22 +197,27 @@ impl Core {
         if st.jobs.manual_compaction || st.jobs.compactions_running >= max_compactions {
             return None;
         }
-        let mut plan = self
-            .shape
-            .pick_compaction(&st.current, &st.jobs.busy)
+        // Under space pressure, a tree whose levels above the last (or
+        // partitions above their oldest table) hold inline versions that
+        // newer ones shadow merges on down (`Core::inline_garbage_reclaimable`);
+        // before the shape's own merges where those are part of it
+        // (`IndexShape::merges_for_space_by_partition`).
+        let for_space = || {
+            (self.space_pressure() != SpacePressure::Below && self.inline_garbage_reclaimable())
+                .then(|| {
+                    self.shape
+                        .pick_garbage_compaction(&st.current, &st.jobs.busy)
+                })
+                .flatten()
+        };
+        let first = self.shape.merges_for_space_by_partition();
+        let mut plan = first
+            .then(for_space)
+            .flatten()
+            .or_else(|| self.shape.pick_compaction(&st.current, &st.jobs.busy))
             .or_else(|| self.pick_scan_merge(st))
             .or_else(|| self.pick_gc_merge(st))
-            .or_else(|| {
-                // Under space pressure, a tree whose levels above the last
-                // hold inline versions that newer ones shadow merges on
-                // down (`Core::inline_garbage_reclaimable`).
-                (self.space_pressure() != SpacePressure::Below && self.inline_garbage_reclaimable())
-                    .then(|| {
-                        self.shape
-                            .pick_garbage_compaction(&st.current, &st.jobs.busy)
-                    })
-                    .flatten()
-            })
+            .or_else(|| (!first).then(for_space).flatten())
             .or_else(|| {
                 // Under space pressure, shadowed pointers keep their values
                 // counted live until a compaction drops them: those the
