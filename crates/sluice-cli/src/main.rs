@@ -1114,6 +1114,7 @@ fn info(db: &Path) -> Result<(), String> {
         .map(|(k, (n, b))| format!("{k} {b} in {n}"))
         .collect();
     println!("disk: {total} bytes allocated ({})", kinds.join(", "));
+    print_partitions(&s.index.shape.partition_tables);
     if s.values.bytes > 0 {
         // The space amplification itself (the directory over the user's
         // live data) is in the engine's statistics above.
@@ -1125,6 +1126,27 @@ fn info(db: &Path) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The partitioned shape's tables (the lightkv preset), one line per
+/// partition: its smallest key (escaped), then its tables newest first as
+/// `weight:bytes`, and their sum. A spanning table is on both its lines.
+fn print_partitions(parts: &[sluicedb::PartitionTables]) {
+    if parts.is_empty() {
+        return;
+    }
+    println!("partitions (smallest key: tables newest first as weight:bytes):");
+    for p in parts {
+        let key = String::from_utf8_lossy(&p.smallest_key.escape_ascii().collect::<Vec<u8>>())
+            .into_owned();
+        let tables: Vec<String> = p.tables.iter().map(|(w, b)| format!("{w}:{b}")).collect();
+        let bytes: u64 = p.tables.iter().map(|(_, b)| b).sum();
+        println!(
+            "  \"{key}\": {} tables, {bytes} bytes [{}]",
+            p.tables.len(),
+            tables.join(" ")
+        );
+    }
 }
 
 fn gc(db: &Path, dry_run: bool) -> Result<(), String> {

@@ -769,3 +769,26 @@ fn checkpoint_copies_a_database() {
     let e = fails(&["checkpoint", "--db", &db, &copy]);
     assert!(e.contains("already exists"), "{e}");
 }
+
+/// `sluice info` on a lightkv database shows its write buffer and its
+/// partitions' tables (issue 52's operator view).
+#[test]
+fn info_shows_the_lightkv_buffer_and_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("light"));
+    ok(&[
+        "put", "--db", &db, "--create", "--preset", "lightkv", "k", "v",
+    ]);
+    let info = ok(&["info", "--db", &db]);
+    assert!(info.contains("created with preset lightkv"), "{info}");
+    assert!(
+        info.contains("  write buffer: ") && info.contains(" segments free, "),
+        "{info}"
+    );
+    // One partition so far: the whole key space, its tables (none or the
+    // one a flush at close wrote) newest first.
+    assert!(
+        info.contains("partitions (smallest key: tables newest first as weight:bytes):\n  \"\": "),
+        "{info}"
+    );
+}

@@ -78,9 +78,9 @@ pub use options::{
     TableLayoutOptions, UnifiedOptions, ValueLayout, ValueOptions, WriteOptions,
 };
 pub use stats::{
-    CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats, MemoryStats,
-    SeparationStats, ShapeStats, SpaceMismatch, SpaceStats, StallMicros, Stats, TableStats, Totals,
-    ValueStats, WriteStats,
+    CompactionStats, FlushStats, GcStats, GcTotals, HashStats, IndexStats, LevelStats,
+    LightBufferStats, MemoryStats, PartitionTables, SeparationStats, ShapeStats, SpaceMismatch,
+    SpaceStats, StallMicros, Stats, TableStats, Totals, ValueStats, WriteStats,
 };
 
 /// The options' defaults and the presets' own values, each documented

@@ -305,6 +305,40 @@ pub struct ShapeStats {
     /// LightKV: the open loaded the write buffer's tree from the image a
     /// clean shutdown left (§V) instead of scanning the buffer.
     pub lightkv_image_loaded: bool,
+    /// The partitioned shape (LightKV, §III-F): each partition in key
+    /// order with its tables, newest first (empty for other shapes).
+    pub partition_tables: Vec<PartitionTables>,
+    /// LightKV's write buffer (§III-A): its segments and how many are
+    /// free, the operations it holds above its watermark, and the leaves
+    /// of each of the tree's partitions in key order (the top leaf and the
+    /// linked ones waiting for or in their flush); `None` for other
+    /// presets.
+    pub lightkv_buffer: Option<LightBufferStats>,
+}
+
+/// One partition of the partitioned shape ([`ShapeStats::partition_tables`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionTables {
+    /// The partition's smallest key (empty: the first partition).
+    pub smallest_key: Vec<u8>,
+    /// Its tables, newest first, as (compaction weight, file bytes); a
+    /// table a split left spanning two partitions is listed in both.
+    pub tables: Vec<(u32, u64)>,
+}
+
+/// LightKV's write buffer ([`ShapeStats::lightkv_buffer`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LightBufferStats {
+    /// Segments of the buffer's region, and those free (prepared or not).
+    pub segments: u32,
+    pub free_segments: u32,
+    /// Operations above the watermark (not yet durable in a table).
+    pub operations: u64,
+    /// Per tree partition in key order: its top leaf and the linked
+    /// leaves behind it (waiting for their flush, or in it).
+    pub leaves_per_partition: Vec<usize>,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).
@@ -504,6 +538,22 @@ impl std::fmt::Display for Stats {
                 self.index.shape.partition_splits,
                 self.index.shape.scan_merges,
                 self.index.shape.garbage_merges
+            )?;
+        }
+        if let Some(b) = &self.index.shape.lightkv_buffer {
+            let linked: usize = b
+                .leaves_per_partition
+                .iter()
+                .map(|n| n.saturating_sub(1))
+                .sum();
+            writeln!(
+                f,
+                "  write buffer: {} of {} segments free, {} operations above the watermark, {} tree partitions, {} linked leaves",
+                b.free_segments,
+                b.segments,
+                b.operations,
+                b.leaves_per_partition.len(),
+                linked
             )?;
         }
         if self.index.shape.hash_index_generations > 0 {

@@ -380,6 +380,47 @@ fn partition_compaction_merges_by_weight_and_splits() {
         );
         assert!(s.compaction.compactions > 0, "seed {seed}\n{s}");
         assert!(s.index.shape.partitions > 1, "seed {seed}: no split\n{s}");
+        // The operator's view (`sluice info`): every partition in key
+        // order with its tables, newest first, weights never rising from
+        // oldest to newest; every table of the version in some partition.
+        let parts = &s.index.shape.partition_tables;
+        assert_eq!(parts.len(), s.index.shape.partitions, "seed {seed}");
+        assert!(parts[0].smallest_key.is_empty(), "seed {seed}");
+        assert!(
+            parts
+                .windows(2)
+                .all(|w| w[0].smallest_key < w[1].smallest_key),
+            "seed {seed}"
+        );
+        for p in parts {
+            assert!(
+                p.tables.windows(2).all(|w| w[0].0 <= w[1].0),
+                "seed {seed}: weights of a partition, newest first: {:?}",
+                p.tables
+            );
+        }
+        for (w, level) in s.index.levels.iter().enumerate() {
+            let listed = parts
+                .iter()
+                .flat_map(|p| &p.tables)
+                .filter(|t| t.0 as usize == w)
+                .count();
+            assert!(listed >= level.tables, "seed {seed}: weight {w}\n{s}");
+        }
+        let b = s
+            .index
+            .shape
+            .lightkv_buffer
+            .as_ref()
+            .expect("a write buffer");
+        assert!(
+            b.free_segments <= b.segments && b.segments > 0,
+            "seed {seed}: {b:?}"
+        );
+        assert!(
+            !b.leaves_per_partition.is_empty() && b.leaves_per_partition.iter().all(|&n| n >= 1),
+            "seed {seed}: {b:?}"
+        );
         for k in (0..600).map(|i| format!("k{i:05}").into_bytes()) {
             assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed}");
         }

@@ -500,9 +500,17 @@ impl Core {
             },
             ..Stats::default()
         };
-        self.shape.shape_stats(&mut stats.index.shape);
+        self.shape.shape_stats(&st.current, &mut stats.index.shape);
         if let Some(light) = self.light.get() {
             stats.index.shape.lightkv_image_loaded = light.loaded_image();
+            let (segments, free_segments) = light.segments();
+            let (operations, leaves_per_partition) = light.describe();
+            stats.index.shape.lightkv_buffer = Some(crate::stats::LightBufferStats {
+                segments,
+                free_segments,
+                operations,
+                leaves_per_partition,
+            });
         }
         if let Some(v) = &self.values {
             stats.values.files = v.file_count();

@@ -424,7 +424,7 @@ pub(crate) trait IndexShape: LevelRules {
         0
     }
     /// Fills the shape's section of `Stats`.
-    fn shape_stats(&self, _s: &mut crate::stats::ShapeStats) {}
+    fn shape_stats(&self, _v: &Version, _s: &mut crate::stats::ShapeStats) {}
     /// A compaction of `plan` starts.
     fn merge_started(&self, _plan: &CompactionPlan) {}
     /// Whether a merge of one level into the next may install its outputs

@@ -763,7 +763,18 @@ impl IndexShape for Partitioned {
         Ok(())
     }
 
-    fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
+    fn shape_stats(&self, v: &Version, s: &mut crate::stats::ShapeStats) {
+        let weight: std::collections::HashMap<u64, u32> =
+            v.all_files().map(|(w, f)| (f.number, w as u32)).collect();
+        s.partition_tables = Members::of(v)
+            .0
+            .iter()
+            .enumerate()
+            .map(|(p, m)| crate::stats::PartitionTables {
+                smallest_key: range_of(&v.boundaries, p).0.to_vec(),
+                tables: m.iter().map(|f| (weight[&f.number], f.file_size)).collect(),
+            })
+            .collect();
         s.partitions = self.partitions.load(Ordering::Relaxed);
         s.partition_splits = self.splits.load(Ordering::Relaxed);
         s.scan_merges = self.scan_merges.load(Ordering::Relaxed);

@@ -790,7 +790,7 @@ impl IndexShape for Unified {
         bytes
     }
 
-    fn shape_stats(&self, s: &mut crate::stats::ShapeStats) {
+    fn shape_stats(&self, _v: &Version, s: &mut crate::stats::ShapeStats) {
         let all = self.generations.read();
         let gens = || all.values().flatten();
         s.hash_index_bytes = gens().map(|g| g.memory_bytes() as u64).sum();

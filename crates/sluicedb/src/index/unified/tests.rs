@@ -318,7 +318,7 @@ fn a_full_partition_splits_at_the_sorted_table_boundary_nearest_its_middle() {
     assert!(s.pick_compaction(&v, &HashSet::new()).is_none());
     s.installed(&v);
     let mut st = crate::stats::ShapeStats::default();
-    s.shape_stats(&mut st);
+    s.shape_stats(&v, &mut st);
     assert_eq!((st.partitions, st.partition_splits), (3, 2));
 }
 
