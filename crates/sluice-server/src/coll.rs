@@ -19,7 +19,6 @@ pub fn wrong_args(name: &str) -> String {
 const SCAN_WHOLE_ELEMENTS: u64 = 128;
 /// Bytes of an element's suffix a scan cursor holds.
 const CURSOR_PREFIX_BYTES: usize = 7;
-
 /// Positions of `n` elements to return for a random pick of `count`
 /// (Redis's `SRANDMEMBER`/`HRANDFIELD` rule): distinct and at most `n`
 /// when `count` >= 0 (all of them, in order, when `count` >= `n`), else
@@ -165,6 +164,16 @@ pub fn scan_with(
                 bad = Some(crate::store::malformed_element(k));
                 return false;
             };
+            let v = match values {
+                ScanValues::Score => match crate::store::stored_score(k, v) {
+                    Ok(s) => std::borrow::Cow::Owned(format_score(s).into_bytes()),
+                    Err(d) => {
+                        bad = Some(d);
+                        return false;
+                    }
+                },
+                _ => std::borrow::Cow::Borrowed(v),
+            };
             let prefix = &rest[..rest.len().min(CURSOR_PREFIX_BYTES)];
             if !whole && seen >= count {
                 match &stop_prefix {
@@ -189,8 +198,8 @@ pub fn scan_with(
             true
         })
         .map_err(engine)?;
-        if let Some(e) = bad {
-            return Err(engine(e));
+        if let Some(d) = bad {
+            return Err(txn.damaged(d));
         }
     }
     out.array(2);
@@ -199,13 +208,9 @@ pub fn scan_with(
     out.array(found.len() * per);
     for (name, v) in found {
         out.bulk(&name);
-        match values {
-            ScanValues::None => {}
-            ScanValues::Raw => out.bulk(&v),
-            ScanValues::Score => {
-                let s = crate::store::decode_score(&v).unwrap_or(0.0);
-                out.bulk(format_score(s).as_bytes());
-            }
+        // A score is formatted as the walk read it.
+        if values != ScanValues::None {
+            out.bulk(&v);
         }
     }
     Ok(())

@@ -18,6 +18,8 @@ mod block;
 mod cmd;
 mod coll;
 mod conn;
+#[cfg(test)]
+mod corruption_tests;
 mod data;
 mod dbslot;
 mod dump;

@@ -19,8 +19,8 @@
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use crate::store::{
-    reserved_versions, split_data_key, zset_member_key, CollKind, Meta, Rec, Result, DATA_TAG,
-    ELEMENT_TAG, KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, ZSET_INDEX, ZSET_MEMBER,
+    hex, reserved_versions, split_data_key, zset_member_key, CollKind, Damage, Meta, Rec, Result,
+    DATA_TAG, ELEMENT_TAG, KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, ZSET_INDEX, ZSET_MEMBER,
 };
 
 /// Old element keys converted (or deleted) per batch.
@@ -115,7 +115,7 @@ fn records_from(db: &Db, from: &[u8]) -> Result<Vec<(Vec<u8>, Meta)>> {
         let Some((_, key)) = split_data_key(&k) else {
             continue;
         };
-        if let Rec::Coll(m) = Rec::decode(v, key)? {
+        if let Rec::Coll(m) = Rec::decode(v, key).map_err(|d| d.in_db(db))? {
             out.push((k, m));
             if out.len() == RECORDS_PER_PASS {
                 break;
@@ -174,10 +174,11 @@ impl Run<'_> {
             for pair in self.db.range(lo.clone()..hi.clone()).limit(self.batch_keys) {
                 let (k, v) = pair?;
                 let nk = new_key(m, &k[lo.len()..]).ok_or_else(|| {
-                    sluicedb::Error::InvalidArgument(format!(
-                        "the element key {:?} is not in the old layout",
-                        String::from_utf8_lossy(&k)
+                    Damage(format!(
+                        "the element key {} is not in the old layout",
+                        hex(&k)
                     ))
+                    .in_db(self.db)
                 })?;
                 batch.delete(&k);
                 batch.put(nk, v);

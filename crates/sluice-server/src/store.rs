@@ -146,11 +146,41 @@ impl DueExpiry {
 
 /// A time index key too short to hold its expiry: not one this server
 /// wrote.
-fn corrupt_index_key(k: &[u8]) -> sluicedb::Error {
-    sluicedb::Error::InvalidArgument(format!(
-        "the time index key {:?} is not in the server's encoding",
-        String::from_utf8_lossy(k)
+fn corrupt_index_key(k: &[u8]) -> Damage {
+    Damage(format!(
+        "the time index key {} is not in the server's encoding",
+        hex(k)
     ))
+}
+
+/// Bytes read back from the engine that are not in the server's encoding
+/// (a record, an element key, a score): damage on disk, never a client's
+/// bad input. What it holds names what did not decode and the key.
+/// [`Damage::in_db`] makes it the engine's [`sluicedb::Error::Corruption`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage(pub String);
+
+impl Damage {
+    /// The damage as a [`sluicedb::Error::Corruption`] of `db`: the file
+    /// is the database's directory, offset 0, since the engine does not
+    /// say which of its files held the bytes; the reason names the key.
+    pub fn in_db(self, db: &Db) -> sluicedb::Error {
+        sluicedb::Error::Corruption {
+            file: db.path().to_path_buf(),
+            offset: 0,
+            reason: format!("server keyspace: {}", self.0),
+        }
+    }
+}
+
+/// `b` in hex, for an engine key in an error.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A Redis key as an error names it.
+fn key_name(key: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(key))
 }
 
 /// A string value with its expiry (ms since the epoch), if any.
@@ -186,13 +216,13 @@ impl Entry {
         }
     }
 
-    /// Decodes a stored value; a clear error naming the key if it is not
+    /// Decodes a stored value; [`Damage`] naming the key if it is not
     /// one this server wrote.
-    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> Result<Entry> {
+    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
         let bad = || {
-            sluicedb::Error::InvalidArgument(format!(
-                "the value of {:?} is not in the server's encoding",
-                String::from_utf8_lossy(key)
+            Damage(format!(
+                "the value of {} is not in the server's encoding",
+                key_name(key)
             ))
         };
         match raw.first() {
@@ -279,6 +309,9 @@ impl Meta {
         v
     }
 
+    /// The record in `raw`; `None` unless it is one this server writes:
+    /// a known type, the type's length, at least one element (collections
+    /// are never empty), and a list's count equal to `tail - head`.
     fn decode(raw: &[u8]) -> Option<Meta> {
         let kind = CollKind::from_byte(*raw.get(1)?)?;
         let want = if kind == CollKind::List {
@@ -295,11 +328,18 @@ impl Meta {
         } else {
             (0, 0)
         };
+        let count = u(18);
+        let spans_count = tail
+            .checked_sub(head)
+            .is_some_and(|n| u64::try_from(n) == Ok(count));
+        if count == 0 || (kind == CollKind::List && !spans_count) {
+            return None;
+        }
         Some(Meta {
             kind,
             expire_at_ms: Some(u(2)).filter(|&at| at != 0),
             version: u(10),
-            count: u(18),
+            count,
             head,
             tail,
         })
@@ -431,11 +471,30 @@ pub fn name_of(suffix: &[u8]) -> Option<&[u8]> {
     (suffix[..NAME_HASH_BYTES] == name_hash(name)).then_some(name)
 }
 
-/// An element key whose suffix is not in the server's encoding.
-pub fn malformed_element(ekey: &[u8]) -> sluicedb::Error {
-    sluicedb::Error::InvalidArgument(format!(
-        "the element key {:?} is not in the server's encoding",
-        String::from_utf8_lossy(ekey)
+/// An element key whose suffix is not in the server's encoding (the
+/// engine key names its collection's version).
+pub fn malformed_element(ekey: &[u8]) -> Damage {
+    Damage(format!(
+        "the element key {} is not in the server's encoding",
+        hex(ekey)
+    ))
+}
+
+/// The engine key `ekey` where list `m`'s position `want` belongs (a
+/// position missing, or a key between two).
+pub fn misplaced_list_element(m: &Meta, ekey: &[u8], want: i64) -> Damage {
+    Damage(format!(
+        "list element key {} where position {want} of the list at version {} belongs",
+        hex(ekey),
+        m.version
+    ))
+}
+
+/// List `m`'s position `seq`, which its record promises, is missing.
+pub fn missing_list_element(m: &Meta, seq: i64) -> Damage {
+    Damage(format!(
+        "the list at version {} has no element at position {seq} (its record says {}..{})",
+        m.version, m.head, m.tail
     ))
 }
 
@@ -448,7 +507,7 @@ pub fn reserved_versions(db: &Db) -> Result<Option<u64>> {
                 .try_into()
                 .map(u64::from_le_bytes)
                 .map_err(|_| {
-                    sluicedb::Error::InvalidArgument("the version record is malformed".into())
+                    Damage(format!("the version record {} is malformed", hex(&raw))).in_db(db)
                 })
         })
         .transpose()
@@ -509,12 +568,15 @@ impl Rec {
         }
     }
 
-    pub fn decode(raw: Vec<u8>, key: &[u8]) -> Result<Rec> {
+    /// The record `raw` read at `key`'s data key; [`Damage`] naming the
+    /// key if it is not one this server writes.
+    pub fn decode(raw: Vec<u8>, key: &[u8]) -> std::result::Result<Rec, Damage> {
         if raw.first() == Some(&VALUE_COLLECTION) {
             return Meta::decode(&raw).map(Rec::Coll).ok_or_else(|| {
-                sluicedb::Error::InvalidArgument(format!(
-                    "the collection record of {:?} is malformed",
-                    String::from_utf8_lossy(key)
+                Damage(format!(
+                    "the collection record of {} is malformed ({})",
+                    key_name(key),
+                    hex(&raw)
                 ))
             });
         }
@@ -704,15 +766,19 @@ impl Keyspace {
         for pair in self.db().range(lo.to_vec()..vec![COLL_BUCKET_TAG + 1]) {
             let (k, _) = pair?;
             let b = <[u8; 4]>::try_from(&k[1..]).map_err(|_| {
-                sluicedb::Error::InvalidArgument(format!(
-                    "the collection bucket key {k:?} is malformed"
+                Damage(format!(
+                    "the collection bucket key {} is malformed",
+                    hex(&k)
                 ))
+                .in_db(&self.db())
             })?;
             let b = u32::from_be_bytes(b) as usize;
             if b >= 1 << COLL_BUCKET_BITS {
-                return Err(sluicedb::Error::InvalidArgument(format!(
-                    "the collection bucket key {k:?} names no bucket"
-                )));
+                return Err(Damage(format!(
+                    "the collection bucket key {} names no bucket",
+                    hex(&k)
+                ))
+                .in_db(&self.db()));
             }
             self.coll_buckets[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
         }
@@ -961,6 +1027,12 @@ impl Keyspace {
         }
     }
 
+    /// The record `raw` read at `key`'s data key; damage is the engine's
+    /// [`sluicedb::Error::Corruption`].
+    pub fn decode(&self, raw: Vec<u8>, key: &[u8]) -> Result<Rec> {
+        Rec::decode(raw, key).map_err(|d| d.in_db(&self.db()))
+    }
+
     /// Reads `key` (expired records read as absent).
     pub fn read(&self, key: &[u8], now: u64) -> Result<Option<Rec>> {
         Ok(self
@@ -971,7 +1043,7 @@ impl Keyspace {
     /// Reads `key`'s record, expired or not.
     pub fn read_raw(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Rec>> {
         match self.db().get_opt(opts, data_key(key))? {
-            Some(raw) => Rec::decode(raw, key).map(Some),
+            Some(raw) => self.decode(raw, key).map(Some),
             None => Ok(None),
         }
     }
@@ -986,7 +1058,7 @@ impl Keyspace {
         let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(k)).collect();
         let raws = self.db().multi_get_opt(opts, &data_keys)?;
         (raws.into_iter().zip(keys))
-            .map(|(raw, key)| raw.map(|r| Rec::decode(r, key)).transpose())
+            .map(|(raw, key)| raw.map(|r| self.decode(r, key)).transpose())
             .collect()
     }
 
@@ -1013,7 +1085,7 @@ impl Keyspace {
         if raw.first() != Some(&VALUE_COLLECTION) {
             return Ok(None);
         }
-        Ok(Rec::decode(raw, key)?.version())
+        Ok(self.decode(raw, key)?.version())
     }
 
     /// Writes a batch, synced when `appendfsync always`.
@@ -1096,7 +1168,7 @@ impl Keyspace {
             let Some((h, key)) = split_data_key(&k) else {
                 continue;
             };
-            let e = Rec::decode(v, key)?;
+            let e = self.decode(v, key)?;
             if e.expired(now) {
                 expired(key);
                 continue;
@@ -1179,7 +1251,7 @@ impl Keyspace {
                 .get(1..9)
                 .and_then(|b| b.try_into().ok())
                 .map(u64::from_be_bytes)
-                .ok_or_else(|| corrupt_index_key(&k))?;
+                .ok_or_else(|| corrupt_index_key(&k).in_db(&self.db()))?;
             due.push(DueExpiry {
                 index_key: k,
                 at_ms: at,
@@ -1214,7 +1286,7 @@ impl Keyspace {
         let Some(raw) = self.db().get(data_key(key))? else {
             return Ok(None);
         };
-        let e = Rec::decode(raw, key)?;
+        let e = self.decode(raw, key)?;
         if !e.expired(now_ms()) {
             return Ok(None);
         }
@@ -1316,7 +1388,7 @@ impl Keyspace {
             if h != key_hash(key) {
                 problems.push(format!("{key:?} is stored under another key's hash"));
             }
-            let Rec::Coll(m) = Rec::decode(v, key)? else {
+            let Rec::Coll(m) = self.decode(v, key)? else {
                 continue;
             };
             let bucket = Self::coll_bucket_key(Self::coll_bucket(key));
@@ -1455,6 +1527,18 @@ pub fn decode_score(raw: &[u8]) -> Option<f64> {
     Some(f64::from_le_bytes(raw.try_into().ok()?))
 }
 
+/// The score of the member record `ekey` holding `raw`; [`Damage`] if it
+/// is not 8 bytes.
+pub fn stored_score(ekey: &[u8], raw: &[u8]) -> std::result::Result<f64, Damage> {
+    decode_score(raw).ok_or_else(|| {
+        Damage(format!(
+            "the score of sorted-set member record {} is malformed ({})",
+            hex(ekey),
+            hex(raw)
+        ))
+    })
+}
+
 /// A score as a big-endian u64 that sorts as the scores do (-0 as 0).
 pub fn score_sortable(score: f64) -> u64 {
     let bits = if score == 0.0 { 0u64 } else { score.to_bits() };
@@ -1480,11 +1564,17 @@ pub fn zset_member_key(m: &Meta, member: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The member and score of a sorted set's score index entry `ekey`.
-pub fn zset_index_entry<'a>(m: &Meta, ekey: &'a [u8]) -> (&'a [u8], f64) {
+/// The member and score of a sorted set's score index entry `ekey`;
+/// [`Damage`] if it is too short to hold a score.
+pub fn zset_index_entry<'a>(
+    m: &Meta,
+    ekey: &'a [u8],
+) -> std::result::Result<(&'a [u8], f64), Damage> {
     let suffix = m.suffix_of(ekey);
-    let s = u64::from_be_bytes(suffix[1..9].try_into().expect("an index key"));
-    (&suffix[9..], score_from_sortable(s))
+    let Some(s) = suffix.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        return Err(malformed_element(ekey));
+    };
+    Ok((&suffix[9..], score_from_sortable(u64::from_be_bytes(s))))
 }
 
 /// `ZSET_INDEX | sortable score u64 BE | member`.
@@ -2160,6 +2250,17 @@ impl<'a> Txn<'a> {
         self.modified.push(key.to_vec());
     }
 
+    /// `d`, damage this transaction read, as the engine's
+    /// [`sluicedb::Error::Corruption`].
+    pub fn damage(&self, d: Damage) -> sluicedb::Error {
+        d.in_db(&self.ks.db())
+    }
+
+    /// [`Txn::damage`] as a command's error reply.
+    pub fn damaged(&self, d: Damage) -> String {
+        crate::data::engine(self.damage(d))
+    }
+
     /// An element's value as this transaction sees it.
     pub fn elem(&self, ekey: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(v) = self.elems.get(ekey) {
@@ -2317,14 +2418,41 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Every element of a collection, in key order: (suffix, value).
+    /// Every element of a collection, in key order: (suffix, value). An
+    /// element key not in the encoding, or a list whose positions are not
+    /// exactly `head .. tail`, is damage.
     pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = Vec::with_capacity(m.count as usize);
+        let mut bad = None;
         self.elems_in(&m.prefix(), &m.end(), false, |k, val| {
-            v.push((m.suffix_of(k).to_vec(), val.to_vec()));
+            let suffix = m.suffix_of(k);
+            let fits = match m.kind {
+                CollKind::List => suffix == list_seq(m.head + v.len() as i64),
+                CollKind::ZSet => match suffix.first() {
+                    Some(&ZSET_MEMBER) => name_of(&suffix[1..]).is_some() && val.len() == 8,
+                    Some(&ZSET_INDEX) => suffix.len() >= 9,
+                    _ => false,
+                },
+                CollKind::Hash | CollKind::Set => m.name_in(suffix).is_some(),
+            };
+            if !fits {
+                bad = Some(if m.kind == CollKind::List {
+                    misplaced_list_element(m, k, m.head + v.len() as i64)
+                } else {
+                    malformed_element(k)
+                });
+                return false;
+            }
+            v.push((suffix.to_vec(), val.to_vec()));
             true
         })?;
-        Ok(v)
+        if bad.is_none() && m.kind == CollKind::List && v.len() as u64 != m.count {
+            bad = Some(missing_list_element(m, m.head + v.len() as i64));
+        }
+        match bad {
+            Some(d) => Err(self.damage(d)),
+            None => Ok(v),
+        }
     }
 
     /// The fields of a hash, the members of a set or the member records
@@ -2347,7 +2475,7 @@ impl<'a> Txn<'a> {
                     true
                 }
                 None => {
-                    bad = Some(malformed_element(k));
+                    bad = Some(self.damage(malformed_element(k)));
                     false
                 }
             }
