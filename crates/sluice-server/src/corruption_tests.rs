@@ -8,36 +8,8 @@
 //! index key panicked, and a list missing a position answered nil or a
 //! shorter `LRANGE`.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
-use sluicedb::fs::MemFs;
-use sluicedb::{Db, Options};
-
-use crate::data::Ctx;
-use crate::resp::Out;
-use crate::store::{data_key, list_seq, zset_member_key, Fsync, Keyspace, Meta, Rec, Txn};
-
-fn keyspace() -> Keyspace {
-    let o = Options::default().fs(Arc::new(MemFs::new()));
-    Keyspace::new(Db::open("/db", o).unwrap(), Fsync::No).unwrap()
-}
-
-/// Runs one command on key `args[1]` and commits it: the reply, or the
-/// error line.
-fn command(ks: &Keyspace, args: &[&[u8]]) -> Result<Vec<u8>, String> {
-    let mut held = ks.lock_keys(&[args[1]]);
-    let mut txn = Txn::new(ks);
-    let mut out = Out::default();
-    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
-    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-    let ctx = Ctx {
-        max_bulk_bytes: crate::DEFAULT_MAX_BULK_BYTES,
-    };
-    crate::data::run(&name, &args, &mut txn, &ctx, &mut out)?;
-    txn.commit(&mut held).unwrap();
-    Ok(out.buf.to_vec())
-}
+use crate::store::{data_key, list_seq, zset_member_key, Keyspace, Meta, Rec, Txn};
+use crate::testutil::{command, keyspace};
 
 fn meta(ks: &Keyspace, key: &[u8]) -> Meta {
     match Txn::new(ks).rec(key).unwrap() {

@@ -42,6 +42,8 @@ mod server;
 mod set;
 mod sort;
 mod store;
+#[cfg(test)]
+mod testutil;
 mod zset;
 
 use std::net::SocketAddr;
