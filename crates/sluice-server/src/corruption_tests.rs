@@ -50,10 +50,10 @@ fn a_malformed_collection_record_is_corruption() {
     fill(&ks, b"rpush", b"l", &[b"a", b"b"]);
     // A record cut short, and a list record whose count disagrees with
     // its positions (count 5, head 0, tail 2).
-    ks.db().put(data_key(b"h"), [2, 1, 0, 0]).unwrap();
+    ks.db().put(data_key(0, b"h"), [2, 1, 0, 0]).unwrap();
     let mut list = meta(&ks, b"l").encode();
     list[18] = 5;
-    ks.db().put(data_key(b"l"), list).unwrap();
+    ks.db().put(data_key(0, b"l"), list).unwrap();
     for key in [&b"h"[..], b"l"] {
         let e = Txn::new(&ks).rec(key).unwrap_err();
         assert!(e.is_corruption(), "{e}");
@@ -72,7 +72,7 @@ fn a_malformed_collection_record_is_corruption() {
         assert_corruption_reply(&ks, args, "the collection record of \"l\" is malformed");
     }
     // A string record with an unknown tag.
-    ks.db().put(data_key(b"s"), [9, b'x']).unwrap();
+    ks.db().put(data_key(0, b"s"), [9, b'x']).unwrap();
     assert_corruption_reply(&ks, &[b"get", b"s"], "the value of \"s\"");
 }
 

@@ -21,6 +21,8 @@ mod conn;
 #[cfg(test)]
 mod corruption_tests;
 mod data;
+#[cfg(test)]
+mod databases_tests;
 mod dbslot;
 mod dump;
 mod fasthash;

@@ -112,7 +112,7 @@ fn records_from(db: &Db, from: &[u8]) -> Result<Vec<(Vec<u8>, Meta)>> {
     let mut out = Vec::new();
     for pair in db.range(from.to_vec()..vec![DATA_TAG + 1]) {
         let (k, v) = pair?;
-        let Some((_, key)) = split_data_key(&k) else {
+        let Some((_, key)) = split_data_key(0, &k) else {
             continue;
         };
         if let Rec::Coll(m) = Rec::decode(v, key).map_err(|d| d.in_db(db))? {
@@ -314,7 +314,7 @@ mod tests {
         let mut kinds = BTreeMap::new();
         for pair in db.range(vec![DATA_TAG]..vec![DATA_TAG + 1]) {
             let (k, v) = pair.unwrap();
-            let (_, key) = split_data_key(&k).unwrap();
+            let (_, key) = split_data_key(0, &k).unwrap();
             if let Rec::Coll(m) = Rec::decode(v, key).unwrap() {
                 kinds.insert(m.version, m.kind);
             }

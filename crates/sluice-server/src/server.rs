@@ -82,6 +82,8 @@ impl ClientShared {
 /// A key a client watches, as it was when watched.
 #[derive(Debug)]
 pub struct Watched {
+    /// The database the key was watched in.
+    pub db: u8,
     pub key: Vec<u8>,
     pub version: u64,
     /// Its expiry if it had one then (an expiry passing aborts `EXEC`).
@@ -93,6 +95,8 @@ pub struct Watched {
 pub struct Client {
     pub id: u64,
     pub resp3: bool,
+    /// The selected database (`SELECT`; 0 at connect and after `RESET`).
+    pub db: u8,
     pub authenticated: bool,
     pub name: Option<Bytes>,
     /// Commands queued since `MULTI`.
@@ -148,6 +152,7 @@ impl Client {
             inbox,
             id,
             resp3: false,
+            db: 0,
             authenticated: server.config.read().requirepass.is_none(),
             name: None,
             multi: None,
@@ -183,13 +188,16 @@ impl Client {
         Ok(())
     }
 
+    /// Watches `key` of the selected database.
     pub fn watch(&mut self, server: &Server, key: &[u8], now: u64) -> sluicedb::Result<()> {
-        if self.watched.iter().any(|w| w.key == key) {
+        let db = self.db;
+        if self.watched.iter().any(|w| w.db == db && w.key == key) {
             return Ok(());
         }
-        let version = server.ks.watch(key);
-        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms());
+        let version = server.ks.watch(db, key);
+        let expire_at_ms = server.ks.read(db, key, now)?.and_then(|e| e.expire_at_ms());
         self.watched.push(Watched {
+            db,
             key: key.to_vec(),
             version,
             expire_at_ms,
@@ -199,7 +207,7 @@ impl Client {
 
     pub fn unwatch_all(&mut self, server: &Server) {
         for w in self.watched.drain(..) {
-            server.ks.unwatch(&w.key);
+            server.ks.unwatch(w.db, &w.key);
         }
     }
 
@@ -212,6 +220,7 @@ impl Client {
         server.monitors.remove(self.id);
         self.resp3 = false;
         self.readonly = false;
+        self.db = 0;
         self.name = None;
         *self.shared.name.lock() = None;
         self.authenticated = server.config.read().requirepass.is_none();
@@ -405,7 +414,7 @@ impl Server {
                 "client-query-buffer-limit".into(),
                 c.max_query_buffer_bytes.to_string(),
             ),
-            ("databases".into(), "1".into()),
+            ("databases".into(), crate::store::DATABASES.to_string()),
             ("save".into(), String::new()),
             ("maxmemory".into(), c.maxmemory_bytes.to_string()),
             ("preset".into(), c.preset.unwrap_or_default().name().into()),
@@ -672,15 +681,17 @@ impl Server {
         }
         if want("keyspace") {
             // A full count: the engine keeps no key count (see README).
-            let (mut keys, mut expires) = (0u64, 0u64);
-            let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
-                keys += 1;
-                expires += u64::from(e.expire_at_ms().is_some());
-                true
-            });
             out.push_str("# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            for db in 0..crate::store::DATABASES {
+                let (mut keys, mut expires) = (0u64, 0u64);
+                let _ = self.ks.scan_from(db, 0, now_ms(), |_, _, e| {
+                    keys += 1;
+                    expires += u64::from(e.expire_at_ms().is_some());
+                    true
+                });
+                if keys > 0 {
+                    let _ = write!(out, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+                }
             }
             out.push_str("\r\n");
         }

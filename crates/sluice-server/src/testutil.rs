@@ -20,8 +20,20 @@ pub fn keyspace() -> Keyspace {
 /// Runs one data command on key `args[1]` and commits it: the reply, or
 /// the error line.
 pub fn command(ks: &Keyspace, args: &[&[u8]]) -> Result<Vec<u8>, String> {
-    let mut held = ks.lock_keys(&[args[1]]);
+    command_in(ks, 0, args)
+}
+
+/// [`command`] in database `db`; a command without a key (`DBSIZE`,
+/// `FLUSHDB`...) holds the whole keyspace.
+pub fn command_in(ks: &Keyspace, db: u8, args: &[&[u8]]) -> Result<Vec<u8>, String> {
+    let mut held = match args.get(1) {
+        Some(key) if args.len() > 1 && !args[0].eq_ignore_ascii_case(b"flushdb") => {
+            ks.lock_keys(&[key])
+        }
+        _ => ks.lock_all(),
+    };
     let mut txn = Txn::new(ks);
+    txn.db = db;
     let mut out = Out::default();
     let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
     let name = String::from_utf8_lossy(&args[0]).to_lowercase();
