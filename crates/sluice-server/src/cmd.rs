@@ -125,6 +125,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("pttl", 2, R, K1, Kind::Read),
     spec("persist", 2, &["write", "fast"], K1, Kind::Write),
     spec("copy", -3, &["write", "denyoom"], (1, 2, 1), Kind::Write),
+    spec("move", 3, &["write", "fast"], K1, Kind::Write),
     spec("touch", -2, R, (1, -1, 1), Kind::Read),
     spec("expiretime", 2, R, K1, Kind::Read),
     spec("pexpiretime", 2, R, K1, Kind::Read),

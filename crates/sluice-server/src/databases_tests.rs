@@ -118,3 +118,59 @@ fn databases_hold_their_own_keys() {
         assert_eq!(run(&ks, db, "DBSIZE x"), ":0\r\n", "db {db} after FLUSHALL");
     }
 }
+
+/// `MOVE` takes a key to another database in one batch: a collection
+/// keeps its version (its elements stay where they are, nothing becomes
+/// garbage), a key present there is not overwritten, an expired one is
+/// (its collection becomes garbage). `COPY ... DB` copies into another
+/// database.
+#[test]
+fn move_and_copy_reach_other_databases() {
+    let ks = keyspace();
+    assert_eq!(run(&ks, 0, "RPUSH l a b c"), ":3\r\n");
+    assert_eq!(run(&ks, 0, "SET s v EX 100"), "+OK\r\n");
+    assert_eq!(run(&ks, 0, "MOVE l 4"), ":1\r\n");
+    assert_eq!(run(&ks, 0, "MOVE l 4"), ":0\r\n");
+    assert_eq!(
+        run(&ks, 0, "MOVE s 0"),
+        "-ERR source and destination objects are the same"
+    );
+    assert_eq!(run(&ks, 0, "MOVE s 16"), "-ERR DB index is out of range");
+    assert_eq!(
+        run(&ks, 4, "LRANGE l 0 -1"),
+        "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    assert_eq!(run(&ks, 0, "EXISTS l"), ":0\r\n");
+    assert!(
+        !ks.garbage_left().unwrap(),
+        "a moved collection is not garbage"
+    );
+    // Present there: not moved.
+    assert_eq!(run(&ks, 4, "SET s other"), "+OK\r\n");
+    assert_eq!(run(&ks, 0, "MOVE s 4"), ":0\r\n");
+    assert_eq!(run(&ks, 4, "GET s"), "$5\r\nother\r\n");
+    // Expired there: replaced, its collection garbage.
+    assert_eq!(run(&ks, 5, "HSET s f v"), ":1\r\n");
+    assert_eq!(run(&ks, 5, "PEXPIRE s 1"), ":1\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(run(&ks, 0, "MOVE s 5"), ":1\r\n");
+    assert_eq!(run(&ks, 5, "GET s"), "$1\r\nv\r\n");
+    assert!(run(&ks, 5, "TTL s").starts_with(':'));
+    assert!(
+        ks.garbage_left().unwrap(),
+        "the expired hash's version is garbage"
+    );
+    while ks.reclaim(usize::MAX).unwrap() > 0 {}
+    // COPY into another database: a new version, the source unchanged.
+    assert_eq!(run(&ks, 4, "COPY l l DB 6"), ":1\r\n");
+    assert_eq!(run(&ks, 4, "COPY l l DB 6"), ":0\r\n");
+    assert_eq!(run(&ks, 4, "COPY l l DB 6 REPLACE"), ":1\r\n");
+    assert_eq!(run(&ks, 6, "RPUSH l d"), ":4\r\n");
+    assert_eq!(run(&ks, 4, "LLEN l"), ":3\r\n");
+    assert_eq!(
+        run(&ks, 4, "COPY l l DB 4"),
+        "-ERR source and destination objects are the same"
+    );
+    while ks.reclaim(usize::MAX).unwrap() > 0 {}
+    assert_eq!(ks.check().unwrap(), Vec::<String>::new());
+}

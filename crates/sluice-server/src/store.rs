@@ -1927,6 +1927,9 @@ pub struct Txn<'a> {
     /// Collections emptied by [`Txn::put_meta`] whose `del` event waits
     /// for the command's own event (redis-server sends it after).
     emptied: Vec<Vec<u8>>,
+    /// Records staged at keys of other databases (`MOVE`, `COPY ... DB`):
+    /// (database, key, record, the collection version it replaces there).
+    foreign: Vec<(u8, Vec<u8>, Rec, Option<u64>)>,
 }
 
 impl<'a> Txn<'a> {
@@ -1976,6 +1979,7 @@ impl<'a> Txn<'a> {
             found_expired: Vec::new(),
             events: Vec::new(),
             emptied: Vec::new(),
+            foreign: Vec::new(),
         }
     }
 
@@ -2667,7 +2671,53 @@ impl<'a> Txn<'a> {
     }
 
     pub fn has_writes(&self) -> bool {
-        self.flushed || !self.writes.is_empty() || !self.elems.is_empty()
+        self.flushed
+            || !self.writes.is_empty()
+            || !self.elems.is_empty()
+            || !self.foreign.is_empty()
+    }
+
+    /// `key`'s record in database `db`, another than this transaction's,
+    /// expired or not: one staged there by [`Txn::put_in_db`], else the
+    /// engine's. The caller holds `key`'s stripe (one name's stripe is
+    /// the same in every database).
+    pub fn rec_in_db(&self, db: u8, key: &[u8]) -> Result<Option<Rec>> {
+        debug_assert_ne!(db, self.db);
+        if let Some((.., r, _)) = (self.foreign.iter().rev()).find(|f| f.0 == db && f.1 == key) {
+            return Ok(Some(r.clone()));
+        }
+        self.ks.read_raw(&self.opts(), db, key)
+    }
+
+    /// Stages `r` at `key` of database `db`, another than this
+    /// transaction's (`MOVE`, `COPY ... DB`), over `prior`, what
+    /// [`Txn::rec_in_db`] found there: its collection version becomes
+    /// garbage. A collection record keeps its version: its elements are
+    /// shared by every database. Records `new` in that database.
+    pub fn put_in_db(&mut self, db: u8, key: &[u8], r: Rec, prior: Option<Rec>) {
+        debug_assert_ne!(db, self.db);
+        if self.notify & crate::notify::NEW != 0 {
+            self.events.push(crate::notify::Event {
+                class: crate::notify::NEW,
+                name: "new",
+                db,
+                key: key.to_vec(),
+            });
+        }
+        let replaced = prior.and_then(|p| p.version());
+        self.foreign.push((db, key.to_vec(), r, replaced));
+    }
+
+    /// [`Txn::notify`] of an event on `key` of database `db`.
+    pub fn notify_in(&mut self, db: u8, class: u32, name: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.events.push(crate::notify::Event {
+                class,
+                name,
+                db,
+                key: key.to_vec(),
+            });
+        }
     }
 
     /// The versions this transaction emptied ([`Txn::emptied_versions`])
@@ -2740,6 +2790,19 @@ impl<'a> Txn<'a> {
                 }
             }
         }
+        let mut foreign_keys = Vec::new();
+        for (db, key, r, replaced) in std::mem::take(&mut self.foreign) {
+            if let Rec::Coll(m) = &r {
+                self.ks.note_collection(&key, &mut batch);
+                live.insert(m.version);
+            }
+            dead.extend(replaced);
+            batch.put(data_key(db, &key), r.encode());
+            if let Some(at) = r.expire_at_ms() {
+                batch.put(expiry_key(db, at, &key), []);
+            }
+            foreign_keys.push((db, key));
+        }
         let emptied = self.emptied_clean();
         for (k, v) in std::mem::take(&mut self.elems) {
             match v {
@@ -2785,7 +2848,8 @@ impl<'a> Txn<'a> {
             (self.order.into_iter())
                 .chain(self.modified)
                 .map(|k| (db, k))
-                .chain(flushed_keys),
+                .chain(flushed_keys)
+                .chain(foreign_keys),
         );
         Ok(())
     }
