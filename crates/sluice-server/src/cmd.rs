@@ -1932,6 +1932,7 @@ pub fn apply_entry(
     };
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
+    txn.one_db = true;
     txn.in_multi = true;
     txn.mark = Some(mark);
     let mut replies = Vec::with_capacity(reqs.len());

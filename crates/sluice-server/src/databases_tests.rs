@@ -174,3 +174,34 @@ fn move_and_copy_reach_other_databases() {
     while ks.reclaim(usize::MAX).unwrap() > 0 {}
     assert_eq!(ks.check().unwrap(), Vec::<String>::new());
 }
+
+/// A replicated shard's entries carry no database: applied there, `MOVE`
+/// and `COPY ... DB` to another database are refused (the same on every
+/// node), so nothing lands where its `SELECT` cannot reach.
+#[test]
+fn a_replicated_entry_stays_in_database_0() {
+    let ks = keyspace();
+    assert_eq!(run(&ks, 0, "SET k v"), "+OK\r\n");
+    for line in ["MOVE k 1", "COPY k k2 DB 3"] {
+        let args: Vec<bytes::Bytes> = line.split(' ').map(bytes::Bytes::from).collect();
+        let mut held = ks.lock_keys(&[b"k"]);
+        let mut txn = crate::store::Txn::new(&ks);
+        txn.one_db = true;
+        let mut out = crate::resp::Out::default();
+        let ctx = crate::data::Ctx {
+            max_bulk_bytes: crate::DEFAULT_MAX_BULK_BYTES,
+        };
+        let name = line.split(' ').next().unwrap().to_lowercase();
+        let r = crate::data::run(&name, &args, &mut txn, &ctx, &mut out);
+        assert_eq!(
+            r,
+            Err("ERR databases other than 0 are not supported on a replicated shard".to_owned()),
+            "{line}"
+        );
+        assert!(!txn.has_writes(), "{line}");
+        txn.commit(&mut held).unwrap();
+    }
+    assert_eq!(run(&ks, 0, "GET k"), "$1\r\nv\r\n");
+    assert_eq!(run(&ks, 1, "DBSIZE x"), ":0\r\n");
+    assert_eq!(run(&ks, 3, "DBSIZE x"), ":0\r\n");
+}

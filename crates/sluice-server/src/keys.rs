@@ -40,20 +40,27 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
     Some(r)
 }
 
-/// A database number argument (`MOVE`, `COPY ... DB`).
-fn db_arg(arg: &[u8]) -> Result<u8, String> {
+/// A database number argument (`MOVE`, `COPY ... DB`); another than the
+/// transaction's is refused on a replicated shard ([`Txn::one_db`]).
+fn db_arg(txn: &Txn<'_>, arg: &[u8]) -> Result<u8, String> {
     let db = parse_i64(arg).ok_or(crate::data::NOT_INTEGER)?;
-    u8::try_from(db)
+    let db = u8::try_from(db)
         .ok()
         .filter(|&d| d < crate::store::DATABASES)
-        .ok_or_else(|| "ERR DB index is out of range".to_owned())
+        .ok_or_else(|| "ERR DB index is out of range".to_owned())?;
+    if txn.one_db && db != txn.db {
+        return Err(
+            "ERR databases other than 0 are not supported on a replicated shard".to_owned(),
+        );
+    }
+    Ok(db)
 }
 
 /// `MOVE key db`: the record moves to database `db` if `key` is absent
 /// there; a collection keeps its version, so its elements stay where
 /// they are. One batch deletes the key here and writes it there.
 fn move_key(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
-    let db = db_arg(&args[2])?;
+    let db = db_arg(txn, &args[2])?;
     if db == txn.db {
         return Err("ERR source and destination objects are the same".to_owned());
     }
@@ -85,7 +92,7 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         match &args[i].to_ascii_lowercase()[..] {
             b"replace" => replace = true,
             b"db" if i + 1 < args.len() => {
-                dst_db = db_arg(&args[i + 1])?;
+                dst_db = db_arg(txn, &args[i + 1])?;
                 i += 1;
             }
             _ => return Err(SYNTAX.to_owned()),

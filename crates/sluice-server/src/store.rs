@@ -1844,6 +1844,10 @@ pub struct Txn<'a> {
     ks: &'a Keyspace,
     /// The database its keys are in (`SELECT`; 0 unless set).
     pub db: u8,
+    /// A replicated shard's entry: its log carries no database, so the
+    /// commands stay in database 0 (`MOVE` and `COPY ... DB` to another
+    /// are refused; the leader's reaper walks only what 0 can hold).
+    pub one_db: bool,
     /// Reads of a multi-key read command go to one snapshot (`MGET` and
     /// `EXISTS` see no half of an `EXEC`).
     snapshot: Option<sluicedb::Snapshot>,
@@ -1951,6 +1955,7 @@ impl<'a> Txn<'a> {
         Txn {
             ks,
             db: 0,
+            one_db: false,
             snapshot: None,
             now,
             writes: FastMap::default(),
