@@ -174,8 +174,9 @@ fn read_range(txn: &Txn<'_>, m: &Meta, start: i64, stop: i64) -> Result<Vec<Vec<
         &elem_key(m, m.head + stop + 1),
         false,
         |k, val| {
+            // Every key in the range has the list's prefix.
             let want = m.head + start + v.len() as i64;
-            if k != elem_key(m, want).as_slice() {
+            if m.suffix_of(k) != list_seq(want) {
                 bad = Some(misplaced_list_element(m, k, want));
                 return false;
             }

@@ -131,8 +131,14 @@ pub fn data_end(db: u8) -> Vec<u8> {
 
 /// The engine key holding `key`'s value in database `db`.
 pub fn data_key(db: u8, key: &[u8]) -> Vec<u8> {
-    let mut k = data_prefix(db);
-    k.reserve(8 + key.len());
+    debug_assert!(db < DATABASES);
+    // One allocation: this is every command's first step.
+    let mut k = Vec::with_capacity(10 + key.len());
+    if db == 0 {
+        k.push(DATA_TAG);
+    } else {
+        k.extend_from_slice(&[DB_DATA_TAG, db]);
+    }
     k.extend_from_slice(&key_hash(key).to_be_bytes());
     k.extend_from_slice(key);
     k
