@@ -1106,7 +1106,7 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
                         .to_owned(),
                 )
             } else {
-                client.db = db as u8;
+                client.select(db as u8);
                 out.ok();
                 Ok(())
             }

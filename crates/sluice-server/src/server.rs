@@ -27,6 +27,8 @@ pub struct ClientShared {
     pub last_active_ms: AtomicU64,
     pub name: Mutex<Option<Bytes>>,
     pub last_command: Mutex<&'static str>,
+    /// Its selected database (`CLIENT LIST`'s `db`).
+    pub db: std::sync::atomic::AtomicU8,
     /// `CLIENT KILL` chose it: its connection closes.
     pub killed: std::sync::atomic::AtomicBool,
     /// Its connection is to close (`CLIENT KILL`, shutdown): set once,
@@ -138,6 +140,7 @@ impl Client {
             last_active_ms: AtomicU64::new(now_ms()),
             name: Mutex::new(None),
             last_command: Mutex::new("NULL"),
+            db: std::sync::atomic::AtomicU8::new(0),
             killed: std::sync::atomic::AtomicBool::new(false),
             closing: std::sync::atomic::AtomicBool::new(false),
             closing_waker: futures_util::task::AtomicWaker::new(),
@@ -188,6 +191,12 @@ impl Client {
         Ok(())
     }
 
+    /// Selects database `db` (`SELECT`, `RESET`).
+    pub fn select(&mut self, db: u8) {
+        self.db = db;
+        self.shared.db.store(db, Ordering::Relaxed);
+    }
+
     /// Watches `key` of the selected database.
     pub fn watch(&mut self, server: &Server, key: &[u8], now: u64) -> sluicedb::Result<()> {
         let db = self.db;
@@ -220,7 +229,7 @@ impl Client {
         server.monitors.remove(self.id);
         self.resp3 = false;
         self.readonly = false;
-        self.db = 0;
+        self.select(0);
         self.name = None;
         *self.shared.name.lock() = None;
         self.authenticated = server.config.read().requirepass.is_none();
@@ -544,7 +553,7 @@ impl Server {
             None => ("N", -1, *s.last_command.lock(), 2, 0),
         };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             s.id,
             s.addr,
             s.laddr,
@@ -552,6 +561,7 @@ impl Server {
             s.created.elapsed().as_secs(),
             idle,
             flags,
+            s.db.load(Ordering::Relaxed),
             multi,
             qbuf,
             cmd,

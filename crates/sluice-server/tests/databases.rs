@@ -36,6 +36,8 @@ fn select_reaches_sixteen_databases() {
     );
     assert_eq!(cmd(&mut c, &["SET", "k", "zero"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["SELECT", "9"]), b"+OK\r\n");
+    let list = text(cmd(&mut c, &["CLIENT", "LIST"]));
+    assert!(list.contains(" db=9 "), "{list}");
     assert_eq!(cmd(&mut c, &["GET", "k"]), b"$-1\r\n");
     assert_eq!(cmd(&mut c, &["SET", "k", "nine"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["EXPIRE", "k", "100"]), b":1\r\n");
@@ -52,6 +54,8 @@ fn select_reaches_sixteen_databases() {
     // Another connection starts in 0; RESET goes back to 0.
     let mut other = s.raw();
     assert_eq!(cmd(&mut other, &["GET", "k"]), b"$4\r\nzero\r\n");
+    let list = text(cmd(&mut other, &["CLIENT", "LIST"]));
+    assert!(list.contains(" db=9 ") && list.contains(" db=0 "), "{list}");
     assert_eq!(cmd(&mut c, &["RESET"]), b"+RESET\r\n");
     assert_eq!(cmd(&mut c, &["GET", "k"]), b"$4\r\nzero\r\n");
     // A transaction runs in the database selected; SELECT is refused
