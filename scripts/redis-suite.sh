@@ -10,14 +10,19 @@
 # redis-server (a deb-src entry for Debian's main archive is added if
 # missing, then `apt-get source --download-only redis`); it is unpacked under
 # $WORK and never enters the repository. Each unit runs once per server, as
-# an external server (`runtest --host --port --singledb`: one database, as
-# sluice serve has), with the tests that need DEBUG, replication or a
-# restart of the server skipped by their tags.
+# an external server (`runtest --host --port`: the suite selects database 9,
+# sluice serve has 16; SINGLEDB=1 adds `--singledb`, database 0 only, as the
+# runs before sluice serve had databases), with the tests that need DEBUG,
+# replication or a restart of the server skipped by their tags.
 # Needs tclsh, redis-server and apt-get source (root for the deb-src entry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 WORK=${WORK:-/tmp/redis-suite}
+SINGLEDB_FLAG=()
+if [ "${SINGLEDB:-0}" = 1 ]; then
+  SINGLEDB_FLAG=(--singledb)
+fi
 UNITS=("$@")
 if [ ${#UNITS[@]} -eq 0 ]; then
   UNITS=(type/string type/incr type/hash type/list type/list-2 type/list-3 type/set
@@ -68,7 +73,7 @@ run_unit() {
   local skips=() thrown=0 plain="$log.txt"
   for _ in $(seq 20); do
     (cd "$WORK/src" && timeout 600 tclsh tests/test_helper.tcl --host 127.0.0.1 --port "$port" \
-        --single "unit/$unit" --singledb --tags -needs:debug --tags -needs:repl --tags -needs:save \
+        --single "unit/$unit" "${SINGLEDB_FLAG[@]}" --tags -needs:debug --tags -needs:repl --tags -needs:save \
         --tags -needs:config-maxmemory --tags -needs:reset --timeout 60 --clients 1 \
         "${skips[@]}" >"$log" 2>&1) || true
     # The log is coloured: strip the escape sequences before counting.

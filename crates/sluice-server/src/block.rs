@@ -28,6 +28,9 @@ pub enum WaitState {
 /// One blocked client's command.
 #[derive(Debug)]
 pub struct Waiter {
+    /// The database its keys are in (the client's `SELECT` when it
+    /// blocked): its command runs again there.
+    pub db: u8,
     pub keys: Vec<Vec<u8>>,
     pub args: Vec<Bytes>,
     pub resp3: bool,
@@ -55,10 +58,13 @@ pub struct Parked {
     pub timeout_secs: f64,
 }
 
-/// The queues of blocked clients, by key.
+/// A key of one database: (database, key).
+type DbKey = (u8, Vec<u8>);
+
+/// The queues of blocked clients, by database and key.
 #[derive(Debug, Default)]
 pub struct Blocking {
-    queues: Mutex<HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>>,
+    queues: Mutex<HashMap<DbKey, VecDeque<Arc<Waiter>>>>,
     /// Clients blocked now (`INFO`'s `blocked_clients`).
     pub blocked: AtomicUsize,
 }
@@ -73,6 +79,7 @@ impl Blocking {
     /// keys' stripe locks held.
     pub fn park(
         &self,
+        db: u8,
         keys: Vec<Vec<u8>>,
         args: Vec<Bytes>,
         resp3: bool,
@@ -80,6 +87,7 @@ impl Blocking {
     ) -> Parked {
         let (tx, rx) = oneshot::channel();
         let waiter = Arc::new(Waiter {
+            db,
             keys,
             args,
             resp3,
@@ -88,7 +96,7 @@ impl Blocking {
         });
         let mut q = self.queues.lock();
         for k in &waiter.keys {
-            let queue = q.entry(k.clone()).or_default();
+            let queue = q.entry((db, k.clone())).or_default();
             if !queue.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
                 queue.push_back(waiter.clone());
             }
@@ -101,9 +109,10 @@ impl Blocking {
         }
     }
 
-    /// The first waiter on `key`.
-    pub fn front(&self, key: &[u8]) -> Option<Arc<Waiter>> {
-        self.queues.lock().get(key).and_then(|q| q.front().cloned())
+    /// The first waiter on `key` of database `db`.
+    pub fn front(&self, db: u8, key: &[u8]) -> Option<Arc<Waiter>> {
+        let q = self.queues.lock();
+        q.get(&(db, key.to_vec())).and_then(|q| q.front().cloned())
     }
 
     /// Takes a waiter out of all its queues.
@@ -111,12 +120,13 @@ impl Blocking {
         let mut q = self.queues.lock();
         let mut found = false;
         for k in &w.keys {
-            if let Some(queue) = q.get_mut(k) {
+            let qk = (w.db, k.clone());
+            if let Some(queue) = q.get_mut(&qk) {
                 let before = queue.len();
                 queue.retain(|x| !Arc::ptr_eq(x, w));
                 found |= queue.len() != before;
                 if queue.is_empty() {
-                    q.remove(k);
+                    q.remove(&qk);
                 }
             }
         }

@@ -125,6 +125,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("pttl", 2, R, K1, Kind::Read),
     spec("persist", 2, &["write", "fast"], K1, Kind::Write),
     spec("copy", -3, &["write", "denyoom"], (1, 2, 1), Kind::Write),
+    spec("move", 3, &["write", "fast"], K1, Kind::Write),
     spec("touch", -2, R, (1, -1, 1), Kind::Read),
     spec("expiretime", 2, R, K1, Kind::Read),
     spec("pexpiretime", 2, R, K1, Kind::Read),
@@ -813,6 +814,12 @@ fn dispatch(
             out.error("ERR Command not allowed inside a transaction");
             return After::Continue;
         }
+        if name == "select" {
+            // A transaction runs in one database here (one `Txn`).
+            client.flag_multi_error();
+            out.error("ERR SELECT inside MULTI is not supported by sluice serve");
+            return After::Continue;
+        }
         if let Some(q) = client.multi.as_mut() {
             q.push(args.to_vec());
         }
@@ -822,14 +829,14 @@ fn dispatch(
     match spec.kind {
         Kind::Admin => admin(server, client, name, args, out),
         _ => {
-            let ran = single(server, spec, args, out, Some(client.resp3));
+            let ran = single(server, client.db, spec, args, out, Some(client.resp3));
             if let Some(p) = ran.parked {
                 *client.shared.parked.lock() = Some(p.waiter.clone());
                 client.parked = Some(p);
                 return After::Block;
             }
             if server.blocking.any() && !ran.written.is_empty() {
-                serve_blocked(server, ran.written);
+                serve_blocked(server, client.db, ran.written);
             }
             After::Continue
         }
@@ -846,13 +853,14 @@ struct Ran {
     parked: Option<Parked>,
 }
 
-/// Serves the clients blocked on `keys`, first blocked first served,
-/// after a write to them; the writes of those served (`BLMOVE` pushes)
-/// are served in turn. Called with no lock held.
-pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
-    let mut work: std::collections::VecDeque<Vec<u8>> = keys.into();
-    while let Some(key) = work.pop_front() {
-        while let Some(w) = server.blocking.front(&key) {
+/// Serves the clients blocked on `keys` of database `db`, first blocked
+/// first served, after a write to them; the writes of those served
+/// (`BLMOVE` pushes) are served in turn. Called with no lock held.
+pub fn serve_blocked(server: &Server, db: u8, keys: Vec<Vec<u8>>) {
+    let mut work: std::collections::VecDeque<(u8, Vec<u8>)> =
+        keys.into_iter().map(|k| (db, k)).collect();
+    while let Some((db, key)) = work.pop_front() {
+        while let Some(w) = server.blocking.front(db, &key) {
             let mut st = w.state.lock();
             if *st != WaitState::Waiting {
                 drop(st);
@@ -867,7 +875,7 @@ pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
                 resp3: w.resp3,
                 ..Out::default()
             };
-            let ran = single(server, spec, &w.args, &mut out, None);
+            let ran = single(server, w.db, spec, &w.args, &mut out, None);
             if ran.would_block {
                 // Nothing for the first in line: the others wait too.
                 break;
@@ -876,7 +884,7 @@ pub fn serve_blocked(server: &Server, keys: Vec<Vec<u8>>) {
             w.send(out.buf);
             drop(st);
             server.blocking.remove(&w);
-            work.extend(ran.written);
+            work.extend(ran.written.into_iter().map(|k| (w.db, k)));
         }
     }
 }
@@ -887,10 +895,18 @@ pub fn ctx(server: &Server) -> Ctx {
     }
 }
 
-/// Runs one data command under its locks, committing its writes. A
-/// blocking command that finds nothing parks when `park` gives the
-/// client's protocol (`Some(resp3)`), under the locks of its keys.
-fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Option<bool>) -> Ran {
+/// Runs one data command in database `db` under its locks, committing
+/// its writes. A blocking command that finds nothing parks when `park`
+/// gives the client's protocol (`Some(resp3)`), under the locks of its
+/// keys.
+fn single(
+    server: &Server,
+    db: u8,
+    spec: &Spec,
+    args: &[Bytes],
+    out: &mut Out,
+    park: Option<bool>,
+) -> Ran {
     let ks = &server.ks;
     let ctx = ctx(server);
     let mut held = match spec.kind {
@@ -903,6 +919,7 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
     } else {
         Txn::new(ks)
     };
+    txn.db = db;
     txn.serving_blocked = park.is_none();
     txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
     // A replicated shard runs only reads here, and publishes no event
@@ -938,7 +955,10 @@ fn single(server: &Server, spec: &Spec, args: &[Bytes], out: &mut Out, park: Opt
             if let Some(resp3) = park {
                 let keys = keys_of(spec, args).iter().map(|k| k.to_vec()).collect();
                 let timeout = crate::list::timeout_arg(timeout_of(spec.name, args)).unwrap_or(0.0);
-                ran.parked = Some(server.blocking.park(keys, args.to_vec(), resp3, timeout));
+                let parked = server
+                    .blocking
+                    .park(db, keys, args.to_vec(), resp3, timeout);
+                ran.parked = Some(parked);
             }
         }
         Ok(()) => {}
@@ -993,7 +1013,8 @@ pub fn publish_committed(
         if e.class != crate::notify::EXPIRED {
             return true;
         }
-        let gone = written.contains(&e.key) || server.ks.expire_if_due(&e.key).unwrap_or(false);
+        let gone =
+            written.contains(&e.key) || server.ks.expire_if_due(e.db, &e.key).unwrap_or(false);
         if gone {
             server.expired_keys.fetch_add(1, Ordering::Relaxed);
         }
@@ -1076,11 +1097,18 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             Ok(())
         }
         "select" => int_arg(&args[1]).and_then(|db| {
-            if db == 0 {
+            if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
+                Err("ERR DB index is out of range".to_owned())
+            } else if db != 0 && server.replica.get().is_some() {
+                // Its log's entries carry no database: they apply in 0.
+                Err(
+                    "ERR SELECT of a database other than 0 is not supported on a replicated shard"
+                        .to_owned(),
+                )
+            } else {
+                client.select(db as u8);
                 out.ok();
                 Ok(())
-            } else {
-                Err("ERR DB index is out of range".to_owned())
             }
         }),
         "auth" => auth(server, client, &args[1..], out),
@@ -1608,7 +1636,7 @@ fn exec(server: &Server, client: &mut Client, out: &mut Out) -> CmdResult {
         exec_locked(server, client, &queued, &watched, out)
     };
     for w in &watched {
-        server.ks.unwatch(&w.key);
+        server.ks.unwatch(w.db, &w.key);
     }
     r
 }
@@ -1646,7 +1674,7 @@ fn exec_locked(
     };
     let now = crate::store::now_ms();
     let touched = watched.iter().any(|w| {
-        ks.watched_version(&held, &w.key) != Some(w.version)
+        ks.watched_version(&held, w.db, &w.key) != Some(w.version)
             || w.expire_at_ms.is_some_and(|at| at <= now)
     });
     if touched {
@@ -1655,6 +1683,7 @@ fn exec_locked(
     }
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
+    txn.db = client.db;
     txn.in_multi = true;
     txn.notify = txn_flags(server);
     let start = out.buf.len();
@@ -1696,7 +1725,7 @@ fn exec_locked(
     drop(held);
     publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
-        serve_blocked(server, written);
+        serve_blocked(server, client.db, written);
     }
     Ok(())
 }
@@ -1903,6 +1932,7 @@ pub fn apply_entry(
     };
     let ctx = ctx(server);
     let mut txn = Txn::new(ks);
+    txn.one_db = true;
     txn.in_multi = true;
     txn.mark = Some(mark);
     let mut replies = Vec::with_capacity(reqs.len());

@@ -8,7 +8,7 @@ use rand::Rng;
 use crate::data::{engine, int_arg, CmdResult, SYNTAX};
 use crate::glob;
 use crate::resp::Out;
-use crate::store::{Meta, Txn};
+use crate::store::{Meta, Txn, KEYSPACE_FORMAT};
 
 pub fn wrong_args(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
@@ -19,6 +19,40 @@ pub fn wrong_args(name: &str) -> String {
 const SCAN_WHOLE_ELEMENTS: u64 = 128;
 /// Bytes of an element's suffix a scan cursor holds.
 const CURSOR_PREFIX_BYTES: usize = 7;
+/// Where a cursor's keyspace format starts (its top 5 bits).
+const CURSOR_FORMAT_SHIFT: u32 = 59;
+// The format fits in 5 bits and is never 0 (cursors before it had 0
+// there), and 1 + the largest cursor does not overflow.
+const _: () = assert!(KEYSPACE_FORMAT >= 1 && KEYSPACE_FORMAT < 31);
+const _: () = assert!(CURSOR_PREFIX_BYTES < 8);
+
+/// The cursor of a scan that resumes at the element whose suffix (past
+/// a sorted set's sub-tag) starts with `prefix`: 1 + (this keyspace
+/// format in the top 5 bits, the prefix's length in the next 3, then the
+/// prefix, zero-padded), read big-endian (`docs/format/server-keyspace.md`,
+/// "Element scan cursors").
+fn encode_cursor(prefix: &[u8]) -> u64 {
+    debug_assert!(prefix.len() <= CURSOR_PREFIX_BYTES);
+    let mut b = [0u8; 8];
+    b[0] = (KEYSPACE_FORMAT << (CURSOR_FORMAT_SHIFT - 56)) | prefix.len() as u8;
+    b[1..1 + prefix.len()].copy_from_slice(prefix);
+    u64::from_be_bytes(b) + 1
+}
+
+/// Where cursor `c` (not 0) resumes: the prefix it holds, or `None` to
+/// start again from the first element. A cursor of another keyspace
+/// format holds a prefix of another element-key order (issued before the
+/// keyspace was converted, or by an older build, whose cursors carry 0
+/// there): resuming at it could skip elements, starting again only
+/// repeats some, which a scan may.
+fn decode_cursor(c: u64) -> Option<Vec<u8>> {
+    let b = (c - 1).to_be_bytes();
+    if u64::from(b[0]) >> (CURSOR_FORMAT_SHIFT - 56) != u64::from(KEYSPACE_FORMAT) {
+        return None;
+    }
+    let len = usize::from(b[0] & 0b111).min(CURSOR_PREFIX_BYTES);
+    Some(b[1..1 + len].to_vec())
+}
 
 /// Positions of `n` elements to return for a random pick of `count`
 /// (Redis's `SRANDMEMBER`/`HRANDFIELD` rule): distinct and at most `n`
@@ -78,12 +112,11 @@ pub enum ScanValues {
 /// `HSCAN/SSCAN/ZSCAN key cursor [MATCH p] [COUNT n]` over the elements
 /// of `m` whose suffix starts with `sub` (a sorted set's member records);
 /// past `sub`, each suffix is a name hash and the name (a set's: the
-/// name). The cursor is 1 +
-/// (the length of the rest of the next element's suffix up to 7 in the
-/// top byte, then its first 7 bytes, zero-padded), read big-endian (0:
-/// done): it needs no server state, and every element present for the
-/// whole scan is returned; elements sharing those 7 bytes come in the same
-/// call.
+/// name). The cursor holds the first 7 bytes of the next element's
+/// suffix and the keyspace format ([`encode_cursor`]; 0: done): it needs
+/// no server state, and every element present for the whole scan is
+/// returned, across a restart and a conversion of the keyspace too;
+/// elements sharing those 7 bytes come in the same call.
 pub fn scan_elements(
     txn: &Txn<'_>,
     m: Option<&Meta>,
@@ -142,9 +175,7 @@ pub fn scan_with(
         let whole = m.count <= SCAN_WHOLE_ELEMENTS;
         let mut lo = m.elem(sub);
         if cursor > 0 && !whole {
-            let c = cursor - 1;
-            let len = ((c >> 56) as usize).min(CURSOR_PREFIX_BYTES);
-            lo.extend_from_slice(&c.to_be_bytes()[1..1 + len]);
+            lo.extend(decode_cursor(cursor).unwrap_or_default());
         }
         let hi = if sub.is_empty() {
             m.end()
@@ -165,15 +196,22 @@ pub fn scan_with(
                 bad = Some(crate::store::malformed_element(k));
                 return false;
             };
+            let v = match values {
+                ScanValues::Score => match crate::store::stored_score(k, v) {
+                    Ok(s) => std::borrow::Cow::Owned(format_score(s).into_bytes()),
+                    Err(d) => {
+                        bad = Some(d);
+                        return false;
+                    }
+                },
+                _ => std::borrow::Cow::Borrowed(v),
+            };
             let prefix = &rest[..rest.len().min(CURSOR_PREFIX_BYTES)];
             if !whole && seen >= count {
                 match &stop_prefix {
                     Some(p) if p.as_slice() == prefix => {}
                     _ => {
-                        let mut b = [0u8; 8];
-                        b[0] = prefix.len() as u8;
-                        b[1..1 + prefix.len()].copy_from_slice(prefix);
-                        next = u64::from_be_bytes(b) + 1;
+                        next = encode_cursor(prefix);
                         return false;
                     }
                 }
@@ -189,8 +227,8 @@ pub fn scan_with(
             true
         })
         .map_err(engine)?;
-        if let Some(e) = bad {
-            return Err(engine(e));
+        if let Some(d) = bad {
+            return Err(txn.damaged(d));
         }
     }
     out.array(2);
@@ -199,13 +237,9 @@ pub fn scan_with(
     out.array(found.len() * per);
     for (name, v) in found {
         out.bulk(&name);
-        match values {
-            ScanValues::None => {}
-            ScanValues::Raw => out.bulk(&v),
-            ScanValues::Score => {
-                let s = crate::store::decode_score(&v).unwrap_or(0.0);
-                out.bulk(format_score(s).as_bytes());
-            }
+        // A score is formatted as the walk read it.
+        if values != ScanValues::None {
+            out.bulk(&v);
         }
     }
     Ok(())
@@ -283,6 +317,8 @@ pub(crate) fn card_limit(args: &[Bytes], from: usize) -> Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
 
     /// Regression: the picks were the unshuffled front of the slice, so
@@ -302,6 +338,114 @@ mod tests {
         assert_eq!(random_picks(3, 5), [0, 1, 2]);
         assert_eq!(random_picks(3, -5).len(), 5);
         assert!(random_picks(0, -5).is_empty());
+    }
+
+    /// A cursor holds this keyspace format: one from before it (format
+    /// 0 there, an older build's or another layout's) starts the scan again.
+    #[test]
+    fn cursors_carry_the_keyspace_format() {
+        for prefix in [
+            &b""[..],
+            b"a",
+            b"\0\0\0\0\0\0\0",
+            b"\xff\xff\xff\xff\xff\xff\xff",
+        ] {
+            let c = encode_cursor(prefix);
+            assert_ne!(c, 0);
+            assert_eq!(decode_cursor(c).as_deref(), Some(prefix));
+            let before = c - (u64::from(KEYSPACE_FORMAT) << CURSOR_FORMAT_SHIFT);
+            assert_eq!(decode_cursor(before), None, "{prefix:?}");
+        }
+        // The format document's example.
+        let next = [0x0c, 0x35, 0x4e, 0xcd, 0x6e, 0x61, 0x6d];
+        assert_eq!(encode_cursor(&next), 1_084_300_222_859_731_310);
+    }
+
+    /// Redis's promise: an element present from the start to the end of a
+    /// full scan is returned at least once, whatever happens in between.
+    /// Each collection starts at a size around the one-call size (where a
+    /// scan stops returning everything with cursor 0 and hands out
+    /// cursors) and grows by 40 elements after each of its first 10 calls,
+    /// some also shrinking back halfway (the new elements removed).
+    #[test]
+    fn a_scan_returns_every_element_while_the_collection_grows_past_one_call() {
+        const GROWING_CALLS: usize = 10;
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let ks = crate::testutil::keyspace();
+        let run = |args: &[&[u8]]| crate::testutil::command(&ks, args).unwrap();
+        for start in [100usize, 128, 129, 200] {
+            for shrink in [false, true] {
+                for (add, scan, per) in [
+                    (&b"hset"[..], &b"hscan"[..], 2),
+                    (b"sadd", b"sscan", 1),
+                    (b"zadd", b"zscan", 2),
+                ] {
+                    let key = format!("{}-{start}-{shrink}", String::from_utf8_lossy(add));
+                    let key = key.as_bytes();
+                    let mut fresh = |n: usize| -> Vec<Vec<u8>> {
+                        (0..n)
+                            .map(|_| {
+                                let len = rng.gen_range(1..12);
+                                (0..len).map(|_| rng.gen_range(b'a'..=b'z')).collect()
+                            })
+                            .collect()
+                    };
+                    let put = |names: &[Vec<u8>]| {
+                        let mut args: Vec<&[u8]> = vec![add, key];
+                        for n in names {
+                            match add {
+                                b"sadd" => args.push(n),
+                                b"zadd" => args.extend([&b"1"[..], n]),
+                                _ => args.extend([&n[..], b"v"]),
+                            }
+                        }
+                        run(&args);
+                    };
+                    let mut original = fresh(start);
+                    original.sort();
+                    original.dedup();
+                    put(&original);
+                    let mut added = Vec::new();
+                    let mut got = std::collections::BTreeSet::new();
+                    let mut cursor = 0u64;
+                    for call in 0.. {
+                        assert!(call < 10_000, "seed {seed}: the scan did not end");
+                        let c = cursor.to_string();
+                        let reply = run(&[scan, key, c.as_bytes(), b"COUNT", b"3"]);
+                        let (next, items) = crate::testutil::scan_reply(&reply);
+                        got.extend(items.into_iter().step_by(per));
+                        cursor = next;
+                        if cursor == 0 {
+                            break;
+                        }
+                        if call < GROWING_CALLS {
+                            let more = fresh(40);
+                            put(&more);
+                            added.extend(more);
+                        }
+                        if shrink && call == GROWING_CALLS / 2 {
+                            let remove = match add {
+                                b"hset" => &b"hdel"[..],
+                                b"sadd" => b"srem",
+                                _ => b"zrem",
+                            };
+                            for n in added.drain(..).filter(|n| !original.contains(n)) {
+                                run(&[remove, key, &n]);
+                            }
+                        }
+                    }
+                    for n in &original {
+                        assert!(
+                            got.contains(n),
+                            "seed {seed}: {} of {} (start {start}, shrink {shrink}) never returned",
+                            String::from_utf8_lossy(n),
+                            String::from_utf8_lossy(key)
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -570,9 +570,10 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
                         if flags & crate::notify::EXPIRED != 0 {
                             let events: Vec<_> = keys
                                 .into_iter()
-                                .map(|key| crate::notify::Event {
+                                .map(|(db, key)| crate::notify::Event {
                                     class: crate::notify::EXPIRED,
                                     name: "expired",
+                                    db,
                                     key,
                                 })
                                 .collect();

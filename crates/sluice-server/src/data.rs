@@ -292,13 +292,13 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             {
                 return Err(SYNTAX.to_owned());
             }
-            txn.flush_all();
+            txn.flush(name == "flushall");
             out.ok();
         }
         "dbsize" => {
             let mut n = 0;
             txn.keyspace()
-                .scan_from(0, txn.now, |_, _, _| {
+                .scan_from(txn.db, 0, txn.now, |_, _, _| {
                     n += 1;
                     true
                 })
@@ -310,7 +310,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             // expiring them: no `expired` event.
             let mut keys = Vec::new();
             txn.keyspace()
-                .scan_from(0, txn.now, |_, k, _| {
+                .scan_from(txn.db, 0, txn.now, |_, k, _| {
                     if glob::matches(&args[1], k, false) {
                         keys.push(k.to_vec());
                     }
@@ -331,6 +331,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             let ks = txn.keyspace();
             for from in [start, 0] {
                 ks.scan_seeing_expired(
+                    txn.db,
                     from,
                     now,
                     |_, k, _| {
@@ -677,6 +678,7 @@ fn scan(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let mut next = 0u64;
     txn.keyspace()
         .scan_seeing_expired(
+            txn.db,
             cursor,
             txn.now,
             |h, k, r| {

@@ -230,8 +230,12 @@ fn read_value(txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Value>, String> {
         CollKind::ZSet => Value::ZSet(
             elems
                 .into_iter()
-                .filter_map(|(k, v)| Some((k, crate::store::decode_score(&v)?)))
-                .collect(),
+                .map(|(k, v)| {
+                    let score =
+                        crate::store::stored_score(&crate::store::zset_member_key(&m, &k), &v);
+                    Ok((k, score.map_err(|d| txn.damaged(d))?))
+                })
+                .collect::<Result<_, String>>()?,
         ),
     }))
 }

@@ -12,6 +12,7 @@ use crate::store::{CollKind, Rec, Txn};
 pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Option<CmdResult> {
     let r = match name {
         "copy" => copy(args, txn, out),
+        "move" => move_key(args, txn, out),
         "touch" => (|| {
             let mut n = 0;
             for k in &args[1..] {
@@ -39,32 +40,75 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Opti
     Some(r)
 }
 
-/// `COPY source destination [DB 0] [REPLACE]`: a collection is copied
+/// A database number argument (`MOVE`, `COPY ... DB`); another than the
+/// transaction's is refused on a replicated shard ([`Txn::one_db`]).
+fn db_arg(txn: &Txn<'_>, arg: &[u8]) -> Result<u8, String> {
+    let db = parse_i64(arg).ok_or(crate::data::NOT_INTEGER)?;
+    let db = u8::try_from(db)
+        .ok()
+        .filter(|&d| d < crate::store::DATABASES)
+        .ok_or_else(|| "ERR DB index is out of range".to_owned())?;
+    if txn.one_db && db != txn.db {
+        return Err(
+            "ERR databases other than 0 are not supported on a replicated shard".to_owned(),
+        );
+    }
+    Ok(db)
+}
+
+/// `MOVE key db`: the record moves to database `db` if `key` is absent
+/// there; a collection keeps its version, so its elements stay where
+/// they are. One batch deletes the key here and writes it there.
+fn move_key(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
+    let db = db_arg(txn, &args[2])?;
+    if db == txn.db {
+        return Err("ERR source and destination objects are the same".to_owned());
+    }
+    let Some(r) = txn.rec(&args[1]).map_err(engine)? else {
+        out.int(0);
+        return Ok(());
+    };
+    let there = txn.rec_in_db(db, &args[1]).map_err(engine)?;
+    if there.as_ref().is_some_and(|t| !t.expired(txn.now)) {
+        out.int(0);
+        return Ok(());
+    }
+    // redis-server's order: `new` there, `move_from` here, `move_to` there.
+    txn.put_in_db(db, &args[1], r, there);
+    txn.delete(&args[1]);
+    txn.notify(crate::notify::GENERIC, "move_from", &args[1]);
+    txn.notify_in(db, crate::notify::GENERIC, "move_to", &args[1]);
+    out.int(1);
+    Ok(())
+}
+
+/// `COPY source destination [DB db] [REPLACE]`: a collection is copied
 /// element by element under a new version.
 fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let mut replace = false;
+    let mut dst_db = txn.db;
     let mut i = 3;
     while i < args.len() {
         match &args[i].to_ascii_lowercase()[..] {
             b"replace" => replace = true,
             b"db" if i + 1 < args.len() => {
-                let db = parse_i64(&args[i + 1]).ok_or(crate::data::NOT_INTEGER)?;
-                if db != 0 {
-                    return Err("ERR DB index is out of range".to_owned());
-                }
+                dst_db = db_arg(txn, &args[i + 1])?;
                 i += 1;
             }
             _ => return Err(SYNTAX.to_owned()),
         }
         i += 1;
     }
-    if args[1] == args[2] {
+    if dst_db == txn.db && args[1] == args[2] {
         return Err("ERR source and destination objects are the same".to_owned());
     }
     let Some(src) = txn.rec(&args[1]).map_err(engine)? else {
         out.int(0);
         return Ok(());
     };
+    if dst_db != txn.db {
+        return copy_to_db(txn, &args[2], dst_db, src, replace, out);
+    }
     let replacing = txn.peek(&args[2]).map_err(engine)?.is_some();
     if replacing && !replace {
         out.int(0);
@@ -90,6 +134,42 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         }
     }
     txn.notify(crate::notify::GENERIC, "copy_to", &args[2]);
+    out.int(1);
+    Ok(())
+}
+
+/// `COPY` of `src` to `key` of database `db`, another than the
+/// transaction's.
+fn copy_to_db(
+    txn: &mut Txn<'_>,
+    key: &[u8],
+    db: u8,
+    src: Rec,
+    replace: bool,
+    out: &mut Out,
+) -> CmdResult {
+    let there = txn.rec_in_db(db, key).map_err(engine)?;
+    if there.as_ref().is_some_and(|t| !t.expired(txn.now)) && !replace {
+        out.int(0);
+        return Ok(());
+    }
+    let copy = match src {
+        Rec::Str(e) => Rec::Str(e),
+        Rec::Coll(m) => {
+            let elems = txn.all_elems(&m).map_err(engine)?;
+            let mut copy = txn.new_coll(m.kind)?;
+            copy.count = m.count;
+            copy.head = m.head;
+            copy.tail = m.tail;
+            copy.expire_at_ms = m.expire_at_ms;
+            for (suffix, v) in elems {
+                txn.elem_put(copy.elem(&suffix), v);
+            }
+            Rec::Coll(copy)
+        }
+    };
+    txn.put_in_db(db, key, copy, there);
+    txn.notify_in(db, crate::notify::GENERIC, "copy_to", key);
     out.int(1);
     Ok(())
 }

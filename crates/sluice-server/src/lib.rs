@@ -18,7 +18,11 @@ mod block;
 mod cmd;
 mod coll;
 mod conn;
+#[cfg(test)]
+mod corruption_tests;
 mod data;
+#[cfg(test)]
+mod databases_tests;
 mod dbslot;
 mod dump;
 mod fasthash;
@@ -40,6 +44,8 @@ mod server;
 mod set;
 mod sort;
 mod store;
+#[cfg(test)]
+mod testutil;
 mod zset;
 
 use std::net::SocketAddr;

@@ -11,7 +11,7 @@ use crate::coll::wrong_args;
 use crate::data::{engine, int_arg, parse_i64, CmdResult, SYNTAX};
 use crate::notify as ev;
 use crate::resp::Out;
-use crate::store::{list_seq, CollKind, Meta, Txn};
+use crate::store::{list_seq, misplaced_list_element, missing_list_element, CollKind, Meta, Txn};
 
 const LIST: CollKind = CollKind::List;
 
@@ -98,7 +98,7 @@ pub fn pop_values(
         let v = txn
             .elem(&ek)
             .map_err(engine)?
-            .ok_or_else(|| missing(key, seq))?;
+            .ok_or_else(|| txn.damaged(missing_list_element(&m, seq)))?;
         txn.elem_del(ek);
         if left {
             m.head += 1;
@@ -113,14 +113,6 @@ pub fn pop_values(
         txn.notify(ev::LIST, if left { "lpop" } else { "rpop" }, key);
     }
     Ok(vals)
-}
-
-/// A list position its record promises but the engine lacks.
-fn missing(key: &[u8], seq: i64) -> String {
-    format!(
-        "ERR sluicedb: list {:?} has no element at position {seq}",
-        String::from_utf8_lossy(key)
-    )
 }
 
 fn pop_cmd(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
@@ -170,20 +162,37 @@ fn clamp(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
     (start <= stop && start < len).then_some((start, stop))
 }
 
-/// Elements at indexes `start ..= stop` (already clamped).
+/// Elements at indexes `start ..= stop` (already clamped). Each engine
+/// key must be the next position: a key between two positions, or a
+/// position missing, is damage (the record promises every position
+/// `head .. tail`), never a shorter or longer reply.
 fn read_range(txn: &Txn<'_>, m: &Meta, start: i64, stop: i64) -> Result<Vec<Vec<u8>>, String> {
     let mut v = Vec::with_capacity((stop - start + 1) as usize);
+    let mut bad = None;
     txn.elems_in(
         &elem_key(m, m.head + start),
         &elem_key(m, m.head + stop + 1),
         false,
-        |_, val| {
+        |k, val| {
+            // Every key in the range has the list's prefix.
+            let want = m.head + start + v.len() as i64;
+            if m.suffix_of(k) != list_seq(want) {
+                bad = Some(misplaced_list_element(m, k, want));
+                return false;
+            }
             v.push(val.to_vec());
             true
         },
     )
     .map_err(engine)?;
-    Ok(v)
+    if bad.is_none() && v.len() as i64 != stop - start + 1 {
+        let want = m.head + start + v.len() as i64;
+        bad = Some(missing_list_element(m, want));
+    }
+    match bad {
+        Some(d) => Err(txn.damaged(d)),
+        None => Ok(v),
+    }
 }
 
 fn lrange(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
@@ -214,7 +223,11 @@ fn lindex(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let i = int_arg(&args[2])?;
     let v = match txn.coll(&args[1], LIST)? {
         Some(m) => match position(&m, i) {
-            Some(seq) => txn.elem(&elem_key(&m, seq)).map_err(engine)?,
+            Some(seq) => Some(
+                txn.elem(&elem_key(&m, seq))
+                    .map_err(engine)?
+                    .ok_or_else(|| txn.damaged(missing_list_element(&m, seq)))?,
+            ),
             None => None,
         },
         None => None,

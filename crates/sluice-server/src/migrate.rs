@@ -19,8 +19,8 @@
 use sluicedb::{Db, WriteBatch, WriteOptions};
 
 use crate::store::{
-    reserved_versions, split_data_key, zset_member_key, CollKind, Meta, Rec, Result, DATA_TAG,
-    ELEMENT_TAG, KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, ZSET_INDEX, ZSET_MEMBER,
+    hex, reserved_versions, split_data_key, zset_member_key, CollKind, Damage, Meta, Rec, Result,
+    DATA_TAG, ELEMENT_TAG, KEYSPACE_FORMAT, KEYSPACE_FORMAT_KEY, ZSET_INDEX, ZSET_MEMBER,
 };
 
 /// Old element keys converted (or deleted) per batch.
@@ -112,10 +112,10 @@ fn records_from(db: &Db, from: &[u8]) -> Result<Vec<(Vec<u8>, Meta)>> {
     let mut out = Vec::new();
     for pair in db.range(from.to_vec()..vec![DATA_TAG + 1]) {
         let (k, v) = pair?;
-        let Some((_, key)) = split_data_key(&k) else {
+        let Some((_, key)) = split_data_key(0, &k) else {
             continue;
         };
-        if let Rec::Coll(m) = Rec::decode(v, key)? {
+        if let Rec::Coll(m) = Rec::decode(v, key).map_err(|d| d.in_db(db))? {
             out.push((k, m));
             if out.len() == RECORDS_PER_PASS {
                 break;
@@ -174,10 +174,11 @@ impl Run<'_> {
             for pair in self.db.range(lo.clone()..hi.clone()).limit(self.batch_keys) {
                 let (k, v) = pair?;
                 let nk = new_key(m, &k[lo.len()..]).ok_or_else(|| {
-                    sluicedb::Error::InvalidArgument(format!(
-                        "the element key {:?} is not in the old layout",
-                        String::from_utf8_lossy(&k)
+                    Damage(format!(
+                        "the element key {} is not in the old layout",
+                        hex(&k)
                     ))
+                    .in_db(self.db)
                 })?;
                 batch.delete(&k);
                 batch.put(nk, v);
@@ -313,7 +314,7 @@ mod tests {
         let mut kinds = BTreeMap::new();
         for pair in db.range(vec![DATA_TAG]..vec![DATA_TAG + 1]) {
             let (k, v) = pair.unwrap();
-            let (_, key) = split_data_key(&k).unwrap();
+            let (_, key) = split_data_key(0, &k).unwrap();
             if let Rec::Coll(m) = Rec::decode(v, key).unwrap() {
                 kinds.insert(m.version, m.kind);
             }
@@ -385,6 +386,66 @@ mod tests {
         drop(ks);
         let ks = open(&fs);
         assert_eq!(run(&ks, "SCARD s"), b":41\r\n");
+    }
+
+    /// `HSCAN`/`SSCAN`/`ZSCAN` cursors handed out before the conversion
+    /// carry over: the old layout kept names unhashed, in name order, and
+    /// an old build's cursor held 1 + (a name's length up to 7 in the top
+    /// byte, then its first 7 bytes). Resumed in the hashed order of
+    /// format 1, such a cursor skipped every element whose name hash sorts
+    /// below those bytes; now it starts again, and every element comes back.
+    #[test]
+    fn scan_cursors_from_before_the_conversion_miss_no_element() {
+        let fs = MemFs::new();
+        let ks = open(&fs);
+        // 7 distinct leading bytes per name, past the one-call size.
+        let names: Vec<String> = (0..300).map(|i| format!("{i:03}:name")).collect();
+        for chunk in names.chunks(100) {
+            let fields: Vec<String> = chunk.iter().map(|n| format!("{n} v")).collect();
+            run(&ks, &format!("HSET bigh {}", fields.join(" ")));
+            run(&ks, &format!("SADD bigs {}", chunk.join(" ")));
+            let members: Vec<String> = chunk.iter().map(|n| format!("1 {n}")).collect();
+            run(&ks, &format!("ZADD bigz {}", members.join(" ")));
+        }
+        downgrade(&ks);
+        drop(ks);
+        // The old build's first call with COUNT 100 returned the first 100
+        // names in name order and a cursor at the 101st.
+        let first = &names[100].as_bytes()[..7];
+        let mut b = [7u8; 8];
+        b[1..].copy_from_slice(first);
+        let old_cursor = u64::from_be_bytes(b) + 1;
+        let ks = open(&fs);
+        for (cmd, key, per) in [
+            ("HSCAN", "bigh", 2),
+            ("SSCAN", "bigs", 1),
+            ("ZSCAN", "bigz", 2),
+        ] {
+            let mut got: std::collections::BTreeSet<Vec<u8>> =
+                names[..100].iter().map(|n| n.as_bytes().to_vec()).collect();
+            let mut cursor = old_cursor;
+            for _ in 0..1000 {
+                let (next, items) = crate::testutil::scan_reply(&run(
+                    &ks,
+                    &format!("{cmd} {key} {cursor} COUNT 10"),
+                ));
+                got.extend(items.into_iter().step_by(per));
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+            }
+            assert_eq!(cursor, 0, "{cmd}: the scan did not end");
+            let missed: Vec<&String> = names
+                .iter()
+                .filter(|n| !got.contains(n.as_bytes()))
+                .collect();
+            assert!(
+                missed.is_empty(),
+                "{cmd} missed {} elements: {missed:?}",
+                missed.len()
+            );
+        }
     }
 
     /// A conversion stopped after k batches (a crash between them) is

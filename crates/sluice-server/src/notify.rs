@@ -1,7 +1,7 @@
 //! Keyspace notifications (`notify-keyspace-events`): a command that
 //! changes a key publishes, once its writes are committed, the event on
-//! `__keyspace@0__:<key>` (message: the event's name) and the key on
-//! `__keyevent@0__:<event>`, as redis-server does, for the classes the
+//! `__keyspace@<db>__:<key>` (message: the event's name) and the key on
+//! `__keyevent@<db>__:<event>`, as redis-server does, for the classes the
 //! setting enables. Off by default, as in redis-server: a command then
 //! records nothing.
 
@@ -109,6 +109,8 @@ pub fn format(flags: u32) -> String {
 pub struct Event {
     pub class: u32,
     pub name: &'static str,
+    /// The database of the key (`SELECT`).
+    pub db: u8,
     pub key: Vec<u8>,
 }
 
@@ -119,7 +121,7 @@ pub fn publish(server: &Server, flags: u32, events: &[Event]) {
             continue;
         }
         if flags & KEYSPACE != 0 {
-            let mut channel = b"__keyspace@0__:".to_vec();
+            let mut channel = format!("__keyspace@{}__:", e.db).into_bytes();
             channel.extend_from_slice(&e.key);
             server.pubsub.publish(
                 &Bytes::from(channel),
@@ -127,7 +129,7 @@ pub fn publish(server: &Server, flags: u32, events: &[Event]) {
             );
         }
         if flags & KEYEVENT != 0 {
-            let channel = format!("__keyevent@0__:{}", e.name);
+            let channel = format!("__keyevent@{}__:{}", e.db, e.name);
             server
                 .pubsub
                 .publish(&Bytes::from(channel), &Bytes::copy_from_slice(&e.key));

@@ -86,6 +86,7 @@ pub fn execute_writes(
     let mut held = ks.lock_keys(&keys);
     let ctx = cmd::ctx(server);
     let mut txn = Txn::new(ks);
+    txn.db = client.db;
     txn.notify = cmd::txn_flags(server);
     let start = out.buf.len();
     let mut failed = Vec::with_capacity(run.len());
@@ -121,7 +122,7 @@ pub fn execute_writes(
     drop(held);
     cmd::publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
-        cmd::serve_blocked(server, written);
+        cmd::serve_blocked(server, client.db, written);
     }
     let each = started.elapsed() / run.len() as u32;
     for ((i, _), f) in specs.iter().zip(failed) {

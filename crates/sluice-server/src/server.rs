@@ -27,6 +27,8 @@ pub struct ClientShared {
     pub last_active_ms: AtomicU64,
     pub name: Mutex<Option<Bytes>>,
     pub last_command: Mutex<&'static str>,
+    /// Its selected database (`CLIENT LIST`'s `db`).
+    pub db: std::sync::atomic::AtomicU8,
     /// `CLIENT KILL` chose it: its connection closes.
     pub killed: std::sync::atomic::AtomicBool,
     /// Its connection is to close (`CLIENT KILL`, shutdown): set once,
@@ -82,6 +84,8 @@ impl ClientShared {
 /// A key a client watches, as it was when watched.
 #[derive(Debug)]
 pub struct Watched {
+    /// The database the key was watched in.
+    pub db: u8,
     pub key: Vec<u8>,
     pub version: u64,
     /// Its expiry if it had one then (an expiry passing aborts `EXEC`).
@@ -93,6 +97,8 @@ pub struct Watched {
 pub struct Client {
     pub id: u64,
     pub resp3: bool,
+    /// The selected database (`SELECT`; 0 at connect and after `RESET`).
+    pub db: u8,
     pub authenticated: bool,
     pub name: Option<Bytes>,
     /// Commands queued since `MULTI`.
@@ -134,6 +140,7 @@ impl Client {
             last_active_ms: AtomicU64::new(now_ms()),
             name: Mutex::new(None),
             last_command: Mutex::new("NULL"),
+            db: std::sync::atomic::AtomicU8::new(0),
             killed: std::sync::atomic::AtomicBool::new(false),
             closing: std::sync::atomic::AtomicBool::new(false),
             closing_waker: futures_util::task::AtomicWaker::new(),
@@ -148,6 +155,7 @@ impl Client {
             inbox,
             id,
             resp3: false,
+            db: 0,
             authenticated: server.config.read().requirepass.is_none(),
             name: None,
             multi: None,
@@ -183,13 +191,22 @@ impl Client {
         Ok(())
     }
 
+    /// Selects database `db` (`SELECT`, `RESET`).
+    pub fn select(&mut self, db: u8) {
+        self.db = db;
+        self.shared.db.store(db, Ordering::Relaxed);
+    }
+
+    /// Watches `key` of the selected database.
     pub fn watch(&mut self, server: &Server, key: &[u8], now: u64) -> sluicedb::Result<()> {
-        if self.watched.iter().any(|w| w.key == key) {
+        let db = self.db;
+        if self.watched.iter().any(|w| w.db == db && w.key == key) {
             return Ok(());
         }
-        let version = server.ks.watch(key);
-        let expire_at_ms = server.ks.read(key, now)?.and_then(|e| e.expire_at_ms());
+        let version = server.ks.watch(db, key);
+        let expire_at_ms = server.ks.read(db, key, now)?.and_then(|e| e.expire_at_ms());
         self.watched.push(Watched {
+            db,
             key: key.to_vec(),
             version,
             expire_at_ms,
@@ -199,7 +216,7 @@ impl Client {
 
     pub fn unwatch_all(&mut self, server: &Server) {
         for w in self.watched.drain(..) {
-            server.ks.unwatch(&w.key);
+            server.ks.unwatch(w.db, &w.key);
         }
     }
 
@@ -212,6 +229,7 @@ impl Client {
         server.monitors.remove(self.id);
         self.resp3 = false;
         self.readonly = false;
+        self.select(0);
         self.name = None;
         *self.shared.name.lock() = None;
         self.authenticated = server.config.read().requirepass.is_none();
@@ -405,7 +423,7 @@ impl Server {
                 "client-query-buffer-limit".into(),
                 c.max_query_buffer_bytes.to_string(),
             ),
-            ("databases".into(), "1".into()),
+            ("databases".into(), crate::store::DATABASES.to_string()),
             ("save".into(), String::new()),
             ("maxmemory".into(), c.maxmemory_bytes.to_string()),
             ("preset".into(), c.preset.unwrap_or_default().name().into()),
@@ -535,7 +553,7 @@ impl Server {
             None => ("N", -1, *s.last_command.lock(), 2, 0),
         };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             s.id,
             s.addr,
             s.laddr,
@@ -543,6 +561,7 @@ impl Server {
             s.created.elapsed().as_secs(),
             idle,
             flags,
+            s.db.load(Ordering::Relaxed),
             multi,
             qbuf,
             cmd,
@@ -672,15 +691,17 @@ impl Server {
         }
         if want("keyspace") {
             // A full count: the engine keeps no key count (see README).
-            let (mut keys, mut expires) = (0u64, 0u64);
-            let _ = self.ks.scan_from(0, now_ms(), |_, _, e| {
-                keys += 1;
-                expires += u64::from(e.expire_at_ms().is_some());
-                true
-            });
             out.push_str("# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            for db in 0..crate::store::DATABASES {
+                let (mut keys, mut expires) = (0u64, 0u64);
+                let _ = self.ks.scan_from(db, 0, now_ms(), |_, _, e| {
+                    keys += 1;
+                    expires += u64::from(e.expire_at_ms().is_some());
+                    true
+                });
+                if keys > 0 {
+                    let _ = write!(out, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+                }
             }
             out.push_str("\r\n");
         }

@@ -242,7 +242,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
             past.push(0);
             txn.learn_hole(m.version, target, past);
         }
-        return member_in(m, &f).map(Some);
+        return member_in(txn, m, &f).map(Some);
     }
     if pop && target < hi {
         // None from the target on: the next picks draw below it, and no
@@ -262,14 +262,14 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         txn.learn_hole(m.version, lo, past);
         txn.popped_to(m.version, false, m.elem(&first));
     }
-    member_in(m, &first).map(Some)
+    member_in(txn, m, &first).map(Some)
 }
 
 /// The member named by `suffix`, one of `m`'s.
-fn member_in(m: &Meta, suffix: &[u8]) -> Result<Vec<u8>, String> {
+fn member_in(txn: &Txn<'_>, m: &Meta, suffix: &[u8]) -> Result<Vec<u8>, String> {
     match m.name_in(suffix) {
         Some(name) => Ok(name.to_vec()),
-        None => Err(engine(crate::store::malformed_element(&m.elem(suffix)))),
+        None => Err(txn.damaged(crate::store::malformed_element(&m.elem(suffix)))),
     }
 }
 

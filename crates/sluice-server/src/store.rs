@@ -36,6 +36,15 @@ use crate::dbslot::DbSlot;
 pub const DATA_TAG: u8 = b'k';
 /// Tag of an expiry index key.
 pub const EXPIRY_TAG: u8 = b'x';
+/// Tag of a data key of a database other than 0:
+/// `'d' | db u8 | xxh3-64(key) BE | key` (database 0 keeps [`DATA_TAG`]).
+pub const DB_DATA_TAG: u8 = b'd';
+/// Tag of a time index key of a database other than 0:
+/// `'y' | expiry u64 BE | db u8 | key` (database 0 keeps [`EXPIRY_TAG`]).
+pub const DB_EXPIRY_TAG: u8 = b'y';
+/// Databases (`SELECT 0` to `SELECT 15`), as redis-server's default
+/// `databases 16`.
+pub const DATABASES: u8 = 16;
 /// Value encoding: a string without expiry.
 pub const VALUE_PLAIN: u8 = 0;
 /// Value encoding: a string with an expiry (u64 LE ms) before it.
@@ -86,6 +95,9 @@ const FLUSH_BATCH_KEYS: usize = 10_000;
 
 pub type Result<T> = std::result::Result<T, sluicedb::Error>;
 
+/// A Redis key of one database: (database, key).
+pub type DbKey = (u8, Vec<u8>);
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -97,60 +109,132 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
-/// The engine key holding `key`'s value.
-pub fn data_key(key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + key.len());
-    k.push(DATA_TAG);
+/// What every data key of database `db` starts with: `'k'` for database
+/// 0 (the layout before there were others), `'d' | db` for the others.
+pub fn data_prefix(db: u8) -> Vec<u8> {
+    debug_assert!(db < DATABASES);
+    if db == 0 {
+        vec![DATA_TAG]
+    } else {
+        vec![DB_DATA_TAG, db]
+    }
+}
+
+/// One past the last data key of database `db`.
+pub fn data_end(db: u8) -> Vec<u8> {
+    if db == 0 {
+        vec![DATA_TAG + 1]
+    } else {
+        vec![DB_DATA_TAG, db + 1]
+    }
+}
+
+/// The engine key holding `key`'s value in database `db`.
+pub fn data_key(db: u8, key: &[u8]) -> Vec<u8> {
+    debug_assert!(db < DATABASES);
+    // One allocation: this is every command's first step.
+    let mut k = Vec::with_capacity(10 + key.len());
+    if db == 0 {
+        k.push(DATA_TAG);
+    } else {
+        k.extend_from_slice(&[DB_DATA_TAG, db]);
+    }
     k.extend_from_slice(&key_hash(key).to_be_bytes());
     k.extend_from_slice(key);
     k
 }
 
-/// The first engine key at or after hash `h`.
-pub fn data_key_at_hash(h: u64) -> Vec<u8> {
-    let mut k = vec![DATA_TAG];
+/// The first engine key of database `db` at or after hash `h`.
+pub fn data_key_at_hash(db: u8, h: u64) -> Vec<u8> {
+    let mut k = data_prefix(db);
     k.extend_from_slice(&h.to_be_bytes());
     k
 }
 
-/// The Redis key and its hash of a data key; `None` if it is not one.
-pub fn split_data_key(k: &[u8]) -> Option<(u64, &[u8])> {
-    if k.len() < 9 || k[0] != DATA_TAG {
+/// The Redis key and its hash of a data key of database `db`; `None` if
+/// it is not one.
+pub fn split_data_key(db: u8, k: &[u8]) -> Option<(u64, &[u8])> {
+    let p = if db == 0 { 1 } else { 2 };
+    if k.len() < p + 8 || k[..p] != data_prefix(db)[..] {
         return None;
     }
-    let h = u64::from_be_bytes(k[1..9].try_into().ok()?);
-    Some((h, &k[9..]))
+    let h = u64::from_be_bytes(k[p..p + 8].try_into().ok()?);
+    Some((h, &k[p + 8..]))
 }
 
-fn expiry_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + key.len());
-    k.push(EXPIRY_TAG);
+/// The database and Redis key of any data key; `None` if it is not one.
+pub fn split_any_data_key(k: &[u8]) -> Option<(u8, &[u8])> {
+    let db = match k.first() {
+        Some(&DATA_TAG) => 0,
+        Some(&DB_DATA_TAG) => *k.get(1).filter(|&&d| d > 0 && d < DATABASES)?,
+        _ => return None,
+    };
+    split_data_key(db, k).map(|(_, key)| (db, key))
+}
+
+fn expiry_key(db: u8, at_ms: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + key.len());
+    k.push(if db == 0 { EXPIRY_TAG } else { DB_EXPIRY_TAG });
     k.extend_from_slice(&at_ms.to_be_bytes());
+    if db != 0 {
+        k.push(db);
+    }
     k.extend_from_slice(key);
     k
 }
 
-/// A time index entry due: its engine key (`'x' | expiry | key`) and
-/// the expiry it holds.
+/// A time index entry due: its engine key (`'x' | expiry | key`, or
+/// `'y' | expiry | db | key`), its database and the expiry it holds.
 pub struct DueExpiry {
     index_key: Vec<u8>,
+    pub db: u8,
     pub at_ms: u64,
 }
 
 impl DueExpiry {
     /// The Redis key.
     pub fn key(&self) -> &[u8] {
-        &self.index_key[9..]
+        &self.index_key[if self.db == 0 { 9 } else { 10 }..]
     }
 }
 
 /// A time index key too short to hold its expiry: not one this server
 /// wrote.
-fn corrupt_index_key(k: &[u8]) -> sluicedb::Error {
-    sluicedb::Error::InvalidArgument(format!(
-        "the time index key {:?} is not in the server's encoding",
-        String::from_utf8_lossy(k)
+fn corrupt_index_key(k: &[u8]) -> Damage {
+    Damage(format!(
+        "the time index key {} is not in the server's encoding",
+        hex(k)
     ))
+}
+
+/// Bytes read back from the engine that are not in the server's encoding
+/// (a record, an element key, a score): damage on disk, never a client's
+/// bad input. What it holds names what did not decode and the key.
+/// [`Damage::in_db`] makes it the engine's [`sluicedb::Error::Corruption`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage(pub String);
+
+impl Damage {
+    /// The damage as a [`sluicedb::Error::Corruption`] of `db`: the file
+    /// is the database's directory, offset 0, since the engine does not
+    /// say which of its files held the bytes; the reason names the key.
+    pub fn in_db(self, db: &Db) -> sluicedb::Error {
+        sluicedb::Error::Corruption {
+            file: db.path().to_path_buf(),
+            offset: 0,
+            reason: format!("server keyspace: {}", self.0),
+        }
+    }
+}
+
+/// `b` in hex, for an engine key in an error.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A Redis key as an error names it.
+fn key_name(key: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(key))
 }
 
 /// A string value with its expiry (ms since the epoch), if any.
@@ -186,13 +270,13 @@ impl Entry {
         }
     }
 
-    /// Decodes a stored value; a clear error naming the key if it is not
+    /// Decodes a stored value; [`Damage`] naming the key if it is not
     /// one this server wrote.
-    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> Result<Entry> {
+    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
         let bad = || {
-            sluicedb::Error::InvalidArgument(format!(
-                "the value of {:?} is not in the server's encoding",
-                String::from_utf8_lossy(key)
+            Damage(format!(
+                "the value of {} is not in the server's encoding",
+                key_name(key)
             ))
         };
         match raw.first() {
@@ -279,6 +363,9 @@ impl Meta {
         v
     }
 
+    /// The record in `raw`; `None` unless it is one this server writes:
+    /// a known type, the type's length, at least one element (collections
+    /// are never empty), and a list's count equal to `tail - head`.
     fn decode(raw: &[u8]) -> Option<Meta> {
         let kind = CollKind::from_byte(*raw.get(1)?)?;
         let want = if kind == CollKind::List {
@@ -295,11 +382,18 @@ impl Meta {
         } else {
             (0, 0)
         };
+        let count = u(18);
+        let spans_count = tail
+            .checked_sub(head)
+            .is_some_and(|n| u64::try_from(n) == Ok(count));
+        if count == 0 || (kind == CollKind::List && !spans_count) {
+            return None;
+        }
         Some(Meta {
             kind,
             expire_at_ms: Some(u(2)).filter(|&at| at != 0),
             version: u(10),
-            count: u(18),
+            count,
             head,
             tail,
         })
@@ -431,11 +525,30 @@ pub fn name_of(suffix: &[u8]) -> Option<&[u8]> {
     (suffix[..NAME_HASH_BYTES] == name_hash(name)).then_some(name)
 }
 
-/// An element key whose suffix is not in the server's encoding.
-pub fn malformed_element(ekey: &[u8]) -> sluicedb::Error {
-    sluicedb::Error::InvalidArgument(format!(
-        "the element key {:?} is not in the server's encoding",
-        String::from_utf8_lossy(ekey)
+/// An element key whose suffix is not in the server's encoding (the
+/// engine key names its collection's version).
+pub fn malformed_element(ekey: &[u8]) -> Damage {
+    Damage(format!(
+        "the element key {} is not in the server's encoding",
+        hex(ekey)
+    ))
+}
+
+/// The engine key `ekey` where list `m`'s position `want` belongs (a
+/// position missing, or a key between two).
+pub fn misplaced_list_element(m: &Meta, ekey: &[u8], want: i64) -> Damage {
+    Damage(format!(
+        "list element key {} where position {want} of the list at version {} belongs",
+        hex(ekey),
+        m.version
+    ))
+}
+
+/// List `m`'s position `seq`, which its record promises, is missing.
+pub fn missing_list_element(m: &Meta, seq: i64) -> Damage {
+    Damage(format!(
+        "the list at version {} has no element at position {seq} (its record says {}..{})",
+        m.version, m.head, m.tail
     ))
 }
 
@@ -448,7 +561,7 @@ pub fn reserved_versions(db: &Db) -> Result<Option<u64>> {
                 .try_into()
                 .map(u64::from_le_bytes)
                 .map_err(|_| {
-                    sluicedb::Error::InvalidArgument("the version record is malformed".into())
+                    Damage(format!("the version record {} is malformed", hex(&raw))).in_db(db)
                 })
         })
         .transpose()
@@ -509,12 +622,15 @@ impl Rec {
         }
     }
 
-    pub fn decode(raw: Vec<u8>, key: &[u8]) -> Result<Rec> {
+    /// The record `raw` read at `key`'s data key; [`Damage`] naming the
+    /// key if it is not one this server writes.
+    pub fn decode(raw: Vec<u8>, key: &[u8]) -> std::result::Result<Rec, Damage> {
         if raw.first() == Some(&VALUE_COLLECTION) {
             return Meta::decode(&raw).map(Rec::Coll).ok_or_else(|| {
-                sluicedb::Error::InvalidArgument(format!(
-                    "the collection record of {:?} is malformed",
-                    String::from_utf8_lossy(key)
+                Damage(format!(
+                    "the collection record of {} is malformed ({})",
+                    key_name(key),
+                    hex(&raw)
                 ))
             });
         }
@@ -524,7 +640,8 @@ impl Rec {
 
 #[derive(Debug, Default)]
 pub struct Stripe {
-    /// Watched keys: (version, clients watching).
+    /// Watched keys, by data key (so by database): (version, clients
+    /// watching).
     watched: FastMap<Vec<u8>, (u64, u32)>,
 }
 
@@ -691,7 +808,8 @@ impl Keyspace {
                 return Ok(()); // no collection was ever made here
             }
             let mut batch = WriteBatch::new();
-            self.scan_from(0, 0, |_, key, rec| {
+            // Written before there were other databases: all in 0.
+            self.scan_from(0, 0, 0, |_, key, rec| {
                 if matches!(rec, Rec::Coll(_)) {
                     self.note_collection(key, &mut batch);
                 }
@@ -704,15 +822,19 @@ impl Keyspace {
         for pair in self.db().range(lo.to_vec()..vec![COLL_BUCKET_TAG + 1]) {
             let (k, _) = pair?;
             let b = <[u8; 4]>::try_from(&k[1..]).map_err(|_| {
-                sluicedb::Error::InvalidArgument(format!(
-                    "the collection bucket key {k:?} is malformed"
+                Damage(format!(
+                    "the collection bucket key {} is malformed",
+                    hex(&k)
                 ))
+                .in_db(&self.db())
             })?;
             let b = u32::from_be_bytes(b) as usize;
             if b >= 1 << COLL_BUCKET_BITS {
-                return Err(sluicedb::Error::InvalidArgument(format!(
-                    "the collection bucket key {k:?} names no bucket"
-                )));
+                return Err(Damage(format!(
+                    "the collection bucket key {} names no bucket",
+                    hex(&k)
+                ))
+                .in_db(&self.db()));
             }
             self.coll_buckets[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
         }
@@ -931,47 +1053,57 @@ impl Keyspace {
     }
 
     /// Registers a client's watch of `key`; returns the version to compare.
-    pub fn watch(&self, key: &[u8]) -> u64 {
+    /// Watches `key` of database `db`: its version now.
+    pub fn watch(&self, db: u8, key: &[u8]) -> u64 {
         let mut s = self.stripes[Self::stripe_of(key)].lock();
-        let e = s.watched.entry(key.to_vec()).or_insert((0, 0));
+        let e = s.watched.entry(data_key(db, key)).or_insert((0, 0));
         e.1 += 1;
         e.0
     }
 
-    pub fn unwatch(&self, key: &[u8]) {
+    pub fn unwatch(&self, db: u8, key: &[u8]) {
         let mut s = self.stripes[Self::stripe_of(key)].lock();
-        if let Some(e) = s.watched.get_mut(key) {
+        let dk = data_key(db, key);
+        if let Some(e) = s.watched.get_mut(&dk) {
             e.1 -= 1;
             if e.1 == 0 {
-                s.watched.remove(key);
+                s.watched.remove(&dk);
             }
         }
     }
 
-    /// The version of a watched key; called with its stripe held by `held`.
-    pub fn watched_version(&self, held: &Held<'_>, key: &[u8]) -> Option<u64> {
+    /// The version of a watched key of database `db`; called with its
+    /// stripe held by `held`.
+    pub fn watched_version(&self, held: &Held<'_>, db: u8, key: &[u8]) -> Option<u64> {
         let i = Self::stripe_of(key);
+        let dk = data_key(db, key);
         match held {
             Held::Shared { stripes, .. } => stripes
                 .iter()
                 .find(|(j, _)| *j == i)
-                .and_then(|(_, s)| s.watched.get(key).map(|e| e.0)),
-            Held::Exclusive { .. } => self.stripes[i].lock().watched.get(key).map(|e| e.0),
+                .and_then(|(_, s)| s.watched.get(&dk).map(|e| e.0)),
+            Held::Exclusive { .. } => self.stripes[i].lock().watched.get(&dk).map(|e| e.0),
             Held::None => None,
         }
     }
 
-    /// Reads `key` (expired records read as absent).
-    pub fn read(&self, key: &[u8], now: u64) -> Result<Option<Rec>> {
+    /// The record `raw` read at `key`'s data key; damage is the engine's
+    /// [`sluicedb::Error::Corruption`].
+    pub fn decode(&self, raw: Vec<u8>, key: &[u8]) -> Result<Rec> {
+        Rec::decode(raw, key).map_err(|d| d.in_db(&self.db()))
+    }
+
+    /// Reads `key` of database `db` (expired records read as absent).
+    pub fn read(&self, db: u8, key: &[u8], now: u64) -> Result<Option<Rec>> {
         Ok(self
-            .read_raw(&ReadOptions::default(), key)?
+            .read_raw(&ReadOptions::default(), db, key)?
             .filter(|r| !r.expired(now)))
     }
 
-    /// Reads `key`'s record, expired or not.
-    pub fn read_raw(&self, opts: &ReadOptions<'_>, key: &[u8]) -> Result<Option<Rec>> {
-        match self.db().get_opt(opts, data_key(key))? {
-            Some(raw) => Rec::decode(raw, key).map(Some),
+    /// Reads `key`'s record in database `db`, expired or not.
+    pub fn read_raw(&self, opts: &ReadOptions<'_>, db: u8, key: &[u8]) -> Result<Option<Rec>> {
+        match self.db().get_opt(opts, data_key(db, key))? {
+            Some(raw) => self.decode(raw, key).map(Some),
             None => Ok(None),
         }
     }
@@ -981,12 +1113,13 @@ impl Keyspace {
     pub fn read_raw_many(
         &self,
         opts: &ReadOptions<'_>,
+        db: u8,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Rec>>> {
-        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(k)).collect();
+        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(db, k)).collect();
         let raws = self.db().multi_get_opt(opts, &data_keys)?;
         (raws.into_iter().zip(keys))
-            .map(|(raw, key)| raw.map(|r| Rec::decode(r, key)).transpose())
+            .map(|(raw, key)| raw.map(|r| self.decode(r, key)).transpose())
             .collect()
     }
 
@@ -995,15 +1128,15 @@ impl Keyspace {
     /// exactly [`META_BYTES`] or [`LIST_META_BYTES`] long, so a separated
     /// value of another size is a string and is not read (the blind
     /// `SET` over a large string pays one index lookup, no value read).
-    pub fn replaced_version(&self, key: &[u8]) -> Result<Option<u64>> {
+    pub fn replaced_version(&self, db: u8, key: &[u8]) -> Result<Option<u64>> {
         let opts = ReadOptions::default();
-        let raw = match self.db().peek_opt(&opts, data_key(key))? {
+        let raw = match self.db().peek_opt(&opts, data_key(db, key))? {
             None => return Ok(None),
             Some(ValueRef::Inline(raw)) => raw,
             Some(ValueRef::Separated { value_bytes })
                 if value_bytes == META_BYTES as u64 || value_bytes == LIST_META_BYTES as u64 =>
             {
-                match self.db().get_opt(&opts, data_key(key))? {
+                match self.db().get_opt(&opts, data_key(db, key))? {
                     Some(raw) => raw,
                     None => return Ok(None),
                 }
@@ -1013,7 +1146,7 @@ impl Keyspace {
         if raw.first() != Some(&VALUE_COLLECTION) {
             return Ok(None);
         }
-        Ok(Rec::decode(raw, key)?.version())
+        Ok(self.decode(raw, key)?.version())
     }
 
     /// Writes a batch, synced when `appendfsync always`.
@@ -1029,36 +1162,42 @@ impl Keyspace {
         }
     }
 
-    /// The watched keys that exist in the engine (expired or not).
-    fn watched_present(&self) -> Result<Vec<Vec<u8>>> {
+    /// The watched keys that exist in the engine (expired or not), of
+    /// database `db` (`None`: of every database), as (database, key).
+    fn watched_present(&self, db: Option<u8>) -> Result<Vec<(u8, Vec<u8>)>> {
         let mut keys = Vec::new();
         for s in self.stripes.iter() {
             keys.extend(s.lock().watched.keys().cloned());
         }
         let mut present = Vec::new();
-        for k in keys {
-            if self.db().get(data_key(&k))?.is_some() {
-                present.push(k);
+        for dk in keys {
+            let Some((d, key)) = split_any_data_key(&dk) else {
+                continue;
+            };
+            if db.is_none_or(|db| db == d) && self.db().get(&dk)?.is_some() {
+                present.push((d, key.to_vec()));
             }
         }
         Ok(present)
     }
 
-    /// Bumps the version of every watched key among `keys`.
-    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = Vec<u8>>) {
+    /// Bumps the version of every watched key among `keys` (database,
+    /// key).
+    fn touch(&self, held: &mut Held<'_>, keys: impl Iterator<Item = (u8, Vec<u8>)>) {
         match held {
             Held::Exclusive { .. } => {
-                for k in keys {
-                    if let Some(e) = self.stripes[Self::stripe_of(&k)].lock().watched.get_mut(&k) {
+                for (db, k) in keys {
+                    let mut s = self.stripes[Self::stripe_of(&k)].lock();
+                    if let Some(e) = s.watched.get_mut(&data_key(db, &k)) {
                         e.0 += 1;
                     }
                 }
             }
             Held::Shared { stripes, .. } => {
-                for k in keys {
+                for (db, k) in keys {
                     let i = Self::stripe_of(&k);
                     if let Some((_, s)) = stripes.iter_mut().find(|(j, _)| *j == i) {
-                        if let Some(e) = s.watched.get_mut(&k) {
+                        if let Some(e) = s.watched.get_mut(&data_key(db, &k)) {
                             e.0 += 1;
                         }
                     }
@@ -1068,15 +1207,17 @@ impl Keyspace {
         }
     }
 
-    /// Every Redis key present now (not expired), in hash order, from hash
-    /// `from`: `f` gets (hash, key, entry) and returns false to stop.
+    /// Every Redis key of database `db` present now (not expired), in
+    /// hash order, from hash `from`: `f` gets (hash, key, entry) and
+    /// returns false to stop.
     pub fn scan_from(
         &self,
+        db: u8,
         from: u64,
         now: u64,
         f: impl FnMut(u64, &[u8], &Rec) -> bool,
     ) -> Result<()> {
-        self.scan_seeing_expired(from, now, f, |_| {})
+        self.scan_seeing_expired(db, from, now, f, |_| {})
     }
 
     /// [`Keyspace::scan_from`], with `expired` given each key passed over
@@ -1084,19 +1225,19 @@ impl Keyspace {
     /// `SCAN` and `RANDOMKEY` do, notes it: [`Txn::note_expired`]).
     pub fn scan_seeing_expired(
         &self,
+        db: u8,
         from: u64,
         now: u64,
         mut f: impl FnMut(u64, &[u8], &Rec) -> bool,
         mut expired: impl FnMut(&[u8]),
     ) -> Result<()> {
-        let lo = data_key_at_hash(from);
-        let hi = vec![DATA_TAG + 1];
-        for pair in self.db().range(lo..hi) {
+        let lo = data_key_at_hash(db, from);
+        for pair in self.db().range(lo..data_end(db)) {
             let (k, v) = pair?;
-            let Some((h, key)) = split_data_key(&k) else {
+            let Some((h, key)) = split_data_key(db, &k) else {
                 continue;
             };
-            let e = Rec::decode(v, key)?;
+            let e = self.decode(v, key)?;
             if e.expired(now) {
                 expired(key);
                 continue;
@@ -1108,8 +1249,8 @@ impl Keyspace {
         Ok(())
     }
 
-    /// Deletes every key (`FLUSHDB`), in batches; needs the keyspace
-    /// held exclusively.
+    /// Deletes every key of every database (`FLUSHALL`), in batches;
+    /// needs the keyspace held exclusively.
     pub fn delete_everything(&self) -> Result<()> {
         // The bucket bits go first: a bit set without its collection only
         // costs a read, never the other way round.
@@ -1118,7 +1259,9 @@ impl Keyspace {
         }
         for tag in [
             DATA_TAG,
+            DB_DATA_TAG,
             EXPIRY_TAG,
+            DB_EXPIRY_TAG,
             ELEMENT_TAG,
             GARBAGE_TAG,
             COLL_BUCKET_TAG,
@@ -1148,10 +1291,66 @@ impl Keyspace {
         Ok(())
     }
 
+    /// Deletes every key of database `db` (`FLUSHDB`), in batches: its
+    /// data keys (its collections' versions become garbage) and its time
+    /// index entries. Needs the keyspace held exclusively. The collection
+    /// buckets stay marked (they are shared by the databases; a marked
+    /// bucket costs a `SET` one read).
+    pub fn delete_database(&self, db: u8) -> Result<()> {
+        loop {
+            let mut batch = WriteBatch::new();
+            for pair in self
+                .db()
+                .range(data_prefix(db)..data_end(db))
+                .limit(FLUSH_BATCH_KEYS)
+            {
+                let (k, v) = pair?;
+                if let Some((_, key)) = split_data_key(db, &k) {
+                    if let Some(version) = self.decode(v, key)?.version() {
+                        batch.put(garbage_key(version), []);
+                    }
+                }
+                batch.delete(k);
+            }
+            if batch.is_empty() {
+                break;
+            }
+            self.write(batch)?;
+        }
+        let (lo, hi) = if db == 0 {
+            (vec![EXPIRY_TAG], vec![EXPIRY_TAG + 1])
+        } else {
+            (vec![DB_EXPIRY_TAG], vec![DB_EXPIRY_TAG + 1])
+        };
+        let mut from = lo;
+        loop {
+            let mut batch = WriteBatch::new();
+            let mut last = None;
+            for pair in self
+                .db()
+                .range(from.clone()..hi.clone())
+                .limit(FLUSH_BATCH_KEYS)
+            {
+                let (k, _) = pair?;
+                if db == 0 || k.get(9) == Some(&db) {
+                    batch.delete(&k);
+                }
+                last = Some(k);
+            }
+            let Some(mut last) = last else {
+                break;
+            };
+            self.write(batch)?;
+            last.push(0);
+            from = last;
+        }
+        Ok(())
+    }
+
     /// One reaper round: deletes keys whose expiry passed, by the expiry
-    /// index, at most `max` index entries; returns the keys it deleted
-    /// and whether entries remain due.
-    pub fn reap(&self, max: usize) -> Result<(Vec<Vec<u8>>, bool)> {
+    /// index, at most `max` index entries; returns the keys it deleted,
+    /// as (database, key), and whether entries remain due.
+    pub fn reap(&self, max: usize) -> Result<(Vec<DbKey>, bool)> {
         let (due, more) = self.due_expiries(now_ms(), max)?;
         let mut deleted = Vec::new();
         for d in &due {
@@ -1159,31 +1358,53 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(&d.index_key);
-            if self.stage_expired_delete(key, &mut batch)?.is_some() {
-                deleted.push(key.to_vec());
-                self.touch(&mut held, std::iter::once(key.to_vec()));
+            if self.stage_expired_delete(d.db, key, &mut batch)?.is_some() {
+                deleted.push((d.db, key.to_vec()));
+                self.touch(&mut held, std::iter::once((d.db, key.to_vec())));
             }
             self.write(batch)?;
         }
         Ok((deleted, more))
     }
 
-    /// The time index entries due at `now`, oldest first, at most `max`,
-    /// and whether more are due.
+    /// The time index entries due at `now`, database 0's first, then the
+    /// others', each oldest first, at most `max`, and whether more are due.
     pub fn due_expiries(&self, now: u64, max: usize) -> Result<(Vec<DueExpiry>, bool)> {
-        let hi = expiry_key(now.saturating_add(1), b"");
         let mut due = Vec::new();
-        for p in self.db().range(vec![EXPIRY_TAG]..hi).limit(max + 1) {
-            let (k, _) = p?;
-            let at = k
-                .get(1..9)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| corrupt_index_key(&k))?;
-            due.push(DueExpiry {
-                index_key: k,
-                at_ms: at,
-            });
+        for (db_tag, end) in [
+            (EXPIRY_TAG, expiry_key(0, now.saturating_add(1), b"")),
+            (
+                DB_EXPIRY_TAG,
+                expiry_key(1, now.saturating_add(1), b"")[..9].to_vec(),
+            ),
+        ] {
+            for p in self
+                .db()
+                .range(vec![db_tag]..end)
+                .limit(max + 1 - due.len())
+            {
+                let (k, _) = p?;
+                let at = k
+                    .get(1..9)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_be_bytes);
+                let db = if db_tag == EXPIRY_TAG {
+                    Some(0)
+                } else {
+                    k.get(9).copied().filter(|&d| d > 0 && d < DATABASES)
+                };
+                let (Some(at), Some(db)) = (at, db) else {
+                    return Err(corrupt_index_key(&k).in_db(&self.db()));
+                };
+                due.push(DueExpiry {
+                    index_key: k,
+                    db,
+                    at_ms: at,
+                });
+            }
+            if due.len() > max {
+                break;
+            }
         }
         let more = due.len() > max;
         due.truncate(max);
@@ -1195,30 +1416,35 @@ impl Keyspace {
     /// a key a command found expired. True if it deleted it; false if the
     /// key is gone or was written again meanwhile (whoever did that
     /// reports it). Takes `key`'s stripe lock: call it holding none.
-    pub fn expire_if_due(&self, key: &[u8]) -> Result<bool> {
+    pub fn expire_if_due(&self, db: u8, key: &[u8]) -> Result<bool> {
         let mut held = self.lock_keys(&[key]);
         let mut batch = WriteBatch::new();
-        let Some(at) = self.stage_expired_delete(key, &mut batch)? else {
+        let Some(at) = self.stage_expired_delete(db, key, &mut batch)? else {
             return Ok(false);
         };
-        batch.delete(expiry_key(at, key));
+        batch.delete(expiry_key(db, at, key));
         self.write(batch)?;
-        self.touch(&mut held, std::iter::once(key.to_vec()));
+        self.touch(&mut held, std::iter::once((db, key.to_vec())));
         Ok(true)
     }
 
     /// Stages the deletion of `key` (and of its collection's elements, as
     /// garbage) if its record is past its expiry; returns that expiry.
     /// The caller holds `key`'s stripe lock.
-    fn stage_expired_delete(&self, key: &[u8], batch: &mut WriteBatch) -> Result<Option<u64>> {
-        let Some(raw) = self.db().get(data_key(key))? else {
+    fn stage_expired_delete(
+        &self,
+        db: u8,
+        key: &[u8],
+        batch: &mut WriteBatch,
+    ) -> Result<Option<u64>> {
+        let Some(raw) = self.db().get(data_key(db, key))? else {
             return Ok(None);
         };
-        let e = Rec::decode(raw, key)?;
+        let e = self.decode(raw, key)?;
         if !e.expired(now_ms()) {
             return Ok(None);
         }
-        batch.delete(data_key(key));
+        batch.delete(data_key(db, key));
         if let Some(v) = e.version() {
             batch.put(garbage_key(v), []);
         }
@@ -1304,19 +1530,24 @@ impl Keyspace {
         let opts = ReadOptions::at(&snap);
         let mut problems = Vec::new();
         let mut owned = std::collections::BTreeSet::new();
-        for pair in self
+        let data = (self
             .db()
-            .range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1])
-        {
+            .range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1]))
+        .chain(
+            self.db()
+                .range_opt(&opts, vec![DB_DATA_TAG]..vec![DB_DATA_TAG + 1]),
+        );
+        for pair in data {
             let (k, v) = pair?;
-            let Some((h, key)) = split_data_key(&k) else {
+            let split = split_any_data_key(&k).and_then(|(db, _)| split_data_key(db, &k));
+            let Some((h, key)) = split else {
                 problems.push(format!("data key {k:?} is malformed"));
                 continue;
             };
             if h != key_hash(key) {
                 problems.push(format!("{key:?} is stored under another key's hash"));
             }
-            let Rec::Coll(m) = Rec::decode(v, key)? else {
+            let Rec::Coll(m) = self.decode(v, key)? else {
                 continue;
             };
             let bucket = Self::coll_bucket_key(Self::coll_bucket(key));
@@ -1455,6 +1686,18 @@ pub fn decode_score(raw: &[u8]) -> Option<f64> {
     Some(f64::from_le_bytes(raw.try_into().ok()?))
 }
 
+/// The score of the member record `ekey` holding `raw`; [`Damage`] if it
+/// is not 8 bytes.
+pub fn stored_score(ekey: &[u8], raw: &[u8]) -> std::result::Result<f64, Damage> {
+    decode_score(raw).ok_or_else(|| {
+        Damage(format!(
+            "the score of sorted-set member record {} is malformed ({})",
+            hex(ekey),
+            hex(raw)
+        ))
+    })
+}
+
 /// A score as a big-endian u64 that sorts as the scores do (-0 as 0).
 pub fn score_sortable(score: f64) -> u64 {
     let bits = if score == 0.0 { 0u64 } else { score.to_bits() };
@@ -1480,11 +1723,17 @@ pub fn zset_member_key(m: &Meta, member: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The member and score of a sorted set's score index entry `ekey`.
-pub fn zset_index_entry<'a>(m: &Meta, ekey: &'a [u8]) -> (&'a [u8], f64) {
+/// The member and score of a sorted set's score index entry `ekey`;
+/// [`Damage`] if it is too short to hold a score.
+pub fn zset_index_entry<'a>(
+    m: &Meta,
+    ekey: &'a [u8],
+) -> std::result::Result<(&'a [u8], f64), Damage> {
     let suffix = m.suffix_of(ekey);
-    let s = u64::from_be_bytes(suffix[1..9].try_into().expect("an index key"));
-    (&suffix[9..], score_from_sortable(s))
+    let Some(s) = suffix.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        return Err(malformed_element(ekey));
+    };
+    Ok((&suffix[9..], score_from_sortable(u64::from_be_bytes(s))))
 }
 
 /// `ZSET_INDEX | sortable score u64 BE | member`.
@@ -1599,6 +1848,12 @@ fn widen(b: &mut PopBounds, key: &[u8]) {
 /// reads see them, and `commit` applies them as one batch.
 pub struct Txn<'a> {
     ks: &'a Keyspace,
+    /// The database its keys are in (`SELECT`; 0 unless set).
+    pub db: u8,
+    /// A replicated shard's entry: its log carries no database, so the
+    /// commands stay in database 0 (`MOVE` and `COPY ... DB` to another
+    /// are refused; the leader's reaper walks only what 0 can hold).
+    pub one_db: bool,
     /// Reads of a multi-key read command go to one snapshot (`MGET` and
     /// `EXISTS` see no half of an `EXEC`).
     snapshot: Option<sluicedb::Snapshot>,
@@ -1624,8 +1879,11 @@ pub struct Txn<'a> {
     modified: Vec<Vec<u8>>,
     /// Time index entries to delete ([`Txn::reap`]), as engine keys.
     index_deletes: Vec<Vec<u8>>,
-    /// `FLUSHDB` ran: the keyspace reads as empty under the staged writes.
+    /// `FLUSHDB` or `FLUSHALL` ran: the database reads as empty under the
+    /// staged writes.
     flushed: bool,
+    /// It was `FLUSHALL`: every database is emptied at the commit.
+    flushed_all: bool,
     /// Runs inside `EXEC`: a blocking command does not block.
     pub in_multi: bool,
     /// A replicated entry: the random picks (`SPOP`) come from this seed,
@@ -1679,6 +1937,9 @@ pub struct Txn<'a> {
     /// Collections emptied by [`Txn::put_meta`] whose `del` event waits
     /// for the command's own event (redis-server sends it after).
     emptied: Vec<Vec<u8>>,
+    /// Records staged at keys of other databases (`MOVE`, `COPY ... DB`):
+    /// (database, key, record, the collection version it replaces there).
+    foreign: Vec<(u8, Vec<u8>, Rec, Option<u64>)>,
 }
 
 impl<'a> Txn<'a> {
@@ -1699,6 +1960,8 @@ impl<'a> Txn<'a> {
     pub fn new_at(ks: &'a Keyspace, now: u64) -> Txn<'a> {
         Txn {
             ks,
+            db: 0,
+            one_db: false,
             snapshot: None,
             now,
             writes: FastMap::default(),
@@ -1715,6 +1978,7 @@ impl<'a> Txn<'a> {
             run_left: 0,
             holes: Vec::new(),
             flushed: false,
+            flushed_all: false,
             in_multi: false,
             seed: None,
             mark: None,
@@ -1726,6 +1990,7 @@ impl<'a> Txn<'a> {
             found_expired: Vec::new(),
             events: Vec::new(),
             emptied: Vec::new(),
+            foreign: Vec::new(),
         }
     }
 
@@ -1736,6 +2001,7 @@ impl<'a> Txn<'a> {
             self.events.push(crate::notify::Event {
                 class,
                 name,
+                db: self.db,
                 key: key.to_vec(),
             });
         }
@@ -1747,7 +2013,12 @@ impl<'a> Txn<'a> {
 
     fn push_event(&mut self, class: u32, name: &'static str, key: Vec<u8>) {
         if self.notify & class != 0 {
-            self.events.push(crate::notify::Event { class, name, key });
+            self.events.push(crate::notify::Event {
+                class,
+                name,
+                db: self.db,
+                key,
+            });
         }
     }
 
@@ -1833,7 +2104,7 @@ impl<'a> Txn<'a> {
         if self.flushed {
             return Ok(None);
         }
-        let r = self.ks.read_raw(&self.opts(), key)?;
+        let r = self.ks.read_raw(&self.opts(), self.db, key)?;
         if !self.reads_only && !self.base.contains_key(key) {
             self.base
                 .insert(key.to_vec(), r.as_ref().and_then(Rec::version));
@@ -1875,7 +2146,7 @@ impl<'a> Txn<'a> {
                 .filter(|k| !self.writes.contains_key(*k))
                 .collect()
         };
-        let mut read = self.ks.read_raw_many(&self.opts(), &unstaged)?.into_iter();
+        let mut read = (self.ks.read_raw_many(&self.opts(), self.db, &unstaged)?).into_iter();
         let mut out = Vec::with_capacity(keys.len());
         for &key in keys {
             let r = if let Some(w) = self.writes.get(key) {
@@ -2114,13 +2385,13 @@ impl<'a> Txn<'a> {
     /// transaction counts as its record). True if it deleted the key.
     pub fn reap(&mut self, at: u64, key: &[u8]) -> Result<bool> {
         if at <= self.now {
-            self.index_deletes.push(expiry_key(at, key));
+            self.index_deletes.push(expiry_key(self.db, at, key));
         }
         let expired = match self.writes.get(key) {
             Some(w) => w.as_ref().is_some_and(|r| r.expired(self.now)),
             None if self.flushed => false,
             None => {
-                let r = self.ks.read_raw(&self.opts(), key)?;
+                let r = self.ks.read_raw(&self.opts(), self.db, key)?;
                 let expired = r.as_ref().is_some_and(|r| r.expired(self.now));
                 if expired && !self.base.contains_key(key) {
                     self.base
@@ -2158,6 +2429,17 @@ impl<'a> Txn<'a> {
     /// Notes that `key`'s elements changed while its record did not.
     pub fn modified(&mut self, key: &[u8]) {
         self.modified.push(key.to_vec());
+    }
+
+    /// `d`, damage this transaction read, as the engine's
+    /// [`sluicedb::Error::Corruption`].
+    pub fn damage(&self, d: Damage) -> sluicedb::Error {
+        d.in_db(&self.ks.db())
+    }
+
+    /// [`Txn::damage`] as a command's error reply.
+    pub fn damaged(&self, d: Damage) -> String {
+        crate::data::engine(self.damage(d))
     }
 
     /// An element's value as this transaction sees it.
@@ -2317,14 +2599,41 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Every element of a collection, in key order: (suffix, value).
+    /// Every element of a collection, in key order: (suffix, value). An
+    /// element key not in the encoding, or a list whose positions are not
+    /// exactly `head .. tail`, is damage.
     pub fn all_elems(&self, m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut v = Vec::with_capacity(m.count as usize);
+        let mut bad = None;
         self.elems_in(&m.prefix(), &m.end(), false, |k, val| {
-            v.push((m.suffix_of(k).to_vec(), val.to_vec()));
+            let suffix = m.suffix_of(k);
+            let fits = match m.kind {
+                CollKind::List => suffix == list_seq(m.head + v.len() as i64),
+                CollKind::ZSet => match suffix.first() {
+                    Some(&ZSET_MEMBER) => name_of(&suffix[1..]).is_some() && val.len() == 8,
+                    Some(&ZSET_INDEX) => suffix.len() >= 9,
+                    _ => false,
+                },
+                CollKind::Hash | CollKind::Set => m.name_in(suffix).is_some(),
+            };
+            if !fits {
+                bad = Some(if m.kind == CollKind::List {
+                    misplaced_list_element(m, k, m.head + v.len() as i64)
+                } else {
+                    malformed_element(k)
+                });
+                return false;
+            }
+            v.push((suffix.to_vec(), val.to_vec()));
             true
         })?;
-        Ok(v)
+        if bad.is_none() && m.kind == CollKind::List && v.len() as u64 != m.count {
+            bad = Some(missing_list_element(m, m.head + v.len() as i64));
+        }
+        match bad {
+            Some(d) => Err(self.damage(d)),
+            None => Ok(v),
+        }
     }
 
     /// The fields of a hash, the members of a set or the member records
@@ -2347,7 +2656,7 @@ impl<'a> Txn<'a> {
                     true
                 }
                 None => {
-                    bad = Some(malformed_element(k));
+                    bad = Some(self.damage(malformed_element(k)));
                     false
                 }
             }
@@ -2358,9 +2667,11 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Empties the keyspace (`FLUSHDB`): needs it held exclusively.
-    pub fn flush_all(&mut self) {
+    /// Empties the database (`FLUSHDB`), or every database (`all`:
+    /// `FLUSHALL`): needs the keyspace held exclusively.
+    pub fn flush(&mut self, all: bool) {
         self.flushed = true;
+        self.flushed_all |= all;
         self.writes.clear();
         self.order.clear();
         self.elems.clear();
@@ -2371,7 +2682,53 @@ impl<'a> Txn<'a> {
     }
 
     pub fn has_writes(&self) -> bool {
-        self.flushed || !self.writes.is_empty() || !self.elems.is_empty()
+        self.flushed
+            || !self.writes.is_empty()
+            || !self.elems.is_empty()
+            || !self.foreign.is_empty()
+    }
+
+    /// `key`'s record in database `db`, another than this transaction's,
+    /// expired or not: one staged there by [`Txn::put_in_db`], else the
+    /// engine's. The caller holds `key`'s stripe (one name's stripe is
+    /// the same in every database).
+    pub fn rec_in_db(&self, db: u8, key: &[u8]) -> Result<Option<Rec>> {
+        debug_assert_ne!(db, self.db);
+        if let Some((.., r, _)) = (self.foreign.iter().rev()).find(|f| f.0 == db && f.1 == key) {
+            return Ok(Some(r.clone()));
+        }
+        self.ks.read_raw(&self.opts(), db, key)
+    }
+
+    /// Stages `r` at `key` of database `db`, another than this
+    /// transaction's (`MOVE`, `COPY ... DB`), over `prior`, what
+    /// [`Txn::rec_in_db`] found there: its collection version becomes
+    /// garbage. A collection record keeps its version: its elements are
+    /// shared by every database. Records `new` in that database.
+    pub fn put_in_db(&mut self, db: u8, key: &[u8], r: Rec, prior: Option<Rec>) {
+        debug_assert_ne!(db, self.db);
+        if self.notify & crate::notify::NEW != 0 {
+            self.events.push(crate::notify::Event {
+                class: crate::notify::NEW,
+                name: "new",
+                db,
+                key: key.to_vec(),
+            });
+        }
+        let replaced = prior.and_then(|p| p.version());
+        self.foreign.push((db, key.to_vec(), r, replaced));
+    }
+
+    /// [`Txn::notify`] of an event on `key` of database `db`.
+    pub fn notify_in(&mut self, db: u8, class: u32, name: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.events.push(crate::notify::Event {
+                class,
+                name,
+                db,
+                key: key.to_vec(),
+            });
+        }
     }
 
     /// The versions this transaction emptied ([`Txn::emptied_versions`])
@@ -2407,9 +2764,12 @@ impl<'a> Txn<'a> {
         // Emptying the keyspace touches the watched keys it deletes, not
         // those that did not exist (redis-server's rule).
         let mut flushed_keys = Vec::new();
-        if self.flushed {
-            flushed_keys = self.ks.watched_present()?;
+        if self.flushed_all {
+            flushed_keys = self.ks.watched_present(None)?;
             self.ks.delete_everything()?;
+        } else if self.flushed {
+            flushed_keys = self.ks.watched_present(Some(self.db))?;
+            self.ks.delete_database(self.db)?;
         }
         let mut batch = WriteBatch::new();
         let mut dead = std::mem::take(&mut self.replaced);
@@ -2423,7 +2783,7 @@ impl<'a> Txn<'a> {
                 Some(b) => *b,
                 None if self.flushed || !self.ks.may_hold_collection(key) => None,
                 // Written blind (a plain `SET`): what did it replace?
-                None => self.ks.replaced_version(key)?,
+                None => self.ks.replaced_version(self.db, key)?,
             };
             dead.extend(base);
             match rec {
@@ -2431,15 +2791,28 @@ impl<'a> Txn<'a> {
                     if let Rec::Coll(_) = r {
                         self.ks.note_collection(key, &mut batch);
                     }
-                    batch.put(data_key(key), r.encode());
+                    batch.put(data_key(self.db, key), r.encode());
                     if let Some(at) = r.expire_at_ms() {
-                        batch.put(expiry_key(at, key), []);
+                        batch.put(expiry_key(self.db, at, key), []);
                     }
                 }
                 None => {
-                    batch.delete(data_key(key));
+                    batch.delete(data_key(self.db, key));
                 }
             }
+        }
+        let mut foreign_keys = Vec::new();
+        for (db, key, r, replaced) in std::mem::take(&mut self.foreign) {
+            if let Rec::Coll(m) = &r {
+                self.ks.note_collection(&key, &mut batch);
+                live.insert(m.version);
+            }
+            dead.extend(replaced);
+            batch.put(data_key(db, &key), r.encode());
+            if let Some(at) = r.expire_at_ms() {
+                batch.put(expiry_key(db, at, &key), []);
+            }
+            foreign_keys.push((db, key));
         }
         let emptied = self.emptied_clean();
         for (k, v) in std::mem::take(&mut self.elems) {
@@ -2480,12 +2853,14 @@ impl<'a> Txn<'a> {
         }
         let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
+        let db = self.db;
         self.ks.touch(
             held,
-            self.order
-                .into_iter()
+            (self.order.into_iter())
+                .chain(self.modified)
+                .map(|k| (db, k))
                 .chain(flushed_keys)
-                .chain(self.modified),
+                .chain(foreign_keys),
         );
         Ok(())
     }
@@ -2598,7 +2973,7 @@ mod tests {
         let fs = sluicedb::fs::MemFs::new();
         let ks = open_keyspace(&fs);
         let empty = |ks: &Keyspace, stray: bool| {
-            let rec = ks.read(b"h", now_ms()).unwrap();
+            let rec = ks.read(0, b"h", now_ms()).unwrap();
             let Some(Rec::Coll(mut m)) = rec else {
                 panic!("a hash")
             };
@@ -2671,7 +3046,7 @@ mod tests {
         // FLUSHDB clears the buckets, and they stay clear after a reopen.
         let mut held = ks.lock_all();
         let mut txn = Txn::new(&ks);
-        txn.flush_all();
+        txn.flush(true);
         txn.commit(&mut held).unwrap();
         drop(held);
         assert!(!ks.may_hold_collection(b"h2"));
@@ -2718,7 +3093,7 @@ mod tests {
         assert_eq!(rounds.iter().sum::<u64>(), 4_200, "{rounds:?}");
         assert!(rounds.len() >= 4, "each round stops past 700: {rounds:?}");
         assert_eq!(ks.check().unwrap(), Vec::<String>::new());
-        let live = ks.read(b"live", now_ms()).unwrap().unwrap();
+        let live = ks.read(0, b"live", now_ms()).unwrap().unwrap();
         let m = match live {
             Rec::Coll(m) => m,
             Rec::Str(_) => panic!("a set"),
@@ -2784,6 +3159,36 @@ mod tests {
     }
 
     /// The worked example of `docs/format/server-keyspace.md`.
+    /// The database example of `docs/format/server-keyspace.md`.
+    #[test]
+    fn a_key_of_database_9_encodes_as_documented() {
+        let k = data_key(9, b"user:1");
+        let want = [
+            &[0x64, 0x09][..],
+            &xxh3_64(b"user:1").to_be_bytes(),
+            b"user:1",
+        ]
+        .concat();
+        assert_eq!(k, want);
+        assert_eq!(
+            split_data_key(9, &k),
+            Some((xxh3_64(b"user:1"), &b"user:1"[..]))
+        );
+        assert_eq!(split_data_key(0, &k), None);
+        assert_eq!(split_any_data_key(&k), Some((9, &b"user:1"[..])));
+        assert_eq!(
+            expiry_key(9, 1_700_000_010_000, b"user:1"),
+            [
+                &[0x79, 0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x8f, 0x10, 0x09][..],
+                b"user:1"
+            ]
+            .concat()
+        );
+        // Database 9's keys are one range, between database 8's and 10's.
+        assert!(data_end(8) <= data_prefix(9) && k < data_end(9));
+        assert!(data_end(9) <= data_prefix(10));
+    }
+
     #[test]
     fn the_worked_example_encodes_as_documented() {
         let e = Entry {
@@ -2796,17 +3201,17 @@ mod tests {
         );
         assert_eq!(Entry::decode(e.encode(), b"user:1").unwrap(), e);
         assert_eq!(
-            expiry_key(1_700_000_010_000, b"user:1"),
+            expiry_key(0, 1_700_000_010_000, b"user:1"),
             [
                 &[0x78, 0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x8f, 0x10][..],
                 b"user:1"
             ]
             .concat()
         );
-        let k = data_key(b"user:1");
+        let k = data_key(0, b"user:1");
         assert_eq!(k[0], b'k');
         assert_eq!(
-            split_data_key(&k),
+            split_data_key(0, &k),
             Some((xxh3_64(b"user:1"), &b"user:1"[..]))
         );
         assert_eq!(Entry::plain(b"hi".to_vec()).encode(), [0x00, b'h', b'i']);

@@ -13,7 +13,7 @@ use crate::data::{engine, int_arg, parse_float, CmdResult, SYNTAX};
 use crate::notify as ev;
 use crate::resp::Out;
 use crate::store::{
-    decode_score, zset_index_entry, zset_index_suffix, zset_member_key, CollKind, Meta, Rec, Txn,
+    stored_score, zset_index_entry, zset_index_suffix, zset_member_key, CollKind, Meta, Rec, Txn,
     ZSET_INDEX, ZSET_MEMBER,
 };
 
@@ -26,10 +26,11 @@ const MINMAX_FLOAT: &str = "ERR min or max is not a float";
 const MINMAX_LEX: &str = "ERR min or max not valid string range item";
 
 fn score_of(txn: &Txn<'_>, m: &Meta, member: &[u8]) -> Result<Option<f64>, String> {
-    Ok(txn
-        .elem(&zset_member_key(m, member))
+    let ekey = zset_member_key(m, member);
+    txn.elem(&ekey)
         .map_err(engine)?
-        .and_then(|v| decode_score(&v)))
+        .map(|v| stored_score(&ekey, &v).map_err(|d| txn.damaged(d)))
+        .transpose()
 }
 
 /// Sets `member`'s score (adding it if new), rewriting its index entry.
@@ -59,16 +60,24 @@ fn walk(
     rev: bool,
     mut f: impl FnMut(&[u8], f64) -> bool,
 ) -> Result<(), String> {
+    let mut bad = None;
     txn.elems_in(
         &m.elem(&[ZSET_INDEX]),
         &m.elem(&[ZSET_INDEX + 1]),
         rev,
-        |k, _| {
-            let (member, score) = zset_index_entry(m, k);
-            f(member, score)
+        |k, _| match zset_index_entry(m, k) {
+            Ok((member, score)) => f(member, score),
+            Err(d) => {
+                bad = Some(d);
+                false
+            }
         },
     )
-    .map_err(engine)
+    .map_err(engine)?;
+    match bad {
+        Some(d) => Err(txn.damaged(d)),
+        None => Ok(()),
+    }
 }
 
 /// Every member of `m` in score order (`SORT`'s input).
@@ -630,13 +639,12 @@ fn pop_members(
     if count == 0 {
         return Ok(got);
     }
-    let entry = |k: &[u8]| {
-        let (member, score) = zset_index_entry(&m, k);
-        (member.to_vec(), score)
-    };
+    let entry = |k: &[u8]| zset_index_entry(&m, k).map(|(member, score)| (member.to_vec(), score));
     // A pop before this one in the pipelined run may have read these.
     let taken = txn.take_popped_ahead(m.version, max, count);
-    got.extend(taken.iter().map(|k| entry(k)));
+    for k in &taken {
+        got.push(entry(k).map_err(|d| txn.damaged(d))?);
+    }
     if got.len() < count {
         // Start past the members popped before (their tombstones, and the
         // deletes this transaction staged), and past those just taken
@@ -655,15 +663,25 @@ fn pop_members(
         // this one's: one engine seek serves a run of pops.
         let ahead = txn.run_left.min(POP_AHEAD_MAX);
         let mut past = VecDeque::new();
+        let mut bad = None;
         txn.walk(&lo, &hi, max, |k, _| {
             if got.len() < count {
-                got.push(entry(k));
+                match entry(k) {
+                    Ok(e) => got.push(e),
+                    Err(d) => {
+                        bad = Some(d);
+                        return false;
+                    }
+                }
             } else {
                 past.push_back(k.to_vec());
             }
             got.len() < count || past.len() < ahead
         })
         .map_err(engine)?;
+        if let Some(d) = bad {
+            return Err(txn.damaged(d));
+        }
         txn.keep_popped_ahead(m.version, max, past);
     }
     if let Some((member, s)) = got.last() {

@@ -1,7 +1,6 @@
 //! The same command script against `sluice serve` and redis-server, the
 //! replies compared byte for byte. Commands whose replies differ by design
-//! (`SELECT 1`: one database here; `HELLO`'s id and version; times) are
-//! left out. `.ci/run` installs redis-server, so in CI (`CI` set) this test
+//! (`HELLO`'s id and version; times) are left out. `.ci/run` installs redis-server, so in CI (`CI` set) this test
 //! fails without it; elsewhere it says so and checks nothing.
 
 mod common;
@@ -113,6 +112,39 @@ ECHO hi
 ECHO
 SELECT 0
 SELECT abc
+SELECT 16
+SELECT -1
+SELECT 1
+GET a
+SET dbkey one
+DBSIZE
+SELECT 0
+EXISTS dbkey
+SET mv a
+MOVE mv 1
+MOVE mv 1
+EXISTS mv
+MOVE mv 0
+MOVE mv 16
+MOVE mv abc
+SELECT 1
+GET mv
+MOVE mv 0
+SELECT 0
+GET mv
+RPUSH mvl x y z
+MOVE mvl 3
+COPY mv mvc DB 2
+COPY mv mvc DB 2
+COPY mv mvc DB 2 REPLACE
+COPY mv mv DB 0
+COPY mv mv DB 2
+SELECT 3
+LRANGE mvl 0 -1
+SELECT 2
+GET mvc
+GET mv
+SELECT 0
 NOSUCH a b
 nosuch
 GET
@@ -1367,6 +1399,15 @@ SET r1 v PX 50
 SLEEP-MS 200
 RANDOMKEY
 DEBUG SET-ACTIVE-EXPIRE 1
+CONFIG SET notify-keyspace-events KEAn
+SELECT 7
+SET d7 v
+MOVE d7 8
+SELECT 8
+COPY d7 d7c DB 9
+HSET d7h f v
+COPY d7h d7c DB 9 REPLACE
+SELECT 0
 CONFIG SET notify-keyspace-events ""
 PUBLISH notify-done x
 "#;
