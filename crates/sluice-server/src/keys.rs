@@ -118,8 +118,20 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
         // redis-server deletes the old key, then adds the copy as new.
         txn.notify(crate::notify::NEW, "new", &args[2]);
     }
-    match src {
+    match copied(txn, src)? {
         Rec::Str(e) => txn.set(&args[2], e),
+        copy => txn.put(&args[2], copy),
+    }
+    txn.notify(crate::notify::GENERIC, "copy_to", &args[2]);
+    out.int(1);
+    Ok(())
+}
+
+/// `COPY`'s copy of record `src`: a string as it is; a collection under a
+/// new version, every element copied to it (the source keeps its own).
+fn copied(txn: &mut Txn<'_>, src: Rec) -> Result<Rec, String> {
+    Ok(match src {
+        Rec::Str(e) => Rec::Str(e),
         Rec::Coll(m) => {
             let elems = txn.all_elems(&m).map_err(engine)?;
             let mut copy = txn.new_coll(m.kind)?;
@@ -130,12 +142,9 @@ fn copy(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
             for (suffix, v) in elems {
                 txn.elem_put(copy.elem(&suffix), v);
             }
-            txn.put(&args[2], Rec::Coll(copy));
+            Rec::Coll(copy)
         }
-    }
-    txn.notify(crate::notify::GENERIC, "copy_to", &args[2]);
-    out.int(1);
-    Ok(())
+    })
 }
 
 /// `COPY` of `src` to `key` of database `db`, another than the
@@ -153,21 +162,7 @@ fn copy_to_db(
         out.int(0);
         return Ok(());
     }
-    let copy = match src {
-        Rec::Str(e) => Rec::Str(e),
-        Rec::Coll(m) => {
-            let elems = txn.all_elems(&m).map_err(engine)?;
-            let mut copy = txn.new_coll(m.kind)?;
-            copy.count = m.count;
-            copy.head = m.head;
-            copy.tail = m.tail;
-            copy.expire_at_ms = m.expire_at_ms;
-            for (suffix, v) in elems {
-                txn.elem_put(copy.elem(&suffix), v);
-            }
-            Rec::Coll(copy)
-        }
-    };
+    let copy = copied(txn, src)?;
     txn.put_in_db(db, key, copy, there);
     txn.notify_in(db, crate::notify::GENERIC, "copy_to", key);
     out.int(1);
