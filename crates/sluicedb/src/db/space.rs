@@ -250,7 +250,7 @@ impl Core {
     /// compaction", Merges for space). A leveled tree without a value
     /// store (the leveldb preset) is LevelDB as it is, unbounded.
     pub(crate) fn space_limited(&self) -> bool {
-        self.values.is_some() || self.opts.index.shape == IndexShapeKind::Partitioned
+        self.values.is_some() || self.shape.merges_for_space_by_partition()
     }
 
     /// Whether the space limit has values a flush counts or GC collects

@@ -353,7 +353,9 @@ pub(crate) trait IndexShape: LevelRules {
     /// merging there (the partitioned shape's whole-partition merges). Then
     /// under space pressure they go before the shape's own merges (behind a
     /// backlog of weight merges they never ran), and writes at the high
-    /// ratio wait for them as for GC (`Core::wait_for_space`). The leveled
+    /// ratio wait for them as for GC (`Core::wait_for_space`); the space
+    /// limit acts on such a shape without a value store
+    /// (`Core::space_limited`). The leveled
     /// shape's merge into its last level rewrites a large part of the
     /// data, and its own merges keep L0 short for reads and writes: writes
     /// go on at the slowest delay, and its own merges go first.

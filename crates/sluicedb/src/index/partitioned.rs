@@ -358,6 +358,16 @@ impl Partitioned {
         }
     }
 
+    /// A merge of every table of some partitions (`files`, a
+    /// [`Partitioned::closure`]) into one table per partition of their
+    /// heaviest weight, at least 1 (older than every weight-0 table to
+    /// come): the outputs are the only members of those partitions, so
+    /// the order of weights holds (scan merges, merges for space).
+    fn whole_merge(files: Vec<(usize, Arc<FileMeta>)>) -> CompactionPlan {
+        let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
+        Self::plan(files, heaviest.clamp(1, NUM_WEIGHTS - 1))
+    }
+
     /// Partition `p`'s share of the table bytes: each member's size over
     /// the number of partitions it spans.
     fn share_bytes(v: &Version, members: &[(usize, Arc<FileMeta>)]) -> u64 {
@@ -591,8 +601,7 @@ impl IndexShape for Partitioned {
                 self.seek_reads.due.store(true, Ordering::Relaxed);
             }
             self.scan_merges.fetch_add(1, Ordering::Relaxed);
-            let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
-            return Some(Self::plan(files, heaviest.clamp(1, NUM_WEIGHTS - 1)));
+            return Some(Self::whole_merge(files));
         }
         None
     }
@@ -646,8 +655,7 @@ impl IndexShape for Partitioned {
                 return None;
             }
             self.garbage_merges.fetch_add(1, Ordering::Relaxed);
-            let heaviest = files.iter().map(|(w, _)| *w).max().unwrap_or(0);
-            Some(Self::plan(files, heaviest.clamp(1, NUM_WEIGHTS - 1)))
+            Some(Self::whole_merge(files))
         })
     }
 
