@@ -154,22 +154,25 @@ pub fn data_key_at_hash(db: u8, h: u64) -> Vec<u8> {
 /// The Redis key and its hash of a data key of database `db`; `None` if
 /// it is not one.
 pub fn split_data_key(db: u8, k: &[u8]) -> Option<(u64, &[u8])> {
-    let p = if db == 0 { 1 } else { 2 };
-    if k.len() < p + 8 || k[..p] != data_prefix(db)[..] {
-        return None;
-    }
-    let h = u64::from_be_bytes(k[p..p + 8].try_into().ok()?);
+    // No allocation: scans (`DBSIZE`, `KEYS`, `SCAN`) split every key.
+    let p = match (db, k) {
+        (0, [DATA_TAG, ..]) => 1,
+        (_, [DB_DATA_TAG, d, ..]) if *d == db && db != 0 => 2,
+        _ => return None,
+    };
+    let h = u64::from_be_bytes(k.get(p..p + 8)?.try_into().ok()?);
     Some((h, &k[p + 8..]))
 }
 
-/// The database and Redis key of any data key; `None` if it is not one.
-pub fn split_any_data_key(k: &[u8]) -> Option<(u8, &[u8])> {
+/// The database, hash and Redis key of any data key; `None` if it is not
+/// one.
+pub fn split_any_data_key(k: &[u8]) -> Option<(u8, u64, &[u8])> {
     let db = match k.first() {
         Some(&DATA_TAG) => 0,
         Some(&DB_DATA_TAG) => *k.get(1).filter(|&&d| d > 0 && d < DATABASES)?,
         _ => return None,
     };
-    split_data_key(db, k).map(|(_, key)| (db, key))
+    split_data_key(db, k).map(|(h, key)| (db, h, key))
 }
 
 fn expiry_key(db: u8, at_ms: u64, key: &[u8]) -> Vec<u8> {
@@ -1171,7 +1174,7 @@ impl Keyspace {
         }
         let mut present = Vec::new();
         for dk in keys {
-            let Some((d, key)) = split_any_data_key(&dk) else {
+            let Some((d, _, key)) = split_any_data_key(&dk) else {
                 continue;
             };
             if db.is_none_or(|db| db == d) && self.db().get(&dk)?.is_some() {
@@ -1188,6 +1191,9 @@ impl Keyspace {
             Held::Exclusive { .. } => {
                 for (db, k) in keys {
                     let mut s = self.stripes[Self::stripe_of(&k)].lock();
+                    if s.watched.is_empty() {
+                        continue;
+                    }
                     if let Some(e) = s.watched.get_mut(&data_key(db, &k)) {
                         e.0 += 1;
                     }
@@ -1196,10 +1202,15 @@ impl Keyspace {
             Held::Shared { stripes, .. } => {
                 for (db, k) in keys {
                     let i = Self::stripe_of(&k);
-                    if let Some((_, s)) = stripes.iter_mut().find(|(j, _)| *j == i) {
-                        if let Some(e) = s.watched.get_mut(&data_key(db, &k)) {
-                            e.0 += 1;
-                        }
+                    let Some((_, s)) = stripes.iter_mut().find(|(j, _)| *j == i) else {
+                        continue;
+                    };
+                    // Nothing watched here (the common case): no key built.
+                    if s.watched.is_empty() {
+                        continue;
+                    }
+                    if let Some(e) = s.watched.get_mut(&data_key(db, &k)) {
+                        e.0 += 1;
                     }
                 }
             }
@@ -1539,8 +1550,7 @@ impl Keyspace {
         );
         for pair in data {
             let (k, v) = pair?;
-            let split = split_any_data_key(&k).and_then(|(db, _)| split_data_key(db, &k));
-            let Some((h, key)) = split else {
+            let Some((_, h, key)) = split_any_data_key(&k) else {
                 problems.push(format!("data key {k:?} is malformed"));
                 continue;
             };
@@ -3175,7 +3185,10 @@ mod tests {
             Some((xxh3_64(b"user:1"), &b"user:1"[..]))
         );
         assert_eq!(split_data_key(0, &k), None);
-        assert_eq!(split_any_data_key(&k), Some((9, &b"user:1"[..])));
+        assert_eq!(
+            split_any_data_key(&k).map(|(db, _, key)| (db, key)),
+            Some((9, &b"user:1"[..]))
+        );
         assert_eq!(
             expiry_key(9, 1_700_000_010_000, b"user:1"),
             [
