@@ -1,14 +1,31 @@
 //! [`MmapPm`]: persistent memory emulated on a preallocated file mapped
 //! into memory.
 //!
-//! Stores go to the mapping (the page cache); a flush records the pages of
-//! its range; a fence `msync`s them, in one call over the span they cover
-//! ([`FenceMode::Msync`]). An `msync` costs
+//! Stores of byte ranges are written into the file (`pwrite`, the page
+//! cache the mapping shares), aligned 8-byte stores go to the mapping
+//! (atomic, so readers never see half a word), and reads come from the
+//! mapping; a flush records the pages of its range; a fence `msync`s them,
+//! in one call over the span they cover ([`FenceMode::Msync`]).
+//!
+//! Why not store records through the mapping too: to write a page back
+//! that a process wrote through its mapping, the kernel first
+//! write-protects the page in every mapping (so that the next store is
+//! seen), which costs a TLB shootdown, an interrupt of every other core
+//! running this process, per page; and the next store to the page takes a
+//! fault to make it writable again. With records stored through the
+//! mapping, these were a quarter of the lightkv preset's CPU time under
+//! updates (`docs/experiments.md`, "LightKV: stores by pwrite"). A page
+//! only ever written by `pwrite` is mapped read-only, and its write-back
+//! interrupts no one. Only the header's words (segment ends, watermark,
+//! marks) are stored through the mapping: a few pages per fence.
+//!
+//! An `msync` costs
 //! about an fsync here, so fences are group-committed like journal syncs:
 //! one `msync` at a time, and a fence whose flushes an `msync` that began
 //! after them already covered returns without its own.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,6 +73,8 @@ struct Durable {
 /// Persistent memory on a mapped file. See the module documentation.
 pub struct MmapPm {
     path: PathBuf,
+    /// The file, for stores of byte ranges ([`Pm::write`]).
+    file: File,
     map: MmapRaw,
     mode: FenceMode,
     pending: Mutex<Pending>,
@@ -99,6 +118,7 @@ impl MmapPm {
         advise_small_pages(&map);
         Ok(MmapPm {
             path: path.to_path_buf(),
+            file,
             map,
             mode,
             pending: Mutex::new(Pending::default()),
@@ -187,19 +207,13 @@ impl Pm for MmapPm {
         Ok(u64::from_le(self.word(offset).load(Ordering::Acquire)))
     }
 
+    /// Into the file, not through the mapping (module documentation): the
+    /// mapping shares the page cache, so reads see the bytes at once.
     fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         check_range(&self.path, self.len(), offset, data.len() as u64)?;
-        // SAFETY: the range is inside the mapping (checked); the trait's
-        // contract keeps other threads from reading or writing these bytes
-        // meanwhile.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.map.as_mut_ptr().add(offset as usize),
-                data.len(),
-            );
-        }
-        Ok(())
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| Error::io("pwrite", &self.path, e))
     }
 
     fn write_u64(&self, offset: u64, value: u64) -> Result<()> {
