@@ -6,11 +6,13 @@
 //!   ([`Light::append`], records and tree at once); `sync` is the buffer's
 //!   fence. [`PwbJournal`] is the engine's `Journal` over it and
 //!   [`LightMem`] its `WriteBuffer`; both name the same [`Light`].
-//! - **Flushes**: a linked leaf is handed out as a flush unit, copied into
-//!   an immutable memtable (after the buffer is synced), and the engine's
-//!   flush job writes it into a table like any memtable; once the table is
-//!   installed, [`Light::flushed`] drops the leaf and raises the watermark.
-//! - **Reads** ask the buffer first, then the flush units not yet
+//! - **Flushes**: a linked leaf is handed out as a flush unit, queued among
+//!   the immutable memtables as its leaf alone ([`UnitLeaf`]); the flush
+//!   job copies its versions out of the buffer ([`Light::unit`]), syncs
+//!   the buffer through them and writes them into tables like a memtable;
+//!   once the tables are installed, [`Light::flushed`] drops the leaf and
+//!   raises the watermark.
+//! - **Reads** ask the buffer, which holds every leaf until its tables are
 //!   installed, then the tables. A reader holds [`Light::readers`] shared
 //!   from taking its super version until it has read the buffer, and
 //!   `flushed` holds it exclusively: otherwise a reader whose super version
@@ -43,9 +45,9 @@ use crate::version::VersionEdit;
 /// The write buffer's file in the database directory.
 pub(crate) const BUFFER_FILE: &str = "LIGHTKV.pwb";
 
-/// Records a flush unit's hand-out reads under one hold of the buffer's
-/// shared lock before yielding it to a waiting writer
-/// ([`Light::next_unit`]): tens of microseconds of reads.
+/// Records a flush unit's reads under one hold of the buffer's shared lock
+/// before yielding it to a waiting writer ([`Light::unit`]): tens of
+/// microseconds of reads.
 const UNIT_RECORDS_PER_HOLD: usize = 64;
 
 /// The image of the buffer's tree a clean shutdown leaves beside it
@@ -85,10 +87,8 @@ pub(crate) struct Light {
     /// buffer; exclusive in [`Light::flushed`] (module documentation).
     pub(crate) readers: RwLock<()>,
     /// Held by the one hand-out of flush units under way
-    /// (`Core::light_hand_out`), which builds them without the engine's
-    /// state lock: it keeps two hand-outs from choosing one leaf, and units
-    /// queued in the order they were taken. Taken without the engine's
-    /// state lock, and before it.
+    /// (`Core::light_hand_out`): it keeps units queued in the order they
+    /// were taken. Taken without the engine's state lock, and before it.
     pub(crate) hand_outs: Mutex<()>,
     /// For the clean shutdown's image ([`Light::close`]).
     fs: CountingFs,
@@ -209,7 +209,7 @@ impl Light {
         let Some(stored) = buf.store(&ops, &plan)? else {
             return Ok(false);
         };
-        let first = self.upgrade(buf).index_stored(&ops, stored)?;
+        let first = self.upgrade(buf).index_stored(&ops, &plan, stored)?;
         if first != seq {
             return Err(Error::InvalidArgument(format!(
                 "write buffer numbered a group {first}, the engine {seq}"
@@ -328,33 +328,45 @@ impl Light {
         Ok(v)
     }
 
-    /// The next flush unit as a memtable, with its leaf; `None` when no
-    /// linked leaf waits. The caller holds [`Light::hand_outs`].
-    pub(crate) fn next_unit(&self, oldest_snapshot: u64) -> Result<Option<(u32, Arc<Versions>)>> {
-        // The leaf is read under the shared lock (reads go on), then
-        // marked under the exclusive one; `hand_outs`, held by the only
-        // caller, keeps a second hand-out from choosing it too. The shared
-        // lock is yielded every `UNIT_RECORDS_PER_HOLD` records to a
-        // writer waiting for it (and the reads queued behind that writer):
-        // held for a whole leaf, it held them up for milliseconds
-        // (`docs/experiments.md`, "LightKV's read tail under writes").
-        let u = {
-            let mut buf = self.buf.read();
-            let Some((leaf, offsets)) = buf.unit_leaf() else {
-                return Ok(None);
-            };
-            let mut entries = Vec::with_capacity(offsets.len());
-            for chunk in offsets.chunks(UNIT_RECORDS_PER_HOLD) {
-                buf.unit_collect(chunk, oldest_snapshot, &mut entries)?;
-                RwLockReadGuard::bump(&mut buf);
-            }
-            LightBuffer::unit_finish(leaf, entries)
-        };
-        self.buf_mut().hand_out(u.leaf);
-        // Not synced here: the flush job syncs through the unit's newest
-        // operation (the `Versions`' last sequence) before it lists the
-        // unit's table (`Core::run_flush`), off the writer's path.
-        Ok(Some((u.leaf, Arc::new(Versions::new(u.entries)))))
+    /// Marks the next flush unit's leaf (the oldest linked leaf not yet
+    /// handed out) handed out and returns it; `None` when no linked leaf
+    /// waits. The caller holds [`Light::hand_outs`].
+    ///
+    /// Nothing is read here, on the writer's path: the flush job reads the
+    /// leaf's versions ([`Light::unit`]). Until then (and until its table
+    /// is installed) reads find them in the buffer, which keeps the leaf
+    /// until [`Light::flushed`]; a copy made at the hand-out, which each
+    /// writer handing out units made, was a tenth of the writer's samples
+    /// (`docs/experiments.md`, "LightKV: stores by pwrite").
+    pub(crate) fn hand_out_next(&self) -> Option<u32> {
+        let mut buf = self.buf_mut();
+        let leaf = buf.next_unit_leaf()?;
+        buf.hand_out(leaf);
+        Some(leaf)
+    }
+
+    /// Handed-out leaf `leaf`'s versions, sorted, with every older version
+    /// a snapshot at or above `oldest_snapshot` may need: the flush job's
+    /// input. A leaf handed out stays the oldest of its chain, unchanged,
+    /// until it is flushed, and its records stay where they are.
+    pub(crate) fn unit(&self, leaf: u32, oldest_snapshot: u64) -> Result<Arc<Versions>> {
+        // Read under the shared lock (reads go on), yielded every
+        // `UNIT_RECORDS_PER_HOLD` records to a writer waiting for it (and
+        // the reads queued behind that writer): held for a whole leaf, it
+        // held them up for milliseconds (`docs/experiments.md`, "LightKV's
+        // read tail under writes").
+        let mut buf = self.buf.read();
+        let offsets = buf.unit_offsets(leaf).ok_or_else(|| {
+            Error::InvalidArgument(format!("flush unit {leaf} is not a handed-out leaf"))
+        })?;
+        let mut entries = Vec::with_capacity(offsets.len());
+        for chunk in offsets.chunks(UNIT_RECORDS_PER_HOLD) {
+            buf.unit_collect(chunk, oldest_snapshot, &mut entries)?;
+            RwLockReadGuard::bump(&mut buf);
+        }
+        drop(buf);
+        let u = LightBuffer::unit_finish(leaf, entries);
+        Ok(Arc::new(Versions::new(u.entries)))
     }
 
     /// True when a linked leaf waits to be handed out.
@@ -578,6 +590,62 @@ impl WriteBuffer for Versions {
 
     fn len(&self) -> usize {
         self.items.len()
+    }
+}
+
+/// A flush unit waiting in the engine's queue of immutable memtables
+/// (`Core::light_hand_out`): as a memtable it holds nothing, since reads
+/// find its versions in the buffer until its table is installed
+/// ([`Light::hand_out_next`]); its flush job reads them ([`Light::unit`]).
+pub(crate) struct UnitLeaf;
+
+impl WriteBuffer for UnitLeaf {
+    fn insert_batch(&self, _batch: &WriteBatch, _seq: u64) {
+        unreachable!("a flush unit is never written to");
+    }
+
+    fn insert_relocations(&self, _batch: &WriteBatch, _seq: u64, _counted: bool) {
+        unreachable!("lightkv keeps values inline: no GC relocates them");
+    }
+
+    fn get(&self, _user_key: &[u8], _snapshot: u64) -> Lookup {
+        Lookup::Absent
+    }
+
+    fn newest_sequence(&self, _user_key: &[u8]) -> Option<u64> {
+        None
+    }
+
+    fn digests_newer_than(&self, _seq: u64, _out: &mut DigestSet) -> bool {
+        false
+    }
+
+    fn last_sequence(&self) -> u64 {
+        0
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        Box::new(MergingIterator::new(Vec::new()))
+    }
+
+    fn approximate_memory_bytes(&self) -> usize {
+        0
+    }
+
+    fn filter_bytes(&self) -> usize {
+        0
+    }
+
+    fn shadow_candidates(&self) -> ShadowCandidates {
+        ShadowCandidates::default()
+    }
+
+    fn held_live_bytes(&self) -> u64 {
+        0
+    }
+
+    fn len(&self) -> usize {
+        0
     }
 }
 

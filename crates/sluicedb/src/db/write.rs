@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
-use super::light::Light;
+use super::light::{Light, UnitLeaf};
 use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -570,62 +570,40 @@ impl Core {
                 light.make_room_early()?;
             }
         }
-        self.light_hand_out(st, light)?;
+        self.light_hand_out(st, light);
         Ok(())
     }
 
     /// Hands out waiting flush units as immutable memtables, at most
     /// [`LIGHT_UNITS_IN_FLIGHT`] at once; returns how many.
     ///
-    /// A unit is a copy of a whole leaf's versions (a thousand records read
-    /// and sorted): it is built without the engine's state lock, which
-    /// every read's view and every write group takes, under
-    /// `Light::hand_outs` instead (one hand-out at a time, so units go out
-    /// and are queued in the order they were taken). Built under the state
-    /// lock, each hand-out held up every read for as long as a leaf took to
-    /// copy (`docs/experiments.md`, "LightKV's read tail under writes").
+    /// A unit here is its leaf only (`Light::hand_out_next`): its flush job
+    /// reads the leaf's versions (`Light::unit`). Hand-outs take
+    /// `Light::hand_outs`, without the engine's state lock (its lock order),
+    /// one at a time, so that units are queued in the order they were
+    /// taken.
     pub(super) fn light_hand_out(
         &self,
         st: &mut MutexGuard<'_, State>,
         light: &Arc<Light>,
-    ) -> Result<usize> {
+    ) -> usize {
         if st.imms.len() >= LIGHT_UNITS_IN_FLIGHT || !light.unit_waiting() {
-            return Ok(0);
+            return 0;
         }
         MutexGuard::unlocked(st, || {
             let _hand_outs = light.hand_outs.lock();
-            let (room, oldest) = {
-                let st = self.state.lock();
-                let visible = self.visible_seq.load(Ordering::Acquire);
-                // Only hand-outs, one at a time, add a unit: `imms` can
-                // only shrink until this one queues its units.
-                let room = LIGHT_UNITS_IN_FLIGHT.saturating_sub(st.imms.len());
-                (room, st.smallest_snapshot(visible))
-            };
-            if room == 0 || !light.unit_waiting() {
-                return Ok(0);
-            }
-            let mut units = Vec::new();
-            let mut failed = None;
-            while units.len() < room {
-                match light.next_unit(oldest) {
-                    Ok(Some(u)) => units.push(u),
-                    Ok(None) => break,
-                    Err(e) => {
-                        // The units taken go out all the same: their leaves
-                        // are marked handed out and wait for their flush.
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            let n = units.len();
-            if n > 0 {
+            // Only hand-outs, one at a time, add a unit: `imms` can only
+            // shrink until this one queues its units.
+            let room = LIGHT_UNITS_IN_FLIGHT.saturating_sub(self.state.lock().imms.len());
+            let units: Vec<u32> = std::iter::from_fn(|| light.hand_out_next())
+                .take(room)
+                .collect();
+            if !units.is_empty() {
                 let mut st = self.state.lock();
-                for (leaf, mem) in units {
+                for &leaf in &units {
                     let mark = st.mem_mark;
                     st.imms.push_back(Immutable {
-                        mem,
+                        mem: Arc::new(UnitLeaf),
                         mark,
                         since: Instant::now(),
                         // Its flush syncs the buffer through the unit
@@ -639,7 +617,7 @@ impl Core {
                 st.refresh_sv();
                 self.bg_cv.notify_all();
             }
-            failed.map_or(Ok(n), Err)
+            units.len()
         })
     }
 
@@ -666,10 +644,10 @@ impl Core {
                 return Ok(());
             }
             st.check_writable()?;
-            let mut handed = self.light_hand_out(st, light)?;
+            let mut handed = self.light_hand_out(st, light);
             if handed == 0 && st.imms.is_empty() {
                 light.make_room()?;
-                handed = self.light_hand_out(st, light)?;
+                handed = self.light_hand_out(st, light);
             }
             // A flushed unit's table may be installed (no longer among
             // `imms`) with its leaf not yet out of the buffer: its flush

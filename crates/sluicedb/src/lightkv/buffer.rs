@@ -87,6 +87,10 @@ pub(crate) struct FlushUnit {
 /// A batch's lanes and version links, taken from the tree before its
 /// records are stored ([`LightBuffer::plan`]).
 pub(crate) struct Plan {
+    /// Per operation, its partition, while the tree has `partitions`
+    /// partitions (a split may move a key to another).
+    parts: Vec<LeafId>,
+    partitions: usize,
     /// Per operation, its lane and payload length.
     lanes: Vec<(Lane, usize)>,
     /// Per operation, the key's previous version in its top leaf
@@ -202,13 +206,8 @@ fn key_at(pwb: &Pwb, offset: u64, err: &RefCell<Option<Error>>) -> Vec<u8> {
 /// through to an older version.
 fn is_key_at(pwb: &Pwb, offset: u64, key: &[u8], err: &RefCell<Option<Error>>) -> bool {
     let want = PAYLOAD_HEADER + key.len();
-    if let Ok(Some(p)) = pwb.peek(Loc::from_u64(offset), want) {
-        let key_len = p
-            .get(17..21)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
-        if p.len() == want && key_len == Some(key.len()) && &p[PAYLOAD_HEADER..] == key {
-            return true;
-        }
+    if let Ok(Some(true)) = pwb.peek_with(Loc::from_u64(offset), want, |p| payload_is_key(p, key)) {
+        return true;
     }
     match record(pwb, offset) {
         Ok(r) => r.key == key,
@@ -216,6 +215,25 @@ fn is_key_at(pwb: &Pwb, offset: u64, key: &[u8], err: &RefCell<Option<Error>>) -
             err.borrow_mut().get_or_insert(e);
             false
         }
+    }
+}
+
+/// True when payload `p` (whole, or its first bytes) is a record of `key`.
+fn payload_is_key(p: &[u8], key: &[u8]) -> bool {
+    let key_len = p
+        .get(17..21)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
+    key_len == Some(key.len()) && p.get(PAYLOAD_HEADER..PAYLOAD_HEADER + key.len()) == Some(key)
+}
+
+/// The sequence number of the record at `offset`, which must be `key`'s:
+/// read whole and checked, without copying it (a write naming its key's
+/// previous version needs only this).
+fn seq_of(pwb: &Pwb, offset: u64, key: &[u8]) -> Result<u64> {
+    let loc = Loc::from_u64(offset);
+    match pwb.read_with(loc, |p| payload_is_key(p, key))? {
+        (seq, true) => Ok(seq),
+        (_, false) => Err(pwb.damage(loc, "the index's record of a key holds another key")),
     }
 }
 
@@ -338,7 +356,7 @@ impl LightBuffer {
             }
             let rec = decode(&buf.pwb, r.loc, &r.payload, r.seq)?;
             if !in_tables(&rec.key, r.seq) {
-                buf.index(&rec.key, r.seq, r.loc)?;
+                buf.index(&rec.key, None, r.seq, r.loc)?;
             }
         }
         // Segments whose kept records the tables all hold are named by no
@@ -507,7 +525,7 @@ impl LightBuffer {
         let Some(stored) = self.store(ops, &plan)? else {
             return Ok(None);
         };
-        self.index_stored(ops, stored).map(Some)
+        self.index_stored(ops, &plan, stored).map(Some)
     }
 
     /// The first step of [`LightBuffer::write`], reading only: each
@@ -516,12 +534,14 @@ impl LightBuffer {
     /// ([`LightBuffer::store`]), so that reads go on meanwhile, provided
     /// nothing changes the tree before [`LightBuffer::index_stored`].
     pub(crate) fn plan(&self, ops: &[Op<'_>]) -> Result<Plan> {
+        let mut parts = Vec::with_capacity(ops.len());
         let mut lanes = Vec::with_capacity(ops.len());
         let mut prevs = Vec::with_capacity(ops.len());
         let mut last_in_batch: HashMap<&[u8], usize> = HashMap::new();
         let mut earlier = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let id = self.tree.partition_of(op.key);
+            parts.push(id);
             lanes.push((self.leaves[id][0].uid as Lane, payload_len(op)));
             earlier.push(last_in_batch.insert(op.key, i));
             // The previous version in the top leaf only: a version in an
@@ -534,11 +554,13 @@ impl LightBuffer {
                 return Err(e);
             }
             prevs.push(match prev {
-                Some(o) => (self.record(o)?.seq, o),
+                Some(o) => (seq_of(&self.pwb, o, op.key)?, o),
                 None => (0, 0),
             });
         }
         Ok(Plan {
+            parts,
+            partitions: self.tree.partitions(),
             lanes,
             prevs,
             earlier,
@@ -563,7 +585,12 @@ impl LightBuffer {
     /// The last step: puts the stored records into the tree (splitting and
     /// linking leaves as they fill); returns the batch's first sequence
     /// number.
-    pub(crate) fn index_stored(&mut self, ops: &[Op<'_>], stored: Appended) -> Result<u64> {
+    pub(crate) fn index_stored(
+        &mut self,
+        ops: &[Op<'_>],
+        plan: &Plan,
+        stored: Appended,
+    ) -> Result<u64> {
         let first_seq = stored.first_seq;
         if first_seq != self.next_seq {
             return Err(Error::InvalidArgument(format!(
@@ -581,21 +608,24 @@ impl LightBuffer {
         self.next_seq = first_seq + ops.len() as u64;
         self.batch_ends.insert(self.next_seq - 1);
         for (i, op) in ops.iter().enumerate() {
-            self.index(op.key, first_seq + i as u64, stored.locs[i])?;
+            // The plan's partition, unless a split since moved keys.
+            let part = (self.tree.partitions() == plan.partitions).then_some(plan.parts[i]);
+            self.index(op.key, part, first_seq + i as u64, stored.locs[i])?;
         }
         Ok(first_seq)
     }
 
     /// Puts record `loc` (operation `seq` on `key`) into its partition's top
-    /// leaf, keeping leaf metadata in step with splits and links.
-    fn index(&mut self, key: &[u8], seq: u64, loc: Loc) -> Result<()> {
-        let from = self.tree.partition_of(key);
+    /// leaf (`part` when the caller knows it), keeping leaf metadata in step
+    /// with splits and links.
+    fn index(&mut self, key: &[u8], part: Option<LeafId>, seq: u64, loc: Loc) -> Result<()> {
+        let from = part.unwrap_or_else(|| self.tree.partition_of(key));
         // The put (or a split it makes) changes the top leaf.
         self.leaves[from][0].version += 1;
         let (parts, links) = (self.tree.partitions(), self.tree.stats().links);
         let err = RefCell::new(None);
         let pwb = &self.pwb;
-        self.tree.put_with(
+        let id = self.tree.put_with(
             key,
             loc.to_u64(),
             |o| is_key_at(pwb, o, key, &err),
@@ -613,7 +643,6 @@ impl LightBuffer {
             self.count(&meta.segments, true);
             self.leaves.push(vec![meta]);
         }
-        let id = self.tree.partition_of(key);
         if self.tree.stats().links > links {
             let meta = self.new_meta();
             self.leaves[id].insert(0, meta);
@@ -833,43 +862,38 @@ impl LightBuffer {
     /// (`Pwb::sync_through`) before a table may hold any of it (the engine's
     /// flush job, before it lists the unit's table: `Core::run_flush`).
     pub(crate) fn take_unit(&mut self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
-        let unit = self.unit_entries(oldest_snapshot)?;
-        if let Some(u) = &unit {
-            self.hand_out(u.leaf);
-        }
-        Ok(unit)
-    }
-
-    /// The first half of [`LightBuffer::take_unit`], reading only (the
-    /// owner may hold its lock shared, so that reads go on): the next
-    /// flushable leaf's unit, not yet marked handed out. Until
-    /// [`LightBuffer::hand_out`] marks it, the caller must be the only one
-    /// taking units (the leaf stays the oldest of its chain and flushable
-    /// meanwhile: only a handed-out leaf leaves a chain).
-    pub(crate) fn unit_entries(&self, oldest_snapshot: u64) -> Result<Option<FlushUnit>> {
-        let Some((leaf, offsets)) = self.unit_leaf() else {
+        let Some(leaf) = self.next_unit_leaf() else {
             return Ok(None);
         };
+        self.hand_out(leaf);
+        let offsets = self.unit_offsets(leaf).expect("a leaf just handed out");
         let mut entries = Vec::with_capacity(offsets.len());
         self.unit_collect(&offsets, oldest_snapshot, &mut entries)?;
         Ok(Some(Self::unit_finish(leaf, entries)))
     }
 
-    /// The next flushable leaf (not yet handed out): its uid and the
-    /// places it indexes. [`LightBuffer::unit_entries`] in steps: the owner
-    /// may let its lock go between [`LightBuffer::unit_collect`]s, since
-    /// the leaf neither changes nor leaves its chain until it is handed
-    /// out, and its segments stay in use while it is in the chain; each
-    /// step walks its links under the lock, with the watermark of then.
-    pub(crate) fn unit_leaf(&self) -> Option<(u32, Vec<u64>)> {
+    /// The next flushable leaf (the oldest linked leaf not yet handed out).
+    pub(crate) fn next_unit_leaf(&self) -> Option<u32> {
         let id = self.flushable()?;
-        let depth = self.leaves[id].len() - 1;
-        let uid = self.leaves[id].last().expect("a chain").uid;
-        Some((uid, self.tree.offsets_in(id, depth)))
+        Some(self.leaves[id].last().expect("a chain").uid)
+    }
+
+    /// The places handed-out leaf `uid` indexes; `None` when no chain ends
+    /// in it. [`LightBuffer::take_unit`] in steps: the owner may let its
+    /// lock go between [`LightBuffer::unit_collect`]s, since a handed-out
+    /// leaf neither changes nor leaves its chain until it is flushed, and
+    /// its segments stay in use while it is in the chain; each step walks
+    /// its links under the lock, with the watermark of then.
+    pub(crate) fn unit_offsets(&self, uid: u32) -> Option<Vec<u64>> {
+        let id = (0..self.leaves.len()).find(|&id| {
+            let chain = &self.leaves[id];
+            chain.len() > 1 && chain.last().is_some_and(|m| m.uid == uid && m.handed_out)
+        })?;
+        Some(self.tree.offsets_in(id, self.leaves[id].len() - 1))
     }
 
     /// Appends to `entries` the versions of the records at `offsets` (of
-    /// the leaf [`LightBuffer::unit_leaf`] named) with every older version
+    /// the leaf [`LightBuffer::unit_offsets`] named) with every older version
     /// a snapshot at or above `oldest_snapshot` may need.
     pub(crate) fn unit_collect(
         &self,
@@ -908,8 +932,7 @@ impl LightBuffer {
         }
     }
 
-    /// Marks leaf `uid`, the oldest of its chain, handed out (the second
-    /// half of [`LightBuffer::take_unit`]).
+    /// Marks leaf `uid`, the oldest of its chain, handed out.
     pub(crate) fn hand_out(&mut self, uid: u32) {
         let meta = self
             .leaves

@@ -844,14 +844,19 @@ impl Pwb {
         self.state.lock().segments[seg as usize].in_use
     }
 
-    /// The first `n` payload bytes (fewer when the payload is shorter) of
-    /// the record at `loc`, which the caller's index holds (it lies below
+    /// What `f` makes of the first `n` payload bytes (fewer when the
+    /// payload is shorter), seen in place, of the record at `loc`, which the caller's index holds (it lies below
     /// its segment's end, and its segment is not released while the index
     /// holds it), read without the state lock and without its checksum:
     /// for telling keys apart, where a mismatch is then read in full with
     /// [`Pwb::read`] (a damaged record must not pass for another key's).
     /// `None` when the bytes there cannot start a record.
-    pub(crate) fn peek(&self, loc: Loc, n: usize) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn peek_with<P>(
+        &self,
+        loc: Loc,
+        n: usize,
+        f: impl FnOnce(&[u8]) -> P,
+    ) -> Result<Option<P>> {
         let size = u64::from(self.geometry.segment_bytes);
         let offset = u64::from(loc.offset);
         if loc.segment >= self.geometry.segments || offset + RECORD_HEADER_BYTES > size {
@@ -864,9 +869,13 @@ impl Pwb {
         if !h.plausible() || offset + record_bytes(h.len as usize) > size {
             return Ok(None);
         }
-        let mut payload = vec![0; n.min(h.len as usize)];
-        self.pm.read(at + RECORD_HEADER_BYTES, &mut payload)?;
-        Ok(Some(payload))
+        let mut f = Some(f);
+        let mut made = None;
+        self.pm
+            .read_with(at + RECORD_HEADER_BYTES, n.min(h.len as usize), &mut |p| {
+                made = f.take().map(|f| f(p));
+            })?;
+        Ok(made)
     }
 
     /// The record at `loc`: (sequence number, payload). A record that is

@@ -168,12 +168,26 @@ impl Core {
             )
         };
         let batched = units.len().max(1);
+        // LightKV: a unit in the queue is its leaf alone; its versions are
+        // read out of the buffer here, off the writer's path
+        // (`Light::hand_out_next`).
+        let mems: Vec<Arc<dyn WriteBuffer>> = match self.light.get() {
+            Some(light) if !units.is_empty() => units
+                .iter()
+                .map(|&(_, leaf)| {
+                    light
+                        .unit(leaf, smallest_snapshot)
+                        .map(|v| v as Arc<dyn WriteBuffer>)
+                })
+                .collect::<Result<_>>()?,
+            _ => vec![imm.clone()],
+        };
         let input = || -> Box<dyn InternalIterator> {
-            if units.len() > 1 {
-                let children = units.iter().map(|(m, _)| m.clone().iter()).collect();
+            if mems.len() > 1 {
+                let children = mems.iter().map(|m| m.clone().iter()).collect();
                 Box::new(MergingIterator::new(children))
             } else {
-                imm.clone().iter()
+                mems[0].clone().iter()
             }
         };
         // Held until the tables are installed: GC waits for it after
@@ -212,7 +226,7 @@ impl Core {
         // listed: one fence for all of them, on this thread (at the
         // hand-out it was the writer's, an `msync` in the write path).
         if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
-            let newest = units.iter().map(|(m, _)| m.last_sequence()).max();
+            let newest = mems.iter().map(|m| m.last_sequence()).max();
             light.sync_through(newest.unwrap_or(0))?;
         }
         #[cfg(test)]
@@ -273,7 +287,7 @@ impl Core {
             // Splits of the buffer's partitions since the last flush.
             self.shape.flush_cuts(light.partition_cuts());
             let mut st = self.state.lock();
-            self.light_hand_out(&mut st, light)?;
+            self.light_hand_out(&mut st, light);
             self.cv.notify_all();
         }
         if self.shape.checkpoint_due() {

@@ -474,24 +474,25 @@ impl RhTree {
 
     /// [`RhTree::put`] with the signature matches confirmed by
     /// `is_key(offset)` (the record there is `key`'s), which need not read
-    /// the whole key; `key_of` gives the keys a split needs.
+    /// the whole key; `key_of` gives the keys a split needs. Returns the
+    /// partition it went into.
     pub(crate) fn put_with(
         &mut self,
         key: &[u8],
         offset: u64,
         mut is_key: impl FnMut(u64) -> bool,
         mut key_of: impl FnMut(u64) -> Vec<u8>,
-    ) {
+    ) -> LeafId {
         let sig = signature((self.hash)(key));
         loop {
             let id = self.partition_of(key);
             let part = &mut self.parts[id];
             if part.chain[0].update(sig, offset, &mut is_key) {
-                return;
+                return id;
             }
             let cache = part.span.cache_of(key);
             if part.chain[0].insert(Entry { sig, cache, offset }) {
-                return;
+                return id;
             }
             let linked = part.chain.len() > 1;
             let may_split = self.parts.len() < self.params.max_leaf_nodes && !linked;
