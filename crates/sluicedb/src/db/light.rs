@@ -116,7 +116,7 @@ impl Light {
         dir: &Path,
         opts: &LightKvOptions,
         budget: Option<usize>,
-        in_tables: impl Fn(&[u8], u64) -> bool,
+        in_tables: impl Fn(&[u8], u64) -> Result<bool> + Sync,
     ) -> Result<Light> {
         crate::lightkv::memory::check_buffer_fits(opts.buffer_bytes, budget)?;
         let pm = fs.open_pm_fenced(&buffer_path(dir), opts.buffer_bytes, opts.fence)?;

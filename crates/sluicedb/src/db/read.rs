@@ -253,6 +253,70 @@ mod tests {
         }
     }
 
+    /// LightKV's recovery asks the partitioned shape for each buffered
+    /// record's newest version in the tables by a point read of each
+    /// table (`IndexShape::newest_sequence`); it must answer as a seek of
+    /// the scan cursor does, tombstones included, over flushed, merged and
+    /// split partitions.
+    #[test]
+    fn lightkv_newest_sequence_by_point_reads_answers_as_a_seek() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let o = Options::preset(crate::options::Preset::LightKv)
+            .fs(Arc::new(MemFs::new()))
+            .target_file_size_bytes(4096)
+            .block_size_bytes(256)
+            .lightkv_buffer_bytes(32 * 1024)
+            .lightkv_segment_bytes(1024)
+            .lightkv_leaf_buckets(2)
+            .lightkv_max_leaf_nodes(8)
+            .lightkv_compaction_size(3)
+            .lightkv_partition_split_bytes(6 * 1024);
+        let db = Db::open("/db", o).unwrap();
+        let mut deleted = 0;
+        for round in 0..8 {
+            for _ in 0..150 {
+                let k = format!("k{:03}", rng.gen_range(0..200));
+                if rng.gen_bool(0.25) {
+                    db.delete(&k).unwrap();
+                    deleted += 1;
+                } else {
+                    db.put(&k, vec![round as u8; rng.gen_range(1..200)])
+                        .unwrap();
+                }
+            }
+            db.flush().unwrap();
+        }
+        let core = db.core();
+        let v = core.state.lock().current.clone();
+        assert!(
+            v.num_files(0) + v.num_files(1) > 1,
+            "seed {seed}: tables to read"
+        );
+        let (mut found, mut absent) = (0, 0);
+        for i in 0..220 {
+            let k = format!("k{i:03}");
+            let seek = crate::index::newest_by_seek(
+                core.shape
+                    .scan_iterators(&v, &core.tables, Some(k.as_bytes()), Some(k.as_bytes())),
+                k.as_bytes(),
+            )
+            .unwrap();
+            let probe = core
+                .shape
+                .newest_sequence(&v, &core.tables, k.as_bytes())
+                .unwrap();
+            assert_eq!(probe, seek, "seed {seed}: key {k}");
+            if probe.is_some() {
+                found += 1;
+            } else {
+                absent += 1;
+            }
+        }
+        assert!(found > 150 && absent >= 20 && deleted > 0, "seed {seed}");
+    }
+
     /// `multi_get` against a `get` per key, over memtables, immutable
     /// memtables and tables, inline and separated values, at the latest
     /// view and at a snapshot; keys unsorted, repeated and absent.

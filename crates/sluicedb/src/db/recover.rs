@@ -14,7 +14,6 @@ use super::Core;
 use crate::batch::WriteBatch;
 use crate::compaction::JobStats;
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
 use crate::journal::engine::EngineJournal;
 use crate::journal::replay::{self, Ended, Source};
 use crate::journal::{Journal, JournalMark};
@@ -164,20 +163,15 @@ impl Core {
             ));
         }
         let current = self.state.lock().current.clone();
-        let damage = std::cell::RefCell::new(None);
-        let in_tables = |key: &[u8], seq: u64| match self.newest_in_tables(&current, key) {
-            Ok(newest) => newest.is_some_and(|s| s >= seq),
-            Err(e) => {
-                damage.borrow_mut().get_or_insert(e);
-                false
-            }
+        let in_tables = |key: &[u8], seq: u64| {
+            Ok(self
+                .shape
+                .newest_sequence(&current, &self.tables, key)?
+                .is_some_and(|s| s >= seq))
         };
         let budget = self.opts.memory_budget_bytes.filter(|&b| b != usize::MAX);
         let light =
             super::light::Light::open(&self.fs, &self.dir, &self.opts.lightkv, budget, in_tables)?;
-        if let Some(e) = damage.into_inner() {
-            return Err(e);
-        }
         let max_seq = light.last_seq();
         let light = Arc::new(light);
         self.shape.flush_cuts(light.partition_cuts());
@@ -204,27 +198,6 @@ impl Core {
             unreachable!("recovery runs once per open");
         }
         Ok(())
-    }
-
-    /// The sequence number of the newest version of `key` (a tombstone
-    /// included) the tables of `v` hold.
-    fn newest_in_tables(
-        &self,
-        v: &Arc<crate::version::Version>,
-        key: &[u8],
-    ) -> Result<Option<u64>> {
-        let children = self
-            .shape
-            .scan_iterators(v, &self.tables, Some(key), Some(key));
-        let mut it = crate::iter::MergingIterator::new(children);
-        it.seek(&crate::key::encode(
-            key,
-            crate::key::MAX_SEQUENCE,
-            crate::key::KIND_SEEK,
-        ));
-        it.status()?;
-        Ok((it.valid() && crate::key::user_key(it.key()) == key)
-            .then(|| crate::key::sequence(it.key())))
     }
 
     /// Applies one recovered batch; writes an L0 table when the memtable

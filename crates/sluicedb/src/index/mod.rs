@@ -152,6 +152,19 @@ pub(crate) fn probe_in_order<'f>(
     Ok(Lookup::Absent)
 }
 
+/// The sequence number of the newest entry of `user_key` among
+/// `children` (a shape's scan iterators over a range holding it), a
+/// tombstone included ([`IndexShape::newest_sequence`]).
+pub(crate) fn newest_by_seek(
+    children: Vec<Box<dyn InternalIterator>>,
+    user_key: &[u8],
+) -> Result<Option<u64>> {
+    let mut it = crate::iter::MergingIterator::new(children);
+    it.seek(&key::encode(user_key, key::MAX_SEQUENCE, key::KIND_SEEK));
+    it.status()?;
+    Ok((it.valid() && key::user_key(it.key()) == user_key).then(|| key::sequence(it.key())))
+}
+
 /// The table of a sorted run (tables in key order, not overlapping) whose
 /// range holds `user_key`, if any: one binary search of boundary keys.
 pub(crate) fn sorted_run_table<'v>(
@@ -282,6 +295,21 @@ pub(crate) trait IndexShape: LevelRules {
     /// it (exact, only later).
     fn get_shadowed(&self, v: &Version, tables: &TableCache, user_key: &[u8]) -> Result<Lookup> {
         self.get(v, tables, user_key, key::MAX_SEQUENCE, IoClass::Flush)
+    }
+    /// The sequence number of the newest version of `user_key` the tables
+    /// of `v` hold, a tombstone included (LightKV's recovery asks it of
+    /// every record it finds in the buffer). By default a seek of the
+    /// shape's scan iterators.
+    fn newest_sequence(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+        user_key: &[u8],
+    ) -> Result<Option<u64>> {
+        newest_by_seek(
+            self.scan_iterators(v, tables, Some(user_key), Some(user_key)),
+            user_key,
+        )
     }
     /// Iterators over all tables (level 0's one each, newest first, then
     /// one per sorted run): for full scans and recounts.

@@ -515,6 +515,32 @@ impl IndexShape for Partitioned {
         probe_in_order(tables, holding, user_key, snapshot, class)
     }
 
+    /// A point read of the key's partition, table by table newest first,
+    /// through each table's hash leaf and filter. A seek of the scan
+    /// cursor per record was half of a crash recovery's time, and counted
+    /// towards scan merges (`docs/experiments.md`, "LightKV: a parallel
+    /// recovery scan").
+    fn newest_sequence(
+        &self,
+        v: &Arc<Version>,
+        tables: &Arc<TableCache>,
+        user_key: &[u8],
+    ) -> Result<Option<u64>> {
+        let p = super::unified::partition_of(&v.boundaries, user_key);
+        let seek = key::encode(user_key, key::MAX_SEQUENCE, key::KIND_SEEK);
+        let hash = crate::table::bloom::key_hash(user_key);
+        for f in Members::of(v).0[p]
+            .iter()
+            .filter(|f| f.holds_user_key(user_key))
+        {
+            let t = tables.table_of(&f.table, f.number, f.file_size, IoClass::Journal)?;
+            if let Some((ik, _)) = t.get(&seek, user_key, hash, IoClass::Journal)? {
+                return Ok(Some(key::sequence(&ik)));
+            }
+        }
+        Ok(None)
+    }
+
     /// One cursor over the partitions in range, in key order
     /// ([`TableParts`]): a seek reads the members of one partition,
     /// not every table in range. One iterator per table, as before, made

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
-use crate::pwb::{Appended, Lane, Loc, Pwb, SegmentUse};
+use crate::pwb::{Appended, Lane, Loc, Pwb, RecoveredRecord, SegmentUse};
 
 /// The first word of a clean shutdown's image ("LKVIMG02": since the
 /// released word and each segment's oldest operation; an image of the first
@@ -129,10 +129,6 @@ fn payload_len(op: &Op<'_>) -> usize {
     PAYLOAD_HEADER + op.key.len() + op.value.map_or(0, <[u8]>::len)
 }
 
-fn decode(pwb: &Pwb, loc: Loc, p: &[u8], seq: u64) -> Result<Record> {
-    parse(p, seq).map_err(|why| pwb.damage(loc, why))
-}
-
 /// Key and value are copied out of the payload `p` into allocations of
 /// their own, sized to them: no zero-filled buffer, no second copy.
 fn parse(p: &[u8], seq: u64) -> std::result::Result<Record, &'static str> {
@@ -171,6 +167,18 @@ pub(crate) fn describe_payload(p: &[u8]) -> Option<(bool, &[u8], &[u8], u64)> {
     let key = p.get(PAYLOAD_HEADER..PAYLOAD_HEADER.checked_add(key_len)?)?;
     let value = &p[PAYLOAD_HEADER + key_len..];
     Some((p[0] == KIND_DELETE, key, value, prev_seq))
+}
+
+/// Threads a crash recovery reads the buffer with: one per core.
+fn recovery_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The key of recovered record `r`, in place.
+fn record_key<'a>(pwb: &Pwb, r: &'a RecoveredRecord) -> Result<&'a [u8]> {
+    describe_payload(&r.payload)
+        .map(|(_, key, _, _)| key)
+        .ok_or_else(|| pwb.damage(r.loc, "record payload out of range"))
 }
 
 /// The clean shutdown mark naming `image`: its hash, never 0.
@@ -291,12 +299,13 @@ impl LightBuffer {
     /// keeps, in sequence order; `in_tables(key, seq)` says whether the
     /// tables hold that version or a newer one of the key, which is then not
     /// indexed (a stale record that outlived its leaf's flush must not
-    /// shadow a newer version in a table).
+    /// shadow a newer version in a table). It is asked from several threads
+    /// at once (`LightBuffer::scan`).
     pub(crate) fn open(
         pm: Arc<dyn Pm>,
         segment_bytes: u64,
         params: RhParams,
-        in_tables: impl Fn(&[u8], u64) -> bool,
+        in_tables: impl Fn(&[u8], u64) -> Result<bool> + Sync,
     ) -> Result<LightBuffer> {
         Ok(Self::open_with_image(pm, segment_bytes, params, None, in_tables)?.0)
     }
@@ -311,7 +320,7 @@ impl LightBuffer {
         segment_bytes: u64,
         params: RhParams,
         image: Option<&[u8]>,
-        in_tables: impl Fn(&[u8], u64) -> bool,
+        in_tables: impl Fn(&[u8], u64) -> Result<bool> + Sync,
     ) -> Result<(LightBuffer, bool)> {
         let mark = Pwb::clean_mark(&*pm)?;
         if mark != 0 {
@@ -326,12 +335,16 @@ impl LightBuffer {
         Ok((Self::scan(pm, segment_bytes, params, in_tables)?, false))
     }
 
-    /// Opens the buffer by reading every record (§V, after a crash).
+    /// Opens the buffer by reading every record (§V, after a crash). The
+    /// segments are read and checked in parallel (`Pwb::open`), and so are
+    /// the recovered records' keys and their lookups in the tables
+    /// (`in_tables`, a table read per record); only putting them into the
+    /// tree, in sequence order, is one thread's work.
     fn scan(
         pm: Arc<dyn Pm>,
         segment_bytes: u64,
         params: RhParams,
-        in_tables: impl Fn(&[u8], u64) -> bool,
+        in_tables: impl Fn(&[u8], u64) -> Result<bool> + Sync,
     ) -> Result<LightBuffer> {
         let (pwb, recovered) = Pwb::open(pm, segment_bytes)?;
         let pwb = Arc::new(pwb);
@@ -350,13 +363,24 @@ impl LightBuffer {
             let meta = buf.new_meta();
             buf.leaves.push(vec![meta]);
         }
-        for r in recovered.records {
+        let pwb = &buf.pwb;
+        let in_tables = &in_tables;
+        // Per record, whether the tables hold its version (or a newer one).
+        let held = crate::parallel::in_parts(&recovered.records, recovery_threads(), |rs, _| {
+            rs.iter()
+                .map(|r| in_tables(record_key(pwb, r)?, r.seq))
+                .collect::<Result<Vec<bool>>>()
+        })
+        .into_iter()
+        .collect::<Result<Vec<Vec<bool>>>>()?
+        .concat();
+        for (r, held) in recovered.records.iter().zip(held) {
             if r.place + 1 == r.count {
                 buf.batch_ends.insert(r.seq);
             }
-            let rec = decode(&buf.pwb, r.loc, &r.payload, r.seq)?;
-            if !in_tables(&rec.key, r.seq) {
-                buf.index(&rec.key, None, r.seq, r.loc)?;
+            if !held {
+                let key = record_key(&buf.pwb, r)?;
+                buf.index(key, None, r.seq, r.loc)?;
             }
         }
         // Segments whose kept records the tables all hold are named by no

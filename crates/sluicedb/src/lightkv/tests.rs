@@ -68,7 +68,7 @@ struct Run {
 impl Run {
     fn new(seed: u64) -> Run {
         let pm = Arc::new(SimPm::new("lightkv", REGION_BYTES).unwrap());
-        let buf = LightBuffer::open(pm.clone(), SEGMENT_BYTES, params(), |_, _| false).unwrap();
+        let buf = LightBuffer::open(pm.clone(), SEGMENT_BYTES, params(), |_, _| Ok(false)).unwrap();
         Run {
             rng: StdRng::seed_from_u64(seed),
             seed,
@@ -188,10 +188,10 @@ impl Run {
         let pm = Arc::new(image);
         let tables = &self.tables;
         let in_tables = |k: &[u8], seq: u64| {
-            tables
+            Ok(tables
                 .range((k.to_vec(), seq)..=(k.to_vec(), u64::MAX))
                 .next()
-                .is_some()
+                .is_some())
         };
         let buf = LightBuffer::open(pm.clone(), SEGMENT_BYTES, params(), in_tables).unwrap();
         let last = buf.last_seq();
@@ -270,7 +270,7 @@ fn model_with_snapshots_flushes_and_crashes() {
 #[test]
 fn recovery_skips_versions_the_tables_hold() {
     let pm = Arc::new(SimPm::new("lightkv", REGION_BYTES).unwrap());
-    let mut buf = LightBuffer::open(pm.clone(), SEGMENT_BYTES, params(), |_, _| false).unwrap();
+    let mut buf = LightBuffer::open(pm.clone(), SEGMENT_BYTES, params(), |_, _| Ok(false)).unwrap();
     let op = |v: &'static [u8]| Op {
         key: b"k",
         value: Some(v),
@@ -291,10 +291,13 @@ fn recovery_skips_versions_the_tables_hold() {
     assert_eq!(buf.watermark(), 0);
     // The table holds "k"@1; after a crash the buffer still holds its record.
     let image = Arc::new(pm.crash_image(0));
-    let again = LightBuffer::open(image.clone(), SEGMENT_BYTES, params(), |_, _| false).unwrap();
+    let again =
+        LightBuffer::open(image.clone(), SEGMENT_BYTES, params(), |_, _| Ok(false)).unwrap();
     assert_eq!(again.get(b"k", 2).unwrap(), Lookup::Value(b"old".to_vec()));
-    let skipping =
-        LightBuffer::open(image, SEGMENT_BYTES, params(), |k, s| k == b"k" && s <= 1).unwrap();
+    let skipping = LightBuffer::open(image, SEGMENT_BYTES, params(), |k, s| {
+        Ok(k == b"k" && s <= 1)
+    })
+    .unwrap();
     assert_eq!(skipping.get(b"k", 2).unwrap(), Lookup::NotHere);
     skipping.check().unwrap();
 }

@@ -41,7 +41,7 @@ use format::{
     check_word, read_record_with, record_bytes, segment_word, Geometry, Read, CHECK_AT,
     GEOMETRY_AT, MAGIC, MAGIC_AT, RECORD_HEADER_BYTES, RELEASED_AT, WATERMARK_AT,
 };
-pub(crate) use recover::Recovered;
+pub(crate) use recover::{Recovered, RecoveredRecord};
 
 /// Which segment chain a record goes to (a top leaf, in the preset).
 pub(crate) type Lane = u32;

@@ -118,9 +118,20 @@ fn scan(pm: &dyn Pm, g: Geometry, i: u32) -> Result<Scanned> {
 pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recovered)> {
     let watermark = pm.read_u64(WATERMARK_AT)?;
     let released = pm.read_u64(RELEASED_AT)?;
-    let scans = (0..g.segments)
-        .map(|i| scan(pm, g, i))
-        .collect::<Result<Vec<_>>>()?;
+    // Segments are read and checked in parallel, one piece per core (§V:
+    // recovery scans the buffer "in parallel where it pays").
+    let ids: Vec<u32> = (0..g.segments).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut scans = crate::parallel::in_parts(&ids, threads, |ids, _| {
+        ids.iter()
+            .map(|&i| scan(pm, g, i))
+            .collect::<Result<Vec<_>>>()
+    })
+    .into_iter()
+    .collect::<Result<Vec<Vec<Scanned>>>>()?
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
     // Sequence number → (segment, index in its scan).
     let mut by_seq: BTreeMap<u64, (u32, usize)> = BTreeMap::new();
     for (i, sc) in scans.iter().enumerate() {
@@ -194,10 +205,11 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
     if wrote {
         pm.fence()?;
     }
+    // Each payload moves into its record (each is kept once at most).
     let records = by_seq
         .range(watermark + 1..last_seq + 1)
         .map(|(&seq, &(i, j))| {
-            let (h, pos, payload) = &scans[i as usize].records[j];
+            let (h, pos, payload) = &mut scans[i as usize].records[j];
             RecoveredRecord {
                 seq,
                 place: h.place,
@@ -206,7 +218,7 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
                     segment: i,
                     offset: *pos,
                 },
-                payload: payload.clone(),
+                payload: std::mem::take(payload),
             }
         })
         .collect();
