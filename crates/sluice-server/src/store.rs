@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use sluicedb::{Db, ReadOptions, ValueRef, WriteBatch, WriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
@@ -240,42 +241,54 @@ fn key_name(key: &[u8]) -> String {
     format!("{:?}", String::from_utf8_lossy(key))
 }
 
-/// A string value with its expiry (ms since the epoch), if any.
+/// A string value with its expiry (ms since the epoch), if any. The value
+/// is shared, not copied: a `SET`'s is the request's argument, a read's
+/// the engine's buffer past the record's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    pub value: Vec<u8>,
+    pub value: Bytes,
     pub expire_at_ms: Option<u64>,
 }
 
+/// Longest string record header: the tag and an expiry.
+pub const ENTRY_HEAD_MAX_BYTES: usize = 9;
+
 impl Entry {
-    pub fn plain(value: Vec<u8>) -> Entry {
+    pub fn plain(value: impl Into<Bytes>) -> Entry {
         Entry {
-            value,
+            value: value.into(),
             expire_at_ms: None,
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    /// The record's header (its bytes before the value) into `head`;
+    /// returns its length.
+    pub fn encode_head(&self, head: &mut [u8; ENTRY_HEAD_MAX_BYTES]) -> usize {
         match self.expire_at_ms {
             None => {
-                let mut v = Vec::with_capacity(1 + self.value.len());
-                v.push(VALUE_PLAIN);
-                v.extend_from_slice(&self.value);
-                v
+                head[0] = VALUE_PLAIN;
+                1
             }
             Some(at) => {
-                let mut v = Vec::with_capacity(9 + self.value.len());
-                v.push(VALUE_EXPIRING);
-                v.extend_from_slice(&at.to_le_bytes());
-                v.extend_from_slice(&self.value);
-                v
+                head[0] = VALUE_EXPIRING;
+                head[1..9].copy_from_slice(&at.to_le_bytes());
+                9
             }
         }
     }
 
-    /// Decodes a stored value; [`Damage`] naming the key if it is not
-    /// one this server wrote.
-    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut head = [0u8; ENTRY_HEAD_MAX_BYTES];
+        let n = self.encode_head(&mut head);
+        let mut v = Vec::with_capacity(n + self.value.len());
+        v.extend_from_slice(&head[..n]);
+        v.extend_from_slice(&self.value);
+        v
+    }
+
+    /// Decodes a stored value (the value is not copied); [`Damage`]
+    /// naming the key if it is not one this server wrote.
+    pub fn decode(raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
         let bad = || {
             Damage(format!(
                 "the value of {} is not in the server's encoding",
@@ -283,15 +296,11 @@ impl Entry {
             ))
         };
         match raw.first() {
-            Some(&VALUE_PLAIN) => {
-                raw.remove(0);
-                Ok(Entry::plain(raw))
-            }
+            Some(&VALUE_PLAIN) => Ok(Entry::plain(Bytes::from(raw).slice(1..))),
             Some(&VALUE_EXPIRING) if raw.len() >= 9 => {
                 let at = u64::from_le_bytes(raw[1..9].try_into().map_err(|_| bad())?);
-                raw.drain(..9);
                 Ok(Entry {
-                    value: raw,
+                    value: Bytes::from(raw).slice(9..),
                     expire_at_ms: Some(at),
                 })
             }
@@ -1854,6 +1863,21 @@ fn widen(b: &mut PopBounds, key: &[u8]) {
     }
 }
 
+/// Adds the put of record `r` at `data_key`: a string's value is copied
+/// once, from the request (or the record read) into the batch.
+fn put_rec(batch: &mut WriteBatch, data_key: Vec<u8>, r: &Rec) {
+    match r {
+        Rec::Str(e) => {
+            let mut head = [0u8; ENTRY_HEAD_MAX_BYTES];
+            let n = e.encode_head(&mut head);
+            batch.put_parts(data_key, &[&head[..n], &e.value]);
+        }
+        Rec::Coll(m) => {
+            batch.put(data_key, m.encode());
+        }
+    }
+}
+
 /// The writes of one command or one `EXEC`, staged over the keyspace:
 /// reads see them, and `commit` applies them as one batch.
 pub struct Txn<'a> {
@@ -2801,7 +2825,7 @@ impl<'a> Txn<'a> {
                     if let Rec::Coll(_) = r {
                         self.ks.note_collection(key, &mut batch);
                     }
-                    batch.put(data_key(self.db, key), r.encode());
+                    put_rec(&mut batch, data_key(self.db, key), r);
                     if let Some(at) = r.expire_at_ms() {
                         batch.put(expiry_key(self.db, at, key), []);
                     }
@@ -2818,7 +2842,7 @@ impl<'a> Txn<'a> {
                 live.insert(m.version);
             }
             dead.extend(replaced);
-            batch.put(data_key(db, &key), r.encode());
+            put_rec(&mut batch, data_key(db, &key), &r);
             if let Some(at) = r.expire_at_ms() {
                 batch.put(expiry_key(db, at, &key), []);
             }
@@ -3205,7 +3229,7 @@ mod tests {
     #[test]
     fn the_worked_example_encodes_as_documented() {
         let e = Entry {
-            value: b"hi".to_vec(),
+            value: Bytes::from_static(b"hi"),
             expire_at_ms: Some(1_700_000_010_000),
         };
         assert_eq!(
@@ -3228,6 +3252,13 @@ mod tests {
             Some((xxh3_64(b"user:1"), &b"user:1"[..]))
         );
         assert_eq!(Entry::plain(b"hi".to_vec()).encode(), [0x00, b'h', b'i']);
+        // The commit puts a string as its header and value in parts.
+        for e in [e.clone(), Entry::plain(b"hi".to_vec())] {
+            let (mut parts, mut whole) = (WriteBatch::new(), WriteBatch::new());
+            put_rec(&mut parts, k.clone(), &Rec::Str(e.clone()));
+            whole.put(&k, e.encode());
+            assert_eq!(parts, whole);
+        }
         assert!(
             Entry::decode(vec![7, 1, 2], b"k").is_err(),
             "an unknown tag is an error"
