@@ -2082,8 +2082,8 @@ impl<'a> Txn<'a> {
     }
 
     /// A read-only transaction reading at one snapshot.
-    pub fn at_snapshot(ks: &'a Keyspace) -> Txn<'a> {
-        let mut t = Txn::new(ks);
+    pub fn at_snapshot(ks: &'a Keyspace, now: u64) -> Txn<'a> {
+        let mut t = Txn::new_at(ks, now);
         t.snapshot = Some(ks.db().snapshot());
         t
     }
