@@ -703,6 +703,10 @@ pub struct Keyspace {
     pop_bounds: Mutex<FastMap<u64, PopBounds>>,
     /// Holes of all sets in `pop_bounds` (at most [`HOLES_MAX`]).
     holes_total: AtomicUsize,
+    /// Times any bound in `pop_bounds` was narrowed (or all dropped), counted
+    /// under its lock: a reader at a snapshot may use the bounds only while
+    /// none was narrowed since it took the snapshot ([`Txn::index_bounds`]).
+    narrowings: AtomicU64,
     /// A replicated shard is replacing the keyspace with a snapshot's
     /// (under the keyspace lock held exclusively): stale reads answer
     /// `-LOADING` instead of waiting for it.
@@ -773,6 +777,7 @@ impl Keyspace {
                 .collect(),
             pop_bounds: Mutex::new(FastMap::default()),
             holes_total: AtomicUsize::new(0),
+            narrowings: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             reclaim_from: Mutex::new(None),
         };
@@ -917,7 +922,11 @@ impl Keyspace {
     /// sorted sets' pop bounds, which were learnt under versions the
     /// snapshot may use for other sets.
     pub fn replaced(&self) -> Result<()> {
-        self.pop_bounds.lock().clear();
+        {
+            let mut all = self.pop_bounds.lock();
+            all.clear();
+            self.narrowings.fetch_add(1, Ordering::AcqRel);
+        }
         self.holes_total.store(0, Ordering::Relaxed);
         *self.reclaim_from.lock() = None;
         // A snapshot from a node of an earlier build holds the old layout.
@@ -1047,6 +1056,8 @@ impl Keyspace {
     /// (`max` false) or end (`max` true).
     fn narrow_pop_bounds(&self, version: u64, max: bool, key: Vec<u8>) {
         let mut all = self.pop_bounds.lock();
+        // Counted before the bound changes, under the lock that guards it.
+        self.narrowings.fetch_add(1, Ordering::AcqRel);
         let b = Self::bounds_entry(&mut all, version);
         if max {
             b.hi = Some(key);
@@ -1932,6 +1943,8 @@ pub struct Txn<'a> {
     /// Pops' narrowings of sorted-set bounds, applied once committed:
     /// (version, the max end, new bound).
     pop_narrowings: Vec<(u64, bool, Vec<u8>)>,
+    /// At a snapshot: [`Keyspace::narrowings`] read before it was taken.
+    narrowings_seen: Option<u64>,
     /// Versions of the sets popped by seeking, once per pop.
     pops: Vec<u64>,
     /// Sorted-set index entries a pop read past what it took, for the
@@ -2007,6 +2020,7 @@ impl<'a> Txn<'a> {
             modified: Vec::new(),
             index_deletes: Vec::new(),
             pop_narrowings: Vec::new(),
+            narrowings_seen: None,
             pops: Vec::new(),
             pop_ahead: Vec::new(),
             run_left: 0,
@@ -2084,6 +2098,9 @@ impl<'a> Txn<'a> {
     /// A read-only transaction reading at one snapshot.
     pub fn at_snapshot(ks: &'a Keyspace, now: u64) -> Txn<'a> {
         let mut t = Txn::new_at(ks, now);
+        // Read first: a pop committed before the snapshot narrows its
+        // bound after its commit, so after this read or before it.
+        t.narrowings_seen = Some(ks.narrowings.load(Ordering::Acquire));
         t.snapshot = Some(ks.db().snapshot());
         t
     }
@@ -2361,6 +2378,29 @@ impl<'a> Txn<'a> {
                 b.lo
             }
         })
+    }
+
+    /// Where a walk of sorted set `version`'s score index may start and
+    /// end: the bounds its pops learnt ([`Keyspace::pop_bounds`], and this
+    /// transaction's own), `None` at an end to walk from the index's own
+    /// end. Every live index entry is inside them, so a walk from the
+    /// lowest score skips the tombstones of the members popped before
+    /// (`ZRANGE key 0 0` after many `ZPOPMIN`s read them all each time).
+    /// At a snapshot they hold only while no pop narrowed a bound since it
+    /// was taken (a pop committed after it may have narrowed past
+    /// entries the snapshot still holds); otherwise both are `None`.
+    pub fn index_bounds(&self, version: u64) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        if let Some(seen) = self.narrowings_seen {
+            let all = self.ks.pop_bounds.lock();
+            if self.ks.narrowings.load(Ordering::Acquire) != seen {
+                return (None, None);
+            }
+            drop(all);
+        }
+        (
+            self.pop_bound(version, false),
+            self.pop_bound(version, true),
+        )
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).

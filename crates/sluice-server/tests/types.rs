@@ -505,6 +505,65 @@ fn pops_start_past_earlier_pops_but_see_members_added_behind_them() {
     assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":95\r\n");
 }
 
+/// The reads of a sorted set's score index (`ZRANGE`, `ZRANK`, `ZCOUNT`,
+/// the `REV` forms) start at the bounds its pops learnt, past the
+/// tombstones of the members popped before, and still see a member added
+/// behind a bound.
+#[test]
+fn index_reads_after_many_pops_answer_as_before() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    let mut zadd = vec!["ZADD".to_owned(), "z".to_owned()];
+    for i in 0..2000 {
+        zadd.push((i + 100).to_string());
+        zadd.push(format!("m{i}"));
+    }
+    let args: Vec<&str> = zadd.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut r, &args), b":2000\r\n");
+    for _ in 0..1500 {
+        cmd(&mut r, &["ZPOPMIN", "z"]);
+    }
+    for _ in 0..400 {
+        cmd(&mut r, &["ZPOPMAX", "z"]);
+    }
+    // Left: m1500..m1599, scores 1600..1699.
+    let want = |names: &[&str]| {
+        let mut s = format!("*{}\r\n", names.len());
+        for n in names {
+            s += &format!("${}\r\n{n}\r\n", n.len());
+        }
+        s.into_bytes()
+    };
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "2"]),
+        want(&["m1500", "m1501", "m1502"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "0", "REV"]),
+        want(&["m1599"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGEBYSCORE", "z", "-inf", "1601"]),
+        want(&["m1500", "m1501"])
+    );
+    assert_eq!(cmd(&mut r, &["ZRANK", "z", "m1510"]), b":10\r\n");
+    assert_eq!(cmd(&mut r, &["ZREVRANK", "z", "m1590"]), b":9\r\n");
+    assert_eq!(cmd(&mut r, &["ZCOUNT", "z", "-inf", "+inf"]), b":100\r\n");
+    // Behind both bounds: the reads find them.
+    cmd(&mut r, &["ZADD", "z", "1", "low", "5000", "high"]);
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "1"]),
+        want(&["low", "m1500"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "0", "REV"]),
+        want(&["high"])
+    );
+    assert_eq!(cmd(&mut r, &["ZRANK", "z", "m1510"]), b":11\r\n");
+    assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":102\r\n");
+    assert_eq!(cmd(&mut r, &["ZCOUNT", "z", "-inf", "+inf"]), b":102\r\n");
+}
+
 /// `MONITOR` shows each command once it has run, in redis-server's line
 /// format, with `MULTI`, the transaction's commands, then `EXEC`, and
 /// nothing for a refused command or for its own `MONITOR`.
