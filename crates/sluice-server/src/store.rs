@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use sluicedb::{Db, ReadOptions, ValueRef, WriteBatch, WriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
@@ -295,12 +295,19 @@ impl Entry {
                 key_name(key)
             ))
         };
+        // `advance`, not `slice`: a slice of a `Bytes` made from a `Vec`
+        // allocates a shared header and counts references.
+        let past = |raw: Vec<u8>, n: usize| {
+            let mut b = Bytes::from(raw);
+            b.advance(n);
+            b
+        };
         match raw.first() {
-            Some(&VALUE_PLAIN) => Ok(Entry::plain(Bytes::from(raw).slice(1..))),
+            Some(&VALUE_PLAIN) => Ok(Entry::plain(past(raw, 1))),
             Some(&VALUE_EXPIRING) if raw.len() >= 9 => {
                 let at = u64::from_le_bytes(raw[1..9].try_into().map_err(|_| bad())?);
                 Ok(Entry {
-                    value: Bytes::from(raw).slice(9..),
+                    value: past(raw, 9),
                     expire_at_ms: Some(at),
                 })
             }
