@@ -131,6 +131,42 @@ fn deleting_a_large_collection_leaves_a_consistent_keyspace() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// A pipeline's commands are each counted and timed in `INFO commandstats`
+/// (a batch reads the clocks once, then once per command), the pipelined
+/// writes run as one batch included, and the stats seen by a command of
+/// the same pipeline include those before it.
+#[test]
+fn pipelined_commands_are_each_counted_and_timed() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut batch = Vec::new();
+    for i in 0..8 {
+        batch.extend(common::encode(&[b"SET", format!("k{i}").as_bytes(), b"v"]));
+    }
+    for i in 0..8 {
+        batch.extend(common::encode(&[b"GET", format!("k{i}").as_bytes()]));
+    }
+    batch.extend(common::encode(&[b"NOSUCH"]));
+    batch.extend(common::encode(&[b"INFO", b"commandstats"]));
+    c.send(&batch);
+    for _ in 0..8 {
+        assert_eq!(c.reply(), b"+OK\r\n");
+    }
+    for _ in 0..8 {
+        assert_eq!(c.reply(), b"$1\r\nv\r\n");
+    }
+    assert!(c.reply().starts_with(b"-ERR unknown command"));
+    let stats = String::from_utf8_lossy(&c.reply()).into_owned();
+    for name in ["set", "get"] {
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("no cmdstat_{name}: {stats}"));
+        assert!(line.contains(":calls=8,usec="), "{line}");
+        assert!(line.contains("failed_calls=0"), "{line}");
+    }
+}
+
 #[test]
 fn info_client_list_and_client_kill_say_what_redis_says() {
     let s = TestServer::start(|_| {});
