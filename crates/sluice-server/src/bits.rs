@@ -54,20 +54,22 @@ fn setbit(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let found = txn.get(&args[1])?;
     let existed = found.is_some();
     let mut e = found.unwrap_or(Entry::plain(Vec::new()));
+    let mut value = e.value.to_vec();
     let byte = (off / 8) as usize;
-    let grows = e.value.len() <= byte;
+    let grows = value.len() <= byte;
     if grows {
-        e.value.resize(byte + 1, 0);
+        value.resize(byte + 1, 0);
     }
     let mask = 0x80u8 >> (off % 8);
-    let old = e.value[byte] & mask != 0;
+    let old = value[byte] & mask != 0;
     if on {
-        e.value[byte] |= mask;
+        value[byte] |= mask;
     } else {
-        e.value[byte] &= !mask;
+        value[byte] &= !mask;
     }
     // An unchanged string is not written (no change to count or watch).
     if !existed || grows || old != on {
+        e.value = value.into();
         txn.set(&args[1], e);
         txn.notify(crate::notify::STRING, "setbit", &args[1]);
     }
@@ -187,10 +189,10 @@ fn bitop(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     for k in srcs {
         vals.push(txn.get(k)?.map(|e| e.value).unwrap_or_default());
     }
-    let len = vals.iter().map(Vec::len).max().unwrap_or(0);
+    let len = vals.iter().map(Bytes::len).max().unwrap_or(0);
     let mut res = vec![0u8; len];
     for (i, r) in res.iter_mut().enumerate() {
-        let byte = |v: &Vec<u8>| v.get(i).copied().unwrap_or(0);
+        let byte = |v: &Bytes| v.get(i).copied().unwrap_or(0);
         *r = match &op[..] {
             b"not" => !byte(&vals[0]),
             b"and" => vals.iter().map(byte).fold(0xff, |a, b| a & b),
@@ -396,7 +398,8 @@ fn bitfield(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
     let entry = txn.get(&args[1])?;
     let existed = entry.is_some();
     let mut e = entry.unwrap_or(Entry::plain(Vec::new()));
-    let old_len = e.value.len();
+    let mut value = e.value.to_vec();
+    let old_len = value.len();
     if let Some(last) = ops
         .iter()
         .filter(|f| f.op != FieldOp::Get)
@@ -404,14 +407,14 @@ fn bitfield(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
         .max()
     {
         let need = (last / 8) as usize + 1;
-        if e.value.len() < need {
-            e.value.resize(need, 0);
+        if value.len() < need {
+            value.resize(need, 0);
         }
     }
     let mut changed = false;
     out.array(ops.len());
     for f in &ops {
-        let raw = get_field(&e.value, f.offset, f.bits);
+        let raw = get_field(&value, f.offset, f.bits);
         if f.op == FieldOp::Get {
             if f.signed {
                 out.int(sign_extend(raw, f.bits));
@@ -457,14 +460,15 @@ fn bitfield(name: &str, args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> Cmd
         };
         match new {
             Some(v) => {
-                set_field(&mut e.value, f.offset, f.bits, v);
+                set_field(&mut value, f.offset, f.bits, v);
                 changed |= v != raw;
                 out.int(reply);
             }
             None => out.null(),
         }
     }
-    if writes && (changed || !existed || e.value.len() != old_len) {
+    if writes && (changed || !existed || value.len() != old_len) {
+        e.value = value.into();
         txn.set(&args[1], e);
         txn.notify(crate::notify::STRING, "setbit", &args[1]);
     }

@@ -3,17 +3,18 @@
 //! commands. String and key commands are in `data.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
 use crate::block::{Parked, WaitState};
+use crate::clock::Clock;
 use crate::data::{self, int_arg, CmdResult, Ctx, SYNTAX};
 use crate::fasthash::FastMap;
 use crate::glob;
 use crate::resp::Out;
 use crate::server::{Client, Server};
-use crate::store::{Fsync, Held, Txn};
+use crate::store::{now_ms, Fsync, Held, Txn};
 
 /// How a command runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -730,10 +731,34 @@ fn unknown_command(args: &[Bytes]) -> String {
     format!("ERR unknown command '{name}', with args beginning with: {rest}")
 }
 
-/// Runs one command from `client`, writing its reply to `out`.
-pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut Out) -> After {
-    let started = Instant::now();
-    let index = lookup_bytes(&args[0]);
+/// A command as a connection queues it: its arguments and its place in
+/// [`COMMANDS`] (`None`: unknown), looked up once, when it is parsed.
+#[derive(Debug)]
+pub struct Request {
+    pub index: Option<usize>,
+    pub args: Vec<Bytes>,
+}
+
+impl Request {
+    /// `args` as parsed (never empty).
+    pub fn new(args: Vec<Bytes>) -> Request {
+        Request {
+            index: lookup_bytes(&args[0]),
+            args,
+        }
+    }
+}
+
+/// Runs one command from `client`, writing its reply to `out`; `clock`
+/// times it ([`Clock::lap`]) and gives its wall-clock time.
+pub fn execute(
+    server: &Server,
+    client: &mut Client,
+    req: Request,
+    out: &mut Out,
+    clock: &mut Clock,
+) -> After {
+    let Request { index, args } = req;
     let spec = index.map(|i| &COMMANDS[i]);
     // Lowercase, as specs name commands; an unknown command's name is not
     // looked at again (its reply quotes the arguments).
@@ -749,7 +774,7 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
                 name,
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             ));
-    let after = dispatch(server, client, name, spec, &args, out);
+    let after = dispatch(server, client, name, spec, &args, out, clock.now_ms());
     if shown {
         server
             .monitors
@@ -764,7 +789,7 @@ pub fn execute(server: &Server, client: &mut Client, args: Vec<Bytes>, out: &mut
     if (client.reply_off || client.skip_this_reply) && !pushes {
         out.buf.truncate(at);
     }
-    server.record(index, started.elapsed(), failed);
+    server.record(index, clock.lap(), failed);
     after
 }
 
@@ -775,6 +800,7 @@ fn dispatch(
     spec: Option<&'static Spec>,
     args: &[Bytes],
     out: &mut Out,
+    now_ms: u64,
 ) -> After {
     let Some(spec) = spec else {
         client.flag_multi_error();
@@ -829,7 +855,15 @@ fn dispatch(
     match spec.kind {
         Kind::Admin => admin(server, client, name, args, out),
         _ => {
-            let ran = single(server, client.db, spec, args, out, Some(client.resp3));
+            let ran = single(
+                server,
+                client.db,
+                spec,
+                args,
+                out,
+                Some(client.resp3),
+                now_ms,
+            );
             if let Some(p) = ran.parked {
                 *client.shared.parked.lock() = Some(p.waiter.clone());
                 client.parked = Some(p);
@@ -875,7 +909,7 @@ pub fn serve_blocked(server: &Server, db: u8, keys: Vec<Vec<u8>>) {
                 resp3: w.resp3,
                 ..Out::default()
             };
-            let ran = single(server, w.db, spec, &w.args, &mut out, None);
+            let ran = single(server, w.db, spec, &w.args, &mut out, None, now_ms());
             if ran.would_block {
                 // Nothing for the first in line: the others wait too.
                 break;
@@ -898,7 +932,7 @@ pub fn ctx(server: &Server) -> Ctx {
 /// Runs one data command in database `db` under its locks, committing
 /// its writes. A blocking command that finds nothing parks when `park`
 /// gives the client's protocol (`Some(resp3)`), under the locks of its
-/// keys.
+/// keys. Its clock reads `now_ms` (ms since the epoch).
 fn single(
     server: &Server,
     db: u8,
@@ -906,6 +940,7 @@ fn single(
     args: &[Bytes],
     out: &mut Out,
     park: Option<bool>,
+    now_ms: u64,
 ) -> Ran {
     let ks = &server.ks;
     let ctx = ctx(server);
@@ -915,9 +950,9 @@ fn single(
         _ => Held::None,
     };
     let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
-        Txn::at_snapshot(ks)
+        Txn::at_snapshot(ks, now_ms)
     } else {
-        Txn::new(ks)
+        Txn::new_at(ks, now_ms)
     };
     txn.db = db;
     txn.serving_blocked = park.is_none();
@@ -1141,7 +1176,7 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             } else if server.replica.get().is_some() {
                 Err("ERR WATCH is not supported on a replicated shard".to_owned())
             } else {
-                let now = crate::store::now_ms();
+                let now = now_ms();
                 let mut r = Ok(());
                 for k in &args[1..] {
                     if let Err(e) = client.watch(server, k, now) {
@@ -1672,7 +1707,7 @@ fn exec_locked(
         keys.extend(watched.iter().map(|w| &w.key[..]));
         ks.lock_keys(&keys)
     };
-    let now = crate::store::now_ms();
+    let now = now_ms();
     let touched = watched.iter().any(|w| {
         ks.watched_version(&held, w.db, &w.key) != Some(w.version)
             || w.expire_at_ms.is_some_and(|at| at <= now)
@@ -1823,7 +1858,7 @@ pub fn route(client: &mut Client, args: &[Bytes]) -> Route {
     if !client.authenticated || !arity_ok(spec, args.len()) || (subscribed && !client.resp3) {
         return Route::Local;
     }
-    let now_ms = crate::store::now_ms();
+    let now_ms = now_ms();
     if client.multi.is_some() {
         if name != "exec" || client.multi_error {
             return Route::Local;

@@ -29,7 +29,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::cmd::{self, After};
+use crate::clock::Clock;
+use crate::cmd::{self, After, Request};
 use crate::resp::{Out, Parsed, RequestLimits, RequestParser};
 use crate::server::{Client, Server};
 use crate::store::Fsync;
@@ -184,7 +185,7 @@ async fn serve_client(
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut parser = RequestParser::default();
     let mut out = Out::default();
-    let mut queue: VecDeque<Vec<Bytes>> = VecDeque::new();
+    let mut queue: VecDeque<Request> = VecDeque::new();
     loop {
         let (limits, timeout_secs) = {
             let c = server.config.read();
@@ -205,7 +206,7 @@ async fn serve_client(
         loop {
             match parser.parse(&mut buf, &limits) {
                 Parsed::Command(args) => {
-                    queue.push_back(args);
+                    queue.push_back(Request::new(args));
                     if !client.authenticated {
                         break;
                     }
@@ -234,6 +235,7 @@ async fn serve_client(
         }
         // Run the queued commands, writing out every 64 KiB of replies.
         while !queue.is_empty() {
+            let mut clock = Clock::start();
             let mut run = || {
                 out.resp3 = client.resp3;
                 while !queue.is_empty() {
@@ -241,10 +243,10 @@ async fn serve_client(
                     let n = crate::pipeline::write_run_len(server, client, &queue);
                     let after = if n >= 2 {
                         let run = queue.drain(..n).collect();
-                        crate::pipeline::execute_writes(server, client, run, &mut out)
+                        crate::pipeline::execute_writes(server, client, run, &mut out, &mut clock)
                     } else {
-                        let args = queue.pop_front().expect("not empty");
-                        cmd::execute(server, client, args, &mut out)
+                        let req = queue.pop_front().expect("not empty");
+                        cmd::execute(server, client, req, &mut out, &mut clock)
                     };
                     if after != After::Continue || out.len() >= OUT_FLUSH_BYTES {
                         return after;
@@ -257,7 +259,7 @@ async fn serve_client(
             } else {
                 run()
             };
-            client.shared.touch();
+            client.shared.touch_at(clock.now_ms());
             *client.shared.last_command.lock() = client.last_command;
             if after == After::Shutdown {
                 return after;
@@ -357,24 +359,27 @@ async fn serve_replicated(
     replica: &crate::raft::Replica,
     stream: &mut TcpStream,
     client: &mut Client,
-    queue: &mut VecDeque<Vec<Bytes>>,
+    queue: &mut VecDeque<Request>,
     out: &mut Out,
 ) -> After {
     let mut reads_cleared = false;
     // Writes proposed and not answered yet, in the order sent: a pipeline
     // of writes is queued for the log at once and answered in order.
     let mut pending: VecDeque<ProposedWrite> = VecDeque::new();
-    while let Some(args) = queue.pop_front() {
+    while let Some(req) = queue.pop_front() {
         out.resp3 = client.resp3;
-        let route = cmd::route(client, &args);
+        let route = cmd::route(client, &req.args);
+        // Commands here wait between them (barriers, commits): each is
+        // timed alone.
+        let mut clock = Clock::start();
         if !matches!(route, cmd::Route::Write(_)) {
             // What runs here must see the writes sent before it.
             answer_writes(server, &mut pending, out).await;
         }
         let after = match route {
-            cmd::Route::Local => cmd::execute(server, client, args, out),
+            cmd::Route::Local => cmd::execute(server, client, req, out, &mut clock),
             cmd::Route::StaleRead => match server.ks.hold_for_stale_read() {
-                Some(_held) => cmd::execute(server, client, args, out),
+                Some(_held) => cmd::execute(server, client, req, out, &mut clock),
                 None => {
                     out.error(crate::raft::INSTALLING);
                     After::Continue
@@ -388,17 +393,16 @@ async fn serve_replicated(
                     }
                 }
                 if reads_cleared {
-                    cmd::execute(server, client, args, out)
+                    cmd::execute(server, client, req, out, &mut clock)
                 } else {
                     After::Continue
                 }
             }
-            cmd::Route::Write(req) => {
-                let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+            cmd::Route::Write(write) => {
                 pending.push_back(ProposedWrite {
                     started: std::time::Instant::now(),
-                    name: cmd::lookup_index(&name),
-                    reply: replica.propose(req),
+                    name: req.index,
+                    reply: replica.propose(write),
                 });
                 After::Continue
             }

@@ -103,7 +103,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             if txn.exists(&args[1])? {
                 out.int(0);
             } else {
-                txn.set(&args[1], Entry::plain(args[2].to_vec()));
+                txn.set(&args[1], Entry::plain(args[2].clone()));
                 txn.notify(ev::STRING, "set", &args[1]);
                 out.int(1);
             }
@@ -111,7 +111,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         "setex" | "psetex" => {
             let unit = if name == "setex" { 1000 } else { 1 };
             let at = expire_at(&args[2], unit, false, txn.now, name)?;
-            put_expiring(txn, &args[1], args[3].to_vec(), at);
+            put_expiring(txn, &args[1], args[3].clone(), at);
             txn.notify(ev::STRING, "set", &args[1]);
             if at as u64 > txn.now {
                 txn.notify(ev::GENERIC, "expire", &args[1]);
@@ -120,7 +120,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         }
         "getset" => {
             let old = txn.get(&args[1])?;
-            txn.set(&args[1], Entry::plain(args[2].to_vec()));
+            txn.set(&args[1], Entry::plain(args[2].clone()));
             txn.notify(ev::STRING, "set", &args[1]);
             out.opt_bulk(old.as_ref().map(|v| &v.value[..]));
         }
@@ -159,7 +159,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
                 }
             }
             for pair in args[1..].chunks(2) {
-                txn.set(&pair[0], Entry::plain(pair[1].to_vec()));
+                txn.set(&pair[0], Entry::plain(pair[1].clone()));
                 txn.notify(ev::STRING, "set", &pair[0]);
             }
             if name == "mset" {
@@ -173,7 +173,10 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             if cur.value.len() + args[2].len() > ctx.max_bulk_bytes {
                 return Err(TOO_BIG.to_owned());
             }
-            cur.value.extend_from_slice(&args[2]);
+            let mut value = Vec::with_capacity(cur.value.len() + args[2].len());
+            value.extend_from_slice(&cur.value);
+            value.extend_from_slice(&args[2]);
+            cur.value = value.into();
             let n = cur.value.len();
             txn.set(&args[1], cur);
             txn.notify(ev::STRING, "append", &args[1]);
@@ -198,14 +201,16 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
         }
         "incrbyfloat" => {
             let by = parse_float(&args[2]).ok_or(NOT_FLOAT)?;
-            let mut cur = txn.get(&args[1])?.unwrap_or(Entry::plain(b"0".to_vec()));
+            let mut cur = txn
+                .get(&args[1])?
+                .unwrap_or(Entry::plain(Bytes::from_static(b"0")));
             let v = parse_float(&cur.value).ok_or(NOT_FLOAT)?;
             let sum = v + by;
             if !sum.is_finite() {
                 return Err("ERR increment would produce NaN or Infinity".to_owned());
             }
             let text = format_float(sum);
-            cur.value = text.clone().into_bytes();
+            cur.value = text.clone().into_bytes().into();
             txn.set(&args[1], cur);
             txn.notify(ev::STRING, "incrbyfloat", &args[1]);
             out.bulk(text.as_bytes());
@@ -366,7 +371,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
     Ok(())
 }
 
-fn put_expiring(txn: &mut Txn<'_>, key: &[u8], value: Vec<u8>, at_ms: i64) {
+fn put_expiring(txn: &mut Txn<'_>, key: &[u8], value: Bytes, at_ms: i64) {
     if at_ms as u64 <= txn.now {
         // Already past: the key is gone at once (redis-server deletes it).
         txn.delete(key);
@@ -432,7 +437,7 @@ fn set(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let blocked = (nx && old.is_some()) || (xx && old.is_none());
     if !blocked {
-        let value = args[2].to_vec();
+        let value = args[2].clone();
         match at {
             Some(at) => put_expiring(txn, &args[1], value, at),
             None => {
@@ -562,11 +567,13 @@ fn setrange(args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut Out) -> CmdR
     }
     let mut cur = cur.unwrap_or(Entry::plain(Vec::new()));
     let offset = offset as usize;
-    if cur.value.len() < offset + piece.len() {
-        cur.value.resize(offset + piece.len(), 0);
+    let mut value = cur.value.to_vec();
+    if value.len() < offset + piece.len() {
+        value.resize(offset + piece.len(), 0);
     }
-    cur.value[offset..offset + piece.len()].copy_from_slice(piece);
-    let n = cur.value.len();
+    value[offset..offset + piece.len()].copy_from_slice(piece);
+    let n = value.len();
+    cur.value = value.into();
     txn.set(&args[1], cur);
     txn.notify(ev::STRING, "setrange", &args[1]);
     out.int(n as i64);
@@ -574,10 +581,12 @@ fn setrange(args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut Out) -> CmdR
 }
 
 fn incr(txn: &mut Txn<'_>, key: &[u8], by: i64, out: &mut Out) -> CmdResult {
-    let mut cur = txn.get(key)?.unwrap_or(Entry::plain(b"0".to_vec()));
+    let mut cur = txn
+        .get(key)?
+        .unwrap_or(Entry::plain(Bytes::from_static(b"0")));
     let v = parse_i64(&cur.value).ok_or(NOT_INTEGER)?;
     let n = v.checked_add(by).ok_or(OVERFLOW)?;
-    cur.value = itoa::Buffer::new().format(n).as_bytes().to_vec();
+    cur.value = Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes());
     txn.set(key, cur);
     txn.notify(ev::STRING, "incrby", key);
     out.int(n);

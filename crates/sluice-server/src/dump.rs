@@ -214,7 +214,7 @@ impl Value {
 fn read_value(txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Value>, String> {
     let m = match txn.rec(key).map_err(engine)? {
         None => return Ok(None),
-        Some(Rec::Str(e)) => return Ok(Some(Value::Str(e.value))),
+        Some(Rec::Str(e)) => return Ok(Some(Value::Str(e.value.to_vec()))),
         Some(Rec::Coll(m)) => m,
     };
     // Element keys of a list are in position order.
@@ -321,7 +321,7 @@ fn write_value(txn: &mut Txn<'_>, key: &[u8], value: Value, at: Option<u64>) -> 
             txn.set(
                 key,
                 Entry {
-                    value: v.clone(),
+                    value: Bytes::copy_from_slice(v),
                     expire_at_ms: at,
                 },
             );

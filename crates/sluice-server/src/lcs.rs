@@ -59,7 +59,7 @@ fn options(args: &[Bytes]) -> Result<Options, String> {
 fn string_of(txn: &mut crate::store::Txn<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     match txn.rec(key).map_err(crate::data::engine)? {
         None => Ok(Some(Vec::new())),
-        Some(Rec::Str(e)) => Ok(Some(e.value)),
+        Some(Rec::Str(e)) => Ok(Some(e.value.to_vec())),
         Some(Rec::Coll(_)) => Ok(None),
     }
 }

@@ -15,6 +15,7 @@
 
 mod bits;
 mod block;
+pub mod clock;
 mod cmd;
 mod coll;
 mod conn;

@@ -19,11 +19,9 @@
 //! one-by-one path.
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
-use bytes::Bytes;
-
-use crate::cmd::{self, Kind, Spec};
+use crate::clock::Clock;
+use crate::cmd::{self, Kind, Request, Spec};
 use crate::data;
 use crate::resp::Out;
 use crate::server::{Client, Server};
@@ -34,7 +32,7 @@ const RUN_MAX_COMMANDS: usize = 256;
 
 /// How many commands at the front of `queue` run as one batch; below 2,
 /// the caller runs the next command alone.
-pub fn write_run_len(server: &Server, client: &Client, queue: &VecDeque<Vec<Bytes>>) -> usize {
+pub fn write_run_len(server: &Server, client: &Client, queue: &VecDeque<Request>) -> usize {
     if queue.len() < 2
         || !client.authenticated
         || client.multi.is_some()
@@ -50,34 +48,36 @@ pub fn write_run_len(server: &Server, client: &Client, queue: &VecDeque<Vec<Byte
     queue
         .iter()
         .take(RUN_MAX_COMMANDS)
-        .take_while(|args| batchable(args).is_some())
+        .take_while(|req| batchable(req).is_some())
         .count()
 }
 
 /// The spec of a command that may join a batch: a known, well-formed,
 /// non-blocking write.
-fn batchable(args: &[Bytes]) -> Option<(usize, &'static Spec)> {
-    let i = cmd::lookup_bytes(&args[0])?;
+fn batchable(req: &Request) -> Option<(usize, &'static Spec)> {
+    let i = req.index?;
     let spec = &cmd::COMMANDS[i];
     (spec.kind == Kind::Write
-        && cmd::arity_ok(spec, args.len())
+        && cmd::arity_ok(spec, req.args.len())
         && !spec.flags.contains(&"blocking"))
     .then_some((i, spec))
 }
 
 /// Runs `run` (from [`write_run_len`]) as one transaction and one batch,
-/// writing each command's reply to `out` in order.
+/// writing each command's reply to `out` in order; `clock` times the run
+/// (each command is charged an equal share) and gives its wall-clock time.
 pub fn execute_writes(
     server: &Server,
     client: &mut Client,
-    run: Vec<Vec<Bytes>>,
+    run: Vec<Request>,
     out: &mut Out,
+    clock: &mut Clock,
 ) -> cmd::After {
-    let started = Instant::now();
     let specs: Vec<(usize, &'static Spec)> = run
         .iter()
-        .map(|args| batchable(args).expect("checked by write_run_len"))
+        .map(|req| batchable(req).expect("checked by write_run_len"))
         .collect();
+    let run: Vec<_> = run.into_iter().map(|req| req.args).collect();
     let ks = &server.ks;
     let mut keys: Vec<&[u8]> = Vec::with_capacity(run.len());
     for ((_, spec), args) in specs.iter().zip(&run) {
@@ -85,7 +85,7 @@ pub fn execute_writes(
     }
     let mut held = ks.lock_keys(&keys);
     let ctx = cmd::ctx(server);
-    let mut txn = Txn::new(ks);
+    let mut txn = Txn::new_at(ks, clock.now_ms());
     txn.db = client.db;
     txn.notify = cmd::txn_flags(server);
     let start = out.buf.len();
@@ -124,7 +124,7 @@ pub fn execute_writes(
     if server.blocking.any() && !written.is_empty() {
         cmd::serve_blocked(server, client.db, written);
     }
-    let each = started.elapsed() / run.len() as u32;
+    let each = clock.lap() / run.len() as u32;
     for ((i, _), f) in specs.iter().zip(failed) {
         server.record(Some(*i), each, f);
     }

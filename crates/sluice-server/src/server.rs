@@ -45,7 +45,13 @@ pub struct ClientShared {
 impl ClientShared {
     /// Notes that the client's commands ran now (`CLIENT LIST`'s `idle`).
     pub fn touch(&self) {
-        self.last_active_ms.store(now_ms(), Ordering::Relaxed);
+        self.touch_at(now_ms());
+    }
+
+    /// [`ClientShared::touch`] at `at_ms` (ms since the epoch), a time
+    /// the caller has read already.
+    pub fn touch_at(&self, at_ms: u64) {
+        self.last_active_ms.store(at_ms, Ordering::Relaxed);
     }
 
     pub fn kill(&self) {

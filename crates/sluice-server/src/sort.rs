@@ -119,7 +119,7 @@ fn lookup(txn: &mut Txn<'_>, pattern: &[u8], elem: &[u8]) -> Result<Option<Vec<u
     };
     let key = [&pattern[..star], elem, rest].concat();
     match (txn.rec(&key).map_err(engine)?, field) {
-        (Some(Rec::Str(e)), None) => Ok(Some(e.value)),
+        (Some(Rec::Str(e)), None) => Ok(Some(e.value.to_vec())),
         (Some(Rec::Coll(m)), Some(f)) if m.kind == CollKind::Hash => {
             txn.elem(&m.named(f)).map_err(engine)
         }

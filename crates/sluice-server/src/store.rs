@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::{Buf, Bytes};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use sluicedb::{Db, ReadOptions, ValueRef, WriteBatch, WriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
@@ -240,58 +241,73 @@ fn key_name(key: &[u8]) -> String {
     format!("{:?}", String::from_utf8_lossy(key))
 }
 
-/// A string value with its expiry (ms since the epoch), if any.
+/// A string value with its expiry (ms since the epoch), if any. The value
+/// is shared, not copied: a `SET`'s is the request's argument, a read's
+/// the engine's buffer past the record's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    pub value: Vec<u8>,
+    pub value: Bytes,
     pub expire_at_ms: Option<u64>,
 }
 
+/// Longest string record header: the tag and an expiry.
+pub const ENTRY_HEAD_MAX_BYTES: usize = 9;
+
 impl Entry {
-    pub fn plain(value: Vec<u8>) -> Entry {
+    pub fn plain(value: impl Into<Bytes>) -> Entry {
         Entry {
-            value,
+            value: value.into(),
             expire_at_ms: None,
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    /// The record's header (its bytes before the value) into `head`;
+    /// returns its length.
+    pub fn encode_head(&self, head: &mut [u8; ENTRY_HEAD_MAX_BYTES]) -> usize {
         match self.expire_at_ms {
             None => {
-                let mut v = Vec::with_capacity(1 + self.value.len());
-                v.push(VALUE_PLAIN);
-                v.extend_from_slice(&self.value);
-                v
+                head[0] = VALUE_PLAIN;
+                1
             }
             Some(at) => {
-                let mut v = Vec::with_capacity(9 + self.value.len());
-                v.push(VALUE_EXPIRING);
-                v.extend_from_slice(&at.to_le_bytes());
-                v.extend_from_slice(&self.value);
-                v
+                head[0] = VALUE_EXPIRING;
+                head[1..9].copy_from_slice(&at.to_le_bytes());
+                9
             }
         }
     }
 
-    /// Decodes a stored value; [`Damage`] naming the key if it is not
-    /// one this server wrote.
-    pub fn decode(mut raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut head = [0u8; ENTRY_HEAD_MAX_BYTES];
+        let n = self.encode_head(&mut head);
+        let mut v = Vec::with_capacity(n + self.value.len());
+        v.extend_from_slice(&head[..n]);
+        v.extend_from_slice(&self.value);
+        v
+    }
+
+    /// Decodes a stored value (the value is not copied); [`Damage`]
+    /// naming the key if it is not one this server wrote.
+    pub fn decode(raw: Vec<u8>, key: &[u8]) -> std::result::Result<Entry, Damage> {
         let bad = || {
             Damage(format!(
                 "the value of {} is not in the server's encoding",
                 key_name(key)
             ))
         };
+        // `advance`, not `slice`: a slice of a `Bytes` made from a `Vec`
+        // allocates a shared header and counts references.
+        let past = |raw: Vec<u8>, n: usize| {
+            let mut b = Bytes::from(raw);
+            b.advance(n);
+            b
+        };
         match raw.first() {
-            Some(&VALUE_PLAIN) => {
-                raw.remove(0);
-                Ok(Entry::plain(raw))
-            }
+            Some(&VALUE_PLAIN) => Ok(Entry::plain(past(raw, 1))),
             Some(&VALUE_EXPIRING) if raw.len() >= 9 => {
                 let at = u64::from_le_bytes(raw[1..9].try_into().map_err(|_| bad())?);
-                raw.drain(..9);
                 Ok(Entry {
-                    value: raw,
+                    value: past(raw, 9),
                     expire_at_ms: Some(at),
                 })
             }
@@ -694,6 +710,10 @@ pub struct Keyspace {
     pop_bounds: Mutex<FastMap<u64, PopBounds>>,
     /// Holes of all sets in `pop_bounds` (at most [`HOLES_MAX`]).
     holes_total: AtomicUsize,
+    /// Times any bound in `pop_bounds` was narrowed (or all dropped), counted
+    /// under its lock: a reader at a snapshot may use the bounds only while
+    /// none was narrowed since it took the snapshot ([`Txn::index_bounds`]).
+    narrowings: AtomicU64,
     /// A replicated shard is replacing the keyspace with a snapshot's
     /// (under the keyspace lock held exclusively): stale reads answer
     /// `-LOADING` instead of waiting for it.
@@ -764,6 +784,7 @@ impl Keyspace {
                 .collect(),
             pop_bounds: Mutex::new(FastMap::default()),
             holes_total: AtomicUsize::new(0),
+            narrowings: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             reclaim_from: Mutex::new(None),
         };
@@ -908,7 +929,11 @@ impl Keyspace {
     /// sorted sets' pop bounds, which were learnt under versions the
     /// snapshot may use for other sets.
     pub fn replaced(&self) -> Result<()> {
-        self.pop_bounds.lock().clear();
+        {
+            let mut all = self.pop_bounds.lock();
+            all.clear();
+            self.narrowings.fetch_add(1, Ordering::AcqRel);
+        }
         self.holes_total.store(0, Ordering::Relaxed);
         *self.reclaim_from.lock() = None;
         // A snapshot from a node of an earlier build holds the old layout.
@@ -1038,6 +1063,8 @@ impl Keyspace {
     /// (`max` false) or end (`max` true).
     fn narrow_pop_bounds(&self, version: u64, max: bool, key: Vec<u8>) {
         let mut all = self.pop_bounds.lock();
+        // Counted before the bound changes, under the lock that guards it.
+        self.narrowings.fetch_add(1, Ordering::AcqRel);
         let b = Self::bounds_entry(&mut all, version);
         if max {
             b.hi = Some(key);
@@ -1854,6 +1881,21 @@ fn widen(b: &mut PopBounds, key: &[u8]) {
     }
 }
 
+/// Adds the put of record `r` at `data_key`: a string's value is copied
+/// once, from the request (or the record read) into the batch.
+fn put_rec(batch: &mut WriteBatch, data_key: Vec<u8>, r: &Rec) {
+    match r {
+        Rec::Str(e) => {
+            let mut head = [0u8; ENTRY_HEAD_MAX_BYTES];
+            let n = e.encode_head(&mut head);
+            batch.put_parts(data_key, &[&head[..n], &e.value]);
+        }
+        Rec::Coll(m) => {
+            batch.put(data_key, m.encode());
+        }
+    }
+}
+
 /// The writes of one command or one `EXEC`, staged over the keyspace:
 /// reads see them, and `commit` applies them as one batch.
 pub struct Txn<'a> {
@@ -1908,6 +1950,8 @@ pub struct Txn<'a> {
     /// Pops' narrowings of sorted-set bounds, applied once committed:
     /// (version, the max end, new bound).
     pop_narrowings: Vec<(u64, bool, Vec<u8>)>,
+    /// At a snapshot: [`Keyspace::narrowings`] read before it was taken.
+    narrowings_seen: Option<u64>,
     /// Versions of the sets popped by seeking, once per pop.
     pops: Vec<u64>,
     /// Sorted-set index entries a pop read past what it took, for the
@@ -1983,6 +2027,7 @@ impl<'a> Txn<'a> {
             modified: Vec::new(),
             index_deletes: Vec::new(),
             pop_narrowings: Vec::new(),
+            narrowings_seen: None,
             pops: Vec::new(),
             pop_ahead: Vec::new(),
             run_left: 0,
@@ -2058,8 +2103,11 @@ impl<'a> Txn<'a> {
     }
 
     /// A read-only transaction reading at one snapshot.
-    pub fn at_snapshot(ks: &'a Keyspace) -> Txn<'a> {
-        let mut t = Txn::new(ks);
+    pub fn at_snapshot(ks: &'a Keyspace, now: u64) -> Txn<'a> {
+        let mut t = Txn::new_at(ks, now);
+        // Read first: a pop committed before the snapshot narrows its
+        // bound after its commit, so after this read or before it.
+        t.narrowings_seen = Some(ks.narrowings.load(Ordering::Acquire));
         t.snapshot = Some(ks.db().snapshot());
         t
     }
@@ -2337,6 +2385,29 @@ impl<'a> Txn<'a> {
                 b.lo
             }
         })
+    }
+
+    /// Where a walk of sorted set `version`'s score index may start and
+    /// end: the bounds its pops learnt ([`Keyspace::pop_bounds`], and this
+    /// transaction's own), `None` at an end to walk from the index's own
+    /// end. Every live index entry is inside them, so a walk from the
+    /// lowest score skips the tombstones of the members popped before
+    /// (`ZRANGE key 0 0` after many `ZPOPMIN`s read them all each time).
+    /// At a snapshot they hold only while no pop narrowed a bound since it
+    /// was taken (a pop committed after it may have narrowed past
+    /// entries the snapshot still holds); otherwise both are `None`.
+    pub fn index_bounds(&self, version: u64) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        if let Some(seen) = self.narrowings_seen {
+            let all = self.ks.pop_bounds.lock();
+            if self.ks.narrowings.load(Ordering::Acquire) != seen {
+                return (None, None);
+            }
+            drop(all);
+        }
+        (
+            self.pop_bound(version, false),
+            self.pop_bound(version, true),
+        )
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).
@@ -2759,6 +2830,30 @@ impl<'a> Txn<'a> {
     }
 
     /// The keys this transaction writes.
+    /// About the bytes of the batch [`Txn::commit`] writes: the data
+    /// keys' records and the elements (a pipelined run of 16 `SET`s of
+    /// 1 KiB grew its batch from empty through a dozen reallocations,
+    /// copying its values again each time).
+    fn batch_bytes_hint(&self) -> usize {
+        /// A put's kind byte and two lengths, plus a data key's tag, hash
+        /// and database byte.
+        const PUT_OVERHEAD_BYTES: usize = 1 + 4 + 4 + 10;
+        let records: usize = (self.order.iter())
+            .map(|k| {
+                let value = match &self.writes[k] {
+                    Some(Rec::Str(e)) => ENTRY_HEAD_MAX_BYTES + e.value.len(),
+                    Some(Rec::Coll(_)) => 64,
+                    None => 0,
+                };
+                PUT_OVERHEAD_BYTES + k.len() + value
+            })
+            .sum();
+        let elems: usize = (self.elems.iter())
+            .map(|(k, v)| PUT_OVERHEAD_BYTES + k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum();
+        records + elems
+    }
+
     pub fn written_keys(&self) -> &[Vec<u8>] {
         &self.order
     }
@@ -2781,7 +2876,7 @@ impl<'a> Txn<'a> {
             flushed_keys = self.ks.watched_present(Some(self.db))?;
             self.ks.delete_database(self.db)?;
         }
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
         for key in &self.order {
@@ -2801,7 +2896,7 @@ impl<'a> Txn<'a> {
                     if let Rec::Coll(_) = r {
                         self.ks.note_collection(key, &mut batch);
                     }
-                    batch.put(data_key(self.db, key), r.encode());
+                    put_rec(&mut batch, data_key(self.db, key), r);
                     if let Some(at) = r.expire_at_ms() {
                         batch.put(expiry_key(self.db, at, key), []);
                     }
@@ -2818,7 +2913,7 @@ impl<'a> Txn<'a> {
                 live.insert(m.version);
             }
             dead.extend(replaced);
-            batch.put(data_key(db, &key), r.encode());
+            put_rec(&mut batch, data_key(db, &key), &r);
             if let Some(at) = r.expire_at_ms() {
                 batch.put(expiry_key(db, at, &key), []);
             }
@@ -3205,7 +3300,7 @@ mod tests {
     #[test]
     fn the_worked_example_encodes_as_documented() {
         let e = Entry {
-            value: b"hi".to_vec(),
+            value: Bytes::from_static(b"hi"),
             expire_at_ms: Some(1_700_000_010_000),
         };
         assert_eq!(
@@ -3228,6 +3323,13 @@ mod tests {
             Some((xxh3_64(b"user:1"), &b"user:1"[..]))
         );
         assert_eq!(Entry::plain(b"hi".to_vec()).encode(), [0x00, b'h', b'i']);
+        // The commit puts a string as its header and value in parts.
+        for e in [e.clone(), Entry::plain(b"hi".to_vec())] {
+            let (mut parts, mut whole) = (WriteBatch::new(), WriteBatch::new());
+            put_rec(&mut parts, k.clone(), &Rec::Str(e.clone()));
+            whole.put(&k, e.encode());
+            assert_eq!(parts, whole);
+        }
         assert!(
             Entry::decode(vec![7, 1, 2], b"k").is_err(),
             "an unknown tag is an error"

@@ -53,7 +53,8 @@ fn del(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64) {
 }
 
 /// The members in index order (descending with `rev`): `f` gets
-/// (member, score) and returns false to stop.
+/// (member, score) and returns false to stop. The walk starts and ends at
+/// the bounds the pops learnt, past the tombstones of popped members.
 fn walk(
     txn: &Txn<'_>,
     m: &Meta,
@@ -61,9 +62,10 @@ fn walk(
     mut f: impl FnMut(&[u8], f64) -> bool,
 ) -> Result<(), String> {
     let mut bad = None;
+    let (lo, hi) = txn.index_bounds(m.version);
     txn.elems_in(
-        &m.elem(&[ZSET_INDEX]),
-        &m.elem(&[ZSET_INDEX + 1]),
+        &lo.unwrap_or_else(|| m.elem(&[ZSET_INDEX])),
+        &hi.unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1])),
         rev,
         |k, _| match zset_index_entry(m, k) {
             Ok((member, score)) => f(member, score),
@@ -1012,4 +1014,33 @@ fn zintercard(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     let c = acc.map_or(0, |a| a.len());
     out.int(if limit > 0 { c.min(limit) } else { c } as i64);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::now_ms;
+    use crate::testutil::{command, keyspace};
+
+    /// A read at a snapshot walks from the pops' bound only while no pop
+    /// narrowed a bound since it took the snapshot: one that did may have
+    /// moved past members the snapshot still holds.
+    #[test]
+    fn a_snapshot_read_sees_the_members_popped_after_it() {
+        let ks = keyspace();
+        command(&ks, &[b"zadd", b"z", b"1", b"a", b"2", b"b", b"3", b"c"]).unwrap();
+        command(&ks, &[b"zpopmin", b"z"]).unwrap();
+        let members = |txn: &mut Txn<'_>| {
+            let m = txn.coll(b"z", ZSET).unwrap().unwrap();
+            members_by_score(txn, &m).unwrap()
+        };
+        let mut before = Txn::at_snapshot(&ks, now_ms());
+        let version = before.coll(b"z", ZSET).unwrap().unwrap().version;
+        let (lo, _) = before.index_bounds(version);
+        assert!(lo.is_some(), "the first pop's bound is used");
+        command(&ks, &[b"zpopmin", b"z"]).unwrap();
+        assert_eq!(members(&mut before), [b"b".to_vec(), b"c".to_vec()]);
+        let mut after = Txn::at_snapshot(&ks, now_ms());
+        assert_eq!(members(&mut after), [b"c".to_vec()]);
+    }
 }

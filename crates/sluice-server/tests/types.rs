@@ -131,6 +131,42 @@ fn deleting_a_large_collection_leaves_a_consistent_keyspace() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// A pipeline's commands are each counted and timed in `INFO commandstats`
+/// (a batch reads the clocks once, then once per command), the pipelined
+/// writes run as one batch included, and the stats seen by a command of
+/// the same pipeline include those before it.
+#[test]
+fn pipelined_commands_are_each_counted_and_timed() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut batch = Vec::new();
+    for i in 0..8 {
+        batch.extend(common::encode(&[b"SET", format!("k{i}").as_bytes(), b"v"]));
+    }
+    for i in 0..8 {
+        batch.extend(common::encode(&[b"GET", format!("k{i}").as_bytes()]));
+    }
+    batch.extend(common::encode(&[b"NOSUCH"]));
+    batch.extend(common::encode(&[b"INFO", b"commandstats"]));
+    c.send(&batch);
+    for _ in 0..8 {
+        assert_eq!(c.reply(), b"+OK\r\n");
+    }
+    for _ in 0..8 {
+        assert_eq!(c.reply(), b"$1\r\nv\r\n");
+    }
+    assert!(c.reply().starts_with(b"-ERR unknown command"));
+    let stats = String::from_utf8_lossy(&c.reply()).into_owned();
+    for name in ["set", "get"] {
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("no cmdstat_{name}: {stats}"));
+        assert!(line.contains(":calls=8,usec="), "{line}");
+        assert!(line.contains("failed_calls=0"), "{line}");
+    }
+}
+
 #[test]
 fn info_client_list_and_client_kill_say_what_redis_says() {
     let s = TestServer::start(|_| {});
@@ -503,6 +539,65 @@ fn pops_start_past_earlier_pops_but_see_members_added_behind_them() {
         b"*2\r\n$3\r\nm60\r\n$4\r\n5160\r\n".to_vec()
     );
     assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":95\r\n");
+}
+
+/// The reads of a sorted set's score index (`ZRANGE`, `ZRANK`, `ZCOUNT`,
+/// the `REV` forms) start at the bounds its pops learnt, past the
+/// tombstones of the members popped before, and still see a member added
+/// behind a bound.
+#[test]
+fn index_reads_after_many_pops_answer_as_before() {
+    let s = TestServer::start(|_| {});
+    let mut r = s.raw();
+    let mut zadd = vec!["ZADD".to_owned(), "z".to_owned()];
+    for i in 0..2000 {
+        zadd.push((i + 100).to_string());
+        zadd.push(format!("m{i}"));
+    }
+    let args: Vec<&str> = zadd.iter().map(String::as_str).collect();
+    assert_eq!(cmd(&mut r, &args), b":2000\r\n");
+    for _ in 0..1500 {
+        cmd(&mut r, &["ZPOPMIN", "z"]);
+    }
+    for _ in 0..400 {
+        cmd(&mut r, &["ZPOPMAX", "z"]);
+    }
+    // Left: m1500..m1599, scores 1600..1699.
+    let want = |names: &[&str]| {
+        let mut s = format!("*{}\r\n", names.len());
+        for n in names {
+            s += &format!("${}\r\n{n}\r\n", n.len());
+        }
+        s.into_bytes()
+    };
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "2"]),
+        want(&["m1500", "m1501", "m1502"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "0", "REV"]),
+        want(&["m1599"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGEBYSCORE", "z", "-inf", "1601"]),
+        want(&["m1500", "m1501"])
+    );
+    assert_eq!(cmd(&mut r, &["ZRANK", "z", "m1510"]), b":10\r\n");
+    assert_eq!(cmd(&mut r, &["ZREVRANK", "z", "m1590"]), b":9\r\n");
+    assert_eq!(cmd(&mut r, &["ZCOUNT", "z", "-inf", "+inf"]), b":100\r\n");
+    // Behind both bounds: the reads find them.
+    cmd(&mut r, &["ZADD", "z", "1", "low", "5000", "high"]);
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "1"]),
+        want(&["low", "m1500"])
+    );
+    assert_eq!(
+        cmd(&mut r, &["ZRANGE", "z", "0", "0", "REV"]),
+        want(&["high"])
+    );
+    assert_eq!(cmd(&mut r, &["ZRANK", "z", "m1510"]), b":11\r\n");
+    assert_eq!(cmd(&mut r, &["ZCARD", "z"]), b":102\r\n");
+    assert_eq!(cmd(&mut r, &["ZCOUNT", "z", "-inf", "+inf"]), b":102\r\n");
 }
 
 /// `MONITOR` shows each command once it has run, in redis-server's line
