@@ -7,7 +7,7 @@
 //!   fence. [`PwbJournal`] is the engine's `Journal` over it and
 //!   [`LightMem`] its `WriteBuffer`; both name the same [`Light`].
 //! - **Flushes**: a linked leaf is handed out as a flush unit, queued among
-//!   the immutable memtables as its leaf alone ([`UnitLeaf`]); the flush
+//!   the immutable memtables as its leaf alone ([`Versions::waiting_unit`]); the flush
 //!   job copies its versions out of the buffer ([`Light::unit`]), syncs
 //!   the buffer through them and writes them into tables like a memtable;
 //!   once the tables are installed, [`Light::flushed`] drops the leaf and
@@ -486,6 +486,14 @@ pub(crate) struct Versions {
 }
 
 impl Versions {
+    /// A flush unit as it waits in the engine's queue of immutable
+    /// memtables (`Core::light_hand_out`): nothing, since reads find its
+    /// versions in the buffer until its tables are installed
+    /// ([`Light::hand_out_next`]); its flush job reads them ([`Light::unit`]).
+    pub(crate) fn waiting_unit() -> Versions {
+        Versions::new(Vec::new())
+    }
+
     /// `entries` sorted by key, then newest first.
     fn new(entries: Vec<FlushEntry>) -> Versions {
         let mut bytes = 0;
@@ -590,62 +598,6 @@ impl WriteBuffer for Versions {
 
     fn len(&self) -> usize {
         self.items.len()
-    }
-}
-
-/// A flush unit waiting in the engine's queue of immutable memtables
-/// (`Core::light_hand_out`): as a memtable it holds nothing, since reads
-/// find its versions in the buffer until its table is installed
-/// ([`Light::hand_out_next`]); its flush job reads them ([`Light::unit`]).
-pub(crate) struct UnitLeaf;
-
-impl WriteBuffer for UnitLeaf {
-    fn insert_batch(&self, _batch: &WriteBatch, _seq: u64) {
-        unreachable!("a flush unit is never written to");
-    }
-
-    fn insert_relocations(&self, _batch: &WriteBatch, _seq: u64, _counted: bool) {
-        unreachable!("lightkv keeps values inline: no GC relocates them");
-    }
-
-    fn get(&self, _user_key: &[u8], _snapshot: u64) -> Lookup {
-        Lookup::Absent
-    }
-
-    fn newest_sequence(&self, _user_key: &[u8]) -> Option<u64> {
-        None
-    }
-
-    fn digests_newer_than(&self, _seq: u64, _out: &mut DigestSet) -> bool {
-        false
-    }
-
-    fn last_sequence(&self) -> u64 {
-        0
-    }
-
-    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
-        Box::new(MergingIterator::new(Vec::new()))
-    }
-
-    fn approximate_memory_bytes(&self) -> usize {
-        0
-    }
-
-    fn filter_bytes(&self) -> usize {
-        0
-    }
-
-    fn shadow_candidates(&self) -> ShadowCandidates {
-        ShadowCandidates::default()
-    }
-
-    fn held_live_bytes(&self) -> u64 {
-        0
-    }
-
-    fn len(&self) -> usize {
-        0
     }
 }
 

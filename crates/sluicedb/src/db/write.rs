@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
-use super::light::{Light, UnitLeaf};
+use super::light::{Light, Versions};
 use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -603,7 +603,7 @@ impl Core {
                 for &leaf in &units {
                     let mark = st.mem_mark;
                     st.imms.push_back(Immutable {
-                        mem: Arc::new(UnitLeaf),
+                        mem: Arc::new(Versions::waiting_unit()),
                         mark,
                         since: Instant::now(),
                         // Its flush syncs the buffer through the unit
