@@ -73,11 +73,7 @@ impl WriteBatch {
     /// Adds a put of `key` to `value`. Panics never; over-long keys or values
     /// are rejected when the batch is written.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.rep.push(Kind::Value as u8);
-        put_bytes(&mut self.rep, key.as_ref());
-        put_bytes(&mut self.rep, value.as_ref());
-        self.bump();
-        self
+        self.put_parts(key, &[value.as_ref()])
     }
 
     /// Adds a put of `key` to the concatenation of `value_parts`, each

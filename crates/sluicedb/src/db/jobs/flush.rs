@@ -139,7 +139,7 @@ impl Core {
     }
 
     pub(in crate::db) fn run_flush(&self) -> Result<()> {
-        let (imm, units, next_mark, smallest_snapshot, below) = {
+        let (imm, leaves, next_mark, smallest_snapshot, below) = {
             let st = self.state.lock();
             let front = st
                 .imms
@@ -152,29 +152,29 @@ impl Core {
             // tables' syncs and the manifest's edit instead of queueing
             // for them one by one. Their keys are disjoint: a partition
             // hands out its next unit only once the last is flushed, and
-            // never splits while it has a chain.
-            let units: Vec<(Arc<dyn WriteBuffer>, u32)> = st
+            // never splits while it has a chain. A unit waiting is its leaf.
+            let leaves: Vec<u32> = st
                 .imms
                 .iter()
-                .map_while(|i| Some((i.mem.clone(), i.leaf?)))
+                .map_while(|i| i.leaf)
                 .take(LIGHT_UNITS_PER_FLUSH)
                 .collect();
             (
                 front.mem.clone(),
-                units,
+                leaves,
                 next,
                 st.smallest_snapshot(visible),
                 st.current.clone(),
             )
         };
-        let batched = units.len().max(1);
+        let batched = leaves.len().max(1);
         // LightKV: a unit in the queue is its leaf alone; its versions are
         // read out of the buffer here, off the writer's path
         // (`Light::hand_out_next`).
         let mems: Vec<Arc<dyn WriteBuffer>> = match self.light.get() {
-            Some(light) if !units.is_empty() => units
+            Some(light) if !leaves.is_empty() => leaves
                 .iter()
-                .map(|&(_, leaf)| {
+                .map(|&leaf| {
                     light
                         .unit(leaf, smallest_snapshot)
                         .map(|v| v as Arc<dyn WriteBuffer>)
@@ -225,7 +225,7 @@ impl Core {
         // through the units' newest operation before their tables are
         // listed: one fence for all of them, on this thread (at the
         // hand-out it was the writer's, an `msync` in the write path).
-        if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
+        if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             let newest = mems.iter().map(|m| m.last_sequence()).max();
             light.sync_through(newest.unwrap_or(0))?;
         }
@@ -270,7 +270,7 @@ impl Core {
             for n in 0..batched {
                 let i = st.imms.pop_front().expect("flushed memtable");
                 debug_assert!(n > 0 || Arc::ptr_eq(&i.mem, &imm));
-                debug_assert!(units.get(n).is_none_or(|u| Arc::ptr_eq(&i.mem, &u.0)));
+                debug_assert!(leaves.get(n).is_none_or(|&leaf| i.leaf == Some(leaf)));
                 st.memtables_flushed += 1;
                 // Its versions are in synced tables, listed by a synced edit.
                 self.durable_seq.fetch_max(i.last_seq, Ordering::AcqRel);
@@ -279,10 +279,9 @@ impl Core {
                 .store(st.unjournaled_floor(), Ordering::Release);
         })?;
         bump(&self.counters.flushes, 1);
-        if let (false, Some(light)) = (units.is_empty(), self.light.get()) {
+        if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
             // the buffer (raising its watermark), and the next units go out.
-            let leaves: Vec<u32> = units.iter().map(|(_, leaf)| *leaf).collect();
             light.flushed(&leaves)?;
             // Splits of the buffer's partitions since the last flush.
             self.shape.flush_cuts(light.partition_cuts());
