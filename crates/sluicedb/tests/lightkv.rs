@@ -646,3 +646,71 @@ fn a_buffer_larger_than_the_memory_budget_is_refused_at_open() {
     let db = open(&fs);
     assert_eq!(db.get(k(1)).unwrap(), Some(v(1, 0)));
 }
+
+/// Recovery must not index a version the tables hold a newer version of
+/// (`docs/design.md`, "LightKV: the preset", Recovery). A flushed put's
+/// record outlives its leaf while another leaf names its segment: here a
+/// leaf split off the same partition, never written again and so never
+/// flushed. The key's newer versions went to segments that only flushed
+/// leaves named, which were released. A pin in the tree's other initial
+/// partition keeps the watermark `W` at 0, so recovery finds the old record
+/// above it. Indexed, it would be what a point read finds in the buffer
+/// (a scan merges buffer and tables by sequence number and hides it). The
+/// layout arises in about half of the seeds; a recovery that indexes every
+/// record (the skip removed) failed this test in 10 of 10 runs.
+#[test]
+fn recovery_skips_a_flushed_version_whose_newer_one_left_the_buffer() {
+    for_seeds(seeds(0, 8), |seed| {
+        let fs = MemFs::new();
+        let db = open(&fs);
+        let mut rng = Rng::new(seed);
+        let mut model = std::collections::BTreeMap::new();
+        let mut put = |k: Vec<u8>, v: Vec<u8>| {
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        };
+        put(b"\xf0pin".to_vec(), b"pin".to_vec());
+        // Keys of two halves of the tree's first partition, interleaved
+        // ('0' is 0b0011_0000, 'H' 0b0100_1000: they part at the second
+        // bit), written once: leaves fill and split, and a split leaves a
+        // segment named by both halves' leaves.
+        let cold = |i: u64| format!("0{i:04}").into_bytes();
+        let hot = |i: u64| format!("H{i:04}").into_bytes();
+        let n = 40 + rng.below(40);
+        for i in 0..n {
+            put(cold(i), v(i, 0));
+            put(hot(i), v(i, 0));
+        }
+        // Then rounds over the hot half alone: the cold half's leaves are
+        // never written again, so never flushed.
+        for round in 1..=12 {
+            for i in 0..n {
+                put(hot(i), v(i, round));
+            }
+        }
+        // New keys of the hot half push the hot keys' newest versions
+        // through flushes, and their segments are released.
+        for i in 0..200 {
+            put(format!("H9{i:04}").into_bytes(), v(i, 13));
+        }
+        db.sync().unwrap();
+        let image = fs.kill_image();
+        drop(db);
+        let db = open(&image);
+        // Point reads ask the buffer first, and stop at what it holds.
+        for (k, want) in &model {
+            let got = db.get(k).unwrap();
+            assert!(
+                got.as_ref() == Some(want),
+                "seed {seed}: {} read {:?} after the kill, written {:?}",
+                String::from_utf8_lossy(k),
+                got.map(|g| String::from_utf8_lossy(&g).into_owned()),
+                String::from_utf8_lossy(want)
+            );
+        }
+        assert!(
+            read_all(&db).unwrap() == model,
+            "seed {seed}: a scan differs"
+        );
+    });
+}
