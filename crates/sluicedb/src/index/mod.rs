@@ -311,6 +311,12 @@ pub(crate) trait IndexShape: LevelRules {
             user_key,
         )
     }
+    /// Checks, key by key, an order that reads rely on and the version's
+    /// own `check` cannot see (`Db::verify`); the entries read. By default
+    /// none: the version's check covers the shape.
+    fn verify_order(&self, _v: &Arc<Version>, _tables: &Arc<TableCache>) -> Result<u64> {
+        Ok(0)
+    }
     /// Iterators over all tables (level 0's one each, newest first, then
     /// one per sorted run): for full scans and recounts.
     fn iterators(

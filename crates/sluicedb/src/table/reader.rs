@@ -370,6 +370,11 @@ impl Table {
         Ok(None)
     }
 
+    /// The table's file.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// One line about the table's shape, for `dump`.
     pub(crate) fn describe(&self) -> String {
         let p = &self.properties;
