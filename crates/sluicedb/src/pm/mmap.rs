@@ -2,7 +2,8 @@
 //! into memory.
 //!
 //! Stores of byte ranges are written into the file (`pwrite`, the page
-//! cache the mapping shares), aligned 8-byte stores go to the mapping
+//! cache the mapping shares; through the mapping under
+//! [`FenceMode::Cache`], whose fences write nothing back), aligned 8-byte stores go to the mapping
 //! (atomic, so readers never see half a word), and reads come from the
 //! mapping; a flush records the pages of its range; a fence `msync`s them,
 //! in one call over the span they cover ([`FenceMode::Msync`]).
@@ -208,9 +209,25 @@ impl Pm for MmapPm {
     }
 
     /// Into the file, not through the mapping (module documentation): the
-    /// mapping shares the page cache, so reads see the bytes at once.
+    /// mapping shares the page cache, so reads see the bytes at once. Under
+    /// [`FenceMode::Cache`] no fence writes pages back, so nothing
+    /// write-protects them: stores go through the mapping, a copy without
+    /// a system call, as they would to real PM.
     fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         check_range(&self.path, self.len(), offset, data.len() as u64)?;
+        if self.mode == FenceMode::Cache {
+            // SAFETY: the range is inside the mapping (checked); the trait's
+            // contract keeps other threads from reading or writing these
+            // bytes meanwhile.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    self.map.as_mut_ptr().add(offset as usize),
+                    data.len(),
+                );
+            }
+            return Ok(());
+        }
         self.file
             .write_all_at(data, offset)
             .map_err(|e| Error::io("pwrite", &self.path, e))
