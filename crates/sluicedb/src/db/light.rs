@@ -191,7 +191,8 @@ impl Light {
     /// Writes `group`, whose first operation is `seq`, synced when `sync`.
     /// False, having written nothing, when the buffer has no room for it.
     pub(crate) fn append(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<bool> {
-        let mut ops = Vec::with_capacity(group.len());
+        let mut ops: smallvec::SmallVec<[Op<'_>; 4]> =
+            smallvec::SmallVec::with_capacity(group.len());
         for op in group.iter() {
             let op = op.map_err(Error::InvalidArgument)?;
             ops.push(Op {

@@ -33,6 +33,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
 use crate::index::rh::{LeafId, RhParams, RhTree};
 use crate::pm::Pm;
@@ -86,19 +88,28 @@ pub(crate) struct FlushUnit {
 
 /// A batch's lanes and version links, taken from the tree before its
 /// records are stored ([`LightBuffer::plan`]).
+/// Its lists hold a few operations inline: most batches are one put, and
+/// five allocations per write were measurable.
 pub(crate) struct Plan {
     /// Per operation, its partition, while the tree has `partitions`
     /// partitions (a split may move a key to another).
-    parts: Vec<LeafId>,
+    parts: SmallVec<[LeafId; PLAN_INLINE]>,
     partitions: usize,
     /// Per operation, its lane and payload length.
-    lanes: Vec<(Lane, usize)>,
+    lanes: SmallVec<[(Lane, usize); PLAN_INLINE]>,
     /// Per operation, the key's previous version in its top leaf
     /// (sequence number, place; (0, 0): none).
-    prevs: Vec<(u64, u64)>,
+    prevs: SmallVec<[(u64, u64); PLAN_INLINE]>,
     /// Per operation, the same key's last earlier operation in the batch.
-    earlier: Vec<Option<usize>>,
+    earlier: SmallVec<[Option<usize>; PLAN_INLINE]>,
 }
+
+/// Operations a [`Plan`] holds without allocating.
+const PLAN_INLINE: usize = 4;
+
+/// Batches up to this many operations find a key's earlier operation in
+/// the batch by looking back over them, without a map.
+const PLAN_SCAN_OPS: usize = 16;
 
 /// A decoded record.
 struct Record {
@@ -558,16 +569,20 @@ impl LightBuffer {
     /// ([`LightBuffer::store`]), so that reads go on meanwhile, provided
     /// nothing changes the tree before [`LightBuffer::index_stored`].
     pub(crate) fn plan(&self, ops: &[Op<'_>]) -> Result<Plan> {
-        let mut parts = Vec::with_capacity(ops.len());
-        let mut lanes = Vec::with_capacity(ops.len());
-        let mut prevs = Vec::with_capacity(ops.len());
+        let mut parts = SmallVec::with_capacity(ops.len());
+        let mut lanes = SmallVec::with_capacity(ops.len());
+        let mut prevs = SmallVec::with_capacity(ops.len());
         let mut last_in_batch: HashMap<&[u8], usize> = HashMap::new();
-        let mut earlier = Vec::with_capacity(ops.len());
+        let mut earlier = SmallVec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let id = self.tree.partition_of(op.key);
             parts.push(id);
             lanes.push((self.leaves[id][0].uid as Lane, payload_len(op)));
-            earlier.push(last_in_batch.insert(op.key, i));
+            earlier.push(if ops.len() <= PLAN_SCAN_OPS {
+                ops[..i].iter().rposition(|o| o.key == op.key)
+            } else {
+                last_in_batch.insert(op.key, i)
+            });
             // The previous version in the top leaf only: a version in an
             // older leaf is found by going down the chain.
             let err = RefCell::new(None);

@@ -30,10 +30,12 @@ mod recover;
 mod tests;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 use crate::pm::Pm;
@@ -45,6 +47,28 @@ pub(crate) use recover::{Recovered, RecoveredRecord};
 
 /// Which segment chain a record goes to (a top leaf, in the preset).
 pub(crate) type Lane = u32;
+
+/// The hasher of the map from lanes to their open segments, looked up
+/// for every record appended: a lane is a small integer, spread over the
+/// hash's bits by one multiplication (SipHash's cost was measurable).
+#[derive(Default)]
+pub(crate) struct LaneHasher(u64);
+
+impl Hasher for LaneHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n);
+    }
+}
 
 /// A segment and the generation it is handed out in: names one use of it,
 /// so that a release meant for that use skips a later one.
@@ -78,7 +102,7 @@ pub(crate) struct Appended {
     /// The first operation's sequence number; the others follow.
     pub(crate) first_seq: u64,
     /// Where each operation's record went, in batch order.
-    pub(crate) locs: Vec<Loc>,
+    pub(crate) locs: SmallVec<[Loc; 4]>,
 }
 
 /// A segment as the buffer sees it in memory.
@@ -113,7 +137,7 @@ struct State {
     segments: Vec<Segment>,
     free: Vec<u32>,
     /// The segment each lane appends to.
-    open: HashMap<Lane, u32>,
+    open: HashMap<Lane, u32, BuildHasherDefault<LaneHasher>>,
     next_seq: u64,
     watermark: u64,
 }
@@ -144,7 +168,8 @@ pub(crate) struct Pwb {
     /// stored under this lock alone (places reserved and published under
     /// `state`). Taken before `state`; a copy of the region
     /// ([`Pwb::image`]) takes both, so that no record is half stored in it.
-    append: Mutex<()>,
+    /// Held by an append; the record it encodes, kept between appends.
+    append: Mutex<Vec<u8>>,
     /// Segments, free list, lanes, next sequence number and watermark.
     /// Taken before the region's own locks (a hand-out fences under it); a
     /// sync's fence runs without it.
@@ -214,11 +239,11 @@ impl Pwb {
         Pwb {
             pm,
             geometry,
-            append: Mutex::new(()),
+            append: Mutex::new(Vec::new()),
             state: Mutex::new(State {
                 segments,
                 free,
-                open: HashMap::new(),
+                open: HashMap::default(),
                 next_seq,
                 watermark: marks.watermark,
             }),
@@ -308,32 +333,40 @@ impl Pwb {
         // sequence numbers), so a sync never covers a record not yet
         // stored, and a read never reaches one (the index learns its place
         // only after this returns).
-        let _append = self.append.lock();
+        let mut rec = self.append.lock();
         let (first_seq, plan) = {
             let mut s = self.state.lock();
             if self.segments_needed(&s, ops) > s.free.len() {
                 return Ok(None);
             }
-            // Each segment's end as this append reserves it.
-            let mut ends: HashMap<u32, u32> = HashMap::new();
-            let mut plan = Vec::with_capacity(ops.len());
+            // Each segment's end as this append reserves it (a batch
+            // touches few segments: a list, not a map).
+            let mut ends: SmallVec<[(u32, u32); 4]> = SmallVec::new();
+            let mut plan: SmallVec<[(u32, u32, u32); 4]> = SmallVec::with_capacity(ops.len());
             for (lane, len) in ops {
                 let bytes = record_bytes(*len) as u32;
                 let seg = self.segment_for(&mut s, *lane, bytes, &ends)?;
                 let sg = &s.segments[seg as usize];
-                let at = *ends.get(&seg).unwrap_or(&sg.end);
-                ends.insert(seg, at + bytes);
+                let at = match ends.iter_mut().find(|e| e.0 == seg) {
+                    Some(e) => {
+                        let at = e.1;
+                        e.1 += bytes;
+                        at
+                    }
+                    None => {
+                        ends.push((seg, sg.end + bytes));
+                        sg.end
+                    }
+                };
                 plan.push((seg, at, sg.generation));
             }
             (s.next_seq, plan)
         };
-        let locs: Vec<Loc> = plan
+        let locs: SmallVec<[Loc; 4]> = plan
             .iter()
             .map(|&(segment, offset, _)| Loc { segment, offset })
             .collect();
         let header = RECORD_HEADER_BYTES as usize;
-        let largest = ops.iter().map(|&(_, len)| len).max().unwrap_or(0);
-        let mut rec = Vec::with_capacity(record_bytes(largest) as usize);
         for (place, &(seg, at, generation)) in plan.iter().enumerate() {
             let seq = first_seq + place as u64;
             rec.clear();
@@ -368,14 +401,23 @@ impl Pwb {
     /// New segments `ops` would take, given the lanes' open segments.
     fn segments_needed(&self, s: &State, ops: &[(Lane, usize)]) -> usize {
         let size = u64::from(self.geometry.segment_bytes);
-        let mut room: HashMap<Lane, u64> = HashMap::new();
+        // Room left per lane (a batch touches few lanes: a list).
+        let mut room: SmallVec<[(Lane, u64); 4]> = SmallVec::new();
         let mut needed = 0;
         for (lane, len) in ops {
             let need = record_bytes(*len);
-            let left = room.entry(*lane).or_insert_with(|| match s.open.get(lane) {
-                Some(&seg) => size - u64::from(s.segments[seg as usize].end),
-                None => 0,
-            });
+            let at = match room.iter().position(|r| r.0 == *lane) {
+                Some(at) => at,
+                None => {
+                    let left = match s.open.get(lane) {
+                        Some(&seg) => size - u64::from(s.segments[seg as usize].end),
+                        None => 0,
+                    };
+                    room.push((*lane, left));
+                    room.len() - 1
+                }
+            };
+            let left = &mut room[at].1;
             if *left < need {
                 needed += 1;
                 *left = size;
@@ -393,11 +435,14 @@ impl Pwb {
         s: &mut State,
         lane: Lane,
         bytes: u32,
-        ends: &HashMap<u32, u32>,
+        ends: &[(u32, u32)],
     ) -> Result<u32> {
         let size = u64::from(self.geometry.segment_bytes);
         if let Some(&seg) = s.open.get(&lane) {
-            let end = *ends.get(&seg).unwrap_or(&s.segments[seg as usize].end);
+            let end = ends
+                .iter()
+                .find(|e| e.0 == seg)
+                .map_or(s.segments[seg as usize].end, |e| e.1);
             if u64::from(end) + u64::from(bytes) <= size {
                 return Ok(seg);
             }
