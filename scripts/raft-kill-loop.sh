@@ -26,36 +26,11 @@ trap '"$cluster" stop "$dir"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 ports=("$port" $((port + 1)) $((port + 2)))
 
-# One command with redirects followed; tries each node until one answers.
-send() {
-    local p r
-    for p in "${ports[@]}"; do
-        if r=$(timeout 15 redis-cli -c -p "$p" "$@" 2>/dev/null) && [[ -n $r && $r != *CLUSTERDOWN* && $r != *TRYAGAIN* && $r != *"Could not connect"* ]]; then
-            echo "$r"; return 0
-        fi
-    done
-    return 1
-}
-
-writer() {
-    local w=$1 i=0 r
-    while [[ ! -f $dir/stop ]]; do
-        i=$((i + 1))
-        if r=$(send SET "w$w:$i" "v$i") && [[ $r == OK ]]; then
-            echo "w$w:$i" >>"$dir/acked-keys-$w"
-        else
-            echo "w$w:$i" >>"$dir/unknown-keys-$w"
-        fi
-        if r=$(send INCR "counter:$w") && [[ $r =~ ^[0-9]+$ ]]; then
-            echo 1 >>"$dir/acked-incr-$w"
-        else
-            echo 1 >>"$dir/unknown-incr-$w"
-        fi
-    done
-}
+# shellcheck source=lib/raft-writes.sh
+source "$here/scripts/lib/raft-writes.sh"
 
 : >"$dir/failover-seconds"
-for w in 1 2; do : >"$dir/acked-keys-$w"; : >"$dir/acked-incr-$w"; : >"$dir/unknown-incr-$w"; writer "$w" & done
+start_writers
 (while [[ ! -f $dir/stop ]]; do
     for p in "${ports[@]}"; do
         timeout 10 redis-benchmark -p "$p" -t set -n 2000 -d 1000 -c 10 -q >/dev/null 2>&1 || true
@@ -100,28 +75,6 @@ done
 touch "$dir/stop"
 sort -n "$dir/failover-seconds" | awk '{ v[NR] = $1 } END { if (NR) printf "failover (kill to first acknowledged write) over %d kills: median %.2f s, 90th percentile %.2f s, max %.2f s\n", NR, v[int((NR + 1) / 2)], v[int(NR * 0.9 + 0.999)], v[NR] }'
 sleep 3
-wait_quiet() {
-    local last="" now
-    for _ in $(seq 1 300); do
-        now=$(for p in "${ports[@]}"; do redis-cli -p "$p" info replication | grep '^raft_applied_index' ; done | sort -u | wc -l)
-        [[ $now == 1 ]] && return 0
-        sleep 0.2
-    done
-    echo "nodes did not converge" >&2; return 1
-}
 wait_quiet
 
-fail=0
-for p in "${ports[@]}"; do
-    for w in 1 2; do
-        n=$(wc -l <"$dir/acked-keys-$w")
-        missing=$({ echo READONLY; sed 's/^/GET /' "$dir/acked-keys-$w"; } | redis-cli -p "$p" | tail -n +2 | grep -c '^$' || true)
-        acked=$(wc -l <"$dir/acked-incr-$w"); unknown=$(wc -l <"$dir/unknown-incr-$w")
-        c=$(printf 'READONLY\nGET counter:%s\n' "$w" | redis-cli -p "$p" | tail -1)
-        c=${c:-0}
-        status=ok
-        if [[ $missing != 0 ]] || ((c < acked || c > acked + unknown)); then status=FAILED; fail=1; fi
-        echo "port $p writer $w: $n acknowledged keys, $missing missing; counter $c for $acked acknowledged INCRs (+$unknown unanswered): $status"
-    done
-done
-exit $fail
+check_writes
