@@ -350,6 +350,14 @@ impl CollKind {
 /// Bytes of a collection's metadata record; a list's adds head and tail.
 pub const META_BYTES: usize = 26;
 pub const LIST_META_BYTES: usize = META_BYTES + 16;
+/// Longest pop bound a record keeps ([`Meta::pop_lo`]): a longer start is
+/// cut to this many bytes (a prefix of a bound sorts before it, so it is
+/// still a bound), a longer end is not kept.
+pub const POP_BOUND_MAX_BYTES: usize = 255;
+/// Longest collection record: a set's or sorted set's with both pop
+/// bounds at their longest.
+pub const META_MAX_BYTES: usize = META_BYTES + 2 * (1 + POP_BOUND_MAX_BYTES);
+const _: () = assert!(LIST_META_BYTES < META_MAX_BYTES && POP_BOUND_MAX_BYTES <= u8::MAX as usize);
 
 /// A collection's metadata: the record at its data key. Its elements are
 /// engine keys `'e' | version | suffix`; `version` is never reused, so a
@@ -365,6 +373,16 @@ pub struct Meta {
     /// Lists only: the position of the first element and one past the last.
     pub head: i64,
     pub tail: i64,
+    /// Sets and sorted sets: where the live members (a sorted set's live
+    /// score index entries) begin, as an element suffix, learnt from the
+    /// pops; `None`: at the collection's start. Every live one is at or
+    /// after it, so a pop or an index walk starts there, past the
+    /// tombstones of those popped before, also after a restart. Kept in
+    /// the record, so that the batch of a pop narrows it and the batch of
+    /// an insert widens it ([`Txn::put_meta`]).
+    pub pop_lo: Option<Vec<u8>>,
+    /// As [`Meta::pop_lo`], the end (exclusive); `None`: the collection's end.
+    pub pop_hi: Option<Vec<u8>>,
 }
 
 impl Meta {
@@ -379,12 +397,27 @@ impl Meta {
             v.extend_from_slice(&self.head.to_le_bytes());
             v.extend_from_slice(&self.tail.to_le_bytes());
         }
+        // An empty bound is the collection's own end: not kept.
+        let lo = self.pop_lo.as_deref().filter(|b| !b.is_empty());
+        let hi =
+            (self.pop_hi.as_deref()).filter(|b| !b.is_empty() && b.len() <= POP_BOUND_MAX_BYTES);
+        if lo.is_some() || hi.is_some() {
+            debug_assert!(matches!(self.kind, CollKind::Set | CollKind::ZSet));
+            let lo = lo.map_or(&[][..], |b| &b[..b.len().min(POP_BOUND_MAX_BYTES)]);
+            let hi = hi.unwrap_or_default();
+            v.push(lo.len() as u8);
+            v.extend_from_slice(lo);
+            v.push(hi.len() as u8);
+            v.extend_from_slice(hi);
+        }
         v
     }
 
     /// The record in `raw`; `None` unless it is one this server writes:
-    /// a known type, the type's length, at least one element (collections
-    /// are never empty), and a list's count equal to `tail - head`.
+    /// a known type, the type's length (a set's or sorted set's may add
+    /// its pop bounds, a sorted set's in its score index), at least one
+    /// element (collections are never empty), and a list's count equal to
+    /// `tail - head`.
     fn decode(raw: &[u8]) -> Option<Meta> {
         let kind = CollKind::from_byte(*raw.get(1)?)?;
         let want = if kind == CollKind::List {
@@ -392,9 +425,13 @@ impl Meta {
         } else {
             META_BYTES
         };
-        if raw.len() != want {
-            return None;
-        }
+        let (pop_lo, pop_hi) = match raw.len() {
+            n if n == want => (None, None),
+            n if n > want && matches!(kind, CollKind::Set | CollKind::ZSet) => {
+                decode_pop_bounds(&raw[want..], kind)?
+            }
+            _ => return None,
+        };
         let u = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
         let (head, tail) = if kind == CollKind::List {
             (u(26) as i64, u(34) as i64)
@@ -415,7 +452,37 @@ impl Meta {
             count,
             head,
             tail,
+            pop_lo,
+            pop_hi,
         })
+    }
+
+    /// The engine key of its pop bound, the start ([`Meta::pop_lo`],
+    /// `max` false) or the end.
+    pub fn pop_bound_key(&self, max: bool) -> Option<Vec<u8>> {
+        let b = if max { &self.pop_hi } else { &self.pop_lo };
+        b.as_deref().map(|s| self.elem(s))
+    }
+
+    fn set_pop_bound(&mut self, max: bool, suffix: Option<Vec<u8>>) {
+        if max {
+            self.pop_hi = suffix;
+        } else {
+            self.pop_lo = suffix;
+        }
+    }
+
+    /// Widens its pop bounds to take in the element `suffix`, being
+    /// inserted.
+    fn widen_pop_bounds(&mut self, suffix: &[u8]) {
+        if self.pop_lo.as_deref().is_some_and(|lo| suffix < lo) {
+            self.pop_lo = Some(suffix.to_vec());
+        }
+        if self.pop_hi.as_deref().is_some_and(|hi| suffix >= hi) {
+            let mut past = suffix.to_vec();
+            past.push(0);
+            self.pop_hi = Some(past);
+        }
     }
 
     /// The first engine key of its elements.
@@ -466,6 +533,29 @@ impl Meta {
     pub fn end(&self) -> Vec<u8> {
         element_end(self.version)
     }
+}
+
+/// A start and an end of the live members ([`Meta::pop_lo`], [`Meta::pop_hi`]).
+type PopBoundPair = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The pop bounds at the end of a set's or sorted set's record:
+/// `lo_len u8 | lo | hi_len u8 | hi` (length 0: none); `None` unless the
+/// bytes are exactly that and a sorted set's bounds are in its score
+/// index (a walk from them reads index entries only).
+fn decode_pop_bounds(b: &[u8], kind: CollKind) -> Option<PopBoundPair> {
+    let lo_len = usize::from(*b.first()?);
+    let lo = b.get(1..1 + lo_len)?;
+    let hi_len = usize::from(*b.get(1 + lo_len)?);
+    let hi = b.get(2 + lo_len..2 + lo_len + hi_len)?;
+    if b.len() != 2 + lo_len + hi_len || (lo.is_empty() && hi.is_empty()) {
+        return None;
+    }
+    let in_index = |x: &[u8]| x.is_empty() || kind != CollKind::ZSet || x[0] == ZSET_INDEX;
+    if !in_index(lo) || !in_index(hi) {
+        return None;
+    }
+    let some = |x: &[u8]| (!x.is_empty()).then(|| x.to_vec());
+    Some((some(lo), some(hi)))
 }
 
 /// Significant bytes of `version` (1 for 0).
@@ -705,8 +795,10 @@ pub struct Keyspace {
     /// start their walks there instead of skipping the tombstones of every
     /// member popped before (until a compaction drops them). Invariant: every live index entry of the
     /// version is in `lo .. hi`; an insert widens the bounds first, a pop
-    /// narrows them only once committed. Kept in memory only; entries of
-    /// dropped versions go when the map is full (no bound: a full walk).
+    /// narrows them only once committed. Entries of dropped versions go
+    /// when the map is full; the record's own bounds ([`Meta::pop_lo`],
+    /// written with each pop) tighten these, and are all that is known
+    /// after a restart.
     pop_bounds: Mutex<FastMap<u64, PopBounds>>,
     /// Holes of all sets in `pop_bounds` (at most [`HOLES_MAX`]).
     holes_total: AtomicUsize,
@@ -1154,17 +1246,18 @@ impl Keyspace {
     }
 
     /// The collection version `key` holds in the engine (expired or not),
-    /// asked of the index alone: a collection's record is small and
-    /// exactly [`META_BYTES`] or [`LIST_META_BYTES`] long, so a separated
-    /// value of another size is a string and is not read (the blind
-    /// `SET` over a large string pays one index lookup, no value read).
+    /// asked of the index alone: a collection's record is small, from
+    /// [`META_BYTES`] to [`META_MAX_BYTES`] long (a set's or sorted set's
+    /// pop bounds vary it), so a separated value of another size is a
+    /// string and is not read (the blind `SET` over a large string pays
+    /// one index lookup, no value read).
     pub fn replaced_version(&self, db: u8, key: &[u8]) -> Result<Option<u64>> {
         let opts = ReadOptions::default();
         let raw = match self.db().peek_opt(&opts, data_key(db, key))? {
             None => return Ok(None),
             Some(ValueRef::Inline(raw)) => raw,
             Some(ValueRef::Separated { value_bytes })
-                if value_bytes == META_BYTES as u64 || value_bytes == LIST_META_BYTES as u64 =>
+                if (META_BYTES as u64..=META_MAX_BYTES as u64).contains(&value_bytes) =>
             {
                 match self.db().get_opt(&opts, data_key(db, key))? {
                     Some(raw) => raw,
@@ -1602,6 +1695,17 @@ impl Keyspace {
             for e in self.db().range_opt(&opts, m.prefix()..m.end()) {
                 let (ek, ev) = e?;
                 let suffix = m.suffix_of(&ek);
+                let bounded = match m.kind {
+                    CollKind::Set => true,
+                    CollKind::ZSet => suffix.first() == Some(&ZSET_INDEX),
+                    _ => false,
+                };
+                if bounded
+                    && (m.pop_lo.as_deref().is_some_and(|lo| suffix < lo)
+                        || m.pop_hi.as_deref().is_some_and(|hi| suffix >= hi))
+                {
+                    problems.push(format!("{name}: a live member is outside its pop bounds"));
+                }
                 match m.kind {
                     CollKind::ZSet => match suffix.first() {
                         Some(&ZSET_MEMBER) => {
@@ -1867,6 +1971,15 @@ fn merge_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, mut start: Vec<u8>, mut en
         end = end.max(e);
     }
     holes.insert(start, end);
+}
+
+/// The tighter of two starts (`max` false) or two ends of the same live
+/// entries, each holding all of them (`None`: the collection's own end).
+pub fn tighter(a: Option<Vec<u8>>, b: Option<Vec<u8>>, max: bool) -> Option<Vec<u8>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if (a < b) == max { a } else { b }),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Widens bounds so that `key` is inside them.
@@ -2261,10 +2374,14 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Notes a sorted-set index entry staged for `version`: the known
-    /// bounds, and this transaction's pending narrowings, take it in
-    /// before anything can walk past it.
-    pub fn index_inserted(&mut self, version: u64, key: &[u8]) {
+    /// Notes a sorted-set index entry (or a set member) staged for `m`:
+    /// the bounds its record keeps, the known bounds, and this
+    /// transaction's pending narrowings, take it in before anything can
+    /// walk past it.
+    pub fn index_inserted(&mut self, m: &mut Meta, key: &[u8]) {
+        let suffix = &key[m.prefix_len()..];
+        m.widen_pop_bounds(suffix);
+        let version = m.version;
         self.ks.widen_pop_bounds(version, key);
         self.pop_ahead.retain(|(v, _, _)| *v != version);
         if self.holes.iter().any(|(v, _, _)| *v == version) {
@@ -2370,21 +2487,29 @@ impl<'a> Txn<'a> {
     /// as this transaction sees them: its own pops' narrowing, else the
     /// committed bound. A run of pipelined pops starts each past those
     /// before it instead of walking over their staged deletes.
-    pub fn pop_bound(&self, version: u64, max: bool) -> Option<Vec<u8>> {
-        let own = self
-            .pop_narrowings
-            .iter()
-            .rev()
-            .find(|(v, m, _)| *v == version && *m == max)
-            .map(|(_, _, b)| b.clone());
-        own.or_else(|| {
-            let b = self.ks.pop_bounds(version);
+    /// The record's bound ([`Meta::pop_lo`]) tightens either: after a
+    /// restart it is the only one known.
+    pub fn pop_bound(&self, m: &Meta, max: bool) -> Option<Vec<u8>> {
+        let own = self.own_narrowing(m.version, max).cloned();
+        let learnt = own.or_else(|| {
+            let b = self.ks.pop_bounds(m.version);
             if max {
                 b.hi
             } else {
                 b.lo
             }
-        })
+        });
+        tighter(learnt, m.pop_bound_key(max), max)
+    }
+
+    /// This transaction's latest narrowing of `version`'s start (`max`
+    /// false) or end.
+    fn own_narrowing(&self, version: u64, max: bool) -> Option<&Vec<u8>> {
+        self.pop_narrowings
+            .iter()
+            .rev()
+            .find(|(v, m, _)| *v == version && *m == max)
+            .map(|(_, _, b)| b)
     }
 
     /// Where a walk of sorted set `version`'s score index may start and
@@ -2393,21 +2518,19 @@ impl<'a> Txn<'a> {
     /// end. Every live index entry is inside them, so a walk from the
     /// lowest score skips the tombstones of the members popped before
     /// (`ZRANGE key 0 0` after many `ZPOPMIN`s read them all each time).
-    /// At a snapshot they hold only while no pop narrowed a bound since it
-    /// was taken (a pop committed after it may have narrowed past
-    /// entries the snapshot still holds); otherwise both are `None`.
-    pub fn index_bounds(&self, version: u64) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    /// At a snapshot the bounds in memory hold only while no pop narrowed
+    /// one since it was taken (a pop committed after it may have narrowed
+    /// past entries the snapshot still holds); otherwise only the
+    /// record's, read at the snapshot, are used.
+    pub fn index_bounds(&self, m: &Meta) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         if let Some(seen) = self.narrowings_seen {
             let all = self.ks.pop_bounds.lock();
             if self.ks.narrowings.load(Ordering::Acquire) != seen {
-                return (None, None);
+                return (m.pop_bound_key(false), m.pop_bound_key(true));
             }
             drop(all);
         }
-        (
-            self.pop_bound(version, false),
-            self.pop_bound(version, true),
-        )
+        (self.pop_bound(m, false), self.pop_bound(m, true))
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).
@@ -2419,6 +2542,8 @@ impl<'a> Txn<'a> {
             count: 0,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         })
     }
 
@@ -2436,7 +2561,19 @@ impl<'a> Txn<'a> {
 
     /// Stages a collection's metadata, or its deletion once it is empty
     /// (Redis has no empty collections).
-    pub fn put_meta(&mut self, key: &[u8], m: Meta) {
+    /// A set's or sorted set's record keeps the bounds of this
+    /// transaction's pops ([`Txn::popped_to`]), in the batch that deletes
+    /// what they popped.
+    pub fn put_meta(&mut self, key: &[u8], mut m: Meta) {
+        if matches!(m.kind, CollKind::Set | CollKind::ZSet) && m.count > 0 {
+            for max in [false, true] {
+                if let Some(b) = self.own_narrowing(m.version, max) {
+                    let b = tighter(m.pop_bound_key(max), Some(b.clone()), max);
+                    let suffix = b.map(|k| m.suffix_of(&k).to_vec());
+                    m.set_pop_bound(max, suffix);
+                }
+            }
+        }
         if m.count == 0 {
             // (A collection created empty and dropped at once, by
             // `ZADD XX` say, was never there: no event.)
@@ -2985,6 +3122,8 @@ mod tests {
             count: 1,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         };
         let mut want = vec![0x02, 0x01];
         want.extend([0u8; 16]);
@@ -3252,6 +3391,8 @@ mod tests {
             count: 2,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         };
         let (a, b) = (m.named(b"element:000000001"), m.named(b"element:000000002"));
         assert_ne!(a[..8], b[..8]);
