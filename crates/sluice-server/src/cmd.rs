@@ -458,6 +458,7 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
     spec("select", 2, C, NONE, Kind::Admin),
+    spec("swapdb", 3, &["write", "fast"], NONE, Kind::Admin),
     spec(
         "client",
         -2,
@@ -846,6 +847,13 @@ fn dispatch(
             out.error("ERR SELECT inside MULTI is not supported by sluice serve");
             return After::Continue;
         }
+        if name == "swapdb" {
+            // It needs the keyspace alone, which a transaction's locks
+            // would keep from it.
+            client.flag_multi_error();
+            out.error("ERR SWAPDB inside MULTI is not supported by sluice serve");
+            return After::Continue;
+        }
         if let Some(q) = client.multi.as_mut() {
             q.push(args.to_vec());
         }
@@ -949,24 +957,45 @@ fn single(
         Kind::Flush => ks.lock_all(),
         _ => Held::None,
     };
-    let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
-        Txn::at_snapshot(ks, now_ms)
-    } else {
-        Txn::new_at(ks, now_ms)
-    };
-    txn.db = db;
-    txn.serving_blocked = park.is_none();
-    txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
-    // A replicated shard runs only reads here, and publishes no event
-    // (a lazy expiry would be a write outside its log).
-    if server.replica.get().is_none() {
-        txn.notify = server.notify_flags.load(Ordering::Relaxed);
-        txn.misses = misses_of(spec, args, txn.notify);
-    }
     let start = out.buf.len();
+    // A command holding no lock (a read) may build its keys from the
+    // database map before a `SWAPDB` and read after it: then it runs
+    // again ([`crate::store::Keyspace::swaps`]); one that locks keeps
+    // swaps out.
+    let unlocked = matches!(held, Held::None);
+    let (mut txn, done) = loop {
+        let swaps = ks.swaps();
+        let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
+            Txn::at_snapshot(ks, now_ms)
+        } else {
+            Txn::new_at(ks, now_ms)
+        };
+        txn.db = db;
+        txn.serving_blocked = park.is_none();
+        txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
+        // A replicated shard runs only reads here, and publishes no event
+        // (a lazy expiry would be a write outside its log).
+        if server.replica.get().is_none() {
+            txn.notify = server.notify_flags.load(Ordering::Relaxed);
+            txn.misses = misses_of(spec, args, txn.notify);
+        }
+        if !unlocked {
+            break (txn, None);
+        }
+        let r = data::run(spec.name, args, &mut txn, &ctx, out);
+        if swaps.is_multiple_of(2) && ks.swaps() == swaps {
+            break (txn, Some(r));
+        }
+        out.buf.truncate(start);
+        std::thread::yield_now();
+    };
     let mut ran = Ran::default();
     let mut events = Vec::new();
-    let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
+    let r = match done {
+        Some(r) => r,
+        None => data::run(spec.name, args, &mut txn, &ctx, out),
+    };
+    let r = r.and_then(|()| {
         ran.would_block = txn.would_block;
         events = txn.take_events();
         if txn.has_writes() {
@@ -1131,6 +1160,7 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             out.simple("RESET");
             Ok(())
         }
+        "swapdb" => swapdb(server, args, out),
         "select" => int_arg(&args[1]).and_then(|db| {
             if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
                 Err("ERR DB index is out of range".to_owned())
@@ -1762,6 +1792,45 @@ fn exec_locked(
     if server.blocking.any() && !written.is_empty() {
         serve_blocked(server, client.db, written);
     }
+    Ok(())
+}
+
+/// `SWAPDB a b`: the two databases trade contents for every client at
+/// once ([`crate::store::Keyspace::swap_databases`]: one write of the
+/// database map, no key copied), with the keyspace held exclusively;
+/// then the clients blocked on a key of either are served if it now
+/// holds something to pop. Refused on a replicated shard, whose log's
+/// entries carry no database (as `SELECT` beyond 0 is).
+fn swapdb(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    // redis-server's `getIntFromObjectOrReply`: an integer that fits an
+    // `int`, else its own message for each argument.
+    let index = |a: &Bytes, which: &str| {
+        int_arg(a)
+            .ok()
+            .filter(|&v| i32::try_from(v).is_ok())
+            .ok_or_else(|| format!("ERR invalid {which} DB index"))
+    };
+    let (a, b) = (index(&args[1], "first")?, index(&args[2], "second")?);
+    let range = 0..i64::from(crate::store::DATABASES);
+    if !range.contains(&a) || !range.contains(&b) {
+        return Err("ERR DB index is out of range".to_owned());
+    }
+    if server.replica.get().is_some() {
+        return Err("ERR SWAPDB is not supported on a replicated shard".to_owned());
+    }
+    let (a, b) = (a as u8, b as u8);
+    let mut held = server.ks.lock_all();
+    server
+        .ks
+        .swap_databases(&mut held, a, b)
+        .map_err(data::engine)?;
+    drop(held);
+    if a != b && server.blocking.any() {
+        for db in [a, b] {
+            serve_blocked(server, db, server.blocking.keys_in(db));
+        }
+    }
+    out.ok();
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::fasthash::{FastMap, FastSet};
 use std::ops::Bound::{Excluded, Included, Unbounded};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -71,6 +71,11 @@ pub const KEYSPACE_FORMAT: u8 = 1;
 pub const GARBAGE_TAG: u8 = b'g';
 /// The one key holding the first collection version not yet reserved.
 pub const VERSION_KEY: &[u8] = b"v";
+/// The database map, written by `SWAPDB`: byte `i` of its 16 is the
+/// stored database (the data and time index keys under `'k'`/`'x'` for 0,
+/// `'d' | s`/`'y' … s` for another `s`) that database `i` (`SELECT i`)
+/// names. Absent: each names its own. Always a permutation.
+pub const DB_MAP_KEY: &[u8] = b"m";
 /// Tag of a collection bucket key, `'c' | bucket u32 BE`: a collection
 /// was stored, at some time, under a key whose hash falls in the bucket
 /// (the hash's top [`COLL_BUCKET_BITS`] bits). Never deleted but by
@@ -191,14 +196,18 @@ fn expiry_key(db: u8, at_ms: u64, key: &[u8]) -> Vec<u8> {
 /// `'y' | expiry | db | key`), its database and the expiry it holds.
 pub struct DueExpiry {
     index_key: Vec<u8>,
+    /// The database number of its key when it was found (see
+    /// [`Keyspace::stored_db`]).
     pub db: u8,
+    /// The stored database its index key is in.
+    stored: u8,
     pub at_ms: u64,
 }
 
 impl DueExpiry {
     /// The Redis key.
     pub fn key(&self) -> &[u8] {
-        &self.index_key[if self.db == 0 { 9 } else { 10 }..]
+        &self.index_key[if self.stored == 0 { 9 } else { 10 }..]
     }
 }
 
@@ -818,6 +827,18 @@ pub struct Keyspace {
     /// made reclaiming a collection of n elements take n² / 2,000 steps).
     /// Dropped when the keyspace is replaced.
     reclaim_from: Mutex<Option<(u64, Vec<u8>)>>,
+    /// The database map ([`DB_MAP_KEY`]) in memory: the stored database
+    /// each database number names. Everything above the engine keys
+    /// (clients' `SELECT`, `Txn::db`, watches, blocked clients, events)
+    /// speaks database numbers; the keys are built from the stored
+    /// database ([`Keyspace::stored_db`]). Changed only by `SWAPDB`, with
+    /// the keyspace held exclusively.
+    db_map: [AtomicU8; DATABASES as usize],
+    /// Changes of `db_map`, counted twice each (odd while one runs): a
+    /// read holding no lock, which may have built its keys from the map
+    /// before a swap and read after it, runs again if this moved
+    /// ([`Keyspace::swaps`]).
+    swaps: AtomicU64,
 }
 
 /// Bounds of a sorted set's live index entries, or of a set's members
@@ -879,7 +900,10 @@ impl Keyspace {
             narrowings: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             reclaim_from: Mutex::new(None),
+            db_map: std::array::from_fn(|i| AtomicU8::new(i as u8)),
+            swaps: AtomicU64::new(0),
         };
+        ks.load_db_map()?;
         ks.load_coll_buckets(reserved)?;
         Ok(ks)
     }
@@ -967,6 +991,104 @@ impl Keyspace {
         &self.db
     }
 
+    /// The stored database that database number `db` names now (the
+    /// database map, [`DB_MAP_KEY`]): where its engine keys are.
+    pub fn stored_db(&self, db: u8) -> u8 {
+        self.db_map[usize::from(db)].load(Ordering::Acquire)
+    }
+
+    /// The database number that names stored database `stored`.
+    fn db_of_stored(&self, stored: u8) -> u8 {
+        (0..DATABASES)
+            .find(|&d| self.stored_db(d) == stored)
+            .expect("the map is a permutation")
+    }
+
+    /// How many times the database map was changed, twice per `SWAPDB`
+    /// (odd while one runs). A command holding no lock reads it before and
+    /// after: if it moved, or was odd, its keys may name another database
+    /// than it meant, and it runs again.
+    pub fn swaps(&self) -> u64 {
+        self.swaps.load(Ordering::Acquire)
+    }
+
+    /// Reads the database map from the engine (identity if absent).
+    fn load_db_map(&self) -> Result<()> {
+        let map = match self.db().get(DB_MAP_KEY)? {
+            None => std::array::from_fn(|i| i as u8),
+            Some(raw) => {
+                let map = <[u8; DATABASES as usize]>::try_from(raw.as_slice()).ok();
+                let permutation = map.is_some_and(|m| {
+                    let mut seen = [false; DATABASES as usize];
+                    m.iter().all(|&s| {
+                        s < DATABASES && !std::mem::replace(&mut seen[usize::from(s)], true)
+                    })
+                });
+                match map.filter(|_| permutation) {
+                    Some(m) => m,
+                    None => {
+                        return Err(Damage(format!(
+                            "the database map {} is not a permutation of 0..16",
+                            hex(&raw)
+                        ))
+                        .in_db(&self.db()))
+                    }
+                }
+            }
+        };
+        for (slot, s) in self.db_map.iter().zip(map) {
+            slot.store(s, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// `SWAPDB a b`: databases `a` and `b` trade contents, for every
+    /// client at once, by swapping their entries in the database map: one
+    /// engine write of one key, so a crash leaves either map and no key
+    /// is copied. Needs the keyspace held exclusively (`held`). Touches the
+    /// watched keys of either database that exist in either (redis-server's
+    /// rule); the caller then serves the clients blocked in either.
+    pub fn swap_databases(&self, held: &mut Held<'_>, a: u8, b: u8) -> Result<()> {
+        debug_assert!(matches!(held, Held::Exclusive { .. }));
+        if a == b {
+            return Ok(());
+        }
+        let (sa, sb) = (self.stored_db(a), self.stored_db(b));
+        let mut touched = Vec::new();
+        for s in self.stripes.iter() {
+            for dk in s.lock().watched.keys() {
+                if let Some((d, _, key)) = split_any_data_key(dk) {
+                    if d == a || d == b {
+                        touched.push((d, key.to_vec()));
+                    }
+                }
+            }
+        }
+        let mut present = Vec::new();
+        for (d, key) in touched {
+            if self.db().get(data_key(sa, &key))?.is_some()
+                || self.db().get(data_key(sb, &key))?.is_some()
+            {
+                present.push((d, key));
+            }
+        }
+        let mut map: [u8; DATABASES as usize] = std::array::from_fn(|i| self.stored_db(i as u8));
+        map.swap(usize::from(a), usize::from(b));
+        let mut batch = WriteBatch::new();
+        batch.put(DB_MAP_KEY, map);
+        self.swaps.fetch_add(1, Ordering::AcqRel);
+        let written = self.write(batch);
+        if written.is_ok() {
+            self.db_map[usize::from(a)].store(sb, Ordering::Release);
+            self.db_map[usize::from(b)].store(sa, Ordering::Release);
+        }
+        self.swaps.fetch_add(1, Ordering::AcqRel);
+        written?;
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        self.touch(held, present.into_iter());
+        Ok(())
+    }
+
     /// A collection version no collection had before, nor will have again.
     /// Versions are reserved a block at a time by writing the block's end
     /// to `VERSION_KEY` before any is handed out: every batch that uses one
@@ -1030,6 +1152,7 @@ impl Keyspace {
         *self.reclaim_from.lock() = None;
         // A snapshot from a node of an earlier build holds the old layout.
         let r = crate::migrate::ensure_format(&self.db())
+            .and_then(|_| self.load_db_map())
             .and_then(|_| self.reload_versions())
             .and_then(|reserved| self.load_coll_buckets(reserved));
         self.replacing.store(false, Ordering::SeqCst);
@@ -1224,7 +1347,7 @@ impl Keyspace {
 
     /// Reads `key`'s record in database `db`, expired or not.
     pub fn read_raw(&self, opts: &ReadOptions<'_>, db: u8, key: &[u8]) -> Result<Option<Rec>> {
-        match self.db().get_opt(opts, data_key(db, key))? {
+        match self.db().get_opt(opts, data_key(self.stored_db(db), key))? {
             Some(raw) => self.decode(raw, key).map(Some),
             None => Ok(None),
         }
@@ -1238,7 +1361,8 @@ impl Keyspace {
         db: u8,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Rec>>> {
-        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(db, k)).collect();
+        let stored = self.stored_db(db);
+        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(stored, k)).collect();
         let raws = self.db().multi_get_opt(opts, &data_keys)?;
         (raws.into_iter().zip(keys))
             .map(|(raw, key)| raw.map(|r| self.decode(r, key)).transpose())
@@ -1253,6 +1377,7 @@ impl Keyspace {
     /// one index lookup, no value read).
     pub fn replaced_version(&self, db: u8, key: &[u8]) -> Result<Option<u64>> {
         let opts = ReadOptions::default();
+        let db = self.stored_db(db);
         let raw = match self.db().peek_opt(&opts, data_key(db, key))? {
             None => return Ok(None),
             Some(ValueRef::Inline(raw)) => raw,
@@ -1297,7 +1422,9 @@ impl Keyspace {
             let Some((d, _, key)) = split_any_data_key(&dk) else {
                 continue;
             };
-            if db.is_none_or(|db| db == d) && self.db().get(&dk)?.is_some() {
+            if db.is_none_or(|db| db == d)
+                && self.db().get(data_key(self.stored_db(d), key))?.is_some()
+            {
                 present.push((d, key.to_vec()));
             }
         }
@@ -1362,6 +1489,7 @@ impl Keyspace {
         mut f: impl FnMut(u64, &[u8], &Rec) -> bool,
         mut expired: impl FnMut(&[u8]),
     ) -> Result<()> {
+        let db = self.stored_db(db);
         let lo = data_key_at_hash(db, from);
         for pair in self.db().range(lo..data_end(db)) {
             let (k, v) = pair?;
@@ -1428,6 +1556,7 @@ impl Keyspace {
     /// buckets stay marked (they are shared by the databases; a marked
     /// bucket costs a `SET` one read).
     pub fn delete_database(&self, db: u8) -> Result<()> {
+        let db = self.stored_db(db);
         loop {
             let mut batch = WriteBatch::new();
             for pair in self
@@ -1489,9 +1618,11 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(&d.index_key);
-            if self.stage_expired_delete(d.db, key, &mut batch)?.is_some() {
-                deleted.push((d.db, key.to_vec()));
-                self.touch(&mut held, std::iter::once((d.db, key.to_vec())));
+            // Under the lock: no swap now until the delete is written.
+            let db = self.db_of_stored(d.stored);
+            if self.stage_expired_delete(db, key, &mut batch)?.is_some() {
+                deleted.push((db, key.to_vec()));
+                self.touch(&mut held, std::iter::once((db, key.to_vec())));
             }
             self.write(batch)?;
         }
@@ -1529,7 +1660,8 @@ impl Keyspace {
                 };
                 due.push(DueExpiry {
                     index_key: k,
-                    db,
+                    db: self.db_of_stored(db),
+                    stored: db,
                     at_ms: at,
                 });
             }
@@ -1553,7 +1685,7 @@ impl Keyspace {
         let Some(at) = self.stage_expired_delete(db, key, &mut batch)? else {
             return Ok(false);
         };
-        batch.delete(expiry_key(db, at, key));
+        batch.delete(expiry_key(self.stored_db(db), at, key));
         self.write(batch)?;
         self.touch(&mut held, std::iter::once((db, key.to_vec())));
         Ok(true)
@@ -1568,6 +1700,7 @@ impl Keyspace {
         key: &[u8],
         batch: &mut WriteBatch,
     ) -> Result<Option<u64>> {
+        let db = self.stored_db(db);
         let Some(raw) = self.db().get(data_key(db, key))? else {
             return Ok(None);
         };
@@ -2603,7 +2736,8 @@ impl<'a> Txn<'a> {
     /// transaction counts as its record). True if it deleted the key.
     pub fn reap(&mut self, at: u64, key: &[u8]) -> Result<bool> {
         if at <= self.now {
-            self.index_deletes.push(expiry_key(self.db, at, key));
+            self.index_deletes
+                .push(expiry_key(self.ks.stored_db(self.db), at, key));
         }
         let expired = match self.writes.get(key) {
             Some(w) => w.as_ref().is_some_and(|r| r.expired(self.now)),
@@ -3014,6 +3148,7 @@ impl<'a> Txn<'a> {
             self.ks.delete_database(self.db)?;
         }
         let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
+        let stored = self.ks.stored_db(self.db);
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
         for key in &self.order {
@@ -3033,13 +3168,13 @@ impl<'a> Txn<'a> {
                     if let Rec::Coll(_) = r {
                         self.ks.note_collection(key, &mut batch);
                     }
-                    put_rec(&mut batch, data_key(self.db, key), r);
+                    put_rec(&mut batch, data_key(stored, key), r);
                     if let Some(at) = r.expire_at_ms() {
-                        batch.put(expiry_key(self.db, at, key), []);
+                        batch.put(expiry_key(stored, at, key), []);
                     }
                 }
                 None => {
-                    batch.delete(data_key(self.db, key));
+                    batch.delete(data_key(stored, key));
                 }
             }
         }
@@ -3050,9 +3185,10 @@ impl<'a> Txn<'a> {
                 live.insert(m.version);
             }
             dead.extend(replaced);
-            put_rec(&mut batch, data_key(db, &key), &r);
+            let stored = self.ks.stored_db(db);
+            put_rec(&mut batch, data_key(stored, &key), &r);
             if let Some(at) = r.expire_at_ms() {
-                batch.put(expiry_key(db, at, &key), []);
+                batch.put(expiry_key(stored, at, &key), []);
             }
             foreign_keys.push((db, key));
         }

@@ -139,3 +139,145 @@ fn keyspace_events_name_the_database() {
         b"*4\r\n$8\r\npmessage\r\n$10\r\n__key*__:*\r\n$18\r\n__keyevent@5__:set\r\n$1\r\nk\r\n"
     );
 }
+
+/// `SWAPDB` as redis-server answers it: the two databases trade contents
+/// for every connection at once, `SWAPDB a a` is a no-op, and bad indexes
+/// get redis-server's errors. The swap survives a restart.
+#[test]
+fn swapdb_swaps_two_databases_for_every_client_and_survives_a_restart() {
+    let mut s = TestServer::start(|_| {});
+    let mut c0 = s.raw();
+    let mut c1 = s.raw();
+    assert_eq!(cmd(&mut c1, &["SELECT", "1"]), b"+OK\r\n");
+    cmd(&mut c0, &["SET", "zero", "0"]);
+    cmd(&mut c0, &["RPUSH", "list0", "a", "b"]);
+    cmd(&mut c0, &["SET", "exp", "x", "EX", "1000"]);
+    cmd(&mut c1, &["SET", "one", "1"]);
+    cmd(&mut c1, &["HSET", "hash1", "f", "v"]);
+    for (args, want) in [
+        (&["SWAPDB", "x", "1"][..], "-ERR invalid first DB index\r\n"),
+        (&["SWAPDB", "0", "1.5"], "-ERR invalid second DB index\r\n"),
+        (
+            &["SWAPDB", "0", "99999999999"],
+            "-ERR invalid second DB index\r\n",
+        ),
+        (&["SWAPDB", "0", "16"], "-ERR DB index is out of range\r\n"),
+        (&["SWAPDB", "-1", "0"], "-ERR DB index is out of range\r\n"),
+        (
+            &["SWAPDB", "0"],
+            "-ERR wrong number of arguments for 'swapdb' command\r\n",
+        ),
+        (&["SWAPDB", "3", "3"], "+OK\r\n"),
+    ] {
+        assert_eq!(text(cmd(&mut c0, args)), want, "{args:?}");
+    }
+    assert_eq!(cmd(&mut c0, &["SWAPDB", "0", "1"]), b"+OK\r\n");
+    let seen = |c: &mut Raw| {
+        (
+            text(cmd(c, &["GET", "zero"])),
+            text(cmd(c, &["GET", "one"])),
+            text(cmd(c, &["DBSIZE"])),
+        )
+    };
+    let in_0 = ("$-1\r\n".into(), "$1\r\n1\r\n".into(), ":2\r\n".into());
+    let in_1 = ("$1\r\n0\r\n".into(), "$-1\r\n".into(), ":3\r\n".into());
+    assert_eq!(seen(&mut c0), in_0);
+    assert_eq!(seen(&mut c1), in_1);
+    assert_eq!(
+        cmd(&mut c1, &["LRANGE", "list0", "0", "-1"]),
+        b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(cmd(&mut c0, &["HGET", "hash1", "f"]), b"$1\r\nv\r\n");
+    let ttl = text(cmd(&mut c1, &["TTL", "exp"]));
+    assert!(ttl.starts_with(":9") || ttl.starts_with(":1000"), "{ttl}");
+    let info = text(cmd(&mut c0, &["INFO", "keyspace"]));
+    assert!(info.contains("db0:keys=2,expires=0"), "{info}");
+    assert!(info.contains("db1:keys=3,expires=1"), "{info}");
+    // Writes after the swap land in the database as now numbered.
+    cmd(&mut c0, &["SET", "after", "a"]);
+    assert_eq!(cmd(&mut c0, &["MOVE", "after", "1"]), b":1\r\n");
+    assert_eq!(cmd(&mut c1, &["GET", "after"]), b"$1\r\na\r\n");
+    assert_eq!(cmd(&mut c1, &["DEL", "after"]), b":1\r\n");
+    // Swapped back and forth with a third: a permutation.
+    assert_eq!(cmd(&mut c0, &["SWAPDB", "1", "5"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut c0, &["SWAPDB", "5", "0"]), b"+OK\r\n");
+    assert_eq!(seen(&mut c0), in_1);
+    drop((c0, c1));
+    let dir = s.dir.path().to_path_buf();
+    s.running.take().expect("running").shutdown().unwrap();
+    s.running = Some(TestServer::start_in(&dir, |_| {}));
+    let mut c = s.raw();
+    assert_eq!(seen(&mut c), in_1);
+    assert_eq!(cmd(&mut c, &["SELECT", "1"]), b"+OK\r\n");
+    assert_eq!(text(cmd(&mut c, &["DBSIZE"])), ":0\r\n");
+    assert_eq!(cmd(&mut c, &["SELECT", "5"]), b"+OK\r\n");
+    assert_eq!(seen(&mut c), in_0);
+    drop(c);
+    s.running.take().expect("running").shutdown().unwrap();
+    assert_eq!(sluice_server::check_keyspace(&dir, false), Ok(Vec::new()));
+}
+
+/// `SWAPDB` touches the watched keys of either database that exist in
+/// either (redis-server's `touchAllWatchedKeysInDb`), not those in
+/// neither, and serves a client blocked on a key that the swap brought.
+#[test]
+fn swapdb_touches_watched_keys_and_wakes_blocked_pops() {
+    let s = TestServer::start(|_| {});
+    let mut ctl = s.raw();
+    let mut w = s.raw();
+    cmd(&mut ctl, &["SELECT", "1"]);
+    cmd(&mut ctl, &["RPUSH", "q", "from-1"]);
+    cmd(&mut ctl, &["SET", "k", "v"]);
+    // `k` is in database 1 only: a watch of it in 0 is touched.
+    assert_eq!(cmd(&mut w, &["WATCH", "k"]), b"+OK\r\n");
+    cmd(&mut w, &["MULTI"]);
+    cmd(&mut w, &["PING"]);
+    assert_eq!(cmd(&mut ctl, &["SWAPDB", "0", "1"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut w, &["EXEC"]), b"*-1\r\n");
+    // `none` is in neither: its watch survives a swap.
+    assert_eq!(cmd(&mut w, &["WATCH", "none"]), b"+OK\r\n");
+    cmd(&mut w, &["MULTI"]);
+    cmd(&mut w, &["PING"]);
+    assert_eq!(cmd(&mut ctl, &["SWAPDB", "0", "1"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut w, &["EXEC"]), b"*1\r\n+PONG\r\n");
+    // Now `q` is in database 1 again; a client blocks on it in 0.
+    let mut b = s.raw();
+    b.command(&[b"BLPOP", b"q", b"0"]);
+    let want = "blocked_clients:1\r";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text(cmd(&mut ctl, &["INFO", "clients"])).contains(want) {
+        assert!(Instant::now() < deadline, "never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(cmd(&mut ctl, &["SWAPDB", "1", "0"]), b"+OK\r\n");
+    assert_eq!(b.reply(), b"*2\r\n$1\r\nq\r\n$6\r\nfrom-1\r\n");
+    // Inside MULTI it is refused (the transaction is then discarded).
+    cmd(&mut w, &["MULTI"]);
+    assert_eq!(
+        text(cmd(&mut w, &["SWAPDB", "0", "1"])),
+        "-ERR SWAPDB inside MULTI is not supported by sluice serve\r\n"
+    );
+    assert!(text(cmd(&mut w, &["EXEC"])).starts_with("-EXECABORT"));
+}
+
+/// A key's expiry follows it through a swap: the reaper deletes it in
+/// the database it is in now.
+#[test]
+fn an_expiring_key_expires_in_the_database_it_was_swapped_to() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    cmd(&mut c, &["SELECT", "2"]);
+    cmd(&mut c, &["SET", "soon", "x", "PX", "300"]);
+    cmd(&mut c, &["SET", "stays", "y"]);
+    cmd(&mut c, &["SWAPDB", "2", "0"]);
+    assert_eq!(cmd(&mut c, &["DBSIZE"]), b":0\r\n");
+    cmd(&mut c, &["SELECT", "0"]);
+    assert_eq!(cmd(&mut c, &["EXISTS", "soon"]), b":1\r\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while text(cmd(&mut c, &["INFO", "keyspace"])).contains("db0:keys=2") {
+        assert!(Instant::now() < deadline, "never reaped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cmd(&mut c, &["DBSIZE"]), b":1\r\n");
+    assert_eq!(cmd(&mut c, &["GET", "stays"]), b"$1\r\ny\r\n");
+}
