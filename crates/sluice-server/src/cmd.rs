@@ -841,10 +841,10 @@ fn dispatch(
             out.error("ERR Command not allowed inside a transaction");
             return After::Continue;
         }
-        if name == "select" {
-            // A transaction runs in one database here (one `Txn`).
+        if name == "select" && server.replica.get().is_some() {
+            // The shard's log carries a transaction without databases.
             client.flag_multi_error();
-            out.error("ERR SELECT inside MULTI is not supported by sluice serve");
+            out.error("ERR SELECT inside MULTI is not supported on a replicated shard");
             return After::Continue;
         }
         if name == "swapdb" {
@@ -1161,20 +1161,9 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             Ok(())
         }
         "swapdb" => swapdb(server, args, out),
-        "select" => int_arg(&args[1]).and_then(|db| {
-            if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
-                Err("ERR DB index is out of range".to_owned())
-            } else if db != 0 && server.replica.get().is_some() {
-                // Its log's entries carry no database: they apply in 0.
-                Err(
-                    "ERR SELECT of a database other than 0 is not supported on a replicated shard"
-                        .to_owned(),
-                )
-            } else {
-                client.select(db as u8);
-                out.ok();
-                Ok(())
-            }
+        "select" => select_arg(server, &args[1]).map(|db| {
+            client.select(db);
+            out.ok();
         }),
         "auth" => auth(server, client, &args[1..], out),
         "hello" => hello(server, client, args, out),
@@ -1758,6 +1747,13 @@ fn exec_locked(
         let mark = txn.events_len();
         txn.misses = misses_of(s, a, txn.notify);
         let r = match s.kind {
+            // The commands after it run in the database it selects, in
+            // the same transaction; the connection stays there.
+            Kind::Admin if s.name == "select" => select_arg(server, &a[1]).map(|db| {
+                txn.select(db);
+                client.select(db);
+                out.ok();
+            }),
             Kind::Admin => {
                 // Connection and server commands queued in a transaction
                 // run as they would alone.
@@ -1779,8 +1775,10 @@ fn exec_locked(
     }
     let events = txn.take_events();
     let mut written = Vec::new();
+    let mut written_by_db = Vec::new();
     if txn.has_writes() {
-        written = txn.written_keys().to_vec();
+        written_by_db = txn.written_by_db();
+        written = written_by_db.iter().flat_map(|(_, k)| k.clone()).collect();
         if let Err(e) = txn.commit(&mut held) {
             // Nothing of the batch was applied: the reply is the error.
             out.buf.truncate(start);
@@ -1790,9 +1788,27 @@ fn exec_locked(
     drop(held);
     publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
-        serve_blocked(server, client.db, written);
+        for (db, keys) in written_by_db {
+            serve_blocked(server, db, keys);
+        }
     }
     Ok(())
+}
+
+/// The database `SELECT` names in `arg`, or its error.
+fn select_arg(server: &Server, arg: &[u8]) -> Result<u8, String> {
+    let db = int_arg(arg)?;
+    if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
+        Err("ERR DB index is out of range".to_owned())
+    } else if db != 0 && server.replica.get().is_some() {
+        // Its log's entries carry no database: they apply in 0.
+        Err(
+            "ERR SELECT of a database other than 0 is not supported on a replicated shard"
+                .to_owned(),
+        )
+    } else {
+        Ok(db as u8)
+    }
 }
 
 /// `SWAPDB a b`: the two databases trade contents for every client at

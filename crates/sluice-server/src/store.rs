@@ -2239,7 +2239,24 @@ pub struct Txn<'a> {
     emptied: Vec<Vec<u8>>,
     /// Records staged at keys of other databases (`MOVE`, `COPY ... DB`):
     /// (database, key, record, the collection version it replaces there).
+    /// A database with a stage in `parked` takes them there instead.
     foreign: Vec<(u8, Vec<u8>, Rec, Option<u64>)>,
+    /// The staged writes of the other databases this transaction selected
+    /// (`SELECT` inside `MULTI`, [`Txn::select`]), one stage each; the
+    /// selected database's are the fields above.
+    parked: Vec<DbStage>,
+}
+
+/// What a transaction staged in one database: [`Txn`]'s fields of the
+/// same names, kept while another database is selected.
+#[derive(Default)]
+struct DbStage {
+    db: u8,
+    writes: FastMap<Vec<u8>, Option<Rec>>,
+    order: Vec<Vec<u8>>,
+    base: FastMap<Vec<u8>, Option<u64>>,
+    modified: Vec<Vec<u8>>,
+    flushed: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -2292,6 +2309,68 @@ impl<'a> Txn<'a> {
             events: Vec::new(),
             emptied: Vec::new(),
             foreign: Vec::new(),
+            parked: Vec::new(),
+        }
+    }
+
+    /// Runs the commands after it in database `db` (`SELECT` inside
+    /// `MULTI`): what was staged in the database selected so far is kept
+    /// for the commit, and what was staged in `db` before (by an earlier
+    /// `SELECT` of it, or `MOVE`/`COPY ... DB` into it) is read again.
+    /// One batch still commits every database's writes.
+    pub fn select(&mut self, db: u8) {
+        if db == self.db {
+            return;
+        }
+        // A `del` waiting for its command's own event is this database's.
+        for key in std::mem::take(&mut self.emptied) {
+            self.push_event(crate::notify::GENERIC, "del", key);
+        }
+        let now = self.take_stage();
+        self.parked.push(now);
+        let next = match self.parked.iter().position(|st| st.db == db) {
+            Some(i) => self.parked.swap_remove(i),
+            None => DbStage {
+                db,
+                flushed: self.flushed_all,
+                ..DbStage::default()
+            },
+        };
+        self.db = next.db;
+        self.writes = next.writes;
+        self.order = next.order;
+        self.base = next.base;
+        self.modified = next.modified;
+        self.flushed = next.flushed;
+        let foreign = std::mem::take(&mut self.foreign);
+        for (d, key, r, replaced) in foreign {
+            if d == db {
+                self.replaced.extend(replaced);
+                self.put_staged(key, Some(r));
+            } else {
+                self.foreign.push((d, key, r, replaced));
+            }
+        }
+    }
+
+    /// The selected database's stage, taken out of the transaction.
+    fn take_stage(&mut self) -> DbStage {
+        DbStage {
+            db: self.db,
+            writes: std::mem::take(&mut self.writes),
+            order: std::mem::take(&mut self.order),
+            base: std::mem::take(&mut self.base),
+            modified: std::mem::take(&mut self.modified),
+            flushed: self.flushed,
+        }
+    }
+
+    /// Stages `r` at `key` of the selected database with no lookup or
+    /// event (a record staged elsewhere first, as `MOVE` does).
+    fn put_staged(&mut self, key: Vec<u8>, r: Option<Rec>) {
+        match self.writes.insert(key.clone(), r) {
+            None => self.order.push(key),
+            Some(old) => self.replaced.extend(old.and_then(|o| o.version())),
         }
     }
 
@@ -3022,14 +3101,26 @@ impl<'a> Txn<'a> {
     /// Empties the database (`FLUSHDB`), or every database (`all`:
     /// `FLUSHALL`): needs the keyspace held exclusively.
     pub fn flush(&mut self, all: bool) {
+        let other_dbs = !self.parked.is_empty() || !self.foreign.is_empty();
+        if !all && other_dbs {
+            // Staged elements may be other databases' collections', so
+            // they stay; this database's new collections become garbage
+            // (the engine's records here do so in `delete_database`).
+            for r in self.writes.values().flatten() {
+                self.replaced.extend(r.version());
+            }
+        } else {
+            self.elems.clear();
+            self.replaced.clear();
+            self.emptied_versions.clear();
+            self.parked.clear();
+            self.foreign.clear();
+        }
         self.flushed = true;
         self.flushed_all |= all;
         self.writes.clear();
         self.order.clear();
-        self.elems.clear();
         self.base.clear();
-        self.replaced.clear();
-        self.emptied_versions.clear();
         self.pop_ahead.clear();
     }
 
@@ -3038,6 +3129,7 @@ impl<'a> Txn<'a> {
             || !self.writes.is_empty()
             || !self.elems.is_empty()
             || !self.foreign.is_empty()
+            || (self.parked.iter()).any(|st| st.flushed || !st.order.is_empty())
     }
 
     /// `key`'s record in database `db`, another than this transaction's,
@@ -3046,6 +3138,14 @@ impl<'a> Txn<'a> {
     /// the same in every database).
     pub fn rec_in_db(&self, db: u8, key: &[u8]) -> Result<Option<Rec>> {
         debug_assert_ne!(db, self.db);
+        if let Some(st) = self.parked.iter().find(|st| st.db == db) {
+            if let Some(w) = st.writes.get(key) {
+                return Ok(w.clone());
+            }
+            if st.flushed {
+                return Ok(None);
+            }
+        }
         if let Some((.., r, _)) = (self.foreign.iter().rev()).find(|f| f.0 == db && f.1 == key) {
             return Ok(Some(r.clone()));
         }
@@ -3068,6 +3168,14 @@ impl<'a> Txn<'a> {
             });
         }
         let replaced = prior.and_then(|p| p.version());
+        if let Some(st) = self.parked.iter_mut().find(|st| st.db == db) {
+            self.replaced.extend(replaced);
+            match st.writes.insert(key.to_vec(), Some(r)) {
+                None => st.order.push(key.to_vec()),
+                Some(old) => self.replaced.extend(old.and_then(|o| o.version())),
+            }
+            return;
+        }
         self.foreign.push((db, key.to_vec(), r, replaced));
     }
 
@@ -3129,6 +3237,14 @@ impl<'a> Txn<'a> {
         &self.order
     }
 
+    /// The keys this transaction writes in every database it selected, by
+    /// database.
+    pub fn written_by_db(&self) -> Vec<(u8, Vec<Vec<u8>>)> {
+        let mut v = vec![(self.db, self.order.clone())];
+        v.extend(self.parked.iter().map(|st| (st.db, st.order.clone())));
+        v
+    }
+
     /// Applies the staged writes as one batch and bumps the watched keys
     /// among them. After `FLUSHDB` the deletes go first, in their own
     /// batches (the keyspace is held exclusively, so no one sees between).
@@ -3140,43 +3256,22 @@ impl<'a> Txn<'a> {
         // Emptying the keyspace touches the watched keys it deletes, not
         // those that did not exist (redis-server's rule).
         let mut flushed_keys = Vec::new();
+        let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
+        let mut stages = std::mem::take(&mut self.parked);
+        stages.push(self.take_stage());
         if self.flushed_all {
             flushed_keys = self.ks.watched_present(None)?;
             self.ks.delete_everything()?;
-        } else if self.flushed {
-            flushed_keys = self.ks.watched_present(Some(self.db))?;
-            self.ks.delete_database(self.db)?;
+        } else {
+            for st in stages.iter().filter(|st| st.flushed) {
+                flushed_keys.extend(self.ks.watched_present(Some(st.db))?);
+                self.ks.delete_database(st.db)?;
+            }
         }
-        let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
-        let stored = self.ks.stored_db(self.db);
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
-        for key in &self.order {
-            let rec = &self.writes[key];
-            if let Some(v) = rec.as_ref().and_then(Rec::version) {
-                live.insert(v);
-            }
-            let base = match self.base.get(key) {
-                Some(b) => *b,
-                None if self.flushed || !self.ks.may_hold_collection(key) => None,
-                // Written blind (a plain `SET`): what did it replace?
-                None => self.ks.replaced_version(self.db, key)?,
-            };
-            dead.extend(base);
-            match rec {
-                Some(r) => {
-                    if let Rec::Coll(_) = r {
-                        self.ks.note_collection(key, &mut batch);
-                    }
-                    put_rec(&mut batch, data_key(stored, key), r);
-                    if let Some(at) = r.expire_at_ms() {
-                        batch.put(expiry_key(stored, at, key), []);
-                    }
-                }
-                None => {
-                    batch.delete(data_key(stored, key));
-                }
-            }
+        for st in &stages {
+            self.stage_records(st, &mut batch, &mut dead, &mut live)?;
         }
         let mut foreign_keys = Vec::new();
         for (db, key, r, replaced) in std::mem::take(&mut self.foreign) {
@@ -3229,17 +3324,63 @@ impl<'a> Txn<'a> {
         for (v, start, end) in std::mem::take(&mut self.holes) {
             self.ks.add_hole(v, start, end);
         }
-        let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
+        let changed: usize = (stages.iter())
+            .map(|st| st.order.len() + st.modified.len() + usize::from(st.flushed))
+            .sum();
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
-        let db = self.db;
         self.ks.touch(
             held,
-            (self.order.into_iter())
-                .chain(self.modified)
-                .map(|k| (db, k))
+            (stages.into_iter())
+                .flat_map(|st| {
+                    let db = st.db;
+                    st.order
+                        .into_iter()
+                        .chain(st.modified)
+                        .map(move |k| (db, k))
+                })
                 .chain(flushed_keys)
                 .chain(foreign_keys),
         );
+        Ok(())
+    }
+
+    /// Adds the records staged in one database to `batch`, noting the
+    /// versions they hold (`live`) and replace (`dead`).
+    fn stage_records(
+        &self,
+        st: &DbStage,
+        batch: &mut WriteBatch,
+        dead: &mut Vec<u64>,
+        live: &mut FastSet<u64>,
+    ) -> Result<()> {
+        let stored = self.ks.stored_db(st.db);
+        for key in &st.order {
+            let rec = &st.writes[key];
+            if let Some(v) = rec.as_ref().and_then(Rec::version) {
+                live.insert(v);
+            }
+            let base = match st.base.get(key) {
+                Some(b) => *b,
+                None if st.flushed || !self.ks.may_hold_collection(key) => None,
+                // Written blind (a plain `SET`): what did it replace?
+                None => self.ks.replaced_version(st.db, key)?,
+            };
+            dead.extend(base);
+            match rec {
+                Some(r) => {
+                    if let Rec::Coll(_) = r {
+                        self.ks.note_collection(key, batch);
+                    }
+                    put_rec(batch, data_key(stored, key), r);
+                    if let Some(at) = r.expire_at_ms() {
+                        batch.put(expiry_key(stored, at, key), []);
+                    }
+                }
+                None => {
+                    batch.delete(data_key(stored, key));
+                }
+            }
+        }
         Ok(())
     }
 }

@@ -58,16 +58,19 @@ fn select_reaches_sixteen_databases() {
     assert!(list.contains(" db=9 ") && list.contains(" db=0 "), "{list}");
     assert_eq!(cmd(&mut c, &["RESET"]), b"+RESET\r\n");
     assert_eq!(cmd(&mut c, &["GET", "k"]), b"$4\r\nzero\r\n");
-    // A transaction runs in the database selected; SELECT is refused
-    // inside one (a transaction is one database here).
+    // A transaction runs in the database selected; a SELECT inside one
+    // moves the rest of it, and the connection (more in
+    // `select_inside_multi_moves_the_rest_of_the_transaction`).
     assert_eq!(cmd(&mut c, &["SELECT", "9"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["MULTI"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["INCR", "n"]), b"+QUEUED\r\n");
-    assert!(text(cmd(&mut c, &["SELECT", "0"])).starts_with("-ERR SELECT inside MULTI"));
-    assert!(text(cmd(&mut c, &["EXEC"])).starts_with("-EXECABORT"));
+    assert_eq!(cmd(&mut c, &["SELECT", "0"]), b"+QUEUED\r\n");
+    assert_eq!(cmd(&mut c, &["EXEC"]), b"*2\r\n:1\r\n+OK\r\n");
+    assert_eq!(cmd(&mut c, &["EXISTS", "n"]), b":0\r\n");
+    assert_eq!(cmd(&mut c, &["SELECT", "9"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["MULTI"]), b"+OK\r\n");
     assert_eq!(cmd(&mut c, &["INCR", "n"]), b"+QUEUED\r\n");
-    assert_eq!(cmd(&mut c, &["EXEC"]), b"*1\r\n:1\r\n");
+    assert_eq!(cmd(&mut c, &["EXEC"]), b"*1\r\n:2\r\n");
     assert_eq!(cmd(&mut other, &["EXISTS", "n"]), b":0\r\n");
     // FLUSHDB empties the selected database only, FLUSHALL all.
     assert_eq!(cmd(&mut c, &["FLUSHDB"]), b"+OK\r\n");
@@ -280,4 +283,95 @@ fn an_expiring_key_expires_in_the_database_it_was_swapped_to() {
     }
     assert_eq!(cmd(&mut c, &["DBSIZE"]), b":1\r\n");
     assert_eq!(cmd(&mut c, &["GET", "stays"]), b"$1\r\ny\r\n");
+}
+
+/// `SELECT` inside `MULTI`, as redis-server runs it: queued, the commands
+/// after it run in the database it selects (one transaction, one batch),
+/// a bad index is that command's error alone, and the connection stays
+/// in the last database selected after `EXEC`.
+#[test]
+fn select_inside_multi_moves_the_rest_of_the_transaction() {
+    let s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    cmd(&mut c, &["SET", "k", "zero"]);
+    assert_eq!(cmd(&mut c, &["MULTI"]), b"+OK\r\n");
+    for args in [
+        &["SET", "k", "a"][..],
+        &["SELECT", "1"],
+        &["SET", "k", "b"],
+        &["GET", "k"],
+        &["SELECT", "0"],
+        &["GET", "k"],
+        &["SELECT", "99"],
+        &["SET", "m", "x"],
+        &["MOVE", "m", "3"],
+        &["SELECT", "3"],
+        &["GET", "m"],
+        &["SELECT", "2"],
+    ] {
+        assert_eq!(cmd(&mut c, args), b"+QUEUED\r\n", "{args:?}");
+    }
+    assert_eq!(
+        text(cmd(&mut c, &["EXEC"])),
+        "*12\r\n+OK\r\n+OK\r\n+OK\r\n$1\r\nb\r\n+OK\r\n$1\r\na\r\n\
+         -ERR DB index is out of range\r\n+OK\r\n:1\r\n+OK\r\n$1\r\nx\r\n+OK\r\n"
+    );
+    // The connection stays in database 2.
+    assert_eq!(cmd(&mut c, &["DBSIZE"]), b":0\r\n");
+    let list = text(cmd(&mut c, &["CLIENT", "LIST"]));
+    assert!(list.contains(" db=2 "), "{list}");
+    let mut other = s.raw();
+    assert_eq!(cmd(&mut other, &["GET", "k"]), b"$1\r\na\r\n");
+    assert_eq!(cmd(&mut other, &["EXISTS", "m"]), b":0\r\n");
+    cmd(&mut other, &["SELECT", "1"]);
+    assert_eq!(cmd(&mut other, &["GET", "k"]), b"$1\r\nb\r\n");
+    cmd(&mut other, &["SELECT", "3"]);
+    assert_eq!(cmd(&mut other, &["GET", "m"]), b"$1\r\nx\r\n");
+}
+
+/// A transaction over several databases: `FLUSHDB` empties only the one
+/// selected (collections staged in another keep their elements), a
+/// client blocked in another database is served by a push there, and
+/// the keyspace check passes afterwards.
+#[test]
+fn a_transaction_over_several_databases_flushes_and_serves_each_its_own() {
+    let mut s = TestServer::start(|_| {});
+    let mut c = s.raw();
+    let mut b = s.raw();
+    cmd(&mut b, &["SELECT", "6"]);
+    b.command(&[b"BLPOP", b"q", b"0"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text(cmd(&mut c, &["INFO", "clients"])).contains("blocked_clients:1\r") {
+        assert!(Instant::now() < deadline, "never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cmd(&mut c, &["SELECT", "5"]);
+    cmd(&mut c, &["HSET", "old5", "f", "v"]);
+    cmd(&mut c, &["MULTI"]);
+    for args in [
+        &["SELECT", "4"][..],
+        &["HSET", "h", "f", "v"],
+        &["SELECT", "5"],
+        &["HSET", "h2", "f", "v"],
+        &["FLUSHDB"],
+        &["SADD", "after", "m"],
+        &["SELECT", "6"],
+        &["RPUSH", "q", "x"],
+        &["SELECT", "4"],
+        &["HGET", "h", "f"],
+    ] {
+        assert_eq!(cmd(&mut c, args), b"+QUEUED\r\n", "{args:?}");
+    }
+    assert_eq!(
+        text(cmd(&mut c, &["EXEC"])),
+        "*10\r\n+OK\r\n:1\r\n+OK\r\n:1\r\n+OK\r\n:1\r\n+OK\r\n:1\r\n+OK\r\n$1\r\nv\r\n"
+    );
+    assert_eq!(b.reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(cmd(&mut c, &["HGET", "h", "f"]), b"$1\r\nv\r\n");
+    cmd(&mut c, &["SELECT", "5"]);
+    assert_eq!(text(cmd(&mut c, &["KEYS", "*"])), "*1\r\n$5\r\nafter\r\n");
+    drop((b, c));
+    let dir = s.dir.path().to_path_buf();
+    s.running.take().expect("running").shutdown().unwrap();
+    assert_eq!(sluice_server::check_keyspace(&dir, true), Ok(Vec::new()));
 }
