@@ -2115,6 +2115,15 @@ pub fn tighter(a: Option<Vec<u8>>, b: Option<Vec<u8>>, max: bool) -> Option<Vec<
     }
 }
 
+/// Whether start (`max` false) or end `a` is tighter than `b`.
+fn tighter_suffix(a: &[u8], b: &[u8], max: bool) -> bool {
+    if max {
+        a < b
+    } else {
+        a > b
+    }
+}
+
 /// Widens bounds so that `key` is inside them.
 fn widen(b: &mut PopBounds, key: &[u8]) {
     if b.lo.as_deref().is_some_and(|lo| key < lo) {
@@ -2711,7 +2720,12 @@ impl<'a> Txn<'a> {
                 b.lo
             }
         });
-        tighter(learnt, m.pop_bound_key(max), max)
+        let kept = if max { &m.pop_hi } else { &m.pop_lo };
+        match (learnt, kept.as_deref()) {
+            (learnt, None) => learnt,
+            (Some(l), Some(k)) if !tighter_suffix(k, &l[m.prefix_len()..], max) => Some(l),
+            (_, Some(k)) => Some(m.elem(k)),
+        }
     }
 
     /// This transaction's latest narrowing of `version`'s start (`max`
@@ -2780,9 +2794,15 @@ impl<'a> Txn<'a> {
         if matches!(m.kind, CollKind::Set | CollKind::ZSet) && m.count > 0 {
             for max in [false, true] {
                 if let Some(b) = self.own_narrowing(m.version, max) {
-                    let b = tighter(m.pop_bound_key(max), Some(b.clone()), max);
-                    let suffix = b.map(|k| m.suffix_of(&k).to_vec());
-                    m.set_pop_bound(max, suffix);
+                    let suffix = &b[m.prefix_len()..];
+                    let kept = if max { &m.pop_hi } else { &m.pop_lo };
+                    if kept
+                        .as_deref()
+                        .is_none_or(|k| tighter_suffix(suffix, k, max))
+                    {
+                        let suffix = suffix.to_vec();
+                        m.set_pop_bound(max, Some(suffix));
+                    }
                 }
             }
         }
