@@ -847,11 +847,9 @@ fn dispatch(
             out.error("ERR SELECT inside MULTI is not supported on a replicated shard");
             return After::Continue;
         }
-        if name == "swapdb" {
-            // It needs the keyspace alone, which a transaction's locks
-            // would keep from it.
+        if name == "swapdb" && server.replica.get().is_some() {
             client.flag_multi_error();
-            out.error("ERR SWAPDB inside MULTI is not supported by sluice serve");
+            out.error(SWAPDB_REPLICATED);
             return After::Continue;
         }
         if let Some(q) = client.multi.as_mut() {
@@ -1713,9 +1711,9 @@ fn exec_locked(
     if specs.len() != queued.len() {
         return Err("ERR a queued command is unknown".to_owned());
     }
-    let global = specs
-        .iter()
-        .any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll));
+    // `SWAPDB` changes what every database number names.
+    let global =
+        (specs.iter()).any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll) || s.name == "swapdb");
     let mut held = if global {
         ks.lock_all()
     } else {
@@ -1741,6 +1739,7 @@ fn exec_locked(
     txn.in_multi = true;
     txn.notify = txn_flags(server);
     let start = out.buf.len();
+    let mut swapped = Vec::new();
     out.array(queued.len());
     for (s, a) in specs.iter().zip(queued) {
         let at = out.buf.len();
@@ -1753,6 +1752,13 @@ fn exec_locked(
                 txn.select(db);
                 client.select(db);
                 out.ok();
+            }),
+            // In the transaction's batch, under the keyspace held alone.
+            Kind::Admin if s.name == "swapdb" => swapdb_args(server, a).and_then(|(x, y)| {
+                txn.swap_databases(x, y).map_err(data::engine)?;
+                swapped.extend([x, y]);
+                out.ok();
+                Ok(())
             }),
             Kind::Admin => {
                 // Connection and server commands queued in a transaction
@@ -1792,6 +1798,13 @@ fn exec_locked(
             serve_blocked(server, db, keys);
         }
     }
+    if server.blocking.any() {
+        swapped.sort_unstable();
+        swapped.dedup();
+        for db in swapped {
+            serve_blocked(server, db, server.blocking.keys_in(db));
+        }
+    }
     Ok(())
 }
 
@@ -1811,13 +1824,11 @@ fn select_arg(server: &Server, arg: &[u8]) -> Result<u8, String> {
     }
 }
 
-/// `SWAPDB a b`: the two databases trade contents for every client at
-/// once ([`crate::store::Keyspace::swap_databases`]: one write of the
-/// database map, no key copied), with the keyspace held exclusively;
-/// then the clients blocked on a key of either are served if it now
-/// holds something to pop. Refused on a replicated shard, whose log's
-/// entries carry no database (as `SELECT` beyond 0 is).
-fn swapdb(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+const SWAPDB_REPLICATED: &str = "ERR SWAPDB is not supported on a replicated shard";
+
+/// The two databases `SWAPDB` names, or its error as redis-server words
+/// it.
+fn swapdb_args(server: &Server, args: &[Bytes]) -> Result<(u8, u8), String> {
     // redis-server's `getIntFromObjectOrReply`: an integer that fits an
     // `int`, else its own message for each argument.
     let index = |a: &Bytes, which: &str| {
@@ -1832,9 +1843,19 @@ fn swapdb(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
         return Err("ERR DB index is out of range".to_owned());
     }
     if server.replica.get().is_some() {
-        return Err("ERR SWAPDB is not supported on a replicated shard".to_owned());
+        return Err(SWAPDB_REPLICATED.to_owned());
     }
-    let (a, b) = (a as u8, b as u8);
+    Ok((a as u8, b as u8))
+}
+
+/// `SWAPDB a b`: the two databases trade contents for every client at
+/// once ([`crate::store::Keyspace::swap_databases`]: one write of the
+/// database map, no key copied), with the keyspace held exclusively;
+/// then the clients blocked on a key of either are served if it now
+/// holds something to pop. Refused on a replicated shard, whose log's
+/// entries carry no database (as `SELECT` beyond 0 is).
+fn swapdb(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let (a, b) = swapdb_args(server, args)?;
     let mut held = server.ks.lock_all();
     server
         .ks

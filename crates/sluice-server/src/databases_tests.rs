@@ -261,3 +261,60 @@ fn a_crash_anywhere_in_a_swap_shows_either_state() {
     drop(ks);
     assert_eq!(state(&open(&fs)), after);
 }
+
+/// `SWAPDB` inside `EXEC` is in the transaction's one batch: crashed
+/// after any file operation of its commit, the database opens with the
+/// swap and the transaction's other writes, or with neither. A
+/// transaction dropped before its commit puts the map back.
+#[test]
+fn a_swap_inside_a_transaction_commits_with_it_or_not_at_all() {
+    let fs = sluicedb::fs::MemFs::new();
+    let open = |fs: &sluicedb::fs::MemFs| {
+        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+        Keyspace::new(
+            sluicedb::Db::open("/db", o).unwrap(),
+            crate::store::Fsync::Always,
+        )
+        .unwrap()
+    };
+    let ks = open(&fs);
+    assert_eq!(run(&ks, 0, "SET a zero"), "+OK\r\n");
+    assert_eq!(run(&ks, 3, "SET a three"), "+OK\r\n");
+    let state = |ks: &Keyspace| {
+        (0..DATABASES)
+            .map(|db| run(ks, db, "GET a") + &run(ks, db, "GET b"))
+            .collect::<Vec<_>>()
+    };
+    let before = state(&ks);
+    {
+        let _held = ks.lock_all();
+        let mut txn = crate::store::Txn::new(&ks);
+        txn.swap_databases(0, 3).unwrap();
+        assert_ne!(ks.swaps() % 2, 0, "reads holding no lock wait meanwhile");
+        drop(txn);
+    }
+    assert_eq!(state(&ks), before, "dropped uncommitted: the map is back");
+    assert_eq!(ks.swaps() % 2, 0);
+    ks.db().sync().unwrap();
+    fs.capture_images(false);
+    {
+        let mut held = ks.lock_all();
+        let mut txn = crate::store::Txn::new(&ks);
+        txn.swap_databases(0, 3).unwrap();
+        txn.set(b"b", crate::store::Entry::plain(&b"after"[..]));
+        txn.commit(&mut held).unwrap();
+    }
+    let after = state(&ks);
+    assert_eq!(after[0], "$5\r\nthree\r\n$5\r\nafter\r\n");
+    assert_eq!(after[3], "$4\r\nzero\r\n$-1\r\n");
+    let mut seen_after = false;
+    for (op, crashed) in fs.take_images() {
+        let got = state(&open(&crashed));
+        assert!(
+            got == before || got == after,
+            "crashed after op {op}: {got:?}"
+        );
+        seen_after |= got == after;
+    }
+    assert!(seen_after);
+}

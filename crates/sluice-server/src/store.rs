@@ -1036,9 +1036,7 @@ impl Keyspace {
                 }
             }
         };
-        for (slot, s) in self.db_map.iter().zip(map) {
-            slot.store(s, Ordering::Release);
-        }
+        self.set_db_map(map);
         Ok(())
     }
 
@@ -1054,25 +1052,8 @@ impl Keyspace {
             return Ok(());
         }
         let (sa, sb) = (self.stored_db(a), self.stored_db(b));
-        let mut touched = Vec::new();
-        for s in self.stripes.iter() {
-            for dk in s.lock().watched.keys() {
-                if let Some((d, _, key)) = split_any_data_key(dk) {
-                    if d == a || d == b {
-                        touched.push((d, key.to_vec()));
-                    }
-                }
-            }
-        }
-        let mut present = Vec::new();
-        for (d, key) in touched {
-            if self.db().get(data_key(sa, &key))?.is_some()
-                || self.db().get(data_key(sb, &key))?.is_some()
-            {
-                present.push((d, key));
-            }
-        }
-        let mut map: [u8; DATABASES as usize] = std::array::from_fn(|i| self.stored_db(i as u8));
+        let present = self.watched_in_either(a, b)?;
+        let mut map = self.db_map_now();
         map.swap(usize::from(a), usize::from(b));
         let mut batch = WriteBatch::new();
         batch.put(DB_MAP_KEY, map);
@@ -1087,6 +1068,42 @@ impl Keyspace {
         self.changes.fetch_add(1, Ordering::Relaxed);
         self.touch(held, present.into_iter());
         Ok(())
+    }
+
+    /// The watched keys of databases `a` and `b` that exist (expired or
+    /// not) in either: those a swap of the two touches.
+    fn watched_in_either(&self, a: u8, b: u8) -> Result<Vec<DbKey>> {
+        let (sa, sb) = (self.stored_db(a), self.stored_db(b));
+        let mut watched = Vec::new();
+        for s in self.stripes.iter() {
+            for dk in s.lock().watched.keys() {
+                if let Some((d, _, key)) = split_any_data_key(dk) {
+                    if d == a || d == b {
+                        watched.push((d, key.to_vec()));
+                    }
+                }
+            }
+        }
+        let mut present = Vec::new();
+        for (d, key) in watched {
+            if self.db().get(data_key(sa, &key))?.is_some()
+                || self.db().get(data_key(sb, &key))?.is_some()
+            {
+                present.push((d, key));
+            }
+        }
+        Ok(present)
+    }
+
+    /// The database map in memory.
+    fn db_map_now(&self) -> [u8; DATABASES as usize] {
+        std::array::from_fn(|i| self.stored_db(i as u8))
+    }
+
+    fn set_db_map(&self, map: [u8; DATABASES as usize]) {
+        for (slot, s) in self.db_map.iter().zip(map) {
+            slot.store(s, Ordering::Release);
+        }
     }
 
     /// A collection version no collection had before, nor will have again.
@@ -2254,6 +2271,24 @@ pub struct Txn<'a> {
     /// (`SELECT` inside `MULTI`, [`Txn::select`]), one stage each; the
     /// selected database's are the fields above.
     parked: Vec<DbStage>,
+    /// A `SWAPDB` ran in this transaction ([`Txn::swap_databases`]): the
+    /// database map before it, restored if the commit fails. The map in
+    /// memory is the swapped one meanwhile, and [`Keyspace::swaps`] odd
+    /// until the commit writes it or restores this.
+    map_before: Option<[u8; DATABASES as usize]>,
+    /// Watched keys its swaps touch, as (database, key).
+    swap_touched: Vec<DbKey>,
+}
+
+impl Drop for Txn<'_> {
+    /// A transaction that swapped databases and is dropped without its
+    /// commit (which takes `map_before`) puts the map back.
+    fn drop(&mut self) {
+        if let Some(before) = self.map_before.take() {
+            self.ks.set_db_map(before);
+            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// What a transaction staged in one database: [`Txn`]'s fields of the
@@ -2319,7 +2354,72 @@ impl<'a> Txn<'a> {
             emptied: Vec::new(),
             foreign: Vec::new(),
             parked: Vec::new(),
+            map_before: None,
+            swap_touched: Vec::new(),
         }
+    }
+
+    /// `SWAPDB a b` inside `EXEC`, which holds the keyspace exclusively:
+    /// swaps the two in the database map in memory now (the commands
+    /// after it read the databases swapped), leaving
+    /// [`Keyspace::swaps`] odd so that reads holding no lock wait, and
+    /// relabels what this transaction staged in either, which stays with
+    /// its stored database. The commit writes the map in its batch, or
+    /// restores the map before (and a transaction dropped uncommitted
+    /// restores it too).
+    pub fn swap_databases(&mut self, a: u8, b: u8) -> Result<()> {
+        if a == b {
+            return Ok(());
+        }
+        let touched = self.ks.watched_in_either(a, b)?;
+        self.swap_touched.extend(touched);
+        if self.map_before.is_none() {
+            self.map_before = Some(self.ks.db_map_now());
+            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut map = self.ks.db_map_now();
+        map.swap(usize::from(a), usize::from(b));
+        self.ks.set_db_map(map);
+        for key in std::mem::take(&mut self.emptied) {
+            self.push_event(crate::notify::GENERIC, "del", key);
+        }
+        let now = self.take_stage();
+        self.parked.push(now);
+        let other = |d: &mut u8| {
+            if *d == a {
+                *d = b;
+            } else if *d == b {
+                *d = a;
+            }
+        };
+        for st in &mut self.parked {
+            if st.db == a || st.db == b {
+                // Written there before the swap: touched under both.
+                for k in st.order.iter().chain(&st.modified) {
+                    self.swap_touched.push((a, k.clone()));
+                    self.swap_touched.push((b, k.clone()));
+                }
+            }
+            other(&mut st.db);
+        }
+        for f in &mut self.foreign {
+            other(&mut f.0);
+        }
+        let db = self.db;
+        let next = match self.parked.iter().position(|st| st.db == db) {
+            Some(i) => self.parked.swap_remove(i),
+            None => DbStage {
+                db,
+                flushed: self.flushed_all,
+                ..DbStage::default()
+            },
+        };
+        self.writes = next.writes;
+        self.order = next.order;
+        self.base = next.base;
+        self.modified = next.modified;
+        self.flushed = next.flushed;
+        Ok(())
     }
 
     /// Runs the commands after it in database `db` (`SELECT` inside
@@ -3150,6 +3250,7 @@ impl<'a> Txn<'a> {
             || !self.elems.is_empty()
             || !self.foreign.is_empty()
             || (self.parked.iter()).any(|st| st.flushed || !st.order.is_empty())
+            || self.map_before.is_some()
     }
 
     /// `key`'s record in database `db`, another than this transaction's,
@@ -3273,6 +3374,27 @@ impl<'a> Txn<'a> {
     /// becomes garbage in the same batch (`'g' | version`), so deleting or
     /// replacing a collection of any size is one small batch.
     pub fn commit(mut self, held: &mut Held<'_>) -> Result<()> {
+        let Some(before) = self.map_before.take() else {
+            return self.commit_batch(held, None);
+        };
+        let ks = self.ks;
+        let r = self.commit_batch(held, Some(ks.db_map_now()));
+        match &r {
+            Ok(()) => {
+                ks.changes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => ks.set_db_map(before),
+        }
+        ks.swaps.fetch_add(1, Ordering::AcqRel);
+        r
+    }
+
+    /// [`Txn::commit`], writing the database `map` in the batch if given.
+    fn commit_batch(
+        mut self,
+        held: &mut Held<'_>,
+        map: Option<[u8; DATABASES as usize]>,
+    ) -> Result<()> {
         // Emptying the keyspace touches the watched keys it deletes, not
         // those that did not exist (redis-server's rule).
         let mut flushed_keys = Vec::new();
@@ -3287,6 +3409,9 @@ impl<'a> Txn<'a> {
                 flushed_keys.extend(self.ks.watched_present(Some(st.db))?);
                 self.ks.delete_database(st.db)?;
             }
+        }
+        if let Some(map) = map {
+            batch.put(DB_MAP_KEY, map);
         }
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
@@ -3359,7 +3484,8 @@ impl<'a> Txn<'a> {
                         .map(move |k| (db, k))
                 })
                 .chain(flushed_keys)
-                .chain(foreign_keys),
+                .chain(foreign_keys)
+                .chain(std::mem::take(&mut self.swap_touched)),
         );
         Ok(())
     }

@@ -254,13 +254,23 @@ fn swapdb_touches_watched_keys_and_wakes_blocked_pops() {
     }
     assert_eq!(cmd(&mut ctl, &["SWAPDB", "1", "0"]), b"+OK\r\n");
     assert_eq!(b.reply(), b"*2\r\n$1\r\nq\r\n$6\r\nfrom-1\r\n");
-    // Inside MULTI it is refused (the transaction is then discarded).
+    // Inside MULTI too: the swap is in the transaction's batch, and the
+    // client blocked on a key it brings is served after the EXEC.
+    b.command(&[b"BLPOP", b"q2", b"0"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text(cmd(&mut ctl, &["INFO", "clients"])).contains(want) {
+        assert!(Instant::now() < deadline, "never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cmd(&mut ctl, &["SELECT", "1"]);
+    cmd(&mut ctl, &["RPUSH", "q2", "in-1"]);
+    cmd(&mut w, &["WATCH", "q2"]);
     cmd(&mut w, &["MULTI"]);
-    assert_eq!(
-        text(cmd(&mut w, &["SWAPDB", "0", "1"])),
-        "-ERR SWAPDB inside MULTI is not supported by sluice serve\r\n"
-    );
-    assert!(text(cmd(&mut w, &["EXEC"])).starts_with("-EXECABORT"));
+    assert_eq!(cmd(&mut w, &["SWAPDB", "0", "1"]), b"+QUEUED\r\n");
+    assert_eq!(cmd(&mut w, &["LLEN", "q2"]), b"+QUEUED\r\n");
+    // Its own watch, of a key the swap brings, is touched only after.
+    assert_eq!(cmd(&mut w, &["EXEC"]), b"*2\r\n+OK\r\n:1\r\n");
+    assert_eq!(b.reply(), b"*2\r\n$2\r\nq2\r\n$4\r\nin-1\r\n");
 }
 
 /// A key's expiry follows it through a swap: the reaper deletes it in
