@@ -115,6 +115,14 @@ impl Blocking {
         q.get(&(db, key.to_vec())).and_then(|q| q.front().cloned())
     }
 
+    /// The keys of database `db` that clients are blocked on.
+    pub fn keys_in(&self, db: u8) -> Vec<Vec<u8>> {
+        let q = self.queues.lock();
+        (q.keys().filter(|(d, _)| *d == db))
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
     /// Takes a waiter out of all its queues.
     pub fn remove(&self, w: &Arc<Waiter>) {
         let mut q = self.queues.lock();

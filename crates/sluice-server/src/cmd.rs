@@ -458,6 +458,7 @@ pub static COMMANDS: &[Spec] = &[
         Kind::Admin,
     ),
     spec("select", 2, C, NONE, Kind::Admin),
+    spec("swapdb", 3, &["write", "fast"], NONE, Kind::Admin),
     spec(
         "client",
         -2,
@@ -840,10 +841,15 @@ fn dispatch(
             out.error("ERR Command not allowed inside a transaction");
             return After::Continue;
         }
-        if name == "select" {
-            // A transaction runs in one database here (one `Txn`).
+        if name == "select" && server.replica.get().is_some() {
+            // The shard's log carries a transaction without databases.
             client.flag_multi_error();
-            out.error("ERR SELECT inside MULTI is not supported by sluice serve");
+            out.error("ERR SELECT inside MULTI is not supported on a replicated shard");
+            return After::Continue;
+        }
+        if name == "swapdb" && server.replica.get().is_some() {
+            client.flag_multi_error();
+            out.error(SWAPDB_REPLICATED);
             return After::Continue;
         }
         if let Some(q) = client.multi.as_mut() {
@@ -949,24 +955,45 @@ fn single(
         Kind::Flush => ks.lock_all(),
         _ => Held::None,
     };
-    let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
-        Txn::at_snapshot(ks, now_ms)
-    } else {
-        Txn::new_at(ks, now_ms)
-    };
-    txn.db = db;
-    txn.serving_blocked = park.is_none();
-    txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
-    // A replicated shard runs only reads here, and publishes no event
-    // (a lazy expiry would be a write outside its log).
-    if server.replica.get().is_none() {
-        txn.notify = server.notify_flags.load(Ordering::Relaxed);
-        txn.misses = misses_of(spec, args, txn.notify);
-    }
     let start = out.buf.len();
+    // A command holding no lock (a read) may build its keys from the
+    // database map before a `SWAPDB` and read after it: then it runs
+    // again ([`crate::store::Keyspace::swaps`]); one that locks keeps
+    // swaps out.
+    let unlocked = matches!(held, Held::None);
+    let (mut txn, done) = loop {
+        let swaps = ks.swaps();
+        let mut txn = if spec.kind == Kind::Read && reads_many(spec.name, args) {
+            Txn::at_snapshot(ks, now_ms)
+        } else {
+            Txn::new_at(ks, now_ms)
+        };
+        txn.db = db;
+        txn.serving_blocked = park.is_none();
+        txn.reads_only = matches!(spec.kind, Kind::Read | Kind::ReadAll);
+        // A replicated shard runs only reads here, and publishes no event
+        // (a lazy expiry would be a write outside its log).
+        if server.replica.get().is_none() {
+            txn.notify = server.notify_flags.load(Ordering::Relaxed);
+            txn.misses = misses_of(spec, args, txn.notify);
+        }
+        if !unlocked {
+            break (txn, None);
+        }
+        let r = data::run(spec.name, args, &mut txn, &ctx, out);
+        if swaps.is_multiple_of(2) && ks.swaps() == swaps {
+            break (txn, Some(r));
+        }
+        out.buf.truncate(start);
+        std::thread::yield_now();
+    };
     let mut ran = Ran::default();
     let mut events = Vec::new();
-    let r = data::run(spec.name, args, &mut txn, &ctx, out).and_then(|()| {
+    let r = match done {
+        Some(r) => r,
+        None => data::run(spec.name, args, &mut txn, &ctx, out),
+    };
+    let r = r.and_then(|()| {
         ran.would_block = txn.would_block;
         events = txn.take_events();
         if txn.has_writes() {
@@ -1131,20 +1158,10 @@ fn admin(server: &Server, client: &mut Client, name: &str, args: &[Bytes], out: 
             out.simple("RESET");
             Ok(())
         }
-        "select" => int_arg(&args[1]).and_then(|db| {
-            if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
-                Err("ERR DB index is out of range".to_owned())
-            } else if db != 0 && server.replica.get().is_some() {
-                // Its log's entries carry no database: they apply in 0.
-                Err(
-                    "ERR SELECT of a database other than 0 is not supported on a replicated shard"
-                        .to_owned(),
-                )
-            } else {
-                client.select(db as u8);
-                out.ok();
-                Ok(())
-            }
+        "swapdb" => swapdb(server, args, out),
+        "select" => select_arg(server, &args[1]).map(|db| {
+            client.select(db);
+            out.ok();
         }),
         "auth" => auth(server, client, &args[1..], out),
         "hello" => hello(server, client, args, out),
@@ -1694,9 +1711,9 @@ fn exec_locked(
     if specs.len() != queued.len() {
         return Err("ERR a queued command is unknown".to_owned());
     }
-    let global = specs
-        .iter()
-        .any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll));
+    // `SWAPDB` changes what every database number names.
+    let global =
+        (specs.iter()).any(|s| matches!(s.kind, Kind::Flush | Kind::ReadAll) || s.name == "swapdb");
     let mut held = if global {
         ks.lock_all()
     } else {
@@ -1722,12 +1739,27 @@ fn exec_locked(
     txn.in_multi = true;
     txn.notify = txn_flags(server);
     let start = out.buf.len();
+    let mut swapped = Vec::new();
     out.array(queued.len());
     for (s, a) in specs.iter().zip(queued) {
         let at = out.buf.len();
         let mark = txn.events_len();
         txn.misses = misses_of(s, a, txn.notify);
         let r = match s.kind {
+            // The commands after it run in the database it selects, in
+            // the same transaction; the connection stays there.
+            Kind::Admin if s.name == "select" => select_arg(server, &a[1]).map(|db| {
+                txn.select(db);
+                client.select(db);
+                out.ok();
+            }),
+            // In the transaction's batch, under the keyspace held alone.
+            Kind::Admin if s.name == "swapdb" => swapdb_args(server, a).and_then(|(x, y)| {
+                txn.swap_databases(x, y).map_err(data::engine)?;
+                swapped.extend([x, y]);
+                out.ok();
+                Ok(())
+            }),
             Kind::Admin => {
                 // Connection and server commands queued in a transaction
                 // run as they would alone.
@@ -1749,8 +1781,10 @@ fn exec_locked(
     }
     let events = txn.take_events();
     let mut written = Vec::new();
+    let mut written_by_db = Vec::new();
     if txn.has_writes() {
-        written = txn.written_keys().to_vec();
+        written_by_db = txn.written_by_db();
+        written = written_by_db.iter().flat_map(|(_, k)| k.clone()).collect();
         if let Err(e) = txn.commit(&mut held) {
             // Nothing of the batch was applied: the reply is the error.
             out.buf.truncate(start);
@@ -1760,8 +1794,80 @@ fn exec_locked(
     drop(held);
     publish_committed(server, &written, events);
     if server.blocking.any() && !written.is_empty() {
-        serve_blocked(server, client.db, written);
+        for (db, keys) in written_by_db {
+            serve_blocked(server, db, keys);
+        }
     }
+    if server.blocking.any() {
+        swapped.sort_unstable();
+        swapped.dedup();
+        for db in swapped {
+            serve_blocked(server, db, server.blocking.keys_in(db));
+        }
+    }
+    Ok(())
+}
+
+/// The database `SELECT` names in `arg`, or its error.
+fn select_arg(server: &Server, arg: &[u8]) -> Result<u8, String> {
+    let db = int_arg(arg)?;
+    if !(0..i64::from(crate::store::DATABASES)).contains(&db) {
+        Err("ERR DB index is out of range".to_owned())
+    } else if db != 0 && server.replica.get().is_some() {
+        // Its log's entries carry no database: they apply in 0.
+        Err(
+            "ERR SELECT of a database other than 0 is not supported on a replicated shard"
+                .to_owned(),
+        )
+    } else {
+        Ok(db as u8)
+    }
+}
+
+const SWAPDB_REPLICATED: &str = "ERR SWAPDB is not supported on a replicated shard";
+
+/// The two databases `SWAPDB` names, or its error as redis-server words
+/// it.
+fn swapdb_args(server: &Server, args: &[Bytes]) -> Result<(u8, u8), String> {
+    // redis-server's `getIntFromObjectOrReply`: an integer that fits an
+    // `int`, else its own message for each argument.
+    let index = |a: &Bytes, which: &str| {
+        int_arg(a)
+            .ok()
+            .filter(|&v| i32::try_from(v).is_ok())
+            .ok_or_else(|| format!("ERR invalid {which} DB index"))
+    };
+    let (a, b) = (index(&args[1], "first")?, index(&args[2], "second")?);
+    let range = 0..i64::from(crate::store::DATABASES);
+    if !range.contains(&a) || !range.contains(&b) {
+        return Err("ERR DB index is out of range".to_owned());
+    }
+    if server.replica.get().is_some() {
+        return Err(SWAPDB_REPLICATED.to_owned());
+    }
+    Ok((a as u8, b as u8))
+}
+
+/// `SWAPDB a b`: the two databases trade contents for every client at
+/// once ([`crate::store::Keyspace::swap_databases`]: one write of the
+/// database map, no key copied), with the keyspace held exclusively;
+/// then the clients blocked on a key of either are served if it now
+/// holds something to pop. Refused on a replicated shard, whose log's
+/// entries carry no database (as `SELECT` beyond 0 is).
+fn swapdb(server: &Server, args: &[Bytes], out: &mut Out) -> CmdResult {
+    let (a, b) = swapdb_args(server, args)?;
+    let mut held = server.ks.lock_all();
+    server
+        .ks
+        .swap_databases(&mut held, a, b)
+        .map_err(data::engine)?;
+    drop(held);
+    if a != b && server.blocking.any() {
+        for db in [a, b] {
+            serve_blocked(server, db, server.blocking.keys_in(db));
+        }
+    }
+    out.ok();
     Ok(())
 }
 

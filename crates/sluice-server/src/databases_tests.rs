@@ -205,3 +205,116 @@ fn a_replicated_entry_stays_in_database_0() {
     assert_eq!(run(&ks, 1, "DBSIZE x"), ":0\r\n");
     assert_eq!(run(&ks, 3, "DBSIZE x"), ":0\r\n");
 }
+
+/// `SWAPDB` is one engine write of the database map: crashed after any
+/// file operation of it (the fault-injecting file system's image after
+/// each), the database opens with both databases swapped or neither,
+/// never a mix, and passes the keyspace check.
+#[test]
+fn a_crash_anywhere_in_a_swap_shows_either_state() {
+    let fs = sluicedb::fs::MemFs::new();
+    let open = |fs: &sluicedb::fs::MemFs| {
+        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+        Keyspace::new(
+            sluicedb::Db::open("/db", o).unwrap(),
+            crate::store::Fsync::Always,
+        )
+        .unwrap()
+    };
+    let ks = open(&fs);
+    assert_eq!(run(&ks, 0, "SET a zero"), "+OK\r\n");
+    assert_eq!(run(&ks, 0, "RPUSH l x y"), ":2\r\n");
+    assert_eq!(run(&ks, 3, "SET a three"), "+OK\r\n");
+    assert_eq!(run(&ks, 3, "HSET h f v"), ":1\r\n");
+    let state = |ks: &Keyspace| {
+        (0..DATABASES)
+            .map(|db| run(ks, db, "GET a") + &run(ks, db, "DBSIZE x"))
+            .collect::<Vec<_>>()
+    };
+    let before = state(&ks);
+    ks.db().sync().unwrap();
+    fs.capture_images(false);
+    let mut held = ks.lock_all();
+    ks.swap_databases(&mut held, 0, 3).unwrap();
+    drop(held);
+    let after = state(&ks);
+    assert_ne!(before, after);
+    assert_eq!(after[0], "$5\r\nthree\r\n:2\r\n");
+    assert_eq!(after[3], "$4\r\nzero\r\n:2\r\n");
+    let images = fs.take_images();
+    assert!(!images.is_empty());
+    let mut seen_after = false;
+    for (op, crashed) in images {
+        let reopened = open(&crashed);
+        let got = state(&reopened);
+        assert!(
+            got == before || got == after,
+            "crashed after op {op}: {got:?}"
+        );
+        seen_after |= got == after;
+        assert_eq!(reopened.check().unwrap(), Vec::<String>::new(), "op {op}");
+    }
+    assert!(
+        seen_after,
+        "the swap is durable once it returns (appendfsync always)"
+    );
+    drop(ks);
+    assert_eq!(state(&open(&fs)), after);
+}
+
+/// `SWAPDB` inside `EXEC` is in the transaction's one batch: crashed
+/// after any file operation of its commit, the database opens with the
+/// swap and the transaction's other writes, or with neither. A
+/// transaction dropped before its commit puts the map back.
+#[test]
+fn a_swap_inside_a_transaction_commits_with_it_or_not_at_all() {
+    let fs = sluicedb::fs::MemFs::new();
+    let open = |fs: &sluicedb::fs::MemFs| {
+        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+        Keyspace::new(
+            sluicedb::Db::open("/db", o).unwrap(),
+            crate::store::Fsync::Always,
+        )
+        .unwrap()
+    };
+    let ks = open(&fs);
+    assert_eq!(run(&ks, 0, "SET a zero"), "+OK\r\n");
+    assert_eq!(run(&ks, 3, "SET a three"), "+OK\r\n");
+    let state = |ks: &Keyspace| {
+        (0..DATABASES)
+            .map(|db| run(ks, db, "GET a") + &run(ks, db, "GET b"))
+            .collect::<Vec<_>>()
+    };
+    let before = state(&ks);
+    {
+        let _held = ks.lock_all();
+        let mut txn = crate::store::Txn::new(&ks);
+        txn.swap_databases(0, 3).unwrap();
+        assert_ne!(ks.swaps() % 2, 0, "reads holding no lock wait meanwhile");
+        drop(txn);
+    }
+    assert_eq!(state(&ks), before, "dropped uncommitted: the map is back");
+    assert_eq!(ks.swaps() % 2, 0);
+    ks.db().sync().unwrap();
+    fs.capture_images(false);
+    {
+        let mut held = ks.lock_all();
+        let mut txn = crate::store::Txn::new(&ks);
+        txn.swap_databases(0, 3).unwrap();
+        txn.set(b"b", crate::store::Entry::plain(&b"after"[..]));
+        txn.commit(&mut held).unwrap();
+    }
+    let after = state(&ks);
+    assert_eq!(after[0], "$5\r\nthree\r\n$5\r\nafter\r\n");
+    assert_eq!(after[3], "$4\r\nzero\r\n$-1\r\n");
+    let mut seen_after = false;
+    for (op, crashed) in fs.take_images() {
+        let got = state(&open(&crashed));
+        assert!(
+            got == before || got == after,
+            "crashed after op {op}: {got:?}"
+        );
+        seen_after |= got == after;
+    }
+    assert!(seen_after);
+}

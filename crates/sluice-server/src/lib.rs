@@ -37,6 +37,8 @@ mod migrate;
 mod monitor;
 mod notify;
 mod pipeline;
+#[cfg(test)]
+mod pop_bounds_tests;
 mod pubsub;
 pub mod raft;
 pub mod resp;

@@ -109,7 +109,7 @@ fn sadd(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     for a in &args[2..] {
         let ek = m.named(a);
         if txn.elem(&ek).map_err(engine)?.is_none() {
-            txn.index_inserted(m.version, &ek);
+            txn.index_inserted(&mut m, &ek);
             txn.elem_put(ek, Vec::new());
             added += 1;
         }
@@ -193,12 +193,12 @@ const TARGET_BYTES: usize = 8;
 fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<Vec<u8>>, String> {
     let bounds = txn.keyspace().pop_bounds(m.version);
     let prefix_len = m.prefix_len();
+    // The record's end holds too (after a restart, the only one known).
+    let known_hi = crate::store::tighter(bounds.hi, m.pop_bound_key(true), true);
     // Where the live members begin: the known bound, past the holes at
     // it (no live member is below it); without one, a seek finds the
     // first member.
-    let known_lo = txn
-        .pop_bound(m.version, false)
-        .filter(|lo| lo.len() > prefix_len);
+    let known_lo = txn.pop_bound(m, false).filter(|lo| lo.len() > prefix_len);
     let (lo, mut first) = match known_lo {
         Some(lo) => (txn.past_holes(m.version, lo), None),
         None => {
@@ -213,7 +213,7 @@ fn seek_random_member(txn: &mut Txn<'_>, m: &Meta, pop: bool) -> Result<Option<V
         }
     };
     // Every live member is below `hi`, an engine key.
-    let hi = match bounds.hi {
+    let hi = match known_hi {
         Some(hi) if hi.len() > prefix_len => hi,
         _ => {
             let mut last = None;
@@ -312,7 +312,8 @@ fn random_member(
     // A set popped while large keeps seeking: the tombstones of its
     // popped members would make every whole read cost them all.
     let bounds = txn.keyspace().pop_bounds(m.version);
-    if m.count > EXACT_PICK_MEMBERS || bounds.lo.is_some() || bounds.hi.is_some() {
+    let popped = bounds.lo.is_some() || bounds.hi.is_some();
+    if m.count > EXACT_PICK_MEMBERS || popped || m.pop_lo.is_some() || m.pop_hi.is_some() {
         if pop {
             txn.count_pop(m.version);
         }
@@ -428,7 +429,7 @@ fn smove(args: &[Bytes], txn: &mut Txn<'_>, out: &mut Out) -> CmdResult {
     };
     let ek = dst.named(&args[3]);
     if txn.elem(&ek).map_err(engine)?.is_none() {
-        txn.index_inserted(dst.version, &ek);
+        txn.index_inserted(&mut dst, &ek);
         txn.elem_put(ek, Vec::new());
         dst.count += 1;
         txn.put_meta(&args[2], dst);

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::fasthash::{FastMap, FastSet};
 use std::ops::Bound::{Excluded, Included, Unbounded};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -71,6 +71,11 @@ pub const KEYSPACE_FORMAT: u8 = 1;
 pub const GARBAGE_TAG: u8 = b'g';
 /// The one key holding the first collection version not yet reserved.
 pub const VERSION_KEY: &[u8] = b"v";
+/// The database map, written by `SWAPDB`: byte `i` of its 16 is the
+/// stored database (the data and time index keys under `'k'`/`'x'` for 0,
+/// `'d' | s`/`'y' … s` for another `s`) that database `i` (`SELECT i`)
+/// names. Absent: each names its own. Always a permutation.
+pub const DB_MAP_KEY: &[u8] = b"m";
 /// Tag of a collection bucket key, `'c' | bucket u32 BE`: a collection
 /// was stored, at some time, under a key whose hash falls in the bucket
 /// (the hash's top [`COLL_BUCKET_BITS`] bits). Never deleted but by
@@ -191,14 +196,18 @@ fn expiry_key(db: u8, at_ms: u64, key: &[u8]) -> Vec<u8> {
 /// `'y' | expiry | db | key`), its database and the expiry it holds.
 pub struct DueExpiry {
     index_key: Vec<u8>,
+    /// The database number of its key when it was found (see
+    /// [`Keyspace::stored_db`]).
     pub db: u8,
+    /// The stored database its index key is in.
+    stored: u8,
     pub at_ms: u64,
 }
 
 impl DueExpiry {
     /// The Redis key.
     pub fn key(&self) -> &[u8] {
-        &self.index_key[if self.db == 0 { 9 } else { 10 }..]
+        &self.index_key[if self.stored == 0 { 9 } else { 10 }..]
     }
 }
 
@@ -350,6 +359,14 @@ impl CollKind {
 /// Bytes of a collection's metadata record; a list's adds head and tail.
 pub const META_BYTES: usize = 26;
 pub const LIST_META_BYTES: usize = META_BYTES + 16;
+/// Longest pop bound a record keeps ([`Meta::pop_lo`]): a longer start is
+/// cut to this many bytes (a prefix of a bound sorts before it, so it is
+/// still a bound), a longer end is not kept.
+pub const POP_BOUND_MAX_BYTES: usize = 255;
+/// Longest collection record: a set's or sorted set's with both pop
+/// bounds at their longest.
+pub const META_MAX_BYTES: usize = META_BYTES + 2 * (1 + POP_BOUND_MAX_BYTES);
+const _: () = assert!(LIST_META_BYTES < META_MAX_BYTES && POP_BOUND_MAX_BYTES <= u8::MAX as usize);
 
 /// A collection's metadata: the record at its data key. Its elements are
 /// engine keys `'e' | version | suffix`; `version` is never reused, so a
@@ -365,6 +382,16 @@ pub struct Meta {
     /// Lists only: the position of the first element and one past the last.
     pub head: i64,
     pub tail: i64,
+    /// Sets and sorted sets: where the live members (a sorted set's live
+    /// score index entries) begin, as an element suffix, learnt from the
+    /// pops; `None`: at the collection's start. Every live one is at or
+    /// after it, so a pop or an index walk starts there, past the
+    /// tombstones of those popped before, also after a restart. Kept in
+    /// the record, so that the batch of a pop narrows it and the batch of
+    /// an insert widens it ([`Txn::put_meta`]).
+    pub pop_lo: Option<Vec<u8>>,
+    /// As [`Meta::pop_lo`], the end (exclusive); `None`: the collection's end.
+    pub pop_hi: Option<Vec<u8>>,
 }
 
 impl Meta {
@@ -379,12 +406,27 @@ impl Meta {
             v.extend_from_slice(&self.head.to_le_bytes());
             v.extend_from_slice(&self.tail.to_le_bytes());
         }
+        // An empty bound is the collection's own end: not kept.
+        let lo = self.pop_lo.as_deref().filter(|b| !b.is_empty());
+        let hi =
+            (self.pop_hi.as_deref()).filter(|b| !b.is_empty() && b.len() <= POP_BOUND_MAX_BYTES);
+        if lo.is_some() || hi.is_some() {
+            debug_assert!(matches!(self.kind, CollKind::Set | CollKind::ZSet));
+            let lo = lo.map_or(&[][..], |b| &b[..b.len().min(POP_BOUND_MAX_BYTES)]);
+            let hi = hi.unwrap_or_default();
+            v.push(lo.len() as u8);
+            v.extend_from_slice(lo);
+            v.push(hi.len() as u8);
+            v.extend_from_slice(hi);
+        }
         v
     }
 
     /// The record in `raw`; `None` unless it is one this server writes:
-    /// a known type, the type's length, at least one element (collections
-    /// are never empty), and a list's count equal to `tail - head`.
+    /// a known type, the type's length (a set's or sorted set's may add
+    /// its pop bounds, a sorted set's in its score index), at least one
+    /// element (collections are never empty), and a list's count equal to
+    /// `tail - head`.
     fn decode(raw: &[u8]) -> Option<Meta> {
         let kind = CollKind::from_byte(*raw.get(1)?)?;
         let want = if kind == CollKind::List {
@@ -392,9 +434,13 @@ impl Meta {
         } else {
             META_BYTES
         };
-        if raw.len() != want {
-            return None;
-        }
+        let (pop_lo, pop_hi) = match raw.len() {
+            n if n == want => (None, None),
+            n if n > want && matches!(kind, CollKind::Set | CollKind::ZSet) => {
+                decode_pop_bounds(&raw[want..], kind)?
+            }
+            _ => return None,
+        };
         let u = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
         let (head, tail) = if kind == CollKind::List {
             (u(26) as i64, u(34) as i64)
@@ -415,7 +461,37 @@ impl Meta {
             count,
             head,
             tail,
+            pop_lo,
+            pop_hi,
         })
+    }
+
+    /// The engine key of its pop bound, the start ([`Meta::pop_lo`],
+    /// `max` false) or the end.
+    pub fn pop_bound_key(&self, max: bool) -> Option<Vec<u8>> {
+        let b = if max { &self.pop_hi } else { &self.pop_lo };
+        b.as_deref().map(|s| self.elem(s))
+    }
+
+    fn set_pop_bound(&mut self, max: bool, suffix: Option<Vec<u8>>) {
+        if max {
+            self.pop_hi = suffix;
+        } else {
+            self.pop_lo = suffix;
+        }
+    }
+
+    /// Widens its pop bounds to take in the element `suffix`, being
+    /// inserted.
+    fn widen_pop_bounds(&mut self, suffix: &[u8]) {
+        if self.pop_lo.as_deref().is_some_and(|lo| suffix < lo) {
+            self.pop_lo = Some(suffix.to_vec());
+        }
+        if self.pop_hi.as_deref().is_some_and(|hi| suffix >= hi) {
+            let mut past = suffix.to_vec();
+            past.push(0);
+            self.pop_hi = Some(past);
+        }
     }
 
     /// The first engine key of its elements.
@@ -466,6 +542,29 @@ impl Meta {
     pub fn end(&self) -> Vec<u8> {
         element_end(self.version)
     }
+}
+
+/// A start and an end of the live members ([`Meta::pop_lo`], [`Meta::pop_hi`]).
+type PopBoundPair = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The pop bounds at the end of a set's or sorted set's record:
+/// `lo_len u8 | lo | hi_len u8 | hi` (length 0: none); `None` unless the
+/// bytes are exactly that and a sorted set's bounds are in its score
+/// index (a walk from them reads index entries only).
+fn decode_pop_bounds(b: &[u8], kind: CollKind) -> Option<PopBoundPair> {
+    let lo_len = usize::from(*b.first()?);
+    let lo = b.get(1..1 + lo_len)?;
+    let hi_len = usize::from(*b.get(1 + lo_len)?);
+    let hi = b.get(2 + lo_len..2 + lo_len + hi_len)?;
+    if b.len() != 2 + lo_len + hi_len || (lo.is_empty() && hi.is_empty()) {
+        return None;
+    }
+    let in_index = |x: &[u8]| x.is_empty() || kind != CollKind::ZSet || x[0] == ZSET_INDEX;
+    if !in_index(lo) || !in_index(hi) {
+        return None;
+    }
+    let some = |x: &[u8]| (!x.is_empty()).then(|| x.to_vec());
+    Some((some(lo), some(hi)))
 }
 
 /// Significant bytes of `version` (1 for 0).
@@ -705,8 +804,10 @@ pub struct Keyspace {
     /// start their walks there instead of skipping the tombstones of every
     /// member popped before (until a compaction drops them). Invariant: every live index entry of the
     /// version is in `lo .. hi`; an insert widens the bounds first, a pop
-    /// narrows them only once committed. Kept in memory only; entries of
-    /// dropped versions go when the map is full (no bound: a full walk).
+    /// narrows them only once committed. Entries of dropped versions go
+    /// when the map is full; the record's own bounds ([`Meta::pop_lo`],
+    /// written with each pop) tighten these, and are all that is known
+    /// after a restart.
     pop_bounds: Mutex<FastMap<u64, PopBounds>>,
     /// Holes of all sets in `pop_bounds` (at most [`HOLES_MAX`]).
     holes_total: AtomicUsize,
@@ -726,6 +827,18 @@ pub struct Keyspace {
     /// made reclaiming a collection of n elements take n² / 2,000 steps).
     /// Dropped when the keyspace is replaced.
     reclaim_from: Mutex<Option<(u64, Vec<u8>)>>,
+    /// The database map ([`DB_MAP_KEY`]) in memory: the stored database
+    /// each database number names. Everything above the engine keys
+    /// (clients' `SELECT`, `Txn::db`, watches, blocked clients, events)
+    /// speaks database numbers; the keys are built from the stored
+    /// database ([`Keyspace::stored_db`]). Changed only by `SWAPDB`, with
+    /// the keyspace held exclusively.
+    db_map: [AtomicU8; DATABASES as usize],
+    /// Changes of `db_map`, counted twice each (odd while one runs): a
+    /// read holding no lock, which may have built its keys from the map
+    /// before a swap and read after it, runs again if this moved
+    /// ([`Keyspace::swaps`]).
+    swaps: AtomicU64,
 }
 
 /// Bounds of a sorted set's live index entries, or of a set's members
@@ -787,7 +900,10 @@ impl Keyspace {
             narrowings: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             reclaim_from: Mutex::new(None),
+            db_map: std::array::from_fn(|i| AtomicU8::new(i as u8)),
+            swaps: AtomicU64::new(0),
         };
+        ks.load_db_map()?;
         ks.load_coll_buckets(reserved)?;
         Ok(ks)
     }
@@ -875,6 +991,121 @@ impl Keyspace {
         &self.db
     }
 
+    /// The stored database that database number `db` names now (the
+    /// database map, [`DB_MAP_KEY`]): where its engine keys are.
+    pub fn stored_db(&self, db: u8) -> u8 {
+        self.db_map[usize::from(db)].load(Ordering::Acquire)
+    }
+
+    /// The database number that names stored database `stored`.
+    fn db_of_stored(&self, stored: u8) -> u8 {
+        (0..DATABASES)
+            .find(|&d| self.stored_db(d) == stored)
+            .expect("the map is a permutation")
+    }
+
+    /// How many times the database map was changed, twice per `SWAPDB`
+    /// (odd while one runs). A command holding no lock reads it before and
+    /// after: if it moved, or was odd, its keys may name another database
+    /// than it meant, and it runs again.
+    pub fn swaps(&self) -> u64 {
+        self.swaps.load(Ordering::Acquire)
+    }
+
+    /// Reads the database map from the engine (identity if absent).
+    fn load_db_map(&self) -> Result<()> {
+        let map = match self.db().get(DB_MAP_KEY)? {
+            None => std::array::from_fn(|i| i as u8),
+            Some(raw) => {
+                let map = <[u8; DATABASES as usize]>::try_from(raw.as_slice()).ok();
+                let permutation = map.is_some_and(|m| {
+                    let mut seen = [false; DATABASES as usize];
+                    m.iter().all(|&s| {
+                        s < DATABASES && !std::mem::replace(&mut seen[usize::from(s)], true)
+                    })
+                });
+                match map.filter(|_| permutation) {
+                    Some(m) => m,
+                    None => {
+                        return Err(Damage(format!(
+                            "the database map {} is not a permutation of 0..16",
+                            hex(&raw)
+                        ))
+                        .in_db(&self.db()))
+                    }
+                }
+            }
+        };
+        self.set_db_map(map);
+        Ok(())
+    }
+
+    /// `SWAPDB a b`: databases `a` and `b` trade contents, for every
+    /// client at once, by swapping their entries in the database map: one
+    /// engine write of one key, so a crash leaves either map and no key
+    /// is copied. Needs the keyspace held exclusively (`held`). Touches the
+    /// watched keys of either database that exist in either (redis-server's
+    /// rule); the caller then serves the clients blocked in either.
+    pub fn swap_databases(&self, held: &mut Held<'_>, a: u8, b: u8) -> Result<()> {
+        debug_assert!(matches!(held, Held::Exclusive { .. }));
+        if a == b {
+            return Ok(());
+        }
+        let (sa, sb) = (self.stored_db(a), self.stored_db(b));
+        let present = self.watched_in_either(a, b)?;
+        let mut map = self.db_map_now();
+        map.swap(usize::from(a), usize::from(b));
+        let mut batch = WriteBatch::new();
+        batch.put(DB_MAP_KEY, map);
+        self.swaps.fetch_add(1, Ordering::AcqRel);
+        let written = self.write(batch);
+        if written.is_ok() {
+            self.db_map[usize::from(a)].store(sb, Ordering::Release);
+            self.db_map[usize::from(b)].store(sa, Ordering::Release);
+        }
+        self.swaps.fetch_add(1, Ordering::AcqRel);
+        written?;
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        self.touch(held, present.into_iter());
+        Ok(())
+    }
+
+    /// The watched keys of databases `a` and `b` that exist (expired or
+    /// not) in either: those a swap of the two touches.
+    fn watched_in_either(&self, a: u8, b: u8) -> Result<Vec<DbKey>> {
+        let (sa, sb) = (self.stored_db(a), self.stored_db(b));
+        let mut watched = Vec::new();
+        for s in self.stripes.iter() {
+            for dk in s.lock().watched.keys() {
+                if let Some((d, _, key)) = split_any_data_key(dk) {
+                    if d == a || d == b {
+                        watched.push((d, key.to_vec()));
+                    }
+                }
+            }
+        }
+        let mut present = Vec::new();
+        for (d, key) in watched {
+            if self.db().get(data_key(sa, &key))?.is_some()
+                || self.db().get(data_key(sb, &key))?.is_some()
+            {
+                present.push((d, key));
+            }
+        }
+        Ok(present)
+    }
+
+    /// The database map in memory.
+    fn db_map_now(&self) -> [u8; DATABASES as usize] {
+        std::array::from_fn(|i| self.stored_db(i as u8))
+    }
+
+    fn set_db_map(&self, map: [u8; DATABASES as usize]) {
+        for (slot, s) in self.db_map.iter().zip(map) {
+            slot.store(s, Ordering::Release);
+        }
+    }
+
     /// A collection version no collection had before, nor will have again.
     /// Versions are reserved a block at a time by writing the block's end
     /// to `VERSION_KEY` before any is handed out: every batch that uses one
@@ -938,6 +1169,7 @@ impl Keyspace {
         *self.reclaim_from.lock() = None;
         // A snapshot from a node of an earlier build holds the old layout.
         let r = crate::migrate::ensure_format(&self.db())
+            .and_then(|_| self.load_db_map())
             .and_then(|_| self.reload_versions())
             .and_then(|reserved| self.load_coll_buckets(reserved));
         self.replacing.store(false, Ordering::SeqCst);
@@ -1132,7 +1364,7 @@ impl Keyspace {
 
     /// Reads `key`'s record in database `db`, expired or not.
     pub fn read_raw(&self, opts: &ReadOptions<'_>, db: u8, key: &[u8]) -> Result<Option<Rec>> {
-        match self.db().get_opt(opts, data_key(db, key))? {
+        match self.db().get_opt(opts, data_key(self.stored_db(db), key))? {
             Some(raw) => self.decode(raw, key).map(Some),
             None => Ok(None),
         }
@@ -1146,7 +1378,8 @@ impl Keyspace {
         db: u8,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Rec>>> {
-        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(db, k)).collect();
+        let stored = self.stored_db(db);
+        let data_keys: Vec<Vec<u8>> = keys.iter().map(|k| data_key(stored, k)).collect();
         let raws = self.db().multi_get_opt(opts, &data_keys)?;
         (raws.into_iter().zip(keys))
             .map(|(raw, key)| raw.map(|r| self.decode(r, key)).transpose())
@@ -1154,17 +1387,19 @@ impl Keyspace {
     }
 
     /// The collection version `key` holds in the engine (expired or not),
-    /// asked of the index alone: a collection's record is small and
-    /// exactly [`META_BYTES`] or [`LIST_META_BYTES`] long, so a separated
-    /// value of another size is a string and is not read (the blind
-    /// `SET` over a large string pays one index lookup, no value read).
+    /// asked of the index alone: a collection's record is small, from
+    /// [`META_BYTES`] to [`META_MAX_BYTES`] long (a set's or sorted set's
+    /// pop bounds vary it), so a separated value of another size is a
+    /// string and is not read (the blind `SET` over a large string pays
+    /// one index lookup, no value read).
     pub fn replaced_version(&self, db: u8, key: &[u8]) -> Result<Option<u64>> {
         let opts = ReadOptions::default();
+        let db = self.stored_db(db);
         let raw = match self.db().peek_opt(&opts, data_key(db, key))? {
             None => return Ok(None),
             Some(ValueRef::Inline(raw)) => raw,
             Some(ValueRef::Separated { value_bytes })
-                if value_bytes == META_BYTES as u64 || value_bytes == LIST_META_BYTES as u64 =>
+                if (META_BYTES as u64..=META_MAX_BYTES as u64).contains(&value_bytes) =>
             {
                 match self.db().get_opt(&opts, data_key(db, key))? {
                     Some(raw) => raw,
@@ -1204,7 +1439,9 @@ impl Keyspace {
             let Some((d, _, key)) = split_any_data_key(&dk) else {
                 continue;
             };
-            if db.is_none_or(|db| db == d) && self.db().get(&dk)?.is_some() {
+            if db.is_none_or(|db| db == d)
+                && self.db().get(data_key(self.stored_db(d), key))?.is_some()
+            {
                 present.push((d, key.to_vec()));
             }
         }
@@ -1269,6 +1506,7 @@ impl Keyspace {
         mut f: impl FnMut(u64, &[u8], &Rec) -> bool,
         mut expired: impl FnMut(&[u8]),
     ) -> Result<()> {
+        let db = self.stored_db(db);
         let lo = data_key_at_hash(db, from);
         for pair in self.db().range(lo..data_end(db)) {
             let (k, v) = pair?;
@@ -1335,6 +1573,7 @@ impl Keyspace {
     /// buckets stay marked (they are shared by the databases; a marked
     /// bucket costs a `SET` one read).
     pub fn delete_database(&self, db: u8) -> Result<()> {
+        let db = self.stored_db(db);
         loop {
             let mut batch = WriteBatch::new();
             for pair in self
@@ -1396,9 +1635,11 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(&d.index_key);
-            if self.stage_expired_delete(d.db, key, &mut batch)?.is_some() {
-                deleted.push((d.db, key.to_vec()));
-                self.touch(&mut held, std::iter::once((d.db, key.to_vec())));
+            // Under the lock: no swap now until the delete is written.
+            let db = self.db_of_stored(d.stored);
+            if self.stage_expired_delete(db, key, &mut batch)?.is_some() {
+                deleted.push((db, key.to_vec()));
+                self.touch(&mut held, std::iter::once((db, key.to_vec())));
             }
             self.write(batch)?;
         }
@@ -1436,7 +1677,8 @@ impl Keyspace {
                 };
                 due.push(DueExpiry {
                     index_key: k,
-                    db,
+                    db: self.db_of_stored(db),
+                    stored: db,
                     at_ms: at,
                 });
             }
@@ -1460,7 +1702,7 @@ impl Keyspace {
         let Some(at) = self.stage_expired_delete(db, key, &mut batch)? else {
             return Ok(false);
         };
-        batch.delete(expiry_key(db, at, key));
+        batch.delete(expiry_key(self.stored_db(db), at, key));
         self.write(batch)?;
         self.touch(&mut held, std::iter::once((db, key.to_vec())));
         Ok(true)
@@ -1475,6 +1717,7 @@ impl Keyspace {
         key: &[u8],
         batch: &mut WriteBatch,
     ) -> Result<Option<u64>> {
+        let db = self.stored_db(db);
         let Some(raw) = self.db().get(data_key(db, key))? else {
             return Ok(None);
         };
@@ -1602,6 +1845,17 @@ impl Keyspace {
             for e in self.db().range_opt(&opts, m.prefix()..m.end()) {
                 let (ek, ev) = e?;
                 let suffix = m.suffix_of(&ek);
+                let bounded = match m.kind {
+                    CollKind::Set => true,
+                    CollKind::ZSet => suffix.first() == Some(&ZSET_INDEX),
+                    _ => false,
+                };
+                if bounded
+                    && (m.pop_lo.as_deref().is_some_and(|lo| suffix < lo)
+                        || m.pop_hi.as_deref().is_some_and(|hi| suffix >= hi))
+                {
+                    problems.push(format!("{name}: a live member is outside its pop bounds"));
+                }
                 match m.kind {
                     CollKind::ZSet => match suffix.first() {
                         Some(&ZSET_MEMBER) => {
@@ -1869,6 +2123,24 @@ fn merge_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, mut start: Vec<u8>, mut en
     holes.insert(start, end);
 }
 
+/// The tighter of two starts (`max` false) or two ends of the same live
+/// entries, each holding all of them (`None`: the collection's own end).
+pub fn tighter(a: Option<Vec<u8>>, b: Option<Vec<u8>>, max: bool) -> Option<Vec<u8>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if (a < b) == max { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Whether start (`max` false) or end `a` is tighter than `b`.
+fn tighter_suffix(a: &[u8], b: &[u8], max: bool) -> bool {
+    if max {
+        a < b
+    } else {
+        a > b
+    }
+}
+
 /// Widens bounds so that `key` is inside them.
 fn widen(b: &mut PopBounds, key: &[u8]) {
     if b.lo.as_deref().is_some_and(|lo| key < lo) {
@@ -1993,7 +2265,42 @@ pub struct Txn<'a> {
     emptied: Vec<Vec<u8>>,
     /// Records staged at keys of other databases (`MOVE`, `COPY ... DB`):
     /// (database, key, record, the collection version it replaces there).
+    /// A database with a stage in `parked` takes them there instead.
     foreign: Vec<(u8, Vec<u8>, Rec, Option<u64>)>,
+    /// The staged writes of the other databases this transaction selected
+    /// (`SELECT` inside `MULTI`, [`Txn::select`]), one stage each; the
+    /// selected database's are the fields above.
+    parked: Vec<DbStage>,
+    /// A `SWAPDB` ran in this transaction ([`Txn::swap_databases`]): the
+    /// database map before it, restored if the commit fails. The map in
+    /// memory is the swapped one meanwhile, and [`Keyspace::swaps`] odd
+    /// until the commit writes it or restores this.
+    map_before: Option<[u8; DATABASES as usize]>,
+    /// Watched keys its swaps touch, as (database, key).
+    swap_touched: Vec<DbKey>,
+}
+
+impl Drop for Txn<'_> {
+    /// A transaction that swapped databases and is dropped without its
+    /// commit (which takes `map_before`) puts the map back.
+    fn drop(&mut self) {
+        if let Some(before) = self.map_before.take() {
+            self.ks.set_db_map(before);
+            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// What a transaction staged in one database: [`Txn`]'s fields of the
+/// same names, kept while another database is selected.
+#[derive(Default)]
+struct DbStage {
+    db: u8,
+    writes: FastMap<Vec<u8>, Option<Rec>>,
+    order: Vec<Vec<u8>>,
+    base: FastMap<Vec<u8>, Option<u64>>,
+    modified: Vec<Vec<u8>>,
+    flushed: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -2046,6 +2353,133 @@ impl<'a> Txn<'a> {
             events: Vec::new(),
             emptied: Vec::new(),
             foreign: Vec::new(),
+            parked: Vec::new(),
+            map_before: None,
+            swap_touched: Vec::new(),
+        }
+    }
+
+    /// `SWAPDB a b` inside `EXEC`, which holds the keyspace exclusively:
+    /// swaps the two in the database map in memory now (the commands
+    /// after it read the databases swapped), leaving
+    /// [`Keyspace::swaps`] odd so that reads holding no lock wait, and
+    /// relabels what this transaction staged in either, which stays with
+    /// its stored database. The commit writes the map in its batch, or
+    /// restores the map before (and a transaction dropped uncommitted
+    /// restores it too).
+    pub fn swap_databases(&mut self, a: u8, b: u8) -> Result<()> {
+        if a == b {
+            return Ok(());
+        }
+        let touched = self.ks.watched_in_either(a, b)?;
+        self.swap_touched.extend(touched);
+        if self.map_before.is_none() {
+            self.map_before = Some(self.ks.db_map_now());
+            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut map = self.ks.db_map_now();
+        map.swap(usize::from(a), usize::from(b));
+        self.ks.set_db_map(map);
+        for key in std::mem::take(&mut self.emptied) {
+            self.push_event(crate::notify::GENERIC, "del", key);
+        }
+        let now = self.take_stage();
+        self.parked.push(now);
+        let other = |d: &mut u8| {
+            if *d == a {
+                *d = b;
+            } else if *d == b {
+                *d = a;
+            }
+        };
+        for st in &mut self.parked {
+            if st.db == a || st.db == b {
+                // Written there before the swap: touched under both.
+                for k in st.order.iter().chain(&st.modified) {
+                    self.swap_touched.push((a, k.clone()));
+                    self.swap_touched.push((b, k.clone()));
+                }
+            }
+            other(&mut st.db);
+        }
+        for f in &mut self.foreign {
+            other(&mut f.0);
+        }
+        let db = self.db;
+        let next = match self.parked.iter().position(|st| st.db == db) {
+            Some(i) => self.parked.swap_remove(i),
+            None => DbStage {
+                db,
+                flushed: self.flushed_all,
+                ..DbStage::default()
+            },
+        };
+        self.writes = next.writes;
+        self.order = next.order;
+        self.base = next.base;
+        self.modified = next.modified;
+        self.flushed = next.flushed;
+        Ok(())
+    }
+
+    /// Runs the commands after it in database `db` (`SELECT` inside
+    /// `MULTI`): what was staged in the database selected so far is kept
+    /// for the commit, and what was staged in `db` before (by an earlier
+    /// `SELECT` of it, or `MOVE`/`COPY ... DB` into it) is read again.
+    /// One batch still commits every database's writes.
+    pub fn select(&mut self, db: u8) {
+        if db == self.db {
+            return;
+        }
+        // A `del` waiting for its command's own event is this database's.
+        for key in std::mem::take(&mut self.emptied) {
+            self.push_event(crate::notify::GENERIC, "del", key);
+        }
+        let now = self.take_stage();
+        self.parked.push(now);
+        let next = match self.parked.iter().position(|st| st.db == db) {
+            Some(i) => self.parked.swap_remove(i),
+            None => DbStage {
+                db,
+                flushed: self.flushed_all,
+                ..DbStage::default()
+            },
+        };
+        self.db = next.db;
+        self.writes = next.writes;
+        self.order = next.order;
+        self.base = next.base;
+        self.modified = next.modified;
+        self.flushed = next.flushed;
+        let foreign = std::mem::take(&mut self.foreign);
+        for (d, key, r, replaced) in foreign {
+            if d == db {
+                self.replaced.extend(replaced);
+                self.put_staged(key, Some(r));
+            } else {
+                self.foreign.push((d, key, r, replaced));
+            }
+        }
+    }
+
+    /// The selected database's stage, taken out of the transaction.
+    fn take_stage(&mut self) -> DbStage {
+        DbStage {
+            db: self.db,
+            writes: std::mem::take(&mut self.writes),
+            order: std::mem::take(&mut self.order),
+            base: std::mem::take(&mut self.base),
+            modified: std::mem::take(&mut self.modified),
+            flushed: self.flushed,
+        }
+    }
+
+    /// Stages `r` at `key` of the selected database with no lookup or
+    /// event (a record staged elsewhere first, as `MOVE` does).
+    fn put_staged(&mut self, key: Vec<u8>, r: Option<Rec>) {
+        match self.writes.insert(key.clone(), r) {
+            None => self.order.push(key),
+            Some(old) => self.replaced.extend(old.and_then(|o| o.version())),
         }
     }
 
@@ -2261,10 +2695,14 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Notes a sorted-set index entry staged for `version`: the known
-    /// bounds, and this transaction's pending narrowings, take it in
-    /// before anything can walk past it.
-    pub fn index_inserted(&mut self, version: u64, key: &[u8]) {
+    /// Notes a sorted-set index entry (or a set member) staged for `m`:
+    /// the bounds its record keeps, the known bounds, and this
+    /// transaction's pending narrowings, take it in before anything can
+    /// walk past it.
+    pub fn index_inserted(&mut self, m: &mut Meta, key: &[u8]) {
+        let suffix = &key[m.prefix_len()..];
+        m.widen_pop_bounds(suffix);
+        let version = m.version;
         self.ks.widen_pop_bounds(version, key);
         self.pop_ahead.retain(|(v, _, _)| *v != version);
         if self.holes.iter().any(|(v, _, _)| *v == version) {
@@ -2370,21 +2808,34 @@ impl<'a> Txn<'a> {
     /// as this transaction sees them: its own pops' narrowing, else the
     /// committed bound. A run of pipelined pops starts each past those
     /// before it instead of walking over their staged deletes.
-    pub fn pop_bound(&self, version: u64, max: bool) -> Option<Vec<u8>> {
-        let own = self
-            .pop_narrowings
-            .iter()
-            .rev()
-            .find(|(v, m, _)| *v == version && *m == max)
-            .map(|(_, _, b)| b.clone());
-        own.or_else(|| {
-            let b = self.ks.pop_bounds(version);
+    /// The record's bound ([`Meta::pop_lo`]) tightens either: after a
+    /// restart it is the only one known.
+    pub fn pop_bound(&self, m: &Meta, max: bool) -> Option<Vec<u8>> {
+        let own = self.own_narrowing(m.version, max).cloned();
+        let learnt = own.or_else(|| {
+            let b = self.ks.pop_bounds(m.version);
             if max {
                 b.hi
             } else {
                 b.lo
             }
-        })
+        });
+        let kept = if max { &m.pop_hi } else { &m.pop_lo };
+        match (learnt, kept.as_deref()) {
+            (learnt, None) => learnt,
+            (Some(l), Some(k)) if !tighter_suffix(k, &l[m.prefix_len()..], max) => Some(l),
+            (_, Some(k)) => Some(m.elem(k)),
+        }
+    }
+
+    /// This transaction's latest narrowing of `version`'s start (`max`
+    /// false) or end.
+    fn own_narrowing(&self, version: u64, max: bool) -> Option<&Vec<u8>> {
+        self.pop_narrowings
+            .iter()
+            .rev()
+            .find(|(v, m, _)| *v == version && *m == max)
+            .map(|(_, _, b)| b)
     }
 
     /// Where a walk of sorted set `version`'s score index may start and
@@ -2393,21 +2844,19 @@ impl<'a> Txn<'a> {
     /// end. Every live index entry is inside them, so a walk from the
     /// lowest score skips the tombstones of the members popped before
     /// (`ZRANGE key 0 0` after many `ZPOPMIN`s read them all each time).
-    /// At a snapshot they hold only while no pop narrowed a bound since it
-    /// was taken (a pop committed after it may have narrowed past
-    /// entries the snapshot still holds); otherwise both are `None`.
-    pub fn index_bounds(&self, version: u64) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    /// At a snapshot the bounds in memory hold only while no pop narrowed
+    /// one since it was taken (a pop committed after it may have narrowed
+    /// past entries the snapshot still holds); otherwise only the
+    /// record's, read at the snapshot, are used.
+    pub fn index_bounds(&self, m: &Meta) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         if let Some(seen) = self.narrowings_seen {
             let all = self.ks.pop_bounds.lock();
             if self.ks.narrowings.load(Ordering::Acquire) != seen {
-                return (None, None);
+                return (m.pop_bound_key(false), m.pop_bound_key(true));
             }
             drop(all);
         }
-        (
-            self.pop_bound(version, false),
-            self.pop_bound(version, true),
-        )
+        (self.pop_bound(m, false), self.pop_bound(m, true))
     }
 
     /// A new, empty collection of `kind` (staged once it gets elements).
@@ -2419,6 +2868,8 @@ impl<'a> Txn<'a> {
             count: 0,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         })
     }
 
@@ -2436,7 +2887,25 @@ impl<'a> Txn<'a> {
 
     /// Stages a collection's metadata, or its deletion once it is empty
     /// (Redis has no empty collections).
-    pub fn put_meta(&mut self, key: &[u8], m: Meta) {
+    /// A set's or sorted set's record keeps the bounds of this
+    /// transaction's pops ([`Txn::popped_to`]), in the batch that deletes
+    /// what they popped.
+    pub fn put_meta(&mut self, key: &[u8], mut m: Meta) {
+        if matches!(m.kind, CollKind::Set | CollKind::ZSet) && m.count > 0 {
+            for max in [false, true] {
+                if let Some(b) = self.own_narrowing(m.version, max) {
+                    let suffix = &b[m.prefix_len()..];
+                    let kept = if max { &m.pop_hi } else { &m.pop_lo };
+                    if kept
+                        .as_deref()
+                        .is_none_or(|k| tighter_suffix(suffix, k, max))
+                    {
+                        let suffix = suffix.to_vec();
+                        m.set_pop_bound(max, Some(suffix));
+                    }
+                }
+            }
+        }
         if m.count == 0 {
             // (A collection created empty and dropped at once, by
             // `ZADD XX` say, was never there: no event.)
@@ -2466,7 +2935,8 @@ impl<'a> Txn<'a> {
     /// transaction counts as its record). True if it deleted the key.
     pub fn reap(&mut self, at: u64, key: &[u8]) -> Result<bool> {
         if at <= self.now {
-            self.index_deletes.push(expiry_key(self.db, at, key));
+            self.index_deletes
+                .push(expiry_key(self.ks.stored_db(self.db), at, key));
         }
         let expired = match self.writes.get(key) {
             Some(w) => w.as_ref().is_some_and(|r| r.expired(self.now)),
@@ -2751,14 +3221,26 @@ impl<'a> Txn<'a> {
     /// Empties the database (`FLUSHDB`), or every database (`all`:
     /// `FLUSHALL`): needs the keyspace held exclusively.
     pub fn flush(&mut self, all: bool) {
+        let other_dbs = !self.parked.is_empty() || !self.foreign.is_empty();
+        if !all && other_dbs {
+            // Staged elements may be other databases' collections', so
+            // they stay; this database's new collections become garbage
+            // (the engine's records here do so in `delete_database`).
+            for r in self.writes.values().flatten() {
+                self.replaced.extend(r.version());
+            }
+        } else {
+            self.elems.clear();
+            self.replaced.clear();
+            self.emptied_versions.clear();
+            self.parked.clear();
+            self.foreign.clear();
+        }
         self.flushed = true;
         self.flushed_all |= all;
         self.writes.clear();
         self.order.clear();
-        self.elems.clear();
         self.base.clear();
-        self.replaced.clear();
-        self.emptied_versions.clear();
         self.pop_ahead.clear();
     }
 
@@ -2767,6 +3249,8 @@ impl<'a> Txn<'a> {
             || !self.writes.is_empty()
             || !self.elems.is_empty()
             || !self.foreign.is_empty()
+            || (self.parked.iter()).any(|st| st.flushed || !st.order.is_empty())
+            || self.map_before.is_some()
     }
 
     /// `key`'s record in database `db`, another than this transaction's,
@@ -2775,6 +3259,14 @@ impl<'a> Txn<'a> {
     /// the same in every database).
     pub fn rec_in_db(&self, db: u8, key: &[u8]) -> Result<Option<Rec>> {
         debug_assert_ne!(db, self.db);
+        if let Some(st) = self.parked.iter().find(|st| st.db == db) {
+            if let Some(w) = st.writes.get(key) {
+                return Ok(w.clone());
+            }
+            if st.flushed {
+                return Ok(None);
+            }
+        }
         if let Some((.., r, _)) = (self.foreign.iter().rev()).find(|f| f.0 == db && f.1 == key) {
             return Ok(Some(r.clone()));
         }
@@ -2797,6 +3289,14 @@ impl<'a> Txn<'a> {
             });
         }
         let replaced = prior.and_then(|p| p.version());
+        if let Some(st) = self.parked.iter_mut().find(|st| st.db == db) {
+            self.replaced.extend(replaced);
+            match st.writes.insert(key.to_vec(), Some(r)) {
+                None => st.order.push(key.to_vec()),
+                Some(old) => self.replaced.extend(old.and_then(|o| o.version())),
+            }
+            return;
+        }
         self.foreign.push((db, key.to_vec(), r, replaced));
     }
 
@@ -2858,6 +3358,14 @@ impl<'a> Txn<'a> {
         &self.order
     }
 
+    /// The keys this transaction writes in every database it selected, by
+    /// database.
+    pub fn written_by_db(&self) -> Vec<(u8, Vec<Vec<u8>>)> {
+        let mut v = vec![(self.db, self.order.clone())];
+        v.extend(self.parked.iter().map(|st| (st.db, st.order.clone())));
+        v
+    }
+
     /// Applies the staged writes as one batch and bumps the watched keys
     /// among them. After `FLUSHDB` the deletes go first, in their own
     /// batches (the keyspace is held exclusively, so no one sees between).
@@ -2866,45 +3374,49 @@ impl<'a> Txn<'a> {
     /// becomes garbage in the same batch (`'g' | version`), so deleting or
     /// replacing a collection of any size is one small batch.
     pub fn commit(mut self, held: &mut Held<'_>) -> Result<()> {
+        let Some(before) = self.map_before.take() else {
+            return self.commit_batch(held, None);
+        };
+        let ks = self.ks;
+        let r = self.commit_batch(held, Some(ks.db_map_now()));
+        match &r {
+            Ok(()) => {
+                ks.changes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => ks.set_db_map(before),
+        }
+        ks.swaps.fetch_add(1, Ordering::AcqRel);
+        r
+    }
+
+    /// [`Txn::commit`], writing the database `map` in the batch if given.
+    fn commit_batch(
+        mut self,
+        held: &mut Held<'_>,
+        map: Option<[u8; DATABASES as usize]>,
+    ) -> Result<()> {
         // Emptying the keyspace touches the watched keys it deletes, not
         // those that did not exist (redis-server's rule).
         let mut flushed_keys = Vec::new();
+        let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
+        let mut stages = std::mem::take(&mut self.parked);
+        stages.push(self.take_stage());
         if self.flushed_all {
             flushed_keys = self.ks.watched_present(None)?;
             self.ks.delete_everything()?;
-        } else if self.flushed {
-            flushed_keys = self.ks.watched_present(Some(self.db))?;
-            self.ks.delete_database(self.db)?;
+        } else {
+            for st in stages.iter().filter(|st| st.flushed) {
+                flushed_keys.extend(self.ks.watched_present(Some(st.db))?);
+                self.ks.delete_database(st.db)?;
+            }
         }
-        let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
+        if let Some(map) = map {
+            batch.put(DB_MAP_KEY, map);
+        }
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
-        for key in &self.order {
-            let rec = &self.writes[key];
-            if let Some(v) = rec.as_ref().and_then(Rec::version) {
-                live.insert(v);
-            }
-            let base = match self.base.get(key) {
-                Some(b) => *b,
-                None if self.flushed || !self.ks.may_hold_collection(key) => None,
-                // Written blind (a plain `SET`): what did it replace?
-                None => self.ks.replaced_version(self.db, key)?,
-            };
-            dead.extend(base);
-            match rec {
-                Some(r) => {
-                    if let Rec::Coll(_) = r {
-                        self.ks.note_collection(key, &mut batch);
-                    }
-                    put_rec(&mut batch, data_key(self.db, key), r);
-                    if let Some(at) = r.expire_at_ms() {
-                        batch.put(expiry_key(self.db, at, key), []);
-                    }
-                }
-                None => {
-                    batch.delete(data_key(self.db, key));
-                }
-            }
+        for st in &stages {
+            self.stage_records(st, &mut batch, &mut dead, &mut live)?;
         }
         let mut foreign_keys = Vec::new();
         for (db, key, r, replaced) in std::mem::take(&mut self.foreign) {
@@ -2913,9 +3425,10 @@ impl<'a> Txn<'a> {
                 live.insert(m.version);
             }
             dead.extend(replaced);
-            put_rec(&mut batch, data_key(db, &key), &r);
+            let stored = self.ks.stored_db(db);
+            put_rec(&mut batch, data_key(stored, &key), &r);
             if let Some(at) = r.expire_at_ms() {
-                batch.put(expiry_key(db, at, &key), []);
+                batch.put(expiry_key(stored, at, &key), []);
             }
             foreign_keys.push((db, key));
         }
@@ -2956,17 +3469,64 @@ impl<'a> Txn<'a> {
         for (v, start, end) in std::mem::take(&mut self.holes) {
             self.ks.add_hole(v, start, end);
         }
-        let changed = self.order.len() + self.modified.len() + usize::from(self.flushed);
+        let changed: usize = (stages.iter())
+            .map(|st| st.order.len() + st.modified.len() + usize::from(st.flushed))
+            .sum();
         self.ks.changes.fetch_add(changed as u64, Ordering::Relaxed);
-        let db = self.db;
         self.ks.touch(
             held,
-            (self.order.into_iter())
-                .chain(self.modified)
-                .map(|k| (db, k))
+            (stages.into_iter())
+                .flat_map(|st| {
+                    let db = st.db;
+                    st.order
+                        .into_iter()
+                        .chain(st.modified)
+                        .map(move |k| (db, k))
+                })
                 .chain(flushed_keys)
-                .chain(foreign_keys),
+                .chain(foreign_keys)
+                .chain(std::mem::take(&mut self.swap_touched)),
         );
+        Ok(())
+    }
+
+    /// Adds the records staged in one database to `batch`, noting the
+    /// versions they hold (`live`) and replace (`dead`).
+    fn stage_records(
+        &self,
+        st: &DbStage,
+        batch: &mut WriteBatch,
+        dead: &mut Vec<u64>,
+        live: &mut FastSet<u64>,
+    ) -> Result<()> {
+        let stored = self.ks.stored_db(st.db);
+        for key in &st.order {
+            let rec = &st.writes[key];
+            if let Some(v) = rec.as_ref().and_then(Rec::version) {
+                live.insert(v);
+            }
+            let base = match st.base.get(key) {
+                Some(b) => *b,
+                None if st.flushed || !self.ks.may_hold_collection(key) => None,
+                // Written blind (a plain `SET`): what did it replace?
+                None => self.ks.replaced_version(st.db, key)?,
+            };
+            dead.extend(base);
+            match rec {
+                Some(r) => {
+                    if let Rec::Coll(_) = r {
+                        self.ks.note_collection(key, batch);
+                    }
+                    put_rec(batch, data_key(stored, key), r);
+                    if let Some(at) = r.expire_at_ms() {
+                        batch.put(expiry_key(stored, at, key), []);
+                    }
+                }
+                None => {
+                    batch.delete(data_key(stored, key));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -2985,6 +3545,8 @@ mod tests {
             count: 1,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         };
         let mut want = vec![0x02, 0x01];
         want.extend([0u8; 16]);
@@ -3252,6 +3814,8 @@ mod tests {
             count: 2,
             head: 0,
             tail: 0,
+            pop_lo: None,
+            pop_hi: None,
         };
         let (a, b) = (m.named(b"element:000000001"), m.named(b"element:000000002"));
         assert_ne!(a[..8], b[..8]);

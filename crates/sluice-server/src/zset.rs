@@ -42,7 +42,7 @@ pub fn put(txn: &mut Txn<'_>, m: &mut Meta, member: &[u8], score: f64, old: Opti
     }
     txn.elem_put(zset_member_key(m, member), score.to_le_bytes().to_vec());
     let index_key = m.elem(&zset_index_suffix(score, member));
-    txn.index_inserted(m.version, &index_key);
+    txn.index_inserted(m, &index_key);
     txn.elem_put(index_key, Vec::new());
 }
 
@@ -62,7 +62,7 @@ fn walk(
     mut f: impl FnMut(&[u8], f64) -> bool,
 ) -> Result<(), String> {
     let mut bad = None;
-    let (lo, hi) = txn.index_bounds(m.version);
+    let (lo, hi) = txn.index_bounds(m);
     txn.elems_in(
         &lo.unwrap_or_else(|| m.elem(&[ZSET_INDEX])),
         &hi.unwrap_or_else(|| m.elem(&[ZSET_INDEX + 1])),
@@ -658,8 +658,8 @@ fn pop_members(
                 lo.push(0);
             }
             (Some(last), true) => hi = last.clone(),
-            (None, false) => lo = txn.pop_bound(m.version, false).unwrap_or(lo),
-            (None, true) => hi = txn.pop_bound(m.version, true).unwrap_or(hi),
+            (None, false) => lo = txn.pop_bound(&m, false).unwrap_or(lo),
+            (None, true) => hi = txn.pop_bound(&m, true).unwrap_or(hi),
         }
         // The pops that follow in the pipeline take the entries read past
         // this one's: one engine seek serves a run of pops.
@@ -1035,8 +1035,8 @@ mod tests {
             members_by_score(txn, &m).unwrap()
         };
         let mut before = Txn::at_snapshot(&ks, now_ms());
-        let version = before.coll(b"z", ZSET).unwrap().unwrap().version;
-        let (lo, _) = before.index_bounds(version);
+        let m = before.coll(b"z", ZSET).unwrap().unwrap();
+        let (lo, _) = before.index_bounds(&m);
         assert!(lo.is_some(), "the first pop's bound is used");
         command(&ks, &[b"zpopmin", b"z"]).unwrap();
         assert_eq!(members(&mut before), [b"b".to_vec(), b"c".to_vec()]);

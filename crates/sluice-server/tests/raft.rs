@@ -1705,3 +1705,43 @@ fn a_follower_installing_a_snapshot_under_writes_converges() {
         "the nodes' counters differ: {counters:?} (seed {seed})"
     );
 }
+
+/// A replicated shard's log entries carry no database: `SWAPDB`, and
+/// `SELECT` inside `MULTI`, are refused there with an error that says so
+/// (as `SELECT` beyond 0 is), and nothing is swapped.
+#[test]
+fn a_replicated_shard_refuses_swapdb_and_select_inside_multi() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group(dir.path(), 10_000);
+    let li = in_process_leader(&nodes, None);
+    let mut c = running_client(&nodes[li]);
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut c)
+        .expect("SET");
+    let e = redis::cmd("SWAPDB")
+        .arg(0)
+        .arg(1)
+        .query::<()>(&mut c)
+        .expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("SWAPDB is not supported on a replicated shard"),
+        "{e}"
+    );
+    let _: () = redis::cmd("MULTI").query(&mut c).expect("MULTI");
+    let e = redis::cmd("SELECT")
+        .arg(0)
+        .query::<()>(&mut c)
+        .expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("SELECT inside MULTI is not supported on a replicated shard"),
+        "{e}"
+    );
+    let e = redis::cmd("EXEC").query::<()>(&mut c).expect_err("aborted");
+    assert!(e.to_string().contains("Transaction discarded"), "{e}");
+    let v: Option<String> = redis::cmd("GET").arg("k").query(&mut c).expect("GET");
+    assert_eq!(v.as_deref(), Some("v"));
+}
