@@ -26,8 +26,8 @@ trap '"$cluster" stop "$dir"; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 ports=("$port" $((port + 1)) $((port + 2)))
 
-# shellcheck source=lib/raft-writes.sh
-source "$here/scripts/lib/raft-writes.sh"
+# shellcheck source=lib/redis-writes.sh
+source "$here/scripts/lib/redis-writes.sh"
 
 : >"$dir/failover-seconds"
 start_writers

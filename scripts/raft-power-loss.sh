@@ -19,8 +19,8 @@ cuts=${1:-20}; dir=${2:-/tmp/raft-power-loss}; port=${3:-7500}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cluster=$here/scripts/cluster.sh
 ports=("$port" $((port + 1)) $((port + 2)))
-# shellcheck source=lib/raft-writes.sh
-source "$here/scripts/lib/raft-writes.sh"
+# shellcheck source=lib/redis-writes.sh
+source "$here/scripts/lib/redis-writes.sh"
 
 unmount_all() {
     for i in 1 2 3; do umount "$dir/m$i" 2>/dev/null || true; done
