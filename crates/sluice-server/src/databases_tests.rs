@@ -206,6 +206,16 @@ fn a_replicated_entry_stays_in_database_0() {
     assert_eq!(run(&ks, 3, "DBSIZE x"), ":0\r\n");
 }
 
+/// A keyspace on `fs`, every write synced.
+fn open(fs: &sluicedb::fs::MemFs) -> Keyspace {
+    let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
+    Keyspace::new(
+        sluicedb::Db::open("/db", o).unwrap(),
+        crate::store::Fsync::Always,
+    )
+    .unwrap()
+}
+
 /// `SWAPDB` is one engine write of the database map: crashed after any
 /// file operation of it (the fault-injecting file system's image after
 /// each), the database opens with both databases swapped or neither,
@@ -213,14 +223,6 @@ fn a_replicated_entry_stays_in_database_0() {
 #[test]
 fn a_crash_anywhere_in_a_swap_shows_either_state() {
     let fs = sluicedb::fs::MemFs::new();
-    let open = |fs: &sluicedb::fs::MemFs| {
-        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
-        Keyspace::new(
-            sluicedb::Db::open("/db", o).unwrap(),
-            crate::store::Fsync::Always,
-        )
-        .unwrap()
-    };
     let ks = open(&fs);
     assert_eq!(run(&ks, 0, "SET a zero"), "+OK\r\n");
     assert_eq!(run(&ks, 0, "RPUSH l x y"), ":2\r\n");
@@ -269,14 +271,6 @@ fn a_crash_anywhere_in_a_swap_shows_either_state() {
 #[test]
 fn a_swap_inside_a_transaction_commits_with_it_or_not_at_all() {
     let fs = sluicedb::fs::MemFs::new();
-    let open = |fs: &sluicedb::fs::MemFs| {
-        let o = sluicedb::Options::default().fs(std::sync::Arc::new(fs.clone()));
-        Keyspace::new(
-            sluicedb::Db::open("/db", o).unwrap(),
-            crate::store::Fsync::Always,
-        )
-        .unwrap()
-    };
     let ks = open(&fs);
     assert_eq!(run(&ks, 0, "SET a zero"), "+OK\r\n");
     assert_eq!(run(&ks, 3, "SET a three"), "+OK\r\n");

@@ -2380,11 +2380,7 @@ impl<'a> Txn<'a> {
         let mut map = self.ks.db_map_now();
         map.swap(usize::from(a), usize::from(b));
         self.ks.set_db_map(map);
-        for key in std::mem::take(&mut self.emptied) {
-            self.push_event(crate::notify::GENERIC, "del", key);
-        }
-        let now = self.take_stage();
-        self.parked.push(now);
+        self.park();
         let other = |d: &mut u8| {
             if *d == a {
                 *d = b;
@@ -2405,38 +2401,23 @@ impl<'a> Txn<'a> {
         for f in &mut self.foreign {
             other(&mut f.0);
         }
-        let db = self.db;
-        let next = match self.parked.iter().position(|st| st.db == db) {
-            Some(i) => self.parked.swap_remove(i),
-            None => DbStage {
-                db,
-                flushed: self.flushed_all,
-                ..DbStage::default()
-            },
-        };
-        self.writes = next.writes;
-        self.order = next.order;
-        self.base = next.base;
-        self.modified = next.modified;
-        self.flushed = next.flushed;
+        self.unpark(self.db);
         Ok(())
     }
 
-    /// Runs the commands after it in database `db` (`SELECT` inside
-    /// `MULTI`): what was staged in the database selected so far is kept
-    /// for the commit, and what was staged in `db` before (by an earlier
-    /// `SELECT` of it, or `MOVE`/`COPY ... DB` into it) is read again.
-    /// One batch still commits every database's writes.
-    pub fn select(&mut self, db: u8) {
-        if db == self.db {
-            return;
-        }
-        // A `del` waiting for its command's own event is this database's.
+    /// Sets the current database's stage aside, with the `del` events
+    /// waiting for their command's own (this database's).
+    fn park(&mut self) {
         for key in std::mem::take(&mut self.emptied) {
             self.push_event(crate::notify::GENERIC, "del", key);
         }
         let now = self.take_stage();
         self.parked.push(now);
+    }
+
+    /// Makes database `db`'s stage the transaction's own: the one parked
+    /// for it, or a fresh one.
+    fn unpark(&mut self, db: u8) {
         let next = match self.parked.iter().position(|st| st.db == db) {
             Some(i) => self.parked.swap_remove(i),
             None => DbStage {
@@ -2451,6 +2432,19 @@ impl<'a> Txn<'a> {
         self.base = next.base;
         self.modified = next.modified;
         self.flushed = next.flushed;
+    }
+
+    /// Runs the commands after it in database `db` (`SELECT` inside
+    /// `MULTI`): what was staged in the database selected so far is kept
+    /// for the commit, and what was staged in `db` before (by an earlier
+    /// `SELECT` of it, or `MOVE`/`COPY ... DB` into it) is read again.
+    /// One batch still commits every database's writes.
+    pub fn select(&mut self, db: u8) {
+        if db == self.db {
+            return;
+        }
+        self.park();
+        self.unpark(db);
         let foreign = std::mem::take(&mut self.foreign);
         for (d, key, r, replaced) in foreign {
             if d == db {
