@@ -167,6 +167,24 @@ impl Core {
         self.space_measure.note_flushed_shadows(candidates, counted);
     }
 
+    /// The inline bytes of a leveled tree's levels above its last, for
+    /// [`Core::note_inline_tables`]; `None` where the count is not kept
+    /// (without a space limit, or another shape, which keeps the estimate).
+    pub(crate) fn inline_bytes_above_last_level(&self) -> Option<u64> {
+        let kept = self.space_limited() && self.opts.index.shape == IndexShapeKind::Leveled;
+        kept.then(|| {
+            let current = self.state.lock().current.clone();
+            self.shape.inline_bytes_above_last_level(&current)
+        })
+    }
+
+    /// A flush or a whole merge installed, which `added` and `removed`
+    /// tables' inline bytes, over a tree with `above` inline bytes above
+    /// its last level before it (`SpaceMeasure::note_tables`).
+    pub(crate) fn note_inline_tables(&self, added: u64, removed: u64, above: u64, flush: bool) {
+        self.space_measure.note_tables(added, removed, above, flush);
+    }
+
     /// The garbage a memtable likely hides
     /// (`SpaceMeasure::hidden_garbage`).
     fn hidden_garbage(&self, mem: &dyn WriteBuffer) -> u64 {

@@ -124,15 +124,6 @@ impl Version {
             .fold(0u64, |n, f| n.saturating_add(f.file_size))
     }
 
-    /// The user key and value bytes of every table's inline puts (the
-    /// manifest's payload counts, tag 27); a table written before them
-    /// counts whole.
-    pub(crate) fn inline_bytes(&self) -> u64 {
-        self.all_files()
-            .map(|(_, f)| f.payload.map_or(f.file_size, |p| p.inline_bytes))
-            .fold(0u64, u64::saturating_add)
-    }
-
     pub(crate) fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
         self.levels
             .iter()

@@ -11,7 +11,6 @@ use crate::compaction::JobStats;
 use crate::db::core::{Core, State};
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::options::IndexShapeKind;
 use crate::version::VersionEdit;
 
 impl Core {
@@ -67,16 +66,6 @@ impl Core {
             st.poisoned
                 .get_or_insert_with(|| format!("manifest write failed: {e}"));
             return Err(e);
-        }
-        // Installs are one at a time (the manifest lock): the count of
-        // shadowed inline versions sees each edit once, in order.
-        if self.space_limited() && self.opts.index.shape == IndexShapeKind::Leveled {
-            self.space_measure.note_installed(
-                base.inline_bytes(),
-                version.inline_bytes(),
-                self.shape.inline_bytes_above_last_level(&base),
-                edit.deleted.is_empty() && !edit.added.is_empty(),
-            );
         }
         #[cfg(feature = "invariants")]
         self.check_version(&version);
