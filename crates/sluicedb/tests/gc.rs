@@ -1007,3 +1007,48 @@ fn background_gc_off_runs_gc_only_when_asked() {
         assert!(db.stats().gc.runs > 0);
     }
 }
+
+/// The adaptive default keeps values under its threshold inline, and its
+/// DropCache learns nothing from their dropped versions while the value
+/// store holds nothing: no record of theirs for GC to judge, and the cache
+/// cost a lookup and an insert per dropped version. Once a value is
+/// separated, dropped versions are recorded again.
+#[test]
+fn the_drop_cache_records_nothing_while_the_value_store_is_empty() {
+    let fs = MemFs::new();
+    let db = Db::open(
+        "/db",
+        Options::default()
+            .fs(Arc::new(fs.clone()))
+            .write_buffer_size_bytes(64 << 10)
+            .target_file_size_bytes(64 << 10)
+            .base_level_size_bytes(256 << 10),
+    )
+    .unwrap();
+    let key = |k: u32| format!("key{k:06}");
+    for round in 0..4u8 {
+        for k in 0..1000 {
+            db.put(key(k), vec![round; 1000]).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let s = db.stats();
+    assert_eq!(s.values.table.drop_cache_keys, 0, "{s}");
+    assert!(s.compaction.compactions > 0, "{s}");
+    for round in 0..3u8 {
+        for k in 0..200 {
+            db.put(key(k), vec![round; 4096]).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let s = db.stats();
+    assert!(s.flush.separation.separated > 0, "{s}");
+    assert!(s.values.table.drop_cache_keys > 0, "{s}");
+    for k in 0..1000 {
+        let size = if k < 200 { 4096 } else { 1000 };
+        let round = if k < 200 { 2 } else { 3 };
+        assert_eq!(db.get(key(k)).unwrap(), Some(vec![round; size]), "key {k}");
+    }
+}

@@ -454,6 +454,69 @@ fn the_default_counts_inline_versions_above_the_last_level_as_garbage() {
     }
 }
 
+/// A load leaves much of the data above the last level, and none of it
+/// shadows anything; the updates after it shadow a version each. The limit
+/// counts as dead what the flushes' newest versions shadow, kept as edits
+/// install, not everything above the last level times the updates' share:
+/// that took the load's upper levels for garbage (here over half the
+/// data), and on 1 GiB of 1 KiB updates held writes at the high ratio
+/// when the directory stood at 1.3 times the data.
+#[test]
+fn the_default_counts_a_load_above_the_last_level_live() {
+    let fs = MemFs::new();
+    let o = Options::default()
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(256 << 10)
+        .target_file_size_bytes(256 << 10)
+        .base_level_size_bytes(1 << 20)
+        .level_size_ratio(4);
+    let db = Db::open("/db", o).unwrap();
+    let (keys, size) = (8000u64, 1000usize);
+    let value = |k: u64, round: u64| vec![b'a' + ((k * 7 + round) % 26) as u8; size];
+    let live = keys * (11 + size as u64);
+    for k in 0..keys {
+        db.put(format!("key{k:08}"), value(k, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    let last = s.index.levels.iter().rposition(|l| l.tables > 0).unwrap();
+    let above: u64 = s.index.levels[..last].iter().map(|l| l.bytes).sum();
+    assert!(
+        above > live / 4,
+        "the load left {above} bytes above L{last}\n{s}"
+    );
+    // A tenth of the keys updated, in two flushes: the first teaches the
+    // share (a version each), the second is counted with it.
+    for half in 0..2 {
+        for k in (half * keys / 20)..((half + 1) * keys / 20) {
+            db.put(format!("key{k:08}"), value(k, 1)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let s = db.stats();
+    assert!(
+        s.space
+            .shadow_share_of_writes_milli
+            .is_some_and(|m| m >= 900),
+        "updates of loaded keys shadow a version each\n{s}"
+    );
+    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
+    assert!(
+        off.abs() < 0.03,
+        "the engine counts {} bytes of live data, the test {live}\n{s}",
+        s.space.live_data_bytes
+    );
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
+    assert!(
+        off.abs() < 0.03,
+        "merged: the engine counts {} bytes of live data, the test {live}\n{s}",
+        s.space.live_data_bytes
+    );
+}
+
 /// Under space pressure a shadow compaction (L0 into L1) runs only while
 /// flushes left shadowed versions uncounted, as a snapshot makes them: a
 /// flush counts the rest itself, and merging after every flush only to drop

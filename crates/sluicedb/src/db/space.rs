@@ -142,7 +142,18 @@ impl Core {
             return (0, 0);
         };
         let above = self.shape.inline_bytes_above_last_level(current);
-        let dead = (u128::from(above) * u128::from(share) / 1000) as u64;
+        let estimate = (u128::from(above) * u128::from(share) / 1000) as u64;
+        // A leveled tree keeps the count as its edits install: versions
+        // merges move down from above the last level need not be updates.
+        // Each dead version's newer one is above the last level (which
+        // holds one version of a key), so `above` bounds the count.
+        let dead = match self.opts.index.shape {
+            IndexShapeKind::Leveled => self
+                .space_measure
+                .tables_shadowed_bytes()
+                .map_or(estimate, |n| n.min(above)),
+            _ => estimate,
+        };
         if current.may_hold_pointers() {
             (dead, 0)
         } else {
@@ -154,6 +165,24 @@ impl Core {
     /// have made garbage (`candidates`) they did (`counted` bytes).
     pub(crate) fn note_flushed_shadows(&self, candidates: ShadowCandidates, counted: u64) {
         self.space_measure.note_flushed_shadows(candidates, counted);
+    }
+
+    /// The inline bytes of a leveled tree's levels above its last, for
+    /// [`Core::note_inline_tables`]; `None` where the count is not kept
+    /// (without a space limit, or another shape, which keeps the estimate).
+    pub(crate) fn inline_bytes_above_last_level(&self) -> Option<u64> {
+        let kept = self.space_limited() && self.opts.index.shape == IndexShapeKind::Leveled;
+        kept.then(|| {
+            let current = self.state.lock().current.clone();
+            self.shape.inline_bytes_above_last_level(&current)
+        })
+    }
+
+    /// A flush or a whole merge installed, which `added` and `removed`
+    /// tables' inline bytes, over a tree with `above` inline bytes above
+    /// its last level before it (`SpaceMeasure::note_tables`).
+    pub(crate) fn note_inline_tables(&self, added: u64, removed: u64, above: u64, flush: bool) {
+        self.space_measure.note_tables(added, removed, above, flush);
     }
 
     /// The garbage a memtable likely hides

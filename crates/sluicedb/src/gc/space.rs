@@ -103,6 +103,10 @@ pub(crate) struct SpaceMeasure {
     shadow_share_milli: AtomicU64,
     /// Whether a flush set `shadow_share_milli` since open.
     shadow_share_learned: AtomicBool,
+    /// The inline bytes of table versions a newer table version shadows,
+    /// kept as flushes and merges install ([`SpaceMeasure::note_tables`]); `None`
+    /// until the first install once a flush since open learned the share.
+    tables_shadowed: Mutex<Option<u64>>,
     /// The mean value size of the last flushed memtable's puts.
     mean_value_bytes: AtomicU64,
     /// Of the bytes the journal took over the last closed window, the share
@@ -131,6 +135,7 @@ impl Default for SpaceMeasure {
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             shadow_share_learned: AtomicBool::new(false),
+            tables_shadowed: Mutex::new(None),
             mean_value_bytes: AtomicU64::new(0),
             // Until a window closes, what the journal takes is taken as
             // new data: on a fresh database (a load) it is, and an
@@ -234,6 +239,46 @@ impl SpaceMeasure {
         self.shadow_share_learned
             .load(Ordering::Relaxed)
             .then(|| self.shadow_share_milli.load(Ordering::Relaxed))
+    }
+
+    /// Keeps the count of the tables' shadowed inline bytes as a flush or
+    /// a merge installs, from the inline bytes it `added` and `removed` and
+    /// the bytes above the last level before it
+    /// (`IndexShape::inline_bytes_above_last_level`). A `flush` adds
+    /// newest versions, of which the learned shadow share each shadows an
+    /// older one (whose bytes its own stand for, exact for values of one
+    /// size). A merge, taken whole, changes no key's newest version: the
+    /// inline bytes it removes past those it adds are the shadowed versions
+    /// it dropped, dead no longer. (Taken a key range at a time, its outputs
+    /// hold copies of entries still in its inputs above until its last edit;
+    /// those count as live until then, as they did before, and a merge for
+    /// space could not drop them sooner.) The count starts, at the first
+    /// flush or merge once the share is learned since open, from `above`
+    /// times the share, and is the tables' part of
+    /// `Core::shadowed_inline_garbage` from then on. (From that estimate
+    /// alone, the tables above the last level all counted as updates: after
+    /// a load that left a fifth of the data above the last level, the limit
+    /// took that fifth for garbage and held writes at its high ratio when the
+    /// directory stood at 1.3 times the data.)
+    pub(crate) fn note_tables(&self, added: u64, removed: u64, above: u64, flush: bool) {
+        let Some(share) = self.learned_shadow_share_milli() else {
+            return;
+        };
+        let of = |bytes: u64| (u128::from(bytes) * u128::from(share) / 1000) as u64;
+        let mut count = self.tables_shadowed.lock();
+        let dead = count.get_or_insert_with(|| of(above));
+        *dead = if flush {
+            dead.saturating_add(of(added))
+        } else {
+            dead.saturating_add(added).saturating_sub(removed)
+        };
+    }
+
+    /// The inline bytes of table versions a newer table version shadows,
+    /// as [`SpaceMeasure::note_tables`] keeps them; `None` before it
+    /// started.
+    pub(crate) fn tables_shadowed_bytes(&self) -> Option<u64> {
+        *self.tables_shadowed.lock()
     }
 
     /// The garbage a memtable likely hides: its shadow candidates times the

@@ -60,6 +60,13 @@ pub(crate) struct TablePayload {
 }
 
 impl FileMeta {
+    /// The user key and value bytes of the table's inline puts (the
+    /// manifest's payload counts, tag 27); a table written before them
+    /// counts whole.
+    pub(crate) fn inline_bytes(&self) -> u64 {
+        self.payload.map_or(self.file_size, |p| p.inline_bytes)
+    }
+
     pub(crate) fn smallest_user_key(&self) -> &[u8] {
         key::user_key(&self.smallest)
     }

@@ -74,7 +74,11 @@ impl Core {
         };
         // Outputs installed a key range at a time, numbered here to be
         // marked busy until the job ends (`RangeOutputs`).
-        let installed = RangeOutputs(self, std::cell::RefCell::new(Vec::new()));
+        let installed = RangeOutputs(
+            self,
+            std::cell::RefCell::new(Vec::new()),
+            std::cell::Cell::new(0),
+        );
         let install_range = |outputs: Vec<FileMeta>, replaced: &[Arc<FileMeta>]| {
             self.install_range(plan.output_level, outputs, replaced, &installed)
         };
@@ -140,7 +144,18 @@ impl Core {
         }
         // Also the number taken at pick when every entry was dropped.
         numbers.extend(plan.output_number);
+        let added = installed.2.get()
+            + edit
+                .added
+                .iter()
+                .map(|(_, f)| f.inline_bytes())
+                .sum::<u64>();
+        let removed: u64 = plan.input_files().map(|f| f.inline_bytes()).sum();
+        let above = self.inline_bytes_above_last_level();
         self.install(edit, None, &numbers, |_| {})?;
+        if let Some(above) = above {
+            self.note_inline_tables(added, removed, above, false);
+        }
         // Thawed before the accounting lock goes: a job settling later
         // must count in a victim at once, not defer to this merge.
         drop(_thaw);
@@ -200,6 +215,7 @@ impl Core {
             edit.delete_file(level, f.number);
         }
         let numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        let inline: u64 = outputs.iter().map(FileMeta::inline_bytes).sum();
         for f in outputs {
             edit.add_file(level, f);
         }
@@ -211,6 +227,7 @@ impl Core {
             st.jobs.busy.extend(numbers.iter().copied());
         })?;
         installed.1.borrow_mut().extend(numbers);
+        installed.2.set(installed.2.get() + inline);
         Ok(())
     }
 
@@ -358,8 +375,8 @@ impl Drop for FlushHold<'_> {
 }
 
 /// Outputs a compaction installed a key range at a time: busy until the
-/// job ends, installed or not.
-struct RangeOutputs<'a>(&'a Core, std::cell::RefCell<Vec<u64>>);
+/// job ends, installed or not; and their inline bytes.
+struct RangeOutputs<'a>(&'a Core, std::cell::RefCell<Vec<u64>>, std::cell::Cell<u64>);
 
 impl Drop for RangeOutputs<'_> {
     fn drop(&mut self) {

@@ -266,6 +266,8 @@ impl Core {
             self.shape.index_flushed(&below, &f, input().as_mut())?;
             edit.add_file(self.shape.flush_level(), f);
         }
+        let added: u64 = edit.added.iter().map(|(_, f)| f.inline_bytes()).sum();
+        let above = self.inline_bytes_above_last_level();
         self.install(edit, log_number, &numbers, |st| {
             for n in 0..batched {
                 let i = st.imms.pop_front().expect("flushed memtable");
@@ -278,6 +280,9 @@ impl Core {
             self.unjournaled_floor
                 .store(st.unjournaled_floor(), Ordering::Release);
         })?;
+        if let Some(above) = above {
+            self.note_inline_tables(added, 0, above, true);
+        }
         bump(&self.counters.flushes, 1);
         if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave

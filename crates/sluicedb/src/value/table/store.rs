@@ -750,8 +750,17 @@ impl ValueRecovery for TableStore {
 }
 
 impl ValueAccounting for TableStore {
+    /// Recorded only while the store holds values: until then no record
+    /// of the key exists for GC to judge by the cache, and a tree of inline
+    /// values (the adaptive preset while every value is under its
+    /// threshold) paid a cache lookup and insert per dropped version for
+    /// nothing, 5% of the background threads' CPU on 1 GiB of 1 KiB
+    /// updates. The price: the first flush that separates finds no key
+    /// hot, and writes its values to the cold table.
     fn note_dropped(&self, key: &[u8], shadow: u64) {
-        self.drop_cache.record(key, shadow);
+        if self.total_bytes() > 0 {
+            self.drop_cache.record(key, shadow);
+        }
     }
 
     /// Never while merges collect: a merge may move any record of a table
