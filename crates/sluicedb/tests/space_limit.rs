@@ -293,12 +293,7 @@ fn unikv_counts_overwritten_unsorted_versions_as_garbage() {
     let live = keys * (11 + size as u64);
     let check = |db: &Db, what: &str, dead_rounds: f64| {
         let s = db.stats();
-        let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
-        assert!(
-            off.abs() < 0.01,
-            "{what}: the engine counts {} bytes of live data, the test {live}\n{s}",
-            s.space.live_data_bytes
-        );
+        assert_live_counted(&s, live, 0.01, what);
         let dead = dead_rounds * live as f64;
         assert!(
             (s.space.inline_garbage_bytes as f64 / dead - 1.0).abs() < 0.01,
@@ -385,6 +380,61 @@ fn update_rounds_within(
     (round_of, worst)
 }
 
+/// The engine counts `live` bytes of live data, within `tolerance` (a
+/// share of it).
+fn assert_live_counted(s: &sluicedb::Stats, live: u64, tolerance: f64, what: &str) {
+    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
+    assert!(
+        off.abs() < tolerance,
+        "{what}: the engine counts {} bytes of live data, the test {live}\n{s}",
+        s.space.live_data_bytes
+    );
+}
+
+/// The flushes learned that updates of loaded keys shadow a version each.
+fn assert_updates_shadow(s: &sluicedb::Stats) {
+    assert!(
+        s.space
+            .shadow_share_of_writes_milli
+            .is_some_and(|m| m >= 900),
+        "updates of loaded keys shadow a version each\n{s}"
+    );
+}
+
+/// The default preset on `fs` with small levels (256 KiB memtables and
+/// tables, a 1 MiB L1, ratio 4), loaded with [`LOADED_KEYS`] keys of
+/// [`loaded_value`]s, written level by level as a store grows (a manual
+/// compaction would put it all in the deepest level, below empty ones, and
+/// the share is learned from merges into the last level holding tables)
+/// and settled. Returns it, its options and the live bytes.
+fn loaded_default(fs: &MemFs) -> (Db, Options, u64) {
+    let o = Options::default()
+        .fs(Arc::new(fs.clone()))
+        .write_buffer_size_bytes(256 << 10)
+        .target_file_size_bytes(256 << 10)
+        .base_level_size_bytes(1 << 20)
+        .level_size_ratio(4);
+    let db = Db::open("/db", o.clone()).unwrap();
+    for k in 0..LOADED_KEYS {
+        db.put(loaded_key(k), loaded_value(k, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    (db, o, LOADED_KEYS * (11 + LOADED_VALUE_BYTES as u64))
+}
+
+const LOADED_KEYS: u64 = 8000;
+const LOADED_VALUE_BYTES: usize = 1000;
+
+fn loaded_key(k: u64) -> String {
+    format!("key{k:08}")
+}
+
+/// Key `k`'s value written in `round`.
+fn loaded_value(k: u64, round: u64) -> Vec<u8> {
+    vec![b'a' + ((k * 7 + round) % 26) as u8; LOADED_VALUE_BYTES]
+}
+
 /// Flushed and settled, the directory holds at most the high ratio times
 /// `live` plus `slack`, and the flushes learned that updates of loaded keys
 /// shadow a version each.
@@ -397,57 +447,30 @@ fn at_rest_within(db: &Db, fs: &MemFs, live: u64, slack: u64) -> sluicedb::Stats
         used <= (DEFAULT_SPACE_HIGH_RATIO * live as f64) as u64 + slack,
         "at rest: {used} bytes for {live} live\n{s}"
     );
-    assert!(
-        s.space
-            .shadow_share_of_writes_milli
-            .is_some_and(|m| m >= 900),
-        "updates of loaded keys shadow a version each\n{s}"
-    );
+    assert_updates_shadow(&s);
     s
 }
 
 #[test]
 fn the_default_counts_inline_versions_above_the_last_level_as_garbage() {
     let fs = MemFs::new();
-    let o = Options::default()
-        .fs(Arc::new(fs.clone()))
-        .write_buffer_size_bytes(256 << 10)
-        .target_file_size_bytes(256 << 10)
-        .base_level_size_bytes(1 << 20)
-        .level_size_ratio(4);
+    let (db, o, live) = loaded_default(&fs);
     let max_write_buffers = o.write_buffers() as u64;
-    let db = Db::open("/db", o).unwrap();
-    let (keys, size) = (8000u64, 1000usize);
-    let value = |k: u64, round: u64| vec![b'a' + ((k * 7 + round) % 26) as u8; size];
-    let live = keys * (11 + size as u64);
-    for k in 0..keys {
-        db.put(format!("key{k:08}"), value(k, 0)).unwrap();
-    }
-    // Written level by level, as a store grows (a manual compaction would
-    // put it all in the deepest level, below empty ones, and the share is
-    // learned from merges into the last level holding tables).
-    db.flush().unwrap();
-    db.wait_for_background().unwrap();
+    let (keys, value) = (LOADED_KEYS, loaded_value);
     // The engine's fixed slack, the journals, one memtable's flush in
     // flight, as in `stays_bounded`, and a merge's outputs before its
     // inputs go (up to L1's worth, four times its target here, into L2).
     let slack = max_write_buffers * (256 << 10) + (4 << 20) + 2 * (256 << 10) + (5 << 20);
     let bound = (DEFAULT_SPACE_HIGH_RATIO * live as f64) as u64 + slack;
-    let key = |k: u64| format!("key{k:08}");
-    let (round_of, _) = update_rounds_within(&db, &fs, (keys, 4), key, value, bound);
+    let (round_of, _) = update_rounds_within(&db, &fs, (keys, 4), loaded_key, value, bound);
     // At rest, within the limit itself: the bytes past the engine's slack
     // at most the high ratio times the live data.
     let s = at_rest_within(&db, &fs, live, 4 << 20);
     assert!(s.space.inline_garbage_bytes > 0, "{s}");
-    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
-    assert!(
-        off.abs() < 0.03,
-        "the engine counts {} bytes of live data, the test {live}\n{s}",
-        s.space.live_data_bytes
-    );
+    assert_live_counted(&s, live, 0.03, "at rest");
     for k in 0..keys {
         assert_eq!(
-            db.get(format!("key{k:08}")).unwrap(),
+            db.get(loaded_key(k)).unwrap(),
             Some(value(k, round_of[k as usize])),
             "key {k}"
         );
@@ -464,21 +487,8 @@ fn the_default_counts_inline_versions_above_the_last_level_as_garbage() {
 #[test]
 fn the_default_counts_a_load_above_the_last_level_live() {
     let fs = MemFs::new();
-    let o = Options::default()
-        .fs(Arc::new(fs.clone()))
-        .write_buffer_size_bytes(256 << 10)
-        .target_file_size_bytes(256 << 10)
-        .base_level_size_bytes(1 << 20)
-        .level_size_ratio(4);
-    let db = Db::open("/db", o).unwrap();
-    let (keys, size) = (8000u64, 1000usize);
-    let value = |k: u64, round: u64| vec![b'a' + ((k * 7 + round) % 26) as u8; size];
-    let live = keys * (11 + size as u64);
-    for k in 0..keys {
-        db.put(format!("key{k:08}"), value(k, 0)).unwrap();
-    }
-    db.flush().unwrap();
-    db.wait_for_background().unwrap();
+    let (db, _, live) = loaded_default(&fs);
+    let keys = LOADED_KEYS;
     let s = db.stats();
     let last = s.index.levels.iter().rposition(|l| l.tables > 0).unwrap();
     let above: u64 = s.index.levels[..last].iter().map(|l| l.bytes).sum();
@@ -490,29 +500,19 @@ fn the_default_counts_a_load_above_the_last_level_live() {
     // share (a version each), the second is counted with it.
     for half in 0..2 {
         for k in (half * keys / 20)..((half + 1) * keys / 20) {
-            db.put(format!("key{k:08}"), value(k, 1)).unwrap();
+            db.put(loaded_key(k), loaded_value(k, 1)).unwrap();
         }
         db.flush().unwrap();
     }
     let s = db.stats();
-    assert!(
-        s.space
-            .shadow_share_of_writes_milli
-            .is_some_and(|m| m >= 900),
-        "updates of loaded keys shadow a version each\n{s}"
-    );
+    assert_updates_shadow(&s);
     // Checked once background work is done: while a merge installs a key
     // range at a time, its outputs' copies of entries still in its inputs
     // count as live until its last edit (checked right after the flush, the
     // count was 8% high in 4 of 20 runs).
     db.wait_for_background().unwrap();
     let s = db.stats();
-    let off = s.space.live_data_bytes as f64 / live as f64 - 1.0;
-    assert!(
-        off.abs() < 0.03,
-        "the engine counts {} bytes of live data, the test {live}\n{s}",
-        s.space.live_data_bytes
-    );
+    assert_live_counted(&s, live, 0.03, "at rest");
 }
 
 /// Under space pressure a shadow compaction (L0 into L1) runs only while
