@@ -143,17 +143,12 @@ impl Core {
         };
         let above = self.shape.inline_bytes_above_last_level(current);
         let estimate = (u128::from(above) * u128::from(share) / 1000) as u64;
-        // A leveled tree keeps the count as its edits install: versions
-        // merges move down from above the last level need not be updates.
-        // Each dead version's newer one is above the last level (which
-        // holds one version of a key), so `above` bounds the count.
-        let dead = match self.opts.index.shape {
-            IndexShapeKind::Leveled => self
-                .space_measure
-                .tables_shadowed_bytes()
-                .map_or(estimate, |n| n.min(above)),
-            _ => estimate,
-        };
+        // A leveled tree keeps the count as its edits install
+        // (`Core::inline_bytes_above_last_level` says where it is kept):
+        // versions merges move down from above the last level need not be
+        // updates. Each dead version's newer one is above the last level
+        // (which holds one version of a key), so `above` bounds the count.
+        let dead = (self.space_measure.tables_shadowed_bytes()).map_or(estimate, |n| n.min(above));
         if current.may_hold_pointers() {
             (dead, 0)
         } else {

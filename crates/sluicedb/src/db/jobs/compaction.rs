@@ -74,11 +74,11 @@ impl Core {
         };
         // Outputs installed a key range at a time, numbered here to be
         // marked busy until the job ends (`RangeOutputs`).
-        let installed = RangeOutputs(
-            self,
-            std::cell::RefCell::new(Vec::new()),
-            std::cell::Cell::new(0),
-        );
+        let installed = RangeOutputs {
+            core: self,
+            numbers: std::cell::RefCell::new(Vec::new()),
+            inline_bytes: std::cell::Cell::new(0),
+        };
         let install_range = |outputs: Vec<FileMeta>, replaced: &[Arc<FileMeta>]| {
             self.install_range(plan.output_level, outputs, replaced, &installed)
         };
@@ -144,7 +144,7 @@ impl Core {
         }
         // Also the number taken at pick when every entry was dropped.
         numbers.extend(plan.output_number);
-        let added = installed.2.get()
+        let added = installed.inline_bytes.get()
             + edit
                 .added
                 .iter()
@@ -226,8 +226,8 @@ impl Core {
         self.install(edit, None, &numbers, |st| {
             st.jobs.busy.extend(numbers.iter().copied());
         })?;
-        installed.1.borrow_mut().extend(numbers);
-        installed.2.set(installed.2.get() + inline);
+        installed.numbers.borrow_mut().extend(numbers);
+        (installed.inline_bytes).set(installed.inline_bytes.get() + inline);
         Ok(())
     }
 
@@ -376,19 +376,23 @@ impl Drop for FlushHold<'_> {
 
 /// Outputs a compaction installed a key range at a time: busy until the
 /// job ends, installed or not; and their inline bytes.
-struct RangeOutputs<'a>(&'a Core, std::cell::RefCell<Vec<u64>>, std::cell::Cell<u64>);
+struct RangeOutputs<'a> {
+    core: &'a Core,
+    numbers: std::cell::RefCell<Vec<u64>>,
+    inline_bytes: std::cell::Cell<u64>,
+}
 
 impl Drop for RangeOutputs<'_> {
     fn drop(&mut self) {
-        let numbers = self.1.take();
+        let numbers = self.numbers.take();
         if numbers.is_empty() {
             return;
         }
-        let mut st = self.0.state.lock();
+        let mut st = self.core.state.lock();
         for n in numbers {
             st.jobs.busy.remove(&n);
         }
         drop(st);
-        self.0.bg_cv.notify_all();
+        self.core.bg_cv.notify_all();
     }
 }
