@@ -21,6 +21,8 @@ cluster=$here/scripts/cluster.sh
 ports=("$port" $((port + 1)) $((port + 2)))
 # shellcheck source=lib/redis-writes.sh
 source "$here/scripts/lib/redis-writes.sh"
+# shellcheck source=lib/power-cut.sh
+source "$here/scripts/lib/power-cut.sh"
 
 unmount_all() {
     for i in 1 2 3; do umount "$dir/m$i" 2>/dev/null || true; done
@@ -45,12 +47,6 @@ for i in 1 2 3; do
 done
 "$cluster" start "$dir" "$port" >/dev/null
 
-# The power cut of node $1's machine: its file system stops, then its process dies.
-cut() {
-    python3 -c 'import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.ioctl(fd, 0x8004587d, struct.pack("I", 2))' "$dir/m$1"
-}
 # Power back on for node $1: the file system mounted again, the node restarted.
 restore() {
     local i=$1 pid; pid=$(cat "$dir/n$i.pid")
@@ -81,14 +77,8 @@ for k in $(seq 1 "$cuts"); do
         echo "cut $k: no leader; waiting"; continue
     fi
     t0=$(date +%s.%N)
-    # Stopped first, and only then cut: an fdatasync under way as a file system shuts down
-    # may return success for bytes that never reach the disk, which after a real power cut no
-    # process would live to act on (crates/sluice-cli/tests/kill.rs, `stop`).
-    for i in "${ids[@]}"; do kill -STOP "$(cat "$dir/n$i.pid")"; done
-    for i in "${ids[@]}"; do
-        until [[ $(awk '{ print $3 }' "/proc/$(cat "$dir/n$i.pid")/stat") == T ]]; do sleep 0.01; done
-    done
-    for i in "${ids[@]}"; do cut "$i"; done
+    for i in "${ids[@]}"; do stop_process "$(cat "$dir/n$i.pid")"; done
+    for i in "${ids[@]}"; do cut_fs "$dir/m$i"; done
     for i in "${ids[@]}"; do kill -9 "$(cat "$dir/n$i.pid")" 2>/dev/null || true; done
     for i in "${ids[@]}"; do restore "$i" >/dev/null; done
     ok=""

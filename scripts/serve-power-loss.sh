@@ -21,6 +21,8 @@ sluice=${SLUICE:-$here/target/release/sluice}
 ports=("$port")
 # shellcheck source=lib/redis-writes.sh
 source "$here/scripts/lib/redis-writes.sh"
+# shellcheck source=lib/power-cut.sh
+source "$here/scripts/lib/power-cut.sh"
 
 cleanup() {
     touch "$dir/stop"
@@ -54,13 +56,8 @@ start_writers
 for k in $(seq 1 "$cuts"); do
     sleep "$((1 + RANDOM % 3))"
     pid=$(cat "$dir/pid")
-    # Stopped first: an fdatasync under way as the file system shuts down may return success
-    # for bytes that never reach the disk (crates/sluice-cli/tests/kill.rs, `stop`).
-    kill -STOP "$pid"
-    until [[ $(awk '{ print $3 }' "/proc/$pid/stat") == T ]]; do sleep 0.01; done
-    python3 -c 'import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.ioctl(fd, 0x8004587d, struct.pack("I", 2))' "$dir/m"
+    stop_process "$pid"
+    cut_fs "$dir/m"
     kill -9 "$pid"
     while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
     umount "$dir/m"
