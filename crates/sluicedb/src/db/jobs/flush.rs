@@ -16,10 +16,22 @@ use crate::stats::bump;
 use crate::version::{FileMeta, Version, VersionEdit};
 
 /// A flush that samples the share of its writes that shadow an older
-/// version (`Core::sample_shadows`) looks up one key in this many: about
-/// 2,000 lookups for a 64 MiB memtable of 1 KiB values, enough to know the
-/// share within a few percent.
-const SHADOW_SAMPLE_EVERY: u64 = 32;
+/// version (`Core::sample_shadows`) looks up about this many of its keys,
+/// evenly spread: enough to know the share within about 2 percentage
+/// points (the standard error of a share is at most 0.5 / sqrt(n)).
+/// One key in 32 was looked up before, about 1,100 lookups for a 64 MiB
+/// memtable of 1 KiB values and some 10,000 at 128 B: under a page cache
+/// capped at a quarter of the data each one read a block from the disk,
+/// and they held the flush's install back (`docs/experiments.md`, "The
+/// default under a memory cap: the flush's shadow sample").
+const SHADOW_SAMPLES_PER_FLUSH: u64 = 512;
+
+/// One key in this many of a flush of `entry_count` entries is looked up
+/// for the shadow sample: every key of a small memtable, about
+/// [`SHADOW_SAMPLES_PER_FLUSH`] of a large one.
+fn shadow_sample_stride(entry_count: u64) -> u64 {
+    (entry_count / SHADOW_SAMPLES_PER_FLUSH).max(1)
+}
 
 impl Core {
     /// Writes a memtable's entries into one L0 table. With `below`, the
@@ -94,24 +106,26 @@ impl Core {
         self.values.is_some() && (below.may_hold_pointers() || below.all_files().next().is_none())
     }
 
-    /// Looks up one key in [`SHADOW_SAMPLE_EVERY`] of `entries` (the first
-    /// among them included) in `below`'s tables: (keys looked up, keys that
-    /// had a version there that was not a tombstone). It fails only when
-    /// reading `entries` does. Each lookup reads a block at most per level,
-    /// from the cache when it is warm: a thirty-second of the lookups a
-    /// flush of pointers makes.
+    /// Looks up about [`SHADOW_SAMPLES_PER_FLUSH`] of the keys of `entries`
+    /// (one in `entry_count / SHADOW_SAMPLES_PER_FLUSH`, the first included)
+    /// in `below`'s tables: (keys looked up, keys that had a version there
+    /// that was not a tombstone). It fails only when reading `entries`
+    /// does. Each lookup reads a block at most per level, from the cache
+    /// when it is warm.
     fn sample_shadows(
         &self,
         mut entries: Box<dyn InternalIterator>,
+        entry_count: u64,
         below: &Version,
     ) -> Result<(u64, u64)> {
+        let every = shadow_sample_stride(entry_count);
         let (mut keys, mut sampled, mut shadowed) = (0u64, 0u64, 0u64);
         let mut last = Vec::new();
         entries.seek_to_first();
         while entries.valid() {
             let uk = crate::key::user_key(entries.key());
             if keys == 0 || uk != last.as_slice() {
-                if keys % SHADOW_SAMPLE_EVERY == 0 {
+                if keys % every == 0 {
                     // A lookup that fails (a damaged table) leaves the key
                     // out of the sample, as a flush of pointers leaves such
                     // a shadow uncounted: the flush itself reads no table,
@@ -234,7 +248,8 @@ impl Core {
             hook(self);
         }
         if self.samples_shadows(&below) {
-            let (sampled, shadowed) = self.sample_shadows(input(), &below)?;
+            let entries = mems.iter().map(|m| m.len() as u64).sum();
+            let (sampled, shadowed) = self.sample_shadows(input(), entries, &below)?;
             self.space_measure
                 .note_sampled_shadows(imm.shadow_candidates(), sampled, shadowed);
         } else {
@@ -321,5 +336,30 @@ impl Core {
             ..VersionEdit::default()
         };
         self.install(edit, None, &[number], |_| {})
+    }
+}
+
+#[cfg(test)]
+mod shadow_sample_tests {
+    use super::{shadow_sample_stride, SHADOW_SAMPLES_PER_FLUSH};
+
+    /// Keys looked up in a flush of `keys` distinct keys.
+    fn sampled(keys: u64) -> u64 {
+        keys.div_ceil(shadow_sample_stride(keys))
+    }
+
+    #[test]
+    fn a_flush_samples_a_bounded_number_of_keys_whatever_its_size() {
+        for keys in [1, 7, 100, 511, 512] {
+            assert_eq!(sampled(keys), keys, "a small flush samples every key");
+        }
+        // 64 MiB memtables of 1 KiB and of 128 B values, and a huge one.
+        for keys in [513, 1023, 36_000, 400_000, 1 << 30] {
+            let n = sampled(keys);
+            assert!(
+                (SHADOW_SAMPLES_PER_FLUSH..2 * SHADOW_SAMPLES_PER_FLUSH).contains(&n),
+                "{keys} keys: {n} sampled"
+            );
+        }
     }
 }
