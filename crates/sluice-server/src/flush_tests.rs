@@ -217,8 +217,9 @@ fn exec(ks: &Keyspace, db: u8, lines: &[String]) -> Vec<String> {
     replies
 }
 
-/// `FLUSHDB` inside `EXEC` with other writes before and after it, in its
-/// database and another (a hash `MOVE`d out before the flush among them):
+/// `FLUSHDB` (or `FLUSHALL`) inside `EXEC` with other writes before and
+/// after it, in its database and another (a hash `MOVE`d out before the
+/// flush among them):
 /// crashed after any file operation of the commit and of the reclaiming,
 /// the keyspace shows the whole transaction or none of it, and the moved
 /// hash keeps its fields once everything left behind is reclaimed. (With
@@ -256,9 +257,11 @@ fn a_flushdb_inside_exec_commits_with_the_transaction_or_not_at_all() {
         ahead.push(format!("MOVE mv {other}"));
     }
     let mut lines = ahead;
-    lines.push("FLUSHDB".to_owned());
+    let all = rng.gen_bool(0.3);
+    lines.push(if all { "FLUSHALL" } else { "FLUSHDB" }.to_owned());
     lines.extend(["SET b kept".to_owned(), "RPUSH nl x y".to_owned()]);
-    if rng.gen_bool(0.5) {
+    let there = rng.gen_bool(0.5);
+    if there {
         lines.extend([format!("SELECT {other}"), "SET a there".to_owned()]);
     }
     println!("database {flushed} ({n} strings), other {other}: EXEC {lines:?}");
@@ -267,7 +270,12 @@ fn a_flushdb_inside_exec_commits_with_the_transaction_or_not_at_all() {
     exec(&ks, flushed, &lines);
     let after = state(&ks, &dbs);
     assert_eq!(after[0], format!("db {flushed} DBSIZE x: :2\r\n"));
-    assert_eq!(after[13 + 8], format!("db {other} HLEN mv: :{width}\r\n"));
+    if all {
+        let n = usize::from(there);
+        assert_eq!(after[13], format!("db {other} DBSIZE x: :{n}\r\n"));
+    } else {
+        assert_eq!(after[13 + 8], format!("db {other} HLEN mv: :{width}\r\n"));
+    }
     reclaim_synced(&ks);
     assert_eq!(state(&ks, &dbs), after, "reclaiming changed what is seen");
     assert_eq!(ks.check().unwrap(), Vec::<String>::new());

@@ -80,9 +80,9 @@ pub const VERSION_KEY: &[u8] = b"v";
 pub const DB_MAP_KEY: &[u8] = b"m";
 /// Tag of a collection bucket key, `'c' | bucket u32 BE`: a collection
 /// was stored, at some time, under a key whose hash falls in the bucket
-/// (the hash's top [`COLL_BUCKET_BITS`] bits). Never deleted (a flush
-/// leaves them: one batch of its own cannot delete 2^20 keys); a plain
-/// `SET` reads what it overwrites only in such buckets.
+/// (the hash's top [`COLL_BUCKET_BITS`] bits). Deleted only by a
+/// `FLUSHALL` that finds at most [`FLUSHALL_BUCKET_KEYS_MAX`], in its one
+/// batch; a plain `SET` reads what it overwrites only in such buckets.
 pub const COLL_BUCKET_TAG: u8 = b'c';
 /// Present (empty value) once the bucket keys are kept: a database written
 /// before them has collections but no bucket keys, and is scanned once.
@@ -93,6 +93,9 @@ pub const COLL_BUCKET_BITS: u32 = 20;
 const VERSION_BLOCK: u64 = 1024;
 /// Element deletes per batch when garbage is reclaimed.
 const RECLAIM_BATCH_KEYS: usize = 1000;
+/// Most collection bucket keys `FLUSHALL` deletes in its batch; with more
+/// marked it leaves them all marked.
+const FLUSHALL_BUCKET_KEYS_MAX: usize = 4096;
 /// The error of a command given a key of another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -849,9 +852,10 @@ pub struct Keyspace {
     /// set here, and its bucket key is in the engine. A bit is set under
     /// the key's stripe lock before the batch with the record is written
     /// (the batch carries the bucket key), so a `SET` of the key, which
-    /// holds the same lock, sees it; bits are never cleared, only
-    /// reloaded after a replacement. (Stored databases a flush left
-    /// behind are outside the invariant: no command reads them.)
+    /// holds the same lock, sees it; bits are cleared only by `FLUSHALL`
+    /// (the keyspace held exclusively, [`BucketsCleared`]) and reloaded
+    /// after a replacement. (Stored databases a flush left behind are
+    /// outside the invariant: no command reads them.)
     coll_buckets: Box<[AtomicU64]>,
     /// Where a sorted set's live index entries (or a set's members) begin
     /// and end, learnt from its pops (by version): `ZPOPMIN` and `SPOP`
@@ -905,6 +909,40 @@ pub struct Keyspace {
     /// deleted and none is written again (no number names it), so the
     /// next round starts there instead of walking the tombstones.
     db_reclaim_from: Mutex<Option<(u8, Vec<u8>)>>,
+}
+
+/// Collection buckets whose bits a `FLUSHALL` cleared before its commit
+/// ([`Keyspace::clear_buckets_for_flushall`]): unless the commit is
+/// written, their bits are set again when this is dropped (a bit set
+/// without its collection costs a read; a clear one over a collection
+/// would lose its elements).
+struct BucketsCleared<'a> {
+    ks: &'a Keyspace,
+    buckets: Vec<usize>,
+    committed: bool,
+}
+
+impl BucketsCleared<'_> {
+    /// Deletes, in the commit's `batch`, the bucket keys whose bits are
+    /// still clear (the commit's own collections set theirs again, and
+    /// put their keys in the batch): call it after staging every record.
+    fn stage_deletes(&self, batch: &mut WriteBatch) {
+        for &b in &self.buckets {
+            if self.ks.coll_buckets[b / 64].load(Ordering::Relaxed) & (1 << (b % 64)) == 0 {
+                batch.delete(Keyspace::coll_bucket_key(b));
+            }
+        }
+    }
+}
+
+impl Drop for BucketsCleared<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            for &b in &self.buckets {
+                self.ks.coll_buckets[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Bounds of a sorted set's live index entries, or of a set's members
@@ -1003,6 +1041,36 @@ impl Keyspace {
             batch.put(Self::coll_bucket_key(b), []);
             batch.put(COLL_BUCKETS_KEPT_KEY, []);
         }
+    }
+
+    /// `FLUSHALL`, the keyspace held exclusively, before its commit stages
+    /// any record: if at most [`FLUSHALL_BUCKET_KEYS_MAX`] buckets are
+    /// marked, clears their bits, to be deleted in the commit's batch
+    /// ([`BucketsCleared::stage_deletes`]); none otherwise.
+    fn clear_buckets_for_flushall(&self) -> Result<BucketsCleared<'_>> {
+        let mut buckets = Vec::new();
+        let lo = [COLL_BUCKET_TAG, 0, 0, 0, 0];
+        let db = self.db();
+        let keys = db.range(lo.to_vec()..vec![COLL_BUCKET_TAG + 1]);
+        for pair in keys.limit(FLUSHALL_BUCKET_KEYS_MAX + 1) {
+            let (k, _) = pair?;
+            // A malformed one fails the open; here it is left alone.
+            if let Ok(b) = <[u8; 4]>::try_from(&k[1..]) {
+                buckets.push(u32::from_be_bytes(b) as usize);
+            }
+        }
+        if buckets.len() > FLUSHALL_BUCKET_KEYS_MAX {
+            buckets.clear();
+        }
+        buckets.retain(|&b| b < 1 << COLL_BUCKET_BITS);
+        for &b in &buckets {
+            self.coll_buckets[b / 64].fetch_and(!(1 << (b % 64)), Ordering::Relaxed);
+        }
+        Ok(BucketsCleared {
+            ks: self,
+            buckets,
+            committed: false,
+        })
     }
 
     /// Loads the bucket bits from the engine. A database that reserved
@@ -3576,6 +3644,11 @@ impl<'a> Txn<'a> {
         for k in std::mem::take(&mut self.left_behind) {
             batch.delete(k);
         }
+        let mut cleared = if self.flushed_all {
+            Some(self.ks.clear_buckets_for_flushall()?)
+        } else {
+            None
+        };
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
         for st in &stages {
@@ -3619,7 +3692,13 @@ impl<'a> Txn<'a> {
         if let Some((k, v)) = self.mark.take() {
             batch.put(k, v);
         }
+        if let Some(c) = &cleared {
+            c.stage_deletes(&mut batch);
+        }
         self.ks.write(batch)?;
+        if let Some(c) = &mut cleared {
+            c.committed = true;
+        }
         for (v, max, bound) in std::mem::take(&mut self.pop_narrowings) {
             self.ks.narrow_pop_bounds(v, max, bound);
         }
@@ -3872,17 +3951,24 @@ mod tests {
         });
         assert!(ks.garbage_left().unwrap());
 
-        // FLUSHALL leaves the buckets marked (a marked bucket costs a
-        // `SET` one read), and a collection made after it is found.
+        // FLUSHALL clears the buckets in its batch, and they stay clear
+        // after a reopen; a collection its transaction makes is marked.
         let mut held = ks.lock_all();
         let mut txn = Txn::new(&ks);
         txn.flush(true).unwrap();
+        let mut m = txn.new_coll(CollKind::Hash).unwrap();
+        txn.elem_put(m.named(b"f"), b"v".to_vec());
+        m.count += 1;
+        txn.put_meta(b"h3", m);
         txn.commit(&mut held).unwrap();
         drop(held);
-        assert!(ks.may_hold_collection(b"h2"));
+        assert!(!ks.may_hold_collection(b"h2") && !ks.may_hold_collection(b"h"));
+        assert!(ks.may_hold_collection(b"h3"));
         drop(ks);
         let ks = open_keyspace(&fs);
-        assert!(ks.may_hold_collection(b"h2"));
+        assert!(!ks.may_hold_collection(b"h2"));
+        assert!(ks.may_hold_collection(b"h3"));
+        assert_eq!(ks.check().unwrap(), Vec::<String>::new());
         make_hash(&ks, b"h2");
         assert!(ks.may_hold_collection(b"h2"));
         assert_eq!(ks.check().unwrap(), Vec::<String>::new());
