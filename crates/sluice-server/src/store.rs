@@ -1919,9 +1919,16 @@ impl Keyspace {
     /// holds still); writes unsynced (the keys are unreachable already).
     fn reclaim_db(&self, s: u8, max: usize) -> Result<(u64, bool)> {
         debug_assert!((0..DATABASES).all(|d| self.stored_db(d) != s));
-        let mut from = match self.db_reclaim_from.lock().take() {
-            Some((d, from)) if d == s => from,
-            _ => data_prefix(s),
+        let mut from = {
+            let mut cursor = self.db_reclaim_from.lock();
+            match cursor.take() {
+                Some((d, from)) if d == s => from,
+                // Another's place: kept for it.
+                other => {
+                    *cursor = other;
+                    data_prefix(s)
+                }
+            }
         };
         let mut deleted = 0u64;
         loop {
