@@ -458,3 +458,66 @@ fn the_database_map_after_flushes_encodes_as_documented() {
     while ks.reclaim(usize::MAX).unwrap() > 0 {}
     assert!(!ks.garbage_left().unwrap());
 }
+
+/// A flush touches the watched keys that exist in what it empties, and no
+/// other (redis-server's rule: `DEL x; WATCH x; FLUSHALL` lets the `EXEC`
+/// run), alone and inside `EXEC`.
+#[test]
+fn a_flush_touches_the_watched_keys_it_empties_and_no_other() {
+    let ks = crate::testutil::keyspace();
+    assert_eq!(run(&ks, 2, "SET x 1"), "+OK\r\n");
+    assert_eq!(run(&ks, 3, "HSET y f v"), ":1\r\n");
+    let (x, gone, y) = (ks.watch(2, b"x"), ks.watch(2, b"gone"), ks.watch(3, b"y"));
+    let version = |db: u8, key: &[u8]| {
+        let held = ks.lock_all();
+        ks.watched_version(&held, db, key)
+    };
+    assert_eq!(run(&ks, 2, "FLUSHDB"), "+OK\r\n");
+    assert_ne!(version(2, b"x"), Some(x), "x existed: touched");
+    assert_eq!(
+        version(2, b"gone"),
+        Some(gone),
+        "never existed: not touched"
+    );
+    assert_eq!(version(3, b"y"), Some(y), "another database: not touched");
+    let x = version(2, b"x").unwrap();
+    exec(&ks, 0, &["SET z 1".into(), "FLUSHALL".into()]);
+    assert_ne!(version(3, b"y"), Some(y), "y existed: touched");
+    assert_eq!(
+        version(2, b"x"),
+        Some(x),
+        "flushed before: not touched again"
+    );
+    assert_eq!(version(2, b"gone"), Some(gone));
+}
+
+/// A flush inside a transaction changes the map in memory at once, with
+/// the change counter odd (reads holding no lock wait) until the commit;
+/// dropped uncommitted, the transaction puts the map back, and the next
+/// flush hands out the same stored database.
+#[test]
+fn a_flush_dropped_uncommitted_puts_the_map_back() {
+    let ks = crate::testutil::keyspace();
+    assert_eq!(run(&ks, 5, "SET a 1"), "+OK\r\n");
+    let stored = ks.stored_db(5);
+    let fresh = {
+        let _held = ks.lock_all();
+        let mut txn = Txn::new(&ks);
+        txn.db = 5;
+        txn.flush(false).unwrap();
+        assert_ne!(ks.swaps() % 2, 0, "reads holding no lock wait meanwhile");
+        assert_ne!(ks.stored_db(5), stored);
+        ks.stored_db(5)
+    };
+    assert_eq!(ks.swaps() % 2, 0);
+    assert_eq!(ks.stored_db(5), stored);
+    assert_eq!(run(&ks, 5, "GET a"), "$1\r\n1\r\n");
+    assert!(!ks.garbage_left().unwrap());
+    assert_eq!(run(&ks, 5, "FLUSHDB"), "+OK\r\n");
+    assert_eq!(ks.stored_db(5), fresh);
+    assert_eq!(run(&ks, 5, "GET a"), "$-1\r\n");
+    assert!(
+        ks.garbage_left().unwrap(),
+        "the old stored database holds `a`"
+    );
+}
