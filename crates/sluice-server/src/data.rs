@@ -297,7 +297,7 @@ pub fn run(name: &str, args: &[Bytes], txn: &mut Txn<'_>, ctx: &Ctx, out: &mut O
             {
                 return Err(SYNTAX.to_owned());
             }
-            txn.flush(name == "flushall");
+            txn.flush(name == "flushall").map_err(e)?;
             out.ok();
         }
         "dbsize" => {

@@ -27,6 +27,8 @@ mod databases_tests;
 mod dbslot;
 mod dump;
 mod fasthash;
+#[cfg(test)]
+mod flush_tests;
 mod glob;
 mod hash;
 mod keys;

@@ -71,15 +71,18 @@ pub const KEYSPACE_FORMAT: u8 = 1;
 pub const GARBAGE_TAG: u8 = b'g';
 /// The one key holding the first collection version not yet reserved.
 pub const VERSION_KEY: &[u8] = b"v";
-/// The database map, written by `SWAPDB`: byte `i` of its 16 is the
-/// stored database (the data and time index keys under `'k'`/`'x'` for 0,
-/// `'d' | s`/`'y' … s` for another `s`) that database `i` (`SELECT i`)
-/// names. Absent: each names its own. Always a permutation.
+/// The database map, written by `SWAPDB`, `FLUSHDB` and `FLUSHALL`
+/// ([`DbMap`]): byte `i` of its first 16 is the stored database (the data
+/// and time index keys under `'k'`/`'x'` for 0, `'d' | s`/`'y' … s` for
+/// another `s`, any byte) that database `i` (`SELECT i`) names, 16
+/// distinct bytes; a 17th, once a flush handed out a stored database, is
+/// the last one handed out. Absent: each names its own.
 pub const DB_MAP_KEY: &[u8] = b"m";
 /// Tag of a collection bucket key, `'c' | bucket u32 BE`: a collection
 /// was stored, at some time, under a key whose hash falls in the bucket
-/// (the hash's top [`COLL_BUCKET_BITS`] bits). Never deleted but by
-/// `FLUSHDB`; a plain `SET` reads what it overwrites only in such buckets.
+/// (the hash's top [`COLL_BUCKET_BITS`] bits). Deleted only by a
+/// `FLUSHALL` that finds at most [`FLUSHALL_BUCKET_KEYS_MAX`], in its one
+/// batch; a plain `SET` reads what it overwrites only in such buckets.
 pub const COLL_BUCKET_TAG: u8 = b'c';
 /// Present (empty value) once the bucket keys are kept: a database written
 /// before them has collections but no bucket keys, and is scanned once.
@@ -90,14 +93,14 @@ pub const COLL_BUCKET_BITS: u32 = 20;
 const VERSION_BLOCK: u64 = 1024;
 /// Element deletes per batch when garbage is reclaimed.
 const RECLAIM_BATCH_KEYS: usize = 1000;
+/// Most collection bucket keys `FLUSHALL` deletes in its batch; with more
+/// marked it leaves them all marked.
+const FLUSHALL_BUCKET_KEYS_MAX: usize = 4096;
 /// The error of a command given a key of another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// Stripes of the key lock table.
 const STRIPES: usize = 1024;
-
-/// Deletes per batch when `FLUSHDB` empties a large keyspace.
-const FLUSH_BATCH_KEYS: usize = 10_000;
 
 pub type Result<T> = std::result::Result<T, sluicedb::Error>;
 
@@ -115,10 +118,9 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
-/// What every data key of database `db` starts with: `'k'` for database
+/// What every data key of stored database `db` starts with: `'k'` for
 /// 0 (the layout before there were others), `'d' | db` for the others.
 pub fn data_prefix(db: u8) -> Vec<u8> {
-    debug_assert!(db < DATABASES);
     if db == 0 {
         vec![DATA_TAG]
     } else {
@@ -126,18 +128,17 @@ pub fn data_prefix(db: u8) -> Vec<u8> {
     }
 }
 
-/// One past the last data key of database `db`.
+/// One past the last data key of stored database `db`.
 pub fn data_end(db: u8) -> Vec<u8> {
-    if db == 0 {
-        vec![DATA_TAG + 1]
-    } else {
-        vec![DB_DATA_TAG, db + 1]
+    match db {
+        0 => vec![DATA_TAG + 1],
+        u8::MAX => vec![DB_DATA_TAG + 1],
+        _ => vec![DB_DATA_TAG, db + 1],
     }
 }
 
-/// The engine key holding `key`'s value in database `db`.
+/// The engine key holding `key`'s value in stored database `db`.
 pub fn data_key(db: u8, key: &[u8]) -> Vec<u8> {
-    debug_assert!(db < DATABASES);
     // One allocation: this is every command's first step.
     let mut k = Vec::with_capacity(10 + key.len());
     if db == 0 {
@@ -170,12 +171,12 @@ pub fn split_data_key(db: u8, k: &[u8]) -> Option<(u64, &[u8])> {
     Some((h, &k[p + 8..]))
 }
 
-/// The database, hash and Redis key of any data key; `None` if it is not
-/// one.
+/// The stored database, hash and Redis key of any data key; `None` if it
+/// is not one.
 pub fn split_any_data_key(k: &[u8]) -> Option<(u8, u64, &[u8])> {
     let db = match k.first() {
         Some(&DATA_TAG) => 0,
-        Some(&DB_DATA_TAG) => *k.get(1).filter(|&&d| d > 0 && d < DATABASES)?,
+        Some(&DB_DATA_TAG) => *k.get(1).filter(|&&d| d > 0)?,
         _ => return None,
     };
     split_data_key(db, k).map(|(h, key)| (db, h, key))
@@ -775,6 +776,61 @@ pub enum Fsync {
     No,
 }
 
+/// The database map ([`DB_MAP_KEY`]): which stored database each
+/// database number names, and where the next flush looks for a fresh one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbMap {
+    /// Byte `n`: the stored database of number `n`; 16 distinct bytes.
+    pub stored: [u8; DATABASES as usize],
+    /// The stored database a flush handed out last ([`DATABASES`] - 1
+    /// before any): the next flush takes the first byte after it, round
+    /// the 256, that no number names ([`Keyspace::fresh_db`]).
+    pub last_fresh: u8,
+}
+
+impl DbMap {
+    /// Each number names its own stored database (no map key).
+    pub fn identity() -> DbMap {
+        DbMap {
+            stored: std::array::from_fn(|i| i as u8),
+            last_fresh: DATABASES - 1,
+        }
+    }
+
+    /// Whether a number names stored database `s`.
+    pub fn names(&self, s: u8) -> bool {
+        self.stored.contains(&s)
+    }
+
+    /// The key's value: the 16 bytes alone while they are a permutation
+    /// of 0..16 and no flush handed out a stored database (what a build
+    /// before flushes by the map wrote, and reads), else 17.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = self.stored.to_vec();
+        if self.last_fresh != DATABASES - 1 || v.iter().any(|&s| s >= DATABASES) {
+            v.push(self.last_fresh);
+        }
+        v
+    }
+
+    /// The map `raw` encodes; `None` if it is not one (damage).
+    pub fn decode(raw: &[u8]) -> Option<DbMap> {
+        let (stored, last_fresh) = match raw.len() {
+            16 => (raw, DATABASES - 1),
+            17 => (&raw[..16], raw[16]),
+            _ => return None,
+        };
+        let stored = <[u8; DATABASES as usize]>::try_from(stored).ok()?;
+        if (1..stored.len()).any(|i| stored[..i].contains(&stored[i])) {
+            return None;
+        }
+        if raw.len() == 16 && stored.iter().any(|&s| s >= DATABASES) {
+            return None;
+        }
+        Some(DbMap { stored, last_fresh })
+    }
+}
+
 /// The keyspace; shared by every connection.
 pub struct Keyspace {
     /// The database; a replicated shard's snapshot install replaces it.
@@ -796,8 +852,10 @@ pub struct Keyspace {
     /// set here, and its bucket key is in the engine. A bit is set under
     /// the key's stripe lock before the batch with the record is written
     /// (the batch carries the bucket key), so a `SET` of the key, which
-    /// holds the same lock, sees it; bits are cleared only by `FLUSHDB`
-    /// (the keyspace held exclusively) and reloaded after a replacement.
+    /// holds the same lock, sees it; bits are cleared only by `FLUSHALL`
+    /// (the keyspace held exclusively, [`BucketsCleared`]) and reloaded
+    /// after a replacement. (Stored databases a flush left behind are
+    /// outside the invariant: no command reads them.)
     coll_buckets: Box<[AtomicU64]>,
     /// Where a sorted set's live index entries (or a set's members) begin
     /// and end, learnt from its pops (by version): `ZPOPMIN` and `SPOP`
@@ -831,14 +889,60 @@ pub struct Keyspace {
     /// each database number names. Everything above the engine keys
     /// (clients' `SELECT`, `Txn::db`, watches, blocked clients, events)
     /// speaks database numbers; the keys are built from the stored
-    /// database ([`Keyspace::stored_db`]). Changed only by `SWAPDB`, with
-    /// the keyspace held exclusively.
+    /// database ([`Keyspace::stored_db`]). Changed only by `SWAPDB`,
+    /// `FLUSHDB` and `FLUSHALL`, with the keyspace held exclusively.
     db_map: [AtomicU8; DATABASES as usize],
+    /// [`DbMap::last_fresh`] of the map in memory (changed with `db_map`).
+    last_fresh: AtomicU8,
     /// Changes of `db_map`, counted twice each (odd while one runs): a
     /// read holding no lock, which may have built its keys from the map
     /// before a swap and read after it, runs again if this moved
     /// ([`Keyspace::swaps`]).
     swaps: AtomicU64,
+    /// Stored databases no number names that may still hold data keys:
+    /// what a flush left behind, reclaimed in the background
+    /// ([`Keyspace::reclaim`]). Found again at open by looking into every
+    /// stored database the map does not name.
+    garbage_dbs: Mutex<std::collections::BTreeSet<u8>>,
+    /// Where the reclaiming of a garbage stored database goes on: (stored
+    /// database, first data key not yet deleted). Every key of it below is
+    /// deleted and none is written again (no number names it), so the
+    /// next round starts there instead of walking the tombstones.
+    db_reclaim_from: Mutex<Option<(u8, Vec<u8>)>>,
+}
+
+/// Collection buckets whose bits a `FLUSHALL` cleared before its commit
+/// ([`Keyspace::clear_buckets_for_flushall`]): unless the commit is
+/// written, their bits are set again when this is dropped (a bit set
+/// without its collection costs a read; a clear one over a collection
+/// would lose its elements).
+struct BucketsCleared<'a> {
+    ks: &'a Keyspace,
+    buckets: Vec<usize>,
+    committed: bool,
+}
+
+impl BucketsCleared<'_> {
+    /// Deletes, in the commit's `batch`, the bucket keys whose bits are
+    /// still clear (the commit's own collections set theirs again, and
+    /// put their keys in the batch): call it after staging every record.
+    fn stage_deletes(&self, batch: &mut WriteBatch) {
+        for &b in &self.buckets {
+            if self.ks.coll_buckets[b / 64].load(Ordering::Relaxed) & (1 << (b % 64)) == 0 {
+                batch.delete(Keyspace::coll_bucket_key(b));
+            }
+        }
+    }
+}
+
+impl Drop for BucketsCleared<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            for &b in &self.buckets {
+                self.ks.coll_buckets[b / 64].fetch_or(1 << (b % 64), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Bounds of a sorted set's live index entries, or of a set's members
@@ -901,7 +1005,10 @@ impl Keyspace {
             replacing: AtomicBool::new(false),
             reclaim_from: Mutex::new(None),
             db_map: std::array::from_fn(|i| AtomicU8::new(i as u8)),
+            last_fresh: AtomicU8::new(DATABASES - 1),
             swaps: AtomicU64::new(0),
+            garbage_dbs: Mutex::new(Default::default()),
+            db_reclaim_from: Mutex::new(None),
         };
         ks.load_db_map()?;
         ks.load_coll_buckets(reserved)?;
@@ -934,6 +1041,36 @@ impl Keyspace {
             batch.put(Self::coll_bucket_key(b), []);
             batch.put(COLL_BUCKETS_KEPT_KEY, []);
         }
+    }
+
+    /// `FLUSHALL`, the keyspace held exclusively, before its commit stages
+    /// any record: if at most [`FLUSHALL_BUCKET_KEYS_MAX`] buckets are
+    /// marked, clears their bits, to be deleted in the commit's batch
+    /// ([`BucketsCleared::stage_deletes`]); none otherwise.
+    fn clear_buckets_for_flushall(&self) -> Result<BucketsCleared<'_>> {
+        let mut buckets = Vec::new();
+        let lo = [COLL_BUCKET_TAG, 0, 0, 0, 0];
+        let db = self.db();
+        let keys = db.range(lo.to_vec()..vec![COLL_BUCKET_TAG + 1]);
+        for pair in keys.limit(FLUSHALL_BUCKET_KEYS_MAX + 1) {
+            let (k, _) = pair?;
+            // A malformed one fails the open; here it is left alone.
+            if let Ok(b) = <[u8; 4]>::try_from(&k[1..]) {
+                buckets.push(u32::from_be_bytes(b) as usize);
+            }
+        }
+        if buckets.len() > FLUSHALL_BUCKET_KEYS_MAX {
+            buckets.clear();
+        }
+        buckets.retain(|&b| b < 1 << COLL_BUCKET_BITS);
+        for &b in &buckets {
+            self.coll_buckets[b / 64].fetch_and(!(1 << (b % 64)), Ordering::Relaxed);
+        }
+        Ok(BucketsCleared {
+            ks: self,
+            buckets,
+            committed: false,
+        })
     }
 
     /// Loads the bucket bits from the engine. A database that reserved
@@ -997,11 +1134,10 @@ impl Keyspace {
         self.db_map[usize::from(db)].load(Ordering::Acquire)
     }
 
-    /// The database number that names stored database `stored`.
-    fn db_of_stored(&self, stored: u8) -> u8 {
-        (0..DATABASES)
-            .find(|&d| self.stored_db(d) == stored)
-            .expect("the map is a permutation")
+    /// The database number that names stored database `stored`; `None`
+    /// if none does (a flush left it behind: garbage).
+    fn db_of_stored(&self, stored: u8) -> Option<u8> {
+        (0..DATABASES).find(|&d| self.stored_db(d) == stored)
     }
 
     /// How many times the database map was changed, twice per `SWAPDB`
@@ -1012,32 +1148,52 @@ impl Keyspace {
         self.swaps.load(Ordering::Acquire)
     }
 
-    /// Reads the database map from the engine (identity if absent).
+    /// Reads the database map from the engine (identity if absent), and
+    /// finds the stored databases it leaves holding keys: garbage of
+    /// flushes not yet reclaimed.
     fn load_db_map(&self) -> Result<()> {
         let map = match self.db().get(DB_MAP_KEY)? {
-            None => std::array::from_fn(|i| i as u8),
-            Some(raw) => {
-                let map = <[u8; DATABASES as usize]>::try_from(raw.as_slice()).ok();
-                let permutation = map.is_some_and(|m| {
-                    let mut seen = [false; DATABASES as usize];
-                    m.iter().all(|&s| {
-                        s < DATABASES && !std::mem::replace(&mut seen[usize::from(s)], true)
-                    })
-                });
-                match map.filter(|_| permutation) {
-                    Some(m) => m,
-                    None => {
-                        return Err(Damage(format!(
-                            "the database map {} is not a permutation of 0..16",
-                            hex(&raw)
-                        ))
-                        .in_db(&self.db()))
-                    }
+            None => DbMap::identity(),
+            Some(raw) => match DbMap::decode(&raw) {
+                Some(m) => m,
+                None => {
+                    return Err(Damage(format!(
+                        "the database map {} is not 16 distinct stored databases",
+                        hex(&raw)
+                    ))
+                    .in_db(&self.db()))
                 }
-            }
+            },
         };
         self.set_db_map(map);
+        let mut garbage = self.stored_dbs_present()?;
+        garbage.retain(|&s| !map.names(s));
+        *self.garbage_dbs.lock() = garbage;
+        *self.db_reclaim_from.lock() = None;
         Ok(())
+    }
+
+    /// The stored databases that hold a data key: one seek per stored
+    /// database present, and one more.
+    fn stored_dbs_present(&self) -> Result<std::collections::BTreeSet<u8>> {
+        let db = self.db();
+        let first = |lo: Vec<u8>, hi: Vec<u8>| db.range(lo..hi).next().transpose();
+        let mut present = std::collections::BTreeSet::new();
+        if first(data_prefix(0), data_end(0))?.is_some() {
+            present.insert(0);
+        }
+        let mut from = data_prefix(1);
+        while let Some((k, _)) = first(from, vec![DB_DATA_TAG + 1])? {
+            let Some(&s) = k.get(1) else {
+                return Err(Damage(format!("the data key {} is malformed", hex(&k))).in_db(&db));
+            };
+            present.insert(s);
+            if s == u8::MAX {
+                break;
+            }
+            from = data_prefix(s + 1);
+        }
+        Ok(present)
     }
 
     /// `SWAPDB a b`: databases `a` and `b` trade contents, for every
@@ -1054,9 +1210,9 @@ impl Keyspace {
         let (sa, sb) = (self.stored_db(a), self.stored_db(b));
         let present = self.watched_in_either(a, b)?;
         let mut map = self.db_map_now();
-        map.swap(usize::from(a), usize::from(b));
+        map.stored.swap(usize::from(a), usize::from(b));
         let mut batch = WriteBatch::new();
-        batch.put(DB_MAP_KEY, map);
+        batch.put(DB_MAP_KEY, map.encode());
         self.swaps.fetch_add(1, Ordering::AcqRel);
         let written = self.write(batch);
         if written.is_ok() {
@@ -1096,14 +1252,36 @@ impl Keyspace {
     }
 
     /// The database map in memory.
-    fn db_map_now(&self) -> [u8; DATABASES as usize] {
-        std::array::from_fn(|i| self.stored_db(i as u8))
+    fn db_map_now(&self) -> DbMap {
+        DbMap {
+            stored: std::array::from_fn(|i| self.stored_db(i as u8)),
+            last_fresh: self.last_fresh.load(Ordering::Acquire),
+        }
     }
 
-    fn set_db_map(&self, map: [u8; DATABASES as usize]) {
-        for (slot, s) in self.db_map.iter().zip(map) {
+    fn set_db_map(&self, map: DbMap) {
+        for (slot, s) in self.db_map.iter().zip(map.stored) {
             slot.store(s, Ordering::Release);
         }
+        self.last_fresh.store(map.last_fresh, Ordering::Release);
+    }
+
+    /// A stored database for a flush to map a number to: the first byte
+    /// after `map`'s last one handed out, round the 256, that neither
+    /// `map` (the map being made) nor `committed` (the map on disk, which
+    /// a transaction that remapped numbers in memory may still put back)
+    /// names. Chosen from the maps alone, so every node of a replicated
+    /// shard, applying the same entries to the same map, chooses the
+    /// same. Any keys it still holds (garbage of a flush not yet reclaimed
+    /// on this node, which the round through 224 or more bytes makes rare)
+    /// are deleted first, here. Needs the keyspace held exclusively.
+    fn fresh_db(&self, map: &DbMap, committed: &DbMap) -> Result<u8> {
+        let s = (1..=u16::from(u8::MAX) + 1)
+            .map(|i| map.last_fresh.wrapping_add(i as u8))
+            .find(|&s| !map.names(s) && !committed.names(s))
+            .expect("32 numbers name at most 32 of 256 stored databases");
+        while !self.reclaim_db(s, usize::MAX)?.1 {}
+        Ok(s)
     }
 
     /// A collection version no collection had before, nor will have again.
@@ -1525,105 +1703,6 @@ impl Keyspace {
         Ok(())
     }
 
-    /// Deletes every key of every database (`FLUSHALL`), in batches;
-    /// needs the keyspace held exclusively.
-    pub fn delete_everything(&self) -> Result<()> {
-        // The bucket bits go first: a bit set without its collection only
-        // costs a read, never the other way round.
-        for w in self.coll_buckets.iter() {
-            w.store(0, Ordering::Relaxed);
-        }
-        for tag in [
-            DATA_TAG,
-            DB_DATA_TAG,
-            EXPIRY_TAG,
-            DB_EXPIRY_TAG,
-            ELEMENT_TAG,
-            GARBAGE_TAG,
-            COLL_BUCKET_TAG,
-        ] {
-            // The bucket keys, not the key saying they are kept.
-            let lo = if tag == COLL_BUCKET_TAG {
-                vec![tag, 0]
-            } else {
-                vec![tag]
-            };
-            loop {
-                let mut batch = WriteBatch::new();
-                for pair in self
-                    .db()
-                    .range(lo.clone()..vec![tag + 1])
-                    .limit(FLUSH_BATCH_KEYS)
-                {
-                    let (k, _) = pair?;
-                    batch.delete(k);
-                }
-                if batch.is_empty() {
-                    break;
-                }
-                self.write(batch)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes every key of database `db` (`FLUSHDB`), in batches: its
-    /// data keys (its collections' versions become garbage) and its time
-    /// index entries. Needs the keyspace held exclusively. The collection
-    /// buckets stay marked (they are shared by the databases; a marked
-    /// bucket costs a `SET` one read).
-    pub fn delete_database(&self, db: u8) -> Result<()> {
-        let db = self.stored_db(db);
-        loop {
-            let mut batch = WriteBatch::new();
-            for pair in self
-                .db()
-                .range(data_prefix(db)..data_end(db))
-                .limit(FLUSH_BATCH_KEYS)
-            {
-                let (k, v) = pair?;
-                if let Some((_, key)) = split_data_key(db, &k) {
-                    if let Some(version) = self.decode(v, key)?.version() {
-                        batch.put(garbage_key(version), []);
-                    }
-                }
-                batch.delete(k);
-            }
-            if batch.is_empty() {
-                break;
-            }
-            self.write(batch)?;
-        }
-        let (lo, hi) = if db == 0 {
-            (vec![EXPIRY_TAG], vec![EXPIRY_TAG + 1])
-        } else {
-            (vec![DB_EXPIRY_TAG], vec![DB_EXPIRY_TAG + 1])
-        };
-        let mut from = lo;
-        loop {
-            let mut batch = WriteBatch::new();
-            let mut last = None;
-            for pair in self
-                .db()
-                .range(from.clone()..hi.clone())
-                .limit(FLUSH_BATCH_KEYS)
-            {
-                let (k, _) = pair?;
-                if db == 0 || k.get(9) == Some(&db) {
-                    batch.delete(&k);
-                }
-                last = Some(k);
-            }
-            let Some(mut last) = last else {
-                break;
-            };
-            self.write(batch)?;
-            last.push(0);
-            from = last;
-        }
-        Ok(())
-    }
-
     /// One reaper round: deletes keys whose expiry passed, by the expiry
     /// index, at most `max` index entries; returns the keys it deleted,
     /// as (database, key), and whether entries remain due.
@@ -1635,8 +1714,13 @@ impl Keyspace {
             let mut held = self.lock_keys(&[key]);
             let mut batch = WriteBatch::new();
             batch.delete(&d.index_key);
-            // Under the lock: no swap now until the delete is written.
-            let db = self.db_of_stored(d.stored);
+            // Under the lock: no swap or flush now until the delete is
+            // written. One since the entry was found may have left its
+            // stored database to no number: the entry alone goes.
+            let Some(db) = self.db_of_stored(d.stored) else {
+                self.db().write(batch)?;
+                continue;
+            };
             if self.stage_expired_delete(db, key, &mut batch)?.is_some() {
                 deleted.push((db, key.to_vec()));
                 self.touch(&mut held, std::iter::once((db, key.to_vec())));
@@ -1648,8 +1732,17 @@ impl Keyspace {
 
     /// The time index entries due at `now`, database 0's first, then the
     /// others', each oldest first, at most `max`, and whether more are due.
+    /// Entries of stored databases no number names (a flush left them
+    /// behind) are deleted here, on this node alone, and count toward
+    /// `max`: they name no key of any database, and left in place they
+    /// would come first in every round.
     pub fn due_expiries(&self, now: u64, max: usize) -> Result<(Vec<DueExpiry>, bool)> {
+        // Held shared: the map stays as it is until the stale entries
+        // are deleted (a stored database named again could hold an entry
+        // of the same bytes).
+        let _held = self.lock_keys(&[]);
         let mut due = Vec::new();
+        let mut stale = WriteBatch::new();
         for (db_tag, end) in [
             (EXPIRY_TAG, expiry_key(0, now.saturating_add(1), b"")),
             (
@@ -1660,33 +1753,41 @@ impl Keyspace {
             for p in self
                 .db()
                 .range(vec![db_tag]..end)
-                .limit(max + 1 - due.len())
+                .limit(max + 1 - due.len() - stale.len())
             {
                 let (k, _) = p?;
                 let at = k
                     .get(1..9)
                     .and_then(|b| b.try_into().ok())
                     .map(u64::from_be_bytes);
-                let db = if db_tag == EXPIRY_TAG {
+                let stored = if db_tag == EXPIRY_TAG {
                     Some(0)
                 } else {
-                    k.get(9).copied().filter(|&d| d > 0 && d < DATABASES)
+                    k.get(9).copied().filter(|&d| d > 0)
                 };
-                let (Some(at), Some(db)) = (at, db) else {
+                let (Some(at), Some(stored)) = (at, stored) else {
                     return Err(corrupt_index_key(&k).in_db(&self.db()));
                 };
-                due.push(DueExpiry {
-                    index_key: k,
-                    db: self.db_of_stored(db),
-                    stored: db,
-                    at_ms: at,
-                });
+                match self.db_of_stored(stored) {
+                    Some(db) => due.push(DueExpiry {
+                        index_key: k,
+                        db,
+                        stored,
+                        at_ms: at,
+                    }),
+                    None => {
+                        stale.delete(k);
+                    }
+                }
             }
-            if due.len() > max {
+            if due.len() + stale.len() > max {
                 break;
             }
         }
-        let more = due.len() > max;
+        let more = due.len() + stale.len() > max;
+        if !stale.is_empty() {
+            self.db().write(stale)?;
+        }
         due.truncate(max);
         Ok((due, more))
     }
@@ -1743,9 +1844,21 @@ impl Keyspace {
     /// another node: a version garbage here before may be a live
     /// collection there, whose elements a round listed before and deleting
     /// after would destroy.
+    ///
+    /// First the stored databases flushes left behind
+    /// ([`Keyspace::reclaim_db`]), whose collections' versions become
+    /// garbage keys as they go; then the garbage versions' elements.
     pub fn reclaim(&self, max: usize) -> Result<u64> {
         let _held = self.lock_keys(&[]);
         let mut deleted = 0u64;
+        let dbs: Vec<u8> = self.garbage_dbs.lock().iter().copied().collect();
+        for s in dbs {
+            let (n, done) = self.reclaim_db(s, max.saturating_sub(deleted as usize))?;
+            deleted += n;
+            if !done {
+                return Ok(deleted);
+            }
+        }
         let garbage: Vec<Vec<u8>> = self
             .db()
             .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
@@ -1792,8 +1905,75 @@ impl Keyspace {
         Ok(deleted)
     }
 
-    /// Whether any garbage record is left.
+    /// Deletes the data keys of stored database `s`, which no number
+    /// names, in batches of [`RECLAIM_BATCH_KEYS`], with the time index
+    /// entry each record names and, for a collection, its version's
+    /// garbage key in the same batch (its elements go as a `DEL`'s do), so
+    /// a crash anywhere leaves every element owned by a record or by
+    /// garbage. Stops once about `max` keys went; returns how many, and
+    /// whether `s` is empty (then it is no longer garbage). Time index
+    /// entries its records did not name (left behind by a later write)
+    /// are dropped by the reaper when due ([`Keyspace::due_expiries`]). A
+    /// record that does not decode is deleted all the same: no number can
+    /// read it. Needs the keyspace lock, shared or exclusive (the map
+    /// holds still); writes unsynced (the keys are unreachable already).
+    fn reclaim_db(&self, s: u8, max: usize) -> Result<(u64, bool)> {
+        debug_assert!((0..DATABASES).all(|d| self.stored_db(d) != s));
+        let mut from = {
+            let mut cursor = self.db_reclaim_from.lock();
+            match cursor.take() {
+                Some((d, from)) if d == s => from,
+                // Another's place: kept for it.
+                other => {
+                    *cursor = other;
+                    data_prefix(s)
+                }
+            }
+        };
+        let mut deleted = 0u64;
+        loop {
+            let mut batch = WriteBatch::new();
+            let mut last = None;
+            let db = self.db();
+            for pair in db
+                .range(from.clone()..data_end(s))
+                .limit(RECLAIM_BATCH_KEYS)
+            {
+                let (k, v) = pair?;
+                if let Some((_, key)) = split_data_key(s, &k) {
+                    if let Ok(r) = Rec::decode(v, key) {
+                        if let Some(version) = r.version() {
+                            batch.put(garbage_key(version), []);
+                        }
+                        if let Some(at) = r.expire_at_ms() {
+                            batch.delete(expiry_key(s, at, key));
+                        }
+                    }
+                }
+                batch.delete(&k);
+                last = Some(k);
+            }
+            let Some(mut last) = last else {
+                self.garbage_dbs.lock().remove(&s);
+                return Ok((deleted, true));
+            };
+            deleted += batch.len() as u64;
+            db.write(batch)?;
+            last.push(0);
+            from = last;
+            if deleted as usize >= max {
+                *self.db_reclaim_from.lock() = Some((s, from));
+                return Ok((deleted, false));
+            }
+        }
+    }
+
+    /// Whether any garbage record, or stored database left behind by a
+    /// flush, is left.
     pub fn garbage_left(&self) -> Result<bool> {
+        if !self.garbage_dbs.lock().is_empty() {
+            return Ok(true);
+        }
         Ok(self
             .db()
             .range(vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
@@ -1811,6 +1991,9 @@ impl Keyspace {
         let opts = ReadOptions::at(&snap);
         let mut problems = Vec::new();
         let mut owned = std::collections::BTreeSet::new();
+        // Versions held by records of stored databases no number names:
+        // garbage as their database is reclaimed, so no key may hold them.
+        let mut left_behind = Vec::new();
         let data = (self
             .db()
             .range_opt(&opts, vec![DATA_TAG]..vec![DATA_TAG + 1]))
@@ -1820,12 +2003,23 @@ impl Keyspace {
         );
         for pair in data {
             let (k, v) = pair?;
-            let Some((_, h, key)) = split_any_data_key(&k) else {
+            let Some((stored, h, key)) = split_any_data_key(&k) else {
                 problems.push(format!("data key {k:?} is malformed"));
                 continue;
             };
             if h != key_hash(key) {
                 problems.push(format!("{key:?} is stored under another key's hash"));
+            }
+            if self.db_of_stored(stored).is_none() {
+                if !self.garbage_dbs.lock().contains(&stored) {
+                    problems.push(format!(
+                        "stored database {stored} is named by no number and not reclaimed"
+                    ));
+                }
+                if let Ok(Rec::Coll(m)) = Rec::decode(v, key) {
+                    left_behind.push(m.version);
+                }
+                continue;
             }
             let Rec::Coll(m) = self.decode(v, key)? else {
                 continue;
@@ -1933,6 +2127,14 @@ impl Keyspace {
                 ));
             }
         }
+        for v in &left_behind {
+            if owned.contains(v) {
+                problems.push(format!(
+                    "version {v} is held by a key and by a flushed database's record"
+                ));
+            }
+        }
+        owned.extend(left_behind);
         for pair in self
             .db()
             .range_opt(&opts, vec![GARBAGE_TAG]..vec![GARBAGE_TAG + 1])
@@ -2271,13 +2473,19 @@ pub struct Txn<'a> {
     /// (`SELECT` inside `MULTI`, [`Txn::select`]), one stage each; the
     /// selected database's are the fields above.
     parked: Vec<DbStage>,
-    /// A `SWAPDB` ran in this transaction ([`Txn::swap_databases`]): the
-    /// database map before it, restored if the commit fails. The map in
-    /// memory is the swapped one meanwhile, and [`Keyspace::swaps`] odd
-    /// until the commit writes it or restores this.
-    map_before: Option<[u8; DATABASES as usize]>,
-    /// Watched keys its swaps touch, as (database, key).
+    /// A `SWAPDB`, `FLUSHDB` or `FLUSHALL` ran in this transaction
+    /// ([`Txn::swap_databases`], [`Txn::flush`]): the database map before
+    /// it, restored if the commit fails. The map in memory is the changed
+    /// one meanwhile, and [`Keyspace::swaps`] odd until the commit writes
+    /// it or restores this.
+    map_before: Option<DbMap>,
+    /// Watched keys its swaps and flushes touch, as (database, key).
     swap_touched: Vec<DbKey>,
+    /// Data keys to delete in the stored databases its `FLUSHDB`s left
+    /// behind: the keys it had staged deletes of there (`MOVE` out of the
+    /// database, then `FLUSHDB`), so that no record left there holds a
+    /// collection version a record elsewhere holds now.
+    left_behind: Vec<Vec<u8>>,
 }
 
 impl Drop for Txn<'_> {
@@ -2356,6 +2564,7 @@ impl<'a> Txn<'a> {
             parked: Vec::new(),
             map_before: None,
             swap_touched: Vec::new(),
+            left_behind: Vec::new(),
         }
     }
 
@@ -2373,12 +2582,9 @@ impl<'a> Txn<'a> {
         }
         let touched = self.ks.watched_in_either(a, b)?;
         self.swap_touched.extend(touched);
-        if self.map_before.is_none() {
-            self.map_before = Some(self.ks.db_map_now());
-            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
-        }
+        self.map_changes();
         let mut map = self.ks.db_map_now();
-        map.swap(usize::from(a), usize::from(b));
+        map.stored.swap(usize::from(a), usize::from(b));
         self.ks.set_db_map(map);
         self.park();
         let other = |d: &mut u8| {
@@ -2403,6 +2609,16 @@ impl<'a> Txn<'a> {
         }
         self.unpark(self.db);
         Ok(())
+    }
+
+    /// The database map in memory is about to change: keeps the map before
+    /// the transaction's first change, and makes [`Keyspace::swaps`] odd
+    /// (reads holding no lock wait) until the commit.
+    fn map_changes(&mut self) {
+        if self.map_before.is_none() {
+            self.map_before = Some(self.ks.db_map_now());
+            self.ks.swaps.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Sets the current database's stage aside, with the `del` events
@@ -3213,15 +3429,50 @@ impl<'a> Txn<'a> {
     }
 
     /// Empties the database (`FLUSHDB`), or every database (`all`:
-    /// `FLUSHALL`): needs the keyspace held exclusively.
-    pub fn flush(&mut self, all: bool) {
+    /// `FLUSHALL`), by mapping its number (every number) to a fresh,
+    /// empty stored database ([`Keyspace::fresh_db`]) in the map in memory
+    /// now: the commands after it write there, and the commit writes the
+    /// map in its one batch. The stored databases left behind are
+    /// reclaimed in the background once committed. Touches the watched
+    /// keys that exist in what it empties. Needs the keyspace held
+    /// exclusively.
+    pub fn flush(&mut self, all: bool) -> Result<()> {
+        let ks = self.ks;
+        let touched = ks.watched_present((!all).then_some(self.db))?;
+        self.map_changes();
+        let committed = self.map_before.expect("kept by map_changes");
+        let mut map = ks.db_map_now();
+        let stored = map.stored[usize::from(self.db)];
+        let numbers = if all {
+            0..DATABASES
+        } else {
+            self.db..self.db + 1
+        };
+        for n in numbers {
+            let fresh = ks.fresh_db(&map, &committed)?;
+            map.stored[usize::from(n)] = fresh;
+            map.last_fresh = fresh;
+        }
+        // Nothing fails from here: a command that fails stages nothing.
+        self.swap_touched.extend(touched);
         let other_dbs = !self.parked.is_empty() || !self.foreign.is_empty();
         if !all && other_dbs {
             // Staged elements may be other databases' collections', so
             // they stay; this database's new collections become garbage
-            // (the engine's records here do so in `delete_database`).
-            for r in self.writes.values().flatten() {
-                self.replaced.extend(r.version());
+            // (the engine's records here do so as their stored database
+            // is reclaimed). A staged delete may be of a record moved to
+            // another database with its version: it is deleted where it
+            // was all the same, and the version it held is garbage unless
+            // a record the commit writes holds it.
+            for (key, w) in &self.writes {
+                match (w, self.base.get(key)) {
+                    (Some(r), _) => self.replaced.extend(r.version()),
+                    (None, Some(base)) => {
+                        self.left_behind.push(data_key(stored, key));
+                        self.replaced.extend(*base);
+                    }
+                    (None, None) => {}
+                }
             }
         } else {
             self.elems.clear();
@@ -3236,6 +3487,8 @@ impl<'a> Txn<'a> {
         self.order.clear();
         self.base.clear();
         self.pop_ahead.clear();
+        ks.set_db_map(map);
+        Ok(())
     }
 
     pub fn has_writes(&self) -> bool {
@@ -3361,8 +3614,9 @@ impl<'a> Txn<'a> {
     }
 
     /// Applies the staged writes as one batch and bumps the watched keys
-    /// among them. After `FLUSHDB` the deletes go first, in their own
-    /// batches (the keyspace is held exclusively, so no one sees between).
+    /// among them. A database map changed by `SWAPDB`, `FLUSHDB` or
+    /// `FLUSHALL` is written in the same batch, so the flush and every
+    /// other write commit together or not at all.
     ///
     /// A collection version that a key held before and no key holds after
     /// becomes garbage in the same batch (`'g' | version`), so deleting or
@@ -3372,10 +3626,13 @@ impl<'a> Txn<'a> {
             return self.commit_batch(held, None);
         };
         let ks = self.ks;
-        let r = self.commit_batch(held, Some(ks.db_map_now()));
+        let after = ks.db_map_now();
+        let r = self.commit_batch(held, Some(after));
         match &r {
             Ok(()) => {
                 ks.changes.fetch_add(1, Ordering::Relaxed);
+                let mut garbage = ks.garbage_dbs.lock();
+                garbage.extend(before.stored.iter().filter(|&&s| !after.names(s)));
             }
             Err(_) => ks.set_db_map(before),
         }
@@ -3384,29 +3641,21 @@ impl<'a> Txn<'a> {
     }
 
     /// [`Txn::commit`], writing the database `map` in the batch if given.
-    fn commit_batch(
-        mut self,
-        held: &mut Held<'_>,
-        map: Option<[u8; DATABASES as usize]>,
-    ) -> Result<()> {
-        // Emptying the keyspace touches the watched keys it deletes, not
-        // those that did not exist (redis-server's rule).
-        let mut flushed_keys = Vec::new();
+    fn commit_batch(mut self, held: &mut Held<'_>, map: Option<DbMap>) -> Result<()> {
         let mut batch = WriteBatch::with_capacity(self.batch_bytes_hint());
         let mut stages = std::mem::take(&mut self.parked);
         stages.push(self.take_stage());
-        if self.flushed_all {
-            flushed_keys = self.ks.watched_present(None)?;
-            self.ks.delete_everything()?;
-        } else {
-            for st in stages.iter().filter(|st| st.flushed) {
-                flushed_keys.extend(self.ks.watched_present(Some(st.db))?);
-                self.ks.delete_database(st.db)?;
-            }
-        }
         if let Some(map) = map {
-            batch.put(DB_MAP_KEY, map);
+            batch.put(DB_MAP_KEY, map.encode());
         }
+        for k in std::mem::take(&mut self.left_behind) {
+            batch.delete(k);
+        }
+        let mut cleared = if self.flushed_all {
+            Some(self.ks.clear_buckets_for_flushall()?)
+        } else {
+            None
+        };
         let mut dead = std::mem::take(&mut self.replaced);
         let mut live = FastSet::default();
         for st in &stages {
@@ -3450,7 +3699,13 @@ impl<'a> Txn<'a> {
         if let Some((k, v)) = self.mark.take() {
             batch.put(k, v);
         }
+        if let Some(c) = &cleared {
+            c.stage_deletes(&mut batch);
+        }
         self.ks.write(batch)?;
+        if let Some(c) = &mut cleared {
+            c.committed = true;
+        }
         for (v, max, bound) in std::mem::take(&mut self.pop_narrowings) {
             self.ks.narrow_pop_bounds(v, max, bound);
         }
@@ -3477,7 +3732,6 @@ impl<'a> Txn<'a> {
                         .chain(st.modified)
                         .map(move |k| (db, k))
                 })
-                .chain(flushed_keys)
                 .chain(foreign_keys)
                 .chain(std::mem::take(&mut self.swap_touched)),
         );
@@ -3704,16 +3958,24 @@ mod tests {
         });
         assert!(ks.garbage_left().unwrap());
 
-        // FLUSHDB clears the buckets, and they stay clear after a reopen.
+        // FLUSHALL clears the buckets in its batch, and they stay clear
+        // after a reopen; a collection its transaction makes is marked.
         let mut held = ks.lock_all();
         let mut txn = Txn::new(&ks);
-        txn.flush(true);
+        txn.flush(true).unwrap();
+        let mut m = txn.new_coll(CollKind::Hash).unwrap();
+        txn.elem_put(m.named(b"f"), b"v".to_vec());
+        m.count += 1;
+        txn.put_meta(b"h3", m);
         txn.commit(&mut held).unwrap();
         drop(held);
-        assert!(!ks.may_hold_collection(b"h2"));
+        assert!(!ks.may_hold_collection(b"h2") && !ks.may_hold_collection(b"h"));
+        assert!(ks.may_hold_collection(b"h3"));
         drop(ks);
         let ks = open_keyspace(&fs);
         assert!(!ks.may_hold_collection(b"h2"));
+        assert!(ks.may_hold_collection(b"h3"));
+        assert_eq!(ks.check().unwrap(), Vec::<String>::new());
         make_hash(&ks, b"h2");
         assert!(ks.may_hold_collection(b"h2"));
         assert_eq!(ks.check().unwrap(), Vec::<String>::new());

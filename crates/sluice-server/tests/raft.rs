@@ -19,6 +19,8 @@
 //! - a leader whose own log sync is held acknowledges nothing until it
 //!   holds the entry durably (its followers have it meanwhile), and one
 //!   whose sync fails acknowledges nothing more.
+//! - `FLUSHDB` and `FLUSHALL`, alone and inside `EXEC`, leave the same
+//!   database map on every node.
 //!
 //! Node processes are this test binary re-run with only the ignored
 //! `raft_child_node` test. Randomized choices print their seed
@@ -780,6 +782,91 @@ fn expired_keys_are_reaped_through_the_log_on_every_node() {
         cons.iter_mut()
             .all(|con| redis::cmd("GET").arg(&key).query::<Option<i64>>(con).ok() == Some(Some(1)))
     });
+}
+
+/// `FLUSHDB` and `FLUSHALL`, alone and inside `EXEC`, map database 0 to
+/// a fresh stored database in their entry's batch, chosen from the
+/// database map alone: every node's map, read from its database after a
+/// clean stop, is the same bytes, and every node's stale reads show the
+/// flushes and the writes around them.
+#[test]
+fn flushes_choose_the_same_fresh_stored_database_on_every_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = in_process_group(dir.path(), 10_000);
+    let leader = in_process_leader(&nodes, None);
+    let mut con = running_client(&nodes[leader]);
+    let rounds = 20;
+    for round in 0..rounds {
+        set_numbered(&mut con, &format!("r{round}-"), 20);
+        let _: i64 = redis::cmd("HSET")
+            .arg(format!("h{round}"))
+            .arg("f")
+            .arg("v")
+            .query(&mut con)
+            .expect("HSET");
+        let flush = if round % 5 == 4 {
+            "FLUSHALL"
+        } else {
+            "FLUSHDB"
+        };
+        if round % 2 == 1 {
+            let _: String = redis::cmd("MULTI").query(&mut con).expect("MULTI");
+            for c in [
+                redis::cmd("SET").arg(format!("a{round}")).arg("x").clone(),
+                redis::cmd(flush),
+                redis::cmd("SET").arg(format!("b{round}")).arg("x").clone(),
+            ] {
+                let queued: String = c.query(&mut con).expect("queued");
+                assert_eq!(queued, "QUEUED");
+            }
+            let _: redis::Value = redis::cmd("EXEC").query(&mut con).expect("EXEC");
+        } else {
+            let _: String = redis::cmd(flush).query(&mut con).expect("flush");
+        }
+        set_numbered(&mut con, &format!("after{round}-"), 3);
+    }
+    let last = rounds - 1;
+    let mut cons: Vec<redis::Connection> = nodes.iter().map(running_client).collect();
+    for con in &mut cons {
+        let _: String = redis::cmd("READONLY").query(con).expect("READONLY");
+    }
+    wait_until(
+        "every node shows the last flush and the writes after it",
+        || {
+            cons.iter_mut().all(|con| {
+                let n: Option<i64> = redis::cmd("DBSIZE").query(con).ok();
+                let b: Option<Option<String>> =
+                    redis::cmd("GET").arg(format!("b{last}")).query(con).ok();
+                n == Some(4) && b == Some(Some("x".into()))
+            })
+        },
+    );
+    for con in &mut cons {
+        check_numbered(con, &format!("after{last}-"), 3);
+        let gone: Option<String> = redis::cmd("GET")
+            .arg(format!("a{last}"))
+            .query(con)
+            .unwrap();
+        assert_eq!(gone, None, "written before the flush in its EXEC");
+    }
+    drop(cons);
+    drop(con);
+    let mut maps = Vec::new();
+    for (i, n) in nodes.into_iter().enumerate() {
+        n.shutdown().expect("stop");
+        let db_dir = dir.path().join(format!("n{}", i + 1)).join("db");
+        let preset = sluicedb::Db::recorded_preset(&db_dir)
+            .expect("preset")
+            .unwrap_or_default();
+        let db = sluicedb::Db::open(&db_dir, sluicedb::Options::preset(preset).read_only(true))
+            .expect("open the node's database read-only");
+        maps.push(db.get(b"m").expect("read the map").expect("a map"));
+    }
+    assert_eq!(maps[0].len(), 17, "{:?}", maps[0]);
+    assert!(
+        maps.iter().all(|m| *m == maps[0]),
+        "the nodes' maps differ: {maps:?}"
+    );
 }
 
 /// Cuts node `fi` of a three-node group off from the others, both ways
