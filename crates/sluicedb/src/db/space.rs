@@ -169,8 +169,10 @@ impl Core {
 
     /// Starts the count of a leveled tree's shadowed inline bytes
     /// (`SpaceMeasure::note_tables`) from a sample of the version current
-    /// now, once after an open (the first flush asks, off the write path);
-    /// installs meanwhile are kept aside and added to it.
+    /// now, once after an open (flushes and merges ask once they
+    /// installed, off the write path; `own_merges` is 1 from a merge, which
+    /// counts itself as running), when no other merge runs or a few
+    /// flushes asked; installs meanwhile are kept aside and added to it.
     ///
     /// The sample ([`SHADOWED_SAMPLES_AFTER_OPEN`] entries, spread over the
     /// levels above the last by their inline bytes, the first inline put of
@@ -181,13 +183,14 @@ impl Core {
     /// samples in the tables sampled, and one lookup each (a block per
     /// level at most, behind the filters). A sample that reads nothing
     /// (every table failed) leaves the count to the old estimate.
-    pub(in crate::db) fn sample_shadowed_after_open(&self) {
+    pub(in crate::db) fn sample_shadowed_after_open(&self, own_merges: usize) {
         if !self.keeps_shadowed_count() {
             return;
         }
         let version = {
             let st = self.state.lock();
-            if !self.space_measure.start_sample() {
+            let merging = st.jobs.compactions_running > own_merges;
+            if !self.space_measure.start_sample(merging) {
                 return;
             }
             st.current.clone()

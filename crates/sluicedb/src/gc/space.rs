@@ -126,8 +126,11 @@ enum TablesShadowed {
     /// estimate ([`SpaceMeasure::note_tables`]).
     Unknown,
     /// A sample is due ([`SpaceMeasure::expect_sample`]): installs before
-    /// it are in the version it samples.
-    Pending,
+    /// it are in the version it samples. `deferred`: flushes that did not
+    /// take it because merges were running.
+    Pending {
+        deferred: u32,
+    },
     /// A sample of the version current when it started is being taken;
     /// what installs add and remove meanwhile waits here for it.
     Sampling {
@@ -301,7 +304,7 @@ impl SpaceMeasure {
                     );
                 }
             }
-            TablesShadowed::Pending => {}
+            TablesShadowed::Pending { .. } => {}
             TablesShadowed::Sampling {
                 added: a,
                 removed: r,
@@ -317,22 +320,30 @@ impl SpaceMeasure {
 
     /// The count will start from a sample (at open, before any install).
     pub(crate) fn expect_sample(&self) {
-        *self.tables_shadowed.lock() = TablesShadowed::Pending;
+        *self.tables_shadowed.lock() = TablesShadowed::Pending { deferred: 0 };
     }
 
     /// Starts the count from a sample (call under the state lock, with the
     /// version the sample will be taken of): true when one was due, and the
     /// caller is to take it and hand it to [`SpaceMeasure::finish_sample`].
-    pub(crate) fn start_sample(&self) -> bool {
+    /// While `merging` (a merge is running) it waits, for at most
+    /// [`SAMPLE_DEFERRALS_MAX`] calls: a merge installed a key range at a
+    /// time and noted whole at its end would be counted twice, in the
+    /// version sampled and in its note.
+    pub(crate) fn start_sample(&self, merging: bool) -> bool {
         let mut count = self.tables_shadowed.lock();
-        let start = *count == TablesShadowed::Pending;
-        if start {
-            *count = TablesShadowed::Sampling {
-                added: 0,
-                removed: 0,
-            };
+        let TablesShadowed::Pending { deferred } = &mut *count else {
+            return false;
+        };
+        if merging && *deferred < SAMPLE_DEFERRALS_MAX {
+            *deferred += 1;
+            return false;
         }
-        start
+        *count = TablesShadowed::Sampling {
+            added: 0,
+            removed: 0,
+        };
+        true
     }
 
     /// The sample's `dead` bytes, of the version it started from, with what
@@ -355,7 +366,7 @@ impl SpaceMeasure {
     pub(crate) fn tables_shadowed_bytes(&self) -> Option<u64> {
         match *self.tables_shadowed.lock() {
             TablesShadowed::Unknown => None,
-            TablesShadowed::Pending | TablesShadowed::Sampling { .. } => Some(0),
+            TablesShadowed::Pending { .. } | TablesShadowed::Sampling { .. } => Some(0),
             TablesShadowed::Counted(n) => Some(n),
         }
     }
@@ -411,6 +422,11 @@ impl SpaceMeasure {
         self.live_share_milli.load(Ordering::Relaxed)
     }
 }
+
+/// Flushes and merges that may leave the sample of dead inline versions
+/// after an open for the next because other merges are running
+/// ([`SpaceMeasure::start_sample`]); the one after takes it regardless.
+const SAMPLE_DEFERRALS_MAX: u32 = 4;
 
 /// The journal bytes over which [`SpaceMeasure::record`] measures the share
 /// of writes that add live data: large against the noise of one
@@ -548,8 +564,12 @@ mod tests {
         m.note_tables(10 * MIB, 0, 50 * MIB, true);
         m.note_tables(20 * MIB, 25 * MIB, 60 * MIB, false);
         assert_eq!(m.tables_shadowed_bytes(), Some(0), "nothing known dead yet");
-        assert!(m.start_sample());
-        assert!(!m.start_sample(), "one sample per open");
+        // Deferred while merges run, at most so many times.
+        for _ in 0..SAMPLE_DEFERRALS_MAX {
+            assert!(!m.start_sample(true));
+        }
+        assert!(m.start_sample(true));
+        assert!(!m.start_sample(false), "one sample per open");
         // While it runs: a flush whose writes shadow half, and a merge
         // dropping 3 MiB of dead versions.
         m.set_shadow_share(500);
@@ -573,7 +593,7 @@ mod tests {
         assert_eq!(m.tables_shadowed_bytes(), Some(6 * MIB));
         let failed = SpaceMeasure::default();
         failed.expect_sample();
-        assert!(failed.start_sample());
+        assert!(failed.start_sample(false));
         failed.finish_sample(None);
         assert_eq!(failed.tables_shadowed_bytes(), None);
     }

@@ -159,6 +159,9 @@ impl Core {
                 self.note_inline_tables(added, removed, above, false);
             }
         })?;
+        // Noted whole: a sample due after the open may go now, unless
+        // another merge is part way through its ranges.
+        self.sample_shadowed_after_open(1);
         // Thawed before the accounting lock goes: a job settling later
         // must count in a victim at once, not defer to this merge.
         drop(_thaw);

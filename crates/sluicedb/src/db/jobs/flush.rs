@@ -302,7 +302,7 @@ impl Core {
         })?;
         // Once after an open, after its install: the flush it delays is
         // done, and the share it learned is the one the count goes on with.
-        self.sample_shadowed_after_open();
+        self.sample_shadowed_after_open(0);
         bump(&self.counters.flushes, 1);
         if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
