@@ -281,6 +281,10 @@ impl Core {
         )?;
         if !core.opts.read_only {
             core.recount_values()?;
+            if core.keeps_shadowed_count() {
+                // Taken by the first flush (`Core::sample_shadowed_after_open`).
+                core.space_measure.expect_sample();
+            }
         }
         if let Some(v) = &core.values {
             v.after_open();

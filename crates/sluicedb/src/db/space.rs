@@ -17,13 +17,19 @@ use crate::gc::space::{
 };
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
-use crate::memtable::{ShadowCandidates, WriteBuffer};
+use crate::memtable::{Lookup, ShadowCandidates, WriteBuffer};
 use crate::options::IndexShapeKind;
 use crate::options::{JournalMode, SpaceLimit};
 use crate::pointer::ValuePointer;
 use crate::stats::SpaceMismatch;
 use crate::super_version::SuperVersion;
 use crate::version::{Version, VersionEdit};
+
+/// Entries [`Core::sample_shadowed_after_open`] samples: the share of
+/// them that shadow an older version within about 2 percentage points
+/// (the standard error of a share is at most 0.5 / sqrt(n)), as a flush's
+/// sample (`SHADOW_SAMPLES_PER_FLUSH`).
+const SHADOWED_SAMPLES_AFTER_OPEN: u64 = 512;
 
 /// How often `Core::space_mismatches` takes its recount again when a new
 /// super version came during it.
@@ -128,32 +134,106 @@ impl Core {
     }
 
     /// The inline versions of a leveled tree that newer ones shadow: the
-    /// inline bytes above its last level (the partitioned shape: above
-    /// each partition's oldest table) times the share of writes the
-    /// flushes found shadowing an older version (each such entry leaves
-    /// one older version below until a merge meets it; exact for values of
-    /// one size under a steady workload), and, in a tree of inline values
-    /// only, the garbage the memtables likely hide (`hidden`: their puts
-    /// shadow inline versions, not value records). Nothing before a flush
-    /// since open measured the share. Returns the two apart, the tables'
-    /// and the memtables': a merge can drop only the first.
+    /// count kept from a sample after the open
+    /// ([`Core::sample_shadowed_after_open`]), or else the inline bytes
+    /// above its last level (the partitioned shape: above each partition's
+    /// oldest table) times the share of writes the flushes found shadowing
+    /// an older version (each such entry leaves one older version below
+    /// until a merge meets it; exact for values of one size under a steady
+    /// workload, and nothing before a flush since open measured the
+    /// share); and, in a tree of inline values only, the garbage the
+    /// memtables likely hide (`hidden`: their puts shadow inline versions,
+    /// not value records; nothing before the share is measured). Returns
+    /// the two apart, the tables' and the memtables': a merge can drop only
+    /// the first.
     fn shadowed_inline_garbage(&self, current: &Version, hidden: u64) -> (u64, u64) {
-        let Some(share) = self.space_measure.learned_shadow_share_milli() else {
-            return (0, 0);
-        };
+        let share = self.space_measure.learned_shadow_share_milli();
         let above = self.shape.inline_bytes_above_last_level(current);
-        let estimate = (u128::from(above) * u128::from(share) / 1000) as u64;
-        // A leveled tree keeps the count as its edits install
-        // (`Core::inline_bytes_above_last_level` says where it is kept):
-        // versions merges move down from above the last level need not be
-        // updates. Each dead version's newer one is above the last level
+        // A leveled tree keeps the count as its edits install, from a
+        // sample after the open (`Core::inline_bytes_above_last_level` says
+        // where it is kept): versions merges move down from above the last
+        // level need not be updates, nor need a load written before the
+        // open. Each dead version's newer one is above the last level
         // (which holds one version of a key), so `above` bounds the count.
-        let dead = (self.space_measure.tables_shadowed_bytes()).map_or(estimate, |n| n.min(above));
-        if current.may_hold_pointers() {
+        let dead = match (self.space_measure.tables_shadowed_bytes(), share) {
+            (Some(n), _) => n.min(above),
+            (None, Some(share)) => (u128::from(above) * u128::from(share) / 1000) as u64,
+            (None, None) => 0,
+        };
+        if current.may_hold_pointers() || share.is_none() {
             (dead, 0)
         } else {
             (dead, hidden)
         }
+    }
+
+    /// Starts the count of a leveled tree's shadowed inline bytes
+    /// (`SpaceMeasure::note_tables`) from a sample of the version current
+    /// now, once after an open (flushes and merges ask once they
+    /// installed, off the write path; `own_merges` is 1 from a merge, which
+    /// counts itself as running), when no other merge runs or a few
+    /// flushes asked; installs meanwhile are kept aside and added to it.
+    ///
+    /// The sample ([`SHADOWED_SAMPLES_AFTER_OPEN`] entries, spread over the
+    /// levels above the last by their inline bytes, the first inline put of
+    /// an evenly spread data block each) looks each entry's key up in the
+    /// tree below the entry's sequence number: the share that finds a
+    /// version that is not a tombstone, times the inline bytes above the
+    /// last level, is the count. At most as many data block reads as
+    /// samples in the tables sampled, and one lookup each (a block per
+    /// level at most, behind the filters). A sample that reads nothing
+    /// (every table failed) leaves the count to the old estimate.
+    pub(in crate::db) fn sample_shadowed_after_open(&self, own_merges: usize) {
+        if !self.keeps_shadowed_count() {
+            return;
+        }
+        let version = {
+            let st = self.state.lock();
+            let merging = st.jobs.compactions_running > own_merges;
+            if !self.space_measure.start_sample(merging) {
+                return;
+            }
+            st.current.clone()
+        };
+        let dead = self.sample_shadowed_inline(&version);
+        self.space_measure.finish_sample(dead);
+    }
+
+    /// [`Core::sample_shadowed_after_open`]'s sample of `v`: the dead
+    /// inline bytes, `None` when no entry could be sampled.
+    fn sample_shadowed_inline(&self, v: &Version) -> Option<u64> {
+        let above = self.shape.inline_bytes_above_last_level(v);
+        let last = v.levels.iter().rposition(|l| !l.is_empty())?;
+        if above == 0 {
+            return Some(0);
+        }
+        let total = u128::from(SHADOWED_SAMPLES_AFTER_OPEN);
+        let (mut before, mut sampled, mut shadowed) = (0u64, 0u64, 0u64);
+        for f in v.levels[..last].iter().flatten() {
+            let after = before + f.inline_bytes();
+            // This table's part of the samples, by its inline bytes.
+            let n = total * u128::from(after) / u128::from(above)
+                - total * u128::from(before) / u128::from(above);
+            before = after;
+            // A table that cannot be read is left out, as a flush's sample
+            // leaves out a key whose lookup fails: a read reports it.
+            let Ok(table) = self.tables.get(f.number, f.file_size, IoClass::Flush) else {
+                continue;
+            };
+            let Ok(puts) = table.sample_inline_puts(n as usize, IoClass::Flush) else {
+                continue;
+            };
+            for ik in puts {
+                let below = key::sequence(&ik).saturating_sub(1);
+                let uk = key::user_key(&ik);
+                if let Ok(found) = self.shape.get(v, &self.tables, uk, below, IoClass::Flush) {
+                    sampled += 1;
+                    shadowed += u64::from(matches!(found, Lookup::Found(..)));
+                }
+            }
+        }
+        let dead = u128::from(above) * u128::from(shadowed) / u128::from(sampled.max(1));
+        (sampled > 0).then_some(dead as u64)
     }
 
     /// Learns from a flush how much of what its memtable's writes could
@@ -166,11 +246,16 @@ impl Core {
     /// [`Core::note_inline_tables`]; `None` where the count is not kept
     /// (without a space limit, or another shape, which keeps the estimate).
     pub(crate) fn inline_bytes_above_last_level(&self) -> Option<u64> {
-        let kept = self.space_limited() && self.opts.index.shape == IndexShapeKind::Leveled;
-        kept.then(|| {
+        self.keeps_shadowed_count().then(|| {
             let current = self.state.lock().current.clone();
             self.shape.inline_bytes_above_last_level(&current)
         })
+    }
+
+    /// Whether the count of shadowed inline bytes is kept: under a space
+    /// limit, in a leveled tree.
+    pub(in crate::db) fn keeps_shadowed_count(&self) -> bool {
+        self.space_limited() && self.opts.index.shape == IndexShapeKind::Leveled
     }
 
     /// A flush or a whole merge installed, which `added` and `removed`

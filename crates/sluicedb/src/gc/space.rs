@@ -104,9 +104,9 @@ pub(crate) struct SpaceMeasure {
     /// Whether a flush set `shadow_share_milli` since open.
     shadow_share_learned: AtomicBool,
     /// The inline bytes of table versions a newer table version shadows,
-    /// kept as flushes and merges install ([`SpaceMeasure::note_tables`]); `None`
-    /// until the first install once a flush since open learned the share.
-    tables_shadowed: Mutex<Option<u64>>,
+    /// kept as flushes and merges install ([`SpaceMeasure::note_tables`]),
+    /// from a sample after an open ([`SpaceMeasure::start_sample`]).
+    tables_shadowed: Mutex<TablesShadowed>,
     /// The mean value size of the last flushed memtable's puts.
     mean_value_bytes: AtomicU64,
     /// Of the bytes the journal took over the last closed window, the share
@@ -115,6 +115,29 @@ pub(crate) struct SpaceMeasure {
     /// Where the window of the live share opened (the first measurement,
     /// then the one that closed the last window).
     window: Mutex<Option<Window>>,
+}
+
+/// Where the count of the tables' shadowed inline bytes stands
+/// ([`SpaceMeasure::note_tables`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum TablesShadowed {
+    /// Not kept from a sample (a read-only open, or the sample failed):
+    /// started at the first install once the share is learned, from the
+    /// estimate ([`SpaceMeasure::note_tables`]).
+    Unknown,
+    /// A sample is due ([`SpaceMeasure::expect_sample`]): installs before
+    /// it are in the version it samples. `deferred`: flushes that did not
+    /// take it because merges were running.
+    Pending {
+        deferred: u32,
+    },
+    /// A sample of the version current when it started is being taken;
+    /// what installs add and remove meanwhile waits here for it.
+    Sampling {
+        added: u64,
+        removed: u64,
+    },
+    Counted(u64),
 }
 
 /// The start of a window over which the share of journal bytes that
@@ -135,7 +158,7 @@ impl Default for SpaceMeasure {
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             shadow_share_learned: AtomicBool::new(false),
-            tables_shadowed: Mutex::new(None),
+            tables_shadowed: Mutex::new(TablesShadowed::Unknown),
             mean_value_bytes: AtomicU64::new(0),
             // Until a window closes, what the journal takes is taken as
             // new data: on a fresh database (a load) it is, and an
@@ -242,8 +265,10 @@ impl SpaceMeasure {
     }
 
     /// Keeps the count of the tables' shadowed inline bytes as a flush or
-    /// a merge installs, from the inline bytes it `added` and `removed` and
-    /// the bytes above the last level before it
+    /// a merge installs (called under the state lock with the new version
+    /// in place, so that a sample started from a version sees each install
+    /// either in it or here), from the inline bytes it `added` and
+    /// `removed` and the bytes above the last level before it
     /// (`IndexShape::inline_bytes_above_last_level`). A `flush` adds
     /// newest versions, of which the learned shadow share each shadows an
     /// older one (whose bytes its own stand for, exact for values of one
@@ -252,33 +277,98 @@ impl SpaceMeasure {
     /// it dropped, dead no longer. (Taken a key range at a time, its outputs
     /// hold copies of entries still in its inputs above until its last edit;
     /// those count as live until then, as they did before, and a merge for
-    /// space could not drop them sooner.) The count starts, at the first
-    /// flush or merge once the share is learned since open, from `above`
-    /// times the share, and is the tables' part of
-    /// `Core::shadowed_inline_garbage` from then on. (From that estimate
-    /// alone, the tables above the last level all counted as updates: after
-    /// a load that left a fifth of the data above the last level, the limit
-    /// took that fifth for garbage and held writes at its high ratio when the
-    /// directory stood at 1.3 times the data.)
+    /// space could not drop them sooner.) The count starts from a sample
+    /// of the tables after an open ([`SpaceMeasure::start_sample`]); without
+    /// one (it failed), at the first install once the share is learned,
+    /// from `above` times the share. (From that estimate, the tables above
+    /// the last level all counted as updates: after a load that left a
+    /// fifth of the data above the last level, the limit took that fifth
+    /// for garbage and held writes at its high ratio when the directory
+    /// stood at 1.3 times the data.)
     pub(crate) fn note_tables(&self, added: u64, removed: u64, above: u64, flush: bool) {
-        let Some(share) = self.learned_shadow_share_milli() else {
-            return;
+        let share = self.learned_shadow_share_milli();
+        let of = |bytes: u64, share: u64| (u128::from(bytes) * u128::from(share) / 1000) as u64;
+        let (added, removed) = match (flush, share) {
+            (true, Some(s)) => (of(added, s), 0),
+            // A flush that taught no share (no puts) adds none it knows of.
+            (true, None) => (0, 0),
+            (false, _) => (added, removed),
         };
-        let of = |bytes: u64| (u128::from(bytes) * u128::from(share) / 1000) as u64;
         let mut count = self.tables_shadowed.lock();
-        let dead = count.get_or_insert_with(|| of(above));
-        *dead = if flush {
-            dead.saturating_add(of(added))
-        } else {
-            dead.saturating_add(added).saturating_sub(removed)
+        match &mut *count {
+            TablesShadowed::Unknown => {
+                if let Some(s) = share {
+                    let start = of(above, s);
+                    *count = TablesShadowed::Counted(
+                        start.saturating_add(added).saturating_sub(removed),
+                    );
+                }
+            }
+            TablesShadowed::Pending { .. } => {}
+            TablesShadowed::Sampling {
+                added: a,
+                removed: r,
+            } => {
+                *a = a.saturating_add(added);
+                *r = r.saturating_add(removed);
+            }
+            TablesShadowed::Counted(dead) => {
+                *dead = dead.saturating_add(added).saturating_sub(removed);
+            }
+        }
+    }
+
+    /// The count will start from a sample (at open, before any install).
+    pub(crate) fn expect_sample(&self) {
+        *self.tables_shadowed.lock() = TablesShadowed::Pending { deferred: 0 };
+    }
+
+    /// Starts the count from a sample (call under the state lock, with the
+    /// version the sample will be taken of): true when one was due, and the
+    /// caller is to take it and hand it to [`SpaceMeasure::finish_sample`].
+    /// While `merging` (a merge is running) it waits, for at most
+    /// [`SAMPLE_DEFERRALS_MAX`] calls: a merge installed a key range at a
+    /// time and noted whole at its end would be counted twice, in the
+    /// version sampled and in its note.
+    pub(crate) fn start_sample(&self, merging: bool) -> bool {
+        let mut count = self.tables_shadowed.lock();
+        let TablesShadowed::Pending { deferred } = &mut *count else {
+            return false;
         };
+        if merging && *deferred < SAMPLE_DEFERRALS_MAX {
+            *deferred += 1;
+            return false;
+        }
+        *count = TablesShadowed::Sampling {
+            added: 0,
+            removed: 0,
+        };
+        true
+    }
+
+    /// The sample's `dead` bytes, of the version it started from, with what
+    /// installed since added and removed; `None` (the sample failed) leaves
+    /// the count to the estimate ([`SpaceMeasure::note_tables`]).
+    pub(crate) fn finish_sample(&self, dead: Option<u64>) {
+        let mut count = self.tables_shadowed.lock();
+        if let TablesShadowed::Sampling { added, removed } = *count {
+            *count = match dead {
+                Some(d) => TablesShadowed::Counted(d.saturating_add(added).saturating_sub(removed)),
+                None => TablesShadowed::Unknown,
+            };
+        }
     }
 
     /// The inline bytes of table versions a newer table version shadows,
-    /// as [`SpaceMeasure::note_tables`] keeps them; `None` before it
-    /// started.
+    /// as [`SpaceMeasure::note_tables`] keeps them: `Some(0)` until a due
+    /// sample is taken (nothing is known dead, as before the first flush),
+    /// `None` where none is due.
     pub(crate) fn tables_shadowed_bytes(&self) -> Option<u64> {
-        *self.tables_shadowed.lock()
+        match *self.tables_shadowed.lock() {
+            TablesShadowed::Unknown => None,
+            TablesShadowed::Pending { .. } | TablesShadowed::Sampling { .. } => Some(0),
+            TablesShadowed::Counted(n) => Some(n),
+        }
     }
 
     /// The garbage a memtable likely hides: its shadow candidates times the
@@ -332,6 +422,11 @@ impl SpaceMeasure {
         self.live_share_milli.load(Ordering::Relaxed)
     }
 }
+
+/// Flushes and merges that may leave the sample of dead inline versions
+/// after an open for the next because other merges are running
+/// ([`SpaceMeasure::start_sample`]); the one after takes it regardless.
+const SAMPLE_DEFERRALS_MAX: u32 = 4;
 
 /// The journal bytes over which [`SpaceMeasure::record`] measures the share
 /// of writes that add live data: large against the noise of one
@@ -455,6 +550,52 @@ mod tests {
         // Below the live data nothing is scaled.
         assert_eq!(excess_floored(0.9, 100 * MIB, high, 192 * MIB), 0.9);
         assert_eq!(excess_floored(1.3, 0, high, 192 * MIB), 1.3);
+    }
+
+    /// The count of the tables' shadowed bytes starts from the sample after
+    /// an open: installs before it started are in its version and left out,
+    /// those while it runs are added to it, and those after go on from it.
+    #[test]
+    fn the_count_of_shadowed_bytes_starts_from_the_sample() {
+        let m = SpaceMeasure::default();
+        m.expect_sample();
+        m.set_shadow_share(1000);
+        // A flush and a merge before the sample: in the version it samples.
+        m.note_tables(10 * MIB, 0, 50 * MIB, true);
+        m.note_tables(20 * MIB, 25 * MIB, 60 * MIB, false);
+        assert_eq!(m.tables_shadowed_bytes(), Some(0), "nothing known dead yet");
+        // Deferred while merges run, at most so many times.
+        for _ in 0..SAMPLE_DEFERRALS_MAX {
+            assert!(!m.start_sample(true));
+        }
+        assert!(m.start_sample(true));
+        assert!(!m.start_sample(false), "one sample per open");
+        // While it runs: a flush whose writes shadow half, and a merge
+        // dropping 3 MiB of dead versions.
+        m.set_shadow_share(500);
+        m.note_tables(4 * MIB, 0, 45 * MIB, true);
+        m.note_tables(10 * MIB, 13 * MIB, 47 * MIB, false);
+        m.finish_sample(Some(7 * MIB));
+        assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB + 2 * MIB - 3 * MIB));
+        m.note_tables(2 * MIB, 0, 44 * MIB, true);
+        assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB));
+    }
+
+    /// Without a sample (a read-only open) or when it failed, the count
+    /// starts at the first install from the estimate, as before samples.
+    #[test]
+    fn without_a_sample_the_count_starts_from_the_estimate() {
+        let m = SpaceMeasure::default();
+        m.note_tables(MIB, 0, 10 * MIB, true);
+        assert_eq!(m.tables_shadowed_bytes(), None, "no share learned");
+        m.set_shadow_share(500);
+        m.note_tables(2 * MIB, 0, 10 * MIB, true);
+        assert_eq!(m.tables_shadowed_bytes(), Some(6 * MIB));
+        let failed = SpaceMeasure::default();
+        failed.expect_sample();
+        assert!(failed.start_sample(false));
+        failed.finish_sample(None);
+        assert_eq!(failed.tables_shadowed_bytes(), None);
     }
 
     /// A load turning into updates: the next closed window says so.

@@ -428,6 +428,47 @@ impl Table {
         }
     }
 
+    /// The internal key of the first inline put (`Kind::Value`) of each of
+    /// `n` data blocks spread evenly over the table (blocks in the middle
+    /// of `n` equal shares of its data index; all of them when it has fewer),
+    /// skipping a block that holds none. Reads at most `n` blocks, past the
+    /// cache (`docs/design.md`, "What is measured": the sample of dead
+    /// inline versions after an open).
+    pub(crate) fn sample_inline_puts(&self, n: usize, class: IoClass) -> Result<Vec<Vec<u8>>> {
+        let mut index = self.index.iter();
+        let mut blocks = 0usize;
+        index.seek_to_first();
+        while index.valid() {
+            blocks += 1;
+            index.next();
+        }
+        index.status()?;
+        let n = n.min(blocks);
+        let mut out = Vec::with_capacity(n);
+        let (mut at, mut i) = (0usize, 0usize);
+        index.seek_to_first();
+        while index.valid() && i < n {
+            // The middle block of share `i`.
+            if at == (2 * i + 1) * blocks / (2 * n) {
+                i += 1;
+                let block = self.read_block(self.decode_handle(index.value())?, class, false)?;
+                let mut it = block.iter();
+                it.seek_to_first();
+                while it.valid() && key::kind_byte(it.key()) != key::Kind::Value as u8 {
+                    it.next();
+                }
+                it.status()?;
+                if it.valid() {
+                    out.push(it.key().to_vec());
+                }
+            }
+            at += 1;
+            index.next();
+        }
+        index.status()?;
+        Ok(out)
+    }
+
     /// Reads every block and checks every checksum and entry (for `verify`).
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
         self.verify_as(IoClass::UserRead)
@@ -801,6 +842,48 @@ mod tests {
             IoClass::UserRead,
         )
         .map(Arc::new)
+    }
+
+    /// A sample of inline puts takes one from each of `n` evenly spread
+    /// data blocks (a block's first put, past its tombstones), in key
+    /// order, and every block's when asked for more than it has.
+    #[test]
+    fn a_sample_of_inline_puts_is_spread_over_the_blocks() {
+        let fs = mem_tables();
+        // Every third entry a tombstone.
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..600u64)
+            .map(|i| {
+                let kind = if i % 3 == 0 {
+                    Kind::Delete
+                } else {
+                    Kind::Value
+                };
+                let k = key::encode(format!("k{i:05}").as_bytes(), 10 + i, kind as u8);
+                (k, vec![b'v'; 20])
+            })
+            .collect();
+        let t = build_entries(&fs, 1, &entries, OPTS);
+        let blocks = t.properties.data_blocks as usize;
+        assert!(blocks > 40, "{blocks}");
+        let sample = t.sample_inline_puts(16, IoClass::Flush).unwrap();
+        assert_eq!(sample.len(), 16);
+        assert!(sample
+            .windows(2)
+            .all(|w| key::compare(&w[0], &w[1]).is_lt()));
+        assert!(sample
+            .iter()
+            .all(|k| key::kind_byte(k) == Kind::Value as u8));
+        // Spread: the first from the first share of the keys, the last
+        // from the last.
+        let index = |k: &Vec<u8>| entries.iter().position(|(e, _)| e == k).unwrap();
+        assert!(index(&sample[0]) < 600 / 16, "{}", index(&sample[0]));
+        assert!(
+            index(&sample[15]) > 600 - 600 / 16,
+            "{}",
+            index(&sample[15])
+        );
+        let all = t.sample_inline_puts(10_000, IoClass::Flush).unwrap();
+        assert_eq!(all.len(), blocks);
     }
 
     #[test]

@@ -152,10 +152,16 @@ impl Core {
                 .sum::<u64>();
         let removed: u64 = plan.input_files().map(|f| f.inline_bytes()).sum();
         let above = self.inline_bytes_above_last_level();
-        self.install(edit, None, &numbers, |_| {})?;
-        if let Some(above) = above {
-            self.note_inline_tables(added, removed, above, false);
-        }
+        // Under the state lock: a sample of the version before or after
+        // sees it once (`Core::sample_shadowed_after_open`).
+        self.install(edit, None, &numbers, |_| {
+            if let Some(above) = above {
+                self.note_inline_tables(added, removed, above, false);
+            }
+        })?;
+        // Noted whole: a sample due after the open may go now, unless
+        // another merge is part way through its ranges.
+        self.sample_shadowed_after_open(1);
         // Thawed before the accounting lock goes: a job settling later
         // must count in a victim at once, not defer to this merge.
         drop(_thaw);

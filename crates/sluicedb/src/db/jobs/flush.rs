@@ -294,10 +294,15 @@ impl Core {
             }
             self.unjournaled_floor
                 .store(st.unjournaled_floor(), Ordering::Release);
+            // Under the state lock: a sample of the version before or after
+            // sees it once (`Core::sample_shadowed_after_open`).
+            if let Some(above) = above {
+                self.note_inline_tables(added, 0, above, true);
+            }
         })?;
-        if let Some(above) = above {
-            self.note_inline_tables(added, 0, above, true);
-        }
+        // Once after an open, after its install: the flush it delays is
+        // done, and the share it learned is the one the count goes on with.
+        self.sample_shadowed_after_open(0);
         bump(&self.counters.flushes, 1);
         if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
