@@ -435,17 +435,13 @@ impl Table {
     /// cache (`docs/design.md`, "What is measured": the sample of dead
     /// inline versions after an open).
     pub(crate) fn sample_inline_puts(&self, n: usize, class: IoClass) -> Result<Vec<Vec<u8>>> {
-        let mut index = self.index.iter();
-        let mut blocks = 0usize;
-        index.seek_to_first();
-        while index.valid() {
-            blocks += 1;
-            index.next();
-        }
-        index.status()?;
+        // Every table's properties count its data blocks, the entries of
+        // its data index.
+        let blocks = self.properties.data_blocks as usize;
         let n = n.min(blocks);
         let mut out = Vec::with_capacity(n);
         let (mut at, mut i) = (0usize, 0usize);
+        let mut index = self.index.iter();
         index.seek_to_first();
         while index.valid() && i < n {
             // The middle block of share `i`.
