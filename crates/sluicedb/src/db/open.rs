@@ -190,10 +190,16 @@ impl Core {
         // buffer's worth at most, held in the memory budget.
         let block_pool = {
             let cache = block_cache.clone();
-            Arc::new(BlockPool::new(
+            let pool = Arc::new(BlockPool::new(
                 opts.write_buffer_size_bytes,
-                Box::new(move |pooled| cache.give_way_to_pool(pooled)),
-            ))
+                Box::new(move |excess| cache.give_way_to_pool(excess)),
+            ));
+            // Weak: the pool's callback holds the cache.
+            let weak = Arc::downgrade(&pool);
+            block_cache.set_pool_trim(Box::new(move || {
+                weak.upgrade().is_some_and(|p| p.trim_if_idle())
+            }));
+            pool
         };
         let mem = super::core::write_buffer_for(
             values.as_ref(),

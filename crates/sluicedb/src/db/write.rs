@@ -831,18 +831,63 @@ mod tests {
             (1 << 20..=buffer as u64).contains(&after_flush),
             "{after_flush} bytes pooled"
         );
-        // Held like an immutable memtable: the cache gives way.
+        // Inside the active memtable's charge (a whole write buffer, and it
+        // is empty): the cache keeps its size. Before, it gave way to them
+        // as to an immutable, and an idle database that had been written
+        // kept its block cache at the floor.
         let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
-        assert_eq!(capacity(&db), cache - after_flush);
-        // The next memtable takes the blocks back, and the cache grows.
+        assert_eq!(capacity(&db), cache);
+        // The next memtable takes the blocks back.
         fill(3000);
         let now = pooled(&db);
         assert!(
             now < after_flush,
             "{now} bytes pooled, {after_flush} before"
         );
-        assert_eq!(capacity(&db), cache - now);
+        assert_eq!(capacity(&db), cache);
         for i in (0..6000u32).step_by(7) {
+            assert_eq!(db.get(i.to_be_bytes()).unwrap().unwrap(), [7u8; 1000]);
+        }
+    }
+
+    #[test]
+    fn an_idle_database_frees_the_pools_excess_to_the_block_cache() {
+        let (cache, buffer) = (32u64 << 20, 16usize << 20);
+        let o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(buffer)
+            .block_cache_bytes(cache as usize);
+        let db = Db::open("/db", o).unwrap();
+        let fill = |db: &Db, from: u32| {
+            for i in from..from + 12_000 {
+                db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
+            }
+        };
+        fill(&db, 0);
+        // While the first memtable is flushed the next one grows, on fresh
+        // blocks (the pool is empty): its flushed blocks come back beyond
+        // what the active memtable can still take.
+        let writer = db.clone();
+        *db.core().flush_hook.lock() = Some(Box::new(move |_: &super::super::core::Core| {
+            fill(&writer, 12_000)
+        }));
+        db.flush().unwrap();
+        let pool = db.core().block_pool.clone();
+        let start = std::time::Instant::now();
+        while pool.excess_bytes() == 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let excess = pool.excess_bytes();
+        assert!(excess >= 1 << 20, "{excess} bytes of excess");
+        let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
+        assert_eq!(capacity(&db), cache - excess);
+        // Writes stop; a read that misses the cache once the blocks sat
+        // unused frees the excess, and the cache has its size back.
+        pool.set_idle(Duration::ZERO);
+        assert_eq!(db.get(7u32.to_be_bytes()).unwrap().unwrap(), [7u8; 1000]);
+        assert_eq!(pool.excess_bytes(), 0);
+        assert_eq!(capacity(&db), cache);
+        for i in (0..24_000u32).step_by(7) {
             assert_eq!(db.get(i.to_be_bytes()).unwrap().unwrap(), [7u8; 1000]);
         }
     }

@@ -239,14 +239,35 @@ type RawBlock = NonNull<[MaybeUninit<u64>]>;
 /// Without it, the memtable inserts of the scavenger preset's 1 KiB update
 /// benchmark spent 4% of the process's CPU samples in page faults, more
 /// under a memory cap, where the allocator returns freed memory at once.
-/// The pooled bytes are memory held: the budget counts them
-/// ([`BlockPool::on_change`]).
+///
+/// What the budget counts (`docs/design.md`, "Memory"): the active memtable
+/// is charged a whole write buffer from its start, and the pooled blocks it
+/// will take as it grows are inside that charge. Only the pooled blocks
+/// beyond the active memtable's room are held memory of their own, the
+/// *excess*: pooled plus the blocks the newest memtable took (`growing`),
+/// less the cap. [`BlockPool::on_change`] hears it. While writes go on the
+/// excess is the next memtable's; once no block has moved for
+/// [`POOL_IDLE`], [`BlockPool::trim_if_idle`] frees it, so that a database
+/// that turned to reads gets its whole block cache back.
 pub(crate) struct BlockPool {
     free: Mutex<Vec<RawBlock>>,
     cap_blocks: usize,
-    /// Told the pooled bytes after every change.
+    /// Full-size blocks the newest memtable's arenas took, pooled or fresh,
+    /// since it was made ([`BlockPool::rearm`]). A memtable made before the
+    /// one it follows stopped growing counts some of that one's too: more,
+    /// never less, than its own.
+    growing: AtomicUsize,
+    /// When a block last moved in or out, in ms from `epoch`.
+    last_use_ms: AtomicU64,
+    epoch: std::time::Instant,
+    /// [`POOL_IDLE`] (tests shorten it).
+    idle_ms: AtomicU64,
+    /// Told the excess pooled bytes after every change.
     on_change: Box<dyn Fn(u64) + Send + Sync>,
 }
+
+/// How long the pool's blocks stay unused before its excess is freed.
+pub(crate) const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 // SAFETY: the pooled blocks are plain memory no arena refers to any more;
 // they move between threads only behind the pool's mutex.
@@ -255,12 +276,16 @@ unsafe impl Send for BlockPool {}
 unsafe impl Sync for BlockPool {}
 
 impl BlockPool {
-    /// A pool of up to `cap_bytes` of blocks; `on_change` hears the pooled
-    /// bytes after each change.
+    /// A pool of up to `cap_bytes` of blocks; `on_change` hears the excess
+    /// pooled bytes after each change.
     pub(crate) fn new(cap_bytes: usize, on_change: Box<dyn Fn(u64) + Send + Sync>) -> Self {
         BlockPool {
             free: Mutex::new(Vec::new()),
             cap_blocks: cap_bytes / MAX_BLOCK_BYTES,
+            growing: AtomicUsize::new(0),
+            last_use_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+            idle_ms: AtomicU64::new(POOL_IDLE.as_millis() as u64),
             on_change,
         }
     }
@@ -270,11 +295,46 @@ impl BlockPool {
         (self.free.lock().len() * MAX_BLOCK_BYTES) as u64
     }
 
+    /// Pooled bytes beyond what the newest memtable can still take.
+    #[cfg(test)]
+    pub(crate) fn excess_bytes(&self) -> u64 {
+        self.excess(self.free.lock().len())
+    }
+
+    fn excess(&self, pooled: usize) -> u64 {
+        let held = pooled + self.growing.load(Ordering::Relaxed);
+        (held.saturating_sub(self.cap_blocks) * MAX_BLOCK_BYTES) as u64
+    }
+
+    fn used_now(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_use_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// A new memtable takes its blocks from here from now on: what it
+    /// takes is counted from zero.
+    pub(crate) fn rearm(&self) {
+        let free = self.free.lock();
+        self.growing.store(0, Ordering::Relaxed);
+        (self.on_change)(self.excess(free.len()));
+    }
+
+    /// A pooled block for the newest memtable, counted as taken.
     fn take(&self) -> Option<RawBlock> {
         let mut free = self.free.lock();
         let block = free.pop()?;
-        (self.on_change)((free.len() * MAX_BLOCK_BYTES) as u64);
+        // Pooled less one, taken plus one: the excess stays.
+        self.growing.fetch_add(1, Ordering::Relaxed);
+        self.used_now();
         Some(block)
+    }
+
+    /// The newest memtable made a fresh block (the pool had none).
+    fn count_fresh(&self) {
+        let free = self.free.lock();
+        self.growing.fetch_add(1, Ordering::Relaxed);
+        self.used_now();
+        (self.on_change)(self.excess(free.len()));
     }
 
     /// Keeps the full-size ones of `blocks` while there is room, and frees
@@ -292,8 +352,35 @@ impl BlockPool {
             }
         }
         if free.len() != before {
-            (self.on_change)((free.len() * MAX_BLOCK_BYTES) as u64);
+            self.used_now();
+            (self.on_change)(self.excess(free.len()));
         }
+    }
+
+    /// Frees the excess once no block has moved for [`POOL_IDLE`]; the
+    /// block cache calls it on a miss while the excess holds it smaller.
+    /// Returns whether it freed any.
+    pub(crate) fn trim_if_idle(&self) -> bool {
+        let mut free = self.free.lock();
+        let excess = (self.excess(free.len()) as usize) / MAX_BLOCK_BYTES;
+        let idle_ms = (self.epoch.elapsed().as_millis() as u64)
+            .saturating_sub(self.last_use_ms.load(Ordering::Relaxed));
+        if excess == 0 || free.is_empty() || idle_ms < self.idle_ms.load(Ordering::Relaxed) {
+            return false;
+        }
+        for _ in 0..excess.min(free.len()) {
+            let block = free.pop().expect("a pooled block");
+            // SAFETY: as in `give_back`: pooled blocks belong to no arena.
+            drop(unsafe { Box::from_raw(block.as_ptr()) });
+        }
+        (self.on_change)(self.excess(free.len()));
+        true
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_idle(&self, idle: std::time::Duration) {
+        self.idle_ms
+            .store(idle.as_millis() as u64, Ordering::Relaxed);
     }
 }
 
@@ -384,10 +471,14 @@ impl Arena {
     /// when it is a piece of its `own` (a shared block's pieces are counted
     /// as they go out).
     fn new_block(&self, st: &mut ArenaState, bytes: usize, own: bool) -> NonNull<u8> {
-        let pooled = (bytes == MAX_BLOCK_BYTES)
+        let full = bytes == MAX_BLOCK_BYTES;
+        let pooled = full
             .then(|| st.pool.as_ref().and_then(|p| p.take()))
             .flatten();
         let block = pooled.unwrap_or_else(|| {
+            if let (true, Some(pool)) = (full, &st.pool) {
+                pool.count_fresh();
+            }
             let block = Box::<[u64]>::new_uninit_slice(bytes.div_ceil(8));
             NonNull::new(Box::into_raw(block)).expect("a block")
         });
@@ -424,8 +515,12 @@ impl Default for SkipList {
 
 impl SkipList {
     /// An empty list whose arenas take full-size blocks from `pool` and
-    /// give them back when the list is dropped.
+    /// give them back when the list is dropped; the pool counts what it
+    /// takes from now on ([`BlockPool::rearm`]).
     pub(crate) fn with_pool(pool: Option<Arc<BlockPool>>) -> Self {
+        if let Some(p) = &pool {
+            p.rearm();
+        }
         let arena = |pool: Option<Arc<BlockPool>>| Arena {
             state: Mutex::new(ArenaState {
                 blocks: Vec::new(),
@@ -1239,5 +1334,67 @@ mod tests {
                 });
             }
         });
+    }
+
+    #[test]
+    fn the_pool_charges_only_blocks_beyond_the_active_lists_room_and_frees_them_when_idle() {
+        const MIB: u64 = MAX_BLOCK_BYTES as u64;
+        let heard = Arc::new(AtomicU64::new(u64::MAX));
+        let h = heard.clone();
+        let pool = Arc::new(BlockPool::new(
+            4 * MAX_BLOCK_BYTES,
+            Box::new(move |excess| h.store(excess, Ordering::Relaxed)),
+        ));
+        let fill = |list: &SkipList, from: u32, n: u32| {
+            for i in from..from + n {
+                insert(list, &i.to_be_bytes(), 1, &[7u8; 1000]);
+            }
+        };
+        let full_blocks = |list: &SkipList| {
+            [&list.arena, &list.values]
+                .iter()
+                .map(|a| {
+                    let st = a.state.lock();
+                    st.blocks
+                        .iter()
+                        .filter(|b| b.len() * 8 == MAX_BLOCK_BYTES)
+                        .count() as u64
+                })
+                .sum::<u64>()
+        };
+        // The first list grows on fresh blocks; nothing is pooled.
+        let a = SkipList::with_pool(Some(pool.clone()));
+        fill(&a, 0, 6000);
+        let a_blocks = full_blocks(&a);
+        assert!(a_blocks >= 4, "{a_blocks} full blocks");
+        assert_eq!(pool.pooled_bytes(), 0);
+        // The next list (the new active memtable) grows on fresh blocks
+        // while the first is flushed.
+        let b = SkipList::with_pool(Some(pool.clone()));
+        fill(&b, 0, 1500);
+        let b_blocks = full_blocks(&b);
+        assert!(b_blocks >= 1, "{b_blocks} full blocks");
+        assert_eq!(heard.load(Ordering::Relaxed), 0);
+        // The flushed list's blocks come back up to the cap: those beyond
+        // what `b` can still take are the excess the budget charges.
+        drop(a);
+        assert_eq!(pool.pooled_bytes(), 4 * MIB);
+        let excess = b_blocks * MIB;
+        assert_eq!(pool.excess_bytes(), excess);
+        assert_eq!(heard.load(Ordering::Relaxed), excess);
+        // Blocks just moved: not idle, nothing freed.
+        assert!(!pool.trim_if_idle());
+        assert_eq!(pool.pooled_bytes(), 4 * MIB);
+        // Idle: the excess is freed, the rest stays for `b`.
+        pool.set_idle(std::time::Duration::ZERO);
+        assert!(pool.trim_if_idle());
+        assert_eq!(pool.pooled_bytes(), (4 - b_blocks) * MIB);
+        assert_eq!(heard.load(Ordering::Relaxed), 0);
+        assert!(!pool.trim_if_idle(), "nothing left to free");
+        // `b` takes the pooled blocks as it grows: no excess appears.
+        fill(&b, 1500, 2000);
+        assert!(pool.pooled_bytes() < (4 - b_blocks) * MIB);
+        assert_eq!(pool.excess_bytes(), 0);
+        assert_eq!(heard.load(Ordering::Relaxed), 0);
     }
 }

@@ -34,6 +34,10 @@ pub(crate) struct BlockCache {
     /// memtable blocks pooled for the next memtables (`give_way_to_pool`).
     immutable: AtomicU64,
     pooled: AtomicU64,
+    /// Frees the pool's excess once the memtables leave it unused
+    /// (`memtable::BlockPool::trim_if_idle`), tried on a miss while the
+    /// excess holds the cache smaller.
+    trim_pool: std::sync::OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
     /// Orders the capacity's updates, so that the last one set is the
     /// newest figures'.
     resize: parking_lot::Mutex<()>,
@@ -67,8 +71,15 @@ impl BlockCache {
             capacity: AtomicU64::new(full),
             immutable: AtomicU64::new(0),
             pooled: AtomicU64::new(0),
+            trim_pool: std::sync::OnceLock::new(),
             resize: parking_lot::Mutex::new(()),
         }
+    }
+
+    /// Sets what frees the pooled memtable blocks' excess when they sit
+    /// unused (once, at open).
+    pub(crate) fn set_pool_trim(&self, trim: Box<dyn Fn() -> bool + Send + Sync>) {
+        let _ = self.trim_pool.set(trim);
     }
 
     /// Sets the capacity for `immutable_bytes` of immutable memtables: what
@@ -80,9 +91,11 @@ impl BlockCache {
         self.resize();
     }
 
-    /// As [`BlockCache::give_way_to`], for the bytes of memtable blocks
-    /// pooled for the next memtables (`memtable::BlockPool`): memory held
-    /// like an immutable memtable's. Called whenever the pool changes.
+    /// As [`BlockCache::give_way_to`], for the memtable blocks pooled
+    /// beyond what the active memtable can still take
+    /// (`memtable::BlockPool`'s excess; the rest lies inside the active
+    /// memtable's charge): memory held like an immutable memtable's.
+    /// Called whenever it changes.
     pub(crate) fn give_way_to_pool(&self, pooled_bytes: u64) {
         self.pooled.store(pooled_bytes, Ordering::Relaxed);
         self.resize();
@@ -132,6 +145,11 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&self, table: u64, offset: u64, block: Arc<Block>) {
+        if self.pooled.load(Ordering::Relaxed) > 0 {
+            if let Some(trim) = self.trim_pool.get() {
+                trim();
+            }
+        }
         if let Some(c) = &self.cache {
             c.insert((table, offset), block);
         }
@@ -186,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn pooled_memtable_blocks_count_as_immutables() {
+    fn pooled_memtable_blocks_beyond_the_active_ones_room_count_as_immutables() {
         let full = 4 << 20;
         let c = BlockCache::with_budget(full, Some(6 << 20));
         c.give_way_to(2 << 20);
