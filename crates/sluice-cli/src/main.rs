@@ -65,6 +65,12 @@ struct ServeArgs {
     /// Close clients idle for this many seconds (0: never).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Memory the engine's memtables and block cache share, as
+    /// redis-server's maxmemory is written (e.g. 256mb; default: the
+    /// preset's 64 MiB write buffer and 64 MiB cache). Keys are never
+    /// evicted: the data lives on disk.
+    #[arg(long, value_name = "BYTES")]
+    maxmemory: Option<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
     /// 127.0.0.1:9121): per-command latency histograms, connections, and
     /// the engine's statistics.
@@ -76,7 +82,7 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     checkpoint_dir: Option<PathBuf>,
     /// A redis.conf-style file of the same settings (dir, preset, bind,
-    /// port, requirepass, appendfsync, maxclients, timeout,
+    /// port, requirepass, appendfsync, maxclients, timeout, maxmemory,
     /// proto-max-bulk-len, client-query-buffer-limit, metrics,
     /// checkpoint-dir).
     #[arg(long)]
@@ -128,6 +134,7 @@ fn serve(a: ServeArgs) -> Result<(), String> {
     set("appendfsync", a.appendfsync)?;
     set("maxclients", a.maxclients.map(|n| n.to_string()))?;
     set("timeout", a.timeout.map(|n| n.to_string()))?;
+    set("maxmemory", a.maxmemory)?;
     set("metrics", a.metrics)?;
     set(
         "checkpoint-dir",

@@ -119,9 +119,13 @@ pub struct Config {
     /// Where `SAVE` and `BGSAVE` put checkpoints of the database, keeping
     /// the newest whole one (none: they flush and sync only).
     pub checkpoint_dir: Option<PathBuf>,
-    /// redis-server's `maxmemory`: kept and reported for clients that set
-    /// it, not enforced (the engine's memory is bounded by its own
-    /// settings, and data lives on disk).
+    /// redis-server's `maxmemory`, here the engine's memory budget: the
+    /// memtables and the block cache share it ([`sluicedb::Db::set_memory_budget`];
+    /// `CONFIG SET` resizes the cache of a running server). 0, the default
+    /// as in Redis: the preset's (a 64 MiB write buffer and a 64 MiB block
+    /// cache). Keys are never evicted (`maxmemory-policy noeviction`) and
+    /// writes never refused for it: the data lives on disk, and only what
+    /// is kept in memory is bounded.
     pub maxmemory_bytes: usize,
     /// redis-server's encoding thresholds (`hash-max-listpack-entries`
     /// and the like, [`ENCODING_SETTINGS`]): clients and Redis's tests set
@@ -432,6 +436,9 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         };
         format!("opening {}{asked}: {e}", db_dir.display())
     })?;
+    if config.maxmemory_bytes > 0 {
+        db.set_memory_budget(memory_budget(config.maxmemory_bytes));
+    }
     config.preset = Some(preset);
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let addrs: Vec<SocketAddr> = listeners
@@ -480,6 +487,12 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         thread: Some(thread),
         replica,
     })
+}
+
+/// The engine's memory budget for redis-server's `maxmemory` (0: none set,
+/// the preset's).
+pub(crate) fn memory_budget(maxmemory_bytes: usize) -> Option<usize> {
+    (maxmemory_bytes > 0).then_some(maxmemory_bytes)
 }
 
 /// Checks the keyspace of the database in `dir` (not being served):

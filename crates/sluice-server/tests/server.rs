@@ -232,6 +232,41 @@ fn pipelines_and_resp3() {
     );
 }
 
+/// The engine's block cache capacity, from `INFO sluicedb`.
+fn cache_capacity(c: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("sluicedb").query(c).unwrap();
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("block_cache_capacity_bytes:"))
+        .unwrap_or_else(|| panic!("no block cache capacity in {info}"));
+    line.trim().parse().unwrap()
+}
+
+#[test]
+fn maxmemory_is_the_engines_memory_budget() {
+    // At start: 192 MiB shared by the 64 MiB write buffer and the cache.
+    let s = TestServer::start(|c| c.maxmemory_bytes = 192 << 20);
+    let mut c = s.client();
+    assert_eq!(cache_capacity(&mut c), 128 << 20);
+    // At run time, as redis-server writes it.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "96mb"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cache_capacity(&mut c), 32 << 20);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg(&["GET", "maxmemory"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["maxmemory", &(96u64 << 20).to_string()]);
+    // 0: the preset's 64 MiB cache again.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "0"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cache_capacity(&mut c), 64 << 20);
+}
+
 #[test]
 fn transactions_are_atomic_and_watch_is_exact() {
     let s = TestServer::start(|_| {});

@@ -69,6 +69,7 @@ mod version;
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{
     CheckpointStats, Db, DbIterator, Range, Snapshot, ValueRef, CHECKPOINT_STAGING_SUFFIX,
+    MIN_CACHE_BYTES,
 };
 pub use error::{Error, Result};
 pub use key::prefix_successor;

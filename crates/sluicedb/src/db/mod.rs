@@ -52,6 +52,11 @@ pub use read::ValueRef;
 /// A handle to an open database. Cheap to clone; all clones share one
 /// database, which closes (background work stopped, journal synced, lock
 /// released) when the last clone is dropped. `Send + Sync`.
+/// The least block cache [`Db::set_memory_budget`] leaves a database: a
+/// budget below the write buffer and this still keeps the blocks reads
+/// and merges are in.
+pub const MIN_CACHE_BYTES: usize = 4 << 20;
+
 #[derive(Clone)]
 pub struct Db {
     handle: Arc<Handle>,
@@ -384,6 +389,31 @@ impl Db {
             self.cursor(opts, lower, upper),
             self.core().opts.values.scan_prefetch_threads > 0,
         )
+    }
+
+    /// Resizes the memory of a running database: the memtables and the
+    /// block cache share `budget_bytes` from now on (`docs/design.md`,
+    /// "Memory"): the block cache's capacity becomes the budget less the
+    /// write buffer (at least [`MIN_CACHE_BYTES`]), and it gives way to
+    /// immutable memtables within the budget as at open. The write buffer
+    /// keeps its size (set at open). `None`: back to the options it was
+    /// opened with. A database opened without a block cache keeps none.
+    /// `sluice serve` calls it for `CONFIG SET maxmemory`.
+    pub fn set_memory_budget(&self, budget_bytes: Option<usize>) {
+        let opts = &self.core().opts;
+        let (cache, shared) = match budget_bytes {
+            None => (
+                opts.index.block_cache_bytes,
+                opts.memory_shared_by_cache_and_immutables(),
+            ),
+            Some(b) => {
+                let shared = b
+                    .saturating_sub(opts.write_buffer_size_bytes)
+                    .max(MIN_CACHE_BYTES);
+                (shared, Some(shared as u64))
+            }
+        };
+        self.core().tables.block_cache().set_sizes(cache, shared);
     }
 
     /// Writes the memtable to a table and waits until it is flushed.

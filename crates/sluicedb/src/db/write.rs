@@ -851,6 +851,42 @@ mod tests {
     }
 
     #[test]
+    fn a_running_database_takes_a_new_memory_budget() {
+        let (cache, buffer) = (8u64 << 20, 4usize << 20);
+        let o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(buffer)
+            .block_cache_bytes(cache as usize);
+        let db = Db::open("/db", o).unwrap();
+        for i in 0..20_000u32 {
+            db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
+        }
+        db.flush().unwrap();
+        let capacity = |db: &Db| db.stats().index.block_cache_capacity_bytes;
+        let usage = |db: &Db| db.stats().index.block_cache_bytes;
+        let read_all = |db: &Db| {
+            for i in 0..20_000u32 {
+                assert_eq!(db.get(i.to_be_bytes()).unwrap().unwrap(), [7u8; 1000]);
+            }
+        };
+        assert_eq!(capacity(&db), cache);
+        // 36 MiB: the write buffer's 4 and a cache of 32, which the reads
+        // fill past the 8 it was opened with.
+        db.set_memory_budget(Some(36 << 20));
+        assert_eq!(capacity(&db), 32 << 20);
+        read_all(&db);
+        assert!(usage(&db) > cache, "{} bytes cached", usage(&db));
+        // Less than the write buffer: the least cache, evicted at once.
+        db.set_memory_budget(Some(2 << 20));
+        assert_eq!(capacity(&db), crate::db::MIN_CACHE_BYTES as u64);
+        assert!(usage(&db) <= crate::db::MIN_CACHE_BYTES as u64);
+        read_all(&db);
+        // Back to the options it was opened with.
+        db.set_memory_budget(None);
+        assert_eq!(capacity(&db), cache);
+    }
+
+    #[test]
     fn an_idle_database_frees_the_pools_excess_to_the_block_cache() {
         let (cache, buffer) = (32u64 << 20, 16usize << 20);
         let o = Options::preset(Preset::LevelDb)

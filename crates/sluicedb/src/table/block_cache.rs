@@ -22,12 +22,12 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
 /// Uncompressed blocks keyed by (table number, block offset).
 pub(crate) struct BlockCache {
     cache: Option<Cache<(u64, u64), Arc<Block>, BlockWeighter>>,
-    /// The capacity it was made with.
-    full: u64,
+    /// The capacity it was made with (or set to, `BlockCache::set_sizes`).
+    full: AtomicU64,
     /// What the cache and the immutable memtables may hold together (the
     /// memory budget less the active memtable's size); `u64::MAX`: no
     /// budget, the cache keeps `full`.
-    shared: u64,
+    shared: AtomicU64,
     /// The capacity now (`give_way_to`).
     capacity: AtomicU64,
     /// What it gives way to: the immutable memtables' bytes and the
@@ -66,8 +66,8 @@ impl BlockCache {
         let full = capacity_bytes as u64;
         BlockCache {
             cache,
-            full,
-            shared: shared.unwrap_or(u64::MAX),
+            full: AtomicU64::new(full),
+            shared: AtomicU64::new(shared.unwrap_or(u64::MAX)),
             capacity: AtomicU64::new(full),
             immutable: AtomicU64::new(0),
             pooled: AtomicU64::new(0),
@@ -101,15 +101,28 @@ impl BlockCache {
         self.resize();
     }
 
+    /// Sets the full capacity and the budget's share (as `with_budget`
+    /// takes them) of a running cache; it evicts at once when it shrinks.
+    /// A cache made with no capacity stays off.
+    pub(crate) fn set_sizes(&self, capacity_bytes: usize, shared: Option<u64>) {
+        let _order = self.resize.lock();
+        self.full.store(capacity_bytes as u64, Ordering::Relaxed);
+        self.shared
+            .store(shared.unwrap_or(u64::MAX), Ordering::Relaxed);
+        drop(_order);
+        self.resize();
+    }
+
     fn resize(&self) {
         let Some(c) = &self.cache else { return };
-        if self.shared == u64::MAX {
-            return;
-        }
         let _order = self.resize.lock();
+        let (full, shared) = (
+            self.full.load(Ordering::Relaxed),
+            self.shared.load(Ordering::Relaxed),
+        );
         let held = self.immutable.load(Ordering::Relaxed) + self.pooled.load(Ordering::Relaxed);
-        let floor = self.full / BUDGET_FLOOR_DIVISOR;
-        let target = self.shared.saturating_sub(held).clamp(floor, self.full);
+        let floor = full / BUDGET_FLOOR_DIVISOR;
+        let target = shared.saturating_sub(held).clamp(floor, full);
         if self.capacity.swap(target, Ordering::Relaxed) != target {
             c.set_capacity(target);
         }
