@@ -610,6 +610,33 @@ fn the_default_keeps_its_count_of_dead_versions_across_a_reopen() {
     assert_live_counted(&s, live, 0.03, "after the reopen");
 }
 
+/// A read-only open (`sluice info`'s) runs no flush to take the sample
+/// after an open: it takes it at once, and reports the dead versions the
+/// writer counted, not a store without garbage.
+#[test]
+fn a_read_only_open_counts_the_dead_versions_too() {
+    let fs = MemFs::new();
+    let (db, o, _) = loaded_default(&fs);
+    let keys = LOADED_KEYS;
+    for k in 0..keys / 2 {
+        db.put(loaded_key(k), loaded_value(k, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    let (before, above) = (s.space.inline_garbage_bytes, bytes_above_last_level(&s));
+    assert!(before > 0, "{s}");
+    drop(db);
+    let db = Db::open("/db", o.read_only(true)).unwrap();
+    let s = db.stats();
+    let after = s.space.inline_garbage_bytes;
+    assert!(
+        after.abs_diff(before) <= above / 25,
+        "{before} bytes counted dead by the writer, {after} read-only ({above} above the last level)\n{s}"
+    );
+    assert!(s.space.space_amplification > 1.1, "{s}");
+}
+
 /// Under space pressure a shadow compaction (L0 into L1) runs only while
 /// flushes left shadowed versions uncounted, as a snapshot makes them: a
 /// flush counts the rest itself, and merging after every flush only to drop

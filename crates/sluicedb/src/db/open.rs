@@ -285,12 +285,17 @@ impl Core {
                 .as_deref()
                 .map(|p| (p, core.fs.read_all(p, IoClass::Flush))),
         )?;
-        if !core.opts.read_only {
+        if core.keeps_shadowed_count() {
+            // Taken by the first flush (`Core::sample_shadowed_after_open`),
+            // or here by a read-only open, which runs none: `sluice info`
+            // reported the space amplification of a store full of dead
+            // versions as 1.01.
+            core.space_measure.expect_sample();
+        }
+        if core.opts.read_only {
+            core.sample_shadowed_after_open(0);
+        } else {
             core.recount_values()?;
-            if core.keeps_shadowed_count() {
-                // Taken by the first flush (`Core::sample_shadowed_after_open`).
-                core.space_measure.expect_sample();
-            }
         }
         if let Some(v) = &core.values {
             v.after_open();
