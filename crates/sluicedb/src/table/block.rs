@@ -12,6 +12,7 @@
 //! a `Corruption` status, never a panic.
 
 use std::cmp::Ordering;
+use std::mem::size_of;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -144,6 +145,142 @@ impl Block {
             value: (0, 0),
             status: Ok(()),
         }
+    }
+}
+
+impl Block {
+    /// Entries, when every one is a restart (an index block's shape).
+    fn entries_if_all_restarts(&self) -> usize {
+        if self.restarts_at == 0 {
+            0
+        } else {
+            self.num_restarts
+        }
+    }
+
+    /// The entry at restart `i`, stored whole: its key, its value and where
+    /// it ends; `None` when it is not whole or runs past the entries.
+    fn whole_entry_at(&self, i: usize) -> Option<(&[u8], &[u8], usize)> {
+        let off = self.restart(i);
+        let data = self.data.get(off..self.restarts_at)?;
+        let (shared, a) = get_varint32(data)?;
+        let (unshared, b) = get_varint32(&data[a..])?;
+        let (vlen, c) = get_varint32(&data[a + b..])?;
+        let k_at = a + b + c;
+        let v_at = k_at.checked_add(unshared as usize)?;
+        let end = v_at.checked_add(vlen as usize)?;
+        if shared != 0 || end > data.len() {
+            return None;
+        }
+        Some((&data[k_at..v_at], &data[v_at..end], off + end))
+    }
+}
+
+/// A point seek's way through an index block without its binary search
+/// over restarts. That search touches a restart offset and a key far
+/// apart in the block at each of its steps: some fourteen steps for the
+/// 16,000 entries of a 64 MiB table's index, the last of them cache misses
+/// each, which made it a fifth of `sluice serve`'s CPU under pipelined
+/// `GET` (`docs/experiments.md`, "Point seeks through an index
+/// directory"). The directory keeps 8 bytes of each entry's user key, the
+/// ones after the prefix all entries share, in one dense array (8 keys a
+/// cache line), and compares whole keys only among the entries whose 8
+/// bytes tie with the target's (in practice none or one).
+///
+/// The 8 bytes are the user key's, big-endian, zero-padded: for user keys
+/// `a <= b`, `pad(a) <= pad(b)`, so an entry whose bytes are below the
+/// target's is below the target, and one whose bytes are above is above
+/// it. The trailer never enters them: internal keys order it descending.
+pub(crate) struct SeekDirectory {
+    /// The user-key prefix of every entry (of the first and last entries,
+    /// so of all between them).
+    common: Box<[u8]>,
+    prefixes: Box<[u64]>,
+}
+
+/// Up to 8 bytes as a big-endian number, zero-padded.
+fn pad8(b: &[u8]) -> u64 {
+    let mut x = [0u8; 8];
+    let n = b.len().min(8);
+    x[..n].copy_from_slice(&b[..n]);
+    u64::from_be_bytes(x)
+}
+
+impl SeekDirectory {
+    /// The directory of an index block; `None` unless every entry is a
+    /// whole, valid restart entry (such a block is searched as before, and
+    /// its damage reported there).
+    pub(crate) fn build(block: &Block) -> Option<SeekDirectory> {
+        let n = block.entries_if_all_restarts();
+        let mut end_before = 0;
+        for i in 0..n {
+            let (k, _, end) = block.whole_entry_at(i)?;
+            let next = if i + 1 < n {
+                block.restart(i + 1)
+            } else {
+                block.restarts_at
+            };
+            if block.restart(i) != end_before || end != next || !key::is_valid(k) {
+                return None;
+            }
+            end_before = end;
+        }
+        let common: Box<[u8]> = match n {
+            0 => Box::new([]),
+            _ => {
+                let first = key::user_key(block.whole_entry_at(0)?.0);
+                let last = key::user_key(block.whole_entry_at(n - 1)?.0);
+                let len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+                first[..len].into()
+            }
+        };
+        let prefixes = (0..n)
+            .map(|i| {
+                let k = key::user_key(block.whole_entry_at(i).expect("checked").0);
+                pad8(&k[common.len()..])
+            })
+            .collect();
+        Some(SeekDirectory { common, prefixes })
+    }
+
+    /// Bytes it holds.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.common.len() + 8 * self.prefixes.len() + size_of::<Self>()
+    }
+
+    /// The entry a seek of `block` (the one it was built from) to `target`
+    /// lands on, key and value, as [`BlockIter::seek`] would; `None` past
+    /// the last.
+    pub(crate) fn seek<'b>(&self, block: &'b Block, target: &[u8]) -> Option<(&'b [u8], &'b [u8])> {
+        let n = self.prefixes.len();
+        let user = key::user_key(target);
+        let c = self.common.len();
+        let (lo, hi) = if user.len() >= c && user[..c] == self.common[..] {
+            let t = pad8(&user[c..]);
+            let lo = self.prefixes.partition_point(|&p| p < t);
+            (lo, lo + self.prefixes[lo..].partition_point(|&p| p <= t))
+        } else {
+            // Apart within the shared prefix: below or above every entry.
+            let m = user.len().min(c);
+            match user[..m].cmp(&self.common[..m]) {
+                Ordering::Greater => (n, n),
+                _ => (0, 0),
+            }
+        };
+        let entry = |i: usize| block.whole_entry_at(i).expect("checked when built");
+        let (mut a, mut b) = (lo, hi);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if key::compare(entry(mid).0, target) == Ordering::Less {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        (a < n).then(|| {
+            let (k, v, _) = entry(a);
+            (k, v)
+        })
     }
 }
 
@@ -350,6 +487,59 @@ mod tests {
             assert!(!it.valid());
             assert!(it.status().is_ok());
         }
+    }
+
+    /// The directory lands where the block's own seek does, over keys that
+    /// share long prefixes, are prefixes of each other, repeat with other
+    /// sequence numbers, and targets inside, between and outside them.
+    #[test]
+    fn a_seek_directory_lands_where_the_blocks_seek_does() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = std::env::var("SEEK_DIR_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(rand::random);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let user = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let mut k = match rng.gen_range(0..3) {
+                0 => b"key:0000000".to_vec(),
+                1 => b"key:".to_vec(),
+                _ => Vec::new(),
+            };
+            let len = rng.gen_range(0..12);
+            k.extend(
+                (0..len).map(|_| *[0u8, 1, b'a', b'b', 0xff].get(rng.gen_range(0..5)).unwrap()),
+            );
+            k
+        };
+        for round in 0..300 {
+            let n = rng.gen_range(0..60);
+            let mut entries: Vec<(Vec<u8>, u64)> = (0..n)
+                .map(|_| (user(&mut rng), rng.gen_range(1..5)))
+                .collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            entries.dedup();
+            let mut b = BlockBuilder::new(1);
+            for (i, (u, seq)) in entries.iter().enumerate() {
+                b.add(&key::encode(u, *seq, 1), format!("v{i}").as_bytes());
+            }
+            let block = Arc::new(Block::new(b.finish(), Arc::new("t".into()), 0).unwrap());
+            let dir = SeekDirectory::build(&block)
+                .unwrap_or_else(|| panic!("seed {seed} round {round}: no directory"));
+            let mut it = block.iter();
+            for _ in 0..200 {
+                let target = key::encode(&user(&mut rng), rng.gen_range(0..6), 1);
+                it.seek(&target);
+                let want = it.valid().then(|| (it.key().to_vec(), it.value().to_vec()));
+                let got = dir
+                    .seek(&block, &target)
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()));
+                assert_eq!(got, want, "seed {seed} round {round}: target {target:?}");
+            }
+        }
+        // A data block (restart interval 16) gets none.
+        let (block, _) = build(40, 16);
+        assert!(SeekDirectory::build(&block).is_none());
     }
 
     #[test]

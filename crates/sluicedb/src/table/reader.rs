@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::block::{Block, BlockIter};
+use super::block::{Block, BlockIter, SeekDirectory};
 use super::block_cache::BlockCache;
 use super::bloom;
 use super::builder::TableProperties;
@@ -155,6 +155,10 @@ pub(crate) struct Table {
     index: Arc<Block>,
     /// The pointer index of an index-decoupled table (format version 3).
     pointers: Option<Arc<Block>>,
+    /// Point seeks' ways through `index` and `pointers`
+    /// ([`SeekDirectory`]; none for a block of another shape).
+    index_dir: Option<SeekDirectory>,
+    pointers_dir: Option<SeekDirectory>,
     /// The filter of the keys in the data blocks (all keys of a plain table).
     filter: Vec<u8>,
     /// The filter of the keys in the pointer blocks.
@@ -182,8 +186,13 @@ impl Table {
     /// index blocks and filters.
     pub(crate) fn memory_bytes(&self) -> u64 {
         let blocks = self.index.size() + self.pointers.as_ref().map_or(0, |p| p.size());
+        let dirs = [&self.index_dir, &self.pointers_dir]
+            .iter()
+            .filter_map(|d| d.as_ref())
+            .map(SeekDirectory::memory_bytes)
+            .sum::<usize>();
         let leaf = self.leaf.as_ref().map_or(0, TableLeaf::memory_bytes);
-        (blocks + self.filter.len() + self.pointer_filter.len() + leaf) as u64
+        (blocks + dirs + self.filter.len() + self.pointer_filter.len() + leaf) as u64
     }
 
     /// Counts [`Table::memory_bytes`] in `counter` until it is dropped
@@ -249,6 +258,8 @@ impl Table {
             path,
             file,
             file_size,
+            index_dir: SeekDirectory::build(&index),
+            pointers_dir: pointers.as_deref().and_then(SeekDirectory::build),
             index,
             pointers,
             filter,
@@ -293,7 +304,8 @@ impl Table {
         let may = |filter: &[u8]| filter.is_empty() || bloom::may_contain(filter, hash);
         if let Some(pointers) = &self.pointers {
             if may(&self.pointer_filter) {
-                if let Some(hit) = self.get_in(pointers, true, seek, user_key, class)? {
+                let dir = self.pointers_dir.as_ref();
+                if let Some(hit) = self.get_in(pointers, dir, true, seek, user_key, class)? {
                     return Ok(Some(hit));
                 }
             }
@@ -301,7 +313,8 @@ impl Table {
         if !may(&self.filter) {
             return Ok(None);
         }
-        self.get_in(&self.index, false, seek, user_key, class)
+        let dir = self.index_dir.as_ref();
+        self.get_in(&self.index, dir, false, seek, user_key, class)
     }
 
     /// `get` through the hash leaf: each block it names for the key's
@@ -326,7 +339,8 @@ impl Table {
             it.seek(seek);
             it.status()?;
             if !it.valid() {
-                return self.get_in(&self.index, false, seek, user_key, class);
+                let dir = self.index_dir.as_ref();
+                return self.get_in(&self.index, dir, false, seek, user_key, class);
             }
             if key::user_key(it.key()) == user_key {
                 return Ok(Some((it.key().to_vec(), it.value().to_vec())));
@@ -340,6 +354,7 @@ impl Table {
     fn get_in(
         &self,
         index: &Arc<Block>,
+        dir: Option<&SeekDirectory>,
         pointers: bool,
         seek: &[u8],
         user_key: &[u8],
@@ -348,16 +363,26 @@ impl Table {
         let block = match memo_get(self.id, pointers, seek) {
             Some(block) => block,
             None => {
-                let mut index = index.iter();
-                index.seek(seek);
-                index.status()?;
-                if !index.valid() {
-                    return Ok(None);
-                }
-                let h = self.decode_handle(index.value())?;
+                let mut it;
+                let (last_key, handle) = match dir {
+                    Some(dir) => match dir.seek(index, seek) {
+                        Some(entry) => entry,
+                        None => return Ok(None),
+                    },
+                    None => {
+                        it = index.iter();
+                        it.seek(seek);
+                        it.status()?;
+                        if !it.valid() {
+                            return Ok(None);
+                        }
+                        (it.key(), it.value())
+                    }
+                };
+                let h = self.decode_handle(handle)?;
                 let fill = !NO_FILL.with(|f| f.get());
                 let block = self.read_block(h, class, fill)?;
-                memo_put(self.id, pointers, seek, index.key(), &block);
+                memo_put(self.id, pointers, seek, last_key, &block);
                 block
             }
         };
