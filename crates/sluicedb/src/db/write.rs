@@ -804,14 +804,20 @@ mod tests {
         assert_eq!(st.block_cache.capacity_bytes(), cache as u64);
     }
 
-    #[test]
-    fn a_flushed_memtables_blocks_pass_to_the_next_inside_the_budget() {
-        let (cache, buffer) = (8u64 << 20, 4usize << 20);
+    /// A leveldb-preset database in memory with a `buffer`-byte write
+    /// buffer and a `cache`-byte block cache, sharing the default budget.
+    fn budget_db(cache: u64, buffer: usize) -> Db {
         let o = Options::preset(Preset::LevelDb)
             .fs(Arc::new(MemFs::new()))
             .write_buffer_size_bytes(buffer)
             .block_cache_bytes(cache as usize);
-        let db = Db::open("/db", o).unwrap();
+        Db::open("/db", o).unwrap()
+    }
+
+    #[test]
+    fn a_flushed_memtables_blocks_pass_to_the_next_inside_the_budget() {
+        let (cache, buffer) = (8u64 << 20, 4usize << 20);
+        let db = budget_db(cache, buffer);
         let fill = |from: u32| {
             for i in from..from + 3000 {
                 db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
@@ -853,11 +859,7 @@ mod tests {
     #[test]
     fn a_running_database_takes_a_new_memory_budget() {
         let (cache, buffer) = (8u64 << 20, 4usize << 20);
-        let o = Options::preset(Preset::LevelDb)
-            .fs(Arc::new(MemFs::new()))
-            .write_buffer_size_bytes(buffer)
-            .block_cache_bytes(cache as usize);
-        let db = Db::open("/db", o).unwrap();
+        let db = budget_db(cache, buffer);
         for i in 0..20_000u32 {
             db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
         }
@@ -889,11 +891,7 @@ mod tests {
     #[test]
     fn an_idle_database_frees_the_pools_excess_to_the_block_cache() {
         let (cache, buffer) = (32u64 << 20, 16usize << 20);
-        let o = Options::preset(Preset::LevelDb)
-            .fs(Arc::new(MemFs::new()))
-            .write_buffer_size_bytes(buffer)
-            .block_cache_bytes(cache as usize);
-        let db = Db::open("/db", o).unwrap();
+        let db = budget_db(cache, buffer);
         let fill = |db: &Db, from: u32| {
             for i in from..from + 12_000 {
                 db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
