@@ -438,7 +438,14 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let ks = store::Keyspace::new(db, config.appendfsync)
+    // On a replicated shard `appendfsync` is the Raft log's (`raft::logsync`):
+    // the applied batches are never synced nor journaled ("One write-ahead
+    // log" in docs/design.md).
+    let ks_fsync = match config.raft {
+        Some(_) => Fsync::No,
+        None => config.appendfsync,
+    };
+    let ks = store::Keyspace::new(db, ks_fsync)
         .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let raft_config = config.raft.clone();
     let dir = config.dir.clone();

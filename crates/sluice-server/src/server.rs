@@ -511,7 +511,11 @@ impl Server {
                 }
             }
         }
-        self.ks.set_fsync(next.appendfsync);
+        match self.replica.get() {
+            // The log is the write-ahead log; the keyspace never syncs.
+            Some(r) => r.set_fsync(next.appendfsync),
+            None => self.ks.set_fsync(next.appendfsync),
+        }
         *self.config.write() = next;
         if let Some(flags) = notify {
             self.notify_flags.store(flags, Ordering::Relaxed);
