@@ -16,11 +16,15 @@
 //! - a follower installs a snapshot while writes go on: entries are
 //!   committed while its install is held before the swap and right after
 //!   it, and every node ends with every acknowledged write;
-//! - a leader whose own log sync is held acknowledges nothing until it
-//!   holds the entry durably (its followers have it meanwhile), and one
-//!   whose sync fails acknowledges nothing more.
+//! - under `appendfsync always`, a leader whose own log sync is held
+//!   acknowledges nothing until it holds the entry durably (its followers
+//!   have it meanwhile), and one whose sync fails acknowledges nothing
+//!   more;
 //! - `FLUSHDB` and `FLUSHALL`, alone and inside `EXEC`, leave the same
-//!   database map on every node.
+//!   database map on every node;
+//! - under `appendfsync everysec` a leader kill loses no acknowledged
+//!   write either, and `CONFIG SET appendfsync` switches whether a write
+//!   waits for the leader's log sync.
 //!
 //! Node processes are this test binary re-run with only the ignored
 //! `raft_child_node` test. Randomized choices print their seed
