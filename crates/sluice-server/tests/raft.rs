@@ -931,21 +931,24 @@ fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     in_process_group_with(root, |r| r.snapshot_entries = snapshot_entries)
 }
 
-/// [`in_process_group`] with `tune` applied to each node's settings.
+/// [`in_process_group`] with `tune` applied to each node's settings (no
+/// `appendfsync` given: a shard's default, `always`).
 fn in_process_group_with(root: &Path, tune: impl Fn(&mut RaftConfig)) -> Vec<Running> {
-    in_process_group_fsync(root, sluice_server::Fsync::EverySec, tune)
+    in_process_group_fsync(root, None, tune)
 }
 
-/// [`in_process_group_with`] under `appendfsync fsync`.
+/// [`in_process_group_with`] under `appendfsync fsync` if given.
 fn in_process_group_fsync(
     root: &Path,
-    fsync: sluice_server::Fsync,
+    fsync: Option<&str>,
     tune: impl Fn(&mut RaftConfig),
 ) -> Vec<Running> {
     let mut nodes: Vec<Running> = Vec::new();
     for id in 1..=3u64 {
         let mut c = Config::new(root.join(format!("n{id}")));
-        c.appendfsync = fsync;
+        if let Some(f) = fsync {
+            c.set("appendfsync", f).expect("appendfsync");
+        }
         c.port = 0;
         c.metrics = Some("127.0.0.1:0".into());
         let join = nodes.first().and_then(|n| n.raft_addr());
@@ -1177,10 +1180,21 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
     let seed = seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
-    let nodes = in_process_group_fsync(t.path(), sluice_server::Fsync::Always, |_| {});
+    // A shard's node with no appendfsync given runs `always`.
+    let nodes = in_process_group(t.path(), 10_000);
     let li = in_process_leader(&nodes, None);
     let lid = nodes[li].raft_status().expect("status").id;
     let mut lc = running_client(&nodes[li]);
+    assert_eq!(
+        field(&info(&mut lc).expect("INFO"), "raft_log_fsync").as_deref(),
+        Some("always")
+    );
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query(&mut lc)
+        .expect("CONFIG GET");
+    assert_eq!(got, ["appendfsync", "always"]);
     let n = rng.gen_range(3..12);
     set_numbered(&mut lc, "k", n);
     let before = nodes[li].raft_status().expect("status").last_log_index;
@@ -1253,7 +1267,7 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
 #[test]
 fn config_set_appendfsync_switches_when_a_replicated_write_is_acknowledged() {
     let t = tempfile::tempdir().expect("temp dir");
-    let nodes = in_process_group_fsync(t.path(), sluice_server::Fsync::EverySec, |_| {});
+    let nodes = in_process_group_fsync(t.path(), Some("everysec"), |_| {});
     let li = in_process_leader(&nodes, None);
     let mut lc = running_client(&nodes[li]);
     let mode = |c: &mut redis::Connection| field(&info(c).expect("INFO"), "raft_log_fsync");
