@@ -1195,6 +1195,25 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
         .query(&mut lc)
         .expect("CONFIG GET");
     assert_eq!(got, ["appendfsync", "always"]);
+    // Under `always` the log carries durability: the applied batches are
+    // not synced through the engine's journal too (one sync per entry).
+    let journal_syncs = |c: &mut redis::Connection| -> u64 {
+        let text: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(c)
+            .expect("INFO");
+        text.lines()
+            .find_map(|l| l.strip_prefix("journal_syncs:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("journal_syncs")
+    };
+    let before = journal_syncs(&mut lc);
+    set_numbered(&mut lc, "j", 20);
+    let grew = journal_syncs(&mut lc) - before;
+    assert!(
+        grew < 5,
+        "{grew} engine journal syncs for 20 replicated writes"
+    );
     let n = rng.gen_range(3..12);
     set_numbered(&mut lc, "k", n);
     let before = nodes[li].raft_status().expect("status").last_log_index;
