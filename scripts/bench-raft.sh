@@ -17,7 +17,9 @@
 #
 # Env: N1 (requests per test at pipeline 1: 50000), N16 (at pipeline 16:
 # 200000), ROUNDS (2), TESTS, KEYSPACE (100000), SLUICE (the binary;
-# default target/release/sluice), SLUICE_ARGS (flags for every server),
+# default target/release/sluice), SLUICE_ARGS (flags for every server, the one
+# node and each group node alike: `--appendfsync always|everysec` compares like
+# durability, since a group node's appendfsync is its Raft log's),
 # STAGES (set: print each node's stage timings from INFO after the group's
 # runs: entries committed, requests they carried, mean append (the write),
 # sync (from the write to its sync's end) and apply),

@@ -13,7 +13,11 @@
 # SIGKILLs the node, mounts the file system again and restarts the node. The time from the cut to the first write the group
 # acknowledges is printed. At the end every node must hold every acknowledged key, and each
 # counter lie between its acknowledged INCRs and those plus the unanswered ones.
+# The nodes run under `--appendfsync ${APPENDFSYNC:-always}` (SLUICE_ARGS adds to it): under
+# everysec a cut of the whole group may lose the last second of acknowledged writes
+# (docs/design.md, "The log's appendfsync"), which this script then reports.
 set -euo pipefail
+export SLUICE_ARGS="--appendfsync ${APPENDFSYNC:-always} ${SLUICE_ARGS:-}"
 
 cuts=${1:-20}; dir=${2:-/tmp/raft-power-loss}; port=${3:-7500}
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -56,7 +56,8 @@ struct ServeArgs {
     #[arg(long)]
     requirepass: Option<String>,
     /// always: acknowledge only synced writes; everysec: sync once a
-    /// second (default); no: leave syncing to the engine.
+    /// second (default); no: leave syncing to the engine. On a replicated
+    /// shard it is the Raft log's, and its default is always.
     #[arg(long)]
     appendfsync: Option<String>,
     /// Most clients connected at once (default 10000, as redis-server).

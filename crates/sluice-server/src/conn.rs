@@ -540,7 +540,9 @@ async fn background(server: Arc<Server>, mut stopped: watch::Receiver<bool>) {
             _ = stopped.wait_for(|s| *s) => return,
         }
         let s = server.clone();
-        let everysec = server.config.read().appendfsync == Fsync::EverySec;
+        // A replicated shard's log syncs on its own thread (`raft::logsync`).
+        let everysec =
+            server.config.read().appendfsync == Fsync::EverySec && server.replica.get().is_none();
         let sync_due = everysec && last_sync.elapsed() >= Duration::from_secs(1);
         if sync_due {
             last_sync = std::time::Instant::now();

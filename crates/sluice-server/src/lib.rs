@@ -107,7 +107,15 @@ pub struct Config {
     /// 0 picks a free port (tests).
     pub port: u16,
     pub requirepass: Option<String>,
+    /// redis-server's `appendfsync` (default `everysec`); on a replicated
+    /// shard its Raft log's, whose default is `always` unless it was set
+    /// ([`Config::appendfsync_set`]).
     pub appendfsync: Fsync,
+    /// Whether `appendfsync` was given (config file, `--appendfsync`):
+    /// a node of a replicated shard without it runs `always`, since
+    /// `everysec` there can lose acknowledged writes on one machine's
+    /// power cut (`docs/design.md`, "The log's appendfsync").
+    pub appendfsync_set: bool,
     pub maxclients: usize,
     /// Close clients idle this long (0: never).
     pub timeout_secs: u64,
@@ -150,6 +158,7 @@ impl Config {
             port: DEFAULT_PORT,
             requirepass: None,
             appendfsync: Fsync::EverySec,
+            appendfsync_set: false,
             maxclients: DEFAULT_MAXCLIENTS,
             timeout_secs: 0,
             max_bulk_bytes: DEFAULT_MAX_BULK_BYTES,
@@ -213,6 +222,7 @@ impl Config {
                 self.appendfsync = cmd::parse_fsync(value).ok_or_else(|| {
                     format!("appendfsync must be always, everysec or no, not {value:?}")
                 })?;
+                self.appendfsync_set = true;
             }
             "maxclients" => self.maxclients = int(value)? as usize,
             "timeout" => self.timeout_secs = int(value)?,
@@ -445,7 +455,17 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let ks = store::Keyspace::new(db, config.appendfsync)
+    // On a replicated shard `appendfsync` is the Raft log's (`raft::logsync`):
+    // the applied batches are never synced nor journaled ("One write-ahead
+    // log" in docs/design.md).
+    if config.raft.is_some() && !config.appendfsync_set {
+        config.appendfsync = Fsync::Always;
+    }
+    let ks_fsync = match config.raft {
+        Some(_) => Fsync::No,
+        None => config.appendfsync,
+    };
+    let ks = store::Keyspace::new(db, ks_fsync)
         .map_err(|e| format!("opening {}: {e}", config.dir.display()))?;
     let raft_config = config.raft.clone();
     let dir = config.dir.clone();

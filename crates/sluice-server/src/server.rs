@@ -511,7 +511,11 @@ impl Server {
                 }
             }
         }
-        self.ks.set_fsync(next.appendfsync);
+        match self.replica.get() {
+            // The log is the write-ahead log; the keyspace never syncs.
+            Some(r) => r.set_fsync(next.appendfsync),
+            None => self.ks.set_fsync(next.appendfsync),
+        }
         if next.maxmemory_bytes != self.config.read().maxmemory_bytes {
             self.ks
                 .db()

@@ -16,11 +16,15 @@
 //! - a follower installs a snapshot while writes go on: entries are
 //!   committed while its install is held before the swap and right after
 //!   it, and every node ends with every acknowledged write;
-//! - a leader whose own log sync is held acknowledges nothing until it
-//!   holds the entry durably (its followers have it meanwhile), and one
-//!   whose sync fails acknowledges nothing more.
+//! - under `appendfsync always`, a leader whose own log sync is held
+//!   acknowledges nothing until it holds the entry durably (its followers
+//!   have it meanwhile), and one whose sync fails acknowledges nothing
+//!   more;
 //! - `FLUSHDB` and `FLUSHALL`, alone and inside `EXEC`, leave the same
-//!   database map on every node.
+//!   database map on every node;
+//! - under `appendfsync everysec` a leader kill loses no acknowledged
+//!   write either, and `CONFIG SET appendfsync` switches whether a write
+//!   waits for the leader's log sync.
 //!
 //! Node processes are this test binary re-run with only the ignored
 //! `raft_child_node` test. Randomized choices print their seed
@@ -39,6 +43,8 @@ use sluice_server::raft::RaftConfig;
 use sluice_server::{start, Config, Running};
 
 const CHILD_ENV: &str = "SLUICE_RAFT_CHILD";
+/// A node process's config file in its directory, read at each start.
+const CHILD_CONF: &str = "sluice.conf";
 /// Short timeouts, so that elections take a fraction of a second.
 const HEARTBEAT_MS: u64 = 100;
 /// Bound of every wait for the group to reach a state (a failure, not a
@@ -75,6 +81,11 @@ fn raft_child_node() {
     let f: Vec<&str> = spec.split('|').collect();
     let snapshot_entries = f.get(5).map_or(10_000, |n| n.parse().expect("entries"));
     let mut c = Config::new(f[0]);
+    // A test's settings for this node (`appendfsync`: [`spawn_group_with`]).
+    let conf = Path::new(f[0]).join(CHILD_CONF);
+    if conf.exists() {
+        c.load_file(&conf).expect("the node's config file");
+    }
     c.port = f[2].parse().expect("redis port");
     let join = (f[4] != "-").then(|| f[4].to_owned());
     c.raft = Some(raft_config(
@@ -326,6 +337,18 @@ fn stale_counter(n: &Node) -> Option<i64> {
     counter.ok().map(|c| c.unwrap_or(0))
 }
 
+/// Three node processes under `dir`, nodes 2 and 3 joining node 1,
+/// each with `appendfsync` set to `fsync` (in its config file, so that a
+/// restart keeps it).
+fn spawn_group_with(dir: &Path, fsync: &str) -> [Node; 3] {
+    for id in 1..=3 {
+        let d = dir.join(format!("n{id}"));
+        std::fs::create_dir_all(&d).expect("node dir");
+        std::fs::write(d.join(CHILD_CONF), format!("appendfsync {fsync}\n")).expect("config");
+    }
+    spawn_group(dir)
+}
+
 /// Three node processes under `dir`, nodes 2 and 3 joining node 1.
 fn spawn_group(dir: &Path) -> [Node; 3] {
     let n1 = Node::spawn(1, &dir.join("n1"), 0, 0, None);
@@ -357,12 +380,12 @@ struct Written {
     lc: redis::Connection,
 }
 
-/// Starts a group in `dir` and writes through its leader as many keys as
-/// the test's seed draws from `writes`.
-fn group_with_writes(dir: &Path, writes: std::ops::Range<usize>) -> Written {
+/// Starts a group in `dir` under `appendfsync fsync` and writes through
+/// its leader as many keys as the test's seed draws from `writes`.
+fn group_with_writes(dir: &Path, fsync: &str, writes: std::ops::Range<usize>) -> Written {
     let seed = seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let nodes = spawn_group(dir);
+    let nodes = spawn_group_with(dir, fsync);
     let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
     let mut seen = Seen::default();
     let mut lc = nodes[li].client();
@@ -427,11 +450,26 @@ fn check_node(con: &mut redis::Connection, seen: &Seen, seed: u64) -> i64 {
 
 #[test]
 fn killed_leader_loses_no_acknowledged_write_and_rejoins() {
+    killed_leader_check("always");
+}
+
+/// The same under `appendfsync everysec`: appends are acknowledged once
+/// written, and a killed process's page cache keeps them.
+#[test]
+fn killed_leader_loses_no_acknowledged_write_and_rejoins_under_everysec() {
+    killed_leader_check("everysec");
+}
+
+fn killed_leader_check(fsync: &str) {
     let seed = seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
-    let mut nodes = spawn_group(t.path());
+    let mut nodes = spawn_group_with(t.path(), fsync);
     let li = leader_of(&nodes.iter().collect::<Vec<_>>(), 3);
+    for n in &nodes {
+        let i = info(&mut n.client()).expect("INFO");
+        assert_eq!(field(&i, "raft_log_fsync").as_deref(), Some(fsync));
+    }
 
     // A follower redirects writes and reads to the leader; after
     // READONLY it answers reads itself.
@@ -545,7 +583,7 @@ fn a_leader_restarted_alone_applies_every_write_it_acknowledged() {
         li,
         seen,
         mut lc,
-    } = group_with_writes(t.path(), 20..80);
+    } = group_with_writes(t.path(), "always", 20..80);
     let counter = check_node(&mut lc, &seen, seed);
     drop(lc);
     let target = applied(&nodes[li]);
@@ -647,7 +685,7 @@ fn a_group_killed_whole_applies_again_what_its_databases_never_flushed() {
         li,
         seen,
         lc: _,
-    } = group_with_writes(t.path(), 30..120);
+    } = group_with_writes(t.path(), "everysec", 30..120);
     let target = applied(&nodes[li]);
     wait_until("every node applied every write", || {
         nodes.iter().all(|n| applied(n) >= target)
@@ -893,11 +931,24 @@ fn in_process_group(root: &Path, snapshot_entries: u64) -> Vec<Running> {
     in_process_group_with(root, |r| r.snapshot_entries = snapshot_entries)
 }
 
-/// [`in_process_group`] with `tune` applied to each node's settings.
+/// [`in_process_group`] with `tune` applied to each node's settings (no
+/// `appendfsync` given: a shard's default, `always`).
 fn in_process_group_with(root: &Path, tune: impl Fn(&mut RaftConfig)) -> Vec<Running> {
+    in_process_group_fsync(root, None, tune)
+}
+
+/// [`in_process_group_with`] under `appendfsync fsync` if given.
+fn in_process_group_fsync(
+    root: &Path,
+    fsync: Option<&str>,
+    tune: impl Fn(&mut RaftConfig),
+) -> Vec<Running> {
     let mut nodes: Vec<Running> = Vec::new();
     for id in 1..=3u64 {
         let mut c = Config::new(root.join(format!("n{id}")));
+        if let Some(f) = fsync {
+            c.set("appendfsync", f).expect("appendfsync");
+        }
         c.port = 0;
         c.metrics = Some("127.0.0.1:0".into());
         let join = nodes.first().and_then(|n| n.raft_addr());
@@ -1129,10 +1180,40 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
     let seed = seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let t = tempfile::tempdir().expect("temp dir");
+    // A shard's node with no appendfsync given runs `always`.
     let nodes = in_process_group(t.path(), 10_000);
     let li = in_process_leader(&nodes, None);
     let lid = nodes[li].raft_status().expect("status").id;
     let mut lc = running_client(&nodes[li]);
+    assert_eq!(
+        field(&info(&mut lc).expect("INFO"), "raft_log_fsync").as_deref(),
+        Some("always")
+    );
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query(&mut lc)
+        .expect("CONFIG GET");
+    assert_eq!(got, ["appendfsync", "always"]);
+    // Under `always` the log carries durability: the applied batches are
+    // not synced through the engine's journal too (one sync per entry).
+    let journal_syncs = |c: &mut redis::Connection| -> u64 {
+        let text: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(c)
+            .expect("INFO");
+        text.lines()
+            .find_map(|l| l.strip_prefix("journal_syncs:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("journal_syncs")
+    };
+    let before = journal_syncs(&mut lc);
+    set_numbered(&mut lc, "j", 20);
+    let grew = journal_syncs(&mut lc) - before;
+    assert!(
+        grew < 5,
+        "{grew} engine journal syncs for 20 replicated writes"
+    );
     let n = rng.gen_range(3..12);
     set_numbered(&mut lc, "k", n);
     let before = nodes[li].raft_status().expect("status").last_log_index;
@@ -1194,6 +1275,74 @@ fn a_leader_acknowledges_only_what_its_own_log_holds_durably() {
     check_numbered(&mut mc, "k", n);
     let v: Option<String> = redis::cmd("GET").arg("held").query(&mut mc).expect("GET");
     assert_eq!(v.as_deref(), Some("v"), "seed {seed}");
+}
+
+/// `appendfsync` decides when a node's log acknowledges an append, and
+/// `CONFIG SET` switches it on a running node: under `everysec` a leader
+/// whose log syncs are held still answers a write (its append acknowledged
+/// once written); switched to `always` it answers none until its sync
+/// ends; switched back, it answers at once again. `INFO replication`
+/// shows the mode.
+#[test]
+fn config_set_appendfsync_switches_when_a_replicated_write_is_acknowledged() {
+    let t = tempfile::tempdir().expect("temp dir");
+    let nodes = in_process_group_fsync(t.path(), Some("everysec"), |_| {});
+    let li = in_process_leader(&nodes, None);
+    let mut lc = running_client(&nodes[li]);
+    let mode = |c: &mut redis::Connection| field(&info(c).expect("INFO"), "raft_log_fsync");
+    assert_eq!(mode(&mut lc).as_deref(), Some("everysec"));
+    let addr = nodes[li].addr();
+    let set_held = |key: &'static str| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut c = connect(addr);
+            let r = redis::cmd("SET").arg(key).arg("v").query::<String>(&mut c);
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        rx
+    };
+
+    nodes[li].hold_log_syncs(true);
+    let r = set_held("everysec-held")
+        .recv_timeout(PATIENCE)
+        .expect("answered under everysec with the leader's syncs held");
+    assert_eq!(r.as_deref(), Ok("OK"));
+    nodes[li].hold_log_syncs(false);
+
+    let _: String = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut lc)
+        .expect("CONFIG SET");
+    assert_eq!(mode(&mut lc).as_deref(), Some("always"));
+    nodes[li].hold_log_syncs(true);
+    let rx = set_held("always-held");
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "answered under always while the leader's log sync was held"
+    );
+    nodes[li].hold_log_syncs(false);
+    let r = rx.recv_timeout(PATIENCE).expect("answered once synced");
+    assert_eq!(r.as_deref(), Ok("OK"));
+
+    let _: String = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("everysec")
+        .query(&mut lc)
+        .expect("CONFIG SET");
+    assert_eq!(mode(&mut lc).as_deref(), Some("everysec"));
+    nodes[li].hold_log_syncs(true);
+    let r = set_held("everysec-again")
+        .recv_timeout(PATIENCE)
+        .expect("answered under everysec again");
+    assert_eq!(r.as_deref(), Ok("OK"));
+    nodes[li].hold_log_syncs(false);
+    for k in ["everysec-held", "always-held", "everysec-again"] {
+        let v: Option<String> = redis::cmd("GET").arg(k).query(&mut lc).expect("GET");
+        assert_eq!(v.as_deref(), Some("v"), "{k}");
+    }
 }
 
 #[test]

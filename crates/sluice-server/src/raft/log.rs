@@ -33,6 +33,7 @@ use super::logstate::StateFile;
 use super::logsync::Syncer;
 use super::{NodeId, TypeConfig};
 use crate::dbslot::DbSlot;
+use crate::Fsync;
 
 pub const RAFT_TAG: u8 = b'r';
 /// The tag of log records kept in the database before the log had files
@@ -128,8 +129,9 @@ const DEFERRED_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl LogStore {
     /// Opens the log in `dir` (the node's raft directory) beside the vote
-    /// and committed id in `slot`'s database, finding its ends.
-    pub fn open(slot: Arc<DbSlot>, dir: &Path) -> Result<LogStore, String> {
+    /// and committed id in `slot`'s database, finding its ends; appends
+    /// are acknowledged as `mode` says ([`super::logsync`]).
+    pub fn open(slot: Arc<DbSlot>, dir: &Path, mode: Fsync) -> Result<LogStore, String> {
         let db = slot.get();
         let old = db
             .range(vec![RAFT_TAG, LOG]..vec![RAFT_TAG, LOG + 1])
@@ -194,7 +196,7 @@ impl LogStore {
         let stages: Arc<super::stages::Stages> = Arc::default();
         let pending_committed: Arc<Mutex<Option<LogId<NodeId>>>> = Arc::default();
         let after = {
-            let (state, stages) = (state.clone(), stages.clone());
+            let state = state.clone();
             let pending = pending_committed.clone();
             Box::new(move |last: u64| {
                 // After the sync: whatever of it reaches the disk names
@@ -206,12 +208,10 @@ impl LogStore {
                     st.set_committed(Some(c))?;
                     *p = None;
                 }
-                drop((p, st));
-                stages.appended.send_modify(|n| *n += 1);
                 Ok(())
             })
         };
-        let syncer = Syncer::start(last.map_or(0, |l| l.index + 1), after, stages.clone())?;
+        let syncer = Syncer::start(last.map_or(0, |l| l.index + 1), mode, after, stages.clone())?;
         Ok(LogStore {
             slot,
             log: Arc::new(Mutex::new(file)),
@@ -229,6 +229,28 @@ impl LogStore {
     /// Waits until entry `index` is durable in this log.
     pub async fn wait_durable(&self, index: u64) -> Result<(), String> {
         self.syncer.wait_durable(index).await
+    }
+
+    /// Waits until this log acknowledged entry `index` to openraft: durable
+    /// under `appendfsync always`, written under `everysec`
+    /// ([`super::logsync`]).
+    pub async fn wait_acked(&self, index: u64) -> Result<(), String> {
+        self.syncer.wait_acked(index).await
+    }
+
+    /// The node's `appendfsync` for appends from now on (`CONFIG SET`).
+    pub fn set_fsync(&self, mode: Fsync) {
+        self.syncer.set_mode(mode);
+    }
+
+    /// When an append is acknowledged: `always` or `everysec` (`no`
+    /// acknowledges as `everysec` does: `docs/design.md`, "The log's
+    /// appendfsync").
+    pub fn fsync_name(&self) -> &'static str {
+        match self.syncer.mode() {
+            Fsync::Always => "always",
+            Fsync::EverySec | Fsync::No => "everysec",
+        }
     }
 
     /// The sync thread's test hooks ([`Syncer::hold`], [`Syncer::fail_next`]).
@@ -673,7 +695,7 @@ mod tests {
             slot,
             payloads,
         } = ten_entry_log(|st| st.set_committed(Some(id(3))).unwrap());
-        let store = LogStore::open(slot.clone(), &raft).unwrap();
+        let store = LogStore::open(slot.clone(), &raft, Fsync::Always).unwrap();
         assert_eq!(store.ends.lock().last, Some(id(9)));
         drop(store);
         // Damage entry 6's payload: after the committed id, before the
@@ -687,7 +709,7 @@ mod tests {
         let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
         use std::os::unix::fs::FileExt;
         f.write_all_at(b"\xff", at + 8 + 1).unwrap();
-        let e = LogStore::open(slot.clone(), &raft)
+        let e = LogStore::open(slot.clone(), &raft, Fsync::Always)
             .err()
             .expect("damage must be reported");
         assert!(e.starts_with("Corruption"), "{e}");
@@ -698,7 +720,7 @@ mod tests {
         let st_path = log_dir.join(super::super::logstate::FILE);
         let mut st = StateFile::open(&st_path).unwrap();
         st.lower_synced(6).unwrap();
-        let store = LogStore::open(slot, &raft).unwrap();
+        let store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
         assert_eq!(store.ends.lock().last, Some(id(5)));
     }
 
@@ -725,7 +747,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let store = LogStore::open(slot.clone(), &raft).unwrap();
+        let store = LogStore::open(slot.clone(), &raft, Fsync::Always).unwrap();
         assert_eq!(store.syncer().durable().upto, 10);
         store.syncer().hold(true);
         let more: Vec<Entry> = (10..13)
@@ -782,7 +804,7 @@ mod tests {
         let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
         use std::os::unix::fs::FileExt;
         f.write_all_at(&vec![0; lost as usize], end9).unwrap();
-        let reopened = LogStore::open(slot.clone(), &crash).unwrap();
+        let reopened = LogStore::open(slot.clone(), &crash, Fsync::Always).unwrap();
         assert_eq!(reopened.ends.lock().last, Some(id(9)));
         assert_eq!(reopened.syncer().durable().upto, 10);
         drop(reopened);
@@ -798,6 +820,117 @@ mod tests {
         assert_eq!(store.state.lock().state().committed, Some(id(11)));
     }
 
+    /// `appendfsync everysec` (`raft::logsync`): an append is acknowledged
+    /// (its callback, the acknowledged index the state machine waits for)
+    /// while its sync is held, and nothing reports it durable: the state
+    /// file's synced index, the durable index and a committed id naming
+    /// it wait for the sync. Released, the timer syncs it with nothing
+    /// else asking; a later append waits the interval for its sync; a
+    /// switch to `always` makes the next append wait for its own sync;
+    /// and a clean stop syncs what is left.
+    #[test]
+    fn under_everysec_an_append_is_acknowledged_before_its_sync_and_synced_by_the_timer() {
+        use openraft::storage::RaftLogStorageExt;
+        let TenEntryLog {
+            _dir,
+            raft,
+            log_dir,
+            slot,
+            ..
+        } = ten_entry_log(|_| {});
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = LogStore::open(slot, &raft, Fsync::EverySec).unwrap();
+        let patience = std::time::Duration::from_secs(60);
+        let blank = |i| Entry {
+            log_id: id(i),
+            payload: openraft::EntryPayload::Blank,
+        };
+        // Acknowledged while its sync is held.
+        store.syncer().hold(true);
+        let append = |entries: Vec<Entry>| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let mut s = store.clone();
+            rt.spawn(async move {
+                let _ = tx.send(s.blocking_append(entries).await);
+            });
+            rx
+        };
+        append((10..13).map(blank).collect())
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("acknowledged with its sync held")
+            .unwrap();
+        let s = store.clone();
+        rt.block_on(async move { s.wait_acked(12).await }).unwrap();
+        let mut s = store.clone();
+        rt.block_on(async move { s.save_committed(Some(id(11))).await })
+            .unwrap();
+        std::thread::sleep(2 * super::super::logsync::EVERYSEC_INTERVAL);
+        assert_eq!(
+            store.syncer().durable().upto,
+            10,
+            "reported durable while held"
+        );
+        assert_eq!(store.state.lock().state().synced, Some(9));
+        assert_eq!(store.state.lock().state().committed, None);
+
+        // Released: the timer syncs it, nothing else asking.
+        store.syncer().hold(false);
+        let s = store.clone();
+        rt.block_on(async move { tokio::time::timeout(patience, s.wait_durable(12)).await })
+            .expect("synced by the timer")
+            .unwrap();
+        assert_eq!(store.state.lock().state().synced, Some(12));
+        assert_eq!(store.state.lock().state().committed, Some(id(11)));
+
+        // A later append is acknowledged at once and synced an interval
+        // after it was written.
+        let written = std::time::Instant::now();
+        append(vec![blank(13)])
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("acknowledged")
+            .unwrap();
+        let s = store.clone();
+        rt.block_on(async move { tokio::time::timeout(patience, s.wait_durable(13)).await })
+            .expect("synced by the timer")
+            .unwrap();
+        assert!(
+            written.elapsed() >= super::super::logsync::EVERYSEC_INTERVAL,
+            "synced {:?} after its write: not by the timer",
+            written.elapsed()
+        );
+
+        // `always` from now on: an append waits for its own sync.
+        store.set_fsync(Fsync::Always);
+        store.syncer().hold(true);
+        let rx = append(vec![blank(14)]);
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "acknowledged under always with its sync held"
+        );
+        store.syncer().hold(false);
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("acknowledged once synced")
+            .unwrap();
+        assert_eq!(store.syncer().durable().upto, 15);
+
+        // Back to everysec; a clean stop (the last handle dropped) syncs.
+        store.set_fsync(Fsync::EverySec);
+        append(vec![blank(15)])
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("acknowledged")
+            .unwrap();
+        assert_eq!(store.syncer().durable().upto, 15);
+        drop(store);
+        drop(rt);
+        let st = StateFile::open(&log_dir.join(super::super::logstate::FILE)).unwrap();
+        assert_eq!(st.state().synced, Some(15), "a clean stop left it unsynced");
+    }
+
     /// A failed sync fails its append and every one after it (what the
     /// disk kept is not known), and whoever waits for the durable index.
     #[test]
@@ -811,7 +944,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let mut store = LogStore::open(slot, &raft).unwrap();
+        let mut store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
         store.syncer().fail_next();
         let blank = |i| Entry {
             log_id: id(i),
@@ -839,7 +972,7 @@ mod tests {
         let TenEntryLog {
             _dir, raft, slot, ..
         } = ten_entry_log(|_| {});
-        let store = LogStore::open(slot, &raft).unwrap();
+        let store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .build()

@@ -358,8 +358,8 @@ pub struct Replica {
     /// Time per stage ([`stages`]).
     pub stages: Arc<stages::Stages>,
     pub(crate) rpc_stop: tokio::sync::watch::Sender<bool>,
-    /// The log store (tests reach its sync thread's hooks through it).
-    #[cfg(feature = "fault-points")]
+    /// The log store: `CONFIG SET appendfsync` reaches its sync thread
+    /// here, and tests its hooks.
     pub(crate) log: log::LogStore,
     /// Where a test holds this node's next snapshot install.
     #[cfg(feature = "fault-points")]
@@ -457,9 +457,17 @@ impl Replica {
             applied_index: m.last_applied.map_or(0, |l| l.index),
             snapshot_index: m.snapshot.map(|l| l.index),
             purged_index: m.purged.map(|l| l.index),
+            log_fsync: self.log.fsync_name(),
             members,
             matched,
         }
+    }
+
+    /// `appendfsync` for this node's log from now on (`CONFIG SET`; the
+    /// keyspace itself never syncs on a replicated shard: "One
+    /// write-ahead log" in `docs/design.md`).
+    pub fn set_fsync(&self, mode: crate::Fsync) {
+        self.log.set_fsync(mode);
     }
 }
 
@@ -474,6 +482,9 @@ pub struct Status {
     pub applied_index: u64,
     pub snapshot_index: Option<u64>,
     pub purged_index: Option<u64>,
+    /// When this node's log acknowledges an append: `always` (synced) or
+    /// `everysec` (written; synced once a second).
+    pub log_fsync: &'static str,
     /// Every member: where it listens, and whether it votes.
     pub members: BTreeMap<NodeId, (Member, bool)>,
     /// On the leader: the last index each member holds.
@@ -511,6 +522,7 @@ impl Status {
                 "raft_purged_index:{}",
                 self.purged_index.map_or(-1, |i| i as i64)
             ),
+            format!("raft_log_fsync:{}", self.log_fsync),
         ];
         for (id, (m, voter)) in &self.members {
             let lag = self.matched.get(id).map_or("-1".to_owned(), |i| {
@@ -797,8 +809,9 @@ pub async fn start(
     rpc_listener: std::net::TcpListener,
 ) -> Result<Arc<Replica>, String> {
     let db = server.ks.db_slot().clone();
-    let mut log_store =
-        log::LogStore::open(db.clone(), &raft_dir(&dir)).map_err(|e| format!("raft log: {e}"))?;
+    let fsync = server.config.read().appendfsync;
+    let mut log_store = log::LogStore::open(db.clone(), &raft_dir(&dir), fsync)
+        .map_err(|e| format!("raft log: {e}"))?;
     let stages = log_store.stages.clone();
     let fresh = log_store.is_empty();
     let mut sm = sm::StateMachine::open(server.clone(), raft_dir(&dir))
@@ -818,7 +831,6 @@ pub async fn start(
     };
     let config = Arc::new(cfg.openraft()?);
     let log_bytes = log_store.clone();
-    #[cfg(feature = "fault-points")]
     let log_handle = log_store.clone();
     #[cfg(feature = "fault-points")]
     let install_gate = sm.gate.clone();
@@ -874,7 +886,6 @@ pub async fn start(
         #[cfg(feature = "fault-points")]
         stream_faults,
         rpc_stop,
-        #[cfg(feature = "fault-points")]
         log: log_handle,
         #[cfg(feature = "fault-points")]
         install_gate,

@@ -536,13 +536,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut out = Vec::new();
         for e in entries {
             let id = e.log_id;
-            // Never past this node's durable log: the leader's own sync
+            // Never past what this node's log acknowledged: under
+            // `appendfsync always` its durable log (the leader's own sync
             // runs beside replication, and a flush of the database would
-            // make the applied record durable ("Applying an entry" and
-            // "Where the log lives" in docs/design.md). openraft's
-            // `save_committed` waited already; this is the rule's home.
+            // make the applied record durable: "Applying an entry" and
+            // "Where the log lives" in docs/design.md); under `everysec`
+            // its written log ("The log's appendfsync": a power cut can
+            // then leave the applied record past the log's end, which
+            // openraft's start purges up to).
             if let Some(log) = &self.log {
-                log.wait_durable(id.index).await.map_err(|err| {
+                log.wait_acked(id.index).await.map_err(|err| {
                     StorageError::from(StorageIOError::apply(id, &std::io::Error::other(err)))
                 })?;
             }

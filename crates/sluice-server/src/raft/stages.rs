@@ -62,8 +62,9 @@ pub struct Stages {
     pub read_round: Stage,
     /// Reads answered under the lease without a round.
     pub lease_reads: Stage,
-    /// Groups of log appends synced so far (the proposer waits on it:
-    /// see `raft::proposer`).
+    /// Groups of log appends acknowledged so far: synced together under
+    /// `appendfsync always`, each at once under `everysec` (the proposer
+    /// waits on it: see `raft::proposer`).
     pub appended: tokio::sync::watch::Sender<u64>,
 }
 
