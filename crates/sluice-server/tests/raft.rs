@@ -1385,9 +1385,11 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
     let e = start(c).err().expect("a used id was admitted");
     assert!(e.contains("never reused"), "{e}");
 
-    // Under a new id: a learner, copied the snapshot, then a voter.
+    // Under a new id: a learner, copied the snapshot, then a voter. Its
+    // `maxmemory` holds for the database the snapshot replaces its own with.
     let mut c = Config::new(t.path().join("n4"));
     c.port = 0;
+    c.maxmemory_bytes = 96 << 20;
     c.raft = Some(raft_config(4, 0, nodes[li].raft_addr(), 20));
     let n4 = start(c).expect("node 4 joins");
     let st = n4.raft_status().expect("status");
@@ -1405,6 +1407,14 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
         "node 4 installed a snapshot: {st:?}"
     );
     let mut c4 = running_client(&n4);
+    let engine: String = redis::cmd("INFO")
+        .arg("sluicedb")
+        .query(&mut c4)
+        .expect("INFO");
+    assert!(
+        engine.contains(&format!("block_cache_capacity_bytes:{}\r\n", 32 << 20)),
+        "a 96 MiB budget less the 64 MiB write buffer: {engine}"
+    );
     let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");
     check_numbered(&mut c4, "a", 30);
     check_numbered(&mut c4, "b", 100);
