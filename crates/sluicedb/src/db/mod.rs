@@ -49,14 +49,14 @@ pub use checkpoint::{CheckpointStats, CHECKPOINT_STAGING_SUFFIX};
 pub use cursor::{DbIterator, Range};
 pub use read::ValueRef;
 
-/// A handle to an open database. Cheap to clone; all clones share one
-/// database, which closes (background work stopped, journal synced, lock
-/// released) when the last clone is dropped. `Send + Sync`.
 /// The least block cache [`Db::set_memory_budget`] leaves a database: a
 /// budget below the write buffer and this still keeps the blocks reads
 /// and merges are in.
 pub const MIN_CACHE_BYTES: usize = 4 << 20;
 
+/// A handle to an open database. Cheap to clone; all clones share one
+/// database, which closes (background work stopped, journal synced, lock
+/// released) when the last clone is dropped. `Send + Sync`.
 #[derive(Clone)]
 pub struct Db {
     handle: Arc<Handle>,
