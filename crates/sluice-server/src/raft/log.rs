@@ -652,6 +652,15 @@ mod tests {
 
     /// [`TenEntryLog`], with `state` setting more in the state file before
     /// the log is opened.
+    /// The runtime the log's tests drive its async calls on.
+    fn two_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     fn ten_entry_log(state: impl FnOnce(&mut StateFile)) -> TenEntryLog {
         let t = tempfile::tempdir().unwrap();
         let raft = t.path().join("raft");
@@ -742,11 +751,7 @@ mod tests {
             slot,
             payloads,
         } = ten_entry_log(|_| {});
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = two_thread_runtime();
         let store = LogStore::open(slot.clone(), &raft, Fsync::Always).unwrap();
         assert_eq!(store.syncer().durable().upto, 10);
         store.syncer().hold(true);
@@ -838,11 +843,7 @@ mod tests {
             slot,
             ..
         } = ten_entry_log(|_| {});
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = two_thread_runtime();
         let store = LogStore::open(slot, &raft, Fsync::EverySec).unwrap();
         let patience = std::time::Duration::from_secs(60);
         let blank = |i| Entry {
@@ -942,11 +943,7 @@ mod tests {
         let TenEntryLog {
             _dir, raft, slot, ..
         } = ten_entry_log(|_| {});
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = two_thread_runtime();
         let mut store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
         store.syncer().fail_next();
         let blank = |i| Entry {
