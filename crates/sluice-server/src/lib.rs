@@ -446,9 +446,7 @@ pub fn start(mut config: Config) -> Result<Running, String> {
         };
         format!("opening {}{asked}: {e}", db_dir.display())
     })?;
-    if config.maxmemory_bytes > 0 {
-        db.set_memory_budget(memory_budget(config.maxmemory_bytes));
-    }
+    db.set_memory_budget(memory_budget(config.maxmemory_bytes));
     config.preset = Some(preset);
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let addrs: Vec<SocketAddr> = listeners

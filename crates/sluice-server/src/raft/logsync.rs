@@ -228,28 +228,26 @@ impl Syncer {
 
     /// Waits until entry `index` is durable; the error of a failed sync.
     pub async fn wait_durable(&self, index: u64) -> Result<(), String> {
-        let mut rx = self.shared.durable.subscribe();
-        let d = rx
-            .wait_for(|d| d.upto > index || d.failed.is_some())
-            .await
-            .map_err(|e| format!("raft log: sync thread gone: {e}"))?;
-        match &d.failed {
-            Some(e) if d.upto <= index => Err(e.clone()),
-            _ => Ok(()),
-        }
+        self.wait_past(index, |d| d.upto).await
     }
 
     /// Waits until entry `index` was acknowledged to openraft (durable
     /// under `always`; written under `everysec`); the error of a failed
     /// sync for an entry not acknowledged before it.
     pub async fn wait_acked(&self, index: u64) -> Result<(), String> {
+        self.wait_past(index, |d| d.acked).await
+    }
+
+    /// Waits until `end` (an index plus one) of the durable state passes
+    /// `index`, or a sync fails before it does.
+    async fn wait_past(&self, index: u64, end: impl Fn(&Durable) -> u64) -> Result<(), String> {
         let mut rx = self.shared.durable.subscribe();
         let d = rx
-            .wait_for(|d| d.acked > index || d.failed.is_some())
+            .wait_for(|d| end(d) > index || d.failed.is_some())
             .await
             .map_err(|e| format!("raft log: sync thread gone: {e}"))?;
         match &d.failed {
-            Some(e) if d.acked <= index => Err(e.clone()),
+            Some(e) if end(&d) <= index => Err(e.clone()),
             _ => Ok(()),
         }
     }

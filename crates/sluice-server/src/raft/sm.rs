@@ -965,9 +965,7 @@ fn install(
     after.map_err(|e| e.to_string())?;
     // The node's `maxmemory` holds for the database swapped in too.
     let maxmemory = server.config.read().maxmemory_bytes;
-    if maxmemory > 0 {
-        ks.db().set_memory_budget(crate::memory_budget(maxmemory));
-    }
+    ks.db().set_memory_budget(crate::memory_budget(maxmemory));
     eprintln!(
         "sluice serve: installed snapshot {} ({bytes} bytes of files): received in {} ms \
          ({} ms of it syncing files), opened and kept in {} ms, swapped in {} ms",

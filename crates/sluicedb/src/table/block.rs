@@ -222,6 +222,7 @@ impl SeekDirectory {
     /// its damage reported there).
     pub(crate) fn build(block: &Block) -> Option<SeekDirectory> {
         let n = block.entries_if_all_restarts();
+        let mut users = Vec::with_capacity(n);
         let mut end_before = 0;
         for i in 0..n {
             let (k, _, end) = block.whole_entry_at(i)?;
@@ -234,23 +235,20 @@ impl SeekDirectory {
                 return None;
             }
             end_before = end;
+            users.push(key::user_key(k));
         }
-        let common: Box<[u8]> = match n {
-            0 => Box::new([]),
-            _ => {
-                let first = key::user_key(block.whole_entry_at(0)?.0);
-                let last = key::user_key(block.whole_entry_at(n - 1)?.0);
-                let len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
-                first[..len].into()
+        let common: &[u8] = match (users.first(), users.last()) {
+            (Some(first), Some(last)) => {
+                let len = first.iter().zip(*last).take_while(|(a, b)| a == b).count();
+                &first[..len]
             }
+            _ => &[],
         };
-        let prefixes = (0..n)
-            .map(|i| {
-                let k = key::user_key(block.whole_entry_at(i).expect("checked").0);
-                pad8(&k[common.len()..])
-            })
-            .collect();
-        Some(SeekDirectory { common, prefixes })
+        let prefixes = users.iter().map(|u| pad8(&u[common.len()..])).collect();
+        Some(SeekDirectory {
+            common: common.into(),
+            prefixes,
+        })
     }
 
     /// Bytes it holds.

@@ -31,7 +31,8 @@ pub(crate) struct BlockCache {
     /// The capacity now (`give_way_to`).
     capacity: AtomicU64,
     /// What it gives way to: the immutable memtables' bytes and the
-    /// memtable blocks pooled for the next memtables (`give_way_to_pool`).
+    /// excess of the memtable blocks pooled for the next memtables
+    /// (`give_way_to_pool`).
     immutable: AtomicU64,
     pooled: AtomicU64,
     /// Frees the pool's excess once the memtables leave it unused
@@ -96,8 +97,8 @@ impl BlockCache {
     /// (`memtable::BlockPool`'s excess; the rest lies inside the active
     /// memtable's charge): memory held like an immutable memtable's.
     /// Called whenever it changes.
-    pub(crate) fn give_way_to_pool(&self, pooled_bytes: u64) {
-        self.pooled.store(pooled_bytes, Ordering::Relaxed);
+    pub(crate) fn give_way_to_pool(&self, excess_bytes: u64) {
+        self.pooled.store(excess_bytes, Ordering::Relaxed);
         self.resize();
     }
 
