@@ -235,6 +235,9 @@ async fn serve_client(
         }
         // Run the queued commands, writing out every 64 KiB of replies.
         while !queue.is_empty() {
+            if let Some(key) = crate::pipeline::next_write_key(client, &queue) {
+                server.ks.wait_for_stripe(key).await;
+            }
             let mut clock = Clock::start();
             let mut run = || {
                 out.resp3 = client.resp3;

@@ -52,6 +52,19 @@ pub fn write_run_len(server: &Server, client: &Client, queue: &VecDeque<Request>
         .count()
 }
 
+/// The first key of the command at the front of `queue` when it is a
+/// write that will lock it: the connection waits for that key's stripe
+/// before it runs the command ([`crate::store::Keyspace::wait_for_stripe`]).
+pub fn next_write_key<'a>(client: &Client, queue: &'a VecDeque<Request>) -> Option<&'a [u8]> {
+    if client.multi.is_some() {
+        return None;
+    }
+    let req = queue.front()?;
+    let (_, spec) = batchable(req)?;
+    let i = usize::try_from(spec.first_key).ok().filter(|&i| i > 0)?;
+    req.args.get(i).map(|a| &a[..])
+}
+
 /// The spec of a command that may join a batch: a known, well-formed,
 /// non-blocking write.
 fn batchable(req: &Request) -> Option<(usize, &'static Spec)> {

@@ -836,6 +836,9 @@ pub struct Keyspace {
     /// The database; a replicated shard's snapshot install replaces it.
     db: Arc<DbSlot>,
     stripes: Box<[Mutex<Stripe>]>,
+    /// Connections waiting for a stripe without blocking their thread
+    /// ([`Keyspace::wait_for_stripe`]), one entry per stripe.
+    waiters: Box<[StripeWaiters]>,
     global: RwLock<()>,
     sync_always: AtomicBool,
     /// A write happened since the last `everysec` sync.
@@ -969,17 +972,85 @@ const HOLES_MAX: usize = 65_536;
 /// Most versions `pop_bounds` remembers before it starts over.
 const POP_BOUNDS_MAX: usize = 10_000;
 
-/// The locks a command holds while it runs.
+/// The locks a command holds while it runs. Releasing a stripe wakes a
+/// connection waiting for it ([`Keyspace::wait_for_stripe`]).
 pub enum Held<'a> {
     None,
     Shared {
         _global: RwLockReadGuard<'a, ()>,
         stripes: Vec<(usize, MutexGuard<'a, Stripe>)>,
+        waiters: &'a [StripeWaiters],
     },
     Exclusive {
         _global: RwLockWriteGuard<'a, ()>,
     },
 }
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Held::Shared {
+            stripes, waiters, ..
+        } = self
+        {
+            for (i, guard) in stripes.drain(..) {
+                drop(guard);
+                waiters[i].released();
+            }
+        }
+    }
+}
+
+/// The connections waiting for one stripe to be free. A connection's task
+/// that finds its next write's stripe locked waits here, so that its
+/// runtime thread serves other connections meanwhile instead of sleeping
+/// in the lock (under redis-benchmark's one hot key, two runtime threads
+/// meeting in one stripe spent a fifth of the server's CPU parking and
+/// waking each other: `docs/experiments.md`, "Waiting for a hot key's
+/// stripe without blocking a runtime thread").
+#[derive(Default)]
+pub struct StripeWaiters {
+    count: AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl StripeWaiters {
+    /// After its stripe was unlocked: wakes one waiter, if any. The fence
+    /// pairs with the waiter's ([`Keyspace::wait_for_stripe`]): either the
+    /// waiter sees the stripe unlocked, or this sees the waiter counted.
+    fn released(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.count.load(Ordering::Relaxed) > 0 {
+            self.notify.notify_one();
+        }
+    }
+}
+
+/// How [`Keyspace::wait_for_stripe`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StripeWait {
+    /// The stripe was free with no one waiting before.
+    Free,
+    /// An unlock woke the waiter.
+    Woken,
+    /// The waiter looked again after [`STRIPE_WAIT_RECHECK`] and found it free.
+    Rechecked,
+}
+
+/// A waiter counted on its stripe; uncounted when dropped (the wait may be
+/// cancelled with its connection).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How long a waiter sleeps at most before it looks at its stripe again:
+/// a safety net only, for a wake-up that went to a connection that then
+/// took no lock, and for the short stripe locks of `WATCH`'s bookkeeping,
+/// which do not wake waiters.
+const STRIPE_WAIT_RECHECK: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl Keyspace {
     pub fn new(db: Db, fsync: Fsync) -> Result<Keyspace> {
@@ -991,6 +1062,7 @@ impl Keyspace {
         let ks = Keyspace {
             db: Arc::new(DbSlot::new(db)),
             stripes,
+            waiters: (0..STRIPES).map(|_| StripeWaiters::default()).collect(),
             global: RwLock::new(()),
             sync_always: AtomicBool::new(fsync == Fsync::Always),
             dirty: AtomicBool::new(false),
@@ -1330,6 +1402,7 @@ impl Keyspace {
         Some(Held::Shared {
             _global: g,
             stripes: Vec::new(),
+            waiters: &self.waiters,
         })
     }
 
@@ -1380,6 +1453,46 @@ impl Keyspace {
         (key_hash(key) as usize) % STRIPES
     }
 
+    /// Waits until the stripe of `key` is unlocked and no connection that
+    /// waited before is still waiting for it, yielding the thread to other
+    /// tasks meanwhile. Only a hint: the caller then locks as usual
+    /// ([`Keyspace::lock_keys`]) and may still find the stripe taken.
+    pub async fn wait_for_stripe(&self, key: &[u8]) -> StripeWait {
+        self.wait_for_stripe_rechecking(key, STRIPE_WAIT_RECHECK)
+            .await
+    }
+
+    async fn wait_for_stripe_rechecking(
+        &self,
+        key: &[u8],
+        recheck: std::time::Duration,
+    ) -> StripeWait {
+        let i = Self::stripe_of(key);
+        let (stripe, w) = (&self.stripes[i], &self.waiters[i]);
+        if !stripe.is_locked() && w.count.load(Ordering::Relaxed) == 0 {
+            return StripeWait::Free;
+        }
+        loop {
+            w.count.fetch_add(1, Ordering::Relaxed);
+            let _counted = Counted(&w.count);
+            let notified = w.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Pairs with the fence of `StripeWaiters::released`.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !stripe.is_locked() && w.count.load(Ordering::Relaxed) == 1 {
+                return StripeWait::Free;
+            }
+            let how = match tokio::time::timeout(recheck, notified).await {
+                Ok(()) => StripeWait::Woken,
+                Err(_) => StripeWait::Rechecked,
+            };
+            if !stripe.is_locked() {
+                return how;
+            }
+        }
+    }
+
     /// Locks the stripes of `keys` (sorted, deduplicated) under the shared
     /// keyspace lock.
     pub fn lock_keys<'a>(&'a self, keys: &[&[u8]]) -> Held<'a> {
@@ -1394,6 +1507,7 @@ impl Keyspace {
         Held::Shared {
             _global: g,
             stripes,
+            waiters: &self.waiters,
         }
     }
 
@@ -3854,6 +3968,85 @@ mod tests {
         assert_eq!(h, BTreeMap::from([(k("a\0"), k("c")), (k("c\0"), k("h"))]));
         merge_hole(&mut h, k("x"), k("x"));
         assert_eq!(h.len(), 2, "an empty hole is no hole");
+    }
+
+    /// A connection whose next write's stripe is locked waits without
+    /// blocking its thread, and the unlock wakes it (not the recheck).
+    #[test]
+    fn a_wait_for_a_locked_stripe_yields_and_the_unlock_wakes_it() {
+        let ks = crate::testutil::keyspace();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let forever = std::time::Duration::from_secs(10);
+        assert_eq!(
+            rt.block_on(ks.wait_for_stripe_rechecking(b"hot", forever)),
+            StripeWait::Free
+        );
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let ks = &ks;
+            s.spawn(move || {
+                let held = ks.lock_keys(&[b"hot"]);
+                locked_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                drop(held);
+            });
+            locked_rx.recv().unwrap();
+            let how = rt.block_on(async {
+                let wait = ks.wait_for_stripe_rechecking(b"hot", forever);
+                tokio::pin!(wait);
+                // The thread runs other work while the wait is pending.
+                for _ in 0..3 {
+                    tokio::select! {
+                        biased;
+                        _ = &mut wait => panic!("the stripe is still locked"),
+                        _ = tokio::task::yield_now() => {}
+                    }
+                }
+                assert_eq!(
+                    ks.waiters[Keyspace::stripe_of(b"hot")]
+                        .count
+                        .load(Ordering::Relaxed),
+                    1
+                );
+                release_tx.send(()).unwrap();
+                wait.await
+            });
+            assert_eq!(how, StripeWait::Woken);
+        });
+        assert_eq!(
+            ks.waiters[Keyspace::stripe_of(b"hot")]
+                .count
+                .load(Ordering::Relaxed),
+            0
+        );
+    }
+
+    /// A wait dropped with its connection uncounts itself, so that later
+    /// connections do not queue behind it.
+    #[test]
+    fn a_cancelled_wait_leaves_no_waiter_behind() {
+        let ks = crate::testutil::keyspace();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let held = ks.lock_keys(&[b"hot"]);
+        rt.block_on(async {
+            let r = tokio::time::timeout(
+                std::time::Duration::from_millis(1),
+                ks.wait_for_stripe(b"hot"),
+            )
+            .await;
+            assert!(r.is_err(), "the stripe is locked");
+        });
+        drop(held);
+        let i = Keyspace::stripe_of(b"hot");
+        assert_eq!(ks.waiters[i].count.load(Ordering::Relaxed), 0);
+        assert_eq!(rt.block_on(ks.wait_for_stripe(b"hot")), StripeWait::Free);
     }
 
     fn open_keyspace(fs: &sluicedb::fs::MemFs) -> Keyspace {
