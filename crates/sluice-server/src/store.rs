@@ -1028,7 +1028,7 @@ impl StripeWaiters {
 /// How [`Keyspace::wait_for_stripe`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StripeWait {
-    /// The stripe was free with no one waiting before.
+    /// The stripe was free when looked at.
     Free,
     /// An unlock woke the waiter.
     Woken,
@@ -1453,10 +1453,13 @@ impl Keyspace {
         (key_hash(key) as usize) % STRIPES
     }
 
-    /// Waits until the stripe of `key` is unlocked and no connection that
-    /// waited before is still waiting for it, yielding the thread to other
-    /// tasks meanwhile. Only a hint: the caller then locks as usual
-    /// ([`Keyspace::lock_keys`]) and may still find the stripe taken.
+    /// Waits until the stripe of `key` is unlocked, yielding the thread to
+    /// other tasks meanwhile. Only a hint: the caller then locks as usual
+    /// ([`Keyspace::lock_keys`]) and may still find the stripe taken. A
+    /// connection that finds the stripe free takes it even when others
+    /// wait (they were woken, or will be at the next unlock): waiters that
+    /// came first went first in a version that made it so, and the stripe
+    /// then sat idle while a woken waiter's thread came round to it.
     pub async fn wait_for_stripe(&self, key: &[u8]) -> StripeWait {
         self.wait_for_stripe_rechecking(key, STRIPE_WAIT_RECHECK)
             .await
@@ -1469,10 +1472,7 @@ impl Keyspace {
     ) -> StripeWait {
         let i = Self::stripe_of(key);
         let (stripe, w) = (&self.stripes[i], &self.waiters[i]);
-        if !stripe.is_locked() && w.count.load(Ordering::Relaxed) == 0 {
-            return StripeWait::Free;
-        }
-        loop {
+        while stripe.is_locked() {
             w.count.fetch_add(1, Ordering::Relaxed);
             let _counted = Counted(&w.count);
             let notified = w.notify.notified();
@@ -1480,8 +1480,8 @@ impl Keyspace {
             notified.as_mut().enable();
             // Pairs with the fence of `StripeWaiters::released`.
             std::sync::atomic::fence(Ordering::SeqCst);
-            if !stripe.is_locked() && w.count.load(Ordering::Relaxed) == 1 {
-                return StripeWait::Free;
+            if !stripe.is_locked() {
+                break;
             }
             let how = match tokio::time::timeout(recheck, notified).await {
                 Ok(()) => StripeWait::Woken,
@@ -1491,6 +1491,7 @@ impl Keyspace {
                 return how;
             }
         }
+        StripeWait::Free
     }
 
     /// Locks the stripes of `keys` (sorted, deduplicated) under the shared
