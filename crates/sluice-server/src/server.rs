@@ -723,7 +723,7 @@ impl Server {
         if want("sluicedb") {
             let _ = write!(
                 out,
-                "# Sluicedb\r\ncreated_with:{}\r\nuser_bytes_written:{}\r\nuser_ops_written:{}\r\nmemtable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\nlive_table_bytes:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nvalue_store_bytes:{}\r\nvalue_live_bytes:{}\r\nvalue_garbage_bytes:{}\r\ngc_runs:{}\r\nlive_data_bytes:{}\r\nspace_amplification:{:.3}\r\npoisoned:{}\r\n\r\n",
+                "# Sluicedb\r\ncreated_with:{}\r\nuser_bytes_written:{}\r\nuser_ops_written:{}\r\nmemtable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stalls:{}\r\nwrite_stall_micros:{}\r\nlive_table_bytes:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nblock_cache_size_bytes:{}\r\nvalue_store_bytes:{}\r\nvalue_live_bytes:{}\r\nvalue_garbage_bytes:{}\r\ngc_runs:{}\r\nlive_data_bytes:{}\r\nspace_amplification:{:.3}\r\npoisoned:{}\r\n\r\n",
                 stats.created_with.map_or("unknown", |p| p.name()),
                 stats.writes.user_bytes_written,
                 stats.writes.user_ops_written,
@@ -735,6 +735,7 @@ impl Server {
                 stats.index.live_table_bytes,
                 stats.index.block_cache_bytes,
                 stats.index.block_cache_capacity_bytes,
+                stats.index.block_cache_size_bytes,
                 stats.values.bytes,
                 stats.values.live_bytes,
                 stats.values.garbage_bytes,

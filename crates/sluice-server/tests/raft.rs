@@ -1412,7 +1412,7 @@ fn a_wiped_node_rejoins_under_a_new_id_by_snapshot() {
         .query(&mut c4)
         .expect("INFO");
     assert!(
-        engine.contains(&format!("block_cache_capacity_bytes:{}\r\n", 32 << 20)),
+        engine.contains(&format!("block_cache_size_bytes:{}\r\n", 32 << 20)),
         "a 96 MiB budget less the 64 MiB write buffer: {engine}"
     );
     let _: String = redis::cmd("READONLY").query(&mut c4).expect("READONLY");

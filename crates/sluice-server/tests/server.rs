@@ -232,13 +232,14 @@ fn pipelines_and_resp3() {
     );
 }
 
-/// The engine's block cache capacity, from `INFO sluicedb`.
+/// The engine's block cache size (its capacity when it gives way to no
+/// memtable), from `INFO sluicedb`.
 fn cache_capacity(c: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("sluicedb").query(c).unwrap();
     let line = info
         .lines()
-        .find_map(|l| l.strip_prefix("block_cache_capacity_bytes:"))
-        .unwrap_or_else(|| panic!("no block cache capacity in {info}"));
+        .find_map(|l| l.strip_prefix("block_cache_size_bytes:"))
+        .unwrap_or_else(|| panic!("no block cache size in {info}"));
     line.trim().parse().unwrap()
 }
 

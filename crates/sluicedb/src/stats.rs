@@ -223,6 +223,10 @@ pub struct IndexStats {
     /// for while it gives way to immutable memtables under the memory
     /// budget ([`crate::Options::memory_budget_bytes`]).
     pub block_cache_capacity_bytes: u64,
+    /// The block cache's size: its capacity when it gives way to nothing
+    /// (the options' `block_cache_bytes`, or what the memory budget leaves
+    /// beside the write buffer).
+    pub block_cache_size_bytes: u64,
     /// Index blocks and filters of the open key tables, held apart from
     /// the block cache while a table is open (`max_open_tables` bounds
     /// them).

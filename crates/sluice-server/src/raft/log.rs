@@ -31,6 +31,7 @@ use sluicedb::{Db, WriteBatch, WriteOptions};
 use super::logfile::LogFile;
 use super::logstate::StateFile;
 use super::logsync::Syncer;
+use super::logtail::LogTail;
 use super::{NodeId, TypeConfig};
 use crate::dbslot::DbSlot;
 use crate::Fsync;
@@ -99,6 +100,9 @@ pub struct LogStore {
     /// its records over.
     slot: Arc<DbSlot>,
     log: Arc<Mutex<LogFile>>,
+    /// The newest entries as appended ([`super::logtail`]); changed under
+    /// the log's lock, after it.
+    tail: Arc<Mutex<LogTail>>,
     /// The committed id and the last entry known synced
     /// ([`super::logstate`]).
     state: Arc<Mutex<StateFile>>,
@@ -215,6 +219,7 @@ impl LogStore {
         Ok(LogStore {
             slot,
             log: Arc::new(Mutex::new(file)),
+            tail: Arc::default(),
             state,
             ends: Arc::new(Mutex::new(Ends { last, purged })),
             scratch: Arc::default(),
@@ -284,6 +289,7 @@ impl LogStore {
     fn purge_now(&self, log_id: LogId<NodeId>) -> Result<(), String> {
         let mut log = self.log.lock();
         tokio::task::block_in_place(|| log.purge(log_id.index, &encode(&log_id)))?;
+        self.tail.lock().purge(log_id.index);
         let mut ends = self.ends.lock();
         if ends.purged.is_some_and(|p| p.index >= log_id.index) {
             return Ok(());
@@ -376,14 +382,20 @@ impl RaftLogReader<TypeConfig> for LogStore {
         if start >= end {
             return Ok(Vec::new());
         }
+        if let Some(held) = self.tail.lock().get(start, end) {
+            return Ok(held);
+        }
+        self.read_records(start, end).map_err(read_err)
+    }
+}
+
+impl LogStore {
+    /// Entries `start..end` read from the log's records.
+    fn read_records(&self, start: u64, end: u64) -> Result<Vec<Entry>, String> {
         let found = self.log.lock().locate(start, end);
         let mut out = Vec::with_capacity(found.len());
         for p in &found {
-            let e = p
-                .read(|b| decode::<Entry>(b, "raft log entry"))
-                .and_then(|r| r)
-                .map_err(read_err)?;
-            out.push(e);
+            out.push(p.read(|b| decode::<Entry>(b, "raft log entry"))??);
         }
         Ok(out)
     }
@@ -480,10 +492,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         buf.clear();
         let mut ends = Vec::new();
         let mut last = None;
+        let mut kept = Vec::new();
         for e in entries {
             buf = postcard::to_extend(&e, buf).map_err(write_err)?;
             ends.push((e.log_id.index, buf.len()));
             last = Some(e.log_id);
+            kept.push(e);
         }
         let mut at = 0;
         let records: Vec<(u64, &[u8])> = ends
@@ -498,6 +512,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // queued in log order; synced by the sync thread.
         let mut log = self.log.lock();
         let written = log.append(&records);
+        let mut tail = self.tail.lock();
+        if written.is_ok() {
+            let mut at = 0;
+            for (e, &(_, end)) in kept.into_iter().zip(&ends) {
+                tail.push(e, end - at);
+                at = end;
+            }
+        } else {
+            // What the log holds now is not known here.
+            tail.clear();
+        }
+        drop(tail);
         let r = match (written, last) {
             (Ok(syncs), Some(l)) => {
                 self.ends.lock().last = Some(l);
@@ -542,7 +568,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         tokio::task::block_in_place(|| state.lower_synced(log_id.index)).map_err(write_err)?;
         drop(state);
         let mut log = self.log.lock();
-        tokio::task::block_in_place(|| log.truncate(log_id.index)).map_err(write_err)?;
+        let cut = tokio::task::block_in_place(|| log.truncate(log_id.index));
+        let mut tail = self.tail.lock();
+        match cut {
+            Ok(()) => tail.truncate(log_id.index),
+            Err(_) => tail.clear(),
+        }
+        drop(tail);
+        cut.map_err(write_err)?;
         // What precedes the cut: the entry before it, or the purge point.
         let mut ends = self.ends.lock();
         let before = match log_id.index.checked_sub(1) {
@@ -731,6 +764,72 @@ mod tests {
         st.lower_synced(6).unwrap();
         let store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
         assert_eq!(store.ends.lock().last, Some(id(5)));
+    }
+
+    /// Reads answered from the tail of entries held in memory
+    /// ([`super::super::logtail`]) are those the records hold, through
+    /// appends, a truncation with appends after it, and a purge.
+    #[test]
+    fn the_tail_in_memory_reads_as_the_records_do() {
+        use openraft::storage::RaftLogStorageExt;
+        let TenEntryLog {
+            _dir, raft, slot, ..
+        } = ten_entry_log(|_| {});
+        let rt = two_thread_runtime();
+        let mut store = LogStore::open(slot, &raft, Fsync::Always).unwrap();
+        let normal = |term: u64, i: u64| Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(term, 1), i),
+            payload: openraft::EntryPayload::Normal(
+                super::super::batch::Batch::encode(
+                    &[super::super::Request {
+                        now_ms: i,
+                        resp3: false,
+                        multi: false,
+                        cmds: vec![vec![
+                            bytes::Bytes::from_static(b"SET"),
+                            bytes::Bytes::from(format!("k{i}")),
+                            bytes::Bytes::from(vec![term as u8; 100 + i as usize]),
+                        ]],
+                    }],
+                    0,
+                )
+                .unwrap(),
+            ),
+        };
+        let check = |store: &mut LogStore, ranges: &[(u64, u64)], held: bool| {
+            for &(a, b) in ranges {
+                let tail = store.tail.lock().get(a, b);
+                assert_eq!(tail.is_some(), held, "{a}..{b} held in memory");
+                let mut s = store.clone();
+                let read = rt.block_on(s.try_get_log_entries(a..b)).unwrap();
+                let files = store.read_records(a, b).unwrap();
+                let enc = |v: &[Entry]| v.iter().map(encode).collect::<Vec<_>>();
+                assert_eq!(enc(&read), enc(&files), "{a}..{b}");
+            }
+        };
+        // Opened: nothing held; reads go to the records.
+        check(&mut store, &[(0, 10), (3, 7)], false);
+        rt.block_on(store.blocking_append((10..20).map(|i| normal(1, i))))
+            .unwrap();
+        check(&mut store, &[(10, 20), (12, 30), (19, 20), (25, 30)], true);
+        check(&mut store, &[(0, 20), (9, 11)], false);
+        rt.block_on(store.truncate(id(15))).unwrap();
+        check(&mut store, &[(10, 20), (14, 16)], true);
+        rt.block_on(store.blocking_append((15..18).map(|i| normal(2, i))))
+            .unwrap();
+        check(&mut store, &[(10, 18), (15, 30), (17, 18)], true);
+        store.progress.flushed.store(u64::MAX, Ordering::Release);
+        rt.block_on(store.purge(id(12))).unwrap();
+        check(&mut store, &[(13, 18), (13, 30)], true);
+        check(&mut store, &[(12, 18)], false);
+        assert_eq!(
+            rt.block_on(store.try_get_log_entries(13..18))
+                .unwrap()
+                .iter()
+                .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+                .collect::<Vec<_>>(),
+            [(1, 13), (1, 14), (2, 15), (2, 16), (2, 17)]
+        );
     }
 
     /// The sync off the Raft core (`raft::logsync`): an append returns

@@ -22,6 +22,7 @@ pub mod log;
 pub mod logfile;
 pub mod logstate;
 pub mod logsync;
+pub mod logtail;
 pub mod net;
 pub mod sm;
 pub mod snapfile;

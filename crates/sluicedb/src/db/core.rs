@@ -476,6 +476,7 @@ impl Core {
                 live_table_bytes,
                 block_cache_bytes: self.tables.block_cache().usage_bytes(),
                 block_cache_capacity_bytes: self.tables.block_cache().capacity_bytes(),
+                block_cache_size_bytes: self.tables.block_cache().size_bytes(),
                 open_table_bytes: self.tables.open_table_bytes(),
                 ..IndexStats::default()
             },

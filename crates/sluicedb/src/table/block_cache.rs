@@ -135,6 +135,11 @@ impl BlockCache {
         self.capacity.load(Ordering::Relaxed)
     }
 
+    /// The full capacity: the capacity when it gives way to nothing.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.full.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Arc<Block>> {
         self.cache.as_ref()?.get(&(table, offset))
     }
