@@ -15,10 +15,11 @@ use crate::options::Options;
 /// Of a memory limit, the eighths the engine's budget (memtables and the
 /// block cache) takes by default: 3/8, 96 MiB of a 256 MiB cgroup. A
 /// quarter is left to the page cache and 3/8 to what the budget does not
-/// count, measured at 50-75 MiB for the separated presets at 1 GiB of
-/// 1 KiB values (the benchmark's own memory and the program 25 MiB, the
-/// value store's DropCache and GC buffers and the memtables' filters the
-/// rest; `docs/experiments.md`, "A memory budget from the cgroup's limit").
+/// count, measured at 35-90 MiB for the separated presets at 1 GiB of
+/// 1 KiB values besides the memtables' filters (the benchmark's own memory
+/// and the program 25 MiB, the value store's DropCache, GC buffers and
+/// state the rest; `docs/experiments.md`, "A memory budget from the
+/// cgroup's limit").
 pub(crate) const LIMIT_BUDGET_EIGHTHS: u64 = 3;
 
 /// The least write buffer the fitting leaves: below a few arena blocks
