@@ -48,13 +48,10 @@ pub(crate) fn bound_retention() {
 }
 
 /// True when this process's memory cgroup (v1 or v2) has a limit below the
-/// machine's memory.
+/// machine's memory: the limit the engine fits its default memory budget
+/// to as well.
 fn memory_limited() -> bool {
-    use sluicedb::sysmem::{cgroup_memory_limit_bytes, machine_memory_bytes};
-    matches!(
-        (cgroup_memory_limit_bytes(), machine_memory_bytes()),
-        (Some(limit), Some(total)) if limit < total
-    )
+    sluicedb::sysmem::memory_limit_bytes().is_some()
 }
 
 #[cfg(test)]

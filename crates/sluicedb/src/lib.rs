@@ -44,6 +44,7 @@ mod key;
 )]
 mod lightkv;
 mod logfile;
+mod memory;
 mod memtable;
 mod options;
 mod parallel;

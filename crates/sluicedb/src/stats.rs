@@ -94,6 +94,18 @@ pub struct MemoryStats {
     /// databases among it).
     pub process_resident_bytes: Option<u64>,
     pub process_peak_resident_bytes: Option<u64>,
+    /// The memory budget the memtables and the block cache share now
+    /// ([`crate::Options::memory_budget_bytes`], as opened or as
+    /// [`crate::Db::set_memory_budget`] set it); `None`: no budget.
+    pub budget_bytes: Option<u64>,
+    /// The memory limit (the process's memory cgroup's) that the default
+    /// budget, block cache and write buffer were fitted to at open, when
+    /// they were (`docs/design.md`, "Memory", *Under a memory limit*);
+    /// `None`: they are the options as set.
+    pub limit_bytes: Option<u64>,
+    /// The write buffer the memtables switch at, as opened (less than
+    /// asked for when fitted to `limit_bytes`).
+    pub write_buffer_bytes: u64,
 }
 
 /// Writes: what users wrote, how they were committed, and how long they waited. Part of [`Stats`].
@@ -621,6 +633,17 @@ impl std::fmt::Display for Stats {
                 "  memory counted above: {} bytes; the process's resident memory {} (peak {}), the rest the allocator's, buffers and the program's",
                 self.memory.accounted_bytes, now, peak
             )?;
+        }
+        if let Some(budget) = self.memory.budget_bytes {
+            write!(
+                f,
+                "  memory budget: {budget} bytes for memtables of {} and the block cache",
+                self.memory.write_buffer_bytes
+            )?;
+            match self.memory.limit_bytes {
+                Some(limit) => writeln!(f, ", fitted to a memory limit of {limit}")?,
+                None => writeln!(f)?,
+            }
         }
         writeln!(
             f,

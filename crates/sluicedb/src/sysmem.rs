@@ -1,7 +1,8 @@
 //! The memory this process may use: the machine's, and the limit of its
 //! memory cgroup (v1 or v2). The LightKV preset refuses a write buffer
-//! larger than it (`lightkv::memory`), and the `sluice` binary sets its
-//! allocator's retention by it.
+//! larger than it (`lightkv::memory`), the engine fits its default memory
+//! budget to it (`memory`), and the `sluice` binary sets its allocator's
+//! retention by it.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,24 @@ pub fn cgroup_memory_limit_bytes() -> Option<u64> {
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .filter_map(|s| parse_limit(&s))
         .min()
+}
+
+/// The memory this process may use when something below the machine
+/// limits it: its memory cgroup's limit, when that is lower than the
+/// machine's memory; `None` otherwise (no cgroup limit, or one at or above
+/// the machine's). The engine fits its default memory sizes to it
+/// (`docs/design.md`, "Memory").
+pub fn memory_limit_bytes() -> Option<u64> {
+    below_machine(cgroup_memory_limit_bytes(), machine_memory_bytes())
+}
+
+/// A cgroup's `limit` when below the `machine`'s memory (or the machine's
+/// is unknown).
+fn below_machine(limit: Option<u64>, machine: Option<u64>) -> Option<u64> {
+    match (limit?, machine) {
+        (limit, Some(machine)) if limit >= machine => None,
+        (limit, _) => Some(limit),
+    }
 }
 
 /// The files that hold the memory limit of the cgroups `/proc/self/cgroup`
@@ -113,6 +132,20 @@ mod tests {
             parse_limit("9223372036854771712\n"),
             Some(9223372036854771712)
         );
+    }
+
+    #[test]
+    fn a_limit_counts_only_below_the_machines_memory() {
+        let gib = 1u64 << 30;
+        assert_eq!(below_machine(Some(gib / 4), Some(24 * gib)), Some(gib / 4));
+        // v1's "no limit", a number near 2^63.
+        assert_eq!(
+            below_machine(Some(9223372036854771712), Some(24 * gib)),
+            None
+        );
+        assert_eq!(below_machine(Some(24 * gib), Some(24 * gib)), None);
+        assert_eq!(below_machine(None, Some(24 * gib)), None);
+        assert_eq!(below_machine(Some(gib), None), Some(gib));
     }
 
     #[test]

@@ -529,6 +529,10 @@ impl Core {
             + i.block_cache_bytes
             + i.open_table_bytes
             + i.shape.hash_index_bytes;
+        let wb = self.opts.write_buffer_size_bytes as u64;
+        stats.memory.write_buffer_bytes = wb;
+        stats.memory.budget_bytes = self.tables.block_cache().shared_bytes().map(|s| s + wb);
+        stats.memory.limit_bytes = self.opts.memory_fitted_to_limit_bytes;
         if let Some((now, peak)) = crate::sysmem::process_resident_bytes() {
             stats.memory.process_resident_bytes = Some(now);
             stats.memory.process_peak_resident_bytes = Some(peak);

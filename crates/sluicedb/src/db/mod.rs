@@ -83,6 +83,7 @@ impl Db {
             return Err(Error::InvalidArgument("empty database path".into()));
         }
         let mut options = options;
+        crate::memory::fit_to_limit(&mut options);
         let fs = if options.read_only {
             // Everything the open writes stays in memory (`OverlayFs`).
             options.create_if_missing = false;

@@ -888,6 +888,65 @@ mod tests {
         assert_eq!(capacity(&db), cache);
     }
 
+    /// Under a memory limit with no budget given, the default budget is
+    /// fitted to the limit (`crate::memory`), and it holds at its worst:
+    /// two full memtables, one of them waiting for its flush, beside the
+    /// block cache at its floor. Before, the default budget (the write
+    /// buffer plus the cache) could not: an 8 MiB write buffer beside an
+    /// 8 MiB cache held 16 MiB of memtables and the cache's floor of 1 MiB
+    /// in a budget of 16 MiB, whatever the limit.
+    #[test]
+    fn two_full_memtables_and_the_cache_stay_within_a_budget_fitted_to_the_memory_limit() {
+        let (buffer, cache, limit) = (8usize << 20, 8usize << 20, 32u64 << 20);
+        let mut o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(buffer)
+            .block_cache_bytes(cache);
+        o.memory_limit = crate::memory::MemoryLimit::Given(Some(limit));
+        let db = Db::open("/db", o).unwrap();
+        let m = db.stats().memory;
+        let budget = m.budget_bytes.unwrap();
+        let fitted = m.write_buffer_bytes as usize;
+        // Fills the active memtable up to one record short of its switch.
+        let fill = move |db: &Db, from: u32| {
+            let mut i = from;
+            while db.core().state.lock().mem.approximate_memory_bytes() + (4 << 10) < fitted {
+                db.put(i.to_be_bytes(), [7u8; 1000]).unwrap();
+                i += 1;
+            }
+        };
+        fill(&db, 0);
+        // While the first memtable's flush is held, the next one fills.
+        let held = Arc::new(AtomicU64::new(0));
+        let (writer, seen) = (db.clone(), held.clone());
+        *db.core().flush_hook.lock() = Some(Box::new(move |_: &super::super::core::Core| {
+            fill(&writer, 1 << 20);
+            let s = writer.stats();
+            assert_eq!(s.flush.immutable_memtables, 1);
+            seen.store(
+                s.flush.memtable_bytes + s.index.block_cache_capacity_bytes,
+                Ordering::Relaxed,
+            );
+        }));
+        db.flush().unwrap();
+        let held = held.load(Ordering::Relaxed);
+        assert!(held > 2 * fitted as u64 - (64 << 10), "{held} bytes held");
+        assert!(held <= budget, "{held} bytes held in a budget of {budget}");
+        assert_eq!(m.limit_bytes, Some(limit));
+        assert_eq!(budget, limit / 8 * 3);
+        assert!(fitted < buffer, "{fitted}-byte write buffer");
+        // No limit: the sizes as set, the default budget.
+        let mut o = Options::preset(Preset::LevelDb)
+            .fs(Arc::new(MemFs::new()))
+            .write_buffer_size_bytes(buffer)
+            .block_cache_bytes(cache);
+        o.memory_limit = crate::memory::MemoryLimit::Given(None);
+        let m = Db::open("/db", o).unwrap().stats().memory;
+        assert_eq!(m.limit_bytes, None);
+        assert_eq!(m.write_buffer_bytes, buffer as u64);
+        assert_eq!(m.budget_bytes, Some((buffer + cache) as u64));
+    }
+
     #[test]
     fn an_idle_database_frees_the_pools_excess_to_the_block_cache() {
         let (cache, buffer) = (32u64 << 20, 16usize << 20);

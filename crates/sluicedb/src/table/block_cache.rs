@@ -47,7 +47,7 @@ pub(crate) struct BlockCache {
 /// The least share of its capacity the cache keeps under a memory budget:
 /// the blocks a flush's and a compaction's readers hold at once stay
 /// cached, so that a busy read path still hits.
-const BUDGET_FLOOR_DIVISOR: u64 = 8;
+pub(crate) const BUDGET_FLOOR_DIVISOR: u64 = 8;
 
 impl BlockCache {
     /// A cache holding at most `capacity_bytes` of blocks; 0 disables it.
@@ -127,6 +127,12 @@ impl BlockCache {
         if self.capacity.swap(target, Ordering::Relaxed) != target {
             c.set_capacity(target);
         }
+    }
+
+    /// What the cache and the immutable memtables may hold together (the
+    /// budget less the active write buffer); `None`: no budget.
+    pub(crate) fn shared_bytes(&self) -> Option<u64> {
+        Some(self.shared.load(Ordering::Relaxed)).filter(|&s| s != u64::MAX)
     }
 
     /// The capacity now: the full one, or less while it gives way to
