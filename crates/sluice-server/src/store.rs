@@ -3971,15 +3971,19 @@ mod tests {
         assert_eq!(h.len(), 2, "an empty hole is no hole");
     }
 
+    fn one_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     /// A connection whose next write's stripe is locked waits without
     /// blocking its thread, and the unlock wakes it (not the recheck).
     #[test]
     fn a_wait_for_a_locked_stripe_yields_and_the_unlock_wakes_it() {
         let ks = crate::testutil::keyspace();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let rt = one_thread_runtime();
         let forever = std::time::Duration::from_secs(10);
         assert_eq!(
             rt.block_on(ks.wait_for_stripe_rechecking(b"hot", forever)),
@@ -4031,10 +4035,7 @@ mod tests {
     #[test]
     fn a_cancelled_wait_leaves_no_waiter_behind() {
         let ks = crate::testutil::keyspace();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let rt = one_thread_runtime();
         let held = ks.lock_keys(&[b"hot"]);
         rt.block_on(async {
             let r = tokio::time::timeout(
