@@ -1302,20 +1302,27 @@ fn config_set_appendfsync_switches_when_a_replicated_write_is_acknowledged() {
         rx
     };
 
-    nodes[li].hold_log_syncs(true);
-    let r = set_held("everysec-held")
-        .recv_timeout(PATIENCE)
-        .expect("answered under everysec with the leader's syncs held");
-    assert_eq!(r.as_deref(), Ok("OK"));
-    nodes[li].hold_log_syncs(false);
+    // Under everysec: answered while the leader's log syncs are held.
+    let answered_while_held = |key: &'static str| {
+        nodes[li].hold_log_syncs(true);
+        let r = set_held(key)
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("{key}: answered under everysec with the syncs held"));
+        assert_eq!(r.as_deref(), Ok("OK"), "{key}");
+        nodes[li].hold_log_syncs(false);
+    };
+    let switch_to = |c: &mut redis::Connection, to: &str| {
+        let _: String = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendfsync")
+            .arg(to)
+            .query(c)
+            .expect("CONFIG SET");
+        assert_eq!(mode(c).as_deref(), Some(to));
+    };
 
-    let _: String = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("always")
-        .query(&mut lc)
-        .expect("CONFIG SET");
-    assert_eq!(mode(&mut lc).as_deref(), Some("always"));
+    answered_while_held("everysec-held");
+    switch_to(&mut lc, "always");
     nodes[li].hold_log_syncs(true);
     let rx = set_held("always-held");
     assert!(
@@ -1326,19 +1333,8 @@ fn config_set_appendfsync_switches_when_a_replicated_write_is_acknowledged() {
     let r = rx.recv_timeout(PATIENCE).expect("answered once synced");
     assert_eq!(r.as_deref(), Ok("OK"));
 
-    let _: String = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("everysec")
-        .query(&mut lc)
-        .expect("CONFIG SET");
-    assert_eq!(mode(&mut lc).as_deref(), Some("everysec"));
-    nodes[li].hold_log_syncs(true);
-    let r = set_held("everysec-again")
-        .recv_timeout(PATIENCE)
-        .expect("answered under everysec again");
-    assert_eq!(r.as_deref(), Ok("OK"));
-    nodes[li].hold_log_syncs(false);
+    switch_to(&mut lc, "everysec");
+    answered_while_held("everysec-again");
     for k in ["everysec-held", "always-held", "everysec-again"] {
         let v: Option<String> = redis::cmd("GET").arg(k).query(&mut lc).expect("GET");
         assert_eq!(v.as_deref(), Some("v"), "{k}");

@@ -89,11 +89,11 @@ impl LogTail {
         if start < first {
             return None;
         }
-        let from = start.min(last_end) - first;
-        let to = end.min(last_end).max(start.min(last_end)) - first;
+        let lo = start.min(last_end);
+        let hi = end.min(last_end).max(lo);
         Some(
             self.entries
-                .range(from as usize..to as usize)
+                .range((lo - first) as usize..(hi - first) as usize)
                 .map(|(e, _)| e.clone())
                 .collect(),
         )
