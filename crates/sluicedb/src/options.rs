@@ -544,12 +544,13 @@ pub struct Options {
     /// cache, without its stall). `None` (the default): the write buffer
     /// plus the block cache, so that one immutable memtable takes the
     /// cache's room; but when the process's memory cgroup limits it below
-    /// the machine's memory and that is too little for these sizes, 3/8 of
-    /// the limit, with the block cache and then the write buffer made
-    /// smaller so that every write buffer full beside the cache at its
-    /// floor fits, and the page cache keeps its share of the limit
-    /// (`docs/design.md`, "Memory", *Under a memory limit*;
-    /// [`crate::MemoryStats::limit_bytes`] says when it did). `usize::MAX`:
+    /// the machine's memory and that is too little for these sizes, 5/8 of
+    /// the limit (3/8 once the store holds separated values, whose GC
+    /// needs memory the budget does not count), with the block cache and
+    /// then the write buffer made smaller so that every write buffer full
+    /// beside the cache at its floor fits, and the page cache keeps its
+    /// share of the limit (`docs/design.md`, "Memory", *Under a memory
+    /// limit*; [`crate::MemoryStats::limit_bytes`] says when it did). `usize::MAX`:
     /// no budget, the cache keeps its size. A budget given here stands, the
     /// sizes as set.
     pub(crate) memory_budget_bytes: Option<usize>,
@@ -557,9 +558,10 @@ pub struct Options {
     /// `memory_budget_bytes` is `None` (`crate::memory`): the process's
     /// memory cgroup's, unless a test gives one.
     pub(crate) memory_limit: crate::memory::MemoryLimit,
-    /// The limit the budget and sizes were fitted to at open
-    /// (`crate::memory::fit_to_limit` sets it); `None`: they are as set.
-    pub(crate) memory_fitted_to_limit_bytes: Option<u64>,
+    /// The limit the budget and sizes follow, with the sizes as set
+    /// (`crate::memory::fit_to_limit` sets it at open); `None`: they are
+    /// as set.
+    pub(crate) memory_limit_fit: Option<crate::memory::LimitFit>,
     /// Background threads for flushes and compactions
     /// ([`DEFAULT_BACKGROUND_THREADS`]). With two or more, one is kept
     /// for flushes so that a long compaction never blocks a flush.
@@ -959,12 +961,13 @@ setters! {
     /// cache, without its stall). `None` (the default): the write buffer
     /// plus the block cache, so that one immutable memtable takes the
     /// cache's room; but when the process's memory cgroup limits it below
-    /// the machine's memory and that is too little for these sizes, 3/8 of
-    /// the limit, with the block cache and then the write buffer made
-    /// smaller so that every write buffer full beside the cache at its
-    /// floor fits, and the page cache keeps its share of the limit
-    /// (`docs/design.md`, "Memory", *Under a memory limit*;
-    /// [`crate::MemoryStats::limit_bytes`] says when it did). `usize::MAX`:
+    /// the machine's memory and that is too little for these sizes, 5/8 of
+    /// the limit (3/8 once the store holds separated values, whose GC
+    /// needs memory the budget does not count), with the block cache and
+    /// then the write buffer made smaller so that every write buffer full
+    /// beside the cache at its floor fits, and the page cache keeps its
+    /// share of the limit (`docs/design.md`, "Memory", *Under a memory
+    /// limit*; [`crate::MemoryStats::limit_bytes`] says when it did). `usize::MAX`:
     /// no budget, the cache keeps its size. A budget given here stands, the
     /// sizes as set.
     memory_budget_bytes => memory_budget_bytes: Option<usize>,
@@ -1264,7 +1267,7 @@ impl Options {
             max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
             memory_budget_bytes: None,
             memory_limit: crate::memory::MemoryLimit::FromEnvironment,
-            memory_fitted_to_limit_bytes: None,
+            memory_limit_fit: None,
             background_threads: DEFAULT_BACKGROUND_THREADS,
             journal_recovery: JournalRecovery::default(),
             max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,

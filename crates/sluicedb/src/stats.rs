@@ -99,13 +99,20 @@ pub struct MemoryStats {
     /// [`crate::Db::set_memory_budget`] set it); `None`: no budget.
     pub budget_bytes: Option<u64>,
     /// The memory limit (the process's memory cgroup's) that the default
-    /// budget, block cache and write buffer were fitted to at open, when
-    /// they were (`docs/design.md`, "Memory", *Under a memory limit*);
-    /// `None`: they are the options as set.
+    /// budget, block cache and write buffer follow (`docs/design.md`,
+    /// "Memory", *Under a memory limit*): they are fitted into a share of
+    /// it where they do not fit as set. `None`: they are the options as
+    /// set.
     pub limit_bytes: Option<u64>,
-    /// The write buffer the memtables switch at, as opened (less than
-    /// asked for when fitted to `limit_bytes`).
+    /// The write buffer the memtables switch at now (less than asked for
+    /// when fitted to `limit_bytes`).
     pub write_buffer_bytes: u64,
+    /// Under `limit_bytes`, the budget and sizes were fitted for a store
+    /// that holds separated values, whose GC needs memory the budget does
+    /// not count: 3/8 of the limit instead of 5/8 (at open, or from the
+    /// first write of a value a flush will separate or the first flush
+    /// after which the value store holds bytes).
+    pub fitted_for_separated_values: bool,
 }
 
 /// Writes: what users wrote, how they were committed, and how long they waited. Part of [`Stats`].
@@ -641,7 +648,11 @@ impl std::fmt::Display for Stats {
                 self.memory.write_buffer_bytes
             )?;
             match self.memory.limit_bytes {
-                Some(limit) => writeln!(f, ", fitted to a memory limit of {limit}")?,
+                Some(limit) if self.memory.fitted_for_separated_values => writeln!(
+                    f,
+                    ", within a memory limit of {limit} with room for GC (separated values)"
+                )?,
+                Some(limit) => writeln!(f, ", within a memory limit of {limit}")?,
                 None => writeln!(f)?,
             }
         }

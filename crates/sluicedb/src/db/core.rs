@@ -225,6 +225,9 @@ pub(crate) struct Core {
     pub(super) light: OnceLock<Arc<super::light::Light>>,
     /// Memtable blocks passed on from flushed memtables to new ones.
     pub(super) block_pool: Arc<BlockPool>,
+    /// The write buffer size and memory budget in force
+    /// ([`Core::fit_memory_to_separated_values`] may change them).
+    pub(super) sizes: crate::memory::Sizes,
 
     // ---- locks, in the order a thread may take them, never the reverse:
     // `file_deletion`, `gc_lock`, `flush_appends`, `merge_appends`, the value store's
@@ -333,11 +336,43 @@ pub(super) fn write_buffer_for(
 pub(super) type FlushHook = Box<dyn FnOnce(&Core) + Send>;
 
 impl Core {
+    /// Under the memory limit the sizes follow (`Options::memory_limit_fit`),
+    /// fits them again for GC's memory once the store holds separated
+    /// values or a value a flush will separate was written (`crate::memory`;
+    /// `docs/design.md`, "Memory", *Under a memory limit*): the cache
+    /// shrinks at once, and memtables switch at the new write buffer size
+    /// from now on. Once; at open, after a write of such a value
+    /// ([`Core::fit_memory_if_separable_written`]) and after each flush.
+    pub(super) fn fit_memory_to_separated_values(&self) {
+        if !self.sizes.fit_pending() {
+            return;
+        }
+        let separated = self.separable_written.load(Ordering::Relaxed)
+            || self.values.as_ref().is_some_and(|v| v.total_bytes() > 0);
+        if !separated {
+            return;
+        }
+        if let Some(r) = self.sizes.fit_for_separated_values() {
+            self.block_pool.set_cap_bytes(r.write_buffer_bytes);
+            self.tables
+                .block_cache()
+                .set_sizes(r.cache_bytes, r.shared_bytes);
+        }
+    }
+
+    /// The write path's check for [`Core::fit_memory_to_separated_values`]:
+    /// two atomic loads until it is due.
+    pub(super) fn fit_memory_if_separable_written(&self) {
+        if self.sizes.fit_pending() && self.separable_written.load(Ordering::Relaxed) {
+            self.fit_memory_to_separated_values();
+        }
+    }
+
     /// An empty write buffer for the next writes.
     pub(super) fn new_write_buffer(&self) -> Arc<dyn WriteBuffer> {
         write_buffer_for(
             self.values.as_ref(),
-            self.opts.write_buffer_size_bytes,
+            self.sizes.write_buffer(),
             &self.block_pool,
         )
     }
@@ -529,10 +564,11 @@ impl Core {
             + i.block_cache_bytes
             + i.open_table_bytes
             + i.shape.hash_index_bytes;
-        let wb = self.opts.write_buffer_size_bytes as u64;
+        let wb = self.sizes.write_buffer() as u64;
         stats.memory.write_buffer_bytes = wb;
         stats.memory.budget_bytes = self.tables.block_cache().shared_bytes().map(|s| s + wb);
-        stats.memory.limit_bytes = self.opts.memory_fitted_to_limit_bytes;
+        stats.memory.limit_bytes = self.opts.memory_limit_fit.map(|l| l.limit_bytes);
+        stats.memory.fitted_for_separated_values = self.sizes.fitted_for_separated_values();
         if let Some((now, peak)) = crate::sysmem::process_resident_bytes() {
             stats.memory.process_resident_bytes = Some(now);
             stats.memory.process_peak_resident_bytes = Some(peak);

@@ -397,23 +397,14 @@ impl Db {
     /// "Memory"): the block cache's capacity becomes the budget less the
     /// write buffer (at least [`MIN_CACHE_BYTES`]), and it gives way to
     /// immutable memtables within the budget as at open. The write buffer
-    /// keeps its size (set at open). `None`: back to the options it was
-    /// opened with. A database opened without a block cache keeps none.
+    /// keeps its size. `None`: back to the sizes in force before any
+    /// budget was set here (as opened, or as fitted to a memory limit,
+    /// `docs/design.md`, "Memory", *Under a memory limit*). A budget set
+    /// here stands: the sizes are not fitted to the limit afterwards. A
+    /// database opened without a block cache keeps none.
     /// `sluice serve` calls it for `CONFIG SET maxmemory`.
     pub fn set_memory_budget(&self, budget_bytes: Option<usize>) {
-        let opts = &self.core().opts;
-        let (cache, shared) = match budget_bytes {
-            None => (
-                opts.index.block_cache_bytes,
-                opts.memory_shared_by_cache_and_immutables(),
-            ),
-            Some(b) => {
-                let shared = b
-                    .saturating_sub(opts.write_buffer_size_bytes)
-                    .max(MIN_CACHE_BYTES);
-                (shared, Some(shared as u64))
-            }
-        };
+        let (cache, shared) = self.core().sizes.cache_sizes(budget_bytes);
         self.core().tables.block_cache().set_sizes(cache, shared);
     }
 

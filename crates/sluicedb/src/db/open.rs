@@ -231,6 +231,7 @@ impl Core {
             closing: false,
             space_note: None,
         };
+        let sizes = crate::memory::Sizes::new(&opts);
         let core = Core {
             dir,
             separation: Separation::from_options(&opts),
@@ -247,6 +248,7 @@ impl Core {
             lightkv,
             light: OnceLock::new(),
             block_pool,
+            sizes,
             visible_seq: AtomicU64::new(rec.last_sequence),
             // Recovery moves it past what it replays and flushes.
             durable_seq: AtomicU64::new(rec.last_sequence),
@@ -302,6 +304,8 @@ impl Core {
         }
         core.delete_obsolete_files();
         core.measure_space();
+        // A store reopened with separated values has GC's memory from now.
+        core.fit_memory_to_separated_values();
         Ok(core)
     }
 }

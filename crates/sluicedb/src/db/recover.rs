@@ -209,7 +209,7 @@ impl Core {
         let seq = batch.sequence();
         r.mem.insert_batch(batch, seq);
         r.max_seq = r.max_seq.max(seq + batch.len() as u64 - 1);
-        if r.mem.approximate_memory_bytes() > self.opts.write_buffer_size_bytes {
+        if r.mem.approximate_memory_bytes() > self.sizes.write_buffer() {
             self.write_level0(&r.mem, r.max_seq, &mut r.edit)?;
             r.mem = Arc::new(MemTable::new());
         }

@@ -420,8 +420,7 @@ impl Core {
         if self.light.get().is_some() {
             return self.opts.lightkv.buffer_bytes;
         }
-        (self.opts.write_buffers() as u64 + 1)
-            .saturating_mul(self.opts.write_buffer_size_bytes as u64)
+        (self.opts.write_buffers() as u64 + 1).saturating_mul(self.sizes.write_buffer() as u64)
     }
 
     /// True when background work can bring space down: GC

@@ -313,8 +313,11 @@ impl Core {
             relocations: None,
             committed: Mutex::new(Committed::default()),
             done: Mutex::new(None),
-        })
-        .map(|_| ())
+        })?;
+        // The first value a flush will separate: GC's memory comes, before
+        // the first memtable of the old size is full.
+        self.fit_memory_if_separable_written();
+        Ok(())
     }
 
     /// Queues a writer and waits until its group is committed; returns what
@@ -481,7 +484,7 @@ impl Core {
                 // 2026-11-27) was switched for ever with the write never in.
                 return Ok(());
             }
-            if !force && st.mem.approximate_memory_bytes() < self.opts.write_buffer_size_bytes {
+            if !force && st.mem.approximate_memory_bytes() < self.sizes.write_buffer() {
                 // Switching early never waits for compaction.
                 match if stop {
                     EarlySwitch::No
@@ -894,10 +897,11 @@ mod tests {
     /// block cache at its floor. Before, the default budget (the write
     /// buffer plus the cache) could not: an 8 MiB write buffer beside an
     /// 8 MiB cache held 16 MiB of memtables and the cache's floor of 1 MiB
-    /// in a budget of 16 MiB, whatever the limit.
+    /// in a budget of 16 MiB, whatever the limit. (5/8 of 24 MiB is 15:
+    /// the write buffers shrink to 7 MiB.)
     #[test]
     fn two_full_memtables_and_the_cache_stay_within_a_budget_fitted_to_the_memory_limit() {
-        let (buffer, cache, limit) = (8usize << 20, 8usize << 20, 32u64 << 20);
+        let (buffer, cache, limit) = (8usize << 20, 8usize << 20, 24u64 << 20);
         let mut o = Options::preset(Preset::LevelDb)
             .fs(Arc::new(MemFs::new()))
             .write_buffer_size_bytes(buffer)
@@ -933,8 +937,9 @@ mod tests {
         assert!(held > 2 * fitted as u64 - (64 << 10), "{held} bytes held");
         assert!(held <= budget, "{held} bytes held in a budget of {budget}");
         assert_eq!(m.limit_bytes, Some(limit));
-        assert_eq!(budget, limit / 8 * 3);
+        assert_eq!(budget, limit / 8 * crate::memory::INLINE_BUDGET_EIGHTHS);
         assert!(fitted < buffer, "{fitted}-byte write buffer");
+        assert!(!m.fitted_for_separated_values);
         // No limit: the sizes as set, the default budget.
         let mut o = Options::preset(Preset::LevelDb)
             .fs(Arc::new(MemFs::new()))
@@ -945,6 +950,79 @@ mod tests {
         assert_eq!(m.limit_bytes, None);
         assert_eq!(m.write_buffer_bytes, buffer as u64);
         assert_eq!(m.budget_bytes, Some((buffer + cache) as u64));
+    }
+
+    /// Under a memory limit, an adaptive store keeps the sizes an inline
+    /// store fits (5/8 of the limit) while its values are small, and fits
+    /// them into 3/8 at the first write of a value a flush will separate,
+    /// for GC's memory; reopened, it fits them at open. A store with no
+    /// value store never does.
+    #[test]
+    fn the_first_separated_value_fits_the_memory_to_room_for_gc() {
+        let (buffer, cache, limit) = (8usize << 20, 8usize << 20, 32u64 << 20);
+        let fs = Arc::new(MemFs::new());
+        let open = |preset: Preset| {
+            // No early switches for space: the count below is the size's.
+            let mut o = Options::preset(preset)
+                .fs(fs.clone())
+                .write_buffer_size_bytes(buffer)
+                .block_cache_bytes(cache)
+                .space_limit(None);
+            o.memory_limit = crate::memory::MemoryLimit::Given(Some(limit));
+            Db::open(format!("/{}", preset.name()), o).unwrap()
+        };
+        // 3/8 of 32 MiB is 12: (12 - 1) / 2 write buffers of 5 MiB and a
+        // cache of 12 - 5.
+        let separated = (5u64 << 20, 12u64 << 20);
+        let sizes = |db: &Db| {
+            let m = db.stats().memory;
+            assert_eq!(m.limit_bytes, Some(limit));
+            (
+                m.write_buffer_bytes,
+                m.budget_bytes.unwrap(),
+                m.fitted_for_separated_values,
+            )
+        };
+        let db = open(Preset::Adaptive);
+        // 2 x 8 + 1 MiB fit 5/8 of 32 (20): the sizes as set, the default
+        // budget.
+        let inline = (buffer as u64, (buffer + cache) as u64, false);
+        assert_eq!(sizes(&db), inline);
+        for i in 0..1000u32 {
+            db.put(i.to_be_bytes(), [1u8; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(db.stats().flush.separation.separated, 0);
+        assert_eq!(sizes(&db), inline);
+        // The write of a value a flush will separate fits them at once.
+        db.put(b"large", [2u8; 4096]).unwrap();
+        assert_eq!(sizes(&db), (separated.0, separated.1, true));
+        db.flush().unwrap();
+        assert_eq!(db.stats().flush.separation.separated, 1);
+        assert_eq!(sizes(&db), (separated.0, separated.1, true));
+        assert_eq!(
+            db.stats().index.block_cache_size_bytes,
+            separated.1 - separated.0
+        );
+        // Memtables switch at the new size: 6 MB of writes, one switch (at
+        // 8 MiB, none).
+        let switched = db.core().state.lock().memtables_switched;
+        for i in 0..6000u32 {
+            db.put(i.to_be_bytes(), [3u8; 1000]).unwrap();
+        }
+        assert_eq!(db.core().state.lock().memtables_switched, switched + 1);
+        assert_eq!(db.get(b"large").unwrap().unwrap(), [2u8; 4096]);
+        drop(db);
+        let db = open(Preset::Adaptive);
+        assert_eq!(sizes(&db), (separated.0, separated.1, true));
+        drop(db);
+        // leveldb: no value store, whatever the values.
+        let db = open(Preset::LevelDb);
+        for i in 0..100u32 {
+            db.put(i.to_be_bytes(), [4u8; 4096]).unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(sizes(&db), inline);
     }
 
     #[test]

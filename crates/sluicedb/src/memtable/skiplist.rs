@@ -251,7 +251,8 @@ type RawBlock = NonNull<[MaybeUninit<u64>]>;
 /// that turned to reads gets its whole block cache back.
 pub(crate) struct BlockPool {
     free: Mutex<Vec<RawBlock>>,
-    cap_blocks: usize,
+    /// A write buffer's worth of blocks ([`BlockPool::set_cap_bytes`]).
+    cap_blocks: AtomicUsize,
     /// Full-size blocks the newest memtable's arenas took, pooled or fresh,
     /// since it was made ([`BlockPool::rearm`]). A memtable made before the
     /// one it follows stopped growing counts some of that one's too: more,
@@ -281,13 +282,20 @@ impl BlockPool {
     pub(crate) fn new(cap_bytes: usize, on_change: Box<dyn Fn(u64) + Send + Sync>) -> Self {
         BlockPool {
             free: Mutex::new(Vec::new()),
-            cap_blocks: cap_bytes / MAX_BLOCK_BYTES,
+            cap_blocks: AtomicUsize::new(cap_bytes / MAX_BLOCK_BYTES),
             growing: AtomicUsize::new(0),
             last_use_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
             idle_ms: AtomicU64::new(POOL_IDLE.as_millis() as u64),
             on_change,
         }
+    }
+
+    /// A new write buffer size: what the newest memtable may take from
+    /// here on. The excess is told at the next change.
+    pub(crate) fn set_cap_bytes(&self, cap_bytes: usize) {
+        self.cap_blocks
+            .store(cap_bytes / MAX_BLOCK_BYTES, Ordering::Relaxed);
     }
 
     /// Bytes of the blocks pooled now.
@@ -303,7 +311,8 @@ impl BlockPool {
 
     fn excess(&self, pooled: usize) -> u64 {
         let held = pooled + self.growing.load(Ordering::Relaxed);
-        (held.saturating_sub(self.cap_blocks) * MAX_BLOCK_BYTES) as u64
+        let cap = self.cap_blocks.load(Ordering::Relaxed);
+        (held.saturating_sub(cap) * MAX_BLOCK_BYTES) as u64
     }
 
     fn used_now(&self) {
@@ -343,7 +352,9 @@ impl BlockPool {
         let mut free = self.free.lock();
         let before = free.len();
         for &block in blocks {
-            if block.len() * size_of::<u64>() == MAX_BLOCK_BYTES && free.len() < self.cap_blocks {
+            if block.len() * size_of::<u64>() == MAX_BLOCK_BYTES
+                && free.len() < self.cap_blocks.load(Ordering::Relaxed)
+            {
                 free.push(block);
             } else {
                 // SAFETY: made by `Box::into_raw` in `Arena::new_block`,

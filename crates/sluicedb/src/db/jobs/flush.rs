@@ -304,6 +304,7 @@ impl Core {
         // done, and the share it learned is the one the count goes on with.
         self.sample_shadowed_after_open(0);
         bump(&self.counters.flushes, 1);
+        self.fit_memory_to_separated_values();
         if let (false, Some(light)) = (leaves.is_empty(), self.light.get()) {
             // LightKV: the leaves' tables are installed; the leaves leave
             // the buffer (raising its watermark), and the next units go out.
