@@ -359,6 +359,7 @@ impl Core {
             committed: Mutex::new(Committed::default()),
             relocations: Some(relocations),
             done: Mutex::new(None),
+            ready: Default::default(),
         })
     }
 

@@ -2,6 +2,8 @@
 //! a `flush` asking for a memtable switch, or a GC step's relocations hand
 //! to the group's leader, and where the leader leaves the outcome.
 
+use std::sync::atomic::AtomicBool;
+
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
@@ -25,4 +27,8 @@ pub(super) struct WriterSlot {
     /// What committing the relocations did.
     pub(super) committed: Mutex<Committed>,
     pub(super) done: Mutex<Option<Result<()>>>,
+    /// Set, under the state lock, when `done` is filled or the slot comes
+    /// to the front of the queue: what a waiting writer spins on before it
+    /// sleeps (`Core::enqueue`).
+    pub(super) ready: AtomicBool,
 }
