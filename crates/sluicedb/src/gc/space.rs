@@ -103,6 +103,10 @@ pub(crate) struct SpaceMeasure {
     shadow_share_milli: AtomicU64,
     /// Whether a flush set `shadow_share_milli` since open.
     shadow_share_learned: AtomicBool,
+    /// The sampled lookups the share is learned over, and of them those
+    /// that found an older version, each weighed down as later ones come
+    /// ([`SpaceMeasure::note_sampled_shadows`]).
+    shadow_sample: Mutex<(f64, f64)>,
     /// The inline bytes of table versions a newer table version shadows,
     /// kept as flushes and merges install ([`SpaceMeasure::note_tables`]),
     /// from a sample after an open ([`SpaceMeasure::start_sample`]).
@@ -158,6 +162,7 @@ impl Default for SpaceMeasure {
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             shadow_share_learned: AtomicBool::new(false),
+            shadow_sample: Mutex::new((0.0, 0.0)),
             tables_shadowed: Mutex::new(TablesShadowed::Unknown),
             mean_value_bytes: AtomicU64::new(0),
             // Until a window closes, what the journal takes is taken as
@@ -235,19 +240,34 @@ impl SpaceMeasure {
     /// Learns the same share from a flush that looked up a sample of its
     /// memtable's keys instead of counting (a tree of inline values, whose
     /// versions have no value file to count garbage in): `shadowed` of the
-    /// `sampled` keys had an older version in the tables.
+    /// `sampled` keys had an older version in the tables. The share is
+    /// that of about the latest `window` lookups: the earlier ones weigh
+    /// `1 - sampled / window` of what they weighed, so a flush that
+    /// samples `window` keys or more (a full memtable) sets the share
+    /// alone, and smaller flushes (the lightkv preset's leaves, each a
+    /// part of its buffer sampled at the same rate) add up to about one
+    /// buffer's worth.
     pub(crate) fn note_sampled_shadows(
         &self,
         candidates: ShadowCandidates,
         sampled: u64,
         shadowed: u64,
+        window: u64,
     ) {
         if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
             self.mean_value_bytes.store(mean, Ordering::Relaxed);
         }
-        if let Some(share) = shadowed.saturating_mul(1000).checked_div(sampled) {
-            self.set_shadow_share(share);
+        if sampled == 0 {
+            return;
         }
+        let share = {
+            let mut w = self.shadow_sample.lock();
+            let keep = window.saturating_sub(sampled) as f64 / window.max(1) as f64;
+            w.0 = w.0 * keep + sampled as f64;
+            w.1 = w.1 * keep + shadowed as f64;
+            (w.1 * 1000.0 / w.0).round() as u64
+        };
+        self.set_shadow_share(share);
     }
 
     fn set_shadow_share(&self, milli: u64) {
@@ -579,6 +599,46 @@ mod tests {
         assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB + 2 * MIB - 3 * MIB));
         m.note_tables(2 * MIB, 0, 44 * MIB, true);
         assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB));
+    }
+
+    /// A flush sampling a window's worth of keys sets the share alone (a
+    /// full memtable, as before the window); small samples (the lightkv
+    /// preset's flush jobs) are learned over about a window of lookups, so
+    /// one unlucky job of 24 lookups moves the share by a twentieth.
+    #[test]
+    fn the_shadow_share_is_learned_over_a_window_of_lookups() {
+        let none = ShadowCandidates::default();
+        let m = SpaceMeasure::default();
+        assert_eq!(m.learned_shadow_share_milli(), None);
+        m.note_sampled_shadows(none, 0, 0, 512);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            None,
+            "no lookup, nothing learned"
+        );
+        m.note_sampled_shadows(none, 24, 6, 512);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(250),
+            "the first sample alone"
+        );
+        for _ in 0..200 {
+            m.note_sampled_shadows(none, 24, 24, 512);
+        }
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(1000),
+            "the old ones forgotten"
+        );
+        m.note_sampled_shadows(none, 24, 0, 512);
+        let share = m.learned_shadow_share_milli().unwrap();
+        assert!((940..=960).contains(&share), "one job of none: {share}");
+        m.note_sampled_shadows(none, 600, 150, 512);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(250),
+            "a full sample alone"
+        );
     }
 
     /// Without a sample (a read-only open) or when it failed, the count
