@@ -240,19 +240,18 @@ impl SpaceMeasure {
     /// Learns the same share from a flush that looked up a sample of its
     /// memtable's keys instead of counting (a tree of inline values, whose
     /// versions have no value file to count garbage in): `shadowed` of the
-    /// `sampled` keys had an older version in the tables. The share is
-    /// that of about the latest `window` lookups: the earlier ones weigh
-    /// `1 - sampled / window` of what they weighed, so a flush that
-    /// samples `window` keys or more (a full memtable) sets the share
-    /// alone, and smaller flushes (the lightkv preset's leaves, each a
-    /// part of its buffer sampled at the same rate) add up to about one
-    /// buffer's worth.
+    /// `sampled` keys had an older version in the tables. The flush took
+    /// `buffer_share` of a write buffer (0 to 1): the lookups before it
+    /// weigh `1 - buffer_share` of what they weighed, so a full memtable's
+    /// sample sets the share alone, and the lightkv preset's flush jobs,
+    /// each a part of its buffer sampled at the same rate, add up to about
+    /// one buffer's worth of lookups.
     pub(crate) fn note_sampled_shadows(
         &self,
         candidates: ShadowCandidates,
         sampled: u64,
         shadowed: u64,
-        window: u64,
+        buffer_share: f64,
     ) {
         if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
             self.mean_value_bytes.store(mean, Ordering::Relaxed);
@@ -262,7 +261,7 @@ impl SpaceMeasure {
         }
         let share = {
             let mut w = self.shadow_sample.lock();
-            let keep = window.saturating_sub(sampled) as f64 / window.max(1) as f64;
+            let keep = (1.0 - buffer_share).clamp(0.0, 1.0);
             w.0 = w.0 * keep + sampled as f64;
             w.1 = w.1 * keep + shadowed as f64;
             (w.1 * 1000.0 / w.0).round() as u64
@@ -601,43 +600,44 @@ mod tests {
         assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB));
     }
 
-    /// A flush sampling a window's worth of keys sets the share alone (a
-    /// full memtable, as before the window); small samples (the lightkv
-    /// preset's flush jobs) are learned over about a window of lookups, so
-    /// one unlucky job of 24 lookups moves the share by a twentieth.
+    /// A flush of a full write buffer sets the share alone (as before the
+    /// weighing); flushes of a part of one (the lightkv preset's jobs of a
+    /// few leaves) are learned over about a buffer's worth of them, so one
+    /// unlucky job of 24 lookups moves the share by a twentieth.
     #[test]
-    fn the_shadow_share_is_learned_over_a_window_of_lookups() {
+    fn the_shadow_share_is_learned_over_a_buffers_worth_of_flushes() {
         let none = ShadowCandidates::default();
+        let job = 3.0 / 64.0;
         let m = SpaceMeasure::default();
         assert_eq!(m.learned_shadow_share_milli(), None);
-        m.note_sampled_shadows(none, 0, 0, 512);
+        m.note_sampled_shadows(none, 0, 0, job);
         assert_eq!(
             m.learned_shadow_share_milli(),
             None,
             "no lookup, nothing learned"
         );
-        m.note_sampled_shadows(none, 24, 6, 512);
+        m.note_sampled_shadows(none, 24, 6, job);
         assert_eq!(
             m.learned_shadow_share_milli(),
             Some(250),
             "the first sample alone"
         );
         for _ in 0..200 {
-            m.note_sampled_shadows(none, 24, 24, 512);
+            m.note_sampled_shadows(none, 24, 24, job);
         }
         assert_eq!(
             m.learned_shadow_share_milli(),
             Some(1000),
             "the old ones forgotten"
         );
-        m.note_sampled_shadows(none, 24, 0, 512);
+        m.note_sampled_shadows(none, 24, 0, job);
         let share = m.learned_shadow_share_milli().unwrap();
         assert!((940..=960).contains(&share), "one job of none: {share}");
-        m.note_sampled_shadows(none, 600, 150, 512);
+        m.note_sampled_shadows(none, 250, 0, 1.0);
         assert_eq!(
             m.learned_shadow_share_milli(),
-            Some(250),
-            "a full sample alone"
+            Some(0),
+            "a full memtable alone"
         );
     }
 

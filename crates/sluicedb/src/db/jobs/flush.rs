@@ -19,10 +19,10 @@ use crate::version::{FileMeta, Version, VersionEdit};
 /// that shadow an older version (`Core::sample_shadows`) looks up about
 /// this many of its keys, evenly spread; a smaller flush looks up its
 /// share of them by bytes, at least one. The share the space limit uses
-/// is learned over about this many of the latest lookups
-/// (`SpaceMeasure::note_sampled_shadows`): enough to know it within about
-/// 2 percentage points (the standard error of a share is at most
-/// 0.5 / sqrt(n)).
+/// is learned over about a buffer's worth of flushes, so over about this
+/// many of the latest lookups (`SpaceMeasure::note_sampled_shadows`):
+/// enough to know it within about 2 percentage points (the standard error
+/// of a share is at most 0.5 / sqrt(n)).
 /// One key in 32 was looked up before, about 1,100 lookups for a 64 MiB
 /// memtable of 1 KiB values and some 10,000 at 128 B: under a page cache
 /// capped at a quarter of the data each one read a block from the disk,
@@ -272,14 +272,18 @@ impl Core {
         }
         if self.samples_shadows(&below) {
             let entries = mems.iter().map(|m| m.len() as u64).sum();
-            let bytes = mems.iter().map(|m| m.approximate_memory_bytes() as u64);
-            let every = shadow_sample_stride(entries, bytes.sum(), self.write_buffer_bytes());
+            let bytes: u64 = mems
+                .iter()
+                .map(|m| m.approximate_memory_bytes() as u64)
+                .sum();
+            let buffer_bytes = self.write_buffer_bytes();
+            let every = shadow_sample_stride(entries, bytes, buffer_bytes);
             let (sampled, shadowed) = self.sample_shadows(input(), every, &below)?;
             self.space_measure.note_sampled_shadows(
                 imm.shadow_candidates(),
                 sampled,
                 shadowed,
-                SHADOW_SAMPLES_PER_BUFFER,
+                bytes as f64 / buffer_bytes.max(1) as f64,
             );
         } else {
             self.note_flushed_shadows(imm.shadow_candidates(), stats.values.garbage.values().sum());
