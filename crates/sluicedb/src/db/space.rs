@@ -28,7 +28,7 @@ use crate::version::{Version, VersionEdit};
 /// Entries [`Core::sample_shadowed_after_open`] samples: the share of
 /// them that shadow an older version within about 2 percentage points
 /// (the standard error of a share is at most 0.5 / sqrt(n)), as a flush's
-/// sample (`SHADOW_SAMPLES_PER_FLUSH`).
+/// full write buffer's sample (`SHADOW_SAMPLES_PER_BUFFER`).
 const SHADOWED_SAMPLES_AFTER_OPEN: u64 = 512;
 
 /// How often `Core::space_mismatches` takes its recount again when a new

@@ -103,6 +103,10 @@ pub(crate) struct SpaceMeasure {
     shadow_share_milli: AtomicU64,
     /// Whether a flush set `shadow_share_milli` since open.
     shadow_share_learned: AtomicBool,
+    /// The sampled lookups the share is learned over, and of them those
+    /// that found an older version, each weighed down as later ones come
+    /// ([`SpaceMeasure::note_sampled_shadows`]).
+    shadow_sample: Mutex<(f64, f64)>,
     /// The inline bytes of table versions a newer table version shadows,
     /// kept as flushes and merges install ([`SpaceMeasure::note_tables`]),
     /// from a sample after an open ([`SpaceMeasure::start_sample`]).
@@ -158,6 +162,7 @@ impl Default for SpaceMeasure {
             journal_written: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             shadow_share_learned: AtomicBool::new(false),
+            shadow_sample: Mutex::new((0.0, 0.0)),
             tables_shadowed: Mutex::new(TablesShadowed::Unknown),
             mean_value_bytes: AtomicU64::new(0),
             // Until a window closes, what the journal takes is taken as
@@ -235,19 +240,33 @@ impl SpaceMeasure {
     /// Learns the same share from a flush that looked up a sample of its
     /// memtable's keys instead of counting (a tree of inline values, whose
     /// versions have no value file to count garbage in): `shadowed` of the
-    /// `sampled` keys had an older version in the tables.
+    /// `sampled` keys had an older version in the tables. The flush took
+    /// `buffer_share` of a write buffer (0 to 1): the lookups before it
+    /// weigh `1 - buffer_share` of what they weighed, so a full memtable's
+    /// sample sets the share alone, and the lightkv preset's flush jobs,
+    /// each a part of its buffer sampled at the same rate, add up to about
+    /// one buffer's worth of lookups.
     pub(crate) fn note_sampled_shadows(
         &self,
         candidates: ShadowCandidates,
         sampled: u64,
         shadowed: u64,
+        buffer_share: f64,
     ) {
         if let Some(mean) = candidates.value_bytes.checked_div(candidates.puts) {
             self.mean_value_bytes.store(mean, Ordering::Relaxed);
         }
-        if let Some(share) = shadowed.saturating_mul(1000).checked_div(sampled) {
-            self.set_shadow_share(share);
+        if sampled == 0 {
+            return;
         }
+        let share = {
+            let mut w = self.shadow_sample.lock();
+            let keep = (1.0 - buffer_share).clamp(0.0, 1.0);
+            w.0 = w.0 * keep + sampled as f64;
+            w.1 = w.1 * keep + shadowed as f64;
+            (w.1 * 1000.0 / w.0).round() as u64
+        };
+        self.set_shadow_share(share);
     }
 
     fn set_shadow_share(&self, milli: u64) {
@@ -579,6 +598,47 @@ mod tests {
         assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB + 2 * MIB - 3 * MIB));
         m.note_tables(2 * MIB, 0, 44 * MIB, true);
         assert_eq!(m.tables_shadowed_bytes(), Some(7 * MIB));
+    }
+
+    /// A flush of a full write buffer sets the share alone (as before the
+    /// weighing); flushes of a part of one (the lightkv preset's jobs of a
+    /// few leaves) are learned over about a buffer's worth of them, so one
+    /// unlucky job of 24 lookups moves the share by a twentieth.
+    #[test]
+    fn the_shadow_share_is_learned_over_a_buffers_worth_of_flushes() {
+        let none = ShadowCandidates::default();
+        let job = 3.0 / 64.0;
+        let m = SpaceMeasure::default();
+        assert_eq!(m.learned_shadow_share_milli(), None);
+        m.note_sampled_shadows(none, 0, 0, job);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            None,
+            "no lookup, nothing learned"
+        );
+        m.note_sampled_shadows(none, 24, 6, job);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(250),
+            "the first sample alone"
+        );
+        for _ in 0..200 {
+            m.note_sampled_shadows(none, 24, 24, job);
+        }
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(1000),
+            "the old ones forgotten"
+        );
+        m.note_sampled_shadows(none, 24, 0, job);
+        let share = m.learned_shadow_share_milli().unwrap();
+        assert!((940..=960).contains(&share), "one job of none: {share}");
+        m.note_sampled_shadows(none, 250, 0, 1.0);
+        assert_eq!(
+            m.learned_shadow_share_milli(),
+            Some(0),
+            "a full memtable alone"
+        );
     }
 
     /// Without a sample (a read-only open) or when it failed, the count

@@ -1,14 +1,41 @@
 //! [`MmapPm`]: persistent memory emulated on a preallocated file mapped
 //! into memory.
 //!
-//! Stores of byte ranges are written into the file (`pwrite`, the page
-//! cache the mapping shares; through the mapping under
-//! [`FenceMode::Cache`], whose fences write nothing back), aligned 8-byte stores go to the mapping
-//! (atomic, so readers never see half a word), and reads come from the
-//! mapping; a flush records the pages of its range; a fence `msync`s them,
-//! in one call over the span they cover ([`FenceMode::Msync`]).
+//! Under [`FenceMode::Msync`] the region's bytes are kept twice: in an
+//! image in anonymous memory, which every read sees and every store
+//! changes first, and in the file, the durable copy. Stores of byte ranges
+//! are written into the file (`pwrite`) as the whole pages they touch,
+//! copied from the image; aligned 8-byte stores go to the image and to
+//! the mapping of the file (atomic, so readers never see half a word); a
+//! flush records the pages of its range; a fence `msync`s them, in one
+//! call over the span they cover. Under [`FenceMode::Cache`] (whose fences
+//! write nothing back) there is no image: reads and stores go through the
+//! mapping, a copy without a system call, as they would to real PM.
 //!
-//! Why not store records through the mapping too: to write a page back
+//! Why an image: real PM is read from and stored to in place, and is
+//! never taken away. The file's pages are page cache, which the kernel
+//! reclaims under memory pressure like any other: under a memory cgroup
+//! of a quarter of the data, reads of the buffer (a flush job's reading
+//! of its leaves' records) faulted evicted pages back in from the disk,
+//! and a store of a record into a page that was not cached read the page
+//! first, on the writer's path; a fifth of the lightkv preset's CPU under
+//! updates (`docs/experiments.md`, "LightKV: updates under a memory cap").
+//! Anonymous memory is not reclaimed (without swap), and a store of whole
+//! pages never reads what it replaces. The image costs the region's size
+//! in memory, which the page cache gave the region anyway while it was
+//! not under pressure (the buffer must fit in the memory the process may
+//! use: `lightkv::memory`); `mlock` of the mapping would keep its pages
+//! without a second copy, but needs a limit on locked memory (often
+//! 8 MiB) that the process may not raise.
+//!
+//! Why whole pages, and under one lock: a `pwrite` that covers part of a
+//! page the page cache does not hold reads it first. Writing the page's
+//! bytes around the range too writes what the file already holds (the
+//! image and the file agree outside a store), and the store lock keeps a
+//! word stored meanwhile on the same page (the header's words share its
+//! first page with segment 0) from being overwritten with its older value.
+//!
+//! Why not store records through the mapping: to write a page back
 //! that a process wrote through its mapping, the kernel first
 //! write-protects the page in every mapping (so that the next store is
 //! seen), which costs a TLB shootdown, an interrupt of every other core
@@ -77,6 +104,13 @@ pub struct MmapPm {
     /// The file, for stores of byte ranges ([`Pm::write`]).
     file: File,
     map: MmapRaw,
+    /// The region's bytes in anonymous memory, under [`FenceMode::Msync`]
+    /// (module documentation): what reads see.
+    image: Option<MmapRaw>,
+    /// Held by every store under [`FenceMode::Msync`], from its store into
+    /// the image to its store into the file, so that the file's pages are
+    /// written in the order the image's were.
+    stores: Mutex<()>,
     mode: FenceMode,
     pending: Mutex<Pending>,
     durable: Mutex<Durable>,
@@ -117,10 +151,16 @@ impl MmapPm {
         }
         let map = MmapOptions::new().map_raw(&file).map_err(io("mmap"))?;
         advise_small_pages(&map);
+        let image = match mode {
+            FenceMode::Msync => Some(load_image(&file, path, len_bytes, found == 0)?),
+            FenceMode::Cache => None,
+        };
         Ok(MmapPm {
             path: path.to_path_buf(),
             file,
             map,
+            image,
+            stores: Mutex::new(()),
             mode,
             pending: Mutex::new(Pending::default()),
             durable: Mutex::new(Durable::default()),
@@ -128,12 +168,42 @@ impl MmapPm {
     }
 
     fn word(&self, offset: u64) -> &AtomicU64 {
-        // SAFETY: callers checked that `offset` is 8-aligned and inside the
-        // mapping, whose base is page-aligned, so the address is a valid,
-        // aligned u64 for as long as `self` (and so the mapping) lives;
-        // all 8-byte accesses of a word go through this atomic.
-        unsafe { &*(self.map.as_mut_ptr().add(offset as usize) as *const AtomicU64) }
+        word_of(&self.map, offset)
     }
+
+    /// Where reads come from: the image, or the mapping without one.
+    fn readable(&self) -> &MmapRaw {
+        self.image.as_ref().unwrap_or(&self.map)
+    }
+}
+
+/// The 8-byte word at `offset` of `map` as an atomic.
+fn word_of(map: &MmapRaw, offset: u64) -> &AtomicU64 {
+    // SAFETY: callers checked that `offset` is 8-aligned and inside the
+    // region, and `map` (the file's mapping or the image) is as long as the
+    // region with a page-aligned base, so the address is a valid, aligned
+    // u64 for as long as `map` lives; all 8-byte accesses of a word go
+    // through this atomic.
+    unsafe { &*(map.as_mut_ptr().add(offset as usize) as *const AtomicU64) }
+}
+
+/// The image of a region of `len` bytes in anonymous memory, holding what
+/// the file holds (a region just created is zeroes, as the anonymous
+/// memory is).
+fn load_image(file: &File, path: &Path, len: u64, created: bool) -> Result<MmapRaw> {
+    let io = |op| move |e| Error::io(op, path, e);
+    let image = MmapOptions::new()
+        .len(len as usize)
+        .map_anon()
+        .map_err(io("mmap"))?;
+    let image = MmapRaw::from(image);
+    if !created {
+        // SAFETY: the image is `len` bytes, just mapped, and no one else
+        // has it yet.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(image.as_mut_ptr(), len as usize) };
+        file.read_exact_at(bytes, 0).map_err(io("read"))?;
+    }
+    Ok(image)
 }
 
 /// Asks the kernel to back the mapping with single pages. A store marks
@@ -179,11 +249,11 @@ impl Pm for MmapPm {
 
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         check_range(&self.path, self.len(), offset, buf.len() as u64)?;
-        // SAFETY: the range is inside the mapping (checked); the trait's
+        // SAFETY: the range is inside the region (checked); the trait's
         // contract keeps other threads from writing these bytes meanwhile.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                self.map.as_ptr().add(offset as usize),
+                self.readable().as_ptr().add(offset as usize),
                 buf.as_mut_ptr(),
                 buf.len(),
             );
@@ -193,29 +263,32 @@ impl Pm for MmapPm {
 
     fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         check_range(&self.path, self.len(), offset, len as u64)?;
-        // SAFETY: the range is inside the mapping (checked), which lives
-        // as long as `self`; the trait's contract keeps other threads from
-        // writing these bytes while they are read, so the slice does not
-        // change while `f` holds it.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) };
+        // SAFETY: the range is inside the region (checked), whose memory
+        // lives as long as `self`; the trait's contract keeps other threads
+        // from writing these bytes while they are read, so the slice does
+        // not change while `f` holds it.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(self.readable().as_ptr().add(offset as usize), len)
+        };
         f(bytes);
         Ok(())
     }
 
     fn read_u64(&self, offset: u64) -> Result<u64> {
         check_word(&self.path, self.len(), offset)?;
-        Ok(u64::from_le(self.word(offset).load(Ordering::Acquire)))
+        Ok(u64::from_le(
+            word_of(self.readable(), offset).load(Ordering::Acquire),
+        ))
     }
 
-    /// Into the file, not through the mapping (module documentation): the
-    /// mapping shares the page cache, so reads see the bytes at once. Under
-    /// [`FenceMode::Cache`] no fence writes pages back, so nothing
+    /// Into the image, then its whole pages into the file, not through
+    /// the mapping (module documentation): reads see the bytes at once.
+    /// Under [`FenceMode::Cache`] no fence writes pages back, so nothing
     /// write-protects them: stores go through the mapping, a copy without
     /// a system call, as they would to real PM.
     fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         check_range(&self.path, self.len(), offset, data.len() as u64)?;
-        if self.mode == FenceMode::Cache {
+        let Some(image) = &self.image else {
             // SAFETY: the range is inside the mapping (checked); the trait's
             // contract keeps other threads from reading or writing these
             // bytes meanwhile.
@@ -227,14 +300,41 @@ impl Pm for MmapPm {
                 );
             }
             return Ok(());
+        };
+        if data.is_empty() {
+            return Ok(());
         }
+        let start = offset / PAGE_BYTES * PAGE_BYTES;
+        let end = (offset + data.len() as u64)
+            .div_ceil(PAGE_BYTES)
+            .saturating_mul(PAGE_BYTES)
+            .min(self.len());
+        let _stores = self.stores.lock();
+        // SAFETY: both ranges are inside the image (checked, and `end` is
+        // clipped to the region); the trait's contract keeps other threads
+        // from reading or writing `offset..offset + len` meanwhile, and the
+        // store lock keeps every other store out of the image while its
+        // pages are copied to the file.
+        let pages = unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                image.as_mut_ptr().add(offset as usize),
+                data.len(),
+            );
+            std::slice::from_raw_parts(image.as_ptr().add(start as usize), (end - start) as usize)
+        };
         self.file
-            .write_all_at(data, offset)
+            .write_all_at(pages, start)
             .map_err(|e| Error::io("pwrite", &self.path, e))
     }
 
     fn write_u64(&self, offset: u64, value: u64) -> Result<()> {
         check_word(&self.path, self.len(), offset)?;
+        let _stores = self.image.as_ref().map(|image| {
+            let stores = self.stores.lock();
+            word_of(image, offset).store(value.to_le(), Ordering::Release);
+            stores
+        });
         self.word(offset).store(value.to_le(), Ordering::Release);
         Ok(())
     }
@@ -328,6 +428,74 @@ mod tests {
             assert_eq!(pm.read_u64(8192).unwrap(), 42);
             assert!(MmapPm::open(&path, PAGE_BYTES, mode).is_err());
         }
+    }
+
+    /// A store writes the whole pages it touches into the file from the
+    /// image: what the file held around it, bytes and words, stays, and
+    /// words stored on the same page while ranges are stored there (as the
+    /// header's words share the first page with segment 0) are not
+    /// overwritten with their older values. Seeded; the seed is printed.
+    #[test]
+    fn whole_page_stores_keep_their_neighbours_in_the_file() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        eprintln!("seed {seed}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pm");
+        let len = 4 * PAGE_BYTES;
+        let pm = MmapPm::open(&path, len, FenceMode::Msync).unwrap();
+        let mut model = vec![0u8; len as usize];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..300 {
+            let at = rng.gen_range(0..len - 8);
+            if rng.gen_bool(0.3) {
+                let at = at / 8 * 8;
+                let v: u64 = rng.gen();
+                pm.write_u64(at, v).unwrap();
+                model[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
+            } else {
+                let n = rng.gen_range(1..=(len - at).min(5000));
+                let data: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+                pm.write(at, &data).unwrap();
+                model[at as usize..(at + n) as usize].copy_from_slice(&data);
+            }
+        }
+        pm.persist(0, len).unwrap();
+        assert!(
+            std::fs::read(&path).unwrap() == model,
+            "seed {seed}: the file"
+        );
+        // Words on one page stored from other threads while ranges go to
+        // the rest of it: every word's last value is in the file.
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let pm = &pm;
+                s.spawn(move || {
+                    for i in 0..2000u64 {
+                        pm.write_u64(PAGE_BYTES + 8 * t, i).unwrap();
+                    }
+                });
+            }
+            for i in 0..2000u64 {
+                let at = PAGE_BYTES + 64 + (i % 50) * 8;
+                pm.write(at, &i.to_le_bytes()[..7]).unwrap();
+            }
+        });
+        drop(pm);
+        let pm = MmapPm::open(&path, len, FenceMode::Msync).unwrap();
+        for t in 0..3u64 {
+            assert_eq!(
+                pm.read_u64(PAGE_BYTES + 8 * t).unwrap(),
+                1999,
+                "seed {seed}"
+            );
+        }
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(&file[..PAGE_BYTES as usize], &model[..PAGE_BYTES as usize]);
+        assert_eq!(
+            &file[2 * PAGE_BYTES as usize..],
+            &model[2 * PAGE_BYTES as usize..]
+        );
     }
 
     #[test]

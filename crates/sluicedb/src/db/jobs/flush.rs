@@ -15,22 +15,37 @@ use crate::memtable::{Lookup, WriteBuffer};
 use crate::stats::bump;
 use crate::version::{FileMeta, Version, VersionEdit};
 
-/// A flush that samples the share of its writes that shadow an older
-/// version (`Core::sample_shadows`) looks up about this many of its keys,
-/// evenly spread: enough to know the share within about 2 percentage
-/// points (the standard error of a share is at most 0.5 / sqrt(n)).
+/// A flush of a full write buffer that samples the share of its writes
+/// that shadow an older version (`Core::sample_shadows`) looks up about
+/// this many of its keys, evenly spread; a smaller flush looks up its
+/// share of them by bytes, at least one. The share the space limit uses
+/// is learned over about a buffer's worth of flushes, so over about this
+/// many of the latest lookups (`SpaceMeasure::note_sampled_shadows`):
+/// enough to know it within about 2 percentage points (the standard error
+/// of a share is at most 0.5 / sqrt(n)).
 /// One key in 32 was looked up before, about 1,100 lookups for a 64 MiB
 /// memtable of 1 KiB values and some 10,000 at 128 B: under a page cache
 /// capped at a quarter of the data each one read a block from the disk,
 /// and they held the flush's install back (`docs/experiments.md`, "The
-/// default under a memory cap: the flush's shadow sample").
-const SHADOW_SAMPLES_PER_FLUSH: u64 = 512;
+/// default under a memory cap: the flush's shadow sample"). And 512 for
+/// every flush, whatever its size, was a lookup for one key in five of
+/// the lightkv preset's flush jobs (four leaves of a 64 MiB buffer, some
+/// 3 MB): 17% of its CPU under a memory cap, every lookup a block read
+/// from the disk (`docs/experiments.md`, "LightKV: updates under a memory
+/// cap").
+pub(crate) const SHADOW_SAMPLES_PER_BUFFER: u64 = 512;
 
-/// One key in this many of a flush of `entry_count` entries is looked up
-/// for the shadow sample: every key of a small memtable, about
-/// [`SHADOW_SAMPLES_PER_FLUSH`] of a large one.
-fn shadow_sample_stride(entry_count: u64) -> u64 {
-    (entry_count / SHADOW_SAMPLES_PER_FLUSH).max(1)
+/// One key in this many of a flush of `entry_count` entries taking
+/// `flush_bytes` of a write buffer of `buffer_bytes` is looked up for the
+/// shadow sample: every key of a small memtable, about
+/// [`SHADOW_SAMPLES_PER_BUFFER`] of a full one, and the same rate per
+/// byte in a flush of part of a buffer (the lightkv preset's leaves).
+fn shadow_sample_stride(entry_count: u64, flush_bytes: u64, buffer_bytes: u64) -> u64 {
+    let share = u128::from(SHADOW_SAMPLES_PER_BUFFER) * u128::from(flush_bytes);
+    let lookups = share
+        .div_ceil(u128::from(buffer_bytes.max(1)))
+        .clamp(1, u128::from(SHADOW_SAMPLES_PER_BUFFER)) as u64;
+    (entry_count / lookups).max(1)
 }
 
 impl Core {
@@ -87,6 +102,16 @@ impl Core {
         Ok(out)
     }
 
+    /// The write buffer a flush takes its share of: the lightkv preset's
+    /// persistent write buffer, or one memtable.
+    fn write_buffer_bytes(&self) -> u64 {
+        if self.lightkv {
+            self.opts.lightkv.buffer_bytes
+        } else {
+            self.opts.write_buffer_size_bytes as u64
+        }
+    }
+
     /// Whether a flush into `below` learns the share of its writes that
     /// shadow an older version from a sample of lookups: when its merge
     /// looks none up ([`Core::flush_looks_up`]) but the space limit
@@ -106,19 +131,17 @@ impl Core {
         self.values.is_some() && (below.may_hold_pointers() || below.all_files().next().is_none())
     }
 
-    /// Looks up about [`SHADOW_SAMPLES_PER_FLUSH`] of the keys of `entries`
-    /// (one in `entry_count / SHADOW_SAMPLES_PER_FLUSH`, the first included)
-    /// in `below`'s tables: (keys looked up, keys that had a version there
+    /// Looks up one in `every` of the keys of `entries` (the first
+    /// included, [`shadow_sample_stride`]) in `below`'s tables: (keys looked up, keys that had a version there
     /// that was not a tombstone). It fails only when reading `entries`
     /// does. Each lookup reads a block at most per level, from the cache
     /// when it is warm.
     fn sample_shadows(
         &self,
         mut entries: Box<dyn InternalIterator>,
-        entry_count: u64,
+        every: u64,
         below: &Version,
     ) -> Result<(u64, u64)> {
-        let every = shadow_sample_stride(entry_count);
         let (mut keys, mut sampled, mut shadowed) = (0u64, 0u64, 0u64);
         let mut last = Vec::new();
         entries.seek_to_first();
@@ -249,9 +272,19 @@ impl Core {
         }
         if self.samples_shadows(&below) {
             let entries = mems.iter().map(|m| m.len() as u64).sum();
-            let (sampled, shadowed) = self.sample_shadows(input(), entries, &below)?;
-            self.space_measure
-                .note_sampled_shadows(imm.shadow_candidates(), sampled, shadowed);
+            let bytes: u64 = mems
+                .iter()
+                .map(|m| m.approximate_memory_bytes() as u64)
+                .sum();
+            let buffer_bytes = self.write_buffer_bytes();
+            let every = shadow_sample_stride(entries, bytes, buffer_bytes);
+            let (sampled, shadowed) = self.sample_shadows(input(), every, &below)?;
+            self.space_measure.note_sampled_shadows(
+                imm.shadow_candidates(),
+                sampled,
+                shadowed,
+                bytes as f64 / buffer_bytes.max(1) as f64,
+            );
         } else {
             self.note_flushed_shadows(imm.shadow_candidates(), stats.values.garbage.values().sum());
         }
@@ -347,25 +380,45 @@ impl Core {
 
 #[cfg(test)]
 mod shadow_sample_tests {
-    use super::{shadow_sample_stride, SHADOW_SAMPLES_PER_FLUSH};
+    use super::{shadow_sample_stride, SHADOW_SAMPLES_PER_BUFFER};
 
-    /// Keys looked up in a flush of `keys` distinct keys.
-    fn sampled(keys: u64) -> u64 {
-        keys.div_ceil(shadow_sample_stride(keys))
+    const BUFFER_BYTES: u64 = 64 << 20;
+
+    /// Keys looked up in a flush of `keys` distinct keys taking
+    /// `bytes` of a 64 MiB write buffer.
+    fn sampled(keys: u64, bytes: u64) -> u64 {
+        keys.div_ceil(shadow_sample_stride(keys, bytes, BUFFER_BYTES))
     }
 
     #[test]
-    fn a_flush_samples_a_bounded_number_of_keys_whatever_its_size() {
+    fn a_full_buffer_samples_a_bounded_number_of_keys_whatever_its_size() {
         for keys in [1, 7, 100, 511, 512] {
-            assert_eq!(sampled(keys), keys, "a small flush samples every key");
+            assert_eq!(
+                sampled(keys, BUFFER_BYTES),
+                keys,
+                "a small flush samples every key"
+            );
         }
         // 64 MiB memtables of 1 KiB and of 128 B values, and a huge one.
         for keys in [513, 1023, 36_000, 400_000, 1 << 30] {
-            let n = sampled(keys);
+            let n = sampled(keys, BUFFER_BYTES);
             assert!(
-                (SHADOW_SAMPLES_PER_FLUSH..2 * SHADOW_SAMPLES_PER_FLUSH).contains(&n),
+                (SHADOW_SAMPLES_PER_BUFFER..2 * SHADOW_SAMPLES_PER_BUFFER).contains(&n),
                 "{keys} keys: {n} sampled"
             );
         }
+    }
+
+    #[test]
+    fn a_flush_of_part_of_a_buffer_samples_its_share_of_the_keys() {
+        // A lightkv flush job: four leaves of 1 KiB values, 3 MiB of the
+        // 64 MiB buffer: 24 lookups, one key in 128 as for a full buffer.
+        let n = sampled(3_000, 3 << 20);
+        assert!((24..=26).contains(&n), "{n} sampled");
+        // Never none, nor more than a full buffer's.
+        assert_eq!(sampled(1, 100), 1);
+        assert_eq!(sampled(5, 0), 1);
+        let n = sampled(1 << 20, 4 * BUFFER_BYTES);
+        assert!((SHADOW_SAMPLES_PER_BUFFER..2 * SHADOW_SAMPLES_PER_BUFFER).contains(&n));
     }
 }
