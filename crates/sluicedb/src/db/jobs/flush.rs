@@ -103,12 +103,13 @@ impl Core {
     }
 
     /// The write buffer a flush takes its share of: the lightkv preset's
-    /// persistent write buffer, or one memtable.
+    /// persistent write buffer, or one memtable (its size in force,
+    /// `crate::memory::Sizes`).
     fn write_buffer_bytes(&self) -> u64 {
         if self.lightkv {
             self.opts.lightkv.buffer_bytes
         } else {
-            self.opts.write_buffer_size_bytes as u64
+            self.sizes.write_buffer() as u64
         }
     }
 
