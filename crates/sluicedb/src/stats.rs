@@ -82,8 +82,9 @@ pub struct Stats {
 pub struct MemoryStats {
     /// The engine's own count: memtables with their key filters and point
     /// indexes, the memtable blocks pooled for the next, the block cache,
-    /// the open tables' index blocks and filters, and the unified shape's
-    /// hash indexes (each also in its own section).
+    /// the open tables' index blocks and filters, the unified shape's
+    /// hash indexes, and the lightkv buffer's image in memory (each also
+    /// in its own section).
     pub accounted_bytes: u64,
     /// The process's resident memory now and at its peak (Linux: `VmRSS`
     /// and `VmHWM`); `None` where the system does not say. Beyond
@@ -362,6 +363,10 @@ pub struct LightBufferStats {
     /// Per tree partition in key order: its top leaf and the linked
     /// leaves behind it (waiting for their flush, or in it).
     pub leaves_per_partition: Vec<usize>,
+    /// Process memory the region is kept in beside the page cache: the
+    /// emulation's image of it under `msync` fences (`docs/design.md`,
+    /// "LightKV: persistent memory and its crash model"), 0 otherwise.
+    pub memory_bytes: u64,
 }
 
 /// The value store's files and bytes ([`Stats::values`]).

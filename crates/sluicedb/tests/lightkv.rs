@@ -714,3 +714,30 @@ fn recovery_skips_a_flushed_version_whose_newer_one_left_the_buffer() {
         );
     });
 }
+
+/// On a real file system under `msync` fences the buffer's region is kept
+/// in the process's memory as well (`MmapPm`'s image): the stats count it,
+/// and under `FenceMode::Cache`, which keeps no image, they count nothing.
+#[test]
+fn the_buffers_image_in_memory_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let buffer = 4u64 << 20;
+    for (fence, image) in [
+        (sluicedb::pm::FenceMode::Msync, buffer),
+        (sluicedb::pm::FenceMode::Cache, 0),
+    ] {
+        let path = dir.path().join(format!("{fence:?}"));
+        let db = Db::open(
+            &path,
+            sluicedb::Options::preset(Preset::LightKv)
+                .lightkv_buffer_bytes(buffer)
+                .lightkv_fence(fence),
+        )
+        .unwrap();
+        db.put(b"k", b"v").unwrap();
+        let s = db.stats();
+        let counted = s.index.shape.lightkv_buffer.as_ref().unwrap().memory_bytes;
+        assert_eq!(counted, image, "{fence:?}");
+        assert!(s.memory.accounted_bytes >= image, "{fence:?}");
+    }
+}

@@ -546,6 +546,7 @@ impl Core {
                 free_segments,
                 operations,
                 leaves_per_partition,
+                memory_bytes: light.memory_bytes(),
             });
         }
         if let Some(v) = &self.values {
@@ -563,7 +564,11 @@ impl Core {
             + f.memtable_pool_bytes
             + i.block_cache_bytes
             + i.open_table_bytes
-            + i.shape.hash_index_bytes;
+            + i.shape.hash_index_bytes
+            + i.shape
+                .lightkv_buffer
+                .as_ref()
+                .map_or(0, |b| b.memory_bytes);
         let wb = self.sizes.write_buffer() as u64;
         stats.memory.write_buffer_bytes = wb;
         stats.memory.budget_bytes = self.tables.block_cache().shared_bytes().map(|s| s + wb);

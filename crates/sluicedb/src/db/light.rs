@@ -403,6 +403,12 @@ impl Light {
             .count()
     }
 
+    /// The process memory the buffer's region is kept in beside the page
+    /// cache (`MmapPm`'s image under `msync` fences).
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.pwb.memory_bytes()
+    }
+
     /// Segments, and how many are free.
     pub(crate) fn segments(&self) -> (u32, u32) {
         self.buf.read().segments()

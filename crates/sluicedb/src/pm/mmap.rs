@@ -328,6 +328,11 @@ impl Pm for MmapPm {
             .map_err(|e| Error::io("pwrite", &self.path, e))
     }
 
+    /// The image under [`FenceMode::Msync`]: the region's size.
+    fn memory_bytes(&self) -> u64 {
+        self.image.as_ref().map_or(0, |_| self.len())
+    }
+
     fn write_u64(&self, offset: u64, value: u64) -> Result<()> {
         check_word(&self.path, self.len(), offset)?;
         let _stores = self.image.as_ref().map(|image| {

@@ -92,6 +92,12 @@ pub trait Pm: Send + Sync {
         self.flush(offset, len);
         self.fence()
     }
+    /// Bytes of the process's own memory the backend keeps the region in
+    /// besides the page cache (an emulation's copy of it), for
+    /// `Stats::memory`; 0 by default.
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Checks that `offset..offset + len` lies inside a region of `size` bytes.

@@ -265,6 +265,12 @@ impl Pwb {
         self.fault.load(Ordering::Relaxed) == fault as u8
     }
 
+    /// The process memory the region's backend keeps it in
+    /// ([`Pm::memory_bytes`]).
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.pm.memory_bytes()
+    }
+
     /// Segments in the region and their size in bytes.
     pub(crate) fn geometry(&self) -> (u32, u32) {
         (self.geometry.segments, self.geometry.segment_bytes)
