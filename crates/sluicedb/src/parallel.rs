@@ -4,6 +4,13 @@
 //! (what `rayon::join` does when called from outside a pool), and blocking
 //! calls (fsync) stay off the GC pool.
 
+/// The CPUs this process may run on (at least 1), asked once: the pieces
+/// of a fan-out, and whether a waiting thread may spin.
+pub(crate) fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Runs `f` on up to `parts` contiguous pieces of `items`, of about equal
 /// length: the first on this thread, each other on a scoped thread of its
 /// own. `f` gets a piece and its offset in `items`; the results come in

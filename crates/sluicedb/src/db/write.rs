@@ -60,12 +60,6 @@ const LIGHT_UNITS_IN_FLIGHT: usize = 8;
 /// the batch is written and the flush thread always has its next batch.
 pub(super) const LIGHT_UNITS_PER_FLUSH: usize = LIGHT_UNITS_IN_FLIGHT / 2;
 
-/// The CPUs this process may run on (at least 1).
-fn cpus() -> usize {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 /// How long a writer behind a group spins for its turn or its outcome
 /// before it sleeps on the state's condition variable: a group of one
 /// small write took 2-5 µs here (a journal `write` and a memtable insert),
@@ -80,7 +74,7 @@ fn spin_until_ready(ready: &std::sync::atomic::AtomicBool) -> bool {
     if ready.load(Ordering::Acquire) {
         return true;
     }
-    if cpus() < 2 {
+    if crate::parallel::cpus() < 2 {
         return false;
     }
     let start = Instant::now();
@@ -1014,7 +1008,7 @@ mod tests {
         let t = std::time::Instant::now();
         assert!(!super::spin_until_ready(&ready));
         // With one CPU it does not spin at all.
-        assert!(super::cpus() < 2 || t.elapsed() >= super::WRITER_SPIN);
+        assert!(crate::parallel::cpus() < 2 || t.elapsed() >= super::WRITER_SPIN);
         ready.store(true, Ordering::Release);
         assert!(super::spin_until_ready(&ready));
         // Set by another thread while it spins (a spin cut short by the
@@ -1039,7 +1033,7 @@ mod tests {
             setter.join().unwrap();
             seen
         });
-        assert!(found || super::cpus() < 2);
+        assert!(found || crate::parallel::cpus() < 2);
     }
 
     /// Under a memory limit, an adaptive store keeps the sizes an inline

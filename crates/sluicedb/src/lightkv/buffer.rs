@@ -180,11 +180,6 @@ pub(crate) fn describe_payload(p: &[u8]) -> Option<(bool, &[u8], &[u8], u64)> {
     Some((p[0] == KIND_DELETE, key, value, prev_seq))
 }
 
-/// Threads a crash recovery reads the buffer with: one per core.
-fn recovery_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// The key of recovered record `r`, in place.
 fn record_key<'a>(pwb: &Pwb, r: &'a RecoveredRecord) -> Result<&'a [u8]> {
     describe_payload(&r.payload)
@@ -376,15 +371,17 @@ impl LightBuffer {
         }
         let pwb = &buf.pwb;
         let in_tables = &in_tables;
-        // Per record, whether the tables hold its version (or a newer one).
-        let held = crate::parallel::in_parts(&recovered.records, recovery_threads(), |rs, _| {
-            rs.iter()
-                .map(|r| in_tables(record_key(pwb, r)?, r.seq))
-                .collect::<Result<Vec<bool>>>()
-        })
-        .into_iter()
-        .collect::<Result<Vec<Vec<bool>>>>()?
-        .concat();
+        // Per record, whether the tables hold its version (or a newer one),
+        // one piece per core.
+        let held =
+            crate::parallel::in_parts(&recovered.records, crate::parallel::cpus(), |rs, _| {
+                rs.iter()
+                    .map(|r| in_tables(record_key(pwb, r)?, r.seq))
+                    .collect::<Result<Vec<bool>>>()
+            })
+            .into_iter()
+            .collect::<Result<Vec<Vec<bool>>>>()?
+            .concat();
         for (r, held) in recovered.records.iter().zip(held) {
             if r.place + 1 == r.count {
                 buf.batch_ends.insert(r.seq);

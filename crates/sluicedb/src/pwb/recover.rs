@@ -121,8 +121,7 @@ pub(super) fn recover(pm: &dyn Pm, g: Geometry) -> Result<(Vec<Segment>, Recover
     // Segments are read and checked in parallel, one piece per core (§V:
     // recovery scans the buffer "in parallel where it pays").
     let ids: Vec<u32> = (0..g.segments).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut scans = crate::parallel::in_parts(&ids, threads, |ids, _| {
+    let mut scans = crate::parallel::in_parts(&ids, crate::parallel::cpus(), |ids, _| {
         ids.iter()
             .map(|&i| scan(pm, g, i))
             .collect::<Result<Vec<_>>>()
