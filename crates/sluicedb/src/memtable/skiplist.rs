@@ -779,7 +779,7 @@ impl SkipList {
         // True when `n`'s user key is below `w`'s (its versions do not
         // matter here: they lie together).
         let below = |w: &Walk<'_>, n: NodePtr| match n.prefix().cmp(&w.prefix) {
-            std::cmp::Ordering::Equal => key::user_key(n.key()) < w.key,
+            std::cmp::Ordering::Equal => key::compare_bytes(key::user_key(n.key()), w.key).is_lt(),
             o => o.is_lt(),
         };
         for (g, group) in user_keys.chunks(WARM_GROUP).enumerate() {
