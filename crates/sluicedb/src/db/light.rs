@@ -32,7 +32,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::fs::{CountingFs, IoClass};
 use crate::index::rh::RhParams;
-use crate::iter::{Entry, InternalIterator, MergingIterator, Parts, PartsCursor};
+use crate::iter::{Entry, Failed, InternalIterator, MergingIterator, Parts, PartsCursor};
 use crate::journal::{Journal, JournalMark};
 use crate::key;
 use crate::key::Kind;
@@ -692,29 +692,6 @@ fn first_holding(parts: &[(Vec<u8>, Vec<Arc<Versions>>)], user_key: &[u8]) -> us
     parts
         .partition_point(|(b, _)| b.as_slice() <= user_key)
         .saturating_sub(2)
-}
-
-/// An iterator that holds nothing and reports `0`'s error.
-struct Failed(Error);
-
-impl InternalIterator for Failed {
-    fn valid(&self) -> bool {
-        false
-    }
-    fn seek_to_first(&mut self) {}
-    fn seek_to_last(&mut self) {}
-    fn seek(&mut self, _target: &[u8]) {}
-    fn next(&mut self) {}
-    fn prev(&mut self) {}
-    fn key(&self) -> &[u8] {
-        &[]
-    }
-    fn value(&self) -> &[u8] {
-        &[]
-    }
-    fn status(&self) -> Result<()> {
-        Err(self.0.clone())
-    }
 }
 
 /// The buffer as the engine's journal: appending is writing to it.

@@ -67,7 +67,7 @@ use super::unified::range_of;
 use super::{probe_in_order, CompactionInput, CompactionPlan, IndexShape, WritePressure};
 use crate::error::Result;
 use crate::fs::IoClass;
-use crate::iter::{Entry, InternalIterator, MergingIterator, Parts, PartsCursor};
+use crate::iter::{Entry, Failed, InternalIterator, MergingIterator, Parts, PartsCursor};
 use crate::key;
 use crate::lightkv::compaction::{self as weights, Weighted};
 use crate::memtable::Lookup;
@@ -942,12 +942,12 @@ impl Parts for TableParts {
             .iter()
             .filter(|f| f.meets_range(self.lower.as_deref(), self.upper.as_deref()))
             .map(|f| -> Box<dyn InternalIterator> {
-                Box::new(super::LevelIter::new(
-                    vec![f.clone()],
-                    self.tables.clone(),
-                    IoClass::UserRead,
-                    true,
-                ))
+                // The table's own iterator, not a run of one table: a
+                // merge step asks every member for its key through it.
+                match self.tables.get(f.number, f.file_size, IoClass::UserRead) {
+                    Ok(t) => Box::new(t.iter(IoClass::UserRead, true)),
+                    Err(e) => Box::new(Failed(e)),
+                }
             })
             .collect();
         let mut inner = MergingIterator::new(children);

@@ -34,6 +34,30 @@ pub(crate) trait InternalIterator: Send {
     fn status(&self) -> Result<()>;
 }
 
+/// An iterator that holds nothing and reports `0`'s error: a source that
+/// could not be opened, in a merge.
+pub(crate) struct Failed(pub(crate) crate::error::Error);
+
+impl InternalIterator for Failed {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _target: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Err(self.0.clone())
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testutil {
     use super::InternalIterator;

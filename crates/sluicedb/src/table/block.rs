@@ -260,13 +260,35 @@ impl SeekDirectory {
     /// lands on, key and value, as [`BlockIter::seek`] would; `None` past
     /// the last.
     pub(crate) fn seek<'b>(&self, block: &'b Block, target: &[u8]) -> Option<(&'b [u8], &'b [u8])> {
+        let at = self.seek_entry(block, target);
+        (at < self.prefixes.len()).then(|| {
+            let (k, v, _) = block.whole_entry_at(at).expect("checked when built");
+            (k, v)
+        })
+    }
+
+    /// The number of the entry a seek of `block` (the one it was built
+    /// from) to `target` lands on, as [`BlockIter::seek`] would; the
+    /// number of entries past the last.
+    pub(crate) fn seek_entry(&self, block: &Block, target: &[u8]) -> usize {
         let n = self.prefixes.len();
         let user = key::user_key(target);
         let c = self.common.len();
         let (lo, hi) = if user.len() >= c && user[..c] == self.common[..] {
             let t = pad8(&user[c..]);
             let lo = self.prefixes.partition_point(|&p| p < t);
-            (lo, lo + self.prefixes[lo..].partition_point(|&p| p <= t))
+            // The entries tying with the target's 8 bytes follow `lo`
+            // (none or one in practice): a galloping search from there
+            // reads the cache line `lo` is in, where a second binary
+            // search over the rest of the array missed the cache at each
+            // of its lower steps.
+            let rest = &self.prefixes[lo..];
+            let mut end = 1;
+            while end < rest.len() && rest[end - 1] <= t {
+                end *= 2;
+            }
+            let end = end.min(rest.len());
+            (lo, lo + rest[..end].partition_point(|&p| p <= t))
         } else {
             // Apart within the shared prefix: below or above every entry.
             let m = user.len().min(c);
@@ -285,10 +307,7 @@ impl SeekDirectory {
                 b = mid;
             }
         }
-        (a < n).then(|| {
-            let (k, v, _) = entry(a);
-            (k, v)
-        })
+        a
     }
 }
 
@@ -366,6 +385,20 @@ impl BlockIter {
             return;
         }
         self.next_at = off;
+    }
+
+    /// Positions on entry `i` of a block whose entries are all restarts
+    /// (an index block with a [`SeekDirectory`]); invalid past the last.
+    pub(crate) fn seek_to_entry(&mut self, i: usize) {
+        if i >= self.block.num_restarts {
+            self.current = self.block.restarts_at;
+            self.next_at = self.block.restarts_at;
+            self.restart_index = self.block.num_restarts;
+            self.key.clear();
+            return;
+        }
+        self.seek_to_restart(i);
+        self.parse_next();
     }
 
     /// The key stored whole at restart `i`, for binary search.
@@ -497,7 +530,8 @@ mod tests {
         }
     }
 
-    /// The directory lands where the block's own seek does, over keys that
+    /// The directory lands where the block's own seek does (and a cursor it
+    /// places with it), over keys that
     /// share long prefixes, are prefixes of each other, repeat with other
     /// sequence numbers, and targets inside, between and outside them.
     #[test]
@@ -543,6 +577,23 @@ mod tests {
                     .seek(&block, &target)
                     .map(|(k, v)| (k.to_vec(), v.to_vec()));
                 assert_eq!(got, want, "seed {seed} round {round}: target {target:?}");
+                // A cursor placed by the directory (a table iterator's
+                // seek) stands where the block's seek does, and steps on
+                // from there alike.
+                let mut placed = block.iter();
+                placed.seek_to_entry(dir.seek_entry(&block, &target));
+                for _ in 0..2 {
+                    let at = placed
+                        .valid()
+                        .then(|| (placed.key().to_vec(), placed.value().to_vec()));
+                    let want = it.valid().then(|| (it.key().to_vec(), it.value().to_vec()));
+                    assert_eq!(at, want, "seed {seed} round {round}: placed at {target:?}");
+                    if !it.valid() {
+                        break;
+                    }
+                    placed.next();
+                    it.next();
+                }
             }
         }
         // A data block (restart interval 16) gets none.

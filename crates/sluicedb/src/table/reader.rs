@@ -426,25 +426,32 @@ impl Table {
     /// An iterator reading blocks for `class`; `fill_cache` off keeps
     /// compactions from flushing the cache.
     pub(crate) fn iter(self: &Arc<Self>, class: IoClass, fill_cache: bool) -> TableIter {
-        let records = self.blocks_under(&self.index, class, fill_cache);
+        let records = self.blocks_under(false, class, fill_cache);
         match &self.pointers {
             None => TableIter::Plain(records),
-            Some(p) => TableIter::Decoupled(MergingIterator::new(vec![
+            Some(_) => TableIter::Decoupled(MergingIterator::new(vec![
                 Box::new(records),
-                Box::new(self.blocks_under(p, class, fill_cache)),
+                Box::new(self.blocks_under(true, class, fill_cache)),
             ])),
         }
     }
 
+    /// The blocks under the index, or under the pointer index when
+    /// `pointers` (the table has one).
     fn blocks_under(
         self: &Arc<Self>,
-        index: &Arc<Block>,
+        pointers: bool,
         class: IoClass,
         fill_cache: bool,
     ) -> TwoLevelIter {
+        let index = match (&self.pointers, pointers) {
+            (Some(p), true) => p,
+            _ => &self.index,
+        };
         TwoLevelIter {
             table: self.clone(),
             index: index.iter(),
+            pointers,
             data: None,
             data_handle: None,
             class,
@@ -652,6 +659,8 @@ impl InternalIterator for TableIter {
 pub(crate) struct TwoLevelIter {
     table: Arc<Table>,
     index: BlockIter,
+    /// Whether `index` is the table's pointer index (else its index).
+    pointers: bool,
     data: Option<BlockIter>,
     data_handle: Option<BlockHandle>,
     class: IoClass,
@@ -754,8 +763,24 @@ impl InternalIterator for TwoLevelIter {
         }
         self.skip_empty_backward();
     }
+    /// The index is sought through its [`SeekDirectory`] where it has one,
+    /// as point lookups do: a scan's seek in each member of a lightkv
+    /// partition otherwise binary-searched the index block's restarts, a
+    /// cache miss a step (`docs/experiments.md`, "LightKV: seeks through
+    /// the index directory and merges without a layer per table").
     fn seek(&mut self, target: &[u8]) {
-        self.index.seek(target);
+        let t = &self.table;
+        let (index, dir) = match (&t.pointers, self.pointers) {
+            (Some(p), true) => (p, t.pointers_dir.as_ref()),
+            _ => (&t.index, t.index_dir.as_ref()),
+        };
+        match dir {
+            Some(dir) => {
+                let at = dir.seek_entry(index, target);
+                self.index.seek_to_entry(at);
+            }
+            None => self.index.seek(target),
+        }
         self.load_block();
         if let Some(d) = self.data.as_mut() {
             d.seek(target);
