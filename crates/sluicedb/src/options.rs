@@ -1155,13 +1155,6 @@ impl Options {
             None => Some(self.write_buffer_size_bytes + self.index.block_cache_bytes),
         }
     }
-
-    /// What the block cache and the immutable memtables may hold together:
-    /// the budget less the active memtable.
-    pub(crate) fn memory_shared_by_cache_and_immutables(&self) -> Option<u64> {
-        self.memory_budget()
-            .map(|b| b.saturating_sub(self.write_buffer_size_bytes) as u64)
-    }
 }
 
 impl Options {

@@ -135,10 +135,11 @@ impl Core {
             rec.next_file_number.max(max_number + 1),
             opts.max_manifest_bytes,
         );
-        let block_cache = Arc::new(BlockCache::with_budget(
-            opts.index.block_cache_bytes,
-            opts.memory_shared_by_cache_and_immutables(),
-        ));
+        // The write buffer size and budget in force, which the cache's
+        // sizes follow here as when they change (`Db::set_memory_budget`).
+        let sizes = crate::memory::Sizes::new(&opts);
+        let (cache_bytes, shared_bytes) = sizes.cache_sizes(None);
+        let block_cache = Arc::new(BlockCache::with_budget(cache_bytes, shared_bytes));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
             dir.clone(),
@@ -231,7 +232,6 @@ impl Core {
             closing: false,
             space_note: None,
         };
-        let sizes = crate::memory::Sizes::new(&opts);
         let core = Core {
             dir,
             separation: Separation::from_options(&opts),
