@@ -237,6 +237,9 @@ impl SluiceEngine {
         if let Some(b) = cfg.target_file_size_bytes {
             opts = opts.target_file_size_bytes(b);
         }
+        if let Some(b) = cfg.base_level_size_bytes {
+            opts = opts.base_level_size_bytes(b);
+        }
         if let Some(d) = cfg.index_decoupled_tables {
             opts = opts.index_decoupled_tables(d);
         }

@@ -95,6 +95,8 @@ pub struct BenchConfig {
     pub index_decoupled_tables: Option<bool>,
     /// Overrides [`sluicedb::IndexOptions::target_file_size_bytes`].
     pub target_file_size_bytes: Option<u64>,
+    /// Overrides [`sluicedb::IndexOptions::base_level_size_bytes`].
+    pub base_level_size_bytes: Option<u64>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
@@ -161,6 +163,7 @@ impl Default for BenchConfig {
             hash_batch_bytes: None,
             index_decoupled_tables: None,
             target_file_size_bytes: None,
+            base_level_size_bytes: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             lightkv_fence_cache: None,
