@@ -963,19 +963,8 @@ pub struct PopBounds {
     /// the walks of committed pops; a seek that lands in one starts at its
     /// end instead of walking the tombstones again. Not copied by
     /// [`Keyspace::pop_bounds`]; read through [`Txn::past_holes`].
-    holes: HoleMap,
+    holes: BTreeMap<Vec<u8>, Vec<u8>>,
 }
-
-/// A hole's start or end (an engine key). Kept inline up to 32 bytes, so
-/// that a search of a set's holes compares keys inside the map's nodes
-/// instead of loading each key from an allocation of its own: every
-/// pipelined `SPOP` searches them a few times (a seek's target, the
-/// commit's merge), and with heap keys those loads were a sixth of a pop's
-/// CPU (`docs/experiments.md`, "Set pops' holes with inline keys").
-type HoleKey = smallvec::SmallVec<[u8; 32]>;
-
-/// Holes by start, each with its end ([`PopBounds::holes`]).
-type HoleMap = BTreeMap<HoleKey, HoleKey>;
 
 /// Most holes all sets together remember before they start over.
 const HOLES_MAX: usize = 65_536;
@@ -1536,7 +1525,7 @@ impl Keyspace {
                 lo: b.lo.clone(),
                 hi: b.hi.clone(),
                 popped: b.popped,
-                holes: HoleMap::new(),
+                holes: BTreeMap::new(),
             },
             None => PopBounds::default(),
         }
@@ -1563,7 +1552,7 @@ impl Keyspace {
             .holes
             .range::<[u8], _>((Unbounded, Included(key)))
             .next_back()?;
-        (key < end.as_slice()).then(|| end.to_vec())
+        (key < end.as_slice()).then(|| end.clone())
     }
 
     /// Records that `start .. end` of set `version` holds no live member
@@ -1578,7 +1567,7 @@ impl Keyspace {
         }
         let b = Self::bounds_entry(&mut all, version);
         let before = b.holes.len();
-        merge_hole(&mut b.holes, &start, &end);
+        merge_hole(&mut b.holes, start, end);
         self.count_holes(before, b.holes.len());
     }
 
@@ -2400,7 +2389,7 @@ fn staged_first(
 }
 
 /// Takes `key` out of the hole holding it, if one does (splitting it).
-fn split_hole(holes: &mut HoleMap, key: &[u8]) {
+fn split_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: &[u8]) {
     let Some((start, end)) = holes
         .range::<[u8], _>((Unbounded, Included(key)))
         .next_back()
@@ -2412,10 +2401,10 @@ fn split_hole(holes: &mut HoleMap, key: &[u8]) {
     }
     let start = start.clone();
     let end = holes.remove(&start).expect("just found");
-    let mut past = HoleKey::from_slice(key);
+    let mut past = key.to_vec();
     past.push(0);
     if start.as_slice() < key {
-        holes.insert(start, HoleKey::from_slice(key));
+        holes.insert(start, key.to_vec());
     }
     if past < end {
         holes.insert(past, end);
@@ -2423,24 +2412,30 @@ fn split_hole(holes: &mut HoleMap, key: &[u8]) {
 }
 
 /// Adds the hole `start .. end`, merged with those it overlaps or touches.
-/// The holes kept are disjoint and never touch, so the last one starting
-/// at or before `end` is the only one that can reach back to `start`: most
-/// adds touch none and cost one search and the insert.
-fn merge_hole(holes: &mut HoleMap, start: &[u8], end: &[u8]) {
+fn merge_hole(holes: &mut BTreeMap<Vec<u8>, Vec<u8>>, mut start: Vec<u8>, mut end: Vec<u8>) {
     if start >= end {
         return;
     }
-    let (mut start, mut end) = (HoleKey::from_slice(start), HoleKey::from_slice(end));
-    while let Some((s, e)) = holes
-        .range::<[u8], _>((Unbounded, Included(end.as_slice())))
+    if let Some((s, e)) = holes
+        .range::<[u8], _>((Unbounded, Included(start.as_slice())))
         .next_back()
     {
-        if *e < start {
+        if *e >= start {
+            let s = s.clone();
+            let e = holes.remove(&s).expect("just found");
+            start = s;
+            end = end.max(e);
+        }
+    }
+    while let Some((s, _)) = holes
+        .range::<[u8], _>((Included(start.as_slice()), Unbounded))
+        .next()
+    {
+        if *s > end {
             break;
         }
         let s = s.clone();
         let e = holes.remove(&s).expect("just found");
-        start = start.min(s);
         end = end.max(e);
     }
     holes.insert(start, end);
@@ -3037,19 +3032,17 @@ impl<'a> Txn<'a> {
         self.ks.widen_pop_bounds(version, key);
         self.pop_ahead.retain(|(v, _, _)| *v != version);
         if self.holes.iter().any(|(v, _, _)| *v == version) {
-            let mut own = HoleMap::new();
+            let mut own = BTreeMap::new();
             for (v, start, end) in std::mem::take(&mut self.holes) {
                 if v == version {
-                    own.insert(HoleKey::from_vec(start), HoleKey::from_vec(end));
+                    own.insert(start, end);
                 } else {
                     self.holes.push((v, start, end));
                 }
             }
             split_hole(&mut own, key);
-            self.holes.extend(
-                own.into_iter()
-                    .map(|(start, end)| (version, start.into_vec(), end.into_vec())),
-            );
+            self.holes
+                .extend(own.into_iter().map(|(start, end)| (version, start, end)));
         }
         for (v, max, bound) in &mut self.pop_narrowings {
             if *v == version {
@@ -3961,20 +3954,20 @@ mod tests {
     /// splits the hole holding it.
     #[test]
     fn holes_merge_and_split() {
-        let mut h = HoleMap::new();
-        let k = |s: &str| HoleKey::from_slice(s.as_bytes());
-        merge_hole(&mut h, b"b", b"d");
-        merge_hole(&mut h, b"f", b"h");
-        merge_hole(&mut h, b"d", b"e");
+        let mut h = BTreeMap::new();
+        let k = |s: &str| s.as_bytes().to_vec();
+        merge_hole(&mut h, k("b"), k("d"));
+        merge_hole(&mut h, k("f"), k("h"));
+        merge_hole(&mut h, k("d"), k("e"));
         assert_eq!(h, BTreeMap::from([(k("b"), k("e")), (k("f"), k("h"))]));
-        merge_hole(&mut h, b"a", b"g");
+        merge_hole(&mut h, k("a"), k("g"));
         assert_eq!(h, BTreeMap::from([(k("a"), k("h"))]));
         split_hole(&mut h, b"c");
         assert_eq!(h, BTreeMap::from([(k("a"), k("c")), (k("c\0"), k("h"))]));
         split_hole(&mut h, b"a");
         split_hole(&mut h, b"z");
         assert_eq!(h, BTreeMap::from([(k("a\0"), k("c")), (k("c\0"), k("h"))]));
-        merge_hole(&mut h, b"x", b"x");
+        merge_hole(&mut h, k("x"), k("x"));
         assert_eq!(h.len(), 2, "an empty hole is no hole");
     }
 
@@ -3988,12 +3981,12 @@ mod tests {
         let seed: u64 = rand::random();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         for _ in 0..200 {
-            let mut h = HoleMap::new();
+            let mut h = BTreeMap::new();
             let mut covered = [false; 64];
             for _ in 0..rng.gen_range(1..40) {
                 let a: u8 = rng.gen_range(0..64);
                 let b: u8 = rng.gen_range(0..64);
-                merge_hole(&mut h, &[a], &[b]);
+                merge_hole(&mut h, vec![a], vec![b]);
                 for p in a..b {
                     covered[p as usize] = true;
                 }
@@ -4009,8 +4002,7 @@ mod tests {
                     }
                     p += 1;
                 }
-                let got: Vec<(Vec<u8>, Vec<u8>)> =
-                    (h.iter()).map(|(s, e)| (s.to_vec(), e.to_vec())).collect();
+                let got: Vec<(Vec<u8>, Vec<u8>)> = h.clone().into_iter().collect();
                 assert_eq!(got, runs, "seed {seed}");
             }
         }
