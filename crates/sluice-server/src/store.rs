@@ -3971,6 +3971,43 @@ mod tests {
         assert_eq!(h.len(), 2, "an empty hole is no hole");
     }
 
+    /// Holes added at random are kept as the maximal runs of what they
+    /// cover, disjoint and never touching, whichever holes each add meets
+    /// (none, one before, several after): one-byte keys, checked against
+    /// the covered points.
+    #[test]
+    fn added_holes_are_the_runs_they_cover() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..200 {
+            let mut h = BTreeMap::new();
+            let mut covered = [false; 64];
+            for _ in 0..rng.gen_range(1..40) {
+                let a: u8 = rng.gen_range(0..64);
+                let b: u8 = rng.gen_range(0..64);
+                merge_hole(&mut h, vec![a], vec![b]);
+                for p in a..b {
+                    covered[p as usize] = true;
+                }
+                let mut runs = Vec::new();
+                let mut p = 0;
+                while p < 64 {
+                    if covered[p] {
+                        let from = p;
+                        while p < 64 && covered[p] {
+                            p += 1;
+                        }
+                        runs.push((vec![from as u8], vec![p as u8]));
+                    }
+                    p += 1;
+                }
+                let got: Vec<(Vec<u8>, Vec<u8>)> = h.clone().into_iter().collect();
+                assert_eq!(got, runs, "seed {seed}");
+            }
+        }
+    }
+
     fn one_thread_runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
