@@ -240,6 +240,12 @@ impl SluiceEngine {
         if let Some(b) = cfg.base_level_size_bytes {
             opts = opts.base_level_size_bytes(b);
         }
+        if let Some(n) = cfg.l0_compaction_trigger {
+            opts = opts
+                .l0_compaction_trigger(n)
+                .l0_slowdown_trigger(2 * n)
+                .l0_stop_trigger(3 * n);
+        }
         if let Some(d) = cfg.index_decoupled_tables {
             opts = opts.index_decoupled_tables(d);
         }

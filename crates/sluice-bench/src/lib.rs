@@ -97,6 +97,9 @@ pub struct BenchConfig {
     pub target_file_size_bytes: Option<u64>,
     /// Overrides [`sluicedb::IndexOptions::base_level_size_bytes`].
     pub base_level_size_bytes: Option<u64>,
+    /// Overrides [`sluicedb::IndexOptions::l0_compaction_trigger`], with the
+    /// slowdown and stop triggers at two and three times it.
+    pub l0_compaction_trigger: Option<usize>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
@@ -164,6 +167,7 @@ impl Default for BenchConfig {
             index_decoupled_tables: None,
             target_file_size_bytes: None,
             base_level_size_bytes: None,
+            l0_compaction_trigger: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             lightkv_fence_cache: None,

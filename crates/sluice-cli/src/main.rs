@@ -537,6 +537,10 @@ struct BenchArgs {
     /// Leveled shape: target size of L1 in MiB. Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
     base_level_mib: Option<u64>,
+    /// Leveled shape: L0 tables that start a merge into L1 (writes slow down
+    /// at twice as many, stop at three times). Default: the preset's.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    l0_trigger: Option<u64>,
     /// Table layout: GC reads only the live values of a victim (lazy read,
     /// Scavenger (VLDB) §3.2.2), `on` or `off` (read whole victims). Default: on.
     #[arg(long, value_parser = ["on", "off"])]
@@ -735,6 +739,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         index_decoupled_tables: a.index_decoupled.as_deref().map(|s| s == "on"),
         target_file_size_bytes: a.target_file_size_mib.map(|m| m << 20),
         base_level_size_bytes: a.base_level_mib.map(|m| m << 20),
+        l0_compaction_trigger: a.l0_trigger.map(|n| n as usize),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),
