@@ -241,10 +241,7 @@ impl SluiceEngine {
             opts = opts.base_level_size_bytes(b);
         }
         if let Some(n) = cfg.l0_compaction_trigger {
-            opts = opts
-                .l0_compaction_trigger(n)
-                .l0_slowdown_trigger(2 * n)
-                .l0_stop_trigger(3 * n);
+            opts = opts.l0_triggers(n);
         }
         if let Some(d) = cfg.index_decoupled_tables {
             opts = opts.index_decoupled_tables(d);

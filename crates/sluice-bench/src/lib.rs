@@ -97,8 +97,7 @@ pub struct BenchConfig {
     pub target_file_size_bytes: Option<u64>,
     /// Overrides [`sluicedb::IndexOptions::base_level_size_bytes`].
     pub base_level_size_bytes: Option<u64>,
-    /// Overrides [`sluicedb::IndexOptions::l0_compaction_trigger`], with the
-    /// slowdown and stop triggers at two and three times it.
+    /// Overrides the L0 triggers ([`sluicedb::Options::l0_triggers`]).
     pub l0_compaction_trigger: Option<usize>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,

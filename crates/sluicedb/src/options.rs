@@ -1158,6 +1158,20 @@ impl Options {
 }
 
 impl Options {
+    /// L0 merged into L1 from `compaction` tables, writes slowed down at
+    /// twice as many and stopped at three times, the proportions of the
+    /// defaults ([`DEFAULT_L0_COMPACTION_TRIGGER`] and the two after it).
+    pub fn l0_triggers(mut self, compaction: usize) -> Self {
+        self.set_l0_triggers(compaction);
+        self
+    }
+
+    fn set_l0_triggers(&mut self, compaction: usize) {
+        self.index.l0_compaction_trigger = compaction;
+        self.index.l0_slowdown_trigger = 2 * compaction;
+        self.index.l0_stop_trigger = 3 * compaction;
+    }
+
     /// The options of a preset. A database created under another preset
     /// refuses them at open ([`Error::InvalidArgument`](crate::Error)
     /// naming both presets), for asking for one design and getting another
@@ -1237,9 +1251,7 @@ impl Options {
     /// pointers L1 is small and each L0 merge rewrites it whole
     /// (`docs/design.md`, "L0 from 8 tables for hashkv and scavenger").
     fn l0_for_an_index_of_pointers(&mut self) {
-        self.index.l0_compaction_trigger = 8;
-        self.index.l0_slowdown_trigger = 16;
-        self.index.l0_stop_trigger = 24;
+        self.set_l0_triggers(8);
     }
 
     fn value_tables_at_flush(&mut self, threshold: usize) {
@@ -1555,5 +1567,36 @@ mod tests {
         assert!(Options::default().max_write_buffers(1).validate().is_err());
         assert!(Options::default().background_threads(0).validate().is_err());
         assert_eq!(Preset::from_name("leveldb"), Some(Preset::LevelDb));
+    }
+
+    /// `l0_triggers` keeps the defaults' proportions, and the presets over
+    /// an index of pointers merge L0 from 8 tables (slowdown 16, stop 24).
+    #[test]
+    fn l0_triggers_keep_the_defaults_proportions() {
+        let triggers = |o: &Options| {
+            let i = &o.index;
+            (
+                i.l0_compaction_trigger,
+                i.l0_slowdown_trigger,
+                i.l0_stop_trigger,
+            )
+        };
+        let d = Options::preset(Preset::LevelDb);
+        assert_eq!(
+            triggers(&d),
+            (
+                DEFAULT_L0_COMPACTION_TRIGGER,
+                DEFAULT_L0_SLOWDOWN_TRIGGER,
+                DEFAULT_L0_STOP_TRIGGER
+            )
+        );
+        assert_eq!(
+            triggers(&d.l0_triggers(DEFAULT_L0_COMPACTION_TRIGGER)),
+            triggers(&Options::preset(Preset::LevelDb))
+        );
+        for p in [Preset::HashKv, Preset::Scavenger] {
+            assert_eq!(triggers(&Options::preset(p)), (8, 16, 24), "{p:?}");
+        }
+        assert_eq!(triggers(&Options::preset(Preset::Adaptive)), (4, 8, 12));
     }
 }
