@@ -132,8 +132,13 @@ pub struct WriteStats {
     pub journal_syncs: u64,
     /// Delays writes slept: the L0 slowdown trigger's (1 ms each), and the
     /// space limit's between its ratios (each paying the delays owed by
-    /// the writes since the last, about 1 ms).
+    /// the writes since the last, a lump).
     pub write_slowdowns: u64,
+    /// The lump the space limit's delays are owed up to before one write
+    /// sleeps them, in microseconds: set from the rate of delays over the
+    /// last 65,536 writes so that one write in 200 sleeps, from 200 µs to
+    /// 2 ms, and 50 µs past that rate (`docs/design.md`, "Pressure levels").
+    pub space_delay_lump_micros: u64,
     /// Times writes waited (full memtables or L0 stop trigger).
     pub write_stalls: u64,
     /// Microseconds writes spent delayed or stalled.
@@ -663,12 +668,13 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  compaction read {} written {}  stalls {} slowdowns {} ({} us)",
+            "  compaction read {} written {}  stalls {} slowdowns {} ({} us, in lumps of {} us)",
             self.compaction.compaction_bytes_read,
             self.compaction.compaction_bytes_written,
             self.writes.write_stalls,
             self.writes.write_slowdowns,
-            self.writes.write_stall_micros
+            self.writes.write_stall_micros,
+            self.writes.space_delay_lump_micros
         )?;
         let w = &self.writes.write_stall_micros_by_reason;
         if self.writes.write_stall_micros > 0 {

@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::delays::OwedDelays;
 use super::queue::WriterSlot;
 use crate::error::{Error, Result};
 use crate::fs::CountingFs;
@@ -276,10 +277,9 @@ pub(crate) struct Core {
     /// The last measured space amplification, in thousandths (0: not
     /// measured yet); see `Core::measure_space`.
     pub(super) space_ratio_milli: AtomicU64,
-    /// Delay the space limit's slowdown has asked of writes and no write
-    /// has slept yet, in nanoseconds, less what sleeps overslept
-    /// (`Core::wait_for_space`; negative while such credit is left).
-    pub(super) space_delay_owed_nanos: AtomicI64,
+    /// Delays the space limit's slowdown has asked of writes, owed until
+    /// one write sleeps them (`Core::wait_for_space`).
+    pub(super) space_delays: OwedDelays,
     /// A write since open held a value a flush separates (at or above the
     /// threshold of separation at flush): the space limit acts from then
     /// on even while the value store has no file yet
@@ -467,6 +467,7 @@ impl Core {
                 write_groups: get(&c.write_groups),
                 journal_syncs: get(&c.journal_syncs),
                 write_slowdowns: get(&c.slowdowns),
+                space_delay_lump_micros: self.space_delays.lump().as_micros() as u64,
                 write_stalls: get(&c.stalls),
                 write_stall_micros: get(&c.stall_micros),
                 write_stall_micros_by_reason: crate::stats::StallMicros {

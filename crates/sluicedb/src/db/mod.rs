@@ -34,6 +34,7 @@ use crate::version::VersionSet;
 mod checkpoint;
 mod core;
 mod cursor;
+mod delays;
 mod gc;
 mod jobs;
 pub(crate) mod light;

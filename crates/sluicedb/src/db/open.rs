@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex};
 
 use super::core::{Core, Jobs, State};
+use super::delays::OwedDelays;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{CountingFs, IoClass};
@@ -254,7 +255,7 @@ impl Core {
             durable_seq: AtomicU64::new(rec.last_sequence),
             unjournaled_floor: AtomicU64::new(u64::MAX),
             space_ratio_milli: AtomicU64::new(0),
-            space_delay_owed_nanos: AtomicI64::new(0),
+            space_delays: OwedDelays::default(),
             separable_written: AtomicBool::new(false),
             shadows_uncounted: AtomicU64::new(0),
             space_measure: Default::default(),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::core::{Core, Immutable, State};
+use super::delays::sleep_precisely;
 use super::light::{Light, Versions};
 use super::queue::WriterSlot;
 use crate::batch::WriteBatch;
@@ -29,17 +30,6 @@ const MAX_SPACE_WAIT_SLICES: usize = 10;
 /// The longest delay a write gets between the space limit's low and high
 /// ratios (in proportion to how far the ratio is toward high).
 const MAX_SPACE_DELAY_MICROS: f64 = 250.0;
-
-/// The space limit's delays are owed until they add up to this, then one
-/// write sleeps them all: a sleep shorter than the kernel's timer slack
-/// (50 us by default) lasts the slack, so a delay of a few microseconds
-/// per write would slow writes many times more than asked, and wake a
-/// thread per write. What a sleep lasts past what was owed is credited to
-/// the writes after it, so the slack costs nothing on average. At 1 ms
-/// (RocksDB's write controller's refill), one write in fifty or so slept
-/// a millisecond and set the separated presets' p99 latency under
-/// pressure (1.1 ms, the wisckey preset on the update benchmark).
-const SPACE_DELAY_SLEEP_NANOS: i64 = 200_000;
 
 /// LightKV's high-water mark: once fewer than this share of the buffer's
 /// segments (in percent) is free, each group links the fullest top leaf
@@ -160,8 +150,8 @@ impl Core {
     /// - Space amplification between the space limit's low and high ratios:
     ///   a delay in proportion, up to [`MAX_SPACE_DELAY_MICROS`] a write
     ///   (Scavenger, VLDB, §3.5 slows writes there), owed until the delays add up
-    ///   to [`SPACE_DELAY_SLEEP_NANOS`] and then slept by one write (what
-    ///   it oversleeps credited to the next).
+    ///   to a lump and then slept by one write (what it oversleeps credited
+    ///   to the next; the lump follows the rate of delays, `db::delays`).
     /// - At the high ratio while GC can reclaim space: waits. When it
     ///   cannot (too little garbage, or no victim), writes go on and
     ///   `Stats::space.space_limit_note` says why.
@@ -191,31 +181,15 @@ impl Core {
         match pressure {
             SpacePressure::Below => {}
             SpacePressure::Between(f) => {
-                let delay = (f * MAX_SPACE_DELAY_MICROS * 1000.0) as i64;
-                let owed = self
-                    .space_delay_owed_nanos
-                    .fetch_add(delay, Ordering::Relaxed)
-                    + delay;
-                if owed < SPACE_DELAY_SLEEP_NANOS {
+                let delay = Duration::from_nanos((f * MAX_SPACE_DELAY_MICROS * 1000.0) as u64);
+                let ops = self.counters.user_ops.load(Ordering::Relaxed);
+                let Some(owed) = self.space_delays.ask(delay, ops) else {
                     return;
-                }
-                // This write pays what is owed (another may have taken it).
-                let owed = self.space_delay_owed_nanos.swap(0, Ordering::Relaxed);
-                if owed <= 0 {
-                    // Credit taken meanwhile: give back what is left.
-                    self.space_delay_owed_nanos
-                        .fetch_add(owed, Ordering::Relaxed);
-                    return;
-                }
+                };
                 // GC takes priority: wake the background work to run it.
                 self.bg_cv.notify_one();
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_nanos(owed as u64));
-                let slept = t.elapsed();
-                // Overslept (timer slack): the next writes owe that much less.
-                let over = (slept.as_nanos() as i64).saturating_sub(owed);
-                self.space_delay_owed_nanos
-                    .fetch_sub(over.min(SPACE_DELAY_SLEEP_NANOS), Ordering::Relaxed);
+                let slept = sleep_precisely(owed);
+                self.space_delays.slept(owed, slept);
                 let us = slept.as_micros() as u64;
                 bump(&self.counters.slowdowns, 1);
                 bump(&self.counters.stall_micros, us);
