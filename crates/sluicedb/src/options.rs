@@ -1243,10 +1243,6 @@ impl Options {
         o
     }
 
-    /// Scavenger's value store (Scavenger, VLDB, §3): values of `threshold` bytes
-    /// and more go to value tables "during background flush operations"
-    /// (§3.1), GC'd by lazy read on 2 threads, under index-decoupled key
-    /// tables whose pointer blocks GetKey reads alone (§3.3).
     /// L0 compacted from 8 tables (slowdown 16, stop 24): in an index of
     /// pointers L1 is small and each L0 merge rewrites it whole
     /// (`docs/design.md`, "L0 from 8 tables for hashkv and scavenger").
@@ -1254,6 +1250,10 @@ impl Options {
         self.set_l0_triggers(8);
     }
 
+    /// Scavenger's value store (Scavenger, VLDB, §3): values of `threshold` bytes
+    /// and more go to value tables "during background flush operations"
+    /// (§3.1), GC'd by lazy read on 2 threads, under index-decoupled key
+    /// tables whose pointer blocks GetKey reads alone (§3.3).
     fn value_tables_at_flush(&mut self, threshold: usize) {
         self.values.separation_threshold_bytes = Some(threshold);
         self.values.layout = ValueLayout::Table;
