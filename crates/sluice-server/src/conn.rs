@@ -369,15 +369,19 @@ async fn serve_replicated(
     // Writes proposed and not answered yet, in the order sent: a pipeline
     // of writes is queued for the log at once and answered in order.
     let mut pending: VecDeque<ProposedWrite> = VecDeque::new();
+    // One clock for the commands that run back to back, as on one node
+    // (two clock reads a command fewer: a pipeline of reads spent 3% of
+    // the leader's CPU reading clocks); started again after each wait
+    // for a barrier or a commit, so that no command is timed with a wait
+    // that came before it.
+    let mut clock = Clock::start();
     while let Some(req) = queue.pop_front() {
         out.resp3 = client.resp3;
         let route = cmd::route(client, &req.args);
-        // Commands here wait between them (barriers, commits): each is
-        // timed alone.
-        let mut clock = Clock::start();
-        if !matches!(route, cmd::Route::Write(_)) {
+        if !matches!(route, cmd::Route::Write(_)) && !pending.is_empty() {
             // What runs here must see the writes sent before it.
             answer_writes(server, &mut pending, out).await;
+            clock = Clock::start();
         }
         let after = match route {
             cmd::Route::Local => cmd::execute(server, client, req, out, &mut clock),
@@ -394,6 +398,7 @@ async fn serve_replicated(
                         Ok(()) => reads_cleared = true,
                         Err(e) => out.error(&e),
                     }
+                    clock = Clock::start();
                 }
                 if reads_cleared {
                     cmd::execute(server, client, req, out, &mut clock)
@@ -410,7 +415,7 @@ async fn serve_replicated(
                 After::Continue
             }
         };
-        client.shared.touch();
+        client.shared.touch_at(clock.now_ms());
         if after == After::Shutdown {
             return after;
         }
