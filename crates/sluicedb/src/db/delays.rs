@@ -2,8 +2,8 @@
 //! (`Core::wait_for_space`; `docs/design.md`, "Pressure levels").
 //!
 //! Between the space limit's ratios each write is asked a delay in
-//! proportion to how far the ratio is toward high (Scavenger, VLDB '24,
-//! §3.5 slows writes there). A delay of a few microseconds cannot be slept
+//! proportion to how far the ratio is toward high (Scavenger (VLDB),
+//! §3.5, slows writes there). A delay of a few microseconds cannot be slept
 //! as such: a sleep lasts the kernel's timer slack (50 µs by default) and
 //! here its wake-up another 30-50 µs, so the delays are owed until they add
 //! up to a *lump*, which one write sleeps, and what that sleep lasts past
@@ -14,8 +14,9 @@
 //!   lump. While that is under 1% of them, the p99 latency does not see the
 //!   sleeps at all; so the lump is set from the rate at which delays were
 //!   asked over the last [`RATE_WINDOW_OPS`] writes (those asked none
-//!   included) to make one write in [`WRITES_PER_SLEEP`] sleep, up to
-//!   [`MAX_LUMP_NANOS`].
+//!   included) to make one write in [`WRITES_PER_SLEEP`] sleep, from
+//!   [`BASE_LUMP_NANOS`] (a window that ends a calm stretch says little
+//!   about the pressure just returned) up to [`MAX_LUMP_NANOS`].
 //! - Past that (a store whose GC cannot keep up asks more than 10 µs a
 //!   write), one write in two hundred cannot carry it without sleeping
 //!   milliseconds; then the lump is [`SHORT_LUMP_NANOS`], and every
