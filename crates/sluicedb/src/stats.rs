@@ -668,7 +668,7 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  compaction read {} written {}  stalls {} slowdowns {} ({} us, in lumps of {} us)",
+            "  compaction read {} written {}  stalls {} slowdowns {} ({} us; space delays in lumps of {} us)",
             self.compaction.compaction_bytes_read,
             self.compaction.compaction_bytes_written,
             self.writes.write_stalls,

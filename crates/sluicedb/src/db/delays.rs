@@ -60,10 +60,8 @@ pub(super) struct OwedDelays {
     /// Delay asked and no write has slept yet, in nanoseconds, less what
     /// sleeps overslept (negative while such credit is left).
     owed: AtomicI64,
-    /// Delay asked since open, in nanoseconds.
-    asked: AtomicU64,
-    /// The writes counted (the caller's count of user operations) and
-    /// `asked` when the current window began.
+    /// The writes counted (the caller's count of user operations) when
+    /// the current window began, and the delay asked in it, in nanoseconds.
     window_ops: AtomicU64,
     window_asked: AtomicU64,
     /// What a write owes before one sleeps (`lump_for_rate` of the last
@@ -75,7 +73,6 @@ impl Default for OwedDelays {
     fn default() -> Self {
         OwedDelays {
             owed: AtomicI64::new(0),
-            asked: AtomicU64::new(0),
             window_ops: AtomicU64::new(0),
             window_asked: AtomicU64::new(0),
             lump: AtomicI64::new(BASE_LUMP_NANOS),
@@ -88,8 +85,8 @@ impl OwedDelays {
     /// returns how long this write sleeps, if it is the one to sleep.
     pub(super) fn ask(&self, delay: Duration, ops: u64) -> Option<Duration> {
         let delay = delay.as_nanos().min(i64::MAX as u128) as i64;
-        let asked = self.asked.fetch_add(delay as u64, Ordering::Relaxed) + delay as u64;
-        self.roll_window(ops, asked);
+        self.window_asked.fetch_add(delay as u64, Ordering::Relaxed);
+        self.roll_window(ops);
         let owed = self.owed.fetch_add(delay, Ordering::Relaxed) + delay;
         if owed < self.lump.load(Ordering::Relaxed) {
             return None;
@@ -121,7 +118,7 @@ impl OwedDelays {
     /// [`RATE_WINDOW_OPS`] writes, and starts the next window. A window
     /// spans the writes asked nothing too: what counts is the share of all
     /// writes that sleep.
-    fn roll_window(&self, ops: u64, asked: u64) {
+    fn roll_window(&self, ops: u64) {
         let start = self.window_ops.load(Ordering::Relaxed);
         let writes = ops.saturating_sub(start);
         if writes < RATE_WINDOW_OPS {
@@ -135,8 +132,8 @@ impl OwedDelays {
         {
             return;
         }
-        let before = self.window_asked.swap(asked, Ordering::Relaxed);
-        let rate = asked.saturating_sub(before) as f64 / writes as f64;
+        let asked = self.window_asked.swap(0, Ordering::Relaxed);
+        let rate = asked as f64 / writes as f64;
         self.lump.store(lump_for_rate(rate), Ordering::Relaxed);
     }
 }
