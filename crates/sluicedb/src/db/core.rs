@@ -184,6 +184,27 @@ impl State {
         Ok(())
     }
 
+    /// True while a table the current version no longer lists is still
+    /// on disk because an older version holds it: a reader's (a cursor, a
+    /// snapshot's view) or a job's (a flush holds the version it started
+    /// on, for its shadow sample). A merge for space starting now would
+    /// add its outputs to those bytes and free nothing until the holder
+    /// lets go (`Core::pick_job`).
+    pub(super) fn replaced_tables_held(&self) -> bool {
+        let held: Vec<Arc<Version>> = self
+            .live_versions
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|v| !Arc::ptr_eq(v, &self.current))
+            .collect();
+        if held.is_empty() {
+            return false;
+        }
+        let current: HashSet<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
+        held.iter()
+            .any(|v| v.all_files().any(|(_, f)| !current.contains(&f.number)))
+    }
+
     pub(super) fn smallest_snapshot(&self, visible: u64) -> u64 {
         self.snapshots.keys().next().copied().unwrap_or(visible)
     }
