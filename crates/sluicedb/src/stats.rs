@@ -283,6 +283,14 @@ pub struct SpaceStats {
     /// [`SpaceStats::shadow_share_of_writes_milli`] (`docs/design.md`,
     /// "Space-aware throttling"). 0 for the other shapes.
     pub inline_garbage_bytes: u64,
+    /// The bytes the layout holds for the live data beside the user's keys
+    /// and values when space was last measured: the tables' bytes that are
+    /// not inline values (pointers, indexes, filters), the live value
+    /// records' headers, and the value store's bytes that are no record.
+    /// GC cannot reclaim them; where they would take more than half the
+    /// excess the space limit allows, the limit allows twice them
+    /// (`docs/design.md`, "Space-aware throttling").
+    pub layout_overhead_bytes: u64,
     /// Of the bytes the journal took lately, the share that added live
     /// data (0 for updates of existing keys, 1 for a load of new ones), in
     /// thousandths, measured over windows of 8 MiB of journal between space
@@ -763,9 +771,11 @@ impl std::fmt::Display for Stats {
                 "  space amplification {:.2} over {} bytes of live data{}; writes add live data at {:.2} of their journal bytes{}",
                 self.space.space_amplification,
                 self.space.live_data_bytes,
-                match self.space.inline_garbage_bytes {
-                    0 => String::new(),
-                    g => format!(" ({g} bytes of tables' inline values dead)"),
+                match (self.space.inline_garbage_bytes, self.space.layout_overhead_bytes) {
+                    (0, 0) => String::new(),
+                    (0, o) => format!(" ({o} bytes the layout's own)"),
+                    (g, 0) => format!(" ({g} bytes of tables' inline values dead)"),
+                    (g, o) => format!(" ({g} bytes of tables' inline values dead, {o} the layout's own)"),
                 },
                 self.space.live_share_of_writes_milli as f64 / 1000.0,
                 match self.space.shadow_share_of_writes_milli {

@@ -541,6 +541,7 @@ impl Core {
                 space_amplification: self.space_ratio(),
                 live_data_bytes: self.space_measure.live_bytes(),
                 inline_garbage_bytes: self.space_measure.inline_garbage_bytes(),
+                layout_overhead_bytes: self.space_measure.layout_overhead_bytes(),
                 live_share_of_writes_milli: self.space_measure.live_share_milli(),
                 shadow_share_of_writes_milli: self.space_measure.learned_shadow_share_milli(),
                 space_limit_note: st.space_note.clone(),

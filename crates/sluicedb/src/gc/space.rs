@@ -96,6 +96,9 @@ pub(crate) struct SpaceMeasure {
     store_bytes: AtomicU64,
     /// Journal bytes written by then (since open).
     journal_written: AtomicU64,
+    /// The bytes the layout holds beside the user's live data
+    /// ([`layout_overhead`]).
+    overhead: AtomicU64,
     /// Of the bytes the last flushed memtable's writes could have made
     /// garbage ([`ShadowCandidates::bytes`]), the share its flush counted,
     /// in thousandths (1000 before the first flush): how much garbage a
@@ -160,6 +163,7 @@ impl Default for SpaceMeasure {
             tables_inline_garbage: AtomicU64::new(0),
             store_bytes: AtomicU64::new(0),
             journal_written: AtomicU64::new(0),
+            overhead: AtomicU64::new(0),
             shadow_share_milli: AtomicU64::new(1000),
             shadow_share_learned: AtomicBool::new(false),
             shadow_sample: Mutex::new((0.0, 0.0)),
@@ -188,6 +192,9 @@ pub(crate) struct Measured {
     pub(crate) journal_written: u64,
     /// The value store's bytes then.
     pub(crate) store_bytes: u64,
+    /// The bytes the layout holds beside the live data
+    /// ([`layout_overhead`]).
+    pub(crate) overhead: u64,
 }
 
 impl SpaceMeasure {
@@ -223,6 +230,12 @@ impl SpaceMeasure {
         self.journal_written
             .store(m.journal_written, Ordering::Relaxed);
         self.store_bytes.store(m.store_bytes, Ordering::Relaxed);
+        self.overhead.store(m.overhead, Ordering::Relaxed);
+    }
+
+    /// The layout's overhead at the last measurement ([`layout_overhead`]).
+    pub(crate) fn layout_overhead_bytes(&self) -> u64 {
+        self.overhead.load(Ordering::Relaxed)
     }
 
     /// Learns from a flush how much of what its memtable's writes could
@@ -480,28 +493,87 @@ pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 /// size). A table written before the manifest recorded its payload counts
 /// whole.
 pub(crate) fn live_data(current: &Version, live_records: u64, inline_garbage: u64) -> u64 {
-    let (mut inline, mut pointers, mut named) = (0u64, 0u64, 0u64);
-    for (_, f) in current.all_files() {
-        match f.payload {
-            Some(p) => {
-                inline += p.inline_bytes;
-                pointers += p.pointers;
-                named += f.value_bytes;
+    let t = Payloads::of(current);
+    t.inline.saturating_sub(inline_garbage) + t.record_values(live_records)
+}
+
+/// The bytes a layout holds for its live data beside the user's keys and
+/// values: the tables' bytes that are not inline puts (pointer entries'
+/// pointers, block trailers, indexes, filters), the live value records'
+/// headers (of `live_records` bytes of live records), and the value
+/// store's bytes that are no record (`store_bytes` less the records' live
+/// and `garbage` bytes: file headers, a value table's index). Small against
+/// values of a kilobyte behind pointers, it is about half the data with
+/// values of a hundred bytes or so behind pointers: a space limit that
+/// counted it as garbage to reclaim could never be met
+/// (`Core::limited_ratio`).
+pub(crate) fn layout_overhead(
+    current: &Version,
+    live_records: u64,
+    garbage: u64,
+    store_bytes: u64,
+) -> u64 {
+    let t = Payloads::of(current);
+    let tables = t.file_bytes.saturating_sub(t.inline);
+    let headers = live_records.saturating_sub(t.record_values(live_records));
+    let unrecorded = store_bytes.saturating_sub(live_records + garbage);
+    tables + headers + unrecorded
+}
+
+/// What a version's tables hold, by their manifest payload counts.
+struct Payloads {
+    /// Bytes of inline puts (a table written before the manifest recorded
+    /// its payload counts whole).
+    inline: u64,
+    /// Pointer entries.
+    pointers: u64,
+    /// Record bytes the pointer entries name.
+    named: u64,
+    /// Bytes of the table files.
+    file_bytes: u64,
+}
+
+impl Payloads {
+    fn of(current: &Version) -> Payloads {
+        let mut t = Payloads {
+            inline: 0,
+            pointers: 0,
+            named: 0,
+            file_bytes: 0,
+        };
+        for (_, f) in current.all_files() {
+            t.file_bytes += f.file_size;
+            match f.payload {
+                Some(p) => {
+                    t.inline += p.inline_bytes;
+                    t.pointers += p.pointers;
+                    t.named += f.value_bytes;
+                }
+                None => t.inline += f.file_size,
             }
-            None => inline += f.file_size,
+        }
+        t
+    }
+
+    /// Of `live_records` bytes of value records, the share that is not
+    /// record headers: the one of the records the pointer entries name
+    /// (exact when values are of one size).
+    fn record_values(&self, live_records: u64) -> u64 {
+        let headers = self
+            .pointers
+            .saturating_mul(RECORD_HEADER_LEN as u64)
+            .min(self.named);
+        match self.named {
+            0 => live_records,
+            n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
         }
     }
-    let headers = pointers.saturating_mul(RECORD_HEADER_LEN as u64).min(named);
-    let values = match named {
-        0 => live_records,
-        n => (live_records as u128 * u128::from(n - headers) / u128::from(n)) as u64,
-    };
-    inline.saturating_sub(inline_garbage) + values
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::FileMeta;
 
     const MIB: u64 = 1 << 20;
 
@@ -513,6 +585,7 @@ mod tests {
             tables_inline_garbage: 0,
             journal_written,
             store_bytes: 0,
+            overhead: 0,
         }
     }
 
@@ -670,5 +743,70 @@ mod tests {
         assert_eq!(m.live_share_milli(), 500);
         m.record(measured(60 * MIB, 24 * MIB, 48 * MIB));
         assert_eq!(m.live_share_milli(), 0);
+    }
+
+    /// A table of pointers to `pointers` records of `record_bytes` each
+    /// (their keys and values and a header), `file_size` bytes itself.
+    fn pointer_table(n: u64, pointers: u64, record_bytes: u64, file_size: u64) -> FileMeta {
+        FileMeta {
+            value_bytes: pointers * record_bytes,
+            payload: Some(crate::version::TablePayload {
+                pointers,
+                inline_bytes: 0,
+            }),
+            ..crate::index::test_file(n, "a", "z", file_size)
+        }
+    }
+
+    #[test]
+    fn the_layouts_own_bytes_are_its_tables_pointers_the_records_headers_and_the_store_beside_its_records(
+    ) {
+        let shape = crate::index::shape_for(&crate::Options::default());
+        // 1000 records of a 24-byte key, a 100-byte value and a header,
+        // named by a table of 40 KB; 10 KB of garbage records; 30 KB of
+        // the store's files that are no record (file headers, indexes).
+        let record = 24 + 100 + RECORD_HEADER_LEN as u64;
+        let mut e = crate::version::VersionEdit::default();
+        e.add_file(1, pointer_table(7, 1000, record, 40_000));
+        let v = Version::empty(shape).apply(&e).unwrap();
+        let live_records = 1000 * record;
+        let (garbage, store) = (10_000, live_records + 10_000 + 30_000);
+        assert_eq!(live_data(&v, live_records, 0), 1000 * 124);
+        assert_eq!(
+            layout_overhead(&v, live_records, garbage, store),
+            40_000 + 1000 * RECORD_HEADER_LEN as u64 + 30_000
+        );
+        // Inline values are the user's: a table of them adds only what
+        // it holds beside them.
+        let mut e = crate::version::VersionEdit::default();
+        e.add_file(
+            1,
+            FileMeta {
+                payload: Some(crate::version::TablePayload {
+                    pointers: 0,
+                    inline_bytes: 90_000,
+                }),
+                ..crate::index::test_file(8, "a", "z", 100_000)
+            },
+        );
+        let v = Version::empty(crate::index::shape_for(&crate::Options::default()))
+            .apply(&e)
+            .unwrap();
+        assert_eq!(layout_overhead(&v, 0, 0, 0), 10_000);
+    }
+
+    #[test]
+    fn a_floor_of_twice_the_layouts_bytes_moves_the_limit_only_where_they_take_a_quarter_of_the_data(
+    ) {
+        let live = 1000 * MIB;
+        // 7% of the data (values of a kilobyte behind pointers): the ratio
+        // is judged as it is.
+        assert_eq!(excess_floored(1.45, live, 1.5, 2 * 70 * MIB), 1.45);
+        // Half the data (values of a hundred bytes behind pointers): the
+        // layout at rest (1.5) is well below the high ratio, which is
+        // reached once garbage adds as much again.
+        let floor = 2 * 500 * MIB;
+        assert!(excess_floored(1.5, live, 1.5, floor) < 1.3);
+        assert!((excess_floored(2.0, live, 1.5, floor) - 1.5).abs() < 1e-9);
     }
 }
