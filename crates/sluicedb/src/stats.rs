@@ -771,11 +771,20 @@ impl std::fmt::Display for Stats {
                 "  space amplification {:.2} over {} bytes of live data{}; writes add live data at {:.2} of their journal bytes{}",
                 self.space.space_amplification,
                 self.space.live_data_bytes,
-                match (self.space.inline_garbage_bytes, self.space.layout_overhead_bytes) {
-                    (0, 0) => String::new(),
-                    (0, o) => format!(" ({o} bytes the layout's own)"),
-                    (g, 0) => format!(" ({g} bytes of tables' inline values dead)"),
-                    (g, o) => format!(" ({g} bytes of tables' inline values dead, {o} the layout's own)"),
+                {
+                    let (g, o) = (self.space.inline_garbage_bytes, self.space.layout_overhead_bytes);
+                    let parts: Vec<String> = [
+                        (g > 0).then(|| format!("{g} bytes of tables' inline values dead")),
+                        (o > 0).then(|| format!("{o} bytes the layout's own")),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    if parts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", parts.join(", "))
+                    }
                 },
                 self.space.live_share_of_writes_milli as f64 / 1000.0,
                 match self.space.shadow_share_of_writes_milli {

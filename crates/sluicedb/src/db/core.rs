@@ -191,18 +191,17 @@ impl State {
     /// add its outputs to those bytes and free nothing until the holder
     /// lets go (`Core::pick_job`).
     pub(super) fn replaced_tables_held(&self) -> bool {
-        let held: Vec<Arc<Version>> = self
+        let mut held = self
             .live_versions
             .iter()
             .filter_map(Weak::upgrade)
             .filter(|v| !Arc::ptr_eq(v, &self.current))
-            .collect();
-        if held.is_empty() {
+            .peekable();
+        if held.peek().is_none() {
             return false;
         }
         let current: HashSet<u64> = self.current.all_files().map(|(_, f)| f.number).collect();
-        held.iter()
-            .any(|v| v.all_files().any(|(_, f)| !current.contains(&f.number)))
+        held.any(|v| v.all_files().any(|(_, f)| !current.contains(&f.number)))
     }
 
     pub(super) fn smallest_snapshot(&self, visible: u64) -> u64 {

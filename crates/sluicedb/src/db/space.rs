@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::space::{
     excess_floored, gc_pressure_persists, layout_overhead, live_data, EarlySwitch, Measured,
-    SpacePressure, HIDDEN_GARBAGE_DIVISOR, MIN_EARLY_SWITCH_BYTES, MIN_RECLAIMABLE_SHARE_DIVISOR,
+    Payloads, SpacePressure, HIDDEN_GARBAGE_DIVISOR, MIN_EARLY_SWITCH_BYTES,
+    MIN_RECLAIMABLE_SHARE_DIVISOR,
 };
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, Kind};
@@ -95,7 +96,8 @@ impl Core {
         let (in_tables, in_memtables) = self.shadowed_inline_garbage(&current, hidden);
         let tables_inline_garbage = self.shape.inline_garbage(&current) + in_tables;
         let inline_garbage = tables_inline_garbage + in_memtables;
-        let data = live_data(&current, live_values.saturating_sub(hidden), inline_garbage);
+        let tables = Payloads::of(&current);
+        let data = live_data(&tables, live_values.saturating_sub(hidden), inline_garbage);
         // And what they hold whole is live, though only their journals
         // hold it on disk: a memtable of overwrites stands for about as
         // much live data as it hides garbage, and leaving it out judged the
@@ -120,7 +122,7 @@ impl Core {
             tables_inline_garbage,
             journal_written,
             store_bytes,
-            overhead: layout_overhead(&current, live_values, garbage, store_bytes),
+            overhead: layout_overhead(&tables, live_values, garbage, store_bytes),
         });
         let share = garbage * 1000 / (live_values + garbage).max(1);
         self.garbage_share_milli.store(share, Ordering::Relaxed);
@@ -397,34 +399,30 @@ impl Core {
 
     /// The ratio the space limit judges, once `freed` more bytes of files
     /// are gone, with the limit; `None` without a limit or a value store.
-    /// Over inline garbage alone, the excess over the live data reads as
-    /// the high ratio only once it also passes what the write path holds
-    /// by configuration ([`Core::write_path_bytes`], [`excess_floored`]).
-    /// Below that the limit would ask a
-    /// merge of every flush of a small store, and nothing it can free.
+    /// The excess over the live data reads as the high ratio only once it
+    /// also passes a floor ([`excess_floored`]):
+    /// - over inline garbage alone, what the write path holds by
+    ///   configuration ([`Core::write_path_bytes`]); below that the limit
+    ///   would ask a merge of every flush of a small store, and nothing it
+    ///   can free;
+    /// - with values, twice the layout's own bytes (`space::layout_overhead`),
+    ///   which GC cannot bring space under, so that garbage may still reach
+    ///   as much and GC finds victims worth collecting: unikv over 104-byte
+    ///   values held 1.55 times the data with no garbage, and GC copied 3.7
+    ///   GB for each 1 GB of updates (`docs/experiments.md`, "A space limit
+    ///   under the layout's own bytes"). Layouts whose bytes are under a
+    ///   quarter of the data are judged by the ratio alone.
     fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
         let limit = self.space_limit_acting()?;
         let journal = self.fs.counters().written(IoClass::Journal);
         let store_bytes = self.values.as_ref().map_or(0, |v| v.total_bytes());
-        let mut r = self.space_measure.pressure(store_bytes, journal, freed);
-        let live = self.space_measure.live_bytes();
-        if !self.limit_acts_on_values() {
-            let floor = self.write_path_bytes();
-            r = excess_floored(r, live, limit.high, floor);
+        let r = self.space_measure.pressure(store_bytes, journal, freed);
+        let floor = if self.limit_acts_on_values() {
+            self.space_measure.layout_overhead_bytes().saturating_mul(2)
         } else {
-            // The layout's own bytes are no garbage: GC cannot bring space
-            // under them. Where they would take more than a half of the
-            // excess the ratio allows, the limit allows twice them, so
-            // that garbage may still reach as much, and GC finds victims
-            // worth collecting. Over 104-byte values behind pointers
-            // (unikv) the layout alone held 1.55 times the data: the limit
-            // at 1.5 kept GC copying files of a fifth garbage or less (3.7
-            // GB copied for each 1 GB of updates) and writes waiting 110 s
-            // a phase (`docs/experiments.md`, "A space limit under the
-            // layout's own bytes").
-            let floor = self.space_measure.layout_overhead_bytes().saturating_mul(2);
-            r = excess_floored(r, live, limit.high, floor);
-        }
+            self.write_path_bytes()
+        };
+        let r = excess_floored(r, self.space_measure.live_bytes(), limit.high, floor);
         Some((r, limit))
     }
 

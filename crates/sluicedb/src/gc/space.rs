@@ -491,10 +491,9 @@ pub(crate) const MIN_RECLAIMABLE_SHARE_DIVISOR: u64 = 16;
 /// the share that is not record headers. That share is the one of the
 /// records the tables' pointer entries name (exact when values are of one
 /// size). A table written before the manifest recorded its payload counts
-/// whole.
-pub(crate) fn live_data(current: &Version, live_records: u64, inline_garbage: u64) -> u64 {
-    let t = Payloads::of(current);
-    t.inline.saturating_sub(inline_garbage) + t.record_values(live_records)
+/// whole. `tables`: the current version's ([`Payloads::of`]).
+pub(crate) fn live_data(tables: &Payloads, live_records: u64, inline_garbage: u64) -> u64 {
+    tables.inline.saturating_sub(inline_garbage) + tables.record_values(live_records)
 }
 
 /// The bytes a layout holds for its live data beside the user's keys and
@@ -506,22 +505,23 @@ pub(crate) fn live_data(current: &Version, live_records: u64, inline_garbage: u6
 /// values of a kilobyte behind pointers, it is about half the data with
 /// values of a hundred bytes or so behind pointers: a space limit that
 /// counted it as garbage to reclaim could never be met
-/// (`Core::limited_ratio`).
+/// (`Core::limited_ratio`). `tables`: the current version's
+/// ([`Payloads::of`]).
 pub(crate) fn layout_overhead(
-    current: &Version,
+    tables: &Payloads,
     live_records: u64,
     garbage: u64,
     store_bytes: u64,
 ) -> u64 {
-    let t = Payloads::of(current);
-    let tables = t.file_bytes.saturating_sub(t.inline);
-    let headers = live_records.saturating_sub(t.record_values(live_records));
+    let beside_inline = tables.file_bytes.saturating_sub(tables.inline);
+    let headers = live_records.saturating_sub(tables.record_values(live_records));
     let unrecorded = store_bytes.saturating_sub(live_records + garbage);
-    tables + headers + unrecorded
+    beside_inline + headers + unrecorded
 }
 
-/// What a version's tables hold, by their manifest payload counts.
-struct Payloads {
+/// What a version's tables hold, by their manifest payload counts: summed
+/// once per measurement for [`live_data`] and [`layout_overhead`].
+pub(crate) struct Payloads {
     /// Bytes of inline puts (a table written before the manifest recorded
     /// its payload counts whole).
     inline: u64,
@@ -534,7 +534,7 @@ struct Payloads {
 }
 
 impl Payloads {
-    fn of(current: &Version) -> Payloads {
+    pub(crate) fn of(current: &Version) -> Payloads {
         let mut t = Payloads {
             inline: 0,
             pointers: 0,
@@ -761,14 +761,14 @@ mod tests {
     #[test]
     fn the_layouts_own_bytes_are_its_tables_pointers_the_records_headers_and_the_store_beside_its_records(
     ) {
-        let shape = crate::index::shape_for(&crate::Options::default());
+        let shape = || crate::index::shape_for(&crate::Options::default());
         // 1000 records of a 24-byte key, a 100-byte value and a header,
         // named by a table of 40 KB; 10 KB of garbage records; 30 KB of
         // the store's files that are no record (file headers, indexes).
         let record = 24 + 100 + RECORD_HEADER_LEN as u64;
         let mut e = crate::version::VersionEdit::default();
         e.add_file(1, pointer_table(7, 1000, record, 40_000));
-        let v = Version::empty(shape).apply(&e).unwrap();
+        let v = Payloads::of(&Version::empty(shape()).apply(&e).unwrap());
         let live_records = 1000 * record;
         let (garbage, store) = (10_000, live_records + 10_000 + 30_000);
         assert_eq!(live_data(&v, live_records, 0), 1000 * 124);
@@ -789,9 +789,7 @@ mod tests {
                 ..crate::index::test_file(8, "a", "z", 100_000)
             },
         );
-        let v = Version::empty(crate::index::shape_for(&crate::Options::default()))
-            .apply(&e)
-            .unwrap();
+        let v = Payloads::of(&Version::empty(shape()).apply(&e).unwrap());
         assert_eq!(layout_overhead(&v, 0, 0, 0), 10_000);
     }
 
