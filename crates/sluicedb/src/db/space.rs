@@ -12,8 +12,8 @@ use super::core::{Core, State};
 use crate::error::Result;
 use crate::fs::IoClass;
 use crate::gc::space::{
-    excess_floored, gc_pressure_persists, layout_overhead, live_data, EarlySwitch, Measured,
-    Payloads, SpacePressure, HIDDEN_GARBAGE_DIVISOR, MIN_EARLY_SWITCH_BYTES,
+    excess_floored, garbage_judged, gc_pressure_persists, layout_overhead, live_data, EarlySwitch,
+    Measured, Payloads, SpacePressure, HIDDEN_GARBAGE_DIVISOR, MIN_EARLY_SWITCH_BYTES,
     MIN_RECLAIMABLE_SHARE_DIVISOR,
 };
 use crate::iter::{InternalIterator, MergingIterator};
@@ -399,30 +399,31 @@ impl Core {
 
     /// The ratio the space limit judges, once `freed` more bytes of files
     /// are gone, with the limit; `None` without a limit or a value store.
-    /// The excess over the live data reads as the high ratio only once it
-    /// also passes a floor ([`excess_floored`]):
-    /// - over inline garbage alone, what the write path holds by
-    ///   configuration ([`Core::write_path_bytes`]); below that the limit
-    ///   would ask a merge of every flush of a small store, and nothing it
-    ///   can free;
-    /// - with values, twice the layout's own bytes (`space::layout_overhead`),
-    ///   which GC cannot bring space under, so that garbage may still reach
-    ///   as much and GC finds victims worth collecting: unikv over 104-byte
+    /// - Over inline garbage alone, the excess over the live data reads as
+    ///   the high ratio only once it also passes what the write path holds
+    ///   by configuration ([`Core::write_path_bytes`], [`excess_floored`]);
+    ///   below that the limit would ask a merge of every flush of a small
+    ///   store, and nothing it can free.
+    /// - With values, the garbage beyond the layout's own bytes
+    ///   (`space::layout_overhead`), which GC cannot bring space under, is
+    ///   judged against the room the ratio leaves it, but at least as much
+    ///   room as those bytes ([`garbage_judged`]): unikv over 104-byte
     ///   values held 1.55 times the data with no garbage, and GC copied 3.7
     ///   GB for each 1 GB of updates (`docs/experiments.md`, "A space limit
-    ///   under the layout's own bytes"). Layouts whose bytes are under a
-    ///   quarter of the data are judged by the ratio alone.
+    ///   under the layout's own bytes"); wisckey's GC ran without end
+    ///   ("GC's marks over the layout's own bytes").
     fn limited_ratio(&self, freed: u64) -> Option<(f64, SpaceLimit)> {
         let limit = self.space_limit_acting()?;
         let journal = self.fs.counters().written(IoClass::Journal);
         let store_bytes = self.values.as_ref().map_or(0, |v| v.total_bytes());
         let r = self.space_measure.pressure(store_bytes, journal, freed);
-        let floor = if self.limit_acts_on_values() {
-            self.space_measure.layout_overhead_bytes().saturating_mul(2)
+        let live = self.space_measure.live_bytes();
+        let r = if self.limit_acts_on_values() {
+            let overhead = self.space_measure.layout_overhead_bytes();
+            garbage_judged(r, live, limit.high, overhead)
         } else {
-            self.write_path_bytes()
+            excess_floored(r, live, limit.high, self.write_path_bytes())
         };
-        let r = excess_floored(r, self.space_measure.live_bytes(), limit.high, floor);
         Some((r, limit))
     }
 
