@@ -181,13 +181,18 @@ pub fn dump_file(path: &Path, opts: DumpOptions, out: &mut dyn Write) -> Result<
                 if !d.more() {
                     break;
                 }
-                let value = if kind_of(rec.flags) == crate::record::KIND_RELOCATE {
-                    ValuePointer::decode(&rec.value).map_or_else(
+                let value = match kind_of(rec.flags) {
+                    crate::record::KIND_RELOCATE => ValuePointer::decode(&rec.value).map_or_else(
                         || "malformed pointer".into(),
                         |p| format!("-> {}", show_pointer(&p)),
-                    )
-                } else {
-                    d.value(&rec.value)
+                    ),
+                    crate::record::KIND_RELOCATE_RUN => {
+                        match crate::record::run_pointers(&rec.value) {
+                            Some(run) => format!("relocation run of {} pointers", run.len()),
+                            None => "malformed relocation run".into(),
+                        }
+                    }
+                    _ => d.value(&rec.value),
                 };
                 d.line(&format!(
                     "record at {offset} ({len} B): seq {} flags {:#04x} key {} value {value}",

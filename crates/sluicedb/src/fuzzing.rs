@@ -40,7 +40,9 @@ use crate::key::{self, Kind};
 use crate::logfile::format::{fragment_crc, BLOCK_SIZE, HEADER_SIZE};
 use crate::logfile::read_log;
 use crate::pointer::{ValuePointer, STORE_HASH, STORE_LOG};
-use crate::record::{claimed_len, kind_of, FILE_HEADER_LEN, KIND_PUT, KIND_RELOCATE};
+use crate::record::{
+    claimed_len, kind_of, FILE_HEADER_LEN, KIND_PUT, KIND_RELOCATE, KIND_RELOCATE_RUN,
+};
 use crate::table::block::Block;
 use crate::table::builder::TableProperties;
 use crate::table::format::{block_trailer, BlockHandle, BLOCK_TRAILER_LEN, FOOTER_LEN};
@@ -536,6 +538,11 @@ fn scan_value_file(data: &[u8], path: &Path, store: u8) {
         }
         if kind_of(r.flags) == KIND_RELOCATE {
             value_pointer(&r.value);
+        }
+        if kind_of(r.flags) == KIND_RELOCATE_RUN {
+            for p in crate::record::run_pointers(&r.value).unwrap_or_default() {
+                value_pointer(p);
+            }
         }
     }
 }

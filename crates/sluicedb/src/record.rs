@@ -9,19 +9,22 @@
 //! record: crc u32 | seq u64 | flags u8 | key_len u32 | value_len u32 | key | value
 //! ```
 //! `crc` is the masked CRC32C of everything after it in the record. `flags`
-//! holds the operation kind (bits 0..2: 0 delete, 1 put, 2 relocation) and
+//! holds the operation kind (bits 0..2: 0 delete, 1 put, 2 relocation, 3
+//! relocation run) and
 //! four flags: [`FLAG_GC_COPY`] (a record GC copied to the head, which
 //! replay never applies), [`FLAG_INLINE`] (the index keeps this value
 //! inline; the record exists only for replay), [`FLAG_GROUP_END`] (the
 //! last record of a write group) and [`FLAG_FIRST_VERSION`] (the flush that
 //! separated it found no older version of the key). Deletes, inline puts,
-//! relocations and the group flag appear only when the value log is the
-//! journal (`docs/design.md`, "Value log as journal").
+//! relocations, relocation runs and the group flag appear only when the
+//! value log is the journal (`docs/design.md`, "Value log as journal").
+//! Format version 2 added the relocation run; files of version 1 read as
+//! before.
 
 use crate::coding::{masked_crc, put_u32, put_u64, u32_at, u64_at};
 
 pub(crate) const LOG_MAGIC: [u8; 8] = *b"sluicevl";
-pub(crate) const LOG_FORMAT_VERSION: u32 = 1;
+pub(crate) const LOG_FORMAT_VERSION: u32 = 2;
 pub(crate) const FILE_HEADER_LEN: usize = 16;
 pub(crate) const RECORD_HEADER_LEN: usize = 4 + 8 + 1 + 4 + 4;
 const _: () = assert!(RECORD_HEADER_LEN == 21 && FILE_HEADER_LEN == 8 + 4 + 4);
@@ -33,6 +36,12 @@ pub(crate) const KIND_PUT: u8 = 1;
 /// Record kind: GC moved the key's value; the record's value is the new
 /// [`crate::pointer::ValuePointer`] (value log as journal only).
 pub(crate) const KIND_RELOCATE: u8 = 2;
+/// Record kind: the relocations of one GC commit, by the new pointers
+/// alone ([`relocation_run`]); the key is empty, the record's sequence the
+/// first of the commit's. Replay reads each copy for its key. Written from
+/// format version 2 on, in place of one [`KIND_RELOCATE`] record per key
+/// (value log as journal only).
+pub(crate) const KIND_RELOCATE_RUN: u8 = 3;
 const KIND_MASK: u8 = 0x07;
 /// A copy made by GC: data only, never applied by replay.
 pub(crate) const FLAG_GC_COPY: u8 = 0x80;
@@ -138,13 +147,39 @@ pub(crate) fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), Bad> {
         key: &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + k],
         value: &rec[RECORD_HEADER_LEN + k..],
     };
-    if r.kind() > KIND_RELOCATE {
+    if r.kind() > KIND_RELOCATE_RUN {
         return Err(Bad::Damaged(format!(
             "unknown value record kind {}",
             r.kind()
         )));
     }
     Ok((r, len))
+}
+
+/// The value of a [`KIND_RELOCATE_RUN`] record: each encoded pointer
+/// (`docs/format/value-pointer.md`) behind a one-byte length.
+pub(crate) fn relocation_run<'a>(pointers: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in pointers {
+        let len = u8::try_from(p.len()).expect("an encoded pointer is under 256 bytes");
+        out.push(len);
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// The encoded pointers of a [`KIND_RELOCATE_RUN`] record's value; `None`
+/// when a length runs past its end.
+pub(crate) fn run_pointers(value: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < value.len() {
+        let len = usize::from(value[at]);
+        let p = value.get(at + 1..at + 1 + len)?;
+        out.push(p);
+        at += 1 + len;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -175,5 +210,33 @@ mod tests {
         }
         check_file_header(&file_header()).unwrap();
         assert!(check_file_header(b"sluicevX\x01\0\0\0\0\0\0\0").is_err());
+        // Version 1 (before relocation runs) still reads; a later one does not.
+        check_file_header(b"sluicevl\x01\0\0\0\0\0\0\0").unwrap();
+        assert!(check_file_header(b"sluicevl\x03\0\0\0\0\0\0\0").is_err());
+    }
+
+    #[test]
+    fn a_relocation_run_round_trips_and_a_cut_one_is_refused() {
+        let pointers: Vec<Vec<u8>> = (0..40u64)
+            .map(|i| {
+                crate::pointer::ValuePointer {
+                    store: crate::pointer::STORE_LOG,
+                    file: 7 + i / 20,
+                    offset: 16 + i * 173,
+                    record_len: 173,
+                    record_crc: i as u32 * 7919,
+                }
+                .encode()
+                .to_vec()
+            })
+            .collect();
+        let run = relocation_run(pointers.iter().map(Vec::as_slice));
+        // A length byte and a compact pointer each: a sixth of a relocate
+        // record's bytes for a 24-byte key.
+        assert!(run.len() <= pointers.len() * 16, "{}", run.len());
+        let back = run_pointers(&run).unwrap();
+        assert_eq!(back, pointers.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        assert_eq!(run_pointers(&run[..run.len() - 1]), None);
+        assert_eq!(run_pointers(&[]), Some(vec![]));
     }
 }

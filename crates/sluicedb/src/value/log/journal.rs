@@ -14,7 +14,10 @@ use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::journal::{Journal, JournalMark};
 use crate::key::Kind;
-use crate::record::{Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
+use crate::record::{
+    relocation_run, Record, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
+    KIND_RELOCATE_RUN,
+};
 use crate::value::ValueStore;
 use crate::version::VersionEdit;
 
@@ -50,6 +53,41 @@ impl LogJournal {
     }
 }
 
+/// True for the write group of a GC commit: pointer puts only (users
+/// write values and deletes; `Core::commit_relocations` writes these).
+fn is_relocation_commit(group: &WriteBatch) -> bool {
+    !group.is_empty()
+        && group
+            .iter()
+            .all(|op| op.is_ok_and(|op| op.kind == Kind::ValuePointer))
+}
+
+impl LogJournal {
+    /// Journals a GC commit as one relocation run: the new pointers
+    /// without their keys, which the copies they point at hold (replay
+    /// reads them). A `relocate` record per key (key, pointer and a
+    /// 21-byte header: 58 bytes for a 24-byte key) made the log's own GC
+    /// collect its commits again: over 128-byte values they were a third
+    /// of what it copied, and GC read back 8 dead records for each
+    /// update (`docs/experiments.md`, "Relocation runs"). A run takes 14
+    /// bytes a key.
+    fn append_run(&self, group: &WriteBatch, seq: u64, sync: bool) -> Result<Option<WriteBatch>> {
+        let value = relocation_run(group.iter().map(|op| op.expect("validated batch").value));
+        let p = self.store.append(&Record {
+            seq,
+            flags: KIND_RELOCATE_RUN | FLAG_GROUP_END,
+            key: &[],
+            value: &value,
+        })?;
+        *self.unpointed.lock().active.entry(p.file).or_default() += u64::from(p.record_len);
+        if sync {
+            self.store.sync()?;
+        }
+        // The write buffer gets the pointers as they are.
+        Ok(None)
+    }
+}
+
 impl Journal for LogJournal {
     /// Appends every operation of the group; the batch for the memtable
     /// holds pointers for values at or above the write path's threshold
@@ -64,6 +102,9 @@ impl Journal for LogJournal {
         separate: Option<usize>,
     ) -> Result<Option<WriteBatch>> {
         let threshold = separate.unwrap_or(usize::MAX);
+        if is_relocation_commit(group) {
+            return self.append_run(group, seq, sync);
+        }
         let mut out = WriteBatch::with_capacity(group.approximate_size());
         out.set_sequence(seq);
         let last = group.len().saturating_sub(1);

@@ -9,7 +9,7 @@ use crate::fs::{CountedReader, IoClass};
 use crate::pointer::ValuePointer;
 use crate::record::{
     check_file_header, claimed_len, decode_record, file_header, kind_of, Bad, Record,
-    FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE, RECORD_HEADER_LEN,
+    FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT, KIND_RELOCATE_RUN, RECORD_HEADER_LEN,
 };
 
 /// An owned record read back by pointer.
@@ -174,7 +174,7 @@ fn classify_bad(rest: &[u8], at: u64, b: Bad) -> (Option<u64>, Option<(u64, Stri
     // in a large file costs a pass over it, not a checksum per byte.
     let valid_after = (1..rest.len()).any(|q| {
         claimed_len(&rest[q..]).is_some_and(|l| q + l <= rest.len())
-            && kind_of(rest[q + 12]) <= KIND_RELOCATE
+            && kind_of(rest[q + 12]) <= KIND_RELOCATE_RUN
             && decode_record(&rest[q..]).is_ok()
     });
     if valid_after {
@@ -294,7 +294,7 @@ fn visit_file_from<'d>(
 mod tests {
     use super::*;
     use crate::fs::{CountingFs, MemFs};
-    use crate::record::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE};
+    use crate::record::{Record, KIND_DELETE, KIND_PUT, KIND_RELOCATE, KIND_RELOCATE_RUN};
     use crate::value::log::writer::VlogWriter;
     use std::sync::Arc;
 
@@ -347,7 +347,7 @@ mod tests {
     fn a_pointer_to_a_record_that_is_not_a_put_is_corruption() {
         let (_mem, _fs, mut w, _) = setup();
         let path = Path::new("/000009.vlog");
-        for kind in [KIND_DELETE, KIND_RELOCATE] {
+        for kind in [KIND_DELETE, KIND_RELOCATE, KIND_RELOCATE_RUN] {
             let p = w
                 .append(&Record {
                     seq: 7,

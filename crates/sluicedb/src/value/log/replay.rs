@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::meta::LogMeta;
 use super::reader::{scan_file_from, OwnedRecord};
-use super::store::LogStore;
+use super::store::{copy_key, LogStore, RecoveredCopy};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -16,14 +16,17 @@ use crate::key::Kind;
 use crate::options::JournalRecovery;
 use crate::pointer::{ValuePointer, STORE_LOG};
 use crate::record::{
-    kind_of, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT, KIND_RELOCATE,
+    kind_of, run_pointers, FILE_HEADER_LEN, FLAG_GROUP_END, FLAG_INLINE, KIND_DELETE, KIND_PUT,
+    KIND_RELOCATE, KIND_RELOCATE_RUN,
 };
+use crate::value::files::RecordFiles;
 use crate::value::{PointerCheck, ValueStore};
 
 /// Replays the value log from `from` to its end (WiscKey, FAST '16, §3.4.2): each
 /// write group becomes a batch once its last record (`FLAG_GROUP_END`)
 /// is read, so a group cut by the crash is dropped whole. GC copies are
-/// skipped; their relocations are records of their own.
+/// skipped; their relocations are records of their own: a relocation run
+/// per GC commit (older logs: a `relocate` record per key).
 ///
 /// Adds to `garbage` (bytes per file) every replayed record no index entry
 /// will point at once the replay is flushed: inline values, deletes and
@@ -125,7 +128,7 @@ fn replay_records(
                 ));
             }
             *bytes.read.entry(file).or_default() += u64::from(len);
-            if !add_replayed(src, store, g, &rec, &here, &path)? {
+            if !add_replayed(src, store, g, &rec, &here, &path, &data)? {
                 return Ok(()); // history ends before this group
             }
             if kind_of(rec.flags) == KIND_PUT && rec.flags & FLAG_INLINE == 0 {
@@ -167,6 +170,7 @@ fn replay_records(
 
 /// Adds the operation a replayed record stands for to `group`. `false`
 /// when history must end before the group.
+/// `data` is the file `here` lies in, from its start.
 fn add_replayed(
     src: &Source<'_>,
     store: &LogStore,
@@ -174,9 +178,51 @@ fn add_replayed(
     rec: &OwnedRecord,
     here: &ValuePointer,
     path: &Path,
+    data: &[u8],
 ) -> Result<bool> {
     let kind = kind_of(rec.flags);
     match kind {
+        KIND_RELOCATE_RUN => {
+            let bad = |why: &str| Error::corruption(path, here.offset, why.to_string());
+            if !group.is_empty() || rec.flags & FLAG_GROUP_END == 0 {
+                return Err(bad("relocation run is not a write group of its own"));
+            }
+            let pointers =
+                run_pointers(&rec.value).ok_or_else(|| bad("malformed relocation run"))?;
+            for encoded in pointers {
+                let p = ValuePointer::decode(encoded)
+                    .filter(|p| p.store == STORE_LOG)
+                    .ok_or_else(|| bad("malformed pointer in a relocation run"))?;
+                // The copies were durable before the run was written, so
+                // they lie earlier in the log, mostly in this file. A
+                // collected one is shadowed by a later relocation and
+                // needs no entry (nor could its key be read).
+                let span = usize::try_from(p.offset)
+                    .ok()
+                    .and_then(|start| Some(start..start.checked_add(p.record_len as usize)?));
+                let in_here = span
+                    .filter(|_| p.file == here.file && !store.is_collected_at(p.file, p.offset))
+                    .and_then(|span| data.get(span));
+                let copy = match in_here {
+                    Some(raw) => RecoveredCopy::Found(copy_key(raw, &p, path)?),
+                    None => store.recovered_copy(&p)?,
+                };
+                match copy {
+                    RecoveredCopy::Found(key) => {
+                        group.add_raw(Kind::ValuePointer, &key, encoded);
+                    }
+                    RecoveredCopy::Collected => {}
+                    RecoveredCopy::Lost => {
+                        if src.mode == JournalRecovery::PointInTime {
+                            return Ok(false);
+                        }
+                        return Err(bad(
+                            "relocation run points past the durable end of the value log",
+                        ));
+                    }
+                }
+            }
+        }
         KIND_PUT if rec.flags & FLAG_INLINE != 0 => {
             group.add_raw(Kind::Value, &rec.key, &rec.value)
         }

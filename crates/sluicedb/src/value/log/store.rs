@@ -22,7 +22,9 @@ use crate::fs::{CountingFs, IoClass, PUNCH_BLOCK};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::pointer::{ValuePointer, STORE_LOG};
-use crate::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
+use crate::record::{
+    claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT,
+};
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::{GcProfile, PointerCheck, ValueAccounting, ValueGc, ValueRecovery, ValueStore};
 use crate::version::{Version, VersionEdit};
@@ -98,6 +100,68 @@ pub(crate) struct LogStore {
 }
 
 impl LogStore {
+    /// Where a pointer found while replaying the journal stands, before
+    /// its record is read: `Lost` past the end of the newest files (the
+    /// crash cut it), `Collected` behind GC's tail, `None` when its record
+    /// is there to read. A file missing from the middle, or a pointer past
+    /// the end of a sealed file, is corruption.
+    fn recovered_bounds(&self, p: &ValuePointer) -> Result<Option<PointerCheck>> {
+        let path = filename::value_log(&self.dir, p.file);
+        // Files created by an interrupted open hold no records; a torn file
+        // may only be followed by such empty ones.
+        let (len, newest_with_records) = {
+            let inner = self.inner.lock();
+            let newest = inner
+                .sealed
+                .iter()
+                .filter(|(_, &len)| len > FILE_HEADER_LEN as u64)
+                .map(|(&n, _)| n)
+                .next_back();
+            (inner.sealed.get(&p.file).copied(), newest)
+        };
+        // Behind GC's tail: in a deleted file, or in the part of the tail's
+        // file a release may have punched out.
+        if self.is_collected_at(p.file, p.offset) {
+            return Ok(Some(PointerCheck::Collected));
+        }
+        let may_be_torn = newest_with_records.is_none_or(|n| p.file >= n);
+        match len {
+            None if may_be_torn => Ok(Some(PointerCheck::Lost)),
+            None => Err(Error::corruption(
+                &path,
+                p.offset,
+                "value log file referenced by the journal is missing",
+            )),
+            Some(len) if p.offset.saturating_add(u64::from(p.record_len)) > len => {
+                if may_be_torn {
+                    Ok(Some(PointerCheck::Lost))
+                } else {
+                    Err(Error::corruption(
+                        &path,
+                        p.offset,
+                        "value pointer past the end of a sealed log file",
+                    ))
+                }
+            }
+            Some(_) => Ok(None),
+        }
+    }
+
+    /// The copy a relocation run's pointer names, read for its key at
+    /// recovery (`replay`): the run holds pointers alone.
+    pub(crate) fn recovered_copy(&self, p: &ValuePointer) -> Result<RecoveredCopy> {
+        match self.recovered_bounds(p)? {
+            Some(PointerCheck::Collected) => Ok(RecoveredCopy::Collected),
+            Some(_) => Ok(RecoveredCopy::Lost),
+            None => {
+                let path = self.file_path(p.file);
+                let reader = self.readers().get(p.file, &path)?;
+                let raw = reader.read_at(p.offset, p.record_len as usize, IoClass::Journal)?;
+                copy_key(&raw, p, &path).map(RecoveredCopy::Found)
+            }
+        }
+    }
+
     /// Opens the log in `dir`: existing files (from `tail_file` on) become
     /// sealed, and a new head file is started. `named` holds the sealed
     /// files the manifest records with their lengths: each must be there,
@@ -496,44 +560,9 @@ impl ValueStore for LogStore {
     /// end of the newest files was lost in the crash; one that is there but
     /// damaged, or in a file missing from the middle, is corruption.
     fn check_recovered(&self, p: &ValuePointer, key: &[u8]) -> Result<PointerCheck> {
-        let path = filename::value_log(&self.dir, p.file);
-        // Files created by an interrupted open hold no records; a torn file
-        // may only be followed by such empty ones.
-        let (len, newest_with_records) = {
-            let inner = self.inner.lock();
-            let newest = inner
-                .sealed
-                .iter()
-                .filter(|(_, &len)| len > FILE_HEADER_LEN as u64)
-                .map(|(&n, _)| n)
-                .next_back();
-            (inner.sealed.get(&p.file).copied(), newest)
-        };
-        // Behind GC's tail: in a deleted file, or in the part of the tail's
-        // file a release may have punched out.
-        if self.is_collected_at(p.file, p.offset) {
-            return Ok(PointerCheck::Collected);
-        }
-        let may_be_torn = newest_with_records.is_none_or(|n| p.file >= n);
-        match len {
-            None if may_be_torn => Ok(PointerCheck::Lost),
-            None => Err(Error::corruption(
-                &path,
-                p.offset,
-                "value log file referenced by the journal is missing",
-            )),
-            Some(len) if p.offset.saturating_add(u64::from(p.record_len)) > len => {
-                if may_be_torn {
-                    Ok(PointerCheck::Lost)
-                } else {
-                    Err(Error::corruption(
-                        &path,
-                        p.offset,
-                        "value pointer past the end of a sealed log file",
-                    ))
-                }
-            }
-            Some(_) => self
+        match self.recovered_bounds(p)? {
+            Some(check) => Ok(check),
+            None => self
                 .read(p, key, IoClass::Journal)
                 .map(|_| PointerCheck::Valid),
         }
@@ -712,6 +741,37 @@ impl ValueGc for LogStore {
             let _ = self.delete_below(newest + 1);
         }
     }
+}
+
+/// A relocation run's copy at recovery ([`LogStore::recovered_copy`]).
+pub(crate) enum RecoveredCopy {
+    /// The copy is there: its key.
+    Found(Vec<u8>),
+    /// Behind GC's tail: a later relocation moved it again.
+    Collected,
+    /// Past the durable end: the crash cut it.
+    Lost,
+}
+
+/// The key of the GC copy `raw` that a relocation run's pointer `p` names:
+/// the record must decode, match the pointer's length and checksum, and be
+/// a separated put GC copied; anything else is corruption at `p`.
+pub(crate) fn copy_key(raw: &[u8], p: &ValuePointer, path: &Path) -> Result<Vec<u8>> {
+    let bad = |why: String| Error::corruption(path, p.offset, why);
+    let (r, len) = decode_record(raw).map_err(|b| match b {
+        Bad::Incomplete => bad("relocated copy shorter than its pointer says".into()),
+        Bad::Damaged(why) => bad(why),
+    })?;
+    if len != p.record_len as usize || crate::coding::u32_at(raw, 0) != p.record_crc {
+        return Err(bad("relocated copy does not match its pointer".into()));
+    }
+    if !(r.kind() == KIND_PUT && r.flags & FLAG_GC_COPY != 0 && r.flags & FLAG_INLINE == 0) {
+        return Err(bad(format!(
+            "relocation run points at a record of flags {:#04x}, not a GC copy",
+            r.flags
+        )));
+    }
+    Ok(r.key.to_vec())
 }
 
 #[cfg(test)]
