@@ -826,21 +826,6 @@ mod tests {
     }
 
     #[test]
-    fn a_floor_of_twice_the_layouts_bytes_moves_the_limit_only_where_they_take_a_quarter_of_the_data(
-    ) {
-        let live = 1000 * MIB;
-        // 7% of the data (values of a kilobyte behind pointers): the ratio
-        // is judged as it is.
-        assert_eq!(excess_floored(1.45, live, 1.5, 2 * 70 * MIB), 1.45);
-        // Half the data (values of a hundred bytes behind pointers): the
-        // layout at rest (1.5) is well below the high ratio, which is
-        // reached once garbage adds as much again.
-        let floor = 2 * 500 * MIB;
-        assert!(excess_floored(1.5, live, 1.5, floor) < 1.3);
-        assert!((excess_floored(2.0, live, 1.5, floor) - 1.5).abs() < 1e-9);
-    }
-
-    #[test]
     fn the_marks_over_a_value_store_sit_at_shares_of_the_garbage_beyond_the_layouts_bytes() {
         let live = 1000 * MIB;
         let at = |garbage: u64, overhead: u64| {
