@@ -82,14 +82,16 @@ pub(crate) fn excess_floored(r: f64, live: u64, high: f64, floor: u64) -> f64 {
 /// low ratio, and the level where GC stops, sit at the same fractions of
 /// that room.
 ///
-/// Why not the ratio alone: at low and high the garbage must then be
-/// `(low - 1) × live - overhead`, and for a layout whose own bytes are a
-/// third of the data (wisckey's log over 128-byte values, the key in log
-/// and tree) GC ran without end at the tail of a log 95% live, copying 40
-/// records for each record updated (`docs/experiments.md`, "GC's marks
-/// over the layout's own bytes"). A store whose overhead is small is
-/// judged about as by its ratio: at 5% of the data the low mark of 1.4
-/// under a high of 1.5 moves to 1.41.
+/// Why: judged by the ratio alone, the garbage at low may only be
+/// `(low - 1) × live - overhead`, none once the overhead passes that
+/// (unikv over 104-byte values ran GC without end on files a fifth
+/// garbage). Scaling the excess so that twice the overhead read as high
+/// scaled the low mark too: over wisckey's log of 128-byte values (its
+/// bytes a third of the data, the key in log and tree) GC cycled the whole
+/// log without pause, about 40 copies for each update (`docs/
+/// experiments.md`, "GC's marks over the layout's own bytes"). A store
+/// whose overhead is small is judged about as by its ratio: at 5% of the
+/// data the low mark of 1.4 under a high of 1.5 moves to 1.41.
 pub(crate) fn garbage_judged(r: f64, live: u64, high: f64, overhead: u64) -> f64 {
     if r <= 1.0 || live == 0 {
         return r;
