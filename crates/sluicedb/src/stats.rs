@@ -287,8 +287,8 @@ pub struct SpaceStats {
     /// and values when space was last measured: the tables' bytes that are
     /// not inline values (pointers, indexes, filters), the live value
     /// records' headers, and the value store's bytes that are no record.
-    /// GC cannot reclaim them; where they would take more than half the
-    /// excess the space limit allows, the limit allows twice them
+    /// GC cannot reclaim them: the space limit judges the garbage beyond
+    /// them, and lets it grow at least as large as they are
     /// (`docs/design.md`, "Space-aware throttling").
     pub layout_overhead_bytes: u64,
     /// Of the bytes the journal took lately, the share that added live

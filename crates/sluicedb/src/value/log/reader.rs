@@ -61,12 +61,9 @@ pub(crate) fn owned(r: Record<'_>) -> OwnedRecord {
     }
 }
 
-/// [`check_record`] without copying: the record, or why it is damaged.
-pub(crate) fn checked_record<'a>(
-    raw: &'a [u8],
-    p: &ValuePointer,
-    key: &[u8],
-) -> std::result::Result<Record<'a>, String> {
+/// The record `raw` holds, if it is the one `p` names: it decodes, and its
+/// length and checksum are the pointer's; else why not.
+fn pointed_record<'a>(raw: &'a [u8], p: &ValuePointer) -> std::result::Result<Record<'a>, String> {
     let (r, len) = decode_record(raw).map_err(|b| match b {
         Bad::Incomplete => "value record shorter than its pointer says".to_string(),
         Bad::Damaged(why) => why,
@@ -74,6 +71,35 @@ pub(crate) fn checked_record<'a>(
     if len != p.record_len as usize || crate::coding::u32_at(raw, 0) != p.record_crc {
         return Err("value record does not match its pointer".into());
     }
+    Ok(r)
+}
+
+/// The key of the GC copy `raw` that a relocation run's pointer `p` names
+/// (replay reads it: the run holds pointers alone). The record must be
+/// the pointer's and a separated put GC copied; anything else is
+/// `Corruption` at `p`.
+pub(crate) fn copy_key(raw: &[u8], p: &ValuePointer, path: &Path) -> Result<Vec<u8>> {
+    pointed_record(raw, p)
+        .and_then(|r| {
+            if may_be_live(r.flags) && r.flags & FLAG_GC_COPY != 0 {
+                Ok(r.key.to_vec())
+            } else {
+                Err(format!(
+                    "relocation run points at a record of flags {:#04x}, not a GC copy",
+                    r.flags
+                ))
+            }
+        })
+        .map_err(|why| Error::corruption(path, p.offset, why))
+}
+
+/// [`check_record`] without copying: the record, or why it is damaged.
+pub(crate) fn checked_record<'a>(
+    raw: &'a [u8],
+    p: &ValuePointer,
+    key: &[u8],
+) -> std::result::Result<Record<'a>, String> {
+    let r = pointed_record(raw, p)?;
     if r.key != key {
         return Err("value record belongs to another key".into());
     }

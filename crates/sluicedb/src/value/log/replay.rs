@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::meta::LogMeta;
-use super::reader::{scan_file_from, OwnedRecord};
-use super::store::{copy_key, LogStore, RecoveredCopy};
+use super::reader::{copy_key, scan_file_from, OwnedRecord};
+use super::store::{LogStore, RecoveredCopy};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::meta::LogMeta;
-use super::reader::{check_record, OwnedRecord};
+use super::reader::{check_record, copy_key, OwnedRecord};
 use super::writer::VlogWriter;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -22,9 +22,7 @@ use crate::fs::{CountingFs, IoClass, PUNCH_BLOCK};
 use crate::gc::{GcHost, GcTrigger, GcVictim};
 use crate::options::Options;
 use crate::pointer::{ValuePointer, STORE_LOG};
-use crate::record::{
-    claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN, FLAG_GC_COPY, FLAG_INLINE, KIND_PUT,
-};
+use crate::record::{claimed_len, decode_record, Bad, Record, FILE_HEADER_LEN};
 use crate::value::files::{check_within, cut_torn_tail, FileReaders, Located, RecordFiles};
 use crate::value::{GcProfile, PointerCheck, ValueAccounting, ValueGc, ValueRecovery, ValueStore};
 use crate::version::{Version, VersionEdit};
@@ -152,8 +150,8 @@ impl LogStore {
     pub(crate) fn recovered_copy(&self, p: &ValuePointer) -> Result<RecoveredCopy> {
         match self.recovered_bounds(p)? {
             Some(PointerCheck::Collected) => Ok(RecoveredCopy::Collected),
-            Some(_) => Ok(RecoveredCopy::Lost),
-            None => {
+            Some(PointerCheck::Lost) => Ok(RecoveredCopy::Lost),
+            Some(PointerCheck::Valid) | None => {
                 let path = self.file_path(p.file);
                 let reader = self.readers().get(p.file, &path)?;
                 let raw = reader.read_at(p.offset, p.record_len as usize, IoClass::Journal)?;
@@ -751,27 +749,6 @@ pub(crate) enum RecoveredCopy {
     Collected,
     /// Past the durable end: the crash cut it.
     Lost,
-}
-
-/// The key of the GC copy `raw` that a relocation run's pointer `p` names:
-/// the record must decode, match the pointer's length and checksum, and be
-/// a separated put GC copied; anything else is corruption at `p`.
-pub(crate) fn copy_key(raw: &[u8], p: &ValuePointer, path: &Path) -> Result<Vec<u8>> {
-    let bad = |why: String| Error::corruption(path, p.offset, why);
-    let (r, len) = decode_record(raw).map_err(|b| match b {
-        Bad::Incomplete => bad("relocated copy shorter than its pointer says".into()),
-        Bad::Damaged(why) => bad(why),
-    })?;
-    if len != p.record_len as usize || crate::coding::u32_at(raw, 0) != p.record_crc {
-        return Err(bad("relocated copy does not match its pointer".into()));
-    }
-    if !(r.kind() == KIND_PUT && r.flags & FLAG_GC_COPY != 0 && r.flags & FLAG_INLINE == 0) {
-        return Err(bad(format!(
-            "relocation run points at a record of flags {:#04x}, not a GC copy",
-            r.flags
-        )));
-    }
-    Ok(r.key.to_vec())
 }
 
 #[cfg(test)]
