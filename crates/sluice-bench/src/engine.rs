@@ -243,6 +243,9 @@ impl SluiceEngine {
         if let Some(n) = cfg.l0_compaction_trigger {
             opts = opts.l0_triggers(n);
         }
+        if let Some(n) = cfg.l0_read_compaction_trigger {
+            opts = opts.l0_read_compaction_trigger(n);
+        }
         if let Some(d) = cfg.index_decoupled_tables {
             opts = opts.index_decoupled_tables(d);
         }

@@ -99,6 +99,8 @@ pub struct BenchConfig {
     pub base_level_size_bytes: Option<u64>,
     /// Overrides the L0 triggers ([`sluicedb::Options::l0_triggers`]).
     pub l0_compaction_trigger: Option<usize>,
+    /// Overrides [`sluicedb::IndexOptions::l0_read_compaction_trigger`].
+    pub l0_read_compaction_trigger: Option<usize>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_lazy_read`] (§3.2.2).
     pub table_gc_lazy_read: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_write_back`] (§2.2,
@@ -167,6 +169,7 @@ impl Default for BenchConfig {
             target_file_size_bytes: None,
             base_level_size_bytes: None,
             l0_compaction_trigger: None,
+            l0_read_compaction_trigger: None,
             table_gc_lazy_read: None,
             table_gc_write_back: None,
             lightkv_fence_cache: None,

@@ -541,6 +541,12 @@ struct BenchArgs {
     /// at twice as many, stop at three times). Default: the preset's.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     l0_trigger: Option<u64>,
+    /// Leveled shape: L0 tables from which L0 merges into L1 once user reads
+    /// have paid for it (`docs/design.md`, "L0 merged for reads"); at or
+    /// above the L0 trigger, never. Default: the preset's (4 for the
+    /// default, off for the others).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    l0_read_trigger: Option<u64>,
     /// Table layout: GC reads only the live values of a victim (lazy read,
     /// Scavenger (VLDB) §3.2.2), `on` or `off` (read whole victims). Default: on.
     #[arg(long, value_parser = ["on", "off"])]
@@ -740,6 +746,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         target_file_size_bytes: a.target_file_size_mib.map(|m| m << 20),
         base_level_size_bytes: a.base_level_mib.map(|m| m << 20),
         l0_compaction_trigger: a.l0_trigger.map(|n| n as usize),
+        l0_read_compaction_trigger: a.l0_read_trigger.map(|n| n as usize),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
         lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),

@@ -273,6 +273,7 @@ fn apply_options(mut o: Options, options: Option<&Bound<'_, PyDict>>) -> PyResul
             l0_compaction_trigger,
             l0_slowdown_trigger,
             l0_stop_trigger,
+            l0_read_compaction_trigger,
             base_level_size_bytes,
             target_file_size_bytes,
             separation_threshold_bytes,

@@ -265,7 +265,10 @@ pub enum Preset {
     /// per version). A database created under another preset opened with
     /// these options keeps its value store as it is: values it separated
     /// stay readable, and new ones stay inline unless its store is value
-    /// tables. `Stats::flush` counts the decisions.
+    /// tables. `Stats::flush` counts the decisions. Level 0 is merged
+    /// from 8 tables while writes flow, and from 4 once user reads have
+    /// met its tables enough to pay for the merge
+    /// ([`IndexOptions::l0_read_compaction_trigger`]).
     #[default]
     Adaptive,
     /// Plain leveled LSM tree with values inline (LevelDB, WiscKey, FAST '16, §2.2).
@@ -635,6 +638,15 @@ pub struct IndexOptions {
     /// L0 tables at which writes stop until compaction catches up
     /// ([`DEFAULT_L0_STOP_TRIGGER`]).
     pub l0_stop_trigger: usize,
+    /// L0 tables from which L0 is merged into L1, below
+    /// `l0_compaction_trigger`, once user reads have met its tables enough
+    /// to pay for the merge (the leveled shape; `docs/design.md`, "L0
+    /// merged for reads"). At or above `l0_compaction_trigger` it does
+    /// nothing. Default [`DEFAULT_L0_COMPACTION_TRIGGER`]: the default
+    /// preset merges L0 from 8 tables while writes flow and from 4 once
+    /// reads come; hashkv and scavenger, which merge from 8 too, keep it
+    /// at 8 (off).
+    pub l0_read_compaction_trigger: usize,
     /// Number of levels ([`DEFAULT_NUM_LEVELS`]).
     pub num_levels: usize,
     /// Size ratio of adjacent levels ([`DEFAULT_LEVEL_SIZE_RATIO`]). Larger:
@@ -987,6 +999,8 @@ setters! {
     l0_slowdown_trigger => index.l0_slowdown_trigger: usize,
     /// Sets [`IndexOptions::l0_stop_trigger`].
     l0_stop_trigger => index.l0_stop_trigger: usize,
+    /// Sets [`IndexOptions::l0_read_compaction_trigger`].
+    l0_read_compaction_trigger => index.l0_read_compaction_trigger: usize,
     /// Sets [`IndexOptions::num_levels`].
     num_levels => index.num_levels: usize,
     /// Sets [`IndexOptions::level_size_ratio`].
@@ -1184,7 +1198,10 @@ impl Options {
         match preset {
             // Scavenger's value store, from a larger threshold.
             Preset::Adaptive => {
-                o.value_tables_at_flush(DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES)
+                o.value_tables_at_flush(DEFAULT_ADAPTIVE_SEPARATION_THRESHOLD_BYTES);
+                // L0 from 8 tables while writes flow, from 4 once reads
+                // come (`docs/design.md`, "L0 merged for reads").
+                o.set_l0_triggers(8);
             }
             Preset::LevelDb => {}
             Preset::WiscKey => {
@@ -1248,6 +1265,9 @@ impl Options {
     /// (`docs/design.md`, "L0 from 8 tables for hashkv and scavenger").
     fn l0_for_an_index_of_pointers(&mut self) {
         self.set_l0_triggers(8);
+        // Not measured on these presets' reads yet: L0 merged for reads
+        // stays off (`docs/design.md`, "L0 merged for reads").
+        self.index.l0_read_compaction_trigger = 8;
     }
 
     /// Scavenger's value store (Scavenger, VLDB, §3): values of `threshold` bytes
@@ -1291,6 +1311,7 @@ impl Options {
                 l0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
                 l0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
                 l0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
+                l0_read_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
                 num_levels: DEFAULT_NUM_LEVELS,
                 level_size_ratio: DEFAULT_LEVEL_SIZE_RATIO,
                 base_level_size_bytes: DEFAULT_BASE_LEVEL_SIZE_BYTES,
@@ -1399,6 +1420,9 @@ impl Options {
                 self.index.l0_slowdown_trigger,
                 self.index.l0_stop_trigger
             ));
+        }
+        if self.index.l0_read_compaction_trigger == 0 {
+            return bad("l0_read_compaction_trigger must be at least 1".into());
         }
         if !(2..=64).contains(&self.index.num_levels) || self.index.level_size_ratio < 2 {
             return bad("num_levels must be in 2..=64 and level_size_ratio >= 2".into());
@@ -1570,7 +1594,8 @@ mod tests {
     }
 
     /// `l0_triggers` keeps the defaults' proportions, and the presets over
-    /// an index of pointers merge L0 from 8 tables (slowdown 16, stop 24).
+    /// an index of pointers and the default merge L0 from 8 tables
+    /// (slowdown 16, stop 24).
     #[test]
     fn l0_triggers_keep_the_defaults_proportions() {
         let triggers = |o: &Options| {
@@ -1594,9 +1619,23 @@ mod tests {
             triggers(&d.l0_triggers(DEFAULT_L0_COMPACTION_TRIGGER)),
             triggers(&Options::preset(Preset::LevelDb))
         );
-        for p in [Preset::HashKv, Preset::Scavenger] {
+        for p in [Preset::HashKv, Preset::Scavenger, Preset::Adaptive] {
             assert_eq!(triggers(&Options::preset(p)), (8, 16, 24), "{p:?}");
         }
-        assert_eq!(triggers(&Options::preset(Preset::Adaptive)), (4, 8, 12));
+        // L0 merged for reads from 4 tables where the default's writes
+        // merge it from 8; off for the others.
+        for &p in Preset::all() {
+            let i = &Options::preset(p).index;
+            let on = i.l0_read_compaction_trigger < i.l0_compaction_trigger;
+            assert_eq!(on, p == Preset::Adaptive, "{p:?}");
+        }
+        assert_eq!(
+            Options::default().index.l0_read_compaction_trigger,
+            DEFAULT_L0_COMPACTION_TRIGGER
+        );
+        assert!(Options::default()
+            .l0_read_compaction_trigger(0)
+            .validate()
+            .is_err());
     }
 }

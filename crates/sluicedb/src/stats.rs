@@ -339,6 +339,10 @@ pub struct ShapeStats {
     /// under the space limit's pressure since open, for the versions newer
     /// ones shadow.
     pub garbage_merges: u64,
+    /// The leveled shape: merges of L0 picked below its write trigger
+    /// because user reads had met its tables enough to pay for them
+    /// ([`crate::IndexOptions::l0_read_compaction_trigger`]), since open.
+    pub l0_read_merges: u64,
     /// LightKV: the open loaded the write buffer's tree from the image a
     /// clean shutdown left (§V) instead of scanning the buffer.
     pub lightkv_image_loaded: bool,
@@ -570,6 +574,13 @@ impl std::fmt::Display for Stats {
                     l.tables, l.bytes, l.score
                 )?;
             }
+        }
+        if self.index.shape.l0_read_merges > 0 {
+            writeln!(
+                f,
+                "  L0 merged for reads since open: {}",
+                self.index.shape.l0_read_merges
+            )?;
         }
         if self.index.shape.partitions > 0 {
             writeln!(

@@ -569,3 +569,64 @@ fn peek_gives_the_value_size_under_every_preset() {
         }
     }
 }
+
+/// The default merges L0 from 8 tables while writes flow and from 4 once
+/// user reads have paid for the merge (`docs/design.md`, "L0 merged for
+/// reads"): reads alone wake the background threads for it, and the
+/// merge loses nothing.
+#[test]
+fn reads_merge_the_l0_tables_writes_left_below_their_trigger() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small(&fs)).unwrap();
+    let value = |round: u32, i: u32| format!("value-{round}-{i}-{}", "y".repeat(40));
+    // Six flushes of 50 overlapping keys (under the 8 KiB write buffer
+    // with the memtable's own bytes): six L0 tables, below the trigger of 8.
+    for round in 0..6 {
+        for i in 0..50 {
+            db.put(k(i * 3 + round), value(round, i)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    assert_eq!(s.flush.flushes, 6, "{s}");
+    assert_eq!(s.index.levels[0].tables, 6, "{s}");
+    assert_eq!(s.index.shape.l0_read_merges, 0, "{s}");
+    let want = |key: u32| {
+        let (round, i) = (0..6u32).rev().find_map(|r| {
+            (key >= r && (key - r).is_multiple_of(3) && (key - r) / 3 < 50)
+                .then(|| (r, (key - r) / 3))
+        })?;
+        Some(value(round, i).into_bytes())
+    };
+    // Reads only, without waiting for the background threads: their
+    // wake-up runs the merge.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut reads = 0u64;
+    while db.stats().index.levels[0].tables >= 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{reads} reads and L0 still holds its tables: {}",
+            db.stats()
+        );
+        for key in 0..160 {
+            assert_eq!(db.get(k(key)).unwrap(), want(key), "key {key}");
+            reads += 1;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s = db.stats();
+    assert_eq!(s.index.shape.l0_read_merges, 1, "{s}");
+    assert!(
+        s.to_string().contains("L0 merged for reads since open: 1"),
+        "{s}"
+    );
+    for key in 0..160 {
+        assert_eq!(
+            db.get(k(key)).unwrap(),
+            want(key),
+            "key {key} after the merge"
+        );
+    }
+    assert_eq!(db.range(k(0)..k(160)).count(), 153);
+}

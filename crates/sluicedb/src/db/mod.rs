@@ -334,13 +334,11 @@ impl Db {
         for m in &sv.imms {
             children.push(m.clone().iter());
         }
-        if core.shape.note_scan() {
+        if core.shape.note_scan(&sv.current) {
             // A read-only workload wakes no background thread otherwise:
-            // its scans would never see the scan merge (UniKV, ICDE '20, §III-F).
-            // Under the state lock, so that a thread about to wait does not
-            // miss it.
-            let _st = core.state.lock();
-            core.bg_cv.notify_all();
+            // its scans would never see the scan merge (UniKV, ICDE '20,
+            // §III-F) or L0 merged for reads.
+            core.wake_background_for_reads();
         }
         children.extend(core.shape.scan_iterators(
             &sv.current,

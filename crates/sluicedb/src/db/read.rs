@@ -132,6 +132,7 @@ impl Core {
         let mut out = Vec::with_capacity(keys.len());
         for (key, mut f) in keys.iter().zip(found) {
             if f == Lookup::Absent {
+                self.note_table_read(&sv, IoClass::UserRead);
                 f = self
                     .shape
                     .get(&sv.current, &self.tables, key, seq, IoClass::UserRead)?;
@@ -207,9 +208,27 @@ impl Core {
             found = m.get(key, seq);
         }
         if found == Lookup::Absent {
+            self.note_table_read(sv, class);
             found = self.shape.get(&sv.current, &self.tables, key, seq, class)?;
         }
         Ok(found)
+    }
+
+    /// A point read goes to the tables: a user's tells the shape, which may
+    /// find a merge due for reads (the leveled shape's L0, "L0 merged for
+    /// reads" in `docs/design.md`).
+    fn note_table_read(&self, sv: &SuperVersion, class: IoClass) {
+        if class == IoClass::UserRead && self.shape.note_read(&sv.current) {
+            self.wake_background_for_reads();
+        }
+    }
+
+    /// Wakes the background threads for a merge reads made due: a
+    /// read-only workload wakes them no other way. Under the state lock, so
+    /// that a thread about to wait does not miss it.
+    pub(super) fn wake_background_for_reads(&self) {
+        let _st = self.state.lock();
+        self.bg_cv.notify_all();
     }
 
     /// The value a lookup of `key` found: read from the value store when

@@ -9,6 +9,7 @@
 //! which writes less than LevelDB's round-robin pointer.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{
@@ -23,7 +24,7 @@ use crate::table::TableCache;
 use crate::version::{FileMeta, LevelRules, Version};
 
 /// Parameters of the leveled shape (from `Options`).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Leveled {
     pub(crate) num_levels: usize,
     pub(crate) l0_compaction_trigger: usize,
@@ -33,6 +34,63 @@ pub(crate) struct Leveled {
     pub(crate) base_level_size_bytes: u64,
     pub(crate) level_size_ratio: u64,
     pub(crate) target_file_size_bytes: u64,
+    /// L0 tables from which L0 is merged once user reads have met them
+    /// enough ([`L0Reads`]); at or above `l0_compaction_trigger`, never.
+    pub(crate) l0_read_trigger: usize,
+    pub(crate) l0_reads: L0Reads,
+}
+
+/// Bytes of L0 a read's extra table pays for: a merge of L0 becomes due
+/// once the extra tables user reads met, one per point read's table and
+/// [`SCAN_READ_WEIGHT`] per scan's, times this, reach L0's bytes.
+/// LevelDB's seek compaction allows a table one read per 16 KiB of its
+/// size (`db/version_set.cc`: a seek of 10 ms costs what compacting 40 KB
+/// costs on a disk).
+///
+/// A table is extra past `l0_read_trigger - 1` (what a shape merging at the
+/// read trigger would hold). With five L0 tables of 60 MB (two extra),
+/// about 9,000 point reads make the merge due: a twentieth of a second of
+/// a workload of half reads, while a workload of writes alone never pays
+/// and one of a hundredth reads fills L0 to its write trigger first. By
+/// CPU alone the merge would wait longer (an extra table costs a point
+/// read about 0.1 µs, some 50 bytes of merging, `docs/experiments.md`,
+/// "The default's L0 from 8 tables, with YCSB"), but the merge runs on a
+/// background thread and the extra probes on the reader's; at 2 KiB per
+/// read, YCSB's workload A (half reads) left its L0 merge to workload B
+/// and B ran at 0.84 of L0 from 4 ("L0 merged for reads").
+pub(crate) const L0_READ_BYTES: u64 = 16 << 10;
+
+/// A scan's seek pays for `SCAN_READ_WEIGHT` point reads' worth per extra
+/// L0 table: no filter spares it, and it reads a block of each table
+/// (4.5 µs a table for a 100-entry scan, against a point read's 0.1 µs
+/// by filter, in the same experiment).
+pub(crate) const SCAN_READ_WEIGHT: u64 = 8;
+
+/// User reads' extra L0 tables since L0's oldest table came (its number,
+/// `epoch`): a merge of L0 into L1 from `l0_read_trigger` tables on, below
+/// the write trigger, once they paid for it ([`L0_READ_BYTES`]). L0 from 8
+/// tables spares writes a fifth of their write amplification, and reads
+/// lose 3-15% to the tables they probe; with this, writes keep the first
+/// and reads, once they come, lose the second for a fraction of a second
+/// (`docs/design.md`, "L0 merged for reads").
+#[derive(Debug, Default)]
+pub(crate) struct L0Reads {
+    /// The number of L0's oldest table when `paid` started: a merge of L0
+    /// takes every table, so a new oldest means the merge installed.
+    epoch: AtomicU64,
+    /// Extra tables met since, in point reads' worth.
+    paid: AtomicU64,
+    /// `paid` reached L0's bytes in this epoch (set once: the read that
+    /// set it wakes the background threads).
+    due: AtomicBool,
+    /// L0 merges picked below the write trigger because reads paid for
+    /// them, since open.
+    merges: AtomicU64,
+}
+
+/// The number of `v`'s oldest L0 table (0 with none).
+fn l0_epoch(v: &Version) -> u64 {
+    v.levels[0].iter().map(|f| f.number).min().unwrap_or(0)
 }
 
 impl Leveled {
@@ -44,6 +102,45 @@ impl Leveled {
             b = b.saturating_mul(self.level_size_ratio);
         }
         b
+    }
+
+    /// A user read of `v`'s tables met L0's: `weight` point reads' worth
+    /// ([`L0Reads`]). True when it made a merge due.
+    fn charge_l0_read(&self, v: &Version, weight: u64) -> bool {
+        let trigger = self.l0_read_trigger.max(1);
+        let l0 = v.num_files(0);
+        if trigger >= self.l0_compaction_trigger || l0 < trigger {
+            return false;
+        }
+        let r = &self.l0_reads;
+        let epoch = l0_epoch(v);
+        if r.epoch.load(Ordering::Relaxed) != epoch {
+            // Racing readers may each reset: an estimate either way.
+            r.epoch.store(epoch, Ordering::Relaxed);
+            r.paid.store(0, Ordering::Relaxed);
+            r.due.store(false, Ordering::Relaxed);
+        }
+        if r.due.load(Ordering::Relaxed) {
+            return false;
+        }
+        let extra = (l0 + 1 - trigger) as u64 * weight;
+        let paid = r.paid.fetch_add(extra, Ordering::Relaxed) + extra;
+        paid.saturating_mul(L0_READ_BYTES) >= v.level_bytes(0)
+            && !r.due.swap(true, Ordering::Relaxed)
+    }
+
+    /// L0's compaction trigger for `v`: the read trigger once reads paid
+    /// for a merge of its tables.
+    fn l0_trigger_for(&self, v: &Version) -> usize {
+        let r = &self.l0_reads;
+        if self.l0_read_trigger < self.l0_compaction_trigger
+            && r.due.load(Ordering::Relaxed)
+            && r.epoch.load(Ordering::Relaxed) == l0_epoch(v)
+        {
+            self.l0_read_trigger.max(1)
+        } else {
+            self.l0_compaction_trigger
+        }
     }
 
     /// Grandparent overlap above which an output table is cut (LevelDB).
@@ -251,7 +348,23 @@ impl IndexShape for Leveled {
     }
 
     fn pick_compaction(&self, v: &Version, busy: &HashSet<u64>) -> Option<CompactionPlan> {
-        self.pick_fullest(v, busy, |_, score| score >= 1.0)
+        let plan = self.pick_fullest(v, busy, |_, score| score >= 1.0)?;
+        if plan.inputs[0].level == 0 && v.num_files(0) < self.l0_compaction_trigger {
+            self.l0_reads.merges.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(plan)
+    }
+
+    fn note_read(&self, v: &Version) -> bool {
+        self.charge_l0_read(v, 1)
+    }
+
+    fn note_scan(&self, v: &Version) -> bool {
+        self.charge_l0_read(v, SCAN_READ_WEIGHT)
+    }
+
+    fn shape_stats(&self, _v: &Version, s: &mut crate::stats::ShapeStats) {
+        s.l0_read_merges = self.l0_reads.merges.load(Ordering::Relaxed);
     }
 
     /// L0 into L1: the newest entries (flushed memtables) meet the older
@@ -304,7 +417,7 @@ impl IndexShape for Leveled {
 
     fn scores(&self, v: &Version) -> Vec<f64> {
         let mut s = vec![0.0; self.num_levels];
-        s[0] = v.num_files(0) as f64 / self.l0_compaction_trigger.max(1) as f64;
+        s[0] = v.num_files(0) as f64 / self.l0_trigger_for(v).max(1) as f64;
         for (level, score) in s.iter_mut().enumerate().take(self.num_levels - 1).skip(1) {
             *score = v.level_bytes(level) as f64 / self.max_bytes_for_level(level).max(1) as f64;
         }
@@ -332,15 +445,98 @@ mod tests {
     use crate::version::VersionEdit;
 
     fn shape() -> Arc<Leveled> {
+        shape_with_l0(1, 1)
+    }
+
+    fn shape_with_l0(compaction: usize, read: usize) -> Arc<Leveled> {
         Arc::new(Leveled {
             num_levels: 4,
-            l0_compaction_trigger: 1,
-            l0_slowdown_trigger: 8,
-            l0_stop_trigger: 12,
+            l0_compaction_trigger: compaction,
+            l0_slowdown_trigger: 16,
+            l0_stop_trigger: 24,
             base_level_size_bytes: 1000,
             level_size_ratio: 10,
             target_file_size_bytes: 100,
+            l0_read_trigger: read,
+            l0_reads: L0Reads::default(),
         })
+    }
+
+    /// `v` with L0 tables `numbers` (each `bytes`) added.
+    fn with_l0(v: &Version, numbers: std::ops::RangeInclusive<u64>, bytes: u64) -> Version {
+        let mut e = VersionEdit::default();
+        for n in numbers {
+            e.add_file(0, test_file(n, "a", "z", bytes));
+        }
+        v.apply(&e).unwrap()
+    }
+
+    /// Point reads until one makes the merge due; how many it took.
+    fn reads_until_due(s: &Leveled, v: &Version, most: u64) -> Option<u64> {
+        (1..=most).find(|_| s.note_read(v))
+    }
+
+    #[test]
+    fn l0_is_merged_below_its_write_trigger_once_reads_paid_for_it() {
+        let s = shape_with_l0(8, 4);
+        let none = HashSet::new();
+        // Six L0 tables of 240 KiB: 1,440 KiB; three extra tables per
+        // point read (past the 3 a merge from 4 would leave), 48 KiB of L0
+        // each.
+        let v = with_l0(&Version::empty(s.clone()), 1..=6, 240 << 10);
+        assert!(
+            s.pick_compaction(&v, &none).is_none(),
+            "6 of 8: writes alone wait"
+        );
+        assert_eq!(s.scores(&v)[0], 6.0 / 8.0);
+        assert_eq!(
+            reads_until_due(&s, &v, 100),
+            Some(30),
+            "30 x 48 KiB = 1,440 KiB"
+        );
+        assert!(!s.note_read(&v), "one wake-up per merge due");
+        assert_eq!(s.scores(&v)[0], 6.0 / 4.0);
+        let plan = s.pick_compaction(&v, &none).expect("reads paid for it");
+        assert_eq!((plan.inputs[0].level, plan.inputs[0].files.len()), (0, 6));
+        let mut stats = crate::stats::ShapeStats::default();
+        s.shape_stats(&v, &mut stats);
+        assert_eq!(stats.l0_read_merges, 1);
+
+        // The merge installed: L0 starts again with newer tables, and its
+        // reads pay again from nothing. A scan weighs 8 point reads.
+        let mut e = VersionEdit::default();
+        for n in 1..=6 {
+            e.delete_file(0, n);
+        }
+        e.add_file(1, test_file(7, "a", "z", 100));
+        let v = with_l0(&v.apply(&e).unwrap(), 8..=12, 240 << 10);
+        assert!(
+            s.pick_compaction(&v, &none).is_none(),
+            "a new L0 owes nothing"
+        );
+        // Five tables of 240 KiB, two extra a read: 1,200 KiB is 37.5
+        // reads' worth, 4.7 scans'.
+        assert!((1..=4).all(|_| !s.note_scan(&v)));
+        assert!(s.note_scan(&v), "the fifth scan pays for it");
+        assert!(s.pick_compaction(&v, &none).is_some());
+
+        // Below the read trigger reads owe nothing, however many.
+        let s = shape_with_l0(8, 4);
+        let v = with_l0(&Version::empty(s.clone()), 1..=3, 1);
+        assert_eq!(reads_until_due(&s, &v, 10_000), None);
+        assert!(s.pick_compaction(&v, &none).is_none());
+    }
+
+    #[test]
+    fn a_read_trigger_at_the_write_trigger_changes_nothing() {
+        for (compaction, read) in [(4, 4), (4, 8)] {
+            let s = shape_with_l0(compaction, read);
+            let v = with_l0(&Version::empty(s.clone()), 1..=3, 1);
+            assert_eq!(reads_until_due(&s, &v, 10_000), None);
+            assert!(!s.note_scan(&v));
+            assert!(s.pick_compaction(&v, &HashSet::new()).is_none());
+            assert_eq!(s.scores(&v)[0], 3.0 / compaction as f64);
+        }
     }
 
     #[test]

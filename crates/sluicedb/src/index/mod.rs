@@ -267,6 +267,8 @@ pub(crate) fn shape_for(opts: &Options) -> Arc<dyn IndexShape> {
         base_level_size_bytes: opts.index.base_level_size_bytes,
         level_size_ratio: opts.index.level_size_ratio,
         target_file_size_bytes: opts.index.target_file_size_bytes,
+        l0_read_trigger: opts.index.l0_read_compaction_trigger,
+        l0_reads: leveled::L0Reads::default(),
     })
 }
 
@@ -337,12 +339,19 @@ pub(crate) trait IndexShape: LevelRules {
     ) -> Vec<Box<dyn InternalIterator>> {
         overlapping_then_runs(v, tables, lower, upper)
     }
-    /// A user scan starts (the unified shape merges a partition's unsorted
-    /// tables while scans run, UniKV, ICDE '20, §III-F). True when the engine
-    /// should look for background work now: the first scan since the last
-    /// pick may make a scan merge due while no write wakes the background
-    /// threads.
-    fn note_scan(&self) -> bool {
+    /// A user scan starts over the tables of `v` (the unified shape merges
+    /// a partition's unsorted tables while scans run, UniKV, ICDE '20,
+    /// §III-F; the leveled one merges L0 once reads paid for it). True when
+    /// the engine should look for background work now: the first scan
+    /// since the last pick may make a scan merge due while no write wakes
+    /// the background threads.
+    fn note_scan(&self, _v: &Version) -> bool {
+        false
+    }
+    /// A user's point read went to the tables of `v` (the memtables did
+    /// not answer it). True, as for [`IndexShape::note_scan`], when it made
+    /// a merge due (the leveled shape's L0 merged for reads).
+    fn note_read(&self, _v: &Version) -> bool {
         false
     }
     /// A merge of one partition's unsorted tables into one sorted unsorted

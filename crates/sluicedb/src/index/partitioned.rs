@@ -632,7 +632,7 @@ impl IndexShape for Partitioned {
         )))]
     }
 
-    fn note_scan(&self) -> bool {
+    fn note_scan(&self, _v: &Version) -> bool {
         self.seek_reads.wake.swap(false, Ordering::Relaxed)
     }
 
@@ -1061,17 +1061,17 @@ mod tests {
         v = v.apply(&e).unwrap();
         let none = HashSet::new();
         enter(&s, &v, 1, 33);
-        assert!(!s.note_scan(), "99 extra reads are not yet due");
+        assert!(!s.note_scan(&v), "99 extra reads are not yet due");
         assert!(s.pick_scan_merge(&v, &none).is_none());
         enter(&s, &v, 1, 1);
-        assert!(s.note_scan(), "102 extra reads are due");
+        assert!(s.note_scan(&v), "102 extra reads are due");
         // A busy member keeps the partition out; the next scan there
         // makes it due again.
         let busy: HashSet<u64> = [6].into_iter().collect();
         assert!(s.pick_scan_merge(&v, &busy).is_none());
-        assert!(!s.note_scan());
+        assert!(!s.note_scan(&v));
         enter(&s, &v, 1, 1);
-        assert!(s.note_scan(), "due again");
+        assert!(s.note_scan(&v), "due again");
         let plan = s.pick_scan_merge(&v, &none).expect("a scan merge");
         let mut inputs: Vec<u64> = plan.input_files().map(|f| f.number).collect();
         inputs.sort_unstable();
@@ -1081,7 +1081,7 @@ mod tests {
         // Its count starts again.
         assert!(s.pick_scan_merge(&v, &none).is_none());
         enter(&s, &v, 1, 33);
-        assert!(!s.note_scan());
+        assert!(!s.note_scan(&v));
         // Partition ..m, the four 50 KiB tables, all weight 0: due after
         // 34 seeks too, merged into weight 1 (older than every flush to
         // come) ...
@@ -1097,7 +1097,7 @@ mod tests {
         let v = v.apply(&e).unwrap();
         let s = shape(None);
         enter(&s, &v, 0, 32);
-        assert!(s.note_scan(), "128 reads pay for partition ..m's 250 KiB");
+        assert!(s.note_scan(&v), "128 reads pay for partition ..m's 250 KiB");
         assert!(
             s.pick_scan_merge(&v, &none).is_none(),
             "but not for both partitions' 450 KiB"
@@ -1112,7 +1112,7 @@ mod tests {
         // Both partitions' counts start again: 128 reads of "m".. alone
         // do not pay for both.
         enter(&s, &v, 1, 32);
-        assert!(s.note_scan());
+        assert!(s.note_scan(&v));
         assert!(s.pick_scan_merge(&v, &none).is_none());
     }
 

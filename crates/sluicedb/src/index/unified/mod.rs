@@ -561,7 +561,7 @@ impl IndexShape for Unified {
         )
     }
 
-    fn note_scan(&self) -> bool {
+    fn note_scan(&self, _v: &Version) -> bool {
         self.scans.fetch_add(1, Ordering::Relaxed) == 0
     }
 

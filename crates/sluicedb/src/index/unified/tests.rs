@@ -335,7 +335,7 @@ fn scans_merge_a_partition_with_too_many_unsorted_tables_into_one() {
     let none = HashSet::new();
     // No scan ran: no merge, however many tables.
     assert!(s.pick_scan_merge(&v, &none).is_none());
-    s.note_scan();
+    s.note_scan(&v);
     let plan = s
         .pick_scan_merge(&v, &none)
         .expect("five tables, a scan ran");
@@ -350,7 +350,7 @@ fn scans_merge_a_partition_with_too_many_unsorted_tables_into_one() {
     assert_eq!(plan.target_file_size_bytes, u64::MAX, "one output");
     // The pick used the scans up; a busy table holds the merge back.
     assert!(s.pick_scan_merge(&v, &none).is_none());
-    s.note_scan();
+    s.note_scan(&v);
     let busy: HashSet<u64> = [12].into();
     assert!(s.pick_scan_merge(&v, &busy).is_none());
     // Four tables are not over the limit.
