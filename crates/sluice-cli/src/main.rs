@@ -543,8 +543,8 @@ struct BenchArgs {
     l0_trigger: Option<u64>,
     /// Leveled shape: L0 tables from which L0 merges into L1 once user reads
     /// have paid for it (`docs/design.md`, "L0 merged for reads"); at or
-    /// above the L0 trigger, never. Default: the preset's (4 for the
-    /// default, off for the others).
+    /// above the L0 trigger, never. Default: the preset's (4; the L0
+    /// trigger is 8 for adaptive, hashkv and scavenger, 4 for the others).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     l0_read_trigger: Option<u64>,
     /// Table layout: GC reads only the live values of a victim (lazy read,

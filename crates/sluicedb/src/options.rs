@@ -281,7 +281,8 @@ pub enum Preset {
     /// time, with hotness awareness (cold values to a cold log, §3.4).
     /// Level 0 is compacted from 8 tables (slowdown 16, stop 24): the
     /// index holds pointers only, so its L1 is small and every L0 merge
-    /// rewrites all of it; merging half as often halves that work.
+    /// rewrites all of it; merging half as often halves that work. From 4
+    /// once user reads have paid for the merge, as for the default.
     HashKv,
     /// Scavenger (VLDB, §3): values of 512 B and more go, at flush, to
     /// sorted value tables split hot and cold by the DropCache; GC reads a
@@ -289,7 +290,7 @@ pub enum Preset {
     /// records inheritance edges instead of rewriting the index; space
     /// bounded at 1.5x the live data.
     /// Level 0 is compacted from 8 tables, as for hashkv's index of
-    /// pointers.
+    /// pointers (from 4 once reads paid for it).
     Scavenger,
     /// UniKV (ICDE '20, §III): the `unified` index shape. Flushed tables
     /// keep their values inline in an UnsortedStore found through an
@@ -642,10 +643,9 @@ pub struct IndexOptions {
     /// `l0_compaction_trigger`, once user reads have met its tables enough
     /// to pay for the merge (the leveled shape; `docs/design.md`, "L0
     /// merged for reads"). At or above `l0_compaction_trigger` it does
-    /// nothing. Default [`DEFAULT_L0_COMPACTION_TRIGGER`]: the default
-    /// preset merges L0 from 8 tables while writes flow and from 4 once
-    /// reads come; hashkv and scavenger, which merge from 8 too, keep it
-    /// at 8 (off).
+    /// nothing. Default [`DEFAULT_L0_COMPACTION_TRIGGER`]: the default,
+    /// hashkv and scavenger merge L0 from 8 tables while writes flow and
+    /// from 4 once reads come.
     pub l0_read_compaction_trigger: usize,
     /// Number of levels ([`DEFAULT_NUM_LEVELS`]).
     pub num_levels: usize,
@@ -1265,9 +1265,6 @@ impl Options {
     /// (`docs/design.md`, "L0 from 8 tables for hashkv and scavenger").
     fn l0_for_an_index_of_pointers(&mut self) {
         self.set_l0_triggers(8);
-        // Not measured on these presets' reads yet: L0 merged for reads
-        // stays off (`docs/design.md`, "L0 merged for reads").
-        self.index.l0_read_compaction_trigger = 8;
     }
 
     /// Scavenger's value store (Scavenger, VLDB, §3): values of `threshold` bytes
@@ -1622,12 +1619,13 @@ mod tests {
         for p in [Preset::HashKv, Preset::Scavenger, Preset::Adaptive] {
             assert_eq!(triggers(&Options::preset(p)), (8, 16, 24), "{p:?}");
         }
-        // L0 merged for reads from 4 tables where the default's writes
-        // merge it from 8; off for the others.
+        // L0 merged for reads from 4 tables where writes merge it from 8;
+        // where both are 4 it does nothing.
         for &p in Preset::all() {
             let i = &Options::preset(p).index;
             let on = i.l0_read_compaction_trigger < i.l0_compaction_trigger;
-            assert_eq!(on, p == Preset::Adaptive, "{p:?}");
+            let from_8 = [Preset::Adaptive, Preset::HashKv, Preset::Scavenger];
+            assert_eq!(on, from_8.contains(&p), "{p:?}");
         }
         assert_eq!(
             Options::default().index.l0_read_compaction_trigger,
