@@ -49,7 +49,7 @@ pub(crate) struct Leveled {
 ///
 /// A table is extra past `l0_read_trigger - 1` (what a shape merging at the
 /// read trigger would hold). With five L0 tables of 60 MB (two extra),
-/// about 9,000 point reads make the merge due: a twentieth of a second of
+/// about 9,000 point reads make the merge due: a tenth of a second of
 /// a workload of half reads, while a workload of writes alone never pays
 /// and one of a hundredth reads fills L0 to its write trigger first. By
 /// CPU alone the merge would wait longer (an extra table costs a point
