@@ -452,8 +452,10 @@ mod tests {
         Arc::new(Leveled {
             num_levels: 4,
             l0_compaction_trigger: compaction,
-            l0_slowdown_trigger: 16,
-            l0_stop_trigger: 24,
+            // The write triggers keep their defaults' proportions (8 and 12
+            // for the tests of the shape alone).
+            l0_slowdown_trigger: (2 * compaction).max(8),
+            l0_stop_trigger: (3 * compaction).max(12),
             base_level_size_bytes: 1000,
             level_size_ratio: 10,
             target_file_size_bytes: 100,
