@@ -132,10 +132,7 @@ impl Core {
         let mut out = Vec::with_capacity(keys.len());
         for (key, mut f) in keys.iter().zip(found) {
             if f == Lookup::Absent {
-                self.note_table_read(&sv, IoClass::UserRead);
-                f = self
-                    .shape
-                    .get(&sv.current, &self.tables, key, seq, IoClass::UserRead)?;
+                f = self.read_tables(&sv, key, seq, IoClass::UserRead)?;
             }
             out.push(match self.resolve(key, f)? {
                 Some(Found::Value(v)) => Some(v),
@@ -208,19 +205,29 @@ impl Core {
             found = m.get(key, seq);
         }
         if found == Lookup::Absent {
-            self.note_table_read(sv, class);
-            found = self.shape.get(&sv.current, &self.tables, key, seq, class)?;
+            found = self.read_tables(sv, key, seq, class)?;
         }
         Ok(found)
     }
 
-    /// A point read goes to the tables: a user's tells the shape, which may
-    /// find a merge due for reads (the leveled shape's L0, "L0 merged for
-    /// reads" in `docs/design.md`).
-    fn note_table_read(&self, sv: &SuperVersion, class: IoClass) {
-        if class == IoClass::UserRead && self.shape.note_read(&sv.current) {
+    /// A point read of the tables. A user's goes through the shape's
+    /// [`IndexShape::read`], which may find a merge due for reads (the
+    /// leveled shape's L0, "L0 merged for reads" in `docs/design.md`).
+    fn read_tables(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: u64,
+        class: IoClass,
+    ) -> Result<Lookup> {
+        if class != IoClass::UserRead {
+            return self.shape.get(&sv.current, &self.tables, key, seq, class);
+        }
+        let (found, due) = self.shape.read(&sv.current, &self.tables, key, seq)?;
+        if due {
             self.wake_background_for_reads();
         }
+        Ok(found)
     }
 
     /// Wakes the background threads for a merge reads made due: a

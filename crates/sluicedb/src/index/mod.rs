@@ -348,11 +348,22 @@ pub(crate) trait IndexShape: LevelRules {
     fn note_scan(&self, _v: &Version) -> bool {
         false
     }
-    /// A user's point read went to the tables of `v` (the memtables did
-    /// not answer it). True, as for [`IndexShape::note_scan`], when it made
-    /// a merge due (the leveled shape's L0 merged for reads).
-    fn note_read(&self, _v: &Version) -> bool {
-        false
+    /// A user's point read of the tables of `v` (the memtables did not
+    /// answer it): [`IndexShape::get`], and true, as for
+    /// [`IndexShape::note_scan`], when the read made a merge due (the
+    /// leveled shape's L0 merged for reads, charged by the L0 tables the
+    /// read met).
+    fn read(
+        &self,
+        v: &Version,
+        tables: &TableCache,
+        user_key: &[u8],
+        snapshot: u64,
+    ) -> Result<(Lookup, bool)> {
+        Ok((
+            self.get(v, tables, user_key, snapshot, IoClass::UserRead)?,
+            false,
+        ))
     }
     /// A merge of one partition's unsorted tables into one sorted unsorted
     /// table, for scans (§III-F); `None` for shapes without one, when no
