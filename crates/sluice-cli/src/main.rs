@@ -572,7 +572,8 @@ struct BenchArgs {
     #[arg(long)]
     lightkv_cs: Option<usize>,
     /// Table layout: value tables written, and GC's victims read, around
-    /// the page cache (`O_DIRECT`), `on` or `off`. Default: the preset's.
+    /// the page cache (`O_DIRECT`) once the value store outgrows half of
+    /// memory, `on` or `off`. Default: the preset's.
     #[arg(long, value_parser = ["on", "off"])]
     direct_io: Option<String>,
     /// Table layout: how GC orders its victims, `cost-benefit` (garbage

@@ -845,11 +845,15 @@ pub struct TableLayoutOptions {
     pub gc_write_back: bool,
     /// Value tables are written around the page cache, and GC reads its
     /// victims likewise (`O_DIRECT` where the file system allows it;
-    /// Scavenger, VLDB, §4 runs flushes and compactions with direct I/O). A flush then
+    /// Scavenger, VLDB, §4 runs flushes and compactions with direct I/O),
+    /// once the value store holds more than half the memory this process
+    /// may use (its cgroup's limit, else the machine's): a flush then
     /// neither waits on the kernel's writeback nor pushes the key tables'
-    /// cached blocks out, which its lookups need next. Default: true
-    /// (preset `unikv`: false, not measured there); a file system without
-    /// direct I/O (tmpfs) gets ordinary writes either way.
+    /// cached blocks out, which its lookups need next. Below that the store
+    /// fits in memory and its tables stay buffered, so that reads of what
+    /// was written find it in the page cache. Default: true (preset
+    /// `unikv`: false, not measured there); a file system without direct
+    /// I/O (tmpfs) gets ordinary writes either way.
     pub direct_io: bool,
     /// GC picks victims by cost and benefit (LFS): garbage ratio `g` times
     /// the table's age, over the bytes GC moves per byte it frees,
