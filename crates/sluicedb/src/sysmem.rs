@@ -40,6 +40,13 @@ pub fn memory_limit_bytes() -> Option<u64> {
     below_machine(cgroup_memory_limit_bytes(), machine_memory_bytes())
 }
 
+/// The memory this process may use: its memory cgroup's limit when that
+/// is below the machine's memory ([`memory_limit_bytes`]), else the
+/// machine's; `None` when neither can be read.
+pub fn usable_memory_bytes() -> Option<u64> {
+    memory_limit_bytes().or_else(machine_memory_bytes)
+}
+
 /// A cgroup's `limit` when below the `machine`'s memory (or the machine's
 /// is unknown).
 fn below_machine(limit: Option<u64>, machine: Option<u64>) -> Option<u64> {

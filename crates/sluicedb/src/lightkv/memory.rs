@@ -46,14 +46,12 @@ pub(crate) fn check_against(
 /// its memory cgroup's limit when lower (`crate::sysmem`). `None` when
 /// neither can be read.
 fn memory_limit() -> Option<(u64, &'static str)> {
-    let machine = crate::sysmem::machine_memory_bytes();
-    let cgroup = crate::sysmem::cgroup_memory_limit_bytes();
-    match (machine, cgroup) {
-        (Some(m), Some(c)) if c < m => Some((c, "its memory cgroup's limit")),
-        (Some(m), _) => Some((m, "the machine's memory")),
-        (None, Some(c)) => Some((c, "its memory cgroup's limit")),
-        (None, None) => None,
-    }
+    let bytes = crate::sysmem::usable_memory_bytes()?;
+    let what = match crate::sysmem::memory_limit_bytes() {
+        Some(_) => "its memory cgroup's limit",
+        None => "the machine's memory",
+    };
+    Some((bytes, what))
 }
 
 #[cfg(test)]

@@ -98,6 +98,12 @@ impl TableConfig {
             prefetch_threads: opts.values.scan_prefetch_threads.max(1),
         }
     }
+
+    /// Whether a value table of a store of `store_bytes` goes around the
+    /// page cache.
+    fn uncached(&self, store_bytes: u64) -> bool {
+        self.direct_io && store_bytes > self.direct_io_from_bytes
+    }
 }
 
 /// The value store's size from which its tables are written and read by
@@ -111,17 +117,15 @@ impl TableConfig {
 /// Past it, direct writes keep the key tables' blocks cached, which a
 /// flush's lookups need ("Direct I/O for value tables").
 fn direct_io_from_bytes() -> u64 {
-    crate::sysmem::memory_limit_bytes()
-        .or_else(crate::sysmem::machine_memory_bytes)
-        .map_or(0, |m| m / 2)
+    crate::sysmem::usable_memory_bytes().map_or(0, |m| m / 2)
 }
 
-impl TableConfig {
-    /// Whether a value table of a store of `store_bytes` goes around the
-    /// page cache.
-    fn uncached(&self, store_bytes: u64) -> bool {
-        self.direct_io && store_bytes > self.direct_io_from_bytes
-    }
+/// A value table being written ([`TableStore::new_builder`]): GC reads it
+/// around the page cache as it was written.
+pub(super) struct OpenTable {
+    number: u64,
+    builder: ValueTableBuilder,
+    uncached: bool,
 }
 
 /// A table a GC step is collecting.
@@ -252,28 +256,35 @@ impl TableStore {
     }
 
     /// Starts a value table written by a flush or a GC step.
-    pub(super) fn new_builder(&self, hot: bool) -> Result<(u64, ValueTableBuilder)> {
+    pub(super) fn new_builder(&self, hot: bool) -> Result<OpenTable> {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::value_table(&self.dir, number);
-        let f = if self.config.uncached(self.total_bytes()) {
+        let uncached = self.config.uncached(self.total_bytes());
+        let f = if uncached {
             self.fs.create_uncached(&path, IoClass::ValueStore)?
         } else {
             self.fs.create(&path, IoClass::ValueStore)?
         };
-        Ok((number, ValueTableBuilder::new(f, self.config.table, hot)?))
+        let builder = ValueTableBuilder::new(f, self.config.table, hot)?;
+        Ok(OpenTable {
+            number,
+            builder,
+            uncached,
+        })
     }
 
     /// Finishes a table (synced) and makes it readable; returns its
     /// manifest entry. The edit that lists it comes after.
-    pub(super) fn finish_table(
-        &self,
-        number: u64,
-        builder: ValueTableBuilder,
-    ) -> Result<TableFile> {
+    pub(super) fn finish_table(&self, open: OpenTable) -> Result<TableFile> {
+        let OpenTable {
+            number,
+            builder,
+            uncached,
+        } = open;
         let built = builder.finish()?;
         let path = filename::value_table(&self.dir, number);
         let table = ValueTable::open(&self.fs, path, number, built.file_size, self.cache.clone())?
-            .with_uncached_gc_reads(self.config.uncached(self.total_bytes()));
+            .with_uncached_gc_reads(uncached);
         let entry = TableFile {
             size: built.file_size,
             record_bytes: built.properties.records_end - super::format::VT_HEADER_LEN as u64,
@@ -537,7 +548,7 @@ impl RecordFiles for TableStore {
 pub(super) struct TableWriter<'a> {
     store: &'a TableStore,
     /// Open tables: [cold, hot].
-    open: [Option<(u64, ValueTableBuilder)>; 2],
+    open: [Option<OpenTable>; 2],
     /// The key ranges of the open tables' records.
     ranges: [Option<KeyRange>; 2],
     /// Tables finished (synced, readable, not yet listed in the manifest).
@@ -558,8 +569,9 @@ impl<'a> TableWriter<'a> {
     }
 
     fn finish_open(&mut self, i: usize) -> Result<()> {
-        if let Some((n, b)) = self.open[i].take() {
-            let t = self.store.finish_table(n, b)?;
+        if let Some(open) = self.open[i].take() {
+            let n = open.number;
+            let t = self.store.finish_table(open)?;
             self.done.push((n, t));
             if let Some(k) = self.ranges[i].take() {
                 self.keys.push((n, k));
@@ -574,15 +586,17 @@ impl<'a> TableWriter<'a> {
         let i = usize::from(hot);
         if self.open[i]
             .as_ref()
-            .is_some_and(|(_, b)| b.estimated_size() >= self.store.config.file_bytes)
+            .is_some_and(|t| t.builder.estimated_size() >= self.store.config.file_bytes)
         {
             self.finish_open(i)?;
         }
         if self.open[i].is_none() {
             self.open[i] = Some(self.store.new_builder(hot)?);
         }
-        let (number, b) = self.open[i].as_mut().expect("opened above");
-        let h = b.add(r)?;
+        let OpenTable {
+            number, builder, ..
+        } = self.open[i].as_mut().expect("opened above");
+        let h = builder.add(r)?;
         // Records come in key order: the first is the smallest, the last
         // the largest (its buffer reused, record after record).
         match &mut self.ranges[i] {
@@ -602,7 +616,7 @@ impl<'a> TableWriter<'a> {
             file: *number,
             offset: h.offset,
             record_len: h.len,
-            record_crc: b.last_crc(),
+            record_crc: builder.last_crc(),
         })
     }
 
@@ -621,8 +635,8 @@ impl Drop for TableWriter<'_> {
     /// Tables left open by a failure are unlisted: gone now (or at the
     /// next open). Finished ones are the caller's (`done`).
     fn drop(&mut self) {
-        for (n, _) in self.open.iter_mut().filter_map(Option::take) {
-            self.store.abandon(n);
+        for t in self.open.iter_mut().filter_map(Option::take) {
+            self.store.abandon(t.number);
         }
     }
 }
@@ -1132,8 +1146,8 @@ mod tests {
         config.direct_io = false;
         assert!(!config.uncached(u64::MAX), "direct I/O off");
         // The share is half of what this process may use.
-        let memory =
-            crate::sysmem::memory_limit_bytes().or_else(crate::sysmem::machine_memory_bytes);
-        assert_eq!(direct_io_from_bytes(), memory.map_or(0, |m| m / 2));
+        let share = direct_io_from_bytes();
+        let machine = crate::sysmem::machine_memory_bytes().expect("Linux says");
+        assert!(share > 0 && share <= machine / 2, "{share} of {machine}");
     }
 }
