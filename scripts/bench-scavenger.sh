@@ -8,8 +8,9 @@
 #            One process per engine and workload, each under its own memcap.
 #   ablate:  scavenger on the Mixed workload with each mechanism off in turn (Table 1,
 #            Figs. 14-15): GetKey on index-decoupled key tables, lazy read, DropCache hot/cold,
-#            and inheritance edges (replaced by pointer write-back); then two of our own:
-#            direct I/O for value tables off, and greedy victims instead of cost-benefit.
+#            and inheritance edges (replaced by pointer write-back); then three of our own:
+#            direct I/O for value tables off, greedy victims instead of cost-benefit, and
+#            every record judged by lookups instead of by the garbage counts.
 #   sweep:   scavenger on the Mixed workload under space limits 1.25, 1.5, 2.0 and none
 #            (Fig. 18).
 # Usage: scripts/bench-scavenger.sh [main|ablate|sweep] [DIR (default sluice-data)] [OUT
@@ -62,7 +63,8 @@ case $mode in
     mixed scavenger "${out%.jsonl}-no-dropcache.jsonl" --drop-cache-bytes 0
     mixed scavenger "${out%.jsonl}-write-back.jsonl" --write-back on
     mixed scavenger "${out%.jsonl}-buffered-io.jsonl" --direct-io off
-    mixed scavenger "${out%.jsonl}-greedy.jsonl" --victims greedy ;;
+    mixed scavenger "${out%.jsonl}-greedy.jsonl" --victims greedy
+    mixed scavenger "${out%.jsonl}-by-lookup.jsonl" --judge-by-counts off ;;
   sweep)
     for l in 1.25 1.5 2.0 off; do
       mixed scavenger "${out%.jsonl}-limit-$l.jsonl" --space-limit "$l"

@@ -258,6 +258,9 @@ impl SluiceEngine {
         if let Some(c) = cfg.table_gc_cost_benefit {
             opts = opts.table_gc_cost_benefit(c);
         }
+        if let Some(j) = cfg.table_gc_judge_by_counts {
+            opts = opts.table_gc_judge_by_counts(j);
+        }
         if let Some(w) = cfg.table_gc_write_back {
             opts = opts.table_gc_write_back(w);
         }

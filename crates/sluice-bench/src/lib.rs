@@ -118,6 +118,8 @@ pub struct BenchConfig {
     pub table_direct_io: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::gc_cost_benefit`].
     pub table_gc_cost_benefit: Option<bool>,
+    /// Overrides [`sluicedb::TableLayoutOptions::gc_judge_by_counts`].
+    pub table_gc_judge_by_counts: Option<bool>,
     /// Overrides [`sluicedb::TableLayoutOptions::drop_cache_bytes`] (§3.4;
     /// 0 turns the DropCache and hot/cold tables off).
     pub drop_cache_bytes: Option<usize>,
@@ -177,6 +179,7 @@ impl Default for BenchConfig {
             lightkv_compaction_size: None,
             table_direct_io: None,
             table_gc_cost_benefit: None,
+            table_gc_judge_by_counts: None,
             drop_cache_bytes: None,
             table_gc_ratio: None,
             memory_budget: None,

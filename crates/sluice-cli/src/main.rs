@@ -556,6 +556,12 @@ struct BenchArgs {
     /// inheritance edges (`off`, TerarkDB; Scavenger (VLDB) §2.2). Default: off.
     #[arg(long, value_parser = ["on", "off"])]
     write_back: Option<String>,
+    /// Table layout: GC judges a victim by the garbage counts, with no index
+    /// lookup, when the records its counts name add up to them (`on`), or
+    /// every record by the DropCache and GetKey lookups (`off`, Scavenger
+    /// (VLDB) §3.2.2 and §3.4). Default: on.
+    #[arg(long, value_parser = ["on", "off"])]
+    judge_by_counts: Option<String>,
     /// LightKV: what a fence of the write buffer (a mapped file) does,
     /// `msync` (durable across a power loss) or `cache` (a memory fence
     /// standing in for real persistent memory; survives a process crash
@@ -750,6 +756,7 @@ fn bench(a: BenchArgs) -> Result<(), String> {
         l0_read_compaction_trigger: a.l0_read_trigger.map(|n| n as usize),
         table_gc_lazy_read: a.lazy_read.as_deref().map(|s| s == "on"),
         table_gc_write_back: a.write_back.as_deref().map(|s| s == "on"),
+        table_gc_judge_by_counts: a.judge_by_counts.as_deref().map(|s| s == "on"),
         lightkv_fence_cache: a.pm_fence.as_deref().map(|s| s == "cache"),
         lightkv_max_leaf_nodes: a.lightkv_max_leaf_nodes,
         lightkv_compaction_size: a.lightkv_cs,

@@ -863,6 +863,17 @@ pub struct TableLayoutOptions {
     /// for good, while a young hot table is left to die further. Default:
     /// true.
     pub gc_cost_benefit: bool,
+    /// GC judges a victim's records by the garbage counts alone, with no
+    /// index lookup, when it can: every job that counts a record as garbage
+    /// also notes where the record is, in memory, and a victim whose noted
+    /// records add up to its counted garbage holds no other dead record GC
+    /// could know of (`docs/design.md`, "Judged by the counts"). A victim
+    /// whose notes fall short (counted before the process opened the store,
+    /// or past the notes' memory bound) is judged by the DropCache and
+    /// GetKey lookups, as Scavenger (VLDB), §3.2.2 and §3.4 do. Off, every
+    /// victim is (the paper's path, as an ablation). Not with pointer
+    /// write-back or when merges collect. Default: true.
+    pub gc_judge_by_counts: bool,
 }
 
 /// Garbage collection's options ([`Options::gc`]).
@@ -1108,6 +1119,8 @@ setters! {
     table_direct_io => values.table.direct_io: bool,
     /// Sets [`TableLayoutOptions::gc_cost_benefit`].
     table_gc_cost_benefit => values.table.gc_cost_benefit: bool,
+    /// Sets [`TableLayoutOptions::gc_judge_by_counts`].
+    table_gc_judge_by_counts => values.table.gc_judge_by_counts: bool,
     /// Sets [`LogOptions::file_size_bytes`].
     value_log_file_size_bytes => values.log.file_size_bytes: u64,
     /// Sets [`LogOptions::buffer_bytes`].
@@ -1359,6 +1372,7 @@ impl Options {
                     gc_write_back: false,
                     direct_io: true,
                     gc_cost_benefit: true,
+                    gc_judge_by_counts: true,
                 },
             },
             lightkv: LightKvOptions {

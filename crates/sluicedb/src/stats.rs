@@ -433,6 +433,11 @@ pub struct TableStats {
     /// Records GC judged by the DropCache alone, and by an index lookup.
     pub checked_by_drop_cache: u64,
     pub checked_by_lookup: u64,
+    /// Records GC judged by the garbage counts' notes, with no lookup
+    /// (`TableLayoutOptions::gc_judge_by_counts`), and the records the
+    /// notes name now.
+    pub checked_by_counts: u64,
+    pub noted_garbage_records: u64,
     /// DropCache: keys held, their bytes, lookups that hit and missed.
     pub drop_cache_keys: u64,
     pub drop_cache_bytes: u64,
@@ -751,9 +756,12 @@ impl std::fmt::Display for Stats {
                 writeln!(
                     f,
                     "  lazy GC: read {} index bytes and {} value bytes; records judged by \
-                     DropCache {} and by lookup {}; DropCache {} keys {} bytes, hits {} misses {}",
+                     the garbage counts {} (notes held {}), by DropCache {} and by lookup {}; \
+                     DropCache {} keys {} bytes, hits {} misses {}",
                     t.gc_index_bytes,
                     t.gc_value_bytes,
+                    t.checked_by_counts,
+                    t.noted_garbage_records,
                     t.checked_by_drop_cache,
                     t.checked_by_lookup,
                     t.drop_cache_keys,

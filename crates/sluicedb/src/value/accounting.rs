@@ -24,6 +24,11 @@ pub(crate) trait ValueAccounting {
         Vec::new()
     }
 
+    /// After an edit is installed, under the state lock: the layout learns
+    /// what it holds beside the counts (the table layout, where the records
+    /// counted as garbage are).
+    fn installed(&self, _edit: &ValueEdit) {}
+
     /// A flush or compaction dropped a version of `key` that the version
     /// at `shadow` hides from every reader (the table layout's DropCache,
     /// Scavenger, VLDB, §3.4.1).

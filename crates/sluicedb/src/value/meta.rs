@@ -31,6 +31,10 @@ pub(crate) struct ValueEdit {
     pub(crate) table: TableEdit,
     /// Bytes of records that became garbage, per file (deltas).
     pub(crate) garbage: Vec<(u64, u64)>,
+    /// Where some of those records are: file, offset and length. Never
+    /// written to the manifest: the table layout notes them in memory once
+    /// the edit is installed (`TableLayoutOptions::gc_judge_by_counts`).
+    pub(crate) dead: Vec<(u64, u64, u32)>,
 }
 
 impl ValueMeta {
@@ -94,6 +98,7 @@ impl ValueMeta {
             hash: self.hash.snapshot(),
             table: self.table.snapshot(),
             garbage: self.garbage.iter().map(|(&f, &b)| (f, b)).collect(),
+            dead: Vec::new(),
         }
     }
 }
@@ -105,6 +110,7 @@ impl ValueEdit {
     pub(crate) fn merge(&mut self, other: ValueEdit) {
         debug_assert!(other.log == LogEdit::default() && other.hash == HashEdit::default());
         self.garbage.extend(other.garbage);
+        self.dead.extend(other.dead);
         self.table.merge(other.table);
     }
 

@@ -74,6 +74,9 @@ impl Core {
         let mut st = self.state.lock();
         let version = Arc::new(version);
         self.shape.installed(&version);
+        if let Some(store) = &self.values {
+            store.installed(&edit.values);
+        }
         let old = std::mem::replace(&mut st.current, version);
         st.live_versions.retain(|w| w.strong_count() > 0);
         st.live_versions.push(Arc::downgrade(&old));

@@ -6,7 +6,8 @@
 //! `store::candidates` for why not strictly hot first), from `gc_ratio` (the paper's 0.2) or, under space
 //! pressure, from `store::PRESSURE_RATIO` (§3.5: "lowering the garbage ratio
 //! threshold"). It reads each victim's dense index in one read, judges
-//! every record (the DropCache first, then the key's newest index entry),
+//! every record (by the notes of its counted garbage when they add up to
+//! the count, else the DropCache first, then the key's newest index entry),
 //! reads only the live records, coalescing nearby ones, and writes them in
 //! key order to new hot and cold tables. The edit removes the victims, adds
 //! the outputs and records the inheritance edges; the index is not
@@ -74,6 +75,20 @@ enum Verdict {
         pointer: ValuePointer,
         hot: bool,
     },
+    /// Not among the records the victim's garbage counts name, which add up
+    /// to its count: live, judged with no lookup (never with write-back, so
+    /// no relocation needs the entry's pointer).
+    Counted {
+        hot: bool,
+    },
+}
+
+/// A victim's noted garbage ([`super::store::GarbageNotes`]) as a step
+/// judges by it: the offsets sorted, and whether they are all of the
+/// victim's counted garbage.
+struct Notes {
+    offsets: Vec<u32>,
+    complete: bool,
 }
 
 impl TableStore {
@@ -158,6 +173,7 @@ impl TableStore {
             listed: false,
             installed: false,
             judged: None,
+            by_counts: Vec::new(),
         })))
     }
 
@@ -232,6 +248,8 @@ struct TableVictim<'a> {
     installed: bool,
     /// The victims, judged ([`GcVictim::judge`]).
     judged: Option<Vec<Judged>>,
+    /// The victims judged by their garbage counts' notes alone.
+    by_counts: Vec<u64>,
 }
 
 impl TableVictim<'_> {
@@ -282,10 +300,11 @@ impl TableVictim<'_> {
                     return Ok(());
                 };
                 let (old, hot) = match verdict {
-                    Verdict::Live { pointer, hot } => (pointer, hot),
+                    Verdict::Live { pointer, hot } => (Some(pointer), hot),
                     Verdict::LiveIfCrc { pointer, hot } if pointer.record_crc == crc => {
-                        (pointer, hot)
+                        (Some(pointer), hot)
                     }
+                    Verdict::Counted { hot } => (None, hot),
                     _ => continue,
                 };
                 let rec = Record {
@@ -296,7 +315,7 @@ impl TableVictim<'_> {
                 };
                 let copy = w.add(&rec, hot)?;
                 out.bytes_written += u64::from(copy.record_len);
-                if store.config.write_back {
+                if let (true, Some(old)) = (store.config.write_back, old) {
                     out.moves.push(Relocation {
                         key: r.key.to_vec(),
                         old,
@@ -352,7 +371,12 @@ impl TableVictim<'_> {
     /// The output holding the record `p` of `key` (same length, and the
     /// sequence `seq` of its entry or else the same checksum), for garbage
     /// found in a victim while the step ran.
-    fn output_holding(&self, p: &ValuePointer, key: &[u8], seq: u64) -> Result<Option<u64>> {
+    fn output_holding(
+        &self,
+        p: &ValuePointer,
+        key: &[u8],
+        seq: u64,
+    ) -> Result<Option<ValuePointer>> {
         let seq = self.store.record_seq(Some(seq));
         let mut found = Vec::new();
         for &(n, _) in &self.outputs {
@@ -360,10 +384,7 @@ impl TableVictim<'_> {
                 found.extend(TableStore::copies_in(&t, p, key, seq, IoClass::Gc)?);
             }
         }
-        Ok(self
-            .store
-            .pick_copy(found, seq.is_some(), IoClass::Gc)?
-            .map(|q| q.file))
+        self.store.pick_copy(found, seq.is_some(), IoClass::Gc)
     }
 }
 
@@ -373,13 +394,38 @@ impl GcVictim for TableVictim<'_> {
     /// the view's memtables.
     fn judge(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<bool> {
         let store = self.store;
+        let mut notes: Vec<Option<Notes>> = Vec::new();
         {
             let _accounting = store.accounting.lock();
+            // Read under the lock: no job installs garbage meanwhile, and
+            // none into a frozen table after it.
+            let current = host.current();
             let mut inner = store.inner.write();
             for v in &self.victims {
                 inner.frozen.insert(*v, Frozen::JudgedAt(view.seq));
+                notes.push(store.config.judge_by_counts.then(|| {
+                    let counted = current.values.garbage.get(v).copied().unwrap_or(0);
+                    let (mut offsets, bytes) = inner
+                        .notes
+                        .get(v)
+                        .map_or((Vec::new(), 0), |n| (n.offsets.clone(), n.bytes));
+                    offsets.sort_unstable();
+                    let len = offsets.len();
+                    offsets.dedup();
+                    // A record noted twice would be a count taken twice:
+                    // judged by lookups, whatever the sum says.
+                    let complete = bytes == counted && offsets.len() == len;
+                    Notes { offsets, complete }
+                }));
             }
         }
+        self.by_counts = self
+            .victims
+            .iter()
+            .zip(&notes)
+            .filter(|(_, n)| n.as_ref().is_some_and(|n| n.complete))
+            .map(|(&v, _)| v)
+            .collect();
         let tables: Vec<Arc<ValueTable>> = self
             .victims
             .iter()
@@ -390,7 +436,11 @@ impl GcVictim for TableVictim<'_> {
         // two cores (Mixed workload at 2 GiB).
         let judged = tables
             .iter()
-            .map(|t| judge_table(store, &self.victims, host, view, t))
+            .map(|t| {
+                let i = self.victims.iter().position(|&v| v == t.number());
+                let notes = i.and_then(|i| notes[i].as_ref());
+                judge_table(store, &self.victims, host, view, t, notes)
+            })
             .collect::<Result<Vec<Judged>>>()?;
         self.judged = Some(judged);
         Ok(!store.config.write_back)
@@ -422,7 +472,8 @@ impl GcVictim for TableVictim<'_> {
         };
         // 5. Garbage jobs found in the victims meanwhile: a record GC judged
         // dead (its shadow is in the view) goes with its victim; one GC
-        // kept is in an output now.
+        // kept is in an output now. A victim judged by its counts kept
+        // every record they did not name, whatever the view held.
         let guard = store.accounting.lock();
         let deferred: Vec<_> = {
             let mut inner = store.inner.write();
@@ -437,11 +488,13 @@ impl GcVictim for TableVictim<'_> {
             // With write-back a record GC kept and the key then left is a
             // relocation the commit dropped: counted as its copy's garbage
             // (`Committed::dropped_copies`), never here.
-            if d.shadow <= view.seq || store.config.write_back {
+            let judged_dead = d.shadow <= view.seq && !self.by_counts.contains(&d.ptr.file);
+            if judged_dead || store.config.write_back {
                 continue;
             }
-            if let Some(out) = self.output_holding(&d.ptr, &d.key, d.seq)? {
-                edit.values.garbage.push((out, u64::from(d.ptr.record_len)));
+            if let Some(q) = self.output_holding(&d.ptr, &d.key, d.seq)? {
+                edit.values.garbage.push((q.file, u64::from(q.record_len)));
+                edit.values.dead.push((q.file, q.offset, q.record_len));
             }
         }
         let heirs = self.heirs();
@@ -554,19 +607,39 @@ struct Copied {
 /// index in one read, each record judged (on the GC threads when there
 /// are some). Without lazy read (the ablation) every record is kept, to
 /// be read whole; with it only those that may be live (Scavenger, VLDB, §3.2.2).
+/// A record `notes` name is dead with no lookup; when they are the whole
+/// count, every other record is live, also with none (`docs/design.md`,
+/// "Judged by the counts").
 fn judge_table(
     store: &TableStore,
     victims: &[u64],
     host: &dyn GcHost,
     view: &SeenView,
     t: &Arc<ValueTable>,
+    notes: Option<&Notes>,
 ) -> Result<Judged> {
     let (entries, index_bytes) = t.index_entries(IoClass::Gc)?;
     store
         .gc_index_bytes
         .fetch_add(index_bytes, Ordering::Relaxed);
     let records = entries.len() as u64;
-    let judge = |e: &IndexEntry| store.judge(host, view, t.number(), victims, e);
+    let judge = |e: &IndexEntry| {
+        if let Some(n) = notes {
+            let noted =
+                u32::try_from(e.handle.offset).is_ok_and(|o| n.offsets.binary_search(&o).is_ok());
+            if noted || n.complete {
+                store.checked_by_counts.fetch_add(1, Ordering::Relaxed);
+                return Ok(if noted {
+                    Verdict::Dead
+                } else {
+                    Verdict::Counted {
+                        hot: store.drop_cache.newest_dropped(&e.key).is_some(),
+                    }
+                });
+            }
+        }
+        store.judge(host, view, t.number(), victims, e)
+    };
     let verdicts: Vec<Verdict> = match host.pool() {
         Some(pool) => pool
             .install(|| {
