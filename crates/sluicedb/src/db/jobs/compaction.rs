@@ -124,6 +124,14 @@ impl Core {
             }
             edit.values = std::mem::take(&mut stats.value_edit);
         }
+        let mut numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
+        // Before the settle: nothing that can fail stands between it and
+        // the install, which would leave the counts it handed to a GC step
+        // to be taken again when the job runs again (`docs/design.md`,
+        // "Judged by the counts").
+        if !numbers.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
         let _settling = (!plan.relocate.is_empty()).then(|| self.hold_flushes());
         let _settled = match (self.merge_collection(), plan.relocate.is_empty()) {
             (Some(store), false) => {
@@ -138,10 +146,6 @@ impl Core {
             }
             _ => self.settle_job(&mut stats, &mut edit)?,
         };
-        let mut numbers: Vec<u64> = edit.added.iter().map(|(_, f)| f.number).collect();
-        if !numbers.is_empty() {
-            self.fs.sync_dir(&self.dir)?;
-        }
         // Also the number taken at pick when every entry was dropped.
         numbers.extend(plan.output_number);
         let added = installed.inline_bytes.get()

@@ -174,6 +174,7 @@ impl TableStore {
             installed: false,
             judged: None,
             by_counts: Vec::new(),
+            took_deferred: false,
         })))
     }
 
@@ -250,6 +251,9 @@ struct TableVictim<'a> {
     judged: Option<Vec<Judged>>,
     /// The victims judged by their garbage counts' notes alone.
     by_counts: Vec<u64>,
+    /// The step took the counts jobs deferred to it: if it ends without
+    /// installing, they are lost with it.
+    took_deferred: bool,
 }
 
 impl TableVictim<'_> {
@@ -394,21 +398,31 @@ impl GcVictim for TableVictim<'_> {
     /// the view's memtables.
     fn judge(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<bool> {
         let store = self.store;
-        let mut notes: Vec<Option<Notes>> = Vec::new();
+        // Each victim's notes and count: (offsets, their bytes, count).
+        let mut noted: Vec<Option<(Vec<u32>, u64, u64)>> = Vec::new();
         {
             let _accounting = store.accounting.lock();
             // Read under the lock: no job installs garbage meanwhile, and
             // none into a frozen table after it.
             let current = host.current();
             let mut inner = store.inner.write();
+            let judge_by_counts =
+                store.config.judge_by_counts && store.notes_trusted.load(Ordering::Acquire);
             for v in &self.victims {
                 inner.frozen.insert(*v, Frozen::JudgedAt(view.seq));
-                notes.push(store.config.judge_by_counts.then(|| {
+                noted.push(judge_by_counts.then(|| {
                     let counted = current.values.garbage.get(v).copied().unwrap_or(0);
-                    let (mut offsets, bytes) = inner
-                        .notes
-                        .get(v)
-                        .map_or((Vec::new(), 0), |n| (n.offsets.clone(), n.bytes));
+                    inner.notes.get(v).map_or((Vec::new(), 0, counted), |n| {
+                        (n.offsets.clone(), n.bytes, counted)
+                    })
+                }));
+            }
+        }
+        // Sorted with no lock held: the readers' `locate` takes `inner`.
+        let notes: Vec<Option<Notes>> = noted
+            .into_iter()
+            .map(|n| {
+                n.map(|(mut offsets, bytes, counted)| {
                     offsets.sort_unstable();
                     let len = offsets.len();
                     offsets.dedup();
@@ -416,9 +430,9 @@ impl GcVictim for TableVictim<'_> {
                     // judged by lookups, whatever the sum says.
                     let complete = bytes == counted && offsets.len() == len;
                     Notes { offsets, complete }
-                }));
-            }
-        }
+                })
+            })
+            .collect();
         self.by_counts = self
             .victims
             .iter()
@@ -483,6 +497,7 @@ impl GcVictim for TableVictim<'_> {
             inner.deferred = rest;
             mine
         };
+        self.took_deferred = !deferred.is_empty();
         let mut edit = VersionEdit::default();
         for d in deferred {
             // With write-back a record GC kept and the key then left is a
@@ -543,6 +558,12 @@ impl Drop for TableVictim<'_> {
     fn drop(&mut self) {
         if self.installed {
             return;
+        }
+        if self.took_deferred {
+            // Counts lost with the step: the records they name are neither
+            // counted nor noted, and judged by the notes they would be
+            // copied as live for good. Lookups find them dead.
+            self.store.distrust_notes();
         }
         let mut inner = self.store.inner.write();
         for v in &self.victims {

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -204,6 +204,10 @@ pub(crate) struct TableStore {
     pub(super) checked_by_drop_cache: AtomicU64,
     pub(super) checked_by_lookup: AtomicU64,
     pub(super) checked_by_counts: AtomicU64,
+    /// False once counts were lost to a failure (a GC step or a job that
+    /// took deferred counts and did not install them): from then on until
+    /// the next open, GC judges by lookups (`TableStore::distrust_notes`).
+    pub(super) notes_trusted: AtomicBool,
 }
 
 impl TableStore {
@@ -282,6 +286,7 @@ impl TableStore {
             checked_by_drop_cache: AtomicU64::new(0),
             checked_by_lookup: AtomicU64::new(0),
             checked_by_counts: AtomicU64::new(0),
+            notes_trusted: AtomicBool::new(true),
         };
         Ok((store, edit))
     }
@@ -327,6 +332,13 @@ impl TableStore {
         self.appended_bytes
             .fetch_add(entry.record_bytes, Ordering::Relaxed);
         Ok(entry)
+    }
+
+    /// Stops judging by the notes until the next open: some count was lost
+    /// to a failure, so a table's notes may add up to its count and still
+    /// miss a dead record (`docs/design.md`, "Judged by the counts").
+    pub(super) fn distrust_notes(&self) {
+        self.notes_trusted.store(false, Ordering::Release);
     }
 
     /// Removes a table written by a job that failed before its edit.
@@ -460,6 +472,12 @@ impl TableStore {
     /// in: a step that freezes it waits for this lock, so for the job's
     /// install, and its view then holds the job's versions.
     fn settle(&self, tally: &mut ValueTally, edit: &mut ValueEdit) -> Result<()> {
+        // A failure here loses the counts taken so far.
+        self.settle_counts(tally, edit)
+            .inspect_err(|_| self.distrust_notes())
+    }
+
+    fn settle_counts(&self, tally: &mut ValueTally, edit: &mut ValueEdit) -> Result<()> {
         let mut inner = self.inner.write();
         for (f, bytes) in std::mem::take(&mut tally.garbage) {
             if inner.live.contains_key(&f) {

@@ -436,6 +436,58 @@ fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
     }
 }
 
+/// A settle that fails after taking counts (here, following an edge to
+/// the table holding a collected record fails to read it) loses them, so
+/// GC stops judging by the notes of counted garbage: a victim's notes
+/// could add up to its count and still miss the lost record. A settle
+/// that succeeds notes where each count it hands out is.
+#[test]
+fn a_settle_that_loses_counts_stops_judging_by_the_notes() {
+    use std::path::Path;
+    use std::sync::atomic::Ordering;
+
+    use super::meta::TableMeta;
+    use crate::fs::Fault;
+    use crate::pointer::ValuePointer;
+    use crate::value::{Dropped, ValueAccounting, ValueTally};
+
+    let mem = MemFs::new();
+    let fs = CountingFs::new(Arc::new(mem.clone()));
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    let (p, entry) = write_one(&fs, dir, 6, 2, b"value");
+    let mut meta = TableMeta {
+        created: true,
+        ..TableMeta::default()
+    };
+    meta.tables.insert(6, entry);
+    meta.refs.insert(6, 1);
+    let store = open_store(&fs, dir, &meta);
+    let dropped = |file: u64| Dropped {
+        ptr: ValuePointer { file, ..p },
+        key: b"k".to_vec(),
+        seq: 2,
+        shadow: 9,
+    };
+    // Counted in a live table: the edit says where the record is.
+    let mut tally = ValueTally::default();
+    tally.deferred.push(dropped(6));
+    let mut edit = crate::version::VersionEdit::default();
+    drop(store.settle_job(&mut tally, &mut edit.values).unwrap());
+    assert_eq!(edit.values.garbage, vec![(6, u64::from(p.record_len))]);
+    assert_eq!(edit.values.dead, vec![(6, p.offset, p.record_len)]);
+    assert!(store.notes_trusted.load(Ordering::Acquire));
+    // Table 5 was collected into 6; reading 6 to follow the edge fails.
+    store.inner.write().edges.insert(5, vec![6]);
+    let mut tally = ValueTally::default();
+    tally.deferred.push(dropped(5));
+    mem.inject(Fault::Eio, 0, true);
+    let mut edit = crate::version::VersionEdit::default();
+    assert!(store.settle_job(&mut tally, &mut edit.values).is_err());
+    mem.clear_faults();
+    assert!(!store.notes_trusted.load(Ordering::Acquire));
+}
+
 /// Following an inheritance edge finds a record by key, length and
 /// checksum. A lone copy of the key with the same length is not enough: GC
 /// may have kept a newer version and dropped the one a snapshot reads, and
