@@ -375,6 +375,21 @@ fn write_one(
     (p, entry)
 }
 
+/// A table store under `/db` holding table 6, one version of `k` at
+/// sequence 2 named by one pointer; returns the store and that pointer.
+fn store_of_one_table(fs: &CountingFs) -> (super::store::TableStore, crate::pointer::ValuePointer) {
+    let dir = std::path::Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    let (p, entry) = write_one(fs, dir, 6, 2, b"value");
+    let mut meta = super::meta::TableMeta {
+        created: true,
+        ..super::meta::TableMeta::default()
+    };
+    meta.tables.insert(6, entry);
+    meta.refs.insert(6, 1);
+    (open_store(fs, dir, &meta), p)
+}
+
 /// Garbage a flush found in a table a GC step or merge had frozen waits
 /// for that step; a step that ends without installing (failed, or cut
 /// short by a close) leaves it to the next job that settles, or to the
@@ -384,24 +399,11 @@ fn write_one(
 /// scavenger presets, about one run in twenty-five).
 #[test]
 fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
-    use std::path::Path;
-
-    use super::meta::TableMeta;
     use super::store::Frozen;
     use crate::value::{Dropped, ValueAccounting, ValueRecovery, ValueTally};
 
     for at_close in [false, true] {
-        let fs = fs();
-        let dir = Path::new("/db");
-        fs.create_dir_all(dir).unwrap();
-        let (p, entry) = write_one(&fs, dir, 6, 2, b"value");
-        let mut meta = TableMeta {
-            created: true,
-            ..TableMeta::default()
-        };
-        meta.tables.insert(6, entry);
-        meta.refs.insert(6, 1);
-        let store = open_store(&fs, dir, &meta);
+        let (store, p) = store_of_one_table(&fs());
         let current =
             crate::version::Version::empty(crate::index::shape_for(&crate::Options::default()));
         // A step froze table 6; a flush shadowing its record settles.
@@ -443,26 +445,14 @@ fn garbage_deferred_to_an_abandoned_step_is_counted_later() {
 /// that succeeds notes where each count it hands out is.
 #[test]
 fn a_settle_that_loses_counts_stops_judging_by_the_notes() {
-    use std::path::Path;
     use std::sync::atomic::Ordering;
 
-    use super::meta::TableMeta;
     use crate::fs::Fault;
     use crate::pointer::ValuePointer;
     use crate::value::{Dropped, ValueAccounting, ValueTally};
 
     let mem = MemFs::new();
-    let fs = CountingFs::new(Arc::new(mem.clone()));
-    let dir = Path::new("/db");
-    fs.create_dir_all(dir).unwrap();
-    let (p, entry) = write_one(&fs, dir, 6, 2, b"value");
-    let mut meta = TableMeta {
-        created: true,
-        ..TableMeta::default()
-    };
-    meta.tables.insert(6, entry);
-    meta.refs.insert(6, 1);
-    let store = open_store(&fs, dir, &meta);
+    let (store, p) = store_of_one_table(&CountingFs::new(Arc::new(mem.clone())));
     let dropped = |file: u64| Dropped {
         ptr: ValuePointer { file, ..p },
         key: b"k".to_vec(),
