@@ -46,12 +46,10 @@ pub(crate) fn check_against(
 /// its memory cgroup's limit when lower (`crate::sysmem`). `None` when
 /// neither can be read.
 fn memory_limit() -> Option<(u64, &'static str)> {
-    let bytes = crate::sysmem::usable_memory_bytes()?;
-    let what = match crate::sysmem::memory_limit_bytes() {
-        Some(_) => "its memory cgroup's limit",
-        None => "the machine's memory",
-    };
-    Some((bytes, what))
+    match crate::sysmem::memory_limit_bytes() {
+        Some(limit) => Some((limit, "its memory cgroup's limit")),
+        None => crate::sysmem::machine_memory_bytes().map(|m| (m, "the machine's memory")),
+    }
 }
 
 #[cfg(test)]

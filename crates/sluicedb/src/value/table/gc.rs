@@ -398,8 +398,7 @@ impl GcVictim for TableVictim<'_> {
     /// the view's memtables.
     fn judge(&mut self, host: &dyn GcHost, view: &SeenView) -> Result<bool> {
         let store = self.store;
-        // Each victim's notes and count: (offsets, their bytes, count).
-        let mut noted: Vec<Option<(Vec<u32>, u64, u64)>> = Vec::new();
+        let mut notes: Vec<Option<Notes>> = Vec::new();
         {
             let _accounting = store.accounting.lock();
             // Read under the lock: no job installs garbage meanwhile, and
@@ -410,29 +409,25 @@ impl GcVictim for TableVictim<'_> {
                 store.config.judge_by_counts && store.notes_trusted.load(Ordering::Acquire);
             for v in &self.victims {
                 inner.frozen.insert(*v, Frozen::JudgedAt(view.seq));
-                noted.push(judge_by_counts.then(|| {
+                notes.push(judge_by_counts.then(|| {
                     let counted = current.values.garbage.get(v).copied().unwrap_or(0);
-                    inner.notes.get(v).map_or((Vec::new(), 0, counted), |n| {
-                        (n.offsets.clone(), n.bytes, counted)
-                    })
+                    let n = inner.notes.get(v);
+                    Notes {
+                        offsets: n.map(|n| n.offsets.clone()).unwrap_or_default(),
+                        complete: n.map_or(0, |n| n.bytes) == counted,
+                    }
                 }));
             }
         }
         // Sorted with no lock held: the readers' `locate` takes `inner`.
-        let notes: Vec<Option<Notes>> = noted
-            .into_iter()
-            .map(|n| {
-                n.map(|(mut offsets, bytes, counted)| {
-                    offsets.sort_unstable();
-                    let len = offsets.len();
-                    offsets.dedup();
-                    // A record noted twice would be a count taken twice:
-                    // judged by lookups, whatever the sum says.
-                    let complete = bytes == counted && offsets.len() == len;
-                    Notes { offsets, complete }
-                })
-            })
-            .collect();
+        for n in notes.iter_mut().flatten() {
+            n.offsets.sort_unstable();
+            let len = n.offsets.len();
+            n.offsets.dedup();
+            // A record noted twice would be a count taken twice: judged by
+            // lookups, whatever the sum says.
+            n.complete &= n.offsets.len() == len;
+        }
         self.by_counts = self
             .victims
             .iter()

@@ -84,6 +84,7 @@ pub(crate) struct TableConfig {
 
 impl TableConfig {
     pub(crate) fn from_options(opts: &Options) -> TableConfig {
+        let in_merges = opts.index.shape == crate::options::IndexShapeKind::Unified;
         TableConfig {
             file_bytes: opts.values.table.file_bytes,
             gc_ratio: opts.values.table.gc_ratio,
@@ -93,10 +94,10 @@ impl TableConfig {
             direct_io: opts.values.table.direct_io,
             direct_io_from_bytes: direct_io_from_bytes(),
             cost_benefit: opts.values.table.gc_cost_benefit,
-            in_merges: opts.index.shape == crate::options::IndexShapeKind::Unified,
+            in_merges,
             judge_by_counts: opts.values.table.gc_judge_by_counts
                 && !opts.values.table.gc_write_back
-                && opts.index.shape != crate::options::IndexShapeKind::Unified,
+                && !in_merges,
             table: ValueTableOptions {
                 index_block_bytes: INDEX_PARTITION_BYTES,
                 restart_interval: opts.index.block_restart_interval,
